@@ -1,0 +1,156 @@
+/*
+ * pfr_store: the local ring. One SQLite database (WAL) of profile chunks: one profile per
+ * (stream, interval), compressed, time-indexed, bounded in size (oldest chunks evicted first).
+ *
+ * A stream is (service, profile labels, sample types). One process writes (the recorder); any
+ * number read at the same time (shipper, query tool), including while the writer appends.
+ *
+ * Errors: 0 on success or a negative errno; functions that take err/errlen also write a
+ * human-readable reason there. A corrupt chunk (bad checksum, undecodable payload) never fails a
+ * scan: it is skipped, counted in pfr_scan_stats.corrupt and, for a writer, in the persistent
+ * stats.
+ */
+#ifndef PFR_STORE_H
+#define PFR_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pfr_profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pfr_store pfr_store;
+
+/* Default path of the ring (the recorder's and query tool's default). */
+#define PFR_STORE_DEFAULT_PATH "/var/lib/pfr/ring.db"
+#define PFR_STORE_DEFAULT_MAX_BYTES (512ull << 20)
+
+typedef struct pfr_store_opts {
+    uint64_t max_bytes; /* size cap of the database file; 0 = PFR_STORE_DEFAULT_MAX_BYTES */
+    bool read_only;     /* readers: never write the database (cursor files excepted) */
+    int busy_timeout_ms; /* 0 = 5000 */
+} pfr_store_opts;
+
+/* A label: profile labels (host.name, container.id, ...) on chunks, or filters. */
+typedef struct pfr_kv {
+    const char *key;
+    const char *value;
+} pfr_kv;
+
+/* What a writer appends. */
+typedef struct pfr_chunk_in {
+    const char *service; /* service.name; required, non-empty */
+    const pfr_kv *labels; /* profile labels; order does not matter */
+    size_t nlabels;
+    int64_t start_ns, end_ns; /* the interval the profile covers, unix ns, start < end */
+    const pfr_profile *profile; /* sample types name the chunk's types */
+} pfr_chunk_in;
+
+/* What readers see of a chunk. Pointers are valid during the callback only. */
+typedef struct pfr_chunk_meta {
+    int64_t id; /* increasing in append order; cursors are chunk ids */
+    int64_t stream_id;
+    int64_t start_ns, end_ns;
+    const char *service;
+    const pfr_kv *labels;
+    size_t nlabels;
+    const char *const *types; /* sample type names, ntypes of them */
+    const int64_t *totals;    /* sum of values per sample type (pre-filter) */
+    size_t ntypes;
+    size_t stored_bytes; /* bytes of the chunk's row payload on disk */
+} pfr_chunk_meta;
+
+typedef struct pfr_store_filter {
+    int64_t from_ns, to_ns; /* chunks whose [start, end) overlaps [from, to); 0,0 = all time */
+    const char *service;    /* NULL = any */
+    const char *type;       /* a sample type name the chunk must have; NULL = any */
+    const pfr_kv *labels;   /* profile labels that must all match; */
+    size_t nlabels;
+    const pfr_kv *sample_labels; /* sample labels (pid, comm) that must all match; samples that do
+                                    not are dropped from the profile a reader gets */
+    size_t nsample_labels;
+    int64_t after_id; /* only chunks with id > after_id (0 = from the first) */
+    int64_t max_id;   /* only chunks with id <= max_id (0 = no bound) */
+    size_t limit;     /* at most this many chunks (0 = no limit) */
+} pfr_store_filter;
+
+typedef struct pfr_scan_stats {
+    uint64_t chunks;  /* chunks delivered */
+    uint64_t corrupt; /* chunks skipped as corrupt */
+    int64_t last_id;  /* id of the last chunk looked at (delivered or skipped) */
+} pfr_scan_stats;
+
+typedef struct pfr_store_stats {
+    uint64_t max_bytes;
+    uint64_t file_bytes;   /* database + WAL on disk */
+    uint64_t data_bytes;   /* payload bytes of live chunks and their shared tables */
+    uint64_t chunks;
+    int64_t oldest_ns, newest_ns; /* start of the oldest, end of the newest chunk; 0 if empty */
+    int64_t min_id, max_id;
+    uint64_t appended;       /* chunks ever appended */
+    uint64_t evicted;        /* chunks evicted by the size cap */
+    uint64_t lost_unshipped; /* evicted before some registered consumer had taken them */
+    uint64_t corrupt;        /* corrupt chunks seen by this handle's scans */
+} pfr_store_stats;
+
+/* Open (creating if needed, unless read_only) the ring at path. Migrates older schemas. */
+int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out, char *err,
+                   size_t errlen);
+void pfr_store_close(pfr_store *s);
+
+/* Append one chunk; evicts oldest chunks first if the cap would be passed. *id_out may be NULL.
+ * Once this returns 0 the chunk is durable (survives kill -9 and power loss). */
+int pfr_store_append(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out);
+
+/* Call cb for every chunk matching f, oldest id first. The profile is decoded unless
+ * PFR_SCAN_META_ONLY is given (then p is NULL). p is owned by the store and freed after cb
+ * returns. A non-zero return from cb stops the scan and is returned. st may be NULL. */
+enum pfr_scan_flags {
+    PFR_SCAN_META_ONLY = 1u << 0,
+};
+typedef int (*pfr_chunk_cb)(const pfr_chunk_meta *meta, const pfr_profile *p, void *ctx);
+int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_chunk_cb cb,
+                   void *ctx, pfr_scan_stats *st);
+
+/* Merge every matching chunk into one new profile (*out, owned by the caller), fast path for
+ * flame graphs over long ranges. merge_flags are pfr_merge_flags. Returns -ENOENT when nothing
+ * matched. */
+int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flags,
+                    pfr_profile **out, pfr_scan_stats *st);
+
+/* Streams: one callback per stream with its coverage. */
+typedef struct pfr_stream_info {
+    int64_t id;
+    const char *service;
+    const pfr_kv *labels;
+    size_t nlabels;
+    const char *const *types;
+    size_t ntypes;
+    uint64_t chunks;
+    int64_t first_ns, last_ns; /* start of its oldest chunk, end of its newest */
+} pfr_stream_info;
+typedef int (*pfr_stream_cb)(const pfr_stream_info *info, void *ctx);
+int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx);
+
+/* Consumer cursors: the id of the last chunk a named consumer (e.g. "shipper.coroot") has taken.
+ * They live beside the database (so a read-only consumer can keep its cursor without writing the
+ * ring) and the writer reads them when it evicts, to count lost-unshipped chunks. */
+int pfr_store_cursor_set(pfr_store *s, const char *consumer, int64_t chunk_id);
+/* *chunk_id = 0 when the consumer is unknown. */
+int pfr_store_cursor_get(pfr_store *s, const char *consumer, int64_t *chunk_id);
+int pfr_store_cursor_remove(pfr_store *s, const char *consumer);
+
+int pfr_store_stats_get(pfr_store *s, pfr_store_stats *st);
+
+/* Run SQLite's integrity check plus a checksum pass over every chunk. Returns 0 if all is well,
+ * -EBADMSG otherwise with the first problem in err. *bad_chunks (may be NULL) gets the count. */
+int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
