@@ -1,0 +1,61 @@
+/*
+ * symbolizer: turns addresses sampled in a process (or the kernel) into frames.
+ *
+ * Kernel addresses resolve through /proc/kallsyms. User addresses resolve through the process's
+ * mappings (/proc/PID/maps, snapshotted when the process is first seen so a process that exits
+ * before the drain still resolves) and the mapped ELF file, opened through /proc/PID/root so
+ * containers work: .symtab, then .dynsym; PIE and shared-library load bias; file and line from
+ * DWARF (libdw) where present; C++ names demangled; Go names kept as Go writes them. Parsed
+ * files are cached by build-id (or dev:inode:size:mtime when there is none), shared across
+ * processes, bounded in memory and evicted least-recently-used. An address that cannot be named
+ * yields "module+0xoffset" (or "[unknown]" without a mapping); frames are never dropped.
+ *
+ * Strings in returned frames are owned by the symbolizer and valid until the next call on it.
+ */
+#ifndef PFR_SYMBOLIZER_H
+#define PFR_SYMBOLIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct pfr_symbolizer pfr_symbolizer;
+
+typedef struct pfr_sym_opts {
+    size_t max_cache_bytes; /* bound on cached symbol data; 0 = 32 MiB */
+    const char *proc_root;  /* "/proc" unless testing */
+    bool no_dwarf;          /* skip file:line lookup */
+} pfr_sym_opts;
+
+typedef struct pfr_sym_frame {
+    const char *function; /* never NULL: a name, "module+0xoff" or "[unknown]" */
+    const char *file;     /* "" when unknown */
+    int64_t line;         /* 0 when unknown */
+    const char *module;   /* path of the mapped file, "[kernel]", or "" */
+    uint64_t offset;      /* file offset (user) or address (kernel) */
+} pfr_sym_frame;
+
+typedef struct pfr_sym_stats {
+    uint64_t files_parsed, cache_hits, cache_misses, evictions, cache_bytes;
+    uint64_t processes, unresolved_frames, errors;
+} pfr_sym_stats;
+
+int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);
+void pfr_symbolizer_free(pfr_symbolizer *s);
+
+/* Snapshot pid's mappings (call when a pid is first seen, and again after exec). Returns -ESRCH
+ * if the process is gone. */
+int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid);
+/* Drop a process's snapshot (after it exited and its samples were drained). */
+void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid);
+
+/* Resolve one user address of pid. Writes up to cap frames (inlined calls expanded, innermost
+ * first) and returns how many (>= 1), or a negative errno on misuse. */
+int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out, size_t cap);
+/* Resolve one kernel address (one frame). */
+int pfr_symbolize_kernel(pfr_symbolizer *s, uint64_t addr, pfr_sym_frame *out);
+
+void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st);
+
+#endif
