@@ -26,12 +26,12 @@ extern "C" {
 typedef struct pfr_store pfr_store;
 
 /* Default path of the ring (the recorder's and query tool's default). */
-#define PFR_STORE_DEFAULT_PATH "/var/lib/pfr/ring.db"
+#define PFR_STORE_DEFAULT_PATH      "/var/lib/pfr/ring.db"
 #define PFR_STORE_DEFAULT_MAX_BYTES (512ull << 20)
 
 typedef struct pfr_store_opts {
-    uint64_t max_bytes; /* size cap of the database file; 0 = PFR_STORE_DEFAULT_MAX_BYTES */
-    bool read_only;     /* readers: never write the database (cursor files excepted) */
+    uint64_t max_bytes;  /* size cap of the database file; 0 = PFR_STORE_DEFAULT_MAX_BYTES */
+    bool read_only;      /* readers: never write the database (cursor files excepted) */
     int busy_timeout_ms; /* 0 = 5000 */
 } pfr_store_opts;
 
@@ -43,10 +43,10 @@ typedef struct pfr_kv {
 
 /* What a writer appends. */
 typedef struct pfr_chunk_in {
-    const char *service; /* service.name; required, non-empty */
+    const char *service;  /* service.name; required, non-empty */
     const pfr_kv *labels; /* profile labels; order does not matter */
     size_t nlabels;
-    int64_t start_ns, end_ns; /* the interval the profile covers, unix ns, start < end */
+    int64_t start_ns, end_ns;   /* the interval the profile covers, unix ns, start < end */
     const pfr_profile *profile; /* sample types name the chunk's types */
 } pfr_chunk_in;
 
@@ -86,8 +86,8 @@ typedef struct pfr_scan_stats {
 
 typedef struct pfr_store_stats {
     uint64_t max_bytes;
-    uint64_t file_bytes;   /* database + WAL on disk */
-    uint64_t data_bytes;   /* payload bytes of live chunks and their shared tables */
+    uint64_t file_bytes; /* database + WAL on disk */
+    uint64_t data_bytes; /* payload bytes of live chunks and their shared tables */
     uint64_t chunks;
     int64_t oldest_ns, newest_ns; /* start of the oldest, end of the newest chunk; 0 if empty */
     int64_t min_id, max_id;
@@ -149,6 +149,11 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *st);
 /* Run SQLite's integrity check plus a checksum pass over every chunk. Returns 0 if all is well,
  * -EBADMSG otherwise with the first problem in err. *bad_chunks (may be NULL) gets the count. */
 int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen);
+
+/* Added by the store: append n chunks in one transaction (one fsync), all or none. ids_out (may
+ * be NULL) gets n ids. For writers that produce several chunks at once (the recorder's streams
+ * at the end of an interval) and for bulk loads. */
+int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out);
 
 #ifdef __cplusplus
 }

@@ -58,4 +58,15 @@ int pfr_symbolize_kernel(pfr_symbolizer *s, uint64_t addr, pfr_sym_frame *out);
 
 void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st);
 
+/* Added by the symbolizer's implementation (beyond the first API): */
+
+/* Re-read /proc/kallsyms (after modules were loaded or unloaded). 0 or a negative errno. */
+int pfr_symbolizer_reload_kernel(pfr_symbolizer *s);
+/* Bytes held in all: the file cache (bounded by max_cache_bytes), kernel symbols and process
+ * snapshots. */
+size_t pfr_symbolizer_memory(const pfr_symbolizer *s);
+/* Reason of the last failure met (a file that could not be parsed, a rejected maps file), for
+ * the caller's log; "" when none. Valid until the next call. */
+const char *pfr_symbolizer_last_error(const pfr_symbolizer *s);
+
 #endif

@@ -1,0 +1,32 @@
+/* The `pfr` command line: option parsing shared by the commands, and the commands themselves.
+ * Everything that reads the ring or renders lives in the pfr_query library; this is the thin
+ * layer that turns argv into library calls and errors into messages and exit codes. */
+#ifndef PFR_CLI_H
+#define PFR_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pfr_store.h"
+
+/* Exit codes (documented in docs/query.md). */
+enum {
+    PFR_EXIT_OK = 0,
+    PFR_EXIT_ERROR = 1,   /* the ring cannot be read, output cannot be written */
+    PFR_EXIT_USAGE = 2,   /* bad option, bad time expression, ambiguous type */
+    PFR_EXIT_NO_DATA = 3, /* nothing in the range, unknown service, type or label */
+};
+
+typedef struct pfr_cli {
+    const char *store_path;
+    int64_t now_ns; /* one "now" for every relative time of a command */
+} pfr_cli;
+
+int pfr_cmd_ls(pfr_cli *cli, int argc, char **argv);
+int pfr_cmd_flame(pfr_cli *cli, int argc, char **argv);
+int pfr_cmd_export(pfr_cli *cli, int argc, char **argv);
+int pfr_cmd_timeline(pfr_cli *cli, int argc, char **argv);
+int pfr_cmd_diff(pfr_cli *cli, int argc, char **argv);
+
+#endif

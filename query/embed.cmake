@@ -1,0 +1,12 @@
+# Turns text files into C strings: cmake -DOUT=out.c -DINPUTS="name=file;..." -P embed.cmake
+set(body "/* Generated from query/assets by embed.cmake; do not edit. */\n")
+foreach(pair ${INPUTS})
+  string(REPLACE "=" ";" kv "${pair}")
+  list(GET kv 0 name)
+  list(GET kv 1 file)
+  file(READ "${file}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND body "const char ${name}[] = {${bytes}0x00};\n")
+endforeach()
+file(WRITE "${OUT}.tmp" "${body}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

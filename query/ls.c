@@ -1,0 +1,343 @@
+/* `pfr ls`: services, profile types, label values and time coverage (with gaps) of the ring. */
+#include "pfr_query.h"
+#include "pfr_time.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct span {
+    int64_t a, b;
+} span;
+
+typedef struct svc_acc {
+    span *spans;
+    size_t nspans, cap;
+} svc_acc;
+
+typedef struct ls_ctx {
+    pfr_ls *ls;
+    svc_acc *acc; /* parallel to ls->services */
+    size_t cap;
+    size_t last; /* index of the last service looked up */
+} ls_ctx;
+
+static int add_sorted(char ***v, size_t *n, const char *s)
+{
+    size_t lo = 0, hi = *n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp((*v)[mid], s);
+        if (c == 0)
+            return 0;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    char **nv = realloc(*v, (*n + 1) * sizeof(*nv));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    char *copy = strdup(s);
+    if (!copy)
+        return -ENOMEM;
+    memmove(nv + lo + 1, nv + lo, (*n - lo) * sizeof(*nv));
+    nv[lo] = copy;
+    (*n)++;
+    return 0;
+}
+
+static pfr_ls_service *find_service(ls_ctx *c, const char *name, bool create)
+{
+    pfr_ls *ls = c->ls;
+    if (c->last < ls->nservices && strcmp(ls->services[c->last].name, name) == 0)
+        return &ls->services[c->last];
+    for (size_t i = 0; i < ls->nservices; i++)
+        if (strcmp(ls->services[i].name, name) == 0) {
+            c->last = i;
+            return &ls->services[i];
+        }
+    if (!create)
+        return NULL;
+    if (ls->nservices == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        pfr_ls_service *v = realloc(ls->services, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        ls->services = v;
+        svc_acc *a = realloc(c->acc, cap * sizeof(*a));
+        if (!a)
+            return NULL;
+        c->acc = a;
+        c->cap = cap;
+    }
+    pfr_ls_service *s = &ls->services[ls->nservices];
+    memset(s, 0, sizeof(*s));
+    memset(&c->acc[ls->nservices], 0, sizeof(*c->acc));
+    s->name = strdup(name);
+    if (!s->name)
+        return NULL;
+    c->last = ls->nservices++;
+    return s;
+}
+
+static int add_label(pfr_ls_service *s, const char *key, const char *value)
+{
+    size_t i = 0;
+    while (i < s->nlabels && strcmp(s->labels[i].key, key) < 0)
+        i++;
+    if (i == s->nlabels || strcmp(s->labels[i].key, key) != 0) {
+        pfr_ls_label *v = realloc(s->labels, (s->nlabels + 1) * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->labels = v;
+        memmove(v + i + 1, v + i, (s->nlabels - i) * sizeof(*v));
+        memset(&v[i], 0, sizeof(v[i]));
+        s->nlabels++;
+        if (!(v[i].key = strdup(key)))
+            return -ENOMEM;
+    }
+    return add_sorted(&s->labels[i].values, &s->labels[i].nvalues, value);
+}
+
+static int stream_cb(const pfr_stream_info *si, void *vctx)
+{
+    ls_ctx *c = vctx;
+    pfr_ls_service *s = find_service(c, si->service, true);
+    if (!s)
+        return -ENOMEM;
+    for (size_t i = 0; i < si->ntypes; i++)
+        if (add_sorted(&s->types, &s->ntypes, si->types[i]) < 0)
+            return -ENOMEM;
+    for (size_t i = 0; i < si->nlabels; i++)
+        if (add_label(s, si->labels[i].key, si->labels[i].value) < 0)
+            return -ENOMEM;
+    s->streams++;
+    return 0;
+}
+
+static int chunk_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vctx)
+{
+    ls_ctx *c = vctx;
+    (void)p;
+    pfr_ls_service *s = find_service(c, m->service, true);
+    if (!s)
+        return -ENOMEM;
+    svc_acc *a = &c->acc[s - c->ls->services];
+    if (a->nspans == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        span *v = realloc(a->spans, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        a->spans = v;
+        a->cap = cap;
+    }
+    a->spans[a->nspans++] = (span){m->start_ns, m->end_ns};
+    s->chunks++;
+    return 0;
+}
+
+static int cmp_span(const void *x, const void *y)
+{
+    const span *a = x, *b = y;
+    return a->a < b->a ? -1 : a->a > b->a ? 1 : (a->b < b->b ? -1 : a->b > b->b);
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Coverage of one service: first/last, the median chunk length, holes longer than two chunks. */
+static int coverage(pfr_ls_service *s, svc_acc *a)
+{
+    if (!a->nspans)
+        return 0;
+    int64_t *lens = malloc(a->nspans * sizeof(*lens));
+    if (!lens)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->nspans; i++)
+        lens[i] = a->spans[i].b - a->spans[i].a;
+    qsort(lens, a->nspans, sizeof(*lens), cmp_i64);
+    s->typical_chunk_ns = lens[a->nspans / 2];
+    free(lens);
+    qsort(a->spans, a->nspans, sizeof(*a->spans), cmp_span);
+    int64_t min_gap = 2 * s->typical_chunk_ns;
+    if (min_gap < 1000000000LL)
+        min_gap = 1000000000LL;
+    s->first_ns = a->spans[0].a;
+    int64_t end = a->spans[0].b;
+    for (size_t i = 1; i < a->nspans; i++) {
+        if (a->spans[i].a - end > min_gap) {
+            pfr_ls_gap *g = realloc(s->gaps, (s->ngaps + 1) * sizeof(*g));
+            if (!g)
+                return -ENOMEM;
+            s->gaps = g;
+            g[s->ngaps++] = (pfr_ls_gap){end, a->spans[i].a};
+        }
+        if (a->spans[i].b > end)
+            end = a->spans[i].b;
+    }
+    s->last_ns = end;
+    return 0;
+}
+
+static int cmp_service(const void *x, const void *y)
+{
+    return strcmp(((const pfr_ls_service *)x)->name, ((const pfr_ls_service *)y)->name);
+}
+
+int pfr_query_ls(pfr_store *st, pfr_ls **out, char *err, size_t errlen)
+{
+    ls_ctx c = {0};
+    c.ls = calloc(1, sizeof(*c.ls));
+    if (!c.ls)
+        return -ENOMEM;
+    int rc = pfr_store_stats_get(st, &c.ls->stats);
+    if (rc == 0)
+        rc = pfr_store_streams(st, stream_cb, &c);
+    pfr_store_filter all = {0};
+    if (rc == 0)
+        rc = pfr_store_scan(st, &all, PFR_SCAN_META_ONLY, chunk_cb, &c, NULL);
+    for (size_t i = 0; rc == 0 && i < c.ls->nservices; i++)
+        rc = coverage(&c.ls->services[i], &c.acc[i]);
+    for (size_t i = 0; i < c.ls->nservices; i++)
+        free(c.acc[i].spans);
+    free(c.acc);
+    if (rc < 0) {
+        if (errlen)
+            snprintf(err, errlen, "reading the ring: %s", strerror(-rc));
+        pfr_ls_free(c.ls);
+        return rc;
+    }
+    qsort(c.ls->services, c.ls->nservices, sizeof(*c.ls->services), cmp_service);
+    *out = c.ls;
+    return 0;
+}
+
+void pfr_ls_free(pfr_ls *ls)
+{
+    if (!ls)
+        return;
+    for (size_t i = 0; i < ls->nservices; i++) {
+        pfr_ls_service *s = &ls->services[i];
+        free(s->name);
+        for (size_t k = 0; k < s->ntypes; k++)
+            free(s->types[k]);
+        free(s->types);
+        for (size_t k = 0; k < s->nlabels; k++) {
+            free(s->labels[k].key);
+            for (size_t j = 0; j < s->labels[k].nvalues; j++)
+                free(s->labels[k].values[j]);
+            free(s->labels[k].values);
+        }
+        free(s->labels);
+        free(s->gaps);
+    }
+    free(ls->services);
+    free(ls);
+}
+
+int pfr_ls_render_text(FILE *out, const pfr_ls *ls, size_t max_values)
+{
+    char a[48], b[48], d[32];
+    const pfr_store_stats *st = &ls->stats;
+    if (!max_values)
+        max_values = 10;
+    fprintf(out, "ring: %llu chunks, %.1f MiB of %.1f MiB", (unsigned long long)st->chunks,
+            (double)st->file_bytes / 1048576.0, (double)st->max_bytes / 1048576.0);
+    if (st->chunks)
+        fprintf(out, ", %s to %s", pfr_time_format(st->oldest_ns, false, a, sizeof(a)),
+                pfr_time_format(st->newest_ns, false, b, sizeof(b)));
+    fprintf(out, "\n");
+    if (st->evicted || st->corrupt)
+        fprintf(out, "      %llu chunks evicted by the size cap, %llu corrupt seen\n",
+                (unsigned long long)st->evicted, (unsigned long long)st->corrupt);
+    if (!ls->nservices)
+        fprintf(out, "no profiles recorded yet\n");
+    for (size_t i = 0; i < ls->nservices; i++) {
+        const pfr_ls_service *s = &ls->services[i];
+        fprintf(out, "\nservice %s\n", s->name);
+        fprintf(out, "  chunks    %llu in %llu streams, typically %s each\n",
+                (unsigned long long)s->chunks, (unsigned long long)s->streams,
+                pfr_duration_format(s->typical_chunk_ns, d, sizeof(d)));
+        if (s->chunks)
+            fprintf(out, "  covers    %s to %s\n",
+                    pfr_time_format(s->first_ns, false, a, sizeof(a)),
+                    pfr_time_format(s->last_ns, false, b, sizeof(b)));
+        fprintf(out, "  types    ");
+        for (size_t k = 0; k < s->ntypes; k++)
+            fprintf(out, " %s", s->types[k]);
+        fprintf(out, "\n");
+        for (size_t k = 0; k < s->nlabels; k++) {
+            const pfr_ls_label *l = &s->labels[k];
+            fprintf(out, "  label     %s:", l->key);
+            for (size_t j = 0; j < l->nvalues && j < max_values; j++)
+                fprintf(out, " %s", l->values[j]);
+            if (l->nvalues > max_values)
+                fprintf(out, " ... (%zu values)", l->nvalues);
+            fprintf(out, "\n");
+        }
+        if (!s->ngaps && s->chunks)
+            fprintf(out, "  gaps      none\n");
+        for (size_t k = 0; k < s->ngaps && k < max_values; k++)
+            fprintf(out, "  gap       %s to %s (%s)\n",
+                    pfr_time_format(s->gaps[k].from_ns, false, a, sizeof(a)),
+                    pfr_time_format(s->gaps[k].to_ns, false, b, sizeof(b)),
+                    pfr_duration_format(s->gaps[k].to_ns - s->gaps[k].from_ns, d, sizeof(d)));
+        if (s->ngaps > max_values)
+            fprintf(out, "  gaps      ... %zu in all\n", s->ngaps);
+    }
+    return ferror(out) ? -EIO : 0;
+}
+
+static json_t *str_array(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
+{
+    char a[48], b[48];
+    json_t *services = json_array();
+    for (size_t i = 0; services && i < ls->nservices; i++) {
+        const pfr_ls_service *s = &ls->services[i];
+        json_t *labels = json_object(), *gaps = json_array();
+        for (size_t k = 0; labels && k < s->nlabels; k++)
+            json_object_set_new(labels, s->labels[k].key,
+                                str_array(s->labels[k].values, s->labels[k].nvalues));
+        for (size_t k = 0; gaps && k < s->ngaps; k++)
+            json_array_append_new(
+                gaps,
+                json_pack("{s:s, s:s, s:I, s:I}", "from",
+                          pfr_time_format_rfc3339(s->gaps[k].from_ns, a, sizeof(a)), "to",
+                          pfr_time_format_rfc3339(s->gaps[k].to_ns, b, sizeof(b)), "from_ns",
+                          (json_int_t)s->gaps[k].from_ns, "to_ns", (json_int_t)s->gaps[k].to_ns));
+        json_array_append_new(
+            services, json_pack("{s:s, s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:o}", "name",
+                                s->name, "types", str_array(s->types, s->ntypes), "labels", labels,
+                                "streams", (json_int_t)s->streams, "chunks", (json_int_t)s->chunks,
+                                "first", pfr_time_format_rfc3339(s->first_ns, a, sizeof(a)), "last",
+                                pfr_time_format_rfc3339(s->last_ns, b, sizeof(b)), "first_ns",
+                                (json_int_t)s->first_ns, "last_ns", (json_int_t)s->last_ns,
+                                "typical_chunk_ns", (json_int_t)s->typical_chunk_ns, "gaps", gaps));
+    }
+    const pfr_store_stats *st = &ls->stats;
+    json_t *doc = json_pack(
+        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "ring", "chunks", (json_int_t)st->chunks,
+        "file_bytes", (json_int_t)st->file_bytes, "max_bytes", (json_int_t)st->max_bytes,
+        "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns", (json_int_t)st->newest_ns, "evicted",
+        (json_int_t)st->evicted, "corrupt", (json_int_t)st->corrupt, "services", services);
+    if (!doc)
+        return -ENOMEM;
+    int rc = json_dumpf(doc, out, JSON_INDENT(2)) ? -EIO : 0;
+    json_decref(doc);
+    fputc('\n', out);
+    return rc == 0 && ferror(out) ? -EIO : rc;
+}

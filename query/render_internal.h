@@ -1,0 +1,20 @@
+/* Shared between the renderers only. */
+#ifndef PFR_RENDER_INTERNAL_H
+#define PFR_RENDER_INTERNAL_H
+
+#include <jansson.h>
+
+#include "pfr_render.h"
+
+/* The JSON document of pfr_render_json(); frames narrower than min_width (a share of the
+ * total, 0 = keep all) are left out. *out is owned by the caller (json_decref). */
+int pfr_render_json_doc(const pfr_tree *t, const pfr_render_opts *o, const char *meta_json,
+                        double min_width, json_t **out);
+
+/* Width of node in display units (side 0 value, or the diff width of both rates). */
+double pfr_render_node_width(const pfr_tree_node *n, const pfr_render_opts *o);
+
+/* Write s escaped for XML/HTML text and attribute values. */
+void pfr_render_xml_escape(FILE *out, const char *s);
+
+#endif

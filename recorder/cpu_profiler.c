@@ -1,0 +1,497 @@
+/* Loader, attacher and drainer of the BPF CPU sampler (bpf/cpu_profile.bpf.c). */
+#include "cpu_profiler.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <ctype.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_profile.skel.h"
+#include "u64map.h"
+
+#define MAX_CPUS       4096
+#define BATCH          256
+#define QUIESCE_MAX_MS 1000
+
+struct pfr_cpu_profiler {
+    struct cpu_profile_bpf *skel;
+    struct bpf_link **links;
+    int nlinks;
+    int ncpus;
+    int npossible;
+    struct ring_buffer *rb;
+    pfr_cpu_event_cb cb;
+    void *cb_ctx;
+
+    /* drain state, reused */
+    struct pfr_count_key *kbuf;
+    uint64_t *cbuf;
+    uint64_t *skbuf;
+    struct pfr_stack *svbuf;
+    pfr_cpu_sample *samples;
+    size_t nsamples, samples_cap;
+    pfr_u64map stack_index; /* id -> (offset << 8 | nframes) into ips */
+    uint64_t *ips;
+    size_t nips, ips_cap;
+    uint64_t *percpu; /* npossible values */
+    uint64_t drains;
+    /* read-only views of the ring buffer's positions, to tell how far the consumer got */
+    const volatile uint64_t *rb_consumer, *rb_producer;
+    size_t page;
+};
+
+int pfr_parse_cpu_list(const char *text, unsigned char *set, int max)
+{
+    int count = 0;
+    const char *p = text;
+    memset(set, 0, (size_t)max);
+    while (*p && *p != '\n') {
+        char *end;
+        long a = strtol(p, &end, 10);
+        if (end == p || a < 0)
+            return -EINVAL;
+        long b = a;
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1 || b < a)
+                return -EINVAL;
+            p = end;
+        }
+        if (b >= max)
+            return -EINVAL;
+        for (long c = a; c <= b; c++) {
+            if (!set[c])
+                count++;
+            set[c] = 1;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p && *p != '\n')
+            return -EINVAL;
+    }
+    return count;
+}
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+    pfr_cpu_profiler *cp = ctx;
+    if (size < sizeof(struct pfr_event))
+        return 0;
+    struct pfr_event ev;
+    memcpy(&ev, data, sizeof(ev));
+    ev.comm[PFR_TASK_COMM_LEN - 1] = '\0';
+    if (cp->cb)
+        cp->cb(&ev, cp->cb_ctx);
+    return 0;
+}
+
+static int attach_cpus(pfr_cpu_profiler *cp, unsigned hz, const pfr_bpf_env *env, char *err,
+                       size_t errlen)
+{
+    unsigned char *online = calloc(MAX_CPUS, 1);
+    char buf[4096] = "";
+    int rc = 0;
+    if (!online)
+        return -ENOMEM;
+    FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+    }
+    int n = pfr_parse_cpu_list(buf, online, MAX_CPUS);
+    if (n <= 0) {
+        snprintf(err, errlen, "cannot read the online CPU list /sys/devices/system/cpu/online");
+        free(online);
+        return -EIO;
+    }
+    cp->links = calloc((size_t)n + 2, sizeof(*cp->links));
+    if (!cp->links) {
+        free(online);
+        return -ENOMEM;
+    }
+    for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
+        if (!online[cpu])
+            continue;
+        struct perf_event_attr attr = {
+            .type = PERF_TYPE_SOFTWARE,
+            .size = sizeof(attr),
+            .config = PERF_COUNT_SW_CPU_CLOCK,
+            .freq = 1,
+            .sample_freq = hz,
+        };
+        int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENODEV) /* went offline meanwhile */
+                continue;
+            rc = -errno;
+            pfr_bpf_explain(env, "perf_event_open", -rc, err, errlen);
+            break;
+        }
+        struct bpf_link *l = bpf_program__attach_perf_event(cp->skel->progs.pfr_sample, fd);
+        if (!l) {
+            int e = errno;
+            close(fd);
+            pfr_bpf_explain(env, "attach", e, err, errlen);
+            rc = -e;
+            break;
+        }
+        cp->links[cp->nlinks++] = l; /* the link owns fd from here on */
+        cp->ncpus++;
+    }
+    free(online);
+    return rc;
+}
+
+static int attach_tracepoints(pfr_cpu_profiler *cp, const pfr_bpf_env *env, char *err,
+                              size_t errlen)
+{
+    struct bpf_program *progs[] = {cp->skel->progs.pfr_exec, cp->skel->progs.pfr_exit};
+    for (size_t i = 0; i < 2; i++) {
+        struct bpf_link *l = bpf_program__attach(progs[i]);
+        if (!l) {
+            pfr_bpf_explain(env, "attach tracepoint", errno, err, errlen);
+            return -errno;
+        }
+        cp->links[cp->nlinks++] = l;
+    }
+    return 0;
+}
+
+int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb, void *cb_ctx,
+                          pfr_cpu_profiler **out, char *err, size_t errlen)
+{
+    pfr_bpf_env env;
+    pfr_bpf_env_read(&env);
+    int rc = pfr_bpf_precheck(&env, err, errlen);
+    if (rc)
+        return rc;
+
+    pfr_cpu_profiler *cp = calloc(1, sizeof(*cp));
+    if (!cp)
+        return -ENOMEM;
+    cp->cb = cb;
+    cp->cb_ctx = cb_ctx;
+    cp->npossible = libbpf_num_possible_cpus();
+    cp->kbuf = calloc(BATCH, sizeof(*cp->kbuf));
+    cp->cbuf = calloc(BATCH, sizeof(*cp->cbuf));
+    cp->skbuf = calloc(BATCH, sizeof(*cp->skbuf));
+    cp->svbuf = calloc(BATCH, sizeof(*cp->svbuf));
+    cp->percpu = calloc(cp->npossible > 0 ? (size_t)cp->npossible : 1, sizeof(uint64_t));
+    if (cp->npossible <= 0 || !cp->kbuf || !cp->cbuf || !cp->skbuf || !cp->svbuf || !cp->percpu) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+
+    cp->skel = cpu_profile_bpf__open();
+    if (!cp->skel) {
+        rc = -errno;
+        pfr_bpf_explain(&env, "open", errno, err, errlen);
+        goto fail;
+    }
+    unsigned se = opts->stack_map_entries ? opts->stack_map_entries : 8192;
+    unsigned ce = opts->count_map_entries ? opts->count_map_entries : 16384;
+    bpf_map__set_max_entries(cp->skel->maps.stacks0, se);
+    bpf_map__set_max_entries(cp->skel->maps.stacks1, se);
+    bpf_map__set_max_entries(cp->skel->maps.counts0, ce);
+    bpf_map__set_max_entries(cp->skel->maps.counts1, ce);
+    rc = cpu_profile_bpf__load(cp->skel);
+    if (rc) {
+        int e = errno ? errno : -rc;
+        pfr_bpf_explain(&env, "load", e, err, errlen);
+        rc = -e;
+        goto fail;
+    }
+    rc = attach_cpus(cp, opts->hz, &env, err, errlen);
+    if (rc)
+        goto fail;
+    rc = attach_tracepoints(cp, &env, err, errlen);
+    if (rc)
+        goto fail;
+    cp->rb = ring_buffer__new(bpf_map__fd(cp->skel->maps.events), handle_event, cp, NULL);
+    if (!cp->rb) {
+        rc = -errno;
+        pfr_bpf_explain(&env, "ring buffer", errno, err, errlen);
+        goto fail;
+    }
+    /* the BPF ring buffer's first page holds the consumer position, the second the producer's */
+    cp->page = (size_t)sysconf(_SC_PAGESIZE);
+    int rbfd = bpf_map__fd(cp->skel->maps.events);
+    void *c = mmap(NULL, cp->page, PROT_READ, MAP_SHARED, rbfd, 0);
+    void *pr = mmap(NULL, cp->page, PROT_READ, MAP_SHARED, rbfd, (off_t)cp->page);
+    cp->rb_consumer = c == MAP_FAILED ? NULL : c;
+    cp->rb_producer = pr == MAP_FAILED ? NULL : pr;
+    *out = cp;
+    return 0;
+fail:
+    pfr_cpu_profiler_close(cp);
+    return rc;
+}
+
+void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
+{
+    if (!cp)
+        return;
+    if (cp->rb_consumer)
+        munmap((void *)cp->rb_consumer, cp->page);
+    if (cp->rb_producer)
+        munmap((void *)cp->rb_producer, cp->page);
+    ring_buffer__free(cp->rb);
+    for (int i = 0; i < cp->nlinks; i++)
+        bpf_link__destroy(cp->links[i]);
+    free(cp->links);
+    cpu_profile_bpf__destroy(cp->skel);
+    free(cp->kbuf);
+    free(cp->cbuf);
+    free(cp->skbuf);
+    free(cp->svbuf);
+    free(cp->samples);
+    free(cp->ips);
+    free(cp->percpu);
+    pfr_u64map_free(&cp->stack_index);
+    free(cp);
+}
+
+int pfr_cpu_profiler_ncpus(const pfr_cpu_profiler *cp)
+{
+    return cp->ncpus;
+}
+
+uint64_t pfr_cpu_profiler_events_produced(const pfr_cpu_profiler *cp)
+{
+    return cp->rb_producer ? __atomic_load_n(cp->rb_producer, __ATOMIC_ACQUIRE) : 0;
+}
+
+uint64_t pfr_cpu_profiler_events_consumed(const pfr_cpu_profiler *cp)
+{
+    return cp->rb_consumer ? __atomic_load_n(cp->rb_consumer, __ATOMIC_ACQUIRE) : UINT64_MAX;
+}
+
+int pfr_cpu_profiler_event_fd(const pfr_cpu_profiler *cp)
+{
+    return ring_buffer__epoll_fd(cp->rb);
+}
+
+int pfr_cpu_profiler_consume_events(pfr_cpu_profiler *cp)
+{
+    return ring_buffer__consume(cp->rb);
+}
+
+int pfr_cpu_profiler_poll_events(pfr_cpu_profiler *cp, int timeout_ms)
+{
+    int n = ring_buffer__poll(cp->rb, timeout_ms);
+    return n == -EINTR ? 0 : n;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+/* Wait until every CPU has been seen outside the sampler once since the flip. */
+static int quiesce(pfr_cpu_profiler *cp)
+{
+    int fd = bpf_map__fd(cp->skel->maps.inflight);
+    uint32_t zero = 0;
+    unsigned char *done = calloc((size_t)cp->npossible, 1);
+    if (!done)
+        return -ENOMEM;
+    int pending = cp->npossible;
+    for (int waited = 0; pending > 0 && waited <= QUIESCE_MAX_MS; waited++) {
+        if (bpf_map_lookup_elem(fd, &zero, cp->percpu)) {
+            free(done);
+            return -errno;
+        }
+        for (int c = 0; c < cp->npossible; c++) {
+            if (!done[c] && cp->percpu[c] == 0) {
+                done[c] = 1;
+                pending--;
+            }
+        }
+        if (pending > 0)
+            sleep_ms(1);
+    }
+    free(done);
+    return pending > 0 ? -ETIMEDOUT : 0;
+}
+
+static int add_sample(pfr_cpu_profiler *cp, const struct pfr_count_key *k, uint64_t count)
+{
+    if (cp->nsamples == cp->samples_cap) {
+        size_t cap = cp->samples_cap ? cp->samples_cap * 2 : 1024;
+        pfr_cpu_sample *s = realloc(cp->samples, cap * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        cp->samples = s;
+        cp->samples_cap = cap;
+    }
+    cp->samples[cp->nsamples++] =
+        (pfr_cpu_sample){.tgid = k->tgid, .kstack = k->kstack, .ustack = k->ustack, .count = count};
+    return 0;
+}
+
+static int add_stack(pfr_cpu_profiler *cp, uint64_t id, const struct pfr_stack *st)
+{
+    uint32_t n = st->nframes > PFR_MAX_STACK_DEPTH ? PFR_MAX_STACK_DEPTH : st->nframes;
+    if (cp->nips + n > cp->ips_cap) {
+        size_t cap = cp->ips_cap ? cp->ips_cap : 4096;
+        while (cap < cp->nips + n)
+            cap *= 2;
+        uint64_t *ips = realloc(cp->ips, cap * sizeof(*ips));
+        if (!ips)
+            return -ENOMEM;
+        cp->ips = ips;
+        cp->ips_cap = cap;
+    }
+    memcpy(cp->ips + cp->nips, st->ips, n * sizeof(uint64_t));
+    int rc = pfr_u64map_put(&cp->stack_index, id, ((uint64_t)cp->nips << 8) | n);
+    cp->nips += n;
+    return rc;
+}
+
+/* Read and delete every entry of a hash map, BATCH at a time; falls back to key iteration on
+ * kernels without batch operations. each() gets entry i of the buffers. */
+static int drain_map(int fd, void *keys, void *vals, size_t ksz, size_t vsz,
+                     int (*each)(pfr_cpu_profiler *, const void *, const void *),
+                     pfr_cpu_profiler *cp)
+{
+    uint64_t in = 0, outb = 0;
+    bool first = true;
+    for (;;) {
+        uint32_t count = BATCH;
+        int rc = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &outb, keys, vals, &count,
+                                                 NULL);
+        int e = rc ? errno : 0;
+        for (uint32_t i = 0; i < count; i++) {
+            int r = each(cp, (const char *)keys + i * ksz, (const char *)vals + i * vsz);
+            if (r)
+                return r;
+        }
+        if (rc && e == ENOENT)
+            return 0;
+        if (rc && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP) && first)
+            break; /* no batch support: iterate */
+        if (rc)
+            return -e;
+        in = outb;
+        first = false;
+    }
+    while (bpf_map_get_next_key(fd, NULL, keys) == 0) {
+        if (bpf_map_lookup_elem(fd, keys, vals) == 0) {
+            int r = each(cp, keys, vals);
+            if (r)
+                return r;
+        }
+        bpf_map_delete_elem(fd, keys);
+    }
+    return 0;
+}
+
+static int each_count(pfr_cpu_profiler *cp, const void *k, const void *v)
+{
+    uint64_t c;
+    memcpy(&c, v, sizeof(c));
+    return add_sample(cp, k, c);
+}
+
+static int each_stack(pfr_cpu_profiler *cp, const void *k, const void *v)
+{
+    uint64_t id;
+    memcpy(&id, k, sizeof(id));
+    return add_stack(cp, id, v);
+}
+
+int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
+{
+    struct cpu_profile_bpf *s = cp->skel;
+    uint32_t old = __atomic_load_n(&s->bss->active_buf, __ATOMIC_SEQ_CST) & 1;
+    __atomic_store_n(&s->bss->active_buf, old ^ 1, __ATOMIC_SEQ_CST);
+    int rc = quiesce(cp);
+    if (rc == -ETIMEDOUT)
+        sleep_ms(10); /* a CPU stayed busy for a second: give it a last chance, then go on */
+    else if (rc)
+        return rc;
+
+    cp->nsamples = 0;
+    cp->nips = 0;
+    pfr_u64map_clear(&cp->stack_index);
+    int cfd = bpf_map__fd(old ? s->maps.counts1 : s->maps.counts0);
+    int sfd = bpf_map__fd(old ? s->maps.stacks1 : s->maps.stacks0);
+    /* counts first: a stack is deleted only after every count that refers to it was read */
+    rc = drain_map(cfd, cp->kbuf, cp->cbuf, sizeof(*cp->kbuf), sizeof(*cp->cbuf), each_count, cp);
+    if (rc == 0)
+        rc = drain_map(sfd, cp->skbuf, cp->svbuf, sizeof(*cp->skbuf), sizeof(*cp->svbuf),
+                       each_stack, cp);
+    if (rc)
+        return rc;
+    out->samples = cp->samples;
+    out->nsamples = cp->nsamples;
+    out->total = 0;
+    for (size_t i = 0; i < cp->nsamples; i++)
+        out->total += cp->samples[i].count;
+    cp->drains++;
+    return 0;
+}
+
+const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, size_t *n)
+{
+    uint64_t *v = pfr_u64map_get(&cp->stack_index, id);
+    if (!v) {
+        *n = 0;
+        return NULL;
+    }
+    *n = (size_t)(*v & 0xff);
+    return cp->ips + (*v >> 8);
+}
+
+void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid)
+{
+    bpf_map_delete_elem(bpf_map__fd(cp->skel->maps.known), &tgid);
+}
+
+static uint64_t sum_counter(pfr_cpu_profiler *cp, int fd, uint32_t idx)
+{
+    uint64_t sum = 0;
+    if (bpf_map_lookup_elem(fd, &idx, cp->percpu) == 0)
+        for (int c = 0; c < cp->npossible; c++)
+            sum += cp->percpu[c];
+    return sum;
+}
+
+void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    int fd = bpf_map__fd(cp->skel->maps.counters);
+    out->samples = sum_counter(cp, fd, PFR_CNT_SAMPLES);
+    out->idle = sum_counter(cp, fd, PFR_CNT_IDLE);
+    out->kstack_errors = sum_counter(cp, fd, PFR_CNT_KSTACK_ERR);
+    out->ustack_errors = sum_counter(cp, fd, PFR_CNT_USTACK_ERR);
+    out->stack_map_full = sum_counter(cp, fd, PFR_CNT_STACK_FULL);
+    out->count_map_full = sum_counter(cp, fd, PFR_CNT_COUNT_FULL);
+    out->events_lost = sum_counter(cp, fd, PFR_CNT_EVENTS_LOST);
+    out->stacks_reused = sum_counter(cp, fd, PFR_CNT_STACK_REUSED);
+    out->drains = cp->drains;
+    struct bpf_program *progs[] = {cp->skel->progs.pfr_sample, cp->skel->progs.pfr_exec,
+                                   cp->skel->progs.pfr_exit};
+    for (size_t i = 0; i < 3; i++) {
+        struct bpf_prog_info info;
+        uint32_t len = sizeof(info);
+        memset(&info, 0, sizeof(info));
+        if (bpf_obj_get_info_by_fd(bpf_program__fd(progs[i]), &info, &len) == 0) {
+            out->prog_misses += info.recursion_misses;
+            out->prog_run_ns += info.run_time_ns;
+            out->prog_runs += info.run_cnt;
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/*
+ * cpu_profiler: loads the BPF CPU sampler, attaches it to a cpu-clock perf event on every online
+ * CPU plus the exec/exit tracepoints, delivers process notifications, and drains the sample
+ * buffers each interval.
+ *
+ * Threads: pfr_cpu_profiler_poll_events() may run in one thread while another calls
+ * pfr_cpu_profiler_drain(), _forget() and _counters(); each function on its own is not
+ * reentrant.
+ */
+#ifndef PFR_RECORDER_CPU_PROFILER_H
+#define PFR_RECORDER_CPU_PROFILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bpf_diag.h"
+#include "cpu_profile.h"
+
+typedef struct pfr_cpu_profiler pfr_cpu_profiler;
+
+typedef struct pfr_cpu_profiler_opts {
+    unsigned hz;                /* samples per second per CPU */
+    unsigned stack_map_entries; /* per buffer; 0 = 8192 */
+    unsigned count_map_entries; /* per buffer; 0 = 16384 */
+} pfr_cpu_profiler_opts;
+
+/* Cumulative counters since open. */
+typedef struct pfr_cpu_counters {
+    uint64_t samples; /* samples taken, idle excluded */
+    uint64_t idle;    /* samples that hit an idle CPU */
+    uint64_t kstack_errors, ustack_errors;
+    uint64_t stack_map_full; /* stacks not stored (sample kept, stack shown as an error frame) */
+    uint64_t count_map_full; /* samples lost: count map full */
+    uint64_t events_lost;    /* process notifications dropped (ring buffer full) */
+    uint64_t stacks_reused;  /* stack already stored in the interval */
+    uint64_t prog_misses;    /* samples the kernel skipped because a BPF program was running */
+    uint64_t prog_run_ns, prog_runs; /* BPF run time, when kernel.bpf_stats_enabled = 1 */
+    uint64_t drains;
+} pfr_cpu_counters;
+
+/* One (process, kernel stack, user stack) count from a drain. */
+typedef struct pfr_cpu_sample {
+    uint32_t tgid;
+    uint64_t kstack, ustack; /* 0 = none, PFR_STACK_ERROR = lost, else an id in the drain */
+    uint64_t count;
+} pfr_cpu_sample;
+
+/* The result of a drain; owned by the profiler, valid until the next drain or close. */
+typedef struct pfr_cpu_drain {
+    const pfr_cpu_sample *samples;
+    size_t nsamples;
+    uint64_t total; /* sum of counts */
+} pfr_cpu_drain;
+
+/* Called from pfr_cpu_profiler_poll_events() for each notification. */
+typedef void (*pfr_cpu_event_cb)(const struct pfr_event *ev, void *ctx);
+
+/* Load and attach. On failure returns a negative errno and a full sentence in err (missing
+ * capability, no BTF, lockdown, verifier). */
+int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb, void *cb_ctx,
+                          pfr_cpu_profiler **out, char *err, size_t errlen);
+void pfr_cpu_profiler_close(pfr_cpu_profiler *cp);
+
+/* Number of CPUs the sampler is attached to. */
+int pfr_cpu_profiler_ncpus(const pfr_cpu_profiler *cp);
+
+/* A descriptor that polls readable while notifications wait, and a call that dispatches them
+ * without waiting (for a caller's own event loop). Returns how many, or -errno. */
+int pfr_cpu_profiler_event_fd(const pfr_cpu_profiler *cp);
+int pfr_cpu_profiler_consume_events(pfr_cpu_profiler *cp);
+
+/* Wait up to timeout_ms for notifications and dispatch them. Returns how many, or -errno. */
+int pfr_cpu_profiler_poll_events(pfr_cpu_profiler *cp, int timeout_ms);
+
+/* Positions (bytes) of the notification ring buffer: all notifications produced up to a moment
+ * are handled once consumed >= the produced position read at that moment. */
+uint64_t pfr_cpu_profiler_events_produced(const pfr_cpu_profiler *cp);
+uint64_t pfr_cpu_profiler_events_consumed(const pfr_cpu_profiler *cp);
+
+/* Switch buffers, wait until no CPU still writes the old one, read and empty it. */
+int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out);
+
+/* Frames of stack id from the last drain (leaf first); NULL if unknown. */
+const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, size_t *n);
+
+/* Forget tgid in the kernel so its next sample notifies again. */
+void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid);
+
+void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out);
+
+/* Parse a CPU list ("0-3,5") into a bitmap of up to max CPUs; returns the count or -EINVAL. */
+int pfr_parse_cpu_list(const char *text, unsigned char *set, int max);
+
+#endif

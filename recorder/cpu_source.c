@@ -1,0 +1,607 @@
+/* The eBPF CPU profiler source: sampler + process notifications + per-interval profiles. */
+#include "cpu_source.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "pfr_log.h"
+
+/* An idle process keeps its record and mappings snapshot; every this many intervals the
+ * records not sampled since are checked for liveness, in case an exit notification was lost. */
+#define SWEEP_EVERY_GENS 6
+
+/* A process first seen within moments of its start (or of an exec) is often still inside the
+ * dynamic loader, its libraries not mapped yet: its mappings are read again a little later, so
+ * a process that lives 50 ms still has them all. Later dlopen()s are caught by the symbolizer,
+ * which re-reads the mappings of a live process when an address falls outside them. */
+#define RESNAP_DELAY_NS (15 * 1000000ll)
+#define YOUNG_NS        (100 * 1000000ll)
+#define RESNAP_MAX      4096
+
+struct resnap {
+    uint32_t tgid;
+    uint64_t start_time;
+    int64_t due_ns;
+};
+
+struct pfr_cpu_source {
+    pfr_cpu_profiler *cp;
+    pfr_symbolizer *sym;
+    pfr_proc_table procs;
+    pfr_frame_cache frames; /* symbolized frames kept across intervals */
+    pfr_service_rules rules;
+    pfr_fair_lock lock; /* guards procs, rules, sym, gen and the counters below */
+    pthread_t thread;
+    bool thread_started;
+    atomic_bool stop;
+    int wake_fd; /* eventfd: wakes the notification thread to stop */
+    int64_t period_ns;
+    int64_t build_budget_ns; /* symbolization time per interval before frames go unnamed */
+    uint64_t gen;            /* drain generation */
+    pfr_cpu_source_stats st;
+    struct resnap *resnaps; /* pending second looks, event thread only */
+    size_t nresnaps;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- process notifications (event thread, lock held) ---- */
+
+static int timed_add_process(pfr_cpu_source *cs, uint32_t tgid)
+{
+    int64_t t0 = mono_ns();
+    int rc = pfr_symbolizer_add_process(cs->sym, (pid_t)tgid);
+    uint64_t dt = (uint64_t)(mono_ns() - t0);
+    cs->st.snapshots++;
+    cs->st.snapshot_ns += dt;
+    if (dt > cs->st.snapshot_max_ns)
+        cs->st.snapshot_max_ns = dt;
+    return rc;
+}
+
+static void snapshot(pfr_cpu_source *cs, pfr_proc *p)
+{
+    if (p->kthread)
+        return;
+    if (timed_add_process(cs, p->tgid) == -ESRCH)
+        cs->st.snapshot_failures++;
+}
+
+/* The event thread's turn at the lock (the builder lets it in between samples). */
+static void lock_first(pfr_cpu_source *cs)
+{
+    int64_t t0 = mono_ns();
+    pfr_fair_lock_acquire(&cs->lock);
+    uint64_t dt = (uint64_t)(mono_ns() - t0);
+    if (dt > cs->st.event_wait_max_ns)
+        cs->st.event_wait_max_ns = dt;
+}
+
+static int64_t boot_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* task start_time is CLOCK_MONOTONIC */
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void schedule_resnap(pfr_cpu_source *cs, const pfr_proc *p, bool force)
+{
+    if (p->kthread || cs->nresnaps >= RESNAP_MAX)
+        return;
+    int64_t now = boot_ns();
+    if (!force && now - (int64_t)p->start_time > YOUNG_NS)
+        return;
+    cs->resnaps[cs->nresnaps++] = (struct resnap){
+        .tgid = p->tgid, .start_time = p->start_time, .due_ns = now + RESNAP_DELAY_NS};
+}
+
+/* Take the second looks that are due; returns ms until the next one (or -1). */
+static int run_resnaps(pfr_cpu_source *cs)
+{
+    int64_t now = boot_ns(), next = -1;
+    size_t j = 0;
+    if (cs->nresnaps == 0)
+        return -1;
+    lock_first(cs);
+    for (size_t i = 0; i < cs->nresnaps; i++) {
+        struct resnap r = cs->resnaps[i];
+        if (r.due_ns > now) {
+            cs->resnaps[j++] = r;
+            if (next < 0 || r.due_ns < next)
+                next = r.due_ns;
+            continue;
+        }
+        pfr_proc *p = pfr_proc_table_get(&cs->procs, r.tgid);
+        if (p && !p->exited && p->start_time == r.start_time)
+            timed_add_process(cs, r.tgid);
+    }
+    cs->nresnaps = j;
+    pfr_fair_lock_release(&cs->lock);
+    return next < 0 ? -1 : (int)((next - now) / 1000000 + 1);
+}
+
+static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
+{
+    pfr_proc *p = pfr_proc_table_get(&cs->procs, ev->tgid);
+    if (p && !p->exited && p->start_time == ev->start_time)
+        return; /* duplicate */
+    if (p && !p->exited && p->start_time == 0) {
+        /* a record the drain made before this notification was handled: complete it */
+        p->start_time = ev->start_time;
+        if (ev->comm[0])
+            snprintf(p->comm, sizeof(p->comm), "%s", ev->comm);
+        snapshot(cs, p);
+        schedule_resnap(cs, p, false);
+        return;
+    }
+    if (p)
+        pfr_frame_cache_forget(&cs->frames, ev->tgid); /* a new process reusing the tgid */
+    p = pfr_proc_table_learn(&cs->procs, ev->tgid, ev->start_time, ev->comm,
+                             ev->flags & PFR_EVF_KTHREAD, &cs->rules);
+    if (!p)
+        return;
+    cs->st.processes_seen++;
+    snapshot(cs, p);
+    schedule_resnap(cs, p, false);
+}
+
+static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
+{
+    pfr_proc *p = pfr_proc_table_get(&cs->procs, ev->tgid);
+    if (!p) {
+        on_new(cs, ev);
+        return;
+    }
+    pfr_proc_refresh(&cs->procs, p, ev->comm, &cs->rules);
+    pfr_frame_cache_forget(&cs->frames, p->tgid); /* a new image */
+    snapshot(cs, p);
+    schedule_resnap(cs, p, true);
+}
+
+static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)
+{
+    pfr_proc *p = pfr_proc_table_get(&cs->procs, ev->tgid);
+    if (!p || p->exited)
+        return;
+    if (p->start_time != 0 && p->start_time != ev->start_time)
+        return;
+    p->exited = true;
+    p->exited_gen = cs->gen;
+}
+
+static void on_event(const struct pfr_event *ev, void *ctx)
+{
+    pfr_cpu_source *cs = ctx;
+    lock_first(cs);
+    switch (ev->type) {
+    case PFR_EV_NEW:
+        on_new(cs, ev);
+        break;
+    case PFR_EV_EXEC:
+        on_exec(cs, ev);
+        break;
+    case PFR_EV_EXIT:
+        on_exit_event(cs, ev);
+        break;
+    }
+    pfr_fair_lock_release(&cs->lock);
+}
+
+/* Sleeps until a notification comes, a second look is due, or destroy wakes it: a thread that
+ * woke up every few milliseconds for nothing would cost more than the work itself. */
+static void *event_thread(void *arg)
+{
+    pfr_cpu_source *cs = arg;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.fd = pfr_cpu_profiler_event_fd(cs->cp);
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0) {
+        pfr_err("cpu: cannot wait for process notifications: %s", strerror(errno));
+        if (ep >= 0)
+            close(ep);
+        return NULL;
+    }
+    ev.data.fd = cs->wake_fd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, cs->wake_fd, &ev);
+    int timeout = -1;
+    while (!atomic_load(&cs->stop)) {
+        struct epoll_event got[2];
+        int n = epoll_wait(ep, got, 2, timeout);
+        if (n < 0 && errno != EINTR) {
+            pfr_warn("cpu: waiting for process notifications failed: %s", strerror(errno));
+            usleep(100000);
+        }
+        int rc = pfr_cpu_profiler_consume_events(cs->cp);
+        if (rc < 0)
+            pfr_warn("cpu: reading process notifications failed: %s", strerror(-rc));
+        timeout = run_resnaps(cs);
+    }
+    close(ep);
+    return NULL;
+}
+
+/* ---- per-interval work (main thread) ---- */
+
+/* Records for sampled processes whose notification is not handled yet (still queued, or lost):
+ * read them from /proc now. */
+static void learn_missing(pfr_cpu_source *cs, const pfr_cpu_drain *d)
+{
+    pfr_fair_lock_acquire(&cs->lock);
+    for (size_t i = 0; i < d->nsamples; i++) {
+        uint32_t tgid = d->samples[i].tgid;
+        if (pfr_proc_table_get(&cs->procs, tgid))
+            continue;
+        char exe[16], cgroup[16], comm[16];
+        bool kthread = false;
+        int rc = pfr_process_read_facts(cs->procs.proc_root, tgid, exe, sizeof(exe), cgroup,
+                                        sizeof(cgroup), comm, sizeof(comm), &kthread);
+        pfr_proc *p =
+            pfr_proc_table_learn(&cs->procs, tgid, 0, rc == 0 ? comm : "?", kthread, &cs->rules);
+        if (!p)
+            continue;
+        cs->st.processes_seen++;
+        /* no snapshot here: its notification (queued) takes it, off the interval's clock; a
+         * lost notification is sent again by the kernel on the process's next sample */
+        if (rc != 0) {
+            /* gone, and its notification lost: name what we can, forget after this drain */
+            p->exited = true;
+            p->exited_gen = cs->gen - 1;
+            cs->st.snapshot_failures++;
+        }
+    }
+    pfr_fair_lock_release(&cs->lock);
+}
+
+static bool pid_alive(const char *proc_root, uint32_t tgid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "%s/%u", proc_root, tgid);
+    return access(path, F_OK) == 0;
+}
+
+/* Forget processes that exited before this drain began (their samples are all drained), and,
+ * now and then, idle records of processes that are gone. */
+static void forget_exited(pfr_cpu_source *cs, uint64_t gen)
+{
+    pfr_fair_lock_acquire(&cs->lock);
+    bool sweep = gen % SWEEP_EVERY_GENS == 0;
+    uint32_t *drop = NULL;
+    size_t ndrop = 0, cap = 0;
+    size_t pos = 0;
+    uint64_t k, v;
+    while (pfr_u64map_next(&cs->procs.by_tgid, &pos, &k, &v)) {
+        pfr_proc *p = (pfr_proc *)(uintptr_t)v;
+        bool gone = p->exited && p->exited_gen < gen;
+        if (!gone && sweep && !p->exited && p->sampled_gen < gen &&
+            !pid_alive(cs->procs.proc_root, p->tgid))
+            gone = true;
+        if (!gone)
+            continue;
+        if (ndrop == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint32_t *d = realloc(drop, cap * sizeof(*d));
+            if (!d)
+                break;
+            drop = d;
+        }
+        drop[ndrop++] = p->tgid;
+    }
+    for (size_t i = 0; i < ndrop; i++) {
+        pfr_proc *p = pfr_proc_table_get(&cs->procs, drop[i]);
+        if (!p->exited)
+            pfr_cpu_profiler_forget(cs->cp, drop[i]); /* exit notification lost */
+        if (!p->kthread)
+            pfr_symbolizer_forget_process(cs->sym, (pid_t)drop[i]);
+        pfr_frame_cache_forget(&cs->frames, drop[i]);
+        pfr_proc_table_remove(&cs->procs, drop[i]);
+        cs->st.processes_forgotten++;
+    }
+    free(drop);
+    cs->st.processes_live = pfr_proc_table_size(&cs->procs);
+    pfr_fair_lock_release(&cs->lock);
+}
+
+static const uint64_t *stack_of(void *ctx, uint64_t id, size_t *n)
+{
+    return pfr_cpu_profiler_stack(ctx, id, n);
+}
+
+static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
+{
+    sum->samples += b->samples;
+    sum->user_frames += b->user_frames;
+    sum->kernel_frames += b->kernel_frames;
+    sum->lost_stacks += b->lost_stacks;
+    sum->unknown_processes += b->unknown_processes;
+    sum->late_frames += b->late_frames;
+}
+
+static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn emit,
+                       void *emit_ctx)
+{
+    pfr_cpu_source *cs = self;
+    /* The generation moves before the flip: an exit seen from now on may still have samples in
+     * the buffer that becomes active, so it is kept until the next drain. */
+    pfr_fair_lock_acquire(&cs->lock);
+    uint64_t gen = ++cs->gen;
+    pfr_fair_lock_release(&cs->lock);
+
+    int64_t t0 = mono_ns();
+    pfr_cpu_drain d;
+    int rc = pfr_cpu_profiler_drain(cs->cp, &d);
+    if (rc) {
+        pfr_err("cpu: draining the sample maps failed: %s", strerror(-rc));
+        return rc;
+    }
+    int64_t t1 = mono_ns();
+    /* let the notification thread handle what was sent before the flip (up to 200 ms), so
+     * processes that already exited are named from their notification */
+    uint64_t produced = pfr_cpu_profiler_events_produced(cs->cp);
+    for (int i = 0; i < 200 && pfr_cpu_profiler_events_consumed(cs->cp) < produced; i++)
+        usleep(1000);
+    learn_missing(cs, &d);
+
+    pfr_build_input in = {
+        .samples = d.samples,
+        .nsamples = d.nsamples,
+        .stack = stack_of,
+        .stack_ctx = cs->cp,
+        .procs = &cs->procs,
+        .sym = cs->sym,
+        .lock = &cs->lock,
+        .frames = &cs->frames,
+        .period_ns = cs->period_ns,
+        .start_ns = start_ns,
+        .end_ns = end_ns,
+        .gen = gen,
+        .deadline_ns = t1 + cs->build_budget_ns,
+    };
+    pfr_profile_set set;
+    pfr_build_stats bs = {0};
+    rc = pfr_build_cpu_profiles(&in, &set, &bs);
+    int64_t t2 = mono_ns();
+    if (rc) {
+        pfr_err("cpu: building profiles failed: %s", strerror(-rc));
+    } else {
+        pfr_chunk_in *chunks = calloc(set.n ? set.n : 1, sizeof(*chunks));
+        pfr_kv *labels = calloc(set.n ? set.n : 1, sizeof(*labels));
+        int written = -ENOMEM;
+        if (chunks && labels) {
+            for (size_t i = 0; i < set.n; i++) {
+                bool in_container = set.v[i].container_id[0] != '\0';
+                labels[i] = (pfr_kv){.key = "container.id", .value = set.v[i].container_id};
+                chunks[i] = (pfr_chunk_in){
+                    .service = set.v[i].service,
+                    .labels = in_container ? &labels[i] : NULL,
+                    .nlabels = in_container ? 1 : 0,
+                    .start_ns = start_ns,
+                    .end_ns = end_ns,
+                    .profile = set.v[i].profile,
+                };
+            }
+            written = set.n ? emit(chunks, set.n, emit_ctx) : 0;
+        }
+        free(chunks);
+        free(labels);
+        pfr_fair_lock_acquire(&cs->lock);
+        cs->st.profiles += written > 0 ? (uint64_t)written : 0;
+        cs->st.emit_errors += set.n - (written > 0 ? (size_t)written : 0);
+        pfr_fair_lock_release(&cs->lock);
+        pfr_profile_set_free(&set);
+    }
+    int64_t t3 = mono_ns();
+    forget_exited(cs, gen);
+
+    pfr_fair_lock_acquire(&cs->lock);
+    add_build_stats(&cs->st.build, &bs);
+    cs->st.intervals++;
+    cs->st.last_drain_ns = (uint64_t)(t1 - t0);
+    cs->st.last_build_ns = (uint64_t)(t2 - t1);
+    cs->st.last_emit_ns = (uint64_t)(t3 - t2);
+    pfr_fair_lock_release(&cs->lock);
+    return rc;
+}
+
+static int cpu_reload(void *self, const pfr_config *cfg)
+{
+    pfr_cpu_source *cs = self;
+    pfr_service_rules rules;
+    int rc = pfr_service_rules_copy(&rules, &cfg->rules);
+    if (rc)
+        return rc;
+    pfr_fair_lock_acquire(&cs->lock);
+    pfr_service_rules_free(&cs->rules);
+    cs->rules = rules;
+    size_t pos = 0;
+    uint64_t k, v;
+    while (pfr_u64map_next(&cs->procs.by_tgid, &pos, &k, &v)) {
+        pfr_proc *p = (pfr_proc *)(uintptr_t)v;
+        if (!p->exited)
+            pfr_proc_refresh(&cs->procs, p, NULL, &cs->rules);
+    }
+    pfr_fair_lock_release(&cs->lock);
+    return 0;
+}
+
+void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
+{
+    pfr_cpu_counters c;
+    pfr_cpu_profiler_counters(cs->cp, &c);
+    pfr_fair_lock_acquire(&cs->lock);
+    *st = cs->st;
+    pfr_symbolizer_stats(cs->sym, &st->sym);
+    st->frame_cache_bytes = cs->frames.bytes;
+    st->frame_cache_hits = cs->frames.hits;
+    st->frame_cache_misses = cs->frames.misses;
+    st->frame_cache_resets = cs->frames.resets;
+    pfr_fair_lock_release(&cs->lock);
+    st->bpf = c;
+}
+
+static void cpu_log_stats(void *self)
+{
+    pfr_cpu_source *cs = self;
+    if (pfr_log_get_level() < PFR_LOG_DEBUG)
+        return;
+    pfr_cpu_source_stats s;
+    pfr_cpu_source_stats_get(cs, &s);
+    pfr_debug("cpu: samples=%llu idle=%llu lost{count_map_full=%llu prog_misses=%llu} "
+              "stacks{kernel_err=%llu user_err=%llu map_full=%llu reused=%llu} "
+              "events_lost=%llu bpf_run_ns=%llu",
+              (unsigned long long)s.bpf.samples, (unsigned long long)s.bpf.idle,
+              (unsigned long long)s.bpf.count_map_full, (unsigned long long)s.bpf.prog_misses,
+              (unsigned long long)s.bpf.kstack_errors, (unsigned long long)s.bpf.ustack_errors,
+              (unsigned long long)s.bpf.stack_map_full, (unsigned long long)s.bpf.stacks_reused,
+              (unsigned long long)s.bpf.events_lost, (unsigned long long)s.bpf.prog_run_ns);
+    pfr_fair_lock_acquire(&cs->lock);
+    size_t symmem = pfr_symbolizer_memory(cs->sym);
+    pfr_fair_lock_release(&cs->lock);
+    struct mallinfo2 mi = mallinfo2();
+    pfr_debug("cpu: snapshots=%llu snapshot_ms{total=%.1f max=%.1f} event_wait_max_ms=%.1f "
+              "sym_memory=%zu frame_cache{bytes=%llu hits=%llu misses=%llu resets=%llu} "
+              "heap{used=%zu free=%zu mmap=%zu}",
+              (unsigned long long)s.snapshots, (double)s.snapshot_ns / 1e6,
+              (double)s.snapshot_max_ns / 1e6, (double)s.event_wait_max_ns / 1e6, symmem,
+              (unsigned long long)s.frame_cache_bytes, (unsigned long long)s.frame_cache_hits,
+              (unsigned long long)s.frame_cache_misses, (unsigned long long)s.frame_cache_resets,
+              mi.uordblks, mi.fordblks, mi.hblkhd);
+    pfr_debug(
+        "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu} "
+        "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
+        "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
+        "unresolved=%llu errors=%llu} drain_ms=%.1f build_ms=%.1f",
+        (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
+        (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
+        (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
+        (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
+        (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,
+        (unsigned long long)s.sym.files_parsed, (unsigned long long)s.sym.cache_hits,
+        (unsigned long long)s.sym.cache_misses, (unsigned long long)s.sym.evictions,
+        (unsigned long long)s.sym.cache_bytes, (unsigned long long)s.sym.unresolved_frames,
+        (unsigned long long)s.sym.errors, (double)s.last_drain_ns / 1e6,
+        (double)s.last_build_ns / 1e6);
+}
+
+static void cpu_destroy(void *self)
+{
+    pfr_cpu_source *cs = self;
+    if (!cs)
+        return;
+    if (cs->thread_started) {
+        atomic_store(&cs->stop, true);
+        uint64_t one = 1;
+        if (write(cs->wake_fd, &one, sizeof(one)) != sizeof(one))
+            pfr_warn("cpu: cannot wake the notification thread");
+        pthread_join(cs->thread, NULL);
+    }
+    if (cs->wake_fd >= 0)
+        close(cs->wake_fd);
+    pfr_cpu_profiler_close(cs->cp);
+    pfr_symbolizer_free(cs->sym);
+    pfr_proc_table_free(&cs->procs);
+    pfr_frame_cache_free(&cs->frames);
+    pfr_service_rules_free(&cs->rules);
+    pfr_fair_lock_destroy(&cs->lock);
+    free(cs->resnaps);
+    free(cs);
+}
+
+static const pfr_source_ops cpu_ops = {
+    .name = "cpu",
+    .collect = cpu_collect,
+    .reload = cpu_reload,
+    .log_stats = cpu_log_stats,
+    .destroy = cpu_destroy,
+};
+
+int pfr_cpu_source_ncpus(const pfr_cpu_source *cs)
+{
+    return pfr_cpu_profiler_ncpus(cs->cp);
+}
+
+pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs)
+{
+    return (pfr_source){.ops = &cpu_ops, .self = cs};
+}
+
+int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, size_t errlen)
+{
+    pfr_cpu_source *cs = calloc(1, sizeof(*cs));
+    if (!cs)
+        return -ENOMEM;
+    cs->wake_fd = -1;
+    pfr_fair_lock_init(&cs->lock);
+    atomic_init(&cs->stop, false);
+    cs->wake_fd = eventfd(0, EFD_CLOEXEC);
+    if (cs->wake_fd < 0) {
+        snprintf(err, errlen, "cannot create an eventfd: %s", strerror(errno));
+        cpu_destroy(cs);
+        return -errno;
+    }
+    cs->period_ns = 1000000000ll / cfg->cpu_hz;
+    /* by default half the interval, at most 5 s: even when symbolizing is slow (a cold cache on a
+     * busy host), intervals are written on time; what is left over shows as addresses */
+    cs->build_budget_ns = cfg->symbolize_budget_ns;
+    if (cs->build_budget_ns == 0)
+        cs->build_budget_ns =
+            cfg->interval_ns / 2 < 5000000000ll ? cfg->interval_ns / 2 : 5000000000ll;
+    pfr_frame_cache_init(&cs->frames, cfg->sym_cache_bytes / 4);
+    cs->resnaps = calloc(RESNAP_MAX, sizeof(*cs->resnaps));
+    int rc = cs->resnaps ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;
+    if (rc == 0)
+        rc = pfr_service_rules_copy(&cs->rules, &cfg->rules);
+    if (rc) {
+        snprintf(err, errlen, "out of memory");
+        cpu_destroy(cs);
+        return rc;
+    }
+    pfr_sym_opts so = {
+        .max_cache_bytes = cfg->sym_cache_bytes,
+        .proc_root = "/proc",
+        .no_dwarf = !cfg->dwarf,
+    };
+    rc = pfr_symbolizer_new(&so, &cs->sym);
+    if (rc) {
+        snprintf(err, errlen, "cannot create the symbolizer: %s", strerror(-rc));
+        cpu_destroy(cs);
+        return rc;
+    }
+    pfr_cpu_profiler_opts po = {
+        .hz = cfg->cpu_hz,
+        .stack_map_entries = cfg->stack_map_entries,
+        .count_map_entries = cfg->count_map_entries,
+    };
+    pfr_config_map_sizes(cfg, (unsigned)sysconf(_SC_NPROCESSORS_ONLN), &po.stack_map_entries,
+                         &po.count_map_entries);
+    pfr_debug("cpu: BPF maps per buffer: %u stacks, %u counts", po.stack_map_entries,
+              po.count_map_entries);
+    rc = pfr_cpu_profiler_open(&po, on_event, cs, &cs->cp, err, errlen);
+    if (rc) {
+        cpu_destroy(cs);
+        return rc;
+    }
+    rc = pthread_create(&cs->thread, NULL, event_thread, cs);
+    if (rc) {
+        snprintf(err, errlen, "cannot start the notification thread: %s", strerror(rc));
+        cpu_destroy(cs);
+        return -rc;
+    }
+    cs->thread_started = true;
+    *out = cs;
+    return 0;
+}

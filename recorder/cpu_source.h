@@ -1,0 +1,42 @@
+/*
+ * cpu_source: the eBPF CPU profiler as a recorder source. Owns the BPF sampler, the process
+ * table, the symbolizer and a thread that handles process notifications (snapshot of a new
+ * process's mappings within milliseconds of its first sample, so short-lived processes are
+ * named).
+ */
+#ifndef PFR_RECORDER_CPU_SOURCE_H
+#define PFR_RECORDER_CPU_SOURCE_H
+
+#include "cpu_profiler.h"
+#include "profile_builder.h"
+#include "source.h"
+#include "symbolizer.h"
+
+typedef struct pfr_cpu_source pfr_cpu_source;
+
+/* Counters kept for metrics; cumulative since start. */
+typedef struct pfr_cpu_source_stats {
+    pfr_cpu_counters bpf;
+    pfr_build_stats build; /* summed over intervals */
+    pfr_sym_stats sym;
+    uint64_t intervals;
+    uint64_t profiles; /* profiles emitted */
+    uint64_t emit_errors;
+    uint64_t processes_seen; /* notifications of new processes */
+    uint64_t processes_live; /* records held now */
+    uint64_t processes_forgotten;
+    uint64_t snapshot_failures; /* process gone before its mappings were read */
+    uint64_t snapshots;         /* mappings snapshots taken (first looks and second looks) */
+    uint64_t snapshot_ns, snapshot_max_ns; /* time spent taking them (files parsed included) */
+    uint64_t event_wait_max_ns;            /* longest wait of a notification for the lock */
+    uint64_t frame_cache_bytes, frame_cache_hits, frame_cache_misses, frame_cache_resets;
+    uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
+} pfr_cpu_source_stats;
+
+int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, size_t errlen);
+pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
+void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
+/* CPUs the sampler is attached to. */
+int pfr_cpu_source_ncpus(const pfr_cpu_source *cs);
+
+#endif

@@ -1,0 +1,304 @@
+/* pfr-recorder: top level. Configuration, signals, the interval loop, writing to the ring. */
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "cpu_source.h"
+#include "host.h"
+#include "pfr_log.h"
+#include "pfr_store.h"
+#include "source.h"
+
+#define MAX_SOURCES 8
+
+typedef struct writer {
+    pfr_store *store;
+    const pfr_host *host;
+    uint64_t chunks, errors;
+} writer;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    /* libbpf's warnings (verifier log included) are detail behind our own error message */
+    if (level == LIBBPF_DEBUG || pfr_log_get_level() < PFR_LOG_DEBUG)
+        return 0;
+    char buf[1024];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\n")] = '\0';
+    pfr_debug("libbpf: %s", buf);
+    return 0;
+}
+
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Add host labels and append to the ring: the interval's chunks in one transaction (one fsync);
+ * if that fails, one by one, so one bad chunk does not lose the others. */
+static int write_chunks(const pfr_chunk_in *in, size_t n, void *ctx)
+{
+    writer *w = ctx;
+    enum { MAX_LABELS = 16 };
+    if (n == 0)
+        return 0;
+    pfr_chunk_in *c = calloc(n, sizeof(*c));
+    pfr_kv *labels = calloc(n * MAX_LABELS, sizeof(*labels));
+    if (!c || !labels) {
+        free(c);
+        free(labels);
+        w->errors += n;
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pfr_kv *l = labels + i * MAX_LABELS;
+        size_t k = 0;
+        for (size_t j = 0; j < in[i].nlabels && k < MAX_LABELS - 2; j++)
+            l[k++] = in[i].labels[j];
+        if (w->host->name[0])
+            l[k++] = (pfr_kv){"host.name", w->host->name};
+        if (w->host->id[0])
+            l[k++] = (pfr_kv){"host.id", w->host->id};
+        c[i] = in[i];
+        c[i].labels = l;
+        c[i].nlabels = k;
+    }
+    int written = 0;
+    int rc = pfr_store_append_batch(w->store, c, n, NULL);
+    if (rc == 0) {
+        written = (int)n;
+    } else {
+        pfr_warn("writing %zu profiles to the ring at once failed (%s): writing them one by one", n,
+                 strerror(-rc));
+        for (size_t i = 0; i < n; i++) {
+            int r = pfr_store_append(w->store, &c[i], NULL);
+            if (r == 0)
+                written++;
+            else
+                pfr_warn("writing the profile of service %s to the ring failed: %s", c[i].service,
+                         strerror(-r));
+        }
+    }
+    w->chunks += (uint64_t)written;
+    w->errors += n - (size_t)written;
+    free(c);
+    free(labels);
+    return written > 0 || n == 0 ? written : rc;
+}
+
+/* Create the ring's directory (and its parents) if missing, as a daemon's state directory. */
+static int ensure_parent_dir(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* The next interval boundary after now, on the wall clock (so hosts line up). */
+static int64_t next_boundary(int64_t now, int64_t interval)
+{
+    return (now / interval + 1) * interval;
+}
+
+static int arm_timer(int tfd, int64_t at_ns)
+{
+    struct itimerspec its = {
+        .it_value = {.tv_sec = at_ns / 1000000000, .tv_nsec = at_ns % 1000000000},
+    };
+    return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void collect_all(pfr_source *src, size_t nsrc, int64_t start, int64_t end, writer *w)
+{
+    uint64_t before = w->chunks;
+    for (size_t i = 0; i < nsrc; i++) {
+        int rc = src[i].ops->collect(src[i].self, start, end, write_chunks, w);
+        if (rc)
+            pfr_warn("source %s: interval lost: %s", src[i].ops->name, strerror(-rc));
+        if (src[i].ops->log_stats)
+            src[i].ops->log_stats(src[i].self);
+    }
+    /* give back what this interval's work freed, when it is worth it: trimming costs a TLB
+     * shootdown on every CPU */
+    struct mallinfo2 mi = mallinfo2();
+    if (mi.fordblks > 8u << 20)
+        malloc_trim(0);
+    pfr_debug("interval %.3f s: %llu profiles written (%llu total, %llu write errors)",
+              (double)(end - start) / 1e9, (unsigned long long)(w->chunks - before),
+              (unsigned long long)w->chunks, (unsigned long long)w->errors);
+}
+
+static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size_t nsrc)
+{
+    pfr_config fresh;
+    char err[512];
+    int rc = pfr_config_reload(&fresh, argc, argv, err, sizeof(err));
+    if (rc) {
+        pfr_err("SIGHUP: configuration not reloaded: %s", err);
+        pfr_config_free(&fresh);
+        return;
+    }
+    pfr_log_set_level(fresh.log_level);
+    for (size_t i = 0; i < nsrc; i++)
+        if (src[i].ops->reload && src[i].ops->reload(src[i].self, &fresh))
+            pfr_warn("SIGHUP: source %s did not take the new configuration", src[i].ops->name);
+    if (strcmp(fresh.store_path, cur->store_path) || fresh.interval_ns != cur->interval_ns ||
+        fresh.cpu_hz != cur->cpu_hz || fresh.max_store_bytes != cur->max_store_bytes ||
+        fresh.stack_map_entries != cur->stack_map_entries ||
+        fresh.count_map_entries != cur->count_map_entries ||
+        fresh.sym_cache_bytes != cur->sym_cache_bytes || fresh.dwarf != cur->dwarf)
+        pfr_warn("SIGHUP: store, interval, cpu_hz and map/cache sizes take effect on restart");
+    pfr_service_rules_free(&cur->rules);
+    pfr_service_rules_copy(&cur->rules, &fresh.rules);
+    cur->log_level = fresh.log_level;
+    pfr_info("configuration reloaded (log level, %zu service rules)", fresh.rules.n);
+    pfr_config_free(&fresh);
+}
+
+int main(int argc, char **argv)
+{
+    pfr_config cfg;
+    char err[1024] = "";
+    int rc = pfr_config_load(&cfg, argc, argv, stdout, err, sizeof(err));
+    if (rc == PFR_CONFIG_EXIT) {
+        pfr_config_free(&cfg);
+        return 0;
+    }
+    if (rc) {
+        fprintf(stderr, "pfr-recorder: %s\n", err);
+        pfr_config_free(&cfg);
+        return 2;
+    }
+    pfr_log_set_level(cfg.log_level);
+    libbpf_set_print(libbpf_print);
+    /* Memory stays bounded only if freed symbol tables go back to the system: one arena (the
+     * notification thread allocates too), and large blocks (parsed symbol tables) always mmap'ed
+     * rather than carved from the heap, where they would leave holes. */
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024); /* no brk() shrink after every interval */
+
+    /* Signals arrive through a signalfd; block them before any thread starts. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC);
+    if (sfd < 0 || tfd < 0) {
+        pfr_err("cannot create signal/timer descriptors: %s", strerror(errno));
+        return 1;
+    }
+
+    pfr_host host;
+    pfr_host_identify(&host, NULL);
+
+    pfr_source sources[MAX_SOURCES];
+    size_t nsrc = 0;
+    pfr_cpu_source *cpu = NULL;
+    rc = pfr_cpu_source_new(&cfg, &cpu, err, sizeof(err));
+    if (rc) {
+        pfr_err("%s", err);
+        pfr_config_free(&cfg);
+        return 1;
+    }
+    sources[nsrc++] = pfr_cpu_source_as_source(cpu);
+    /* Later sources (Go heap reader, pprof scraper) are added here. */
+
+    pfr_store *store = NULL;
+    pfr_store_opts so = {.max_bytes = cfg.max_store_bytes};
+    rc = ensure_parent_dir(cfg.store_path);
+    if (rc == 0)
+        rc = pfr_store_open(cfg.store_path, &so, &store, err, sizeof(err));
+    else
+        snprintf(err, sizeof(err), "cannot create its directory: %s", strerror(-rc));
+    if (rc) {
+        pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
+        for (size_t i = 0; i < nsrc; i++)
+            sources[i].ops->destroy(sources[i].self);
+        pfr_config_free(&cfg);
+        return 1;
+    }
+    writer w = {.store = store, .host = &host};
+
+    pfr_info("pfr-recorder %s: sampling %d CPUs at %u Hz, %.3g s intervals, ring %s, host %s",
+             PFR_VERSION, pfr_cpu_source_ncpus(cpu), cfg.cpu_hz, (double)cfg.interval_ns / 1e9,
+             cfg.store_path, host.name);
+
+    int64_t start = realtime_ns();
+    int64_t next = next_boundary(start, cfg.interval_ns);
+    arm_timer(tfd, next);
+    int exit_code = 0;
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = tfd, .events = POLLIN}};
+        int n = poll(pfd, 2, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            pfr_err("poll: %s", strerror(errno));
+            exit_code = 1;
+            break;
+        }
+        if (pfd[1].revents & POLLIN) {
+            uint64_t ticks;
+            if (read(tfd, &ticks, sizeof(ticks)) < 0 && errno != ECANCELED)
+                pfr_warn("timer: %s", strerror(errno));
+            int64_t now = realtime_ns();
+            collect_all(sources, nsrc, start, now, &w);
+            start = now;
+            next = next_boundary(realtime_ns(), cfg.interval_ns);
+            arm_timer(tfd, next);
+        }
+        if (pfd[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) != sizeof(si))
+                continue;
+            if (si.ssi_signo == SIGHUP) {
+                reload(argc, argv, &cfg, sources, nsrc);
+                continue;
+            }
+            pfr_info("%s: writing the current interval and exiting",
+                     si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+            int64_t now = realtime_ns();
+            if (now > start)
+                collect_all(sources, nsrc, start, now, &w);
+            break;
+        }
+    }
+    for (size_t i = 0; i < nsrc; i++)
+        sources[i].ops->destroy(sources[i].self);
+    pfr_store_close(store);
+    close(sfd);
+    close(tfd);
+    pfr_config_free(&cfg);
+    return exit_code;
+}

@@ -1,0 +1,1040 @@
+/* pfr_scrape: the scraper (see pfr_scrape.h): options, targets, rounds, the queue, the thread. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scrape_convert.h"
+#include "scrape_http.h"
+#include "scrape_internal.h"
+#include "scrape_k8s.h"
+#include "scrape_local.h"
+
+#define PROBE_CONNECT_MS 1000
+#define PROBE_TIMEOUT_MS 3000
+#define PROBE_MAX_BODY   (1u << 20)
+#define TOKEN_MAX        (64u << 10)
+
+struct sc_ep {
+    pfr_scrape_endpoint_info info;
+    struct sc_backoff bo;
+    struct sc_series series;
+    int64_t last_end_ns; /* end of the previous successful scrape (unix ns) */
+};
+
+struct sc_target {
+    struct sc_want w;
+    char *urls[PFR_SCRAPE_NUM_ENDPOINTS];
+    struct sc_backoff bo; /* connection failures: the whole target waits */
+    uint64_t failures;
+    int64_t last_success_ns, last_error_ns;
+    char last_error[SC_ERROR_LEN];
+    struct sc_ep ep[PFR_SCRAPE_NUM_ENDPOINTS];
+    bool down; /* a connection failure this round */
+};
+
+/* A profile waiting for collection; service and labels live in block. */
+struct sc_item {
+    pfr_chunk_in chunk;
+    pfr_profile *profile;
+    void *block;
+};
+
+struct pfr_scrape {
+    /* settings (strings owned) */
+    int64_t interval, backoff_max, connect_ms, timeout_ms;
+    int cpu_seconds;
+    unsigned endpoints, max_parallel, per_target;
+    size_t max_body, max_decoded, max_targets, max_queued;
+    char *ca_file;
+    bool insecure;
+    enum pfr_scrape_local_mode local_mode;
+    char *proc_root;
+    int (*service_for_pid)(void *, pid_t, char *, size_t);
+    bool (*allow_pid)(void *, pid_t);
+    void *discovery_ctx;
+    char *k8s_url; /* the pod list URL, built from kubelet_url or apiserver_url */
+    char *k8s_node, *k8s_token, *k8s_ca, *k8s_file;
+    bool k8s_insecure;
+    void (*event)(void *, const pfr_scrape_event *);
+    void *event_ctx;
+
+    pthread_mutex_t mu;
+    struct sc_wantlist statics; /* under mu */
+    struct sc_target **targets; /* written by the round thread under mu */
+    size_t ntargets;
+    struct sc_item *queue; /* ring of max_queued, under mu */
+    size_t qhead, qlen;
+    bool queue_full_told;
+    pfr_scrape_stats stats; /* under mu */
+
+    /* the round's own */
+    struct sc_http *http;
+    struct sc_local *local;
+    struct sc_wantlist k8s_last;
+    struct sc_backoff k8s_bo, local_bo;
+    int64_t round_start; /* CLOCK_MONOTONIC: backoffs count from the round, not the failure */
+    atomic_bool in_round;
+
+    pthread_t thread;
+    bool running;
+    bool stop; /* under mu */
+    pthread_cond_t cv;
+};
+
+/* ---- small things ---- */
+
+static void emit_event(pfr_scrape *s, enum pfr_scrape_event_kind kind, const struct sc_target *t,
+                       int ep, int err, const char *msg, const struct sc_backoff *bo)
+{
+    if (!s->event)
+        return;
+    pfr_scrape_event ev = {
+        .kind = kind,
+        .url = t ? t->w.base : "",
+        .service = t ? t->w.service : "",
+        .endpoint = ep,
+        .err = err,
+        .msg = msg ? msg : "",
+        .consecutive_failures = bo ? bo->consecutive : 0,
+        .backoff_ns = bo ? bo->delay_ns : 0,
+    };
+    s->event(s->event_ctx, &ev);
+}
+
+static char *dup_opt(const char *v, bool *ok)
+{
+    if (!v)
+        return NULL;
+    char *c = strdup(v);
+    if (!c)
+        *ok = false;
+    return c;
+}
+
+static void target_free(struct sc_target *t)
+{
+    if (!t)
+        return;
+    sc_want_free(&t->w);
+    for (int i = 0; i < PFR_SCRAPE_NUM_ENDPOINTS; i++) {
+        free(t->urls[i]);
+        sc_series_free(&t->ep[i].series);
+    }
+    free(t);
+}
+
+static void item_free(struct sc_item *it)
+{
+    pfr_profile_free(it->profile);
+    free(it->block);
+    memset(it, 0, sizeof(*it));
+}
+
+/* ---- life cycle ---- */
+
+static int build_k8s_url(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err, size_t errlen)
+{
+    if (k->kubelet_url && k->apiserver_url) {
+        sc_errf(err, errlen, "kubernetes: set the kubelet URL or the API server URL, not both");
+        return -EINVAL;
+    }
+    const char *base = k->kubelet_url ? k->kubelet_url : k->apiserver_url;
+    if (!base)
+        return 0;
+    size_t bl = strlen(base);
+    while (bl > 0 && base[bl - 1] == '/')
+        bl--;
+    if (bl == 0 || bl > SC_MAX_URL) {
+        sc_errf(err, errlen, "kubernetes: bad URL");
+        return -EINVAL;
+    }
+    if (k->kubelet_url) {
+        if (asprintf(&s->k8s_url, "%.*s/pods", (int)bl, base) < 0)
+            return -ENOMEM;
+        return 0;
+    }
+    if (!k->node_name || !*k->node_name) {
+        sc_errf(err, errlen, "kubernetes: the API server needs the node name");
+        return -EINVAL;
+    }
+    char *node = curl_easy_escape(NULL, k->node_name, 0);
+    if (!node)
+        return -ENOMEM;
+    int rc = asprintf(&s->k8s_url, "%.*s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", (int)bl,
+                      base, node);
+    curl_free(node);
+    return rc < 0 ? -ENOMEM : 0;
+}
+
+int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, size_t errlen)
+{
+    static const pfr_scrape_opts defaults;
+    const pfr_scrape_opts *o = opts ? opts : &defaults;
+    *out = NULL;
+    if (o->interval_ns < 0 || o->connect_timeout_ms < 0 || o->timeout_ms < 0 ||
+        o->backoff_max_ns < 0 || o->cpu_seconds > 3600 ||
+        (o->endpoints & ~PFR_SCRAPE_ALL_ENDPOINTS)) {
+        sc_errf(err, errlen, "scrape: bad option value");
+        return -EINVAL;
+    }
+    pfr_scrape *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    /* from here on pfr_scrape_free undoes everything */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&s->in_round, false);
+
+    s->interval = o->interval_ns ? o->interval_ns : PFR_SCRAPE_DEFAULT_INTERVAL_NS;
+    s->cpu_seconds = o->cpu_seconds ? o->cpu_seconds : PFR_SCRAPE_DEFAULT_CPU_SECONDS;
+    s->endpoints = o->endpoints ? o->endpoints : PFR_SCRAPE_ALL_ENDPOINTS;
+    if (s->cpu_seconds < 0)
+        s->endpoints &= ~(1u << PFR_SCRAPE_CPU);
+    if ((s->endpoints & (1u << PFR_SCRAPE_CPU)) &&
+        (int64_t)s->cpu_seconds * SC_NS_PER_SEC > s->interval) {
+        sc_errf(err, errlen, "scrape: the CPU profile (%d s) must not be longer than the interval",
+                s->cpu_seconds);
+        pfr_scrape_free(s);
+        return -EINVAL;
+    }
+    s->max_parallel = o->max_parallel ? o->max_parallel : 16;
+    s->per_target = o->per_target_parallel ? o->per_target_parallel : 2;
+    s->connect_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 3000;
+    s->timeout_ms = o->timeout_ms ? o->timeout_ms : 20000;
+    s->max_body = o->max_body_bytes ? o->max_body_bytes : 32u << 20;
+    s->max_decoded = o->max_decoded_bytes ? o->max_decoded_bytes : 256u << 20;
+    s->backoff_max = o->backoff_max_ns ? o->backoff_max_ns : 16 * s->interval;
+    if (s->backoff_max < s->interval)
+        s->backoff_max = s->interval;
+    s->max_targets = o->max_targets ? o->max_targets : 1000;
+    s->max_queued = o->max_queued ? o->max_queued : 4096;
+    s->insecure = o->insecure;
+    s->local_mode = o->local;
+    s->service_for_pid = o->service_for_pid;
+    s->allow_pid = o->allow_pid;
+    s->discovery_ctx = o->discovery_ctx;
+    s->k8s_insecure = o->k8s.insecure;
+    s->event = o->event;
+    s->event_ctx = o->event_ctx;
+    bool ok = true;
+    s->ca_file = dup_opt(o->ca_file, &ok);
+    s->proc_root = dup_opt(o->proc_root ? o->proc_root : "/proc", &ok);
+    s->k8s_node = dup_opt(o->k8s.node_name, &ok);
+    s->k8s_token = dup_opt(o->k8s.token_file, &ok);
+    s->k8s_ca = dup_opt(o->k8s.ca_file, &ok);
+    s->k8s_file = dup_opt(o->k8s.pods_json_file, &ok);
+    s->queue = calloc(s->max_queued, sizeof(*s->queue));
+    int rc = ok && s->queue ? build_k8s_url(s, &o->k8s, err, errlen) : -ENOMEM;
+    if (!rc)
+        rc = sc_http_new(&s->http);
+    if (rc) {
+        pfr_scrape_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void pfr_scrape_free(pfr_scrape *s)
+{
+    if (!s)
+        return;
+    pfr_scrape_stop(s);
+    for (size_t i = 0; i < s->ntargets; i++)
+        target_free(s->targets[i]);
+    free(s->targets);
+    for (size_t i = 0; s->queue && i < s->qlen; i++)
+        item_free(&s->queue[(s->qhead + i) % s->max_queued]);
+    free(s->queue);
+    sc_wantlist_free(&s->statics);
+    sc_wantlist_free(&s->k8s_last);
+    sc_local_free(s->local);
+    sc_http_free(s->http);
+    curl_global_cleanup();
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->ca_file);
+    free(s->proc_root);
+    free(s->k8s_url);
+    free(s->k8s_node);
+    free(s->k8s_token);
+    free(s->k8s_ca);
+    free(s->k8s_file);
+    free(s);
+}
+
+/* ---- static targets ---- */
+
+int pfr_scrape_add_target(pfr_scrape *s, const pfr_scrape_target *t, char *err, size_t errlen)
+{
+    struct sc_want w;
+    int rc = sc_want_make(&w, t->url, t->service, t->labels, t->nlabels, PFR_SCRAPE_STATIC, 0, 0,
+                          err, errlen);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    if (sc_wantlist_find(&s->statics, w.key) >= 0) {
+        sc_errf(err, errlen, "target %s (service %s) is listed twice", w.base, w.service);
+        sc_want_free(&w);
+        rc = -EEXIST;
+    } else {
+        rc = sc_wantlist_push(&s->statics, &w);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int pfr_scrape_add_target_line(pfr_scrape *s, const char *line, char *err, size_t errlen)
+{
+    pfr_scrape_target *t;
+    int rc = pfr_scrape_parse_target(line, &t, err, errlen);
+    if (rc)
+        return rc;
+    rc = pfr_scrape_add_target(s, t, err, errlen);
+    free(t);
+    return rc;
+}
+
+int pfr_scrape_set_targets(pfr_scrape *s, const pfr_scrape_target *t, size_t n, char *err,
+                           size_t errlen)
+{
+    struct sc_wantlist fresh = {0};
+    for (size_t i = 0; i < n; i++) {
+        struct sc_want w;
+        int rc = sc_want_make(&w, t[i].url, t[i].service, t[i].labels, t[i].nlabels,
+                              PFR_SCRAPE_STATIC, 0, 0, err, errlen);
+        if (!rc && sc_wantlist_find(&fresh, w.key) >= 0) {
+            sc_errf(err, errlen, "target %s (service %s) is listed twice", w.base, w.service);
+            sc_want_free(&w);
+            rc = -EEXIST;
+        }
+        if (!rc)
+            rc = sc_wantlist_push(&fresh, &w);
+        if (rc) {
+            sc_wantlist_free(&fresh);
+            return rc;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    struct sc_wantlist old = s->statics;
+    s->statics = fresh;
+    pthread_mutex_unlock(&s->mu);
+    sc_wantlist_free(&old);
+    return 0;
+}
+
+/* ---- discovery ---- */
+
+static bool k8s_configured(const pfr_scrape *s)
+{
+    return s->k8s_url || s->k8s_file;
+}
+
+/* Read the bearer token file; trailing whitespace dropped. */
+static int read_token(const char *path, char **out)
+{
+    size_t len;
+    int rc = sc_read_file(path, TOKEN_MAX, out, &len);
+    if (rc)
+        return rc;
+    while (len > 0 && (unsigned char)(*out)[len - 1] <= ' ')
+        (*out)[--len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)(*out)[i] < ' ') { /* would split the header */
+            free(*out);
+            *out = NULL;
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int fetch_pods(pfr_scrape *s, char **body, size_t *len, char *err, size_t errlen)
+{
+    if (s->k8s_file) {
+        int rc = sc_read_file(s->k8s_file, SC_K8S_MAX_BODY, body, len);
+        if (rc)
+            sc_errf(err, errlen, "%s: %s", s->k8s_file, strerror(-rc));
+        return rc;
+    }
+    char *token = NULL;
+    if (s->k8s_token) {
+        int rc = read_token(s->k8s_token, &token);
+        if (rc) {
+            sc_errf(err, errlen, "token %s: %s", s->k8s_token, strerror(-rc));
+            return rc;
+        }
+    }
+    struct sc_req r = {
+        .url = s->k8s_url,
+        .group = -1,
+        .connect_timeout_ms = s->connect_ms,
+        .timeout_ms = s->timeout_ms,
+        .max_body = SC_K8S_MAX_BODY,
+        .bearer = token,
+        .ca_file = s->k8s_ca,
+        .insecure = s->k8s_insecure,
+    };
+    int rc = sc_http_run(s->http, &r, 1, 1, 1, NULL, NULL);
+    free(token);
+    if (!rc && r.fail != SC_OK) {
+        sc_errf(err, errlen, "%s: %s", s->k8s_url, r.error);
+        rc = -EIO;
+    }
+    if (rc) {
+        sc_req_clear(&r);
+        return rc;
+    }
+    /* NUL-terminate for the parser's error messages; there is room or we grow by one */
+    unsigned char *b = realloc(r.body, r.len + 1);
+    if (!b) {
+        sc_req_clear(&r);
+        return -ENOMEM;
+    }
+    b[r.len] = '\0';
+    *body = (char *)b;
+    *len = r.len;
+    return 0;
+}
+
+static void discover_k8s(pfr_scrape *s, struct sc_wantlist *want)
+{
+    char err[256] = "";
+    int64_t now = s->round_start;
+    if (sc_backoff_due(&s->k8s_bo, now, s->interval)) {
+        char *body = NULL;
+        size_t len = 0;
+        int rc = fetch_pods(s, &body, &len, err, sizeof(err));
+        struct sc_wantlist fresh = {0};
+        struct sc_k8s_counts c = {0};
+        if (!rc)
+            rc = sc_k8s_parse_pods(body, len, s->k8s_node, &fresh, &c, err, sizeof(err));
+        free(body);
+        if (rc == -ECANCELED) {
+            sc_wantlist_free(&fresh);
+        } else if (rc) {
+            sc_wantlist_free(&fresh);
+            pthread_mutex_lock(&s->mu);
+            s->stats.discovery_errors++;
+            pthread_mutex_unlock(&s->mu);
+            if (sc_backoff_fail(&s->k8s_bo, now, s->interval, s->backoff_max))
+                emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, rc, err, &s->k8s_bo);
+        } else {
+            sc_wantlist_free(&s->k8s_last);
+            s->k8s_last = fresh;
+            pthread_mutex_lock(&s->mu);
+            s->stats.k8s_pods = c.pods;
+            s->stats.k8s_bad_annotations = c.bad;
+            pthread_mutex_unlock(&s->mu);
+            if (sc_backoff_ok(&s->k8s_bo))
+                emit_event(s, PFR_SCRAPE_EV_RECOVERED, NULL, -1, 0, "kubernetes pod list", NULL);
+        }
+    }
+    /* a failed fetch keeps the last good list: a flaky API server does not drop targets */
+    for (size_t i = 0; i < s->k8s_last.n; i++)
+        sc_wantlist_push_copy(want, &s->k8s_last.v[i]);
+}
+
+static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
+{
+    if (!s->local && sc_local_new(s->proc_root, &s->local) < 0)
+        return;
+    struct sc_local_scan_stats st;
+    int rc = sc_local_scan(s->local, s->allow_pid, s->discovery_ctx, &st);
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "cannot read %s: %s", s->proc_root, strerror(-rc));
+        pthread_mutex_lock(&s->mu);
+        s->stats.discovery_errors++;
+        pthread_mutex_unlock(&s->mu);
+        if (sc_backoff_fail(&s->local_bo, s->round_start, s->interval, s->backoff_max))
+            emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, rc, msg, &s->local_bo);
+        return;
+    }
+    sc_backoff_ok(&s->local_bo);
+    const struct sc_local_probe *pr;
+    size_t n = sc_local_probes(s->local, &pr);
+    if (n) {
+        struct sc_req *reqs = calloc(n, sizeof(*reqs));
+        if (!reqs)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            reqs[i] = (struct sc_req){
+                .url = pr[i].url,
+                .group = (int)i,
+                .connect_timeout_ms = PROBE_CONNECT_MS,
+                .timeout_ms = PROBE_TIMEOUT_MS,
+                .max_body = PROBE_MAX_BODY,
+            };
+        }
+        rc = sc_http_run(s->http, reqs, n, s->max_parallel, 1, NULL, NULL);
+        for (size_t i = 0; i < n; i++) {
+            if (rc == 0) {
+                bool ok = reqs[i].fail == SC_OK;
+                sc_local_probe_result(s->local, &pr[i], ok ? reqs[i].body : NULL,
+                                      ok ? reqs[i].len : 0);
+            }
+            sc_req_clear(&reqs[i]);
+        }
+        free(reqs);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.local_probes += n;
+    s->stats.local_processes = st.processes;
+    s->stats.local_other_netns = st.other_netns;
+    pthread_mutex_unlock(&s->mu);
+    sc_local_wants(s->local, s->service_for_pid, s->discovery_ctx, want);
+}
+
+static void discover(pfr_scrape *s, struct sc_wantlist *want)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t nstatic = s->statics.n;
+    for (size_t i = 0; i < s->statics.n; i++)
+        sc_wantlist_push_copy(want, &s->statics.v[i]);
+    pthread_mutex_unlock(&s->mu);
+    bool k8s = k8s_configured(s);
+    if (k8s)
+        discover_k8s(s, want);
+    if (s->local_mode == PFR_SCRAPE_LOCAL_ON ||
+        (s->local_mode == PFR_SCRAPE_LOCAL_AUTO && nstatic == 0 && !k8s))
+        discover_local(s, want);
+}
+
+static struct sc_target *target_new(pfr_scrape *s, struct sc_want *w)
+{
+    struct sc_target *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    bool ok = true;
+    for (int e = 0; e < PFR_SCRAPE_NUM_ENDPOINTS && ok; e++) {
+        if (e == PFR_SCRAPE_CPU)
+            ok = asprintf(&t->urls[e], "%s/profile?seconds=%d", w->base, s->cpu_seconds) >= 0;
+        else
+            ok = asprintf(&t->urls[e], "%s/%s", w->base, pfr_scrape_endpoint_name(e)) >= 0;
+        if (!ok)
+            t->urls[e] = NULL;
+    }
+    if (!ok) {
+        target_free(t);
+        return NULL;
+    }
+    t->w = *w;
+    memset(w, 0, sizeof(*w));
+    return t;
+}
+
+/* Make the target set what discovery found: targets that stay keep their state. */
+static void apply_targets(pfr_scrape *s, struct sc_wantlist *want)
+{
+    size_t n = want->n < s->max_targets ? want->n : s->max_targets;
+    struct sc_target **next = calloc(n ? n : 1, sizeof(*next));
+    bool *kept = calloc(s->ntargets ? s->ntargets : 1, sizeof(*kept));
+    if (!next || !kept) {
+        free(next);
+        free(kept);
+        return; /* keep the current set */
+    }
+    size_t nn = 0, added_from = 0;
+    struct sc_target **added = calloc(n ? n : 1, sizeof(*added));
+    for (size_t i = 0; i < want->n && nn < n; i++) {
+        struct sc_want *w = &want->v[i];
+        bool dup = false;
+        for (size_t j = 0; j < nn && !dup; j++)
+            dup = strcmp(next[j]->w.key, w->key) == 0;
+        if (dup)
+            continue;
+        struct sc_target *t = NULL;
+        for (size_t j = 0; j < s->ntargets && !t; j++) {
+            if (!kept[j] && strcmp(s->targets[j]->w.key, w->key) == 0) {
+                kept[j] = true;
+                t = s->targets[j];
+            }
+        }
+        if (!t) {
+            t = target_new(s, w);
+            if (!t)
+                continue;
+            if (added)
+                added[added_from++] = t;
+        }
+        next[nn++] = t;
+    }
+    uint64_t ignored = want->n > s->max_targets ? want->n - s->max_targets : 0;
+    pthread_mutex_lock(&s->mu);
+    struct sc_target **old = s->targets;
+    size_t nold = s->ntargets;
+    s->targets = next;
+    s->ntargets = nn;
+    s->stats.targets = nn;
+    s->stats.targets_ignored = ignored;
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < added_from; i++)
+        emit_event(s, PFR_SCRAPE_EV_TARGET_ADDED, added[i], -1, 0,
+                   pfr_scrape_source_name(added[i]->w.source), NULL);
+    for (size_t j = 0; j < nold; j++) {
+        if (kept[j])
+            continue;
+        emit_event(s, PFR_SCRAPE_EV_TARGET_REMOVED, old[j], -1, 0,
+                   pfr_scrape_source_name(old[j]->w.source), NULL);
+        target_free(old[j]);
+    }
+    free(old);
+    free(kept);
+    free(added);
+}
+
+/* ---- scraping ---- */
+
+/* Queue a profile (the queue takes it). Called with mu held. Returns true if one was dropped. */
+static bool enqueue(pfr_scrape *s, const struct sc_target *t, pfr_profile *p, int64_t start,
+                    int64_t end)
+{
+    size_t size = strlen(t->w.service) + 1 + t->w.nlabels * sizeof(pfr_kv);
+    for (size_t i = 0; i < t->w.nlabels; i++)
+        size += strlen(t->w.labels[i].key) + strlen(t->w.labels[i].value) + 2;
+    char *block = malloc(size);
+    if (!block) {
+        pfr_profile_free(p);
+        return false;
+    }
+    pfr_kv *labels = (pfr_kv *)(void *)block;
+    char *str = block + t->w.nlabels * sizeof(pfr_kv);
+    for (size_t i = 0; i < t->w.nlabels; i++) {
+        labels[i].key = str;
+        str = stpcpy(str, t->w.labels[i].key) + 1;
+        labels[i].value = str;
+        str = stpcpy(str, t->w.labels[i].value) + 1;
+    }
+    const char *service = str;
+    strcpy(str, t->w.service);
+    bool dropped = false;
+    if (s->qlen == s->max_queued) {
+        item_free(&s->queue[s->qhead]);
+        s->qhead = (s->qhead + 1) % s->max_queued;
+        s->qlen--;
+        s->stats.dropped++;
+        dropped = true;
+    }
+    struct sc_item *it = &s->queue[(s->qhead + s->qlen) % s->max_queued];
+    it->profile = p;
+    it->block = block;
+    it->chunk = (pfr_chunk_in){
+        .service = service,
+        .labels = labels,
+        .nlabels = t->w.nlabels,
+        .start_ns = start,
+        .end_ns = end,
+        .profile = p,
+    };
+    s->qlen++;
+    s->stats.profiles++;
+    return dropped;
+}
+
+/* The interval a profile covers. */
+static void time_range(const pfr_scrape *s, const struct sc_ep *e, int ep, const struct sc_req *r,
+                       const pfr_profile *p, int64_t *start, int64_t *end)
+{
+    *end = r->end_ns;
+    if (ep == PFR_SCRAPE_CPU) {
+        /* what the program says it profiled, if plausible; the target's clock is not trusted */
+        int64_t d = pfr_profile_duration_nanos(p);
+        if (d > 0 && d <= ((int64_t)s->cpu_seconds + 5) * SC_NS_PER_SEC)
+            *start = *end - d;
+        else
+            *start = r->start_ns;
+    } else if (sc_convert_cumulative(ep) && e->last_end_ns > 0 && e->last_end_ns < *end) {
+        *start = e->last_end_ns; /* a delta covers everything since the previous scrape */
+    } else {
+        *start = *end - s->interval;
+        if (e->last_end_ns > *start && e->last_end_ns < *end)
+            *start = e->last_end_ns;
+    }
+    if (*start >= *end)
+        *start = *end - 1;
+}
+
+/* Decode and convert a 200 body. 0 with *p (maybe NULL), or an error in err. */
+static int process_body(pfr_scrape *s, struct sc_target *t, int ep, const struct sc_req *r,
+                        pfr_profile **out, int64_t *start, int64_t *end, bool *reset, char *err,
+                        size_t errlen)
+{
+    pfr_profile *src = NULL;
+    *out = NULL;
+    int rc = pfr_profile_decode(r->body, r->len, s->max_decoded, &src, err, errlen);
+    if (rc) {
+        if (rc == -EBADMSG) {
+            char why[SC_ERROR_LEN];
+            snprintf(why, sizeof(why), "%s", err);
+            sc_errf(err, errlen, "not a pprof profile: %s", why);
+        }
+        return rc;
+    }
+    struct sc_ep *e = &t->ep[ep];
+    time_range(s, e, ep, r, src, start, end);
+    struct sc_convert_result res;
+    rc = sc_convert(ep, src, &e->series, *start, *end, &res, err, errlen);
+    pfr_profile_free(src);
+    if (rc)
+        return rc;
+    e->last_end_ns = *end;
+    *reset = res.reset;
+    *out = res.profile;
+    return 0;
+}
+
+/* What went wrong with a request: an sc_fail, or a body that is not the profile asked for. */
+#define FAIL_INVALID 100
+
+static void count_failure(pfr_scrape *s, int f)
+{
+    s->stats.failures++;
+    switch (f) {
+    case SC_CONNECT:
+        s->stats.connect_errors++;
+        break;
+    case SC_TIMEOUT:
+        s->stats.timeouts++;
+        break;
+    case SC_HTTP:
+        s->stats.http_errors++;
+        break;
+    case SC_TOO_LARGE:
+        s->stats.too_large++;
+        break;
+    case FAIL_INVALID:
+        s->stats.invalid++;
+        break;
+    default:
+        s->stats.other_errors++;
+        break;
+    }
+}
+
+static bool on_done(struct sc_req *r, void *ctx)
+{
+    pfr_scrape *s = ctx;
+    if (r->fail == SC_SKIPPED || r->fail == SC_CANCELED)
+        return false;
+    uintptr_t job = (uintptr_t)r->user;
+    struct sc_target *t = s->targets[job / PFR_SCRAPE_NUM_ENDPOINTS];
+    int ep = (int)(job % PFR_SCRAPE_NUM_ENDPOINTS);
+    struct sc_ep *e = &t->ep[ep];
+
+    char err[SC_ERROR_LEN] = "";
+    int fail = (int)r->fail;
+    pfr_profile *p = NULL;
+    int64_t start = 0, end = 0;
+    bool reset = false;
+    int rc = 0;
+    if (fail == SC_OK) {
+        rc = process_body(s, t, ep, r, &p, &start, &end, &reset, err, sizeof(err));
+        if (rc)
+            fail = rc == -EBADMSG ? FAIL_INVALID : SC_OTHER;
+    } else {
+        snprintf(err, sizeof(err), "%s", r->error);
+    }
+
+    int64_t now = s->round_start, real = sc_now_real();
+    bool step = false, recovered = false, give_up = false, dropped = false, t_recovered = false;
+    struct sc_backoff *bo = &e->bo;
+    pthread_mutex_lock(&s->mu);
+    s->stats.requests++;
+    s->stats.bytes += r->len;
+    e->info.bytes += r->len;
+    if (fail == SC_OK) {
+        e->info.scrapes++;
+        e->info.last_success_ns = real;
+        t->last_success_ns = real;
+        recovered = sc_backoff_ok(&e->bo);
+        t_recovered = sc_backoff_ok(&t->bo);
+        if (reset)
+            s->stats.restarts++;
+        if (p) {
+            e->info.profiles++;
+            dropped = enqueue(s, t, p, start, end);
+        }
+    } else {
+        count_failure(s, fail);
+        e->info.failures++;
+        e->info.last_error_ns = real;
+        snprintf(e->info.last_error, sizeof(e->info.last_error), "%s", err);
+        t->failures++;
+        t->last_error_ns = real;
+        snprintf(t->last_error, sizeof(t->last_error), "%s: %s", pfr_scrape_endpoint_name(ep), err);
+        if (fail == SC_CONNECT) {
+            /* the whole target is unreachable: one backoff for it, not one per endpoint */
+            give_up = true;
+            bo = &t->bo;
+            if (!t->down)
+                step = sc_backoff_fail(&t->bo, now, s->interval, s->backoff_max);
+            t->down = true;
+        } else {
+            step = sc_backoff_fail(&e->bo, now, s->interval, s->backoff_max);
+        }
+        e->info.consecutive_failures = e->bo.consecutive;
+    }
+    if (fail == SC_OK)
+        e->info.consecutive_failures = 0;
+    bool tell_full = dropped && !s->queue_full_told;
+    if (dropped)
+        s->queue_full_told = true;
+    pthread_mutex_unlock(&s->mu);
+
+    if (fail != SC_OK && step)
+        emit_event(s, PFR_SCRAPE_EV_FAILED, t, give_up ? -1 : ep, -EIO, err, bo);
+    if (t_recovered)
+        emit_event(s, PFR_SCRAPE_EV_RECOVERED, t, -1, 0, "", NULL);
+    if (recovered)
+        emit_event(s, PFR_SCRAPE_EV_RECOVERED, t, ep, 0, "", NULL);
+    if (reset)
+        emit_event(s, PFR_SCRAPE_EV_RESTARTED, t, ep, 0, "a cumulative series went down", NULL);
+    if (tell_full)
+        emit_event(s, PFR_SCRAPE_EV_QUEUE_FULL, NULL, -1, -ENOBUFS,
+                   "profiles dropped: nobody collects them", NULL);
+    return give_up;
+}
+
+static int scrape_targets(pfr_scrape *s)
+{
+    size_t cap = s->ntargets * PFR_SCRAPE_NUM_ENDPOINTS;
+    if (cap == 0)
+        return 0;
+    struct sc_req *reqs = calloc(cap, sizeof(*reqs));
+    if (!reqs)
+        return -ENOMEM;
+    int64_t now = s->round_start;
+    size_t n = 0;
+    uint64_t skipped = 0;
+    for (size_t i = 0; i < s->ntargets; i++)
+        s->targets[i]->down = false;
+    /* endpoint-major order: every target's CPU profile starts first, as it takes seconds */
+    for (int ep = 0; ep < PFR_SCRAPE_NUM_ENDPOINTS; ep++) {
+        if (!(s->endpoints & (1u << ep)))
+            continue;
+        for (size_t i = 0; i < s->ntargets; i++) {
+            struct sc_target *t = s->targets[i];
+            if (!sc_backoff_due(&t->bo, now, s->interval) ||
+                !sc_backoff_due(&t->ep[ep].bo, now, s->interval)) {
+                skipped++;
+                continue;
+            }
+            int64_t timeout = s->timeout_ms;
+            if (ep == PFR_SCRAPE_CPU)
+                timeout += (int64_t)s->cpu_seconds * 1000;
+            reqs[n++] = (struct sc_req){
+                .url = t->urls[ep],
+                .group = (int)i,
+                .connect_timeout_ms = s->connect_ms,
+                .timeout_ms = timeout,
+                .max_body = s->max_body,
+                .ca_file = s->ca_file,
+                .insecure = s->insecure,
+                .user = (void *)(uintptr_t)(i * PFR_SCRAPE_NUM_ENDPOINTS + (size_t)ep),
+            };
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.skipped_backoff += skipped;
+    pthread_mutex_unlock(&s->mu);
+    int rc = sc_http_run(s->http, reqs, n, s->max_parallel, s->per_target, on_done, s);
+    for (size_t i = 0; i < n; i++)
+        sc_req_clear(&reqs[i]);
+    free(reqs);
+    return rc;
+}
+
+static int do_round(pfr_scrape *s)
+{
+    int64_t t0 = sc_now_mono();
+    s->round_start = t0;
+    struct sc_wantlist want = {0};
+    discover(s, &want);
+    apply_targets(s, &want);
+    sc_wantlist_free(&want);
+    int rc = scrape_targets(s);
+    pthread_mutex_lock(&s->mu);
+    s->stats.rounds++;
+    s->stats.last_round_ns = sc_now_mono() - t0;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* ---- driving ---- */
+
+int pfr_scrape_run_once(pfr_scrape *s)
+{
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&s->in_round, &expected, true))
+        return -EBUSY;
+    pthread_mutex_lock(&s->mu);
+    bool running = s->running;
+    pthread_mutex_unlock(&s->mu);
+    int rc = running ? -EBUSY : do_round(s);
+    atomic_store(&s->in_round, false);
+    return rc;
+}
+
+static void *thread_main(void *arg)
+{
+    pfr_scrape *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        int64_t start = sc_now_mono();
+        atomic_store(&s->in_round, true);
+        do_round(s);
+        atomic_store(&s->in_round, false);
+        int64_t next = start + s->interval;
+        struct timespec ts = {.tv_sec = next / SC_NS_PER_SEC, .tv_nsec = next % SC_NS_PER_SEC};
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && sc_now_mono() < next)
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int pfr_scrape_start(pfr_scrape *s)
+{
+    if (atomic_load(&s->in_round))
+        return -EBUSY;
+    pthread_mutex_lock(&s->mu);
+    if (s->running) {
+        pthread_mutex_unlock(&s->mu);
+        return -EALREADY;
+    }
+    s->stop = false;
+    sc_http_uncancel(s->http);
+    int rc = pthread_create(&s->thread, NULL, thread_main, s);
+    if (rc == 0)
+        s->running = true;
+    pthread_mutex_unlock(&s->mu);
+    return -rc;
+}
+
+void pfr_scrape_stop(pfr_scrape *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->running) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    sc_http_cancel(s->http);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->running = false;
+    pthread_mutex_unlock(&s->mu);
+    sc_http_uncancel(s->http);
+}
+
+/* ---- output ---- */
+
+int pfr_scrape_collect(pfr_scrape *s, pfr_scrape_emit_fn emit, void *ctx)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    while (s->qlen > 0) {
+        struct sc_item *it = &s->queue[s->qhead];
+        rc = emit(&it->chunk, ctx);
+        if (rc)
+            break;
+        item_free(it);
+        s->qhead = (s->qhead + 1) % s->max_queued;
+        s->qlen--;
+        s->stats.emitted++;
+    }
+    if (s->qlen == 0)
+        s->queue_full_told = false;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int pfr_scrape_store(pfr_scrape *s, pfr_store *st, size_t *written)
+{
+    if (written)
+        *written = 0;
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->qlen;
+    if (n == 0) {
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    pfr_chunk_in *in = malloc(n * sizeof(*in));
+    if (!in) {
+        pthread_mutex_unlock(&s->mu);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        in[i] = s->queue[(s->qhead + i) % s->max_queued].chunk;
+    int rc = pfr_store_append_batch(st, in, n, NULL);
+    if (rc == 0) {
+        for (size_t i = 0; i < n; i++)
+            item_free(&s->queue[(s->qhead + i) % s->max_queued]);
+        s->qhead = (s->qhead + n) % s->max_queued;
+        s->qlen = 0;
+        s->stats.emitted += n;
+        s->queue_full_told = false;
+        if (written)
+            *written = n;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(in);
+    return rc;
+}
+
+/* ---- accessors ---- */
+
+int pfr_scrape_targets(pfr_scrape *s, int (*cb)(const pfr_scrape_target_info *t, void *ctx),
+                       void *ctx)
+{
+    int rc = 0;
+    int64_t mono = sc_now_mono(), real = sc_now_real();
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->ntargets && !rc; i++) {
+        const struct sc_target *t = s->targets[i];
+        pfr_scrape_target_info info = {
+            .url = t->w.base,
+            .service = t->w.service,
+            .labels = t->w.labels,
+            .nlabels = t->w.nlabels,
+            .source = t->w.source,
+            .pid = t->w.pid,
+            .failures = t->failures,
+            .consecutive_failures = t->bo.consecutive,
+            .last_success_ns = t->last_success_ns,
+            .last_error_ns = t->last_error_ns,
+            .next_attempt_ns = t->bo.consecutive ? t->bo.until_mono - mono + real : 0,
+            .last_error = t->last_error,
+        };
+        for (int e = 0; e < PFR_SCRAPE_NUM_ENDPOINTS; e++) {
+            info.endpoints[e] = t->ep[e].info;
+            if (t->ep[e].bo.consecutive)
+                info.endpoints[e].next_attempt_ns = t->ep[e].bo.until_mono - mono + real;
+        }
+        rc = cb(&info, ctx);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void pfr_scrape_get_stats(pfr_scrape *s, pfr_scrape_stats *st)
+{
+    pthread_mutex_lock(&s->mu);
+    *st = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}

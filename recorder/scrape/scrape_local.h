@@ -1,0 +1,60 @@
+/*
+ * scrape_local: targets on this host found without configuration.
+ *
+ * A scan walks <proc_root>/[0-9]*, and for each process whose executable is a Go program that
+ * links net/http/pprof (scrape_elf.h; the verdict is cached per executable: device, inode, size,
+ * mtime) and that is in this scraper's network namespace, lists the TCP ports it listens on
+ * (scrape_procnet.h). Each (process, port) is probed once at /debug/pprof/; the first port whose
+ * probe answers with Go's pprof index page becomes the process's target. A process that
+ * restarts (a new start time under the same pid) is a new process. Nothing is sent to a
+ * process that is not a Go program linking net/http/pprof.
+ *
+ * The caller does the probing (with its HTTP client) between sc_local_scan and sc_local_wants.
+ */
+#ifndef PFR_SCRAPE_LOCAL_H
+#define PFR_SCRAPE_LOCAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "scrape_internal.h"
+
+struct sc_local;
+
+struct sc_local_probe {
+    char url[128];     /* http://host:port/debug/pprof/ */
+    size_t proc, port; /* private */
+};
+
+struct sc_local_scan_stats {
+    uint64_t processes;    /* Go processes linking net/http/pprof */
+    uint64_t other_netns;  /* of which in another network namespace (skipped) */
+    uint64_t bad_binaries; /* executables that failed to parse */
+};
+
+int sc_local_new(const char *proc_root, struct sc_local **out);
+void sc_local_free(struct sc_local *l);
+
+/* One scan of the processes. allow (may be NULL) says whether a process may be probed. Returns 0,
+ * or a negative errno if proc_root cannot be read. */
+int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void *ctx,
+                  struct sc_local_scan_stats *st);
+
+/* The probes the last scan calls for (owned by l, valid until the next scan). */
+size_t sc_local_probes(struct sc_local *l, const struct sc_local_probe **out);
+/* The answer to a probe: body is what /debug/pprof/ returned with status 200 (NULL if the probe
+ * failed). */
+void sc_local_probe_result(struct sc_local *l, const struct sc_local_probe *p,
+                           const unsigned char *body, size_t len);
+
+/* Append a want for every process with a confirmed pprof port. service_for_pid (may be NULL)
+ * names it; the default is the executable's base name. */
+int sc_local_wants(struct sc_local *l, int (*service_for_pid)(void *, pid_t, char *, size_t),
+                   void *ctx, struct sc_wantlist *out);
+
+/* Does this body look like Go's /debug/pprof/ index page? */
+bool sc_local_is_pprof_index(const unsigned char *body, size_t len);
+
+#endif

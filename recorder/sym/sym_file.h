@@ -1,0 +1,67 @@
+/*
+ * sym_file: one parsed ELF file in the symbolizer's cache: its segments and symbols, its DWARF
+ * once opened, and a memo of the frames computed for each address (DWARF lookups are the only
+ * and .gopclntab lookups are the costly steps, so each address pays them once). Files are shared by
+ * every process mapping them.
+ */
+#ifndef PFR_SYM_FILE_H
+#define PFR_SYM_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sym_dwarf.h"
+#include "sym_elf.h"
+#include "sym_gopcln.h"
+#include "sym_hmap.h"
+
+#define PFR_FILE_MAX_MEMO (1u << 16) /* addresses memoized per file before the memo restarts */
+#define PFR_FILE_UNNAMED  PFR_STR_NONE
+
+/* One memoized frame; strings are offsets in the file's name pool. */
+struct pfr_sym_rec {
+    uint32_t fn;   /* PFR_FILE_UNNAMED: print as module+offset */
+    uint32_t file; /* 0: unknown */
+    int64_t line;
+};
+
+struct pfr_symfile_link {
+    uint64_t dev, ino;
+};
+
+struct pfr_sym_file {
+    struct pfr_sym_file *prev, *next; /* LRU list, most recent first */
+    uint64_t kh1, kh2;                /* hashes of key */
+    char key[2 * PFR_ELF_MAX_BUILDID + 64];
+    struct pfr_sym_elf_info info;
+    struct pfr_sym_elf_syms syms; /* syms.names also holds demangled and DWARF strings */
+    struct pfr_sym_dwarf *dwarf;
+    int dwarf_state;               /* 0: not tried, 1: open, -1: none */
+    struct pfr_sym_gopcln *gopcln; /* Go binaries without usable DWARF */
+    int fd;                        /* kept open for a later DWARF load, or -1 */
+    struct pfr_sym_hmap memo;      /* vaddr -> first << 8 | count in recs */
+    struct pfr_sym_rec *recs;
+    size_t nrecs, caprecs;
+    struct pfr_symfile_link *links; /* dev:inode pairs that name this file */
+    size_t nlinks, caplinks;
+    size_t bytes; /* as accounted in the cache */
+    bool pinned;  /* not in the LRU (the vDSO) */
+};
+
+/* The name of a symbol, demangled on first use and kept. */
+uint32_t pfr_symfile_sym_name(struct pfr_sym_file *f, struct pfr_sym_elf_sym *sym);
+/* Demangle (when mangled) and intern a name from DWARF. PFR_STR_NONE on failure. */
+uint32_t pfr_symfile_intern_name(struct pfr_sym_file *f, const char *name);
+
+/* Memo: recs for vaddr, or NULL. */
+const struct pfr_sym_rec *pfr_symfile_memo_get(const struct pfr_sym_file *f, uint64_t vaddr,
+                                               size_t *n);
+/* Store n recs for vaddr; returns 0 or -ENOMEM (the memo is then only incomplete). */
+int pfr_symfile_memo_put(struct pfr_sym_file *f, uint64_t vaddr, const struct pfr_sym_rec *r,
+                         size_t n);
+
+size_t pfr_symfile_bytes(const struct pfr_sym_file *f);
+void pfr_symfile_free(struct pfr_sym_file *f);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * sym_gopcln: function names and file:line from a Go binary's .gopclntab, the table the Go
+ * runtime itself uses for tracebacks. It survives `-ldflags='-s -w'` and strip (it is loaded
+ * data), so stripped Go binaries, common in containers, still get Go names and lines.
+ *
+ * Formats: Go 1.16-1.17, 1.18-1.19 and 1.20+ (header magics 0xfffffffa, 0xfffffff0,
+ * 0xfffffff1). The table is copied into memory at open (and bounded by a budget); every offset
+ * read from it is checked, so a forged table yields "not found", never an out-of-bounds read.
+ * Inlined calls are not expanded: inside an inlined body the enclosing function is named and
+ * the line left out, rather than pairing its name with the callee's line.
+ */
+#ifndef PFR_SYM_GOPCLN_H
+#define PFR_SYM_GOPCLN_H
+
+#include <gelf.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pfr_sym_gopcln;
+
+struct pfr_sym_gopcln_frame {
+    const char *name; /* as Go writes it: "main.main", "net/http.(*conn).serve" */
+    const char *file; /* or NULL */
+    int64_t line;     /* 0 when unknown */
+};
+
+/* -ENODATA without a .gopclntab, -ENOTSUP for an unknown format, -EFBIG over max_bytes. */
+int pfr_sym_gopcln_open(Elf *e, size_t max_bytes, struct pfr_sym_gopcln **out, char *err,
+                        size_t errlen);
+/* Parse a table already in memory (copied), for tests and fuzzing; text_start is the address
+ * of .text, used when the header leaves it to a relocation. */
+int pfr_sym_gopcln_open_mem(const uint8_t *data, size_t size, uint64_t text_start,
+                            struct pfr_sym_gopcln **out, char *err, size_t errlen);
+/* 1 and the frame for a link-time address, or 0 when no function holds it. */
+int pfr_sym_gopcln_lookup(const struct pfr_sym_gopcln *g, uint64_t vaddr,
+                          struct pfr_sym_gopcln_frame *out);
+size_t pfr_sym_gopcln_bytes(const struct pfr_sym_gopcln *g);
+void pfr_sym_gopcln_free(struct pfr_sym_gopcln *g);
+
+#endif

@@ -1,0 +1,238 @@
+#include "sym_maps.h"
+#include "sym_lines.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Parses 1..16 hex digits at *p, advancing it. */
+static bool parse_hex(const char **p, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    int digits = 0;
+    while (*p < end && hexval(**p) >= 0) {
+        if (++digits > 16)
+            return false;
+        v = (v << 4) | (uint64_t)hexval(**p);
+        (*p)++;
+    }
+    *out = v;
+    return digits > 0;
+}
+
+static bool parse_dec(const char **p, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    int digits = 0;
+    while (*p < end && **p >= '0' && **p <= '9') {
+        uint64_t d = (uint64_t)(**p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+        digits++;
+        (*p)++;
+    }
+    *out = v;
+    return digits > 0;
+}
+
+static bool expect(const char **p, const char *end, char c)
+{
+    if (*p >= end || **p != c)
+        return false;
+    (*p)++;
+    return true;
+}
+
+static bool parse_perms(const char **p, const char *end, char perms[4])
+{
+    static const char allowed[4][3] = {"r-", "w-", "x-", "ps"};
+    if (end - *p < 4)
+        return false;
+    for (int i = 0; i < 4; i++) {
+        char c = (*p)[i];
+        if (c != allowed[i][0] && c != allowed[i][1])
+            return false;
+        perms[i] = c;
+    }
+    *p += 4;
+    return true;
+}
+
+int pfr_sym_maps_parse_line(const char *line, size_t len, struct pfr_sym_maps_line *out, char *err,
+                            size_t errlen)
+{
+    const char *p = line, *end = line + len;
+    uint64_t major, minor;
+    const char *what = NULL;
+    if (!parse_hex(&p, end, &out->start) || !expect(&p, end, '-'))
+        what = "start address";
+    else if (!parse_hex(&p, end, &out->end) || !expect(&p, end, ' '))
+        what = "end address";
+    else if (!parse_perms(&p, end, out->perms) || !expect(&p, end, ' '))
+        what = "permissions";
+    else if (!parse_hex(&p, end, &out->pgoff) || !expect(&p, end, ' '))
+        what = "offset";
+    else if (!parse_hex(&p, end, &major) || !expect(&p, end, ':') || !parse_hex(&p, end, &minor) ||
+             major > 0xfff || minor > 0xfffff)
+        what = "device";
+    else if (!expect(&p, end, ' ') || !parse_dec(&p, end, &out->ino))
+        what = "inode";
+    else if (out->start >= out->end)
+        what = "empty range";
+    if (what) {
+        snprintf(err, errlen, "bad %s", what);
+        return -EINVAL;
+    }
+    out->dev = makedev((unsigned)major, (unsigned)minor);
+    if (p < end && *p != ' ') {
+        snprintf(err, errlen, "bad inode");
+        return -EINVAL;
+    }
+    while (p < end && *p == ' ')
+        p++;
+    out->path = p;
+    out->path_len = (size_t)(end - p);
+    return 0;
+}
+
+struct parse_ctx {
+    struct pfr_sym_maps *out;
+    uint64_t prev_end;
+    char *err;
+    size_t errlen;
+};
+
+static int add_map(struct pfr_sym_maps *m, const struct pfr_sym_maps_line *l)
+{
+    static const char deleted[] = " (deleted)";
+    const size_t dlen = sizeof(deleted) - 1;
+    if (m->n == PFR_MAPS_MAX_EXEC)
+        return -E2BIG;
+    if (m->n == m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 32;
+        struct pfr_sym_map *nv = realloc(m->v, ncap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        m->v = nv;
+        m->cap = ncap;
+    }
+    struct pfr_sym_map *e = &m->v[m->n];
+    *e = (struct pfr_sym_map){
+        .start = l->start, .end = l->end, .pgoff = l->pgoff, .dev = l->dev, .ino = l->ino};
+    size_t plen = l->path_len;
+    if (plen > dlen && memcmp(l->path + plen - dlen, deleted, dlen) == 0) {
+        e->deleted = true;
+        plen -= dlen;
+    }
+    if (plen == 0)
+        e->kind = PFR_MAP_ANON;
+    else if (plen == 6 && memcmp(l->path, "[vdso]", 6) == 0)
+        e->kind = PFR_MAP_VDSO;
+    else if (l->path[0] == '[')
+        e->kind = PFR_MAP_SPECIAL;
+    else
+        e->kind = PFR_MAP_FILE;
+    /* processes map the same library many times; share one copy of its path */
+    e->path = pfr_sym_strpool_intern(&m->paths, l->path, plen);
+    if (e->path == PFR_STR_NONE)
+        return -ENOMEM;
+    m->n++;
+    return 0;
+}
+
+static int on_line(void *vctx, char *line, size_t len, size_t lineno)
+{
+    struct parse_ctx *c = vctx;
+    struct pfr_sym_maps_line l;
+    char why[64];
+    int rc = pfr_sym_maps_parse_line(line, len, &l, why, sizeof(why));
+    if (rc) {
+        snprintf(c->err, c->errlen, "line %zu: %s", lineno, why);
+        return rc;
+    }
+    if (l.start < c->prev_end) {
+        snprintf(c->err, c->errlen, "line %zu: mappings out of order", lineno);
+        return -EINVAL;
+    }
+    c->prev_end = l.end;
+    if (l.perms[2] != 'x')
+        return 0;
+    rc = add_map(c->out, &l);
+    if (rc == -E2BIG)
+        snprintf(c->err, c->errlen, "more than %d executable mappings", PFR_MAPS_MAX_EXEC);
+    return rc;
+}
+
+static const struct pfr_sym_line_limits maps_limits = {PFR_MAPS_MAX_LINE, PFR_MAPS_MAX_LINES};
+
+static int finish(struct pfr_sym_maps *out, int rc)
+{
+    if (rc) {
+        pfr_sym_maps_free(out);
+        return rc;
+    }
+    pfr_sym_strpool_forget_interned(&out->paths);
+    pfr_sym_strpool_shrink(&out->paths);
+    if (out->n < out->cap) {
+        struct pfr_sym_map *nv = realloc(out->v, (out->n ? out->n : 1) * sizeof(*nv));
+        if (nv) {
+            out->v = nv;
+            out->cap = out->n ? out->n : 1;
+        }
+    }
+    return 0;
+}
+
+int pfr_sym_maps_read(const char *path, struct pfr_sym_maps *out, char *err, size_t errlen)
+{
+    struct parse_ctx c = {out, 0, err, errlen};
+    return finish(out, pfr_sym_lines_from_file(path, &maps_limits, on_line, &c, err, errlen));
+}
+
+int pfr_sym_maps_parse_mem(const char *data, size_t len, struct pfr_sym_maps *out, char *err,
+                           size_t errlen)
+{
+    struct parse_ctx c = {out, 0, err, errlen};
+    return finish(out, pfr_sym_lines_from_mem(data, len, &maps_limits, on_line, &c, err, errlen));
+}
+
+const struct pfr_sym_map *pfr_sym_maps_find(const struct pfr_sym_maps *m, uint64_t addr)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid].end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < m->n && m->v[lo].start <= addr)
+        return &m->v[lo];
+    return NULL;
+}
+
+size_t pfr_sym_maps_bytes(const struct pfr_sym_maps *m)
+{
+    return m->cap * sizeof(struct pfr_sym_map) + pfr_sym_strpool_bytes(&m->paths);
+}
+
+void pfr_sym_maps_free(struct pfr_sym_maps *m)
+{
+    free(m->v);
+    pfr_sym_strpool_free(&m->paths);
+    memset(m, 0, sizeof(*m));
+}

@@ -1,0 +1,780 @@
+/*
+ * The symbolizer: per-process mapping snapshots, a cache of parsed files shared across
+ * processes (keyed by build-id, reached through dev:inode), the kernel's symbols, and the glue
+ * that turns one address into frames. See symbolizer.h for the contract.
+ *
+ * Cost model: add_process reads /proc/PID/maps once and parses only files not seen before. A
+ * lookup is a hash lookup of the pid, a binary search of its mappings, a hash lookup of the file,
+ * then a binary search of its symbols or a memo hit; no system call once a file is cached.
+ */
+#include "symbolizer.h"
+#include "sym_dwarf.h"
+#include "sym_elf.h"
+#include "sym_file.h"
+#include "sym_gopcln.h"
+#include "sym_hmap.h"
+#include "sym_kallsyms.h"
+#include "sym_maps.h"
+#include "sym_vdso.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_CACHE_BYTES (32u << 20)
+#define MAX_KEPT_FDS        64          /* descriptors kept for later DWARF loads */
+#define MAX_NEGATIVE        4096        /* remembered unusable files before forgetting them all */
+#define REFRESH_NS          2000000000L /* re-read maps on an unmapped address at most this often */
+#define DEBUG_DIR           "/usr/lib/debug/.build-id"
+
+struct sym_proc {
+    pid_t pid;
+    struct pfr_sym_maps maps;
+    int64_t last_read_ns;
+    bool gone;
+};
+
+struct pfr_symbolizer {
+    char *proc_root;
+    size_t max_bytes;
+    bool no_dwarf;
+    struct pfr_sym_hmap procs;  /* pid -> struct sym_proc * */
+    struct pfr_sym_hmap devino; /* dev, inode -> struct pfr_sym_file * */
+    struct pfr_sym_hmap neg;    /* dev, inode of files that cannot be used */
+    struct pfr_sym_hmap keys;   /* key hashes -> struct pfr_sym_file * */
+    struct pfr_sym_file *lru_head, *lru_tail;
+    size_t cache_bytes;
+    size_t kept_fds;
+    struct pfr_sym_file *vdso;
+    int vdso_state;
+    struct pfr_sym_kallsyms ksyms;
+    int ksyms_state; /* 0: not loaded, 1: loaded, -1: unreadable */
+    pfr_sym_stats st;
+    char unnamed[PATH_MAX + 32]; /* the "module+0xoff" of the current call */
+    char err[256];
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- LRU and cache accounting ---- */
+
+static void lru_unlink(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        s->lru_head = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+    else
+        s->lru_tail = f->prev;
+    f->prev = f->next = NULL;
+}
+
+static void lru_push(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    f->prev = NULL;
+    f->next = s->lru_head;
+    if (s->lru_head)
+        s->lru_head->prev = f;
+    s->lru_head = f;
+    if (!s->lru_tail)
+        s->lru_tail = f;
+}
+
+static void touch(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    if (f->pinned || s->lru_head == f)
+        return;
+    lru_unlink(s, f);
+    lru_push(s, f);
+}
+
+static void drop_file(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    for (size_t i = 0; i < f->nlinks; i++)
+        pfr_sym_hmap_del(&s->devino, f->links[i].dev, f->links[i].ino);
+    pfr_sym_hmap_del(&s->keys, f->kh1, f->kh2);
+    if (!f->pinned)
+        lru_unlink(s, f);
+    if (f->fd >= 0)
+        s->kept_fds--;
+    s->cache_bytes -= f->bytes;
+    pfr_symfile_free(f);
+}
+
+/* Evict least recently used files until the cache fits, never `keep` (in use by the caller). */
+static void evict(pfr_symbolizer *s, struct pfr_sym_file *keep)
+{
+    struct pfr_sym_file *f = s->lru_tail;
+    while (s->cache_bytes > s->max_bytes && f) {
+        struct pfr_sym_file *prev = f->prev;
+        if (f != keep) {
+            drop_file(s, f);
+            s->st.evictions++;
+        }
+        f = prev;
+    }
+}
+
+static void set_bytes(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    size_t b = pfr_symfile_bytes(f);
+    s->cache_bytes = s->cache_bytes - f->bytes + b;
+    f->bytes = b;
+}
+
+/* After f grew: evict others; if f alone is still over the bound (its DWARF line tables and
+ * memo grow with use), give up its DWARF and memo: its symbols (and Go table) always fit. */
+static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    set_bytes(s, f);
+    evict(s, f);
+    if (s->cache_bytes > s->max_bytes && (f->dwarf || f->memo.n)) {
+        pfr_sym_dwarf_close(f->dwarf);
+        f->dwarf = NULL;
+        f->dwarf_state = -1;
+        pfr_sym_hmap_free(&f->memo);
+        free(f->recs);
+        f->recs = NULL;
+        f->nrecs = f->caprecs = 0;
+        set_bytes(s, f);
+    }
+}
+
+/* ---- opening a mapped file ---- */
+
+static bool same_file(int fd, const struct pfr_sym_map *m)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == m->dev && st.st_ino == m->ino;
+}
+
+static int open_checked(const char *path, const struct pfr_sym_map *m, bool *matched)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0)
+        *matched = same_file(fd, m);
+    return fd;
+}
+
+/* The file behind a mapping: through the process's root (containers), then its map_files link
+ * (deleted files, other mount namespaces), then the host path when the process is gone (only if
+ * dev:inode still match, so a replaced file is never used for the old mapping). */
+static int open_mapped(pfr_symbolizer *s, pid_t pid, const struct pfr_sym_maps *maps,
+                       const struct pfr_sym_map *m)
+{
+    char path[PATH_MAX + 64];
+    const char *mpath = pfr_sym_map_path(maps, m);
+    bool matched = false;
+    int loose = -1, fd;
+    if (!m->deleted && mpath[0] == '/') {
+        snprintf(path, sizeof(path), "%s/%d/root%s", s->proc_root, (int)pid, mpath);
+        fd = open_checked(path, m, &matched);
+        if (fd >= 0 && matched)
+            return fd;
+        loose = fd; /* older kernels report overlayfs' lower inode in maps */
+    }
+    snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, (int)pid,
+             m->start, m->end);
+    fd = open_checked(path, m, &matched);
+    if (fd >= 0 && matched) {
+        if (loose >= 0)
+            close(loose);
+        return fd;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (loose >= 0)
+        return loose;
+    if (!m->deleted && mpath[0] == '/') {
+        fd = open_checked(mpath, m, &matched);
+        if (fd >= 0 && matched)
+            return fd;
+        if (fd >= 0)
+            close(fd);
+    }
+    return -ENOENT;
+}
+
+/* ---- parsing a file into the cache ---- */
+
+static void make_key(struct pfr_sym_file *f, int fd)
+{
+    if (f->info.id_kind != PFR_ELF_ID_NONE) {
+        char hex[2 * PFR_ELF_MAX_BUILDID + 1];
+        pfr_sym_elf_id_hex(&f->info, hex, sizeof(hex));
+        /* a stripped copy shares the build-id of its original but not its symbols */
+        snprintf(f->key, sizeof(f->key), "%c:%s:%c", f->info.id_kind == PFR_ELF_ID_GNU ? 'b' : 'g',
+                 hex, f->info.has_symtab ? 's' : 'd');
+    } else {
+        struct stat st = {0};
+        if (fstat(fd, &st) != 0)
+            memset(&st, 0, sizeof(st));
+        snprintf(f->key, sizeof(f->key), "i:%" PRIu64 ":%" PRIu64 ":%" PRId64 ":%" PRId64 ".%ld",
+                 (uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size,
+                 (int64_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    }
+    f->kh1 = pfr_sym_hash(f->key, strlen(f->key), 0);
+    f->kh2 = pfr_sym_hash(f->key, strlen(f->key), 0x5bd1e995);
+}
+
+static int link_devino(pfr_symbolizer *s, struct pfr_sym_file *f, const struct pfr_sym_map *m)
+{
+    if (f->nlinks == f->caplinks) {
+        size_t ncap = f->caplinks ? f->caplinks * 2 : 2;
+        struct pfr_symfile_link *nl = realloc(f->links, ncap * sizeof(*nl));
+        if (!nl)
+            return -ENOMEM;
+        f->links = nl;
+        f->caplinks = ncap;
+    }
+    if (pfr_sym_hmap_put(&s->devino, m->dev, m->ino, (uint64_t)(uintptr_t)f) != 0)
+        return -ENOMEM;
+    f->links[f->nlinks++] = (struct pfr_symfile_link){m->dev, m->ino};
+    return 0;
+}
+
+static void mark_unusable(pfr_symbolizer *s, const struct pfr_sym_map *m)
+{
+    if (s->neg.n >= MAX_NEGATIVE)
+        pfr_sym_hmap_clear(&s->neg); /* forget, and retry them later: keeps the table bounded */
+    pfr_sym_hmap_put(&s->neg, m->dev, m->ino, 1);
+}
+
+/* Parse the ELF open at fd; returns a new file (not yet in the cache) or NULL. */
+static struct pfr_sym_file *parse_elf(pfr_symbolizer *s, Elf *e, int fd)
+{
+    struct pfr_sym_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->fd = -1;
+    if (pfr_sym_elf_read_info(e, &f->info, s->err, sizeof(s->err)) != 0) {
+        free(f);
+        return NULL;
+    }
+    make_key(f, fd);
+    return f;
+}
+
+static struct pfr_sym_file *find_key(pfr_symbolizer *s, const struct pfr_sym_file *probe)
+{
+    uint64_t v;
+    if (!pfr_sym_hmap_get(&s->keys, probe->kh1, probe->kh2, &v))
+        return NULL;
+    struct pfr_sym_file *f = (struct pfr_sym_file *)(uintptr_t)v;
+    return strcmp(f->key, probe->key) == 0 ? f : NULL;
+}
+
+static int insert_file(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    if (pfr_sym_hmap_put(&s->keys, f->kh1, f->kh2, (uint64_t)(uintptr_t)f) != 0)
+        return -ENOMEM;
+    if (!f->pinned)
+        lru_push(s, f);
+    f->bytes = pfr_symfile_bytes(f);
+    s->cache_bytes += f->bytes;
+    s->st.files_parsed++;
+    return 0;
+}
+
+static void load_gopcln(pfr_symbolizer *s, struct pfr_sym_file *f, Elf *e)
+{
+    size_t used = pfr_symfile_bytes(f);
+    size_t budget = s->max_bytes > used ? s->max_bytes - used : 0;
+    int rc = pfr_sym_gopcln_open(e, budget, &f->gopcln, s->err, sizeof(s->err));
+    if (rc && rc != -ENODATA)
+        s->st.errors++;
+}
+
+/* The cached file for fd (found by key, or parsed now). fd is consumed. */
+static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
+{
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    struct pfr_sym_file *f = e ? parse_elf(s, e, fd) : NULL;
+    if (!f) {
+        if (e)
+            elf_end(e);
+        close(fd);
+        return NULL;
+    }
+    struct pfr_sym_file *have = find_key(s, f);
+    if (have) {
+        elf_end(e);
+        close(fd);
+        free(f);
+        return have;
+    }
+    int rc = pfr_sym_elf_read_syms(e, &f->syms, s->max_bytes, s->err, sizeof(s->err));
+    /* Go: names of a stripped binary, lines when there is no DWARF to get them from */
+    if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
+        load_gopcln(s, f, e);
+    elf_end(e);
+    if (rc == 0 && f->info.has_debug && !s->no_dwarf && s->kept_fds < MAX_KEPT_FDS) {
+        f->fd = fd; /* DWARF loads on first use, maybe after the process is gone */
+        s->kept_fds++;
+    } else {
+        close(fd);
+    }
+    if (rc == 0)
+        rc = insert_file(s, f);
+    if (rc) {
+        if (f->fd >= 0)
+            s->kept_fds--;
+        pfr_symfile_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
+                                         const struct pfr_sym_maps *maps,
+                                         const struct pfr_sym_map *m)
+{
+    uint64_t v;
+    if (pfr_sym_hmap_get(&s->devino, m->dev, m->ino, &v)) {
+        struct pfr_sym_file *f = (struct pfr_sym_file *)(uintptr_t)v;
+        touch(s, f);
+        s->st.cache_hits++;
+        return f;
+    }
+    if (m->ino == 0 || pfr_sym_hmap_get(&s->neg, m->dev, m->ino, NULL))
+        return NULL;
+    s->st.cache_misses++;
+    int fd = open_mapped(s, pid, maps, m);
+    struct pfr_sym_file *f = fd >= 0 ? load_fd(s, fd) : NULL;
+    if (!f || link_devino(s, f, m) != 0) {
+        if (fd >= 0)
+            s->st.errors++; /* opened, yet not a usable ELF */
+        mark_unusable(s, m);
+        return NULL;
+    }
+    touch(s, f);
+    reaccount(s, f);
+    return f;
+}
+
+static struct pfr_sym_file *vdso_file(pfr_symbolizer *s)
+{
+    if (s->vdso_state != 0)
+        return s->vdso;
+    s->vdso_state = -1;
+    size_t size;
+    char *img = pfr_sym_vdso_copy(&size);
+    Elf *e = img ? elf_memory(img, size) : NULL;
+    struct pfr_sym_file *f = e ? parse_elf(s, e, -1) : NULL;
+    if (f && pfr_sym_elf_read_syms(e, &f->syms, s->max_bytes, s->err, sizeof(s->err)) == 0) {
+        f->pinned = true;
+        snprintf(f->key, sizeof(f->key), "vdso");
+        f->kh1 = pfr_sym_hash("vdso", 4, 0);
+        f->kh2 = 0;
+        if (insert_file(s, f) == 0) {
+            s->vdso = f;
+            s->vdso_state = 1;
+            f = NULL;
+        }
+    }
+    pfr_symfile_free(f);
+    if (e)
+        elf_end(e);
+    free(img);
+    return s->vdso;
+}
+
+/* ---- DWARF ---- */
+
+static int open_debug_file(const struct pfr_sym_file *f)
+{
+    if (f->info.id_kind != PFR_ELF_ID_GNU || f->info.id_len < 2)
+        return -1;
+    char hex[2 * PFR_ELF_MAX_BUILDID + 1], path[sizeof(hex) + sizeof(DEBUG_DIR) + 16];
+    pfr_sym_elf_id_hex(&f->info, hex, sizeof(hex));
+    snprintf(path, sizeof(path), "%s/%.2s/%s.debug", DEBUG_DIR, hex, hex + 2);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
+                         const struct pfr_sym_maps *maps, const struct pfr_sym_map *m)
+{
+    if (f->dwarf_state != 0)
+        return;
+    f->dwarf_state = -1;
+    int fd = f->fd;
+    if (f->fd >= 0) {
+        f->fd = -1;
+        s->kept_fds--;
+    } else if (f->info.has_debug && m) {
+        fd = open_mapped(s, pid, maps, m);
+    }
+    /* one file may fill the cache, no more: its DWARF gets what its symbols left */
+    size_t budget = s->max_bytes > f->bytes ? s->max_bytes - f->bytes : 0;
+    int rc = -ENODATA;
+    if (fd >= 0) {
+        rc = pfr_sym_dwarf_open(fd, budget, &f->dwarf, s->err, sizeof(s->err));
+        if (rc && f->info.is_go && !f->gopcln) {
+            /* DWARF over budget or unreadable: Go's own table still gives lines */
+            Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+            if (e)
+                load_gopcln(s, f, e);
+            elf_end(e);
+        }
+        close(fd);
+    }
+    if (rc == -ENODATA || fd < 0) {
+        /* no DWARF in the file: a separate debug file installed on the host (-dbgsym) */
+        int dfd = open_debug_file(f);
+        if (dfd >= 0) {
+            rc = pfr_sym_dwarf_open(dfd, budget, &f->dwarf, s->err, sizeof(s->err));
+            close(dfd);
+        }
+    }
+    if (rc != 0 && rc != -ENODATA)
+        s->st.errors++;
+    if (f->dwarf)
+        f->dwarf_state = 1;
+    reaccount(s, f);
+}
+
+/* One frame from .gopclntab, shaped like DWARF's. */
+static int gopcln_frames(const pfr_symbolizer *s, const struct pfr_sym_file *f, uint64_t vaddr,
+                         struct pfr_sym_dwarf_frame *df)
+{
+    struct pfr_sym_gopcln_frame gf;
+    if (!pfr_sym_gopcln_lookup(f->gopcln, vaddr, &gf))
+        return 0;
+    df[0] = (struct pfr_sym_dwarf_frame){gf.name, s->no_dwarf ? NULL : gf.file,
+                                         s->no_dwarf ? 0 : gf.line};
+    return 1;
+}
+
+/* Frames for vaddr from DWARF or .gopclntab, memoized. Returns recs (in the memo or in tmp)
+ * and their count. */
+static const struct pfr_sym_rec *rich_recs(pfr_symbolizer *s, struct pfr_sym_file *f,
+                                           uint64_t vaddr, struct pfr_sym_rec *tmp, size_t *n)
+{
+    const struct pfr_sym_rec *hit = pfr_symfile_memo_get(f, vaddr, n);
+    if (hit)
+        return hit;
+    struct pfr_sym_dwarf_frame df[PFR_DWARF_MAX_INLINE + 1];
+    int nd = f->dwarf ? pfr_sym_dwarf_lookup(f->dwarf, vaddr, df, PFR_DWARF_MAX_INLINE + 1)
+                      : gopcln_frames(s, f, vaddr, df);
+    struct pfr_sym_elf_sym *sym = (struct pfr_sym_elf_sym *)pfr_sym_elf_find(&f->syms, vaddr);
+    if (nd <= 0) {
+        df[0] = (struct pfr_sym_dwarf_frame){NULL, NULL, 0};
+        nd = 1;
+    }
+    for (int i = 0; i < nd; i++) {
+        uint32_t fn = PFR_FILE_UNNAMED;
+        if (i == nd - 1 && sym)
+            fn = pfr_symfile_sym_name(f, sym); /* the same name as frames without DWARF */
+        else if (df[i].name)
+            fn = pfr_symfile_intern_name(f, df[i].name);
+        uint32_t file =
+            df[i].file ? pfr_sym_strpool_intern(&f->syms.names, df[i].file, strlen(df[i].file)) : 0;
+        tmp[i] = (struct pfr_sym_rec){fn, file == PFR_STR_NONE ? 0 : file, df[i].line};
+    }
+    *n = (size_t)nd;
+    pfr_symfile_memo_put(f, vaddr, tmp, *n);
+    reaccount(s, f);
+    return tmp;
+}
+
+/* ---- output ---- */
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b && b[1] ? b + 1 : path;
+}
+
+static void put(pfr_sym_frame *out, const char *fn, const char *file, int64_t line,
+                const char *module, uint64_t offset)
+{
+    *out = (pfr_sym_frame){fn, file, line, module, offset};
+}
+
+static int unknown(pfr_symbolizer *s, pfr_sym_frame *out, const char *module, uint64_t offset)
+{
+    s->st.unresolved_frames++;
+    put(out, "[unknown]", "", 0, module, offset);
+    return 1;
+}
+
+static const char *unnamed_name(pfr_symbolizer *s, const char *module, uint64_t off)
+{
+    snprintf(s->unnamed, sizeof(s->unnamed), "%s+0x%" PRIx64, base_name(module), off);
+    return s->unnamed;
+}
+
+static int unnamed(pfr_symbolizer *s, pfr_sym_frame *out, const char *module, uint64_t off)
+{
+    s->st.unresolved_frames++;
+    put(out, unnamed_name(s, module, off), "", 0, module, off);
+    return 1;
+}
+
+/* Copy recs to out; when they do not fit, keep the innermost ones and the outermost. */
+static int emit_recs(pfr_symbolizer *s, const struct pfr_sym_file *f, const struct pfr_sym_rec *r,
+                     size_t n, const char *module, uint64_t off, pfr_sym_frame *out, size_t cap)
+{
+    size_t w = n < cap ? n : cap;
+    for (size_t i = 0; i < w; i++) {
+        const struct pfr_sym_rec *x = i == w - 1 ? &r[n - 1] : &r[i];
+        const char *fn;
+        if (x->fn == PFR_FILE_UNNAMED) {
+            s->st.unresolved_frames++;
+            fn = unnamed_name(s, module, off);
+        } else {
+            fn = pfr_sym_strpool_get(&f->syms.names, x->fn);
+        }
+        put(&out[i], fn, pfr_sym_strpool_get(&f->syms.names, x->file), x->line, module, off);
+    }
+    return (int)w;
+}
+
+static struct sym_proc *proc_get(const pfr_symbolizer *s, pid_t pid)
+{
+    uint64_t v;
+    return pfr_sym_hmap_get(&s->procs, (uint64_t)(uint32_t)pid, 0, &v)
+               ? (struct sym_proc *)(uintptr_t)v
+               : NULL;
+}
+
+static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)pid);
+    int rc = pfr_sym_maps_read(path, out, s->err, sizeof(s->err));
+    return rc == -ENOENT ? -ESRCH : rc;
+}
+
+/* An address outside every mapping may come from a library loaded after the snapshot: re-read
+ * the maps, rarely, and only keep them if it is still the same program (not an exec or a reused
+ * pid, which the caller handles with add_process). */
+static bool refresh(pfr_symbolizer *s, struct sym_proc *p)
+{
+    int64_t now = now_ns();
+    if (p->gone || p->maps.n == 0 || now - p->last_read_ns < REFRESH_NS)
+        return false;
+    p->last_read_ns = now;
+    struct pfr_sym_maps fresh = {0};
+    int rc = read_maps(s, p->pid, &fresh);
+    if (rc) {
+        p->gone = rc == -ESRCH;
+        return false;
+    }
+    const struct pfr_sym_map *old = &p->maps.v[0], *nm = pfr_sym_maps_find(&fresh, old->start);
+    if (!nm || nm->dev != old->dev || nm->ino != old->ino) {
+        pfr_sym_maps_free(&fresh);
+        return false;
+    }
+    pfr_sym_maps_free(&p->maps);
+    p->maps = fresh;
+    return true;
+}
+
+/* ---- public API ---- */
+
+int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (elf_version(EV_CURRENT) == EV_NONE)
+        return -ENOTSUP;
+    pfr_symbolizer *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    const char *root = opts && opts->proc_root ? opts->proc_root : "/proc";
+    s->proc_root = strdup(root);
+    if (!s->proc_root) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->max_bytes = opts && opts->max_cache_bytes ? opts->max_cache_bytes : DEFAULT_CACHE_BYTES;
+    s->no_dwarf = opts && opts->no_dwarf;
+    *out = s;
+    return 0;
+}
+
+void pfr_symbolizer_free(pfr_symbolizer *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->procs.cap; i++) {
+        if (!s->procs.slots[i].used)
+            continue;
+        struct sym_proc *p = (struct sym_proc *)(uintptr_t)s->procs.slots[i].val;
+        pfr_sym_maps_free(&p->maps);
+        free(p);
+    }
+    while (s->lru_head)
+        drop_file(s, s->lru_head);
+    if (s->vdso)
+        drop_file(s, s->vdso);
+    pfr_sym_hmap_free(&s->procs);
+    pfr_sym_hmap_free(&s->devino);
+    pfr_sym_hmap_free(&s->neg);
+    pfr_sym_hmap_free(&s->keys);
+    pfr_sym_kallsyms_free(&s->ksyms);
+    free(s->proc_root);
+    free(s);
+}
+
+int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid)
+{
+    if (!s || pid <= 0)
+        return -EINVAL;
+    struct pfr_sym_maps maps = {0};
+    int rc = read_maps(s, pid, &maps);
+    if (rc) {
+        if (rc != -ESRCH)
+            s->st.errors++;
+        return rc;
+    }
+    struct sym_proc *p = proc_get(s, pid);
+    if (p) {
+        pfr_sym_maps_free(&p->maps); /* re-added after exec */
+    } else {
+        p = calloc(1, sizeof(*p));
+        if (!p ||
+            pfr_sym_hmap_put(&s->procs, (uint64_t)(uint32_t)pid, 0, (uint64_t)(uintptr_t)p) != 0) {
+            free(p);
+            pfr_sym_maps_free(&maps);
+            return -ENOMEM;
+        }
+        p->pid = pid;
+        s->st.processes++;
+    }
+    p->maps = maps;
+    p->gone = false;
+    p->last_read_ns = now_ns();
+    /* parse its files now, while /proc/PID/root still leads to them */
+    for (size_t i = 0; i < p->maps.n; i++)
+        if (p->maps.v[i].kind == PFR_MAP_FILE)
+            file_for_map(s, pid, &p->maps, &p->maps.v[i]);
+    return 0;
+}
+
+void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid)
+{
+    struct sym_proc *p = s ? proc_get(s, pid) : NULL;
+    if (!p)
+        return;
+    pfr_sym_hmap_del(&s->procs, (uint64_t)(uint32_t)pid, 0);
+    pfr_sym_maps_free(&p->maps);
+    free(p);
+    s->st.processes--;
+}
+
+int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out, size_t cap)
+{
+    if (!s || !out || cap == 0)
+        return -EINVAL;
+    struct sym_proc *p = proc_get(s, pid);
+    if (!p)
+        return unknown(s, out, "", addr);
+    const struct pfr_sym_map *m = pfr_sym_maps_find(&p->maps, addr);
+    if (!m && refresh(s, p))
+        m = pfr_sym_maps_find(&p->maps, addr);
+    if (!m)
+        return unknown(s, out, "", addr);
+    const char *module = pfr_sym_map_path(&p->maps, m);
+    uint64_t off = addr - m->start + m->pgoff;
+    struct pfr_sym_file *f = NULL;
+    if (m->kind == PFR_MAP_FILE)
+        f = file_for_map(s, pid, &p->maps, m);
+    else if (m->kind == PFR_MAP_VDSO)
+        f = vdso_file(s);
+    else
+        return unknown(s, out, module, off);
+    uint64_t vaddr;
+    if (!f || !pfr_sym_elf_off_to_vaddr(&f->info, off, &vaddr))
+        return unnamed(s, out, module, off);
+    if (!s->no_dwarf && m->kind == PFR_MAP_FILE)
+        ensure_dwarf(s, f, pid, &p->maps, m);
+    if (f->dwarf || f->gopcln) {
+        struct pfr_sym_rec tmp[PFR_DWARF_MAX_INLINE + 1];
+        size_t n;
+        const struct pfr_sym_rec *r = rich_recs(s, f, vaddr, tmp, &n);
+        return emit_recs(s, f, r, n, module, off, out, cap);
+    }
+    struct pfr_sym_elf_sym *sym = (struct pfr_sym_elf_sym *)pfr_sym_elf_find(&f->syms, vaddr);
+    if (!sym)
+        return unnamed(s, out, module, off);
+    put(out, pfr_sym_strpool_get(&f->syms.names, pfr_symfile_sym_name(f, sym)), "", 0, module, off);
+    return 1;
+}
+
+static int load_kernel(pfr_symbolizer *s)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/kallsyms", s->proc_root);
+    pfr_sym_kallsyms_free(&s->ksyms);
+    int rc = pfr_sym_kallsyms_read(path, &s->ksyms, s->err, sizeof(s->err));
+    s->ksyms_state = rc ? -1 : 1;
+    if (rc)
+        s->st.errors++;
+    return rc;
+}
+
+int pfr_symbolize_kernel(pfr_symbolizer *s, uint64_t addr, pfr_sym_frame *out)
+{
+    if (!s || !out)
+        return -EINVAL;
+    if (s->ksyms_state == 0)
+        load_kernel(s);
+    const struct pfr_sym_ksym *k =
+        s->ksyms_state == 1 ? pfr_sym_kallsyms_find(&s->ksyms, addr) : NULL;
+    if (!k)
+        return unknown(s, out, "[kernel]", addr);
+    put(out, pfr_sym_strpool_get(&s->ksyms.names, k->name), "", 0,
+        k->module ? pfr_sym_strpool_get(&s->ksyms.names, k->module) : "[kernel]", addr);
+    return 1;
+}
+
+void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st)
+{
+    if (!s || !st)
+        return;
+    *st = s->st;
+    st->cache_bytes = s->cache_bytes;
+}
+
+int pfr_symbolizer_reload_kernel(pfr_symbolizer *s)
+{
+    if (!s)
+        return -EINVAL;
+    return load_kernel(s);
+}
+
+size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
+{
+    if (!s)
+        return 0;
+    size_t b = sizeof(*s) + s->cache_bytes + pfr_sym_kallsyms_bytes(&s->ksyms) +
+               pfr_sym_hmap_bytes(&s->procs) + pfr_sym_hmap_bytes(&s->devino) +
+               pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys);
+    for (size_t i = 0; i < s->procs.cap; i++)
+        if (s->procs.slots[i].used)
+            b += sizeof(struct sym_proc) +
+                 pfr_sym_maps_bytes(&((struct sym_proc *)(uintptr_t)s->procs.slots[i].val)->maps);
+    return b;
+}
+
+const char *pfr_symbolizer_last_error(const pfr_symbolizer *s)
+{
+    return s ? s->err : "";
+}

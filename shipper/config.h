@@ -1,0 +1,108 @@
+/*
+ * config: pfr-shipper settings, layered defaults < config file ([shipper] and [sink NAME]
+ * sections, libinih) < environment (PFR_SHIPPER_*) < command line flags.
+ *
+ * Secrets (the Coroot API key, the ClickHouse password) are read from a file (api_key_file) or
+ * an environment variable (api_key_env, or PFR_SHIPPER_API_KEY for the sink given by flags),
+ * never from argv, and are never printed.
+ */
+#ifndef PFR_SHIP_CONFIG_H
+#define PFR_SHIP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "batch.h"
+#include "pfr_log.h"
+#include "retry.h"
+
+#define PFR_SHIPPER_DEFAULT_CONFIG "/etc/pfr/shipper.ini"
+#define PFR_SHIPPER_DEFAULT_STATE  "/var/lib/pfr/shipper.db"
+
+enum pfr_sink_kind {
+    PFR_SINK_NONE = 0,
+    PFR_SINK_COROOT,
+    PFR_SINK_CLICKHOUSE,
+};
+
+const char *pfr_sink_kind_name(enum pfr_sink_kind k);
+
+typedef struct pfr_sink_conf {
+    char *name; /* [A-Za-z0-9_.-]+; the ring consumer is "shipper.<name>" */
+    enum pfr_sink_kind kind;
+    char *url;
+    char *api_key; /* secret: Coroot's X-API-Key or ClickHouse's password (may be NULL) */
+    char *api_key_file, *api_key_env; /* where it comes from */
+    /* ClickHouse */
+    char *user;      /* default "default" */
+    char *database;  /* default "default" */
+    bool basic_auth; /* HTTP basic auth instead of X-ClickHouse-User / X-ClickHouse-Key */
+    bool create_tables;
+    int64_t ttl_days;      /* TTL of tables we create (default 7, Coroot's); 0 = none */
+    uint64_t dedup_window; /* non_replicated_deduplication_window of tables we create */
+    int64_t stack_refresh_ms;
+    bool compress;      /* gzip request bodies (Content-Encoding); Coroot bodies always are */
+    int compress_level; /* 1..9 */
+    /* both */
+    pfr_batch_limits batch;
+    pfr_backoff backoff;
+    int64_t connect_timeout_ms, timeout_ms;
+    uint64_t bandwidth; /* bytes/s across the sink's requests, 0 = unlimited */
+    char *ca_file, *client_cert, *client_key;
+    bool tls_insecure;
+} pfr_sink_conf;
+
+enum pfr_shipper_cmd {
+    PFR_CMD_RUN = 0,
+    PFR_CMD_STATUS,
+    PFR_CMD_BACKFILL,
+};
+
+typedef struct pfr_shipper_conf {
+    enum pfr_shipper_cmd cmd;
+    char *config_path; /* NULL = none */
+    char *store_path;
+    char *state_path;
+    enum pfr_log_level log_level;
+    int64_t poll_ms;     /* how often an idle shipper looks at the ring (default 5 s) */
+    int64_t deadline_ms; /* --once / backfill: give up after this long (0 = never) */
+    bool once;
+    bool retry_rejected;
+    bool json;           /* status as JSON */
+    int64_t progress_ms; /* backfill progress line period (default 2 s) */
+    /* backfill */
+    char *backfill_sink;
+    int64_t from_ns, to_ns;
+    pfr_sink_conf *sinks;
+    size_t nsinks;
+} pfr_shipper_conf;
+
+enum pfr_conf_result {
+    PFR_CONF_OK = 0,
+    PFR_CONF_EXIT = 1, /* --help / --version printed: exit 0 */
+};
+
+/* Fill c from defaults, the config file (--config, PFR_SHIPPER_CONFIG, or
+ * PFR_SHIPPER_DEFAULT_CONFIG if it exists), the environment and argv (subcommand first:
+ * "status", "backfill" or none). Loads the secrets. Returns PFR_CONF_OK, PFR_CONF_EXIT, or a
+ * negative errno with a reason in err. Help goes to out. c is released with
+ * pfr_shipper_conf_free() whatever the result. now_ns anchors relative times ("-2h"). */
+int pfr_shipper_conf_load(pfr_shipper_conf *c, int argc, char **argv, int64_t now_ns, FILE *out,
+                          char *err, size_t errlen);
+void pfr_shipper_conf_free(pfr_shipper_conf *c);
+
+/* Parse an INI text (a config file's content) into c, as pfr_shipper_conf_load does with the
+ * file; secrets are not loaded. For tests and the fuzzer. */
+int pfr_shipper_conf_parse_ini(pfr_shipper_conf *c, const char *text, char *err, size_t errlen);
+
+/* Apply one sink setting by its config-file key. 0 or -EINVAL with a reason. */
+int pfr_sink_conf_set(pfr_sink_conf *s, const char *key, const char *value, char *err,
+                      size_t errlen);
+/* The defaults of a sink of kind k. */
+void pfr_sink_conf_defaults(pfr_sink_conf *s, enum pfr_sink_kind k);
+
+pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name);
+
+#endif

@@ -1,0 +1,47 @@
+/* coroot_fmt: Coroot's conventions, shared by both sinks: the stack string of a frame, the
+ * StackHash, and a pprof body whose time_nanos is the interval's end (Coroot reads End =
+ * time_nanos, Start = End - duration_nanos, while pfr stores time_nanos = start). */
+#ifndef PFR_SHIP_COROOT_FMT_H
+#define PFR_SHIP_COROOT_FMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "pfr_profile.h"
+
+#define PFR_FNV64_OFFSET 0xcbf29ce484222325ull
+#define PFR_FNV64_PRIME  0x100000001b3ull
+
+/* 64-bit FNV-1a of n bytes, continuing from h (start with PFR_FNV64_OFFSET). */
+static inline uint64_t pfr_fnv1a64(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= PFR_FNV64_PRIME;
+    }
+    return h;
+}
+
+/* Whether Coroot keeps a frame: it drops lines without a function; pfr's model shows those as
+ * a frame with neither function name nor file. */
+static inline bool pfr_coroot_keeps(const pfr_frame *f)
+{
+    return f->function[0] || f->file[0];
+}
+
+/* Append "<function> <file>:<line>" (Coroot's stack string) to b. */
+void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f);
+
+/* Rewrite a raw (not gzip'd) pprof body so time_nanos = time_ns and duration_nanos = dur_ns:
+ * every other top-level field is copied as is. The result is gzip'd when gzip is set.
+ * *out is malloc'ed (caller frees). -EBADMSG if raw is not a protobuf message, -ENOMEM. */
+int pfr_pprof_retime(const uint8_t *raw, size_t len, int64_t time_ns, int64_t dur_ns, bool gzip,
+                     int level, uint8_t **out, size_t *out_len);
+
+/* gzip (RFC 1952) of len bytes at level (1..9, or -1 for zlib's default). */
+int pfr_gzip(const void *in, size_t len, int level, uint8_t **out, size_t *out_len);
+
+#endif

@@ -1,0 +1,982 @@
+#include "engine.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "parse.h"
+#include "pfr_log.h"
+#include "sink.h"
+
+#define SCAN_STOP 1 /* a scan callback's "batch is full" */
+
+struct lane {
+    pfr_engine *e;
+    const pfr_sink_conf *conf;
+    pfr_sink *sink;
+    enum pfr_lane_mode mode;
+    pfr_sink_state st;
+    char consumer[96];
+    char label[96]; /* "sink coroot" / "backfill of coroot" for logs */
+    bool prepared;
+    bool done;
+    /* Position of the non-live modes: backfill's last id sent, rejected's last id tried. */
+    int64_t pos;
+    int64_t from_ns, to_ns;
+    int64_t target_max; /* once: the ring's newest id when we started */
+    uint64_t total;     /* backfill: chunks in the range at start */
+    /* backoff (monotonic ns) */
+    int64_t retry_at;
+    int64_t down_since;
+    /* the open batch: chunks after b_after up to b_max */
+    bool built;
+    int64_t b_after, b_max;
+    char token[256];
+    int64_t *ids;
+    size_t nids, cap_ids;
+    int64_t *bad; /* chunks the sink cannot encode: set aside with the batch */
+    size_t nbad, cap_bad;
+    char bad_why[256];
+    uint64_t corrupt;
+    int64_t first_sent_mono; /* when the batch was first sent */
+    /* rejected mode: the group of set-aside ids being retried */
+    int64_t *group;
+    size_t ngroup, cap_group;
+    bool loaded;   /* st read again when the lane first runs (an earlier lane of the sink ran) */
+    bool reported; /* backfill's final progress line printed */
+    pfr_pacer pacer;
+    uint64_t errors;                  /* consecutive local (ring, state file) errors */
+    uint64_t sent_chunks, sent_bytes; /* this run */
+    int64_t started_mono, last_progress;
+};
+
+struct pfr_engine {
+    pfr_engine_opts o;
+    struct lane **lanes;
+    size_t nlanes;
+    char instance[24];
+    bool ring_replaced;
+    uint64_t rng;
+};
+
+int64_t pfr_now_mono(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int64_t pfr_now_wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int grow_ids(int64_t **v, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 256;
+    while (c < need)
+        c *= 2;
+    int64_t *n = realloc(*v, c * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    *v = n;
+    *cap = c;
+    return 0;
+}
+
+/* ---- identity: tokens must differ between hosts and between rings ---- */
+
+static int new_instance(pfr_engine *e)
+{
+    uint64_t r;
+    if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+        r = (uint64_t)pfr_now_wall() ^ ((uint64_t)getpid() << 32);
+    snprintf(e->instance, sizeof(e->instance), "%016" PRIx64, r);
+    return pfr_state_meta_put(e->o.state, "instance", e->instance);
+}
+
+static int engine_identity(pfr_engine *e)
+{
+    struct stat sb;
+    char ring[64] = "", old[64] = "";
+    if (stat(e->o.store_path, &sb) == 0)
+        snprintf(ring, sizeof(ring), "%" PRIx64 ":%" PRIx64, (uint64_t)sb.st_dev,
+                 (uint64_t)sb.st_ino);
+    int rc = pfr_state_meta_get(e->o.state, "ring", old, sizeof(old));
+    if (rc && rc != -ENOENT)
+        return rc;
+    rc = pfr_state_meta_get(e->o.state, "instance", e->instance, sizeof(e->instance));
+    if (rc && rc != -ENOENT)
+        return rc;
+    if (rc == -ENOENT || (old[0] && ring[0] && strcmp(old, ring))) {
+        if (old[0] && ring[0] && strcmp(old, ring)) {
+            pfr_warn("the ring %s is not the file the shipper knew: starting its cursors over",
+                     e->o.store_path);
+            e->ring_replaced = true;
+        }
+        if ((rc = new_instance(e)))
+            return rc;
+    }
+    if (ring[0] && (rc = pfr_state_meta_put(e->o.state, "ring", ring)))
+        return rc;
+    return 0;
+}
+
+int pfr_engine_new(const pfr_engine_opts *o, pfr_engine **out, char *err, size_t errlen)
+{
+    pfr_engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->o = *o;
+    if (e->o.poll_ms <= 0)
+        e->o.poll_ms = 5000;
+    e->rng = o->seed ? o->seed : (uint64_t)pfr_now_wall() | 1;
+    int rc = engine_identity(e);
+    if (rc) {
+        snprintf(err, errlen, "state file: %s", strerror(-rc));
+        free(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+static void lane_free(struct lane *l)
+{
+    if (!l)
+        return;
+    if (l->built)
+        l->sink->ops->discard(l->sink);
+    pfr_sink_free(l->sink);
+    free(l->ids);
+    free(l->bad);
+    free(l->group);
+    free(l);
+}
+
+void pfr_engine_free(pfr_engine *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->nlanes; i++)
+        lane_free(e->lanes[i]);
+    free(e->lanes);
+    free(e);
+}
+
+static bool engine_abort(void *ctx)
+{
+    pfr_engine *e = ctx;
+    return e->o.should_stop && e->o.should_stop(e->o.ctx);
+}
+
+static int count_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)m, (void)p;
+    ++*(uint64_t *)ctx;
+    return 0;
+}
+
+int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_mode mode,
+                        int64_t from_ns, int64_t to_ns, char *err, size_t errlen)
+{
+    struct lane *l = calloc(1, sizeof(*l));
+    struct lane **v = realloc(e->lanes, (e->nlanes + 1) * sizeof(*v));
+    if (!l || !v) {
+        free(l);
+        if (v)
+            e->lanes = v;
+        return -ENOMEM;
+    }
+    e->lanes = v;
+    l->e = e;
+    l->conf = conf;
+    l->mode = mode;
+    l->from_ns = from_ns;
+    l->to_ns = to_ns;
+    l->pacer.rate = conf->bandwidth;
+    l->started_mono = l->last_progress = pfr_now_mono();
+    snprintf(l->consumer, sizeof(l->consumer), "shipper.%s", conf->name);
+    snprintf(l->label, sizeof(l->label), "%s%s",
+             mode == PFR_LANE_BACKFILL ? "backfill to " : "sink ", conf->name);
+    pfr_http_opts ho = {.should_abort = engine_abort, .abort_ctx = e};
+    int rc = pfr_sink_new(conf, &ho, &l->sink, err, errlen);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    rc = pfr_state_sink_get(e->o.state, conf->name, pfr_sink_kind_name(conf->kind), &l->st);
+    if (rc) {
+        snprintf(err, errlen, "state file: sink %s: %s", conf->name, strerror(-rc));
+        lane_free(l);
+        return rc;
+    }
+    pfr_store_stats rs;
+    if ((rc = pfr_store_stats_get(e->o.store, &rs))) {
+        snprintf(err, errlen, "ring: %s", strerror(-rc));
+        lane_free(l);
+        return rc;
+    }
+    l->target_max = rs.max_id;
+    if (mode == PFR_LANE_LIVE) {
+        bool reset = e->ring_replaced;
+        if (!reset && rs.max_id > 0 && l->st.cursor > rs.max_id) {
+            pfr_warn("%s: its cursor (%lld) is past the ring's newest chunk (%lld): the ring was "
+                     "replaced; starting over",
+                     l->label, (long long)l->st.cursor, (long long)rs.max_id);
+            reset = true;
+            if ((rc = new_instance(e))) {
+                lane_free(l);
+                return rc;
+            }
+        }
+        if (reset) {
+            l->st.cursor = 0;
+            l->st.pending_max = l->st.pending_after = 0;
+            l->st.pending_limit = 0;
+            l->st.pending_token[0] = 0;
+        }
+        l->st.next_attempt_ns = 0;
+        if ((rc = pfr_state_sink_put(e->o.state, &l->st)) ||
+            (rc = pfr_store_cursor_set(e->o.store, l->consumer, l->st.cursor))) {
+            snprintf(err, errlen, "%s: cannot record its cursor: %s", l->label, strerror(-rc));
+            lane_free(l);
+            return rc;
+        }
+    } else if (mode == PFR_LANE_BACKFILL) {
+        bool done;
+        if ((rc = pfr_state_backfill_get(e->o.state, conf->name, from_ns, to_ns, &l->pos, &done))) {
+            lane_free(l);
+            return rc;
+        }
+        if (done)
+            l->pos = 0; /* a finished backfill asked again: send it all again */
+        pfr_store_filter f = {.from_ns = from_ns, .to_ns = to_ns};
+        if ((rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, count_cb, &l->total, NULL)) <
+            0) {
+            lane_free(l);
+            return rc;
+        }
+        if (l->pos)
+            pfr_info("%s: resuming after chunk %lld", l->label, (long long)l->pos);
+    }
+    e->lanes[e->nlanes++] = l;
+    return 0;
+}
+
+/* ---- state ---- */
+
+static int save(struct lane *l)
+{
+    /* A backfill runs beside the daemon: the sink's row is the daemon's; the backfill keeps its
+     * progress in its own row. */
+    if (l->mode == PFR_LANE_BACKFILL)
+        return 0;
+    int rc = pfr_state_sink_put(l->e->o.state, &l->st);
+    if (rc)
+        pfr_err("%s: cannot write the state file: %s", l->label, strerror(-rc));
+    return rc;
+}
+
+static void set_error(struct lane *l, const char *msg)
+{
+    snprintf(l->st.last_error, sizeof(l->st.last_error), "%s", msg);
+    l->st.last_error_ns = pfr_now_wall();
+}
+
+/* ---- building a batch ---- */
+
+struct build {
+    struct lane *l;
+    size_t max_chunks;
+    uint64_t max_bytes;
+    int64_t last_added;
+    int rc;
+};
+
+static bool in_group(const struct lane *l, int64_t id)
+{
+    size_t lo = 0, hi = l->ngroup;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (l->group[mid] == id)
+            return true;
+        if (l->group[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static int build_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct build *b = ctx;
+    struct lane *l = b->l;
+    if (l->mode == PFR_LANE_REJECTED && !in_group(l, m->id))
+        return 0;
+    char why[256] = "";
+    int rc = l->sink->ops->add(l->sink, m, p, why, sizeof(why));
+    if (rc == -EINVAL) {
+        if (grow_ids(&l->bad, &l->cap_bad, l->nbad + 1) < 0)
+            return -ENOMEM;
+        l->bad[l->nbad++] = m->id;
+        snprintf(l->bad_why, sizeof(l->bad_why), "%s", why);
+        b->last_added = m->id;
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    if (grow_ids(&l->ids, &l->cap_ids, l->nids + 1) < 0)
+        return -ENOMEM;
+    l->ids[l->nids++] = m->id;
+    b->last_added = m->id;
+    if (l->nids >= b->max_chunks || l->sink->ops->batch_bytes(l->sink) >= b->max_bytes)
+        return SCAN_STOP;
+    return 0;
+}
+
+static void batch_drop(struct lane *l)
+{
+    if (l->built)
+        l->sink->ops->discard(l->sink);
+    l->built = false;
+    l->nids = l->nbad = 0;
+    l->corrupt = 0;
+}
+
+static size_t batch_cap(const struct lane *l)
+{
+    size_t cap = l->conf->batch.max_chunks;
+    if (l->st.batch_limit && l->st.batch_limit < cap)
+        cap = (size_t)l->st.batch_limit;
+    return cap ? cap : 1;
+}
+
+/* Scan (after, max] (max 0 = open) into the sink. On return l->b_after/b_max describe it. */
+static int fill(struct lane *l, int64_t after, int64_t max, size_t limit)
+{
+    pfr_engine *e = l->e;
+    l->nids = l->nbad = 0;
+    struct build b = {
+        .l = l, .max_chunks = limit, .max_bytes = l->conf->batch.max_bytes, .last_added = 0};
+    pfr_store_filter f = {.after_id = after, .max_id = max, .limit = 0};
+    if (l->mode == PFR_LANE_BACKFILL) {
+        f.from_ns = l->from_ns;
+        f.to_ns = l->to_ns;
+    }
+    pfr_scan_stats ss = {0};
+    l->built = true; /* the sink holds encoded chunks from here on */
+    int rc = pfr_store_scan(e->o.store, &f, 0, build_cb, &b, &ss);
+    if (rc < 0) {
+        batch_drop(l);
+        return rc;
+    }
+    l->corrupt = ss.corrupt;
+    l->b_after = after;
+    if (rc == SCAN_STOP)
+        l->b_max = b.last_added;
+    else
+        l->b_max = ss.last_id > max && max ? max : (ss.last_id ? ss.last_id : max);
+    if (l->b_max < b.last_added)
+        l->b_max = b.last_added;
+    return 0;
+}
+
+static void make_token(struct lane *l)
+{
+    pfr_engine *e = l->e;
+    switch (l->mode) {
+    case PFR_LANE_LIVE:
+        snprintf(l->token, sizeof(l->token), "pfr-%s-%s-%" PRId64 "-%" PRId64 "-%zu", e->instance,
+                 l->conf->name, l->b_after, l->b_max, l->nids);
+        break;
+    case PFR_LANE_REJECTED:
+        snprintf(l->token, sizeof(l->token), "pfr-%s-%s-rj-%" PRId64 "-%" PRId64 "-%zu",
+                 e->instance, l->conf->name, l->nids ? l->ids[0] : 0,
+                 l->nids ? l->ids[l->nids - 1] : 0, l->nids);
+        break;
+    case PFR_LANE_BACKFILL:
+        snprintf(l->token, sizeof(l->token),
+                 "pfr-%s-%s-bf%" PRId64 "-%" PRId64 "-%" PRId64 "-%" PRId64 "-%zu", e->instance,
+                 l->conf->name, l->from_ns, l->to_ns, l->b_after, l->b_max, l->nids);
+        break;
+    }
+}
+
+/* What waits after the cursor, from chunk metadata only. */
+struct look {
+    pfr_backlog bl;
+    int64_t first_id, last_id;
+    size_t limit;
+};
+
+static int look_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)p;
+    struct look *k = ctx;
+    if (!k->bl.chunks) {
+        k->first_id = m->id;
+        k->bl.oldest_end = m->end_ns;
+    }
+    k->bl.chunks++;
+    k->bl.bytes += m->stored_bytes;
+    k->last_id = m->id;
+    return 0;
+}
+
+/* Chunks evicted before this sink took them: the ring starts after the cursor + 1. */
+static int check_lost(struct lane *l, int64_t first_id)
+{
+    if (first_id <= l->st.cursor + 1)
+        return 0;
+    pfr_store_stats rs;
+    int rc = pfr_store_stats_get(l->e->o.store, &rs);
+    if (rc)
+        return rc;
+    int64_t lo = rs.min_id < first_id ? rs.min_id : first_id;
+    if (lo > l->st.cursor + 1) {
+        uint64_t lost = (uint64_t)(lo - 1 - l->st.cursor);
+        l->st.lost_chunks += lost;
+        pfr_warn("%s: %" PRIu64 " chunks (ids %lld..%lld) were evicted from the ring before they "
+                 "were shipped",
+                 l->label, lost, (long long)l->st.cursor + 1, (long long)lo - 1);
+        l->st.cursor = lo - 1;
+        if ((rc = save(l)))
+            return rc;
+        return pfr_store_cursor_set(l->e->o.store, l->consumer, l->st.cursor);
+    }
+    return 0;
+}
+
+/* Build the live lane's next batch if one is due. *wait_ms > 0: not yet. */
+static int build_live(struct lane *l, int64_t *wait_ms)
+{
+    pfr_engine *e = l->e;
+    *wait_ms = 0;
+    if (l->st.pending_max > 0) {
+        /* A batch was in flight when we stopped: send exactly it again, same token. */
+        int rc = fill(l, l->st.pending_after, l->st.pending_max, (size_t)l->st.pending_limit);
+        if (rc)
+            return rc;
+        l->b_max = l->st.pending_max;
+        size_t found = l->nids + l->nbad;
+        if (found < l->st.pending_limit) {
+            uint64_t gone = l->st.pending_limit - found;
+            l->st.lost_chunks += gone;
+            pfr_warn("%s: %" PRIu64 " chunks of the batch in flight were evicted from the ring "
+                     "before they were shipped",
+                     l->label, gone);
+        }
+        snprintf(l->token, sizeof(l->token), "%s", l->st.pending_token);
+        return 0;
+    }
+    struct look k = {.limit = batch_cap(l)};
+    pfr_store_filter f = {.after_id = l->st.cursor, .limit = k.limit};
+    int rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, look_cb, &k, NULL);
+    if (rc < 0)
+        return rc;
+    if (k.bl.chunks && (rc = check_lost(l, k.first_id)))
+        return rc;
+    bool draining = e->o.once || l->mode != PFR_LANE_LIVE;
+    pfr_batch_limits lim = l->conf->batch;
+    lim.max_chunks = k.limit;
+    int64_t w = pfr_batch_wait_ms(&lim, &k.bl, pfr_now_wall(), draining);
+    if (w > 0) {
+        *wait_ms = w;
+        return 0;
+    }
+    if ((rc = fill(l, l->st.cursor, k.last_id, k.limit)))
+        return rc;
+    make_token(l);
+    l->st.pending_after = l->b_after;
+    l->st.pending_max = l->b_max;
+    l->st.pending_limit = l->nids + l->nbad;
+    snprintf(l->st.pending_token, sizeof(l->st.pending_token), "%s", l->token);
+    return save(l);
+}
+
+static int build_backfill(struct lane *l)
+{
+    int rc = fill(l, l->pos, 0, batch_cap(l));
+    if (rc)
+        return rc;
+    if (!l->nids && !l->nbad) {
+        batch_drop(l);
+        l->done = true;
+        return pfr_state_backfill_put(l->e->o.state, l->conf->name, l->from_ns, l->to_ns, l->pos,
+                                      true, pfr_now_wall());
+    }
+    make_token(l);
+    return 0;
+}
+
+static int build_rejected(struct lane *l)
+{
+    pfr_engine *e = l->e;
+    size_t cap = batch_cap(l);
+    if (grow_ids(&l->group, &l->cap_group, cap) < 0)
+        return -ENOMEM;
+    size_t n = 0;
+    int rc = pfr_state_rejected(e->o.state, l->conf->name, l->pos, l->group, cap, &n);
+    if (rc)
+        return rc;
+    l->ngroup = n;
+    if (!n) {
+        l->done = true;
+        l->st.batch_limit = 0;
+        return save(l);
+    }
+    if ((rc = fill(l, l->group[0] - 1, l->group[n - 1], cap)))
+        return rc;
+    /* Set-aside chunks the ring no longer has are gone for good. */
+    size_t gone = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool have = false;
+        for (size_t j = 0; j < l->nids && !have; j++)
+            have = l->ids[j] == l->group[i];
+        for (size_t j = 0; j < l->nbad && !have; j++)
+            have = l->bad[j] == l->group[i];
+        if (!have && l->group[i] <= l->b_max) {
+            rc = pfr_state_unreject(e->o.state, l->conf->name, &l->group[i], 1);
+            if (rc)
+                return rc;
+            l->st.lost_chunks++;
+            gone++;
+        }
+    }
+    if (gone)
+        pfr_warn("%s: %zu set-aside chunks are no longer in the ring", l->label, gone);
+    if (!l->nids && !l->nbad) {
+        batch_drop(l);
+        l->pos = l->b_max;
+        return save(l);
+    }
+    make_token(l);
+    return 0;
+}
+
+/* ---- after a send ---- */
+
+static int advance(struct lane *l, int64_t to)
+{
+    pfr_engine *e = l->e;
+    int rc;
+    switch (l->mode) {
+    case PFR_LANE_LIVE:
+        l->st.cursor = to;
+        if ((rc = save(l)))
+            return rc;
+        return pfr_store_cursor_set(e->o.store, l->consumer, to);
+    case PFR_LANE_BACKFILL:
+        l->pos = to;
+        return pfr_state_backfill_put(e->o.state, l->conf->name, l->from_ns, l->to_ns, to, false,
+                                      pfr_now_wall());
+    case PFR_LANE_REJECTED:
+        l->pos = to;
+        return save(l);
+    }
+    return 0;
+}
+
+/* Record chunks as set aside (and, for the rejected lane, they stay where they were). */
+static int set_aside(struct lane *l, const int64_t *ids, size_t n, long status, const char *why)
+{
+    if (!n)
+        return 0;
+    int rc = pfr_state_reject(l->e->o.state, l->conf->name, ids, n, status, why, pfr_now_wall());
+    if (rc)
+        return rc;
+    if (l->mode != PFR_LANE_REJECTED)
+        l->st.rejected_chunks += n;
+    if (n == 1)
+        pfr_warn("%s: chunk %lld set aside: %s", l->label, (long long)ids[0], why);
+    else
+        pfr_warn("%s: %zu chunks (%lld..%lld) set aside: %s", l->label, n, (long long)ids[0],
+                 (long long)ids[n - 1], why);
+    return 0;
+}
+
+static void progress(struct lane *l, bool final)
+{
+    pfr_engine *e = l->e;
+    if (l->mode != PFR_LANE_BACKFILL || !e->o.progress_ms)
+        return;
+    int64_t now = pfr_now_mono();
+    if (!final && now - l->last_progress < e->o.progress_ms * 1000000)
+        return;
+    l->last_progress = now;
+    double secs = (double)(now - l->started_mono) / 1e9;
+    double rate = secs > 0 ? (double)l->sent_chunks / secs : 0;
+    char b[32], eta[32] = "-";
+    uint64_t left = l->total > l->sent_chunks ? l->total - l->sent_chunks : 0;
+    if (rate > 0)
+        pfr_fmt_duration((int64_t)((double)left / rate * 1000), eta, sizeof(eta));
+    if (final)
+        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (100.0%%), %.0f chunks/s, %s sent, done "
+                 "(%" PRIu64 " bytes in %.1f s)",
+                 l->label, l->sent_chunks, l->total, rate,
+                 pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), l->sent_bytes, secs);
+    else
+        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (%.1f%%), %.0f chunks/s, %s sent, eta %s",
+                 l->label, l->sent_chunks, l->total,
+                 l->total ? 100.0 * (double)l->sent_chunks / (double)l->total : 100.0, rate,
+                 pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), eta);
+}
+
+static int on_delivered(struct lane *l, const pfr_sink_result *r)
+{
+    pfr_engine *e = l->e;
+    int rc = pfr_state_begin(e->o.state);
+    if (rc)
+        return rc;
+    if (l->nbad && (rc = set_aside(l, l->bad, l->nbad, 0, l->bad_why)))
+        goto fail;
+    if (l->mode == PFR_LANE_REJECTED && l->nids &&
+        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, l->nids)))
+        goto fail;
+    int64_t now = pfr_now_wall();
+    l->st.delivered_chunks += l->nids;
+    l->st.delivered_bytes += r->bytes_sent;
+    l->st.corrupt_chunks += l->corrupt;
+    l->st.last_success_ns = now;
+    l->st.attempts = 0;
+    l->st.next_attempt_ns = 0;
+    if (l->mode == PFR_LANE_LIVE) {
+        l->st.pending_max = l->st.pending_after = 0;
+        l->st.pending_limit = 0;
+        l->st.pending_token[0] = 0;
+    }
+    /* After narrowing a rejection down, grow back. */
+    if (l->st.batch_limit) {
+        l->st.batch_limit *= 2;
+        if (l->st.batch_limit >= l->conf->batch.max_chunks)
+            l->st.batch_limit = 0;
+    }
+    if ((rc = advance(l, l->b_max)))
+        goto fail;
+    if ((rc = pfr_state_commit(e->o.state)))
+        goto fail;
+    if (l->down_since) {
+        char d[32];
+        pfr_info("%s: delivering again (failed for %s)", l->label,
+                 pfr_fmt_duration((pfr_now_mono() - l->down_since) / 1000000, d, sizeof(d)));
+        l->down_since = 0;
+    }
+    pfr_debug("%s: delivered %zu chunks (%lld..%lld), %" PRIu64 " bytes", l->label, l->nids,
+              (long long)(l->nids ? l->ids[0] : 0), (long long)(l->nids ? l->ids[l->nids - 1] : 0),
+              r->bytes_sent);
+    l->sent_chunks += l->nids;
+    l->sent_bytes += r->bytes_sent;
+    l->sink->ops->commit(l->sink);
+    l->built = false;
+    l->nids = l->nbad = 0;
+    l->retry_at = 0;
+    progress(l, false);
+    return 0;
+fail:
+    pfr_state_rollback(e->o.state);
+    pfr_err("%s: cannot record the delivery: %s", l->label, strerror(-rc));
+    return rc;
+}
+
+/* A per-chunk sink delivered the first r->ndone chunks, then stopped. */
+static int on_partial(struct lane *l, const pfr_sink_result *r)
+{
+    pfr_engine *e = l->e;
+    int64_t to = l->ids[r->ndone - 1];
+    int rc = pfr_state_begin(e->o.state);
+    if (rc)
+        return rc;
+    /* Chunks that could not be encoded and lie before the point reached go aside now. */
+    size_t nb = 0;
+    while (nb < l->nbad && l->bad[nb] < to)
+        nb++;
+    if (nb && (rc = set_aside(l, l->bad, nb, 0, l->bad_why)))
+        goto fail;
+    if (l->mode == PFR_LANE_REJECTED &&
+        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, r->ndone)))
+        goto fail;
+    l->st.delivered_chunks += r->ndone;
+    l->st.delivered_bytes += r->bytes_sent;
+    l->st.last_success_ns = pfr_now_wall();
+    if (l->mode == PFR_LANE_LIVE) {
+        l->st.pending_max = l->st.pending_after = 0;
+        l->st.pending_limit = 0;
+        l->st.pending_token[0] = 0;
+    }
+    if ((rc = advance(l, to)) || (rc = pfr_state_commit(e->o.state)))
+        goto fail;
+    l->sent_chunks += r->ndone;
+    l->sent_bytes += r->bytes_sent;
+    return 0;
+fail:
+    pfr_state_rollback(e->o.state);
+    return rc;
+}
+
+static int on_rejected(struct lane *l, const pfr_sink_result *r)
+{
+    pfr_engine *e = l->e;
+    size_t from = r->one_chunk ? r->ndone : 0;
+    size_t n = r->one_chunk ? 1 : l->nids - from;
+    if (!r->one_chunk && r->split && l->nids > 1) {
+        /* One bad chunk may spoil a whole insert: narrow it down before setting anything
+         * aside. */
+        l->st.batch_limit = l->nids / 2;
+        l->st.pending_max = l->st.pending_after = 0;
+        l->st.pending_limit = 0;
+        l->st.pending_token[0] = 0;
+        set_error(l, r->message);
+        pfr_info("%s: batch of %zu chunks rejected (%s); retrying in halves", l->label, l->nids,
+                 r->message);
+        batch_drop(l);
+        return save(l);
+    }
+    int rc = pfr_state_begin(e->o.state);
+    if (rc)
+        return rc;
+    if ((rc = set_aside(l, l->ids + from, n, r->status, r->message)))
+        goto fail;
+    set_error(l, r->message);
+    if (l->mode == PFR_LANE_LIVE) {
+        l->st.pending_max = l->st.pending_after = 0;
+        l->st.pending_limit = 0;
+        l->st.pending_token[0] = 0;
+    }
+    int64_t to = r->one_chunk ? l->ids[from] : l->b_max;
+    if (r->one_chunk && from > 0) {
+        l->st.delivered_chunks += from;
+        l->st.delivered_bytes += r->bytes_sent;
+        if (l->mode == PFR_LANE_REJECTED &&
+            (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, from)))
+            goto fail;
+    }
+    int64_t to_bad = r->one_chunk ? l->ids[from] : INT64_MAX;
+    size_t nb = 0;
+    while (nb < l->nbad && l->bad[nb] < to_bad)
+        nb++;
+    if (nb && (rc = set_aside(l, l->bad, nb, 0, l->bad_why)))
+        goto fail;
+    l->st.attempts = 0;
+    if ((rc = advance(l, to)) || (rc = pfr_state_commit(e->o.state)))
+        goto fail;
+    batch_drop(l);
+    return 0;
+fail:
+    pfr_state_rollback(e->o.state);
+    return rc;
+}
+
+static void on_retry(struct lane *l, const pfr_sink_result *r)
+{
+    pfr_engine *e = l->e;
+    l->st.attempts++;
+    l->st.retries++;
+    int64_t d = pfr_backoff_delay_ms(&l->conf->backoff, l->st.attempts, r->retry_after_ms, &e->rng);
+    int64_t now = pfr_now_mono();
+    l->retry_at = now + d * 1000000;
+    l->st.next_attempt_ns = pfr_now_wall() + d * 1000000;
+    set_error(l, r->message);
+    if (!l->down_since)
+        l->down_since = now;
+    /* Say it at the first failure and then less and less often. */
+    uint32_t a = l->st.attempts;
+    if ((a & (a - 1)) == 0) {
+        char ds[32];
+        pfr_warn("%s: attempt %u failed: %s; next in %s%s", l->label, a, r->message,
+                 pfr_fmt_duration(d, ds, sizeof(ds)),
+                 r->retry_after_ms >= 0 ? " (Retry-After)" : "");
+    }
+    save(l);
+}
+
+/* ---- one step of a lane ---- */
+
+/* Do what is due; *next_ns (monotonic) gets when to come back. */
+static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
+{
+    pfr_engine *e = l->e;
+    int rc;
+    *next_ns = now + e->o.poll_ms * 1000000;
+    if (l->done)
+        return 0;
+    if (!l->loaded) {
+        rc = pfr_state_sink_get(e->o.state, l->conf->name, pfr_sink_kind_name(l->conf->kind),
+                                &l->st);
+        if (rc)
+            return rc;
+        l->loaded = true;
+    }
+    if (l->retry_at > now) {
+        *next_ns = l->retry_at;
+        return 0;
+    }
+    if (!l->prepared) {
+        pfr_sink_result r;
+        l->sink->ops->prepare(l->sink, &r);
+        if (r.outcome == PFR_OUT_ABORTED)
+            return 0;
+        if (r.outcome != PFR_OUT_OK) {
+            on_retry(l, &r);
+            *next_ns = l->retry_at;
+            return 0;
+        }
+        if (r.message[0])
+            pfr_warn("%s: %s", l->label, r.message);
+        l->prepared = true;
+    }
+    if (!l->built) {
+        int64_t wait_ms = 0;
+        switch (l->mode) {
+        case PFR_LANE_LIVE:
+            rc = build_live(l, &wait_ms);
+            break;
+        case PFR_LANE_BACKFILL:
+            rc = build_backfill(l);
+            break;
+        case PFR_LANE_REJECTED:
+            rc = build_rejected(l);
+            break;
+        default:
+            rc = -EINVAL;
+        }
+        if (rc < 0)
+            return rc;
+        if (l->done)
+            return 0;
+        if (wait_ms > 0 || (!l->built)) {
+            int64_t w = wait_ms > 0 ? wait_ms : e->o.poll_ms;
+            if (w > e->o.poll_ms)
+                w = e->o.poll_ms;
+            if (l->mode == PFR_LANE_LIVE && e->o.once && l->st.cursor >= l->target_max)
+                l->done = true;
+            *next_ns = now + w * 1000000;
+            return 0;
+        }
+        if (!l->nids && !l->nbad && !l->corrupt && l->b_max <= l->b_after) {
+            batch_drop(l);
+            if (l->mode == PFR_LANE_LIVE) {
+                l->st.pending_max = 0;
+                if (e->o.once && l->st.cursor >= l->target_max)
+                    l->done = true;
+            }
+            return 0;
+        }
+    }
+    int64_t pw = pfr_pacer_wait_ns(&l->pacer, now);
+    if (pw > 0) {
+        *next_ns = now + pw;
+        return 0;
+    }
+    pfr_sink_result r;
+    if (!l->nids) {
+        /* Nothing to send (only chunks that cannot be encoded, or corrupt ones): move on. */
+        pfr_sink_result_reset(&r);
+        rc = on_delivered(l, &r);
+        *next_ns = now;
+        return rc;
+    }
+    l->st.last_attempt_ns = pfr_now_wall();
+    int64_t t0 = pfr_now_mono();
+    l->sink->ops->send(l->sink, l->token, &r);
+    pfr_pacer_sent(&l->pacer, r.bytes_sent, t0);
+    switch (r.outcome) {
+    case PFR_OUT_OK:
+        rc = on_delivered(l, &r);
+        break;
+    case PFR_OUT_ABORTED:
+        return 0;
+    case PFR_OUT_REJECT:
+        rc = on_rejected(l, &r);
+        break;
+    case PFR_OUT_RETRY:
+    default:
+        if (r.one_chunk && r.ndone > 0) {
+            rc = on_partial(l, &r);
+            batch_drop(l);
+            if (rc)
+                return rc;
+        }
+        on_retry(l, &r);
+        *next_ns = l->retry_at;
+        return 0;
+    }
+    if (rc)
+        return rc;
+    *next_ns = now; /* there may be more right away */
+    if (l->mode == PFR_LANE_LIVE && e->o.once && l->st.cursor >= l->target_max && !l->built)
+        l->done = true;
+    return 0;
+}
+
+int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
+{
+    for (;;) {
+        if (e->o.should_stop && e->o.should_stop(e->o.ctx))
+            return PFR_RUN_STOPPED;
+        int64_t now = pfr_now_mono();
+        int64_t next = INT64_MAX;
+        bool all_done = true;
+        for (size_t i = 0; i < e->nlanes; i++) {
+            struct lane *l = e->lanes[i];
+            /* A backfill or rejected pass must finish before the live lane of its sink. */
+            bool blocked = false;
+            for (size_t j = 0; j < i && !blocked; j++)
+                blocked = e->lanes[j]->conf == l->conf && !e->lanes[j]->done;
+            if (blocked) {
+                all_done = false;
+                continue;
+            }
+            int64_t n;
+            int rc = lane_step(l, now, &n);
+            if (rc < 0) {
+                /* The ring or the state file failed (busy, full disk, a migration...): the
+                 * daemon keeps going and tries again, like after a sink failure. */
+                l->errors++;
+                if ((l->errors & (l->errors - 1)) == 0)
+                    pfr_err("%s: %s (local error %" PRIu64 "); trying again", l->label,
+                            strerror(-rc), l->errors);
+                int64_t wait = e->o.poll_ms > 1000 ? e->o.poll_ms : 1000;
+                l->retry_at = pfr_now_mono() + wait * 1000000;
+                n = l->retry_at;
+            } else {
+                l->errors = 0;
+            }
+            if (l->done) {
+                if (l->mode == PFR_LANE_BACKFILL && !l->reported) {
+                    progress(l, true);
+                    l->reported = true;
+                }
+                continue;
+            }
+            all_done = false;
+            if (n < next)
+                next = n;
+            if (e->o.should_stop && e->o.should_stop(e->o.ctx))
+                return PFR_RUN_STOPPED;
+        }
+        /* Live lanes are done only with --once. */
+        if (all_done)
+            return PFR_RUN_DONE;
+        now = pfr_now_mono();
+        if (deadline_ns && now >= deadline_ns)
+            return PFR_RUN_DEADLINE;
+        if (next > now) {
+            int64_t w = next - now;
+            if (deadline_ns && now + w > deadline_ns)
+                w = deadline_ns - now;
+            e->o.sleep(e->o.ctx, w);
+        }
+    }
+}

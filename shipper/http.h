@@ -1,0 +1,70 @@
+/* http: one keep-alive HTTP client per sink over libcurl, with connect and total timeouts, TLS
+ * options, a send-speed cap and an abort hook, returning the few parts of an answer the sinks
+ * judge (status, a bounded body, Retry-After and ClickHouse's headers). */
+#ifndef PFR_SHIP_HTTP_H
+#define PFR_SHIP_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "retry.h"
+
+typedef struct pfr_http pfr_http;
+
+typedef struct pfr_http_opts {
+    int64_t connect_timeout_ms; /* default 10 s */
+    int64_t timeout_ms;         /* the whole request, default 60 s */
+    const char *ca_file;        /* NULL = the system's CA bundle */
+    bool insecure;              /* skip TLS peer and host verification (tests only) */
+    const char *client_cert, *client_key;
+    uint64_t max_send_bps; /* 0 = unlimited */
+    /* Polled during transfers; returning true aborts the request (shutdown). */
+    bool (*should_abort)(void *ctx);
+    void *abort_ctx;
+} pfr_http_opts;
+
+typedef struct pfr_http_req {
+    const char *url;
+    const char *const *headers; /* "Name: value" lines; they may carry secrets: never logged */
+    size_t nheaders;
+    const void *body; /* POST body (NULL = GET) */
+    size_t body_len;
+    const char *basic_user, *basic_password; /* HTTP basic auth when basic_user != NULL */
+} pfr_http_req;
+
+#define PFR_HTTP_BODY_MAX 65536 /* bytes of an answer kept; the rest is read and dropped */
+
+typedef struct pfr_http_resp {
+    long status; /* 0 when no HTTP answer arrived */
+    char *body;  /* NUL-terminated, at most PFR_HTTP_BODY_MAX bytes; owned */
+    size_t body_len;
+    bool body_truncated;
+    int64_t retry_after_ms; /* -1 if none */
+    char content_type[128];
+    char ch_exception_code[16]; /* X-ClickHouse-Exception-Code */
+    char ch_summary[512];       /* X-ClickHouse-Summary */
+    bool ch_query_id;           /* X-ClickHouse-Query-Id was present */
+    uint64_t bytes_sent;        /* request bytes put on the wire (body) */
+    char error[256];            /* transport failure (status 0) */
+} pfr_http_resp;
+
+int pfr_http_new(const pfr_http_opts *o, pfr_http **out);
+void pfr_http_free(pfr_http *h);
+
+/* Send req. Returns PFR_OUT_OK when an HTTP answer arrived (whatever its status: judge
+ * resp->status), PFR_OUT_RETRY for transport failures (refused, reset, timeout, DNS, TLS) with
+ * the reason in resp->error, PFR_OUT_ABORTED if should_abort stopped it. resp is reset first
+ * and must be released with pfr_http_resp_free. */
+enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp *resp);
+void pfr_http_resp_free(pfr_http_resp *r);
+
+/* Percent-encode s (RFC 3986 unreserved kept) onto the end of a malloc'ed string: returns
+ * NULL on ENOMEM. */
+char *pfr_url_escape(const char *s);
+/* The URL without user:password@ (for logs). out gets at most cap bytes. */
+const char *pfr_url_redact(const char *url, char *out, size_t cap);
+/* Copy an answer body for a log line: printable ASCII only, at most max chars, "..." if cut. */
+void pfr_http_snippet(const char *body, size_t len, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,212 @@
+/* pfr-shipper: moves what the ring holds to Coroot or ClickHouse, oldest first, with batching,
+ * retries and backfill, keeping its own state. Reads the ring read-only. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "engine.h"
+#include "http.h"
+#include "pfr_log.h"
+#include "pfr_store.h"
+#include "state.h"
+#include "status.h"
+
+#define EXIT_TEMPFAIL 75 /* sysexits' EX_TEMPFAIL: try again later */
+
+/* The daemon's top level: the signals that stop it, blocked and waited for. */
+struct runctx {
+    sigset_t stop_set;
+    bool stop;
+    int signo;
+};
+
+static bool should_stop(void *ctx)
+{
+    struct runctx *r = ctx;
+    if (r->stop)
+        return true;
+    sigset_t p;
+    if (sigpending(&p) == 0) {
+        for (int s = 1; s < NSIG; s++) {
+            if (sigismember(&r->stop_set, s) == 1 && sigismember(&p, s) == 1) {
+                r->stop = true;
+                r->signo = s;
+            }
+        }
+    }
+    return r->stop;
+}
+
+static void sleep_ns(void *ctx, int64_t ns)
+{
+    struct runctx *r = ctx;
+    if (ns <= 0 || r->stop)
+        return;
+    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+    siginfo_t si;
+    int s = sigtimedwait(&r->stop_set, &si, &ts);
+    if (s > 0) {
+        r->stop = true;
+        r->signo = s;
+    }
+}
+
+/* One daemon per state file: two would send the same chunks under different batches. The lock
+ * is the file "<state>.lock", held (flock) while the process lives. */
+static int lock_state(const char *state_path)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s.lock", state_path) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    return fd; /* kept open until exit */
+}
+
+static int run(pfr_shipper_conf *c, struct runctx *rc_)
+{
+    char err[512];
+    pfr_store *store = NULL;
+    pfr_state *state = NULL;
+    pfr_engine *eng = NULL;
+    int code = 1, rc;
+    if (c->cmd == PFR_CMD_RUN) {
+        int fd = lock_state(c->state_path);
+        if (fd < 0) {
+            if (fd == -EBUSY)
+                pfr_err("another pfr-shipper is running with the state file %s", c->state_path);
+            else
+                pfr_err("cannot lock %s.lock: %s", c->state_path, strerror(-fd));
+            return 1;
+        }
+    }
+    pfr_store_opts so = {.read_only = true};
+    if ((rc = pfr_store_open(c->store_path, &so, &store, err, sizeof(err)))) {
+        pfr_err("ring %s: %s", c->store_path, err);
+        goto out;
+    }
+    if ((rc = pfr_state_open(c->state_path, false, &state, err, sizeof(err)))) {
+        pfr_err("%s", err);
+        goto out;
+    }
+    pfr_engine_opts eo = {
+        .store = store,
+        .state = state,
+        .store_path = c->store_path,
+        .once = c->once || c->cmd == PFR_CMD_BACKFILL,
+        .poll_ms = c->poll_ms,
+        .progress_ms = c->cmd == PFR_CMD_BACKFILL ? c->progress_ms : 0,
+        .sleep = sleep_ns,
+        .should_stop = should_stop,
+        .ctx = rc_,
+        .seed = (uint64_t)pfr_now_wall() ^ ((uint64_t)getpid() << 16),
+    };
+    if ((rc = pfr_engine_new(&eo, &eng, err, sizeof(err)))) {
+        pfr_err("%s", err);
+        goto out;
+    }
+    for (size_t i = 0; i < c->nsinks; i++) {
+        pfr_sink_conf *s = &c->sinks[i];
+        if (c->cmd == PFR_CMD_BACKFILL) {
+            if (strcmp(s->name, c->backfill_sink))
+                continue;
+            rc = pfr_engine_add_lane(eng, s, PFR_LANE_BACKFILL, c->from_ns, c->to_ns, err,
+                                     sizeof(err));
+        } else {
+            rc = 0;
+            if (c->retry_rejected)
+                rc = pfr_engine_add_lane(eng, s, PFR_LANE_REJECTED, 0, 0, err, sizeof(err));
+            if (!rc)
+                rc = pfr_engine_add_lane(eng, s, PFR_LANE_LIVE, 0, 0, err, sizeof(err));
+        }
+        if (rc) {
+            pfr_err("%s", err);
+            goto out;
+        }
+        char url[256];
+        pfr_info("%s %s: %s %s", c->cmd == PFR_CMD_BACKFILL ? "backfill to" : "sink", s->name,
+                 pfr_sink_kind_name(s->kind), pfr_url_redact(s->url, url, sizeof(url)));
+    }
+    int64_t deadline = c->deadline_ms && (c->once || c->cmd == PFR_CMD_BACKFILL)
+                           ? pfr_now_mono() + c->deadline_ms * 1000000
+                           : 0;
+    rc = pfr_engine_run(eng, deadline);
+    switch (rc) {
+    case PFR_RUN_DONE:
+        code = 0;
+        break;
+    case PFR_RUN_STOPPED:
+        pfr_info("stopping (signal %d)", rc_->signo);
+        code = c->once || c->cmd == PFR_CMD_BACKFILL ? EXIT_TEMPFAIL : 0;
+        break;
+    case PFR_RUN_DEADLINE:
+        pfr_warn("deadline reached with chunks left to ship");
+        code = EXIT_TEMPFAIL;
+        break;
+    default:
+        pfr_err("stopped by an error: %s", strerror(-rc));
+        code = 1;
+        break;
+    }
+out:
+    pfr_engine_free(eng);
+    pfr_state_close(state);
+    pfr_store_close(store);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    pfr_shipper_conf c;
+    char err[1024] = "";
+    int rc = pfr_shipper_conf_load(&c, argc, argv, pfr_now_wall(), stdout, err, sizeof(err));
+    if (rc == PFR_CONF_EXIT) {
+        pfr_shipper_conf_free(&c);
+        return 0;
+    }
+    if (rc) {
+        fprintf(stderr, "pfr-shipper: %s\n", err);
+        pfr_shipper_conf_free(&c);
+        return 2;
+    }
+    pfr_log_set_level(c.log_level);
+    if (c.cmd == PFR_CMD_STATUS) {
+        rc = pfr_status_print(&c, stdout, err, sizeof(err));
+        if (rc)
+            fprintf(stderr, "pfr-shipper: %s\n", err[0] ? err : strerror(-rc));
+        pfr_shipper_conf_free(&c);
+        return rc ? 1 : 0;
+    }
+    struct runctx r = {0};
+    sigemptyset(&r.stop_set);
+    sigaddset(&r.stop_set, SIGTERM);
+    sigaddset(&r.stop_set, SIGINT);
+    sigaddset(&r.stop_set, SIGHUP);
+    /* Blocked: they are waited for (sigtimedwait) and polled during transfers, so a stop never
+     * lands in the middle of a state write. */
+    sigprocmask(SIG_BLOCK, &r.stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "pfr-shipper: libcurl failed to start\n");
+        pfr_shipper_conf_free(&c);
+        return 1;
+    }
+    int code = run(&c, &r);
+    curl_global_cleanup();
+    pfr_shipper_conf_free(&c);
+    return code;
+}

@@ -1,0 +1,416 @@
+#include "state.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_VERSION 1
+
+struct pfr_state {
+    sqlite3 *db;
+    bool read_only;
+};
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS sink ("
+    " name TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+    " cursor INTEGER NOT NULL DEFAULT 0,"
+    " pending_after INTEGER NOT NULL DEFAULT 0, pending_max INTEGER NOT NULL DEFAULT 0,"
+    " pending_limit INTEGER NOT NULL DEFAULT 0, pending_token TEXT NOT NULL DEFAULT '',"
+    " batch_limit INTEGER NOT NULL DEFAULT 0,"
+    " attempts INTEGER NOT NULL DEFAULT 0, next_attempt_ns INTEGER NOT NULL DEFAULT 0,"
+    " last_attempt_ns INTEGER NOT NULL DEFAULT 0, last_success_ns INTEGER NOT NULL DEFAULT 0,"
+    " last_error_ns INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',"
+    " delivered_chunks INTEGER NOT NULL DEFAULT 0, delivered_bytes INTEGER NOT NULL DEFAULT 0,"
+    " rejected_chunks INTEGER NOT NULL DEFAULT 0, lost_chunks INTEGER NOT NULL DEFAULT 0,"
+    " corrupt_chunks INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE IF NOT EXISTS rejected ("
+    " sink TEXT NOT NULL, chunk_id INTEGER NOT NULL, status INTEGER NOT NULL,"
+    " reason TEXT NOT NULL, at_ns INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 1,"
+    " PRIMARY KEY (sink, chunk_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS backfill ("
+    " sink TEXT NOT NULL, from_ns INTEGER NOT NULL, to_ns INTEGER NOT NULL,"
+    " last_id INTEGER NOT NULL, done INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (sink, from_ns, to_ns)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);";
+
+static int sq_errno(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return 0;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_READONLY:
+        return -EROFS;
+    case SQLITE_CANTOPEN:
+        return -ENOENT;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return -EBADMSG;
+    default:
+        return -EIO;
+    }
+}
+
+int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err, size_t errlen)
+{
+    pfr_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return -ENOMEM;
+    st->read_only = read_only;
+    int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int rc = sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    const char *what = "open";
+    if (rc == SQLITE_OK)
+        rc = sqlite3_busy_timeout(st->db, 5000);
+    if (rc == SQLITE_OK && !read_only) {
+        what = "set up";
+        rc = sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", NULL, NULL,
+                          NULL);
+    }
+    int version = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_stmt *s;
+        what = "read";
+        rc = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
+        if (rc == SQLITE_OK) {
+            if (sqlite3_step(s) == SQLITE_ROW)
+                version = sqlite3_column_int(s, 0);
+            rc = sqlite3_finalize(s);
+        }
+    }
+    if (rc == SQLITE_OK && version > STATE_VERSION) {
+        snprintf(err, errlen, "state %s: version %d is newer than this shipper's (%d)", path,
+                 version, STATE_VERSION);
+        pfr_state_close(st);
+        return -EPROTO;
+    }
+    if (rc == SQLITE_OK && !read_only && version < STATE_VERSION) {
+        what = "create";
+        rc = sqlite3_exec(st->db, schema, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(st->db, "PRAGMA user_version=1", NULL, NULL, NULL);
+    }
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "state %s: cannot %s: %s", path, what,
+                 st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+        int e = sq_errno(rc);
+        pfr_state_close(st);
+        return e ? e : -EIO;
+    }
+    *out = st;
+    return 0;
+}
+
+void pfr_state_close(pfr_state *st)
+{
+    if (!st)
+        return;
+    sqlite3_close_v2(st->db);
+    free(st);
+}
+
+static int exec(pfr_state *st, const char *sql)
+{
+    return sq_errno(sqlite3_exec(st->db, sql, NULL, NULL, NULL));
+}
+
+int pfr_state_begin(pfr_state *st)
+{
+    return exec(st, "BEGIN IMMEDIATE");
+}
+
+int pfr_state_commit(pfr_state *st)
+{
+    return exec(st, "COMMIT");
+}
+
+void pfr_state_rollback(pfr_state *st)
+{
+    exec(st, "ROLLBACK");
+}
+
+static int prep(pfr_state *st, const char *sql, sqlite3_stmt **s)
+{
+    return sq_errno(sqlite3_prepare_v2(st->db, sql, -1, s, NULL));
+}
+
+static void copy_text(char *dst, size_t cap, const unsigned char *src)
+{
+    snprintf(dst, cap, "%s", src ? (const char *)src : "");
+}
+
+#define SINK_COLS                                                                                  \
+    "name, kind, cursor, pending_after, pending_max, pending_limit, pending_token, batch_limit,"   \
+    " attempts, next_attempt_ns, last_attempt_ns, last_success_ns, last_error_ns, last_error,"     \
+    " delivered_chunks, delivered_bytes, rejected_chunks, lost_chunks, corrupt_chunks, retries"
+
+static void row_to_state(sqlite3_stmt *s, pfr_sink_state *o)
+{
+    memset(o, 0, sizeof(*o));
+    copy_text(o->name, sizeof(o->name), sqlite3_column_text(s, 0));
+    copy_text(o->kind, sizeof(o->kind), sqlite3_column_text(s, 1));
+    o->cursor = sqlite3_column_int64(s, 2);
+    o->pending_after = sqlite3_column_int64(s, 3);
+    o->pending_max = sqlite3_column_int64(s, 4);
+    o->pending_limit = (uint64_t)sqlite3_column_int64(s, 5);
+    copy_text(o->pending_token, sizeof(o->pending_token), sqlite3_column_text(s, 6));
+    o->batch_limit = (uint64_t)sqlite3_column_int64(s, 7);
+    o->attempts = (uint32_t)sqlite3_column_int64(s, 8);
+    o->next_attempt_ns = sqlite3_column_int64(s, 9);
+    o->last_attempt_ns = sqlite3_column_int64(s, 10);
+    o->last_success_ns = sqlite3_column_int64(s, 11);
+    o->last_error_ns = sqlite3_column_int64(s, 12);
+    copy_text(o->last_error, sizeof(o->last_error), sqlite3_column_text(s, 13));
+    o->delivered_chunks = (uint64_t)sqlite3_column_int64(s, 14);
+    o->delivered_bytes = (uint64_t)sqlite3_column_int64(s, 15);
+    o->rejected_chunks = (uint64_t)sqlite3_column_int64(s, 16);
+    o->lost_chunks = (uint64_t)sqlite3_column_int64(s, 17);
+    o->corrupt_chunks = (uint64_t)sqlite3_column_int64(s, 18);
+    o->retries = (uint64_t)sqlite3_column_int64(s, 19);
+}
+
+int pfr_state_sink_get(pfr_state *st, const char *name, const char *kind, pfr_sink_state *out)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        sqlite3_stmt *s;
+        int rc = prep(st, "SELECT " SINK_COLS " FROM sink WHERE name = ?", &s);
+        if (rc)
+            return rc;
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        int step = sqlite3_step(s);
+        if (step == SQLITE_ROW)
+            row_to_state(s, out);
+        rc = sq_errno(sqlite3_finalize(s));
+        if (rc)
+            return rc;
+        if (step == SQLITE_ROW)
+            return 0;
+        if (st->read_only || pass)
+            return -ENOENT;
+        if ((rc = prep(st, "INSERT OR IGNORE INTO sink (name, kind) VALUES (?, ?)", &s)))
+            return rc;
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, kind ? kind : "", -1, SQLITE_STATIC);
+        sqlite3_step(s);
+        if ((rc = sq_errno(sqlite3_finalize(s))))
+            return rc;
+    }
+    return -ENOENT;
+}
+
+int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT OR REPLACE INTO sink (" SINK_COLS ") VALUES "
+                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  &s);
+    if (rc)
+        return rc;
+    int i = 1;
+    sqlite3_bind_text(s, i++, o->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, i++, o->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, i++, o->cursor);
+    sqlite3_bind_int64(s, i++, o->pending_after);
+    sqlite3_bind_int64(s, i++, o->pending_max);
+    sqlite3_bind_int64(s, i++, (int64_t)o->pending_limit);
+    sqlite3_bind_text(s, i++, o->pending_token, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, i++, (int64_t)o->batch_limit);
+    sqlite3_bind_int64(s, i++, o->attempts);
+    sqlite3_bind_int64(s, i++, o->next_attempt_ns);
+    sqlite3_bind_int64(s, i++, o->last_attempt_ns);
+    sqlite3_bind_int64(s, i++, o->last_success_ns);
+    sqlite3_bind_int64(s, i++, o->last_error_ns);
+    sqlite3_bind_text(s, i++, o->last_error, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, i++, (int64_t)o->delivered_chunks);
+    sqlite3_bind_int64(s, i++, (int64_t)o->delivered_bytes);
+    sqlite3_bind_int64(s, i++, (int64_t)o->rejected_chunks);
+    sqlite3_bind_int64(s, i++, (int64_t)o->lost_chunks);
+    sqlite3_bind_int64(s, i++, (int64_t)o->corrupt_chunks);
+    sqlite3_bind_int64(s, i++, (int64_t)o->retries);
+    sqlite3_step(s);
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_sinks(pfr_state *st, int (*cb)(const pfr_sink_state *s, void *ctx), void *ctx)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT " SINK_COLS " FROM sink ORDER BY name", &s);
+    if (rc)
+        return rc;
+    int r = 0;
+    while (!r && sqlite3_step(s) == SQLITE_ROW) {
+        pfr_sink_state o;
+        row_to_state(s, &o);
+        r = cb(&o, ctx);
+    }
+    rc = sq_errno(sqlite3_finalize(s));
+    return r ? r : rc;
+}
+
+int pfr_state_reject(pfr_state *st, const char *sink, const int64_t *ids, size_t n, long status,
+                     const char *reason, int64_t now_ns)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT INTO rejected (sink, chunk_id, status, reason, at_ns) VALUES (?,?,?,?,?)"
+                  " ON CONFLICT (sink, chunk_id) DO UPDATE SET status = excluded.status,"
+                  " reason = excluded.reason, at_ns = excluded.at_ns, attempts = attempts + 1",
+                  &s);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, ids[i]);
+        sqlite3_bind_int64(s, 3, status);
+        sqlite3_bind_text(s, 4, reason ? reason : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, now_ns);
+        rc = sq_errno(sqlite3_step(s));
+        sqlite3_reset(s);
+    }
+    int rc2 = sq_errno(sqlite3_finalize(s));
+    return rc ? rc : rc2;
+}
+
+int pfr_state_rejected(pfr_state *st, const char *sink, int64_t after_id, int64_t *ids, size_t cap,
+                       size_t *n)
+{
+    sqlite3_stmt *s;
+    *n = 0;
+    int rc = prep(st,
+                  "SELECT chunk_id FROM rejected WHERE sink = ? AND chunk_id > ?"
+                  " ORDER BY chunk_id LIMIT ?",
+                  &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, after_id);
+    sqlite3_bind_int64(s, 3, (int64_t)cap);
+    while (*n < cap && sqlite3_step(s) == SQLITE_ROW)
+        ids[(*n)++] = sqlite3_column_int64(s, 0);
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size_t n)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "DELETE FROM rejected WHERE sink = ? AND chunk_id = ?", &s);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, ids[i]);
+        rc = sq_errno(sqlite3_step(s));
+        sqlite3_reset(s);
+    }
+    int rc2 = sq_errno(sqlite3_finalize(s));
+    return rc ? rc : rc2;
+}
+
+int pfr_state_rejected_count(pfr_state *st, const char *sink, uint64_t *n)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT count(*) FROM rejected WHERE sink = ?", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    *n = sqlite3_step(s) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_rejected_last(pfr_state *st, const char *sink, char *reason, size_t cap,
+                            int64_t *at_ns)
+{
+    sqlite3_stmt *s;
+    int rc = prep(
+        st, "SELECT reason, at_ns FROM rejected WHERE sink = ? ORDER BY at_ns DESC LIMIT 1", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        copy_text(reason, cap, sqlite3_column_text(s, 0));
+        *at_ns = sqlite3_column_int64(s, 1);
+    } else {
+        if (cap)
+            reason[0] = 0;
+        *at_ns = 0;
+    }
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_backfill_get(pfr_state *st, const char *sink, int64_t from, int64_t to,
+                           int64_t *last_id, bool *done)
+{
+    sqlite3_stmt *s;
+    int rc = prep(
+        st, "SELECT last_id, done FROM backfill WHERE sink = ? AND from_ns = ? AND to_ns = ?", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, from);
+    sqlite3_bind_int64(s, 3, to);
+    *last_id = 0;
+    *done = false;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        *last_id = sqlite3_column_int64(s, 0);
+        *done = sqlite3_column_int(s, 1) != 0;
+    }
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_backfill_put(pfr_state *st, const char *sink, int64_t from, int64_t to,
+                           int64_t last_id, bool done, int64_t now_ns)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT OR REPLACE INTO backfill (sink, from_ns, to_ns, last_id, done, "
+                  "updated_ns) VALUES (?,?,?,?,?,?)",
+                  &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, from);
+    sqlite3_bind_int64(s, 3, to);
+    sqlite3_bind_int64(s, 4, last_id);
+    sqlite3_bind_int(s, 5, done);
+    sqlite3_bind_int64(s, 6, now_ns);
+    sqlite3_step(s);
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_meta_get(pfr_state *st, const char *key, char *value, size_t cap)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT value FROM meta WHERE key = ?", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    bool found = sqlite3_step(s) == SQLITE_ROW;
+    if (found)
+        copy_text(value, cap, sqlite3_column_text(s, 0));
+    rc = sq_errno(sqlite3_finalize(s));
+    return rc ? rc : found ? 0 : -ENOENT;
+}
+
+int pfr_state_meta_put(pfr_state *st, const char *key, const char *value)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, value, -1, SQLITE_STATIC);
+    sqlite3_step(s);
+    return sq_errno(sqlite3_finalize(s));
+}

@@ -1,0 +1,455 @@
+/* Encoding and defensive decoding of dictionary and chunk rows (formats in store_codec.h). */
+#include <errno.h>
+#include <lz4.h>
+#include <lz4hc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "store_codec.h"
+
+void tabs_free(struct tabs *t)
+{
+    for (int k = 0; k < T_N; k++)
+        ktab_free(&t->t[k]);
+}
+
+void tabs_reset(struct tabs *t)
+{
+    for (int k = 0; k < T_N; k++)
+        ktab_reset(&t->t[k]);
+}
+
+size_t tabs_bytes(const struct tabs *t)
+{
+    size_t n = 0;
+    for (int k = 0; k < T_N; k++)
+        n += ktab_bytes(&t->t[k]);
+    return n;
+}
+
+/* ---- tables ---- */
+static void enc_entry(struct sbuf *b, int k, const uint8_t *key, size_t len)
+{
+    switch (k) {
+    case T_STR:
+        sbuf_put_uv(b, len);
+        sbuf_put(b, key, len);
+        break;
+    case T_FUNC: {
+        struct nfunc f;
+        memcpy(&f, key, sizeof(f));
+        sbuf_put_uv(b, f.name);
+        sbuf_put_uv(b, f.file);
+        break;
+    }
+    case T_LOC: {
+        const struct nloc *l = (const struct nloc *)key;
+        const struct nline *ln = (const struct nline *)(l + 1);
+        sbuf_put_uv(b, l->addr);
+        sbuf_put_uv(b, l->module);
+        sbuf_put_uv(b, l->nlines);
+        for (uint32_t i = 0; i < l->nlines; i++) {
+            sbuf_put_uv(b, ln[i].func);
+            sbuf_put_sv(b, ln[i].line);
+        }
+        break;
+    }
+    case T_STACK: {
+        const uint32_t *locs = (const uint32_t *)key;
+        size_t n = len / sizeof(uint32_t);
+        sbuf_put_uv(b, n);
+        for (size_t i = 0; i < n; i++)
+            sbuf_put_uv(b, locs[i]);
+        break;
+    }
+    case T_LSET: {
+        const struct nlabel *l = (const struct nlabel *)key;
+        size_t n = len / sizeof(*l);
+        sbuf_put_uv(b, n);
+        for (size_t i = 0; i < n; i++) {
+            sbuf_put_uv(b, l[i].key);
+            if (l[i].str == LABEL_NUM) {
+                sbuf_put_u8(b, 1);
+                sbuf_put_sv(b, l[i].num);
+                sbuf_put_uv(b, l[i].unit);
+            } else {
+                sbuf_put_u8(b, 0);
+                sbuf_put_uv(b, l[i].str);
+            }
+        }
+        break;
+    }
+    }
+}
+
+void enc_tabs(struct sbuf *b, const struct tabs *t, const uint32_t *from)
+{
+    for (int k = 0; k < T_N; k++) {
+        uint32_t i0 = from ? from[k] : 0;
+        sbuf_put_uv(b, t->t[k].n - i0);
+        for (uint32_t i = i0; i < t->t[k].n; i++) {
+            size_t len;
+            const uint8_t *key = ktab_key(&t->t[k], i, &len);
+            enc_entry(b, k, key, len);
+        }
+    }
+}
+
+/* An index that must be below lim. */
+static uint32_t rd_idx(struct srd *r, uint64_t lim)
+{
+    uint64_t v = srd_uv(r);
+    if (v >= lim) {
+        r->bad = true;
+        r->p = r->end;
+        return 0;
+    }
+    return (uint32_t)v;
+}
+
+/* Smallest encoding of an entry of each kind, to bound counts by the bytes left. */
+static const size_t min_entry[T_N] = {1, 2, 3, 1, 1};
+
+static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab *out,
+                     struct sbuf *s)
+{
+    s->len = 0;
+    switch (k) {
+    case T_STR: {
+        uint32_t len = srd_count(r, 1);
+        if (r->bad || memchr(r->p, 0, len))
+            return -EBADMSG;
+        int64_t x = ktab_add(out, r->p, len);
+        r->p += len;
+        return x < 0 ? (int)x : 0;
+    }
+    case T_FUNC: {
+        struct nfunc f;
+        f.name = rd_idx(r, lim[T_STR]);
+        f.file = rd_idx(r, lim[T_STR]);
+        sbuf_put(s, &f, sizeof(f));
+        break;
+    }
+    case T_LOC: {
+        struct nloc l;
+        l.addr = srd_uv(r);
+        l.module = rd_idx(r, lim[T_STR]);
+        l.nlines = srd_count(r, 2);
+        sbuf_put(s, &l, sizeof(l));
+        for (uint32_t i = 0; i < l.nlines && !r->bad; i++) {
+            struct nline ln = {0};
+            ln.func = rd_idx(r, lim[T_FUNC]);
+            ln.line = srd_sv(r);
+            sbuf_put(s, &ln, sizeof(ln));
+        }
+        break;
+    }
+    case T_STACK: {
+        uint32_t n = srd_count(r, 1);
+        for (uint32_t i = 0; i < n && !r->bad; i++) {
+            uint32_t loc = rd_idx(r, lim[T_LOC]);
+            sbuf_put(s, &loc, sizeof(loc));
+        }
+        break;
+    }
+    case T_LSET: {
+        uint32_t n = srd_count(r, 3);
+        for (uint32_t i = 0; i < n && !r->bad; i++) {
+            struct nlabel l = {0};
+            l.key = rd_idx(r, lim[T_STR]);
+            uint8_t kind = srd_u8(r);
+            if (kind == 0) {
+                l.str = rd_idx(r, lim[T_STR]);
+            } else if (kind == 1) {
+                l.str = LABEL_NUM;
+                l.num = srd_sv(r);
+                l.unit = rd_idx(r, lim[T_STR]);
+            } else {
+                return -EBADMSG;
+            }
+            sbuf_put(s, &l, sizeof(l));
+        }
+        break;
+    }
+    }
+    if (r->bad)
+        return -EBADMSG;
+    if (s->err)
+        return s->err;
+    int64_t x = ktab_add(out, s->p, s->len);
+    return x < 0 ? (int)x : 0;
+}
+
+int dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, struct sbuf *scratch)
+{
+    uint64_t lim[T_N];
+    tabs_reset(t);
+    for (int k = 0; k < T_N; k++) {
+        uint32_t n = srd_count(r, min_entry[k]);
+        if (r->bad)
+            return -EBADMSG;
+        /* Strings come first, so later tables see every string; no table refers to its own. */
+        for (int j = 0; j < T_N; j++)
+            lim[j] = (uint64_t)base[j] + t->t[j].n;
+        for (uint32_t i = 0; i < n; i++) {
+            int rc = dec_entry(r, k, lim, &t->t[k], scratch);
+            if (rc)
+                return rc;
+        }
+        if ((uint64_t)base[k] + t->t[k].n > UINT32_MAX - 2)
+            return -EBADMSG;
+    }
+    return 0;
+}
+
+/* ---- dictionary layers ---- */
+void layer_encode(struct sbuf *raw, const struct tabs *t, const uint32_t from[T_N])
+{
+    sbuf_put_u8(raw, DICT_VERSION);
+    enc_tabs(raw, t, from);
+}
+
+int layer_decode(const uint8_t *raw, size_t len, struct tabs *t, struct sbuf *scratch)
+{
+    if (!raw)
+        return -EBADMSG;
+    struct srd r = {raw, raw + len, false};
+    uint32_t n0[T_N];
+    uint64_t lim[T_N];
+    for (int k = 0; k < T_N; k++)
+        n0[k] = t->t[k].n;
+    int rc = srd_u8(&r) == DICT_VERSION ? 0 : -EBADMSG;
+    for (int k = 0; k < T_N && !rc; k++) {
+        uint32_t n = srd_count(&r, min_entry[k]);
+        if (r.bad || (uint64_t)t->t[k].n + n > UINT32_MAX - 2) {
+            rc = -EBADMSG;
+            break;
+        }
+        for (int j = 0; j < T_N; j++)
+            lim[j] = t->t[j].n;
+        for (uint32_t i = 0; i < n && !rc; i++)
+            rc = dec_entry(&r, k, lim, &t->t[k], scratch);
+    }
+    if (!rc && r.p != r.end)
+        rc = -EBADMSG;
+    /* String 0 is "" in every dictionary (the writer interns it first). */
+    if (!rc && (t->t[T_STR].n == 0 || t->t[T_STR].off[1] != 1))
+        rc = -EBADMSG;
+    if (rc)
+        for (int k = 0; k < T_N; k++)
+            ktab_truncate(&t->t[k], n0[k]);
+    return rc;
+}
+
+/* ---- chunks ---- */
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static uint64_t mag(int64_t v)
+{
+    return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+void chunk_encode(struct sbuf *raw, const uint32_t base[T_N], const struct tabs *delta,
+                  const struct chunk_body *c)
+{
+    sbuf_put_u8(raw, CHUNK_VERSION);
+    for (int k = 0; k < T_N; k++)
+        sbuf_put_uv(raw, base[k]);
+    sbuf_put_uv(raw, c->ntypes);
+    enc_tabs(raw, delta, NULL);
+    sbuf_put_sv(raw, c->time_nanos);
+    sbuf_put_sv(raw, c->duration);
+    sbuf_put_uv(raw, c->period_type);
+    sbuf_put_uv(raw, c->period_unit);
+    sbuf_put_sv(raw, c->period);
+    sbuf_put_uv(raw, c->nsamples);
+    uint32_t prev = 0;
+    for (size_t i = 0; i < c->nsamples; i++) {
+        sbuf_put_uv(raw, c->stack[i] - prev);
+        prev = c->stack[i];
+    }
+    for (size_t i = 0; i < c->nsamples; i++)
+        sbuf_put_uv(raw, c->lset[i]);
+    /* Values per type over a common divisor: CPU samples are multiples of the period, so the
+     * quotients are sample counts, one byte each. */
+    for (uint32_t t = 0; t < c->ntypes; t++) {
+        uint64_t g = 0;
+        for (size_t i = 0; i < c->nsamples && g != 1; i++) {
+            int64_t v = c->values[i * c->ntypes + t];
+            g = v == INT64_MIN ? 1 : gcd64(g, mag(v));
+        }
+        if (!g)
+            g = 1;
+        sbuf_put_uv(raw, g);
+        for (size_t i = 0; i < c->nsamples; i++)
+            sbuf_put_sv(raw, c->values[i * c->ntypes + t] / (int64_t)g);
+    }
+}
+
+void dchunk_free(struct dchunk *c)
+{
+    tabs_free(&c->delta);
+    free(c->stack);
+    free(c->lset);
+    free(c->values);
+    free(c->totals);
+    sbuf_free(&c->scratch);
+    memset(c, 0, sizeof(*c));
+}
+
+void sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals)
+{
+    for (uint32_t t = 0; t < ntypes; t++) {
+        uint64_t s = 0;
+        for (size_t i = 0; i < nsamples; i++)
+            s += (uint64_t)values[i * ntypes + t];
+        totals[t] = (int64_t)s;
+    }
+}
+
+int chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uint32_t ntypes,
+                 struct dchunk *c)
+{
+    if (!raw)
+        return -EBADMSG;
+    struct srd r = {raw, raw + len, false};
+    if (srd_u8(&r) != CHUNK_VERSION)
+        return -EBADMSG;
+    for (int k = 0; k < T_N; k++) {
+        c->base[k] = (uint32_t)srd_uv(&r);
+        if (c->base[k] != dict_n[k])
+            return -EBADMSG;
+    }
+    if (srd_uv(&r) != ntypes || r.bad || ntypes == 0 || ntypes > 4096)
+        return -EBADMSG;
+    c->ntypes = ntypes;
+    int rc = dec_tabs(&r, c->base, &c->delta, &c->scratch);
+    if (rc)
+        return rc;
+    uint64_t nstr = (uint64_t)c->base[T_STR] + c->delta.t[T_STR].n;
+    uint64_t nstack = (uint64_t)c->base[T_STACK] + c->delta.t[T_STACK].n;
+    uint64_t nlset = (uint64_t)c->base[T_LSET] + c->delta.t[T_LSET].n;
+    c->time_nanos = srd_sv(&r);
+    c->duration = srd_sv(&r);
+    c->period_type = rd_idx(&r, nstr);
+    c->period_unit = rd_idx(&r, nstr);
+    c->period = srd_sv(&r);
+    /* Each sample takes at least 1 + 1 + ntypes bytes. */
+    size_t n = srd_count(&r, 2 + (size_t)ntypes);
+    if (r.bad)
+        return -EBADMSG;
+    size_t nv = n * ntypes;
+    if (VEC_RESERVE(c->stack, c->cap_s, n ? n : 1) || VEC_RESERVE(c->lset, c->cap_l, n ? n : 1) ||
+        VEC_RESERVE(c->values, c->cap_v, nv ? nv : 1) || VEC_RESERVE(c->totals, c->cap_t, ntypes))
+        return -ENOMEM;
+    c->nsamples = n;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc += srd_uv(&r);
+        if (acc >= nstack) {
+            r.bad = true;
+            break;
+        }
+        c->stack[i] = (uint32_t)acc;
+    }
+    for (size_t i = 0; i < n && !r.bad; i++)
+        c->lset[i] = rd_idx(&r, nlset);
+    for (uint32_t t = 0; t < ntypes && !r.bad; t++) {
+        uint64_t g = srd_uv(&r);
+        if (g == 0 || g > INT64_MAX)
+            r.bad = true;
+        for (size_t i = 0; i < n && !r.bad; i++) {
+            int64_t v;
+            if (__builtin_mul_overflow(srd_sv(&r), (int64_t)g, &v))
+                r.bad = true;
+            c->values[i * ntypes + t] = v;
+        }
+    }
+    if (r.bad || r.p != r.end)
+        return -EBADMSG;
+    sum_totals(c->values, n, ntypes, c->totals);
+    return 0;
+}
+
+/* ---- blobs ---- */
+int blob_pack(const uint8_t *raw, size_t len, bool hc, struct sbuf *out)
+{
+    out->len = 0;
+    if (len > PFR_STORE_MAX_RAW)
+        return -E2BIG;
+    int bound = LZ4_compressBound((int)len);
+    if (sbuf_reserve(out, 11 + (size_t)bound))
+        return -ENOMEM;
+    out->p[0] = BLOB_LZ4;
+    out->len = 1;
+    sbuf_put_uv(out, len);
+    int n =
+        hc ? LZ4_compress_HC((const char *)raw, (char *)out->p + out->len, (int)len, bound,
+                             LZ4HC_CLEVEL_DEFAULT)
+           : LZ4_compress_default((const char *)raw, (char *)out->p + out->len, (int)len, bound);
+    if (n <= 0 || (size_t)n >= len) {
+        /* Incompressible (or tiny): store as is. */
+        out->p[0] = BLOB_RAW;
+        out->len = 1;
+        sbuf_put_uv(out, len);
+        sbuf_put(out, raw, len);
+        return out->err;
+    }
+    out->len += (size_t)n;
+    return 0;
+}
+
+int blob_unpack(const uint8_t *blob, size_t len, struct sbuf *raw)
+{
+    if (!blob)
+        return -EBADMSG;
+    struct srd r = {blob, blob + len, false};
+    raw->len = 0;
+    uint8_t codec = srd_u8(&r);
+    uint64_t rawlen = srd_uv(&r);
+    if (r.bad || rawlen > PFR_STORE_MAX_RAW)
+        return -EBADMSG;
+    if (codec == BLOB_RAW) {
+        if (srd_left(&r) != rawlen)
+            return -EBADMSG;
+        sbuf_put(raw, r.p, rawlen);
+        return raw->err;
+    }
+    if (codec != BLOB_LZ4 || srd_left(&r) == 0 || srd_left(&r) > INT32_MAX ||
+        rawlen > (uint64_t)srd_left(&r) * 255 + 16)
+        return -EBADMSG;
+    if (sbuf_reserve(raw, rawlen ? rawlen : 1))
+        return raw->err;
+    int n = LZ4_decompress_safe((const char *)r.p, (char *)raw->p, (int)srd_left(&r), (int)rawlen);
+    if (n < 0 || (uint64_t)n != rawlen)
+        return -EBADMSG;
+    raw->len = rawlen;
+    return 0;
+}
+
+uint32_t row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (len > 0) {
+        uInt part = len > (1u << 30) ? (1u << 30) : (uInt)len;
+        c = crc32(c, blob, part);
+        blob += part;
+        len -= part;
+    }
+    for (size_t i = 0; i < nfields; i++) {
+        uint8_t le[8];
+        for (int b = 0; b < 8; b++)
+            le[b] = (uint8_t)((uint64_t)fields[i] >> (8 * b));
+        c = crc32(c, le, 8);
+    }
+    return (uint32_t)c;
+}

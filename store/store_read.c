@@ -1,0 +1,1051 @@
+/*
+ * Readers: range scans (a decoded profile per chunk), the merge fast path, the full check and
+ * the schema migrations that re-read chunks.
+ *
+ * A read first lists the matching chunks' metadata in one short read transaction, then reads
+ * payloads. Scans read each chunk in its own short transaction and call back outside it, so a
+ * slow consumer never pins an old WAL snapshot (which would stop checkpoints and let the WAL
+ * grow past the cap). A merge has no callbacks and reads everything in one transaction.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+/* A chunk found by the metadata pass. */
+struct cand {
+    int64_t id, stream_id, base_id, dict_id, start_ns, end_ns;
+    uint32_t crc;
+    uint32_t nbytes;
+    uint32_t tot_off, tot_len; /* totals blob in cands.tot */
+    bool no_totals;            /* schema 1 rows (migration) */
+};
+
+struct cands {
+    struct cand *v;
+    size_t n, cap;
+    struct sbuf tot;
+};
+
+static void cands_free(struct cands *c)
+{
+    free(c->v);
+    sbuf_free(&c->tot);
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+#define CAND_COLS "id, stream_id, base_id, dict_id, start_ns, end_ns, crc, nbytes, totals"
+
+static int cands_push(struct cands *c, sqlite3_stmt *st, bool with_totals)
+{
+    if (VEC_RESERVE(c->v, c->cap, c->n + 1))
+        return -ENOMEM;
+    struct cand *x = &c->v[c->n];
+    x->id = sqlite3_column_int64(st, 0);
+    x->stream_id = sqlite3_column_int64(st, 1);
+    x->base_id = sqlite3_column_int64(st, 2);
+    x->dict_id = sqlite3_column_int64(st, 3);
+    x->start_ns = sqlite3_column_int64(st, 4);
+    x->end_ns = sqlite3_column_int64(st, 5);
+    x->crc = (uint32_t)sqlite3_column_int64(st, 6);
+    x->nbytes = (uint32_t)sqlite3_column_int64(st, 7);
+    x->no_totals = !with_totals;
+    x->tot_off = (uint32_t)c->tot.len;
+    x->tot_len = 0;
+    if (with_totals) {
+        const void *b = sqlite3_column_blob(st, 8);
+        int n = sqlite3_column_bytes(st, 8);
+        if (b && n > 0) {
+            sbuf_put(&c->tot, b, (size_t)n);
+            x->tot_len = (uint32_t)n;
+        }
+        if (c->tot.err)
+            return c->tot.err;
+    }
+    c->n++;
+    return 0;
+}
+
+static void time_bounds(const pfr_store_filter *f, int64_t *from, int64_t *to)
+{
+    *from = f && f->from_ns ? f->from_ns : INT64_MIN;
+    *to = f && f->to_ns ? f->to_ns : INT64_MAX;
+}
+
+static bool restricts_streams(const pfr_store_filter *f)
+{
+    return f && (f->service || f->type || f->nlabels);
+}
+
+/* Metadata pass, inside the caller's read transaction. */
+static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
+{
+    int rc = streams_refresh(s);
+    if (rc)
+        return rc;
+    int64_t from, to;
+    time_bounds(f, &from, &to);
+    int64_t after = f ? f->after_id : 0;
+    int64_t max_id = f && f->max_id ? f->max_id : INT64_MAX;
+    size_t limit = f && f->limit ? f->limit : SIZE_MAX;
+
+    /* Few matching streams among many: walk each stream's (stream_id, end_ns) index. */
+    size_t nmatch = 0;
+    for (size_t i = 0; i < s->nstreams; i++)
+        nmatch += stream_matches(&s->streams[i], f);
+    bool per_stream = restricts_streams(f) && nmatch <= 64 && nmatch < s->nstreams / 2;
+
+    const char *sql = per_stream ? "SELECT " CAND_COLS " FROM chunks WHERE stream_id = ?5 AND"
+                                   " end_ns > ?3 AND start_ns < ?4 AND id > ?1 AND id <= ?2"
+                                 : "SELECT " CAND_COLS " FROM chunks WHERE id > ?1 AND id <= ?2 AND"
+                                   " end_ns > ?3 AND start_ns < ?4 ORDER BY id";
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return store_errno(sqlite3_errcode(s->db));
+    sqlite3_bind_int64(st, 1, after);
+    sqlite3_bind_int64(st, 2, max_id);
+    sqlite3_bind_int64(st, 3, from);
+    sqlite3_bind_int64(st, 4, to);
+    int step = SQLITE_DONE;
+    if (per_stream) {
+        for (size_t i = 0; i < s->nstreams && !rc; i++) {
+            if (!stream_matches(&s->streams[i], f))
+                continue;
+            sqlite3_reset(st);
+            sqlite3_bind_int64(st, 5, s->streams[i].id);
+            while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+                rc = cands_push(out, st, true);
+            if (!rc && step != SQLITE_DONE)
+                rc = store_errno(step);
+        }
+        if (!rc) {
+            if (out->n > 1)
+                qsort(out->v, out->n, sizeof(*out->v), cand_cmp);
+            if (out->n > limit)
+                out->n = limit;
+        }
+    } else {
+        bool narrowed = restricts_streams(f);
+        while (!rc && out->n < limit && (step = sqlite3_step(st)) == SQLITE_ROW) {
+            const struct rstream *r = stream_get(s, sqlite3_column_int64(st, 1));
+            /* A chunk of an unknown stream is corrupt: report it unless a filter rules it
+             * out for sure. */
+            if (r ? !stream_matches(r, f) : narrowed)
+                continue;
+            rc = cands_push(out, st, true);
+        }
+        if (!rc && step != SQLITE_DONE && step != SQLITE_ROW)
+            rc = store_errno(step);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- loading one chunk (inside the caller's read transaction) ---- */
+enum { LOAD_OK = 0, LOAD_VANISHED = 1 };
+
+static int load_chunk(pfr_store *s, const struct cand *c, const struct rstream *r,
+                      struct dchunk *dc, const struct chain **chain_out)
+{
+    if (!r || r->bad)
+        return -EBADMSG;
+    sqlite3_stmt *st = store_stmt(s, ST_CHUNK_DATA);
+    if (!st)
+        return store_errno(sqlite3_errcode(s->db));
+    sqlite3_bind_int64(st, 1, c->id);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) {
+        sqlite3_reset(st);
+        /* Evicted since the metadata pass, or a missing payload (corrupt)? */
+        sqlite3_stmt *ex = store_stmt(s, ST_CHUNK_EXISTS);
+        if (!ex)
+            return store_errno(sqlite3_errcode(s->db));
+        sqlite3_bind_int64(ex, 1, c->id);
+        int e = sqlite3_step(ex);
+        sqlite3_reset(ex);
+        if (e == SQLITE_DONE)
+            return LOAD_VANISHED;
+        return e == SQLITE_ROW ? -EBADMSG : store_errno(e);
+    }
+    if (step != SQLITE_ROW) {
+        sqlite3_reset(st);
+        int e = store_errno(step);
+        return e ? e : -EIO;
+    }
+    bool corrupt;
+    int err;
+    uint32_t dict_n[T_N];
+    const struct chain *ch =
+        chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
+    if (!ch) {
+        sqlite3_reset(st);
+        return corrupt ? -EBADMSG : err;
+    }
+    const uint8_t *blob = sqlite3_column_blob(st, 0);
+    size_t len = (size_t)sqlite3_column_bytes(st, 0);
+    int rc = sqlite3_column_type(st, 0) == SQLITE_BLOB
+                 ? chunk_row_unpack(s, blob, len, c->stream_id, c->base_id, c->dict_id, c->start_ns,
+                                    c->end_ns, c->crc)
+                 : -EBADMSG;
+    sqlite3_reset(st);
+    if (rc)
+        return rc;
+    rc = chunk_decode(s->raw.p, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);
+    if (rc)
+        return rc;
+    *chain_out = ch;
+    return LOAD_OK;
+}
+
+/* Totals from the metadata row must equal the decoded samples' sums. */
+static int check_totals(const struct cands *cs, const struct cand *c, const struct dchunk *dc)
+{
+    if (c->no_totals)
+        return 0;
+    int64_t t[64], *tp = t;
+    if (dc->ntypes > 64 && !(tp = malloc(dc->ntypes * sizeof(*tp))))
+        return -ENOMEM;
+    int rc = totals_decode(cs->tot.p + c->tot_off, c->tot_len, dc->ntypes, tp);
+    if (!rc && memcmp(tp, dc->totals, dc->ntypes * sizeof(*tp)) != 0)
+        rc = -EBADMSG;
+    if (tp != t)
+        free(tp);
+    return rc;
+}
+
+static int begin_read(pfr_store *s)
+{
+    sqlite3_stmt *st = store_stmt(s, ST_BEGIN);
+    return st ? store_step_done(st) : store_errno(sqlite3_errcode(s->db));
+}
+
+static void end_read(pfr_store *s)
+{
+    sqlite3_stmt *st = store_stmt(s, ST_COMMIT);
+    if (st)
+        store_step_done(st);
+}
+
+static void persist_corrupt(pfr_store *s, uint64_t n)
+{
+    s->corrupt += n;
+    if (s->read_only || !n)
+        return;
+    /* Best effort: the count is a diagnostic, the scan's result does not depend on it. */
+    if (store_exec(s, "BEGIN IMMEDIATE") == 0) {
+        if (meta_add(s, "corrupt", (int64_t)n) == 0)
+            store_exec(s, "COMMIT");
+        else
+            store_exec(s, "ROLLBACK");
+    }
+}
+
+/* ---- sample label filters ---- */
+static const char *str_at(const struct tabs *d, const struct tabs *delta, uint32_t i)
+{
+    size_t len;
+    return (const char *)tabs2_key(d, delta, T_STR, i, &len);
+}
+
+static bool lset_matches(const struct tabs *d, const struct tabs *delta, uint32_t ls,
+                         const pfr_store_filter *f)
+{
+    size_t len;
+    const struct nlabel *l = (const struct nlabel *)tabs2_key(d, delta, T_LSET, ls, &len);
+    size_t n = len / sizeof(*l);
+    for (size_t i = 0; i < f->nsample_labels; i++) {
+        bool ok = false;
+        for (size_t j = 0; j < n && !ok; j++) {
+            if (strcmp(str_at(d, delta, l[j].key), f->sample_labels[i].key) != 0)
+                continue;
+            if (l[j].str != LABEL_NUM) {
+                ok = strcmp(str_at(d, delta, l[j].str), f->sample_labels[i].value) == 0;
+            } else {
+                char num[32];
+                snprintf(num, sizeof(num), "%" PRId64, l[j].num);
+                ok = strcmp(num, f->sample_labels[i].value) == 0;
+            }
+        }
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* ---- a chunk as a pfr_profile ---- */
+static int64_t add_loc(pfr_profile *p, const struct tabs *d, const struct tabs *delta, uint32_t loc,
+                       pfr_line **lines, size_t *cap)
+{
+    size_t len;
+    const struct nloc *l = (const struct nloc *)tabs2_key(d, delta, T_LOC, loc, &len);
+    const struct nline *ln = (const struct nline *)(l + 1);
+    if (VEC_RESERVE(*lines, *cap, l->nlines ? l->nlines : 1))
+        return -ENOMEM;
+    for (uint32_t i = 0; i < l->nlines; i++) {
+        const struct nfunc *f = (const struct nfunc *)tabs2_key(d, delta, T_FUNC, ln[i].func, &len);
+        const char *name = str_at(d, delta, f->name);
+        int64_t fi = pfr_profile_add_function(p, name, name, str_at(d, delta, f->file), 0);
+        if (fi < 0)
+            return fi;
+        (*lines)[i] = (pfr_line){(uint32_t)fi, ln[i].line};
+    }
+    const char *module = str_at(d, delta, l->module);
+    int64_t m = -1;
+    if (module[0] && (m = pfr_profile_add_mapping(p, 0, 0, 0, module, "")) < 0)
+        return m;
+    return pfr_profile_add_location(p, m, l->addr, *lines, l->nlines);
+}
+
+static void set_header(pfr_profile *p, const struct tabs *d, const struct dchunk *c)
+{
+    const char *pt = str_at(d, &c->delta, c->period_type);
+    const char *pu = str_at(d, &c->delta, c->period_unit);
+    if (c->period || pt[0] || pu[0])
+        pfr_profile_set_period(p, pt, pu, c->period);
+    if (c->time_nanos || c->duration)
+        pfr_profile_set_time(p, c->time_nanos, c->duration);
+}
+
+void build_scratch_free(struct build_scratch *b)
+{
+    free(b->locmap);
+    free(b->lsok);
+    free(b->stack);
+    free(b->lines);
+    free(b->labels);
+}
+
+/* pfr_label array of label set ls (pointers into the tables). */
+static int lset_labels(const struct tabs *d, const struct tabs *delta, uint32_t ls, pfr_label **out,
+                       size_t *cap, size_t *n)
+{
+    size_t len;
+    const struct nlabel *l = (const struct nlabel *)tabs2_key(d, delta, T_LSET, ls, &len);
+    *n = len / sizeof(*l);
+    if (VEC_RESERVE(*out, *cap, *n ? *n : 1))
+        return -ENOMEM;
+    for (size_t j = 0; j < *n; j++) {
+        pfr_label *o = &(*out)[j];
+        o->key = str_at(d, delta, l[j].key);
+        if (l[j].str == LABEL_NUM) {
+            o->str = NULL;
+            o->num = l[j].num;
+            o->unit = l[j].unit ? str_at(d, delta, l[j].unit) : NULL;
+        } else {
+            o->str = str_at(d, delta, l[j].str);
+            o->num = 0;
+            o->unit = NULL;
+        }
+    }
+    return 0;
+}
+
+int store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
+                        const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out)
+{
+    *out = NULL;
+    pfr_profile *p = pfr_profile_new();
+    if (!p)
+        return -ENOMEM;
+    for (size_t i = 0; i < r->ntypes; i++)
+        pfr_profile_add_sample_type(p, r->types[i], r->units[i]);
+    set_header(p, d, c);
+    size_t nloc = (size_t)c->base[T_LOC] + c->delta.t[T_LOC].n;
+    size_t nls = (size_t)c->base[T_LSET] + c->delta.t[T_LSET].n;
+    if (VEC_RESERVE(b->locmap, b->cap_loc, nloc ? nloc : 1) ||
+        VEC_RESERVE(b->lsok, b->cap_ls, nls ? nls : 1)) {
+        pfr_profile_free(p);
+        return -ENOMEM;
+    }
+    memset(b->locmap, 0, nloc * sizeof(*b->locmap));
+    memset(b->lsok, 0, nls);
+    bool filter = f && f->nsample_labels;
+    int rc = 0;
+    for (size_t i = 0; i < c->nsamples && !rc; i++) {
+        uint32_t ls = c->lset[i];
+        if (filter) {
+            if (!b->lsok[ls])
+                b->lsok[ls] = lset_matches(d, &c->delta, ls, f) ? 1 : 2;
+            if (b->lsok[ls] == 2)
+                continue;
+        }
+        size_t len;
+        const uint32_t *locs =
+            (const uint32_t *)tabs2_key(d, &c->delta, T_STACK, c->stack[i], &len);
+        size_t n = len / 4;
+        if (VEC_RESERVE(b->stack, b->cap_stack, n ? n : 1)) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (size_t j = 0; j < n && !rc; j++) {
+            if (!b->locmap[locs[j]]) {
+                int64_t x = add_loc(p, d, &c->delta, locs[j], &b->lines, &b->cap_lines);
+                if (x < 0)
+                    rc = (int)x;
+                else
+                    b->locmap[locs[j]] = (uint32_t)x + 1;
+            }
+            b->stack[j] = b->locmap[locs[j]] - 1;
+        }
+        size_t nl;
+        if (!rc)
+            rc = lset_labels(d, &c->delta, ls, &b->labels, &b->cap_labels, &nl);
+        if (!rc) {
+            int64_t x =
+                pfr_profile_add_sample(p, b->stack, n, &c->values[i * c->ntypes], b->labels, nl);
+            if (x < 0)
+                rc = (int)x;
+        }
+    }
+    if (!rc)
+        rc = pfr_profile_error(p);
+    if (rc) {
+        pfr_profile_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+static void fill_meta(pfr_chunk_meta *m, const struct cand *c, const struct rstream *r,
+                      const int64_t *totals)
+{
+    *m = (pfr_chunk_meta){
+        .id = c->id,
+        .stream_id = c->stream_id,
+        .start_ns = c->start_ns,
+        .end_ns = c->end_ns,
+        .service = r->service,
+        .labels = r->labels,
+        .nlabels = r->nlabels,
+        .types = r->types,
+        .totals = totals,
+        .ntypes = r->ntypes,
+        .stored_bytes = c->nbytes,
+    };
+}
+
+/* ---- scan ---- */
+int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_chunk_cb cb,
+                   void *ctx, pfr_scan_stats *st)
+{
+    pfr_scan_stats local = {0};
+    if (!st)
+        st = &local;
+    *st = (pfr_scan_stats){0};
+    struct cands cs = {0};
+    int rc = begin_read(s);
+    if (rc)
+        return rc;
+    rc = collect(s, f, &cs);
+    end_read(s);
+    struct dchunk dc = {0};
+    struct build_scratch b = {0};
+    int64_t *totals = NULL;
+    size_t cap_totals = 0;
+    for (size_t i = 0; i < cs.n && !rc; i++) {
+        const struct cand *c = &cs.v[i];
+        const struct rstream *r = stream_get(s, c->stream_id);
+        st->last_id = c->id;
+        if (!r || r->bad) {
+            st->corrupt++;
+            continue;
+        }
+        if (VEC_RESERVE(totals, cap_totals, r->ntypes)) {
+            rc = -ENOMEM;
+            break;
+        }
+        pfr_chunk_meta m;
+        if (flags & PFR_SCAN_META_ONLY) {
+            if (totals_decode(cs.tot.p + c->tot_off, c->tot_len, r->ntypes, totals)) {
+                st->corrupt++;
+                continue;
+            }
+            fill_meta(&m, c, r, totals);
+            st->chunks++;
+            rc = cb(&m, NULL, ctx);
+            continue;
+        }
+        const struct chain *d = NULL;
+        if ((rc = begin_read(s)) != 0)
+            break;
+        int lr = load_chunk(s, c, r, &dc, &d);
+        if (lr == LOAD_OK)
+            lr = check_totals(&cs, c, &dc);
+        end_read(s);
+        if (lr == LOAD_VANISHED)
+            continue;
+        if (lr == -EBADMSG) {
+            st->corrupt++;
+            continue;
+        }
+        if (lr) {
+            rc = lr;
+            break;
+        }
+        pfr_profile *p;
+        if ((rc = store_build_profile(r, &d->t, &dc, f, &b, &p)) != 0)
+            break;
+        memcpy(totals, dc.totals, r->ntypes * sizeof(*totals));
+        fill_meta(&m, c, r, totals);
+        st->chunks++;
+        rc = cb(&m, p, ctx);
+        pfr_profile_free(p);
+    }
+    persist_corrupt(s, st->corrupt);
+    free(totals);
+    build_scratch_free(&b);
+    dchunk_free(&dc);
+    cands_free(&cs);
+    return rc;
+}
+
+/* ---- merge ---- */
+#define LS_FILTERED UINT32_MAX
+
+/* Per dictionary chain: its entries' images in the output (index + 1, 0 = not mapped yet). */
+struct mdict {
+    int64_t id;
+    uint32_t *loc, *stack, *lset;
+    size_t cap_loc, cap_stack, cap_lset;
+};
+
+struct merger {
+    const pfr_store_filter *f;
+    unsigned flags;
+    pfr_profile *p;
+    size_t nout;
+    int *tmap; /* chunk's type index -> output type index or -1 */
+    size_t cap_tmap;
+    struct ktab stacks; /* output location index sequences */
+    struct ktab lsets;  /* serialized label sets; 0 is the empty set */
+    struct u64map acc;  /* (stack id << 32 | label set id) -> accumulator index */
+    int64_t *vals;      /* nacc * nout */
+    uint64_t *keys;
+    size_t nacc, cap_vals, cap_keys;
+    struct mdict *md;
+    size_t nmd, cap_md;
+    struct u64map md_idx;
+    uint32_t *dloc, *dstack, *dlset; /* the current chunk's delta entries */
+    size_t cap_dloc, cap_dstack, cap_dlset;
+    pfr_line *lines;
+    size_t cap_lines;
+    pfr_label *labels;
+    size_t cap_labels;
+    struct sbuf key;
+    bool have_time, have_period;
+};
+
+static void merger_free(struct merger *m)
+{
+    pfr_profile_free(m->p);
+    free(m->tmap);
+    ktab_free(&m->stacks);
+    ktab_free(&m->lsets);
+    u64map_free(&m->acc);
+    free(m->vals);
+    free(m->keys);
+    for (size_t i = 0; i < m->nmd; i++) {
+        free(m->md[i].loc);
+        free(m->md[i].stack);
+        free(m->md[i].lset);
+    }
+    free(m->md);
+    u64map_free(&m->md_idx);
+    free(m->dloc);
+    free(m->dstack);
+    free(m->dlset);
+    free(m->lines);
+    free(m->labels);
+    sbuf_free(&m->key);
+}
+
+static int zeroed(uint32_t **v, size_t *cap, size_t n)
+{
+    if (VEC_RESERVE(*v, *cap, n ? n : 1))
+        return -ENOMEM;
+    memset(*v, 0, n * sizeof(**v));
+    return 0;
+}
+
+/* Grow a map to n entries; new entries are unmapped. */
+static int grown(uint32_t **v, size_t *cap, size_t n)
+{
+    size_t old = *cap;
+    if (n <= old)
+        return 0;
+    if (VEC_RESERVE(*v, *cap, n))
+        return -ENOMEM;
+    memset(*v + old, 0, (*cap - old) * sizeof(**v));
+    return 0;
+}
+
+static struct mdict *mdict_get(struct merger *m, const struct chain *ch)
+{
+    bool found;
+    uint32_t i = u64map_put(&m->md_idx, (uint64_t)ch->base_id, (uint32_t)m->nmd, &found);
+    if (i == UINT32_MAX)
+        return NULL;
+    struct mdict *x;
+    if (found) {
+        x = &m->md[i];
+    } else {
+        if (VEC_RESERVE(m->md, m->cap_md, m->nmd + 1))
+            return NULL;
+        x = &m->md[m->nmd++];
+        memset(x, 0, sizeof(*x));
+        x->id = ch->base_id;
+    }
+    /* The chain may have grown since (new layers). */
+    if (grown(&x->loc, &x->cap_loc, ch->t.t[T_LOC].n) ||
+        grown(&x->stack, &x->cap_stack, ch->t.t[T_STACK].n) ||
+        grown(&x->lset, &x->cap_lset, ch->t.t[T_LSET].n))
+        return NULL;
+    return x;
+}
+
+static int64_t m_loc(struct merger *m, struct mdict *md, const struct tabs *d,
+                     const struct dchunk *c, uint32_t loc)
+{
+    uint32_t *slot = loc < c->base[T_LOC] ? &md->loc[loc] : &m->dloc[loc - c->base[T_LOC]];
+    if (*slot)
+        return *slot - 1;
+    int64_t x = add_loc(m->p, d, &c->delta, loc, &m->lines, &m->cap_lines);
+    if (x >= 0)
+        *slot = (uint32_t)x + 1;
+    return x;
+}
+
+static int64_t m_stack(struct merger *m, struct mdict *md, const struct tabs *d,
+                       const struct dchunk *c, uint32_t st)
+{
+    uint32_t *slot = st < c->base[T_STACK] ? &md->stack[st] : &m->dstack[st - c->base[T_STACK]];
+    if (*slot)
+        return *slot - 1;
+    size_t len;
+    const uint32_t *locs = (const uint32_t *)tabs2_key(d, &c->delta, T_STACK, st, &len);
+    m->key.len = 0;
+    for (size_t j = 0; j < len / 4; j++) {
+        int64_t x = m_loc(m, md, d, c, locs[j]);
+        if (x < 0)
+            return x;
+        uint32_t o = (uint32_t)x;
+        sbuf_put(&m->key, &o, sizeof(o));
+    }
+    if (m->key.err)
+        return m->key.err;
+    int64_t id = ktab_intern(&m->stacks, m->key.p, m->key.len, NULL);
+    if (id >= 0)
+        *slot = (uint32_t)id + 1;
+    return id;
+}
+
+/* Label set ls as an output id, or LS_FILTERED when the sample label filter drops it. */
+static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
+                      const struct dchunk *c, uint32_t ls)
+{
+    uint32_t *slot = ls < c->base[T_LSET] ? &md->lset[ls] : &m->dlset[ls - c->base[T_LSET]];
+    if (*slot)
+        return *slot == LS_FILTERED ? LS_FILTERED : *slot - 1;
+    if (m->f && m->f->nsample_labels && !lset_matches(d, &c->delta, ls, m->f)) {
+        *slot = LS_FILTERED;
+        return LS_FILTERED;
+    }
+    int64_t id = 0;
+    if (!(m->flags & PFR_MERGE_DROP_LABELS)) {
+        size_t len;
+        const struct nlabel *l = (const struct nlabel *)tabs2_key(d, &c->delta, T_LSET, ls, &len);
+        m->key.len = 0;
+        for (size_t j = 0; j < len / sizeof(*l); j++) {
+            const char *k = str_at(d, &c->delta, l[j].key);
+            sbuf_put(&m->key, k, strlen(k) + 1);
+            if (l[j].str != LABEL_NUM) {
+                const char *v = str_at(d, &c->delta, l[j].str);
+                sbuf_put_u8(&m->key, 's');
+                sbuf_put(&m->key, v, strlen(v) + 1);
+            } else {
+                const char *u = l[j].unit ? str_at(d, &c->delta, l[j].unit) : "";
+                sbuf_put_u8(&m->key, 'n');
+                sbuf_put(&m->key, &l[j].num, sizeof(l[j].num));
+                sbuf_put(&m->key, u, strlen(u) + 1);
+            }
+        }
+        if (m->key.err)
+            return m->key.err;
+        id = ktab_intern(&m->lsets, m->key.p, m->key.len, NULL);
+        if (id < 0)
+            return id;
+    }
+    *slot = (uint32_t)id + 1;
+    return id;
+}
+
+static void m_header(struct merger *m, const struct tabs *d, const struct dchunk *c)
+{
+    const char *pt = str_at(d, &c->delta, c->period_type);
+    const char *pu = str_at(d, &c->delta, c->period_unit);
+    if (!m->have_period && (c->period || pt[0] || pu[0])) {
+        pfr_profile_set_period(m->p, pt, pu, c->period);
+        m->have_period = true;
+    }
+    if (!c->time_nanos && !c->duration)
+        return;
+    if (!m->have_time) {
+        pfr_profile_set_time(m->p, c->time_nanos, c->duration);
+        m->have_time = true;
+        return;
+    }
+    int64_t t0 = pfr_profile_time_nanos(m->p), d0 = pfr_profile_duration_nanos(m->p);
+    int64_t e0, e1, start = t0 < c->time_nanos ? t0 : c->time_nanos, dur;
+    if (__builtin_add_overflow(t0, d0, &e0))
+        e0 = d0 > 0 ? INT64_MAX : INT64_MIN;
+    if (__builtin_add_overflow(c->time_nanos, c->duration, &e1))
+        e1 = c->duration > 0 ? INT64_MAX : INT64_MIN;
+    int64_t end = e0 > e1 ? e0 : e1;
+    if (__builtin_sub_overflow(end, start, &dur))
+        dur = INT64_MAX;
+    pfr_profile_set_time(m->p, start, dur);
+}
+
+static int m_chunk(struct merger *m, const struct rstream *r, const struct chain *de,
+                   const struct dchunk *c)
+{
+    const struct tabs *d = &de->t;
+    struct mdict *md = mdict_get(m, de);
+    if (!md || zeroed(&m->dloc, &m->cap_dloc, c->delta.t[T_LOC].n) ||
+        zeroed(&m->dstack, &m->cap_dstack, c->delta.t[T_STACK].n) ||
+        zeroed(&m->dlset, &m->cap_dlset, c->delta.t[T_LSET].n) ||
+        VEC_RESERVE(m->tmap, m->cap_tmap, r->ntypes))
+        return -ENOMEM;
+    bool any = false;
+    for (size_t t = 0; t < r->ntypes; t++) {
+        m->tmap[t] = -1;
+        for (size_t o = 0; o < m->nout; o++) {
+            const char *unit;
+            if (strcmp(pfr_profile_sample_type(m->p, o, &unit), r->types[t]) == 0) {
+                m->tmap[t] = (int)o;
+                any = true;
+                break;
+            }
+        }
+    }
+    if (!any)
+        return 0;
+    m_header(m, d, c);
+    for (size_t i = 0; i < c->nsamples; i++) {
+        int64_t lid = m_lset(m, md, d, c, c->lset[i]);
+        if (lid == LS_FILTERED)
+            continue;
+        int64_t sid = m_stack(m, md, d, c, c->stack[i]);
+        if (lid < 0 || sid < 0)
+            return lid < 0 ? (int)lid : (int)sid;
+        uint64_t key = (uint64_t)sid << 32 | (uint64_t)lid;
+        bool found;
+        uint32_t a = u64map_put(&m->acc, key, (uint32_t)m->nacc, &found);
+        if (a == UINT32_MAX)
+            return -ENOMEM;
+        if (!found) {
+            size_t old = m->cap_vals;
+            if (VEC_RESERVE(m->vals, m->cap_vals, (m->nacc + 1) * m->nout) ||
+                VEC_RESERVE(m->keys, m->cap_keys, m->nacc + 1))
+                return -ENOMEM;
+            (void)old;
+            memset(&m->vals[m->nacc * m->nout], 0, m->nout * sizeof(*m->vals));
+            m->keys[m->nacc++] = key;
+        }
+        const int64_t *v = &c->values[i * c->ntypes];
+        int64_t *acc = &m->vals[(size_t)a * m->nout];
+        for (size_t t = 0; t < c->ntypes; t++)
+            if (m->tmap[t] >= 0)
+                acc[m->tmap[t]] = (int64_t)((uint64_t)acc[m->tmap[t]] + (uint64_t)v[t]);
+    }
+    return 0;
+}
+
+static int parse_lset(struct merger *m, uint32_t id, size_t *n)
+{
+    size_t len;
+    const uint8_t *p = ktab_key(&m->lsets, id, &len), *end = p + len;
+    *n = 0;
+    while (p < end) {
+        if (VEC_RESERVE(m->labels, m->cap_labels, *n + 1))
+            return -ENOMEM;
+        pfr_label *l = &m->labels[(*n)++];
+        l->key = (const char *)p;
+        p += strlen((const char *)p) + 1;
+        uint8_t kind = *p++;
+        if (kind == 's') {
+            l->str = (const char *)p;
+            l->num = 0;
+            l->unit = NULL;
+            p += strlen((const char *)p) + 1;
+        } else {
+            l->str = NULL;
+            memcpy(&l->num, p, sizeof(l->num));
+            p += sizeof(l->num);
+            l->unit = *p ? (const char *)p : NULL;
+            p += strlen((const char *)p) + 1;
+        }
+    }
+    return 0;
+}
+
+static int m_finish(struct merger *m)
+{
+    for (size_t i = 0; i < m->nacc; i++) {
+        uint32_t sid = (uint32_t)(m->keys[i] >> 32), lid = (uint32_t)m->keys[i];
+        size_t len, nl;
+        const uint32_t *locs = (const uint32_t *)ktab_key(&m->stacks, sid, &len);
+        int rc = parse_lset(m, lid, &nl);
+        if (rc)
+            return rc;
+        int64_t x =
+            pfr_profile_add_sample(m->p, locs, len / 4, &m->vals[i * m->nout], m->labels, nl);
+        if (x < 0)
+            return (int)x;
+    }
+    return pfr_profile_error(m->p);
+}
+
+static bool same_types(const struct rstream *a, const struct rstream *b)
+{
+    if (a->ntypes != b->ntypes)
+        return false;
+    for (size_t i = 0; i < a->ntypes; i++)
+        if (strcmp(a->types[i], b->types[i]) || strcmp(a->units[i], b->units[i]))
+            return false;
+    return true;
+}
+
+/* Output sample types: the chunks' own when all agree, else only the filter's type. */
+static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
+{
+    const struct rstream *ref = NULL;
+    bool uniform = true;
+    for (size_t i = 0; i < cs->n; i++) {
+        const struct rstream *r = stream_get(s, cs->v[i].stream_id);
+        if (!r || r->bad)
+            continue;
+        if (!ref)
+            ref = r;
+        else if (!same_types(ref, r))
+            uniform = false;
+    }
+    if (!ref)
+        return 0;
+    if (uniform) {
+        for (size_t i = 0; i < ref->ntypes; i++)
+            pfr_profile_add_sample_type(m->p, ref->types[i], ref->units[i]);
+        m->nout = ref->ntypes;
+        return pfr_profile_error(m->p);
+    }
+    if (!m->f || !m->f->type)
+        return -EINVAL;
+    for (size_t i = 0; i < cs->n; i++) {
+        const struct rstream *r = stream_get(s, cs->v[i].stream_id);
+        for (size_t t = 0; r && !r->bad && t < r->ntypes; t++) {
+            if (strcmp(r->types[t], m->f->type) == 0) {
+                pfr_profile_add_sample_type(m->p, r->types[t], r->units[t]);
+                m->nout = 1;
+                return pfr_profile_error(m->p);
+            }
+        }
+    }
+    return -EINVAL;
+}
+
+int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flags,
+                    pfr_profile **out, pfr_scan_stats *st)
+{
+    pfr_scan_stats local = {0};
+    if (!st)
+        st = &local;
+    *st = (pfr_scan_stats){0};
+    *out = NULL;
+    struct merger m = {.f = f, .flags = merge_flags};
+    struct cands cs = {0};
+    struct dchunk dc = {0};
+    m.p = pfr_profile_new();
+    if (!m.p || ktab_intern(&m.lsets, "", 0, NULL) != 0)
+        return -ENOMEM;
+    int rc = begin_read(s);
+    if (rc) {
+        merger_free(&m);
+        return rc;
+    }
+    rc = collect(s, f, &cs);
+    if (!rc)
+        rc = m_types(s, &m, &cs);
+    for (size_t i = 0; i < cs.n && !rc; i++) {
+        const struct cand *c = &cs.v[i];
+        const struct rstream *r = stream_get(s, c->stream_id);
+        const struct chain *d = NULL;
+        st->last_id = c->id;
+        int lr = load_chunk(s, c, r, &dc, &d);
+        if (lr == LOAD_OK)
+            lr = check_totals(&cs, c, &dc);
+        if (lr == LOAD_VANISHED)
+            continue;
+        if (lr == -EBADMSG) {
+            st->corrupt++;
+            continue;
+        }
+        if (lr) {
+            rc = lr;
+            break;
+        }
+        rc = m_chunk(&m, r, d, &dc);
+        st->chunks++;
+    }
+    end_read(s);
+    persist_corrupt(s, st->corrupt);
+    if (!rc && st->chunks == 0)
+        rc = -ENOENT;
+    if (!rc)
+        rc = m_finish(&m);
+    if (!rc) {
+        *out = m.p;
+        m.p = NULL;
+    }
+    merger_free(&m);
+    dchunk_free(&dc);
+    cands_free(&cs);
+    return rc;
+}
+
+/* ---- check ---- */
+int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen)
+{
+    uint64_t bad = 0;
+    bool problem = false;
+    if (err && errlen)
+        err[0] = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA integrity_check(20)", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *msg = (const char *)sqlite3_column_text(st, 0);
+        if (!msg || strcmp(msg, "ok") != 0) {
+            problem = true;
+            if (err && errlen)
+                snprintf(err, errlen, "integrity_check: %s", msg ? msg : "(null)");
+        }
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+        int e = store_errno(rc);
+        if (e != -EBADMSG)
+            return store_fail(s, e, err, errlen, "integrity_check failed to run");
+        problem = true;
+        store_fail(s, e, err, errlen, "integrity_check");
+    }
+    chain_cache_clear(s);
+    struct cands cs = {0};
+    struct dchunk dc = {0};
+    rc = begin_read(s);
+    if (!rc)
+        rc = collect(s, NULL, &cs);
+    if (rc == -EBADMSG) {
+        /* Not even the chunk list reads back: every chunk is suspect. */
+        problem = true;
+        if (err && errlen && !err[0])
+            snprintf(err, errlen, "the chunk index does not read back");
+        rc = 0;
+    }
+    for (size_t i = 0; i < cs.n && !rc; i++) {
+        const struct cand *c = &cs.v[i];
+        const struct chain *d;
+        int lr = load_chunk(s, c, stream_get(s, c->stream_id), &dc, &d);
+        if (lr == LOAD_OK)
+            lr = check_totals(&cs, c, &dc);
+        if (lr == LOAD_VANISHED)
+            continue;
+        if (lr == -EBADMSG) {
+            if (!bad && err && errlen && !err[0])
+                snprintf(err, errlen, "chunk %lld is corrupt (checksum or encoding)",
+                         (long long)c->id);
+            bad++;
+            continue;
+        }
+        rc = lr;
+    }
+    end_read(s);
+    dchunk_free(&dc);
+    cands_free(&cs);
+    if (bad_chunks)
+        *bad_chunks = bad;
+    if (rc)
+        return store_fail(s, rc, err, errlen, "check failed");
+    return problem || bad ? -EBADMSG : 0;
+}
+
+/* ---- migrations ---- */
+
+/* 1 -> 2: chunks get their per-type totals, so timelines need not decode payloads. */
+static int migrate_1_2(pfr_store *s)
+{
+    int rc = store_exec(s, "ALTER TABLE chunks ADD COLUMN totals BLOB NOT NULL DEFAULT x''");
+    if (rc || (rc = streams_refresh(s)) != 0)
+        return rc;
+    struct cands cs = {0};
+    struct dchunk dc = {0};
+    struct sbuf tot = {0};
+    sqlite3_stmt *sel = NULL, *upd = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id, stream_id, base_id, dict_id, start_ns, end_ns, crc, nbytes"
+                           " FROM chunks ORDER BY id",
+                           -1, &sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(s->db, "UPDATE chunks SET totals = ?2 WHERE id = ?1", -1, &upd, NULL) !=
+            SQLITE_OK)
+        rc = store_errno(sqlite3_errcode(s->db));
+    int step;
+    while (!rc && (step = sqlite3_step(sel)) == SQLITE_ROW)
+        rc = cands_push(&cs, sel, false);
+    if (!rc && step != SQLITE_DONE)
+        rc = store_errno(step);
+    for (size_t i = 0; i < cs.n && !rc; i++) {
+        const struct chain *d;
+        int lr = load_chunk(s, &cs.v[i], stream_get(s, cs.v[i].stream_id), &dc, &d);
+        if (lr)
+            continue; /* corrupt: left with no totals, readers will count it */
+        totals_encode(&tot, dc.totals, dc.ntypes);
+        if (tot.err) {
+            rc = tot.err;
+            break;
+        }
+        sqlite3_reset(upd);
+        sqlite3_bind_int64(upd, 1, cs.v[i].id);
+        sqlite3_bind_blob(upd, 2, tot.p, (int)tot.len, SQLITE_STATIC);
+        rc = store_step_done(upd);
+    }
+    sqlite3_finalize(sel);
+    sqlite3_finalize(upd);
+    sbuf_free(&tot);
+    dchunk_free(&dc);
+    cands_free(&cs);
+    return rc ? rc : store_exec(s, "PRAGMA user_version = 2");
+}
+
+int store_migrate(pfr_store *s, int from, char *err, size_t errlen)
+{
+    static int (*const steps[])(pfr_store *) = {
+        [1] = migrate_1_2,
+    };
+    for (int v = from; v < PFR_STORE_SCHEMA_VERSION; v++) {
+        int rc = steps[v](s);
+        if (rc) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "migrating the store from schema %d to %d", v, v + 1);
+            return store_fail(s, rc, err, errlen, msg);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,159 @@
+/*
+ * Small building blocks of the store: a growable byte buffer with varint writers, a bounds-checked
+ * reader, a 64-bit hash, an interning table of byte keys ("ktab") and an integer map. Internal to
+ * pfr_store.
+ */
+#ifndef PFR_STORE_UTIL_H
+#define PFR_STORE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- output buffer: errors are sticky (err = -ENOMEM), checked once at the end ---- */
+struct sbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int err;
+};
+
+void sbuf_free(struct sbuf *b);
+int sbuf_reserve(struct sbuf *b, size_t more);
+void sbuf_put(struct sbuf *b, const void *data, size_t n);
+void sbuf_put_u8(struct sbuf *b, uint8_t v);
+void sbuf_put_uv(struct sbuf *b, uint64_t v);
+
+static inline uint64_t zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static inline int64_t unzigzag(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+static inline void sbuf_put_sv(struct sbuf *b, int64_t v)
+{
+    sbuf_put_uv(b, zigzag(v));
+}
+
+/* ---- input reader over untrusted bytes: every read is bounds-checked; the first failure sets
+ * bad, later reads return 0, so a decoder checks once per item ---- */
+struct srd {
+    const uint8_t *p, *end;
+    bool bad;
+};
+
+static inline uint64_t srd_uv(struct srd *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            break;
+        uint8_t c = *r->p++;
+        if (shift == 63 && c > 1)
+            break; /* more than 64 bits */
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return v;
+    }
+    r->bad = true;
+    r->p = r->end;
+    return 0;
+}
+static inline int64_t srd_sv(struct srd *r)
+{
+    return unzigzag(srd_uv(r));
+}
+static inline uint8_t srd_u8(struct srd *r)
+{
+    if (r->p >= r->end) {
+        r->bad = true;
+        return 0;
+    }
+    return *r->p++;
+}
+static inline size_t srd_left(const struct srd *r)
+{
+    return (size_t)(r->end - r->p);
+}
+/* A count of items that each take at least min_bytes: larger than what is left is corrupt. */
+static inline uint32_t srd_count(struct srd *r, size_t min_bytes)
+{
+    uint64_t n = srd_uv(r);
+    if (n > UINT32_MAX - 1 || (min_bytes && n > srd_left(r) / min_bytes)) {
+        r->bad = true;
+        r->p = r->end;
+        return 0;
+    }
+    return (uint32_t)n;
+}
+
+/* ---- hashing ---- */
+uint64_t pfr_store_hash(const void *data, size_t n);
+
+/* ---- ktab: dense table of byte-string keys, optionally hash-indexed for interning.
+ * Keys live in one arena, each 8-byte aligned (records are read in place) and followed by a NUL
+ * byte (string keys are C strings). ---- */
+struct ktab {
+    uint8_t *arena;
+    size_t alen, acap;
+    uint32_t *off; /* n + 1 entries: off[i + 1] ends key i (after its NUL); key i starts at
+                      off[i] rounded up to 8 */
+    uint32_t n, cap;
+    uint64_t *slots; /* hash index: 0 empty, else (hash high 32 bits << 32) | (index + 1) */
+    size_t mask;     /* slots capacity - 1; slots == NULL when not indexed */
+};
+
+void ktab_free(struct ktab *t);
+/* Forget entries, keep memory. */
+void ktab_reset(struct ktab *t);
+/* Drop entries n and above (an index, if any, is rebuilt at the next intern). */
+void ktab_truncate(struct ktab *t, uint32_t n);
+/* Append a key without indexing; returns its index or a negative errno. */
+int64_t ktab_add(struct ktab *t, const void *key, size_t len);
+/* Index of key, adding it if absent (*added set accordingly); builds the index if needed. */
+int64_t ktab_intern(struct ktab *t, const void *key, size_t len, bool *added);
+/* Index of key or -1. */
+int64_t ktab_find(struct ktab *t, const void *key, size_t len);
+static inline const uint8_t *ktab_key(const struct ktab *t, uint32_t i, size_t *len)
+{
+    size_t start = ((size_t)t->off[i] + 7) & ~(size_t)7;
+    *len = t->off[i + 1] - start - 1;
+    return t->arena + start;
+}
+static inline size_t ktab_bytes(const struct ktab *t)
+{
+    return t->acap + (size_t)t->cap * 4 + (t->slots ? (t->mask + 1) * 8 : 0);
+}
+
+/* ---- u64map: uint64 key -> uint32 value, open addressing ---- */
+struct u64map {
+    uint64_t *keys;
+    uint32_t *vals; /* value + 1; 0 = empty slot */
+    size_t mask, n;
+};
+void u64map_free(struct u64map *m);
+void u64map_clear(struct u64map *m);
+/* The value of key; if absent, inserts val_if_new (< UINT32_MAX - 1) and returns it. *found tells
+ * which. UINT32_MAX on ENOMEM. */
+uint32_t u64map_put(struct u64map *m, uint64_t key, uint32_t val_if_new, bool *found);
+/* Value of key or UINT32_MAX when absent. */
+uint32_t u64map_get(const struct u64map *m, uint64_t key);
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Grow *vec (of elem-sized items, capacity *cap) to hold need items. 0 or -ENOMEM. */
+int vec_reserve(void *vec, size_t *cap, size_t need, size_t elem);
+#define VEC_RESERVE(v, cap, need)                                                                  \
+    ((size_t)(need) <= (cap) ? 0 : vec_reserve(&(v), &(cap), (need), sizeof(*(v))))
+
+#endif

@@ -1,0 +1,1450 @@
+/*
+ * The writer: turns profiles into dictionary + chunk rows and keeps the ring under its cap.
+ *
+ * Per stream the writer keeps in memory the tables of its dictionary chain: a base layer and the
+ * layers written since, entries [0, dict_n). A chunk whose samples need entries the chain lacks
+ * first writes them as a new layer (a small row: only what is new), so every string, location and
+ * stack is stored once per chain, and the chunk itself holds only sample columns. A new base is
+ * written when a stream starts (in this process), after DICT_MAX_AGE chunks, or when most of a
+ * chunk is new; it holds the entries used by the last DICT_WINDOW chunks, so dead stacks age out
+ * and a chain's rows can be freed once its chunks are evicted. Why this shape: docs/store.md.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store_internal.h"
+
+#define DICT_WINDOW    60  /* chunks: 10 minutes of 10 s chunks */
+#define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
+#define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
+#define MAX_RESIDENT   256 /* streams whose tables stay in memory */
+#define MAX_WSTREAMS   65536
+#define ROW_OVERHEAD   96 /* bytes of a chunk's two rows and index entries besides the payload */
+
+enum wstmt {
+    W_SEL_STREAM,
+    W_INS_STREAM,
+    W_INS_DICT,
+    W_SET_BASE,
+    W_INS_CHUNK,
+    W_INS_DATA,
+    W_PAGE_COUNT,
+    W_FREELIST,
+    W_OLDEST,
+    W_DEL_CHUNKS,
+    W_DEL_DATA,
+    W_DEL_DICT,
+    W_DEL_STREAM,
+    W_N
+};
+
+static const char *const wsql[W_N] = {
+    [W_SEL_STREAM] = "SELECT id FROM streams WHERE key = ?1",
+    [W_INS_STREAM] = "INSERT INTO streams(key, service, labels, types) VALUES (?1, ?2, ?3, ?4)",
+    [W_INS_DICT] = ("INSERT INTO dicts(stream_id, base_id, parent_id, nbytes, crc, data)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+    [W_SET_BASE] = "UPDATE dicts SET base_id = ?1, crc = ?2 WHERE id = ?1",
+    [W_INS_CHUNK] =
+        ("INSERT INTO chunks(stream_id, base_id, dict_id, start_ns, end_ns, nbytes, crc,"
+         " totals) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+    [W_INS_DATA] = "INSERT INTO chunk_data(id, data) VALUES (?1, ?2)",
+    [W_PAGE_COUNT] = "PRAGMA page_count",
+    [W_FREELIST] = "PRAGMA freelist_count",
+    [W_OLDEST] = "SELECT id, stream_id, base_id, nbytes FROM chunks ORDER BY id LIMIT 512",
+    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id <= ?1",
+    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id <= ?1",
+    [W_DEL_DICT] = ("DELETE FROM dicts WHERE base_id = ?1 AND NOT EXISTS"
+                    " (SELECT 1 FROM chunks WHERE base_id = ?1)"),
+    [W_DEL_STREAM] = ("DELETE FROM streams WHERE id = ?1 AND NOT EXISTS"
+                      " (SELECT 1 FROM chunks WHERE stream_id = ?1)"),
+};
+
+struct fp {
+    uint64_t a, b;
+};
+
+struct fpmap_ent {
+    uint64_t a, b;
+    uint32_t loc, used;
+};
+
+struct wstream {
+    int64_t id;           /* stream row, 0 = look up or insert at the next append */
+    int64_t base_id;      /* the chain's base layer, 0 = the next chunk writes a base */
+    int64_t dict_id;      /* the chain's last layer */
+    uint32_t dict_n[T_N]; /* entries in the chain's rows */
+    struct tabs tabs;
+    uint32_t *used[T_N]; /* stacks and label sets: seq of the last chunk that used them */
+    size_t cap_used[T_N];
+    uint32_t seq, base_seq;
+    uint64_t lru;
+    bool resident;
+    /* Fast path to a location: its 128-bit content fingerprint -> location index. */
+    struct fpmap_ent *fpm;
+    size_t fpm_mask, fpm_n;
+};
+
+/* Label sets met in the current chunk, by the profile's own label arrays (its strings are
+ * interned, so equal sets have equal pointers). */
+#define LSCACHE 16
+struct lscache_ent {
+    size_t n;
+    pfr_label labels[4];
+    uint32_t lset;
+};
+
+/* One sample of the chunk being written. */
+struct csample {
+    uint32_t stack, lset; /* global indices, then chunk-space indices */
+    uint32_t src;         /* sample index in the profile */
+};
+
+/* Fingerprints of the current profile's file and module names by address (the profile interns its
+ * strings, so a name met again has the same address): most string hashing is skipped. Function
+ * names rarely repeat within a profile; they are hashed directly, which keeps this table small. An
+ * entry is valid when its stamp is the current one, so a new profile starts empty at no cost. */
+struct pcache_ent {
+    const char *key;
+    uint32_t stamp;
+    struct fp val;
+};
+struct pcache {
+    struct pcache_ent *e;
+    size_t mask, n;
+    uint32_t cur;
+};
+
+struct writer {
+    struct pcache pc;
+    struct ktab keys; /* stream key -> index in ws */
+    struct wstream **ws;
+    size_t nws, cap_ws, resident;
+    uint64_t clock;
+    sqlite3_stmt *st[W_N];
+
+    uint32_t *locmap; /* profile location -> ours + 1 (0: unused, UINT32_MAX: to map) */
+    size_t cap_locmap;
+    struct fp *lfp; /* fingerprints of the locations to map */
+    uint32_t *lidx;
+    size_t cap_lfp, cap_lidx;
+    pfr_frame *frames;
+    size_t cap_frames;
+    struct nlabel *labs;
+    size_t cap_labs;
+    struct csample *cs;
+    size_t cap_cs;
+    uint32_t *cstack, *clset;
+    size_t cap_col, cap_col2;
+    int64_t *vals;
+    size_t cap_vals;
+    int64_t *totals;
+    size_t cap_totals;
+
+    uint64_t room; /* bytes the transaction may still add before pages are measured again */
+    struct lscache_ent lsc[LSCACHE];
+    size_t nlsc, lsc_next;
+
+    struct tabs local;         /* the chunk's delta */
+    uint32_t *pend[T_N];       /* pending global index - dict_n -> local index */
+    uint32_t *pend_stamp[T_N]; /* valid when equal to stamp */
+    size_t cap_pend[T_N];
+    uint32_t stamp;
+
+    struct sbuf key, lab, types, tmp, tmp2, raw, blob, dict_blob, tot;
+};
+
+static void wstream_drop_tables(struct writer *w, struct wstream *s)
+{
+    tabs_free(&s->tabs);
+    free(s->fpm);
+    s->fpm = NULL;
+    s->fpm_mask = s->fpm_n = 0;
+    for (int k = 0; k < T_N; k++) {
+        free(s->used[k]);
+        s->used[k] = NULL;
+        s->cap_used[k] = 0;
+    }
+    memset(s->dict_n, 0, sizeof(s->dict_n));
+    s->base_id = s->dict_id = 0;
+    if (s->resident)
+        w->resident--;
+    s->resident = false;
+}
+
+void writer_free(struct writer *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nws; i++) {
+        wstream_drop_tables(w, w->ws[i]);
+        free(w->ws[i]);
+    }
+    free(w->ws);
+    ktab_free(&w->keys);
+    for (int i = 0; i < W_N; i++)
+        sqlite3_finalize(w->st[i]);
+    free(w->pc.e);
+    free(w->locmap);
+    free(w->lfp);
+    free(w->lidx);
+    free(w->frames);
+    free(w->labs);
+    free(w->cs);
+    free(w->cstack);
+    free(w->clset);
+    free(w->vals);
+    free(w->totals);
+    tabs_free(&w->local);
+    for (int k = 0; k < T_N; k++) {
+        free(w->pend[k]);
+        free(w->pend_stamp[k]);
+    }
+    struct sbuf *bufs[] = {&w->key, &w->lab,  &w->types,     &w->tmp, &w->tmp2,
+                           &w->raw, &w->blob, &w->dict_blob, &w->tot};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        sbuf_free(bufs[i]);
+    free(w);
+}
+
+/* After a failed transaction nothing in memory can be trusted to match the database. */
+static void writer_forget_rows(struct writer *w)
+{
+    for (size_t i = 0; i < w->nws; i++)
+        w->ws[i]->id = w->ws[i]->base_id = w->ws[i]->dict_id = 0;
+}
+
+static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
+{
+    struct writer *w = s->w;
+    if (!w->st[which])
+        w->st[which] = store_prepare(s, wsql[which]);
+    if (w->st[which]) {
+        sqlite3_reset(w->st[which]);
+        sqlite3_clear_bindings(w->st[which]);
+    }
+    return w->st[which];
+}
+
+static int db_err(pfr_store *s)
+{
+    int e = store_errno(sqlite3_errcode(s->db));
+    return e ? e : -EIO;
+}
+
+/* ---- mapping a profile into the stream's tables ---- */
+static int64_t intern_str(struct wstream *s, const char *str)
+{
+    return ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
+}
+
+static int mark_used(struct wstream *s, int k, uint32_t g, bool *first)
+{
+    size_t n = s->tabs.t[k].n, cap = s->cap_used[k];
+    if (n > cap) {
+        if (VEC_RESERVE(s->used[k], cap, n))
+            return -ENOMEM;
+        /* New slots start at 0 ("never used"); seq starts at 1. */
+        memset(s->used[k] + s->cap_used[k], 0, (cap - s->cap_used[k]) * sizeof(uint32_t));
+        s->cap_used[k] = cap;
+    }
+    *first = s->used[k][g] != s->seq;
+    s->used[k][g] = s->seq;
+    return 0;
+}
+
+/* When entry i was last used (0 = never or unknown). */
+static uint32_t last_used(const struct wstream *s, int k, uint32_t i)
+{
+    return i < s->cap_used[k] ? s->used[k][i] : 0;
+}
+
+/* 128-bit content fingerprints: two independent lanes. Identical content always matches;
+ * different content matches with probability ~2^-128, which we accept instead of comparing
+ * strings (that comparison was the writer's main cost: cache misses in our tables). */
+
+static struct fp hash_str_content(const char *str)
+{
+    size_t n = strlen(str);
+    uint64_t a = 0x9e3779b97f4a7c15ull ^ (n * 0x100000001b3ull);
+    uint64_t b = 0x243f6a8885a308d3ull ^ (n * 0x9e3779b97f4a7c15ull);
+    const uint8_t *p = (const uint8_t *)str;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        a = (a ^ w) * 0xbf58476d1ce4e5b9ull;
+        a ^= a >> 29;
+        b = (b ^ w) * 0xd6e8feb86659fd93ull;
+        b ^= b >> 32;
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        memcpy(&w, p, n);
+        a = (a ^ w) * 0x94d049bb133111ebull;
+        b = (b ^ w) * 0xa0761d6478bd642full;
+    }
+    return (struct fp){mix64(a), mix64(b ^ (b >> 29))};
+}
+
+static int pcache_grow(struct pcache *c)
+{
+    size_t ncap = c->e ? (c->mask + 1) * 2 : 1024;
+    struct pcache_ent *ne = calloc(ncap, sizeof(*ne));
+    if (!ne)
+        return -ENOMEM;
+    for (size_t i = 0; c->e && i <= c->mask; i++) {
+        if (c->e[i].stamp != c->cur)
+            continue;
+        size_t j = mix64((uintptr_t)c->e[i].key) & (ncap - 1);
+        while (ne[j].stamp)
+            j = (j + 1) & (ncap - 1);
+        ne[j] = c->e[i];
+        ne[j].stamp = 1;
+    }
+    free(c->e);
+    c->e = ne;
+    c->mask = ncap - 1;
+    c->cur = 1;
+    return 0;
+}
+
+static void pcache_reset(struct pcache *c)
+{
+    c->n = 0;
+    if (++c->cur == 0) {
+        if (c->e)
+            for (size_t i = 0; i <= c->mask; i++)
+                c->e[i].stamp = 0;
+        c->cur = 1;
+    }
+}
+
+static struct fp hash_str(struct pcache *c, const char *str)
+{
+    if (c->e) {
+        size_t j = mix64((uintptr_t)str) & c->mask;
+        while (c->e[j].stamp == c->cur) {
+            if (c->e[j].key == str)
+                return c->e[j].val;
+            j = (j + 1) & c->mask;
+        }
+    }
+    struct fp h = hash_str_content(str);
+    if ((c->n + 1) * 2 > (c->e ? c->mask + 1 : 0) && pcache_grow(c))
+        return h; /* no memory for the cache: just slower */
+    size_t j = mix64((uintptr_t)str) & c->mask;
+    while (c->e[j].stamp == c->cur)
+        j = (j + 1) & c->mask;
+    c->e[j] = (struct pcache_ent){str, c->cur, h};
+    c->n++;
+    return h;
+}
+
+/* Order-dependent combination; the parts are already well-mixed hashes (fp_int mixes ints). */
+static struct fp fp_add(struct fp h, struct fp v)
+{
+    h.a = ((h.a << 23 | h.a >> 41) ^ v.a) * 0x9e3779b97f4a7c15ull;
+    h.b = ((h.b << 31 | h.b >> 33) ^ v.b) * 0xff51afd7ed558ccdull;
+    return h;
+}
+
+static struct fp fp_int(uint64_t v)
+{
+    return (struct fp){mix64(v), mix64(~v * 0x9e3779b97f4a7c15ull)};
+}
+
+/* The finished fingerprint (a last mix so the map's key bits are well spread). */
+static struct fp fp_done(struct fp h)
+{
+    return (struct fp){mix64(h.a), mix64(h.b)};
+}
+
+/* Fingerprint of a location's content: the same from the profile's frames and from our tables. */
+static struct fp loc_fp(struct fp module, uint64_t addr, uint32_t nlines)
+{
+    struct fp h = {0x70667221, 0x6c6f6321};
+    return fp_add(fp_add(fp_add(h, fp_int(addr)), module), fp_int(nlines));
+}
+
+static struct fp line_fp(struct fp h, struct fp name, struct fp file, int64_t line)
+{
+    return fp_add(fp_add(fp_add(h, name), file), fp_int((uint64_t)line));
+}
+
+static const char *own_str(const struct wstream *s, uint32_t i)
+{
+    size_t len;
+    return (const char *)ktab_key(&s->tabs.t[T_STR], i, &len);
+}
+
+static struct fp own_loc_fp(const struct wstream *s, uint32_t loc)
+{
+    size_t len;
+    const struct nloc *l = (const struct nloc *)ktab_key(&s->tabs.t[T_LOC], loc, &len);
+    const struct nline *ln = (const struct nline *)(l + 1);
+    struct fp h = loc_fp(hash_str_content(own_str(s, l->module)), l->addr, l->nlines);
+    for (uint32_t i = 0; i < l->nlines; i++) {
+        const struct nfunc *f =
+            (const struct nfunc *)ktab_key(&s->tabs.t[T_FUNC], ln[i].func, &len);
+        h = line_fp(h, hash_str_content(own_str(s, f->name)), hash_str_content(own_str(s, f->file)),
+                    ln[i].line);
+    }
+    return fp_done(h);
+}
+
+static uint32_t fpmap_get(const struct wstream *s, struct fp h)
+{
+    if (!s->fpm)
+        return UINT32_MAX;
+    size_t j = h.a & s->fpm_mask;
+    while (s->fpm[j].used) {
+        if (s->fpm[j].a == h.a && s->fpm[j].b == h.b)
+            return s->fpm[j].loc;
+        j = (j + 1) & s->fpm_mask;
+    }
+    return UINT32_MAX;
+}
+
+static int fpmap_put(struct wstream *s, struct fp h, uint32_t loc)
+{
+    if ((s->fpm_n + 1) * 2 > (s->fpm ? s->fpm_mask + 1 : 0)) {
+        size_t ncap = s->fpm ? (s->fpm_mask + 1) * 2 : 1024;
+        struct fpmap_ent *ne = calloc(ncap, sizeof(*ne));
+        if (!ne)
+            return -ENOMEM;
+        for (size_t i = 0; s->fpm && i <= s->fpm_mask; i++) {
+            if (!s->fpm[i].used)
+                continue;
+            size_t j = s->fpm[i].a & (ncap - 1);
+            while (ne[j].used)
+                j = (j + 1) & (ncap - 1);
+            ne[j] = s->fpm[i];
+        }
+        free(s->fpm);
+        s->fpm = ne;
+        s->fpm_mask = ncap - 1;
+    }
+    size_t j = h.a & s->fpm_mask;
+    while (s->fpm[j].used) {
+        if (s->fpm[j].a == h.a && s->fpm[j].b == h.b)
+            return 0;
+        j = (j + 1) & s->fpm_mask;
+    }
+    s->fpm[j] = (struct fpmap_ent){h.a, h.b, loc, 1};
+    s->fpm_n++;
+    return 0;
+}
+
+static int locfp_rebuild(struct wstream *s)
+{
+    if (s->fpm)
+        memset(s->fpm, 0, (s->fpm_mask + 1) * sizeof(*s->fpm));
+    s->fpm_n = 0;
+    for (uint32_t i = 0; i < s->tabs.t[T_LOC].n; i++)
+        if (fpmap_put(s, own_loc_fp(s, i), i))
+            return -ENOMEM;
+    return 0;
+}
+
+/* The frames of profile location l into w->frames; their count, or a negative errno. */
+static int64_t loc_frames(struct writer *w, const pfr_profile *p, uint32_t l)
+{
+    size_t nf = pfr_profile_location_frames(p, l, w->frames, w->cap_frames);
+    if (nf > w->cap_frames) {
+        if (VEC_RESERVE(w->frames, w->cap_frames, nf))
+            return -ENOMEM;
+        nf = pfr_profile_location_frames(p, l, w->frames, w->cap_frames);
+    }
+    return (int64_t)nf;
+}
+
+/* What a location is, from its frames in w->frames. */
+struct loc_view {
+    uint64_t addr;
+    const char *module;
+    uint32_t nlines;
+};
+
+static struct loc_view loc_view(const struct writer *w, size_t nf)
+{
+    const pfr_frame *fr = w->frames;
+    struct loc_view v = {nf ? fr[0].address : 0, nf && fr[0].module ? fr[0].module : "",
+                         (uint32_t)nf};
+    /* An unsymbolized location reads as one empty frame: store it without lines. */
+    if (nf == 1 && !fr[0].function[0] && !fr[0].file[0] && fr[0].line == 0)
+        v.nlines = 0;
+    return v;
+}
+
+static struct fp frames_fp(struct writer *w, struct loc_view v)
+{
+    const pfr_frame *fr = w->frames;
+    struct fp h = loc_fp(hash_str(&w->pc, v.module), v.addr, v.nlines);
+    for (uint32_t i = 0; i < v.nlines; i++)
+        h = line_fp(h, hash_str_content(fr[i].function), hash_str(&w->pc, fr[i].file), fr[i].line);
+    return fp_done(h);
+}
+
+/* A location the fingerprint map does not know: intern it by content. */
+static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, struct fp h)
+{
+    const pfr_frame *fr = w->frames;
+    struct nloc loc = {.addr = v.addr, .nlines = v.nlines};
+    int64_t m = intern_str(s, v.module);
+    if (m < 0)
+        return m;
+    loc.module = (uint32_t)m;
+    w->tmp.len = 0;
+    sbuf_put(&w->tmp, &loc, sizeof(loc));
+    for (uint32_t i = 0; i < v.nlines; i++) {
+        int64_t name = intern_str(s, fr[i].function);
+        int64_t file = intern_str(s, fr[i].file);
+        if (name < 0 || file < 0)
+            return -ENOMEM;
+        struct nfunc f = {(uint32_t)name, (uint32_t)file};
+        int64_t fi = ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
+        if (fi < 0)
+            return fi;
+        struct nline ln = {(uint32_t)fi, 0, fr[i].line};
+        sbuf_put(&w->tmp, &ln, sizeof(ln));
+    }
+    if (w->tmp.err)
+        return w->tmp.err;
+    int64_t x = ktab_intern(&s->tabs.t[T_LOC], w->tmp.p, w->tmp.len, NULL);
+    if (x >= 0 && fpmap_put(s, h, (uint32_t)x))
+        return -ENOMEM;
+    return x;
+}
+
+/* Map every location the samples use: fingerprints first, then the lookups, prefetching the
+ * map slots a few locations ahead (the lookups are cache misses; this overlaps them). */
+static int map_locations(struct writer *w, struct wstream *s, const pfr_profile *p, size_t nloc)
+{
+    enum { AHEAD = 8 };
+    size_t n = 0;
+    for (size_t l = 0; l < nloc; l++)
+        n += w->locmap[l] == UINT32_MAX;
+    if (VEC_RESERVE(w->lfp, w->cap_lfp, n ? n : 1) ||
+        VEC_RESERVE(w->lidx, w->cap_lidx, n ? n : 1))
+        return -ENOMEM;
+    n = 0;
+    for (uint32_t l = 0; l < nloc; l++) {
+        if (w->locmap[l] != UINT32_MAX)
+            continue;
+        int64_t nf = loc_frames(w, p, l);
+        if (nf < 0)
+            return (int)nf;
+        w->lfp[n] = frames_fp(w, loc_view(w, (size_t)nf));
+        w->lidx[n++] = l;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (k + AHEAD < n && s->fpm)
+            __builtin_prefetch(&s->fpm[w->lfp[k + AHEAD].a & s->fpm_mask]);
+        uint32_t known = fpmap_get(s, w->lfp[k]);
+        if (known == UINT32_MAX || known >= s->tabs.t[T_LOC].n) {
+            int64_t nf = loc_frames(w, p, w->lidx[k]);
+            int64_t x = nf < 0 ? nf : loc_slow(w, s, loc_view(w, (size_t)nf), w->lfp[k]);
+            if (x < 0)
+                return (int)x;
+            known = (uint32_t)x;
+        }
+        w->locmap[w->lidx[k]] = known + 1;
+    }
+    return 0;
+}
+
+static int nlabel_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(struct nlabel));
+}
+
+static bool same_labels(const pfr_label *a, const pfr_label *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].key != b[i].key || a[i].str != b[i].str || a[i].num != b[i].num ||
+            a[i].unit != b[i].unit)
+            return false;
+    return true;
+}
+
+static int64_t map_labels(struct writer *w, struct wstream *s, const pfr_profile *p, size_t i)
+{
+    const pfr_label *labels;
+    size_t n = pfr_profile_sample_labels(p, i, &labels);
+    for (size_t j = 0; j < w->nlsc; j++)
+        if (w->lsc[j].n == n && same_labels(w->lsc[j].labels, labels, n))
+            return w->lsc[j].lset;
+    if (VEC_RESERVE(w->labs, w->cap_labs, n ? n : 1))
+        return -ENOMEM;
+    for (size_t j = 0; j < n; j++) {
+        struct nlabel *l = &w->labs[j];
+        memset(l, 0, sizeof(*l));
+        int64_t key = intern_str(s, labels[j].key ? labels[j].key : "");
+        int64_t v = intern_str(s, labels[j].str    ? labels[j].str
+                                  : labels[j].unit ? labels[j].unit
+                                                   : "");
+        if (key < 0 || v < 0)
+            return -ENOMEM;
+        l->key = (uint32_t)key;
+        if (labels[j].str) {
+            l->str = (uint32_t)v;
+        } else {
+            l->str = LABEL_NUM;
+            l->num = labels[j].num;
+            l->unit = (uint32_t)v;
+        }
+    }
+    /* Label sets are sets: one order for all. */
+    qsort(w->labs, n, sizeof(*w->labs), nlabel_cmp);
+    int64_t x = ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
+    if (x >= 0 && n <= 4) {
+        struct lscache_ent *e = &w->lsc[w->lsc_next];
+        w->lsc_next = (w->lsc_next + 1) % LSCACHE;
+        if (w->nlsc < LSCACHE)
+            w->nlsc++;
+        e->n = n;
+        if (n)
+            memcpy(e->labels, labels, n * sizeof(*labels));
+        e->lset = (uint32_t)x;
+    }
+    return x;
+}
+
+/* Map every sample into the stream's tables; fills w->cs. *nnew gets the number of the chunk's
+ * distinct stacks that are not in the dictionary, *ndistinct the distinct stacks. */
+static int map_profile(struct writer *w, struct wstream *s, const pfr_profile *p, size_t *nnew,
+                       size_t *ndistinct)
+{
+    size_t nloc = pfr_profile_num_locations(p), ns = pfr_profile_num_samples(p);
+    if (VEC_RESERVE(w->locmap, w->cap_locmap, nloc ? nloc : 1) ||
+        VEC_RESERVE(w->cs, w->cap_cs, ns ? ns : 1))
+        return -ENOMEM;
+    memset(w->locmap, 0, nloc * sizeof(*w->locmap));
+    w->nlsc = w->lsc_next = 0; /* label pointers are the profile's */
+    pcache_reset(&w->pc);       /* and so are string addresses */
+    *nnew = *ndistinct = 0;
+    /* The locations the samples use (UINT32_MAX: to map). */
+    for (size_t i = 0; i < ns; i++) {
+        size_t n;
+        const uint32_t *locs = pfr_profile_sample_locations(p, i, &n);
+        for (size_t j = 0; j < n; j++) {
+            if (locs[j] >= nloc)
+                return -EINVAL;
+            w->locmap[locs[j]] = UINT32_MAX;
+        }
+    }
+    int rc = map_locations(w, s, p, nloc);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < ns; i++) {
+        size_t n;
+        const uint32_t *locs = pfr_profile_sample_locations(p, i, &n);
+        w->tmp2.len = 0;
+        if (sbuf_reserve(&w->tmp2, n * sizeof(uint32_t) + 1))
+            return w->tmp2.err;
+        uint32_t *stack = (uint32_t *)w->tmp2.p;
+        for (size_t j = 0; j < n; j++)
+            stack[j] = w->locmap[locs[j]] - 1;
+        int64_t st = ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
+        if (st < 0)
+            return (int)st;
+        int64_t ls = map_labels(w, s, p, i);
+        if (ls < 0)
+            return (int)ls;
+        bool first;
+        if ((rc = mark_used(s, T_STACK, (uint32_t)st, &first)) != 0)
+            return rc;
+        if (first) {
+            (*ndistinct)++;
+            if ((uint32_t)st >= s->dict_n[T_STACK])
+                (*nnew)++;
+        }
+        if ((rc = mark_used(s, T_LSET, (uint32_t)ls, &first)) != 0)
+            return rc;
+        w->cs[i] = (struct csample){(uint32_t)st, (uint32_t)ls, (uint32_t)i};
+    }
+    return 0;
+}
+
+/* ---- a new dictionary: keep what recent chunks used, renumber densely ---- */
+struct compact_maps {
+    uint32_t *m[T_N]; /* old index -> new index + 1, 0 = dropped */
+};
+
+static void compact_maps_free(struct compact_maps *cm)
+{
+    for (int k = 0; k < T_N; k++)
+        free(cm->m[k]);
+}
+
+static uint32_t remap(const struct compact_maps *cm, int k, uint32_t old)
+{
+    return cm->m[k][old] - 1;
+}
+
+static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
+                   struct compact_maps *cm)
+{
+    struct tabs *t = &s->tabs;
+    memset(cm, 0, sizeof(*cm));
+    for (int k = 0; k < T_N; k++) {
+        cm->m[k] = calloc(t->t[k].n + 1, sizeof(uint32_t));
+        if (!cm->m[k])
+            return -ENOMEM;
+    }
+    /* Mark: roots are recently used stacks and label sets. */
+    for (uint32_t i = 0; i < t->t[T_STACK].n; i++) {
+        uint32_t u = last_used(s, T_STACK, i);
+        if (!u || s->seq - u >= DICT_WINDOW)
+            continue;
+        cm->m[T_STACK][i] = 1;
+        size_t len;
+        const uint32_t *locs = (const uint32_t *)ktab_key(&t->t[T_STACK], i, &len);
+        for (size_t j = 0; j < len / 4; j++)
+            cm->m[T_LOC][locs[j]] = 1;
+    }
+    for (uint32_t i = 0; i < t->t[T_LOC].n; i++) {
+        if (!cm->m[T_LOC][i])
+            continue;
+        size_t len;
+        const struct nloc *l = (const struct nloc *)ktab_key(&t->t[T_LOC], i, &len);
+        const struct nline *ln = (const struct nline *)(l + 1);
+        cm->m[T_STR][l->module] = 1;
+        for (uint32_t j = 0; j < l->nlines; j++)
+            cm->m[T_FUNC][ln[j].func] = 1;
+    }
+    for (uint32_t i = 0; i < t->t[T_FUNC].n; i++) {
+        if (!cm->m[T_FUNC][i])
+            continue;
+        size_t len;
+        const struct nfunc *f = (const struct nfunc *)ktab_key(&t->t[T_FUNC], i, &len);
+        cm->m[T_STR][f->name] = 1;
+        cm->m[T_STR][f->file] = 1;
+    }
+    for (uint32_t i = 0; i < t->t[T_LSET].n; i++) {
+        uint32_t u = last_used(s, T_LSET, i);
+        if (!u || s->seq - u >= DICT_WINDOW)
+            continue;
+        cm->m[T_LSET][i] = 1;
+        size_t len;
+        const struct nlabel *l = (const struct nlabel *)ktab_key(&t->t[T_LSET], i, &len);
+        for (size_t j = 0; j < len / sizeof(*l); j++) {
+            cm->m[T_STR][l[j].key] = 1;
+            cm->m[T_STR][l[j].str == LABEL_NUM ? l[j].unit : l[j].str] = 1;
+        }
+    }
+    cm->m[T_STR][0] = 1;
+    for (size_t i = 0; i < nextra; i++)
+        cm->m[T_STR][extra_strs[i]] = 1;
+
+    /* Sweep in dependency order, rewriting references. */
+    struct tabs nt = {0};
+    struct sbuf b = {0};
+    uint32_t *nused[T_N] = {0};
+    size_t ncap[T_N] = {0};
+    int rc = 0;
+    for (int k = 0; k < T_N && !rc; k++) {
+        uint32_t next = 0;
+        for (uint32_t i = 0; i < t->t[k].n && !rc; i++) {
+            if (!cm->m[k][i])
+                continue;
+            size_t len;
+            const uint8_t *key = ktab_key(&t->t[k], i, &len);
+            b.len = 0;
+            sbuf_put(&b, key, len);
+            if (b.err) {
+                rc = b.err;
+                break;
+            }
+            if (k == T_FUNC) {
+                struct nfunc *f = (struct nfunc *)b.p;
+                f->name = remap(cm, T_STR, f->name);
+                f->file = remap(cm, T_STR, f->file);
+            } else if (k == T_LOC) {
+                struct nloc *l = (struct nloc *)b.p;
+                struct nline *ln = (struct nline *)(l + 1);
+                l->module = remap(cm, T_STR, l->module);
+                for (uint32_t j = 0; j < l->nlines; j++)
+                    ln[j].func = remap(cm, T_FUNC, ln[j].func);
+            } else if (k == T_STACK) {
+                uint32_t *locs = (uint32_t *)b.p;
+                for (size_t j = 0; j < len / 4; j++)
+                    locs[j] = remap(cm, T_LOC, locs[j]);
+            } else if (k == T_LSET) {
+                struct nlabel *l = (struct nlabel *)b.p;
+                for (size_t j = 0; j < len / sizeof(*l); j++) {
+                    l[j].key = remap(cm, T_STR, l[j].key);
+                    if (l[j].str == LABEL_NUM)
+                        l[j].unit = remap(cm, T_STR, l[j].unit);
+                    else
+                        l[j].str = remap(cm, T_STR, l[j].str);
+                }
+            }
+            int64_t x = ktab_add(&nt.t[k], b.p, b.len);
+            if (x < 0) {
+                rc = (int)x;
+                break;
+            }
+            if (k == T_STACK || k == T_LSET) {
+                if (VEC_RESERVE(nused[k], ncap[k], (size_t)x + 1)) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                nused[k][x] = last_used(s, k, i);
+            }
+            cm->m[k][i] = ++next;
+        }
+    }
+    sbuf_free(&b);
+    if (rc) {
+        tabs_free(&nt);
+        for (int k = 0; k < T_N; k++)
+            free(nused[k]);
+        return rc;
+    }
+    tabs_free(&s->tabs);
+    s->tabs = nt;
+    if (locfp_rebuild(s)) {
+        tabs_free(&s->tabs);
+        memset(s->dict_n, 0, sizeof(s->dict_n));
+        for (int k = 0; k < T_N; k++)
+            free(nused[k]);
+        return -ENOMEM;
+    }
+    for (int k = 0; k < T_N; k++) {
+        if (nused[k] && ncap[k] > nt.t[k].n)
+            memset(nused[k] + nt.t[k].n, 0, (ncap[k] - nt.t[k].n) * sizeof(uint32_t));
+        free(s->used[k]);
+        s->used[k] = nused[k];
+        s->cap_used[k] = ncap[k];
+        s->dict_n[k] = nt.t[k].n;
+    }
+    return 0;
+}
+
+/* ---- the chunk's delta: pending entries it uses, renumbered after dict_n ---- */
+static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
+{
+    if (g < s->dict_n[k])
+        return g;
+    size_t idx = g - s->dict_n[k];
+    size_t npend = s->tabs.t[k].n - s->dict_n[k];
+    if (npend > w->cap_pend[k]) {
+        size_t c1 = w->cap_pend[k], c2 = w->cap_pend[k];
+        if (VEC_RESERVE(w->pend[k], c1, npend) || VEC_RESERVE(w->pend_stamp[k], c2, npend))
+            return -ENOMEM;
+        memset(w->pend_stamp[k] + w->cap_pend[k], 0, (c2 - w->cap_pend[k]) * sizeof(uint32_t));
+        w->cap_pend[k] = c1 < c2 ? c1 : c2;
+    }
+    if (w->pend_stamp[k][idx] == w->stamp)
+        return (int64_t)s->dict_n[k] + w->pend[k][idx];
+    size_t len;
+    const uint8_t *key = ktab_key(&s->tabs.t[k], g, &len);
+    int64_t x;
+    switch (k) {
+    case T_STR:
+        x = ktab_add(&w->local.t[k], key, len);
+        break;
+    case T_FUNC: {
+        struct nfunc f;
+        memcpy(&f, key, sizeof(f));
+        int64_t a = need(w, s, T_STR, f.name), b = need(w, s, T_STR, f.file);
+        if (a < 0 || b < 0)
+            return -ENOMEM;
+        f.name = (uint32_t)a;
+        f.file = (uint32_t)b;
+        x = ktab_add(&w->local.t[k], &f, sizeof(f));
+        break;
+    }
+    case T_LOC: {
+        w->tmp.len = 0;
+        sbuf_put(&w->tmp, key, len);
+        if (w->tmp.err)
+            return w->tmp.err;
+        struct nloc *l = (struct nloc *)w->tmp.p;
+        struct nline *ln = (struct nline *)(l + 1);
+        int64_t m = need(w, s, T_STR, l->module);
+        if (m < 0)
+            return m;
+        l->module = (uint32_t)m;
+        for (uint32_t j = 0; j < l->nlines; j++) {
+            int64_t f = need(w, s, T_FUNC, ln[j].func);
+            if (f < 0)
+                return f;
+            ln[j].func = (uint32_t)f;
+        }
+        x = ktab_add(&w->local.t[k], w->tmp.p, w->tmp.len);
+        break;
+    }
+    case T_STACK: {
+        w->tmp2.len = 0;
+        sbuf_put(&w->tmp2, key, len);
+        if (w->tmp2.err)
+            return w->tmp2.err;
+        uint32_t *locs = (uint32_t *)w->tmp2.p;
+        for (size_t j = 0; j < len / 4; j++) {
+            int64_t l = need(w, s, T_LOC, locs[j]);
+            if (l < 0)
+                return l;
+            locs[j] = (uint32_t)l;
+        }
+        x = ktab_add(&w->local.t[k], w->tmp2.p, w->tmp2.len);
+        break;
+    }
+    default: {
+        w->tmp.len = 0;
+        sbuf_put(&w->tmp, key, len);
+        if (w->tmp.err)
+            return w->tmp.err;
+        struct nlabel *l = (struct nlabel *)w->tmp.p;
+        for (size_t j = 0; j < len / sizeof(*l); j++) {
+            int64_t a = need(w, s, T_STR, l[j].key);
+            int64_t b = need(w, s, T_STR, l[j].str == LABEL_NUM ? l[j].unit : l[j].str);
+            if (a < 0 || b < 0)
+                return -ENOMEM;
+            l[j].key = (uint32_t)a;
+            if (l[j].str == LABEL_NUM)
+                l[j].unit = (uint32_t)b;
+            else
+                l[j].str = (uint32_t)b;
+        }
+        x = ktab_add(&w->local.t[k], w->tmp.p, w->tmp.len);
+        break;
+    }
+    }
+    if (x < 0)
+        return x;
+    w->pend[k][idx] = (uint32_t)x;
+    w->pend_stamp[k][idx] = w->stamp;
+    return (int64_t)s->dict_n[k] + x;
+}
+
+static int cs_cmp(const void *a, const void *b)
+{
+    const struct csample *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    if (x->lset != y->lset)
+        return x->lset < y->lset ? -1 : 1;
+    return 0;
+}
+
+/* Encode the chunk (w->raw) from w->cs; fills w->totals. */
+static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *p, size_t ns,
+                        uint32_t ptype, uint32_t punit)
+{
+    size_t nt = pfr_profile_num_sample_types(p);
+    if (++w->stamp == 0) {
+        for (int k = 0; k < T_N; k++)
+            if (w->pend_stamp[k])
+                memset(w->pend_stamp[k], 0, w->cap_pend[k] * sizeof(uint32_t));
+        w->stamp = 1;
+    }
+    tabs_reset(&w->local);
+    for (size_t i = 0; i < ns; i++) {
+        int64_t st = need(w, s, T_STACK, w->cs[i].stack);
+        int64_t ls = need(w, s, T_LSET, w->cs[i].lset);
+        if (st < 0 || ls < 0)
+            return st < 0 ? (int)st : (int)ls;
+        w->cs[i].stack = (uint32_t)st;
+        w->cs[i].lset = (uint32_t)ls;
+    }
+    int64_t pt = need(w, s, T_STR, ptype), pu = need(w, s, T_STR, punit);
+    if (pt < 0 || pu < 0)
+        return -ENOMEM;
+    qsort(w->cs, ns, sizeof(*w->cs), cs_cmp);
+    if (VEC_RESERVE(w->cstack, w->cap_col, ns ? ns : 1) ||
+        VEC_RESERVE(w->clset, w->cap_col2, ns ? ns : 1) ||
+        VEC_RESERVE(w->vals, w->cap_vals, ns * nt + 1) || VEC_RESERVE(w->totals, w->cap_totals, nt))
+        return -ENOMEM;
+    /* Samples whose stacks became equal in our tables (same frames) are summed. */
+    size_t n = 0;
+    for (size_t i = 0; i < ns; i++) {
+        const int64_t *v = pfr_profile_sample_values(p, w->cs[i].src);
+        if (n && w->cstack[n - 1] == w->cs[i].stack && w->clset[n - 1] == w->cs[i].lset) {
+            for (size_t t = 0; t < nt; t++)
+                w->vals[(n - 1) * nt + t] =
+                    (int64_t)((uint64_t)w->vals[(n - 1) * nt + t] + (uint64_t)v[t]);
+            continue;
+        }
+        w->cstack[n] = w->cs[i].stack;
+        w->clset[n] = w->cs[i].lset;
+        memcpy(&w->vals[n * nt], v, nt * sizeof(int64_t));
+        n++;
+    }
+    const char *unused;
+    struct chunk_body body = {
+        .time_nanos = pfr_profile_time_nanos(p),
+        .duration = pfr_profile_duration_nanos(p),
+        .period = pfr_profile_period(p, &unused, &unused),
+        .period_type = (uint32_t)pt,
+        .period_unit = (uint32_t)pu,
+        .ntypes = (uint32_t)nt,
+        .nsamples = n,
+        .stack = w->cstack,
+        .lset = w->clset,
+        .values = w->vals,
+    };
+    sum_totals(w->vals, n, (uint32_t)nt, w->totals);
+    w->raw.len = 0;
+    chunk_encode(&w->raw, s->dict_n, &w->local, &body);
+    return w->raw.err;
+}
+
+/* ---- eviction ---- */
+static int used_bytes(pfr_store *s, uint64_t *used, uint64_t *pages, uint64_t *free_pages)
+{
+    sqlite3_stmt *a = wst(s, W_PAGE_COUNT), *b = wst(s, W_FREELIST);
+    if (!a || !b)
+        return db_err(s);
+    int rc = sqlite3_step(a);
+    int rc2 = sqlite3_step(b);
+    if (rc != SQLITE_ROW || rc2 != SQLITE_ROW) {
+        sqlite3_reset(a);
+        sqlite3_reset(b);
+        return db_err(s);
+    }
+    *pages = (uint64_t)sqlite3_column_int64(a, 0);
+    *free_pages = (uint64_t)sqlite3_column_int64(b, 0);
+    sqlite3_reset(a);
+    sqlite3_reset(b);
+    *used = (*pages - (*free_pages < *pages ? *free_pages : *pages)) * s->page_size;
+    return 0;
+}
+
+/* Eviction deleted these rows: the streams that relied on them start over. */
+static void forget_chain(struct writer *w, int64_t base_id)
+{
+    for (size_t i = 0; i < w->nws; i++)
+        if (w->ws[i]->base_id == base_id)
+            w->ws[i]->base_id = w->ws[i]->dict_id = 0;
+}
+
+static void forget_stream(struct writer *w, int64_t stream_id)
+{
+    for (size_t i = 0; i < w->nws; i++)
+        if (w->ws[i]->id == stream_id)
+            w->ws[i]->id = w->ws[i]->base_id = w->ws[i]->dict_id = 0;
+}
+
+static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt which,
+                          int64_t protect)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == protect)
+            continue;
+        bool dup = false;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = ids[j] == ids[i];
+        if (dup)
+            continue;
+        sqlite3_stmt *st = wst(s, which);
+        if (!st)
+            return db_err(s);
+        sqlite3_bind_int64(st, 1, ids[i]);
+        int rc = store_step_done(st);
+        if (rc)
+            return rc;
+        if (sqlite3_changes(s->db) > 0) {
+            if (which == W_DEL_DICT)
+                forget_chain(s->w, ids[i]);
+            else
+                forget_stream(s->w, ids[i]);
+        }
+    }
+    return 0;
+}
+
+/* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
+ * without chunks) until the pages in use plus need fit the database's share of the cap. Deleted
+ * pages go to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
+static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t protect_base,
+                 int64_t protect_stream)
+{
+    struct writer *w = s->w;
+    /* Within a transaction, measure pages only when the estimated room is used up (measuring
+     * is a good part of a small append's cost). est_bytes over-counts a chunk's pages. */
+    if (w->room >= need_bytes && w->room >= est_bytes) {
+        w->room -= est_bytes;
+        return 0;
+    }
+    uint64_t target = s->max_bytes > s->wal_budget ? s->max_bytes - s->wal_budget : 0;
+    uint64_t slack = target / 256;
+    if (slack < 4ull * s->page_size)
+        slack = 4ull * s->page_size;
+    if (slack > (4u << 20))
+        slack = 4u << 20;
+    bool cursors_read = false, any_cursor = false;
+    int64_t min_cursor = INT64_MAX;
+    for (;;) {
+        uint64_t used, pages, freep;
+        int rc = used_bytes(s, &used, &pages, &freep);
+        if (rc)
+            return rc;
+        if (used + need_bytes <= target)
+            break;
+        uint64_t over = used + need_bytes - target + slack;
+        sqlite3_stmt *st = wst(s, W_OLDEST);
+        if (!st)
+            return db_err(s);
+        int64_t dicts[512], streams[512];
+        size_t n = 0;
+        int64_t last = 0, lost = 0;
+        uint64_t freed = 0;
+        if (!cursors_read) {
+            if ((rc = cursors_min(s, &min_cursor, &any_cursor)) != 0)
+                return rc;
+            cursors_read = true;
+        }
+        while (freed < over && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            last = sqlite3_column_int64(st, 0);
+            streams[n] = sqlite3_column_int64(st, 1);
+            dicts[n] = sqlite3_column_int64(st, 2);
+            freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
+            if (any_cursor && last > min_cursor)
+                lost++;
+            n++;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return store_errno(rc);
+        if (n == 0)
+            return -EFBIG; /* the chunk alone does not fit the cap */
+        sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
+        if (!d1)
+            return db_err(s);
+        sqlite3_bind_int64(d1, 1, last);
+        if ((rc = store_step_done(d1)) != 0)
+            return rc;
+        sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
+        if (!d2)
+            return db_err(s);
+        sqlite3_bind_int64(d2, 1, last);
+        if ((rc = store_step_done(d2)) != 0 ||
+            (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
+            (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
+            (rc = meta_add(s, "evicted", (int64_t)n)) != 0 ||
+            (lost && (rc = meta_add(s, "lost_unshipped", lost)) != 0))
+            return rc;
+    }
+    /* A lowered cap: give the pages past it back to the file system. */
+    uint64_t used, pages, freep;
+    int rc = used_bytes(s, &used, &pages, &freep);
+    if (rc)
+        return rc;
+    if (pages * s->page_size > target + slack && freep > 0) {
+        uint64_t extra = pages - (target + slack) / s->page_size;
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)",
+                 (unsigned long long)(extra < freep ? extra : freep));
+        if ((rc = store_exec(s, sql)) != 0)
+            return rc;
+    }
+    w->room = used + est_bytes < target ? target - used - est_bytes : 0;
+    return 0;
+}
+
+/* ---- streams ---- */
+static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
+{
+    struct writer *w = s->w;
+    *err = stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
+                         &w->types);
+    if (*err)
+        return NULL;
+    if (w->nws >= MAX_WSTREAMS) {
+        /* Very many streams over this handle's life: start over (each writes a dictionary). */
+        for (size_t i = 0; i < w->nws; i++) {
+            wstream_drop_tables(w, w->ws[i]);
+            free(w->ws[i]);
+        }
+        w->nws = 0;
+        ktab_reset(&w->keys);
+    }
+    bool added;
+    int64_t i = ktab_intern(&w->keys, w->key.p, w->key.len, &added);
+    if (i < 0) {
+        *err = (int)i;
+        return NULL;
+    }
+    if (added) {
+        if (VEC_RESERVE(w->ws, w->cap_ws, w->nws + 1) ||
+            !(w->ws[w->nws] = calloc(1, sizeof(struct wstream)))) {
+            /* keys and ws must stay aligned: forget everything. */
+            ktab_reset(&w->keys);
+            for (size_t j = 0; j < w->nws; j++) {
+                wstream_drop_tables(w, w->ws[j]);
+                free(w->ws[j]);
+            }
+            w->nws = 0;
+            *err = -ENOMEM;
+            return NULL;
+        }
+        w->nws++;
+    }
+    struct wstream *ws = w->ws[i];
+    ws->lru = ++w->clock;
+    if (!ws->resident) {
+        if (w->resident >= MAX_RESIDENT) {
+            struct wstream *victim = NULL;
+            for (size_t j = 0; j < w->nws; j++)
+                if (w->ws[j]->resident && (!victim || w->ws[j]->lru < victim->lru))
+                    victim = w->ws[j];
+            if (victim)
+                wstream_drop_tables(w, victim);
+        }
+        ws->resident = true;
+        w->resident++;
+        ws->base_id = ws->dict_id = 0;
+    }
+    return ws;
+}
+
+static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
+{
+    struct writer *w = s->w;
+    if (ws->id)
+        return 0;
+    sqlite3_stmt *st = wst(s, W_SEL_STREAM);
+    if (!st)
+        return db_err(s);
+    sqlite3_bind_blob(st, 1, w->key.p, (int)w->key.len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        ws->id = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        return 0;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store_errno(rc);
+    st = wst(s, W_INS_STREAM);
+    if (!st)
+        return db_err(s);
+    sqlite3_bind_blob(st, 1, w->key.p, (int)w->key.len, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, in->service, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 3, w->lab.p ? (const void *)w->lab.p : "", (int)w->lab.len,
+                      SQLITE_STATIC);
+    sqlite3_bind_blob(st, 4, w->types.p, (int)w->types.len, SQLITE_STATIC);
+    if ((rc = store_step_done(st)) != 0)
+        return rc;
+    ws->id = sqlite3_last_insert_rowid(s->db);
+    ws->base_id = ws->dict_id = 0;
+    return 0;
+}
+
+/* ---- append ---- */
+static int validate(const pfr_chunk_in *in)
+{
+    if (!in || !in->service || !in->service[0] || !in->profile || in->start_ns >= in->end_ns ||
+        (in->nlabels && !in->labels))
+        return -EINVAL;
+    if (pfr_profile_error(in->profile) || pfr_profile_num_sample_types(in->profile) == 0 ||
+        pfr_profile_num_sample_types(in->profile) > 4096)
+        return -EINVAL;
+    for (size_t i = 0; i < in->nlabels; i++)
+        if (!in->labels[i].key || !in->labels[i].key[0] || !in->labels[i].value)
+            return -EINVAL;
+    return 0;
+}
+
+static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
+{
+    struct writer *w = s->w;
+    int rc;
+    struct wstream *ws = wstream_get(s, in, &rc);
+    if (!ws)
+        return rc;
+    const pfr_profile *p = in->profile;
+    ws->seq++;
+    if (ws->seq == 0 || ws->seq > UINT32_MAX - 2) { /* never in practice: start over */
+        wstream_drop_tables(w, ws);
+        ws->resident = true;
+        w->resident++;
+        ws->seq = 1;
+    }
+    int64_t s0;
+    if (ws->tabs.t[T_STR].n == 0 && (s0 = ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
+        return s0 < 0 ? (int)s0 : -EIO;
+    size_t nnew, ndistinct, ns = pfr_profile_num_samples(p);
+    if ((rc = map_profile(w, ws, p, &nnew, &ndistinct)) != 0)
+        return rc;
+    const char *ptype = NULL, *punit = NULL;
+    pfr_profile_period(p, &ptype, &punit);
+    int64_t pt = intern_str(ws, ptype ? ptype : ""), pu = intern_str(ws, punit ? punit : "");
+    if (pt < 0 || pu < 0)
+        return -ENOMEM;
+
+    bool rotate = ws->base_id == 0 || ws->seq - ws->base_seq >= DICT_MAX_AGE ||
+                  (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct);
+    if (rotate) {
+        struct compact_maps cm;
+        uint32_t extra[2] = {(uint32_t)pt, (uint32_t)pu};
+        memset(ws->dict_n, 0, sizeof(ws->dict_n));
+        rc = compact(ws, extra, 2, &cm);
+        if (!rc) {
+            for (size_t i = 0; i < ns; i++) {
+                w->cs[i].stack = remap(&cm, T_STACK, w->cs[i].stack);
+                w->cs[i].lset = remap(&cm, T_LSET, w->cs[i].lset);
+            }
+            pt = remap(&cm, T_STR, (uint32_t)pt);
+            pu = remap(&cm, T_STR, (uint32_t)pu);
+            memset(ws->dict_n, 0, sizeof(ws->dict_n)); /* the base holds every entry */
+        }
+        compact_maps_free(&cm);
+        if (rc)
+            return rc;
+    }
+    /* Entries the chain's rows lack become a layer (the whole table for a new base). */
+    bool layer = false;
+    uint32_t from[T_N];
+    for (int k = 0; k < T_N; k++) {
+        from[k] = ws->dict_n[k];
+        layer = layer || ws->tabs.t[k].n > ws->dict_n[k];
+    }
+    if (layer) {
+        w->raw.len = 0;
+        layer_encode(&w->raw, &ws->tabs, from);
+        if (w->raw.err)
+            return w->raw.err;
+        if ((rc = blob_pack(w->raw.p, w->raw.len, rotate, &w->dict_blob)) != 0)
+            return rc;
+        for (int k = 0; k < T_N; k++)
+            ws->dict_n[k] = ws->tabs.t[k].n;
+    }
+    if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
+        (rc = blob_pack(w->raw.p, w->raw.len, false, &w->blob)) != 0)
+        return rc;
+    size_t nt = pfr_profile_num_sample_types(p);
+    totals_encode(&w->tot, w->totals, nt);
+    if (w->tot.err)
+        return w->tot.err;
+
+    uint64_t payload = w->blob.len + (layer ? w->dict_blob.len : 0) + 2 * ROW_OVERHEAD;
+    /* need: room to insert now (B-tree splits may take a few pages); est: what the rows may
+     * take on average at worst (half-full pages). */
+    uint64_t need_bytes = payload + 4ull * s->page_size, est_bytes = 2 * payload + 256;
+    /* Not rotating means the stream's row and chain exist, and eviction spares them. */
+    if ((rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0 ||
+        (rc = stream_row(s, ws, in)) != 0)
+        return rc;
+    sqlite3_stmt *st;
+    if (layer) {
+        int64_t parent = rotate ? 0 : ws->dict_id;
+        int64_t f[3] = {ws->id, rotate ? 0 : ws->base_id, parent};
+        st = wst(s, W_INS_DICT);
+        if (!st)
+            return db_err(s);
+        sqlite3_bind_int64(st, 1, ws->id);
+        sqlite3_bind_int64(st, 2, f[1]);
+        sqlite3_bind_int64(st, 3, parent);
+        sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
+        sqlite3_bind_int64(st, 5, row_crc(w->dict_blob.p, w->dict_blob.len, f, 3));
+        sqlite3_bind_blob(st, 6, w->dict_blob.p, (int)w->dict_blob.len, SQLITE_STATIC);
+        if ((rc = store_step_done(st)) != 0)
+            return rc;
+        ws->dict_id = sqlite3_last_insert_rowid(s->db);
+        if (rotate) {
+            /* A base is its own chain: base_id = its id, known only now. */
+            f[1] = ws->dict_id;
+            st = wst(s, W_SET_BASE);
+            if (!st)
+                return db_err(s);
+            sqlite3_bind_int64(st, 1, ws->dict_id);
+            sqlite3_bind_int64(st, 2, row_crc(w->dict_blob.p, w->dict_blob.len, f, 3));
+            if ((rc = store_step_done(st)) != 0)
+                return rc;
+            ws->base_id = ws->dict_id;
+            ws->base_seq = ws->seq;
+        }
+    }
+    int64_t f[5] = {ws->id, ws->base_id, ws->dict_id, in->start_ns, in->end_ns};
+    st = wst(s, W_INS_CHUNK);
+    if (!st)
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, ws->id);
+    sqlite3_bind_int64(st, 2, ws->base_id);
+    sqlite3_bind_int64(st, 3, ws->dict_id);
+    sqlite3_bind_int64(st, 4, in->start_ns);
+    sqlite3_bind_int64(st, 5, in->end_ns);
+    sqlite3_bind_int64(st, 6, (int64_t)w->blob.len);
+    sqlite3_bind_int64(st, 7, row_crc(w->blob.p, w->blob.len, f, 5));
+    sqlite3_bind_blob(st, 8, w->tot.p ? (const void *)w->tot.p : "", (int)w->tot.len,
+                      SQLITE_STATIC);
+    if ((rc = store_step_done(st)) != 0)
+        return rc;
+    int64_t id = sqlite3_last_insert_rowid(s->db);
+    st = wst(s, W_INS_DATA);
+    if (!st)
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_blob(st, 2, w->blob.p, (int)w->blob.len, SQLITE_STATIC);
+    if ((rc = store_step_done(st)) != 0)
+        return rc;
+    if (id_out)
+        *id_out = id;
+    return 0;
+}
+
+/* A transaction that freed or wrote many pages (a new base, an eviction batch) leaves the WAL
+ * larger than its budget until the next transaction resets it. Checkpoint and truncate it now
+ * so the ring's files stay within the cap; readers hold snapshots only briefly, so wait little. */
+static void wal_trim(pfr_store *s)
+{
+    char wal[4200];
+    struct stat st;
+    if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0 ||
+        (uint64_t)st.st_size <= s->wal_budget)
+        return;
+    sqlite3_busy_timeout(s->db, 50);
+    sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(s->db, s->busy_ms);
+}
+
+int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+{
+    if (!s || s->read_only)
+        return s ? -EROFS : -EINVAL;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = validate(&in[i]);
+        if (rc)
+            return rc;
+    }
+    if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
+        return -ENOMEM;
+    sqlite3_stmt *begin = store_stmt(s, ST_BEGIN_IMM);
+    if (!begin)
+        return db_err(s);
+    int rc = store_step_done(begin);
+    if (rc)
+        return rc;
+    s->w->room = 0; /* another writer may have added pages since our last transaction */
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
+    if (!rc) {
+        sqlite3_stmt *commit = store_stmt(s, ST_COMMIT);
+        rc = commit ? store_step_done(commit) : db_err(s);
+        if (!rc)
+            wal_trim(s);
+    }
+    if (rc) {
+        if (!sqlite3_get_autocommit(s->db)) {
+            sqlite3_stmt *rb = store_stmt(s, ST_ROLLBACK);
+            if (rb)
+                store_step_done(rb);
+        }
+        writer_forget_rows(s->w);
+    }
+    return rc;
+}
+
+int pfr_store_append(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
+{
+    return pfr_store_append_batch(s, in, 1, id_out);
+}

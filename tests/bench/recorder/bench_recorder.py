@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Recorder overhead benchmark: pfr-recorder at 100 Hz beside `perf record -F 99 -a -g` and
+bpftrace `profile:hz:99 { @[kstack, ustack, comm] = count(); }`, in turn, on the same workload
+(2 spinning processes with deep stacks keeping both cores busy, plus mostly idle processes).
+
+For each profiler, per round: its CPU seconds per minute of steady state (utime+stime of its
+process from /proc, plus the run time of its BPF programs from kernel.bpf_stats_enabled and
+bpftool), its peak RSS (VmHWM) and the workload's work rate against a run with no profiler.
+Prints medians over the rounds and the ratios.
+
+Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 30] [--rounds 3]
+                         [--idlers 300] [--markdown]
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count()
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a process (all its threads), seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def bpf_progs():
+    """run_time_ns of every loaded BPF program, by program id."""
+    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+    return {p["id"]: p.get("run_time_ns", 0) for p in json.loads(out.stdout or "[]")}
+
+
+def bpf_run_ns(ids):
+    """run_time_ns of the programs ids (those that appeared when the profiler started: this
+    bpftool cannot tell which process holds a program)."""
+    now = bpf_progs()
+    return {i: now[i] for i in ids if i in now}
+
+
+def forks():
+    """Processes created since boot (/proc/stat), to show how busy the rest of the host was."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
+
+
+def counters(files):
+    vals = []
+    for f in files:
+        with open(f, "rb") as fh:
+            vals.append(int.from_bytes(fh.read(8), "little"))
+    return vals
+
+
+def wait_for(path, needle, timeout, proc):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with open(path, errors="replace") as f:
+                if needle in f.read():
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+class Tool:
+    def __init__(self, name, argv, ready, stop_sig):
+        self.name, self.argv, self.ready, self.stop_sig = name, argv, ready, stop_sig
+
+
+def make_tools(args, tmp):
+    bt = "profile:hz:99 { @[kstack, ustack, comm] = count(); }"
+    return [
+        Tool("baseline", None, None, None),
+        Tool("pfr-recorder", [args.recorder, "--store", os.path.join(tmp, "ring.db"),
+                              "--cpu-hz", "100", "--interval", "10"], "sampling", signal.SIGTERM),
+        Tool("perf record", ["perf", "record", "-F", "99", "-a", "-g", "-q", "-o",
+                             os.path.join(tmp, "perf.data")], None, signal.SIGINT),
+        Tool("bpftrace", ["bpftrace", "-e", bt], "Attaching", signal.SIGINT),
+    ]
+
+
+def run_phase(tool, args, tmp, files):
+    proc = None
+    log = os.path.join(tmp, "tool.log")
+    before = set(bpf_progs())
+    if tool.argv:
+        with open(log, "w") as lf:
+            proc = subprocess.Popen(tool.argv, stdout=lf, stderr=subprocess.STDOUT)
+        if tool.ready and not wait_for(log, tool.ready, 60, proc):
+            raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
+    time.sleep(args.warmup)
+    ids = set(bpf_progs()) - before
+    c0, t0, f0 = counters(files), time.time(), forks()
+    cpu0 = proc_cpu_s(proc.pid) if proc else 0
+    bpf0 = bpf_run_ns(ids)
+    time.sleep(args.seconds)
+    c1, t1, f1 = counters(files), time.time(), forks()
+    cpu1 = proc_cpu_s(proc.pid) if proc else 0
+    bpf1 = bpf_run_ns(ids)
+    hwm = vm_hwm_kib(proc.pid) if proc else 0
+    if proc:
+        proc.send_signal(tool.stop_sig)
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    dt = t1 - t0
+    bpf_s = sum(bpf1.get(k, 0) - v for k, v in bpf0.items()) / 1e9
+    return {
+        "user_sys_per_min": (cpu1 - cpu0) / dt * 60,
+        "bpf_per_min": bpf_s / dt * 60,
+        "rss_mib": hwm / 1024,
+        "work_per_s": sum(b - a for a, b in zip(c0, c1)) / dt,
+        "nprogs": len(bpf0),
+        "forks_per_s": (f1 - f0) / dt,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--recorder", required=True)
+    ap.add_argument("--spinner", required=True)
+    ap.add_argument("--idler", required=True)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--warmup", type=float, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--idlers", type=int, default=300)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("SKIP: needs root")
+        return 77
+    for tool in ("perf", "bpftrace", "bpftool"):
+        if not shutil.which(tool):
+            print("SKIP: %s missing (install linux-perf, bpftrace, bpftool)" % tool)
+            return 77
+
+    tmp = tempfile.mkdtemp(prefix="pfr-bench-recorder-")
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        old_stats = f.read().strip()
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    workers = []
+    try:
+        for i in range(args.idlers):
+            workers.append(subprocess.Popen([args.idler, "3"]))
+        files = [os.path.join(tmp, "spin%d" % i) for i in range(NCPU)]
+        for f in files:
+            workers.append(subprocess.Popen([args.spinner, f]))
+        time.sleep(2)
+        tools = make_tools(args, tmp)
+        res = {t.name: [] for t in tools}
+        for r in range(args.rounds):
+            for t in tools:
+                m = run_phase(t, args, tmp, files)
+                res[t.name].append(m)
+                print("round %d %-13s cpu %.3f+%.3f s/min  rss %.1f MiB  work %.0f/s  "
+                      "(host: %.0f new processes/s)"
+                      % (r + 1, t.name, m["user_sys_per_min"], m["bpf_per_min"], m["rss_mib"],
+                         m["work_per_s"], m["forks_per_s"]), flush=True)
+    finally:
+        for w in workers:
+            w.kill()
+        for w in workers:
+            w.wait()
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=" + old_stats])
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = {}
+    for name, ms in res.items():
+        med[name] = {k: statistics.median(m[k] for m in ms) for k in ms[0]}
+        med[name]["total"] = statistics.median(m["user_sys_per_min"] + m["bpf_per_min"] for m in ms)
+    base = med["baseline"]["work_per_s"]
+    machine = NCPU * 60.0
+    print()
+    print("Recorder overhead, %d CPUs, %d spinners + %d idle processes, %d rounds x %.0f s, medians"
+          % (NCPU, NCPU, args.idlers, args.rounds, args.seconds))
+    hdr = ("| profiler | CPU s/min (process) | CPU s/min (BPF) | CPU s/min total | % of machine |"
+           " peak RSS MiB | workload slowdown | host new processes/s |")
+    print(hdr)
+    print("|---|---|---|---|---|---|---|---|")
+    for name in ("pfr-recorder", "perf record", "bpftrace"):
+        m = med[name]
+        slow = (1 - m["work_per_s"] / base) * 100 if base else 0
+        print("| %s | %.3f | %.3f | %.3f | %.3f %% | %.1f | %.2f %% | %.0f |"
+              % (name, m["user_sys_per_min"], m["bpf_per_min"], m["total"],
+                 100 * m["total"] / machine, m["rss_mib"], slow, m["forks_per_s"]))
+    print("(perf record walks stacks in the kernel's sampling interrupt, which this CPU figure does"
+          " not see; it shows in the slowdown only)")
+    p = med["pfr-recorder"]
+    for peer in ("perf record", "bpftrace"):
+        q = med[peer]
+        print("pfr / %s: CPU %.2fx, RSS %.2fx" % (peer, p["total"] / q["total"] if q["total"] else 0,
+                                                 p["rss_mib"] / q["rss_mib"] if q["rss_mib"] else 0))
+    ok = p["total"] <= 0.003 * machine and p["rss_mib"] < 64 and \
+        all(p["total"] < med[x]["total"] for x in ("perf record", "bpftrace"))
+    print("target (<= 0.3 %% of the machine, < 64 MiB, below both peers): %s"
+          % ("met" if ok else "NOT met"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

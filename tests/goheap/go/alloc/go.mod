@@ -1,0 +1,3 @@
+module pfrtest/alloc
+
+go 1.19

@@ -1,0 +1,3 @@
+module pfrtest/many
+
+go 1.19

@@ -1,0 +1,5 @@
+//go:build !withpprof
+
+package main
+
+func startPprof() {}

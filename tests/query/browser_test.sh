@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Renders a flame graph (svg, html) and a diff (html) with pfr from real rings, then checks them
+# in headless Chromium (browser_test.mjs, playwright-core driving /usr/bin/chromium).
+# Screenshots: ARTIFACTS/*.png.
+#   browser_test.sh PFR MAKE_RING WORKDIR ARTIFACTS
+set -euo pipefail
+PFR=$1
+MK=$2
+W=$3
+ART=$4
+HERE=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$W"
+mkdir -p "$W" "$ART"
+export TZ=UTC
+if [ ! -d "$HERE/node_modules/playwright-core" ]; then
+    echo "installing playwright-core (npm ci in tests/query)"
+    (cd "$HERE" && npm ci --no-audit --no-fund >/dev/null)
+fi
+T0=1714564800
+"$MK" "$W/ring.db" testgen --chunks 60 --start $T0
+"$MK" "$W/shift.db" shift --chunks 60 --start $T0
+"$PFR" --store "$W/ring.db" flame --service svc-0 --from $T0 --to $((T0 + 600)) -o "$W/flame.svg"
+"$PFR" --store "$W/ring.db" flame --service svc-0 --from $T0 --to $((T0 + 600)) -o "$W/flame.html"
+"$PFR" --store "$W/shift.db" diff --service app --from $((T0 + 300)) --to $((T0 + 600)) -o "$W/diff.html"
+"$PFR" --store "$W/shift.db" diff --service app --from $((T0 + 300)) --to $((T0 + 600)) -o "$ART/diff.svg"
+cp "$W/flame.svg" "$W/flame.html" "$W/diff.html" "$ART/"
+node "$HERE/browser_test.mjs" --svg "$W/flame.svg" --html "$W/flame.html" \
+    --diff-html "$W/diff.html" --red hot_after --green hot_before --out "$ART"

@@ -1,0 +1,91 @@
+/* Ring building helpers for the query tests (see ring_fixture.h). */
+#include "ring_fixture.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+pfr_profile *fx_profile(const char *type)
+{
+    pfr_profile *p = pfr_profile_new();
+    const char *unit = strrchr(type, ':');
+    if (p && pfr_profile_add_sample_type(p, type, unit ? unit + 1 : "count") < 0) {
+        pfr_profile_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int fx_sample(pfr_profile *p, const char *folded, int64_t value, int64_t pid, const char *comm)
+{
+    char buf[1024];
+    const char *names[128];
+    uint32_t locs[128];
+    size_t n = 0;
+    snprintf(buf, sizeof(buf), "%s", folded);
+    for (char *save, *tok = strtok_r(buf, ";", &save); tok && n < 128;
+         tok = strtok_r(NULL, ";", &save))
+        names[n++] = tok;
+    /* locations are leaf first */
+    for (size_t i = 0; i < n; i++) {
+        int64_t loc = pfr_profile_add_frame(p, names[n - 1 - i], "src.c", (int64_t)i + 1);
+        if (loc < 0)
+            return (int)loc;
+        locs[i] = (uint32_t)loc;
+    }
+    pfr_label labels[2];
+    size_t nl = 0;
+    if (pid >= 0)
+        labels[nl++] = (pfr_label){.key = "pid", .num = pid};
+    if (comm)
+        labels[nl++] = (pfr_label){.key = "comm", .str = comm};
+    int64_t rc = pfr_profile_add_sample(p, locs, n, &value, labels, nl);
+    return rc < 0 ? (int)rc : 0;
+}
+
+pfr_store *fx_open(const char *path)
+{
+    pfr_store *s = NULL;
+    char err[256] = "";
+    pfr_store_opts o = {.max_bytes = 2ull << 30};
+    int rc = pfr_store_open(path, &o, &s, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "cannot create ring %s: %s (%d)\n", path, err, rc);
+        abort();
+    }
+    return s;
+}
+
+int fx_append(pfr_store *s, const char *service, const pfr_kv *labels, size_t nlabels,
+              int64_t start, int64_t len, const pfr_profile *p)
+{
+    pfr_chunk_in in = {.service = service,
+                       .labels = labels,
+                       .nlabels = nlabels,
+                       .start_ns = start,
+                       .end_ns = start + len,
+                       .profile = p};
+    return pfr_store_append(s, &in, NULL);
+}
+
+int fx_shift_ring(pfr_store *s, const char *service, int64_t start, int nchunks)
+{
+    for (int i = 0; i < nchunks; i++) {
+        pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
+        if (!p)
+            return -ENOMEM;
+        bool second = i >= nchunks / 2;
+        int rc = fx_sample(p, "main;serve;steady_work", 2 * FX_S, 100, "app");
+        if (!rc)
+            rc = fx_sample(p, "main;serve;hot_before", (second ? 1 : 6) * FX_S / 2, 100, "app");
+        if (!rc)
+            rc = fx_sample(p, "main;serve;hot_after", (second ? 6 : 1) * FX_S / 2, 100, "app");
+        if (!rc)
+            rc = fx_append(s, service, NULL, 0, start + (int64_t)i * 10 * FX_S, 10 * FX_S, p);
+        pfr_profile_free(p);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,284 @@
+/* Configuration layering (defaults < file < environment < flags) and its errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static const char *env_names[] = {"PFR_STORE",
+                                  "PFR_INTERVAL",
+                                  "PFR_CPU_HZ",
+                                  "PFR_MAX_STORE_BYTES",
+                                  "PFR_LOG_LEVEL",
+                                  "PFR_CONFIG",
+                                  "PFR_STACK_MAP_ENTRIES",
+                                  "PFR_COUNT_MAP_ENTRIES",
+                                  "PFR_SYM_CACHE_BYTES",
+                                  "PFR_DWARF",
+                                  "PFR_SYMBOLIZE_BUDGET"};
+
+static int clear_env(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
+        unsetenv(env_names[i]);
+    return 0;
+}
+
+static char *write_file(const char *text)
+{
+    char *path = strdup("/tmp/pfr-config-test-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static int load(pfr_config *c, char **argv, char *err, size_t errlen)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    FILE *out = fopen("/dev/null", "w");
+    int rc = pfr_config_load(c, argc, argv, out, err, errlen);
+    fclose(out);
+    return rc;
+}
+
+static void defaults(void **state)
+{
+    (void)state;
+    pfr_config c;
+    char err[512] = "";
+    char *argv[] = {"pfr-recorder", NULL};
+    if (access(PFR_RECORDER_DEFAULT_CONFIG, F_OK) == 0)
+        skip(); /* this host has a real configuration */
+    assert_int_equal(load(&c, argv, err, sizeof(err)), 0);
+    assert_string_equal(c.store_path, "/var/lib/pfr/ring.db");
+    assert_int_equal(c.interval_ns, 10000000000ll);
+    assert_int_equal(c.cpu_hz, 100);
+    assert_int_equal(c.log_level, PFR_LOG_INFO);
+    assert_true(c.dwarf);
+    assert_int_equal(c.rules.n, 0);
+    pfr_config_free(&c);
+}
+
+static void layering(void **state)
+{
+    (void)state;
+    char *path = write_file("; comment\n[recorder]\nstore = /tmp/from-file.db\ninterval = 5\n"
+                            "cpu_hz = 49\nlog_level = warn\nmax_store_bytes = 64M\n"
+                            "dwarf = no\n[service]\nrule = comm file* from-file\n"
+                            "[shipper]\nendpoint = whatever\n");
+    char cfgarg[128];
+    snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
+    pfr_config c;
+    char err[512] = "";
+
+    char *argv1[] = {"pfr-recorder", cfgarg, NULL};
+    assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
+    assert_string_equal(c.store_path, "/tmp/from-file.db");
+    assert_int_equal(c.interval_ns, 5000000000ll);
+    assert_int_equal(c.cpu_hz, 49);
+    assert_int_equal(c.log_level, PFR_LOG_WARN);
+    assert_int_equal(c.max_store_bytes, 64ull << 20);
+    assert_false(c.dwarf);
+    assert_int_equal(c.rules.n, 1);
+    pfr_config_free(&c);
+
+    /* environment beats the file */
+    setenv("PFR_CPU_HZ", "77", 1);
+    setenv("PFR_INTERVAL", "0.5", 1);
+    assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
+    assert_int_equal(c.cpu_hz, 77);
+    assert_int_equal(c.interval_ns, 500000000ll);
+    assert_string_equal(c.store_path, "/tmp/from-file.db");
+    pfr_config_free(&c);
+
+    /* flags beat the environment; flag rules come before the file's */
+    char *argv2[] = {"pfr-recorder",      cfgarg,
+                     "--cpu-hz",          "99",
+                     "--store",           "/tmp/flag.db",
+                     "--service-rule",    "exe /x/* from-flag",
+                     "--log-level=debug", NULL};
+    assert_int_equal(load(&c, argv2, err, sizeof(err)), 0);
+    assert_int_equal(c.cpu_hz, 99);
+    assert_string_equal(c.store_path, "/tmp/flag.db");
+    assert_int_equal(c.log_level, PFR_LOG_DEBUG);
+    assert_int_equal(c.rules.n, 2);
+    assert_string_equal(c.rules.v[0].service, "from-flag");
+    assert_string_equal(c.rules.v[1].service, "from-file");
+    pfr_config_free(&c);
+
+    /* PFR_CONFIG names the file when --config does not */
+    setenv("PFR_CONFIG", path, 1);
+    char *argv3[] = {"pfr-recorder", NULL};
+    assert_int_equal(load(&c, argv3, err, sizeof(err)), 0);
+    assert_string_equal(c.store_path, "/tmp/from-file.db");
+    pfr_config_free(&c);
+
+    /* reload reads it all again */
+    assert_int_equal(pfr_config_reload(&c, 2, argv1, err, sizeof(err)), 0);
+    assert_int_equal(c.cpu_hz, 77);
+    pfr_config_free(&c);
+    clear_env(NULL);
+    unlink(path);
+    free(path);
+}
+
+static void expect_error(char **argv, const char *needle)
+{
+    pfr_config c;
+    char err[512] = "";
+    int rc = load(&c, argv, err, sizeof(err));
+    assert_true(rc < 0);
+    if (!strstr(err, needle))
+        fail_msg("error '%s' does not mention '%s'", err, needle);
+    pfr_config_free(&c);
+}
+
+static void file_errors(void **state)
+{
+    (void)state;
+    struct {
+        const char *text, *needle;
+    } cases[] = {
+        {"[recorder]\nbogus = 1\n", ":2: unknown setting 'bogus'"},
+        {"[recorder]\n\ncpu_hz = fast\n", ":3: cpu_hz: 'fast' is not an integer"},
+        {"[recorder]\ncpu_hz = 0\n", "cpu_hz"},
+        {"[recorder]\ninterval = 0.01\n", "interval"},
+        {"[recorder]\nmax_store_bytes = 12Q\n", "max_store_bytes"},
+        {"[recorder]\nlog_level = loud\n", "log_level: 'loud'"},
+        {"[recorder]\ndwarf = maybe\n", "dwarf"},
+        {"[service]\nrule = comm x\n", "KIND PATTERN SERVICE"},
+        {"[service]\nname = x\n", "unknown key 'name'"},
+        {"[recorder\nstore = x\n", ":1:"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *path = write_file(cases[i].text);
+        char cfgarg[128];
+        snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
+        char *argv[] = {"pfr-recorder", cfgarg, NULL};
+        expect_error(argv, cases[i].needle);
+        /* the file's path is named */
+        expect_error(argv, path);
+        unlink(path);
+        free(path);
+    }
+    char *argv[] = {"pfr-recorder", "--config", "/nonexistent/pfr.ini", NULL};
+    expect_error(argv, "cannot open config file /nonexistent/pfr.ini");
+}
+
+static void flag_and_env_errors(void **state)
+{
+    (void)state;
+    char *a1[] = {"pfr-recorder", "--cpu-hz", "abc", NULL};
+    expect_error(a1, "--cpu-hz: 'abc'");
+    char *a2[] = {"pfr-recorder", "--interval", "-3", NULL};
+    expect_error(a2, "--interval");
+    char *a3[] = {"pfr-recorder", "--frobnicate", NULL};
+    expect_error(a3, "unknown option '--frobnicate'");
+    char *a4[] = {"pfr-recorder", "stray", NULL};
+    expect_error(a4, "unexpected argument 'stray'");
+    char *a5[] = {"pfr-recorder", "--store", NULL};
+    expect_error(a5, "--store");
+    char *a6[] = {"pfr-recorder", "--service-rule", "comm", NULL};
+    expect_error(a6, "--service-rule");
+    char *a7[] = {"pfr-recorder", "--store=", NULL};
+    expect_error(a7, "empty path");
+    setenv("PFR_CPU_HZ", "lots", 1);
+    char *a8[] = {"pfr-recorder", NULL};
+    expect_error(a8, "environment PFR_CPU_HZ");
+    clear_env(NULL);
+}
+
+static void help_version(void **state)
+{
+    (void)state;
+    pfr_config c;
+    char err[256];
+    char buf[8192] = "";
+    FILE *out = fmemopen(buf, sizeof(buf) - 1, "w");
+    char *a1[] = {"pfr-recorder", "--help", NULL};
+    assert_int_equal(pfr_config_load(&c, 2, a1, out, err, sizeof(err)), PFR_CONFIG_EXIT);
+    fclose(out);
+    pfr_config_free(&c);
+    assert_non_null(strstr(buf, "--store PATH"));
+    assert_non_null(strstr(buf, "--cpu-hz N"));
+    out = fmemopen(buf, sizeof(buf) - 1, "w");
+    char *a2[] = {"pfr-recorder", "--version", NULL};
+    assert_int_equal(pfr_config_load(&c, 2, a2, out, err, sizeof(err)), PFR_CONFIG_EXIT);
+    fclose(out);
+    pfr_config_free(&c);
+    assert_non_null(strstr(buf, "pfr-recorder " PFR_VERSION));
+}
+
+static void set_values(void **state)
+{
+    (void)state;
+    pfr_config c;
+    memset(&c, 0, sizeof(c));
+    char err[256];
+    assert_int_equal(pfr_config_set(&c, "max_store_bytes", "2GiB", err, sizeof(err)), 0);
+    assert_int_equal(c.max_store_bytes, 2ull << 30);
+    assert_int_equal(pfr_config_set(&c, "sym_cache_bytes", "1k", err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_config_set(&c, "sym_cache_bytes", "8m", err, sizeof(err)), 0);
+    assert_int_equal(c.sym_cache_bytes, 8ull << 20);
+    assert_int_equal(pfr_config_set(&c, "stack_map_entries", "100000000", err, sizeof(err)),
+                     -EINVAL);
+    assert_int_equal(pfr_config_set(&c, "count_map_entries", "4096", err, sizeof(err)), 0);
+    assert_int_equal(c.count_map_entries, 4096);
+    assert_int_equal(
+        pfr_config_set(&c, "max_store_bytes", "99999999999999999999G", err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_config_set(&c, "interval", "nan", err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_config_set(&c, "interval", "3600", err, sizeof(err)), 0);
+    assert_int_equal(pfr_config_set(&c, "symbolize_budget", "2.5", err, sizeof(err)), 0);
+    assert_int_equal(c.symbolize_budget_ns, 2500000000ll);
+    assert_int_equal(pfr_config_set(&c, "symbolize_budget", "-1", err, sizeof(err)), -EINVAL);
+    pfr_config_free(&c);
+}
+
+static void map_sizes(void **state)
+{
+    (void)state;
+    pfr_config c;
+    memset(&c, 0, sizeof(c));
+    c.cpu_hz = 100;
+    c.interval_ns = 10000000000ll;
+    unsigned st, ct;
+    pfr_config_map_sizes(&c, 2, &st, &ct); /* 2000 samples: the floor */
+    assert_int_equal(st, 8192);
+    assert_int_equal(ct, 16384);
+    pfr_config_map_sizes(&c, 64, &st, &ct); /* 64000 samples */
+    assert_int_equal(st, 32768);
+    assert_int_equal(ct, 65536);
+    pfr_config_map_sizes(&c, 1024, &st, &ct); /* capped */
+    assert_int_equal(st, 65536);
+    c.stack_map_entries = 1000;
+    c.count_map_entries = 3000;
+    pfr_config_map_sizes(&c, 64, &st, &ct); /* configured wins */
+    assert_int_equal(st, 1000);
+    assert_int_equal(ct, 3000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(defaults, clear_env),
+        cmocka_unit_test_setup(layering, clear_env),
+        cmocka_unit_test_setup(file_errors, clear_env),
+        cmocka_unit_test_setup(flag_and_env_errors, clear_env),
+        cmocka_unit_test_setup(help_version, clear_env),
+        cmocka_unit_test_setup(set_values, clear_env),
+        cmocka_unit_test(map_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

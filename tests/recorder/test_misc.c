@@ -1,0 +1,376 @@
+/* Small recorder modules: u64map, host identity, BPF diagnosis, CPU lists, /proc parsing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bpf_diag.h"
+#include "fair_lock.h"
+#include "frame_cache.h"
+#include "cpu_profiler.h"
+#include "host.h"
+#include "process_info.h"
+#include "u64map.h"
+
+static void u64map_matches_reference(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    static uint64_t ref[N];
+    static bool present[N];
+    memset(present, 0, sizeof(present));
+    pfr_u64map m = {0};
+    srand(7);
+    for (int round = 0; round < 40000; round++) {
+        int k = rand() % N;
+        uint64_t key = (uint64_t)k * 0x1000 + 0xffff000000000000ull; /* aligned, high bits */
+        int op = rand() % 3;
+        if (op < 2) {
+            uint64_t v = (uint64_t)rand();
+            assert_int_equal(pfr_u64map_put(&m, key, v), 0);
+            ref[k] = v;
+            present[k] = true;
+        } else {
+            assert_int_equal(pfr_u64map_del(&m, key), present[k]);
+            present[k] = false;
+        }
+    }
+    size_t live = 0;
+    for (int k = 0; k < N; k++) {
+        uint64_t key = (uint64_t)k * 0x1000 + 0xffff000000000000ull;
+        uint64_t *v = pfr_u64map_get(&m, key);
+        if (present[k]) {
+            live++;
+            assert_non_null(v);
+            assert_int_equal(*v, ref[k]);
+        } else {
+            assert_null(v);
+        }
+    }
+    assert_int_equal(m.n, live);
+    size_t pos = 0, seen = 0;
+    uint64_t k, v;
+    while (pfr_u64map_next(&m, &pos, &k, &v))
+        seen++;
+    assert_int_equal(seen, live);
+    pfr_u64map_clear(&m);
+    assert_int_equal(m.n, 0);
+    assert_null(pfr_u64map_get(&m, 0xffff000000000000ull));
+    /* key 0 is an ordinary key */
+    assert_int_equal(pfr_u64map_put(&m, 0, 42), 0);
+    assert_int_equal(*pfr_u64map_get(&m, 0), 42);
+    pfr_u64map_free(&m);
+    pfr_u64map empty = {0};
+    assert_null(pfr_u64map_get(&empty, 1));
+    assert_false(pfr_u64map_del(&empty, 1));
+}
+
+static void machine_id(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_int_equal(
+        pfr_host_parse_machine_id("0123456789abcdef0123456789abcdef\n", out, sizeof(out)), 1);
+    assert_string_equal(out, "0123456789abcdef0123456789abcdef");
+    assert_int_equal(pfr_host_parse_machine_id("0123456789abcdef", out, sizeof(out)), 0);
+    assert_int_equal(
+        pfr_host_parse_machine_id("0123456789abcdef0123456789abcdeg", out, sizeof(out)), 0);
+    assert_int_equal(pfr_host_parse_machine_id("", out, sizeof(out)), 0);
+
+    char dir[] = "/tmp/pfr-host-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/etc", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/etc/machine-id", dir);
+    FILE *f = fopen(path, "w");
+    fputs("fedcba9876543210fedcba9876543210\n", f);
+    fclose(f);
+    pfr_host h;
+    pfr_host_identify(&h, dir);
+    assert_string_equal(h.id, "fedcba9876543210fedcba9876543210");
+    assert_true(h.name[0] != '\0');
+    unlink(path);
+    pfr_host_identify(&h, dir); /* no file: empty id, still a name */
+    assert_string_equal(h.id, "");
+    snprintf(path, sizeof(path), "%s/etc", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+
+static void bpf_precheck(void **state)
+{
+    (void)state;
+    char msg[512];
+    pfr_bpf_env ok = {.cap_bpf = true, .cap_perfmon = true, .btf = true};
+    strcpy(ok.lockdown, "none");
+    assert_int_equal(pfr_bpf_precheck(&ok, msg, sizeof(msg)), 0);
+
+    pfr_bpf_env e = ok;
+    e.cap_bpf = e.cap_perfmon = false;
+    assert_int_equal(pfr_bpf_precheck(&e, msg, sizeof(msg)), -EPERM);
+    assert_non_null(strstr(msg, "missing capability CAP_BPF and CAP_PERFMON"));
+    e.cap_sys_admin = true; /* SYS_ADMIN alone is enough */
+    assert_int_equal(pfr_bpf_precheck(&e, msg, sizeof(msg)), 0);
+
+    e = ok;
+    e.cap_perfmon = false;
+    assert_int_equal(pfr_bpf_precheck(&e, msg, sizeof(msg)), -EPERM);
+    assert_non_null(strstr(msg, "missing capability CAP_PERFMON"));
+
+    e = ok;
+    e.btf = false;
+    assert_int_equal(pfr_bpf_precheck(&e, msg, sizeof(msg)), -ENOTSUP);
+    assert_non_null(strstr(msg, "no BTF"));
+
+    e = ok;
+    strcpy(e.lockdown, "confidentiality");
+    assert_int_equal(pfr_bpf_precheck(&e, msg, sizeof(msg)), -EPERM);
+    assert_non_null(strstr(msg, "locked down"));
+
+    pfr_bpf_explain(&ok, "load", EPERM, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "load"));
+    assert_non_null(strstr(msg, "Operation not permitted"));
+    e = ok;
+    e.cap_bpf = false;
+    pfr_bpf_explain(&e, "load", EPERM, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "CAP_BPF"));
+    pfr_bpf_explain(&ok, "load", EACCES, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "verifier"));
+    e = ok;
+    e.perf_paranoid = 4;
+    pfr_bpf_explain(&e, "perf_event_open", EACCES, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "perf_event_paranoid = 4"));
+    pfr_bpf_explain(&ok, "load", ENOMEM, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "--stack-map-entries"));
+
+    char mode[64];
+    pfr_bpf_parse_lockdown("none [integrity] confidentiality\n", mode, sizeof(mode));
+    assert_string_equal(mode, "integrity");
+    pfr_bpf_parse_lockdown("garbage", mode, sizeof(mode));
+    assert_string_equal(mode, "");
+
+    pfr_bpf_env real;
+    pfr_bpf_env_read(&real); /* must not crash; as root it has the capabilities */
+    if (geteuid() == 0)
+        assert_true(real.cap_sys_admin || (real.cap_bpf && real.cap_perfmon));
+}
+
+static void cpu_lists(void **state)
+{
+    (void)state;
+    unsigned char set[64];
+    assert_int_equal(pfr_parse_cpu_list("0-3,5\n", set, 64), 5);
+    assert_true(set[0] && set[3] && !set[4] && set[5]);
+    assert_int_equal(pfr_parse_cpu_list("0", set, 64), 1);
+    assert_int_equal(pfr_parse_cpu_list("0-1,1", set, 64), 2);
+    assert_int_equal(pfr_parse_cpu_list("3-1", set, 64), -EINVAL);
+    assert_int_equal(pfr_parse_cpu_list("0-99", set, 64), -EINVAL);
+    assert_int_equal(pfr_parse_cpu_list("a", set, 64), -EINVAL);
+    assert_int_equal(pfr_parse_cpu_list("1,,2", set, 64), -EINVAL);
+    assert_int_equal(pfr_parse_cpu_list("", set, 64), 0);
+}
+
+static void stat_kthread(void **state)
+{
+    (void)state;
+    assert_true(pfr_stat_is_kthread("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0"));
+    assert_false(pfr_stat_is_kthread("1 (systemd) S 0 1 1 0 -1 4194560 1 2 3"));
+    /* a comm with spaces and parentheses */
+    assert_false(pfr_stat_is_kthread("77 (a) b) (c) S 1 77 77 0 -1 4194304 0"));
+    assert_true(pfr_stat_is_kthread("77 (x) y) S 1 77 77 0 -1 2097152 0"));
+    assert_false(pfr_stat_is_kthread("garbage"));
+    assert_false(pfr_stat_is_kthread("1 (x) S 1"));
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void facts_from_fake_proc(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/pfr-proc-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char d[256], p[300];
+    snprintf(d, sizeof(d), "%s/4242", root);
+    mkdir(d, 0755);
+    snprintf(p, sizeof(p), "%s/cgroup", d);
+    write_text(p, "0::/system.slice/fake.service\n");
+    snprintf(p, sizeof(p), "%s/comm", d);
+    write_text(p, "fakecomm\n");
+    snprintf(p, sizeof(p), "%s/stat", d);
+    write_text(p, "4242 (fakecomm) S 1 4242 4242 0 -1 4194560 0 0\n");
+    snprintf(p, sizeof(p), "%s/exe", d);
+    assert_int_equal(symlink("/usr/bin/fake-server (deleted)", p), 0);
+
+    char exe[256], cg[256], comm[16];
+    bool kt = true;
+    assert_int_equal(pfr_process_read_facts(root, 4242, exe, sizeof(exe), cg, sizeof(cg), comm,
+                                            sizeof(comm), &kt),
+                     0);
+    assert_string_equal(exe, "/usr/bin/fake-server");
+    assert_string_equal(cg, "/system.slice/fake.service");
+    assert_string_equal(comm, "fakecomm");
+    assert_false(kt);
+    assert_int_equal(pfr_process_read_facts(root, 4243, exe, sizeof(exe), cg, sizeof(cg), comm,
+                                            sizeof(comm), &kt),
+                     -ESRCH);
+
+    pfr_proc_table t;
+    assert_int_equal(pfr_proc_table_init(&t, root), 0);
+    pfr_service_rules rules = {0};
+    pfr_proc *pr = pfr_proc_table_learn(&t, 4242, 1000, "fakecomm", false, &rules);
+    assert_non_null(pr);
+    assert_string_equal(pr->service, "fake");
+    assert_int_equal(pfr_proc_table_size(&t), 1);
+    /* a rule applied on refresh */
+    char err[128];
+    assert_int_equal(pfr_service_rules_add(&rules, "comm fake* renamed", err, sizeof(err)), 0);
+    pfr_proc_refresh(&t, pr, NULL, &rules);
+    assert_string_equal(pr->service, "renamed");
+    /* tgid reuse resets the record; what /proc says now beats the notification's comm */
+    pr = pfr_proc_table_learn(&t, 4242, 2000, "other", false, NULL);
+    assert_int_equal(pr->start_time, 2000);
+    assert_string_equal(pr->comm, "fakecomm"); /* /proc says so now: it wins */
+    assert_int_equal(pfr_proc_table_size(&t), 1);
+    /* a process gone from /proc keeps what the kernel told */
+    pr = pfr_proc_table_learn(&t, 99, 5, "ghost", false, NULL);
+    assert_string_equal(pr->service, "ghost");
+    pfr_proc_table_remove(&t, 99);
+    assert_null(pfr_proc_table_get(&t, 99));
+    assert_int_equal(t.forgotten, 1);
+    pfr_proc_table_free(&t);
+    pfr_service_rules_free(&rules);
+
+    const char *files[] = {"cgroup", "comm", "stat", "exe"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof(p), "%s/%s", d, files[i]);
+        unlink(p);
+    }
+    rmdir(d);
+    rmdir(root);
+}
+
+struct lock_arg {
+    pfr_fair_lock *l;
+    int id;
+    int *order;
+    int *n;
+};
+
+static void *lock_taker(void *p)
+{
+    struct lock_arg *a = p;
+    pfr_fair_lock_acquire(a->l);
+    a->order[(*a->n)++] = a->id;
+    pfr_fair_lock_release(a->l);
+    return NULL;
+}
+
+static void wait_queued(pfr_fair_lock *l, uint64_t behind)
+{
+    for (;;) {
+        pthread_mutex_lock(&l->m);
+        uint64_t q = l->next - l->serving;
+        pthread_mutex_unlock(&l->m);
+        if (q >= behind + 1)
+            return;
+        sched_yield();
+    }
+}
+
+static void fair_lock_fifo(void **state)
+{
+    (void)state;
+    pfr_fair_lock l;
+    pfr_fair_lock_init(&l);
+    pfr_fair_lock_acquire(&l);
+    assert_false(pfr_fair_lock_contended(&l));
+    int order[3], n = 0;
+    struct lock_arg a[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = (struct lock_arg){.l = &l, .id = i, .order = order, .n = &n};
+        assert_int_equal(pthread_create(&t[i], NULL, lock_taker, &a[i]), 0);
+        wait_queued(&l, (uint64_t)i + 1); /* queue them in a known order */
+    }
+    assert_true(pfr_fair_lock_contended(&l));
+    pfr_fair_lock_release(&l);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(order[i], i);
+    assert_false(pfr_fair_lock_contended(&l));
+    pfr_fair_lock_destroy(&l);
+}
+
+static void frame_cache(void **state)
+{
+    (void)state;
+    pfr_frame_cache c;
+    pfr_frame_cache_init(&c, 64 * 1024);
+    const pfr_cached_frame *f;
+    assert_int_equal(pfr_frame_cache_get(&c, 7, 0x1000, &f), 0);
+    char fn[32] = "inner";
+    pfr_cached_frame in[2] = {{.function = fn, .file = "a.c", .module = "/bin/a", .line = 3},
+                              {.function = "outer", .file = "a.c", .module = "/bin/a", .line = 9}};
+    assert_int_equal(pfr_frame_cache_put(&c, 7, 0x1000, in, 2), 0);
+    strcpy(fn, "changed"); /* strings were copied */
+    assert_int_equal(pfr_frame_cache_get(&c, 7, 0x1000, &f), 2);
+    assert_string_equal(f[0].function, "inner");
+    assert_string_equal(f[1].function, "outer");
+    assert_int_equal(f[1].line, 9);
+    /* interned: the same text is the same pointer */
+    assert_ptr_equal(f[0].file, f[1].file);
+    assert_int_equal(pfr_frame_cache_get(&c, 8, 0x1000, &f), 0); /* another process */
+    pfr_cached_frame k = {.function = "schedule", .file = NULL, .module = "[kernel]"};
+    assert_int_equal(pfr_frame_cache_put(&c, PFR_FRAME_CACHE_KERNEL, 0xffffffff81000000ull, &k, 1),
+                     0);
+    assert_int_equal(pfr_frame_cache_get(&c, PFR_FRAME_CACHE_KERNEL, 0xffffffff81000000ull, &f), 1);
+    assert_string_equal(f[0].file, "");
+    pfr_frame_cache_forget(&c, 7);
+    assert_int_equal(pfr_frame_cache_get(&c, 7, 0x1000, &f), 0);
+    assert_int_equal(pfr_frame_cache_get(&c, PFR_FRAME_CACHE_KERNEL, 0xffffffff81000000ull, &f), 1);
+    /* bounded: filling past the cap starts over */
+    for (uint64_t a = 0; a < 20000; a++) {
+        char name[32];
+        snprintf(name, sizeof(name), "fn_%llu", (unsigned long long)a);
+        pfr_cached_frame x = {.function = name, .file = "", .module = "/bin/b"};
+        assert_int_equal(pfr_frame_cache_put(&c, 9, a, &x, 1), 0);
+        assert_true(c.bytes <= 64 * 1024 + 4096 || c.nframes <= 1);
+    }
+    assert_true(c.resets >= 1);
+    assert_int_equal(pfr_frame_cache_get(&c, 9, 19999, &f), 1);
+    assert_string_equal(f[0].function, "fn_19999");
+    pfr_frame_cache_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(u64map_matches_reference),
+        cmocka_unit_test(machine_id),
+        cmocka_unit_test(bpf_precheck),
+        cmocka_unit_test(cpu_lists),
+        cmocka_unit_test(stat_kthread),
+        cmocka_unit_test(facts_from_fake_proc),
+        cmocka_unit_test(fair_lock_fifo),
+        cmocka_unit_test(frame_cache),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,610 @@
+/* The scraper against real Go programs built with Debian's Go (tests/scrape/go): what it stores
+ * shows the programs' known CPU, allocation, blocking, mutex and goroutine sites; a restarted
+ * program resets its deltas; local discovery finds Go pprof servers with no configuration and
+ * leaves other listeners alone.
+ *
+ * usage: test_scrape_go static|restart|local GO_BIN_DIR GO_TOOL */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pfr_scrape.h"
+#include "scrape_elf.h"
+#include "scrape_testutil.h"
+
+#define S_NS 1000000000ll
+
+static const char *go_bin_dir, *go_tool;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * S_NS + ts.tv_nsec;
+}
+
+static void sleep_until(int64_t t)
+{
+    int64_t now = mono_ns();
+    if (t > now)
+        usleep((useconds_t)((t - now) / 1000));
+}
+
+static void start_go(tu_proc *p, const char *prog, const char *flag1, const char *flag2,
+                     const char *key, char *addr, size_t len)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", go_bin_dir, prog);
+    char *argv[4] = {path, (char *)flag1, (char *)flag2, NULL};
+    if (!flag1)
+        argv[1] = NULL;
+    assert_int_equal(tu_spawn(p, argv), 0);
+    assert_true(tu_read_value(p, key, addr, len, 10000));
+}
+
+struct body {
+    char *data;
+    size_t len;
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+{
+    struct body *b = ctx;
+    char *nd = realloc(b->data, b->len + size * n + 1);
+    if (!nd)
+        return 0;
+    memcpy(nd + b->len, p, size * n);
+    b->data = nd;
+    b->len += size * n;
+    b->data[b->len] = '\0';
+    return size * n;
+}
+
+static struct body http_get(const char *url)
+{
+    struct body b = {0};
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_cleanup(c);
+    return b;
+}
+
+/* Chunks read back from the ring. */
+#define MAX_CHUNKS 256
+struct chunk {
+    char service[64], type0[64], instance[64], env[16];
+    int64_t start, end;
+    pfr_profile *p;
+};
+struct chunks {
+    size_t n;
+    struct chunk v[MAX_CHUNKS];
+};
+
+static const char *kv(const pfr_kv *l, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(l[i].key, key) == 0)
+            return l[i].value;
+    return "";
+}
+
+static int on_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct chunks *cs = ctx;
+    assert_true(cs->n < MAX_CHUNKS);
+    struct chunk *k = &cs->v[cs->n++];
+    snprintf(k->service, sizeof(k->service), "%s", m->service);
+    snprintf(k->type0, sizeof(k->type0), "%s", m->types[0]);
+    snprintf(k->instance, sizeof(k->instance), "%s", kv(m->labels, m->nlabels, "instance"));
+    snprintf(k->env, sizeof(k->env), "%s", kv(m->labels, m->nlabels, "env"));
+    k->start = m->start_ns;
+    k->end = m->end_ns;
+    k->p = pfr_profile_new();
+    assert_int_equal(pfr_profile_merge(k->p, p, 0), 0);
+    return 0;
+}
+
+/* Scrape queue -> a fresh ring -> read back. */
+static struct chunks *store_and_read(pfr_scrape *s, char *dir)
+{
+    pfr_store *st;
+    assert_int_equal(tu_store_open(dir, &st), 0);
+    size_t written;
+    assert_int_equal(pfr_scrape_store(s, st, &written), 0);
+    struct chunks *cs = calloc(1, sizeof(*cs));
+    pfr_store_filter f = {0};
+    assert_int_equal(pfr_store_scan(st, &f, 0, on_chunk, cs, NULL), 0);
+    assert_int_equal(cs->n, written);
+    pfr_store_close(st);
+    return cs;
+}
+
+static void chunks_free(struct chunks *cs)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        pfr_profile_free(cs->v[i].p);
+    free(cs);
+}
+
+/* Sum of type t's values over chunks of type0 where a frame names fn; *nchunks gets the number
+ * of such chunks and *hits those where fn was seen. */
+static int64_t sum_of(const struct chunks *cs, const char *type0, int t, const char *fn,
+                      size_t *nchunks, size_t *hits)
+{
+    int64_t sum = 0;
+    *nchunks = *hits = 0;
+    for (size_t i = 0; i < cs->n; i++) {
+        if (strcmp(cs->v[i].type0, type0) != 0)
+            continue;
+        (*nchunks)++;
+        int64_t v = tu_value_of(cs->v[i].p, t, fn);
+        sum += v;
+        if (v > 0)
+            (*hits)++;
+    }
+    return sum;
+}
+
+/* ---- events ---- */
+struct events {
+    pthread_mutex_t mu;
+    size_t restarted, removed;
+};
+
+static void on_event(void *ctx, const pfr_scrape_event *ev)
+{
+    struct events *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    if (ev->kind == PFR_SCRAPE_EV_RESTARTED)
+        e->restarted++;
+    if (ev->kind == PFR_SCRAPE_EV_TARGET_REMOVED)
+        e->removed++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- static target: the stored profiles show the program's known sites ---- */
+
+static void test_static(void **state)
+{
+    (void)state;
+    tu_proc go;
+    char addr[64];
+    start_go(&go, "pprofsrv", NULL, NULL, "pprof", addr, sizeof(addr));
+    const int64_t interval = 2 * S_NS;
+    pfr_scrape_opts o = {.interval_ns = interval, .cpu_seconds = 1, .local = PFR_SCRAPE_LOCAL_OFF};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
+    char line[256], err[256];
+    snprintf(line, sizeof(line), "http://%s service=api env=test", addr);
+    assert_int_equal(pfr_scrape_add_target_line(s, line, err, sizeof(err)), 0);
+    const int rounds = 3;
+    int64_t t0 = mono_ns();
+    for (int r = 0; r < rounds; r++) {
+        if (r)
+            sleep_until(t0 + r * interval);
+        assert_int_equal(pfr_scrape_run_once(s), 0);
+    }
+    /* the program's own cumulative block count, after the last scrape */
+    char url[256];
+    snprintf(url, sizeof(url), "http://%s/debug/pprof/block", addr);
+    struct body b = http_get(url);
+    pfr_profile *cum;
+    assert_int_equal(pfr_profile_decode((uint8_t *)b.data, b.len, 0, &cum, err, sizeof(err)), 0);
+    free(b.data);
+    int64_t cum_block =
+        tu_value_of(cum, pfr_profile_find_sample_type(cum, "contentions"), "main.blockSite");
+    pfr_profile_free(cum);
+
+    char dir[PATH_MAX];
+    struct chunks *cs = store_and_read(s, dir);
+    for (size_t i = 0; i < cs->n; i++) {
+        assert_string_equal(cs->v[i].service, "api");
+        assert_string_equal(cs->v[i].instance, addr);
+        assert_string_equal(cs->v[i].env, "test");
+        assert_true(cs->v[i].start < cs->v[i].end);
+    }
+    size_t n, hits;
+    int64_t v = sum_of(cs, PFR_SCRAPE_TYPE_CPU, 0, "main.burnCPU", &n, &hits);
+    fprintf(stderr, "cpu: %zu chunks, main.burnCPU %lld ns in %zu\n", n, (long long)v, hits);
+    assert_int_equal(n, rounds);
+    assert_true(hits >= 1 && v > 0);
+    /* heap: in-use space at allocSite at once, allocations as deltas after the first */
+    v = sum_of(cs, PFR_SCRAPE_TYPE_HEAP_ALLOC_OBJECTS, 3, "main.allocSite", &n, &hits);
+    fprintf(stderr, "heap: %zu chunks, main.allocSite in use %lld bytes\n", n, (long long)v);
+    assert_int_equal(n, rounds);
+    assert_true(hits >= 1);
+    v = sum_of(cs, PFR_SCRAPE_TYPE_HEAP_ALLOC_OBJECTS, 1, "main.allocSite", &n, &hits);
+    fprintf(stderr, "heap: main.allocSite allocated %lld bytes in %zu deltas\n", (long long)v,
+            hits);
+    assert_true(hits >= 1 && v > 0);
+    v = sum_of(cs, PFR_SCRAPE_TYPE_GOROUTINES, 0, "main.parkedGoroutine", &n, &hits);
+    assert_int_equal(n, rounds);
+    assert_int_equal(v, 8 * rounds);
+    /* block and mutex: deltas, the first scrape being the baseline */
+    int64_t blocked = sum_of(cs, PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS, 0, "main.blockSite", &n, &hits);
+    fprintf(stderr, "block: %zu chunks, main.blockSite %lld contentions (cumulative %lld)\n", n,
+            (long long)blocked, (long long)cum_block);
+    assert_int_equal(n, rounds - 1);
+    assert_int_equal(hits, rounds - 1);
+    assert_true(blocked > 0 && blocked < cum_block);
+    v = sum_of(cs, PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS, 1, "main.blockSite", &n, &hits);
+    assert_true(v > 0);
+    v = sum_of(cs, PFR_SCRAPE_TYPE_MUTEX_CONTENTIONS, 0, "main.mutexSite", &n, &hits);
+    fprintf(stderr, "mutex: %zu chunks, main.mutexSite %lld contentions\n", n, (long long)v);
+    assert_int_equal(n, rounds - 1);
+    assert_int_equal(hits, rounds - 1);
+    /* the block deltas tile time: each starts where the previous ended */
+    int64_t prev_end = 0;
+    const pfr_profile *block = NULL;
+    for (size_t i = 0; i < cs->n; i++) {
+        if (strcmp(cs->v[i].type0, PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS) != 0)
+            continue;
+        if (prev_end)
+            assert_int_equal(cs->v[i].start, prev_end);
+        prev_end = cs->v[i].end;
+        block = cs->v[i].p;
+    }
+
+    /* what we store is pprof that `go tool pprof` reads, with Coroot's type names */
+    uint8_t *enc;
+    size_t len;
+    assert_int_equal(pfr_profile_encode(block, true, &enc, &len), 0);
+    char file[PATH_MAX + 32], cmd[6 * PATH_MAX];
+    snprintf(file, sizeof(file), "%s/block.pb.gz", dir);
+    assert_int_equal(tu_write_file(file, enc, len), 0);
+    free(enc);
+    snprintf(cmd, sizeof(cmd), "HOME=%s GOCACHE=%s/gocache '%s' tool pprof -raw '%s' 2>&1", dir,
+             dir, go_tool, file);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char out[1 << 16];
+    size_t got = fread(out, 1, sizeof(out) - 1, f);
+    out[got] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(out, "go:block_contentions:count/count"));
+    assert_non_null(strstr(out, "go:block_delay:nanoseconds/nanoseconds"));
+    assert_non_null(strstr(out, "main.blockSite"));
+
+    chunks_free(cs);
+    tu_store_remove(dir);
+    pfr_scrape_free(s);
+    tu_kill(&go);
+}
+
+/* ---- restart: counters going down reset the deltas ---- */
+
+static void check_non_negative(const struct chunks *cs)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        const pfr_profile *p = cs->v[i].p;
+        size_t nt = pfr_profile_num_sample_types(p);
+        for (size_t j = 0; j < pfr_profile_num_samples(p); j++)
+            for (size_t t = 0; t < nt; t++)
+                assert_true(pfr_profile_sample_values(p, j)[t] >= 0);
+    }
+}
+
+static void test_restart(void **state)
+{
+    (void)state;
+    tu_proc a, b;
+    char addr[64], addr2[64], flag[96];
+    start_go(&a, "pprofsrv", NULL, NULL, "pprof", addr, sizeof(addr));
+    struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    const int64_t interval = S_NS;
+    pfr_scrape_opts o = {.interval_ns = interval,
+                         .endpoints = (1u << PFR_SCRAPE_HEAP) | (1u << PFR_SCRAPE_BLOCK) |
+                                      (1u << PFR_SCRAPE_MUTEX),
+                         .local = PFR_SCRAPE_LOCAL_OFF,
+                         .event = on_event,
+                         .event_ctx = &ev};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
+    char line[256];
+    snprintf(line, sizeof(line), "http://%s service=api", addr);
+    assert_int_equal(pfr_scrape_add_target_line(s, line, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0); /* baseline */
+    usleep(1500 * 1000);
+    assert_int_equal(pfr_scrape_run_once(s), 0); /* deltas */
+    assert_int_equal(ev.restarted, 0);
+
+    /* the program restarts on the same port: its counters start from zero */
+    tu_kill(&a);
+    snprintf(flag, sizeof(flag), "-addr=%s", addr);
+    start_go(&b, "pprofsrv", flag, NULL, "pprof", addr2, sizeof(addr2));
+    assert_string_equal(addr, addr2);
+    usleep(300 * 1000);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    fprintf(stderr, "restart events: %zu\n", ev.restarted);
+    assert_true(ev.restarted >= 2); /* block and mutex at least */
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.restarts, ev.restarted);
+    /* the restart's block values are everything since the restart: at most what B has now */
+    char url[256], err[256];
+    snprintf(url, sizeof(url), "http://%s/debug/pprof/block", addr);
+    struct body body = http_get(url);
+    pfr_profile *cum;
+    assert_int_equal(pfr_profile_decode((uint8_t *)body.data, body.len, 0, &cum, err, sizeof(err)),
+                     0);
+    free(body.data);
+    int64_t cum_b =
+        tu_value_of(cum, pfr_profile_find_sample_type(cum, "contentions"), "main.blockSite");
+    pfr_profile_free(cum);
+    size_t restarted = ev.restarted;
+    usleep(1000 * 1000);
+    assert_int_equal(pfr_scrape_run_once(s), 0); /* deltas again */
+    assert_int_equal(ev.restarted, restarted);
+
+    char dir[PATH_MAX];
+    struct chunks *cs = store_and_read(s, dir);
+    check_non_negative(cs);
+    int64_t block[8] = {0};
+    size_t nb = 0;
+    for (size_t i = 0; i < cs->n && nb < 8; i++)
+        if (!strcmp(cs->v[i].type0, PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS))
+            block[nb++] = tu_value_of(cs->v[i].p, 0, "main.blockSite");
+    fprintf(stderr, "block deltas: %lld %lld %lld (B cumulative %lld)\n", (long long)block[0],
+            (long long)block[1], (long long)block[2], (long long)cum_b);
+    assert_int_equal(nb, 3);
+    assert_true(block[0] > 0 && block[1] > 0 && block[2] > 0);
+    assert_true(block[1] <= cum_b);
+    chunks_free(cs);
+    tu_store_remove(dir);
+    pfr_scrape_free(s);
+    tu_kill(&b);
+}
+
+/* ---- local discovery ---- */
+
+/* A C program listening beside the Go ones: reports each accepted connection on a pipe. */
+struct listener {
+    pid_t pid;
+    int accepts; /* read end: one byte per connection */
+    unsigned port;
+};
+
+static void start_listener(struct listener *l)
+{
+    int fds[2], portp[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(pipe(portp), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 16) < 0)
+            _exit(1);
+        socklen_t al = sizeof(a);
+        getsockname(s, (struct sockaddr *)&a, &al);
+        unsigned port = ntohs(a.sin_port);
+        if (write(portp[1], &port, sizeof(port)) != sizeof(port))
+            _exit(1);
+        for (;;) {
+            int c = accept(s, NULL, NULL);
+            if (c < 0)
+                continue;
+            if (write(fds[1], "x", 1) != 1)
+                _exit(1);
+            close(c);
+        }
+    }
+    close(fds[1]);
+    close(portp[1]);
+    assert_int_equal(read(portp[0], &l->port, sizeof(l->port)), sizeof(l->port));
+    close(portp[0]);
+    l->pid = pid;
+    l->accepts = fds[0];
+    fcntl(l->accepts, F_SETFL, O_NONBLOCK);
+}
+
+struct allowed {
+    pid_t pids[8];
+    size_t n;
+};
+
+static bool allow(void *ctx, pid_t pid)
+{
+    const struct allowed *a = ctx;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->pids[i] == pid)
+            return true;
+    return false; /* other Go servers on this machine (other tests) are not ours to probe */
+}
+
+struct found {
+    pid_t pid;
+    enum pfr_scrape_source source;
+    char service[64], url[128];
+};
+struct found_list {
+    size_t n;
+    struct found v[16];
+};
+
+static int list_target(const pfr_scrape_target_info *t, void *ctx)
+{
+    struct found_list *l = ctx;
+    if (l->n < 16) {
+        l->v[l->n].pid = t->pid;
+        l->v[l->n].source = t->source;
+        snprintf(l->v[l->n].service, sizeof(l->v[l->n].service), "%s", t->service);
+        snprintf(l->v[l->n].url, sizeof(l->v[l->n].url), "%s", t->url);
+        l->n++;
+    }
+    return 0;
+}
+
+static const struct found *by_pid(const struct found_list *l, pid_t pid)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].pid == pid)
+            return &l->v[i];
+    return NULL;
+}
+
+static void check_binary(const char *name, bool is_go, bool pprof, bool from_pclntab)
+{
+    char path[PATH_MAX];
+    if (name[0] == '/')
+        snprintf(path, sizeof(path), "%s", name);
+    else
+        snprintf(path, sizeof(path), "%s/%s", go_bin_dir, name);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat sb;
+    fstat(fd, &sb);
+    struct sc_file f = sc_fd_file(fd, (uint64_t)sb.st_size);
+    struct sc_elf_info info;
+    char err[128];
+    assert_int_equal(sc_elf_inspect(&f, &info, err, sizeof(err)), 0);
+    close(fd);
+    fprintf(stderr, "%s: go %d pprof %d (pclntab %d), %u reads\n", name, info.is_go, info.pprof,
+            info.from_pclntab, info.reads);
+    assert_int_equal(info.is_go, is_go);
+    assert_int_equal(info.pprof, pprof);
+    assert_int_equal(info.from_pclntab, from_pclntab);
+}
+
+static void test_local(void **state)
+{
+    (void)state;
+    check_binary("pprofsrv", true, true, false);
+    check_binary("pprofsrv-stripped", true, true, true);
+    check_binary("plainsrv", true, false, false);
+    check_binary("/proc/self/exe", false, false, false);
+
+    tu_proc go, stripped, plain;
+    char addr[64], app[64], saddr[64], paddr[64];
+    start_go(&go, "pprofsrv", "-app-addr=127.0.0.1:0", NULL, "app", app, sizeof(app));
+    assert_true(tu_read_value(&go, "pprof", addr, sizeof(addr), 10000));
+    start_go(&stripped, "pprofsrv-stripped", NULL, NULL, "pprof", saddr, sizeof(saddr));
+    start_go(&plain, "plainsrv", NULL, NULL, "addr", paddr, sizeof(paddr));
+    struct listener cl;
+    start_listener(&cl);
+    struct allowed al = {.pids = {go.pid, stripped.pid, plain.pid, cl.pid}, .n = 4};
+
+    /* no configuration at all: local discovery is on by itself */
+    struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pfr_scrape_opts o = {.interval_ns = S_NS,
+                         .cpu_seconds = 1,
+                         .allow_pid = allow,
+                         .discovery_ctx = &al,
+                         .event = on_event,
+                         .event_ctx = &ev};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    struct found_list fl = {0};
+    pfr_scrape_targets(s, list_target, &fl);
+    assert_int_equal(fl.n, 2);
+    const struct found *f1 = by_pid(&fl, go.pid), *f2 = by_pid(&fl, stripped.pid);
+    assert_non_null(f1);
+    assert_non_null(f2);
+    assert_int_equal(f1->source, PFR_SCRAPE_LOCAL);
+    assert_string_equal(f1->service, "pprofsrv");
+    assert_string_equal(f2->service, "pprofsrv-stripped");
+    char want[128];
+    snprintf(want, sizeof(want), "http://%s/debug/pprof", addr); /* not the app port */
+    assert_string_equal(f1->url, want);
+    snprintf(want, sizeof(want), "http://%s/debug/pprof", saddr);
+    assert_string_equal(f2->url, want);
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    fprintf(stderr, "local: %llu Go pprof processes on this host, %llu probes\n",
+            (unsigned long long)st.local_processes, (unsigned long long)st.local_probes);
+    assert_true(st.local_processes >= 2);
+    assert_int_equal(st.local_probes, 3); /* pprofsrv's two ports, the stripped one's */
+
+    /* probed once: a second round sends no new probes */
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.local_probes, 3);
+    char dir[PATH_MAX];
+    struct chunks *cs = store_and_read(s, dir);
+    size_t per[2] = {0};
+    for (size_t i = 0; i < cs->n; i++)
+        per[strcmp(cs->v[i].service, "pprofsrv") == 0 ? 0 : 1]++;
+    assert_int_equal(per[0], 3 + 5); /* baseline round without block and mutex, then all */
+    assert_int_equal(per[1], 3 + 5);
+    chunks_free(cs);
+    tu_store_remove(dir);
+
+    /* nothing ever reached the Go server without pprof or the C listener */
+    char url[128];
+    snprintf(url, sizeof(url), "http://%s/count", paddr);
+    struct body b = http_get(url);
+    assert_string_equal(b.data, "0\n");
+    free(b.data);
+    char x;
+    assert_int_equal(read(cl.accepts, &x, 1), -1);
+    assert_int_equal(errno, EAGAIN);
+
+    /* a program that exits is dropped */
+    tu_kill(&go);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    assert_int_equal(ev.removed, 1);
+    fl.n = 0;
+    pfr_scrape_targets(s, list_target, &fl);
+    assert_int_equal(fl.n, 1);
+
+    pfr_scrape_free(s);
+    tu_kill(&stripped);
+    tu_kill(&plain);
+    kill(cl.pid, SIGKILL);
+    waitpid(cl.pid, NULL, 0);
+    close(cl.accepts);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s static|restart|local GO_BIN_DIR GO_TOOL\n", argv[0]);
+        return 2;
+    }
+    go_bin_dir = argv[2];
+    go_tool = argv[3];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct CMUnitTest t;
+    if (strcmp(argv[1], "static") == 0)
+        t = (struct CMUnitTest)cmocka_unit_test(test_static);
+    else if (strcmp(argv[1], "restart") == 0)
+        t = (struct CMUnitTest)cmocka_unit_test(test_restart);
+    else if (strcmp(argv[1], "local") == 0)
+        t = (struct CMUnitTest)cmocka_unit_test(test_local);
+    else
+        return 2;
+    const struct CMUnitTest tests[] = {t};
+    int rc = cmocka_run_group_tests_name(argv[1], tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}

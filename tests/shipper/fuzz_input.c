@@ -1,0 +1,70 @@
+/* Fuzz target for what pfr-shipper reads from outside: config files (INI), and the network's
+ * answers (Retry-After, ClickHouse's schema answers, answer snippets for logs), plus the pprof
+ * re-timing walk. The first byte picks the parser. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ch_answer.h"
+#include "config.h"
+#include "coroot_fmt.h"
+#include "http.h"
+#include "parse.h"
+#include "retry.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > (1 << 20))
+        return 0;
+    char *s = malloc(size);
+    if (!s)
+        return 0;
+    memcpy(s, data + 1, size - 1);
+    s[size - 1] = 0;
+    char err[256], out[512];
+    switch (data[0] % 6) {
+    case 0: {
+        pfr_shipper_conf c = {0};
+        pfr_shipper_conf_parse_ini(&c, s, err, sizeof(err));
+        pfr_shipper_conf_free(&c);
+        break;
+    }
+    case 1: {
+        pfr_retry_after_ms(s, 1714557600);
+        int64_t ms, t;
+        uint64_t v;
+        pfr_parse_duration_ms(s, &ms);
+        pfr_parse_size(s, &v);
+        pfr_parse_time_ns(s, 1714557600ll * 1000000000, &t);
+        break;
+    }
+    case 2: {
+        pfr_ch_check_columns(s, err, sizeof(err));
+        bool rep, found;
+        pfr_ch_dedup_window(s, "profiling_samples", &rep, &found);
+        break;
+    }
+    case 3:
+        pfr_http_snippet(s, size - 1, out, sizeof(out));
+        break;
+    case 4: {
+        uint8_t *o;
+        size_t ol;
+        if (pfr_pprof_retime(data + 1, size - 1, 5, 10, false, 1, &o, &ol) == 0)
+            free(o);
+        break;
+    }
+    case 5: {
+        char r[512];
+        pfr_url_redact(s, r, sizeof(r));
+        char *e = pfr_url_escape(s);
+        free(e);
+        break;
+    }
+    }
+    free(s);
+    return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * Fuzz target: the decoders of stored rows (dictionary layers and chunks) and the profile built
+ * from what they accept. Rows come from the database file, so they are outside input: any bytes
+ * must give a decoded row or -EBADMSG, never a crash or an out-of-bounds access.
+ *
+ * Input: [flags][ntypes][layer length, 2 bytes LE][layer blob][chunk blob]
+ *   flags bit 0: the layer bytes are a raw layer (no blob header) instead of a stored blob;
+ *   flags bit 1: build the profile with a sample label filter.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 4)
+        return 0;
+    uint8_t flags = data[0];
+    uint32_t ntypes = 1 + data[1] % 4;
+    size_t llen = (size_t)data[2] | (size_t)data[3] << 8;
+    data += 4;
+    size -= 4;
+    if (llen > size)
+        llen = size;
+    struct tabs t = {0};
+    struct sbuf raw = {0}, scratch = {0};
+    int rc;
+    if (flags & 1) {
+        rc = layer_decode(data, llen, &t, &scratch);
+    } else {
+        rc = blob_unpack(data, llen, &raw);
+        if (!rc)
+            rc = layer_decode(raw.p, raw.len, &t, &scratch);
+    }
+    if (rc == 0) {
+        /* A second layer on top: the chunk blob read as a layer too. */
+        struct tabs t2 = {0};
+        layer_decode(data + llen, size - llen, &t2, &scratch);
+        tabs_free(&t2);
+
+        uint32_t n[T_N];
+        for (int k = 0; k < T_N; k++)
+            n[k] = t.t[k].n;
+        struct dchunk c = {0};
+        rc = blob_unpack(data + llen, size - llen, &raw);
+        if (!rc)
+            rc = chunk_decode(raw.p, raw.len, n, ntypes, &c);
+        if (rc) /* the raw bytes as a chunk */
+            rc = chunk_decode(data + llen, size - llen, n, ntypes, &c);
+        if (rc == 0) {
+            const char *types[4] = {"a:b:c", "d", "e", "f"}, *units[4] = {"x", "y", "z", ""};
+            struct rstream r = {
+                .id = 1, .service = "s", .types = types, .units = units, .ntypes = ntypes};
+            pfr_kv want = {"pid", "7"};
+            pfr_store_filter f = {.sample_labels = &want, .nsample_labels = 1};
+            struct build_scratch b = {0};
+            pfr_profile *p = NULL;
+            if (store_build_profile(&r, &t, &c, (flags & 2) ? &f : NULL, &b, &p) == 0) {
+                uint8_t *out;
+                size_t len;
+                if (pfr_profile_encode(p, false, &out, &len) == 0)
+                    free(out);
+                pfr_profile_free(p);
+            }
+            build_scratch_free(&b);
+        }
+        dchunk_free(&c);
+    }
+    tabs_free(&t);
+    sbuf_free(&raw);
+    sbuf_free(&scratch);
+    return 0;
+}

@@ -1,0 +1,273 @@
+#include "store_test_util.h"
+
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *tu_tmpdir(const char *tag)
+{
+    const char *base = getenv("TMPDIR");
+    char *path;
+    if (asprintf(&path, "%s/pfr-%s-XXXXXX", base && base[0] ? base : "/tmp", tag) < 0)
+        abort();
+    if (!mkdtemp(path)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return path;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void tu_rmdir(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *tu_path(const char *dir, const char *name)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", dir, name) < 0)
+        abort();
+    return p;
+}
+
+uint64_t tu_file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+pfr_profile *tu_small_profile(unsigned variant, size_t nsamples, const char *type_name)
+{
+    pfr_profile *p = pfr_profile_new();
+    pfr_profile_add_sample_type(p, type_name, "nanoseconds");
+    pfr_profile_set_period(p, "cpu", "nanoseconds", 10000000);
+    pfr_profile_set_time(p, 1700000000000000000ll + (int64_t)variant * 10000000000ll,
+                         10000000000ll);
+    int64_t map = pfr_profile_add_mapping(p, 0x400000, 0x800000, 0, "/usr/bin/app", "abc");
+    uint32_t locs[8];
+    for (size_t i = 0; i < nsamples; i++) {
+        size_t depth = 2 + (i + variant) % 6;
+        for (size_t d = 0; d < depth; d++) {
+            char name[64], file[64];
+            snprintf(name, sizeof(name), "main.func%zu", (i * 7 + d * 3 + variant / 4) % 23);
+            snprintf(file, sizeof(file), "/src/file%zu.go", d % 5);
+            int64_t fn = pfr_profile_add_function(p, name, name, file, 1);
+            pfr_line line = {(uint32_t)fn, (int64_t)(10 + d)};
+            locs[d] = (uint32_t)pfr_profile_add_location(p, d == depth - 1 ? -1 : map,
+                                                         0x401000 + d * 16 + i, &line, 1);
+        }
+        char comm[16];
+        snprintf(comm, sizeof(comm), "app%zu", i % 3);
+        pfr_label labels[2] = {{"pid", NULL, (int64_t)(100 + i % 3), NULL},
+                               {"comm", comm, 0, NULL}};
+        int64_t v = (int64_t)(1 + (i + variant) % 5) * 10000000;
+        pfr_profile_add_sample(p, locs, depth, &v, labels, 2);
+    }
+    return p;
+}
+
+/* ---- canonical form ---- */
+struct line {
+    char *key;
+    int64_t *vals;
+};
+
+static int line_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct line *)a)->key, ((const struct line *)b)->key);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *tu_canon(const pfr_profile *p)
+{
+    size_t nt = pfr_profile_num_sample_types(p), ns = pfr_profile_num_samples(p);
+    struct line *lines = calloc(ns + 1, sizeof(*lines));
+    pfr_frame frames[512];
+    for (size_t i = 0; i < ns; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        size_t nf = pfr_profile_sample_frames(p, i, frames, 512);
+        for (size_t j = 0; j < nf && j < 512; j++)
+            fprintf(f, "%s|%s|%" PRId64 "|%" PRIx64 "|%s;", frames[j].function, frames[j].file,
+                    frames[j].line, frames[j].address, frames[j].module);
+        const pfr_label *labels;
+        size_t nl = pfr_profile_sample_labels(p, i, &labels);
+        char **ls = calloc(nl + 1, sizeof(*ls));
+        for (size_t j = 0; j < nl; j++) {
+            if (labels[j].str) {
+                if (asprintf(&ls[j], "%s=s:%s", labels[j].key, labels[j].str) < 0)
+                    abort();
+            } else if (asprintf(&ls[j], "%s=n:%" PRId64 ":%s", labels[j].key, labels[j].num,
+                                labels[j].unit ? labels[j].unit : "") < 0) {
+                abort();
+            }
+        }
+        qsort(ls, nl, sizeof(*ls), str_cmp);
+        fprintf(f, " {");
+        for (size_t j = 0; j < nl; j++) {
+            fprintf(f, "%s,", ls[j]);
+            free(ls[j]);
+        }
+        free(ls);
+        fprintf(f, "}");
+        fclose(f);
+        lines[i].key = buf;
+        lines[i].vals = calloc(nt + 1, sizeof(int64_t));
+        memcpy(lines[i].vals, pfr_profile_sample_values(p, i), nt * sizeof(int64_t));
+    }
+    qsort(lines, ns, sizeof(*lines), line_cmp);
+    char *out = NULL;
+    size_t olen = 0;
+    FILE *f = open_memstream(&out, &olen);
+    for (size_t i = 0; i < nt; i++) {
+        const char *unit = NULL;
+        const char *type = pfr_profile_sample_type(p, i, &unit);
+        fprintf(f, "type %s %s\n", type, unit ? unit : "");
+    }
+    const char *pt = NULL, *pu = NULL;
+    int64_t period = pfr_profile_period(p, &pt, &pu);
+    fprintf(f, "period %s %s %" PRId64 "\n", pt ? pt : "", pu ? pu : "", period);
+    fprintf(f, "time %" PRId64 " %" PRId64 "\n", pfr_profile_time_nanos(p),
+            pfr_profile_duration_nanos(p));
+    for (size_t i = 0; i < ns;) {
+        size_t j = i + 1;
+        while (j < ns && strcmp(lines[j].key, lines[i].key) == 0) {
+            for (size_t t = 0; t < nt; t++)
+                lines[i].vals[t] += lines[j].vals[t];
+            j++;
+        }
+        bool zero = true;
+        for (size_t t = 0; t < nt; t++)
+            zero = zero && lines[i].vals[t] == 0;
+        if (!zero) {
+            fprintf(f, "%s =", lines[i].key);
+            for (size_t t = 0; t < nt; t++)
+                fprintf(f, " %" PRId64, lines[i].vals[t]);
+            fprintf(f, "\n");
+        }
+        i = j;
+    }
+    fclose(f);
+    for (size_t i = 0; i < ns; i++) {
+        free(lines[i].key);
+        free(lines[i].vals);
+    }
+    free(lines);
+    return out;
+}
+
+bool tu_profiles_equal(const pfr_profile *a, const pfr_profile *b, char *why, size_t whylen)
+{
+    char *ca = tu_canon(a), *cb = tu_canon(b);
+    bool eq = strcmp(ca, cb) == 0;
+    if (!eq && why && whylen) {
+        size_t i = 0;
+        while (ca[i] && ca[i] == cb[i])
+            i++;
+        size_t from = i > 60 ? i - 60 : 0;
+        snprintf(why, whylen, "differ at byte %zu:\n  a: %.160s\n  b: %.160s", i, ca + from,
+                 cb + from);
+    }
+    free(ca);
+    free(cb);
+    return eq;
+}
+
+/* ---- digest ---- */
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+struct dsample {
+    uint64_t key;
+    int64_t v[4];
+};
+
+static int dsample_cmp(const void *a, const void *b)
+{
+    const struct dsample *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+uint64_t tu_digest(const pfr_profile *p)
+{
+    size_t nt = pfr_profile_num_sample_types(p), ns = pfr_profile_num_samples(p);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < nt; i++) {
+        const char *unit = NULL;
+        h = fnv_str(h, pfr_profile_sample_type(p, i, &unit));
+        h = fnv_str(h, unit);
+    }
+    const char *pt = NULL, *pu = NULL;
+    int64_t v = pfr_profile_period(p, &pt, &pu);
+    h = fnv_str(fnv_str(fnv(h, &v, 8), pt), pu);
+    v = pfr_profile_time_nanos(p);
+    h = fnv(h, &v, 8);
+    v = pfr_profile_duration_nanos(p);
+    h = fnv(h, &v, 8);
+    struct dsample *d = calloc(ns + 1, sizeof(*d));
+    pfr_frame frames[512];
+    for (size_t i = 0; i < ns; i++) {
+        uint64_t k = 1469598103934665603ull;
+        size_t nf = pfr_profile_sample_frames(p, i, frames, 512);
+        for (size_t j = 0; j < nf && j < 512; j++) {
+            k = fnv_str(fnv_str(fnv_str(k, frames[j].function), frames[j].file), frames[j].module);
+            k = fnv(fnv(k, &frames[j].line, 8), &frames[j].address, 8);
+        }
+        /* labels are a set: combine their hashes order-independently */
+        const pfr_label *labels;
+        size_t nl = pfr_profile_sample_labels(p, i, &labels);
+        uint64_t lsum = 0;
+        for (size_t j = 0; j < nl; j++) {
+            uint64_t lh = fnv_str(1469598103934665603ull, labels[j].key);
+            lh = labels[j].str ? fnv_str(fnv(lh, "s", 1), labels[j].str)
+                               : fnv_str(fnv(fnv(lh, "n", 1), &labels[j].num, 8), labels[j].unit);
+            lsum += lh * 0x9e3779b97f4a7c15ull;
+        }
+        d[i].key = fnv(k, &lsum, 8);
+        memcpy(d[i].v, pfr_profile_sample_values(p, i), (nt < 4 ? nt : 4) * sizeof(int64_t));
+    }
+    qsort(d, ns, sizeof(*d), dsample_cmp);
+    for (size_t i = 0; i < ns;) {
+        size_t j = i + 1;
+        while (j < ns && d[j].key == d[i].key) {
+            for (size_t t = 0; t < 4; t++)
+                d[i].v[t] += d[j].v[t];
+            j++;
+        }
+        bool zero = d[i].v[0] == 0 && d[i].v[1] == 0 && d[i].v[2] == 0 && d[i].v[3] == 0;
+        if (!zero)
+            h = fnv(fnv(h, &d[i].key, 8), d[i].v, sizeof(d[i].v));
+        i = j;
+    }
+    free(d);
+    return h;
+}

@@ -1,0 +1,69 @@
+/*
+ * A writer process for the crash and concurrency tests:
+ *
+ *   store_writer_proc DB SEED COUNT MAX_BYTES
+ *
+ * Appends the profiles of pfr_testgen(SEED, service 0, 100 stacks), the n-th covering
+ * [T0 + n * 10 s, +10 s), COUNT of them (0 = until killed). Every third append is a batch of
+ * three. After each append returns 0 it writes "ID N\n" to stdout with one write(2): a line the
+ * parent reads means the chunk was committed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pfr_store.h"
+#include "pfr_testgen.h"
+#include "store_writer_proc.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: store_writer_proc DB SEED COUNT MAX_BYTES\n");
+        return 2;
+    }
+    uint64_t seed = strtoull(argv[2], NULL, 10);
+    long count = atol(argv[3]);
+    pfr_store_opts o = {.max_bytes = strtoull(argv[4], NULL, 10)};
+    pfr_store *s;
+    char err[256];
+    int rc = pfr_store_open(argv[1], &o, &s, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "store_writer_proc: %s\n", err);
+        return 1;
+    }
+    pfr_testgen *g = writer_proc_gen(seed);
+    pfr_kv labels[1] = {{"host.name", "crash-host"}};
+    for (long n = 0; count == 0 || n < count;) {
+        int batch = n % 4 == 3 ? 3 : 1;
+        if (count && n + batch > count)
+            batch = 1;
+        pfr_profile *ps[3];
+        pfr_chunk_in in[3];
+        int64_t ids[3];
+        for (int j = 0; j < batch; j++) {
+            int64_t start = WRITER_PROC_T0 + (n + j) * WRITER_PROC_INTERVAL;
+            ps[j] = pfr_testgen_next(g, start, WRITER_PROC_INTERVAL);
+            in[j] = (pfr_chunk_in){WRITER_PROC_SERVICE,          labels, 1, start,
+                                   start + WRITER_PROC_INTERVAL, ps[j]};
+        }
+        rc = pfr_store_append_batch(s, in, (size_t)batch, ids);
+        for (int j = 0; j < batch; j++)
+            pfr_profile_free(ps[j]);
+        if (rc) {
+            fprintf(stderr, "store_writer_proc: append: %d\n", rc);
+            return 1;
+        }
+        for (int j = 0; j < batch; j++) {
+            char line[64];
+            int len = snprintf(line, sizeof(line), "%lld %ld\n", (long long)ids[j], n + j);
+            if (write(1, line, (size_t)len) != len)
+                return 1;
+        }
+        n += batch;
+    }
+    pfr_testgen_free(g);
+    pfr_store_close(s);
+    return 0;
+}

@@ -1,0 +1,516 @@
+/* Integration tests: real processes (C PIE, non-PIE, shared library, stripped; C++; Go PIE,
+ * non-PIE, stripped) built at test time, run, snapshotted and symbolized against the addresses
+ * they print about themselves; processes that exit, deleted binaries, another mount namespace;
+ * real kallsyms; the cache under a tight bound. Needs root for map_files and unshare. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "symbolizer.h"
+#include "testutil.h"
+
+static bool have_cxx, have_go;
+
+static const char *bin(const char *name)
+{
+    static char path[8][512];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof(path[0]), "%s/%s", SYM_WORK, name);
+    return p;
+}
+
+static int marker(const char *src, const char *m)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", SYM_PROGS, src);
+    int line = tu_marker_line(path, m);
+    assert_true(line > 0);
+    return line;
+}
+
+static int build_all(void **state)
+{
+    (void)state;
+    const char *w = SYM_WORK, *p = SYM_PROGS, *cc = SYM_GCC;
+    if (tu_sh("rm -rf '%s' && mkdir -p '%s/mnt'", w, w))
+        return -1;
+    int rc = 0;
+    rc |= tu_sh("%s -O2 -g -fPIE -pie -o %s/t_pie %s/target.c", cc, w, p);
+    rc |= tu_sh("%s -O2 -g -fno-pie -no-pie -o %s/t_nopie %s/target.c", cc, w, p);
+    rc |= tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget.so %s/libtarget.c", cc, w, p);
+    rc |= tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib %s/target.c -L%s -ltarget -Wl,-rpath,%s", cc, w,
+                p, w, w);
+    /* stripped: the executable loses everything; the library keeps its .dynsym */
+    rc |= tu_sh("cp %s/t_pie %s/t_strip && strip --strip-all %s/t_strip", w, w, w);
+    rc |= tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget2.so %s/libtarget.c && "
+                "strip --strip-all %s/libtarget2.so",
+                cc, w, p, w);
+    rc |= tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib2 %s/target.c -L%s -ltarget2 -Wl,-rpath,%s", cc, w,
+                p, w, w);
+    if (rc)
+        return -1;
+    have_cxx = SYM_GXX[0] && tu_sh("%s -O2 -g -o %s/t_cpp %s/target.cpp", SYM_GXX, w, p) == 0;
+    if (SYM_GO[0]) {
+        const char *env = "CGO_ENABLED=0 GOFLAGS= GO111MODULE=off";
+        have_go =
+            tu_sh("cd %s && %s GOCACHE=%s/gocache GOPATH=%s/gopath HOME=%s %s build -o %s/t_go "
+                  "target.go && %s GOCACHE=%s/gocache GOPATH=%s/gopath HOME=%s %s build "
+                  "-buildmode=pie -o %s/t_gopie target.go && %s GOCACHE=%s/gocache "
+                  "GOPATH=%s/gopath HOME=%s %s build -ldflags='-s -w' -o %s/t_gostrip target.go",
+                  p, env, w, w, w, SYM_GO, w, env, w, w, w, SYM_GO, w, env, w, w, w, SYM_GO,
+                  w) == 0;
+    }
+    if (!have_cxx)
+        fprintf(stderr, "no g++: C++ tests skipped\n");
+    if (!have_go)
+        fprintf(stderr, "no Go toolchain: Go tests skipped\n");
+    return 0;
+}
+
+static int cleanup(void **state)
+{
+    (void)state;
+    tu_sh("umount %s/mnt 2>/dev/null; rm -rf '%s'", SYM_WORK, SYM_WORK);
+    return 0;
+}
+
+static pfr_symbolizer *new_sym(size_t max_bytes, bool no_dwarf)
+{
+    pfr_symbolizer *s;
+    pfr_sym_opts o = {.max_cache_bytes = max_bytes, .no_dwarf = no_dwarf};
+    assert_int_equal(pfr_symbolizer_new(&o, &s), 0);
+    return s;
+}
+
+static void run(struct tu_child *c, const char *path)
+{
+    char *argv[] = {(char *)path, NULL};
+    assert_int_equal(tu_start(c, argv), 0);
+}
+
+/* Symbolize addr of pid and check the outermost frame's name, file suffix and line. */
+static void expect_frame(pfr_symbolizer *s, pid_t pid, uint64_t addr, const char *fn,
+                         const char *file_suffix, int line)
+{
+    pfr_sym_frame fr[8];
+    int n = pfr_symbolize_user(s, pid, addr, fr, 8);
+    assert_true(n >= 1);
+    const pfr_sym_frame *f = &fr[n - 1];
+    if (strcmp(f->function, fn) != 0)
+        fail_msg("0x%" PRIx64 ": got %s, want %s", addr, f->function, fn);
+    if (file_suffix && !tu_ends_with(f->file, file_suffix))
+        fail_msg("%s: file %s, want *%s", fn, f->file, file_suffix);
+    if (!file_suffix)
+        assert_string_equal(f->file, "");
+    assert_int_equal(f->line, line);
+}
+
+/* The probe's return address (minus one: inside the call) sits in inlined_helper's body,
+ * inlined into outer_function. */
+static void expect_inline(pfr_symbolizer *s, pid_t pid, uint64_t ret)
+{
+    pfr_sym_frame fr[8];
+    int n = pfr_symbolize_user(s, pid, ret - 1, fr, 8);
+    assert_int_equal(n, 2);
+    assert_string_equal(fr[0].function, "inlined_helper");
+    assert_true(tu_ends_with(fr[0].file, "target.c"));
+    assert_int_equal(fr[0].line, marker("target.c", "INLINE_CALL_LINE"));
+    assert_string_equal(fr[1].function, "outer_function");
+    assert_int_equal(fr[1].line, marker("target.c", "OUTER_CALL_LINE"));
+    /* with room for one frame, the enclosing function is the one kept */
+    assert_int_equal(pfr_symbolize_user(s, pid, ret - 1, fr, 1), 1);
+    assert_string_equal(fr[0].function, "outer_function");
+}
+
+static void check_c_target(const char *name)
+{
+    struct tu_child c;
+    run(&c, bin(name));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    uint64_t leaf = tu_addr(&c, "leaf_function");
+    int line = marker("target.c", "LEAF_LINE");
+    expect_frame(s, c.pid, leaf, "leaf_function", "target.c", line);
+    expect_frame(s, c.pid, leaf + 3, "leaf_function", "target.c", line);
+    expect_inline(s, c.pid, tu_addr(&c, "probe_ret"));
+    pfr_sym_frame fr[2];
+    assert_int_equal(pfr_symbolize_user(s, c.pid, leaf, fr, 2), 1);
+    assert_true(tu_ends_with(fr[0].module, name));
+    uint64_t start, pgoff;
+    assert_true(tu_mapping(c.pid, leaf, &start, &pgoff));
+    assert_true(fr[0].offset == leaf - start + pgoff);
+    pfr_sym_stats st;
+    pfr_symbolizer_stats(s, &st);
+    assert_true(st.files_parsed >= 2); /* the program and at least libc */
+    assert_true(st.cache_bytes > 0);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void test_c_pie(void **state)
+{
+    (void)state;
+    check_c_target("t_pie");
+}
+
+static void test_c_nopie(void **state)
+{
+    (void)state;
+    check_c_target("t_nopie");
+}
+
+static void test_c_shared(void **state)
+{
+    (void)state;
+    struct tu_child c;
+    run(&c, bin("t_lib"));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    uint64_t lib = tu_addr(&c, "lib_function");
+    expect_frame(s, c.pid, lib + 1, "lib_function", "libtarget.c",
+                 marker("libtarget.c", "LIB_LINE"));
+    pfr_sym_frame fr[2];
+    pfr_symbolize_user(s, c.pid, lib, fr, 2);
+    assert_true(tu_ends_with(fr[0].module, "/libtarget.so"));
+    expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", "target.c",
+                 marker("target.c", "LEAF_LINE"));
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void test_c_stripped(void **state)
+{
+    (void)state;
+    struct tu_child c;
+    run(&c, bin("t_strip"));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    uint64_t leaf = tu_addr(&c, "leaf_function"), start, pgoff;
+    assert_true(tu_mapping(c.pid, leaf, &start, &pgoff));
+    char want[64];
+    snprintf(want, sizeof(want), "t_strip+0x%" PRIx64, leaf - start + pgoff);
+    pfr_sym_stats before, after;
+    pfr_symbolizer_stats(s, &before);
+    expect_frame(s, c.pid, leaf, want, NULL, 0);
+    pfr_symbolizer_stats(s, &after);
+    assert_true(after.unresolved_frames == before.unresolved_frames + 1);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+
+    /* a stripped library still names its exported functions from .dynsym */
+    run(&c, bin("t_lib2"));
+    s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    expect_frame(s, c.pid, tu_addr(&c, "lib_function") + 2, "lib_function", NULL, 0);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void test_no_dwarf(void **state)
+{
+    (void)state;
+    struct tu_child c;
+    run(&c, bin("t_pie"));
+    pfr_symbolizer *s = new_sym(0, true);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", NULL, 0);
+    pfr_sym_frame fr[8];
+    assert_int_equal(pfr_symbolize_user(s, c.pid, tu_addr(&c, "probe_ret") - 1, fr, 8), 1);
+    assert_string_equal(fr[0].function, "outer_function");
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void test_cpp(void **state)
+{
+    (void)state;
+    if (!have_cxx)
+        skip();
+    struct tu_child c;
+    run(&c, bin("t_cpp"));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    expect_frame(s, c.pid, tu_addr(&c, "make"), "ns::Widget::make(int)", "target.cpp",
+                 marker("target.cpp", "CPP_LINE"));
+    expect_frame(s, c.pid, tu_addr(&c, "twice") + 1, "long ns::twice<long>(long)", "target.cpp",
+                 marker("target.cpp", "return v + v;"));
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void check_go(const char *name, bool no_dwarf)
+{
+    if (!have_go)
+        skip();
+    struct tu_child c;
+    run(&c, bin(name));
+    pfr_symbolizer *s = new_sym(0, no_dwarf);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    uint64_t hot = tu_addr(&c, "hotFunction"), method = tu_addr(&c, "method");
+    const char *file = no_dwarf ? NULL : "target.go";
+    expect_frame(s, c.pid, hot, "main.hotFunction", file,
+                 no_dwarf ? 0 : marker("target.go", "GO_LINE"));
+    expect_frame(s, c.pid, method + 4, "main.(*T).Method", file,
+                 no_dwarf ? 0 : marker("target.go", "func (t *T) Method"));
+    /* a runtime function, found by walking up from main's own code is not needed: any address
+     * in the binary's text between the two must name some Go function */
+    pfr_sym_frame fr[8];
+    int n = pfr_symbolize_user(s, c.pid, hot - 0x40, fr, 8);
+    assert_true(n >= 1 && strchr(fr[n - 1].function, '.') != NULL);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void test_go(void **state)
+{
+    (void)state;
+    check_go("t_go", false);
+    check_go("t_go", true);
+}
+
+static void test_go_pie(void **state)
+{
+    (void)state;
+    check_go("t_gopie", false);
+}
+
+/* -ldflags='-s -w': no .symtab, no DWARF; names and lines come from .gopclntab */
+static void test_go_stripped(void **state)
+{
+    (void)state;
+    check_go("t_gostrip", false);
+    check_go("t_gostrip", true);
+}
+
+/* Snapshot, then the process exits and is reaped: its frames still resolve, file:line too. */
+static void test_exited(void **state)
+{
+    (void)state;
+    struct tu_child c;
+    run(&c, bin("t_lib"));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pid_t pid = c.pid;
+    assert_int_equal(tu_stop(&c), 0);
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+    assert_int_not_equal(access(proc, F_OK), 0);
+    expect_frame(s, pid, c.addrs[0], "leaf_function", "target.c", marker("target.c", "LEAF_LINE"));
+    expect_inline(s, pid, tu_addr(&c, "probe_ret"));
+    expect_frame(s, pid, tu_addr(&c, "lib_function"), "lib_function", "libtarget.c",
+                 marker("libtarget.c", "LIB_LINE"));
+    pfr_symbolizer_free(s);
+}
+
+/* The binary is deleted while it runs: reached through /proc/PID/map_files. */
+static void test_deleted(void **state)
+{
+    (void)state;
+    assert_int_equal(tu_sh("cp %s %s", bin("t_pie"), bin("t_del")), 0);
+    struct tu_child c;
+    run(&c, bin("t_del"));
+    assert_int_equal(unlink(bin("t_del")), 0);
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    uint64_t leaf = tu_addr(&c, "leaf_function");
+    expect_frame(s, c.pid, leaf, "leaf_function", "target.c", marker("target.c", "LEAF_LINE"));
+    pfr_sym_frame fr[2];
+    pfr_symbolize_user(s, c.pid, leaf, fr, 2);
+    assert_true(tu_ends_with(fr[0].module, "/t_del")); /* without " (deleted)" */
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+/* A binary only visible in the process's own mount namespace (as in a container). */
+static void test_mount_namespace(void **state)
+{
+    (void)state;
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "exec unshare -m --propagation private sh -c 'mount -t tmpfs none %s/mnt && "
+             "cp %s %s/mnt/t_ns && exec %s/mnt/t_ns'",
+             SYM_WORK, bin("t_pie"), SYM_WORK, SYM_WORK);
+    if (tu_sh("unshare -m --propagation private true 2>/dev/null") != 0)
+        skip();
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct tu_child c;
+    assert_int_equal(tu_start(&c, argv), 0);
+    char host_path[512];
+    snprintf(host_path, sizeof(host_path), "%s/mnt/t_ns", SYM_WORK);
+    assert_int_not_equal(access(host_path, F_OK), 0); /* not on the host */
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", "target.c",
+                 marker("target.c", "LEAF_LINE"));
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
+static void test_kernel(void **state)
+{
+    (void)state;
+    FILE *f = fopen("/proc/kallsyms", "r");
+    assert_non_null(f);
+    char line[512], name[256], type, mod[256] = "";
+    uint64_t sched = 0, maddr = 0, a;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%" SCNx64 " %c %255s", &a, &type, name) != 3)
+            continue;
+        if (strcmp(name, "schedule") == 0 && (type == 'T' || type == 't'))
+            sched = a;
+        if (!maddr && (type == 't' || type == 'T') && strchr(line, '[') &&
+            strstr(line, "__builtin") == NULL && sscanf(line, "%*s %*c %*s %255s", mod) == 1)
+            maddr = a;
+    }
+    fclose(f);
+    if (sched == 0)
+        skip(); /* kptr_restrict hides addresses from us too */
+    pfr_symbolizer *s = new_sym(0, false);
+    pfr_sym_frame fr;
+    assert_int_equal(pfr_symbolize_kernel(s, sched + 1, &fr), 1);
+    assert_string_equal(fr.function, "schedule");
+    assert_string_equal(fr.module, "[kernel]");
+    assert_true(fr.offset == sched + 1);
+    if (maddr) {
+        assert_int_equal(pfr_symbolize_kernel(s, maddr, &fr), 1);
+        assert_string_equal(fr.module, mod);
+    }
+    assert_int_equal(pfr_symbolize_kernel(s, 0x1000, &fr), 1);
+    assert_string_equal(fr.function, "[unknown]");
+    pfr_symbolizer_free(s);
+}
+
+/* Our own [vdso] mapping names its functions. */
+static void test_vdso(void **state)
+{
+    (void)state;
+    uint64_t base = getauxval(AT_SYSINFO_EHDR);
+    if (!base)
+        skip();
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, getpid()), 0);
+    int named = 0;
+    for (uint64_t a = base; a < base + 0x2000; a += 8) {
+        pfr_sym_frame fr[2];
+        pfr_symbolize_user(s, getpid(), a, fr, 2);
+        if (strstr(fr[0].function, "clock_gettime") || strstr(fr[0].function, "gettimeofday"))
+            named++;
+    }
+    assert_true(named > 0);
+    pfr_symbolizer_free(s);
+}
+
+/* One pass over the processes: add them all, then symbolize their first address three times.
+ * With a bound, the cache must stay under it after every call and names must stay right. */
+static size_t cache_pass(struct tu_child *c, int n, size_t max, bool no_dwarf, uint64_t *evictions)
+{
+    pfr_symbolizer *s = new_sym(max ? max : 1ull << 30, no_dwarf);
+    size_t peak = 0;
+    pfr_sym_stats st;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(pfr_symbolizer_add_process(s, c[i].pid), 0);
+        pfr_symbolizer_stats(s, &st);
+        peak = st.cache_bytes > peak ? st.cache_bytes : peak;
+        if (max)
+            assert_true(st.cache_bytes <= max);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < n; i++) {
+            pfr_sym_frame fr[8];
+            int k = pfr_symbolize_user(s, c[i].pid, c[i].addrs[0], fr, 8);
+            assert_true(k >= 1);
+            const char *fn = fr[k - 1].function;
+            if (strcmp(fn, "leaf_function") != 0 && strcmp(fn, "main.hotFunction") != 0 &&
+                strcmp(fn, "ns::Widget::make(int)") != 0)
+                fail_msg("pid %d round %d: got %s", (int)c[i].pid, round, fn);
+            pfr_symbolizer_stats(s, &st);
+            peak = st.cache_bytes > peak ? st.cache_bytes : peak;
+            if (max && st.cache_bytes > max)
+                fail_msg("cache %" PRIu64 " bytes over its bound %zu", st.cache_bytes, max);
+        }
+    }
+    pfr_symbolizer_stats(s, &st);
+    *evictions = st.evictions;
+    if (max)
+        assert_true(st.cache_misses > 0 && st.cache_hits > 0);
+    assert_true(pfr_symbolizer_memory(s) >= st.cache_bytes);
+    pfr_symbolizer_free(s);
+    return peak;
+}
+
+/* A cache smaller than what the processes need: files are evicted and read again, the bound
+ * holds after every call, and names come out right. Measured first without a bound, then with
+ * 60 % of that. DWARF pass on C and C++ only: Go's debug sections alone would dominate. */
+static void test_cache_bound(void **state)
+{
+    (void)state;
+    const char *names[] = {"t_pie", "t_nopie", "t_lib", "t_cpp", "t_go"};
+    struct tu_child c[5];
+    int n = 0;
+    for (int i = 0; i < 5; i++) {
+        if ((i == 3 && !have_cxx) || (i == 4 && !have_go))
+            continue;
+        run(&c[n++], bin(names[i]));
+    }
+    int n_c = have_go ? n - 1 : n;
+    uint64_t ev;
+    size_t peak = cache_pass(c, n, 0, true, &ev);
+    assert_int_equal(ev, 0);
+    cache_pass(c, n, peak * 6 / 10, true, &ev);
+    assert_true(ev > 0);
+    peak = cache_pass(c, n_c, 0, false, &ev);
+    cache_pass(c, n_c, peak * 6 / 10, false, &ev);
+    assert_true(ev > 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(tu_stop(&c[i]), 0);
+}
+
+/* Files are shared: a second process of the same program parses nothing new. */
+static void test_shared_cache(void **state)
+{
+    (void)state;
+    struct tu_child a, b;
+    run(&a, bin("t_lib"));
+    run(&b, bin("t_lib"));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, a.pid), 0);
+    pfr_sym_stats st1, st2;
+    pfr_symbolizer_stats(s, &st1);
+    assert_int_equal(pfr_symbolizer_add_process(s, b.pid), 0);
+    pfr_symbolizer_stats(s, &st2);
+    assert_true(st2.files_parsed == st1.files_parsed);
+    assert_true(st2.cache_hits > st1.cache_hits);
+    assert_int_equal(st2.processes, 2);
+    expect_frame(s, b.pid, tu_addr(&b, "lib_function"), "lib_function", "libtarget.c",
+                 marker("libtarget.c", "LIB_LINE"));
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&a), 0);
+    assert_int_equal(tu_stop(&b), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_c_pie),       cmocka_unit_test(test_c_nopie),
+        cmocka_unit_test(test_c_shared),    cmocka_unit_test(test_c_stripped),
+        cmocka_unit_test(test_no_dwarf),    cmocka_unit_test(test_cpp),
+        cmocka_unit_test(test_go),          cmocka_unit_test(test_go_pie),
+        cmocka_unit_test(test_go_stripped), cmocka_unit_test(test_exited),
+        cmocka_unit_test(test_deleted),     cmocka_unit_test(test_mount_namespace),
+        cmocka_unit_test(test_kernel),      cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_cache_bound), cmocka_unit_test(test_shared_cache),
+    };
+    return cmocka_run_group_tests(tests, build_all, cleanup);
+}
