@@ -41,3 +41,5 @@ fi
 if ! command -v npm >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends nodejs npm
 fi
+# ClickHouse 26 embedded (libchdb, npm) for the shipper's ClickHouse tests and benchmark.
+bash "$(dirname "$0")/../tests/shipper/setup-chdb.sh" >/dev/null

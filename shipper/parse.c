@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +230,7 @@ int pfr_parse_time_ns(const char *s, int64_t now_ns, int64_t *out)
     }
     if (*s == '-') {
         int64_t ms;
-        if (pfr_parse_duration_ms(s + 1, &ms))
+        if (pfr_parse_duration_ms(s + 1, &ms) || ms > INT64_MAX / 1000000)
             return -EINVAL;
         *out = now_ns - ms * 1000000;
         return 0;

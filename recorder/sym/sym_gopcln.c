@@ -180,7 +180,8 @@ static bool pcvalue(const struct pfr_sym_gopcln *g, uint32_t off, uint64_t targe
         uint32_t uv, pcd;
         if (!uvarint(g, &p, &uv) || (uv == 0 && step > 0))
             return false;
-        val += (int32_t)(-(uv & 1) ^ (uv >> 1));
+        /* zig-zag delta; hostile tables may overflow, so wrap as the runtime's int32 would */
+        val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
         if (!uvarint(g, &p, &pcd))
             return false;
         pc += (uint64_t)pcd * g->quantum;
