@@ -6,11 +6,15 @@
 #include <ini.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "pfr_goheap.h"
+#include "pfr_metrics.h"
+#include "pfr_scrape.h"
 #include "pfr_store.h"
 
 /* Settings known by key; the same key is used in the file, as PFR_<KEY> in the environment and
@@ -25,6 +29,22 @@ static const char *const keys[] = {
     "count_map_entries",
     "sym_cache_bytes",
     "dwarf",
+    "symbolize_budget",
+    "go_heap_profiler",
+    "go_heap_interval",
+    "metrics_listen",
+    "scrape_interval",
+    "scrape_local",
+    "scrape_endpoints",
+    "scrape_cpu_seconds",
+    "scrape_ca_file",
+    "scrape_insecure",
+    "kubelet_url",
+    "k8s_apiserver_url",
+    "k8s_node_name",
+    "k8s_token_file",
+    "k8s_ca_file",
+    "k8s_insecure",
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -39,6 +59,12 @@ static void set_defaults(pfr_config *c)
     c->count_map_entries = 0;
     c->sym_cache_bytes = 32ull << 20;
     c->dwarf = true;
+    c->go_heap_mode = PFR_GOHEAP_ENABLED;
+    c->go_heap_interval_ns = 60 * 1000000000ll;
+    c->scrape_interval_ns = PFR_SCRAPE_DEFAULT_INTERVAL_NS;
+    c->scrape_local = PFR_SCRAPE_LOCAL_AUTO;
+    c->scrape_endpoints = PFR_SCRAPE_ALL_ENDPOINTS;
+    c->scrape_cpu_seconds = PFR_SCRAPE_DEFAULT_CPU_SECONDS;
 }
 
 void pfr_config_map_sizes(const pfr_config *c, unsigned ncpus, unsigned *stacks, unsigned *counts)
@@ -58,6 +84,16 @@ void pfr_config_free(pfr_config *c)
     free(c->store_path);
     free(c->config_path);
     pfr_service_rules_free(&c->rules);
+    free(c->metrics_listen);
+    free(c->scrape_ca_file);
+    for (size_t i = 0; i < c->nscrape_targets; i++)
+        free(c->scrape_targets[i]);
+    free(c->scrape_targets);
+    free(c->k8s_kubelet_url);
+    free(c->k8s_apiserver_url);
+    free(c->k8s_node_name);
+    free(c->k8s_token_file);
+    free(c->k8s_ca_file);
     memset(c, 0, sizeof(*c));
 }
 
@@ -120,9 +156,152 @@ static int parse_bool(const char *v, bool *out)
     return -EINVAL;
 }
 
+static int parse_seconds(const char *key, const char *value, double min, double max, int64_t *out,
+                         char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(value, &end);
+    if (errno || end == value || *end || !isfinite(d) || d < min || d > max) {
+        snprintf(err, errlen, "%s: '%s' is not a number of seconds in [%g, %g]", key, value, min,
+                 max);
+        return -EINVAL;
+    }
+    *out = (int64_t)llround(d * 1e9);
+    return 0;
+}
+
+/* Replace *dst by a copy of value; an empty value clears it (NULL). */
+static int set_string(char **dst, const char *value)
+{
+    char *s = value[0] ? strdup(value) : NULL;
+    if (value[0] && !s)
+        return -ENOMEM;
+    free(*dst);
+    *dst = s;
+    return 0;
+}
+
+static int string_key(pfr_config *c, const char *key, char ***dst)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } strs[] = {
+        {"scrape_ca_file", offsetof(pfr_config, scrape_ca_file)},
+        {"kubelet_url", offsetof(pfr_config, k8s_kubelet_url)},
+        {"k8s_apiserver_url", offsetof(pfr_config, k8s_apiserver_url)},
+        {"k8s_node_name", offsetof(pfr_config, k8s_node_name)},
+        {"k8s_token_file", offsetof(pfr_config, k8s_token_file)},
+        {"k8s_ca_file", offsetof(pfr_config, k8s_ca_file)},
+    };
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        if (!strcmp(key, strs[i].key)) {
+            *dst = (char **)((char *)c + strs[i].off);
+            return 1;
+        }
+    return 0;
+}
+
+/* Append a static scrape target line after checking its syntax. */
+int pfr_config_add_scrape_target(pfr_config *c, const char *line, char *err, size_t errlen)
+{
+    pfr_scrape_target *t = NULL;
+    char why[256];
+    int rc = pfr_scrape_parse_target(line, &t, why, sizeof(why));
+    free(t);
+    if (rc) {
+        snprintf(err, errlen, "scrape target '%s': %s", line, why);
+        return rc;
+    }
+    char **v = realloc(c->scrape_targets, (c->nscrape_targets + 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    c->scrape_targets = v;
+    if (!(v[c->nscrape_targets] = strdup(line)))
+        return -ENOMEM;
+    c->nscrape_targets++;
+    return 0;
+}
+
+/* The settings of the Go heap profiler, the metrics endpoint and the scraper. 1 = not one of
+ * those keys. */
+static int set_source_key(pfr_config *c, const char *key, const char *value, char *err,
+                          size_t errlen)
+{
+    char **str;
+    if (string_key(c, key, &str))
+        return set_string(str, value);
+    if (!strcmp(key, "go_heap_profiler")) {
+        enum pfr_goheap_mode m;
+        if (pfr_goheap_parse_mode(value, &m)) {
+            snprintf(err, errlen, "go_heap_profiler: '%s' is not one of disabled, enabled, force",
+                     value);
+            return -EINVAL;
+        }
+        c->go_heap_mode = (int)m;
+        return 0;
+    }
+    if (!strcmp(key, "go_heap_interval"))
+        return parse_seconds(key, value, 1, 86400, &c->go_heap_interval_ns, err, errlen);
+    if (!strcmp(key, "scrape_interval"))
+        return parse_seconds(key, value, 1, 86400, &c->scrape_interval_ns, err, errlen);
+    if (!strcmp(key, "metrics_listen")) {
+        bool off = !value[0] || !strcasecmp(value, "off");
+        if (!off && !strchr(value, ':')) {
+            snprintf(err, errlen, "metrics_listen: '%s' is not ADDRESS:PORT (or off)", value);
+            return -EINVAL;
+        }
+        char *v = strdup(off ? "" : value);
+        if (!v)
+            return -ENOMEM;
+        free(c->metrics_listen);
+        c->metrics_listen = v;
+        return 0;
+    }
+    if (!strcmp(key, "scrape_local")) {
+        enum pfr_scrape_local_mode m;
+        if (pfr_scrape_parse_local_mode(value, &m)) {
+            snprintf(err, errlen, "scrape_local: '%s' is not one of auto, on, off", value);
+            return -EINVAL;
+        }
+        c->scrape_local = (int)m;
+        return 0;
+    }
+    if (!strcmp(key, "scrape_endpoints")) {
+        char why[200];
+        if (pfr_scrape_parse_endpoints(value, &c->scrape_endpoints, why, sizeof(why))) {
+            snprintf(err, errlen, "scrape_endpoints: %s", why);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "scrape_cpu_seconds")) {
+        uint64_t u;
+        if (parse_u64(value, 0, 300, false, &u)) {
+            snprintf(err, errlen, "scrape_cpu_seconds: '%s' is not an integer in [0, 300]", value);
+            return -EINVAL;
+        }
+        c->scrape_cpu_seconds = (int)u;
+        return 0;
+    }
+    if (!strcmp(key, "scrape_insecure") || !strcmp(key, "k8s_insecure")) {
+        bool *b = key[0] == 's' ? &c->scrape_insecure : &c->k8s_insecure;
+        if (parse_bool(value, b)) {
+            snprintf(err, errlen, "%s: '%s' is not a boolean", key, value);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    return 1;
+}
+
 int pfr_config_set(pfr_config *c, const char *key, const char *value, char *err, size_t errlen)
 {
     uint64_t u;
+    int src = set_source_key(c, key, value, err, errlen);
+    if (src <= 0)
+        return src;
     if (!strcmp(key, "store")) {
         if (!value[0]) {
             snprintf(err, errlen, "store: empty path");
@@ -192,18 +371,8 @@ int pfr_config_set(pfr_config *c, const char *key, const char *value, char *err,
         c->sym_cache_bytes = u;
         return 0;
     }
-    if (!strcmp(key, "symbolize_budget")) {
-        char *end;
-        errno = 0;
-        double d = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(d) || d < 0 || d > 3600) {
-            snprintf(err, errlen, "symbolize_budget: '%s' is not a number of seconds in [0, 3600]",
-                     value);
-            return -EINVAL;
-        }
-        c->symbolize_budget_ns = (int64_t)llround(d * 1e9);
-        return 0;
-    }
+    if (!strcmp(key, "symbolize_budget"))
+        return parse_seconds(key, value, 0, 3600, &c->symbolize_budget_ns, err, errlen);
     if (!strcmp(key, "dwarf")) {
         if (parse_bool(value, &c->dwarf)) {
             snprintf(err, errlen, "dwarf: '%s' is not a boolean", value);
@@ -231,6 +400,16 @@ static int config_ini_line(void *user, const char *section, const char *name, co
     int rc = 0;
     if (!strcmp(section, "recorder")) {
         rc = pfr_config_set(x->c, name, value, why, sizeof(why));
+    } else if (!strcmp(section, "scrape")) {
+        if (strcmp(name, "target") != 0) {
+            snprintf(why, sizeof(why),
+                     "[scrape]: unknown key '%s' (expected target = URL service=NAME "
+                     "[key=value ...]; other scrape settings go in [recorder])",
+                     name);
+            rc = -EINVAL;
+        } else {
+            rc = pfr_config_add_scrape_target(x->c, value, why, sizeof(why));
+        }
     } else if (!strcmp(section, "service")) {
         if (strcmp(name, "rule") != 0) {
             snprintf(why, sizeof(why),
@@ -291,57 +470,70 @@ struct flags {
     size_t n;
     const char **rules;
     size_t nrules;
+    const char **targets; /* --scrape-target */
+    size_t ntargets;
     const char *config;
     bool help, version;
+    struct option *opts; /* built from keys[]: --<key with dashes> */
+    char *names;         /* storage of the dashed names */
 };
 
+/* Flags that are not a key's --<key>: val = OPT_SPECIAL + n; a key's flag has val = index. */
 enum {
-    OPT_STORE = 256,
-    OPT_INTERVAL,
-    OPT_CPU_HZ,
-    OPT_MAX_STORE,
-    OPT_LOG_LEVEL,
-    OPT_STACK_ENTRIES,
-    OPT_COUNT_ENTRIES,
-    OPT_SYM_CACHE,
-    OPT_NO_DWARF,
-    OPT_BUDGET,
+    OPT_SPECIAL = 1000,
+    OPT_NO_DWARF = OPT_SPECIAL,
     OPT_CONFIG,
     OPT_RULE,
+    OPT_TARGET,
     OPT_HELP,
     OPT_VERSION,
 };
 
-static const struct option long_opts[] = {
-    {"store", required_argument, NULL, OPT_STORE},
-    {"interval", required_argument, NULL, OPT_INTERVAL},
-    {"cpu-hz", required_argument, NULL, OPT_CPU_HZ},
-    {"max-store-bytes", required_argument, NULL, OPT_MAX_STORE},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"stack-map-entries", required_argument, NULL, OPT_STACK_ENTRIES},
-    {"count-map-entries", required_argument, NULL, OPT_COUNT_ENTRIES},
-    {"sym-cache-bytes", required_argument, NULL, OPT_SYM_CACHE},
+static const struct option special_opts[] = {
     {"no-dwarf", no_argument, NULL, OPT_NO_DWARF},
-    {"symbolize-budget", required_argument, NULL, OPT_BUDGET},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"service-rule", required_argument, NULL, OPT_RULE},
+    {"scrape-target", required_argument, NULL, OPT_TARGET},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
-    {NULL, 0, NULL, 0},
 };
+#define NSPECIAL (sizeof(special_opts) / sizeof(special_opts[0]))
+
+/* getopt's table: every key as --<key-with-dashes>, then the special flags. */
+static int build_options(struct flags *fl)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < NKEYS; i++)
+        bytes += strlen(keys[i]) + 1;
+    fl->opts = calloc(NKEYS + NSPECIAL + 1, sizeof(*fl->opts));
+    fl->names = malloc(bytes);
+    if (!fl->opts || !fl->names)
+        return -ENOMEM;
+    char *p = fl->names;
+    for (size_t i = 0; i < NKEYS; i++) {
+        size_t len = strlen(keys[i]) + 1;
+        for (size_t j = 0; j < len; j++)
+            p[j] = keys[i][j] == '_' ? '-' : keys[i][j];
+        fl->opts[i] = (struct option){p, required_argument, NULL, (int)i};
+        p += len;
+    }
+    memcpy(fl->opts + NKEYS, special_opts, sizeof(special_opts));
+    return 0;
+}
 
 static const char usage[] =
     "Usage: pfr-recorder [OPTIONS]\n"
-    "Always-on whole-host CPU profiler: samples every CPU with eBPF and writes one profile per\n"
-    "service per interval to the local ring.\n"
+    "Always-on whole-host profiler: CPU profiles of every process (eBPF), Go heap profiles read\n"
+    "from the Go runtime, and pprof scraped from Go programs, written to the local ring.\n"
     "\n"
     "  --store PATH             ring database (env PFR_STORE; default " PFR_STORE_DEFAULT_PATH ")\n"
     "  --interval SECONDS       profile length (env PFR_INTERVAL; default 10)\n"
     "  --cpu-hz N               samples per second per CPU (env PFR_CPU_HZ; default 100)\n"
     "  --max-store-bytes N      ring size cap, K/M/G suffixes (env PFR_MAX_STORE_BYTES;\n"
     "                           default 512M)\n"
-    "  --config FILE            INI file with [recorder] and [service] sections (env PFR_CONFIG;\n"
-    "                           default " PFR_RECORDER_DEFAULT_CONFIG " if it exists)\n"
+    "  --config FILE            INI file with [recorder], [service] and [scrape] sections\n"
+    "                           (env PFR_CONFIG; default " PFR_RECORDER_DEFAULT_CONFIG
+    " if it exists)\n"
     "  --log-level LEVEL        error, warn, info or debug (env PFR_LOG_LEVEL; default info)\n"
     "  --service-rule 'KIND PATTERN SERVICE'\n"
     "                           name processes whose KIND (comm, exe, cgroup, container) matches\n"
@@ -356,52 +548,58 @@ static const char usage[] =
     "                           symbolizing time per interval; past it new frames are written\n"
     "                           as addresses so intervals stay on time (default: half the\n"
     "                           interval, at most 5)\n"
+    "  --metrics-listen ADDR:PORT\n"
+    "                           Prometheus metrics at /metrics (default " PFR_METRICS_DEFAULT_LISTEN
+    ";\n"
+    "                           off = none)\n"
+    "\n"
+    "Go heap profiles (read through /proc/PID/mem):\n"
+    "  --go-heap-profiler MODE  disabled, enabled (default: processes already sampling) or\n"
+    "                           force (also switch sampling on where the linker left it off);\n"
+    "                           env GO_HEAP_PROFILER or PFR_GO_HEAP_PROFILER\n"
+    "  --go-heap-interval SECONDS\n"
+    "                           between heap profiles (default 60)\n"
+    "\n"
+    "pprof scraping of Go programs that serve net/http/pprof:\n"
+    "  --scrape-target 'URL service=NAME [key=value ...]'\n"
+    "                           a static target; repeatable, with the file's [scrape] target\n"
+    "                           lines\n"
+    "  --scrape-interval SECONDS\n"
+    "                           between scrapes (default 60)\n"
+    "  --scrape-local MODE      discover local Go processes linking net/http/pprof: auto (when\n"
+    "                           there are no static or Kubernetes targets; default), on, off\n"
+    "  --scrape-endpoints LIST  comma-separated: cpu, heap, goroutine, block, mutex, all\n"
+    "                           (default all)\n"
+    "  --scrape-cpu-seconds N   length of the CPU profile asked for (default 10; 0 = none)\n"
+    "  --scrape-ca-file FILE    CA bundle for https targets (default: system CAs)\n"
+    "  --scrape-insecure BOOL   do not verify targets' TLS certificates (default false)\n"
+    "  --kubelet-url URL        scrape annotated pods listed by this node's kubelet\n"
+    "                           (e.g. https://127.0.0.1:10250)\n"
+    "  --k8s-apiserver-url URL  ... or by the API server (needs --k8s-node-name)\n"
+    "  --k8s-node-name NAME     only pods of this node\n"
+    "  --k8s-token-file FILE    bearer token for the kubelet / API server\n"
+    "  --k8s-ca-file FILE       their CA bundle\n"
+    "  --k8s-insecure BOOL      do not verify their TLS certificates (default false)\n"
     "  --help, --version\n"
     "\n"
-    "Config file keys in [recorder]: store, interval, cpu_hz, max_store_bytes, log_level,\n"
-    "stack_map_entries, count_map_entries, sym_cache_bytes, dwarf, symbolize_budget.\n"
-    "Environment: PFR_<KEY>.\n"
-    "Precedence: flags > environment > file > defaults. SIGHUP reloads log_level and service\n"
-    "rules; SIGTERM/SIGINT write the current interval and exit.\n";
-
-static const char *flag_key(int opt)
-{
-    switch (opt) {
-    case OPT_STORE:
-        return "store";
-    case OPT_INTERVAL:
-        return "interval";
-    case OPT_CPU_HZ:
-        return "cpu_hz";
-    case OPT_MAX_STORE:
-        return "max_store_bytes";
-    case OPT_LOG_LEVEL:
-        return "log_level";
-    case OPT_STACK_ENTRIES:
-        return "stack_map_entries";
-    case OPT_COUNT_ENTRIES:
-        return "count_map_entries";
-    case OPT_SYM_CACHE:
-        return "sym_cache_bytes";
-    case OPT_NO_DWARF:
-        return "dwarf";
-    case OPT_BUDGET:
-        return "symbolize_budget";
-    }
-    return NULL;
-}
+    "Every option above but --config, --service-rule, --scrape-target and --no-dwarf is also a\n"
+    "[recorder] key of the config file (the flag's name with underscores: cpu_hz, dwarf,\n"
+    "go_heap_profiler, ...) and an environment variable PFR_<KEY> (PFR_CPU_HZ, ...).\n"
+    "Precedence: flags > environment > file > defaults. SIGHUP reloads log_level, service\n"
+    "rules and scrape targets; SIGTERM/SIGINT write the current interval and exit.\n";
 
 static int parse_flags(int argc, char **argv, struct flags *fl, char *err, size_t errlen)
 {
     memset(fl, 0, sizeof(*fl));
     fl->kv = calloc((size_t)argc + 1, sizeof(*fl->kv));
     fl->rules = calloc((size_t)argc + 1, sizeof(*fl->rules));
-    if (!fl->kv || !fl->rules)
+    fl->targets = calloc((size_t)argc + 1, sizeof(*fl->targets));
+    if (!fl->kv || !fl->rules || !fl->targets || build_options(fl))
         return -ENOMEM;
     optind = 0; /* full re-initialisation: we may parse the same argv again on reload */
     opterr = 0;
     int opt;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "", fl->opts, NULL)) != -1) {
         switch (opt) {
         case OPT_HELP:
             fl->help = true;
@@ -415,6 +613,12 @@ static int parse_flags(int argc, char **argv, struct flags *fl, char *err, size_
         case OPT_RULE:
             fl->rules[fl->nrules++] = optarg;
             break;
+        case OPT_TARGET:
+            fl->targets[fl->ntargets++] = optarg;
+            break;
+        case OPT_NO_DWARF:
+            fl->kv[fl->n++] = (struct flag_kv){"dwarf", "false"};
+            break;
         case '?':
         case ':':
             if (optopt)
@@ -424,9 +628,9 @@ static int parse_flags(int argc, char **argv, struct flags *fl, char *err, size_
                 snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
             return -EINVAL;
         default:
-            fl->kv[fl->n].key = flag_key(opt);
-            fl->kv[fl->n].value = opt == OPT_NO_DWARF ? "false" : optarg;
-            fl->n++;
+            if (opt < 0 || (size_t)opt >= NKEYS)
+                return -EINVAL;
+            fl->kv[fl->n++] = (struct flag_kv){keys[opt], optarg};
         }
     }
     if (optind < argc) {
@@ -440,6 +644,9 @@ static void free_flags(struct flags *fl)
 {
     free(fl->kv);
     free(fl->rules);
+    free(fl->targets);
+    free(fl->opts);
+    free(fl->names);
 }
 
 static int apply_env(pfr_config *c, char *err, size_t errlen)
@@ -456,6 +663,15 @@ static int apply_env(pfr_config *c, char *err, size_t errlen)
         char why[256];
         if (pfr_config_set(c, keys[i], v, why, sizeof(why))) {
             snprintf(err, errlen, "environment %s: %s", name, why);
+            return -EINVAL;
+        }
+    }
+    /* the name Coroot's node agent reads; PFR_GO_HEAP_PROFILER wins when both are set */
+    const char *gh = getenv("GO_HEAP_PROFILER");
+    if (gh && !getenv("PFR_GO_HEAP_PROFILER")) {
+        char why[256];
+        if (pfr_config_set(c, "go_heap_profiler", gh, why, sizeof(why))) {
+            snprintf(err, errlen, "environment GO_HEAP_PROFILER: %s", why);
             return -EINVAL;
         }
     }
@@ -491,6 +707,27 @@ static int prepend_rules(pfr_config *c, const struct flags *fl, char *err, size_
     return 0;
 }
 
+/* Flag targets come first, then the file's (all are scraped). */
+static int prepend_targets(pfr_config *c, const struct flags *fl, char *err, size_t errlen)
+{
+    if (fl->ntargets == 0)
+        return 0;
+    char **file = c->scrape_targets;
+    size_t nfile = c->nscrape_targets;
+    c->scrape_targets = NULL;
+    c->nscrape_targets = 0;
+    int rc = 0;
+    for (size_t i = 0; i < fl->ntargets && rc == 0; i++)
+        rc = pfr_config_add_scrape_target(c, fl->targets[i], err, errlen);
+    for (size_t i = 0; i < nfile; i++) {
+        if (rc == 0)
+            rc = pfr_config_add_scrape_target(c, file[i], err, errlen);
+        free(file[i]);
+    }
+    free(file);
+    return rc;
+}
+
 static int build(pfr_config *c, const struct flags *fl, char *err, size_t errlen)
 {
     set_defaults(c);
@@ -524,6 +761,11 @@ static int build(pfr_config *c, const struct flags *fl, char *err, size_t errlen
     rc = prepend_rules(c, fl, err, errlen);
     if (rc)
         return rc;
+    rc = prepend_targets(c, fl, err, errlen);
+    if (rc)
+        return rc;
+    if (!c->metrics_listen && !(c->metrics_listen = strdup(PFR_METRICS_DEFAULT_LISTEN)))
+        return -ENOMEM;
     if (!c->store_path) {
         c->store_path = strdup(PFR_STORE_DEFAULT_PATH);
         if (!c->store_path)

@@ -28,6 +28,25 @@ typedef struct pfr_config {
     int64_t symbolize_budget_ns; /* per interval; 0 = half the interval, at most 5 s */
     bool dwarf;                  /* file:line from DWARF */
     pfr_service_rules rules;     /* [service] rule = KIND PATTERN SERVICE */
+
+    /* Go heap profiler (recorder/goheap) */
+    int go_heap_mode;            /* enum pfr_goheap_mode */
+    int64_t go_heap_interval_ns; /* between collections */
+
+    /* Prometheus metrics; "" = not served */
+    char *metrics_listen;
+
+    /* pprof pull mode (recorder/scrape) */
+    int64_t scrape_interval_ns;
+    int scrape_local;          /* enum pfr_scrape_local_mode */
+    unsigned scrape_endpoints; /* bit per enum pfr_scrape_endpoint */
+    int scrape_cpu_seconds;    /* 0 = no CPU profile */
+    char *scrape_ca_file;      /* NULL = system CAs */
+    bool scrape_insecure;
+    char **scrape_targets; /* "URL service=NAME [key=value ...]" lines, flags first */
+    size_t nscrape_targets;
+    char *k8s_kubelet_url, *k8s_apiserver_url, *k8s_node_name, *k8s_token_file, *k8s_ca_file;
+    bool k8s_insecure;
 } pfr_config;
 
 enum pfr_config_result {
@@ -50,6 +69,9 @@ void pfr_config_free(pfr_config *c);
  * on ncpus CPUs: CPUs x rate x interval / 2 stacks rounded up to a power of two in
  * [8192, 65536], twice as many counts. */
 void pfr_config_map_sizes(const pfr_config *c, unsigned ncpus, unsigned *stacks, unsigned *counts);
+
+/* Add a static scrape target line ("URL service=NAME [key=value ...]") after checking it. */
+int pfr_config_add_scrape_target(pfr_config *c, const char *line, char *err, size_t errlen);
 
 /* Apply one setting by its config-file key (e.g. "cpu_hz", "interval"). Used by every layer. */
 int pfr_config_set(pfr_config *c, const char *key, const char *value, char *err, size_t errlen);

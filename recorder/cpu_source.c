@@ -529,6 +529,23 @@ static const pfr_source_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
+pfr_symbolizer *pfr_cpu_source_symbolizer_acquire(pfr_cpu_source *cs)
+{
+    pfr_fair_lock_acquire(&cs->lock);
+    return cs->sym;
+}
+
+void pfr_cpu_source_symbolizer_release(pfr_cpu_source *cs)
+{
+    pfr_fair_lock_release(&cs->lock);
+}
+
+void pfr_cpu_source_symbolizer_forget(pfr_cpu_source *cs, pid_t pid)
+{
+    if (!pfr_proc_table_get(&cs->procs, (uint32_t)pid))
+        pfr_symbolizer_forget_process(cs->sym, pid);
+}
+
 int pfr_cpu_source_ncpus(const pfr_cpu_source *cs)
 {
     return pfr_cpu_profiler_ncpus(cs->cp);

@@ -36,6 +36,14 @@ typedef struct pfr_cpu_source_stats {
 int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, size_t errlen);
 pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
 void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
+/* The CPU profiler's symbolizer, lent to the other sources so every profile shares one symbol
+ * cache. Use it only between acquire and release: the notification thread uses it too. */
+pfr_symbolizer *pfr_cpu_source_symbolizer_acquire(pfr_cpu_source *cs);
+void pfr_cpu_source_symbolizer_release(pfr_cpu_source *cs);
+/* Drop pid's mappings snapshot that another source took (call while holding the symbolizer),
+ * unless the CPU profiler tracks that process itself and will drop it after its last drain. */
+void pfr_cpu_source_symbolizer_forget(pfr_cpu_source *cs, pid_t pid);
+
 /* CPUs the sampler is attached to. */
 int pfr_cpu_source_ncpus(const pfr_cpu_source *cs);
 

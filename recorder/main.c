@@ -1,5 +1,6 @@
 /* pfr-recorder: top level. Configuration, signals, the interval loop, writing to the ring. */
 #include <bpf/libbpf.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
@@ -15,9 +16,12 @@
 
 #include "config.h"
 #include "cpu_source.h"
+#include "daemon_metrics.h"
+#include "goheap_source.h"
 #include "host.h"
 #include "pfr_log.h"
 #include "pfr_store.h"
+#include "scrape_source.h"
 #include "source.h"
 
 #define MAX_SOURCES 8
@@ -26,6 +30,8 @@ typedef struct writer {
     pfr_store *store;
     const pfr_host *host;
     uint64_t chunks, errors;
+    pfr_daemon_metrics *metrics;
+    pfr_cpu_source *cpu;
 } writer;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -87,9 +93,11 @@ static int write_chunks(const pfr_chunk_in *in, size_t n, void *ctx)
             int r = pfr_store_append(w->store, &c[i], NULL);
             if (r == 0)
                 written++;
-            else
+            else {
                 pfr_warn("writing the profile of service %s to the ring failed: %s", c[i].service,
                          strerror(-r));
+                pfr_daemon_metrics_error(w->metrics, "store", strerror(-r));
+            }
         }
     }
     w->chunks += (uint64_t)written;
@@ -135,16 +143,29 @@ static int arm_timer(int tfd, int64_t at_ns)
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+static void update_metrics(writer *w)
+{
+    pfr_cpu_source_stats cs;
+    pfr_cpu_source_stats_get(w->cpu, &cs);
+    pfr_daemon_metrics_cpu(w->metrics, &cs);
+    pfr_store_stats ss;
+    if (pfr_store_stats_get(w->store, &ss) == 0)
+        pfr_daemon_metrics_store(w->metrics, &ss, (unsigned long long)w->errors);
+}
+
 static void collect_all(pfr_source *src, size_t nsrc, int64_t start, int64_t end, writer *w)
 {
     uint64_t before = w->chunks;
     for (size_t i = 0; i < nsrc; i++) {
         int rc = src[i].ops->collect(src[i].self, start, end, write_chunks, w);
-        if (rc)
+        if (rc) {
             pfr_warn("source %s: interval lost: %s", src[i].ops->name, strerror(-rc));
+            pfr_daemon_metrics_error(w->metrics, src[i].ops->name, strerror(-rc));
+        }
         if (src[i].ops->log_stats)
             src[i].ops->log_stats(src[i].self);
     }
+    update_metrics(w);
     /* give back what this interval's work freed, when it is worth it: trimming costs a TLB
      * shootdown on every CPU */
     struct mallinfo2 mi = mallinfo2();
@@ -182,6 +203,44 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
     pfr_config_free(&fresh);
 }
 
+/* The Go heap profiler and the pprof scraper, when configured. A source that cannot start is
+ * logged and left out: the CPU profiles matter more. */
+static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu,
+                                 pfr_daemon_metrics *metrics, pfr_source *sources, size_t *nsrc)
+{
+    char err[512] = "";
+    if (cfg->go_heap_mode != PFR_GOHEAP_DISABLED) {
+        pfr_goheap_source *g = NULL;
+        if (pfr_goheap_source_new(cfg, cpu, metrics, &g, err, sizeof(err)) == 0) {
+            sources[(*nsrc)++] = pfr_goheap_source_as_source(g);
+            pfr_info("Go heap profiler: %s, every %.0f s",
+                     pfr_goheap_mode_name((enum pfr_goheap_mode)cfg->go_heap_mode),
+                     (double)cfg->go_heap_interval_ns / 1e9);
+        } else {
+            pfr_err("%s", err);
+            pfr_daemon_metrics_error(metrics, "goheap", err);
+        }
+    }
+    bool k8s = cfg->k8s_kubelet_url || cfg->k8s_apiserver_url;
+    if (cfg->scrape_local == PFR_SCRAPE_LOCAL_OFF && cfg->nscrape_targets == 0 && !k8s)
+        return;
+    pfr_scraper_source *sc = NULL;
+    if (pfr_scraper_source_new(cfg, metrics, &sc, err, sizeof(err)) == 0) {
+        sources[(*nsrc)++] = pfr_scraper_source_as_source(sc);
+        pfr_info("pprof scraping: %zu static targets%s%s, every %.0f s", cfg->nscrape_targets,
+                 k8s ? ", Kubernetes pods" : "",
+                 cfg->scrape_local == PFR_SCRAPE_LOCAL_ON ||
+                         (cfg->scrape_local == PFR_SCRAPE_LOCAL_AUTO && !k8s &&
+                          cfg->nscrape_targets == 0)
+                     ? ", local discovery"
+                     : "",
+                 (double)cfg->scrape_interval_ns / 1e9);
+    } else {
+        pfr_err("pprof scraping: %s", err);
+        pfr_daemon_metrics_error(metrics, "scrape", err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     pfr_config cfg;
@@ -198,6 +257,8 @@ int main(int argc, char **argv)
     }
     pfr_log_set_level(cfg.log_level);
     libbpf_set_print(libbpf_print);
+    /* libcurl's global state (the scraper) must be set up before any thread starts */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     /* Memory stays bounded only if freed symbol tables go back to the system: one arena (the
      * notification thread allocates too), and large blocks (parsed symbol tables) always mmap'ed
      * rather than carved from the heap, where they would leave holes. */
@@ -222,17 +283,35 @@ int main(int argc, char **argv)
     pfr_host host;
     pfr_host_identify(&host, NULL);
 
+    pfr_daemon_metrics *metrics = NULL;
+    rc = pfr_daemon_metrics_new(cfg.metrics_listen, &metrics, err, sizeof(err));
+    if (rc && cfg.metrics_listen[0]) {
+        /* profiles matter more than their metrics: carry on without the endpoint */
+        pfr_warn("metrics: cannot serve on %s: %s; running without the endpoint",
+                 cfg.metrics_listen, err);
+        rc = pfr_daemon_metrics_new("", &metrics, err, sizeof(err));
+    }
+    if (rc) {
+        pfr_err("metrics: %s", strerror(-rc));
+        pfr_config_free(&cfg);
+        return 1;
+    }
+    if (pfr_daemon_metrics_port(metrics))
+        pfr_info("metrics: http://%s/metrics (port %u)", cfg.metrics_listen,
+                 pfr_daemon_metrics_port(metrics));
+
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
     pfr_cpu_source *cpu = NULL;
     rc = pfr_cpu_source_new(&cfg, &cpu, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);
+        pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
     }
     sources[nsrc++] = pfr_cpu_source_as_source(cpu);
-    /* Later sources (Go heap reader, pprof scraper) are added here. */
+    add_optional_sources(&cfg, cpu, metrics, sources, &nsrc);
 
     pfr_store *store = NULL;
     pfr_store_opts so = {.max_bytes = cfg.max_store_bytes};
@@ -245,10 +324,11 @@ int main(int argc, char **argv)
         pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
         for (size_t i = 0; i < nsrc; i++)
             sources[i].ops->destroy(sources[i].self);
+        pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
     }
-    writer w = {.store = store, .host = &host};
+    writer w = {.store = store, .host = &host, .metrics = metrics, .cpu = cpu};
 
     pfr_info("pfr-recorder %s: sampling %d CPUs at %u Hz, %.3g s intervals, ring %s, host %s",
              PFR_VERSION, pfr_cpu_source_ncpus(cpu), cfg.cpu_hz, (double)cfg.interval_ns / 1e9,
@@ -296,9 +376,11 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < nsrc; i++)
         sources[i].ops->destroy(sources[i].self);
+    pfr_daemon_metrics_free(metrics);
     pfr_store_close(store);
     close(sfd);
     close(tfd);
     pfr_config_free(&cfg);
+    curl_global_cleanup();
     return exit_code;
 }

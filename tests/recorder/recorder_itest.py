@@ -2,7 +2,7 @@
 """Integration tests of pfr-recorder: the real daemon, real processes, the ring read back.
 
 Usage: recorder_itest.py --recorder BIN --dump BIN --workloads DIR [--sanitized] TEST
-TEST is one of: profiles, stress, signals, config. Exit 0 = pass, 1 = fail, 77 = skipped.
+TEST is one of: profiles, stress, signals, config, goheap, scrape, metrics. Exit 0 = pass, 1 = fail, 77 = skipped.
 """
 import argparse
 import json
@@ -528,13 +528,164 @@ def test_config(args, tmp):
           % (r.returncode, r.stderr))
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chunks_of_type(args, store, service, typ):
+    return [c for c in dump(args, store, "--samples") if c["service"] == service
+            and typ in c["types"]]
+
+
+def wait_chunks(args, store, service, typ, limit, pred=lambda cs: bool(cs)):
+    end = time.time() + limit
+    while time.time() < end:
+        cs = chunks_of_type(args, store, service, typ)
+        if pred(cs):
+            return cs
+        time.sleep(1)
+    return chunks_of_type(args, store, service, typ)
+
+
+def test_goheap(args, tmp):
+    """The daemon profiles the heap of a Go program that does not import pprof (force mode)."""
+    exe = os.path.join(args.workloads, "pfr-goheap-alloc")
+    if not check(os.path.exists(exe), "%s not built (needs Debian's Go)" % exe):
+        return
+    go = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(go.stdout.readline().strip() == "ready", "pfr-goheap-alloc did not start")
+    try:
+        rec = Recorder(args, tmp, ["--interval", "1", "--go-heap-profiler", "force",
+                                   "--go-heap-interval", "1", "--metrics-listen", "off",
+                                   "--log-level", "debug"])
+        check(rec.wait_log("MemProfileRate was 0", 20),
+              "no log line for switching sampling on in pid %d" % go.pid)
+        for _ in range(2):  # allocations after sampling was switched on
+            go.stdin.write("phase\n")
+            go.stdin.flush()
+            check(go.stdout.readline().startswith("done"), "alloc phase")
+        typ = "go_runtime:heap_alloc_space:bytes"
+        want = {"main.allocSmall", "main.allocMedium", "main.allocLarge"}
+
+        def has_sites(cs):
+            fns = {f["function"] for c in cs for s in c.get("samples", []) for f in s["frames"]}
+            return want <= fns
+        cs = wait_chunks(args, rec.store, "pfr-goheap-alloc", typ, 30, has_sites)
+        rc, _, _ = rec.stop()
+        check(rc == 0, "recorder exit code %d" % rc)
+        if not check(cs, "no %s chunks for pfr-goheap-alloc" % typ):
+            return
+        c = cs[-1]
+        check(set(c["types"]) == {"go_runtime:heap_alloc_objects:count", typ,
+                                  "go_runtime:heap_inuse_objects:count",
+                                  "go_runtime:heap_inuse_space:bytes"}, "types %r" % c["types"])
+        check(c["labels"].get("pid") == str(go.pid), "pid label %r" % c["labels"])
+        check(c["labels"].get("host.name"), "no host.name label")
+        check(has_sites(cs), "allocation sites missing from the heap profiles")
+    finally:
+        go.kill()
+        go.wait()
+
+
+def test_scrape(args, tmp):
+    """With no configuration the daemon finds a local Go pprof server and scrapes it."""
+    exe = os.path.join(args.workloads, "pfr-pprofsrv")
+    if not check(os.path.exists(exe), "%s not built (needs Debian's Go)" % exe):
+        return
+    srv = subprocess.Popen([exe, "-addr", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = srv.stdout.readline().strip()
+        check(line.startswith("pprof="), "pprofsrv said %r" % line)
+        rec = Recorder(args, tmp, ["--interval", "1", "--scrape-interval", "2",
+                                   "--scrape-cpu-seconds", "1", "--go-heap-profiler", "disabled",
+                                   "--metrics-listen", "off"])
+        typ = "go:goroutine_goroutine:count"
+        cs = wait_chunks(args, rec.store, "pfr-pprofsrv", typ, 40)
+        cpu = wait_chunks(args, rec.store, "pfr-pprofsrv", "go:profile_cpu:nanoseconds", 20)
+        rc, _, _ = rec.stop()
+        check(rc == 0, "recorder exit code %d" % rc)
+        if check(cs, "no goroutine profile of pfr-pprofsrv scraped"):
+            fns = {f["function"] for c in cs for s in c.get("samples", []) for f in s["frames"]}
+            check("main.parkedGoroutine" in fns, "goroutine profile lacks main.parkedGoroutine")
+            check(cs[-1]["labels"].get("instance") == line[len("pprof="):],
+                  "instance label %r" % cs[-1]["labels"])
+        if check(cpu, "no CPU profile of pfr-pprofsrv scraped"):
+            check(cpu[-1]["types"] == ["go:profile_cpu:nanoseconds"],
+                  "CPU profile types %r (samples column kept?)" % cpu[-1]["types"])
+            fns = {f["function"] for c in cpu for s in c.get("samples", []) for f in s["frames"]}
+            check("main.burnCPU" in fns, "scraped CPU profile lacks main.burnCPU")
+        check("scrape: target http://" in rec.log_text(), "no log line for the discovered target")
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def go_alloc_bytes(text, pid):
+    m = re.search(r'^container_go_alloc_bytes_total\{[^}]*pid="%d"[^}]*\} (\S+)$' % pid, text,
+                  re.M)
+    return float(m.group(1)) if m else -1
+
+
+def test_metrics(args, tmp):
+    """Prometheus metrics: the recorder's health and the Go allocation counters."""
+    exe = os.path.join(args.workloads, "pfr-goheap-alloc")
+    port = free_port()
+    go = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) \
+        if check(os.path.exists(exe), "%s not built" % exe) else None
+    if go:
+        check(go.stdout.readline().strip() == "ready", "pfr-goheap-alloc did not start")
+    try:
+        rec = Recorder(args, tmp, ["--interval", "1", "--go-heap-profiler", "force",
+                                   "--go-heap-interval", "1", "--scrape-local", "off",
+                                   "--metrics-listen", "127.0.0.1:%d" % port])
+        if go:
+            time.sleep(2)
+            go.stdin.write("phase\n")
+            go.stdin.flush()
+            go.stdout.readline()
+        text = ""
+        end = time.time() + 30
+        want = ["pfr_cpu_samples_total", "pfr_store_bytes", "pfr_store_chunks_evicted_total",
+                "pfr_store_chunks_lost_unshipped_total", "pfr_processes_symbolized_total",
+                "pfr_cpu_samples_lost_total"]
+        if go:
+            want.append('container_go_alloc_bytes_total{')
+        while time.time() < end:
+            try:
+                import urllib.request
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                text = ""
+            if all(w in text for w in want) and (not go or go_alloc_bytes(text, go.pid) > 100e6):
+                break
+            time.sleep(1)
+        for w in want:
+            check(w in text, "metric %s missing" % w)
+        m = re.search(r"^pfr_cpu_samples_total (\S+)$", text, re.M)
+        check(m and float(m.group(1)) > 0, "pfr_cpu_samples_total not counting")
+        if go:
+            # a phase allocates about 1.1 GB; the counter is the scaled estimate
+            v = go_alloc_bytes(text, go.pid)
+            check(v > 100e6, "container_go_alloc_bytes_total of pid %d: %r" % (go.pid, v))
+        rc, _, _ = rec.stop()
+        check(rc == 0, "recorder exit code %d" % rc)
+    finally:
+        if go:
+            go.kill()
+            go.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
     ap.add_argument("--dump", required=True)
     ap.add_argument("--workloads", required=True)
     ap.add_argument("--sanitized", action="store_true")
-    ap.add_argument("test", choices=["profiles", "stress", "signals", "config"])
+    ap.add_argument("test", choices=["profiles", "stress", "signals", "config", "goheap", "scrape",
+                                     "metrics"])
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: needs root")

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "pfr_goheap.h"
+#include "pfr_scrape.h"
 
 static const char *env_names[] = {"PFR_STORE",
                                   "PFR_INTERVAL",
@@ -22,7 +24,11 @@ static const char *env_names[] = {"PFR_STORE",
                                   "PFR_COUNT_MAP_ENTRIES",
                                   "PFR_SYM_CACHE_BYTES",
                                   "PFR_DWARF",
-                                  "PFR_SYMBOLIZE_BUDGET"};
+                                  "PFR_SYMBOLIZE_BUDGET",
+                                  "PFR_GO_HEAP_PROFILER",
+                                  "GO_HEAP_PROFILER",
+                                  "PFR_METRICS_LISTEN",
+                                  "PFR_SCRAPE_INTERVAL"};
 
 static int clear_env(void **state)
 {
@@ -51,6 +57,84 @@ static int load(pfr_config *c, char **argv, char *err, size_t errlen)
     int rc = pfr_config_load(c, argc, argv, out, err, errlen);
     fclose(out);
     return rc;
+}
+
+/* The Go heap, metrics and scrape settings: defaults, every layer, and their errors. */
+static void source_settings(void **state)
+{
+    (void)state;
+    pfr_config c;
+    char err[512] = "";
+    char *argv0[] = {"pfr-recorder", NULL};
+    assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
+    assert_int_equal(c.go_heap_mode, PFR_GOHEAP_ENABLED);
+    assert_true(c.go_heap_interval_ns == 60000000000ll);
+    assert_string_equal(c.metrics_listen, "127.0.0.1:9465");
+    assert_int_equal(c.scrape_local, PFR_SCRAPE_LOCAL_AUTO);
+    assert_int_equal(c.scrape_cpu_seconds, 10);
+    assert_int_equal(c.nscrape_targets, 0);
+    pfr_config_free(&c);
+
+    char *path = write_file("[recorder]\ngo_heap_interval = 30\nscrape_endpoints = heap,cpu\n"
+                            "[scrape]\ntarget = http://10.0.0.5:6060 service=api team=core\n");
+    setenv("GO_HEAP_PROFILER", "force", 1);
+    setenv("PFR_METRICS_LISTEN", "off", 1);
+    char *argv1[] = {"pfr-recorder",
+                     "--config",
+                     path,
+                     "--scrape-target",
+                     "http://127.0.0.1:7070 service=web",
+                     "--scrape-local",
+                     "off",
+                     "--scrape-cpu-seconds",
+                     "0",
+                     NULL};
+    assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
+    assert_int_equal(c.go_heap_mode, PFR_GOHEAP_FORCE);
+    assert_true(c.go_heap_interval_ns == 30000000000ll);
+    assert_string_equal(c.metrics_listen, "");
+    assert_int_equal(c.scrape_local, PFR_SCRAPE_LOCAL_OFF);
+    assert_int_equal(c.scrape_cpu_seconds, 0);
+    assert_int_equal(c.scrape_endpoints, (1u << PFR_SCRAPE_HEAP) | (1u << PFR_SCRAPE_CPU));
+    assert_int_equal(c.nscrape_targets, 2);
+    assert_string_equal(c.scrape_targets[0], "http://127.0.0.1:7070 service=web"); /* flags first */
+    assert_string_equal(c.scrape_targets[1], "http://10.0.0.5:6060 service=api team=core");
+    pfr_config_free(&c);
+    /* PFR_GO_HEAP_PROFILER wins over Coroot's name */
+    setenv("PFR_GO_HEAP_PROFILER", "disabled", 1);
+    assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
+    assert_int_equal(c.go_heap_mode, PFR_GOHEAP_DISABLED);
+    pfr_config_free(&c);
+    unlink(path);
+    free(path);
+
+    static const struct {
+        const char *flag, *value, *needle;
+    } bad[] = {
+        {"--go-heap-profiler", "sometimes", "go_heap_profiler"},
+        {"--go-heap-interval", "0", "go_heap_interval"},
+        {"--metrics-listen", "9465", "metrics_listen"},
+        {"--scrape-local", "maybe", "scrape_local"},
+        {"--scrape-endpoints", "cpu,disk", "scrape_endpoints"},
+        {"--scrape-target", "http://x:1", "service"},
+        {"--scrape-cpu-seconds", "-1", "scrape_cpu_seconds"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        clear_env(NULL);
+        char *argv2[] = {"pfr-recorder", (char *)bad[i].flag, (char *)bad[i].value, NULL};
+        err[0] = '\0';
+        assert_int_equal(load(&c, argv2, err, sizeof(err)), -EINVAL);
+        if (!strstr(err, bad[i].needle) && !strstr(err, bad[i].flag + 2))
+            fail_msg("%s %s: error '%s' does not name the setting", bad[i].flag, bad[i].value, err);
+        pfr_config_free(&c);
+    }
+    char *badfile = write_file("[scrape]\ninterval = 5\n");
+    char *argv3[] = {"pfr-recorder", "--config", badfile, NULL};
+    assert_int_equal(load(&c, argv3, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "[scrape]"));
+    pfr_config_free(&c);
+    unlink(badfile);
+    free(badfile);
 }
 
 static void defaults(void **state)
@@ -278,6 +362,7 @@ int main(void)
         cmocka_unit_test_setup(flag_and_env_errors, clear_env),
         cmocka_unit_test_setup(help_version, clear_env),
         cmocka_unit_test_setup(set_values, clear_env),
+        cmocka_unit_test_setup(source_settings, clear_env),
         cmocka_unit_test(map_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,164 @@
+/* The recorder's health metrics: thin mirrors of the sources' cumulative counters. */
+#include "daemon_metrics.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct pfr_daemon_metrics {
+    pfr_metrics *reg;
+    pfr_metrics_server *server;
+};
+
+int pfr_daemon_metrics_new(const char *listen, pfr_daemon_metrics **out, char *err, size_t errlen)
+{
+    pfr_daemon_metrics *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    int rc = pfr_metrics_new(0, &m->reg);
+    if (rc == 0 && listen && listen[0])
+        rc = pfr_metrics_serve(m->reg, listen, &m->server, err, errlen);
+    if (rc) {
+        pfr_daemon_metrics_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void pfr_daemon_metrics_free(pfr_daemon_metrics *m)
+{
+    if (!m)
+        return;
+    if (m->server)
+        pfr_metrics_server_stop(m->server);
+    pfr_metrics_free(m->reg);
+    free(m);
+}
+
+pfr_metrics *pfr_daemon_metrics_registry(pfr_daemon_metrics *m)
+{
+    return m->reg;
+}
+
+unsigned pfr_daemon_metrics_port(const pfr_daemon_metrics *m)
+{
+    return m->server ? pfr_metrics_server_port(m->server) : 0;
+}
+
+/* One unlabelled series. A registration failure (out of memory) only loses that metric. */
+static void put(pfr_daemon_metrics *m, const char *name, const char *help, enum pfr_metric_type t,
+                double v)
+{
+    pfr_metric_family *f;
+    if (pfr_metrics_family(m->reg, name, help, t, NULL, 0, &f) == 0)
+        pfr_metrics_set(f, NULL, v);
+}
+
+/* One series of a family with a single label. */
+static void put1(pfr_daemon_metrics *m, const char *name, const char *help, const char *label,
+                 const char *value, double v)
+{
+    pfr_metric_family *f;
+    const char *names[1] = {label}, *values[1] = {value};
+    if (pfr_metrics_family(m->reg, name, help, PFR_METRIC_COUNTER, names, 1, &f) == 0)
+        pfr_metrics_set(f, values, v);
+}
+
+#define C PFR_METRIC_COUNTER
+#define G PFR_METRIC_GAUGE
+
+void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *st)
+{
+    static const char lost_help[] = "CPU samples lost or with a stack that could not be kept";
+    put(m, "pfr_cpu_samples_total", "CPU samples taken (idle excluded)", C,
+        (double)st->bpf.samples);
+    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "count_map_full",
+         (double)st->bpf.count_map_full);
+    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "prog_busy",
+         (double)st->bpf.prog_misses);
+    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "stack_map_full",
+         (double)st->bpf.stack_map_full);
+    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "kernel_stack_error",
+         (double)st->bpf.kstack_errors);
+    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "user_stack_error",
+         (double)st->bpf.ustack_errors);
+    put(m, "pfr_cpu_process_events_lost_total", "process notifications dropped (ring full)", C,
+        (double)st->bpf.events_lost);
+    put(m, "pfr_cpu_bpf_run_seconds_total",
+        "run time of the BPF sampler (needs kernel.bpf_stats_enabled=1)", C,
+        (double)st->bpf.prog_run_ns / 1e9);
+    put(m, "pfr_processes_symbolized_total", "processes whose mappings were snapshotted", C,
+        (double)st->processes_seen);
+    put(m, "pfr_processes_tracked", "processes the CPU profiler holds records of", G,
+        (double)st->processes_live);
+    put(m, "pfr_symbol_files_parsed_total", "ELF files parsed for symbols", C,
+        (double)st->sym.files_parsed);
+    put(m, "pfr_symbol_cache_bytes", "bytes held by the symbol cache", G,
+        (double)st->sym.cache_bytes);
+    put(m, "pfr_frames_unresolved_total", "frames that could not be named", C,
+        (double)st->sym.unresolved_frames);
+    put(m, "pfr_frames_late_total", "frames left as addresses: symbolizing budget spent", C,
+        (double)st->build.late_frames);
+    put(m, "pfr_cpu_profiles_total", "CPU profiles written", C, (double)st->profiles);
+}
+
+void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
+                              unsigned long long write_errors)
+{
+    put(m, "pfr_store_bytes", "ring file bytes on disk (database + WAL)", G,
+        (double)st->file_bytes);
+    put(m, "pfr_store_max_bytes", "ring size cap", G, (double)st->max_bytes);
+    put(m, "pfr_store_chunks", "chunks in the ring", G, (double)st->chunks);
+    put(m, "pfr_store_oldest_timestamp_seconds", "start of the oldest chunk", G,
+        (double)st->oldest_ns / 1e9);
+    put(m, "pfr_store_chunks_evicted_total", "chunks evicted by the size cap", C,
+        (double)st->evicted);
+    put(m, "pfr_store_chunks_lost_unshipped_total",
+        "chunks evicted before a registered consumer (the shipper) had taken them", C,
+        (double)st->lost_unshipped);
+    put(m, "pfr_store_write_errors_total", "profiles that could not be written", C,
+        (double)write_errors);
+}
+
+void pfr_daemon_metrics_goheap(pfr_daemon_metrics *m, const pfr_goheap_stats *st)
+{
+    static const char err_help[] = "Go heap walks that failed, by reason";
+    put(m, "pfr_goheap_profiles_total", "Go heap profiles written", C, (double)st->profiles);
+    put(m, "pfr_goheap_processes", "Go processes with symbols seen by the last collections", C,
+        (double)st->go_processes);
+    put(m, "pfr_goheap_rates_forced_total", "MemProfileRate writes in force mode", C,
+        (double)st->rates_forced);
+    put(m, "pfr_goheap_stripped_binaries_total", "Go executables skipped: no .symtab", C,
+        (double)st->stripped_binaries);
+    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "read", (double)st->read_errors);
+    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "loop", (double)st->loop_errors);
+    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "limit", (double)st->limit_errors);
+    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "bad_bucket",
+         (double)st->bad_buckets);
+    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "timeout", (double)st->timeouts);
+    put(m, "pfr_goheap_collect_seconds_total", "time spent collecting Go heap profiles", C,
+        (double)st->collect_ns / 1e9);
+}
+
+void pfr_daemon_metrics_scrape(pfr_daemon_metrics *m, const pfr_scrape_stats *st)
+{
+    static const char fail_help[] = "pprof scrapes that failed, by reason";
+    put(m, "pfr_scrape_targets", "pprof targets scraped", G, (double)st->targets);
+    put(m, "pfr_scrape_requests_total", "pprof requests completed", C, (double)st->requests);
+    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "connect",
+         (double)st->connect_errors);
+    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "timeout", (double)st->timeouts);
+    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "http", (double)st->http_errors);
+    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "too_large", (double)st->too_large);
+    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "invalid", (double)st->invalid);
+    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "other", (double)st->other_errors);
+    put(m, "pfr_scrape_profiles_total", "profiles scraped and queued", C, (double)st->profiles);
+    put(m, "pfr_scrape_profiles_dropped_total", "scraped profiles dropped from a full queue", C,
+        (double)st->dropped);
+}
+
+void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message)
+{
+    pfr_metrics_set_last_error(m->reg, source, message, (double)time(NULL));
+}
