@@ -598,12 +598,17 @@ def test_scrape(args, tmp):
     try:
         line = srv.stdout.readline().strip()
         check(line.startswith("pprof="), "pprofsrv said %r" % line)
-        rec = Recorder(args, tmp, ["--interval", "1", "--scrape-interval", "2",
-                                   "--scrape-cpu-seconds", "1", "--go-heap-profiler", "disabled",
-                                   "--metrics-listen", "off"])
+        rec = Recorder(args, tmp, ["--interval", "1", "--scrape-interval", "6",
+                                   "--scrape-cpu-seconds", "5", "--go-heap-profiler", "disabled",
+                                   "--cpu-hz", "499", "--metrics-listen", "off"])
         typ = "go:goroutine_goroutine:count"
         cs = wait_chunks(args, rec.store, "pfr-pprofsrv", typ, 40)
-        cpu = wait_chunks(args, rec.store, "pfr-pprofsrv", "go:profile_cpu:nanoseconds", 20)
+        # CPU profiles are 5 s long; the second one is compared, when the symbol cache is warm
+        # (the first seconds of a cold start may leave frames as addresses: the budget), and
+        # once the eBPF intervals that cover it are written
+        cpu = wait_chunks(args, rec.store, "pfr-pprofsrv", "go:profile_cpu:nanoseconds", 40,
+                          lambda cs: len(cs) >= 2)
+        time.sleep(2)
         rc, _, _ = rec.stop()
         check(rc == 0, "recorder exit code %d" % rc)
         if check(cs, "no goroutine profile of pfr-pprofsrv scraped"):
@@ -616,6 +621,7 @@ def test_scrape(args, tmp):
                   "CPU profile types %r (samples column kept?)" % cpu[-1]["types"])
             fns = {f["function"] for c in cpu for s in c.get("samples", []) for f in s["frames"]}
             check("main.burnCPU" in fns, "scraped CPU profile lacks main.burnCPU")
+            check_cpu_shape(args, rec.store, cpu)
         check("scrape: target http://" in rec.log_text(), "no log line for the discovered target")
     finally:
         srv.kill()
@@ -626,6 +632,34 @@ def go_alloc_bytes(text, pid):
     m = re.search(r'^container_go_alloc_bytes_total\{[^}]*pid="%d"[^}]*\} (\S+)$' % pid, text,
                   re.M)
     return float(m.group(1)) if m else -1
+
+
+def share_under(chunks, fn, lo, hi):
+    """Share of the value of chunks overlapping [lo, hi) whose stack holds fn (whole chunks)."""
+    tot = hit = 0
+    for c in chunks:
+        if c["end_ns"] <= lo or c["start_ns"] >= hi:
+            continue
+        for s in c.get("samples", []):
+            tot += s["value"]
+            if any(f["function"] == fn for f in s["frames"]):
+                hit += s["value"]
+    return (hit / tot if tot else None), tot
+
+
+def check_cpu_shape(args, store, scraped):
+    """The scraped Go CPU profile and the eBPF profile of the same process over the same seconds
+    agree in shape: the share of time under main.burnCPU within 15 points."""
+    c = scraped[-1]
+    lo, hi = c["start_ns"], c["end_ns"]
+    ebpf = chunks_of_type(args, store, "pfr-pprofsrv", "ebpf:cpu:nanoseconds")
+    go_share, _ = share_under([c], "main.burnCPU", lo, hi)
+    bpf_share, n = share_under(ebpf, "main.burnCPU", lo, hi)
+    log("CPU shape over %.1f s: main.burnCPU has %s of the scraped profile, %s of eBPF's (%d ns)"
+        % ((hi - lo) / 1e9, go_share, bpf_share, n))
+    if check(go_share is not None and bpf_share is not None, "no CPU samples to compare"):
+        check(abs(go_share - bpf_share) <= 0.15, "main.burnCPU: %.0f%% scraped vs %.0f%% eBPF"
+              % (100 * go_share, 100 * bpf_share))
 
 
 def test_metrics(args, tmp):
