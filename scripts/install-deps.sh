@@ -12,7 +12,7 @@ PKGS=(
   libcurl4-openssl-dev libmicrohttpd-dev libinih-dev libjansson-dev
   libcmocka-dev libclang-rt-14-dev
   golang-1.19-go linux-perf bpftrace
-  chromium python3 procps util-linux libcap2-bin systemd iproute2
+  chromium python3 procps util-linux libcap2-bin systemd iproute2 curl
 )
 # Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from
 # bookworm-backports, which Debian pins low: adding it moves no other package.

@@ -4,6 +4,7 @@
  * the row formats in store_codec.c. Design notes and measurements: docs/store.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -628,6 +629,14 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         pfr_store_close(s);
         return store_fail(NULL, -ENOENT, err, errlen, msg);
     }
+    if (!o.read_only && !exists) {
+        /* Create the file ourselves: SQLite would make it 0644 (less the umask), and its -wal
+         * and -shm files copy the database's mode. Profiles name processes and functions, so
+         * the ring is for its owner and group only. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        if (fd >= 0)
+            close(fd);
+    }
     int flags = SQLITE_OPEN_NOMUTEX |
                 (o.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
@@ -638,6 +647,12 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, o.busy_timeout_ms);
+    if (!o.read_only) {
+        /* Keep -wal and -shm when the writer closes: a reader that may not create files in the
+         * ring's folder (the shipper, in the ring's group) could not open the ring otherwise. */
+        int persist = 1;
+        sqlite3_file_control(s->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+    }
     int64_t psize, ntables;
     if ((rc = query_int(s, "PRAGMA page_size", &psize)) != 0 ||
         (rc = query_int(s, "SELECT count(*) FROM sqlite_master", &ntables)) != 0) {
