@@ -250,8 +250,9 @@ static void learn_missing(pfr_cpu_source *cs, const pfr_cpu_drain *d)
         bool kthread = false;
         int rc = pfr_process_read_facts(cs->procs.proc_root, tgid, exe, sizeof(exe), cgroup,
                                         sizeof(cgroup), comm, sizeof(comm), &kthread);
-        pfr_proc *p =
-            pfr_proc_table_learn(&cs->procs, tgid, 0, rc == 0 ? comm : "?", kthread, &cs->rules);
+        /* gone before its notification was handled: its samples stay, under "[exited]" */
+        pfr_proc *p = pfr_proc_table_learn(&cs->procs, tgid, 0, rc == 0 ? comm : "[exited]",
+                                           kthread, &cs->rules);
         if (!p)
             continue;
         cs->st.processes_seen++;
