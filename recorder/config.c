@@ -543,7 +543,7 @@ static const char usage[] =
     "  --count-map-entries N    (process, stack) pairs kept per interval (default 0: twice the\n"
     "                           stacks)\n"
     "  --sym-cache-bytes N      symbol cache bound (default 32M)\n"
-    "  --no-dwarf               do not read file:line from DWARF\n"
+    "  --dwarf BOOL, --no-dwarf read file:line from DWARF (default true)\n"
     "  --symbolize-budget SECONDS\n"
     "                           symbolizing time per interval; past it new frames are written\n"
     "                           as addresses so intervals stay on time (default: half the\n"
