@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include "pfr_log.h"
 #include "pfr_query.h"
 #include "pfr_render.h"
+#include "pfr_serve.h"
 #include "pfr_time.h"
 
 #define MAX_LABELS 32
@@ -34,6 +37,10 @@ enum opt_id {
     O_NO_LABELS,
     O_VALUES,
     O_HELP,
+    O_LISTEN,
+    O_TIMEOUT,
+    O_MAX_RANGE,
+    O_MAX_QUERIES,
 };
 #define BIT(o)      (1u << (o))
 #define RANGE_OPTS  (BIT(O_FROM) | BIT(O_TO) | BIT(O_SERVICE) | BIT(O_TYPE) | BIT(O_LABEL))
@@ -58,12 +65,19 @@ static const struct option long_opts[] = {
     {"no-labels", no_argument, NULL, O_NO_LABELS},
     {"values", required_argument, NULL, O_VALUES},
     {"help", no_argument, NULL, O_HELP},
+    {"listen", required_argument, NULL, O_LISTEN},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"max-range", required_argument, NULL, O_MAX_RANGE},
+    {"max-queries", required_argument, NULL, O_MAX_QUERIES},
     {NULL, 0, NULL, 0},
 };
 
 typedef struct cmd_opts {
     const char *from, *to, *base_from, *base_to;
     const char *service, *type, *format, *output, *title, *search, *step;
+    const char *listen;
+    int64_t timeout_ns, max_range_ns;
+    long max_queries;
     pfr_kv labels[MAX_LABELS];
     size_t nlabels;
     char *label_keys[MAX_LABELS];
@@ -168,6 +182,23 @@ static int set_opt(cmd_opts *o, int id, const char *arg)
         if (parse_long(arg, 10, 100000, &o->width))
             return 0;
         pfr_err("bad --width \"%s\": expected a number from 10", arg);
+        return -EINVAL;
+    case O_LISTEN:
+        o->listen = arg;
+        return 0;
+    case O_TIMEOUT:
+    case O_MAX_RANGE: {
+        char err[256];
+        if (pfr_duration_parse(arg, id == O_TIMEOUT ? &o->timeout_ns : &o->max_range_ns, err,
+                               sizeof(err)) == 0)
+            return 0;
+        pfr_err("bad --%s \"%s\": %s", id == O_TIMEOUT ? "timeout" : "max-range", arg, err);
+        return -EINVAL;
+    }
+    case O_MAX_QUERIES:
+        if (parse_long(arg, 1, 64, &o->max_queries))
+            return 0;
+        pfr_err("bad --max-queries \"%s\": expected a count from 1 to 64", arg);
         return -EINVAL;
     case O_MIN_WIDTH: {
         char *end;
@@ -314,6 +345,33 @@ static void help_ls(FILE *f)
             "  --format FORMAT      text (default) or json\n"
             "  --values N           label values and gaps shown per service (default 10)\n%s",
             out_help);
+}
+
+static void help_serve(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: pfr [--store PATH] serve [options]\n"
+        "Serve the profiling page of the ring to a browser: pick service, type and labels,\n"
+        "a chart of the profile over time (drag to select a range, then Zoom for its flame\n"
+        "graph or Compare for what changed against the range before it), a flame graph and\n"
+        "a top-functions table. Everything is served by pfr itself (no external URL), so it\n"
+        "works offline; from a laptop use an SSH tunnel:\n"
+        "  ssh -L 8123:127.0.0.1:8123 HOST   then open http://localhost:8123/\n"
+        "The ring is read-only and re-read on every request. Stop with Ctrl-C.\n\n"
+        "  --listen ADDR        HOST:PORT, [IPV6]:PORT or PORT (default " PFR_SERVE_DEFAULT_LISTEN
+        ").\n"
+        "                       Port 0 picks a free port. A non-loopback address exposes\n"
+        "                       every profile without authentication (a warning is printed)\n"
+        "  --timeout DURATION   answer 503 to a query still running after this (default 20s)\n"
+        "  --max-range DURATION refuse (400) ranges longer than this (default 31d)\n"
+        "  --max-queries N      queries running at once (default 2); more wait for a slot,\n"
+        "                       within --timeout\n"
+        "  -h, --help           this help\n"
+        "  (global) --store PATH   the ring (default: $PFR_STORE, else " PFR_STORE_DEFAULT_PATH
+        ")\n\n"
+        "It prints the URL to open on stdout once listening. The JSON API (/api/ls,\n"
+        "/api/timeline, /api/flame, /api/diff, /api/labels) is described in docs/serve.md.\n");
 }
 
 /* ---- shared steps ---- */
@@ -840,4 +898,56 @@ int pfr_cmd_diff(pfr_cli *cli, int argc, char **argv)
         rc = run_diff(cli, &o, default_format(&o, "top"));
     opts_free(&o);
     return rc;
+}
+
+/* ---- pfr serve ---- */
+int pfr_cmd_serve(pfr_cli *cli, int argc, char **argv)
+{
+    cmd_opts o;
+    unsigned allowed =
+        BIT(O_HELP) | BIT(O_LISTEN) | BIT(O_TIMEOUT) | BIT(O_MAX_RANGE) | BIT(O_MAX_QUERIES);
+    int rc = parse_opts("serve", allowed, argc, argv, &o);
+    if (rc || o.help) {
+        if (o.help)
+            help_serve(stdout);
+        opts_free(&o);
+        return rc;
+    }
+    if (access(cli->store_path, F_OK) != 0)
+        pfr_warn("no ring at %s yet: the page will say so until pfr-recorder creates it",
+                 cli->store_path);
+    /* Block the stop signals before the server's threads start, so they inherit the mask and
+     * only sigwait() below sees them. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pfr_serve_config cfg = {.store_path = cli->store_path,
+                            .listen = o.listen,
+                            .limits = {.timeout_ns = o.timeout_ns,
+                                       .max_range_ns = o.max_range_ns,
+                                       .max_queries = (unsigned)o.max_queries}};
+    pfr_serve *srv = NULL;
+    char err[512] = "";
+    int r = pfr_serve_start(&cfg, &srv, err, sizeof(err));
+    opts_free(&o);
+    if (r < 0) {
+        pfr_err("pfr serve: %s", err);
+        return r == -EINVAL ? PFR_EXIT_USAGE : PFR_EXIT_ERROR;
+    }
+    if (!pfr_serve_loopback(srv))
+        pfr_warn("listening on %s, which is not a loopback address: anyone who can reach it can "
+                 "read every profile in the ring (there is no authentication). The default "
+                 "(" PFR_SERVE_DEFAULT_LISTEN ") and an SSH tunnel are safer.",
+                 pfr_serve_url(srv));
+    printf("pfr serve: %s (ring %s; Ctrl-C stops)\n", pfr_serve_url(srv), cli->store_path);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    pfr_info("pfr serve: %s, stopping", strsignal(sig));
+    pfr_serve_stop(srv);
+    return PFR_EXIT_OK;
 }

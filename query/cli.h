@@ -28,5 +28,6 @@ int pfr_cmd_flame(pfr_cli *cli, int argc, char **argv);
 int pfr_cmd_export(pfr_cli *cli, int argc, char **argv);
 int pfr_cmd_timeline(pfr_cli *cli, int argc, char **argv);
 int pfr_cmd_diff(pfr_cli *cli, int argc, char **argv);
+int pfr_cmd_serve(pfr_cli *cli, int argc, char **argv);
 
 #endif

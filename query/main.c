@@ -19,6 +19,7 @@ static void usage(FILE *f)
             "  timeline   value per interval of a range, to find the spike to zoom into\n"
             "  diff       a range against a baseline range: red more, green less\n"
             "  export     pprof of a range (for go tool pprof, Go PGO default.pgo)\n"
+            "  serve      the profiling page in a browser (chart, zoom, compare, flame graph)\n"
             "  help CMD   help of a command (same as pfr CMD --help)\n\n"
             "Options:\n"
             "  --store PATH   the ring (default: $PFR_STORE, else " PFR_STORE_DEFAULT_PATH ")\n"
@@ -35,11 +36,8 @@ static cmd_fn find_cmd(const char *name)
     static const struct {
         const char *name;
         cmd_fn fn;
-    } cmds[] = {{"ls", pfr_cmd_ls},
-                {"flame", pfr_cmd_flame},
-                {"timeline", pfr_cmd_timeline},
-                {"diff", pfr_cmd_diff},
-                {"export", pfr_cmd_export}};
+    } cmds[] = {{"ls", pfr_cmd_ls},     {"flame", pfr_cmd_flame},   {"timeline", pfr_cmd_timeline},
+                {"diff", pfr_cmd_diff}, {"export", pfr_cmd_export}, {"serve", pfr_cmd_serve}};
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
         if (strcmp(cmds[i].name, name) == 0)
             return cmds[i].fn;

@@ -1,7 +1,9 @@
 // pfr flame graph: renders the JSON tree of `pfr flame --format json` (or a diff) into a
 // container. Root at the bottom, width = share of the total, click a frame to zoom into it,
 // search highlights matches, hover shows name, value, self and percent.
-// Used by `pfr flame --format html` and by the `pfr serve` page: PfrFlame.mount(el, data).
+// Used by `pfr flame --format html` and by the `pfr serve` page: PfrFlame.mount(el, data, opts)
+// with opts {search, zoom (initial node id), noHash (leave the URL alone), onChange (called with
+// {zoom, search} after every change)}. The returned api's destroy() detaches it from the window.
 (function (global) {
   'use strict';
   var FH = 18; // frame height in px
@@ -180,6 +182,7 @@
     }
 
     function saveHash() {
+      if (opts.onChange) opts.onChange({ zoom: state.zoom, search: state.search });
       if (opts.noHash) return;
       var h = [];
       if (state.zoom) h.push('zoom=' + state.zoom);
@@ -209,17 +212,20 @@
     reset.addEventListener('click', function () { api.zoomTo(0); });
     input.addEventListener('input', function () { api.search(input.value); });
     var lastWidth = 0;
-    global.addEventListener('resize', function () {
+    function onResize() {
       if (graph.clientWidth !== lastWidth) { lastWidth = graph.clientWidth; render(); }
-    });
+    }
+    global.addEventListener('resize', onResize);
 
     var api = {
       zoomTo: function (id) { state.zoom = id >= 0 && id < nodes.length ? id : 0; render(); saveHash(); },
       search: function (q) { state.search = q || ''; if (input.value !== state.search) input.value = state.search; highlight(); saveHash(); },
       state: function () { return { zoom: state.zoom, search: state.search }; },
+      destroy: function () { global.removeEventListener('resize', onResize); },
       nodes: nodes
     };
     loadHash();
+    if (opts.zoom > 0 && opts.zoom < nodes.length && !state.zoom) state.zoom = opts.zoom;
     input.value = state.search;
     if (!state.search && opts.search) state.search = input.value = opts.search;
     render();

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Starts the real `pfr serve` on a free loopback port over the "shift" ring and runs the page's
+# end-to-end test in headless Chromium (serve_e2e.mjs). Then stops the server with SIGTERM and
+# checks it exits cleanly (under ASan that includes no leaks). Screenshots: ARTIFACTS/*.png.
+#   serve_e2e.sh PFR MAKE_RING WORKDIR ARTIFACTS
+set -euo pipefail
+PFR=$1
+MK=$2
+W=$3
+ART=$4
+HERE=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$W"
+mkdir -p "$W" "$ART"
+export TZ=UTC
+if [ ! -d "$HERE/node_modules/playwright-core" ]; then
+    echo "installing playwright-core (npm ci in tests/serve)"
+    (cd "$HERE" && timeout 300 npm ci --no-audit --no-fund >/dev/null)
+fi
+T0=1714564800
+"$MK" "$W/shift.db" shift --chunks 60 --start $T0
+
+"$PFR" --store "$W/shift.db" serve --listen 127.0.0.1:0 >"$W/serve.out" 2>"$W/serve.err" &
+SERVER=$!
+stop_server() {
+    if kill -0 "$SERVER" 2>/dev/null; then
+        kill -TERM "$SERVER" 2>/dev/null || true
+    fi
+}
+trap stop_server EXIT
+
+# The URL is printed once the socket listens (port 0: the kernel picked a free one).
+URL=
+for _ in $(seq 1 100); do
+    URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$W/serve.out" || true)
+    [ -n "$URL" ] && break
+    kill -0 "$SERVER" 2>/dev/null || { cat "$W/serve.err"; echo "pfr serve died"; exit 1; }
+    sleep 0.1
+done
+[ -n "$URL" ] || { cat "$W/serve.err"; echo "pfr serve printed no URL in 10 s"; exit 1; }
+echo "pfr serve at $URL"
+
+rc=0
+timeout 90 node "$HERE/serve_e2e.mjs" --url "$URL" --out "$ART" || rc=$?
+
+# A clean stop: SIGTERM, exit status 0 within 10 s.
+kill -TERM "$SERVER"
+for _ in $(seq 1 100); do
+    kill -0 "$SERVER" 2>/dev/null || break
+    sleep 0.1
+done
+if kill -0 "$SERVER" 2>/dev/null; then
+    echo "FAIL pfr serve did not stop within 10 s of SIGTERM"
+    kill -KILL "$SERVER"
+    rc=1
+fi
+src=0
+wait "$SERVER" || src=$?
+trap - EXIT
+if [ "$src" -ne 0 ]; then
+    echo "FAIL pfr serve exited with $src"
+    cat "$W/serve.err"
+    rc=1
+else
+    echo "ok   pfr serve stopped cleanly on SIGTERM"
+fi
+exit $rc
