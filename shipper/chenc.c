@@ -6,6 +6,9 @@
 
 #include "coroot_fmt.h"
 
+/* Strings of dictionary locations cached before the caches are cleared (between batches). */
+#define PFR_CHENC_DICT_BYTES (64u << 20)
+
 /* A remembered stack: its content key (two 64-bit lanes, mixed with the service), Coroot's
  * hash, and the LastSeen written (sent_until) or waiting in the open batch (staged_until). */
 struct sentry {
@@ -29,7 +32,46 @@ struct lkey {
 
 struct aslot {
     uint64_t a, b;
-    uint32_t sample;
+    uint32_t ref; /* a sample index (profile) or a stack index (ring samples) */
+};
+
+/* What a chunk's rows come from: a decoded profile, or the ring's samples against the stream's
+ * dictionary. */
+struct src {
+    const pfr_chunk_meta *m;
+    const pfr_profile *p;
+    const pfr_chunk_samples *v;
+};
+
+/* One dictionary's stacks (pfr_store_scan_samples): the content key of each stack met so far. */
+struct dkey {
+    uint64_t a, b;
+    uint32_t gen; /* 0 = not computed yet; the chunk generation for the chunk's own stacks */
+};
+
+/* One dictionary location: the content key of its frames and their Coroot strings. */
+struct dloc {
+    uint64_t a, b;
+    uint32_t off, len; /* its strings, as ClickHouse Strings back to back, in dcache.strs */
+    uint32_t nstr;
+    uint32_t known;
+};
+
+struct dcache {
+    int64_t dict;
+    struct dkey *keys;
+    size_t cap;
+    struct dloc *locs;
+    size_t cap_locs;
+    pfr_buf strs;
+};
+
+/* A location's key and strings (cached or computed for one use). */
+struct locinfo {
+    uint64_t a, b;
+    const uint8_t *enc;
+    size_t len;
+    uint32_t nstr;
 };
 
 struct pfr_chenc {
@@ -43,8 +85,9 @@ struct pfr_chenc {
     uint32_t *staged;
     size_t nstaged, cap_staged;
 
-    pfr_buf samples, stacks;
-    uint64_t sample_rows, stack_rows;
+    pfr_chcols cols;         /* the open batch's rows */
+    pfr_buf samples, stacks; /* their request bodies, rendered on demand */
+    bool rendered;
 
     /* per-chunk scratch */
     uint32_t cgen; /* chunk generation, never 0 */
@@ -60,12 +103,21 @@ struct pfr_chenc {
     size_t cap_vals;
     pfr_frame *frames;
     size_t cap_frames;
-    pfr_buf prefix; /* the constant head of a sample row, per sample type */
-    size_t *prefix_off;
-    size_t cap_prefix_off;
+    uint64_t *slot_hash; /* StackHash of each distinct stack */
+    size_t cap_slot_hash;
     pfr_buf str;  /* stack strings of one stack, back to back */
     size_t *soff; /* their end offsets */
     size_t cap_soff;
+
+    /* per-dictionary stack keys (ring samples path) */
+    struct dcache *dicts;
+    size_t ndicts, cap_dicts, dict_keys;
+    struct dkey *own; /* keys of the chunk's own stacks (above the dictionary) */
+    size_t cap_own;
+    size_t cur;           /* the current chunk's dictionary (index in dicts) */
+    uint32_t stable_locs; /* its locations below this are cached */
+    uint64_t dict_bytes;  /* strings cached for dictionaries */
+    pfr_buf lstr, fstr;   /* a location's strings (not cached), one frame's string */
 };
 
 static inline uint64_t mix64(uint64_t x)
@@ -132,6 +184,18 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+static void dicts_clear(pfr_chenc *e)
+{
+    for (size_t i = 0; i < e->ndicts; i++) {
+        free(e->dicts[i].keys);
+        free(e->dicts[i].locs);
+        pfr_buf_free(&e->dicts[i].strs);
+    }
+    e->ndicts = 0;
+    e->dict_keys = 0;
+    e->dict_bytes = 0;
+}
+
 int pfr_chenc_new(const pfr_chenc_opts *o, pfr_chenc **out)
 {
     pfr_chenc *e = calloc(1, sizeof(*e));
@@ -156,6 +220,7 @@ void pfr_chenc_free(pfr_chenc *e)
     free(e->ent);
     free(e->tab);
     free(e->staged);
+    pfr_chcols_free(&e->cols);
     pfr_buf_free(&e->samples);
     pfr_buf_free(&e->stacks);
     free(e->smemo);
@@ -164,18 +229,21 @@ void pfr_chenc_free(pfr_chenc *e)
     free(e->slots);
     free(e->vals);
     free(e->frames);
-    pfr_buf_free(&e->prefix);
-    free(e->prefix_off);
+    free(e->slot_hash);
     pfr_buf_free(&e->str);
     free(e->soff);
+    dicts_clear(e);
+    free(e->dicts);
+    free(e->own);
+    pfr_buf_free(&e->lstr);
+    pfr_buf_free(&e->fstr);
     free(e);
 }
 
 void pfr_chenc_begin(pfr_chenc *e)
 {
-    pfr_buf_reset(&e->samples);
-    pfr_buf_reset(&e->stacks);
-    e->sample_rows = e->stack_rows = 0;
+    pfr_chcols_reset(&e->cols);
+    e->rendered = false;
     e->nstaged = 0;
     if (++e->gen == 0)
         e->gen = 1;
@@ -186,26 +254,47 @@ void pfr_chenc_begin(pfr_chenc *e)
         if (e->tab)
             memset(e->tab, 0, (e->tab_mask + 1) * sizeof(*e->tab));
     }
+    if (e->dict_keys >= e->o.max_stacks || e->dict_bytes >= PFR_CHENC_DICT_BYTES)
+        dicts_clear(e);
 }
 
-const pfr_buf *pfr_chenc_samples(const pfr_chenc *e)
+static void render(pfr_chenc *e)
 {
+    if (e->rendered)
+        return;
+    enum pfr_ch_format f = e->o.format;
+    if (pfr_chcols_render_samples(&e->cols, f, &e->samples) < 0)
+        e->samples.oom = true;
+    if (pfr_chcols_render_stacks(&e->cols, f, &e->stacks) < 0)
+        e->stacks.oom = true;
+    e->rendered = true;
+}
+
+const pfr_buf *pfr_chenc_samples(pfr_chenc *e)
+{
+    render(e);
     return &e->samples;
 }
 
-const pfr_buf *pfr_chenc_stacks(const pfr_chenc *e)
+const pfr_buf *pfr_chenc_stacks(pfr_chenc *e)
 {
+    render(e);
     return &e->stacks;
+}
+
+uint64_t pfr_chenc_bytes(const pfr_chenc *e)
+{
+    return e->cols.est_bytes;
 }
 
 uint64_t pfr_chenc_sample_rows(const pfr_chenc *e)
 {
-    return e->sample_rows;
+    return pfr_chcols_sample_rows(&e->cols);
 }
 
 uint64_t pfr_chenc_stack_rows(const pfr_chenc *e)
 {
-    return e->stack_rows;
+    return pfr_chcols_stack_rows(&e->cols);
 }
 
 void pfr_chenc_commit(pfr_chenc *e)
@@ -224,9 +313,34 @@ void pfr_chenc_discard(pfr_chenc *e)
     for (size_t i = 0; i < e->nstaged; i++)
         e->ent[e->staged[i]].staged_gen = 0;
     e->nstaged = 0;
-    pfr_buf_reset(&e->samples);
-    pfr_buf_reset(&e->stacks);
-    e->sample_rows = e->stack_rows = 0;
+    pfr_chcols_reset(&e->cols);
+    e->rendered = false;
+}
+
+int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_buf *stacks)
+{
+    render(e);
+    if (e->samples.oom || e->stacks.oom)
+        return -ENOMEM;
+    /* The caller's old bodies are freed rather than kept for the next render: a batch is held
+     * twice (its columns and the bodies in flight), not three times. */
+    pfr_buf_free(samples);
+    pfr_buf_free(stacks);
+    *samples = e->samples;
+    *stacks = e->stacks;
+    e->samples = e->stacks = (pfr_buf){0};
+    pfr_chenc_commit(e);
+    pfr_chcols_reset(&e->cols);
+    e->rendered = false;
+    return 0;
+}
+
+void pfr_chenc_forget(pfr_chenc *e)
+{
+    e->nent = 0;
+    e->nstaged = 0;
+    if (e->tab)
+        memset(e->tab, 0, (e->tab_mask + 1) * sizeof(*e->tab));
 }
 
 static int tab_rehash(pfr_chenc *e, size_t cap)
@@ -291,11 +405,17 @@ static uint64_t str_key(pfr_chenc *e, const char *s)
     }
 }
 
-static int frames_of(pfr_chenc *e, const pfr_profile *p, bool sample, uint32_t idx, size_t *n)
+/* Frames of a sample (profile) or of a stack (ring samples), or of one location (loc set). */
+static int frames_of(pfr_chenc *e, const struct src *src, bool loc, uint32_t idx, size_t *n)
 {
     for (;;) {
-        size_t total = sample ? pfr_profile_sample_frames(p, idx, e->frames, e->cap_frames)
-                              : pfr_profile_location_frames(p, idx, e->frames, e->cap_frames);
+        size_t total;
+        if (src->p)
+            total = loc ? pfr_profile_location_frames(src->p, idx, e->frames, e->cap_frames)
+                        : pfr_profile_sample_frames(src->p, idx, e->frames, e->cap_frames);
+        else
+            total = loc ? pfr_samples_location_frames(src->v, idx, e->frames, e->cap_frames)
+                        : pfr_samples_stack_frames(src->v, idx, e->frames, e->cap_frames);
         if (total <= e->cap_frames) {
             *n = total;
             return 0;
@@ -305,43 +425,50 @@ static int frames_of(pfr_chenc *e, const pfr_profile *p, bool sample, uint32_t i
     }
 }
 
-static int loc_key(pfr_chenc *e, const pfr_profile *p, uint32_t loc, uint64_t *a, uint64_t *b)
+/* The content key of the n frames in e->frames (function, file, line of each). */
+static void key_of_frames(pfr_chenc *e, size_t n, bool memo, uint64_t *a, uint64_t *b)
 {
-    struct lkey *k = &e->lkeys[loc];
-    if (k->gen == e->cgen) {
-        *a = k->a;
-        *b = k->b;
-        return 0;
-    }
-    size_t n;
-    if (frames_of(e, p, false, loc, &n) < 0)
-        return -ENOMEM;
     uint64_t ha = 0x243f6a8885a308d3ull, hb = 0x13198a2e03707344ull;
     for (size_t i = 0; i < n; i++) {
-        uint64_t f = str_key(e, e->frames[i].function), g = str_key(e, e->frames[i].file);
-        uint64_t l = (uint64_t)e->frames[i].line;
+        const pfr_frame *fr = &e->frames[i];
+        uint64_t f = memo ? str_key(e, fr->function) : strhash(fr->function);
+        uint64_t g = memo ? str_key(e, fr->file) : strhash(fr->file);
+        uint64_t l = (uint64_t)fr->line;
         ha = comb_a(comb_a(comb_a(ha, f), g), l);
         hb = comb_b(comb_b(comb_b(hb, f), g), l);
     }
-    k->a = ha = comb_a(ha, n);
-    k->b = hb = comb_b(hb, n);
-    k->gen = e->cgen;
-    *a = ha;
-    *b = hb;
+    *a = comb_a(ha, n);
+    *b = comb_b(hb, n);
+}
+
+/* The content key of a location's frames. */
+static int frames_key(pfr_chenc *e, const struct src *src, uint32_t loc, bool memo, uint64_t *a,
+                      uint64_t *b)
+{
+    size_t n;
+    if (frames_of(e, src, true, loc, &n) < 0)
+        return -ENOMEM;
+    key_of_frames(e, n, memo, a, b);
     return 0;
 }
 
-/* Size the per-chunk tables for p. */
-static int chunk_scratch(pfr_chenc *e, const pfr_profile *p, size_t nsamples, size_t ntypes)
+static int loc_key(pfr_chenc *e, const pfr_profile *p, uint32_t loc, uint64_t *a, uint64_t *b)
 {
-    if (++e->cgen == 0) {
-        /* Wrapped: stamps from 2^32 chunks ago would look current. */
-        e->cgen = 1;
-        if (e->smemo)
-            memset(e->smemo, 0, (e->smemo_mask + 1) * sizeof(*e->smemo));
-        if (e->lkeys)
-            memset(e->lkeys, 0, e->cap_lkeys * sizeof(*e->lkeys));
+    struct lkey *k = &e->lkeys[loc];
+    if (k->gen != e->cgen) {
+        struct src src = {.p = p};
+        if (frames_key(e, &src, loc, true, &k->a, &k->b) < 0)
+            return -ENOMEM;
+        k->gen = e->cgen;
     }
+    *a = k->a;
+    *b = k->b;
+    return 0;
+}
+
+/* The per-chunk memos of strings and locations of profile p. */
+static int profile_scratch(pfr_chenc *e, const pfr_profile *p)
+{
     size_t nstr = pfr_profile_num_strings(p) + 2;
     size_t want = 64;
     while (want < nstr * 2)
@@ -360,6 +487,24 @@ static int chunk_scratch(pfr_chenc *e, const pfr_profile *p, size_t nsamples, si
         return -ENOMEM;
     if (e->cap_lkeys > old)
         memset(e->lkeys + old, 0, (e->cap_lkeys - old) * sizeof(*e->lkeys));
+    return 0;
+}
+
+/* Size the per-chunk tables; p (may be NULL) gets its memos too. */
+static int chunk_scratch(pfr_chenc *e, const pfr_profile *p, size_t nsamples, size_t ntypes)
+{
+    if (++e->cgen == 0) {
+        /* Wrapped: stamps from 2^32 chunks ago would look current. */
+        e->cgen = 1;
+        if (e->smemo)
+            memset(e->smemo, 0, (e->smemo_mask + 1) * sizeof(*e->smemo));
+        if (e->lkeys)
+            memset(e->lkeys, 0, e->cap_lkeys * sizeof(*e->lkeys));
+        if (e->own)
+            memset(e->own, 0, e->cap_own * sizeof(*e->own));
+    }
+    if (p && profile_scratch(e, p) < 0)
+        return -ENOMEM;
     size_t acap = 64;
     while (acap < nsamples * 2)
         acap *= 2;
@@ -380,7 +525,29 @@ static int chunk_scratch(pfr_chenc *e, const pfr_profile *p, size_t nsamples, si
     return 0;
 }
 
-/* Sum sample i into the chunk's distinct stacks. */
+/* Sum values v of a stack with content key (a, b) into the chunk's distinct stacks; ref names
+ * the stack for its strings. */
+static void accumulate(pfr_chenc *e, uint64_t a, uint64_t b, const int64_t *v, size_t ntypes,
+                       uint32_t ref)
+{
+    size_t mask = e->atab_cap - 1, j = a & mask;
+    while (e->atab[j]) {
+        struct aslot *s = &e->slots[e->atab[j] - 1];
+        if (s->a == a && s->b == b) {
+            int64_t *acc = &e->vals[(size_t)(s - e->slots) * ntypes];
+            for (size_t t = 0; t < ntypes; t++)
+                acc[t] += v[t];
+            return;
+        }
+        j = (j + 1) & mask;
+    }
+    size_t n = e->nslots++;
+    e->slots[n] = (struct aslot){.a = a, .b = b, .ref = ref};
+    memcpy(&e->vals[n * ntypes], v, ntypes * sizeof(*v));
+    e->atab[j] = (uint32_t)n + 1;
+}
+
+/* Sum sample i of profile p into the chunk's distinct stacks. */
 static int aggregate(pfr_chenc *e, const pfr_profile *p, size_t i, size_t ntypes, uint64_t svc)
 {
     size_t nl;
@@ -395,32 +562,190 @@ static int aggregate(pfr_chenc *e, const pfr_profile *p, size_t i, size_t ntypes
     }
     a = comb_a(a, nl);
     b = comb_b(b, nl);
-    const int64_t *v = pfr_profile_sample_values(p, i);
-    size_t mask = e->atab_cap - 1, j = a & mask;
-    while (e->atab[j]) {
-        struct aslot *s = &e->slots[e->atab[j] - 1];
-        if (s->a == a && s->b == b) {
-            int64_t *acc = &e->vals[(size_t)(s - e->slots) * ntypes];
-            for (size_t t = 0; t < ntypes; t++)
-                acc[t] += v[t];
-            return 0;
-        }
-        j = (j + 1) & mask;
-    }
-    size_t n = e->nslots++;
-    e->slots[n] = (struct aslot){.a = a, .b = b, .sample = (uint32_t)i};
-    memcpy(&e->vals[n * ntypes], v, ntypes * sizeof(*v));
-    e->atab[j] = (uint32_t)n + 1;
+    accumulate(e, a, b, pfr_profile_sample_values(p, i), ntypes, (uint32_t)i);
     return 0;
 }
 
-/* Build the Coroot strings of sample i's stack into e->str / e->soff; returns their count and
+/* Append the Coroot strings (ClickHouse Strings) of the frames in e->frames to b. */
+static uint32_t frames_strings(pfr_chenc *e, size_t n, pfr_buf *b)
+{
+    uint32_t c = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!pfr_coroot_keeps(&e->frames[i]))
+            continue;
+        pfr_buf_reset(&e->fstr);
+        pfr_coroot_frame(&e->fstr, &e->frames[i]);
+        pfr_buf_chstr(b, (const char *)e->fstr.data, e->fstr.len);
+        c++;
+    }
+    return c;
+}
+
+/* Key and strings of a location of ring samples: cached for the dictionary's locations. */
+static int loc_info(pfr_chenc *e, const struct src *src, uint32_t loc, struct locinfo *out)
+{
+    struct dcache *d = &e->dicts[e->cur];
+    bool stable = loc < e->stable_locs;
+    if (stable) {
+        size_t old = d->cap_locs;
+        if (grow((void **)&d->locs, &d->cap_locs, (size_t)e->stable_locs, sizeof(*d->locs)) < 0)
+            return -ENOMEM;
+        if (d->cap_locs > old)
+            memset(d->locs + old, 0, (d->cap_locs - old) * sizeof(*d->locs));
+        struct dloc *l = &d->locs[loc];
+        if (l->known) {
+            *out = (struct locinfo){l->a, l->b, d->strs.data + l->off, l->len, l->nstr};
+            return 0;
+        }
+    }
+    pfr_buf *b = stable ? &d->strs : &e->lstr;
+    if (!stable)
+        pfr_buf_reset(b);
+    size_t from = b->len, n;
+    if (frames_of(e, src, true, loc, &n) < 0)
+        return -ENOMEM;
+    key_of_frames(e, n, false, &out->a, &out->b);
+    out->nstr = frames_strings(e, n, b);
+    if (b->oom || b->len > UINT32_MAX)
+        return -ENOMEM;
+    out->enc = b->data + from;
+    out->len = b->len - from;
+    if (stable) {
+        d->locs[loc] =
+            (struct dloc){out->a, out->b, (uint32_t)from, (uint32_t)out->len, out->nstr, 1};
+        e->dict_bytes += out->len + sizeof(struct dloc);
+    }
+    return 0;
+}
+
+/* The content key of a stack of ring samples: the same key aggregate() gives the same frames. */
+static int view_stack_key(pfr_chenc *e, const struct src *src, uint32_t stack, uint64_t svc,
+                          struct dkey *k)
+{
+    size_t nl;
+    const uint32_t *locs = pfr_samples_stack_locations(src->v, stack, &nl);
+    uint64_t a = comb_a(0x452821e638d01377ull, svc), b = comb_b(0xbe5466cf34e90c6cull, svc);
+    for (size_t j = 0; j < nl; j++) {
+        struct locinfo li;
+        if (loc_info(e, src, locs[j], &li) < 0)
+            return -ENOMEM;
+        a = comb_a(a, li.a);
+        b = comb_b(b, li.b);
+    }
+    k->a = comb_a(a, nl);
+    k->b = comb_b(b, nl);
+    return 0;
+}
+
+/* FNV-1a over the bytes of ClickHouse Strings (their lengths excluded), continuing from h. */
+static uint64_t fnv_strings(uint64_t h, const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len;
+    while (p < end) {
+        uint64_t n = 0;
+        for (int shift = 0; p < end; shift += 7) {
+            uint8_t c = *p++;
+            n |= (uint64_t)(c & 0x7f) << shift;
+            if (!(c & 0x80))
+                break;
+        }
+        h = pfr_fnv1a64(h, p, (size_t)n);
+        p += n;
+    }
+    return h;
+}
+
+/* The Coroot strings of a stack of ring samples, as ClickHouse Strings, into e->str (from the
+ * locations' cached strings); *count gets their number and *hash the StackHash. */
+static int view_stack_strings(pfr_chenc *e, const struct src *src, uint32_t stack, size_t *count,
+                              uint64_t *hash)
+{
+    size_t nl;
+    const uint32_t *locs = pfr_samples_stack_locations(src->v, stack, &nl);
+    pfr_buf_reset(&e->str);
+    size_t c = 0;
+    for (size_t j = 0; j < nl; j++) {
+        struct locinfo li;
+        if (loc_info(e, src, locs[j], &li) < 0)
+            return -ENOMEM;
+        pfr_buf_put(&e->str, li.enc, li.len);
+        c += li.nstr;
+    }
+    if (e->str.oom)
+        return -ENOMEM;
+    *count = c;
+    *hash = fnv_strings(PFR_FNV64_OFFSET, e->str.data, e->str.len);
+    return 0;
+}
+
+/* The key cache of dictionary dict, created empty if new. */
+static struct dcache *dict_cache(pfr_chenc *e, int64_t dict)
+{
+    for (size_t i = e->ndicts; i-- > 0;)
+        if (e->dicts[i].dict == dict)
+            return &e->dicts[i];
+    if (grow((void **)&e->dicts, &e->cap_dicts, e->ndicts + 1, sizeof(*e->dicts)) < 0)
+        return NULL;
+    struct dcache *d = &e->dicts[e->ndicts++];
+    *d = (struct dcache){.dict = dict};
+    return d;
+}
+
+/* The cached key slot of a stack: in the dictionary's cache below stable, else the chunk's. */
+static struct dkey *stack_slot(pfr_chenc *e, struct dcache *d, uint32_t stable, uint32_t stack)
+{
+    size_t old;
+    if (stack < stable) {
+        old = d->cap;
+        if (grow((void **)&d->keys, &d->cap, (size_t)stable, sizeof(*d->keys)) < 0)
+            return NULL;
+        if (d->cap > old)
+            memset(d->keys + old, 0, (d->cap - old) * sizeof(*d->keys));
+        e->dict_keys += d->cap - old;
+        return &d->keys[stack];
+    }
+    old = e->cap_own;
+    if (grow((void **)&e->own, &e->cap_own, (size_t)(stack - stable) + 1, sizeof(*e->own)) < 0)
+        return NULL;
+    if (e->cap_own > old)
+        memset(e->own + old, 0, (e->cap_own - old) * sizeof(*e->own));
+    struct dkey *k = &e->own[stack - stable];
+    if (k->gen != e->cgen)
+        k->gen = 0; /* another chunk's stack of that index */
+    return k;
+}
+
+/* Sum the ring samples of a chunk into its distinct stacks. */
+static int aggregate_view(pfr_chenc *e, const struct src *src, size_t ntypes, uint64_t svc)
+{
+    uint32_t stable;
+    struct dcache *d = dict_cache(e, pfr_samples_dict(src->v, &stable, &e->stable_locs));
+    if (!d)
+        return -ENOMEM;
+    e->cur = (size_t)(d - e->dicts);
+    size_t n = pfr_samples_count(src->v);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t stack = pfr_samples_stack(src->v, i);
+        struct dkey *k = stack_slot(e, d, stable, stack);
+        if (!k)
+            return -ENOMEM;
+        if (!k->gen) {
+            if (view_stack_key(e, src, stack, svc, k) < 0)
+                return -ENOMEM;
+            k->gen = stack < stable ? 1 : e->cgen;
+        }
+        accumulate(e, k->a, k->b, pfr_samples_values(src->v, i), ntypes, stack);
+    }
+    return 0;
+}
+
+/* Build the Coroot strings of a slot's stack into e->str / e->soff; returns their count and
  * Coroot's StackHash in *hash. */
-static int stack_strings(pfr_chenc *e, const pfr_profile *p, uint32_t sample, size_t *count,
+static int stack_strings(pfr_chenc *e, const struct src *src, uint32_t ref, size_t *count,
                          uint64_t *hash)
 {
     size_t n;
-    if (frames_of(e, p, true, sample, &n) < 0)
+    if (frames_of(e, src, false, ref, &n) < 0)
         return -ENOMEM;
     if (grow((void **)&e->soff, &e->cap_soff, n + 1, sizeof(*e->soff)) < 0)
         return -ENOMEM;
@@ -439,107 +764,131 @@ static int stack_strings(pfr_chenc *e, const pfr_profile *p, uint32_t sample, si
     return 0;
 }
 
-static void put_i64(pfr_buf *b, int64_t v)
+static int stack_row(pfr_chenc *e, const char *service, uint64_t hash, int64_t last_seen,
+                     size_t count)
 {
-    pfr_buf_u64le(b, (uint64_t)v);
-}
-
-static int stack_row(pfr_chenc *e, const char *service, size_t slen, uint64_t hash,
-                     int64_t last_seen, size_t count)
-{
-    pfr_buf *b = &e->stacks;
-    pfr_buf_chstr(b, service, slen);
-    pfr_buf_u64le(b, hash);
-    put_i64(b, last_seen);
-    pfr_buf_uvarint(b, count);
+    if (pfr_chcols_stack(&e->cols, service, hash, last_seen) < 0)
+        return -ENOMEM;
     size_t from = 0;
     for (size_t i = 0; i < count; i++) {
-        pfr_buf_chstr(b, (const char *)e->str.data + from, e->soff[i] - from);
+        pfr_chcols_stack_str(&e->cols, (const char *)e->str.data + from, e->soff[i] - from);
         from = e->soff[i];
     }
-    e->stack_rows++;
-    return b->oom ? -ENOMEM : 0;
+    return e->cols.err;
+}
+
+/* A stack row whose strings are in e->str already as ClickHouse Strings. */
+static int stack_row_enc(pfr_chenc *e, const char *service, uint64_t hash, int64_t last_seen,
+                         size_t count)
+{
+    if (pfr_chcols_stack(&e->cols, service, hash, last_seen) < 0)
+        return -ENOMEM;
+    pfr_chcols_stack_enc(&e->cols, e->str.data, e->str.len, count);
+    return e->cols.err;
+}
+
+static const char *type_name(const struct src *src, size_t t)
+{
+    if (src->p)
+        return pfr_profile_sample_type(src->p, t, NULL);
+    return t < src->m->ntypes ? src->m->types[t] : NULL;
+}
+
+/* The remembered entry of a slot's stack, with a stack row staged if the stack is new or its
+ * row's LastSeen falls short of this chunk. */
+static struct sentry *slot_stack(pfr_chenc *e, const struct src *src, const struct aslot *sl)
+{
+    const pfr_chunk_meta *m = src->m;
+    bool fresh;
+    struct sentry *ent = stack_lookup(e, sl->a, sl->b, &fresh);
+    if (!ent)
+        return NULL;
+    size_t idx = (size_t)(ent - e->ent);
+    bool need_row = ent->sent_until < m->end_ns &&
+                    !(ent->staged_gen == e->gen && ent->staged_until >= m->end_ns);
+    if (!fresh && !need_row)
+        return ent;
+    size_t count;
+    uint64_t hash;
+    int rc = src->v ? view_stack_strings(e, src, sl->ref, &count, &hash)
+                    : stack_strings(e, src, sl->ref, &count, &hash);
+    if (rc < 0)
+        return NULL;
+    ent = &e->ent[idx];
+    ent->hash = hash;
+    if (!need_row)
+        return ent;
+    int64_t last_seen = m->end_ns + e->o.stack_refresh_ns;
+    if (src->v ? stack_row_enc(e, m->service, hash, last_seen, count) < 0
+               : stack_row(e, m->service, hash, last_seen, count) < 0)
+        return NULL;
+    if (ent->staged_gen != e->gen) {
+        if (grow((void **)&e->staged, &e->cap_staged, e->nstaged + 1, sizeof(*e->staged)) < 0)
+            return NULL;
+        e->staged[e->nstaged++] = (uint32_t)idx;
+        ent->staged_gen = e->gen;
+    }
+    ent->staged_until = last_seen;
+    return ent;
+}
+
+/* The rows of the chunk's distinct stacks (aggregated into e->slots / e->vals): stack rows as
+ * needed, then one group of sample rows per named sample type. */
+static int emit_rows(pfr_chenc *e, const struct src *src, size_t ntypes)
+{
+    const pfr_chunk_meta *m = src->m;
+    e->rendered = false;
+    if (grow((void **)&e->slot_hash, &e->cap_slot_hash, e->nslots + 1, sizeof(*e->slot_hash)) < 0)
+        return -ENOMEM;
+    for (size_t s = 0; s < e->nslots; s++) {
+        struct sentry *ent = slot_stack(e, src, &e->slots[s]);
+        if (!ent)
+            return -ENOMEM;
+        e->slot_hash[s] = ent->hash;
+    }
+    uint32_t lab = pfr_chcols_labels(&e->cols, m->labels, m->nlabels);
+    for (size_t t = 0; t < ntypes && e->nslots; t++) {
+        const char *type = type_name(src, t);
+        if (!type || !type[0])
+            continue; /* Coroot ignores sample types without a name */
+        uint64_t *hashes;
+        int64_t *values;
+        if (pfr_chcols_group(&e->cols, m->service, type, m->start_ns, m->end_ns, lab,
+                             (uint32_t)m->nlabels, e->nslots, &hashes, &values) < 0)
+            return -ENOMEM;
+        memcpy(hashes, e->slot_hash, e->nslots * sizeof(*hashes));
+        for (size_t s = 0; s < e->nslots; s++)
+            values[s] = e->vals[s * ntypes + t];
+    }
+    return e->cols.err;
 }
 
 int pfr_chenc_add(pfr_chenc *e, const pfr_chunk_meta *m, const pfr_profile *p)
 {
     if (!m->service || !m->service[0])
         return -EINVAL;
+    struct src src = {.m = m, .p = p};
     size_t ntypes = pfr_profile_num_sample_types(p);
     size_t nsamples = pfr_profile_num_samples(p);
     if (nsamples >= UINT32_MAX || chunk_scratch(e, p, nsamples, ntypes) < 0)
         return -ENOMEM;
-    size_t slen = strlen(m->service);
     uint64_t svc = strhash(m->service);
-
-    /* The constant head of each sample type's rows. */
-    if (grow((void **)&e->prefix_off, &e->cap_prefix_off, ntypes + 1, sizeof(size_t)) < 0)
-        return -ENOMEM;
-    pfr_buf_reset(&e->prefix);
-    for (size_t t = 0; t < ntypes; t++) {
-        const char *type = pfr_profile_sample_type(p, t, NULL);
-        e->prefix_off[t] = e->prefix.len;
-        pfr_buf_chstr(&e->prefix, m->service, slen);
-        pfr_buf_chstr(&e->prefix, type ? type : "", type ? strlen(type) : 0);
-        put_i64(&e->prefix, m->start_ns);
-        put_i64(&e->prefix, m->end_ns);
-        pfr_buf_uvarint(&e->prefix, m->nlabels);
-        for (size_t l = 0; l < m->nlabels; l++) {
-            pfr_buf_chstr(&e->prefix, m->labels[l].key, strlen(m->labels[l].key));
-            pfr_buf_chstr(&e->prefix, m->labels[l].value, strlen(m->labels[l].value));
-        }
-    }
-    e->prefix_off[ntypes] = e->prefix.len;
-    if (e->prefix.oom)
-        return -ENOMEM;
-
     for (size_t i = 0; i < nsamples; i++)
         if (aggregate(e, p, i, ntypes, svc) < 0)
             return -ENOMEM;
+    return emit_rows(e, &src, ntypes);
+}
 
-    int64_t last_seen = m->end_ns + e->o.stack_refresh_ns;
-    for (size_t s = 0; s < e->nslots; s++) {
-        struct aslot *sl = &e->slots[s];
-        bool fresh;
-        struct sentry *ent = stack_lookup(e, sl->a, sl->b, &fresh);
-        if (!ent)
-            return -ENOMEM;
-        size_t idx = (size_t)(ent - e->ent);
-        bool need_row = ent->sent_until < m->end_ns &&
-                        !(ent->staged_gen == e->gen && ent->staged_until >= m->end_ns);
-        if (fresh || need_row) {
-            size_t count;
-            uint64_t hash;
-            if (stack_strings(e, p, sl->sample, &count, &hash) < 0)
-                return -ENOMEM;
-            ent = &e->ent[idx];
-            ent->hash = hash;
-            if (need_row) {
-                if (stack_row(e, m->service, slen, hash, last_seen, count) < 0)
-                    return -ENOMEM;
-                if (ent->staged_gen != e->gen) {
-                    if (grow((void **)&e->staged, &e->cap_staged, e->nstaged + 1,
-                             sizeof(*e->staged)) < 0)
-                        return -ENOMEM;
-                    e->staged[e->nstaged++] = (uint32_t)idx;
-                    ent->staged_gen = e->gen;
-                }
-                ent->staged_until = last_seen;
-            }
-        }
-        const int64_t *v = &e->vals[s * ntypes];
-        for (size_t t = 0; t < ntypes; t++) {
-            size_t from = e->prefix_off[t], to = e->prefix_off[t + 1];
-            if (to == from)
-                continue;
-            const char *type = pfr_profile_sample_type(p, t, NULL);
-            if (!type || !type[0])
-                continue; /* Coroot ignores sample types without a name */
-            pfr_buf_put(&e->samples, e->prefix.data + from, to - from);
-            pfr_buf_u64le(&e->samples, ent->hash);
-            put_i64(&e->samples, v[t]);
-            e->sample_rows++;
-        }
-    }
-    return e->samples.oom || e->stacks.oom ? -ENOMEM : 0;
+int pfr_chenc_add_samples(pfr_chenc *e, const pfr_chunk_meta *m, const pfr_chunk_samples *v)
+{
+    if (!m->service || !m->service[0])
+        return -EINVAL;
+    struct src src = {.m = m, .v = v};
+    size_t ntypes = m->ntypes;
+    size_t nsamples = pfr_samples_count(v);
+    if (nsamples >= UINT32_MAX || chunk_scratch(e, NULL, nsamples, ntypes) < 0)
+        return -ENOMEM;
+    if (aggregate_view(e, &src, ntypes, strhash(m->service)) < 0)
+        return -ENOMEM;
+    return emit_rows(e, &src, ntypes);
 }

@@ -1,4 +1,5 @@
-/* chenc: turns ring chunks into rows of Coroot's ClickHouse tables, RowBinary-encoded:
+/* chenc: turns ring chunks into rows of Coroot's ClickHouse tables (request bodies in
+ * RowBinary or Native, see chcols.h):
  *   profiling_samples (ServiceName, Type, Start, End, Labels, StackHash, Value)
  *   profiling_stacks  (ServiceName, Hash, LastSeen, Stack)
  * One sample row per (chunk, sample type, distinct stack): samples of a chunk that differ only
@@ -12,7 +13,9 @@
  * "LastSeen > from" keeps finding the stack for every chunk until then.
  *
  * A batch is begin → add... → commit (the insert was stored) or discard (it was not). Encoding
- * the same chunks again after discard gives the same rows.
+ * the same chunks again after discard gives the same rows. A chunk comes as a decoded profile
+ * (pfr_chenc_add) or as the ring's samples against its dictionary (pfr_chenc_add_samples, the
+ * fast path: per dictionary, each stack's key and each location's strings are computed once).
  */
 #ifndef PFR_SHIP_CHENC_H
 #define PFR_SHIP_CHENC_H
@@ -21,14 +24,16 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "chcols.h"
 #include "pfr_profile.h"
 #include "pfr_store.h"
 
 typedef struct pfr_chenc pfr_chenc;
 
 typedef struct pfr_chenc_opts {
-    int64_t stack_refresh_ns; /* default 1 h */
-    size_t max_stacks;        /* remembered stacks before the memory is cleared (default 1M) */
+    int64_t stack_refresh_ns;  /* default 1 h */
+    size_t max_stacks;         /* remembered stacks before the memory is cleared (default 1M) */
+    enum pfr_ch_format format; /* of the request bodies: RowBinary (default) or Native */
 } pfr_chenc_opts;
 
 #define PFR_CHENC_SAMPLES_COLUMNS "ServiceName, Type, Start, End, Labels, StackHash, Value"
@@ -41,11 +46,26 @@ void pfr_chenc_free(pfr_chenc *e);
 void pfr_chenc_begin(pfr_chenc *e);
 /* Append the rows of one chunk. 0, -ENOMEM, or -EINVAL (no service). */
 int pfr_chenc_add(pfr_chenc *e, const pfr_chunk_meta *m, const pfr_profile *p);
-const pfr_buf *pfr_chenc_samples(const pfr_chenc *e);
-const pfr_buf *pfr_chenc_stacks(const pfr_chenc *e);
+/* The same rows from a chunk's samples as pfr_store_scan_samples hands them (v valid during the
+ * call only). The encoder keeps, per dictionary, each stack's content key, so a stack's frames
+ * are read once per dictionary, not once per chunk. Mixing both add functions on one encoder is
+ * fine: both key stacks alike. */
+int pfr_chenc_add_samples(pfr_chenc *e, const pfr_chunk_meta *m, const pfr_chunk_samples *v);
+/* The open batch's request bodies (rendered on first call after an add; oom set on -ENOMEM). */
+const pfr_buf *pfr_chenc_samples(pfr_chenc *e);
+const pfr_buf *pfr_chenc_stacks(pfr_chenc *e);
+/* Request bytes of the open batch, estimated (cheap: for batch limits). */
+uint64_t pfr_chenc_bytes(const pfr_chenc *e);
 uint64_t pfr_chenc_sample_rows(const pfr_chenc *e);
 uint64_t pfr_chenc_stack_rows(const pfr_chenc *e);
 void pfr_chenc_commit(pfr_chenc *e);
+/* Hand the open batch's request bodies over, to send them while the next batch is built: they
+ * move into *samples and *stacks (whose old contents are freed), the batch's
+ * stacks count as written (as after pfr_chenc_commit) and the encoder is ready for begin. If the
+ * bodies do not arrive after all, call pfr_chenc_forget. 0 or -ENOMEM (nothing changed). */
+int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_buf *stacks);
+/* Forget which stacks were written: later batches write their stack rows again. */
+void pfr_chenc_forget(pfr_chenc *e);
 void pfr_chenc_discard(pfr_chenc *e);
 
 #endif

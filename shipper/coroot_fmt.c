@@ -6,14 +6,32 @@
 #include <string.h>
 #include <zlib.h>
 
+/* ":<line>" in decimal into num (at least 22 bytes); returns the length. */
+static size_t line_suffix(char *num, int64_t line)
+{
+    char rev[20];
+    uint64_t v = line < 0 ? 0 - (uint64_t)line : (uint64_t)line;
+    size_t n = 0, k = 0;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    num[k++] = ':';
+    if (line < 0)
+        num[k++] = '-';
+    while (n)
+        num[k++] = rev[--n];
+    return k;
+}
+
 void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f)
 {
     char num[24];
-    int n = snprintf(num, sizeof(num), ":%lld", (long long)f->line);
+    size_t n = line_suffix(num, f->line);
     pfr_buf_puts(b, f->function);
     pfr_buf_putc(b, ' ');
     pfr_buf_puts(b, f->file);
-    pfr_buf_put(b, num, (size_t)n);
+    pfr_buf_put(b, num, n);
 }
 
 static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)

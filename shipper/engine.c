@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,15 @@
 #include "sink.h"
 
 #define SCAN_STOP 1 /* a scan callback's "batch is full" */
+
+/* A batch's chunks, as the lane keeps them (see struct lane). */
+struct batch {
+    int64_t *ids, *bad;
+    size_t nids, cap_ids, nbad, cap_bad;
+    char bad_why[256];
+    uint64_t corrupt;
+    int64_t b_after, b_max;
+};
 
 struct lane {
     pfr_engine *e;
@@ -45,6 +55,9 @@ struct lane {
     char bad_why[256];
     uint64_t corrupt;
     int64_t first_sent_mono; /* when the batch was first sent */
+    /* backfill: the next batch, built while the open one is sent (the sink's open batch) */
+    struct batch next;
+    bool next_built;
     /* rejected mode: the group of set-aside ids being retried */
     int64_t *group;
     size_t ngroup, cap_group;
@@ -157,9 +170,13 @@ static void lane_free(struct lane *l)
         return;
     if (l->built)
         l->sink->ops->discard(l->sink);
+    if (l->next_built)
+        l->sink->ops->discard_open(l->sink);
     pfr_sink_free(l->sink);
     free(l->ids);
     free(l->bad);
+    free(l->next.ids);
+    free(l->next.bad);
     free(l->group);
     free(l);
 }
@@ -319,14 +336,17 @@ static bool in_group(const struct lane *l, int64_t id)
     return false;
 }
 
-static int build_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+/* Add one chunk (as a profile p, or as ring samples v) to the lane's batch. */
+static int build_add(struct build *b, const pfr_chunk_meta *m, const pfr_profile *p,
+                     const pfr_chunk_samples *v)
 {
-    struct build *b = ctx;
     struct lane *l = b->l;
     if (l->mode == PFR_LANE_REJECTED && !in_group(l, m->id))
         return 0;
     char why[256] = "";
-    int rc = l->sink->ops->add(l->sink, m, p, why, sizeof(why));
+    const struct pfr_sink_ops *ops = l->sink->ops;
+    int rc = v ? ops->add_samples(l->sink, m, v, why, sizeof(why))
+               : ops->add(l->sink, m, p, why, sizeof(why));
     if (rc == -EINVAL) {
         if (grow_ids(&l->bad, &l->cap_bad, l->nbad + 1) < 0)
             return -ENOMEM;
@@ -346,6 +366,16 @@ static int build_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     return 0;
 }
 
+static int build_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    return build_add(ctx, m, p, NULL);
+}
+
+static int build_samples_cb(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
+{
+    return build_add(ctx, m, NULL, v);
+}
+
 static void batch_drop(struct lane *l)
 {
     if (l->built)
@@ -363,25 +393,28 @@ static size_t batch_cap(const struct lane *l)
     return cap ? cap : 1;
 }
 
-/* Scan (after, max] (max 0 = open) into the sink. On return l->b_after/b_max describe it. */
-static int fill(struct lane *l, int64_t after, int64_t max, size_t limit)
+/* Scan (after, max] (max 0 = open) into the sink's open batch and l's batch fields. */
+static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
 {
     pfr_engine *e = l->e;
     l->nids = l->nbad = 0;
+    l->corrupt = 0;
     struct build b = {
         .l = l, .max_chunks = limit, .max_bytes = l->conf->batch.max_bytes, .last_added = 0};
-    pfr_store_filter f = {.after_id = after, .max_id = max, .limit = 0};
+    pfr_store_filter f = {.after_id = after, .max_id = max};
     if (l->mode == PFR_LANE_BACKFILL) {
         f.from_ns = l->from_ns;
         f.to_ns = l->to_ns;
+        /* The scan lists its candidates up front: a batch's worth, not the rest of the range.
+         * (The other modes are bounded by max.) */
+        f.limit = limit;
     }
     pfr_scan_stats ss = {0};
-    l->built = true; /* the sink holds encoded chunks from here on */
-    int rc = pfr_store_scan(e->o.store, &f, 0, build_cb, &b, &ss);
-    if (rc < 0) {
-        batch_drop(l);
+    int rc = l->sink->ops->add_samples
+                 ? pfr_store_scan_samples(e->o.store, &f, 0, build_samples_cb, &b, &ss)
+                 : pfr_store_scan(e->o.store, &f, 0, build_cb, &b, &ss);
+    if (rc < 0)
         return rc;
-    }
     l->corrupt = ss.corrupt;
     l->b_after = after;
     if (rc == SCAN_STOP)
@@ -391,6 +424,16 @@ static int fill(struct lane *l, int64_t after, int64_t max, size_t limit)
     if (l->b_max < b.last_added)
         l->b_max = b.last_added;
     return 0;
+}
+
+/* Scan (after, max] (max 0 = open) into the sink. On return l->b_after/b_max describe it. */
+static int fill(struct lane *l, int64_t after, int64_t max, size_t limit)
+{
+    l->built = true; /* the sink holds encoded chunks from here on */
+    int rc = scan_batch(l, after, max, limit);
+    if (rc < 0)
+        batch_drop(l);
+    return rc;
 }
 
 static void make_token(struct lane *l)
@@ -506,12 +549,10 @@ static int build_live(struct lane *l, int64_t *wait_ms)
     return save(l);
 }
 
-static int build_backfill(struct lane *l)
+/* A backfill batch is built: the end of the range, or its token. */
+static int backfill_built(struct lane *l)
 {
-    int rc = fill(l, l->pos, 0, batch_cap(l));
-    if (rc)
-        return rc;
-    if (!l->nids && !l->nbad) {
+    if (!l->nids && !l->nbad && !l->corrupt) {
         batch_drop(l);
         l->done = true;
         return pfr_state_backfill_put(l->e->o.state, l->conf->name, l->from_ns, l->to_ns, l->pos,
@@ -519,6 +560,12 @@ static int build_backfill(struct lane *l)
     }
     make_token(l);
     return 0;
+}
+
+static int build_backfill(struct lane *l)
+{
+    int rc = fill(l, l->pos, 0, batch_cap(l));
+    return rc ? rc : backfill_built(l);
 }
 
 static int build_rejected(struct lane *l)
@@ -649,6 +696,9 @@ static int on_delivered(struct lane *l, const pfr_sink_result *r)
     l->st.delivered_chunks += l->nids;
     l->st.delivered_bytes += r->bytes_sent;
     l->st.corrupt_chunks += l->corrupt;
+    if (l->corrupt)
+        pfr_warn("%s: %" PRIu64 " corrupt chunks skipped (ids %lld..%lld)", l->label, l->corrupt,
+                 (long long)l->b_after + 1, (long long)l->b_max);
     l->st.last_success_ns = now;
     l->st.attempts = 0;
     l->st.next_attempt_ns = 0;
@@ -801,6 +851,97 @@ static void on_retry(struct lane *l, const pfr_sink_result *r)
     save(l);
 }
 
+/* ---- sending one batch while building the next ---- */
+
+#define SWAP(a, b)                                                                                 \
+    do {                                                                                           \
+        __typeof__(a) t_ = (a);                                                                    \
+        (a) = (b);                                                                                 \
+        (b) = t_;                                                                                  \
+    } while (0)
+
+/* Exchange the lane's batch with b. */
+static void batch_swap(struct lane *l, struct batch *b)
+{
+    SWAP(l->ids, b->ids);
+    SWAP(l->nids, b->nids);
+    SWAP(l->cap_ids, b->cap_ids);
+    SWAP(l->bad, b->bad);
+    SWAP(l->nbad, b->nbad);
+    SWAP(l->cap_bad, b->cap_bad);
+    SWAP(l->corrupt, b->corrupt);
+    SWAP(l->b_after, b->b_after);
+    SWAP(l->b_max, b->b_max);
+    char why[sizeof(l->bad_why)];
+    memcpy(why, l->bad_why, sizeof(why));
+    memcpy(l->bad_why, b->bad_why, sizeof(why));
+    memcpy(b->bad_why, why, sizeof(why));
+}
+
+/* Build the batch after the open one into l->next (the sink's open batch; the open one is
+ * sealed). A failure leaves no next batch: the normal build meets it again. */
+static void prebuild(struct lane *l)
+{
+    int64_t after = l->b_max;
+    batch_swap(l, &l->next);
+    int rc = scan_batch(l, after, 0, batch_cap(l));
+    batch_swap(l, &l->next);
+    l->next_built = rc == 0;
+    if (rc)
+        l->sink->ops->discard_open(l->sink);
+}
+
+static void drop_next(struct lane *l)
+{
+    if (l->next_built)
+        l->sink->ops->discard_open(l->sink);
+    l->next_built = false;
+}
+
+/* The next batch becomes the open one (after the open one was delivered). */
+static int adopt_next(struct lane *l)
+{
+    if (!l->next_built)
+        return 0;
+    l->next_built = false;
+    batch_swap(l, &l->next);
+    l->built = true;
+    return backfill_built(l);
+}
+
+struct sender {
+    struct lane *l;
+    pfr_sink_result r;
+};
+
+static void *send_main(void *arg)
+{
+    struct sender *s = arg;
+    s->l->sink->ops->send(s->l->sink, s->l->token, &s->r);
+    return NULL;
+}
+
+/* Send the open batch. A backfill lane builds its next batch meanwhile (ring and encoder in
+ * this thread, the request in another), when the sink can hold both. */
+static void send_batch(struct lane *l, pfr_sink_result *r)
+{
+    const struct pfr_sink_ops *ops = l->sink->ops;
+    if (l->mode != PFR_LANE_BACKFILL || !ops->seal || !ops->discard_open ||
+        ops->seal(l->sink) < 0) {
+        ops->send(l->sink, l->token, r);
+        return;
+    }
+    struct sender s = {.l = l};
+    pthread_t t;
+    if (pthread_create(&t, NULL, send_main, &s) != 0) {
+        ops->send(l->sink, l->token, r);
+        return;
+    }
+    prebuild(l);
+    pthread_join(t, NULL);
+    *r = s.r;
+}
+
 /* ---- one step of a lane ---- */
 
 /* Do what is due; *next_ns (monotonic) gets when to come back. */
@@ -889,11 +1030,17 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     }
     l->st.last_attempt_ns = pfr_now_wall();
     int64_t t0 = pfr_now_mono();
-    l->sink->ops->send(l->sink, l->token, &r);
+    send_batch(l, &r);
     pfr_pacer_sent(&l->pacer, r.bytes_sent, t0);
+    if (r.outcome != PFR_OUT_OK)
+        drop_next(l);
     switch (r.outcome) {
     case PFR_OUT_OK:
         rc = on_delivered(l, &r);
+        if (rc)
+            drop_next(l);
+        else
+            rc = adopt_next(l);
         break;
     case PFR_OUT_ABORTED:
         return 0;

@@ -43,6 +43,10 @@ struct pfr_sink_ops {
      * be sent (reason in why): the engine sets it aside. */
     int (*add)(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, char *why,
                size_t whylen);
+    /* Optional, used instead of add when set: the chunk as the ring's samples against its
+     * stream's dictionary (pfr_store_scan_samples), for sinks that need no pprof profile. */
+    int (*add_samples)(pfr_sink *s, const pfr_chunk_meta *m, const pfr_chunk_samples *v, char *why,
+                       size_t whylen);
     /* Bytes the batch's requests will carry so far. */
     uint64_t (*batch_bytes)(const pfr_sink *s);
     /* Send the open batch. token names it for idempotent retries (the same chunks always get
@@ -50,6 +54,13 @@ struct pfr_sink_ops {
     void (*send)(pfr_sink *s, const char *token, pfr_sink_result *r);
     void (*commit)(pfr_sink *s);
     void (*discard)(pfr_sink *s);
+    /* Optional (both or neither), to build the next batch while one is sent: seal makes the
+     * open batch the one in flight (send and retries send it; commit or discard end it) and
+     * lets add start the next batch; discard_open drops that next batch alone. seal: 0 or
+     * -ENOMEM (nothing sealed); a batch already in flight (a retry) stays sealed as it is.
+     * send may then run in another thread than add. */
+    int (*seal)(pfr_sink *s);
+    void (*discard_open)(pfr_sink *s);
     void (*free)(pfr_sink *s);
 };
 

@@ -1,5 +1,5 @@
 /* The clickhouse sink: rows of Coroot's profiling_samples and profiling_stacks through
- * ClickHouse's HTTP interface, INSERT ... FORMAT RowBinary, many chunks per insert. Each batch
+ * ClickHouse's HTTP interface, INSERT ... FORMAT Native (one block per table and batch). Each batch
  * carries insert_deduplication_token (the engine derives it from the batch's chunk id range),
  * so an insert retried after a lost answer is dropped by ClickHouse instead of doubling values:
  * for a plain MergeTree that needs the table setting non_replicated_deduplication_window > 0,
@@ -21,10 +21,12 @@ struct ch_sink {
     pfr_chenc *enc;
     bool prepared;
     bool batch_open;
-    char *base_url; /* without trailing '/' */
-    char *db_param; /* escaped database name */
-    char *user_hdr; /* X-ClickHouse-User: ... */
-    char *key_hdr;  /* X-ClickHouse-Key: ... (secret) */
+    bool sealed;                   /* a batch is in flight: its bodies are below */
+    pfr_buf fl_samples, fl_stacks; /* the bodies of the batch in flight */
+    char *base_url;                /* without trailing '/' */
+    char *db_param;                /* escaped database name */
+    char *user_hdr;                /* X-ClickHouse-User: ... */
+    char *key_hdr;                 /* X-ClickHouse-Key: ... (secret) */
     pfr_buf url, body;
 };
 
@@ -86,7 +88,7 @@ static void ch_request(struct ch_sink *c, const char *query, const char *token, 
     }
     const char *headers[5];
     size_t nh = 0;
-    /* Not curl's default (form data): the body is a statement or RowBinary rows. */
+    /* Not curl's default (form data): the body is a statement or rows (Native). */
     headers[nh++] =
         data ? "Content-Type: application/octet-stream" : "Content-Type: text/plain; charset=utf-8";
     if (!s->conf->basic_auth) {
@@ -331,15 +333,31 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
 
 /* ---- batches ---- */
 
-static int ch_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, char *why,
-                  size_t whylen)
+static void ch_open(struct ch_sink *c)
 {
-    struct ch_sink *c = (struct ch_sink *)s;
     if (!c->batch_open) {
         pfr_chenc_begin(c->enc);
         c->batch_open = true;
     }
+}
+
+static int ch_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, char *why,
+                  size_t whylen)
+{
+    struct ch_sink *c = (struct ch_sink *)s;
+    ch_open(c);
     int rc = pfr_chenc_add(c->enc, m, p);
+    if (rc == -EINVAL)
+        snprintf(why, whylen, "chunk %lld has no service name", (long long)m->id);
+    return rc;
+}
+
+static int ch_add_samples(pfr_sink *s, const pfr_chunk_meta *m, const pfr_chunk_samples *v,
+                          char *why, size_t whylen)
+{
+    struct ch_sink *c = (struct ch_sink *)s;
+    ch_open(c);
+    int rc = pfr_chenc_add_samples(c->enc, m, v);
     if (rc == -EINVAL)
         snprintf(why, whylen, "chunk %lld has no service name", (long long)m->id);
     return rc;
@@ -348,7 +366,23 @@ static int ch_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, ch
 static uint64_t ch_batch_bytes(const pfr_sink *s)
 {
     const struct ch_sink *c = (const struct ch_sink *)s;
-    return pfr_chenc_samples(c->enc)->len + pfr_chenc_stacks(c->enc)->len;
+    return pfr_chenc_bytes(c->enc);
+}
+
+/* The open batch becomes the batch in flight; the encoder counts its stacks as written. A
+ * batch already in flight (a retry) stays as it is. */
+static int ch_seal(pfr_sink *s)
+{
+    struct ch_sink *c = (struct ch_sink *)s;
+    if (c->sealed)
+        return 0;
+    ch_open(c);
+    int rc = pfr_chenc_seal(c->enc, &c->fl_samples, &c->fl_stacks);
+    if (rc)
+        return rc;
+    c->batch_open = false;
+    c->sealed = true;
+    return 0;
 }
 
 static void ch_send(pfr_sink *s, const char *token, pfr_sink_result *r)
@@ -362,33 +396,58 @@ static void ch_send(pfr_sink *s, const char *token, pfr_sink_result *r)
         pfr_sink_result_reset(r);
     }
     /* Stacks first: a sample row never points at a stack that is not stored. */
-    const pfr_buf *st = pfr_chenc_stacks(c->enc), *sa = pfr_chenc_samples(c->enc);
+    if (!c->sealed && ch_seal(s) < 0) {
+        r->outcome = PFR_OUT_RETRY;
+        snprintf(r->message, sizeof(r->message), "out of memory encoding the batch");
+        return;
+    }
+    const pfr_buf *st = &c->fl_stacks, *sa = &c->fl_samples;
     if (st->len)
-        ch_request(c,
-                   "INSERT INTO profiling_stacks (" PFR_CHENC_STACKS_COLUMNS ") FORMAT RowBinary",
+        ch_request(c, "INSERT INTO profiling_stacks (" PFR_CHENC_STACKS_COLUMNS ") FORMAT Native",
                    token, true, st->data, st->len, NULL, r);
     if (r->outcome == PFR_OUT_OK && sa->len)
-        ch_request(c,
-                   "INSERT INTO profiling_samples (" PFR_CHENC_SAMPLES_COLUMNS ") FORMAT RowBinary",
+        ch_request(c, "INSERT INTO profiling_samples (" PFR_CHENC_SAMPLES_COLUMNS ") FORMAT Native",
                    token, true, sa->data, sa->len, NULL, r);
     r->ndone = 0;
     r->one_chunk = false;
 }
 
+/* The batch arrived: the one in flight if sealed (its stacks already count as written), else
+ * the open one (nothing was sent: chunks that could not be encoded, or none). */
 static void ch_commit(pfr_sink *s)
 {
     struct ch_sink *c = (struct ch_sink *)s;
+    if (c->sealed) {
+        c->sealed = false;
+        pfr_buf_reset(&c->fl_samples);
+        pfr_buf_reset(&c->fl_stacks);
+        return;
+    }
     if (c->batch_open)
         pfr_chenc_commit(c->enc);
     c->batch_open = false;
 }
 
-static void ch_discard(pfr_sink *s)
+static void ch_discard_open(pfr_sink *s)
 {
     struct ch_sink *c = (struct ch_sink *)s;
     if (c->batch_open)
         pfr_chenc_discard(c->enc);
     c->batch_open = false;
+}
+
+/* The batch will not arrive as it is: a sealed batch's stacks were counted as written, so the
+ * encoder forgets what it wrote (stack rows come again: ClickHouse keeps one of each). */
+static void ch_discard(pfr_sink *s)
+{
+    struct ch_sink *c = (struct ch_sink *)s;
+    if (c->sealed) {
+        c->sealed = false;
+        pfr_buf_reset(&c->fl_samples);
+        pfr_buf_reset(&c->fl_stacks);
+        pfr_chenc_forget(c->enc);
+    }
+    ch_discard_open(s);
 }
 
 static void ch_free(pfr_sink *s)
@@ -404,6 +463,8 @@ static void ch_free(pfr_sink *s)
     }
     pfr_buf_free(&c->url);
     pfr_buf_free(&c->body);
+    pfr_buf_free(&c->fl_samples);
+    pfr_buf_free(&c->fl_stacks);
     free(c);
 }
 
@@ -411,10 +472,13 @@ static const struct pfr_sink_ops clickhouse_ops = {
     .kind = "clickhouse",
     .prepare = ch_prepare,
     .add = ch_add,
+    .add_samples = ch_add_samples,
     .batch_bytes = ch_batch_bytes,
     .send = ch_send,
     .commit = ch_commit,
     .discard = ch_discard,
+    .seal = ch_seal,
+    .discard_open = ch_discard_open,
     .free = ch_free,
 };
 
@@ -425,7 +489,8 @@ int pfr_sink_clickhouse_new(const pfr_sink_conf *conf, pfr_sink **out)
         return -ENOMEM;
     c->base.ops = &clickhouse_ops;
     c->base.conf = conf;
-    pfr_chenc_opts eo = {.stack_refresh_ns = conf->stack_refresh_ms * 1000000};
+    pfr_chenc_opts eo = {.stack_refresh_ns = conf->stack_refresh_ms * 1000000,
+                         .format = PFR_CH_NATIVE};
     int rc = pfr_chenc_new(&eo, &c->enc);
     size_t n = strlen(conf->url);
     while (n && conf->url[n - 1] == '/')

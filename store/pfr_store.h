@@ -116,6 +116,49 @@ typedef int (*pfr_chunk_cb)(const pfr_chunk_meta *meta, const pfr_profile *p, vo
 int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_chunk_cb cb,
                    void *ctx, pfr_scan_stats *st);
 
+/* A lighter read path for readers that keep their own per-stream caches (the shipper): each
+ * chunk as its samples against its stream's dictionary, without building a profile.
+ *
+ * A stream's dictionary is a chain of layers identified by pfr_samples_dict(); layers only
+ * append. Stack (and location) indices below the stable counts it reports are dictionary
+ * entries: the same index means the same stack in every chunk reporting the same dictionary id
+ * (ids are never reused within a ring file), so a reader may cache what it derives from them,
+ * keyed by (dictionary id, index), and resolve an entry only on its first use. Indices at or
+ * above the stable counts are the chunk's own entries: valid for this chunk only.
+ *
+ * cb gets the chunk's metadata and v (NULL with PFR_SCAN_META_ONLY). v, and every pointer read
+ * through it (frames, labels, location lists), is owned by the store and valid during the
+ * callback only. Samples failing f's sample label filter are left out. Corrupt chunks are
+ * skipped and counted as in pfr_store_scan; a non-zero return from cb stops the scan and is
+ * returned. */
+typedef struct pfr_chunk_samples pfr_chunk_samples;
+typedef int (*pfr_samples_cb)(const pfr_chunk_meta *meta, const pfr_chunk_samples *v, void *ctx);
+int pfr_store_scan_samples(pfr_store *s, const pfr_store_filter *f, unsigned flags,
+                           pfr_samples_cb cb, void *ctx, pfr_scan_stats *st);
+/* The dictionary id; *stable_stacks / *stable_locations (each may be NULL) get the counts below
+ * which indices are dictionary entries. */
+int64_t pfr_samples_dict(const pfr_chunk_samples *v, uint32_t *stable_stacks,
+                         uint32_t *stable_locations);
+/* Samples (in stored order: by stack index, then label set). For i out of range: stack and
+ * label set UINT32_MAX, values NULL. values has meta->ntypes entries. */
+size_t pfr_samples_count(const pfr_chunk_samples *v);
+uint32_t pfr_samples_stack(const pfr_chunk_samples *v, size_t i);
+uint32_t pfr_samples_label_set(const pfr_chunk_samples *v, size_t i);
+const int64_t *pfr_samples_values(const pfr_chunk_samples *v, size_t i);
+/* Stacks known to the chunk (dictionary and its own). */
+uint32_t pfr_samples_num_stacks(const pfr_chunk_samples *v);
+/* A stack's location indices, leaf first (NULL and *n = 0 for an unknown stack). */
+const uint32_t *pfr_samples_stack_locations(const pfr_chunk_samples *v, uint32_t stack, size_t *n);
+/* Frames of a location or of a whole stack, leaf first, as pfr_profile_location_frames and
+ * pfr_profile_sample_frames give them for the profile pfr_store_scan would build: at most cap
+ * written, the total returned (0 for an unknown index). */
+size_t pfr_samples_location_frames(const pfr_chunk_samples *v, uint32_t loc, pfr_frame *out,
+                                   size_t cap);
+size_t pfr_samples_stack_frames(const pfr_chunk_samples *v, uint32_t stack, pfr_frame *out,
+                                size_t cap);
+/* The labels (pid, comm, ...) of a label set: at most cap written, the count returned. */
+size_t pfr_samples_labels(const pfr_chunk_samples *v, uint32_t lset, pfr_label *out, size_t cap);
+
 /* Merge every matching chunk into one new profile (*out, owned by the caller), fast path for
  * flame graphs over long ranges. merge_flags are pfr_merge_flags. Returns -ENOENT when nothing
  * matched. */

@@ -125,6 +125,11 @@ struct build_scratch {
 int store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
                         const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out);
 void build_scratch_free(struct build_scratch *b);
+/* Call cb with a decoded chunk (against dictionary tables d of chain dict) as samples
+ * (pfr_store_scan_samples); samples whose labels fail f's filter are left out. */
+int store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
+                       const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
+                       pfr_samples_cb cb, void *ctx);
 
 /* Writer side. */
 void writer_free(struct writer *w);

@@ -433,9 +433,193 @@ static void fill_meta(pfr_chunk_meta *m, const struct cand *c, const struct rstr
     };
 }
 
+/* ---- a chunk's samples against its dictionary ---- */
+struct pfr_chunk_samples {
+    const struct tabs *d;   /* the stream's dictionary chain (may hold later layers too) */
+    const struct dchunk *c; /* the chunk: its delta and samples */
+    int64_t dict;           /* the chain's base layer id */
+    const uint32_t *keep;   /* sample indices that pass the sample label filter */
+    size_t n;
+};
+
+/* Entry i of table k: the dictionary below the chunk's base, the chunk's delta above. */
+static const uint8_t *view_key(const pfr_chunk_samples *v, int k, uint32_t i, size_t *len)
+{
+    if (i < v->c->base[k])
+        return ktab_key(&v->d->t[k], i, len);
+    return ktab_key(&v->c->delta.t[k], i - v->c->base[k], len);
+}
+
+static const char *view_str(const pfr_chunk_samples *v, uint32_t i)
+{
+    size_t len;
+    return (const char *)view_key(v, T_STR, i, &len);
+}
+
+static uint32_t view_count(const pfr_chunk_samples *v, int k)
+{
+    return v->c->base[k] + v->c->delta.t[k].n;
+}
+
+int64_t pfr_samples_dict(const pfr_chunk_samples *v, uint32_t *stable_stacks,
+                         uint32_t *stable_locations)
+{
+    if (stable_stacks)
+        *stable_stacks = v->c->base[T_STACK];
+    if (stable_locations)
+        *stable_locations = v->c->base[T_LOC];
+    return v->dict;
+}
+
+size_t pfr_samples_count(const pfr_chunk_samples *v)
+{
+    return v->n;
+}
+
+uint32_t pfr_samples_num_stacks(const pfr_chunk_samples *v)
+{
+    return view_count(v, T_STACK);
+}
+
+uint32_t pfr_samples_stack(const pfr_chunk_samples *v, size_t i)
+{
+    return i < v->n ? v->c->stack[v->keep[i]] : UINT32_MAX;
+}
+
+uint32_t pfr_samples_label_set(const pfr_chunk_samples *v, size_t i)
+{
+    return i < v->n ? v->c->lset[v->keep[i]] : UINT32_MAX;
+}
+
+const int64_t *pfr_samples_values(const pfr_chunk_samples *v, size_t i)
+{
+    return i < v->n ? &v->c->values[(size_t)v->keep[i] * v->c->ntypes] : NULL;
+}
+
+const uint32_t *pfr_samples_stack_locations(const pfr_chunk_samples *v, uint32_t stack, size_t *n)
+{
+    *n = 0;
+    if (stack >= view_count(v, T_STACK))
+        return NULL;
+    size_t len;
+    const uint32_t *locs = (const uint32_t *)view_key(v, T_STACK, stack, &len);
+    *n = len / sizeof(*locs);
+    return locs;
+}
+
+size_t pfr_samples_location_frames(const pfr_chunk_samples *v, uint32_t loc, pfr_frame *out,
+                                   size_t cap)
+{
+    if (loc >= view_count(v, T_LOC))
+        return 0;
+    size_t len;
+    const struct nloc *l = (const struct nloc *)view_key(v, T_LOC, loc, &len);
+    const struct nline *ln = (const struct nline *)(l + 1);
+    const char *module = view_str(v, l->module);
+    if (l->nlines == 0) {
+        /* An unsymbolized location is still one frame (as in pfr_profile_location_frames). */
+        if (cap > 0)
+            out[0] = (pfr_frame){"", "", 0, l->addr, module};
+        return 1;
+    }
+    for (uint32_t i = 0; i < l->nlines && i < cap; i++) {
+        const struct nfunc *f = (const struct nfunc *)view_key(v, T_FUNC, ln[i].func, &len);
+        out[i] =
+            (pfr_frame){view_str(v, f->name), view_str(v, f->file), ln[i].line, l->addr, module};
+    }
+    return l->nlines;
+}
+
+size_t pfr_samples_stack_frames(const pfr_chunk_samples *v, uint32_t stack, pfr_frame *out,
+                                size_t cap)
+{
+    size_t n, total = 0;
+    const uint32_t *locs = pfr_samples_stack_locations(v, stack, &n);
+    for (size_t j = 0; j < n; j++) {
+        size_t room = total < cap ? cap - total : 0;
+        total += pfr_samples_location_frames(v, locs[j], room ? out + total : NULL, room);
+    }
+    return total;
+}
+
+size_t pfr_samples_labels(const pfr_chunk_samples *v, uint32_t lset, pfr_label *out, size_t cap)
+{
+    if (lset >= view_count(v, T_LSET))
+        return 0;
+    size_t len;
+    const struct nlabel *l = (const struct nlabel *)view_key(v, T_LSET, lset, &len);
+    size_t n = len / sizeof(*l);
+    for (size_t j = 0; j < n && j < cap; j++) {
+        pfr_label *o = &out[j];
+        o->key = view_str(v, l[j].key);
+        if (l[j].str == LABEL_NUM) {
+            o->str = NULL;
+            o->num = l[j].num;
+            o->unit = l[j].unit ? view_str(v, l[j].unit) : NULL;
+        } else {
+            o->str = view_str(v, l[j].str);
+            o->num = 0;
+            o->unit = NULL;
+        }
+    }
+    return n;
+}
+
+/* The samples of c that pass f's sample label filter, as indices into b->stack (reused). */
+static int view_init(pfr_chunk_samples *v, const struct tabs *d, int64_t dict,
+                     const struct dchunk *c, const pfr_store_filter *f, struct build_scratch *b)
+{
+    *v = (pfr_chunk_samples){.d = d, .c = c, .dict = dict};
+    size_t nls = view_count(v, T_LSET);
+    if (VEC_RESERVE(b->stack, b->cap_stack, c->nsamples ? c->nsamples : 1) ||
+        VEC_RESERVE(b->lsok, b->cap_ls, nls ? nls : 1))
+        return -ENOMEM;
+    memset(b->lsok, 0, nls);
+    bool filter = f && f->nsample_labels;
+    for (size_t i = 0; i < c->nsamples; i++) {
+        uint32_t ls = c->lset[i];
+        if (filter && !b->lsok[ls]) {
+            struct tabs dv = *v->d; /* the dictionary as of the chunk's layer */
+            for (int k = 0; k < T_N; k++)
+                dv.t[k].n = c->base[k];
+            b->lsok[ls] = lset_matches(&dv, &c->delta, ls, f) ? 1 : 2;
+        }
+        if (!filter || b->lsok[ls] == 1)
+            b->stack[v->n++] = (uint32_t)i;
+    }
+    v->keep = b->stack;
+    return 0;
+}
+
+int store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
+                       const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
+                       pfr_samples_cb cb, void *ctx)
+{
+    pfr_chunk_samples v;
+    int rc = view_init(&v, d, dict, c, f, b);
+    return rc ? rc : cb(m, &v, ctx);
+}
+
 /* ---- scan ---- */
-int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_chunk_cb cb,
-                   void *ctx, pfr_scan_stats *st)
+
+/* Hand one loaded chunk to the reader: as a profile (pcb) or as samples (scb). */
+static int deliver(const struct rstream *r, const struct chain *d, const struct dchunk *dc,
+                   const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
+                   pfr_chunk_cb pcb, pfr_samples_cb scb, void *ctx)
+{
+    int rc;
+    if (scb)
+        return store_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
+    pfr_profile *p;
+    if ((rc = store_build_profile(r, &d->t, dc, f, b, &p)) != 0)
+        return rc;
+    rc = pcb(m, p, ctx);
+    pfr_profile_free(p);
+    return rc;
+}
+
+static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_chunk_cb pcb,
+                    pfr_samples_cb scb, void *ctx, pfr_scan_stats *st)
 {
     pfr_scan_stats local = {0};
     if (!st)
@@ -471,7 +655,7 @@ int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_
             }
             fill_meta(&m, c, r, totals);
             st->chunks++;
-            rc = cb(&m, NULL, ctx);
+            rc = pcb ? pcb(&m, NULL, ctx) : scb(&m, NULL, ctx);
             continue;
         }
         const struct chain *d = NULL;
@@ -491,14 +675,10 @@ int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_
             rc = lr;
             break;
         }
-        pfr_profile *p;
-        if ((rc = store_build_profile(r, &d->t, &dc, f, &b, &p)) != 0)
-            break;
         memcpy(totals, dc.totals, r->ntypes * sizeof(*totals));
         fill_meta(&m, c, r, totals);
         st->chunks++;
-        rc = cb(&m, p, ctx);
-        pfr_profile_free(p);
+        rc = deliver(r, d, &dc, f, &b, &m, pcb, scb, ctx);
     }
     persist_corrupt(s, st->corrupt);
     free(totals);
@@ -506,6 +686,18 @@ int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_
     dchunk_free(&dc);
     cands_free(&cs);
     return rc;
+}
+
+int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_chunk_cb cb,
+                   void *ctx, pfr_scan_stats *st)
+{
+    return scan_run(s, f, flags, cb, NULL, ctx, st);
+}
+
+int pfr_store_scan_samples(pfr_store *s, const pfr_store_filter *f, unsigned flags,
+                           pfr_samples_cb cb, void *ctx, pfr_scan_stats *st)
+{
+    return scan_run(s, f, flags, NULL, cb, ctx, st);
 }
 
 /* ---- merge ---- */

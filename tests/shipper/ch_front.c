@@ -73,6 +73,7 @@ static struct {
     chdb_connection *conn;
     pthread_mutex_t lock;
     const char *user, *password, *default_db, *data_dir;
+    const char *tmp_dir; /* where INSERT data waits for ClickHouse to read it */
     FILE *log;
     struct fault fault;
     char reject_substring[256];
@@ -467,7 +468,7 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, struct 
         pthread_mutex_lock(&S.lock);
         unsigned long id = ++S.files;
         pthread_mutex_unlock(&S.lock);
-        snprintf(infile, sizeof(infile), "%s/.insert-%d-%lu.bin", S.data_dir, (int)getpid(), id);
+        snprintf(infile, sizeof(infile), "%s/.insert-%d-%lu.bin", S.tmp_dir, (int)getpid(), id);
         FILE *f = fopen(infile, "wb");
         if (!f || fwrite(data, 1, dlen, f) != dlen || fclose(f)) {
             free(unz);
@@ -747,6 +748,9 @@ int main(int argc, char **argv)
         return 2;
     }
     S.data_dir = data;
+    /* The data of an insert is written once and read once: memory (tmpfs) when there is some,
+     * else beside the database. */
+    S.tmp_dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : data;
     set_fault(fmode, fcount, fmatch, fra, fdelay);
     if (logp && !(S.log = fopen(logp, "a"))) {
         perror(logp);

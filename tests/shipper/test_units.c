@@ -1,6 +1,7 @@
 /* Unit tests of pfr-shipper's modules: value parsing, backoff and Retry-After, batching and the
  * bandwidth pacer, RowBinary primitives, Coroot's stack hash and pprof re-timing, the ClickHouse
- * row encoder, ClickHouse answers, configuration layers, and the state file. */
+ * row encoder (RowBinary and Native bodies, profile and ring-samples paths), ClickHouse answers,
+ * configuration layers, and the state file. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -510,6 +511,399 @@ static void test_chenc(void **st)
 
 /* ---- ClickHouse answers ---- */
 
+/* ---- the ClickHouse encoder: Native bodies say what RowBinary says ---- */
+
+/* Rows as text, one line per row, from either format. */
+struct rows {
+    char **line;
+    size_t n, cap;
+};
+
+static void rows_add(struct rows *r, char *line)
+{
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 1024;
+        r->line = realloc(r->line, r->cap * sizeof(*r->line));
+        assert_non_null(r->line);
+    }
+    r->line[r->n++] = line;
+}
+
+static void rows_free(struct rows *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->line[i]);
+    free(r->line);
+    *r = (struct rows){0};
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    char *out = NULL;
+    assert_true(vasprintf(&out, f, ap) >= 0);
+    va_end(ap);
+    return out;
+}
+
+/* Append to *acc (a malloc'ed string) and free piece. */
+static void cat(char **acc, char *piece)
+{
+    char *n = fmt("%s%s", *acc ? *acc : "", piece);
+    free(*acc);
+    free(piece);
+    *acc = n;
+}
+
+static void rb_samples(const pfr_buf *b, struct rows *out)
+{
+    struct rd r = {b->data, b->data + b->len};
+    while (r.p < r.end) {
+        char *svc = rd_str(&r), *type = rd_str(&r);
+        int64_t s = (int64_t)rd_u64(&r), e = (int64_t)rd_u64(&r);
+        char *line = fmt("%s|%s|%lld|%lld|", svc, type, (long long)s, (long long)e);
+        uint64_t nl = rd_varint(&r);
+        for (uint64_t i = 0; i < nl; i++) {
+            char *k = rd_str(&r), *v = rd_str(&r);
+            cat(&line, fmt("%s=%s,", k, v));
+            free(k);
+            free(v);
+        }
+        uint64_t h = rd_u64(&r);
+        int64_t v = (int64_t)rd_u64(&r);
+        cat(&line, fmt("|%llx|%lld", (unsigned long long)h, (long long)v));
+        rows_add(out, line);
+        free(svc);
+        free(type);
+    }
+}
+
+static void rb_stacks(const pfr_buf *b, struct rows *out)
+{
+    struct rd r = {b->data, b->data + b->len};
+    while (r.p < r.end) {
+        char *svc = rd_str(&r);
+        uint64_t h = rd_u64(&r);
+        int64_t ls = (int64_t)rd_u64(&r);
+        char *line = fmt("%s|%llx|%lld|", svc, (unsigned long long)h, (long long)ls);
+        uint64_t n = rd_varint(&r);
+        for (uint64_t i = 0; i < n; i++) {
+            char *f = rd_str(&r);
+            cat(&line, fmt("%s;", f));
+            free(f);
+        }
+        rows_add(out, line);
+        free(svc);
+    }
+}
+
+/* A column head: its name and type must be these. */
+static void nat_head(struct rd *r, const char *name, const char *type)
+{
+    char *n = rd_str(r), *t = rd_str(r);
+    assert_string_equal(n, name);
+    assert_string_equal(t, type);
+    free(n);
+    free(t);
+}
+
+/* A LowCardinality(String) granule after its version word: the values of its rows. */
+static char **nat_lc(struct rd *r, size_t rows)
+{
+    uint64_t flags = rd_u64(r);
+    assert_int_equal(flags & ~3ull, 0x600);
+    unsigned width = 1u << (flags & 3);
+    uint64_t nkeys = rd_u64(r);
+    char **keys = calloc(nkeys ? nkeys : 1, sizeof(*keys));
+    for (uint64_t i = 0; i < nkeys; i++)
+        keys[i] = rd_str(r);
+    assert_string_equal(keys[0], ""); /* ClickHouse's own layout: the default first */
+    assert_int_equal(rd_u64(r), rows);
+    char **vals = calloc(rows ? rows : 1, sizeof(*vals));
+    for (size_t i = 0; i < rows; i++) {
+        uint64_t k = 0;
+        assert_true((size_t)(r->end - r->p) >= width);
+        for (unsigned j = 0; j < width; j++)
+            k |= (uint64_t)r->p[j] << (8 * j);
+        r->p += width;
+        assert_true(k < nkeys);
+        vals[i] = strdup(keys[k]);
+    }
+    for (uint64_t i = 0; i < nkeys; i++)
+        free(keys[i]);
+    free(keys);
+    return vals;
+}
+
+static int64_t *nat_u64s(struct rd *r, size_t n)
+{
+    int64_t *v = calloc(n ? n : 1, sizeof(*v));
+    for (size_t i = 0; i < n; i++)
+        v[i] = (int64_t)rd_u64(r);
+    return v;
+}
+
+static void free_strs(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void nat_samples(const pfr_buf *b, struct rows *out)
+{
+    if (!b->len)
+        return;
+    struct rd r = {b->data, b->data + b->len};
+    assert_int_equal(rd_varint(&r), 7);
+    size_t n = rd_varint(&r);
+    nat_head(&r, "ServiceName", "LowCardinality(String)");
+    assert_int_equal(rd_u64(&r), 1);
+    char **svc = nat_lc(&r, n);
+    nat_head(&r, "Type", "LowCardinality(String)");
+    assert_int_equal(rd_u64(&r), 1);
+    char **type = nat_lc(&r, n);
+    nat_head(&r, "Start", "DateTime64(9)");
+    int64_t *start = nat_u64s(&r, n);
+    nat_head(&r, "End", "DateTime64(9)");
+    int64_t *end = nat_u64s(&r, n);
+    nat_head(&r, "Labels", "Map(LowCardinality(String), String)");
+    assert_int_equal(rd_u64(&r), 1);
+    int64_t *off = nat_u64s(&r, n);
+    size_t nent = n ? (size_t)off[n - 1] : 0;
+    char **keys = nent ? nat_lc(&r, nent) : NULL;
+    char **vals = calloc(nent ? nent : 1, sizeof(*vals));
+    for (size_t i = 0; i < nent; i++)
+        vals[i] = rd_str(&r);
+    nat_head(&r, "StackHash", "UInt64");
+    int64_t *hash = nat_u64s(&r, n);
+    nat_head(&r, "Value", "Int64");
+    int64_t *value = nat_u64s(&r, n);
+    assert_true(r.p == r.end);
+    for (size_t i = 0; i < n; i++) {
+        char *line =
+            fmt("%s|%s|%lld|%lld|", svc[i], type[i], (long long)start[i], (long long)end[i]);
+        for (size_t k = i ? (size_t)off[i - 1] : 0; k < (size_t)off[i]; k++)
+            cat(&line, fmt("%s=%s,", keys[k], vals[k]));
+        cat(&line, fmt("|%llx|%lld", (unsigned long long)hash[i], (long long)value[i]));
+        rows_add(out, line);
+    }
+    free_strs(svc, n);
+    free_strs(type, n);
+    free_strs(keys, keys ? nent : 0);
+    free_strs(vals, nent);
+    free(start);
+    free(end);
+    free(off);
+    free(hash);
+    free(value);
+}
+
+static void nat_stacks(const pfr_buf *b, struct rows *out)
+{
+    if (!b->len)
+        return;
+    struct rd r = {b->data, b->data + b->len};
+    assert_int_equal(rd_varint(&r), 4);
+    size_t n = rd_varint(&r);
+    nat_head(&r, "ServiceName", "LowCardinality(String)");
+    assert_int_equal(rd_u64(&r), 1);
+    char **svc = nat_lc(&r, n);
+    nat_head(&r, "Hash", "UInt64");
+    int64_t *hash = nat_u64s(&r, n);
+    nat_head(&r, "LastSeen", "DateTime64(9)");
+    int64_t *ls = nat_u64s(&r, n);
+    nat_head(&r, "Stack", "Array(String)");
+    int64_t *off = nat_u64s(&r, n);
+    for (size_t i = 0; i < n; i++) {
+        char *line = fmt("%s|%llx|%lld|", svc[i], (unsigned long long)hash[i], (long long)ls[i]);
+        for (size_t k = i ? (size_t)off[i - 1] : 0; k < (size_t)off[i]; k++) {
+            char *f = rd_str(&r);
+            cat(&line, fmt("%s;", f));
+            free(f);
+        }
+        rows_add(out, line);
+    }
+    assert_true(r.p == r.end);
+    free_strs(svc, n);
+    free(hash);
+    free(ls);
+    free(off);
+}
+
+static void assert_rows_equal(const struct rows *a, const struct rows *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++)
+        assert_string_equal(a->line[i], b->line[i]);
+}
+
+/* Both encoders got the same chunks: the same rows in the same order. */
+static void assert_same_bodies(pfr_chenc *rb, pfr_chenc *nat)
+{
+    struct rows a = {0}, b = {0};
+    rb_samples(pfr_chenc_samples(rb), &a);
+    nat_samples(pfr_chenc_samples(nat), &b);
+    assert_int_equal(a.n, pfr_chenc_sample_rows(nat));
+    assert_rows_equal(&a, &b);
+    rows_free(&a);
+    rows_free(&b);
+    rb_stacks(pfr_chenc_stacks(rb), &a);
+    nat_stacks(pfr_chenc_stacks(nat), &b);
+    assert_int_equal(a.n, pfr_chenc_stack_rows(nat));
+    assert_rows_equal(&a, &b);
+    rows_free(&a);
+    rows_free(&b);
+}
+
+static void test_chenc_native(void **st)
+{
+    (void)st;
+    const int64_t s0 = 1714557600ll * 1000000000, iv = 10ll * 1000000000;
+    pfr_testgen_opts go = {.nstacks = 30, .max_depth = 20};
+    pfr_testgen *g = pfr_testgen_new(5, 2, &go);
+    pfr_chenc *rb, *nat;
+    pfr_chenc_opts o = {.format = PFR_CH_ROWBINARY};
+    assert_int_equal(pfr_chenc_new(&o, &rb), 0);
+    o.format = PFR_CH_NATIVE;
+    assert_int_equal(pfr_chenc_new(&o, &nat), 0);
+    const char *types[] = {"ebpf:cpu:nanoseconds"};
+    pfr_kv labels[] = {{"host.name", "h1"}, {"container.id", "/c/1"}, {"pod", ""}};
+    /* An empty batch: empty bodies. */
+    pfr_chenc_begin(rb);
+    pfr_chenc_begin(nat);
+    assert_int_equal(pfr_chenc_samples(nat)->len, 0);
+    assert_int_equal(pfr_chenc_stacks(nat)->len, 0);
+    assert_int_equal(pfr_chenc_bytes(nat), 0);
+    /* 300 services (two-byte dictionary indices), label sets of 0..3 entries. */
+    for (int i = 0; i < 300; i++) {
+        pfr_profile *p = pfr_testgen_next(g, s0 + i * iv, iv);
+        char svc[32];
+        snprintf(svc, sizeof(svc), "svc-%d", i % 150 ? i : 0);
+        pfr_chunk_meta m = {.id = i + 1,
+                            .service = svc,
+                            .labels = labels,
+                            .nlabels = (size_t)i % 4,
+                            .start_ns = s0 + i * iv,
+                            .end_ns = s0 + (i + 1) * iv,
+                            .types = types,
+                            .ntypes = 1};
+        assert_int_equal(pfr_chenc_add(rb, &m, p), 0);
+        assert_int_equal(pfr_chenc_add(nat, &m, p), 0);
+        pfr_profile_free(p);
+        if (i == 0) /* one chunk, no labels: a map with no entries at all */
+            assert_same_bodies(rb, nat);
+    }
+    assert_same_bodies(rb, nat);
+    uint64_t est = pfr_chenc_bytes(nat),
+             real = pfr_chenc_samples(nat)->len + pfr_chenc_stacks(nat)->len;
+    assert_true(est > real / 2 && est < real * 2);
+    /* Rendering again after more rows. */
+    pfr_chenc_commit(rb);
+    pfr_chenc_commit(nat);
+    pfr_chenc_free(rb);
+    pfr_chenc_free(nat);
+    pfr_testgen_free(g);
+}
+
+/* ---- the ClickHouse encoder: the ring's samples path gives the profile path's rows ---- */
+
+struct both {
+    pfr_chenc *a, *b; /* profile path, samples path */
+    int64_t ids[64];
+    size_t n, nb;
+};
+
+static int profile_add(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct both *x = ctx;
+    assert_true(x->n < 64);
+    x->ids[x->n++] = m->id;
+    return pfr_chenc_add(x->a, m, p);
+}
+
+static int samples_add(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
+{
+    struct both *x = ctx;
+    assert_true(x->nb < x->n && x->ids[x->nb] == m->id);
+    x->nb++;
+    return pfr_chenc_add_samples(x->b, m, v);
+}
+
+static void assert_same_rb(pfr_chenc *a, pfr_chenc *b)
+{
+    const pfr_buf *x = pfr_chenc_samples(a), *y = pfr_chenc_samples(b);
+    assert_int_equal(x->len, y->len);
+    assert_memory_equal(x->data, y->data, x->len);
+    x = pfr_chenc_stacks(a);
+    y = pfr_chenc_stacks(b);
+    assert_int_equal(x->len, y->len);
+    if (x->len)
+        assert_memory_equal(x->data, y->data, x->len);
+}
+
+static void test_chenc_samples(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/pfr-chenc-XXXXXX", path[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/ring.db", dir);
+    pfr_store *s;
+    pfr_store_opts so = {.max_bytes = 64ull << 20};
+    assert_int_equal(pfr_store_open(path, &so, &s, err, sizeof(err)), 0);
+    const int64_t s0 = 1714557600ll * 1000000000, iv = 10ll * 1000000000;
+    pfr_testgen_opts go = {.nstacks = 60, .drift_permille = 100};
+    pfr_testgen *g[3];
+    pfr_kv labels[] = {{"host.name", "h1"}, {"container.id", "/c/1"}};
+    for (unsigned k = 0; k < 3; k++)
+        g[k] = pfr_testgen_new(9, k, &go);
+    for (int i = 0; i < 40; i++)
+        for (unsigned k = 0; k < 3; k++) {
+            pfr_profile *p = pfr_testgen_next(g[k], s0 + i * iv, iv);
+            pfr_chunk_in in = {pfr_testgen_service(g[k]), labels, k, s0 + i * iv,
+                               s0 + (i + 1) * iv,         p};
+            assert_int_equal(pfr_store_append(s, &in, NULL), 0);
+            pfr_profile_free(p);
+        }
+    /* A short refresh: stack rows come again every few batches. */
+    pfr_chenc_opts o = {.stack_refresh_ns = 60 * iv / 10};
+    struct both x = {0};
+    assert_int_equal(pfr_chenc_new(&o, &x.a), 0);
+    assert_int_equal(pfr_chenc_new(&o, &x.b), 0);
+    int64_t after = 0;
+    for (int batch = 0; after < 120; batch++) {
+        pfr_store_filter f = {.after_id = after, .limit = 7};
+        x.n = x.nb = 0;
+        pfr_chenc_begin(x.a);
+        pfr_chenc_begin(x.b);
+        assert_int_equal(pfr_store_scan(s, &f, 0, profile_add, &x, NULL), 0);
+        assert_int_equal(pfr_store_scan_samples(s, &f, 0, samples_add, &x, NULL), 0);
+        assert_int_equal(x.nb, x.n);
+        assert_same_rb(x.a, x.b);
+        if (batch % 5 == 2) {
+            /* A batch that did not arrive: the same rows next time. */
+            pfr_chenc_discard(x.a);
+            pfr_chenc_discard(x.b);
+            continue;
+        }
+        pfr_chenc_commit(x.a);
+        pfr_chenc_commit(x.b);
+        after = x.ids[x.n - 1];
+    }
+    pfr_chunk_meta bad = {.service = ""};
+    assert_int_equal(pfr_chenc_add_samples(x.b, &bad, NULL), -EINVAL);
+    pfr_chenc_free(x.a);
+    pfr_chenc_free(x.b);
+    for (unsigned k = 0; k < 3; k++)
+        pfr_testgen_free(g[k]);
+    pfr_store_close(s);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_ch_answers(void **st)
 {
     (void)st;
@@ -812,14 +1206,15 @@ static void test_state(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_durations),  cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_times),      cmocka_unit_test(test_outcomes),
-        cmocka_unit_test(test_backoff),    cmocka_unit_test(test_retry_after),
-        cmocka_unit_test(test_batch_wait), cmocka_unit_test(test_pacer),
-        cmocka_unit_test(test_buf),        cmocka_unit_test(test_fnv),
-        cmocka_unit_test(test_retime),     cmocka_unit_test(test_chenc),
-        cmocka_unit_test(test_ch_answers), cmocka_unit_test(test_http_helpers),
-        cmocka_unit_test(test_config_ini), cmocka_unit_test(test_config_flags),
+        cmocka_unit_test(test_durations),    cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_times),        cmocka_unit_test(test_outcomes),
+        cmocka_unit_test(test_backoff),      cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_batch_wait),   cmocka_unit_test(test_pacer),
+        cmocka_unit_test(test_buf),          cmocka_unit_test(test_fnv),
+        cmocka_unit_test(test_retime),       cmocka_unit_test(test_chenc),
+        cmocka_unit_test(test_chenc_native), cmocka_unit_test(test_chenc_samples),
+        cmocka_unit_test(test_ch_answers),   cmocka_unit_test(test_http_helpers),
+        cmocka_unit_test(test_config_ini),   cmocka_unit_test(test_config_flags),
         cmocka_unit_test(test_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /*
  * Fuzz target: the decoders of stored rows (dictionary layers and chunks) and the profile built
- * from what they accept. Rows come from the database file, so they are outside input: any bytes
- * must give a decoded row or -EBADMSG, never a crash or an out-of-bounds access.
+ * from what they accept, and the same chunk read as samples (pfr_store_scan_samples' accessors
+ * over every sample's stack, locations and labels). Rows come from the database file, so they are
+ * outside input: any bytes must give a decoded row or -EBADMSG, never a crash or an out-of-bounds
+ * access.
  *
  * Input: [flags][ntypes][layer length, 2 bytes LE][layer blob][chunk blob]
  *   flags bit 0: the layer bytes are a raw layer (no blob header) instead of a stored blob;
@@ -14,6 +16,33 @@
 #include "store_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Read everything a samples reader can reach. */
+static int walk_samples(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
+{
+    (void)m;
+    (void)ctx;
+    static pfr_frame fr[256];
+    pfr_label labels[64];
+    size_t sum = 0;
+    uint32_t stable_stacks, stable_locs;
+    pfr_samples_dict(v, &stable_stacks, &stable_locs);
+    for (size_t i = 0; i < pfr_samples_count(v); i++) {
+        uint32_t st = pfr_samples_stack(v, i);
+        size_t n = pfr_samples_stack_frames(v, st, fr, 256);
+        for (size_t k = 0; k < n && k < 256; k++)
+            sum += strlen(fr[k].function) + strlen(fr[k].file) + strlen(fr[k].module);
+        size_t nl;
+        const uint32_t *locs = pfr_samples_stack_locations(v, st, &nl);
+        for (size_t k = 0; k < nl; k++)
+            sum += pfr_samples_location_frames(v, locs[k], fr, 256);
+        size_t nlab = pfr_samples_labels(v, pfr_samples_label_set(v, i), labels, 64);
+        for (size_t k = 0; k < nlab && k < 64; k++)
+            sum += strlen(labels[k].key) + (labels[k].str ? strlen(labels[k].str) : 0);
+        sum += (size_t)pfr_samples_values(v, i)[0];
+    }
+    return sum == 1 ? 1 : 0; /* keeps the reads */
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -66,6 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     free(out);
                 pfr_profile_free(p);
             }
+            pfr_chunk_meta m = {.service = "s", .types = types, .ntypes = ntypes};
+            store_samples_call(&t, 1, &c, (flags & 2) ? &f : NULL, &b, &m, walk_samples, NULL);
             build_scratch_free(&b);
         }
         dchunk_free(&c);

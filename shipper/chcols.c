@@ -1,0 +1,456 @@
+#include "chcols.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* LowCardinality serialization (ClickHouse's Native format): a version word before the column,
+ * then per column: flags (index width | has additional keys | dictionary update), the keys, the
+ * row count and one index per row. */
+#define LC_VERSION      1ull
+#define LC_FLAGS        (1ull << 9 | 1ull << 10)
+#define LC_INDEX_UINT8  0ull
+#define LC_INDEX_UINT16 1ull
+#define LC_INDEX_UINT32 2ull
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*p, c * elem);
+    if (!n)
+        return -ENOMEM;
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+static uint64_t str_hash(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ h >> 29;
+}
+
+/* ---- LowCardinality dictionaries ---- */
+
+static void lc_free(struct pfr_lcdict *d)
+{
+    pfr_buf_free(&d->arena);
+    free(d->off);
+    free(d->tab);
+}
+
+static void lc_reset(struct pfr_lcdict *d)
+{
+    pfr_buf_reset(&d->arena);
+    d->n = 0;
+    if (d->tab)
+        memset(d->tab, 0, (d->mask + 1) * sizeof(*d->tab));
+}
+
+static const char *lc_key(const struct pfr_lcdict *d, uint32_t i)
+{
+    return (const char *)d->arena.data + d->off[i];
+}
+
+static int lc_rehash(struct pfr_lcdict *d, size_t cap)
+{
+    uint32_t *t = calloc(cap, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; i < d->n; i++) {
+        const char *k = lc_key(d, (uint32_t)i);
+        size_t j = str_hash(k, strlen(k)) & (cap - 1);
+        while (t[j])
+            j = (j + 1) & (cap - 1);
+        t[j] = (uint32_t)i + 1;
+    }
+    free(d->tab);
+    d->tab = t;
+    d->mask = cap - 1;
+    return 0;
+}
+
+static int64_t lc_add(struct pfr_lcdict *d, const char *s, size_t n, size_t slot)
+{
+    if (grow((void **)&d->off, &d->cap, d->n + 1, sizeof(*d->off)) < 0 ||
+        d->arena.len + n + 1 > UINT32_MAX)
+        return -ENOMEM;
+    d->off[d->n] = (uint32_t)d->arena.len;
+    pfr_buf_put(&d->arena, s, n);
+    pfr_buf_putc(&d->arena, 0);
+    if (d->arena.oom)
+        return -ENOMEM;
+    d->tab[slot] = (uint32_t)++d->n;
+    return (int64_t)d->n - 1;
+}
+
+/* The index of key s, added if new (the first key of a dictionary is always ""). */
+static int64_t lc_intern(struct pfr_lcdict *d, const char *s)
+{
+    if (!d->tab || (d->n + 2) * 2 > d->mask + 1) {
+        if (lc_rehash(d, d->tab ? (d->mask + 1) * 2 : 64) < 0)
+            return -ENOMEM;
+    }
+    if (d->n == 0) {
+        size_t j = str_hash("", 0) & d->mask;
+        if (lc_add(d, "", 0, j) < 0)
+            return -ENOMEM;
+    }
+    size_t n = strlen(s), j = str_hash(s, n) & d->mask;
+    while (d->tab[j]) {
+        uint32_t i = d->tab[j] - 1;
+        if (!strcmp(lc_key(d, i), s))
+            return i;
+        j = (j + 1) & d->mask;
+    }
+    return lc_add(d, s, n, j);
+}
+
+/* ---- building ---- */
+
+void pfr_chcols_free(pfr_chcols *c)
+{
+    lc_free(&c->svcs);
+    lc_free(&c->types);
+    lc_free(&c->labkeys);
+    free(c->groups);
+    free(c->labkey);
+    free(c->labval);
+    pfr_buf_free(&c->labvals);
+    free(c->hashes);
+    free(c->values);
+    free(c->strows);
+    pfr_buf_free(&c->stkstr);
+    memset(c, 0, sizeof(*c));
+}
+
+void pfr_chcols_reset(pfr_chcols *c)
+{
+    lc_reset(&c->svcs);
+    lc_reset(&c->types);
+    lc_reset(&c->labkeys);
+    pfr_buf_reset(&c->labvals);
+    pfr_buf_reset(&c->stkstr);
+    c->ngroups = c->nlabels = c->nrows = c->nstrows = 0;
+    c->est_bytes = 0;
+    c->err = 0;
+}
+
+static void fail(pfr_chcols *c)
+{
+    c->err = -ENOMEM;
+}
+
+uint32_t pfr_chcols_labels(pfr_chcols *c, const pfr_kv *labels, size_t n)
+{
+    uint32_t first = (uint32_t)c->nlabels;
+    if (grow((void **)&c->labkey, &c->cap_labkey, c->nlabels + n, sizeof(*c->labkey)) < 0 ||
+        grow((void **)&c->labval, &c->cap_labval, c->nlabels + n, sizeof(*c->labval)) < 0) {
+        fail(c);
+        return first;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = lc_intern(&c->labkeys, labels[i].key);
+        if (k < 0) {
+            fail(c);
+            return first;
+        }
+        c->labkey[c->nlabels] = (uint32_t)k;
+        c->labval[c->nlabels++] = c->labvals.len;
+        pfr_buf_chstr(&c->labvals, labels[i].value, strlen(labels[i].value));
+    }
+    if (c->labvals.oom)
+        fail(c);
+    return first;
+}
+
+/* Bytes of the labels lab .. lab + n - 1 in a row (Native: index byte and value). */
+static size_t labels_bytes(const pfr_chcols *c, uint32_t lab, uint32_t n)
+{
+    if (!n)
+        return 0;
+    size_t end = (size_t)lab + n < c->nlabels ? c->labval[lab + n] : c->labvals.len;
+    return n + end - c->labval[lab];
+}
+
+int pfr_chcols_group(pfr_chcols *c, const char *service, const char *type, int64_t start,
+                     int64_t end, uint32_t lab, uint32_t nlab, size_t nrows, uint64_t **hashes,
+                     int64_t **values)
+{
+    int64_t s = lc_intern(&c->svcs, service), t = lc_intern(&c->types, type);
+    if (c->err || s < 0 || t < 0 ||
+        grow((void **)&c->groups, &c->cap_groups, c->ngroups + 1, sizeof(*c->groups)) < 0 ||
+        grow((void **)&c->hashes, &c->cap_hashes, c->nrows + nrows, sizeof(*c->hashes)) < 0 ||
+        grow((void **)&c->values, &c->cap_values, c->nrows + nrows, sizeof(*c->values)) < 0) {
+        fail(c);
+        return -ENOMEM;
+    }
+    c->groups[c->ngroups++] = (struct pfr_sgroup){
+        .svc = (uint32_t)s,
+        .type = (uint32_t)t,
+        .lab = lab,
+        .nlab = nlab,
+        .start = start,
+        .end = end,
+        .row = c->nrows,
+        .nrows = nrows,
+    };
+    *hashes = c->hashes + c->nrows;
+    *values = c->values + c->nrows;
+    c->nrows += nrows;
+    /* two indices, Start, End, the map's offset, StackHash, Value, the labels */
+    c->est_bytes += nrows * (2 + 16 + 8 + 16 + labels_bytes(c, lab, nlab));
+    return 0;
+}
+
+int pfr_chcols_stack(pfr_chcols *c, const char *service, uint64_t hash, int64_t last_seen)
+{
+    int64_t s = lc_intern(&c->svcs, service);
+    if (c->err || s < 0 ||
+        grow((void **)&c->strows, &c->cap_strows, c->nstrows + 1, sizeof(*c->strows)) < 0) {
+        fail(c);
+        return -ENOMEM;
+    }
+    c->strows[c->nstrows++] = (struct pfr_strow){
+        .svc = (uint32_t)s, .hash = hash, .last_seen = last_seen, .str = c->stkstr.len};
+    c->est_bytes += 1 + 8 + 8 + 8;
+    return 0;
+}
+
+void pfr_chcols_stack_str(pfr_chcols *c, const char *s, size_t n)
+{
+    struct pfr_strow *r = &c->strows[c->nstrows - 1];
+    size_t before = c->stkstr.len;
+    pfr_buf_chstr(&c->stkstr, s, n);
+    r->nstr++;
+    r->str_len += c->stkstr.len - before;
+    c->est_bytes += c->stkstr.len - before;
+    if (c->stkstr.oom)
+        fail(c);
+}
+
+void pfr_chcols_stack_enc(pfr_chcols *c, const void *enc, size_t len, size_t n)
+{
+    struct pfr_strow *r = &c->strows[c->nstrows - 1];
+    pfr_buf_put(&c->stkstr, enc, len);
+    r->nstr += (uint32_t)n;
+    r->str_len += len;
+    c->est_bytes += len;
+    if (c->stkstr.oom)
+        fail(c);
+}
+
+size_t pfr_chcols_sample_rows(const pfr_chcols *c)
+{
+    return c->nrows;
+}
+
+size_t pfr_chcols_stack_rows(const pfr_chcols *c)
+{
+    return c->nstrows;
+}
+
+/* ---- rendering ---- */
+
+static void put_lcstr(pfr_buf *b, const struct pfr_lcdict *d, uint32_t i)
+{
+    const char *k = lc_key(d, i);
+    pfr_buf_chstr(b, k, strlen(k));
+}
+
+static unsigned lc_width(const struct pfr_lcdict *d)
+{
+    return d->n <= 256 ? 1 : d->n <= 65536 ? 2 : 4;
+}
+
+static void put_index(pfr_buf *b, unsigned width, uint32_t i)
+{
+    uint8_t v[4] = {(uint8_t)i, (uint8_t)(i >> 8), (uint8_t)(i >> 16), (uint8_t)(i >> 24)};
+    pfr_buf_put(b, v, width);
+}
+
+/* A LowCardinality granule's head: flags, the dictionary, the row count. */
+static void lc_head(pfr_buf *b, const struct pfr_lcdict *d, size_t rows)
+{
+    unsigned w = lc_width(d);
+    uint64_t type = w == 1 ? LC_INDEX_UINT8 : w == 2 ? LC_INDEX_UINT16 : LC_INDEX_UINT32;
+    pfr_buf_u64le(b, LC_FLAGS | type);
+    pfr_buf_u64le(b, d->n);
+    for (size_t i = 0; i < d->n; i++)
+        put_lcstr(b, d, (uint32_t)i);
+    pfr_buf_u64le(b, rows);
+}
+
+static void col_head(pfr_buf *b, const char *name, const char *type)
+{
+    pfr_buf_chstr(b, name, strlen(name));
+    pfr_buf_chstr(b, type, strlen(type));
+}
+
+/* ServiceName or Type of the sample rows (type: Type, else ServiceName). */
+static void native_group_lc(pfr_buf *b, const pfr_chcols *c, bool type)
+{
+    const struct pfr_lcdict *d = type ? &c->types : &c->svcs;
+    col_head(b, type ? "Type" : "ServiceName", "LowCardinality(String)");
+    pfr_buf_u64le(b, LC_VERSION);
+    lc_head(b, d, c->nrows);
+    unsigned w = lc_width(d);
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[g];
+        for (size_t r = 0; r < gr->nrows; r++)
+            put_index(b, w, type ? gr->type : gr->svc);
+    }
+}
+
+static void native_times(pfr_buf *b, const pfr_chcols *c, bool end)
+{
+    col_head(b, end ? "End" : "Start", "DateTime64(9)");
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[g];
+        for (size_t r = 0; r < gr->nrows; r++)
+            pfr_buf_u64le(b, (uint64_t)(end ? gr->end : gr->start));
+    }
+}
+
+static size_t label_end(const pfr_chcols *c, size_t l)
+{
+    return l + 1 < c->nlabels ? c->labval[l + 1] : c->labvals.len;
+}
+
+static void native_labels(pfr_buf *b, const pfr_chcols *c)
+{
+    col_head(b, "Labels", "Map(LowCardinality(String), String)");
+    pfr_buf_u64le(b, LC_VERSION);
+    uint64_t off = 0;
+    for (size_t g = 0; g < c->ngroups; g++)
+        for (size_t r = 0; r < c->groups[g].nrows; r++)
+            pfr_buf_u64le(b, off += c->groups[g].nlab);
+    if (!off)
+        return; /* no entries: ClickHouse writes no keys granule either */
+    lc_head(b, &c->labkeys, off);
+    unsigned w = lc_width(&c->labkeys);
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[g];
+        for (size_t r = 0; r < gr->nrows; r++)
+            for (uint32_t l = 0; l < gr->nlab; l++)
+                put_index(b, w, c->labkey[gr->lab + l]);
+    }
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[g];
+        if (!gr->nlab)
+            continue;
+        size_t from = c->labval[gr->lab], to = label_end(c, gr->lab + gr->nlab - 1);
+        for (size_t r = 0; r < gr->nrows; r++)
+            pfr_buf_put(b, c->labvals.data + from, to - from);
+    }
+}
+
+static void native_samples(pfr_buf *b, const pfr_chcols *c)
+{
+    pfr_buf_uvarint(b, 7);
+    pfr_buf_uvarint(b, c->nrows);
+    native_group_lc(b, c, false);
+    native_group_lc(b, c, true);
+    native_times(b, c, false);
+    native_times(b, c, true);
+    native_labels(b, c);
+    col_head(b, "StackHash", "UInt64");
+    for (size_t i = 0; i < c->nrows; i++)
+        pfr_buf_u64le(b, c->hashes[i]);
+    col_head(b, "Value", "Int64");
+    for (size_t i = 0; i < c->nrows; i++)
+        pfr_buf_u64le(b, (uint64_t)c->values[i]);
+}
+
+static void rowbinary_samples(pfr_buf *b, const pfr_chcols *c)
+{
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[g];
+        for (size_t r = 0; r < gr->nrows; r++) {
+            put_lcstr(b, &c->svcs, gr->svc);
+            put_lcstr(b, &c->types, gr->type);
+            pfr_buf_u64le(b, (uint64_t)gr->start);
+            pfr_buf_u64le(b, (uint64_t)gr->end);
+            pfr_buf_uvarint(b, gr->nlab);
+            for (uint32_t l = gr->lab; l < gr->lab + gr->nlab; l++) {
+                put_lcstr(b, &c->labkeys, c->labkey[l]);
+                pfr_buf_put(b, c->labvals.data + c->labval[l], label_end(c, l) - c->labval[l]);
+            }
+            pfr_buf_u64le(b, c->hashes[gr->row + r]);
+            pfr_buf_u64le(b, (uint64_t)c->values[gr->row + r]);
+        }
+    }
+}
+
+static void native_stacks(pfr_buf *b, const pfr_chcols *c)
+{
+    pfr_buf_uvarint(b, 4);
+    pfr_buf_uvarint(b, c->nstrows);
+    col_head(b, "ServiceName", "LowCardinality(String)");
+    pfr_buf_u64le(b, LC_VERSION);
+    lc_head(b, &c->svcs, c->nstrows);
+    unsigned w = lc_width(&c->svcs);
+    for (size_t i = 0; i < c->nstrows; i++)
+        put_index(b, w, c->strows[i].svc);
+    col_head(b, "Hash", "UInt64");
+    for (size_t i = 0; i < c->nstrows; i++)
+        pfr_buf_u64le(b, c->strows[i].hash);
+    col_head(b, "LastSeen", "DateTime64(9)");
+    for (size_t i = 0; i < c->nstrows; i++)
+        pfr_buf_u64le(b, (uint64_t)c->strows[i].last_seen);
+    col_head(b, "Stack", "Array(String)");
+    uint64_t off = 0;
+    for (size_t i = 0; i < c->nstrows; i++)
+        pfr_buf_u64le(b, off += c->strows[i].nstr);
+    pfr_buf_put(b, c->stkstr.data, c->stkstr.len); /* the strings, in row order */
+}
+
+static void rowbinary_stacks(pfr_buf *b, const pfr_chcols *c)
+{
+    for (size_t i = 0; i < c->nstrows; i++) {
+        const struct pfr_strow *r = &c->strows[i];
+        put_lcstr(b, &c->svcs, r->svc);
+        pfr_buf_u64le(b, r->hash);
+        pfr_buf_u64le(b, (uint64_t)r->last_seen);
+        pfr_buf_uvarint(b, r->nstr);
+        pfr_buf_put(b, c->stkstr.data + r->str, r->str_len);
+    }
+}
+
+int pfr_chcols_render_samples(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf *out)
+{
+    pfr_buf_reset(out);
+    if (c->err)
+        return c->err;
+    if (!c->nrows)
+        return 0;
+    if (pfr_buf_reserve(out, c->est_bytes + 4096) < 0)
+        return -ENOMEM;
+    if (f == PFR_CH_NATIVE)
+        native_samples(out, c);
+    else
+        rowbinary_samples(out, c);
+    return out->oom ? -ENOMEM : 0;
+}
+
+int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf *out)
+{
+    pfr_buf_reset(out);
+    if (c->err)
+        return c->err;
+    if (!c->nstrows)
+        return 0;
+    if (pfr_buf_reserve(out, c->stkstr.len + c->nstrows * 40 + 4096) < 0)
+        return -ENOMEM;
+    if (f == PFR_CH_NATIVE)
+        native_stacks(out, c);
+    else
+        rowbinary_stacks(out, c);
+    return out->oom ? -ENOMEM : 0;
+}

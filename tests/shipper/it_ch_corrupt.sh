@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Corrupt chunks on the ClickHouse path (the ring's samples read path, pfr_store_scan_samples):
+# a chunk whose payload fails its checksum and the chunks of a damaged dictionary layer are
+# reported and skipped; everything else arrives exactly once; the shipper neither crashes nor
+# stops.
+source "$(dirname "$0")/lib.sh"
+need_chdb
+mkring --services 3 --intervals 6 --stacks 60 --seed 77
+total=$(ring_chunks)
+# A chunk payload zeroed (checksum mismatch), and a later layer of svc-1's chain flipped.
+sqlite3 "$T/ring.db" "UPDATE chunk_data SET data = zeroblob(length(data)) WHERE id = 4" ||
+    fail "cannot damage chunk 4"
+layer=$(sqlite3 "$T/ring.db" "SELECT max(dict_id) FROM chunks WHERE stream_id =
+    (SELECT stream_id FROM chunks WHERE id = 2)")
+lost=$(sqlite3 "$T/ring.db" "SELECT count(*) FROM chunks WHERE dict_id >= $layer AND
+    base_id = (SELECT base_id FROM chunks WHERE id = 2)")
+sqlite3 "$T/ring.db" "UPDATE dicts SET data = zeroblob(length(data)) WHERE id = $layer" ||
+    fail "cannot damage layer $layer"
+bad=$(sqlite3 "$T/ring.db" "SELECT count(*) FROM chunks WHERE id = 4 OR (dict_id >= $layer AND
+    base_id = (SELECT base_id FROM chunks WHERE id = 2))")
+say "$total chunks, $bad damaged (layer $layer: $lost)"
+want=$(sqlite3 "$T/ring.db" "SELECT id FROM chunks WHERE NOT (id = 4 OR (dict_id >= $layer AND
+    base_id = (SELECT base_id FROM chunks WHERE id = 2)))" | while read -r id; do
+    "$RINGTOOL" chunks --store "$T/ring.db" | awk -v id="$id" '$1 == id {print $5}'
+done | awk '{s += $1} END {printf "%.0f\n", s}')
+start_front
+ship_ch --once --batch-chunks 5 >"$T/ship.log" 2>&1 || fail "shipper failed: $(tail -3 "$T/ship.log")"
+[ "$(status_field clickhouse corrupt_chunks)" = "$bad" ] ||
+    fail "corrupt_chunks = $(status_field clickhouse corrupt_chunks), want $bad"
+[ "$(status_field clickhouse cursor)" = "$total" ] || fail "the cursor stopped before the end"
+got=$(chq "SELECT sum(Value) FROM profiling_samples")
+[ "$got" = "$want" ] || fail "ClickHouse holds $got, the undamaged chunks $want"
+grep -q "corrupt chunks skipped" "$T/ship.log" || fail "the corrupt chunks were not reported"
+check_ch_hashes
+echo PASS
