@@ -9,6 +9,11 @@ BUILD=${PFR_TEST_BUILD:-build-test}
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
       -DPFR_SANITIZE=ON -DPFR_FUZZ=ON
 cmake --build "$BUILD" -j"$(nproc)"
+# The release build users get from scripts/run.sh is gcc's: it must build with -Werror too
+# (gcc and clang warn about different things), tests and benchmarks included.
+GCC_BUILD=${PFR_GCC_BUILD:-build-gcc}
+cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$GCC_BUILD" -j"$(nproc)" >/dev/null
 log="$BUILD/ctest-last.log"
 ctest --test-dir "$BUILD" --output-on-failure -j2 --timeout 900 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
