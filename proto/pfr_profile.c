@@ -8,28 +8,6 @@
 
 /* ---- vectors and hashing ---- */
 
-int pfr_vec_grow(void *vecp, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 8;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2)
-            return -ENOMEM;
-        ncap *= 2;
-    }
-    if (ncap > SIZE_MAX / elem)
-        return -ENOMEM;
-    void *old;
-    memcpy(&old, vecp, sizeof(old));
-    void *nv = realloc(old, ncap * elem);
-    if (!nv)
-        return -ENOMEM;
-    memcpy(vecp, &nv, sizeof(nv));
-    *cap = ncap;
-    return 0;
-}
-
 uint64_t pfr_hash_bytes(const void *data, size_t len)
 {
     const unsigned char *b = data;

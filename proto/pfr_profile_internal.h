@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "pfr_profile.h"
+#include "pfr_vec.h"
 
 /* Records keep indices in 32 bits; this is the largest count a table may reach. */
 #define PFR_MAX_ITEMS (UINT32_MAX - 1u)
@@ -207,11 +208,7 @@ struct pfr_sizes {
 /* Make room for that many items (in addition to what p holds) in one step; 0 or -ENOMEM. */
 int pfr_profile_reserve(pfr_profile *p, const struct pfr_sizes *z);
 
-/* Grow the vector whose pointer is at vecp (of *cap elements of size elem) to hold at least need
- * elements; 0 or -ENOMEM (the vector is untouched then). The pointer is read and written with
- * memcpy so that any element pointer type can be passed. */
-int pfr_vec_grow(void *vecp, size_t *cap, size_t need, size_t elem);
-#define PFR_RESERVE(vec, cap, need)                                                                \
-    ((need) <= (cap) ? 0 : pfr_vec_grow(&(vec), &(cap), (need), sizeof(*(vec))))
+/* Vectors grow with pfr_vec_grow (common/pfr_vec.h). */
+#define PFR_RESERVE(vec, cap, need) PFR_VEC_RESERVE(vec, cap, need)
 
 #endif

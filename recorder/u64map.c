@@ -4,15 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfr_hash.h"
+
 static size_t slot_of(uint64_t key, size_t cap)
 {
-    /* splitmix64 finalizer: keys are often small integers or aligned addresses */
-    key ^= key >> 30;
-    key *= 0xbf58476d1ce4e5b9ull;
-    key ^= key >> 27;
-    key *= 0x94d049bb133111ebull;
-    key ^= key >> 31;
-    return (size_t)key & (cap - 1);
+    return (size_t)pfr_mix64(key) & (cap - 1);
 }
 
 void pfr_u64map_free(pfr_u64map *m)

@@ -5,27 +5,6 @@
 
 #include "store_util.h"
 
-int vec_reserve(void *vec, size_t *cap, size_t need, size_t elem)
-{
-    void **v = vec;
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2)
-            return -ENOMEM;
-        ncap *= 2;
-    }
-    if (ncap > SIZE_MAX / elem)
-        return -ENOMEM;
-    void *nv = realloc(*v, ncap * elem);
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 /* ---- sbuf ---- */
 void sbuf_free(struct sbuf *b)
 {
@@ -39,7 +18,7 @@ int sbuf_reserve(struct sbuf *b, size_t more)
         return b->err;
     if (more > SIZE_MAX - b->len)
         b->err = -ENOMEM;
-    else if (b->len + more > b->cap && vec_reserve(&b->p, &b->cap, b->len + more, 1))
+    else if (b->len + more > b->cap && pfr_vec_grow(&b->p, &b->cap, b->len + more, 1))
         b->err = -ENOMEM;
     return b->err;
 }

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pfr_vec.h"
+
 /* ---- output buffer: errors are sticky (err = -ENOMEM), checked once at the end ---- */
 struct sbuf {
     uint8_t *p;
@@ -151,9 +153,7 @@ static inline uint64_t mix64(uint64_t x)
     return x;
 }
 
-/* Grow *vec (of elem-sized items, capacity *cap) to hold need items. 0 or -ENOMEM. */
-int vec_reserve(void *vec, size_t *cap, size_t need, size_t elem);
-#define VEC_RESERVE(v, cap, need)                                                                  \
-    ((size_t)(need) <= (cap) ? 0 : vec_reserve(&(v), &(cap), (need), sizeof(*(v))))
+/* Vectors grow with pfr_vec_grow (common/pfr_vec.h). */
+#define VEC_RESERVE(v, cap, need) PFR_VEC_RESERVE(v, cap, need)
 
 #endif

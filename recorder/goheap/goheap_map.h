@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfr_hash.h"
+
 typedef struct pfr_u64map {
     uint64_t *keys; /* 0 = empty */
     uint64_t *vals;
@@ -15,12 +17,7 @@ typedef struct pfr_u64map {
 
 static inline uint64_t pfr_u64map_hash(uint64_t x)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
+    return pfr_mix64(x);
 }
 
 static inline void pfr_u64map_free(pfr_u64map *m)

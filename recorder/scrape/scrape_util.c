@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_hash.h"
 #include "scrape_internal.h"
 
 static int64_t clock_ns(clockid_t id)
@@ -86,12 +87,7 @@ uint64_t sc_hash_bytes(uint64_t h, const void *data, size_t len)
 
 uint64_t sc_hash_mix(uint64_t h)
 {
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    return h;
+    return pfr_mix64(h);
 }
 
 int sc_read_file(const char *path, size_t max, char **out, size_t *len)

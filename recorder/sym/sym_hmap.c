@@ -3,20 +3,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static uint64_t mix64(uint64_t x)
-{
-    /* splitmix64 finalizer: spreads sequential pids and addresses over the table */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
+#include "pfr_hash.h"
 
 static size_t slot_of(const struct pfr_sym_hmap *m, uint64_t k1, uint64_t k2)
 {
-    return (size_t)(mix64(k1 ^ mix64(k2 + 0x9e3779b97f4a7c15ULL)) & (m->cap - 1));
+    return (size_t)(pfr_mix64(k1 ^ pfr_mix64(k2 + 0x9e3779b97f4a7c15ULL)) & (m->cap - 1));
 }
 
 static int grow(struct pfr_sym_hmap *m)
@@ -138,5 +129,5 @@ uint64_t pfr_sym_hash(const void *p, size_t len, uint64_t seed)
         h ^= b[i];
         h *= 0x100000001b3ULL;
     }
-    return mix64(h);
+    return pfr_mix64(h);
 }
