@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "parse.h"
+#include "pfr_time.h"
 #include "pfr_store.h"
 
 const char *pfr_sink_kind_name(enum pfr_sink_kind k)
@@ -1033,12 +1034,13 @@ int pfr_shipper_conf_load(pfr_shipper_conf *c, int argc, char **argv, int64_t no
             rc = fail(err, errlen, -EINVAL, "backfill needs --from and --to");
             goto out;
         }
-        if (pfr_parse_time_ns(from, now_ns, &c->from_ns)) {
-            rc = fail(err, errlen, -EINVAL, "--from: bad time '%s'", from);
+        char why[1024];
+        if (pfr_time_parse(from, now_ns, &c->from_ns, why, sizeof(why))) {
+            rc = fail(err, errlen, -EINVAL, "--from: %s", why);
             goto out;
         }
-        if (pfr_parse_time_ns(to, now_ns, &c->to_ns)) {
-            rc = fail(err, errlen, -EINVAL, "--to: bad time '%s'", to);
+        if (pfr_time_parse(to, now_ns, &c->to_ns, why, sizeof(why))) {
+            rc = fail(err, errlen, -EINVAL, "--to: %s", why);
             goto out;
         }
         if (c->to_ns <= c->from_ns) {

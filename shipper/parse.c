@@ -143,110 +143,6 @@ int pfr_parse_bool(const char *s, bool *out)
     return -EINVAL;
 }
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), without the C library's time zone. */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
-static int parse_digits(const char **p, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)(*p)[i]))
-            return -EINVAL;
-        v = v * 10 + ((*p)[i] - '0');
-    }
-    *p += n;
-    *out = v;
-    return 0;
-}
-
-static int parse_calendar(const char *s, int64_t *out)
-{
-    int y, mo, d, h = 0, mi = 0, sec = 0;
-    const char *p = s;
-    if (parse_digits(&p, 4, &y) || *p++ != '-' || parse_digits(&p, 2, &mo) || *p++ != '-' ||
-        parse_digits(&p, 2, &d))
-        return -EINVAL;
-    int64_t frac_ns = 0;
-    if (*p == 'T' || *p == 't' || *p == ' ') {
-        p++;
-        if (parse_digits(&p, 2, &h) || *p++ != ':' || parse_digits(&p, 2, &mi))
-            return -EINVAL;
-        if (*p == ':') {
-            p++;
-            if (parse_digits(&p, 2, &sec))
-                return -EINVAL;
-            if (*p == '.') {
-                p++;
-                int64_t scale = 100000000;
-                if (!isdigit((unsigned char)*p))
-                    return -EINVAL;
-                while (isdigit((unsigned char)*p)) {
-                    frac_ns += (*p - '0') * scale;
-                    scale /= 10;
-                    p++;
-                }
-            }
-        }
-    }
-    int64_t off_s = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int sign = *p++ == '-' ? -1 : 1, oh, om = 0;
-        if (parse_digits(&p, 2, &oh))
-            return -EINVAL;
-        if (*p == ':')
-            p++;
-        if (isdigit((unsigned char)*p) && parse_digits(&p, 2, &om))
-            return -EINVAL;
-        off_s = sign * (oh * 3600 + om * 60);
-    }
-    if (!rest_blank(p))
-        return -EINVAL;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-        return -EINVAL;
-    int64_t secs =
-        days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec - off_s;
-    *out = secs * 1000000000 + frac_ns;
-    return 0;
-}
-
-int pfr_parse_time_ns(const char *s, int64_t now_ns, int64_t *out)
-{
-    if (!s)
-        return -EINVAL;
-    s = skip_ws(s);
-    if (!strcasecmp(s, "now")) {
-        *out = now_ns;
-        return 0;
-    }
-    if (*s == '-') {
-        int64_t ms;
-        if (pfr_parse_duration_ms(s + 1, &ms) || ms > INT64_MAX / 1000000)
-            return -EINVAL;
-        *out = now_ns - ms * 1000000;
-        return 0;
-    }
-    if (*s == '@') {
-        char *end;
-        errno = 0;
-        double v = strtod(s + 1, &end);
-        if (errno || end == s + 1 || !rest_blank(end) || !isfinite(v) || fabs(v) > 9.0e9)
-            return -EINVAL;
-        *out = (int64_t)llround(v * 1e9);
-        return 0;
-    }
-    return parse_calendar(s, out);
-}
-
 const char *pfr_fmt_duration(int64_t ms, char *out, size_t cap)
 {
     if (ms < 0)
@@ -279,14 +175,5 @@ const char *pfr_fmt_bytes(uint64_t n, char *out, size_t cap)
         u++;
     }
     snprintf(out, cap, "%.1f %s", v, units[u]);
-    return out;
-}
-
-const char *pfr_fmt_time(int64_t ns, char *out, size_t cap)
-{
-    time_t t = (time_t)(ns / 1000000000);
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
-        snprintf(out, cap, "@%lld", (long long)(ns / 1000000000));
     return out;
 }

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "http.h"
 #include "parse.h"
+#include "pfr_time.h"
 #include "pfr_store.h"
 #include "state.h"
 
@@ -72,7 +73,7 @@ static const char *ago(int64_t ns, int64_t now, char *out, size_t cap)
         snprintf(out, cap, "never");
         return out;
     }
-    snprintf(out, cap, "%s (%s ago)", pfr_fmt_time(ns, t, sizeof(t)),
+    snprintf(out, cap, "%s (%s ago)", pfr_time_format(ns, true, t, sizeof(t)),
              pfr_fmt_duration((now - ns) / 1000000, d, sizeof(d)));
     return out;
 }

@@ -11,6 +11,7 @@
 #include "coroot_fmt.h"
 #include "http.h"
 #include "parse.h"
+#include "pfr_time.h"
 #include "retry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -38,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t v;
         pfr_parse_duration_ms(s, &ms);
         pfr_parse_size(s, &v);
-        pfr_parse_time_ns(s, 1714557600ll * 1000000000, &t);
+        pfr_time_parse(s, 1714557600ll * 1000000000, &t, err, sizeof(err));
         break;
     }
     case 2: {

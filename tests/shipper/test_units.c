@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -22,6 +23,7 @@
 #include "coroot_fmt.h"
 #include "http.h"
 #include "parse.h"
+#include "pfr_time.h"
 #include "pfr_testgen.h"
 #include "retry.h"
 #include "state.h"
@@ -87,31 +89,39 @@ static void test_sizes(void **st)
 static void test_times(void **st)
 {
     (void)st;
+    /* the backfill range is parsed by the query tool's parser (common/pfr_time.c, tested in
+     * tests/query/test_time.c); here: the forms docs/shipper.md shows, in UTC */
+    setenv("TZ", "UTC", 1);
+    tzset();
     const int64_t now = 1714557600ll * 1000000000; /* 2024-05-01T10:00:00Z */
+    static const struct {
+        const char *in;
+        int64_t want;
+    } ok[] = {
+        {"now", now},
+        {"-2h", now - 7200ll * 1000000000},
+        {"@1714557600", now},
+        {"2024-05-01T10:00:00Z", now},
+        {"2024-05-01 10:00:00", now}, /* local time, TZ=UTC here */
+        {"2024-05-01T12:00:00+02:00", now},
+        {"2024-05-01T10:00:00.5Z", now + 500000000},
+        {"2024-05-01", now - 36000ll * 1000000000},
+        {"2000-02-29T00:00:00Z", 951782400ll * 1000000000},
+    };
+    char err[1024];
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        int64_t t = 0;
+        if (pfr_time_parse(ok[i].in, now, &t, err, sizeof(err)) != 0 || t != ok[i].want)
+            fail_msg("%s: %lld (%s)", ok[i].in, (long long)t, err);
+    }
     int64_t t;
-    assert_int_equal(pfr_parse_time_ns("now", now, &t), 0);
-    assert_int_equal(t, now);
-    assert_int_equal(pfr_parse_time_ns("-2h", now, &t), 0);
-    assert_int_equal(t, now - 7200ll * 1000000000);
-    assert_int_equal(pfr_parse_time_ns("@1714557600", now, &t), 0);
-    assert_int_equal(t, now);
-    assert_int_equal(pfr_parse_time_ns("2024-05-01T10:00:00Z", 0, &t), 0);
-    assert_int_equal(t, now);
-    assert_int_equal(pfr_parse_time_ns("2024-05-01 10:00:00", 0, &t), 0);
-    assert_int_equal(t, now);
-    assert_int_equal(pfr_parse_time_ns("2024-05-01T12:00:00+02:00", 0, &t), 0);
-    assert_int_equal(t, now);
-    assert_int_equal(pfr_parse_time_ns("2024-05-01T10:00:00.5Z", 0, &t), 0);
-    assert_int_equal(t, now + 500000000);
-    assert_int_equal(pfr_parse_time_ns("2024-05-01", 0, &t), 0);
-    assert_int_equal(t, now - 36000ll * 1000000000);
-    assert_int_equal(pfr_parse_time_ns("2000-02-29T00:00:00Z", 0, &t), 0);
-    assert_int_equal(t, 951782400ll * 1000000000);
-    assert_int_equal(pfr_parse_time_ns("2024-13-01", 0, &t), -EINVAL);
-    assert_int_equal(pfr_parse_time_ns("yesterday", 0, &t), -EINVAL);
-    assert_int_equal(pfr_parse_time_ns("2024-05-01T10:00:00Zjunk", 0, &t), -EINVAL);
+    assert_int_equal(pfr_time_parse("2024-13-01", now, &t, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_time_parse("yesterday", now, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "now")); /* the error lists the accepted forms */
+    assert_int_equal(pfr_time_parse("2024-05-01T10:00:00Zjunk", now, &t, err, sizeof(err)),
+                     -EINVAL);
     char b[64];
-    assert_string_equal(pfr_fmt_time(now, b, sizeof(b)), "2024-05-01T10:00:00Z");
+    assert_string_equal(pfr_time_format(now, true, b, sizeof(b)), "2024-05-01T10:00:00Z");
     assert_string_equal(pfr_fmt_duration(271000, b, sizeof(b)), "4m31s");
     assert_string_equal(pfr_fmt_duration(250, b, sizeof(b)), "250ms");
     assert_string_equal(pfr_fmt_bytes(812, b, sizeof(b)), "812 B");

@@ -1,5 +1,6 @@
 /*
- * pfr_time: the time expressions the query tool accepts, and how it prints times.
+ * pfr_time: the time expressions pfr's programs accept (the query tool, `pfr serve`, the
+ * shipper's backfill range), and how they print times.
  *
  * Accepted forms (surrounding spaces ignored):
  *   now                          the current time
