@@ -103,6 +103,13 @@ void pfr_serve_jobs_free(pfr_serve_jobs *j);
  * and only keeps its answer in the cache, so a retry finds it). 0 or -ENOMEM. */
 int pfr_serve_jobs_call(pfr_serve_jobs *j, const char *path, const pfr_kv *args, size_t nargs,
                         int64_t now_ns, pfr_serve_response *out);
+/* Start the call in the background when a slot is free now, keeping its answer for the call
+ * that will follow (a page that names its view asks for that view's data as soon as it loads):
+ * pfr_serve_jobs_call then waits for that answer instead of computing it again. Nothing is done
+ * for calls whose answer may not be kept, already kept or in flight, or when no slot is free.
+ * 0 or -ENOMEM. */
+int pfr_serve_jobs_prefetch(pfr_serve_jobs *j, const char *path, const pfr_kv *args, size_t nargs,
+                            int64_t now_ns);
 /* Jobs running now (for tests and logs). */
 unsigned pfr_serve_jobs_running(pfr_serve_jobs *j);
 /* The jobs' cache (for tests and logs). */

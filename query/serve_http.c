@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -304,6 +305,62 @@ static enum MHD_Result serve_api(pfr_serve *s, struct MHD_Connection *c, const c
     return send_response(c, &resp);
 }
 
+/* ---- the page's first data, started with the page ---- */
+static const char *first_arg(const arg_list *a, const char *key)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->kv[i].key, key) == 0)
+            return a->kv[i].value;
+    return NULL;
+}
+
+/* A time of the URL as serve.js sends it back: String(Math.round(v * 1000) / 1000). false unless
+ * a plain decimal number (so parseFloat in the page reads the same value). */
+static bool page_time(const char *s, char *buf, size_t len)
+{
+    if (!s || !*s || s[strspn(s, "0123456789.")] != '\0')
+        return false;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !(v >= 0 && v < 1e11))
+        return false;
+    snprintf(buf, len, "%.3f", round(v * 1000) / 1000);
+    char *p = buf + strlen(buf) - 1;
+    while (*p == '0')
+        *p-- = '\0';
+    if (*p == '.')
+        *p = '\0';
+    return true;
+}
+
+/* The page at a URL naming its view (service, from, to; serve.js's readUrl) asks for that view's
+ * flame graph first thing: start it now, while the browser loads the page and its script. The
+ * arguments are the ones serve.js sends (service, type, label..., from, to), so its call finds
+ * this one in flight or its answer kept. A comparison, or anything else, is left to the page. */
+static void prefetch_view(pfr_serve *s, struct MHD_Connection *c)
+{
+    arg_list a = {.n = 0}, flame = {.n = 0};
+    char from[32], to[32];
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    const char *svc = first_arg(&a, "service"), *type = first_arg(&a, "type");
+    const char *mode = first_arg(&a, "mode");
+    if (a.overflow || !svc || !*svc || (mode && strcmp(mode, "compare") == 0) ||
+        !page_time(first_arg(&a, "from"), from, sizeof(from)) ||
+        !page_time(first_arg(&a, "to"), to, sizeof(to)) || strtod(to, NULL) <= strtod(from, NULL))
+        return;
+    flame.kv[flame.n++] = (pfr_kv){"service", svc};
+    if (type && *type)
+        flame.kv[flame.n++] = (pfr_kv){"type", type};
+    for (size_t i = 0; i < a.n && flame.n < MAX_ARGS - 2; i++) {
+        const char *eq = strchr(a.kv[i].value, '=');
+        if (strcmp(a.kv[i].key, "label") == 0 && eq && eq != a.kv[i].value)
+            flame.kv[flame.n++] = a.kv[i];
+    }
+    flame.kv[flame.n++] = (pfr_kv){"from", from};
+    flame.kv[flame.n++] = (pfr_kv){"to", to};
+    pfr_serve_jobs_prefetch(s->jobs, "/api/flame", flame.kv, flame.n, pfr_time_now_ns());
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -328,6 +385,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (pfr_serve_api_path(url))
         return serve_api(s, c, url);
     const struct asset *a = find_asset(url);
+    if (a && a->data == pfr_asset_serve_html && strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+        prefetch_view(s, c);
     if (a)
         return send_body(c, 200, a->type, a->data, strlen(a->data), false, true, 0);
     return send_error(c, 404, "not found");

@@ -1,7 +1,8 @@
 /* Bounded API calls: each runs in its own worker thread; the caller waits until the deadline.
  * At most max_queries workers exist at once (abandoned ones included): a call waits for a free
  * slot, still within its deadline. So a burst of slow queries costs at most that many cores and
- * the page always gets an answer (possibly a 503) in time. */
+ * the page always gets an answer (possibly a 503) in time. A call whose answer is being computed
+ * already (the same key, in flight) waits for that answer instead of computing it again. */
 #include "pfr_serve.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@ struct pfr_serve_jobs {
     pthread_mutex_t mu;
     pthread_cond_t idle; /* broadcast whenever a worker ends (CLOCK_MONOTONIC) */
     unsigned running;
+    struct job *in_flight; /* running jobs whose answer will be kept, by next_in_flight */
 };
 
 typedef struct job {
@@ -30,6 +32,7 @@ typedef struct job {
     int rc;
     bool done, abandoned;
     pthread_cond_t cv; /* signalled when done */
+    struct job *next_in_flight;
 } job;
 
 static void job_free(job *j)
@@ -80,6 +83,24 @@ static job *job_new(pfr_serve_jobs *owner, const char *path, const pfr_kv *args,
     return j;
 }
 
+/* ---- jobs in flight, by cache key (under mu) ---- */
+static bool in_flight(const pfr_serve_jobs *o, const char *key)
+{
+    for (const job *j = o->in_flight; key && j; j = j->next_in_flight)
+        if (strcmp(j->cache_key, key) == 0)
+            return true;
+    return false;
+}
+
+static void in_flight_remove(pfr_serve_jobs *o, const job *j)
+{
+    for (job **p = &o->in_flight; *p; p = &(*p)->next_in_flight)
+        if (*p == j) {
+            *p = j->next_in_flight;
+            return;
+        }
+}
+
 static void *worker(void *arg)
 {
     job *j = arg;
@@ -88,6 +109,7 @@ static void *worker(void *arg)
     if (rc == 0)
         pfr_serve_cache_put(o->cache, j->cache_key, &j->resp);
     pthread_mutex_lock(&o->mu);
+    in_flight_remove(o, j); /* after the put: a caller woken now finds the answer kept */
     j->rc = rc;
     j->done = true;
     bool orphan = j->abandoned;
@@ -187,6 +209,10 @@ static int start(pfr_serve_jobs *o, job *j, const struct timespec *dl, pfr_serve
     bool full = running >= o->api->limits.max_queries;
     if (!full)
         o->running++;
+    if (!full && j->cache_key) {
+        j->next_in_flight = o->in_flight;
+        o->in_flight = j;
+    }
     pthread_mutex_unlock(&o->mu);
     if (full)
         return busy(out, running) < 0 ? -ENOMEM : 0;
@@ -199,6 +225,7 @@ static int start(pfr_serve_jobs *o, job *j, const struct timespec *dl, pfr_serve
     if (rc == 0)
         return 1;
     pthread_mutex_lock(&o->mu);
+    in_flight_remove(o, j);
     o->running--;
     pthread_cond_broadcast(&o->idle);
     pthread_mutex_unlock(&o->mu);
@@ -206,6 +233,62 @@ static int start(pfr_serve_jobs *o, job *j, const struct timespec *dl, pfr_serve
     return pfr_serve_response_error(out, 503, "cannot start a query: %s", strerror(rc)) < 0
                ? -ENOMEM
                : 0;
+}
+
+/* The answer kept under key, waiting (until dl) for a job computing it when one is in flight:
+ * 1 = *out has it, 0 = not kept (compute it), -ETIMEDOUT = still in flight at dl. Looked up under
+ * mu: a worker keeps its answer before it leaves the jobs in flight. */
+static int cached_or_awaited(pfr_serve_jobs *o, const char *key, const struct timespec *dl,
+                             pfr_serve_response *out)
+{
+    if (!key)
+        return 0;
+    pthread_mutex_lock(&o->mu);
+    bool hit = pfr_serve_cache_get(o->cache, key, out), seen = false, late = false;
+    while (!hit && !late && in_flight(o, key)) {
+        seen = true;
+        late = pthread_cond_timedwait(&o->idle, &o->mu, dl) == ETIMEDOUT && in_flight(o, key);
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (late)
+        return -ETIMEDOUT;
+    return hit || (seen && pfr_serve_cache_get(o->cache, key, out));
+}
+
+static int too_late(pfr_serve_jobs *o, pfr_serve_response *out)
+{
+    char d[32];
+    double s = (double)o->api->limits.timeout_ns / 1e9;
+    snprintf(d, sizeof(d), "%.3g s", s);
+    out->retry_after = 5;
+    return pfr_serve_response_error(
+        out, 503, "the query took longer than %s and was abandoned (pfr serve --timeout)", d);
+}
+
+int pfr_serve_jobs_prefetch(pfr_serve_jobs *o, const char *path, const pfr_kv *args, size_t nargs,
+                            int64_t now_ns)
+{
+    pfr_serve_response busy_out = {0};
+    job *j = job_new(o, path, args, nargs, now_ns);
+    if (!j || pfr_serve_cache_key(o->api->store_path, path, args, nargs, &j->cache_key) < 0) {
+        job_free(j);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&o->mu);
+    bool skip = !j->cache_key || in_flight(o, j->cache_key);
+    j->abandoned = true; /* nobody waits on it: the worker frees it */
+    pthread_mutex_unlock(&o->mu);
+    if (skip || pfr_serve_cache_get(o->cache, j->cache_key, &busy_out)) {
+        pfr_serve_response_free(&busy_out);
+        job_free(j);
+        return 0;
+    }
+    struct timespec now = deadline_after(0); /* a free slot now, or none */
+    int rc = start(o, j, &now, &busy_out);
+    pfr_serve_response_free(&busy_out);
+    if (rc <= 0)
+        job_free(j);
+    return rc < 0 ? rc : 0;
 }
 
 int pfr_serve_jobs_call(pfr_serve_jobs *o, const char *path, const pfr_kv *args, size_t nargs,
@@ -217,12 +300,13 @@ int pfr_serve_jobs_call(pfr_serve_jobs *o, const char *path, const pfr_kv *args,
         job_free(j);
         return pfr_serve_response_error(out, 500, "out of memory");
     }
-    if (pfr_serve_cache_get(o->cache, j->cache_key, out)) {
-        job_free(j);
-        return 0;
-    }
     struct timespec dl = deadline_after(o->api->limits.timeout_ns);
-    int rc = start(o, j, &dl, out);
+    int rc = cached_or_awaited(o, j->cache_key, &dl, out);
+    if (rc != 0) {
+        job_free(j);
+        return rc < 0 ? too_late(o, out) : 0;
+    }
+    rc = start(o, j, &dl, out);
     if (rc <= 0) {
         job_free(j);
         return rc;
@@ -234,14 +318,8 @@ int pfr_serve_jobs_call(pfr_serve_jobs *o, const char *path, const pfr_kv *args,
     if (!done)
         j->abandoned = true; /* the worker frees it when it ends */
     pthread_mutex_unlock(&o->mu);
-    if (!done) {
-        char d[32];
-        double s = (double)o->api->limits.timeout_ns / 1e9;
-        snprintf(d, sizeof(d), "%.3g s", s);
-        out->retry_after = 5;
-        return pfr_serve_response_error(
-            out, 503, "the query took longer than %s and was abandoned (pfr serve --timeout)", d);
-    }
+    if (!done)
+        return too_late(o, out);
     *out = j->resp; /* hand the body over */
     memset(&j->resp, 0, sizeof(j->resp));
     rc = j->rc;

@@ -469,19 +469,49 @@ int pfr_tree_add_profile(pfr_tree *t, int side, const pfr_profile *p, size_t typ
 }
 
 /* Paths in alphabetical order of their frames (a prefix first), so siblings are created in name
- * order and output does not depend on input order. Names are compared as text only where the
- * interned ids differ. */
+ * order and output does not depend on input order. Frames are compared by their strings' ranks in
+ * alphabetical order (one sort of the strings, not a strcmp per frame compared). */
+typedef struct path_order {
+    const sample_paths *sp;
+    const uint32_t *rank; /* string id -> its place in alphabetical order */
+} path_order;
+
 static int cmp_paths(const void *a, const void *b, void *ctx)
 {
-    const pfr_tree *t = ctx;
-    const sample_paths *sp = &t->paths;
+    const path_order *po = ctx;
+    const sample_paths *sp = po->sp;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
     const uint32_t *x = sp->names + sp->off[i], *y = sp->names + sp->off[j];
     uint32_t n = sp->depth[i] < sp->depth[j] ? sp->depth[i] : sp->depth[j];
     for (uint32_t k = 0; k < n; k++)
         if (x[k] != y[k])
-            return strcmp(t->strs[x[k]], t->strs[y[k]]);
+            return po->rank[x[k]] < po->rank[y[k]] ? -1 : 1;
     return sp->depth[i] < sp->depth[j] ? -1 : sp->depth[i] > sp->depth[j];
+}
+
+static int cmp_str_ids(const void *a, const void *b, void *ctx)
+{
+    const pfr_tree *t = ctx;
+    return strcmp(t->strs[*(const uint32_t *)a], t->strs[*(const uint32_t *)b]);
+}
+
+/* rank[id] = place of string id in alphabetical order (distinct strings: no ties). */
+static uint32_t *string_ranks(const pfr_tree *t)
+{
+    uint32_t *ids = malloc((t->nstrs + 1) * sizeof(*ids));
+    uint32_t *rank = malloc((t->nstrs + 1) * sizeof(*rank));
+    if (ids && rank) {
+        for (size_t i = 0; i < t->nstrs; i++)
+            ids[i] = (uint32_t)i;
+        qsort_r(ids, t->nstrs, sizeof(*ids), cmp_str_ids, (void *)t);
+        for (size_t i = 0; i < t->nstrs; i++)
+            rank[ids[i]] = (uint32_t)i;
+    } else {
+        free(rank);
+        rank = NULL;
+    }
+    free(ids);
+    return rank;
 }
 
 /* A run of sorted paths [lo, hi) that share their first depth frames, under node. */
@@ -515,11 +545,16 @@ static int build(pfr_tree *t)
     sample_paths *sp = &t->paths;
     free(sp->order);
     sp->order = malloc((sp->n + 1) * sizeof(*sp->order));
-    if (!sp->order)
+    path_order po = {.sp = sp, .rank = sp->order ? string_ranks(t) : NULL};
+    if (!po.rank) {
+        free(sp->order);
+        sp->order = NULL;
         return -ENOMEM;
+    }
     for (size_t i = 0; i < sp->n; i++)
         sp->order[i] = i;
-    qsort_r(sp->order, sp->n, sizeof(*sp->order), cmp_paths, t);
+    qsort_r(sp->order, sp->n, sizeof(*sp->order), cmp_paths, &po);
+    free((void *)po.rank);
 
     /* start again from the root alone */
     t->nnodes = 1;

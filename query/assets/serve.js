@@ -467,7 +467,9 @@
       fq.set('to', sec(view.to));
     }
     const t0 = performance.now();
-    const [tl, fl] = await Promise.allSettled([api('timeline', tq), api(view.mode === 'compare' ? 'diff' : 'flame', fq)]);
+    // The flame graph first: the heaviest query gets a query slot of pfr serve at once.
+    const flP = api(view.mode === 'compare' ? 'diff' : 'flame', fq);
+    const [fl, tl] = await Promise.allSettled([flP, api('timeline', tq)]);
     if (my !== seq) return;
     if (!firstPaint) performance.mark('pfr-data');
     timeline = tl.status === 'fulfilled' ? tl.value : null;
@@ -567,9 +569,11 @@
   async function start() {
     readUrl();
     const complete = view.service && view.from !== null && view.to !== null && view.to > view.from;
-    const lsP = api('ls', new URLSearchParams());
+    // A view named by the URL asks for its data before the list of services (ls), which only
+    // fills the pickers: the data requests go out first and get pfr serve's query slots first.
     let loading = null;
     if (complete) { rangeText(); loading = load(); }
+    const lsP = api('ls', new URLSearchParams());
     try {
       ls = await lsP;
     } catch (e) {

@@ -46,7 +46,7 @@ static const char *ring(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char buf[1024], path[300];
+    char buf[1024], path[sizeof(buf) + 8];
     pfr_kv args[64];
     size_t nargs = 0;
     if (size >= sizeof(buf))

@@ -119,8 +119,11 @@ static json_t *call_api(const pfr_serve_api *api, const char *path, unsigned *st
 #define ARG_RANGE(a, b) "from=" #a, "to=" #b
 
 /* A 4xx with a JSON {"error": "...", "status": N} whose message contains want. */
-static void expect_error(json_t *doc, unsigned status, unsigned want_status, const char *want)
+/* status is read here, after doc's call wrote it (argument evaluation order is unspecified) */
+static void expect_error(json_t *doc, const unsigned *statusp, unsigned want_status,
+                         const char *want)
 {
+    unsigned status = *statusp;
     const char *msg = json_string_value(json_object_get(doc, "error"));
     assert_non_null(msg);
     if (status != want_status || !strstr(msg, want))
@@ -195,10 +198,10 @@ static void test_diff(void **state)
     json_decref(d);
     /* a baseline before the ring: no data there, said so */
     d = call_api(&f->api, "/api/diff", &st, "from=1714564800", "to=1714565100", NULL);
-    expect_error(d, st, 404, "baseline");
+    expect_error(d, &st, 404, "baseline");
     d = call_api(&f->api, "/api/diff", &st, "from=1714565100", "to=1714565400",
                  "base_to=1714565100", NULL);
-    expect_error(d, st, 400, "base_to needs base_from");
+    expect_error(d, &st, 400, "base_to needs base_from");
 }
 
 static void test_timeline(void **state)
@@ -219,11 +222,11 @@ static void test_timeline(void **state)
     json_decref(d);
     d = call_api(&f->api, "/api/timeline", &st, "from=1714564800", "to=1714565400", "step=1ms",
                  NULL);
-    expect_error(d, st, 400, "too many intervals");
+    expect_error(d, &st, 400, "too many intervals");
     d = call_api(&f->api, "/api/timeline", &st, "points=0", NULL);
-    expect_error(d, st, 400, "bad points");
+    expect_error(d, &st, 400, "bad points");
     d = call_api(&f->api, "/api/timeline", &st, "step=soon", NULL);
-    expect_error(d, st, 400, "bad step");
+    expect_error(d, &st, 400, "bad step");
 }
 
 static void test_labels(void **state)
@@ -242,7 +245,7 @@ static void test_labels(void **state)
     assert_true(json_integer_value(json_object_get(json_object_get(d, "flame"), "total")) > 0);
     json_decref(d);
     d = call_api(&f->api, "/api/flame", &st, "label=pid", NULL);
-    expect_error(d, st, 400, "bad label");
+    expect_error(d, &st, 400, "bad label");
 }
 
 /* Everything a page or a person can get wrong: a JSON 4xx, never a crash. */
@@ -250,40 +253,40 @@ static void test_bad_requests(void **state)
 {
     fixture *f = *state;
     unsigned st;
-    expect_error(call_api(&f->api, "/api/flame", &st, "service=nope", NULL), st, 404,
+    expect_error(call_api(&f->api, "/api/flame", &st, "service=nope", NULL), &st, 404,
                  "no service \"nope\"");
-    expect_error(call_api(&f->api, "/api/timeline", &st, "service=nope", NULL), st, 404,
+    expect_error(call_api(&f->api, "/api/timeline", &st, "service=nope", NULL), &st, 404,
                  "no service");
-    expect_error(call_api(&f->api, "/api/flame", &st, "type=go:nothing:count", NULL), st, 404,
+    expect_error(call_api(&f->api, "/api/flame", &st, "type=go:nothing:count", NULL), &st, 404,
                  "no profiles of type");
-    expect_error(call_api(&f->api, "/api/flame", &st, "from=tomorrow-ish", NULL), st, 400,
+    expect_error(call_api(&f->api, "/api/flame", &st, "from=tomorrow-ish", NULL), &st, 400,
                  "bad from");
-    expect_error(call_api(&f->api, "/api/flame", &st, "to=13:61", NULL), st, 400, "bad to");
-    expect_error(call_api(&f->api, "/api/flame", &st, "from=1714565400", "to=1714564800", NULL), st,
-                 400, "empty range");
+    expect_error(call_api(&f->api, "/api/flame", &st, "to=13:61", NULL), &st, 400, "bad to");
+    expect_error(call_api(&f->api, "/api/flame", &st, "from=1714565400", "to=1714564800", NULL),
+                 &st, 400, "empty range");
     /* huge: from the epoch to now, and a year */
-    expect_error(call_api(&f->api, "/api/flame", &st, "from=0", "to=now", NULL), st, 400,
+    expect_error(call_api(&f->api, "/api/flame", &st, "from=0", "to=now", NULL), &st, 400,
                  "too long");
-    expect_error(call_api(&f->api, "/api/diff", &st, "from=-1y", NULL), st, 400, "bad from");
-    expect_error(call_api(&f->api, "/api/diff", &st, "from=-400d", NULL), st, 400, "too long");
-    expect_error(call_api(&f->api, "/api/labels", &st, "from=-400d", NULL), st, 400, "too long");
+    expect_error(call_api(&f->api, "/api/diff", &st, "from=-1y", NULL), &st, 400, "bad from");
+    expect_error(call_api(&f->api, "/api/diff", &st, "from=-400d", NULL), &st, 400, "too long");
+    expect_error(call_api(&f->api, "/api/labels", &st, "from=-400d", NULL), &st, 400, "too long");
     /* nothing in range */
-    expect_error(call_api(&f->api, "/api/flame", &st, "from=-2d", "to=-1d", NULL), st, 404,
+    expect_error(call_api(&f->api, "/api/flame", &st, "from=-2d", "to=-1d", NULL), &st, 404,
                  "no data");
-    expect_error(call_api(&f->api, "/api/nope", &st, NULL), st, 404, "no such endpoint");
-    expect_error(call_api(&f->api, "/api/flame", &st, "servce=app", NULL), st, 400,
+    expect_error(call_api(&f->api, "/api/nope", &st, NULL), &st, 404, "no such endpoint");
+    expect_error(call_api(&f->api, "/api/flame", &st, "servce=app", NULL), &st, 400,
                  "unknown argument \"servce\"");
-    expect_error(call_api(&f->api, "/api/flame", &st, "min_width=200", NULL), st, 400,
+    expect_error(call_api(&f->api, "/api/flame", &st, "min_width=200", NULL), &st, 400,
                  "bad min_width");
-    expect_error(call_api(&f->api, "/api/flame", &st, "top=100000", NULL), st, 400, "bad top");
+    expect_error(call_api(&f->api, "/api/flame", &st, "top=100000", NULL), &st, 400, "bad top");
     /* a smaller --max-range */
     pfr_serve_api small = f->api;
     small.limits.max_range_ns = 60 * FX_S;
-    expect_error(call_api(&small, "/api/flame", &st, "from=-2m", NULL), st, 400, "at most 1m");
+    expect_error(call_api(&small, "/api/flame", &st, "from=-2m", NULL), &st, 400, "at most 1m");
     /* no ring there */
     pfr_serve_api none = f->api;
     none.store_path = "/nonexistent/ring.db";
-    expect_error(call_api(&none, "/api/ls", &st, NULL), st, 503, "no ring at");
+    expect_error(call_api(&none, "/api/ls", &st, NULL), &st, 503, "no ring at");
     /* and it still answers */
     json_t *d = call_api(&f->api, "/api/flame", &st, NULL);
     assert_int_equal(st, 200);
@@ -298,7 +301,7 @@ static void test_types(void **state)
     api.store_path = f->types;
     expect_error(
         call_api(&api, "/api/flame", &st, "service=heap", "from=1714564800", "to=1714564860", NULL),
-        st, 400, "several profile types");
+        &st, 400, "several profile types");
     /* a level type: the mean over the chunks */
     json_t *d = call_api(&api, "/api/flame", &st, "service=heap", "type=go:heap_inuse_space:bytes",
                          "from=1714564800", "to=1714564860", NULL);
@@ -349,6 +352,39 @@ static void test_jobs_deadline(void **state)
     assert_int_equal(pfr_serve_jobs_call(j, "/api/flame", rel, 2, END, &r), 0);
     assert_int_equal(r.status, 200);
     pfr_serve_response_free(&r);
+    assert_int_equal(pfr_serve_jobs_running(j), 0);
+    pfr_serve_jobs_free(j);
+}
+
+/* A call started ahead (the page's first flame graph, with the page): the call that follows
+ * waits for that answer instead of computing it again, and gets what a call alone gets. Calls
+ * whose answer may not be kept are not started ahead. */
+static void test_jobs_prefetch(void **state)
+{
+    fixture *f = *state;
+    pfr_serve_api api = f->api;
+    api.store_path = f->types;
+    pfr_serve_jobs *j = pfr_serve_jobs_new(&api);
+    assert_non_null(j);
+    pfr_kv args[] = {{"service", "api"}, {"from", "1714564800"}, {"to", "1714566000"}};
+    pfr_kv rel[] = {{"service", "api"}, {"from", "-10m"}};
+    assert_int_equal(pfr_serve_jobs_prefetch(j, "/api/flame", rel, 2, END), 0);
+    assert_int_equal(pfr_serve_jobs_running(j), 0);
+    assert_int_equal(pfr_serve_jobs_prefetch(j, "/api/flame", args, 3, END), 0);
+    pfr_serve_response r, alone;
+    assert_int_equal(pfr_serve_jobs_call(j, "/api/flame", args, 3, END, &r), 0);
+    assert_int_equal(r.status, 200);
+    uint64_t hits, misses;
+    pfr_serve_cache_stats(pfr_serve_jobs_cache(j), &hits, &misses);
+    assert_int_equal(hits, 1); /* the answer computed ahead, not a second run */
+    assert_int_equal(pfr_serve_api_call(&api, "/api/flame", args, 3, END, &alone), 0);
+    assert_int_equal(alone.status, 200);
+    assert_int_equal(r.len, alone.len);
+    assert_memory_equal(r.body, alone.body, r.len);
+    pfr_serve_response_free(&r);
+    pfr_serve_response_free(&alone);
+    for (int i = 0; i < 2000 && pfr_serve_jobs_running(j); i++) /* at most 20 s */
+        usleep(10000);
     assert_int_equal(pfr_serve_jobs_running(j), 0);
     pfr_serve_jobs_free(j);
 }
@@ -589,11 +625,17 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ls),     cmocka_unit_test(test_flame),
-        cmocka_unit_test(test_diff),   cmocka_unit_test(test_timeline),
-        cmocka_unit_test(test_labels), cmocka_unit_test(test_bad_requests),
-        cmocka_unit_test(test_types),  cmocka_unit_test(test_jobs_deadline),
-        cmocka_unit_test(test_cache),  cmocka_unit_test(test_listen),
+        cmocka_unit_test(test_ls),
+        cmocka_unit_test(test_flame),
+        cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_timeline),
+        cmocka_unit_test(test_labels),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_jobs_deadline),
+        cmocka_unit_test(test_jobs_prefetch),
+        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_listen),
         cmocka_unit_test(test_http),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
