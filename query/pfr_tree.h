@@ -100,6 +100,8 @@ typedef struct pfr_tree_func {
 } pfr_tree_func;
 /* *out (malloc'ed, caller frees) gets one entry per distinct function name, root excluded. */
 int pfr_tree_functions(const pfr_tree *t, pfr_tree_func **out, size_t *n);
+/* qsort order of a top table: self (side 0) descending, then total descending, then name. */
+int pfr_tree_func_cmp_self(const void *a, const void *b);
 
 #ifdef __cplusplus
 }

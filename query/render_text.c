@@ -39,16 +39,6 @@ int pfr_render_folded(FILE *out, const pfr_tree *t, const pfr_render_opts *o)
     return rc;
 }
 
-static int cmp_funcs(const void *a, const void *b)
-{
-    const pfr_tree_func *x = a, *y = b;
-    if (x->self[0] != y->self[0])
-        return x->self[0] < y->self[0] ? 1 : -1;
-    if (x->total[0] != y->total[0])
-        return x->total[0] < y->total[0] ? 1 : -1;
-    return x->name < y->name ? -1 : x->name > y->name;
-}
-
 static double pct(double part, double whole)
 {
     return whole > 0 ? 100.0 * part / whole : 0;
@@ -61,7 +51,7 @@ static int top_flame(FILE *out, const pfr_tree *t, const pfr_render_opts *o)
     int rc = pfr_tree_functions(t, &f, &n);
     if (rc < 0)
         return rc;
-    qsort(f, n, sizeof(*f), cmp_funcs);
+    qsort(f, n, sizeof(*f), pfr_tree_func_cmp_self);
     double norm = o->norm[0] ? o->norm[0] : 1;
     double total = pfr_tree_node_at(t, 0)->total[0] * norm;
     size_t limit = o->limit ? o->limit : 30;

@@ -411,16 +411,6 @@ static int parse_top(request *r, size_t *rows)
     return 0;
 }
 
-static int cmp_self(const void *a, const void *b)
-{
-    const pfr_tree_func *x = a, *y = b;
-    if (x->self[0] != y->self[0])
-        return x->self[0] < y->self[0] ? 1 : -1;
-    if (x->total[0] != y->total[0])
-        return x->total[0] < y->total[0] ? 1 : -1;
-    return x->name < y->name ? -1 : x->name > y->name;
-}
-
 static json_t *top_row(const pfr_tree *t, uint32_t name, uint32_t module)
 {
     char pkg[512];
@@ -435,7 +425,7 @@ static json_t *top_flame(const pfr_tree *t, size_t rows)
     size_t n;
     if (pfr_tree_functions(t, &f, &n) < 0)
         return NULL;
-    qsort(f, n, sizeof(*f), cmp_self);
+    qsort(f, n, sizeof(*f), pfr_tree_func_cmp_self);
     json_t *a = json_array();
     for (size_t i = 0; a && i < n && i < rows; i++) {
         json_t *row = top_row(t, f[i].name, f[i].module);

@@ -758,3 +758,13 @@ int pfr_tree_functions(const pfr_tree *t, pfr_tree_func **out, size_t *nout)
     *nout = n;
     return 0;
 }
+
+int pfr_tree_func_cmp_self(const void *a, const void *b)
+{
+    const pfr_tree_func *x = a, *y = b;
+    if (x->self[0] != y->self[0])
+        return x->self[0] < y->self[0] ? 1 : -1;
+    if (x->total[0] != y->total[0])
+        return x->total[0] < y->total[0] ? 1 : -1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}

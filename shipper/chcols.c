@@ -1,4 +1,5 @@
 #include "chcols.h"
+#include "pfr_vec.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,21 +13,6 @@
 #define LC_INDEX_UINT8  0ull
 #define LC_INDEX_UINT16 1ull
 #define LC_INDEX_UINT32 2ull
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, c * elem);
-    if (!n)
-        return -ENOMEM;
-    *p = n;
-    *cap = c;
-    return 0;
-}
 
 static uint64_t str_hash(const char *s, size_t n)
 {
@@ -78,7 +64,7 @@ static int lc_rehash(struct pfr_lcdict *d, size_t cap)
 
 static int64_t lc_add(struct pfr_lcdict *d, const char *s, size_t n, size_t slot)
 {
-    if (grow((void **)&d->off, &d->cap, d->n + 1, sizeof(*d->off)) < 0 ||
+    if (pfr_vec_grow(&d->off, &d->cap, d->n + 1, sizeof(*d->off)) < 0 ||
         d->arena.len + n + 1 > UINT32_MAX)
         return -ENOMEM;
     d->off[d->n] = (uint32_t)d->arena.len;
@@ -150,8 +136,8 @@ static void fail(pfr_chcols *c)
 uint32_t pfr_chcols_labels(pfr_chcols *c, const pfr_kv *labels, size_t n)
 {
     uint32_t first = (uint32_t)c->nlabels;
-    if (grow((void **)&c->labkey, &c->cap_labkey, c->nlabels + n, sizeof(*c->labkey)) < 0 ||
-        grow((void **)&c->labval, &c->cap_labval, c->nlabels + n, sizeof(*c->labval)) < 0) {
+    if (pfr_vec_grow(&c->labkey, &c->cap_labkey, c->nlabels + n, sizeof(*c->labkey)) < 0 ||
+        pfr_vec_grow(&c->labval, &c->cap_labval, c->nlabels + n, sizeof(*c->labval)) < 0) {
         fail(c);
         return first;
     }
@@ -185,9 +171,9 @@ int pfr_chcols_group(pfr_chcols *c, const char *service, const char *type, int64
 {
     int64_t s = lc_intern(&c->svcs, service), t = lc_intern(&c->types, type);
     if (c->err || s < 0 || t < 0 ||
-        grow((void **)&c->groups, &c->cap_groups, c->ngroups + 1, sizeof(*c->groups)) < 0 ||
-        grow((void **)&c->hashes, &c->cap_hashes, c->nrows + nrows, sizeof(*c->hashes)) < 0 ||
-        grow((void **)&c->values, &c->cap_values, c->nrows + nrows, sizeof(*c->values)) < 0) {
+        pfr_vec_grow(&c->groups, &c->cap_groups, c->ngroups + 1, sizeof(*c->groups)) < 0 ||
+        pfr_vec_grow(&c->hashes, &c->cap_hashes, c->nrows + nrows, sizeof(*c->hashes)) < 0 ||
+        pfr_vec_grow(&c->values, &c->cap_values, c->nrows + nrows, sizeof(*c->values)) < 0) {
         fail(c);
         return -ENOMEM;
     }
@@ -213,7 +199,7 @@ int pfr_chcols_stack(pfr_chcols *c, const char *service, uint64_t hash, int64_t 
 {
     int64_t s = lc_intern(&c->svcs, service);
     if (c->err || s < 0 ||
-        grow((void **)&c->strows, &c->cap_strows, c->nstrows + 1, sizeof(*c->strows)) < 0) {
+        pfr_vec_grow(&c->strows, &c->cap_strows, c->nstrows + 1, sizeof(*c->strows)) < 0) {
         fail(c);
         return -ENOMEM;
     }

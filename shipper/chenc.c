@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "coroot_fmt.h"
+#include "pfr_vec.h"
 
 /* Strings of dictionary locations cached before the caches are cleared (between batches). */
 #define PFR_CHENC_DICT_BYTES (64u << 20)
@@ -167,21 +168,6 @@ static uint64_t strhash(const char *s)
     memcpy(&w, s, n);
     h = (h ^ w ^ ((uint64_t)n << 56)) * 0x94d049bb133111ebull;
     return mix64(h ^ total);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, c * elem);
-    if (!n)
-        return -ENOMEM;
-    *p = n;
-    *cap = c;
-    return 0;
 }
 
 static void dicts_clear(pfr_chenc *e)
@@ -379,7 +365,7 @@ static struct sentry *stack_lookup(pfr_chenc *e, uint64_t a, uint64_t b, bool *f
         j = (j + 1) & e->tab_mask;
     }
     if (e->nent >= UINT32_MAX - 1 ||
-        grow((void **)&e->ent, &e->cap_ent, e->nent + 1, sizeof(*e->ent)) < 0)
+        pfr_vec_grow(&e->ent, &e->cap_ent, e->nent + 1, sizeof(*e->ent)) < 0)
         return NULL;
     struct sentry *s = &e->ent[e->nent];
     *s = (struct sentry){.a = a, .b = b, .sent_until = INT64_MIN, .staged_until = INT64_MIN};
@@ -420,7 +406,7 @@ static int frames_of(pfr_chenc *e, const struct src *src, bool loc, uint32_t idx
             *n = total;
             return 0;
         }
-        if (grow((void **)&e->frames, &e->cap_frames, total, sizeof(*e->frames)) < 0)
+        if (pfr_vec_grow(&e->frames, &e->cap_frames, total, sizeof(*e->frames)) < 0)
             return -ENOMEM;
     }
 }
@@ -483,7 +469,7 @@ static int profile_scratch(pfr_chenc *e, const pfr_profile *p)
     }
     size_t nloc = pfr_profile_num_locations(p);
     size_t old = e->cap_lkeys;
-    if (grow((void **)&e->lkeys, &e->cap_lkeys, nloc + 1, sizeof(*e->lkeys)) < 0)
+    if (pfr_vec_grow(&e->lkeys, &e->cap_lkeys, nloc + 1, sizeof(*e->lkeys)) < 0)
         return -ENOMEM;
     if (e->cap_lkeys > old)
         memset(e->lkeys + old, 0, (e->cap_lkeys - old) * sizeof(*e->lkeys));
@@ -519,8 +505,8 @@ static int chunk_scratch(pfr_chenc *e, const pfr_profile *p, size_t nsamples, si
     }
     memset(e->atab, 0, acap * sizeof(*e->atab));
     e->nslots = 0;
-    if (grow((void **)&e->slots, &e->cap_slots, nsamples + 1, sizeof(*e->slots)) < 0 ||
-        grow((void **)&e->vals, &e->cap_vals, (nsamples + 1) * (ntypes + 1), sizeof(*e->vals)) < 0)
+    if (pfr_vec_grow(&e->slots, &e->cap_slots, nsamples + 1, sizeof(*e->slots)) < 0 ||
+        pfr_vec_grow(&e->vals, &e->cap_vals, (nsamples + 1) * (ntypes + 1), sizeof(*e->vals)) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -588,7 +574,7 @@ static int loc_info(pfr_chenc *e, const struct src *src, uint32_t loc, struct lo
     bool stable = loc < e->stable_locs;
     if (stable) {
         size_t old = d->cap_locs;
-        if (grow((void **)&d->locs, &d->cap_locs, (size_t)e->stable_locs, sizeof(*d->locs)) < 0)
+        if (pfr_vec_grow(&d->locs, &d->cap_locs, (size_t)e->stable_locs, sizeof(*d->locs)) < 0)
             return -ENOMEM;
         if (d->cap_locs > old)
             memset(d->locs + old, 0, (d->cap_locs - old) * sizeof(*d->locs));
@@ -684,7 +670,7 @@ static struct dcache *dict_cache(pfr_chenc *e, int64_t dict)
     for (size_t i = e->ndicts; i-- > 0;)
         if (e->dicts[i].dict == dict)
             return &e->dicts[i];
-    if (grow((void **)&e->dicts, &e->cap_dicts, e->ndicts + 1, sizeof(*e->dicts)) < 0)
+    if (pfr_vec_grow(&e->dicts, &e->cap_dicts, e->ndicts + 1, sizeof(*e->dicts)) < 0)
         return NULL;
     struct dcache *d = &e->dicts[e->ndicts++];
     *d = (struct dcache){.dict = dict};
@@ -697,7 +683,7 @@ static struct dkey *stack_slot(pfr_chenc *e, struct dcache *d, uint32_t stable, 
     size_t old;
     if (stack < stable) {
         old = d->cap;
-        if (grow((void **)&d->keys, &d->cap, (size_t)stable, sizeof(*d->keys)) < 0)
+        if (pfr_vec_grow(&d->keys, &d->cap, (size_t)stable, sizeof(*d->keys)) < 0)
             return NULL;
         if (d->cap > old)
             memset(d->keys + old, 0, (d->cap - old) * sizeof(*d->keys));
@@ -705,7 +691,7 @@ static struct dkey *stack_slot(pfr_chenc *e, struct dcache *d, uint32_t stable, 
         return &d->keys[stack];
     }
     old = e->cap_own;
-    if (grow((void **)&e->own, &e->cap_own, (size_t)(stack - stable) + 1, sizeof(*e->own)) < 0)
+    if (pfr_vec_grow(&e->own, &e->cap_own, (size_t)(stack - stable) + 1, sizeof(*e->own)) < 0)
         return NULL;
     if (e->cap_own > old)
         memset(e->own + old, 0, (e->cap_own - old) * sizeof(*e->own));
@@ -747,7 +733,7 @@ static int stack_strings(pfr_chenc *e, const struct src *src, uint32_t ref, size
     size_t n;
     if (frames_of(e, src, false, ref, &n) < 0)
         return -ENOMEM;
-    if (grow((void **)&e->soff, &e->cap_soff, n + 1, sizeof(*e->soff)) < 0)
+    if (pfr_vec_grow(&e->soff, &e->cap_soff, n + 1, sizeof(*e->soff)) < 0)
         return -ENOMEM;
     pfr_buf_reset(&e->str);
     size_t c = 0;
@@ -823,7 +809,7 @@ static struct sentry *slot_stack(pfr_chenc *e, const struct src *src, const stru
                : stack_row(e, m->service, hash, last_seen, count) < 0)
         return NULL;
     if (ent->staged_gen != e->gen) {
-        if (grow((void **)&e->staged, &e->cap_staged, e->nstaged + 1, sizeof(*e->staged)) < 0)
+        if (pfr_vec_grow(&e->staged, &e->cap_staged, e->nstaged + 1, sizeof(*e->staged)) < 0)
             return NULL;
         e->staged[e->nstaged++] = (uint32_t)idx;
         ent->staged_gen = e->gen;
@@ -838,7 +824,7 @@ static int emit_rows(pfr_chenc *e, const struct src *src, size_t ntypes)
 {
     const pfr_chunk_meta *m = src->m;
     e->rendered = false;
-    if (grow((void **)&e->slot_hash, &e->cap_slot_hash, e->nslots + 1, sizeof(*e->slot_hash)) < 0)
+    if (pfr_vec_grow(&e->slot_hash, &e->cap_slot_hash, e->nslots + 1, sizeof(*e->slot_hash)) < 0)
         return -ENOMEM;
     for (size_t s = 0; s < e->nslots; s++) {
         struct sentry *ent = slot_stack(e, src, &e->slots[s]);
