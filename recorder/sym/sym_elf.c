@@ -216,6 +216,96 @@ static int read_table(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, uint32_t table_
     return 0;
 }
 
+/* ---- PLT stubs: "name@plt", as perf names them ---- */
+
+/* A sample (or a return address) in a PLT stub has no symbol of its own. The stubs follow the
+ * order of .rela.plt: on x86-64 .plt.sec entry i (IBT builds) or .plt entry i + 1 (after the
+ * 16-byte PLT0), 16 bytes each; on arm64 .plt entry i after a 32-byte header. */
+struct plt_layout {
+    Elf_Scn *stubs, *rela;
+    GElf_Shdr stubs_sh, rela_sh;
+    uint64_t first, entsize;
+};
+
+static bool find_plt(Elf *e, struct plt_layout *l)
+{
+    GElf_Ehdr eh;
+    size_t shstrndx;
+    if (!gelf_getehdr(e, &eh) || elf_getshdrstrndx(e, &shstrndx) != 0)
+        return false;
+    if (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64)
+        return false;
+    Elf_Scn *plt = NULL, *plt_sec = NULL, *scn = NULL;
+    GElf_Shdr plt_sh = {0}, sec_sh = {0}, sh;
+    unsigned count = 0;
+    memset(l, 0, sizeof(*l));
+    while ((scn = elf_nextscn(e, scn)) != NULL && count++ < MAX_SECTIONS) {
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+        if (!name)
+            continue;
+        if (!strcmp(name, ".plt"))
+            plt = scn, plt_sh = sh;
+        else if (!strcmp(name, ".plt.sec"))
+            plt_sec = scn, sec_sh = sh;
+        else if (!strcmp(name, ".rela.plt") && sh.sh_type == SHT_RELA)
+            l->rela = scn, l->rela_sh = sh;
+    }
+    l->entsize = 16;
+    if (plt_sec && eh.e_machine == EM_X86_64) {
+        l->stubs = plt_sec, l->stubs_sh = sec_sh, l->first = sec_sh.sh_addr;
+    } else if (plt) {
+        l->stubs = plt, l->stubs_sh = plt_sh;
+        l->first = plt_sh.sh_addr + (eh.e_machine == EM_X86_64 ? 16 : 32);
+    }
+    return l->stubs && l->rela && l->stubs_sh.sh_addr != 0;
+}
+
+static int read_plt(Elf *e, struct collect *c, struct pfr_sym_strpool *names)
+{
+    struct plt_layout l;
+    if (!find_plt(e, &l))
+        return 0;
+    Elf_Data *rd = elf_getdata(l.rela, NULL);
+    Elf_Scn *dynsym = elf_getscn(e, l.rela_sh.sh_link);
+    GElf_Shdr dsh;
+    Elf_Data *dd = dynsym ? elf_getdata(dynsym, NULL) : NULL;
+    size_t relsz = gelf_fsize(e, ELF_T_RELA, 1, EV_CURRENT);
+    if (!rd || !dd || !gelf_getshdr(dynsym, &dsh) || relsz == 0 || rd->d_type != ELF_T_RELA ||
+        dd->d_type != ELF_T_SYM)
+        return 0;
+    uint64_t end = l.stubs_sh.sh_addr + l.stubs_sh.sh_size;
+    size_t n = rd->d_size / relsz;
+    char buf[512];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t addr = l.first + i * l.entsize;
+        GElf_Rela r;
+        GElf_Sym sym;
+        if (addr < l.first || addr + l.entsize > end || !gelf_getrela(rd, (int)i, &r))
+            break;
+        if (!gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
+            continue;
+        const char *nm = elf_strptr(e, dsh.sh_link, sym.st_name);
+        if (!nm || !*nm)
+            continue;
+        int len = snprintf(buf, sizeof(buf), "%s@plt", nm);
+        if (len <= 0 || (size_t)len >= sizeof(buf))
+            continue;
+        if (pfr_sym_strpool_bytes(names) > c->max_bytes)
+            return -EFBIG;
+        uint32_t off = pfr_sym_strpool_add(names, buf, (size_t)len);
+        if (off == PFR_STR_NONE)
+            return -ENOMEM;
+        /* ranked after every real symbol: a stub never hides a function */
+        struct cand x = {addr, l.entsize, end, off, 16};
+        int rc = push_cand(c, &x);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int by_addr_rank(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
@@ -288,6 +378,8 @@ int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes
         }
     }
     free(secs);
+    if (rc == 0)
+        rc = read_plt(e, &c, &out->names);
     if (rc == 0) {
         if (c.n)
             qsort(c.v, c.n, sizeof(*c.v), by_addr_rank);

@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sym_elf.h"
 #include "symbolizer.h"
 #include "testutil.h"
 
@@ -52,6 +55,10 @@ static int build_all(void **state)
     rc |= tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget.so %s/libtarget.c", cc, w, p);
     rc |= tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib %s/target.c -L%s -ltarget -Wl,-rpath,%s", cc, w,
                 p, w, w);
+    /* objdump's address of the puts stub is the oracle for the PLT names */
+    rc |= tu_sh("%s -O0 -o %s/t_plt %s/plt.c && objdump -d %s/t_plt | "
+                "sed -n 's/^0*\\([0-9a-f]*\\) <puts@plt>:$/\\1/p' > %s/t_plt.addr",
+                cc, w, p, w, w);
     /* stripped: the executable loses everything; the library keeps its .dynsym */
     rc |= tu_sh("cp %s/t_pie %s/t_strip && strip --strip-all %s/t_strip", w, w, w);
     rc |= tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget2.so %s/libtarget.c && "
@@ -157,6 +164,36 @@ static void check_c_target(const char *name)
     assert_true(st.cache_bytes > 0);
     pfr_symbolizer_free(s);
     assert_int_equal(tu_stop(&c), 0);
+}
+
+/* A PLT stub is named after the function it jumps to, as perf and objdump name it. */
+static void test_plt_stub(void **state)
+{
+    (void)state;
+    char path[600];
+    snprintf(path, sizeof(path), "%s.addr", bin("t_plt"));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    unsigned long long want = 0;
+    assert_int_equal(fscanf(f, "%llx", &want), 1);
+    fclose(f);
+    int fd = open(bin("t_plt"), O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(e);
+    struct pfr_sym_elf_syms syms = {0};
+    char err[128];
+    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, err, sizeof(err)), 0);
+    const struct pfr_sym_elf_sym *stub = pfr_sym_elf_find(&syms, want + 4);
+    assert_non_null(stub);
+    assert_string_equal(pfr_sym_strpool_get(&syms.names, stub->name), "puts@plt");
+    assert_true(stub->addr == want);
+    for (size_t i = 0; i < syms.n; i++) /* a stub never takes a defined function's name */
+        assert_string_not_equal(pfr_sym_strpool_get(&syms.names, syms.v[i].name), "main@plt");
+    pfr_sym_elf_syms_free(&syms);
+    elf_end(e);
+    close(fd);
 }
 
 static void test_c_pie(void **state)
@@ -503,14 +540,23 @@ static void test_shared_cache(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_c_pie),       cmocka_unit_test(test_c_nopie),
-        cmocka_unit_test(test_c_shared),    cmocka_unit_test(test_c_stripped),
-        cmocka_unit_test(test_no_dwarf),    cmocka_unit_test(test_cpp),
-        cmocka_unit_test(test_go),          cmocka_unit_test(test_go_pie),
-        cmocka_unit_test(test_go_stripped), cmocka_unit_test(test_exited),
-        cmocka_unit_test(test_deleted),     cmocka_unit_test(test_mount_namespace),
-        cmocka_unit_test(test_kernel),      cmocka_unit_test(test_vdso),
-        cmocka_unit_test(test_cache_bound), cmocka_unit_test(test_shared_cache),
+        cmocka_unit_test(test_plt_stub),
+        cmocka_unit_test(test_c_pie),
+        cmocka_unit_test(test_c_nopie),
+        cmocka_unit_test(test_c_shared),
+        cmocka_unit_test(test_c_stripped),
+        cmocka_unit_test(test_no_dwarf),
+        cmocka_unit_test(test_cpp),
+        cmocka_unit_test(test_go),
+        cmocka_unit_test(test_go_pie),
+        cmocka_unit_test(test_go_stripped),
+        cmocka_unit_test(test_exited),
+        cmocka_unit_test(test_deleted),
+        cmocka_unit_test(test_mount_namespace),
+        cmocka_unit_test(test_kernel),
+        cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_cache_bound),
+        cmocka_unit_test(test_shared_cache),
     };
     return cmocka_run_group_tests(tests, build_all, cleanup);
 }
