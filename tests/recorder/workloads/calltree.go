@@ -29,10 +29,10 @@ func burn(n int) {
 }
 
 //go:noinline
-func heavy() { burn(3 * unit) }
+func heavy(u int) { burn(3 * u) }
 
 //go:noinline
-func light() { burn(unit) }
+func light(u int) { burn(u) }
 
 func main() {
 	secs := 5.0
@@ -42,8 +42,13 @@ func main() {
 		}
 	}
 	end := time.Now().Add(time.Duration(secs * float64(time.Second)))
+	// The length of a round varies at random (heavy stays 3x light in every round): a fixed
+	// round could beat against the fixed sampling period and bias the split.
+	seed := uint64(time.Now().UnixNano())
 	for time.Now().Before(end) {
-		heavy()
-		light()
+		seed = seed*6364136223846793005 + 1442695040888963407
+		u := unit/2 + int(seed>>33)%unit
+		heavy(u)
+		light(u)
 	}
 }

@@ -19,21 +19,26 @@ __attribute__((noinline)) void pfr_burn(unsigned long n)
         x += i;
 }
 
-__attribute__((noinline)) void pfr_heavy(void)
+__attribute__((noinline)) void pfr_heavy(unsigned long unit)
 {
-    pfr_burn(3 * UNIT);
+    pfr_burn(3 * unit);
 }
 
-__attribute__((noinline)) void pfr_light(void)
+__attribute__((noinline)) void pfr_light(unsigned long unit)
 {
-    pfr_burn(UNIT);
+    pfr_burn(unit);
 }
 
 __attribute__((noinline)) void pfr_work_loop(double seconds)
 {
     double end = now_s() + seconds;
+    /* the length of a round varies at random (heavy stays 3x light in every round): a fixed
+     * round could beat against the fixed sampling period and bias the split */
+    unsigned long long seed = (unsigned long long)(now_s() * 1e9);
     while (now_s() < end) {
-        pfr_heavy();
-        pfr_light();
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned long unit = UNIT / 2 + (unsigned long)(seed >> 33) % UNIT;
+        pfr_heavy(unit);
+        pfr_light(unit);
     }
 }
