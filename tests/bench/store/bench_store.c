@@ -299,6 +299,12 @@ int main(int argc, char **argv)
         return 2;
     }
     mkdir(work, 0755);
+    /* The peer runs in WORKDIR/pprof and writes WORKDIR/go-merged.pb.gz: the path must be
+     * absolute. */
+    char *abs_work = realpath(work, NULL);
+    if (!abs_work)
+        die("realpath WORKDIR", -errno);
+    work = abs_work;
     char db[4200];
     snprintf(db, sizeof(db), "%s/day.db", work);
 
@@ -382,5 +388,6 @@ int main(int argc, char **argv)
     for (int i = 0; i < NPROFILES; i++)
         pfr_profile_free(ps[i]);
     free(v);
+    free(abs_work);
     return 0;
 }

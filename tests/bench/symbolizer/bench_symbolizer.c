@@ -178,7 +178,14 @@ int main(int argc, char **argv)
         return 2;
     }
     int passes = argc > 3 ? atoi(argv[3]) : 21;
-    const char *work = argv[2];
+    /* The go build below runs in the source folder: WORKDIR must be an absolute path. */
+    if (tu_sh("mkdir -p %s", argv[2]) != 0)
+        return 1;
+    char *work = realpath(argv[2], NULL);
+    if (!work) {
+        perror(argv[2]);
+        return 1;
+    }
     char gobin[4096];
     snprintf(gobin, sizeof(gobin), "%s/gobig", work);
     if (tu_sh("mkdir -p %s && cd %s && CGO_ENABLED=0 GO111MODULE=off GOCACHE=%s/gocache "
@@ -194,5 +201,6 @@ int main(int argc, char **argv)
     compare("libc (in cat)", sl.pid, "libc.so.6", passes);
     tu_stop(&go);
     tu_stop(&sl);
+    free(work);
     return 0;
 }
