@@ -19,6 +19,7 @@ struct pending {
     char container_id[PFR_CONTAINER_ID_MAX + 1];
     char pid[16];
     pfr_kv labels[2];
+    size_t nlabels;
     int64_t start_ns, end_ns;
 };
 
@@ -125,10 +126,9 @@ static void on_profile(void *ctx, const pfr_goheap_proc *info, pfr_profile *prof
     p->profile = profile;
     name_process(g, info->pid, p);
     snprintf(p->pid, sizeof(p->pid), "%d", (int)info->pid);
-    size_t n = 0;
     if (p->container_id[0])
-        p->labels[n++] = (pfr_kv){"container.id", p->container_id};
-    p->labels[n++] = (pfr_kv){"pid", p->pid};
+        p->labels[p->nlabels++] = (pfr_kv){"container.id", p->container_id};
+    p->labels[p->nlabels++] = (pfr_kv){"pid", p->pid};
     p->end_ns = pfr_profile_time_nanos(profile);
     p->start_ns = p->end_ns - pfr_profile_duration_nanos(profile);
     update_counters(g, info, p);
@@ -213,7 +213,7 @@ static int emit_pending(pfr_goheap_source *g, pfr_emit_fn emit, void *emit_ctx)
         chunks[i] = (pfr_chunk_in){
             .service = p->service,
             .labels = p->labels,
-            .nlabels = p->container_id[0] ? 2 : 1,
+            .nlabels = p->nlabels,
             .start_ns = p->start_ns,
             .end_ns = p->end_ns,
             .profile = p->profile,
