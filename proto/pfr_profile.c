@@ -738,6 +738,32 @@ size_t pfr_profile_location_frames(const pfr_profile *p, uint32_t loc, pfr_frame
     return l->nlines;
 }
 
+uint64_t pfr_string_hash(const char *s, size_t len)
+{
+    return pfr_hash_bytes(s, len);
+}
+
+size_t pfr_profile_location_hashes(const pfr_profile *p, uint32_t loc, pfr_frame_hash *out,
+                                   size_t cap, uint64_t *module)
+{
+    if (loc >= p->nlocs) {
+        *module = pfr_hash_bytes("", 0);
+        return 0;
+    }
+    const struct pfr_location_rec *l = &p->locs[loc];
+    *module = l->mapping ? p->strs[p->maps[l->mapping - 1].file].hash : p->strs[0].hash;
+    if (l->nlines == 0) {
+        if (cap > 0)
+            out[0] = (pfr_frame_hash){p->strs[0].hash, p->strs[0].hash};
+        return 1;
+    }
+    for (uint32_t i = 0; i < l->nlines && i < cap; i++) {
+        const struct pfr_function_rec *f = &p->funcs[p->lines[l->line_off + i].function];
+        out[i] = (pfr_frame_hash){p->strs[f->name].hash, p->strs[f->file].hash};
+    }
+    return l->nlines;
+}
+
 size_t pfr_profile_sample_frames(const pfr_profile *p, size_t i, pfr_frame *out, size_t cap)
 {
     size_t n;

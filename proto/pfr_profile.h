@@ -37,7 +37,7 @@ typedef struct pfr_line {
 /* A sample label: a string value (str != NULL) or a number (num, with an optional unit). */
 typedef struct pfr_label {
     const char *key;
-    const char *str;  /* NULL for a numeric label */
+    const char *str; /* NULL for a numeric label */
     int64_t num;
     const char *unit; /* numeric labels only; may be NULL */
 } pfr_label;
@@ -72,7 +72,8 @@ int64_t pfr_profile_add_mapping(pfr_profile *p, uint64_t start, uint64_t limit, 
 int64_t pfr_profile_add_function(pfr_profile *p, const char *name, const char *system_name,
                                  const char *file, int64_t start_line);
 /* Add (or find the identical) location. mapping is a mapping index or -1 for none. lines are
- * innermost first (the inlined callee first, as in pprof). Returns its index or a negative errno. */
+ * innermost first (the inlined callee first, as in pprof). Returns its index or a negative errno.
+ */
 int64_t pfr_profile_add_location(pfr_profile *p, int64_t mapping, uint64_t address,
                                  const pfr_line *lines, size_t nlines);
 /* Convenience: a location with one line for a function named name in file:line. */
@@ -116,6 +117,19 @@ bool pfr_profile_sample_label_num(const pfr_profile *p, size_t i, const char *ke
 size_t pfr_profile_sample_frames(const pfr_profile *p, size_t i, pfr_frame *out, size_t cap);
 /* Frames of location loc (one per line, innermost first); same contract. */
 size_t pfr_profile_location_frames(const pfr_profile *p, uint32_t loc, pfr_frame *out, size_t cap);
+
+/* The hash the profile keeps for each string it holds: a 64-bit hash of the bytes, the same in
+ * every profile and process. Consumers that fingerprint content (the store) use it so that
+ * strings are hashed once, when interned, not again by each reader. */
+uint64_t pfr_string_hash(const char *s, size_t len);
+/* Hashes of the strings of location loc's frames, in pfr_profile_location_frames' order:
+ * out[i] = {function name, file} (pfr_string_hash of each); *module receives the hash of the
+ * mapping's file ("" when none). Same return contract as pfr_profile_location_frames. */
+typedef struct pfr_frame_hash {
+    uint64_t function, file;
+} pfr_frame_hash;
+size_t pfr_profile_location_hashes(const pfr_profile *p, uint32_t loc, pfr_frame_hash *out,
+                                   size_t cap, uint64_t *module);
 
 /* ---- pprof encoding ---- */
 /* Encode as a serialized perftools.profiles.Profile. gzip selects a gzip'd body (what Go writes

@@ -2,6 +2,7 @@
 #include "render_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, const char *meta_json)
 {
@@ -9,8 +10,12 @@ int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, cons
     if (!o)
         o = &def;
     double mw = o->min_width == 0 ? 0.0001 : o->min_width;
-    json_t *doc;
-    int rc = pfr_render_json_doc(t, o, meta_json, mw > 0 ? mw : 0, &doc);
+    char *data;
+    size_t len;
+    /* ESCAPE_SLASH keeps "</script>" in a frame name from closing the element. */
+    int rc = pfr_render_json_text(t, o, meta_json, mw > 0 ? mw : 0,
+                                  JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10), &data,
+                                  &len);
     if (rc < 0)
         return rc;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -22,10 +27,8 @@ int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, cons
     fputs("</style>\n</head><body>\n<div id=\"flame\"></div>\n"
           "<script type=\"application/json\" id=\"pfr-data\">",
           out);
-    /* ESCAPE_SLASH keeps "</script>" in a frame name from closing the element. */
-    rc =
-        json_dumpf(doc, out, JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10)) ? -EIO : 0;
-    json_decref(doc);
+    rc = fwrite(data, 1, len, out) == len ? 0 : -EIO;
+    free(data);
     if (rc < 0)
         return rc;
     fputs("</script>\n<script>\n", out);

@@ -11,6 +11,15 @@
 int pfr_render_json_doc(const pfr_tree *t, const pfr_render_opts *o, const char *meta_json,
                         double min_width, json_t **out);
 
+/* The same document as the text json_dumps(doc, flags) would give (flags: JSON_COMPACT,
+ * JSON_REAL_PRECISION, JSON_ESCAPE_SLASH), without building it: what pfr_render_json and the HTML
+ * renderer use. *out (NUL-terminated, *outlen bytes) is the caller's to free. */
+int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char *meta_json,
+                         double min_width, size_t flags, char **out, size_t *outlen);
+/* The same written to out (nothing written on error). No newline at the end. */
+int pfr_render_json_write(FILE *out, const pfr_tree *t, const pfr_render_opts *o,
+                          const char *meta_json, double min_width, size_t flags);
+
 /* Width of node in display units (side 0 value, or the diff width of both rates). */
 double pfr_render_node_width(const pfr_tree_node *n, const pfr_render_opts *o);
 

@@ -121,6 +121,25 @@ static int json_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
     return 0;
 }
 
+/* The document's fields before "packages" and "root" (both writers); non-zero on failure. */
+static int set_head(json_t *doc, const pfr_tree *t, const pfr_render_opts *o, double total)
+{
+    const pfr_tree_node *root = pfr_tree_node_at(t, 0);
+    double n0 = o->norm[0] ? o->norm[0] : 1, n1 = o->norm[1] ? o->norm[1] : 1;
+    int bad = json_object_set_new(doc, "kind", json_string(o->diff ? "diff" : "flame"));
+    bad |= json_object_set_new(doc, "unit", json_string(o->unit ? o->unit : ""));
+    bad |= json_object_set_new(doc, "per_second", json_boolean(o->diff));
+    bad |= json_object_set_new(doc, "title", json_string(o->title ? o->title : "Flame graph"));
+    bad |= json_object_set_new(doc, "subtitle", json_string(o->subtitle ? o->subtitle : ""));
+    bad |= json_object_set_new(doc, "total", number(total));
+    if (o->diff) {
+        bad |= json_object_set_new(doc, "base_total", number(root->total[0] * n0));
+        bad |= json_object_set_new(doc, "comp_total", number(root->total[1] * n1));
+    }
+    bad |= json_object_set_new(doc, "nodes", json_integer((json_int_t)pfr_tree_size(t)));
+    return bad;
+}
+
 int pfr_render_json_doc(const pfr_tree *t, const pfr_render_opts *o, const char *meta_json,
                         double min_width, json_t **out)
 {
@@ -147,18 +166,7 @@ int pfr_render_json_doc(const pfr_tree *t, const pfr_render_opts *o, const char 
     rc = pfr_tree_walk(t, json_visit, &c);
     if (rc < 0)
         goto out;
-    double n0 = o->norm[0] ? o->norm[0] : 1, n1 = o->norm[1] ? o->norm[1] : 1;
-    int bad = json_object_set_new(doc, "kind", json_string(o->diff ? "diff" : "flame"));
-    bad |= json_object_set_new(doc, "unit", json_string(o->unit ? o->unit : ""));
-    bad |= json_object_set_new(doc, "per_second", json_boolean(o->diff));
-    bad |= json_object_set_new(doc, "title", json_string(o->title ? o->title : "Flame graph"));
-    bad |= json_object_set_new(doc, "subtitle", json_string(o->subtitle ? o->subtitle : ""));
-    bad |= json_object_set_new(doc, "total", number(total));
-    if (o->diff) {
-        bad |= json_object_set_new(doc, "base_total", number(root->total[0] * n0));
-        bad |= json_object_set_new(doc, "comp_total", number(root->total[1] * n1));
-    }
-    bad |= json_object_set_new(doc, "nodes", json_integer((json_int_t)pfr_tree_size(t)));
+    int bad = set_head(doc, t, o, total);
     bad |= json_object_set_new(doc, "packages", c.packages);
     c.packages = NULL;
     bad |= json_object_set_new(doc, "root", c.root);
@@ -177,15 +185,383 @@ out:
     return 0;
 }
 
+/* ---- the same document, written directly ----
+ * A day's flame graph has tens of thousands of nodes; building a jansson object per node and
+ * dumping them took longer than building the tree. The nodes are written here as jansson would
+ * dump them (keys in the same order, strings escaped the same way, integers as %lld, reals through
+ * jansson itself); the rest of the document is jansson's. */
+typedef struct wbuf {
+    char *p;
+    size_t len, cap;
+    int err;
+} wbuf;
+
+static void wb_grow(wbuf *b, size_t n)
+{
+    if (b->err || b->len + n <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->len + n)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->err = -ENOMEM;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+static void wb_put(wbuf *b, const char *s, size_t n)
+{
+    wb_grow(b, n);
+    if (!b->err) {
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+    }
+}
+
+#define WB_LIT(b, s) wb_put(b, s, sizeof(s) - 1)
+
+/* Length of the UTF-8 sequence at s (at most n bytes) as jansson accepts it, 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n, int32_t *cp)
+{
+    unsigned char u = s[0];
+    size_t len;
+    int32_t v;
+    if (u < 0x80) {
+        *cp = u;
+        return 1;
+    }
+    if (u < 0xC2 || u > 0xF4)
+        return 0;
+    if (u < 0xE0) {
+        len = 2;
+        v = u & 0x1F;
+    } else if (u < 0xF0) {
+        len = 3;
+        v = u & 0x0F;
+    } else {
+        len = 4;
+        v = u & 0x07;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (len == 3 && v < 0x800) ||
+        (len == 4 && v < 0x10000))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+/* A JSON string as jansson's dump writes it (no JSON_ENSURE_ASCII); -EINVAL for text that is
+ * not UTF-8, which jansson refuses too. */
+static int wb_str(wbuf *b, const char *str, bool escape_slash)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str);
+    wb_grow(b, n + 2);
+    if (b->err)
+        return b->err;
+    b->p[b->len++] = '"';
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        while (run < n && s[run] >= 0x20 && s[run] < 0x80 && s[run] != '"' && s[run] != '\\' &&
+               !(escape_slash && s[run] == '/'))
+            run++;
+        wb_put(b, str + i, run - i);
+        i = run;
+        if (i == n)
+            break;
+        int32_t cp;
+        size_t len = utf8_len(s + i, n - i, &cp);
+        if (!len)
+            return -EINVAL;
+        if (cp >= 0x80) {
+            wb_put(b, str + i, len);
+        } else {
+            char seq[8];
+            const char *text = seq;
+            switch (cp) {
+            case '\\':
+                text = "\\\\";
+                break;
+            case '"':
+                text = "\\\"";
+                break;
+            case '\b':
+                text = "\\b";
+                break;
+            case '\f':
+                text = "\\f";
+                break;
+            case '\n':
+                text = "\\n";
+                break;
+            case '\r':
+                text = "\\r";
+                break;
+            case '\t':
+                text = "\\t";
+                break;
+            case '/':
+                text = "\\/";
+                break;
+            default:
+                snprintf(seq, sizeof(seq), "\\u%04X", (unsigned)cp);
+            }
+            wb_put(b, text, strlen(text));
+        }
+        i += len;
+    }
+    WB_LIT(b, "\"");
+    return b->err;
+}
+
+static void wb_int(wbuf *b, long long v)
+{
+    char num[32];
+    int n = snprintf(num, sizeof(num), "%lld", v);
+    wb_put(b, num, (size_t)n);
+}
+
+/* A real as jansson dumps it with flags' precision; -ENOMEM for what json_real refuses. */
+static int wb_real(wbuf *b, double v, size_t flags)
+{
+    json_t *r = json_real(v);
+    char num[64];
+    size_t n = r ? json_dumpb(r, num, sizeof(num), flags | JSON_ENCODE_ANY) : 0;
+    json_decref(r);
+    if (!n || n > sizeof(num))
+        return -ENOMEM;
+    wb_put(b, num, n);
+    return b->err;
+}
+
+/* As number(): integers stay integers. */
+static int wb_number(wbuf *b, double v, size_t flags)
+{
+    if (v == floor(v) && fabs(v) < 9.0e15) {
+        wb_int(b, (long long)v);
+        return b->err;
+    }
+    return wb_real(b, v, flags);
+}
+
+typedef struct write_ctx {
+    const pfr_render_opts *o;
+    size_t flags;
+    double min_value;
+    wbuf *b;
+    uint32_t open;     /* nodes whose children array is open: the path to the current one */
+    bool *has_child;   /* per depth: a child written already */
+    uint32_t *pkg_mod; /* per name string: the module of the cached package, or NONE */
+    int64_t *pkg_idx;
+    json_t *packages, *package_idx;
+    size_t cap;
+} write_ctx;
+
+static int64_t package_cached(write_ctx *w, const pfr_tree *t, const pfr_tree_node *n)
+{
+    if (w->pkg_mod[n->name] == n->module)
+        return w->pkg_idx[n->name];
+    json_ctx c = {.packages = w->packages, .package_idx = w->package_idx};
+    int64_t i = package_index(&c, t, n);
+    if (i >= 0) {
+        w->pkg_mod[n->name] = n->module;
+        w->pkg_idx[n->name] = i;
+    }
+    return i;
+}
+
+static int write_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
+{
+    write_ctx *w = vctx;
+    wbuf *b = w->b;
+    const pfr_tree_node *n = pfr_tree_node_at(t, id);
+    if (id != 0 && pfr_render_node_width(n, w->o) < w->min_value) {
+        *skip = 1;
+        return 0;
+    }
+    if (n->depth + 1 >= w->cap) {
+        size_t cap = (n->depth + 1) * 2 + 16;
+        bool *h = realloc(w->has_child, cap * sizeof(*h));
+        if (!h)
+            return -ENOMEM;
+        w->has_child = h;
+        w->cap = cap;
+    }
+    for (; w->open > n->depth; w->open--)
+        WB_LIT(b, "]}");
+    if (id != 0) {
+        if (w->has_child[n->depth - 1])
+            WB_LIT(b, ",");
+        w->has_child[n->depth - 1] = true;
+    }
+    int64_t pkg = package_cached(w, t, n);
+    if (pkg < 0)
+        return (int)pkg;
+    WB_LIT(b, "{\"name\":");
+    int rc = wb_str(b, pfr_tree_str(t, n->name), w->flags & JSON_ESCAPE_SLASH);
+    if (rc)
+        return rc == -EINVAL ? -ENOMEM : rc;
+    WB_LIT(b, ",\"package\":");
+    wb_int(b, pkg);
+    const pfr_render_opts *o = w->o;
+    if (!o->diff) {
+        double k = o->norm[0] ? o->norm[0] : 1;
+        WB_LIT(b, ",\"value\":");
+        rc = wb_number(b, n->total[0] * k, w->flags);
+        WB_LIT(b, ",\"self\":");
+        rc = rc ? rc : wb_number(b, n->self[0] * k, w->flags);
+    } else {
+        double k0 = o->norm[0] ? o->norm[0] : 1, k1 = o->norm[1] ? o->norm[1] : 1;
+        double bt = n->total[0] * k0, ct = n->total[1] * k1;
+        double bs = n->self[0] * k0, cs = n->self[1] * k1;
+        double change = pfr_diff_change(bt, ct);
+        char color[8];
+        pfr_diff_color(change, color);
+        WB_LIT(b, ",\"value\":");
+        rc = wb_number(b, pfr_diff_width(bt, ct), w->flags);
+        WB_LIT(b, ",\"self\":");
+        rc = rc ? rc : wb_number(b, pfr_diff_width(bs, cs), w->flags);
+        WB_LIT(b, ",\"base\":");
+        rc = rc ? rc : wb_number(b, bt, w->flags);
+        WB_LIT(b, ",\"comp\":");
+        rc = rc ? rc : wb_number(b, ct, w->flags);
+        WB_LIT(b, ",\"base_self\":");
+        rc = rc ? rc : wb_number(b, bs, w->flags);
+        WB_LIT(b, ",\"comp_self\":");
+        rc = rc ? rc : wb_number(b, cs, w->flags);
+        WB_LIT(b, ",\"change\":");
+        rc = rc ? rc : wb_real(b, change, w->flags);
+        WB_LIT(b, ",\"color\":");
+        rc = rc ? rc : wb_str(b, color, w->flags & JSON_ESCAPE_SLASH);
+    }
+    if (rc)
+        return rc == -EINVAL ? -ENOMEM : rc;
+    WB_LIT(b, ",\"children\":[");
+    w->has_child[n->depth] = false;
+    w->open = n->depth + 1;
+    return b->err;
+}
+
+int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char *meta_json,
+                         double min_width, size_t flags, char **out, size_t *outlen)
+{
+    *out = NULL;
+    *outlen = 0;
+    pfr_render_opts def = {0};
+    if (!o)
+        o = &def;
+    const pfr_tree_node *root = pfr_tree_node_at(t, 0);
+    double total = pfr_render_node_width(root, o);
+    size_t nstrs = pfr_tree_num_strs(t);
+    wbuf b = {0};
+    write_ctx w = {.o = o,
+                   .flags = flags,
+                   .min_value = min_width > 0 ? total * min_width : 0,
+                   .b = &b,
+                   .pkg_mod = malloc((nstrs + 1) * sizeof(*w.pkg_mod)),
+                   .pkg_idx = malloc((nstrs + 1) * sizeof(*w.pkg_idx)),
+                   .packages = json_array(),
+                   .package_idx = json_object()};
+    json_t *doc = json_object();
+    char *head = NULL;
+    int rc = -ENOMEM;
+    if (!w.pkg_mod || !w.pkg_idx || !w.packages || !w.package_idx || !doc)
+        goto out;
+    memset(w.pkg_mod, 0xff, (nstrs + 1) * sizeof(*w.pkg_mod));
+    if (meta_json) {
+        json_error_t jerr;
+        json_t *meta = json_loads(meta_json, 0, &jerr);
+        if (!meta || json_object_update(doc, meta)) {
+            json_decref(meta);
+            rc = -EINVAL;
+            goto out;
+        }
+        json_decref(meta);
+    }
+    rc = pfr_tree_walk(t, write_visit, &w);
+    for (; rc == 0 && w.open > 0; w.open--)
+        WB_LIT(&b, "]}");
+    if (rc == 0)
+        rc = b.err;
+    if (rc < 0)
+        goto out;
+    int bad = set_head(doc, t, o, total);
+    bad |= json_object_set_new(doc, "packages", w.packages);
+    w.packages = NULL;
+    rc = bad ? -ENOMEM : 0;
+    /* "root" comes last: the head is the document without it, then the nodes. A meta object
+     * that names "root" would put it elsewhere: that (never seen) case takes jansson's way. */
+    if (rc == 0 && json_object_get(doc, "root"))
+        rc = -EEXIST;
+    if (rc == 0 && !(head = json_dumps(doc, flags)))
+        rc = -ENOMEM;
+    if (rc == 0) {
+        /* head less its '}', then ,"root":<nodes>} */
+        size_t hl = strlen(head), len = hl - 1 + 8 + b.len + 1;
+        char *text = hl >= 2 && head[hl - 1] == '}' ? malloc(len + 1) : NULL;
+        if (!text) {
+            rc = -ENOMEM;
+        } else {
+            memcpy(text, head, hl - 1);
+            size_t pos = hl - 1;
+            const char *sep = hl > 2 ? ",\"root\":" : "\"root\":";
+            memcpy(text + pos, sep, strlen(sep));
+            pos += strlen(sep);
+            memcpy(text + pos, b.p, b.len);
+            pos += b.len;
+            text[pos++] = '}';
+            text[pos] = '\0';
+            *out = text;
+            *outlen = pos;
+        }
+    }
+out:
+    free(head);
+    json_decref(doc);
+    json_decref(w.packages);
+    json_decref(w.package_idx);
+    free(w.pkg_mod);
+    free(w.pkg_idx);
+    free(w.has_child);
+    free(b.p);
+    if (rc == -EEXIST) {
+        json_t *d;
+        rc = pfr_render_json_doc(t, o, meta_json, min_width, &d);
+        if (rc == 0) {
+            *out = json_dumps(d, flags);
+            *outlen = *out ? strlen(*out) : 0;
+            rc = *out ? 0 : -ENOMEM;
+            json_decref(d);
+        }
+    }
+    return rc;
+}
+
+int pfr_render_json_write(FILE *out, const pfr_tree *t, const pfr_render_opts *o,
+                          const char *meta_json, double min_width, size_t flags)
+{
+    char *text;
+    size_t len;
+    int rc = pfr_render_json_text(t, o, meta_json, min_width, flags, &text, &len);
+    if (rc == 0 && fwrite(text, 1, len, out) != len)
+        rc = -EIO;
+    free(text);
+    return rc;
+}
+
 int pfr_render_json(FILE *out, const pfr_tree *t, const pfr_render_opts *o, const char *meta_json)
 {
-    pfr_render_opts def = {0};
-    json_t *doc;
-    int rc = pfr_render_json_doc(t, o ? o : &def, meta_json, 0, &doc);
-    if (rc < 0)
-        return rc;
-    rc = json_dumpf(doc, out, JSON_COMPACT | JSON_REAL_PRECISION(10)) ? -EIO : 0;
-    json_decref(doc);
+    int rc = pfr_render_json_write(out, t, o, meta_json, 0, JSON_COMPACT | JSON_REAL_PRECISION(10));
     if (rc == 0 && (fputc('\n', out) == EOF || ferror(out)))
         rc = -EIO;
     return rc;

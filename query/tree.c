@@ -476,19 +476,6 @@ typedef struct path_order {
     const uint32_t *rank; /* string id -> its place in alphabetical order */
 } path_order;
 
-static int cmp_paths(const void *a, const void *b, void *ctx)
-{
-    const path_order *po = ctx;
-    const sample_paths *sp = po->sp;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    const uint32_t *x = sp->names + sp->off[i], *y = sp->names + sp->off[j];
-    uint32_t n = sp->depth[i] < sp->depth[j] ? sp->depth[i] : sp->depth[j];
-    for (uint32_t k = 0; k < n; k++)
-        if (x[k] != y[k])
-            return po->rank[x[k]] < po->rank[y[k]] ? -1 : 1;
-    return sp->depth[i] < sp->depth[j] ? -1 : sp->depth[i] > sp->depth[j];
-}
-
 static int cmp_str_ids(const void *a, const void *b, void *ctx)
 {
     const pfr_tree *t = ctx;
@@ -519,6 +506,124 @@ typedef struct build_span {
     size_t lo, hi;
     uint32_t depth, node;
 } build_span;
+
+/* Order of two paths that share their first d frames: by the rank of the first frame that
+ * differs, else the shorter first. */
+static int cmp_paths_from(const sample_paths *sp, const uint32_t *rank, size_t i, size_t j,
+                          uint32_t d)
+{
+    const uint32_t *x = sp->names + sp->off[i], *y = sp->names + sp->off[j];
+    uint32_t n = sp->depth[i] < sp->depth[j] ? sp->depth[i] : sp->depth[j];
+    for (uint32_t k = d; k < n; k++)
+        if (x[k] != y[k])
+            return rank[x[k]] < rank[y[k]] ? -1 : 1;
+    return sp->depth[i] < sp->depth[j] ? -1 : sp->depth[i] > sp->depth[j];
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct sort_span {
+    size_t lo, hi;
+    uint32_t depth;
+} sort_span;
+
+/* Sort order[0, n) as a stable sort by frames would (the same permutation), most
+ * significant frame first: each span of paths that share their first d frames is ordered by
+ * frame d alone (paths that end at d first), then each run of equal frames is a span of depth
+ * d + 1. A day of stacks shares long prefixes, which a comparison sort walks again at every
+ * comparison; here each frame of a path is looked at about once. */
+static int sort_paths(const path_order *po, size_t nstrs, size_t *order, size_t n)
+{
+    const sample_paths *sp = po->sp;
+    const uint32_t *rank = po->rank;
+    enum { SMALL = 16 };
+    uint64_t *keys = malloc((n + 1) * sizeof(*keys));
+    size_t *tmp = malloc((n + 1) * sizeof(*tmp));
+    size_t *count = calloc(nstrs + 2, sizeof(*count));
+    sort_span *stack = malloc(64 * sizeof(*stack));
+    size_t top = 0, cap = 64;
+    int rc = keys && tmp && count && stack ? 0 : -ENOMEM;
+    if (rc == 0 && n > 1)
+        stack[top++] = (sort_span){0, n, 0};
+    while (top > 0 && rc == 0) {
+        sort_span b = stack[--top];
+        size_t m = b.hi - b.lo;
+        size_t *o = order + b.lo;
+        if (m < SMALL) { /* insertion sort: stable */
+            for (size_t i = 1; i < m; i++) {
+                size_t x = o[i], j = i;
+                for (; j > 0 && cmp_paths_from(sp, rank, o[j - 1], x, b.depth) > 0; j--)
+                    o[j] = o[j - 1];
+                o[j] = x;
+            }
+            continue;
+        }
+        /* key: 0 for a path that ends here, else 1 + the rank of its frame at this depth */
+        bool same = true;
+        for (size_t i = 0; i < m; i++) {
+            size_t p = o[i];
+            uint64_t k =
+                sp->depth[p] == b.depth ? 0 : 1 + (uint64_t)rank[sp->names[sp->off[p] + b.depth]];
+            keys[i] = k;
+            same = same && k == keys[0];
+        }
+        if (same) {
+            if (keys[0] != 0) /* one frame for all: on to the next */
+                stack[top++] = (sort_span){b.lo, b.hi, b.depth + 1};
+            continue;
+        }
+        if (m * 4 >= nstrs) { /* counting sort (stable) */
+            for (size_t i = 0; i < m; i++)
+                count[keys[i] + 1]++;
+            for (size_t k = 1; k < nstrs + 2; k++)
+                count[k] += count[k - 1];
+            for (size_t i = 0; i < m; i++)
+                tmp[count[keys[i]]++] = o[i];
+            memset(count, 0, (nstrs + 2) * sizeof(*count));
+            for (size_t i = 0; i < m; i++)
+                keys[i] = sp->depth[tmp[i]] == b.depth
+                              ? 0
+                              : 1 + (uint64_t)rank[sp->names[sp->off[tmp[i]] + b.depth]];
+        } else { /* (key, position) pairs: ties keep their order */
+            for (size_t i = 0; i < m; i++)
+                keys[i] = keys[i] << 32 | i;
+            qsort(keys, m, sizeof(*keys), cmp_u64);
+            for (size_t i = 0; i < m; i++) {
+                tmp[i] = o[keys[i] & 0xffffffffu];
+                keys[i] >>= 32;
+            }
+        }
+        memcpy(o, tmp, m * sizeof(*o));
+        /* runs of one frame go on one level down; paths that end here are equal */
+        for (size_t i = 0; i < m && rc == 0;) {
+            size_t j = i + 1;
+            while (j < m && keys[j] == keys[i])
+                j++;
+            if (keys[i] != 0 && j - i > 1) {
+                if (top == cap) {
+                    sort_span *ns = realloc(stack, cap * 2 * sizeof(*ns));
+                    if (!ns) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    stack = ns;
+                    cap *= 2;
+                }
+                stack[top++] = (sort_span){b.lo + i, b.lo + j, b.depth + 1};
+            }
+            i = j;
+        }
+    }
+    free(keys);
+    free(tmp);
+    free(count);
+    free(stack);
+    return rc;
+}
 
 /* Upper bound of the node count: frames not shared with the previous sorted path. */
 static size_t count_new_frames(const sample_paths *sp)
@@ -553,8 +658,13 @@ static int build(pfr_tree *t)
     }
     for (size_t i = 0; i < sp->n; i++)
         sp->order[i] = i;
-    qsort_r(sp->order, sp->n, sizeof(*sp->order), cmp_paths, &po);
+    int src = sort_paths(&po, t->nstrs, sp->order, sp->n);
     free((void *)po.rank);
+    if (src < 0) {
+        free(sp->order);
+        sp->order = NULL;
+        return src;
+    }
 
     /* start again from the root alone */
     t->nnodes = 1;

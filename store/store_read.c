@@ -703,11 +703,14 @@ int pfr_store_scan_samples(pfr_store *s, const pfr_store_filter *f, unsigned fla
 /* ---- merge ---- */
 #define LS_FILTERED UINT32_MAX
 
-/* Per dictionary chain: its entries' images in the output (index + 1, 0 = not mapped yet). */
+/* Per dictionary chain: its entries' images in the output (index + 1, 0 = not mapped yet). Chains
+ * of one stream map the same functions and modules again and again (each of a day's ~24 chains
+ * holds most of the stream's ~5,000 locations), so functions and module strings are mapped once
+ * per chain too, not once per location line. */
 struct mdict {
     int64_t id;
-    uint32_t *loc, *stack, *lset;
-    size_t cap_loc, cap_stack, cap_lset;
+    uint32_t *loc, *stack, *lset, *func, *map;
+    size_t cap_loc, cap_stack, cap_lset, cap_func, cap_map;
 };
 
 struct merger {
@@ -719,7 +722,8 @@ struct merger {
     size_t cap_tmap;
     struct ktab stacks; /* output location index sequences */
     struct ktab lsets;  /* serialized label sets; 0 is the empty set */
-    struct u64map acc;  /* (stack id << 32 | label set id) -> accumulator index */
+    struct u64map acc;  /* (stack id << 32 | label set id) -> accumulator index; unused with
+                           PFR_MERGE_DROP_LABELS, where the accumulator index is the stack id */
     int64_t *vals;      /* nacc * nout */
     uint64_t *keys;
     size_t nacc, cap_vals, cap_keys;
@@ -749,6 +753,8 @@ static void merger_free(struct merger *m)
         free(m->md[i].loc);
         free(m->md[i].stack);
         free(m->md[i].lset);
+        free(m->md[i].func);
+        free(m->md[i].map);
     }
     free(m->md);
     u64map_free(&m->md_idx);
@@ -799,9 +805,70 @@ static struct mdict *mdict_get(struct merger *m, const struct chain *ch)
     /* The chain may have grown since (new layers). */
     if (grown(&x->loc, &x->cap_loc, ch->t.t[T_LOC].n) ||
         grown(&x->stack, &x->cap_stack, ch->t.t[T_STACK].n) ||
-        grown(&x->lset, &x->cap_lset, ch->t.t[T_LSET].n))
+        grown(&x->lset, &x->cap_lset, ch->t.t[T_LSET].n) ||
+        grown(&x->func, &x->cap_func, ch->t.t[T_FUNC].n) ||
+        grown(&x->map, &x->cap_map, ch->t.t[T_STR].n))
         return NULL;
     return x;
+}
+
+/* A function of the chunk's view as an output function (cached per chain). */
+static int64_t m_func(struct merger *m, struct mdict *md, const struct tabs *d,
+                      const struct dchunk *c, uint32_t fn)
+{
+    uint32_t *slot = fn < c->base[T_FUNC] ? &md->func[fn] : NULL;
+    if (slot && *slot)
+        return *slot - 1;
+    size_t len;
+    const struct nfunc *f = (const struct nfunc *)tabs2_key(d, &c->delta, T_FUNC, fn, &len);
+    const char *name = str_at(d, &c->delta, f->name);
+    int64_t x = pfr_profile_add_function(m->p, name, name, str_at(d, &c->delta, f->file), 0);
+    if (x >= 0 && slot)
+        *slot = (uint32_t)x + 1;
+    return x;
+}
+
+/* A module string of the chunk's view as an output mapping in *out, -1 for none (cached per
+ * chain). 0 or a negative errno. */
+static int m_map(struct merger *m, struct mdict *md, const struct tabs *d, const struct dchunk *c,
+                 uint32_t str, int64_t *out)
+{
+    uint32_t *slot = str < c->base[T_STR] ? &md->map[str] : NULL;
+    if (slot && *slot) {
+        *out = (int64_t)*slot - 2;
+        return 0;
+    }
+    const char *module = str_at(d, &c->delta, str);
+    int64_t x = -1;
+    if (module[0] && (x = pfr_profile_add_mapping(m->p, 0, 0, 0, module, "")) < 0)
+        return (int)x;
+    if (slot)
+        *slot = (uint32_t)(x + 2);
+    *out = x;
+    return 0;
+}
+
+/* As add_loc (the same calls on the output profile, in the same order, less the lookups of
+ * functions and mappings it already made). */
+static int64_t m_add_loc(struct merger *m, struct mdict *md, const struct tabs *d,
+                         const struct dchunk *c, uint32_t loc)
+{
+    size_t len;
+    const struct nloc *l = (const struct nloc *)tabs2_key(d, &c->delta, T_LOC, loc, &len);
+    const struct nline *ln = (const struct nline *)(l + 1);
+    if (VEC_RESERVE(m->lines, m->cap_lines, l->nlines ? l->nlines : 1))
+        return -ENOMEM;
+    for (uint32_t i = 0; i < l->nlines; i++) {
+        int64_t fi = m_func(m, md, d, c, ln[i].func);
+        if (fi < 0)
+            return fi;
+        m->lines[i] = (pfr_line){(uint32_t)fi, ln[i].line};
+    }
+    int64_t mp = -1; /* set by m_map on success */
+    int rc = m_map(m, md, d, c, l->module, &mp);
+    if (rc)
+        return rc;
+    return pfr_profile_add_location(m->p, mp, l->addr, m->lines, l->nlines);
 }
 
 static int64_t m_loc(struct merger *m, struct mdict *md, const struct tabs *d,
@@ -810,7 +877,7 @@ static int64_t m_loc(struct merger *m, struct mdict *md, const struct tabs *d,
     uint32_t *slot = loc < c->base[T_LOC] ? &md->loc[loc] : &m->dloc[loc - c->base[T_LOC]];
     if (*slot)
         return *slot - 1;
-    int64_t x = add_loc(m->p, d, &c->delta, loc, &m->lines, &m->cap_lines);
+    int64_t x = m_add_loc(m, md, d, c, loc);
     if (x >= 0)
         *slot = (uint32_t)x + 1;
     return x;
@@ -907,10 +974,21 @@ static void m_header(struct merger *m, const struct tabs *d, const struct dchunk
     pfr_profile_set_time(m->p, start, dur);
 }
 
+/* The chain's tables as of chunk c's layer: the chain may hold later layers already, and the
+ * chunk's own entries are numbered from its layer's counts. */
+static void chunk_view(const struct tabs *chain, const struct dchunk *c, struct tabs *out)
+{
+    *out = *chain;
+    for (int k = 0; k < T_N; k++)
+        out->t[k].n = c->base[k];
+}
+
 static int m_chunk(struct merger *m, const struct rstream *r, const struct chain *de,
                    const struct dchunk *c)
 {
-    const struct tabs *d = &de->t;
+    struct tabs view;
+    chunk_view(&de->t, c, &view);
+    const struct tabs *d = &view;
     struct mdict *md = mdict_get(m, de);
     if (!md || zeroed(&m->dloc, &m->cap_dloc, c->delta.t[T_LOC].n) ||
         zeroed(&m->dstack, &m->cap_dstack, c->delta.t[T_STACK].n) ||
@@ -932,6 +1010,7 @@ static int m_chunk(struct merger *m, const struct rstream *r, const struct chain
     if (!any)
         return 0;
     m_header(m, d, c);
+    bool drop = m->flags & PFR_MERGE_DROP_LABELS;
     for (size_t i = 0; i < c->nsamples; i++) {
         int64_t lid = m_lset(m, md, d, c, c->lset[i]);
         if (lid == LS_FILTERED)
@@ -940,18 +1019,25 @@ static int m_chunk(struct merger *m, const struct rstream *r, const struct chain
         if (lid < 0 || sid < 0)
             return lid < 0 ? (int)lid : (int)sid;
         uint64_t key = (uint64_t)sid << 32 | (uint64_t)lid;
-        bool found;
-        uint32_t a = u64map_put(&m->acc, key, (uint32_t)m->nacc, &found);
-        if (a == UINT32_MAX)
-            return -ENOMEM;
-        if (!found) {
-            size_t old = m->cap_vals;
-            if (VEC_RESERVE(m->vals, m->cap_vals, (m->nacc + 1) * m->nout) ||
-                VEC_RESERVE(m->keys, m->cap_keys, m->nacc + 1))
+        uint32_t a;
+        if (drop) {
+            /* One label set: the stack id is the accumulator (stacks are numbered in the order
+             * of their first sample, as accumulators would be). */
+            a = (uint32_t)sid;
+        } else {
+            bool found;
+            a = u64map_put(&m->acc, key, (uint32_t)m->nacc, &found);
+            if (a == UINT32_MAX)
                 return -ENOMEM;
-            (void)old;
-            memset(&m->vals[m->nacc * m->nout], 0, m->nout * sizeof(*m->vals));
-            m->keys[m->nacc++] = key;
+        }
+        if (a >= m->nacc) {
+            if (VEC_RESERVE(m->vals, m->cap_vals, ((size_t)a + 1) * m->nout) ||
+                VEC_RESERVE(m->keys, m->cap_keys, (size_t)a + 1))
+                return -ENOMEM;
+            memset(&m->vals[m->nacc * m->nout], 0,
+                   ((size_t)a + 1 - m->nacc) * m->nout * sizeof(*m->vals));
+            for (; m->nacc <= a; m->nacc++)
+                m->keys[m->nacc] = drop ? (uint64_t)m->nacc << 32 : key;
         }
         const int64_t *v = &c->values[i * c->ntypes];
         int64_t *acc = &m->vals[(size_t)a * m->nout];
@@ -1076,11 +1162,35 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     rc = collect(s, f, &cs);
     if (!rc)
         rc = m_types(s, &m, &cs);
+    struct u64map top = {0}; /* chain base id -> index in tops */
+    int64_t *tops = NULL;    /* per chain: the last layer a matched chunk names, or 0 once read */
+    size_t ntops = 0, cap_tops = 0;
+    for (size_t i = 0; i < cs.n && !rc; i++) {
+        bool found;
+        uint32_t k = u64map_put(&top, (uint64_t)cs.v[i].base_id, (uint32_t)ntops, &found);
+        if (k == UINT32_MAX || (!found && VEC_RESERVE(tops, cap_tops, ntops + 1)))
+            rc = -ENOMEM;
+        else if (!found)
+            tops[ntops++] = cs.v[i].dict_id;
+        else if (cs.v[i].dict_id > tops[k])
+            tops[k] = cs.v[i].dict_id;
+    }
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
         const struct rstream *r = stream_get(s, c->stream_id);
         const struct chain *d = NULL;
         st->last_id = c->id;
+        uint32_t k = u64map_get(&top, (uint64_t)c->base_id);
+        if (r && !r->bad && k != UINT32_MAX && tops[k]) {
+            /* Read the chain's layers up to the last one the range needs in one statement, not
+             * one layer per chunk. Whatever this finds (a broken layer, an error) the chunk's
+             * own chain_get below finds again. */
+            uint32_t n[T_N];
+            bool corrupt;
+            int err;
+            chain_get(s, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
+            tops[k] = 0;
+        }
         int lr = load_chunk(s, c, r, &dc, &d);
         if (lr == LOAD_OK)
             lr = check_totals(&cs, c, &dc);
@@ -1098,6 +1208,8 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         st->chunks++;
     }
     end_read(s);
+    u64map_free(&top);
+    free(tops);
     persist_corrupt(s, st->corrupt);
     if (!rc && st->chunks == 0)
         rc = -ENOENT;

@@ -102,23 +102,7 @@ struct csample {
     uint32_t src;         /* sample index in the profile */
 };
 
-/* Fingerprints of the current profile's file and module names by address (the profile interns its
- * strings, so a name met again has the same address): most string hashing is skipped. Function
- * names rarely repeat within a profile; they are hashed directly, which keeps this table small. An
- * entry is valid when its stamp is the current one, so a new profile starts empty at no cost. */
-struct pcache_ent {
-    const char *key;
-    uint32_t stamp;
-    struct fp val;
-};
-struct pcache {
-    struct pcache_ent *e;
-    size_t mask, n;
-    uint32_t cur;
-};
-
 struct writer {
-    struct pcache pc;
     struct ktab keys; /* stream key -> index in ws */
     struct wstream **ws;
     size_t nws, cap_ws, resident;
@@ -131,7 +115,8 @@ struct writer {
     uint32_t *lidx;
     size_t cap_lfp, cap_lidx;
     pfr_frame *frames;
-    size_t cap_frames;
+    pfr_frame_hash *fhash; /* the frames' string hashes */
+    size_t cap_frames, cap_fhash;
     struct nlabel *labs;
     size_t cap_labs;
     struct csample *cs;
@@ -186,11 +171,11 @@ void writer_free(struct writer *w)
     ktab_free(&w->keys);
     for (int i = 0; i < W_N; i++)
         sqlite3_finalize(w->st[i]);
-    free(w->pc.e);
     free(w->locmap);
     free(w->lfp);
     free(w->lidx);
     free(w->frames);
+    free(w->fhash);
     free(w->labs);
     free(w->cs);
     free(w->cstack);
@@ -265,83 +250,19 @@ static uint32_t last_used(const struct wstream *s, int k, uint32_t i)
  * different content matches with probability ~2^-128, which we accept instead of comparing
  * strings (that comparison was the writer's main cost: cache misses in our tables). */
 
-static struct fp hash_str_content(const char *str)
+/* A string's fingerprint from its 64-bit content hash (pfr_string_hash, which the profile keeps
+ * for each string): the second lane only spreads bits, so two strings collide when their 64-bit
+ * hashes do (about n^2 / 2^65 for n distinct strings of a stream). */
+static struct fp fp_str(uint64_t h)
 {
-    size_t n = strlen(str);
-    uint64_t a = 0x9e3779b97f4a7c15ull ^ (n * 0x100000001b3ull);
-    uint64_t b = 0x243f6a8885a308d3ull ^ (n * 0x9e3779b97f4a7c15ull);
-    const uint8_t *p = (const uint8_t *)str;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        a = (a ^ w) * 0xbf58476d1ce4e5b9ull;
-        a ^= a >> 29;
-        b = (b ^ w) * 0xd6e8feb86659fd93ull;
-        b ^= b >> 32;
-        p += 8;
-        n -= 8;
-    }
-    if (n) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        a = (a ^ w) * 0x94d049bb133111ebull;
-        b = (b ^ w) * 0xa0761d6478bd642full;
-    }
-    return (struct fp){mix64(a), mix64(b ^ (b >> 29))};
+    return (struct fp){h, mix64(h ^ 0x243f6a8885a308d3ull)};
 }
 
-static int pcache_grow(struct pcache *c)
+static struct fp own_str_fp(const struct wstream *s, uint32_t i)
 {
-    size_t ncap = c->e ? (c->mask + 1) * 2 : 1024;
-    struct pcache_ent *ne = calloc(ncap, sizeof(*ne));
-    if (!ne)
-        return -ENOMEM;
-    for (size_t i = 0; c->e && i <= c->mask; i++) {
-        if (c->e[i].stamp != c->cur)
-            continue;
-        size_t j = mix64((uintptr_t)c->e[i].key) & (ncap - 1);
-        while (ne[j].stamp)
-            j = (j + 1) & (ncap - 1);
-        ne[j] = c->e[i];
-        ne[j].stamp = 1;
-    }
-    free(c->e);
-    c->e = ne;
-    c->mask = ncap - 1;
-    c->cur = 1;
-    return 0;
-}
-
-static void pcache_reset(struct pcache *c)
-{
-    c->n = 0;
-    if (++c->cur == 0) {
-        if (c->e)
-            for (size_t i = 0; i <= c->mask; i++)
-                c->e[i].stamp = 0;
-        c->cur = 1;
-    }
-}
-
-static struct fp hash_str(struct pcache *c, const char *str)
-{
-    if (c->e) {
-        size_t j = mix64((uintptr_t)str) & c->mask;
-        while (c->e[j].stamp == c->cur) {
-            if (c->e[j].key == str)
-                return c->e[j].val;
-            j = (j + 1) & c->mask;
-        }
-    }
-    struct fp h = hash_str_content(str);
-    if ((c->n + 1) * 2 > (c->e ? c->mask + 1 : 0) && pcache_grow(c))
-        return h; /* no memory for the cache: just slower */
-    size_t j = mix64((uintptr_t)str) & c->mask;
-    while (c->e[j].stamp == c->cur)
-        j = (j + 1) & c->mask;
-    c->e[j] = (struct pcache_ent){str, c->cur, h};
-    c->n++;
-    return h;
+    size_t len;
+    const char *str = (const char *)ktab_key(&s->tabs.t[T_STR], i, &len);
+    return fp_str(pfr_string_hash(str, len));
 }
 
 /* Order-dependent combination; the parts are already well-mixed hashes (fp_int mixes ints). */
@@ -375,23 +296,16 @@ static struct fp line_fp(struct fp h, struct fp name, struct fp file, int64_t li
     return fp_add(fp_add(fp_add(h, name), file), fp_int((uint64_t)line));
 }
 
-static const char *own_str(const struct wstream *s, uint32_t i)
-{
-    size_t len;
-    return (const char *)ktab_key(&s->tabs.t[T_STR], i, &len);
-}
-
 static struct fp own_loc_fp(const struct wstream *s, uint32_t loc)
 {
     size_t len;
     const struct nloc *l = (const struct nloc *)ktab_key(&s->tabs.t[T_LOC], loc, &len);
     const struct nline *ln = (const struct nline *)(l + 1);
-    struct fp h = loc_fp(hash_str_content(own_str(s, l->module)), l->addr, l->nlines);
+    struct fp h = loc_fp(own_str_fp(s, l->module), l->addr, l->nlines);
     for (uint32_t i = 0; i < l->nlines; i++) {
         const struct nfunc *f =
             (const struct nfunc *)ktab_key(&s->tabs.t[T_FUNC], ln[i].func, &len);
-        h = line_fp(h, hash_str_content(own_str(s, f->name)), hash_str_content(own_str(s, f->file)),
-                    ln[i].line);
+        h = line_fp(h, own_str_fp(s, f->name), own_str_fp(s, f->file), ln[i].line);
     }
     return fp_done(h);
 }
@@ -480,13 +394,23 @@ static struct loc_view loc_view(const struct writer *w, size_t nf)
     return v;
 }
 
-static struct fp frames_fp(struct writer *w, struct loc_view v)
+/* Fingerprint of profile location l, whose frames are in w->frames: from the string hashes the
+ * profile already holds, so no string is hashed here. */
+static int frames_fp(struct writer *w, const pfr_profile *p, uint32_t l, struct loc_view v,
+                     struct fp *out)
 {
-    const pfr_frame *fr = w->frames;
-    struct fp h = loc_fp(hash_str(&w->pc, v.module), v.addr, v.nlines);
+    uint64_t module;
+    size_t nf = pfr_profile_location_hashes(p, l, w->fhash, w->cap_fhash, &module);
+    if (nf > w->cap_fhash) {
+        if (VEC_RESERVE(w->fhash, w->cap_fhash, nf))
+            return -ENOMEM;
+        nf = pfr_profile_location_hashes(p, l, w->fhash, w->cap_fhash, &module);
+    }
+    struct fp h = loc_fp(fp_str(module), v.addr, v.nlines);
     for (uint32_t i = 0; i < v.nlines; i++)
-        h = line_fp(h, hash_str_content(fr[i].function), hash_str(&w->pc, fr[i].file), fr[i].line);
-    return fp_done(h);
+        h = line_fp(h, fp_str(w->fhash[i].function), fp_str(w->fhash[i].file), w->frames[i].line);
+    *out = fp_done(h);
+    return 0;
 }
 
 /* A location the fingerprint map does not know: intern it by content. */
@@ -528,8 +452,7 @@ static int map_locations(struct writer *w, struct wstream *s, const pfr_profile 
     size_t n = 0;
     for (size_t l = 0; l < nloc; l++)
         n += w->locmap[l] == UINT32_MAX;
-    if (VEC_RESERVE(w->lfp, w->cap_lfp, n ? n : 1) ||
-        VEC_RESERVE(w->lidx, w->cap_lidx, n ? n : 1))
+    if (VEC_RESERVE(w->lfp, w->cap_lfp, n ? n : 1) || VEC_RESERVE(w->lidx, w->cap_lidx, n ? n : 1))
         return -ENOMEM;
     n = 0;
     for (uint32_t l = 0; l < nloc; l++) {
@@ -538,7 +461,8 @@ static int map_locations(struct writer *w, struct wstream *s, const pfr_profile 
         int64_t nf = loc_frames(w, p, l);
         if (nf < 0)
             return (int)nf;
-        w->lfp[n] = frames_fp(w, loc_view(w, (size_t)nf));
+        if (frames_fp(w, p, l, loc_view(w, (size_t)nf), &w->lfp[n]))
+            return -ENOMEM;
         w->lidx[n++] = l;
     }
     for (size_t k = 0; k < n; k++) {
@@ -625,7 +549,6 @@ static int map_profile(struct writer *w, struct wstream *s, const pfr_profile *p
         return -ENOMEM;
     memset(w->locmap, 0, nloc * sizeof(*w->locmap));
     w->nlsc = w->lsc_next = 0; /* label pointers are the profile's */
-    pcache_reset(&w->pc);       /* and so are string addresses */
     *nnew = *ndistinct = 0;
     /* The locations the samples use (UINT32_MAX: to map). */
     for (size_t i = 0; i < ns; i++) {

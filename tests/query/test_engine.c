@@ -12,11 +12,13 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "pfr_diff.h"
 #include "pfr_query.h"
 #include "pfr_render.h"
 #include "pfr_testgen.h"
+#include "render_internal.h"
 #include "ring_fixture.h"
 
 #define T0 (1714564800LL * FX_S)
@@ -455,6 +457,339 @@ static void test_ls(void **state)
     pfr_store_close(s);
 }
 
+/* ---- the merge fast path against the generic one ---- */
+
+static int strcmp_ptr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A profile as sorted lines "labels | frames = values": equal for equal profiles whatever the
+ * order of their tables and samples. */
+static char *canonical(const pfr_profile *p)
+{
+    size_t n = pfr_profile_num_samples(p), nt = pfr_profile_num_sample_types(p);
+    char **lines = calloc(n + 1, sizeof(*lines));
+    assert_non_null(lines);
+    for (size_t i = 0; i < n; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        const pfr_label *l;
+        size_t nl = pfr_profile_sample_labels(p, i, &l);
+        /* labels sorted by key (at most a few) */
+        bool used[16] = {0};
+        assert_true(nl <= 16);
+        for (size_t k = 0; k < nl; k++) {
+            size_t best = SIZE_MAX;
+            for (size_t j = 0; j < nl; j++)
+                if (!used[j] && (best == SIZE_MAX || strcmp(l[j].key, l[best].key) < 0))
+                    best = j;
+            used[best] = true;
+            if (l[best].str)
+                fprintf(f, "%s=%s,", l[best].key, l[best].str);
+            else
+                fprintf(f, "%s=%lld%s,", l[best].key, (long long)l[best].num,
+                        l[best].unit ? l[best].unit : "");
+        }
+        fputs(" |", f);
+        pfr_frame fr[512];
+        size_t nf = pfr_profile_sample_frames(p, i, fr, 512);
+        assert_true(nf <= 512);
+        for (size_t k = 0; k < nf; k++)
+            fprintf(f, " %s@%s:%lld:%llx:%s", fr[k].function, fr[k].file, (long long)fr[k].line,
+                    (unsigned long long)fr[k].address, fr[k].module);
+        fputs(" =", f);
+        for (size_t t = 0; t < nt; t++)
+            fprintf(f, " %lld", (long long)pfr_profile_sample_values(p, i)[t]);
+        fclose(f);
+        lines[i] = buf;
+    }
+    qsort(lines, n, sizeof(*lines), strcmp_ptr);
+    char *all = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&all, &len);
+    for (size_t t = 0; t < nt; t++) {
+        const char *unit;
+        const char *type = pfr_profile_sample_type(p, t, &unit);
+        fprintf(f, "type %s %s\n", type, unit ? unit : "");
+    }
+    const char *pt, *pu;
+    int64_t period = pfr_profile_period(p, &pt, &pu);
+    fprintf(f, "period %lld %s %s time %lld %lld\n", (long long)period, pt ? pt : "", pu ? pu : "",
+            (long long)pfr_profile_time_nanos(p), (long long)pfr_profile_duration_nanos(p));
+    for (size_t i = 0; i < n; i++) {
+        /* equal lines (same stack and labels) must not occur in a merged profile */
+        if (i > 0 && strcmp(lines[i], lines[i - 1]) == 0)
+            fail_msg("sample twice: %s", lines[i]);
+        fprintf(f, "%s\n", lines[i]);
+    }
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+    return all;
+}
+
+typedef struct ref_merge {
+    pfr_profile *acc;
+    unsigned flags;
+    uint64_t chunks;
+} ref_merge;
+
+static int ref_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)m;
+    ref_merge *r = ctx;
+    r->chunks++;
+    if (!r->acc)
+        r->acc = pfr_profile_new();
+    assert_int_equal(pfr_profile_merge(r->acc, p, r->flags), 0);
+    return 0;
+}
+
+static char *json_of(const pfr_tree *t, const pfr_render_opts *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pfr_render_json(f, t, o, "{\"x\":1}"), 0);
+    fclose(f);
+    return buf;
+}
+
+/* What jansson writes for the document pfr_render_json_doc builds. */
+static char *json_of_doc(const pfr_tree *t, const pfr_render_opts *o, double min_width,
+                         size_t flags)
+{
+    json_t *doc;
+    assert_int_equal(pfr_render_json_doc(t, o, "{\"x\":1}", min_width, &doc), 0);
+    char *s = json_dumps(doc, flags);
+    json_decref(doc);
+    return s;
+}
+
+static int tree_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)m;
+    return pfr_tree_add_profile(ctx, 0, p, 0, 1.0, NULL);
+}
+
+/* pfr_store_merge (aggregating against the streams' dictionaries) gives the profile the generic
+ * path gives (every chunk decoded to a profile, merged with pfr_profile_merge): several streams,
+ * dictionary chains started over, sample and profile label filters, with and without labels, a
+ * corrupt chunk; and the flame tree and its JSON are those of the chunk-by-chunk tree. */
+static void test_merge_fast_path(void **state)
+{
+    fixture *f = *state;
+    static const pfr_kv h1[] = {{"host.name", "h1"}}, h2[] = {{"host.name", "h2"}};
+    pfr_testgen_opts go = {.nstacks = 60, .nprocs = 3, .drift_permille = 200, .max_depth = 24};
+    pfr_testgen *g0 = pfr_testgen_new(11, 0, &go), *g1 = pfr_testgen_new(12, 1, &go);
+    enum { N = 24 };
+    int64_t pid0 = 0, pid1 = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == N / 2) { /* a new writer starts every stream's chain over */
+            pfr_store_close(f->w);
+            f->w = fx_open(f->path);
+        }
+        int64_t t = T0 + i * 10 * FX_S;
+        pfr_profile *a = pfr_testgen_next(g0, t, 10 * FX_S),
+                    *b = pfr_testgen_next(g1, t, 10 * FX_S);
+        if (i == 0) {
+            assert_true(pfr_profile_sample_label_num(a, 0, "pid", &pid0));
+            assert_true(pfr_profile_sample_label_num(b, 0, "pid", &pid1));
+        }
+        assert_int_equal(fx_append(f->w, "svc-0", i % 3 ? h1 : h2, 1, t, 10 * FX_S, a), 0);
+        assert_int_equal(fx_append(f->w, "svc-1", h1, 1, t, 10 * FX_S, b), 0);
+        pfr_profile_free(a);
+        pfr_profile_free(b);
+    }
+    pfr_testgen_free(g0);
+    pfr_testgen_free(g1);
+    /* one chunk's payload damaged: skipped and counted by both paths */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE chunk_data SET data = substr(data, 1, 20) || x'00ff' ||"
+                                  " substr(data, 23) WHERE id = (SELECT id FROM chunks WHERE"
+                                  " stream_id = 1 ORDER BY id LIMIT 1 OFFSET 5)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+
+    pfr_store *s = reader(f);
+    char p0[32], p1[32];
+    snprintf(p0, sizeof(p0), "%lld", (long long)pid0);
+    snprintf(p1, sizeof(p1), "%lld", (long long)pid1);
+    const pfr_kv comm0[] = {{"comm", "svc-0-1"}}, pid0kv[] = {{"pid", p0}},
+                 pid1kv[] = {{"pid", p1}};
+    const struct {
+        const char *service;
+        const pfr_kv *labels;
+        size_t nlabels;
+        const pfr_kv *sample_labels;
+        size_t nsample_labels;
+        int64_t from, to;
+    } cases[] = {
+        {NULL, NULL, 0, NULL, 0, 0, N * 10},        {"svc-0", NULL, 0, NULL, 0, 0, N * 10},
+        {"svc-0", h1, 1, NULL, 0, 35, 175},         {"svc-0", NULL, 0, comm0, 1, 0, N * 10},
+        {"svc-1", NULL, 0, pid1kv, 1, 100, N * 10}, {"svc-0", h2, 1, pid0kv, 1, 0, N * 10},
+    };
+    uint64_t corrupt_seen = 0;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        for (unsigned flags = 0; flags <= PFR_MERGE_DROP_LABELS; flags += PFR_MERGE_DROP_LABELS) {
+            pfr_store_filter fl = {.from_ns = T0 + cases[c].from * FX_S,
+                                   .to_ns = T0 + cases[c].to * FX_S,
+                                   .service = cases[c].service,
+                                   .labels = cases[c].labels,
+                                   .nlabels = cases[c].nlabels,
+                                   .sample_labels = cases[c].sample_labels,
+                                   .nsample_labels = cases[c].nsample_labels};
+            ref_merge ref = {.flags = flags};
+            pfr_scan_stats rs = {0}, ms = {0};
+            assert_int_equal(pfr_store_scan(s, &fl, 0, ref_cb, &ref, &rs), 0);
+            pfr_profile *m = NULL;
+            assert_int_equal(pfr_store_merge(s, &fl, flags, &m, &ms), 0);
+            assert_non_null(ref.acc);
+            assert_int_equal(ms.chunks, rs.chunks);
+            assert_int_equal(ms.corrupt, rs.corrupt);
+            corrupt_seen += ms.corrupt;
+            char *want = canonical(ref.acc), *got = canonical(m);
+            if (strcmp(want, got) != 0)
+                fail_msg("case %zu flags %u: merge differs\nwant:\n%.2000s\ngot:\n%.2000s", c,
+                         flags, want, got);
+            assert_true(pfr_profile_num_samples(m) > 0);
+            free(want);
+            free(got);
+            pfr_profile_free(ref.acc);
+            pfr_profile_free(m);
+        }
+        /* the flame tree through the merge = the tree of every chunk added one by one */
+        pfr_query_plan *p = plan(s, cases[c].service, NULL, NULL, 0);
+        pfr_kv all[2];
+        size_t na = 0;
+        for (size_t k = 0; k < cases[c].nlabels; k++)
+            all[na++] = cases[c].labels[k];
+        for (size_t k = 0; k < cases[c].nsample_labels; k++)
+            all[na++] = cases[c].sample_labels[k];
+        pfr_query_plan_free(p);
+        p = plan(s, cases[c].service, NULL, all, na);
+        pfr_tree *fast = pfr_tree_new(), *slow = pfr_tree_new();
+        char err[512];
+        assert_int_equal(pfr_query_tree(s, p, T0 + cases[c].from * FX_S, T0 + cases[c].to * FX_S,
+                                        fast, 0, NULL, err, sizeof(err)),
+                         0);
+        for (size_t k = 0; k < p->nservices; k++) {
+            pfr_store_filter fl = {.from_ns = T0 + cases[c].from * FX_S,
+                                   .to_ns = T0 + cases[c].to * FX_S,
+                                   .service = p->services[k],
+                                   .type = p->type,
+                                   .labels = p->profile_labels,
+                                   .nlabels = p->nprofile_labels,
+                                   .sample_labels = p->sample_labels,
+                                   .nsample_labels = p->nsample_labels};
+            /* the service prefix only matters with several services: one at a time here */
+            if (p->nservices == 1)
+                assert_int_equal(pfr_store_scan(s, &fl, 0, tree_cb, slow, NULL), 0);
+        }
+        if (p->nservices == 1) {
+            assert_int_equal(pfr_tree_finish(fast), 0);
+            assert_int_equal(pfr_tree_finish(slow), 0);
+            pfr_render_opts ro = {.unit = "nanoseconds"};
+            char *a = json_of(fast, &ro), *b = json_of(slow, &ro);
+            if (strcmp(a, b) != 0)
+                fail_msg("case %zu: flame JSON differs", c);
+            free(a);
+            free(b);
+        }
+        pfr_tree_free(fast);
+        pfr_tree_free(slow);
+        pfr_query_plan_free(p);
+    }
+    assert_true(corrupt_seen > 0);
+    /* a handle that read later chunks first reads earlier ones the same */
+    pfr_store_filter late = {.from_ns = T0 + 150 * FX_S, .to_ns = T0 + N * 10 * FX_S};
+    pfr_store_filter early = {.from_ns = T0, .to_ns = T0 + 150 * FX_S};
+    pfr_profile *m1 = NULL, *m2 = NULL;
+    assert_int_equal(pfr_store_merge(s, &late, 0, &m1, NULL), 0);
+    assert_int_equal(pfr_store_merge(s, &early, 0, &m2, NULL), 0);
+    pfr_store *s2 = reader(f);
+    pfr_profile *m3 = NULL;
+    assert_int_equal(pfr_store_merge(s2, &early, 0, &m3, NULL), 0);
+    char *x = canonical(m2), *y = canonical(m3);
+    assert_string_equal(x, y);
+    free(x);
+    free(y);
+    pfr_profile_free(m1);
+    pfr_profile_free(m2);
+    pfr_profile_free(m3);
+    pfr_store_close(s2);
+    pfr_store_close(s);
+}
+
+/* The JSON written directly is byte for byte what jansson writes for the same document: names
+ * that need escaping, non-ASCII, reals, diffs, the HTML renderer's escaped slashes; and text that
+ * is not UTF-8 fails as with jansson. */
+static void test_json_writer(void **state)
+{
+    (void)state;
+    pfr_tree *t = pfr_tree_new();
+    const char *stacks[][3] = {
+        {"main", "quote\"and\\\\back", "ctl\x01\x1f\t\n\r\b\f"},
+        {"main", "</script>/path", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xa5"},
+        {"main", "runtime.mallocgc", "[libc.so.6]"},
+        {"main", "a/b.c", ""},
+    };
+    const char *mods[] = {"/usr/bin/app", "/lib/x86_64-linux-gnu/libc.so.6", ""};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(pfr_tree_add_stack(t, 0, stacks[i], mods, 3, 1000.0 * (double)(i + 1)), 0);
+        assert_int_equal(pfr_tree_add_stack(t, 1, stacks[i], mods, 3 - i % 2, 333.25 * (double)i),
+                         0);
+    }
+    assert_int_equal(pfr_tree_finish(t), 0);
+    const size_t flags[] = {JSON_COMPACT | JSON_REAL_PRECISION(10),
+                            JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10)};
+    pfr_render_opts opts[] = {
+        {.title = "t\"/x", .subtitle = "s", .unit = "nanoseconds"},
+        {.title = "d", .unit = "nanoseconds", .diff = true, .norm = {0.1, 1.0 / 3}},
+        {.unit = "bytes", .norm = {1.0 / 7, 0}},
+    };
+    for (size_t o = 0; o < 3; o++) {
+        for (size_t k = 0; k < 2; k++) {
+            for (double mw = 0; mw < 0.5; mw += 0.3) {
+                char *want = json_of_doc(t, &opts[o], mw, flags[k]), *got = NULL;
+                size_t len;
+                assert_int_equal(
+                    pfr_render_json_text(t, &opts[o], "{\"x\":1}", mw, flags[k], &got, &len), 0);
+                assert_int_equal(len, strlen(got));
+                assert_string_equal(got, want);
+                free(want);
+                free(got);
+            }
+        }
+        char *a = json_of(t, &opts[o]), *b = json_of_doc(t, &opts[o], 0, flags[0]);
+        assert_int_equal(strlen(a), strlen(b) + 1);
+        assert_memory_equal(a, b, strlen(b));
+        free(a);
+        free(b);
+    }
+    pfr_tree_free(t);
+    /* not UTF-8 */
+    t = pfr_tree_new();
+    const char *bad[] = {"main", "x\xc3("};
+    assert_int_equal(pfr_tree_add_stack(t, 0, bad, NULL, 2, 1), 0);
+    assert_int_equal(pfr_tree_finish(t), 0);
+    json_t *doc = NULL;
+    int want = pfr_render_json_doc(t, &opts[0], NULL, 0, &doc);
+    json_decref(doc);
+    char *text = NULL;
+    size_t len;
+    assert_true(want < 0);
+    assert_int_equal(pfr_render_json_text(t, &opts[0], NULL, 0, flags[0], &text, &len), want);
+    assert_null(text);
+    pfr_tree_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +801,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_services_and_gauge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_fast_path, setup, teardown),
+        cmocka_unit_test(test_json_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
