@@ -121,6 +121,16 @@ static int json_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
     return 0;
 }
 
+/* The caller's meta object's fields into doc; non-zero if meta_json is not a JSON object. */
+static int merge_meta(json_t *doc, const char *meta_json)
+{
+    json_error_t jerr;
+    json_t *meta = json_loads(meta_json, 0, &jerr);
+    int bad = !meta || json_object_update(doc, meta);
+    json_decref(meta);
+    return bad;
+}
+
 /* The document's fields before "packages" and "root" (both writers); non-zero on failure. */
 static int set_head(json_t *doc, const pfr_tree *t, const pfr_render_opts *o, double total)
 {
@@ -153,15 +163,9 @@ int pfr_render_json_doc(const pfr_tree *t, const pfr_render_opts *o, const char 
     int rc = -ENOMEM;
     if (!c.packages || !c.package_idx || !doc)
         goto out;
-    if (meta_json) {
-        json_error_t jerr;
-        json_t *meta = json_loads(meta_json, 0, &jerr);
-        if (!meta || json_object_update(doc, meta)) {
-            json_decref(meta);
-            rc = -EINVAL;
-            goto out;
-        }
-        json_decref(meta);
+    if (meta_json && merge_meta(doc, meta_json)) {
+        rc = -EINVAL;
+        goto out;
     }
     rc = pfr_tree_walk(t, json_visit, &c);
     if (rc < 0)
@@ -478,15 +482,9 @@ int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char
     if (!w.pkg_mod || !w.pkg_idx || !w.packages || !w.package_idx || !doc)
         goto out;
     memset(w.pkg_mod, 0xff, (nstrs + 1) * sizeof(*w.pkg_mod));
-    if (meta_json) {
-        json_error_t jerr;
-        json_t *meta = json_loads(meta_json, 0, &jerr);
-        if (!meta || json_object_update(doc, meta)) {
-            json_decref(meta);
-            rc = -EINVAL;
-            goto out;
-        }
-        json_decref(meta);
+    if (meta_json && merge_meta(doc, meta_json)) {
+        rc = -EINVAL;
+        goto out;
     }
     rc = pfr_tree_walk(t, write_visit, &w);
     for (; rc == 0 && w.open > 0; w.open--)
