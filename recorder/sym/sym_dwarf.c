@@ -149,6 +149,15 @@ static size_t debug_bytes(Elf *e)
     return total;
 }
 
+size_t pfr_sym_dwarf_size(int fd)
+{
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    size_t n = e && elf_kind(e) == ELF_K_ELF ? debug_bytes(e) : 0;
+    if (e)
+        elf_end(e);
+    return n;
+}
+
 static int build_unit_index(struct pfr_sym_dwarf *d)
 {
     struct vec units = {NULL, 0, 0, sizeof(struct unit)};

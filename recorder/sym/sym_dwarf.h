@@ -29,6 +29,11 @@ struct pfr_sym_dwarf_frame {
 int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_dwarf **out, char *err,
                        size_t errlen);
 
+/* The bytes pfr_sym_dwarf_open() would read for the ELF file open at fd (its debug sections,
+ * uncompressed), from the section headers alone: 0 when it has no DWARF. Lets the caller make
+ * room, or refuse, before anything is inflated. */
+size_t pfr_sym_dwarf_size(int fd);
+
 /* Frames for a link-time address, innermost first: inlined calls, then the function that holds
  * them. The last frame's name is the enclosing function's. Returns the count (0 when the address
  * is not covered by any unit). */

@@ -396,6 +396,25 @@ int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes
     return 0;
 }
 
+size_t pfr_sym_elf_syms_estimate(Elf *e)
+{
+    size_t total = 0;
+    Elf_Scn *scn = NULL;
+    unsigned count = 0;
+    while ((scn = elf_nextscn(e, scn)) != NULL && count++ < MAX_SECTIONS) {
+        GElf_Shdr sh, str;
+        if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+            continue;
+        size_t entsz = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
+        size_t n = entsz ? sh.sh_size / entsz : 0;
+        Elf_Scn *strscn = elf_getscn(e, sh.sh_link);
+        size_t strsz = strscn && gelf_getshdr(strscn, &str) ? str.sh_size : 0;
+        size_t add = n * sizeof(struct pfr_sym_elf_sym) + strsz;
+        total = total + add < total ? SIZE_MAX : total + add;
+    }
+    return total;
+}
+
 const struct pfr_sym_elf_sym *pfr_sym_elf_find(const struct pfr_sym_elf_syms *s, uint64_t vaddr)
 {
     size_t lo = 0, hi = s->n;

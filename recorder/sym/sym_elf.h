@@ -60,6 +60,10 @@ int pfr_sym_elf_read_info(Elf *e, struct pfr_sym_elf_info *out, char *err, size_
 int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes, char *err,
                           size_t errlen);
 
+/* An upper bound of what pfr_sym_elf_read_syms() keeps for e, from the section headers alone
+ * (every entry of .symtab and .dynsym and their whole string tables), to make room before. */
+size_t pfr_sym_elf_syms_estimate(Elf *e);
+
 /* The symbol whose extent holds vaddr, or NULL. O(log n). */
 const struct pfr_sym_elf_sym *pfr_sym_elf_find(const struct pfr_sym_elf_syms *s, uint64_t vaddr);
 

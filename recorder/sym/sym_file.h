@@ -31,7 +31,7 @@ struct pfr_symfile_link {
 };
 
 struct pfr_sym_file {
-    struct pfr_sym_file *prev, *next; /* LRU list, most recent first */
+    struct pfr_sym_file *prev, *next; /* its segment's list, most recent first */
     uint64_t kh1, kh2;                /* hashes of key */
     char key[2 * PFR_ELF_MAX_BUILDID + 64];
     struct pfr_sym_elf_info info;
@@ -45,8 +45,13 @@ struct pfr_sym_file {
     size_t nrecs, caprecs;
     struct pfr_symfile_link *links; /* dev:inode pairs that name this file */
     size_t nlinks, caplinks;
-    size_t bytes; /* as accounted in the cache */
-    bool pinned;  /* not in the LRU (the vDSO) */
+    size_t bytes;           /* as accounted in the cache, DWARF included */
+    size_t dwarf_bytes;     /* of which the open DWARF (dropped before the file is) */
+    uint64_t last_tick;     /* the symbolizer's tick when last used */
+    int64_t dwarf_retry_ns; /* DWARF dropped for room: not read again before (monotonic) */
+    uint32_t dwarf_loads;
+    uint8_t seg; /* cache segment: probation (seen once) or protected (used again) */
+    bool pinned; /* in no segment (the vDSO) */
 };
 
 /* The name of a symbol, demangled on first use and kept. */

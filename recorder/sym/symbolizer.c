@@ -33,6 +33,9 @@
 #define MAX_NEGATIVE        4096        /* remembered unusable files before forgetting them all */
 #define REFRESH_NS          2000000000L /* re-read maps on an unmapped address at most this often */
 #define DEBUG_DIR           "/usr/lib/debug/.build-id"
+/* DWARF dropped for room is read again no sooner than this: under pressure, new addresses of
+ * that file go without file:line for a while rather than inflating its debug sections each time */
+#define DWARF_BACKOFF_NS 30000000000LL
 
 struct sym_proc {
     pid_t pid;
@@ -41,16 +44,24 @@ struct sym_proc {
     bool gone;
 };
 
+struct seg_list {
+    struct pfr_sym_file *head, *tail;
+    size_t bytes;
+};
+
 struct pfr_symbolizer {
     char *proc_root;
     size_t max_bytes;
+    size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
     struct pfr_sym_hmap procs;  /* pid -> struct sym_proc * */
     struct pfr_sym_hmap devino; /* dev, inode -> struct pfr_sym_file * */
     struct pfr_sym_hmap neg;    /* dev, inode of files that cannot be used */
     struct pfr_sym_hmap keys;   /* key hashes -> struct pfr_sym_file * */
-    struct pfr_sym_file *lru_head, *lru_tail;
-    size_t cache_bytes;
+    struct pfr_sym_hmap gone;   /* key hashes of evicted files (to count re-parses) */
+    struct seg_list seg[2];     /* probation, protected */
+    uint64_t tick;              /* one per add_process and per user address */
+    size_t cache_bytes, dwarf_bytes;
     size_t kept_fds;
     struct pfr_sym_file *vdso;
     int vdso_state;
@@ -68,38 +79,116 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* ---- LRU and cache accounting ---- */
+/* ---- the cache: two segments, DWARF dropped before symbols ----
+ *
+ * A segmented LRU (SLRU): a parsed file enters the probation segment; used again later (by
+ * another process or another sample: a later tick) it moves to the protected segment, which may
+ * hold up to 3/4 of the bound; past that its least recent file goes back to probation. A file
+ * parsed again after its eviction (its key is remembered, as 2Q's ghost list) enters protected
+ * directly: it was not a file seen once. Room is made in this order: DWARF of probation files,
+ * DWARF of protected files, probation files, protected files, each least recent first. So a
+ * burst of new programs (each mapping files once) cycles through probation while the libraries
+ * every process uses stay, and line tables go before symbols.
+ *
+ * DWARF (libdw's inflated debug sections and line tables) is a separate, capped part of a file:
+ * all files' DWARF together may take half of the bound, one file's at most the same, checked
+ * against the debug sections' size before anything is inflated; and all DWARF goes before any
+ * file's symbols (names matter more than lines). Dropping a file's DWARF keeps its memo (the
+ * frames of every address already looked up), so a hot library's frames keep their lines without
+ * its debug sections staying resident; DWARF is opened again only for an address the memo lacks,
+ * and no sooner than DWARF_BACKOFF_NS after the drop. */
 
-static void lru_unlink(pfr_symbolizer *s, struct pfr_sym_file *f)
+enum { SEG_PROBATION, SEG_PROTECTED, NSEG };
+
+/* Steps of make_room(), in order. */
+enum { ROOM_COLD_DWARF, ROOM_HOT_DWARF, ROOM_COLD_FILES, ROOM_HOT_FILES };
+
+static void seg_unlink(pfr_symbolizer *s, struct pfr_sym_file *f)
 {
+    struct seg_list *l = &s->seg[f->seg];
     if (f->prev)
         f->prev->next = f->next;
     else
-        s->lru_head = f->next;
+        l->head = f->next;
     if (f->next)
         f->next->prev = f->prev;
     else
-        s->lru_tail = f->prev;
+        l->tail = f->prev;
     f->prev = f->next = NULL;
+    l->bytes -= f->bytes;
 }
 
-static void lru_push(pfr_symbolizer *s, struct pfr_sym_file *f)
+static void seg_push(pfr_symbolizer *s, struct pfr_sym_file *f, uint8_t seg)
 {
+    struct seg_list *l = &s->seg[seg];
+    f->seg = seg;
     f->prev = NULL;
-    f->next = s->lru_head;
-    if (s->lru_head)
-        s->lru_head->prev = f;
-    s->lru_head = f;
-    if (!s->lru_tail)
-        s->lru_tail = f;
+    f->next = l->head;
+    if (l->head)
+        l->head->prev = f;
+    l->head = f;
+    if (!l->tail)
+        l->tail = f;
+    l->bytes += f->bytes;
+}
+
+/* Protected over its share: its least recent files go back to probation (most recent first). */
+static void balance(pfr_symbolizer *s, const struct pfr_sym_file *keep)
+{
+    struct seg_list *p = &s->seg[SEG_PROTECTED];
+    while (p->bytes > s->max_protected && p->tail && p->tail != keep) {
+        struct pfr_sym_file *f = p->tail;
+        seg_unlink(s, f);
+        seg_push(s, f, SEG_PROBATION);
+    }
 }
 
 static void touch(pfr_symbolizer *s, struct pfr_sym_file *f)
 {
-    if (f->pinned || s->lru_head == f)
+    if (f->pinned)
         return;
-    lru_unlink(s, f);
-    lru_push(s, f);
+    bool again = f->last_tick != s->tick;
+    f->last_tick = s->tick;
+    if (f->seg == SEG_PROBATION && again) {
+        seg_unlink(s, f);
+        seg_push(s, f, SEG_PROTECTED);
+        balance(s, f);
+    } else if (s->seg[f->seg].head != f) {
+        uint8_t seg = f->seg;
+        seg_unlink(s, f);
+        seg_push(s, f, seg);
+    }
+}
+
+static void set_bytes(pfr_symbolizer *s, struct pfr_sym_file *f)
+{
+    size_t b = pfr_symfile_bytes(f), d = pfr_sym_dwarf_bytes(f->dwarf);
+    s->cache_bytes = s->cache_bytes - f->bytes + b;
+    s->dwarf_bytes = s->dwarf_bytes - f->dwarf_bytes + d;
+    if (!f->pinned)
+        s->seg[f->seg].bytes = s->seg[f->seg].bytes - f->bytes + b;
+    f->bytes = b;
+    f->dwarf_bytes = d;
+}
+
+/* Close f's DWARF. The memo stays; reopen: DWARF may be read again for an address it lacks. */
+static void drop_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, bool reopen)
+{
+    if (!f->dwarf)
+        return;
+    pfr_sym_dwarf_close(f->dwarf);
+    f->dwarf = NULL;
+    f->dwarf_state = reopen ? 0 : -1;
+    f->dwarf_retry_ns = now_ns() + DWARF_BACKOFF_NS;
+    s->st.dwarf_evictions++;
+    set_bytes(s, f);
+}
+
+static void remember_gone(pfr_symbolizer *s, const struct pfr_sym_file *f)
+{
+    if (s->gone.n >= MAX_NEGATIVE)
+        pfr_sym_hmap_clear(&s->gone);
+    pfr_sym_hmap_put(&s->gone, f->kh1, f->kh2, 1);
 }
 
 static void drop_file(pfr_symbolizer *s, struct pfr_sym_file *f)
@@ -108,43 +197,66 @@ static void drop_file(pfr_symbolizer *s, struct pfr_sym_file *f)
         pfr_sym_hmap_del(&s->devino, f->links[i].dev, f->links[i].ino);
     pfr_sym_hmap_del(&s->keys, f->kh1, f->kh2);
     if (!f->pinned)
-        lru_unlink(s, f);
+        seg_unlink(s, f);
     if (f->fd >= 0)
         s->kept_fds--;
     s->cache_bytes -= f->bytes;
+    s->dwarf_bytes -= f->dwarf_bytes;
     pfr_symfile_free(f);
 }
 
-/* Evict least recently used files until the cache fits, never `keep` (in use by the caller). */
-static void evict(pfr_symbolizer *s, struct pfr_sym_file *keep)
+static bool over(const pfr_symbolizer *s, size_t need)
 {
-    struct pfr_sym_file *f = s->lru_tail;
-    while (s->cache_bytes > s->max_bytes && f) {
-        struct pfr_sym_file *prev = f->prev;
-        if (f != keep) {
-            drop_file(s, f);
-            s->st.evictions++;
+    return s->cache_bytes + need > s->max_bytes;
+}
+
+static bool over_dwarf(const pfr_symbolizer *s, size_t need)
+{
+    return s->dwarf_bytes + need > s->max_dwarf;
+}
+
+/* Until need more bytes fit (DWARF bytes when dwarf_only), drop DWARF then files, coldest
+ * first, up to step `last` (ROOM_*), never `keep` (in use by the caller). */
+static void make_room(pfr_symbolizer *s, const struct pfr_sym_file *keep, size_t need,
+                      bool dwarf_only, int last)
+{
+    for (int step = ROOM_COLD_DWARF; step <= last; step++) {
+        bool files = step == ROOM_COLD_FILES || step == ROOM_HOT_FILES;
+        if (files && dwarf_only)
+            continue;
+        bool cold = step == ROOM_COLD_DWARF || step == ROOM_COLD_FILES;
+        struct seg_list *l = &s->seg[cold ? SEG_PROBATION : SEG_PROTECTED];
+        for (struct pfr_sym_file *f = l->tail, *prev; f; f = prev) {
+            if (dwarf_only ? !over_dwarf(s, need) : !over(s, need))
+                return;
+            prev = f->prev;
+            if (f == keep)
+                continue;
+            if (!files) {
+                drop_dwarf(s, f, true);
+            } else {
+                remember_gone(s, f);
+                drop_file(s, f);
+                s->st.evictions++;
+            }
         }
-        f = prev;
     }
 }
 
-static void set_bytes(pfr_symbolizer *s, struct pfr_sym_file *f)
-{
-    size_t b = pfr_symfile_bytes(f);
-    s->cache_bytes = s->cache_bytes - f->bytes + b;
-    f->bytes = b;
-}
-
-/* After f grew: evict others; if f alone is still over the bound (its DWARF line tables and
- * memo grow with use), give up its DWARF and memo: its symbols (and Go table) always fit. */
+/* After f grew (or was added): hold the caps on its DWARF and on all DWARF, then the bound by
+ * evicting others; if f alone is still over the bound (its DWARF line tables and memo grow
+ * with use), give up its DWARF and memo: its symbols (and Go table) always fit. */
 static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
 {
     set_bytes(s, f);
-    evict(s, f);
-    if (s->cache_bytes > s->max_bytes && (f->dwarf || f->memo.n)) {
-        pfr_sym_dwarf_close(f->dwarf);
-        f->dwarf = NULL;
+    if (f->dwarf_bytes > s->max_dwarf_file)
+        drop_dwarf(s, f, true); /* line tables outgrew the cap: reopen empty when needed */
+    make_room(s, f, 0, true, ROOM_HOT_FILES);
+    make_room(s, f, 0, false, ROOM_HOT_FILES);
+    if (!f->pinned && f->seg == SEG_PROTECTED)
+        balance(s, f);
+    if (over(s, 0) && (f->dwarf || f->memo.n)) {
+        drop_dwarf(s, f, false);
         f->dwarf_state = -1;
         pfr_sym_hmap_free(&f->memo);
         free(f->recs);
@@ -282,11 +394,22 @@ static int insert_file(pfr_symbolizer *s, struct pfr_sym_file *f)
 {
     if (pfr_sym_hmap_put(&s->keys, f->kh1, f->kh2, (uint64_t)(uintptr_t)f) != 0)
         return -ENOMEM;
-    if (!f->pinned)
-        lru_push(s, f);
     f->bytes = pfr_symfile_bytes(f);
+    f->dwarf_bytes = pfr_sym_dwarf_bytes(f->dwarf);
+    f->last_tick = s->tick;
     s->cache_bytes += f->bytes;
+    s->dwarf_bytes += f->dwarf_bytes;
     s->st.files_parsed++;
+    /* needed again after its eviction: not a file seen once (2Q's ghost list) */
+    bool back = pfr_sym_hmap_get(&s->gone, f->kh1, f->kh2, NULL);
+    if (back) {
+        pfr_sym_hmap_del(&s->gone, f->kh1, f->kh2);
+        s->st.reparses++;
+    }
+    if (!f->pinned) {
+        seg_push(s, f, back ? SEG_PROTECTED : SEG_PROBATION);
+        balance(s, f);
+    }
     return 0;
 }
 
@@ -317,6 +440,11 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
         free(f);
         return have;
     }
+    /* room first, from cold files only, so the cache plus the table being built stays near the
+     * bound (the estimate is an upper bound: clamped, it does not empty the cache for one file;
+     * what is still over goes after the parse) */
+    size_t need = pfr_sym_elf_syms_estimate(e);
+    make_room(s, NULL, need < s->max_bytes / 8 ? need : s->max_bytes / 8, false, ROOM_COLD_FILES);
     int rc = pfr_sym_elf_read_syms(e, &f->syms, s->max_bytes, s->err, sizeof(s->err));
     /* Go: names of a stripped binary, lines when there is no DWARF to get them from */
     if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
@@ -405,10 +533,34 @@ static int open_debug_file(const struct pfr_sym_file *f)
     return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* Open the DWARF of the ELF at fd into f, within the caps: its size comes from the section
+ * headers, so a file over the cap is refused without inflating anything, and room is made
+ * before, not after. */
+static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
+{
+    size_t need = pfr_sym_dwarf_size(fd);
+    if (need == 0)
+        return -ENODATA;
+    if (need > s->max_dwarf_file) {
+        snprintf(s->err, sizeof(s->err), "debug sections take %zu bytes, over %zu", need,
+                 s->max_dwarf_file);
+        s->st.dwarf_too_big++;
+        return -EFBIG;
+    }
+    make_room(s, f, need, true, ROOM_HOT_FILES);
+    make_room(s, f, need, false, ROOM_HOT_FILES);
+    int rc = pfr_sym_dwarf_open(fd, s->max_dwarf_file, &f->dwarf, s->err, sizeof(s->err));
+    if (rc == 0) {
+        f->dwarf_loads++;
+        s->st.dwarf_loads++;
+    }
+    return rc;
+}
+
 static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
                          const struct pfr_sym_maps *maps, const struct pfr_sym_map *m)
 {
-    if (f->dwarf_state != 0)
+    if (f->dwarf_state != 0 || (f->dwarf_retry_ns && now_ns() < f->dwarf_retry_ns))
         return;
     f->dwarf_state = -1;
     int fd = f->fd;
@@ -418,11 +570,9 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
     } else if (f->info.has_debug && m) {
         fd = open_mapped(s, pid, maps, m);
     }
-    /* one file may fill the cache, no more: its DWARF gets what its symbols left */
-    size_t budget = s->max_bytes > f->bytes ? s->max_bytes - f->bytes : 0;
     int rc = -ENODATA;
     if (fd >= 0) {
-        rc = pfr_sym_dwarf_open(fd, budget, &f->dwarf, s->err, sizeof(s->err));
+        rc = open_dwarf(s, f, fd);
         if (rc && f->info.is_go && !f->gopcln) {
             /* DWARF over budget or unreadable: Go's own table still gives lines */
             Elf *e = elf_begin(fd, ELF_C_READ, NULL);
@@ -436,7 +586,7 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
         /* no DWARF in the file: a separate debug file installed on the host (-dbgsym) */
         int dfd = open_debug_file(f);
         if (dfd >= 0) {
-            rc = pfr_sym_dwarf_open(dfd, budget, &f->dwarf, s->err, sizeof(s->err));
+            rc = open_dwarf(s, f, dfd);
             close(dfd);
         }
     }
@@ -605,6 +755,9 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     }
     s->max_bytes = opts && opts->max_cache_bytes ? opts->max_cache_bytes : DEFAULT_CACHE_BYTES;
     s->no_dwarf = opts && opts->no_dwarf;
+    s->max_dwarf = s->max_bytes / 2;
+    s->max_dwarf_file = s->max_bytes / 2;
+    s->max_protected = s->max_bytes / 4 * 3;
     *out = s;
     return 0;
 }
@@ -620,14 +773,16 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
         pfr_sym_maps_free(&p->maps);
         free(p);
     }
-    while (s->lru_head)
-        drop_file(s, s->lru_head);
+    for (int i = 0; i < NSEG; i++)
+        while (s->seg[i].head)
+            drop_file(s, s->seg[i].head);
     if (s->vdso)
         drop_file(s, s->vdso);
     pfr_sym_hmap_free(&s->procs);
     pfr_sym_hmap_free(&s->devino);
     pfr_sym_hmap_free(&s->neg);
     pfr_sym_hmap_free(&s->keys);
+    pfr_sym_hmap_free(&s->gone);
     pfr_sym_kallsyms_free(&s->ksyms);
     free(s->proc_root);
     free(s);
@@ -644,6 +799,7 @@ int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid)
             s->st.errors++;
         return rc;
     }
+    s->tick++;
     struct sym_proc *p = proc_get(s, pid);
     if (p) {
         pfr_sym_maps_free(&p->maps); /* re-added after exec */
@@ -683,6 +839,7 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
 {
     if (!s || !out || cap == 0)
         return -EINVAL;
+    s->tick++;
     struct sym_proc *p = proc_get(s, pid);
     if (!p)
         return unknown(s, out, "", addr);
@@ -703,12 +860,16 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
     uint64_t vaddr;
     if (!f || !pfr_sym_elf_off_to_vaddr(&f->info, off, &vaddr))
         return unnamed(s, out, module, off);
+    struct pfr_sym_rec tmp[PFR_DWARF_MAX_INLINE + 1];
+    size_t n;
+    /* frames already worked out need no DWARF: it may have been dropped since */
+    const struct pfr_sym_rec *r = pfr_symfile_memo_get(f, vaddr, &n);
+    if (r)
+        return emit_recs(s, f, r, n, module, off, out, cap);
     if (!s->no_dwarf && m->kind == PFR_MAP_FILE)
         ensure_dwarf(s, f, pid, &p->maps, m);
     if (f->dwarf || f->gopcln) {
-        struct pfr_sym_rec tmp[PFR_DWARF_MAX_INLINE + 1];
-        size_t n;
-        const struct pfr_sym_rec *r = rich_recs(s, f, vaddr, tmp, &n);
+        r = rich_recs(s, f, vaddr, tmp, &n);
         return emit_recs(s, f, r, n, module, off, out, cap);
     }
     struct pfr_sym_elf_sym *sym = (struct pfr_sym_elf_sym *)pfr_sym_elf_find(&f->syms, vaddr);
@@ -751,6 +912,8 @@ void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st)
         return;
     *st = s->st;
     st->cache_bytes = s->cache_bytes;
+    st->dwarf_bytes = s->dwarf_bytes;
+    st->protected_bytes = s->seg[SEG_PROTECTED].bytes;
 }
 
 int pfr_symbolizer_reload_kernel(pfr_symbolizer *s)
@@ -766,7 +929,8 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
         return 0;
     size_t b = sizeof(*s) + s->cache_bytes + pfr_sym_kallsyms_bytes(&s->ksyms) +
                pfr_sym_hmap_bytes(&s->procs) + pfr_sym_hmap_bytes(&s->devino) +
-               pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys);
+               pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys) +
+               pfr_sym_hmap_bytes(&s->gone);
     for (size_t i = 0; i < s->procs.cap; i++)
         if (s->procs.slots[i].used)
             b += sizeof(struct sym_proc) +

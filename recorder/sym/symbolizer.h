@@ -7,8 +7,9 @@
  * containers work: .symtab, then .dynsym; PIE and shared-library load bias; file and line from
  * DWARF (libdw) where present; C++ names demangled; Go names kept as Go writes them. Parsed
  * files are cached by build-id (or dev:inode:size:mtime when there is none), shared across
- * processes, bounded in memory and evicted least-recently-used. An address that cannot be named
- * yields "module+0xoffset" (or "[unknown]" without a mapping); frames are never dropped.
+ * processes and bounded in memory: files used again are kept over files seen once, and DWARF
+ * (capped per file and in all) is dropped before symbols (see symbolizer.c). An address that cannot
+ * be named yields "module+0xoffset" (or "[unknown]" without a mapping); frames are never dropped.
  *
  * Strings in returned frames are owned by the symbolizer and valid until the next call on it.
  */
@@ -39,6 +40,13 @@ typedef struct pfr_sym_frame {
 typedef struct pfr_sym_stats {
     uint64_t files_parsed, cache_hits, cache_misses, evictions, cache_bytes;
     uint64_t processes, unresolved_frames, errors;
+    /* the cache's policy at work (see symbolizer.c): */
+    uint64_t reparses;        /* files parsed again after they were evicted */
+    uint64_t dwarf_loads;     /* DWARF opened (first time or again after being dropped) */
+    uint64_t dwarf_evictions; /* DWARF dropped while the file's symbols stayed */
+    uint64_t dwarf_too_big;   /* DWARF refused before reading: over the per-file cap */
+    uint64_t dwarf_bytes;     /* of cache_bytes, held by open DWARF */
+    uint64_t protected_bytes; /* of cache_bytes, held by files used more than once */
 } pfr_sym_stats;
 
 int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);

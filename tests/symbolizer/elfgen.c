@@ -30,6 +30,27 @@ static Elf64_Sym sym(uint32_t name, uint64_t value, uint64_t size, int bind, int
     return s;
 }
 
+Elf64_Ehdr elfgen_ehdr(uint64_t shoff, unsigned phnum, unsigned shnum, unsigned shstrndx)
+{
+    Elf64_Ehdr eh = {0};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_type = ET_DYN;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_phoff = sizeof(eh);
+    eh.e_shoff = shoff;
+    eh.e_ehsize = sizeof(eh);
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    eh.e_phnum = (uint16_t)phnum;
+    eh.e_shentsize = sizeof(Elf64_Shdr);
+    eh.e_shnum = (uint16_t)shnum;
+    eh.e_shstrndx = (uint16_t)shstrndx;
+    return eh;
+}
+
 size_t elfgen_build(uint8_t *buf, enum elfgen_variant v)
 {
     struct gen g = {buf, 0};
@@ -91,21 +112,7 @@ size_t elfgen_build(uint8_t *buf, enum elfgen_variant v)
     if (v != ELFGEN_NOSECTIONS)
         sh_off = put(&g, sh, sizeof(sh), 8);
 
-    memcpy(eh.e_ident, ELFMAG, SELFMAG);
-    eh.e_ident[EI_CLASS] = ELFCLASS64;
-    eh.e_ident[EI_DATA] = ELFDATA2LSB;
-    eh.e_ident[EI_VERSION] = EV_CURRENT;
-    eh.e_type = ET_DYN;
-    eh.e_machine = EM_X86_64;
-    eh.e_version = EV_CURRENT;
-    eh.e_phoff = sizeof(eh);
-    eh.e_shoff = sh_off;
-    eh.e_ehsize = sizeof(eh);
-    eh.e_phentsize = sizeof(Elf64_Phdr);
-    eh.e_phnum = 2;
-    eh.e_shentsize = sizeof(Elf64_Shdr);
-    eh.e_shnum = v == ELFGEN_NOSECTIONS ? 0 : 6;
-    eh.e_shstrndx = v == ELFGEN_NOSECTIONS ? 0 : 5;
+    eh = elfgen_ehdr(sh_off, 2, v == ELFGEN_NOSECTIONS ? 0 : 6, v == ELFGEN_NOSECTIONS ? 0 : 5);
     memcpy(buf, &eh, sizeof(eh));
     Elf64_Phdr ph[2] = {
         {PT_LOAD, PF_R | PF_X, 0, 0, 0, load_end, load_end, 0x1000},

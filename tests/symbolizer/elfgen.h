@@ -3,6 +3,7 @@
 #ifndef PFR_SYM_ELFGEN_H
 #define PFR_SYM_ELFGEN_H
 
+#include <elf.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,9 @@ enum elfgen_variant {
     "\x01\x23\x45\x67\x89\xab\xcd\xef\x01\x23\x45\x67\x89\xab\xcd\xef\xfe\xdc\xba\x98"
 #define ELFGEN_ID_LEN   20
 #define ELFGEN_MAX_SIZE 4096
+
+/* An x86-64 ET_DYN ELF header: program headers right after it, section headers at shoff. */
+Elf64_Ehdr elfgen_ehdr(uint64_t shoff, unsigned phnum, unsigned shnum, unsigned shstrndx);
 
 /* Writes the file into buf (ELFGEN_MAX_SIZE bytes); returns its size. Symbols:
  * func_a 0x100 size 0x20 (global; a local alias "alias_a" at the same address), func_b 0x120

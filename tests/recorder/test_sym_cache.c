@@ -1,0 +1,470 @@
+/*
+ * The symbolizer's file cache under pressure (issue 3): a hot file survives a stream of big
+ * files seen once, files evicted and needed again are counted as re-parses, and DWARF stays
+ * within its caps, is dropped before symbols, and its frames survive the drop (memo).
+ *
+ * Runs over a fake /proc (maps written by the test, PID/root a link to "/") with generated ELF
+ * files of chosen sizes, and one small C program compiled with -g at test time for DWARF.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <elf.h>
+
+#include "elfgen.h"
+#include "sym_dwarf.h"
+#include "sym_elf.h"
+#include "symbolizer.h"
+
+#ifndef SYMC_CC
+#define SYMC_CC "cc"
+#endif
+
+static char tmpdir[256], root[300];
+
+/* ---- generated ELF files: nsyms functions of 16 bytes at TEXT, names long enough to weigh ---- */
+
+#define TEXT 0x1000u
+
+static void put(FILE *f, const void *p, size_t n)
+{
+    assert_int_equal(fwrite(p, 1, n, f), n);
+}
+
+static void pad_to(FILE *f, long off)
+{
+    while (ftell(f) < off)
+        fputc(0, f);
+}
+
+/* Writes an ET_DYN with a unique build-id and functions "<tag>_fn_<i>_<padding>"; returns the
+ * address of function i at text + 16 * i. */
+static void gen_elf(const char *path, const char *tag, unsigned id, size_t nsyms)
+{
+    size_t text_size = nsyms * 16;
+    /* string table */
+    size_t strcap = 1 + nsyms * 96;
+    char *strtab = calloc(1, strcap);
+    assert_non_null(strtab);
+    size_t strlen_ = 1;
+    Elf64_Sym *syms = calloc(nsyms + 1, sizeof(*syms));
+    assert_non_null(syms);
+    for (size_t i = 0; i < nsyms; i++) {
+        int n = snprintf(strtab + strlen_, strcap - strlen_,
+                         "%s_fn_%zu_with_a_name_long_enough_to_weigh_in_the_cache", tag, i);
+        syms[i + 1].st_name = (uint32_t)strlen_;
+        syms[i + 1].st_value = TEXT + 16 * i;
+        syms[i + 1].st_size = 16;
+        syms[i + 1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+        syms[i + 1].st_shndx = 2;
+        strlen_ += (size_t)n + 1;
+    }
+    static const char shstr[] = "\0.note.gnu.build-id\0.text\0.symtab\0.strtab\0.shstrtab";
+    enum { S_NOTE = 1, S_TEXT = 20, S_SYMTAB = 26, S_STRTAB = 34, S_SHSTR = 42 };
+    struct {
+        Elf64_Nhdr h;
+        char name[4];
+        uint8_t desc[20];
+    } note = {{4, 20, NT_GNU_BUILD_ID}, "GNU", {0}};
+    for (int i = 0; i < 20; i++)
+        note.desc[i] = (uint8_t)(id * 37u + (unsigned)i * 11u + 1u);
+    memcpy(note.desc, &id, sizeof(id));
+
+    long note_off = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr);
+    long text_off = TEXT;
+    long sym_off = (long)(TEXT + text_size + 7) & ~7L;
+    long str_off = sym_off + (long)((nsyms + 1) * sizeof(Elf64_Sym));
+    long shstr_off = str_off + (long)strlen_;
+    long sh_off = (shstr_off + (long)sizeof(shstr) + 7) & ~7L;
+
+    Elf64_Ehdr eh = elfgen_ehdr((uint64_t)sh_off, 1, 6, 5);
+    Elf64_Phdr ph = {PT_LOAD, PF_R | PF_X, 0, 0, 0, TEXT + text_size, TEXT + text_size, 0x1000};
+    Elf64_Shdr sh[6] = {{0}};
+    sh[1] = (Elf64_Shdr){
+        S_NOTE, SHT_NOTE, SHF_ALLOC, (uint64_t)note_off, (uint64_t)note_off, sizeof(note), 0,
+        0,      4,        0};
+    sh[2] = (Elf64_Shdr){S_TEXT,
+                         SHT_PROGBITS,
+                         SHF_ALLOC | SHF_EXECINSTR,
+                         TEXT,
+                         (uint64_t)text_off,
+                         text_size,
+                         0,
+                         0,
+                         16,
+                         0};
+    sh[3] = (Elf64_Shdr){
+        S_SYMTAB, SHT_SYMTAB,       0, 0, (uint64_t)sym_off, (nsyms + 1) * sizeof(Elf64_Sym), 4, 1,
+        8,        sizeof(Elf64_Sym)};
+    sh[4] = (Elf64_Shdr){S_STRTAB, SHT_STRTAB, 0, 0, (uint64_t)str_off, strlen_, 0, 0, 1, 0};
+    sh[5] = (Elf64_Shdr){S_SHSTR, SHT_STRTAB, 0, 0, (uint64_t)shstr_off, sizeof(shstr), 0, 0, 1, 0};
+
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    put(f, &eh, sizeof(eh));
+    put(f, &ph, sizeof(ph));
+    put(f, &note, sizeof(note));
+    pad_to(f, text_off);
+    for (size_t i = 0; i < text_size; i++)
+        fputc(0xc3, f);
+    pad_to(f, sym_off);
+    put(f, syms, (nsyms + 1) * sizeof(Elf64_Sym));
+    put(f, strtab, strlen_);
+    put(f, shstr, sizeof(shstr));
+    pad_to(f, sh_off);
+    put(f, sh, sizeof(sh));
+    assert_int_equal(fclose(f), 0);
+    free(strtab);
+    free(syms);
+}
+
+/* ---- the fake /proc ---- */
+
+#define MAP_START 0x7f0000000000ull
+
+/* pid maps one file, executable, at MAP_START (file offset 0). */
+static void fake_proc(int pid, const char *file)
+{
+    char dir[400], path[450], line[700];
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    snprintf(dir, sizeof(dir), "%s/%d", root, pid);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof(path), "%s/root", dir);
+    unlink(path);
+    assert_int_equal(symlink("/", path), 0);
+    snprintf(path, sizeof(path), "%s/maps", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    uint64_t len = ((uint64_t)st.st_size + 0xfff) & ~0xfffull;
+    snprintf(line, sizeof(line), "%llx-%llx r-xp 00000000 %02x:%02x %llu %s\n",
+             (unsigned long long)MAP_START, (unsigned long long)(MAP_START + len), major(st.st_dev),
+             minor(st.st_dev), (unsigned long long)st.st_ino, file);
+    fputs(line, f);
+    fclose(f);
+}
+
+static pfr_symbolizer *new_sym(size_t max)
+{
+    pfr_symbolizer *s;
+    pfr_sym_opts o = {.max_cache_bytes = max, .proc_root = root};
+    assert_int_equal(pfr_symbolizer_new(&o, &s), 0);
+    return s;
+}
+
+static pfr_sym_stats stats(pfr_symbolizer *s)
+{
+    pfr_sym_stats st;
+    pfr_symbolizer_stats(s, &st);
+    return st;
+}
+
+static void file_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, name);
+}
+
+/* Symbolize function i of the file pid maps; checks the name. */
+static void expect_fn(pfr_symbolizer *s, int pid, const char *tag, size_t i)
+{
+    pfr_sym_frame fr[4];
+    char want[160];
+    assert_int_equal(pfr_symbolize_user(s, pid, MAP_START + TEXT + 16 * i + 3, fr, 4), 1);
+    snprintf(want, sizeof(want), "%s_fn_%zu_with_a_name_long_enough_to_weigh_in_the_cache", tag, i);
+    assert_string_equal(fr[0].function, want);
+}
+
+/* A file used by several processes and samples stays while a stream of bigger files, each
+ * mapped by one short-lived process and never sampled, passes through: plain LRU would have
+ * evicted it after three of them. */
+static void test_hot_survives_cold_stream(void **state)
+{
+    (void)state;
+    const size_t max = 1u << 20;
+    char hot[400], cold[400];
+    file_path(hot, sizeof(hot), "hot.so");
+    gen_elf(hot, "hot", 1, 2000); /* ~160 KB in the cache */
+    pfr_symbolizer *s = new_sym(max);
+    fake_proc(100, hot);
+    fake_proc(101, hot);
+    assert_int_equal(pfr_symbolizer_add_process(s, 100), 0);
+    assert_int_equal(pfr_symbolizer_add_process(s, 101), 0);
+    expect_fn(s, 100, "hot", 7);
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.files_parsed, 1);
+    assert_true(st.protected_bytes > 0); /* used again: protected */
+    for (unsigned i = 0; i < 40; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "cold%u", i);
+        snprintf(cold, sizeof(cold), "%s/cold%u.so", tmpdir, i);
+        gen_elf(cold, tag, 100 + i, 4000); /* ~320 KB: three fill the cache */
+        fake_proc(200 + (int)i, cold);
+        assert_int_equal(pfr_symbolizer_add_process(s, 200 + (int)i), 0);
+        st = stats(s);
+        assert_true(st.cache_bytes <= max);
+        if (i % 10 == 9) /* the hot file is used now and then, much less often than the stream */
+            expect_fn(s, 101, "hot", i);
+        pfr_symbolizer_forget_process(s, 200 + (int)i); /* the file stays: no inode reused */
+    }
+    st = stats(s);
+    assert_int_equal(st.files_parsed, 41); /* the hot file was never parsed again */
+    assert_int_equal(st.reparses, 0);
+    assert_true(st.evictions >= 35); /* the stream evicted itself */
+    uint64_t misses = st.cache_misses;
+    expect_fn(s, 100, "hot", 1999);
+    assert_int_equal(stats(s).cache_misses, misses);
+    pfr_symbolizer_free(s);
+}
+
+/* A file evicted and needed again is parsed again, and counted; the bound holds throughout. */
+static void test_reparse_counted(void **state)
+{
+    (void)state;
+    const size_t max = 512u << 10;
+    char a[400], b[400];
+    file_path(a, sizeof(a), "a.so");
+    file_path(b, sizeof(b), "b.so");
+    gen_elf(a, "a", 11, 4000);
+    gen_elf(b, "b", 12, 4000);
+    fake_proc(300, a);
+    fake_proc(301, b);
+    pfr_symbolizer *s = new_sym(max);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(pfr_symbolizer_add_process(s, 300), 0);
+        expect_fn(s, 300, "a", 5);
+        assert_int_equal(pfr_symbolizer_add_process(s, 301), 0);
+        expect_fn(s, 301, "b", 6);
+        assert_true(stats(s).cache_bytes <= max);
+    }
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.files_parsed, 6);
+    assert_int_equal(st.reparses, 4);
+    assert_int_equal(st.evictions, 5);
+    pfr_symbolizer_free(s);
+}
+
+/* ---- DWARF ---- */
+
+static char prog[400];
+static uint64_t prog_fn; /* link-time address of target_fn */
+
+static void build_prog(void)
+{
+    char src[400], cmd[1200];
+    snprintf(src, sizeof(src), "%s/prog.c", tmpdir);
+    snprintf(prog, sizeof(prog), "%s/prog", tmpdir);
+    FILE *f = fopen(src, "w");
+    assert_non_null(f);
+    fputs("#include <stdio.h>\n"
+          "struct big { int a[16]; double d; const char *s; };\n"
+          "int target_fn(struct big *b, int n)\n"
+          "{\n"
+          "    int t = 0;\n"
+          "    for (int i = 0; i < n; i++)\n"
+          "        t += b->a[i % 16]; /* TARGET_LINE */\n"
+          "    return t;\n"
+          "}\n",
+          f);
+    /* types and functions enough for DWARF to outweigh the symbols several times over */
+    for (int i = 0; i < 80; i++)
+        fprintf(
+            f,
+            "struct rec%d { int a%d, b%d, c%d; double d%d; char name%d[%d]; struct rec%d *next; "
+            "};\n"
+            "int helper%d(struct rec%d *r) { int x = r->a%d + %d; if (r->next) x += r->next->b%d; "
+            "return x * r->c%d; }\n",
+            i, i, i, i, i, i, 8 + i, i, i, i, i, i, i, i);
+    fputs("int main(void) { struct big b = {{0}, 0, 0}; printf(\"%d\\n\", target_fn(&b, 3));"
+          " return 0; }\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s -g -O0 -fPIE -pie -o %s %s", SYMC_CC, prog, src);
+    assert_int_equal(system(cmd), 0);
+    int fd = open(prog, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_true(elf_version(EV_CURRENT) != EV_NONE);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    struct pfr_sym_elf_syms syms = {0};
+    char err[128];
+    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, err, sizeof(err)), 0);
+    for (size_t i = 0; i < syms.n; i++)
+        if (strcmp(pfr_sym_strpool_get(&syms.names, syms.v[i].name), "target_fn") == 0)
+            prog_fn = syms.v[i].addr;
+    pfr_sym_elf_syms_free(&syms);
+    elf_end(e);
+    close(fd);
+    assert_true(prog_fn != 0);
+}
+
+/* Frames of target_fn + 8 through pid (the program maps at MAP_START, offset == vaddr for its
+ * text in a PIE). */
+static int sym_prog(pfr_symbolizer *s, int pid, pfr_sym_frame *fr)
+{
+    int n = pfr_symbolize_user(s, pid, MAP_START + prog_fn + 8, fr, 4);
+    assert_true(n >= 1);
+    assert_string_equal(fr[n - 1].function, "target_fn");
+    return n;
+}
+
+static size_t prog_dwarf_size(void)
+{
+    int fd = open(prog, O_RDONLY);
+    assert_true(fd >= 0);
+    size_t n = pfr_sym_dwarf_size(fd);
+    close(fd);
+    assert_true(n > 0);
+    return n;
+}
+
+/* One file's DWARF over its cap (half the bound) is refused from its headers, nothing read;
+ * under it, it is read and holds the cap. Names are the same either way. */
+static void test_dwarf_cap(void **state)
+{
+    (void)state;
+    size_t dsize = prog_dwarf_size();
+    fake_proc(400, prog);
+    pfr_sym_frame fr[4];
+
+    pfr_symbolizer *s = new_sym(64u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 400), 0);
+    sym_prog(s, 400, fr);
+    assert_non_null(strstr(fr[0].file, "prog.c"));
+    assert_true(fr[0].line > 0);
+    int64_t line = fr[0].line;
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.dwarf_loads, 1);
+    assert_true(st.dwarf_bytes >= dsize && st.dwarf_bytes <= (32u << 20));
+    pfr_symbolizer_free(s);
+
+    /* a bound whose half is just under the program's debug sections */
+    s = new_sym(2 * dsize - 2);
+    assert_int_equal(pfr_symbolizer_add_process(s, 400), 0);
+    sym_prog(s, 400, fr);
+    assert_string_equal(fr[0].file, "");
+    assert_int_equal(fr[0].line, 0);
+    st = stats(s);
+    assert_int_equal(st.dwarf_loads, 0);
+    assert_int_equal(st.dwarf_too_big, 1);
+    assert_int_equal(st.dwarf_bytes, 0);
+    assert_true(st.cache_bytes <= 2 * dsize - 2);
+    pfr_symbolizer_free(s);
+
+    /* room for it: lines again, within the caps after every call */
+    size_t max = 4 * dsize + (256u << 10);
+    s = new_sym(max);
+    assert_int_equal(pfr_symbolizer_add_process(s, 400), 0);
+    sym_prog(s, 400, fr);
+    assert_int_equal(fr[0].line, line);
+    st = stats(s);
+    assert_int_equal(st.dwarf_loads, 1);
+    assert_true(st.dwarf_bytes > 0 && st.dwarf_bytes <= max / 2);
+    assert_true(st.cache_bytes <= max);
+    pfr_symbolizer_free(s);
+}
+
+/* When room is needed, DWARF goes before symbols, and the frames already worked out keep their
+ * lines without reading DWARF again. */
+static void test_dwarf_dropped_first(void **state)
+{
+    (void)state;
+    size_t dsize = prog_dwarf_size();
+    fake_proc(500, prog);
+    pfr_sym_frame fr[4];
+
+    /* the program's footprint with its DWARF open */
+    pfr_symbolizer *s = new_sym(64u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 500), 0);
+    sym_prog(s, 500, fr);
+    int64_t line = fr[0].line;
+    assert_true(line > 0);
+    size_t foot = stats(s).cache_bytes;
+    size_t dwarf = stats(s).dwarf_bytes;
+    pfr_symbolizer_free(s);
+
+    /* two big files, and what each takes alone */
+    char big[2][400];
+    size_t cost[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(big[i], sizeof(big[i]), "%s/big%d.so", tmpdir, i);
+        gen_elf(big[i], i ? "bigb" : "biga", 77 + (unsigned)i, dwarf / 60);
+        fake_proc(501 + i, big[i]);
+        s = new_sym(64u << 20);
+        assert_int_equal(pfr_symbolizer_add_process(s, 501 + i), 0);
+        cost[i] = stats(s).cache_bytes;
+        pfr_symbolizer_free(s);
+    }
+
+    /* a bound where the second fits only once the program's DWARF is gone */
+    size_t max = foot + cost[0] + cost[1] - dwarf / 2;
+    assert_true(dsize < max / 2 && dwarf < max / 2);
+    s = new_sym(max);
+    assert_int_equal(pfr_symbolizer_add_process(s, 500), 0);
+    sym_prog(s, 500, fr);
+    assert_int_equal(fr[0].line, line);
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.dwarf_loads, 1);
+    assert_int_equal(st.cache_bytes, foot);
+    assert_int_equal(pfr_symbolizer_add_process(s, 501), 0);
+    expect_fn(s, 501, "biga", 3); /* both used twice: the program and the first big file */
+    assert_int_equal(pfr_symbolizer_add_process(s, 502), 0);
+    st = stats(s);
+    assert_true(st.cache_bytes <= max);
+    assert_int_equal(st.dwarf_bytes, 0);
+    assert_true(st.dwarf_evictions >= 1);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.files_parsed, 3);
+    uint64_t parsed = st.files_parsed;
+
+    /* the program's symbols stayed (no parse), its frame keeps its line (no DWARF read) */
+    sym_prog(s, 500, fr);
+    assert_int_equal(fr[0].line, line);
+    assert_non_null(strstr(fr[0].file, "prog.c"));
+    st = stats(s);
+    assert_int_equal(st.files_parsed, parsed);
+    assert_int_equal(st.dwarf_loads, 1);
+    assert_int_equal(st.reparses, 0);
+    pfr_symbolizer_free(s);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/pfr-symcache-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(root, sizeof(root), "%s/proc", tmpdir);
+    mkdir(root, 0755);
+    build_prog();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hot_survives_cold_stream),
+        cmocka_unit_test(test_reparse_counted),
+        cmocka_unit_test(test_dwarf_cap),
+        cmocka_unit_test(test_dwarf_dropped_first),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
