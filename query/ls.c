@@ -1,6 +1,7 @@
 /* `pfr ls`: services, profile types, label values and time coverage (with gaps) of the ring. */
 #include "pfr_query.h"
 #include "pfr_time.h"
+#include "render_internal.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -298,7 +299,7 @@ static json_t *str_array(char *const *v, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
-        json_array_append_new(a, json_string(v[i]));
+        json_array_append_new(a, pfr_json_text(v[i]));
     return a;
 }
 

@@ -1,6 +1,7 @@
 /* Query planning (type, services, label kinds) and running a plan into a tree or a profile. */
 #include "pfr_query.h"
 #include "pfr_time.h"
+#include "render_internal.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -313,7 +314,7 @@ static json_t *kv_object(const pfr_kv *kv, size_t n)
 {
     json_t *o = json_object();
     for (size_t i = 0; o && i < n; i++)
-        json_object_set_new(o, kv[i].key, json_string(kv[i].value));
+        json_object_set_new(o, kv[i].key, pfr_json_text(kv[i].value));
     return o;
 }
 
@@ -323,7 +324,7 @@ int pfr_query_meta_json(const pfr_query_plan *p, int64_t from_ns, int64_t to_ns,
     char a[48], b[48];
     json_t *services = json_array();
     for (size_t i = 0; services && i < p->nservices; i++)
-        json_array_append_new(services, json_string(p->services[i]));
+        json_array_append_new(services, pfr_json_text(p->services[i]));
     json_t *m = json_pack("{s:s?, s:o, s:s, s:b, s:o, s:o, s:s, s:s, s:I, s:I}", "service",
                           p->service, "services", services, "type", p->type, "gauge", p->gauge,
                           "profile_labels", kv_object(p->profile_labels, p->nprofile_labels),

@@ -20,6 +20,10 @@ int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char
 int pfr_render_json_write(FILE *out, const pfr_tree *t, const pfr_render_opts *o,
                           const char *meta_json, double min_width, size_t flags);
 
+/* A JSON string of text that may not be UTF-8 (names from binaries and scraped profiles): bytes
+ * that do not start well-formed UTF-8 become U+FFFD. NULL only when out of memory. */
+json_t *pfr_json_text(const char *s);
+
 /* Width of node in display units (side 0 value, or the diff width of both rates). */
 double pfr_render_node_width(const pfr_tree_node *n, const pfr_render_opts *o);
 

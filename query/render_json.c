@@ -1,5 +1,6 @@
 /* JSON renderer: metadata, package colours and the nested flame tree. */
 #include "pfr_diff.h"
+#include "pfr_utf8.h"
 #include "render_internal.h"
 
 #include <errno.h>
@@ -14,6 +15,17 @@ double pfr_render_node_width(const pfr_tree_node *n, const pfr_render_opts *o)
         return n->total[0] * n0;
     double n1 = o->norm[1] ? o->norm[1] : 1;
     return pfr_diff_width(n->total[0] * n0, n->total[1] * n1);
+}
+
+json_t *pfr_json_text(const char *s)
+{
+    int err;
+    char *fixed = pfr_utf8_lossy(s, &err);
+    if (err)
+        return NULL;
+    json_t *j = json_string(fixed ? fixed : s);
+    free(fixed);
+    return j;
 }
 
 /* Integers stay integers in the output; rates are reals. */
@@ -40,14 +52,21 @@ static int64_t package_index(json_ctx *c, const pfr_tree *t, const pfr_tree_node
     char pkg[512], color[8];
     const char *name = pfr_tree_str(t, n->name), *module = pfr_tree_str(t, n->module);
     pfr_frame_package(name, module, pkg, sizeof(pkg));
-    json_t *idx = json_object_get(c->package_idx, pkg);
-    if (idx)
-        return json_integer_value(idx);
-    int64_t i = (int64_t)json_array_size(c->packages);
-    pfr_package_color(pkg, module, color);
-    if (json_object_set_new(c->package_idx, pkg, json_integer(i)) ||
-        json_array_append_new(c->packages, json_pack("{s:s, s:s}", "name", pkg, "color", color)))
-        return -ENOMEM;
+    int err;
+    char *fixed = pfr_utf8_lossy(pkg, &err); /* object keys must be UTF-8 too */
+    if (err)
+        return err;
+    const char *key = fixed ? fixed : pkg;
+    json_t *idx = json_object_get(c->package_idx, key);
+    int64_t i = idx ? json_integer_value(idx) : (int64_t)json_array_size(c->packages);
+    if (!idx) {
+        pfr_package_color(pkg, module, color);
+        if (json_object_set_new(c->package_idx, key, json_integer(i)) ||
+            json_array_append_new(c->packages,
+                                  json_pack("{s:s, s:s}", "name", key, "color", color)))
+            i = -ENOMEM;
+    }
+    free(fixed);
     return i;
 }
 
@@ -102,7 +121,7 @@ static int json_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
         json_decref(children);
         return -ENOMEM;
     }
-    int bad = json_object_set_new(obj, "name", json_string(pfr_tree_str(t, n->name)));
+    int bad = json_object_set_new(obj, "name", pfr_json_text(pfr_tree_str(t, n->name)));
     bad |= json_object_set_new(obj, "package", json_integer(pkg));
     bad |= set_values(obj, n, c->o);
     bad |= json_object_set_new(obj, "children", children);
@@ -137,10 +156,10 @@ static int set_head(json_t *doc, const pfr_tree *t, const pfr_render_opts *o, do
     const pfr_tree_node *root = pfr_tree_node_at(t, 0);
     double n0 = o->norm[0] ? o->norm[0] : 1, n1 = o->norm[1] ? o->norm[1] : 1;
     int bad = json_object_set_new(doc, "kind", json_string(o->diff ? "diff" : "flame"));
-    bad |= json_object_set_new(doc, "unit", json_string(o->unit ? o->unit : ""));
+    bad |= json_object_set_new(doc, "unit", pfr_json_text(o->unit ? o->unit : ""));
     bad |= json_object_set_new(doc, "per_second", json_boolean(o->diff));
-    bad |= json_object_set_new(doc, "title", json_string(o->title ? o->title : "Flame graph"));
-    bad |= json_object_set_new(doc, "subtitle", json_string(o->subtitle ? o->subtitle : ""));
+    bad |= json_object_set_new(doc, "title", pfr_json_text(o->title ? o->title : "Flame graph"));
+    bad |= json_object_set_new(doc, "subtitle", pfr_json_text(o->subtitle ? o->subtitle : ""));
     bad |= json_object_set_new(doc, "total", number(total));
     if (o->diff) {
         bad |= json_object_set_new(doc, "base_total", number(root->total[0] * n0));
@@ -227,44 +246,8 @@ static void wb_put(wbuf *b, const char *s, size_t n)
 
 #define WB_LIT(b, s) wb_put(b, s, sizeof(s) - 1)
 
-/* Length of the UTF-8 sequence at s (at most n bytes) as jansson accepts it, 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n, int32_t *cp)
-{
-    unsigned char u = s[0];
-    size_t len;
-    int32_t v;
-    if (u < 0x80) {
-        *cp = u;
-        return 1;
-    }
-    if (u < 0xC2 || u > 0xF4)
-        return 0;
-    if (u < 0xE0) {
-        len = 2;
-        v = u & 0x1F;
-    } else if (u < 0xF0) {
-        len = 3;
-        v = u & 0x0F;
-    } else {
-        len = 4;
-        v = u & 0x07;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (len == 3 && v < 0x800) ||
-        (len == 4 && v < 0x10000))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-/* A JSON string as jansson's dump writes it (no JSON_ENSURE_ASCII); -EINVAL for text that is
- * not UTF-8, which jansson refuses too. */
+/* A JSON string as jansson's dump writes it (no JSON_ENSURE_ASCII) for pfr_json_text(str): a
+ * byte that does not start well-formed UTF-8 is written as U+FFFD. */
 static int wb_str(wbuf *b, const char *str, bool escape_slash)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -284,9 +267,12 @@ static int wb_str(wbuf *b, const char *str, bool escape_slash)
         if (i == n)
             break;
         int32_t cp;
-        size_t len = utf8_len(s + i, n - i, &cp);
-        if (!len)
-            return -EINVAL;
+        size_t len = pfr_utf8_seq(s + i, n - i, &cp);
+        if (!len) {
+            WB_LIT(b, PFR_UTF8_REPLACEMENT);
+            i++;
+            continue;
+        }
         if (cp >= 0x80) {
             wb_put(b, str + i, len);
         } else {
@@ -414,7 +400,7 @@ static int write_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
     WB_LIT(b, "{\"name\":");
     int rc = wb_str(b, pfr_tree_str(t, n->name), w->flags & JSON_ESCAPE_SLASH);
     if (rc)
-        return rc == -EINVAL ? -ENOMEM : rc;
+        return rc;
     WB_LIT(b, ",\"package\":");
     wb_int(b, pkg);
     const pfr_render_opts *o = w->o;
@@ -449,7 +435,7 @@ static int write_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
         rc = rc ? rc : wb_str(b, color, w->flags & JSON_ESCAPE_SLASH);
     }
     if (rc)
-        return rc == -EINVAL ? -ENOMEM : rc;
+        return rc;
     WB_LIT(b, ",\"children\":[");
     w->has_child[n->depth] = false;
     w->open = n->depth + 1;

@@ -1,6 +1,7 @@
 /* SVG renderer: frames laid out here (so the picture shows without a script), plus an inline
  * script for tooltips, click-to-zoom and search. Root at the bottom. */
 #include "pfr_diff.h"
+#include "pfr_utf8.h"
 #include "render_internal.h"
 
 #include <errno.h>
@@ -13,8 +14,12 @@
 #define BOTTOM_PAD 28
 #define CHAR_W     7.0 /* average glyph width of the 12px font; only used to shorten labels */
 
-void pfr_render_xml_escape(FILE *out, const char *s)
+void pfr_render_xml_escape(FILE *out, const char *text)
 {
+    /* XML must be well-formed UTF-8: a browser refuses the whole picture otherwise. */
+    int err;
+    char *fixed = pfr_utf8_lossy(text, &err);
+    const char *s = fixed ? fixed : text;
     for (; *s; s++) {
         switch (*s) {
         case '<':
@@ -40,6 +45,7 @@ void pfr_render_xml_escape(FILE *out, const char *s)
                 fputc(*s, out);
         }
     }
+    free(fixed);
 }
 
 typedef struct svg_ctx {
