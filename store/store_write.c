@@ -246,9 +246,10 @@ static uint32_t last_used(const struct wstream *s, int k, uint32_t i)
     return i < s->cap_used[k] ? s->used[k][i] : 0;
 }
 
-/* 128-bit content fingerprints: two independent lanes. Identical content always matches;
- * different content matches with probability ~2^-128, which we accept instead of comparing
- * strings (that comparison was the writer's main cost: cache misses in our tables). */
+/* 128-bit content fingerprints of locations: two lanes. Identical content always matches;
+ * different content matches only if a string hash or both lanes collide, which we accept
+ * instead of comparing strings (that comparison was the writer's main cost: cache misses in our
+ * tables). */
 
 /* A string's fingerprint from its 64-bit content hash (pfr_string_hash, which the profile keeps
  * for each string): the second lane only spreads bits, so two strings collide when their 64-bit
