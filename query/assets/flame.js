@@ -55,8 +55,6 @@
     var diff = data.kind === 'diff';
     var nodes = flatten(data.root);
     var total = data.root.value || 0;
-    var maxDepth = 0;
-    for (var i = 0; i < nodes.length; i++) if (nodes[i].d > maxDepth) maxDepth = nodes[i].d;
     var state = { zoom: 0, search: '' };
 
     container.innerHTML = '';
@@ -76,7 +74,6 @@
     head.appendChild(bar);
     container.appendChild(head);
     var graph = el('div', 'pfr-graph');
-    graph.style.height = ((maxDepth + 1) * FH) + 'px';
     container.appendChild(graph);
     var tip = el('div', 'pfr-tip');
     tip.style.display = 'none';
@@ -106,14 +103,17 @@
       // ancestors of the zoomed frame: full width, dimmed
       for (var a = z.parent; a >= 0; a = nodes[a].parent) frag.appendChild(frame(a, 0, 100, true, width));
       // the zoomed frame and its descendants, narrow subtrees skipped
-      var i = state.zoom;
+      var i = state.zoom, deepest = z.d;
       while (i < z.end) {
         var nd = nodes[i];
         var w = nd.n.value / zw;
         if (w * width < minPx) { i = nd.end; continue; }
         frag.appendChild(frame(i, 100 * (nd.x - zx) / zw, 100 * w, false, w * width));
+        if (nd.d > deepest) deepest = nd.d;
         i++;
       }
+      // as tall as the frames drawn: a deep but invisible stack must not leave a blank page
+      graph.style.height = ((deepest + 1) * FH) + 'px';
       graph.appendChild(frag);
       reset.disabled = state.zoom === 0;
       highlight();

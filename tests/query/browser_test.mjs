@@ -43,6 +43,17 @@ async function openPage(file) {
   return { page, context, errors, remote };
 }
 
+// Distance from the graph's top to the highest frame drawn: 0 when the graph is sized by the
+// frames shown, not by the deepest stack (which may be too narrow to draw).
+function topGap(page) {
+  return page.evaluate(() => {
+    const g = document.querySelector('.pfr-graph').getBoundingClientRect();
+    let top = Infinity;
+    for (const f of document.querySelectorAll('.pfr-frame')) top = Math.min(top, f.getBoundingClientRect().top);
+    return top - g.top;
+  });
+}
+
 async function testHtml(file) {
   const { page, context, errors, remote } = await openPage(file);
   const frames = page.locator('.pfr-frame');
@@ -53,6 +64,7 @@ async function testHtml(file) {
   check(root && Math.abs(root.width - graph.width) <= 2, 'html: root frame spans the width');
   check(root && Math.abs(root.y + root.height - (graph.y + graph.height)) <= 2,
     'html: root frame at the bottom');
+  check(Math.abs(await topGap(page)) <= 2, 'html: graph as tall as the frames drawn');
   await page.screenshot({ path: path.join(outDir, 'flame-html.png') });
 
   // a frame above the root that takes between 3% and 80% of the width
@@ -77,6 +89,7 @@ async function testHtml(file) {
     const after = await page.locator(`.pfr-frame[data-id="${target.id}"]`).boundingBox();
     check(after && Math.abs(after.width - graph.width) <= 2,
       `html: clicked frame zoomed from ${target.width.toFixed(0)}px to ${after && after.width.toFixed(0)}px`);
+    check(Math.abs(await topGap(page)) <= 2, 'html: zoomed graph as tall as the frames drawn');
     check(await page.locator('.pfr-reset').isEnabled(), 'html: reset zoom enabled');
     check((await page.evaluate(() => location.hash)).includes('zoom='), 'html: zoom kept in the URL');
     await page.screenshot({ path: path.join(outDir, 'flame-html-zoomed.png') });
