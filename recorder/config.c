@@ -35,6 +35,7 @@ static const char *const keys[] = {
     "metrics_listen",
     "scrape_interval",
     "scrape_local",
+    "scrape_other_netns",
     "scrape_endpoints",
     "scrape_cpu_seconds",
     "scrape_ca_file",
@@ -63,6 +64,7 @@ static void set_defaults(pfr_config *c)
     c->go_heap_interval_ns = 60 * 1000000000ll;
     c->scrape_interval_ns = PFR_SCRAPE_DEFAULT_INTERVAL_NS;
     c->scrape_local = PFR_SCRAPE_LOCAL_AUTO;
+    c->scrape_other_netns = PFR_SCRAPE_NETNS_AUTO;
     c->scrape_endpoints = PFR_SCRAPE_ALL_ENDPOINTS;
     c->scrape_cpu_seconds = PFR_SCRAPE_DEFAULT_CPU_SECONDS;
 }
@@ -266,6 +268,15 @@ static int set_source_key(pfr_config *c, const char *key, const char *value, cha
             return -EINVAL;
         }
         c->scrape_local = (int)m;
+        return 0;
+    }
+    if (!strcmp(key, "scrape_other_netns")) {
+        enum pfr_scrape_netns_mode m;
+        if (pfr_scrape_parse_netns_mode(value, &m)) {
+            snprintf(err, errlen, "scrape_other_netns: '%s' is not one of auto, off", value);
+            return -EINVAL;
+        }
+        c->scrape_other_netns = (int)m;
         return 0;
     }
     if (!strcmp(key, "scrape_endpoints")) {
@@ -568,6 +579,9 @@ static const char usage[] =
     "                           between scrapes (default 60)\n"
     "  --scrape-local MODE      discover local Go processes linking net/http/pprof: auto (when\n"
     "                           there are no static or Kubernetes targets; default), on, off\n"
+    "  --scrape-other-netns MODE\n"
+    "                           local Go processes in other network namespaces: auto (scrape\n"
+    "                           from inside their namespace when permitted; default), off\n"
     "  --scrape-endpoints LIST  comma-separated: cpu, heap, goroutine, block, mutex, all\n"
     "                           (default all)\n"
     "  --scrape-cpu-seconds N   length of the CPU profile asked for (default 10; 0 = none)\n"

@@ -39,6 +39,7 @@ typedef struct pfr_config {
     /* pprof pull mode (recorder/scrape) */
     int64_t scrape_interval_ns;
     int scrape_local;          /* enum pfr_scrape_local_mode */
+    int scrape_other_netns;    /* enum pfr_scrape_netns_mode */
     unsigned scrape_endpoints; /* bit per enum pfr_scrape_endpoint */
     int scrape_cpu_seconds;    /* 0 = no CPU profile */
     char *scrape_ca_file;      /* NULL = system CAs */

@@ -212,6 +212,7 @@ int pfr_scraper_source_new(const pfr_config *cfg, pfr_daemon_metrics *metrics,
         .ca_file = cfg->scrape_ca_file,
         .insecure = cfg->scrape_insecure,
         .local = (enum pfr_scrape_local_mode)cfg->scrape_local,
+        .other_netns = (enum pfr_scrape_netns_mode)cfg->scrape_other_netns,
         .service_for_pid = service_for_pid,
         .discovery_ctx = s,
         .k8s =

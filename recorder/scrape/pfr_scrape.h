@@ -85,6 +85,13 @@ enum pfr_scrape_local_mode { PFR_SCRAPE_LOCAL_AUTO = 0, PFR_SCRAPE_LOCAL_ON, PFR
 /* "auto" | "on" | "off" (also "true"/"false"); -EINVAL otherwise. */
 int pfr_scrape_parse_local_mode(const char *s, enum pfr_scrape_local_mode *out);
 
+/* Local discovery of processes in other network namespaces (containers without host
+ * networking): AUTO = connect from inside their namespace (setns, needs CAP_SYS_ADMIN) when
+ * permitted, else skip them (reported once); OFF = always skip them. */
+enum pfr_scrape_netns_mode { PFR_SCRAPE_NETNS_AUTO = 0, PFR_SCRAPE_NETNS_OFF };
+/* "auto" | "off" (also "on"/"true" = auto, "false" = off); -EINVAL otherwise. */
+int pfr_scrape_parse_netns_mode(const char *s, enum pfr_scrape_netns_mode *out);
+
 /* A static target. url is the program's base URL ("http://10.0.0.5:6060"); the endpoints are
  * <url>/debug/pprof/<name>, or <url>/<name> when url already ends in /debug/pprof. The labels
  * instance (host:port of the URL, unless given) and those listed are written on every profile. */
@@ -156,6 +163,7 @@ typedef struct pfr_scrape_opts {
 
     /* Local discovery. */
     enum pfr_scrape_local_mode local;
+    enum pfr_scrape_netns_mode other_netns;
     const char *proc_root; /* NULL = "/proc" */
     /* Name the service of a discovered process (the daemon's service rules): write it into buf
      * and return 0, or return non-zero for the default (the executable's base name). May be
@@ -261,7 +269,11 @@ typedef struct pfr_scrape_stats {
     uint64_t k8s_bad_annotations; /* annotated pods skipped: bad port, no IP (last list) */
     uint64_t local_processes;     /* Go processes linking net/http/pprof seen (last round) */
     uint64_t local_probes;        /* /debug/pprof/ probes made */
-    uint64_t local_other_netns;   /* candidates skipped: in another network namespace */
+    uint64_t local_other_netns;   /* candidates in another network namespace (last round) */
+    uint64_t local_netns_skipped; /*   of which skipped: off, not permitted (last round) */
+    uint64_t netns_failures;      /* requests failed: no socket in the target's namespace */
+    uint64_t netns_denied;        /* setns refused for lack of permission (then no more tries) */
+    uint64_t netns_broken;        /* 1: the scrape thread could not return to its namespace */
     int64_t last_round_ns;        /* duration of the last round */
 } pfr_scrape_stats;
 void pfr_scrape_get_stats(pfr_scrape *s, pfr_scrape_stats *st);

@@ -1,18 +1,22 @@
 /* pfr_scrape: the scraper (see pfr_scrape.h): options, targets, rounds, the queue, the thread. */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "scrape_convert.h"
 #include "scrape_http.h"
 #include "scrape_internal.h"
 #include "scrape_k8s.h"
 #include "scrape_local.h"
+#include "scrape_netns.h"
 
 #define PROBE_CONNECT_MS 1000
 #define PROBE_TIMEOUT_MS 3000
@@ -34,7 +38,8 @@ struct sc_target {
     int64_t last_success_ns, last_error_ns;
     char last_error[SC_ERROR_LEN];
     struct sc_ep ep[PFR_SCRAPE_NUM_ENDPOINTS];
-    bool down; /* a connection failure this round */
+    bool down;    /* a connection failure this round */
+    int netns_fd; /* local target in another network namespace: /proc/PID/ns/net; else -1 */
 };
 
 /* A profile waiting for collection; service and labels live in block. */
@@ -75,6 +80,8 @@ struct pfr_scrape {
     /* the round's own */
     struct sc_http *http;
     struct sc_local *local;
+    struct sc_netns netns; /* entering other network namespaces (scrape_netns.h) */
+    bool netns_denied_told, netns_broken_told;
     struct sc_wantlist k8s_last;
     struct sc_backoff k8s_bo, local_bo;
     int64_t round_start; /* CLOCK_MONOTONIC: backoffs count from the round, not the failure */
@@ -121,6 +128,8 @@ static void target_free(struct sc_target *t)
     if (!t)
         return;
     sc_want_free(&t->w);
+    if (t->netns_fd >= 0)
+        close(t->netns_fd);
     for (int i = 0; i < PFR_SCRAPE_NUM_ENDPOINTS; i++) {
         free(t->urls[i]);
         sc_series_free(&t->ep[i].series);
@@ -185,6 +194,8 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     pfr_scrape *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    /* the namespace to come back to: the creating thread's, which is the process's */
+    sc_netns_init(&s->netns, o->other_netns != PFR_SCRAPE_NETNS_OFF);
     /* from here on pfr_scrape_free undoes everything */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     pthread_mutex_init(&s->mu, NULL);
@@ -237,6 +248,8 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     int rc = ok && s->queue ? build_k8s_url(s, &o->k8s, err, errlen) : -ENOMEM;
     if (!rc)
         rc = sc_http_new(&s->http);
+    if (!rc)
+        sc_http_set_netns(s->http, &s->netns);
     if (rc) {
         pfr_scrape_free(s);
         return rc;
@@ -260,6 +273,7 @@ void pfr_scrape_free(pfr_scrape *s)
     sc_wantlist_free(&s->k8s_last);
     sc_local_free(s->local);
     sc_http_free(s->http);
+    sc_netns_close(&s->netns);
     curl_global_cleanup();
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -445,9 +459,37 @@ static void discover_k8s(pfr_scrape *s, struct sc_wantlist *want)
         sc_wantlist_push_copy(want, &s->k8s_last.v[i]);
 }
 
+/* Report once that other network namespaces cannot be entered, with the reason. */
+static void check_netns(pfr_scrape *s)
+{
+    enum sc_netns_state st = sc_netns_get_state(&s->netns);
+    pthread_mutex_lock(&s->mu);
+    s->stats.netns_denied = atomic_load(&s->netns.denied);
+    s->stats.netns_broken = st == SC_NETNS_BROKEN;
+    pthread_mutex_unlock(&s->mu);
+    char msg[400];
+    if (st == SC_NETNS_DENIED && !s->netns_denied_told) {
+        s->netns_denied_told = true;
+        snprintf(msg, sizeof(msg),
+                 "cannot enter other network namespaces (setns: %s): scraping a process in a "
+                 "container needs CAP_SYS_ADMIN (and, under systemd, RestrictNamespaces= allowing "
+                 "net); Go processes in other network namespaces are skipped",
+                 strerror(s->netns.last_errno));
+        emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, -EPERM, msg, NULL);
+    }
+    if (st == SC_NETNS_BROKEN && !s->netns_broken_told) {
+        s->netns_broken_told = true;
+        snprintf(msg, sizeof(msg),
+                 "FATAL: the scrape thread could not return to its own network namespace "
+                 "(setns: %s): it opens no more connections; restart the recorder",
+                 strerror(s->netns.last_errno));
+        emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, -ENOTRECOVERABLE, msg, NULL);
+    }
+}
+
 static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
 {
-    if (!s->local && sc_local_new(s->proc_root, &s->local) < 0)
+    if (!s->local && sc_local_new(s->proc_root, &s->netns, &s->local) < 0)
         return;
     struct sc_local_scan_stats st;
     int rc = sc_local_scan(s->local, s->allow_pid, s->discovery_ctx, &st);
@@ -464,6 +506,7 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
     sc_backoff_ok(&s->local_bo);
     const struct sc_local_probe *pr;
     size_t n = sc_local_probes(s->local, &pr);
+    uint64_t nsfail = 0;
     if (n) {
         struct sc_req *reqs = calloc(n, sizeof(*reqs));
         if (!reqs)
@@ -475,10 +518,13 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
                 .connect_timeout_ms = PROBE_CONNECT_MS,
                 .timeout_ms = PROBE_TIMEOUT_MS,
                 .max_body = PROBE_MAX_BODY,
+                .netns = pr[i].netns_fd >= 0,
+                .netns_fd = pr[i].netns_fd,
             };
         }
         rc = sc_http_run(s->http, reqs, n, s->max_parallel, 1, NULL, NULL);
         for (size_t i = 0; i < n; i++) {
+            nsfail += reqs[i].fail == SC_NETNS;
             if (rc == 0) {
                 bool ok = reqs[i].fail == SC_OK;
                 sc_local_probe_result(s->local, &pr[i], ok ? reqs[i].body : NULL,
@@ -492,7 +538,10 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
     s->stats.local_probes += n;
     s->stats.local_processes = st.processes;
     s->stats.local_other_netns = st.other_netns;
+    s->stats.local_netns_skipped = st.netns_skipped;
+    s->stats.netns_failures += nsfail;
     pthread_mutex_unlock(&s->mu);
+    check_netns(s);
     sc_local_wants(s->local, s->service_for_pid, s->discovery_ctx, want);
 }
 
@@ -516,6 +565,7 @@ static struct sc_target *target_new(pfr_scrape *s, struct sc_want *w)
     struct sc_target *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
+    t->netns_fd = -1;
     bool ok = true;
     for (int e = 0; e < PFR_SCRAPE_NUM_ENDPOINTS && ok; e++) {
         if (e == PFR_SCRAPE_CPU)
@@ -524,6 +574,14 @@ static struct sc_target *target_new(pfr_scrape *s, struct sc_want *w)
             ok = asprintf(&t->urls[e], "%s/%s", w->base, pfr_scrape_endpoint_name(e)) >= 0;
         if (!ok)
             t->urls[e] = NULL;
+    }
+    if (ok && w->netns) {
+        /* its own descriptor of the namespace scanned (the process may be gone by now) */
+        char path[512];
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%d/ns/net", s->proc_root, (int)w->pid);
+        t->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+        ok = t->netns_fd >= 0 && fstat(t->netns_fd, &sb) == 0 && (uint64_t)sb.st_ino == w->netns;
     }
     if (!ok) {
         target_free(t);
@@ -716,6 +774,9 @@ static void count_failure(pfr_scrape *s, int f)
     case FAIL_INVALID:
         s->stats.invalid++;
         break;
+    case SC_NETNS:
+        s->stats.netns_failures++;
+        break;
     default:
         s->stats.other_errors++;
         break;
@@ -773,7 +834,7 @@ static bool on_done(struct sc_req *r, void *ctx)
         t->failures++;
         t->last_error_ns = real;
         snprintf(t->last_error, sizeof(t->last_error), "%s: %s", pfr_scrape_endpoint_name(ep), err);
-        if (fail == SC_CONNECT) {
+        if (fail == SC_CONNECT || fail == SC_NETNS) {
             /* the whole target is unreachable: one backoff for it, not one per endpoint */
             give_up = true;
             bo = &t->bo;
@@ -841,6 +902,8 @@ static int scrape_targets(pfr_scrape *s)
                 .max_body = s->max_body,
                 .ca_file = s->ca_file,
                 .insecure = s->insecure,
+                .netns = t->netns_fd >= 0,
+                .netns_fd = t->netns_fd,
                 .user = (void *)(uintptr_t)(i * PFR_SCRAPE_NUM_ENDPOINTS + (size_t)ep),
             };
         }
@@ -864,6 +927,7 @@ static int do_round(pfr_scrape *s)
     apply_targets(s, &want);
     sc_wantlist_free(&want);
     int rc = scrape_targets(s);
+    check_netns(s);
     pthread_mutex_lock(&s->mu);
     s->stats.rounds++;
     s->stats.last_round_ns = sc_now_mono() - t0;

@@ -5,13 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "scrape_http.h"
 #include "scrape_internal.h"
+#include "scrape_netns.h"
 
 struct sc_http {
     CURLM *multi;
     atomic_bool cancel;
+    struct sc_netns *ns;
 };
 
 enum { PENDING = 0, RUNNING, FINISHED };
@@ -39,6 +42,11 @@ void sc_http_free(struct sc_http *h)
     free(h);
 }
 
+void sc_http_set_netns(struct sc_http *h, struct sc_netns *ns)
+{
+    h->ns = ns;
+}
+
 void sc_http_cancel(struct sc_http *h)
 {
     atomic_store(&h->cancel, true);
@@ -59,6 +67,7 @@ void sc_req_clear(struct sc_req *r)
     r->fail = SC_OK;
     r->error[0] = '\0';
     r->too_large = false;
+    r->netns_err = 0;
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -86,13 +95,48 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* Every socket of a transfer: in the request's network namespace, or through h->ns so that a
+ * thread that could not return to its own namespace opens none at all. */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    struct sc_req *r = ud;
+    struct sc_http *h = r->http;
+    (void)purpose;
+    int fd;
+    if (h->ns) {
+        fd = sc_netns_socket(h->ns, r->netns ? r->netns_fd : -1, a->family, a->socktype,
+                             a->protocol);
+    } else if (r->netns) {
+        fd = -EPERM;
+    } else {
+        fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+        if (fd < 0)
+            fd = -errno;
+    }
+    if (fd < 0) {
+        if (r->netns || fd == -ENOTRECOVERABLE)
+            r->netns_err = -fd;
+        return CURL_SOCKET_BAD;
+    }
+    return fd;
+}
+
 static int start(struct sc_http *h, struct sc_req *r)
 {
     CURL *e = curl_easy_init();
     if (!e)
         return -ENOMEM;
     r->curl_err[0] = '\0';
+    r->netns_err = 0;
+    r->http = h;
     curl_easy_setopt(e, CURLOPT_URL, r->url);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+    if (r->netns) {
+        /* the pool matches 127.0.0.1:6060 whatever namespace a connection was made in */
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    }
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
@@ -169,6 +213,16 @@ static void classify(struct sc_req *r, CURLcode rc)
     CURL *e = r->easy;
     r->end_ns = sc_now_real();
     const char *detail = r->curl_err[0] ? r->curl_err : curl_easy_strerror(rc);
+    if (r->netns_err) {
+        r->fail = SC_NETNS;
+        if (r->netns_err == ENOTRECOVERABLE)
+            sc_errf(r->error, sizeof(r->error),
+                    "the scrape thread could not return to its own network namespace");
+        else
+            sc_errf(r->error, sizeof(r->error), "cannot enter the network namespace: %s",
+                    strerror(r->netns_err));
+        return;
+    }
     if (rc == CURLE_OK) {
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
         if (r->status == 200) {

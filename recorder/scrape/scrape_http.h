@@ -22,6 +22,7 @@ enum sc_fail {
     SC_OTHER,     /* anything else (connection reset, malformed response) */
     SC_SKIPPED,   /* not started: its group was given up (see sc_http_done_fn) */
     SC_CANCELED,  /* not started or aborted by sc_http_cancel */
+    SC_NETNS,     /* no socket in the target's network namespace (scrape_netns.h) */
 };
 
 struct sc_req {
@@ -33,6 +34,11 @@ struct sc_req {
     const char *bearer;  /* "Authorization: Bearer <bearer>"; NULL = none */
     const char *ca_file; /* NULL = system store */
     bool insecure;
+    /* Connect from inside this network namespace (a descriptor of /proc/PID/ns/net) instead of
+     * the scraper's own; the URL's address is as seen in there. Such a connection is never
+     * reused nor kept (the pool is keyed by address, not by namespace). */
+    bool netns;
+    int netns_fd;
     void *user;
     /* out */
     unsigned char *body; /* owned: sc_req_clear frees it */
@@ -46,13 +52,18 @@ struct sc_req {
     void *headers;
     bool too_large;
     char curl_err[256];
+    int netns_err; /* errno of a failed socket in the namespace (SC_NETNS) */
+    void *http;
 };
 
 /* Free a request's body and reset its outputs. */
 void sc_req_clear(struct sc_req *r);
 
 struct sc_http;
+struct sc_netns;
 int sc_http_new(struct sc_http **out);
+/* Create every socket through ns (borrowed; NULL = plain sockets, netns requests fail). */
+void sc_http_set_netns(struct sc_http *h, struct sc_netns *ns);
 void sc_http_free(struct sc_http *h);
 
 /* Called as each request finishes (with r->fail set). Returning true gives up r's group: its

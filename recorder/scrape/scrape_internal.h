@@ -38,6 +38,7 @@ struct sc_want {
     enum pfr_scrape_source source;
     pid_t pid;          /* local discovery */
     uint64_t starttime; /* local discovery: /proc/PID/stat starttime */
+    uint64_t netns;     /* local discovery: inode of its network namespace if not ours, else 0 */
     char *key;          /* identity: equal keys are the same target */
 };
 

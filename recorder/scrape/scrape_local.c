@@ -11,6 +11,7 @@
 
 #include "scrape_elf.h"
 #include "scrape_local.h"
+#include "scrape_netns.h"
 #include "scrape_procnet.h"
 
 #define MAX_PORTS    16    /* listening ports considered per process */
@@ -33,7 +34,9 @@ struct lproc {
     char exe_base[64];
     struct lport ports[MAX_PORTS];
     size_t nports;
-    int confirmed; /* index in ports, or -1 */
+    int confirmed;  /* index in ports, or -1 */
+    uint64_t netns; /* inode of its network namespace when not ours, else 0 */
+    int netns_fd;   /* /proc/PID/ns/net when netns != 0, else -1 */
 };
 
 struct exe_verdict {
@@ -46,6 +49,7 @@ struct exe_verdict {
 
 struct sc_local {
     char *proc_root;
+    struct sc_netns *ns;
     struct lproc *procs;
     size_t nprocs, cap_procs;
     struct exe_verdict *exes;
@@ -54,11 +58,23 @@ struct sc_local {
     size_t nprobes, cap_probes;
 };
 
-int sc_local_new(const char *proc_root, struct sc_local **out)
+static void proc_reset(struct lproc *p, pid_t pid, uint64_t start)
+{
+    if (p->netns_fd >= 0)
+        close(p->netns_fd);
+    memset(p, 0, sizeof(*p));
+    p->pid = pid;
+    p->start = start;
+    p->confirmed = -1;
+    p->netns_fd = -1;
+}
+
+int sc_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out)
 {
     struct sc_local *l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
+    l->ns = ns;
     l->proc_root = strdup(proc_root ? proc_root : "/proc");
     if (!l->proc_root) {
         free(l);
@@ -73,6 +89,9 @@ void sc_local_free(struct sc_local *l)
     if (!l)
         return;
     free(l->proc_root);
+    for (size_t i = 0; i < l->nprocs; i++)
+        if (l->procs[i].netns_fd >= 0)
+            close(l->procs[i].netns_fd);
     free(l->procs);
     free(l->exes);
     free(l->probes);
@@ -190,18 +209,31 @@ static uint64_t netns_of(const char *root, const char *who)
     return stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 }
 
+/* Open the network namespace of pid, checking it is still the one (inode ino) scanned. */
+static int open_netns(const char *root, pid_t pid, uint64_t ino, int *out)
+{
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/%d/ns/net", root, (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_ino != ino) {
+        close(fd);
+        return -ESRCH;
+    }
+    *out = fd;
+    return 0;
+}
+
 static struct lproc *proc_entry(struct sc_local *l, pid_t pid, uint64_t start)
 {
     for (size_t i = 0; i < l->nprocs; i++) {
         struct lproc *p = &l->procs[i];
         if (p->pid != pid)
             continue;
-        if (p->start != start) { /* pid reused: a new process */
-            memset(p, 0, sizeof(*p));
-            p->pid = pid;
-            p->start = start;
-            p->confirmed = -1;
-        }
+        if (p->start != start) /* pid reused: a new process */
+            proc_reset(p, pid, start);
         return p;
     }
     if (l->nprocs == l->cap_procs) {
@@ -213,10 +245,8 @@ static struct lproc *proc_entry(struct sc_local *l, pid_t pid, uint64_t start)
         l->cap_procs = ncap;
     }
     struct lproc *p = &l->procs[l->nprocs++];
-    memset(p, 0, sizeof(*p));
-    p->pid = pid;
-    p->start = start;
-    p->confirmed = -1;
+    p->netns_fd = -1;
+    proc_reset(p, pid, start);
     return p;
 }
 
@@ -311,6 +341,7 @@ static int add_probe(struct sc_local *l, size_t proc, size_t port)
     struct sc_local_probe *pr = &l->probes[l->nprobes++];
     const struct lport *lp = &l->procs[proc].ports[port];
     snprintf(pr->url, sizeof(pr->url), "http://%s:%u/debug/pprof/", lp->host, lp->port);
+    pr->netns_fd = l->procs[proc].netns ? l->procs[proc].netns_fd : -1;
     pr->proc = proc;
     pr->port = port;
     return 0;
@@ -343,9 +374,13 @@ int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void 
         char who[32];
         snprintf(who, sizeof(who), "%d", (int)pid);
         uint64_t ns = netns_of(l->proc_root, who);
-        if (my_netns && ns != my_netns) {
+        bool other = my_netns && ns != my_netns;
+        if (other) {
             st->other_netns++;
-            continue;
+            if (!l->ns || sc_netns_get_state(l->ns) != SC_NETNS_USABLE) {
+                st->netns_skipped++;
+                continue;
+            }
         }
         uint64_t start;
         if (read_starttime(l->proc_root, pid, &start) < 0)
@@ -353,6 +388,15 @@ int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void 
         struct lproc *p = proc_entry(l, pid, start);
         if (!p)
             break;
+        uint64_t want_ns = other ? ns : 0;
+        if (p->netns != want_ns) { /* it moved (setns): what we knew of its ports is void */
+            proc_reset(p, pid, start);
+            p->netns = want_ns;
+        }
+        if (other && p->netns_fd < 0 && open_netns(l->proc_root, pid, ns, &p->netns_fd) < 0) {
+            st->netns_skipped++;
+            continue; /* not seen: dropped below */
+        }
         p->seen = true;
         if (!p->exe_base[0])
             exe_base(l->proc_root, pid, p->exe_base, sizeof(p->exe_base));
@@ -361,9 +405,12 @@ int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void 
     closedir(d);
     /* drop processes that are gone (or no longer qualify), then list the probes */
     size_t k = 0;
-    for (size_t i = 0; i < l->nprocs; i++)
+    for (size_t i = 0; i < l->nprocs; i++) {
         if (l->procs[i].seen)
             l->procs[k++] = l->procs[i];
+        else if (l->procs[i].netns_fd >= 0)
+            close(l->procs[i].netns_fd);
+    }
     l->nprocs = k;
     for (size_t i = 0; i < l->nprocs; i++) {
         const struct lproc *p = &l->procs[i];
@@ -416,6 +463,16 @@ int sc_local_wants(struct sc_local *l, int (*service_for_pid)(void *, pid_t, cha
             return rc;
         if (rc)
             continue;
+        if (p->netns) { /* the same address in another namespace is another target */
+            char *key = NULL;
+            if (asprintf(&key, "%s\x1fnetns:%llu", w.key, (unsigned long long)p->netns) < 0) {
+                sc_want_free(&w);
+                return -ENOMEM;
+            }
+            free(w.key);
+            w.key = key;
+            w.netns = p->netns;
+        }
         rc = sc_wantlist_push(out, &w);
         if (rc)
             return rc;

@@ -3,11 +3,14 @@
  *
  * A scan walks <proc_root>/[0-9]*, and for each process whose executable is a Go program that
  * links net/http/pprof (scrape_elf.h; the verdict is cached per executable: device, inode, size,
- * mtime) and that is in this scraper's network namespace, lists the TCP ports it listens on
- * (scrape_procnet.h). Each (process, port) is probed once at /debug/pprof/; the first port whose
- * probe answers with Go's pprof index page becomes the process's target. A process that
- * restarts (a new start time under the same pid) is a new process. Nothing is sent to a
- * process that is not a Go program linking net/http/pprof.
+ * mtime), lists the TCP ports it listens on (scrape_procnet.h: /proc/PID/net/tcp{,6}, the view of
+ * the process's own network namespace). A process in another network namespace (a container)
+ * gets a descriptor of its namespace (/proc/PID/ns/net, kept while the process is known) through
+ * which its probes and its target connect (scrape_netns.h); when entering namespaces is off,
+ * not permitted or broken, such processes are skipped. Each (process, port) is probed once at
+ * /debug/pprof/; the first port whose probe answers with Go's pprof index page becomes the
+ * process's target. A process that restarts (a new start time under the same pid) is a new process.
+ * Nothing is sent to a process that is not a Go program linking net/http/pprof.
  *
  * The caller does the probing (with its HTTP client) between sc_local_scan and sc_local_wants.
  */
@@ -22,19 +25,23 @@
 #include "scrape_internal.h"
 
 struct sc_local;
+struct sc_netns;
 
 struct sc_local_probe {
     char url[128];     /* http://host:port/debug/pprof/ */
+    int netns_fd;      /* connect from this network namespace; -1 = our own */
     size_t proc, port; /* private */
 };
 
 struct sc_local_scan_stats {
-    uint64_t processes;    /* Go processes linking net/http/pprof */
-    uint64_t other_netns;  /* of which in another network namespace (skipped) */
-    uint64_t bad_binaries; /* executables that failed to parse */
+    uint64_t processes;     /* Go processes linking net/http/pprof */
+    uint64_t other_netns;   /* of which in another network namespace */
+    uint64_t netns_skipped; /* of those, skipped: off, not permitted, or no namespace fd */
+    uint64_t bad_binaries;  /* executables that failed to parse */
 };
 
-int sc_local_new(const char *proc_root, struct sc_local **out);
+/* ns (borrowed, may be NULL = skip other namespaces) says whether namespaces may be entered. */
+int sc_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out);
 void sc_local_free(struct sc_local *l);
 
 /* One scan of the processes. allow (may be NULL) says whether a process may be probed. Returns 0,
@@ -50,7 +57,8 @@ void sc_local_probe_result(struct sc_local *l, const struct sc_local_probe *p,
                            const unsigned char *body, size_t len);
 
 /* Append a want for every process with a confirmed pprof port. service_for_pid (may be NULL)
- * names it; the default is the executable's base name. */
+ * names it; the default is the executable's base name. A process in another network namespace
+ * gets want.netns = the namespace's inode (and that in its key). */
 int sc_local_wants(struct sc_local *l, int (*service_for_pid)(void *, pid_t, char *, size_t),
                    void *ctx, struct sc_wantlist *out);
 

@@ -84,6 +84,20 @@ int pfr_scrape_parse_local_mode(const char *s, enum pfr_scrape_local_mode *out)
     return 0;
 }
 
+int pfr_scrape_parse_netns_mode(const char *s, enum pfr_scrape_netns_mode *out)
+{
+    if (!s)
+        return -EINVAL;
+    if (strcasecmp(s, "auto") == 0 || strcasecmp(s, "on") == 0 || strcasecmp(s, "true") == 0 ||
+        strcmp(s, "1") == 0)
+        *out = PFR_SCRAPE_NETNS_AUTO;
+    else if (strcasecmp(s, "off") == 0 || strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0)
+        *out = PFR_SCRAPE_NETNS_OFF;
+    else
+        return -EINVAL;
+    return 0;
+}
+
 bool sc_label_key_ok(const char *k)
 {
     if (!k || !*k || strlen(k) > SC_MAX_LABEL)

@@ -595,6 +595,7 @@ def test_scrape(args, tmp):
     if not check(os.path.exists(exe), "%s not built (needs Debian's Go)" % exe):
         return
     srv = subprocess.Popen([exe, "-addr", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    ctr, cgroup = None, None
     try:
         line = srv.stdout.readline().strip()
         check(line.startswith("pprof="), "pprofsrv said %r" % line)
@@ -608,6 +609,22 @@ def test_scrape(args, tmp):
         # addresses (the symbolizing budget keeps intervals on time)
         cpu = wait_chunks(args, rec.store, "pfr-pprofsrv", "go:profile_cpu:nanoseconds", 60,
                           lambda cs: comparable_cpu(args, rec.store, cs) is not None)
+        # A "container": the same program on the same 127.0.0.1:PORT, but in a network namespace
+        # of its own and a docker-<id>.scope cgroup. The daemon (root here, so it may setns)
+        # scrapes it from inside its namespace and names it by its container, as its eBPF side.
+        cid = os.urandom(32).hex()
+        v2 = "/sys/fs/cgroup/unified"  # hybrid hierarchy; else the unified one is the root
+        v2 = v2 if os.path.exists(v2 + "/cgroup.procs") else "/sys/fs/cgroup"
+        cgroup = "%s/docker-%s.scope" % (v2, cid)
+        os.mkdir(cgroup)
+        ctr = subprocess.Popen(["unshare", "--net", "sh", "-c",
+                                "ip link set lo up && echo $$ > %s/cgroup.procs && exec %s -addr %s"
+                                % (cgroup, exe, line[len("pprof="):])],
+                               stdout=subprocess.PIPE, text=True)
+        cline = ctr.stdout.readline().strip()
+        check(cline == line, "pprofsrv in its network namespace said %r" % cline)
+        ccpu = wait_chunks(args, rec.store, cid[:12], "go:profile_cpu:nanoseconds", 40)
+        ccs = chunks_of_type(args, rec.store, cid[:12], typ)
         rc, _, _ = rec.stop()
         check(rc == 0, "recorder exit code %d" % rc)
         if check(cs, "no goroutine profile of pfr-pprofsrv scraped"):
@@ -622,9 +639,28 @@ def test_scrape(args, tmp):
             check("main.burnCPU" in fns, "scraped CPU profile lacks main.burnCPU")
             check_cpu_shape(args, rec.store, comparable_cpu(args, rec.store, cpu) or cpu[-1])
         check("scrape: target http://" in rec.log_text(), "no log line for the discovered target")
+        if check(ccpu, "no CPU profile of the pprofsrv in its own network namespace scraped"):
+            fns = {f["function"] for c in ccpu for s in c.get("samples", []) for f in s["frames"]}
+            check("main.burnCPU" in fns, "its scraped CPU profile lacks main.burnCPU")
+        if check(ccs, "no goroutine profile of the pprofsrv in its own network namespace"):
+            fns = {f["function"] for c in ccs for s in c.get("samples", []) for f in s["frames"]}
+            check("main.parkedGoroutine" in fns, "its goroutine profile lacks main.parkedGoroutine")
+        check("other network namespaces" not in rec.log_text(), "setns refused or broken")
     finally:
         srv.kill()
         srv.wait()
+        if ctr:
+            ctr.kill()
+            ctr.wait()
+        for _ in range(50):
+            try:
+                if cgroup:
+                    os.rmdir(cgroup)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 def go_alloc_bytes(text, pid):

@@ -71,6 +71,7 @@ static void source_settings(void **state)
     assert_true(c.go_heap_interval_ns == 60000000000ll);
     assert_string_equal(c.metrics_listen, "127.0.0.1:9465");
     assert_int_equal(c.scrape_local, PFR_SCRAPE_LOCAL_AUTO);
+    assert_int_equal(c.scrape_other_netns, PFR_SCRAPE_NETNS_AUTO);
     assert_int_equal(c.scrape_cpu_seconds, 10);
     assert_int_equal(c.nscrape_targets, 0);
     pfr_config_free(&c);
@@ -86,6 +87,8 @@ static void source_settings(void **state)
                      "http://127.0.0.1:7070 service=web",
                      "--scrape-local",
                      "off",
+                     "--scrape-other-netns",
+                     "off",
                      "--scrape-cpu-seconds",
                      "0",
                      NULL};
@@ -94,6 +97,7 @@ static void source_settings(void **state)
     assert_true(c.go_heap_interval_ns == 30000000000ll);
     assert_string_equal(c.metrics_listen, "");
     assert_int_equal(c.scrape_local, PFR_SCRAPE_LOCAL_OFF);
+    assert_int_equal(c.scrape_other_netns, PFR_SCRAPE_NETNS_OFF);
     assert_int_equal(c.scrape_cpu_seconds, 0);
     assert_int_equal(c.scrape_endpoints, (1u << PFR_SCRAPE_HEAP) | (1u << PFR_SCRAPE_CPU));
     assert_int_equal(c.nscrape_targets, 2);
@@ -115,6 +119,7 @@ static void source_settings(void **state)
         {"--go-heap-interval", "0", "go_heap_interval"},
         {"--metrics-listen", "9465", "metrics_listen"},
         {"--scrape-local", "maybe", "scrape_local"},
+        {"--scrape-other-netns", "sometimes", "scrape_other_netns"},
         {"--scrape-endpoints", "cpu,disk", "scrape_endpoints"},
         {"--scrape-target", "http://x:1", "service"},
         {"--scrape-cpu-seconds", "-1", "scrape_cpu_seconds"},

@@ -5,6 +5,10 @@
 #include <ftw.h>
 #include <limits.h>
 #include <microhttpd.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,7 +22,36 @@
 
 /* ---- child processes ---- */
 
+static int spawn(tu_proc *p, char *const argv[], bool netns);
+
 int tu_spawn(tu_proc *p, char *const argv[])
+{
+    return spawn(p, argv, false);
+}
+
+int tu_spawn_netns(tu_proc *p, char *const argv[])
+{
+    return spawn(p, argv, true);
+}
+
+/* Bring the loopback interface of this network namespace up. */
+static int loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    close(s);
+    return rc;
+}
+
+static int spawn(tu_proc *p, char *const argv[], bool netns)
 {
     int fds[2];
     memset(p, 0, sizeof(*p));
@@ -34,6 +67,8 @@ int tu_spawn(tu_proc *p, char *const argv[])
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(126);
+        if (netns && (unshare(CLONE_NEWNET) < 0 || loopback_up() < 0))
+            _exit(125);
         dup2(fds[1], 1);
         execv(argv[0], argv);
         _exit(127);

@@ -23,6 +23,9 @@ typedef struct tu_proc {
 
 /* Start argv[0] with stdout on a pipe; the child dies with the test (PR_SET_PDEATHSIG). */
 int tu_spawn(tu_proc *p, char *const argv[]);
+/* tu_spawn in a new network namespace of its own (unshare(CLONE_NEWNET), loopback up; root
+ * only): the namespace goes away with the child. */
+int tu_spawn_netns(tu_proc *p, char *const argv[]);
 /* Read stdout lines until one starts with "key=" and copy its value; false on timeout/EOF. */
 bool tu_read_value(tu_proc *p, const char *key, char *buf, size_t len, int timeout_ms);
 /* SIGKILL and reap. */

@@ -1,9 +1,11 @@
 /* The scraper against real Go programs built with Debian's Go (tests/scrape/go): what it stores
  * shows the programs' known CPU, allocation, blocking, mutex and goroutine sites; a restarted
  * program resets its deltas; local discovery finds Go pprof servers with no configuration and
- * leaves other listeners alone.
+ * leaves other listeners alone; a Go program in a network namespace of its own (a container's
+ * situation) is scraped at its loopback address from inside that namespace, and when entering
+ * it is not permitted or not possible the process is skipped, counted and reported once.
  *
- * usage: test_scrape_go static|restart|local GO_BIN_DIR GO_TOOL */
+ * usage: test_scrape_go static|restart|local|netns GO_BIN_DIR GO_TOOL */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +17,10 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,12 +30,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pfr_scrape.h"
 #include "scrape_elf.h"
+#include "scrape_netns.h"
 #include "scrape_testutil.h"
 
 #define S_NS 1000000000ll
@@ -175,7 +182,8 @@ static int64_t sum_of(const struct chunks *cs, const char *type0, int t, const c
 /* ---- events ---- */
 struct events {
     pthread_mutex_t mu;
-    size_t restarted, removed;
+    size_t restarted, removed, discovery;
+    char msg[512];
 };
 
 static void on_event(void *ctx, const pfr_scrape_event *ev)
@@ -186,6 +194,10 @@ static void on_event(void *ctx, const pfr_scrape_event *ev)
         e->restarted++;
     if (ev->kind == PFR_SCRAPE_EV_TARGET_REMOVED)
         e->removed++;
+    if (ev->kind == PFR_SCRAPE_EV_DISCOVERY_ERROR) {
+        e->discovery++;
+        snprintf(e->msg, sizeof(e->msg), "%s", ev->msg);
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -585,10 +597,301 @@ static void test_local(void **state)
     close(cl.accepts);
 }
 
+/* ---- other network namespaces ---- */
+
+static pid_t netns_pid;
+
+static int service_of(void *ctx, pid_t pid, char *buf, size_t len)
+{
+    (void)ctx;
+    if (pid != netns_pid)
+        return -1; /* the default: the executable's name */
+    snprintf(buf, len, "ctr-%d", (int)pid);
+    return 0;
+}
+
+static struct chunks *round_and_read(pfr_scrape *s, char *dir)
+{
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    return store_and_read(s, dir);
+}
+
+/* A Go pprof server in a network namespace of its own on the same 127.0.0.1:PORT as one in ours:
+ * both are found, each is scraped in its own namespace (a connection is never reused across
+ * them) and named by its own pid. */
+static void check_other_netns(void)
+{
+    tu_proc host, inns;
+    char haddr[64], naddr[64], flag[96], path[PATH_MAX];
+    start_go(&host, "pprofsrv-stripped", NULL, NULL, "pprof", haddr, sizeof(haddr));
+    snprintf(flag, sizeof(flag), "-addr=%s", haddr);
+    snprintf(path, sizeof(path), "%s/pprofsrv", go_bin_dir);
+    char *argv[] = {path, flag, NULL};
+    assert_int_equal(tu_spawn_netns(&inns, argv), 0);
+    assert_true(tu_read_value(&inns, "pprof", naddr, sizeof(naddr), 10000));
+    assert_string_equal(naddr, haddr);
+    netns_pid = inns.pid;
+    struct allowed al = {.pids = {host.pid, inns.pid}, .n = 2};
+
+    struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pfr_scrape_opts o = {.interval_ns = S_NS,
+                         .cpu_seconds = 1,
+                         .allow_pid = allow,
+                         .service_for_pid = service_of,
+                         .discovery_ctx = &al,
+                         .event = on_event,
+                         .event_ctx = &ev};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    struct found_list fl = {0};
+    pfr_scrape_targets(s, list_target, &fl);
+    assert_int_equal(fl.n, 2);
+    const struct found *fh = by_pid(&fl, host.pid), *fn = by_pid(&fl, inns.pid);
+    assert_non_null(fh);
+    assert_non_null(fn);
+    char want[128], ctr[32];
+    snprintf(want, sizeof(want), "http://%s/debug/pprof", haddr);
+    assert_string_equal(fh->url, want);
+    assert_string_equal(fn->url, want); /* 127.0.0.1 as seen in its namespace */
+    assert_string_equal(fh->service, "pprofsrv-stripped");
+    snprintf(ctr, sizeof(ctr), "ctr-%d", (int)inns.pid);
+    assert_string_equal(fn->service, ctr);
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.local_other_netns, 1);
+    assert_int_equal(st.local_netns_skipped, 0);
+    assert_int_equal(st.local_probes, 2);
+    assert_int_equal(st.failures, 0);
+    assert_int_equal(st.netns_failures + st.netns_denied + st.netns_broken, 0);
+
+    char dir[PATH_MAX];
+    struct chunks *cs = round_and_read(s, dir);
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.failures, 0);
+    size_t per[2] = {0}, nc, hits;
+    for (size_t i = 0; i < cs->n; i++)
+        per[strcmp(cs->v[i].service, ctr) == 0 ? 0 : 1]++;
+    assert_int_equal(per[0], 3 + 5); /* baseline round without block and mutex, then all */
+    assert_int_equal(per[1], 3 + 5);
+    /* the container's own CPU and heap, under its service */
+    struct chunks mine = {0};
+    for (size_t i = 0; i < cs->n; i++)
+        if (strcmp(cs->v[i].service, ctr) == 0)
+            mine.v[mine.n++] = cs->v[i];
+    assert_true(sum_of(&mine, PFR_SCRAPE_TYPE_CPU, 0, "main.burnCPU", &nc, &hits) > 0);
+    assert_int_equal(nc, 2);
+    assert_true(sum_of(&mine, PFR_SCRAPE_TYPE_HEAP_ALLOC_OBJECTS, 3, "main.allocSite", &nc, &hits) >
+                0);
+    fprintf(stderr, "netns: %zu chunks of %s (pid %d), %zu of the host's twin\n", per[0], ctr,
+            (int)inns.pid, per[1]);
+    chunks_free(cs);
+    tu_store_remove(dir);
+
+    /* the process goes: its target goes (and its namespace descriptor with it) */
+    tu_kill(&inns);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    fl.n = 0;
+    pfr_scrape_targets(s, list_target, &fl);
+    assert_int_equal(fl.n, 1);
+    assert_int_equal(fl.v[0].pid, host.pid);
+    assert_int_equal(ev.discovery, 0);
+    pfr_scrape_free(s);
+    tu_kill(&host);
+}
+
+/* Without CAP_SYS_ADMIN (dropped from this thread's effective set: capabilities are per thread)
+ * setns is refused: the container is skipped, counted and reported once; the host's process is
+ * still scraped. */
+struct denied_run {
+    pfr_scrape *s;
+    int rounds;
+    int rc[3];
+};
+
+static void *denied_thread(void *arg)
+{
+    struct denied_run *d = arg;
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return (void *)1;
+    data[0].effective &= ~(1u << CAP_SYS_ADMIN);
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return (void *)1;
+    for (int i = 0; i < d->rounds; i++)
+        d->rc[i] = pfr_scrape_run_once(d->s);
+    return NULL;
+}
+
+static void check_denied(void)
+{
+    tu_proc host, inns;
+    char haddr[64], naddr[64], path[PATH_MAX];
+    start_go(&host, "pprofsrv-stripped", NULL, NULL, "pprof", haddr, sizeof(haddr));
+    snprintf(path, sizeof(path), "%s/pprofsrv", go_bin_dir);
+    char *argv[] = {path, NULL};
+    assert_int_equal(tu_spawn_netns(&inns, argv), 0);
+    assert_true(tu_read_value(&inns, "pprof", naddr, sizeof(naddr), 10000));
+    netns_pid = inns.pid;
+    struct allowed al = {.pids = {host.pid, inns.pid}, .n = 2};
+    struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pfr_scrape_opts o = {.interval_ns = S_NS,
+                         .cpu_seconds = -1,
+                         .allow_pid = allow,
+                         .service_for_pid = service_of,
+                         .discovery_ctx = &al,
+                         .event = on_event,
+                         .event_ctx = &ev};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
+    struct denied_run d = {.s = s, .rounds = 3};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, denied_thread, &d), 0);
+    void *ret = (void *)1;
+    pthread_join(th, &ret);
+    assert_null(ret);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(d.rc[i], 0);
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    fprintf(stderr, "denied: other_netns %llu skipped %llu denied %llu failures %llu: %s\n",
+            (unsigned long long)st.local_other_netns, (unsigned long long)st.local_netns_skipped,
+            (unsigned long long)st.netns_denied, (unsigned long long)st.netns_failures, ev.msg);
+    assert_int_equal(st.netns_denied, 1);   /* tried once, then no more */
+    assert_int_equal(st.netns_failures, 1); /* that one probe */
+    assert_int_equal(st.local_other_netns, 1);
+    assert_int_equal(st.local_netns_skipped, 1); /* the later rounds skip it */
+    assert_int_equal(st.local_probes, 2);
+    assert_int_equal(st.netns_broken, 0);
+    assert_int_equal(ev.discovery, 1); /* logged once, with the reason */
+    assert_non_null(strstr(ev.msg, "CAP_SYS_ADMIN"));
+    assert_non_null(strstr(ev.msg, "not permitted"));
+    struct found_list fl = {0};
+    pfr_scrape_targets(s, list_target, &fl);
+    assert_int_equal(fl.n, 1);
+    assert_int_equal(fl.v[0].pid, host.pid);
+    pfr_scrape_free(s);
+    tu_kill(&inns);
+    tu_kill(&host);
+}
+
+/* A namespace descriptor that is not a network namespace (a fake /proc whose PID/ns/net is a
+ * plain file: a fault that cannot be caused otherwise): setns fails with EINVAL, the probe fails,
+ * it is counted, nothing is sent and nothing crashes. */
+static void check_not_a_netns(void)
+{
+    tu_proc host;
+    char haddr[64];
+    start_go(&host, "pprofsrv", NULL, NULL, "pprof", haddr, sizeof(haddr));
+    char root[] = "/tmp/pfr-fakeproc-XXXXXX", p1[PATH_MAX], p2[PATH_MAX];
+    assert_non_null(mkdtemp(root));
+    snprintf(p1, sizeof(p1), "%s/self", root);
+    assert_int_equal(symlink("/proc/self", p1), 0);
+    snprintf(p1, sizeof(p1), "%s/%d", root, (int)host.pid);
+    assert_int_equal(mkdir(p1, 0700), 0);
+    static const char *const links[] = {"exe", "stat", "comm", "net", "fd"};
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        snprintf(p1, sizeof(p1), "/proc/%d/%s", (int)host.pid, links[i]);
+        snprintf(p2, sizeof(p2), "%s/%d/%s", root, (int)host.pid, links[i]);
+        assert_int_equal(symlink(p1, p2), 0);
+    }
+    snprintf(p2, sizeof(p2), "%s/%d/ns", root, (int)host.pid);
+    assert_int_equal(mkdir(p2, 0700), 0);
+    snprintf(p2, sizeof(p2), "%s/%d/ns/net", root, (int)host.pid);
+    assert_int_equal(tu_write_file(p2, "net:[0]\n", 8), 0);
+
+    struct allowed al = {.pids = {host.pid}, .n = 1};
+    struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pfr_scrape_opts o = {.interval_ns = S_NS,
+                         .cpu_seconds = -1,
+                         .proc_root = root,
+                         .allow_pid = allow,
+                         .discovery_ctx = &al,
+                         .event = on_event,
+                         .event_ctx = &ev};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.local_processes, 1);
+    assert_int_equal(st.local_other_netns, 1);
+    assert_int_equal(st.local_probes, 1); /* probed once only */
+    assert_int_equal(st.netns_failures, 1);
+    assert_int_equal(st.netns_denied, 0);
+    assert_int_equal(st.netns_broken, 0);
+    assert_int_equal(st.targets, 0);
+    assert_int_equal(ev.discovery, 0);
+    pfr_scrape_free(s);
+    tu_store_remove(root); /* FTW_PHYS: the links, never what they point to */
+    tu_kill(&host);
+}
+
+/* The thread cannot return to its own namespace (its "own" descriptor is not one): the state
+ * is BROKEN and no socket is opened any more, not even one that asks for no namespace. */
+struct broken_run {
+    int ns_fd;
+    int rc1, rc2;
+    enum sc_netns_state st;
+};
+
+static void *broken_thread(void *arg)
+{
+    struct broken_run *b = arg;
+    struct sc_netns n;
+    sc_netns_init_fd(&n, open("/dev/null", O_RDONLY | O_CLOEXEC));
+    b->rc1 = sc_netns_socket(&n, b->ns_fd, AF_INET, SOCK_STREAM, 0);
+    b->rc2 = sc_netns_socket(&n, -1, AF_INET, SOCK_STREAM, 0);
+    b->st = sc_netns_get_state(&n);
+    sc_netns_close(&n);
+    return NULL; /* this thread stays in the other namespace and ends */
+}
+
+static void check_broken(void)
+{
+    tu_proc inns;
+    char naddr[64], path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/plainsrv", go_bin_dir);
+    char *argv[] = {path, NULL};
+    assert_int_equal(tu_spawn_netns(&inns, argv), 0);
+    assert_true(tu_read_value(&inns, "addr", naddr, sizeof(naddr), 10000));
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)inns.pid);
+    struct stat before, after;
+    assert_int_equal(stat("/proc/thread-self/ns/net", &before), 0);
+    struct broken_run b = {.ns_fd = open(path, O_RDONLY | O_CLOEXEC)};
+    assert_true(b.ns_fd >= 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, broken_thread, &b), 0);
+    pthread_join(th, NULL);
+    close(b.ns_fd);
+    assert_int_equal(b.rc1, -ENOTRECOVERABLE);
+    assert_int_equal(b.rc2, -ENOTRECOVERABLE);
+    assert_int_equal(b.st, SC_NETNS_BROKEN);
+    /* only that thread moved */
+    assert_int_equal(stat("/proc/thread-self/ns/net", &after), 0);
+    assert_true(before.st_ino == after.st_ino);
+    tu_kill(&inns);
+}
+
+static void test_netns(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "netns: needs root (network namespaces, setns)\n");
+        skip();
+    }
+    check_other_netns();
+    check_denied();
+    check_not_a_netns();
+    check_broken();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s static|restart|local GO_BIN_DIR GO_TOOL\n", argv[0]);
+        fprintf(stderr, "usage: %s static|restart|local|netns GO_BIN_DIR GO_TOOL\n", argv[0]);
         return 2;
     }
     go_bin_dir = argv[2];
@@ -601,6 +904,8 @@ int main(int argc, char **argv)
         t = (struct CMUnitTest)cmocka_unit_test(test_restart);
     else if (strcmp(argv[1], "local") == 0)
         t = (struct CMUnitTest)cmocka_unit_test(test_local);
+    else if (strcmp(argv[1], "netns") == 0)
+        t = (struct CMUnitTest)cmocka_unit_test(test_netns);
     else
         return 2;
     const struct CMUnitTest tests[] = {t};
