@@ -261,6 +261,123 @@ static void put_index(pfr_buf *b, unsigned width, uint32_t i)
     pfr_buf_put(b, v, width);
 }
 
+/* ---- the tables' sort order ----
+ * ClickHouse sorts every inserted block by the table's ORDER BY before it writes the part, and
+ * skips the sort (and the copy of every column through the permutation) when the block is sorted
+ * already. So the bodies go in that order: sample groups by (ServiceName, Type,
+ * toUnixTimestamp(Start), toUnixTimestamp(End)), stack rows by (ServiceName, Hash), ties in the
+ * order they were added (ClickHouse's sort is stable too: the part is the same either way). */
+
+/* The rank of each key of a dictionary in byte order (strcmp compares as unsigned char, like
+ * ClickHouse's String comparison; keys have no NUL inside). */
+static int rank_cmp(const void *a, const void *b, void *d)
+{
+    return strcmp(lc_key(d, *(const uint32_t *)a), lc_key(d, *(const uint32_t *)b));
+}
+
+static uint32_t *dict_ranks(const struct pfr_lcdict *d)
+{
+    uint32_t *idx = malloc((d->n + 1) * sizeof(*idx)), *rank = malloc((d->n + 1) * sizeof(*rank));
+    if (!idx || !rank) {
+        free(idx);
+        free(rank);
+        return NULL;
+    }
+    for (size_t i = 0; i < d->n; i++)
+        idx[i] = (uint32_t)i;
+    qsort_r(idx, d->n, sizeof(*idx), rank_cmp, (void *)d);
+    for (size_t i = 0; i < d->n; i++)
+        rank[idx[i]] = (uint32_t)i;
+    free(idx);
+    return rank;
+}
+
+/* toUnixTimestamp of a DateTime64(9): whole seconds, rounded down. */
+static int64_t unix_secs(int64_t ns)
+{
+    int64_t s = ns / 1000000000;
+    return ns % 1000000000 < 0 ? s - 1 : s;
+}
+
+struct okey {
+    uint64_t k1, k2, k3; /* the sort key, compared in order */
+    uint32_t idx;        /* the row (group) as added: ties keep that order */
+};
+
+static int okey_cmp(const void *a, const void *b)
+{
+    const struct okey *x = a, *y = b;
+    if (x->k1 != y->k1)
+        return x->k1 < y->k1 ? -1 : 1;
+    if (x->k2 != y->k2)
+        return x->k2 < y->k2 ? -1 : 1;
+    if (x->k3 != y->k3)
+        return x->k3 < y->k3 ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Sort keys into an order of indices (malloc'ed), or NULL. */
+static uint32_t *okeys_order(struct okey *k, size_t n)
+{
+    uint32_t *order = malloc((n + 1) * sizeof(*order));
+    if (order) {
+        qsort(k, n, sizeof(*k), okey_cmp);
+        for (size_t i = 0; i < n; i++)
+            order[i] = k[i].idx;
+    }
+    free(k);
+    return order;
+}
+
+/* The order of the sample groups (ServiceName, Type, toUnixTimestamp(Start),
+ * toUnixTimestamp(End)). Seconds are biased so that they compare as unsigned. */
+static uint32_t *groups_order(const pfr_chcols *c)
+{
+    uint32_t *rs = dict_ranks(&c->svcs), *rt = dict_ranks(&c->types);
+    struct okey *k = malloc((c->ngroups + 1) * sizeof(*k));
+    uint32_t *order = NULL;
+    if (rs && rt && k) {
+        for (size_t g = 0; g < c->ngroups; g++) {
+            const struct pfr_sgroup *gr = &c->groups[g];
+            k[g] = (struct okey){.k1 = (uint64_t)rs[gr->svc] << 32 | rt[gr->type],
+                                 .k2 = (uint64_t)unix_secs(gr->start) ^ 1ull << 63,
+                                 .k3 = (uint64_t)unix_secs(gr->end) ^ 1ull << 63,
+                                 .idx = (uint32_t)g};
+        }
+        order = okeys_order(k, c->ngroups);
+        k = NULL;
+    }
+    free(k);
+    free(rs);
+    free(rt);
+    return order;
+}
+
+/* The order of the stack rows (ServiceName, Hash), *n of them: of rows with the same key only
+ * the last added is kept, the one ReplacingMergeTree keeps. So the block has nothing left to
+ * collapse and goes with optimize_on_insert = 0 (ClickHouse would merge the sorted block row by
+ * row to find no duplicates). */
+static uint32_t *strows_order(const pfr_chcols *c, size_t *n)
+{
+    uint32_t *rs = dict_ranks(&c->svcs);
+    struct okey *k = malloc((c->nstrows + 1) * sizeof(*k));
+    uint32_t *order = NULL;
+    *n = 0;
+    if (rs && k) {
+        for (size_t i = 0; i < c->nstrows; i++)
+            k[i] = (struct okey){
+                .k1 = rs[c->strows[i].svc], .k2 = c->strows[i].hash, .idx = (uint32_t)i};
+        qsort(k, c->nstrows, sizeof(*k), okey_cmp);
+        order = malloc((c->nstrows + 1) * sizeof(*order));
+        for (size_t i = 0; order && i < c->nstrows; i++)
+            if (i + 1 == c->nstrows || k[i + 1].k1 != k[i].k1 || k[i + 1].k2 != k[i].k2)
+                order[(*n)++] = k[i].idx;
+    }
+    free(k);
+    free(rs);
+    return order;
+}
+
 /* A LowCardinality granule's head: flags, the dictionary, the row count. */
 static void lc_head(pfr_buf *b, const struct pfr_lcdict *d, size_t rows)
 {
@@ -279,8 +396,8 @@ static void col_head(pfr_buf *b, const char *name, const char *type)
     pfr_buf_chstr(b, type, strlen(type));
 }
 
-/* ServiceName or Type of the sample rows (type: Type, else ServiceName). */
-static void native_group_lc(pfr_buf *b, const pfr_chcols *c, bool type)
+/* ServiceName or Type of the sample rows (type: Type, else ServiceName); groups in order o. */
+static void native_group_lc(pfr_buf *b, const pfr_chcols *c, const uint32_t *o, bool type)
 {
     const struct pfr_lcdict *d = type ? &c->types : &c->svcs;
     col_head(b, type ? "Type" : "ServiceName", "LowCardinality(String)");
@@ -288,17 +405,17 @@ static void native_group_lc(pfr_buf *b, const pfr_chcols *c, bool type)
     lc_head(b, d, c->nrows);
     unsigned w = lc_width(d);
     for (size_t g = 0; g < c->ngroups; g++) {
-        const struct pfr_sgroup *gr = &c->groups[g];
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
         for (size_t r = 0; r < gr->nrows; r++)
             put_index(b, w, type ? gr->type : gr->svc);
     }
 }
 
-static void native_times(pfr_buf *b, const pfr_chcols *c, bool end)
+static void native_times(pfr_buf *b, const pfr_chcols *c, const uint32_t *o, bool end)
 {
     col_head(b, end ? "End" : "Start", "DateTime64(9)");
     for (size_t g = 0; g < c->ngroups; g++) {
-        const struct pfr_sgroup *gr = &c->groups[g];
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
         for (size_t r = 0; r < gr->nrows; r++)
             pfr_buf_u64le(b, (uint64_t)(end ? gr->end : gr->start));
     }
@@ -309,26 +426,26 @@ static size_t label_end(const pfr_chcols *c, size_t l)
     return l + 1 < c->nlabels ? c->labval[l + 1] : c->labvals.len;
 }
 
-static void native_labels(pfr_buf *b, const pfr_chcols *c)
+static void native_labels(pfr_buf *b, const pfr_chcols *c, const uint32_t *o)
 {
     col_head(b, "Labels", "Map(LowCardinality(String), String)");
     pfr_buf_u64le(b, LC_VERSION);
     uint64_t off = 0;
     for (size_t g = 0; g < c->ngroups; g++)
-        for (size_t r = 0; r < c->groups[g].nrows; r++)
-            pfr_buf_u64le(b, off += c->groups[g].nlab);
+        for (size_t r = 0; r < c->groups[o[g]].nrows; r++)
+            pfr_buf_u64le(b, off += c->groups[o[g]].nlab);
     if (!off)
         return; /* no entries: ClickHouse writes no keys granule either */
     lc_head(b, &c->labkeys, off);
     unsigned w = lc_width(&c->labkeys);
     for (size_t g = 0; g < c->ngroups; g++) {
-        const struct pfr_sgroup *gr = &c->groups[g];
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
         for (size_t r = 0; r < gr->nrows; r++)
             for (uint32_t l = 0; l < gr->nlab; l++)
                 put_index(b, w, c->labkey[gr->lab + l]);
     }
     for (size_t g = 0; g < c->ngroups; g++) {
-        const struct pfr_sgroup *gr = &c->groups[g];
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
         if (!gr->nlab)
             continue;
         size_t from = c->labval[gr->lab], to = label_end(c, gr->lab + gr->nlab - 1);
@@ -337,27 +454,33 @@ static void native_labels(pfr_buf *b, const pfr_chcols *c)
     }
 }
 
-static void native_samples(pfr_buf *b, const pfr_chcols *c)
+static void native_samples(pfr_buf *b, const pfr_chcols *c, const uint32_t *o)
 {
     pfr_buf_uvarint(b, 7);
     pfr_buf_uvarint(b, c->nrows);
-    native_group_lc(b, c, false);
-    native_group_lc(b, c, true);
-    native_times(b, c, false);
-    native_times(b, c, true);
-    native_labels(b, c);
+    native_group_lc(b, c, o, false);
+    native_group_lc(b, c, o, true);
+    native_times(b, c, o, false);
+    native_times(b, c, o, true);
+    native_labels(b, c, o);
     col_head(b, "StackHash", "UInt64");
-    for (size_t i = 0; i < c->nrows; i++)
-        pfr_buf_u64le(b, c->hashes[i]);
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
+        for (size_t r = 0; r < gr->nrows; r++)
+            pfr_buf_u64le(b, c->hashes[gr->row + r]);
+    }
     col_head(b, "Value", "Int64");
-    for (size_t i = 0; i < c->nrows; i++)
-        pfr_buf_u64le(b, (uint64_t)c->values[i]);
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
+        for (size_t r = 0; r < gr->nrows; r++)
+            pfr_buf_u64le(b, (uint64_t)c->values[gr->row + r]);
+    }
 }
 
-static void rowbinary_samples(pfr_buf *b, const pfr_chcols *c)
+static void rowbinary_samples(pfr_buf *b, const pfr_chcols *c, const uint32_t *o)
 {
     for (size_t g = 0; g < c->ngroups; g++) {
-        const struct pfr_sgroup *gr = &c->groups[g];
+        const struct pfr_sgroup *gr = &c->groups[o[g]];
         for (size_t r = 0; r < gr->nrows; r++) {
             put_lcstr(b, &c->svcs, gr->svc);
             put_lcstr(b, &c->types, gr->type);
@@ -374,33 +497,34 @@ static void rowbinary_samples(pfr_buf *b, const pfr_chcols *c)
     }
 }
 
-static void native_stacks(pfr_buf *b, const pfr_chcols *c)
+static void native_stacks(pfr_buf *b, const pfr_chcols *c, const uint32_t *o, size_t n)
 {
     pfr_buf_uvarint(b, 4);
-    pfr_buf_uvarint(b, c->nstrows);
+    pfr_buf_uvarint(b, n);
     col_head(b, "ServiceName", "LowCardinality(String)");
     pfr_buf_u64le(b, LC_VERSION);
-    lc_head(b, &c->svcs, c->nstrows);
+    lc_head(b, &c->svcs, n);
     unsigned w = lc_width(&c->svcs);
-    for (size_t i = 0; i < c->nstrows; i++)
-        put_index(b, w, c->strows[i].svc);
+    for (size_t i = 0; i < n; i++)
+        put_index(b, w, c->strows[o[i]].svc);
     col_head(b, "Hash", "UInt64");
-    for (size_t i = 0; i < c->nstrows; i++)
-        pfr_buf_u64le(b, c->strows[i].hash);
+    for (size_t i = 0; i < n; i++)
+        pfr_buf_u64le(b, c->strows[o[i]].hash);
     col_head(b, "LastSeen", "DateTime64(9)");
-    for (size_t i = 0; i < c->nstrows; i++)
-        pfr_buf_u64le(b, (uint64_t)c->strows[i].last_seen);
+    for (size_t i = 0; i < n; i++)
+        pfr_buf_u64le(b, (uint64_t)c->strows[o[i]].last_seen);
     col_head(b, "Stack", "Array(String)");
     uint64_t off = 0;
-    for (size_t i = 0; i < c->nstrows; i++)
-        pfr_buf_u64le(b, off += c->strows[i].nstr);
-    pfr_buf_put(b, c->stkstr.data, c->stkstr.len); /* the strings, in row order */
+    for (size_t i = 0; i < n; i++)
+        pfr_buf_u64le(b, off += c->strows[o[i]].nstr);
+    for (size_t i = 0; i < n; i++) /* the strings, in row order */
+        pfr_buf_put(b, c->stkstr.data + c->strows[o[i]].str, c->strows[o[i]].str_len);
 }
 
-static void rowbinary_stacks(pfr_buf *b, const pfr_chcols *c)
+static void rowbinary_stacks(pfr_buf *b, const pfr_chcols *c, const uint32_t *o, size_t n)
 {
-    for (size_t i = 0; i < c->nstrows; i++) {
-        const struct pfr_strow *r = &c->strows[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct pfr_strow *r = &c->strows[o[i]];
         put_lcstr(b, &c->svcs, r->svc);
         pfr_buf_u64le(b, r->hash);
         pfr_buf_u64le(b, (uint64_t)r->last_seen);
@@ -416,12 +540,16 @@ int pfr_chcols_render_samples(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf
         return c->err;
     if (!c->nrows)
         return 0;
-    if (pfr_buf_reserve(out, c->est_bytes + 4096) < 0)
+    uint32_t *o = groups_order(c);
+    if (!o || pfr_buf_reserve(out, c->est_bytes + 4096) < 0) {
+        free(o);
         return -ENOMEM;
+    }
     if (f == PFR_CH_NATIVE)
-        native_samples(out, c);
+        native_samples(out, c, o);
     else
-        rowbinary_samples(out, c);
+        rowbinary_samples(out, c, o);
+    free(o);
     return out->oom ? -ENOMEM : 0;
 }
 
@@ -432,11 +560,16 @@ int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf 
         return c->err;
     if (!c->nstrows)
         return 0;
-    if (pfr_buf_reserve(out, c->stkstr.len + c->nstrows * 40 + 4096) < 0)
+    size_t n;
+    uint32_t *o = strows_order(c, &n);
+    if (!o || pfr_buf_reserve(out, c->stkstr.len + c->nstrows * 40 + 4096) < 0) {
+        free(o);
         return -ENOMEM;
+    }
     if (f == PFR_CH_NATIVE)
-        native_stacks(out, c);
+        native_stacks(out, c, o, n);
     else
-        rowbinary_stacks(out, c);
+        rowbinary_stacks(out, c, o, n);
+    free(o);
     return out->oom ? -ENOMEM : 0;
 }

@@ -32,7 +32,8 @@ struct ch_sink {
 
 /* ---- requests ---- */
 
-static int build_url(struct ch_sink *c, const char *query, const char *token, bool with_db)
+static int build_url(struct ch_sink *c, const char *query, const char *token, const char *settings,
+                     bool with_db)
 {
     char *q = pfr_url_escape(query);
     if (!q)
@@ -54,6 +55,10 @@ static int build_url(struct ch_sink *c, const char *query, const char *token, bo
         pfr_buf_puts(&c->url, t);
         free(t);
     }
+    if (settings) {
+        pfr_buf_putc(&c->url, '&');
+        pfr_buf_puts(&c->url, settings);
+    }
     return pfr_buf_cstr(&c->url) ? 0 : -ENOMEM;
 }
 
@@ -74,14 +79,16 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
-/* One request; r gets the outcome. Answers of SELECTs go to *out (malloc'ed) when out != NULL.
+/* One request; r gets the outcome. settings: more URL parameters (query settings), or NULL.
+ * Answers of SELECTs go to *out (malloc'ed) when out != NULL.
  * An INSERT or DDL that answers 200 must answer nothing more: anything else is not ClickHouse
  * (or an exception streamed after the status), and the data may not be stored. */
-static void ch_request(struct ch_sink *c, const char *query, const char *token, bool with_db,
-                       const void *data, size_t len, char **out, pfr_sink_result *r)
+static void ch_request(struct ch_sink *c, const char *query, const char *token,
+                       const char *settings, bool with_db, const void *data, size_t len, char **out,
+                       pfr_sink_result *r)
 {
     pfr_sink *s = &c->base;
-    if (build_url(c, query, token, with_db) < 0) {
+    if (build_url(c, query, token, settings, with_db) < 0) {
         r->outcome = PFR_OUT_RETRY;
         snprintf(r->message, sizeof(r->message), "out of memory");
         return;
@@ -236,7 +243,7 @@ static bool create_tables(struct ch_sink *c, pfr_sink_result *r)
             snprintf(r->message, sizeof(r->message), "out of memory");
             return false;
         }
-        ch_request(c, pfr_buf_cstr(&q), NULL, false, NULL, 0, NULL, r);
+        ch_request(c, pfr_buf_cstr(&q), NULL, NULL, false, NULL, 0, NULL, r);
     }
     for (int i = 0; i < 4 && r->outcome == PFR_OUT_OK; i++) {
         ddl(c, &q, i);
@@ -245,7 +252,7 @@ static bool create_tables(struct ch_sink *c, pfr_sink_result *r)
             snprintf(r->message, sizeof(r->message), "out of memory");
             break;
         }
-        ch_request(c, (const char *)q.data, NULL, true, NULL, 0, NULL, r);
+        ch_request(c, (const char *)q.data, NULL, NULL, true, NULL, 0, NULL, r);
     }
     pfr_buf_free(&q);
     if (r->outcome != PFR_OUT_OK) {
@@ -270,7 +277,7 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
                "SELECT table, name, type FROM system.columns WHERE database = currentDatabase() "
                "AND table IN ('profiling_samples', 'profiling_stacks') ORDER BY table, name "
                "FORMAT TabSeparated",
-               NULL, true, NULL, 0, &ans, r);
+               NULL, NULL, true, NULL, 0, &ans, r);
     if (r->outcome != PFR_OUT_OK)
         return;
     char why[256];
@@ -287,7 +294,7 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
                "SELECT name, engine, engine_full FROM system.tables WHERE database = "
                "currentDatabase() AND name IN ('profiling_samples', 'profiling_stacks') "
                "FORMAT TabSeparated",
-               NULL, true, NULL, 0, &ans, r);
+               NULL, NULL, true, NULL, 0, &ans, r);
     if (r->outcome != PFR_OUT_OK)
         return;
     const char *tables[] = {"profiling_samples", "profiling_stacks"};
@@ -310,7 +317,7 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
                 tables[i], (unsigned long long)s->conf->dedup_window);
             const char *qs = pfr_buf_cstr(&q);
             if (qs)
-                ch_request(c, qs, NULL, true, NULL, 0, NULL, r);
+                ch_request(c, qs, NULL, NULL, true, NULL, 0, NULL, r);
             pfr_buf_free(&q);
             if (!qs || r->outcome != PFR_OUT_OK) {
                 free(ans);
@@ -402,12 +409,16 @@ static void ch_send(pfr_sink *s, const char *token, pfr_sink_result *r)
         return;
     }
     const pfr_buf *st = &c->fl_stacks, *sa = &c->fl_samples;
+    /* The stack block holds one row per (ServiceName, Hash) already (chcols.c), so ClickHouse
+     * need not merge it on insert (optimize_on_insert, ReplacingMergeTree only): the part is
+     * the same, for ~10 % less ClickHouse CPU per insert. Both blocks come sorted by the
+     * tables' ORDER BY (ClickHouse skips its sort). */
     if (st->len)
         ch_request(c, "INSERT INTO profiling_stacks (" PFR_CHENC_STACKS_COLUMNS ") FORMAT Native",
-                   token, true, st->data, st->len, NULL, r);
+                   token, "optimize_on_insert=0", true, st->data, st->len, NULL, r);
     if (r->outcome == PFR_OUT_OK && sa->len)
         ch_request(c, "INSERT INTO profiling_samples (" PFR_CHENC_SAMPLES_COLUMNS ") FORMAT Native",
-                   token, true, sa->data, sa->len, NULL, r);
+                   token, NULL, true, sa->data, sa->len, NULL, r);
     r->ndone = 0;
     r->one_chunk = false;
 }
@@ -418,9 +429,11 @@ static void ch_commit(pfr_sink *s)
 {
     struct ch_sink *c = (struct ch_sink *)s;
     if (c->sealed) {
+        /* Freed, not kept: the next seal renders its bodies before it lets these go, and a
+         * batch held three times (columns, new bodies, old bodies) is its peak memory. */
         c->sealed = false;
-        pfr_buf_reset(&c->fl_samples);
-        pfr_buf_reset(&c->fl_stacks);
+        pfr_buf_free(&c->fl_samples);
+        pfr_buf_free(&c->fl_stacks);
         return;
     }
     if (c->batch_open)
@@ -443,8 +456,8 @@ static void ch_discard(pfr_sink *s)
     struct ch_sink *c = (struct ch_sink *)s;
     if (c->sealed) {
         c->sealed = false;
-        pfr_buf_reset(&c->fl_samples);
-        pfr_buf_reset(&c->fl_stacks);
+        pfr_buf_free(&c->fl_samples);
+        pfr_buf_free(&c->fl_stacks);
         pfr_chenc_forget(c->enc);
     }
     ch_discard_open(s);

@@ -818,6 +818,123 @@ static void test_chenc_native(void **st)
     pfr_testgen_free(g);
 }
 
+/* ---- the ClickHouse encoder: blocks in the tables' ORDER BY, one stack row per key ---- */
+
+/* Field i (0-based) of a decoded row "a|b|c|...", as a malloc'ed string. */
+static char *field(const char *line, int i)
+{
+    while (i-- > 0) {
+        line = strchr(line, '|');
+        assert_non_null(line);
+        line++;
+    }
+    return strndup(line, strcspn(line, "|"));
+}
+
+static uint64_t field_hex(const char *line, int i)
+{
+    char *f = field(line, i);
+    uint64_t v = strtoull(f, NULL, 16);
+    free(f);
+    return v;
+}
+
+static int64_t field_num(const char *line, int i)
+{
+    char *f = field(line, i);
+    int64_t v = strtoll(f, NULL, 10);
+    free(f);
+    return v;
+}
+
+static void test_chenc_order(void **st)
+{
+    (void)st;
+    const int64_t s0 = 1714557600ll * 1000000000, iv = 10ll * 1000000000;
+    pfr_testgen_opts go = {.nstacks = 40, .max_depth = 12};
+    pfr_testgen *g = pfr_testgen_new(3, 1, &go);
+    pfr_chenc *e;
+    /* A refresh of one interval: a stack used in chunks two intervals apart gets a second row
+     * in the same batch, which the body must not carry twice. */
+    pfr_chenc_opts o = {.stack_refresh_ns = iv};
+    assert_int_equal(pfr_chenc_new(&o, &e), 0);
+    const char *types[] = {"ebpf:cpu:nanoseconds"};
+    const char *svcs[] = {"svc-c", "svc-a", "svc-b", "svc-a2"};
+    pfr_kv labels[] = {{"host.name", "h1"}};
+    pfr_chenc_begin(e);
+    for (int i = 0; i < 12; i++)
+        for (int k = 0; k < 4; k++) {
+            pfr_profile *p = pfr_testgen_next(g, s0 + i * iv, iv);
+            /* svc-a2 runs half an interval late: its Start second sorts between the others' */
+            int64_t off = k == 3 ? iv / 2 : 0;
+            pfr_chunk_meta m = {.id = i * 4 + k + 1,
+                                .service = svcs[k],
+                                .labels = labels,
+                                .nlabels = 1,
+                                .start_ns = s0 + i * iv + off,
+                                .end_ns = s0 + (i + 1) * iv + off,
+                                .types = types,
+                                .ntypes = 1};
+            assert_int_equal(pfr_chenc_add(e, &m, p), 0);
+            pfr_profile_free(p);
+        }
+    struct rows sa = {0}, stk = {0};
+    rb_samples(pfr_chenc_samples(e), &sa);
+    rb_stacks(pfr_chenc_stacks(e), &stk);
+    assert_int_equal(sa.n, pfr_chenc_sample_rows(e));
+    assert_true(stk.n < pfr_chenc_stack_rows(e)); /* some keys came twice */
+    /* samples: by ServiceName, Type, Start, End (whole seconds) */
+    for (size_t i = 1; i < sa.n; i++) {
+        char *a = field(sa.line[i - 1], 0), *b = field(sa.line[i], 0);
+        int c = strcmp(a, b);
+        free(a);
+        free(b);
+        assert_true(c <= 0);
+        if (c == 0) {
+            int64_t s1 = field_num(sa.line[i - 1], 2) / 1000000000,
+                    s2 = field_num(sa.line[i], 2) / 1000000000;
+            assert_true(s1 <= s2);
+        }
+    }
+    /* stacks: by ServiceName, Hash, each key once, and its LastSeen covers every sample row
+     * that points at it (the last row added for a key is the one kept) */
+    for (size_t i = 0; i < stk.n; i++) {
+        char *sv = field(stk.line[i], 0);
+        uint64_t h = field_hex(stk.line[i], 1);
+        int64_t last = field_num(stk.line[i], 2);
+        if (i) {
+            char *pv = field(stk.line[i - 1], 0);
+            int c = strcmp(pv, sv);
+            assert_true(c < 0 || (c == 0 && field_hex(stk.line[i - 1], 1) < h));
+            free(pv);
+        }
+        for (size_t j = 0; j < sa.n; j++) {
+            char *ss = field(sa.line[j], 0);
+            if (!strcmp(ss, sv) && field_hex(sa.line[j], 5) == h)
+                assert_true(last >= field_num(sa.line[j], 3));
+            free(ss);
+        }
+        free(sv);
+    }
+    /* every sample's stack has a row */
+    for (size_t j = 0; j < sa.n; j++) {
+        char *ss = field(sa.line[j], 0);
+        uint64_t h = field_hex(sa.line[j], 5);
+        bool found = false;
+        for (size_t i = 0; i < stk.n && !found; i++) {
+            char *sv = field(stk.line[i], 0);
+            found = !strcmp(sv, ss) && field_hex(stk.line[i], 1) == h;
+            free(sv);
+        }
+        assert_true(found);
+        free(ss);
+    }
+    rows_free(&sa);
+    rows_free(&stk);
+    pfr_chenc_free(e);
+    pfr_testgen_free(g);
+}
+
 /* ---- the ClickHouse encoder: the ring's samples path gives the profile path's rows ---- */
 
 struct both {
@@ -1223,9 +1340,9 @@ int main(void)
         cmocka_unit_test(test_buf),          cmocka_unit_test(test_fnv),
         cmocka_unit_test(test_retime),       cmocka_unit_test(test_chenc),
         cmocka_unit_test(test_chenc_native), cmocka_unit_test(test_chenc_samples),
-        cmocka_unit_test(test_ch_answers),   cmocka_unit_test(test_http_helpers),
-        cmocka_unit_test(test_config_ini),   cmocka_unit_test(test_config_flags),
-        cmocka_unit_test(test_state),
+        cmocka_unit_test(test_chenc_order),  cmocka_unit_test(test_ch_answers),
+        cmocka_unit_test(test_http_helpers), cmocka_unit_test(test_config_ini),
+        cmocka_unit_test(test_config_flags), cmocka_unit_test(test_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,13 +5,19 @@
 # run. Prints chunks/s and bytes sent per chunk side by side, and the ClickHouse time against
 # the target (a day of 50 services, 432,000 chunks, in under 5 minutes).
 #   SERVICES (50), INTERVALS (8640 = a day), STACKS (testgen's default), BENCH_DIR (work dir;
-#   the generated ring is kept there and reused), SINKS ("clickhouse coroot").
+#   the generated ring is kept there and reused), SINKS ("clickhouse coroot"), CH_ARGS (more
+#   shipper options for the ClickHouse backfill; default: 256M / 8000-chunk batches, what a
+#   backfill over a fast link should use, docs/shipper.md).
+# For ClickHouse it also prints the CPU per chunk of the shipper and of ch_front (ClickHouse),
+# the part of it spent by ClickHouse's background merges (its MergeMutate threads) and the
+# bound that CPU puts on the rate with 2 cores.
 set -euo pipefail
 : "${SHIPPER:?}" "${CH_FRONT:?}" "${COROOT_SERVER:?}" "${RINGTOOL:?}" "${CHDB_LIB:?}" "${BENCH_DIR:?}"
 SERVICES=${SERVICES:-50}
 INTERVALS=${INTERVALS:-8640}
 STACKS=${STACKS:-0}
 SINKS=${SINKS:-clickhouse coroot}
+CH_ARGS=${CH_ARGS-"--batch-bytes 256M --batch-chunks 8000"}
 [ -s "$CHDB_LIB" ] || { echo "SKIP: $CHDB_LIB missing (tests/shipper/setup-chdb.sh)"; exit 77; }
 mkdir -p "$BENCH_DIR"
 RING=$BENCH_DIR/ring-$SERVICES-$INTERVALS-$STACKS.db
@@ -38,11 +44,13 @@ wait_port() {
     exit 1
 }
 declare -A RATE BPC SECS
+TIMER=()
+[ -x /usr/bin/time ] && TIMER=(/usr/bin/time -f "%U %S %M" -o "$BENCH_DIR/shipper.time")
 run_sink() { # name, then extra shipper args
     local name=$1 state=$BENCH_DIR/state-$1.db log=$BENCH_DIR/backfill-$1.log
     shift
-    rm -f "$state" "$state"-*
-    "$SHIPPER" backfill --store "$RING" --state "$state" --sink "$name" "$@" \
+    rm -f "$state" "$state"-* "$BENCH_DIR/shipper.time"
+    "${TIMER[@]}" "$SHIPPER" backfill --store "$RING" --state "$state" --sink "$name" "$@" \
         --from @0 --to "@$(($(date +%s) + 86400))" --deadline 0 --progress 30s >"$log" 2>&1 ||
         { tail -5 "$log"; exit 1; }
     local line
@@ -56,6 +64,17 @@ run_sink() { # name, then extra shipper args
     echo "$name: $CHUNKS chunks in $secs s: ${RATE[$name]} chunks/s, ${BPC[$name]} bytes/chunk sent"
 }
 
+# CPU seconds of a process, and of its threads named like $2 (Linux /proc; ticks of 1/100 s).
+proc_cpu() { awk '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / 100}' "/proc/$1/stat"; }
+threads_cpu() {
+    local t sum=0
+    for t in /proc/"$1"/task/*; do
+        [ "$(cat "$t/comm" 2>/dev/null)" = "$2" ] || continue
+        sum=$(awk -v s="$sum" '{sub(/^.*\) /, ""); printf "%.2f", s + ($12 + $13) / 100}' "$t/stat")
+    done
+    echo "$sum"
+}
+
 for sink in $SINKS; do
     case $sink in
     clickhouse)
@@ -65,9 +84,24 @@ for sink in $SINKS; do
         PIDS+=($!)
         rm -f "$BENCH_DIR/chport"
         wait_port "$BENCH_DIR/chport"
+        chpid=${PIDS[-1]}
+        c0=$(proc_cpu "$chpid")
         run_sink clickhouse --url "http://127.0.0.1:$(cat "$BENCH_DIR/chport")" \
-            --database bench --create-tables --ttl-days 0
-        kill "${PIDS[-1]}"
+            --database bench --create-tables --ttl-days 0 $CH_ARGS
+        c1=$(proc_cpu "$chpid")
+        merges=$(threads_cpu "$chpid" MergeMutate)
+        kill "$chpid"
+        if [ -s "$BENCH_DIR/shipper.time" ]; then
+            read -r u s m <"$BENCH_DIR/shipper.time"
+            awk -v n="$CHUNKS" -v u="$u" -v s="$s" -v m="$m" -v c0="$c0" -v c1="$c1" -v mg="$merges" '
+                BEGIN {
+                    sh = (u + s) * 1000 / n; ch = (c1 - c0) * 1000 / n; me = mg * 1000 / n
+                    printf "CPU per chunk: pfr-shipper %.3f ms (peak RSS %d MB), ClickHouse %.3f ms", sh, m / 1024, ch
+                    printf " (%.3f ms of it in background merges)\n", me
+                    printf "  2 cores, nothing else running: at most %.0f chunks/s", 2000 / (sh + ch)
+                    printf " (merges still to come after the run are not counted)\n"
+                }'
+        fi
         ;;
     coroot)
         rm -f "$BENCH_DIR/coport"
