@@ -6,7 +6,13 @@
  * process calls exec and when it exits.
  *
  * Double buffering: user space flips active_buf, waits until no CPU is inside the sampler
- * (inflight), then reads and empties the other buffer's count and stack maps at leisure.
+ * (cpu_state.inflight), then reads and empties the other buffer's count and stack maps at
+ * leisure.
+ *
+ * Per sample, in the common case: one per-CPU lookup (state, counters), the process memo, two
+ * bpf_get_stackid calls (none for the kernel stack of a sample taken in user mode) and an
+ * increment in a per-CPU slot (the count map is touched when the slot held another key). The
+ * idle task costs one lookup.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -16,6 +22,7 @@
 #include "cpu_profile.h"
 
 #define EEXIST     17
+#define ENOMEM     12
 #define PF_EXITING 0x00000004
 #define PF_KTHREAD 0x00200000
 
@@ -23,6 +30,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Which buffer samples go to (0 or 1); written by user space through the mmap'ed .bss. */
 volatile __u32 active_buf;
+/* Bumped by user space after it deleted a process from known: drops the per-CPU memo of the
+ * last process noted (pfr_cpu_state.last_*), so that process is announced again. */
+volatile __u32 known_gen;
 
 #define COUNT_MAP(name)                                                                            \
     struct {                                                                                       \
@@ -32,10 +42,20 @@ volatile __u32 active_buf;
         __type(value, __u64);                                                                      \
     } name SEC(".maps")
 
+/* Kernel stack-trace maps: id -> frames (leaf first, zero-padded), hashed by the kernel. */
 #define STACK_MAP(name)                                                                            \
     struct {                                                                                       \
-        __uint(type, BPF_MAP_TYPE_HASH);                                                           \
+        __uint(type, BPF_MAP_TYPE_STACK_TRACE);                                                    \
         __uint(max_entries, 8192);                                                                 \
+        __uint(key_size, sizeof(__u32));                                                           \
+        __uint(value_size, PFR_MAX_STACK_DEPTH * sizeof(__u64));                                   \
+    } name SEC(".maps")
+
+/* Stacks whose stack-trace bucket was taken by another stack, by content hash. */
+#define COLLISION_MAP(name)                                                                        \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_HASH);                                                           \
+        __uint(max_entries, 2048);                                                                 \
         __type(key, __u64);                                                                        \
         __type(value, struct pfr_stack);                                                           \
     } name SEC(".maps")
@@ -44,8 +64,21 @@ COUNT_MAP(counts0);
 COUNT_MAP(counts1);
 STACK_MAP(stacks0);
 STACK_MAP(stacks1);
+COLLISION_MAP(xstacks0);
+COLLISION_MAP(xstacks1);
 
-/* Per-CPU scratch for bpf_get_stack (1 KiB does not fit the 512-byte BPF stack). */
+#define PENDING_MAP(name)                                                                          \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                   \
+        __uint(max_entries, 1);                                                                    \
+        __type(key, __u32);                                                                        \
+        __type(value, struct pfr_pending);                                                         \
+    } name SEC(".maps")
+
+PENDING_MAP(pending0);
+PENDING_MAP(pending1);
+
+/* Per-CPU scratch for bpf_get_stack on a collision (1 KiB does not fit the 512-byte BPF stack). */
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
@@ -53,20 +86,13 @@ struct {
     __type(value, struct pfr_stack);
 } scratch SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, PFR_CNT_MAX);
-    __type(key, __u32);
-    __type(value, __u64);
-} counters SEC(".maps");
-
-/* Non-zero while this CPU is inside the sampler; user space waits for 0 after a flip. */
+/* Per-CPU in-flight flag, memo and counters: one lookup per sample. */
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, __u64);
-} inflight SEC(".maps");
+    __type(value, struct pfr_cpu_state);
+} cpu_state SEC(".maps");
 
 /* tgid -> group leader start time, for processes user space has been told about. */
 struct {
@@ -81,12 +107,14 @@ struct {
     __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-static __always_inline void count(__u32 which)
+static __always_inline struct pfr_cpu_state *cpu_state_get(void)
 {
-    __u64 *v = bpf_map_lookup_elem(&counters, &which);
-    if (v)
-        *v += 1; /* per-CPU: no atomics needed */
+    __u32 zero = 0;
+    return bpf_map_lookup_elem(&cpu_state, &zero);
 }
+
+/* per-CPU: no atomics needed */
+#define COUNT(cs, which) ((cs)->counters[(which)] += 1)
 
 static __always_inline __u64 hash_stack(const struct pfr_stack *st, __u32 n)
 {
@@ -98,13 +126,13 @@ static __always_inline __u64 hash_stack(const struct pfr_stack *st, __u32 n)
         h *= 0x9e3779b97f4a7c15ull;
         h ^= h >> 29;
     }
-    /* 0 and PFR_STACK_ERROR are reserved ids */
-    return h > PFR_STACK_ERROR ? h : h + 2;
+    return h | PFR_STACK_HASHED;
 }
 
-/* Copy the current stack (kernel or user per flags) and store it in stacks by content hash.
+/* The slow way, after a stack-trace map collision: copy the stack and store it by content hash.
  * Returns its id, 0 if the stack is empty, or PFR_STACK_ERROR. */
-static __always_inline __u64 store_stack(void *ctx, void *stacks, __u64 flags, __u32 err_counter)
+static __always_inline __u64 store_hashed(struct pfr_cpu_state *cs, void *ctx, void *xstacks,
+                                          __u64 flags, __u32 err_counter)
 {
     __u32 zero = 0;
     struct pfr_stack *st = bpf_map_lookup_elem(&scratch, &zero);
@@ -112,7 +140,7 @@ static __always_inline __u64 store_stack(void *ctx, void *stacks, __u64 flags, _
         return PFR_STACK_ERROR;
     long len = bpf_get_stack(ctx, st->ips, sizeof(st->ips), flags);
     if (len < 0) {
-        count(err_counter);
+        COUNT(cs, err_counter);
         return PFR_STACK_ERROR;
     }
     __u32 n = (__u32)len / sizeof(__u64);
@@ -120,41 +148,103 @@ static __always_inline __u64 store_stack(void *ctx, void *stacks, __u64 flags, _
         return 0;
     st->nframes = n;
     __u64 id = hash_stack(st, n);
-    if (bpf_map_lookup_elem(stacks, &id)) {
-        count(PFR_CNT_STACK_REUSED);
+    if (bpf_map_lookup_elem(xstacks, &id)) {
+        COUNT(cs, PFR_CNT_STACK_REUSED);
         return id;
     }
-    long err = bpf_map_update_elem(stacks, &id, st, BPF_NOEXIST);
+    long err = bpf_map_update_elem(xstacks, &id, st, BPF_NOEXIST);
     if (err == 0 || err == -EEXIST)
         return id;
-    count(PFR_CNT_STACK_FULL);
+    COUNT(cs, PFR_CNT_STACK_FULL);
     return PFR_STACK_ERROR;
 }
 
-static __always_inline void add_count(void *counts, struct pfr_count_key *key)
+/* Store the current stack (kernel or user per flags). Returns its id (see pfr_count_key), or
+ * PFR_STACK_ERROR. An empty stack is never asked for: bpf_get_stackid returns -EFAULT both for
+ * an empty stack and for one it could not read. */
+static __always_inline __u64 store_stack(struct pfr_cpu_state *cs, void *ctx, void *stacks,
+                                         void *xstacks, __u64 flags, __u32 err_counter)
+{
+    long id = bpf_get_stackid(ctx, stacks, flags);
+    if (id >= 0)
+        return (__u64)id + PFR_STACKID_BASE;
+    if (id == -EEXIST) {
+        COUNT(cs, PFR_CNT_STACK_COLLISION);
+        return store_hashed(cs, ctx, xstacks, flags, err_counter);
+    }
+    if (id == -ENOMEM) {
+        COUNT(cs, PFR_CNT_STACK_FULL);
+        return PFR_STACK_ERROR;
+    }
+    COUNT(cs, err_counter);
+    return PFR_STACK_ERROR;
+}
+
+/* 1 if the interrupted context was user mode, 0 if kernel, -1 if this architecture is not known
+ * here (then the kernel stack is asked for, and an empty one reads as an error). */
+static __always_inline int user_mode(struct bpf_perf_event_data *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+    /* perf_event contexts read pt_regs fields 8 bytes at a time */
+    __u64 cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
+    return (cs & 3) == 3;
+#elif defined(__TARGET_ARCH_arm64)
+    return (ctx->regs.pstate & 0xf) == 0;
+#else
+    return -1;
+#endif
+}
+
+static __always_inline void add_count(struct pfr_cpu_state *cs, void *counts,
+                                      struct pfr_count_key *key, __u64 n)
 {
     __u64 *v = bpf_map_lookup_elem(counts, key);
     if (v) {
-        __sync_fetch_and_add(v, 1);
+        __sync_fetch_and_add(v, n);
         return;
     }
-    __u64 one = 1;
-    long err = bpf_map_update_elem(counts, key, &one, BPF_NOEXIST);
+    long err = bpf_map_update_elem(counts, key, &n, BPF_NOEXIST);
     if (err == -EEXIST) { /* another CPU inserted it first */
         v = bpf_map_lookup_elem(counts, key);
         if (v)
-            __sync_fetch_and_add(v, 1);
+            __sync_fetch_and_add(v, n);
         return;
     }
     if (err)
-        count(PFR_CNT_COUNT_FULL);
+        cs->counters[PFR_CNT_COUNT_FULL] += n;
+}
+
+/* Count one sample of key: in its pending slot if the slot holds key, else the slot's count goes
+ * to the count map and key takes the slot. */
+static __always_inline void add_sample(struct pfr_cpu_state *cs, void *pending, void *counts,
+                                       struct pfr_count_key *key)
+{
+    __u32 zero = 0;
+    struct pfr_pending *p = bpf_map_lookup_elem(pending, &zero);
+    if (!p) {
+        add_count(cs, counts, key, 1);
+        return;
+    }
+    struct pfr_pending_slot *s = &p->slot[pfr_pending_index(key) & (PFR_PENDING_SLOTS - 1)];
+    if (s->count) {
+        if (s->key.tgid == key->tgid && s->key.kstack == key->kstack &&
+            s->key.ustack == key->ustack) {
+            s->count += 1; /* per-CPU, and user space reads it only after the flip */
+            return;
+        }
+        add_count(cs, counts, &s->key, s->count);
+    }
+    s->key = *key;
+    s->count = 1;
 }
 
 static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid, __u64 start)
 {
     struct pfr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
     if (!e) {
-        count(PFR_CNT_EVENTS_LOST);
+        struct pfr_cpu_state *cs = cpu_state_get();
+        if (cs)
+            COUNT(cs, PFR_CNT_EVENTS_LOST);
         return -1;
     }
     struct task_struct *leader = BPF_CORE_READ(task, group_leader);
@@ -168,61 +258,74 @@ static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid
     return 0;
 }
 
-/* Tell user space about a process it has not seen (or a new one reusing a known tgid). */
-static __always_inline void note_process(struct task_struct *task, __u32 tgid)
+/* Tell user space about a process it has not seen (or a new one reusing a known tgid). The
+ * per-CPU memo of the last process noted here skips the known lookup while a CPU keeps sampling
+ * the same process. */
+static __always_inline void note_process(struct pfr_cpu_state *cs, struct task_struct *task,
+                                         __u32 tgid)
 {
-    __u64 start = BPF_CORE_READ(task, group_leader, start_time);
-    __u64 *seen = bpf_map_lookup_elem(&known, &tgid);
-    if (seen && *seen == start)
+    __u64 start = task->group_leader->start_time;
+    __u32 gen = known_gen;
+    if (cs->last_tgid == tgid && cs->last_start == start && cs->last_gen == gen)
         return;
-    if (bpf_map_update_elem(&known, &tgid, &start, seen ? BPF_ANY : BPF_NOEXIST))
-        return; /* another CPU got there first */
-    if (emit(PFR_EV_NEW, task, tgid, start))
-        bpf_map_delete_elem(&known, &tgid); /* retry on the next sample */
+    __u64 *seen = bpf_map_lookup_elem(&known, &tgid);
+    if (!(seen && *seen == start)) {
+        if (bpf_map_update_elem(&known, &tgid, &start, seen ? BPF_ANY : BPF_NOEXIST))
+            return; /* another CPU got there first */
+        if (emit(PFR_EV_NEW, task, tgid, start)) {
+            bpf_map_delete_elem(&known, &tgid); /* retry on the next sample */
+            return;
+        }
+    }
+    cs->last_tgid = tgid;
+    cs->last_start = start;
+    cs->last_gen = gen;
 }
 
 SEC("perf_event")
 int pfr_sample(struct bpf_perf_event_data *ctx)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    __u32 zero = 0;
-
+    struct pfr_cpu_state *cs = cpu_state_get();
+    if (!cs)
+        return 0;
     if (tgid == 0) {
-        count(PFR_CNT_IDLE);
+        COUNT(cs, PFR_CNT_IDLE);
         return 0;
     }
-    __u64 *busy = bpf_map_lookup_elem(&inflight, &zero);
-    if (!busy)
-        return 0;
     /* A locked add orders this store before the load of active_buf below (full barrier on x86),
-     * so once user space has flipped the buffer and seen busy == 0 on a CPU, any later sample on
-     * that CPU uses the new buffer. */
-    __sync_fetch_and_add(busy, 1);
+     * so once user space has flipped the buffer and seen inflight == 0 on a CPU, any later sample
+     * on that CPU uses the new buffer. */
+    __sync_fetch_and_add(&cs->inflight, 1);
 
     /* Read the buffer index before counting the sample: a sample counted before user space
      * flips is then always in the buffer it drains (tests check the drained totals against the
      * counter read just before and just after each flip). */
     __u32 buf = active_buf & 1;
     struct task_struct *task = bpf_get_current_task_btf();
-    int kthread = task->flags & PF_KTHREAD;
+    /* no user stack for kernel threads nor for a task whose mm is already gone */
+    int no_user = (task->flags & PF_KTHREAD) || !task->mm;
+    int umode = user_mode(ctx);
     struct pfr_count_key key = {.tgid = tgid};
 
-    count(PFR_CNT_SAMPLES);
+    COUNT(cs, PFR_CNT_SAMPLES);
     /* A task sampled after its exit was reported must not be announced as new again. */
     if (!(task->flags & PF_EXITING))
-        note_process(task, tgid);
-    if (buf) {
-        key.kstack = store_stack(ctx, &stacks1, 0, PFR_CNT_KSTACK_ERR);
-        if (!kthread)
-            key.ustack = store_stack(ctx, &stacks1, BPF_F_USER_STACK, PFR_CNT_USTACK_ERR);
-        add_count(&counts1, &key);
-    } else {
-        key.kstack = store_stack(ctx, &stacks0, 0, PFR_CNT_KSTACK_ERR);
-        if (!kthread)
-            key.ustack = store_stack(ctx, &stacks0, BPF_F_USER_STACK, PFR_CNT_USTACK_ERR);
-        add_count(&counts0, &key);
+        note_process(cs, task, tgid);
+    void *stacks = buf ? (void *)&stacks1 : (void *)&stacks0;
+    void *xstacks = buf ? (void *)&xstacks1 : (void *)&xstacks0;
+    if (umode != 1) {
+        key.kstack = store_stack(cs, ctx, stacks, xstacks, 0, PFR_CNT_KSTACK_ERR);
+        if (umode < 0 && key.kstack == PFR_STACK_ERROR)
+            key.kstack = 0; /* most likely an empty kernel stack */
     }
-    __sync_fetch_and_add(busy, -1);
+    if (!no_user)
+        key.ustack = store_stack(cs, ctx, stacks, xstacks, BPF_F_USER_STACK, PFR_CNT_USTACK_ERR);
+    if (buf)
+        add_sample(cs, &pending1, &counts1, &key);
+    else
+        add_sample(cs, &pending0, &counts0, &key);
+    __sync_fetch_and_add(&cs->inflight, -1);
     return 0;
 }
 

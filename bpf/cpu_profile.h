@@ -1,12 +1,13 @@
 /*
  * Types shared by the CPU sampler (cpu_profile.bpf.c) and its loader (recorder/cpu_profiler.c).
  *
- * Stacks are stored by content hash rather than in a kernel stack-trace map: a stack-trace map
- * has one slot per hash bucket and drops a new stack whenever its bucket is taken (-EEXIST), which
- * loses a few percent of distinct stacks at realistic fill levels unless it is sized several times
- * larger than needed. Copying the stack (bpf_get_stack) and keying an ordinary hash map by a
- * 64-bit hash of it costs a short loop per sample and loses stacks only when the map is full,
- * which the loader sizes and the counters report.
+ * Stacks go first into a kernel stack-trace map (bpf_get_stackid: the kernel hashes and compares
+ * the frames it just unwound, nothing is copied to the program). A stack-trace map has one slot per
+ * bucket and refuses a new stack whose bucket holds another one (-EEXIST; BPF_F_REUSE_STACKID
+ * would overwrite it and corrupt the counts already pointing at that id, so it is not used). Such
+ * a collision is counted and the stack then goes the slow way: copied with bpf_get_stack and
+ * stored in a small hash map keyed by a 64-bit hash of its frames. No stack is lost to a
+ * collision; stacks are lost only when a map is full, which the counters report.
  */
 #ifndef PFR_CPU_PROFILE_H
 #define PFR_CPU_PROFILE_H
@@ -28,26 +29,61 @@ struct pfr_stack {
 
 /* Key of the sample count maps. A stack id of 0 means "no stack" (no kernel part because the
  * sample was in user mode, or no user part for a kernel thread); PFR_STACK_ERROR means the stack
- * could not be read or stored (counted in the counters). */
+ * could not be read or stored (counted in the counters). Otherwise either a stack-trace map id
+ * plus PFR_STACKID_BASE (below 2^32 + 2), or, with PFR_STACK_HASHED set, the content hash under
+ * which the stack is in the collision map. */
 struct pfr_count_key {
     __u32 tgid;
     __u32 pad;
     __u64 kstack;
     __u64 ustack;
 };
-#define PFR_STACK_ERROR 1ull
+#define PFR_STACK_ERROR  1ull
+#define PFR_STACKID_BASE 2ull
+#define PFR_STACK_HASHED (1ull << 63)
 
 /* Per-CPU counters, summed by the loader. */
 enum pfr_counter {
-    PFR_CNT_SAMPLES = 0,  /* samples taken (idle excluded) */
-    PFR_CNT_IDLE,         /* samples that hit the idle task, not recorded */
-    PFR_CNT_KSTACK_ERR,   /* kernel stack could not be read */
-    PFR_CNT_USTACK_ERR,   /* user stack could not be read */
-    PFR_CNT_STACK_FULL,   /* a stack map was full: stack recorded as PFR_STACK_ERROR */
-    PFR_CNT_COUNT_FULL,   /* a count map was full: sample lost */
-    PFR_CNT_EVENTS_LOST,  /* ring buffer full: a process notification was dropped */
-    PFR_CNT_STACK_REUSED, /* stack already stored (a hit, not a loss) */
+    PFR_CNT_SAMPLES = 0,     /* samples taken (idle excluded) */
+    PFR_CNT_IDLE,            /* samples that hit the idle task, not recorded */
+    PFR_CNT_KSTACK_ERR,      /* kernel stack could not be read */
+    PFR_CNT_USTACK_ERR,      /* user stack could not be read */
+    PFR_CNT_STACK_FULL,      /* a stack map was full: stack recorded as PFR_STACK_ERROR */
+    PFR_CNT_COUNT_FULL,      /* a count map was full: sample lost */
+    PFR_CNT_EVENTS_LOST,     /* ring buffer full: a process notification was dropped */
+    PFR_CNT_STACK_REUSED,    /* stack already in the collision map (a hit, not a loss) */
+    PFR_CNT_STACK_COLLISION, /* stack-trace map bucket taken by another stack: stored in the
+                              * collision map instead (not a loss) */
     PFR_CNT_MAX,
+};
+
+/* Per-CPU, per-buffer cache of the last counts, direct-mapped by key: a sample whose key is in
+ * its slot only increments it; one that is not moves the slot's count into the count map (a hash
+ * map lookup, the costlier part of counting) and takes the slot. User space adds the slots of the
+ * buffer it drains to the count map's entries. */
+#define PFR_PENDING_BITS  8
+#define PFR_PENDING_SLOTS (1u << PFR_PENDING_BITS)
+struct pfr_pending_slot {
+    struct pfr_count_key key;
+    __u64 count; /* 0 = free */
+};
+struct pfr_pending {
+    struct pfr_pending_slot slot[PFR_PENDING_SLOTS];
+};
+
+static inline __u32 pfr_pending_index(const struct pfr_count_key *k)
+{
+    __u64 h = k->tgid + k->kstack * 0x9e3779b97f4a7c15ull + k->ustack * 0xc2b2ae3d27d4eb4full;
+    return (__u32)(h >> (64 - PFR_PENDING_BITS)) & (PFR_PENDING_SLOTS - 1);
+}
+
+/* Per-CPU state of the sampler: one map lookup per sample. */
+struct pfr_cpu_state {
+    __u64 inflight;   /* non-zero while this CPU is inside the sampler */
+    __u32 last_tgid;  /* process of the last sample here that user space knows about ... */
+    __u32 last_gen;   /* ... as of this known_gen ... */
+    __u64 last_start; /* ... and its group leader's start time */
+    __u64 counters[PFR_CNT_MAX];
 };
 
 /* Notifications to user space, through the ring buffer. */

@@ -36,12 +36,15 @@ struct pfr_cpu_profiler {
     uint64_t *cbuf;
     uint64_t *skbuf;
     struct pfr_stack *svbuf;
+    uint64_t *trace; /* one stack-trace map value */
     pfr_cpu_sample *samples;
     size_t nsamples, samples_cap;
     pfr_u64map stack_index; /* id -> (offset << 8 | nframes) into ips */
     uint64_t *ips;
     size_t nips, ips_cap;
-    uint64_t *percpu; /* npossible values */
+    struct pfr_cpu_state *cpu_state; /* npossible values */
+    struct pfr_pending *pending;     /* npossible values */
+    pfr_u64map key_index;            /* hash of a count key -> index in samples */
     uint64_t drains;
     /* read-only views of the ring buffer's positions, to tell how far the consumer got */
     const volatile uint64_t *rb_consumer, *rb_producer;
@@ -186,8 +189,12 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
     cp->cbuf = calloc(BATCH, sizeof(*cp->cbuf));
     cp->skbuf = calloc(BATCH, sizeof(*cp->skbuf));
     cp->svbuf = calloc(BATCH, sizeof(*cp->svbuf));
-    cp->percpu = calloc(cp->npossible > 0 ? (size_t)cp->npossible : 1, sizeof(uint64_t));
-    if (cp->npossible <= 0 || !cp->kbuf || !cp->cbuf || !cp->skbuf || !cp->svbuf || !cp->percpu) {
+    cp->trace = calloc(PFR_MAX_STACK_DEPTH, sizeof(uint64_t));
+    cp->cpu_state =
+        calloc(cp->npossible > 0 ? (size_t)cp->npossible : 1, sizeof(struct pfr_cpu_state));
+    cp->pending = calloc(cp->npossible > 0 ? (size_t)cp->npossible : 1, sizeof(struct pfr_pending));
+    if (cp->npossible <= 0 || !cp->kbuf || !cp->cbuf || !cp->skbuf || !cp->svbuf || !cp->trace ||
+        !cp->cpu_state || !cp->pending) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -202,6 +209,10 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
     unsigned ce = opts->count_map_entries ? opts->count_map_entries : 16384;
     bpf_map__set_max_entries(cp->skel->maps.stacks0, se);
     bpf_map__set_max_entries(cp->skel->maps.stacks1, se);
+    /* collisions in the stack-trace map: about the fill fraction of the new stacks */
+    unsigned xe = se / 4 > 256 ? se / 4 : 256;
+    bpf_map__set_max_entries(cp->skel->maps.xstacks0, xe);
+    bpf_map__set_max_entries(cp->skel->maps.xstacks1, xe);
     bpf_map__set_max_entries(cp->skel->maps.counts0, ce);
     bpf_map__set_max_entries(cp->skel->maps.counts1, ce);
     rc = cpu_profile_bpf__load(cp->skel);
@@ -254,9 +265,12 @@ void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
     free(cp->cbuf);
     free(cp->skbuf);
     free(cp->svbuf);
+    free(cp->trace);
+    free(cp->cpu_state);
+    free(cp->pending);
+    pfr_u64map_free(&cp->key_index);
     free(cp->samples);
     free(cp->ips);
-    free(cp->percpu);
     pfr_u64map_free(&cp->stack_index);
     free(cp);
 }
@@ -302,19 +316,19 @@ static void sleep_ms(long ms)
 /* Wait until every CPU has been seen outside the sampler once since the flip. */
 static int quiesce(pfr_cpu_profiler *cp)
 {
-    int fd = bpf_map__fd(cp->skel->maps.inflight);
+    int fd = bpf_map__fd(cp->skel->maps.cpu_state);
     uint32_t zero = 0;
     unsigned char *done = calloc((size_t)cp->npossible, 1);
     if (!done)
         return -ENOMEM;
     int pending = cp->npossible;
     for (int waited = 0; pending > 0 && waited <= QUIESCE_MAX_MS; waited++) {
-        if (bpf_map_lookup_elem(fd, &zero, cp->percpu)) {
+        if (bpf_map_lookup_elem(fd, &zero, cp->cpu_state)) {
             free(done);
             return -errno;
         }
         for (int c = 0; c < cp->npossible; c++) {
-            if (!done[c] && cp->percpu[c] == 0) {
+            if (!done[c] && __atomic_load_n(&cp->cpu_state[c].inflight, __ATOMIC_RELAXED) == 0) {
                 done[c] = 1;
                 pending--;
             }
@@ -341,9 +355,10 @@ static int add_sample(pfr_cpu_profiler *cp, const struct pfr_count_key *k, uint6
     return 0;
 }
 
-static int add_stack(pfr_cpu_profiler *cp, uint64_t id, const struct pfr_stack *st)
+static int add_stack(pfr_cpu_profiler *cp, uint64_t id, const uint64_t *frames, uint32_t n)
 {
-    uint32_t n = st->nframes > PFR_MAX_STACK_DEPTH ? PFR_MAX_STACK_DEPTH : st->nframes;
+    if (n > PFR_MAX_STACK_DEPTH)
+        n = PFR_MAX_STACK_DEPTH;
     if (cp->nips + n > cp->ips_cap) {
         size_t cap = cp->ips_cap ? cp->ips_cap : 4096;
         while (cap < cp->nips + n)
@@ -354,7 +369,7 @@ static int add_stack(pfr_cpu_profiler *cp, uint64_t id, const struct pfr_stack *
         cp->ips = ips;
         cp->ips_cap = cap;
     }
-    memcpy(cp->ips + cp->nips, st->ips, n * sizeof(uint64_t));
+    memcpy(cp->ips + cp->nips, frames, n * sizeof(uint64_t));
     int rc = pfr_u64map_put(&cp->stack_index, id, ((uint64_t)cp->nips << 8) | n);
     cp->nips += n;
     return rc;
@@ -409,7 +424,97 @@ static int each_stack(pfr_cpu_profiler *cp, const void *k, const void *v)
 {
     uint64_t id;
     memcpy(&id, k, sizeof(id));
-    return add_stack(cp, id, v);
+    const struct pfr_stack *st = v;
+    return add_stack(cp, id, (const uint64_t *)st->ips, st->nframes);
+}
+
+static uint64_t key_hash(const struct pfr_count_key *k)
+{
+    uint64_t h = (k->tgid + 1) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ k->kstack) * 0xc2b2ae3d27d4eb4full;
+    h = (h ^ k->ustack) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 31);
+}
+
+static bool same_key(const pfr_cpu_sample *s, const struct pfr_count_key *k)
+{
+    return s->tgid == k->tgid && s->kstack == k->kstack && s->ustack == k->ustack;
+}
+
+/* Add the pending slots of every CPU (read after the flip: no CPU writes them any more) to the
+ * samples read from the count map, then empty them. */
+static int drain_pending(pfr_cpu_profiler *cp, int fd)
+{
+    uint32_t zero = 0;
+    size_t total = (size_t)cp->npossible * sizeof(struct pfr_pending);
+    if (bpf_map_lookup_elem(fd, &zero, cp->pending))
+        return -errno;
+    bool any = false;
+    for (int c = 0; c < cp->npossible && !any; c++)
+        for (unsigned i = 0; i < PFR_PENDING_SLOTS && !any; i++)
+            any = cp->pending[c].slot[i].count != 0;
+    if (!any)
+        return 0;
+    pfr_u64map_clear(&cp->key_index);
+    for (size_t i = 0; i < cp->nsamples; i++) {
+        const pfr_cpu_sample *s = &cp->samples[i];
+        struct pfr_count_key k = {.tgid = s->tgid, .kstack = s->kstack, .ustack = s->ustack};
+        int rc = pfr_u64map_put(&cp->key_index, key_hash(&k), i);
+        if (rc)
+            return rc;
+    }
+    for (int c = 0; c < cp->npossible; c++) {
+        for (unsigned i = 0; i < PFR_PENDING_SLOTS; i++) {
+            const struct pfr_pending_slot *sl = &cp->pending[c].slot[i];
+            if (!sl->count)
+                continue;
+            uint64_t h = key_hash(&sl->key);
+            uint64_t *idx = pfr_u64map_get(&cp->key_index, h);
+            if (idx && same_key(&cp->samples[*idx], &sl->key)) {
+                cp->samples[*idx].count += sl->count;
+                continue;
+            }
+            size_t j = 0;
+            while (idx && j < cp->nsamples && !same_key(&cp->samples[j], &sl->key))
+                j++; /* a hash collision: rare */
+            if (idx && j < cp->nsamples) {
+                cp->samples[j].count += sl->count;
+                continue;
+            }
+            int rc = add_sample(cp, &sl->key, sl->count);
+            if (rc == 0 && !idx)
+                rc = pfr_u64map_put(&cp->key_index, h, cp->nsamples - 1);
+            if (rc)
+                return rc;
+        }
+    }
+    memset(cp->pending, 0, total);
+    return bpf_map_update_elem(fd, &zero, cp->pending, BPF_ANY) ? -errno : 0;
+}
+
+/* Read and empty a stack-trace map (no batch operations for those): its values are the frames,
+ * zero-padded; its ids are those of the count keys minus PFR_STACKID_BASE. */
+static int drain_stack_trace_map(pfr_cpu_profiler *cp, int fd)
+{
+    uint32_t key, next;
+    bool first = true;
+    while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+        first = false;
+        key = next;
+        if (bpf_map_lookup_elem(fd, &key, cp->trace) == 0) {
+            uint32_t n = 0;
+            while (n < PFR_MAX_STACK_DEPTH && cp->trace[n])
+                n++;
+            if (n > 0) {
+                int rc = add_stack(cp, (uint64_t)key + PFR_STACKID_BASE, cp->trace, n);
+                if (rc)
+                    return rc;
+            }
+        }
+        if (bpf_map_delete_elem(fd, &key) && errno != ENOENT)
+            return -errno;
+    }
+    return errno == ENOENT ? 0 : -errno;
 }
 
 int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
@@ -428,11 +533,17 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
     pfr_u64map_clear(&cp->stack_index);
     int cfd = bpf_map__fd(old ? s->maps.counts1 : s->maps.counts0);
     int sfd = bpf_map__fd(old ? s->maps.stacks1 : s->maps.stacks0);
+    int xfd = bpf_map__fd(old ? s->maps.xstacks1 : s->maps.xstacks0);
+    int pfd = bpf_map__fd(old ? s->maps.pending1 : s->maps.pending0);
     /* counts first: a stack is deleted only after every count that refers to it was read */
     rc = drain_map(cfd, cp->kbuf, cp->cbuf, sizeof(*cp->kbuf), sizeof(*cp->cbuf), each_count, cp);
     if (rc == 0)
-        rc = drain_map(sfd, cp->skbuf, cp->svbuf, sizeof(*cp->skbuf), sizeof(*cp->svbuf),
+        rc = drain_pending(cp, pfd);
+    if (rc == 0)
+        rc = drain_map(xfd, cp->skbuf, cp->svbuf, sizeof(*cp->skbuf), sizeof(*cp->svbuf),
                        each_stack, cp);
+    if (rc == 0)
+        rc = drain_stack_trace_map(cp, sfd);
     if (rc)
         return rc;
     out->samples = cp->samples;
@@ -458,29 +569,28 @@ const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, 
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid)
 {
     bpf_map_delete_elem(bpf_map__fd(cp->skel->maps.known), &tgid);
-}
-
-static uint64_t sum_counter(pfr_cpu_profiler *cp, int fd, uint32_t idx)
-{
-    uint64_t sum = 0;
-    if (bpf_map_lookup_elem(fd, &idx, cp->percpu) == 0)
-        for (int c = 0; c < cp->npossible; c++)
-            sum += cp->percpu[c];
-    return sum;
+    /* after the delete: drops the sampler's per-CPU memo of the last process noted */
+    __atomic_fetch_add(&cp->skel->bss->known_gen, 1, __ATOMIC_SEQ_CST);
 }
 
 void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
 {
     memset(out, 0, sizeof(*out));
-    int fd = bpf_map__fd(cp->skel->maps.counters);
-    out->samples = sum_counter(cp, fd, PFR_CNT_SAMPLES);
-    out->idle = sum_counter(cp, fd, PFR_CNT_IDLE);
-    out->kstack_errors = sum_counter(cp, fd, PFR_CNT_KSTACK_ERR);
-    out->ustack_errors = sum_counter(cp, fd, PFR_CNT_USTACK_ERR);
-    out->stack_map_full = sum_counter(cp, fd, PFR_CNT_STACK_FULL);
-    out->count_map_full = sum_counter(cp, fd, PFR_CNT_COUNT_FULL);
-    out->events_lost = sum_counter(cp, fd, PFR_CNT_EVENTS_LOST);
-    out->stacks_reused = sum_counter(cp, fd, PFR_CNT_STACK_REUSED);
+    uint64_t sum[PFR_CNT_MAX] = {0};
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(cp->skel->maps.cpu_state), &zero, cp->cpu_state) == 0)
+        for (int c = 0; c < cp->npossible; c++)
+            for (int i = 0; i < PFR_CNT_MAX; i++)
+                sum[i] += cp->cpu_state[c].counters[i];
+    out->samples = sum[PFR_CNT_SAMPLES];
+    out->idle = sum[PFR_CNT_IDLE];
+    out->kstack_errors = sum[PFR_CNT_KSTACK_ERR];
+    out->ustack_errors = sum[PFR_CNT_USTACK_ERR];
+    out->stack_map_full = sum[PFR_CNT_STACK_FULL];
+    out->count_map_full = sum[PFR_CNT_COUNT_FULL];
+    out->events_lost = sum[PFR_CNT_EVENTS_LOST];
+    out->stacks_reused = sum[PFR_CNT_STACK_REUSED];
+    out->stack_collisions = sum[PFR_CNT_STACK_COLLISION];
     out->drains = cp->drains;
     struct bpf_program *progs[] = {cp->skel->progs.pfr_sample, cp->skel->progs.pfr_exec,
                                    cp->skel->progs.pfr_exit};

@@ -96,11 +96,44 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
         (double)st->sym.files_parsed);
     put(m, "pfr_symbol_cache_bytes", "bytes held by the symbol cache", G,
         (double)st->sym.cache_bytes);
+    pfr_daemon_metrics_symbolizer(m, &st->sym);
     put(m, "pfr_frames_unresolved_total", "frames that could not be named", C,
         (double)st->sym.unresolved_frames);
     put(m, "pfr_frames_late_total", "frames left as addresses: symbolizing budget spent", C,
         (double)st->build.late_frames);
     put(m, "pfr_cpu_profiles_total", "CPU profiles written", C, (double)st->profiles);
+}
+
+void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *st)
+{
+    static const char lookup_help[] = "files looked up in the symbol cache, by result";
+    put1(m, "pfr_symbol_cache_lookups_total", lookup_help, "result", "hit", (double)st->cache_hits);
+    put1(m, "pfr_symbol_cache_lookups_total", lookup_help, "result", "miss",
+         (double)st->cache_misses);
+    put(m, "pfr_symbol_files_evicted_total", "files evicted from the symbol cache for room", C,
+        (double)st->evictions);
+    put(m, "pfr_symbol_files_reparsed_total", "files parsed again after their eviction", C,
+        (double)st->reparses);
+    put(m, "pfr_symbol_files_cached", "files in the symbol cache", G, (double)st->files_cached);
+    put(m, "pfr_symbol_files_open",
+        "descriptors the symbol cache keeps open (names are read "
+        "from the files)",
+        G, (double)st->open_files);
+    put(m, "pfr_symbol_cache_protected_bytes",
+        "of the symbol cache, bytes of files used more than once", G, (double)st->protected_bytes);
+    put(m, "pfr_symbol_dwarf_loads_total", "DWARF line tables opened (again after a drop)", C,
+        (double)st->dwarf_loads);
+    put(m, "pfr_symbol_dwarf_evictions_total", "DWARF dropped for room while the symbols stayed", C,
+        (double)st->dwarf_evictions);
+    put(m, "pfr_symbol_dwarf_refused_total", "DWARF not read: over the per-file cap", C,
+        (double)st->dwarf_too_big);
+    put(m, "pfr_symbol_dwarf_bytes", "of the symbol cache, bytes of open DWARF", G,
+        (double)st->dwarf_bytes);
+    put(m, "pfr_symbol_name_errors_total",
+        "symbol names unreadable: the file changed on disk after it was parsed", C,
+        (double)st->name_errors);
+    put(m, "pfr_symbol_errors_total", "files or maps the symbolizer could not use", C,
+        (double)st->errors);
 }
 
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,

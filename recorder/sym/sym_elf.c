@@ -1,9 +1,12 @@
 #include "sym_elf.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_SECTIONS (1u << 20)
 #define MAX_PHDRS    4096
@@ -117,6 +120,150 @@ int pfr_sym_elf_read_info(Elf *e, struct pfr_sym_elf_info *out, char *err, size_
     return 0;
 }
 
+/* ---- raw bytes: from the file (pread, a window at a time) or from an image in memory ----
+ *
+ * The symbol tables are read here, not through libelf's Elf_Data: libelf would hold a copy of
+ * .symtab, .strtab, .dynsym and .dynstr at once (17 MB for node), where a window of each and a
+ * bit per byte of a string table do (what parsing needs of the names is whether they are empty). */
+
+#define WIN_BYTES (32u << 10) /* a multiple of 64 */
+#define SEQ_BITS  27          /* candidates per file; the rank takes the bits above */
+
+struct src {
+    int fd;                   /* -1 with an image */
+    const unsigned char *img; /* NULL with a file */
+    uint64_t size;
+    bool is64, swap;
+};
+
+static bool pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+static bool src_read(const struct src *s, uint64_t off, void *buf, size_t len)
+{
+    if (off > s->size || len > s->size - off)
+        return false;
+    if (s->img) {
+        memcpy(buf, s->img + off, len);
+        return true;
+    }
+    return pread_full(s->fd, buf, len, off);
+}
+
+/* A section [off, off + size) of the source, read through a window. */
+struct win {
+    const struct src *src;
+    uint64_t off, size;
+    unsigned char *buf;
+    uint64_t woff;
+    size_t wlen;
+};
+
+static bool win_init(struct win *w, const struct src *src, uint64_t off, uint64_t size)
+{
+    memset(w, 0, sizeof(*w));
+    w->src = src;
+    w->off = off;
+    w->size = size;
+    return off <= src->size && size <= src->size - off;
+}
+
+/* Section bytes [at, at + len), len <= WIN_BYTES; NULL when outside it or unreadable. */
+static const unsigned char *win_get(struct win *w, uint64_t at, size_t len)
+{
+    if (at > w->size || len > w->size - at || len > WIN_BYTES)
+        return NULL;
+    if (w->src->img)
+        return w->src->img + w->off + at;
+    if (w->wlen && at >= w->woff && at - w->woff + len <= w->wlen)
+        return w->buf + (at - w->woff);
+    if (!w->buf && !(w->buf = malloc(WIN_BYTES)))
+        return NULL;
+    size_t n = w->size - at < WIN_BYTES ? (size_t)(w->size - at) : WIN_BYTES;
+    w->wlen = 0;
+    if (!pread_full(w->src->fd, w->buf, n, w->off + at))
+        return NULL;
+    w->woff = at;
+    w->wlen = n;
+    return w->buf;
+}
+
+static void win_free(struct win *w)
+{
+    free(w->buf);
+    w->buf = NULL;
+    w->wlen = 0;
+}
+
+static uint16_t get16(const struct src *s, const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return s->swap ? __builtin_bswap16(v) : v;
+}
+
+static uint32_t get32(const struct src *s, const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return s->swap ? __builtin_bswap32(v) : v;
+}
+
+static uint64_t get64(const struct src *s, const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return s->swap ? __builtin_bswap64(v) : v;
+}
+
+struct raw_sym {
+    uint32_t name;
+    unsigned char info;
+    uint16_t shndx;
+    uint64_t value, size;
+};
+
+static size_t sym_entsize(const struct src *s)
+{
+    return s->is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+}
+
+static void decode_sym(const struct src *s, const unsigned char *p, struct raw_sym *o)
+{
+    if (s->is64) {
+        o->name = get32(s, p + offsetof(Elf64_Sym, st_name));
+        o->info = p[offsetof(Elf64_Sym, st_info)];
+        o->shndx = get16(s, p + offsetof(Elf64_Sym, st_shndx));
+        o->value = get64(s, p + offsetof(Elf64_Sym, st_value));
+        o->size = get64(s, p + offsetof(Elf64_Sym, st_size));
+    } else {
+        o->name = get32(s, p + offsetof(Elf32_Sym, st_name));
+        o->info = p[offsetof(Elf32_Sym, st_info)];
+        o->shndx = get16(s, p + offsetof(Elf32_Sym, st_shndx));
+        o->value = get32(s, p + offsetof(Elf32_Sym, st_value));
+        o->size = get32(s, p + offsetof(Elf32_Sym, st_size));
+    }
+}
+
+/* A table libelf would refuse to read (elf_getdata fails): compressed, past the end of the
+ * file, or not a whole number of entries. */
+static bool table_ok(const struct src *s, const GElf_Shdr *sh, size_t entsz)
+{
+    return !(sh->sh_flags & SHF_COMPRESSED) && entsz && sh->sh_size % entsz == 0 &&
+           sh->sh_offset <= s->size && sh->sh_size <= s->size - sh->sh_offset;
+}
+
 /* What we know of each section for symbol filtering: executable, and its address range. */
 struct sec {
     uint64_t addr, end;
@@ -146,32 +293,52 @@ static struct sec *section_table(Elf *e, size_t *nsec)
     return t;
 }
 
-/* A candidate symbol before sorting and trimming. */
-struct cand {
-    uint64_t addr, size, sec_end;
-    uint32_t name;
-    uint32_t rank; /* lower wins among symbols at one address */
+/* A string table names refer to, while parsing. A name at offset o is one elf_strptr() would
+ * return and not empty when o <= last_nul (a NUL follows it in the section) and byte o is not
+ * NUL: one bit per byte, built on first use. */
+struct names_tab {
+    size_t link;
+    bool plt, ok, scanned;
+    uint32_t base;
+    uint64_t last_nul;
+    uint8_t *nonzero; /* bit o: byte o is not NUL */
+    struct win w;
 };
+
+/* A candidate symbol before sorting and trimming (24 bytes). */
+struct cand {
+    uint64_t addr;
+    uint64_t end;   /* addr + size (saturated), or its section's end for a symbol without size */
+    uint32_t name;  /* reference (table base + offset) */
+    uint32_t order; /* rank << SEQ_BITS | sequence: lower wins among symbols at one address */
+};
+
+#define RANK_NO_SIZE 8u /* in the rank: the symbol has no size */
 
 struct collect {
     struct cand *v;
-    size_t n, cap;
-    size_t max_bytes;
+    size_t n, cap, max;
+    const struct src *src;
+    struct pfr_sym_elf_syms *out;
+    struct names_tab nt[PFR_ELF_MAX_STRTABS];
+    size_t nnt;
+    uint64_t next_base;
 };
 
-static int push_cand(struct collect *c, const struct cand *x)
+static int push_cand(struct collect *c, uint64_t addr, uint64_t end, uint32_t name, uint32_t rank)
 {
+    if (c->n >= c->max)
+        return -EFBIG;
     if (c->n == c->cap) {
         size_t ncap = c->cap ? c->cap * 2 : 1024;
-        if (ncap * sizeof(struct cand) > c->max_bytes * 2)
-            return -EFBIG;
         struct cand *nv = realloc(c->v, ncap * sizeof(*nv));
         if (!nv)
             return -ENOMEM;
         c->v = nv;
         c->cap = ncap;
     }
-    c->v[c->n++] = *x;
+    c->v[c->n] = (struct cand){addr, end, name, rank << SEQ_BITS | (uint32_t)c->n};
+    c->n++;
     return 0;
 }
 
@@ -180,40 +347,126 @@ static uint32_t bind_rank(unsigned bind)
     return bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
 }
 
-static int read_table(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, uint32_t table_rank,
-                      const struct sec *secs, size_t nsec, struct collect *c,
-                      struct pfr_sym_strpool *names)
+/* The string table at section index link (as elf_strptr would use it), registered in out->tabs
+ * so names can be read later; NULL when no name of it would be usable. */
+static struct names_tab *names_tab(struct collect *c, Elf *e, size_t link, bool plt)
 {
-    Elf_Data *d = elf_getdata(scn, NULL);
-    size_t entsz = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
-    if (!d || !d->d_buf || entsz == 0 || d->d_type != ELF_T_SYM)
-        return 0;
-    size_t count = d->d_size / entsz;
-    for (size_t i = 1; i < count; i++) {
-        GElf_Sym sym;
-        if (!gelf_getsym(d, (int)i, &sym))
-            break;
-        unsigned type = GELF_ST_TYPE(sym.st_info);
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0 ||
-            sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_shndx >= nsec ||
-            !secs[sym.st_shndx].exec)
-            continue;
-        const char *nm = elf_strptr(e, sh->sh_link, sym.st_name);
-        if (!nm || !*nm)
-            continue;
-        if (pfr_sym_strpool_bytes(names) > c->max_bytes)
-            return -EFBIG;
-        uint32_t off = pfr_sym_strpool_add(names, nm, strlen(nm));
-        if (off == PFR_STR_NONE)
-            return -ENOMEM;
-        struct cand x = {sym.st_value, sym.st_size, secs[sym.st_shndx].end, off,
-                         (sym.st_size ? 0 : 8) + table_rank * 4 +
-                             bind_rank(GELF_ST_BIND(sym.st_info))};
-        int rc = push_cand(c, &x);
-        if (rc)
-            return rc;
+    for (size_t i = 0; i < c->nnt; i++)
+        if (c->nt[i].link == link && c->nt[i].plt == plt)
+            return c->nt[i].ok ? &c->nt[i] : NULL;
+    if (c->nnt == PFR_ELF_MAX_STRTABS)
+        return NULL;
+    struct names_tab *t = &c->nt[c->nnt++];
+    memset(t, 0, sizeof(*t));
+    t->link = link;
+    t->plt = plt;
+    Elf_Scn *scn = elf_getscn(e, link);
+    GElf_Shdr sh;
+    if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB || sh.sh_size == 0 ||
+        !table_ok(c->src, &sh, 1) || sh.sh_size >= UINT32_MAX - c->next_base)
+        return NULL;
+    win_init(&t->w, c->src, sh.sh_offset, sh.sh_size);
+    t->base = (uint32_t)c->next_base;
+    c->next_base += sh.sh_size;
+    c->out->tabs[c->out->ntabs++] =
+        (struct pfr_sym_elf_strtab){sh.sh_offset, t->base, (uint32_t)sh.sh_size, plt};
+    t->ok = true;
+    return t;
+}
+
+/* One pass over the table: a bit per non-NUL byte, and the last NUL. */
+static bool scan_names(struct names_tab *t)
+{
+    if (t->scanned)
+        return t->nonzero != NULL;
+    t->scanned = true;
+    uint64_t size = t->w.size;
+    uint8_t *bits = calloc((size_t)(size + 7) / 8, 1);
+    if (!bits)
+        return false;
+    bool any_nul = false;
+    for (uint64_t at = 0; at < size;) {
+        size_t chunk = size - at < WIN_BYTES ? (size_t)(size - at) : WIN_BYTES;
+        const unsigned char *p = win_get(&t->w, at, chunk);
+        if (!p) {
+            free(bits);
+            return false;
+        }
+        size_t i = 0;
+        for (; i + 8 <= chunk; i += 8) { /* at is a multiple of 64: whole bitmap bytes */
+            uint64_t x;
+            memcpy(&x, p + i, sizeof(x));
+            uint64_t hi = (((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL) | x) &
+                          0x8080808080808080ULL; /* the top bit of each non-zero byte */
+            uint8_t m = (uint8_t)(((hi >> 7) * 0x0102040810204080ULL) >> 56);
+            if (m != 0xff) {
+                any_nul = true;
+                t->last_nul = at + i + (uint64_t)(31 - __builtin_clz((unsigned)(uint8_t)~m));
+            }
+            bits[(at + i) / 8] = m;
+        }
+        for (; i < chunk; i++) {
+            if (p[i])
+                bits[(at + i) / 8] |= (uint8_t)(1u << ((at + i) & 7));
+            else
+                any_nul = true, t->last_nul = at + i;
+        }
+        at += chunk;
     }
-    return 0;
+    if (!any_nul) {
+        free(bits); /* no name is terminated */
+        return false;
+    }
+    t->nonzero = bits;
+    /* the window is not needed any more (PLT names are read directly) */
+    win_free(&t->w);
+    return true;
+}
+
+static bool name_usable(struct names_tab *t, uint32_t off)
+{
+    if (!t || !scan_names(t) || off > t->last_nul)
+        return false;
+    return t->nonzero[off / 8] >> (off & 7) & 1;
+}
+
+static int read_table(Elf *e, const GElf_Shdr *sh, uint32_t table_rank, const struct sec *secs,
+                      size_t nsec, struct collect *c)
+{
+    size_t entsz = sym_entsize(c->src);
+    struct win w;
+    if (!table_ok(c->src, sh, entsz) || !win_init(&w, c->src, sh->sh_offset, sh->sh_size))
+        return 0;
+    size_t count = sh->sh_size / entsz;
+    struct names_tab *nt = NULL;
+    bool nt_tried = false;
+    int rc = 0;
+    for (size_t i = 1; i < count && rc == 0; i++) {
+        const unsigned char *p = win_get(&w, i * entsz, entsz);
+        if (!p)
+            break;
+        struct raw_sym sym;
+        decode_sym(c->src, p, &sym);
+        unsigned type = GELF_ST_TYPE(sym.info);
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.value == 0 ||
+            sym.shndx == SHN_UNDEF || sym.shndx >= SHN_LORESERVE || sym.shndx >= nsec ||
+            !secs[sym.shndx].exec)
+            continue;
+        if (!nt_tried) {
+            nt = names_tab(c, e, sh->sh_link, false);
+            nt_tried = true;
+        }
+        if (!name_usable(nt, sym.name))
+            continue;
+        uint32_t rank =
+            (sym.size ? 0 : RANK_NO_SIZE) + table_rank * 4 + bind_rank(GELF_ST_BIND(sym.info));
+        uint64_t end = sym.size
+                           ? (sym.value + sym.size < sym.value ? UINT64_MAX : sym.value + sym.size)
+                           : secs[sym.shndx].end;
+        rc = push_cand(c, sym.value, end, nt->base + sym.name, rank);
+    }
+    win_free(&w);
+    return rc;
 }
 
 /* ---- PLT stubs: "name@plt", as perf names them ---- */
@@ -262,108 +515,157 @@ static bool find_plt(Elf *e, struct plt_layout *l)
     return l->stubs && l->rela && l->stubs_sh.sh_addr != 0;
 }
 
-static int read_plt(Elf *e, struct collect *c, struct pfr_sym_strpool *names)
+#define PLT_NAME_MAX 508 /* perf's buffer: name + "@plt" + NUL in 512 bytes */
+
+static int read_plt(Elf *e, struct collect *c)
 {
     struct plt_layout l;
     if (!find_plt(e, &l))
         return 0;
-    Elf_Data *rd = elf_getdata(l.rela, NULL);
+    const struct src *s = c->src;
+    size_t relsz = s->is64 ? sizeof(Elf64_Rela) : sizeof(Elf32_Rela), entsz = sym_entsize(s);
     Elf_Scn *dynsym = elf_getscn(e, l.rela_sh.sh_link);
     GElf_Shdr dsh;
-    Elf_Data *dd = dynsym ? elf_getdata(dynsym, NULL) : NULL;
-    size_t relsz = gelf_fsize(e, ELF_T_RELA, 1, EV_CURRENT);
-    if (!rd || !dd || !gelf_getshdr(dynsym, &dsh) || relsz == 0 || rd->d_type != ELF_T_RELA ||
-        dd->d_type != ELF_T_SYM)
+    struct win rw;
+    if (!dynsym || !gelf_getshdr(dynsym, &dsh) ||
+        (dsh.sh_type != SHT_SYMTAB && dsh.sh_type != SHT_DYNSYM) || !table_ok(s, &dsh, entsz) ||
+        !table_ok(s, &l.rela_sh, relsz) ||
+        !win_init(&rw, s, l.rela_sh.sh_offset, l.rela_sh.sh_size))
         return 0;
     uint64_t end = l.stubs_sh.sh_addr + l.stubs_sh.sh_size;
-    size_t n = rd->d_size / relsz;
-    char buf[512];
-    for (size_t i = 0; i < n; i++) {
+    size_t n = l.rela_sh.sh_size / relsz, nsyms = dsh.sh_size / entsz;
+    struct names_tab *nt = NULL;
+    bool nt_tried = false;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         uint64_t addr = l.first + i * l.entsize;
-        GElf_Rela r;
-        GElf_Sym sym;
-        if (addr < l.first || addr + l.entsize > end || !gelf_getrela(rd, (int)i, &r))
+        const unsigned char *rp;
+        if (addr < l.first || addr + l.entsize > end || !(rp = win_get(&rw, i * relsz, relsz)))
             break;
-        if (!gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
+        uint64_t symi = s->is64 ? get64(s, rp + offsetof(Elf64_Rela, r_info)) >> 32
+                                : get32(s, rp + offsetof(Elf32_Rela, r_info)) >> 8;
+        unsigned char raw[sizeof(Elf64_Sym)];
+        struct raw_sym sym;
+        if (symi >= nsyms || symi > INT32_MAX ||
+            !src_read(s, dsh.sh_offset + symi * entsz, raw, entsz))
             continue;
-        const char *nm = elf_strptr(e, dsh.sh_link, sym.st_name);
-        if (!nm || !*nm)
+        decode_sym(s, raw, &sym);
+        if (!nt_tried) {
+            nt = names_tab(c, e, dsh.sh_link, true);
+            nt_tried = true;
+        }
+        if (!nt || sym.name >= nt->w.size)
             continue;
-        int len = snprintf(buf, sizeof(buf), "%s@plt", nm);
-        if (len <= 0 || (size_t)len >= sizeof(buf))
+        /* not empty, terminated, and short enough for perf's "%s@plt" buffer */
+        char nm[PLT_NAME_MAX];
+        uint64_t rem = nt->w.size - sym.name;
+        size_t want = rem < sizeof(nm) ? (size_t)rem : sizeof(nm);
+        if (!src_read(s, nt->w.off + sym.name, nm, want) || want == 0 || nm[0] == '\0' ||
+            !memchr(nm, '\0', want))
             continue;
-        if (pfr_sym_strpool_bytes(names) > c->max_bytes)
-            return -EFBIG;
-        uint32_t off = pfr_sym_strpool_add(names, buf, (size_t)len);
-        if (off == PFR_STR_NONE)
-            return -ENOMEM;
         /* ranked after every real symbol: a stub never hides a function */
-        struct cand x = {addr, l.entsize, end, off, 16};
-        int rc = push_cand(c, &x);
-        if (rc)
-            return rc;
+        rc = push_cand(c, addr, addr + l.entsize, nt->base + sym.name, 16);
     }
-    return 0;
+    win_free(&rw);
+    return rc;
 }
 
-static int by_addr_rank(const void *a, const void *b)
+static int by_addr_order(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
     if (x->addr != y->addr)
         return x->addr < y->addr ? -1 : 1;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    return x->name < y->name ? -1 : x->name > y->name;
+    return x->order < y->order ? -1 : x->order > y->order;
 }
 
 /* Sorted candidates -> one symbol per address with an extent: its size, or up to the next
  * symbol (and the end of its section) when it has none. Symbols inside the previous one
- * (local labels) are dropped so the enclosing function names the address. */
-static int build(struct collect *c, struct pfr_sym_elf_syms *out)
+ * (local labels) are dropped so the enclosing function names the address. The symbols are
+ * written over the candidates (16 bytes over 24: never over one not yet read); returns how
+ * many. */
+static size_t build(struct cand *v, size_t n)
 {
-    out->v = malloc((c->n ? c->n : 1) * sizeof(*out->v));
-    if (!out->v)
-        return -ENOMEM;
-    uint64_t prev_end = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        const struct cand *x = &c->v[i];
-        if (out->n && (x->addr == out->v[out->n - 1].addr || x->addr < prev_end))
+    unsigned char *out = (unsigned char *)v;
+    size_t k = 0;
+    uint64_t prev_addr = 0, prev_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct cand x;
+        memcpy(&x, &v[i], sizeof(x));
+        if (k && (x.addr == prev_addr || x.addr < prev_end))
             continue;
         uint64_t end;
-        if (x->size) {
-            end = x->addr + x->size < x->addr ? UINT64_MAX : x->addr + x->size;
+        if (!((x.order >> SEQ_BITS) & RANK_NO_SIZE)) {
+            end = x.end;
         } else {
             size_t j = i + 1;
-            while (j < c->n && c->v[j].addr == x->addr)
+            while (j < n && v[j].addr == x.addr)
                 j++;
-            end = j < c->n ? c->v[j].addr : x->sec_end;
-            if (end > x->sec_end)
-                end = x->sec_end;
-            if (end <= x->addr)
-                end = x->addr + 1;
+            end = j < n ? v[j].addr : x.end;
+            if (end > x.end)
+                end = x.end;
+            if (end <= x.addr)
+                end = x.addr + 1;
         }
-        uint64_t len = end - x->addr;
+        uint64_t len = end - x.addr;
         if (len > UINT32_MAX)
             len = UINT32_MAX;
         if (len == 0)
             len = 1; /* a symbol at the very top of the address space */
-        out->v[out->n++] = (struct pfr_sym_elf_sym){x->addr, (uint32_t)len, x->name, 0};
-        prev_end = x->addr + len;
+        struct pfr_sym_elf_sym o = {x.addr, (uint32_t)len, x.name};
+        memcpy(out + k * sizeof(o), &o, sizeof(o));
+        k++;
+        prev_addr = x.addr;
+        prev_end = x.addr + len;
     }
-    struct pfr_sym_elf_sym *nv = realloc(out->v, (out->n ? out->n : 1) * sizeof(*nv));
-    if (nv)
-        out->v = nv;
-    return 0;
+    return k;
 }
 
-int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes, char *err,
-                          size_t errlen)
+/* The name behind a reference, "@plt" appended for a stub, into buf. */
+static int read_ref(const struct pfr_sym_elf_strtab *tabs, size_t ntabs, const struct src *s,
+                    uint32_t ref, char *buf, size_t cap)
+{
+    const struct pfr_sym_elf_strtab *t = NULL;
+    for (size_t k = 0; k < ntabs && !t; k++)
+        if (ref >= tabs[k].base && ref - tabs[k].base < tabs[k].size)
+            t = &tabs[k];
+    if (!t)
+        return -EINVAL;
+    uint64_t at = ref - t->base, rem = t->size - at;
+    size_t suffix = t->plt ? 4 : 0, room = cap > suffix ? cap - suffix : 0, got = 0, step = 128;
+    while (got < rem && got < room) {
+        size_t want = step;
+        if (want > rem - got)
+            want = (size_t)(rem - got);
+        if (want > room - got)
+            want = room - got;
+        if (!src_read(s, t->off + at + got, buf + got, want))
+            return -EIO;
+        const char *z = memchr(buf + got, '\0', want);
+        if (z) {
+            size_t len = (size_t)(z - buf);
+            if (suffix)
+                memcpy(buf + len, "@plt", 5);
+            return (int)(len + suffix);
+        }
+        got += want;
+        step = step < 16384 ? step * 4 : step;
+    }
+    return got >= rem ? -EIO : -ENAMETOOLONG; /* no NUL to the table's end: not as parsed */
+}
+
+static int read_syms(Elf *e, const struct src *src, struct pfr_sym_elf_syms *out, size_t max_bytes,
+                     char *err, size_t errlen)
 {
     size_t nsec = 0;
     struct sec *secs = section_table(e, &nsec);
     if (!secs)
         return 0; /* no section headers: no symbols, frames fall back to module+offset */
-    struct collect c = {NULL, 0, 0, max_bytes};
+    struct collect c = {.src = src, .out = out};
+    /* candidates (duplicates of .symtab in .dynsym, aliases) are transient: up to twice the
+     * bound in them; what is kept is checked after */
+    c.max = max_bytes / sizeof(struct cand) * 2;
+    if (c.max >= (1u << SEQ_BITS))
+        c.max = (1u << SEQ_BITS) - 1;
     int rc = 0;
     /* .symtab first: it is the superset when present; .dynsym fills in for stripped files */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
@@ -374,26 +676,139 @@ int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes
             if (!gelf_getshdr(scn, &sh))
                 continue;
             if (sh.sh_type == (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM))
-                rc = read_table(e, scn, &sh, (uint32_t)pass, secs, nsec, &c, &out->names);
+                rc = read_table(e, &sh, (uint32_t)pass, secs, nsec, &c);
         }
     }
     free(secs);
     if (rc == 0)
-        rc = read_plt(e, &c, &out->names);
+        rc = read_plt(e, &c);
+    for (size_t i = 0; i < c.nnt; i++) {
+        free(c.nt[i].nonzero);
+        win_free(&c.nt[i].w);
+    }
     if (rc == 0) {
         if (c.n)
-            qsort(c.v, c.n, sizeof(*c.v), by_addr_rank);
-        rc = build(&c, out);
+            qsort(c.v, c.n, sizeof(*c.v), by_addr_order);
+        out->n = build(c.v, c.n);
+        if (out->n > max_bytes / sizeof(struct pfr_sym_elf_sym))
+            rc = -EFBIG;
+    }
+    if (rc == 0) {
+        out->v = realloc(c.v, (out->n ? out->n : 1) * sizeof(*out->v));
+        if (!out->v)
+            out->v = (struct pfr_sym_elf_sym *)c.v; /* shrinking failed: keep the larger block */
+        c.v = NULL;
     }
     free(c.v);
     if (rc) {
         if (rc == -EFBIG)
             snprintf(err, errlen, "symbol table larger than %zu bytes", max_bytes);
         pfr_sym_elf_syms_free(out);
-        return rc;
     }
+    return rc;
+}
+
+static bool src_init(Elf *e, struct src *s)
+{
+    const char *ident = elf_getident(e, NULL);
+    int cls = gelf_getclass(e);
+    if (!ident || (cls != ELFCLASS32 && cls != ELFCLASS64))
+        return false;
+    s->is64 = cls == ELFCLASS64;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    s->swap = ident[EI_DATA] == ELFDATA2MSB;
+#else
+    s->swap = ident[EI_DATA] == ELFDATA2LSB;
+#endif
+    return true;
+}
+
+int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes, char *err,
+                          size_t errlen)
+{
+    size_t size = 0;
+    struct src s = {.fd = -1};
+    if (!src_init(e, &s))
+        return 0;
+    s.img = (const unsigned char *)elf_rawfile(e, &size);
+    s.size = size;
+    if (!s.img)
+        return 0;
+    int rc = read_syms(e, &s, out, max_bytes, err, errlen);
+    if (rc)
+        return rc;
+    /* copy the names kept; the references become offsets in names */
+    char *buf = malloc(PFR_ELF_MAX_NAME);
+    if (!buf) {
+        pfr_sym_elf_syms_free(out);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < out->n; i++) {
+        int len = read_ref(out->tabs, out->ntabs, &s, out->v[i].name, buf, PFR_ELF_MAX_NAME);
+        uint32_t off = len > 0 ? pfr_sym_strpool_add(&out->names, buf, (size_t)len) : 0;
+        if (off == PFR_STR_NONE) {
+            free(buf);
+            pfr_sym_elf_syms_free(out);
+            return -ENOMEM;
+        }
+        out->v[i].name = off;
+    }
+    free(buf);
+    out->ntabs = 0;
     pfr_sym_strpool_shrink(&out->names);
     return 0;
+}
+
+int pfr_sym_elf_read_syms_fd(Elf *e, int fd, struct pfr_sym_elf_syms *out, size_t max_bytes,
+                             char *err, size_t errlen)
+{
+    struct stat st;
+    struct src s = {.fd = fd};
+    if (!src_init(e, &s))
+        return 0;
+    if (fstat(fd, &st) != 0) {
+        int rc = -errno;
+        snprintf(err, errlen, "fstat: %s", strerror(-rc));
+        return rc;
+    }
+    s.size = (uint64_t)st.st_size;
+    int rc = read_syms(e, &s, out, max_bytes, err, errlen);
+    if (rc)
+        return rc;
+    out->lazy = true;
+    out->dev = (uint64_t)st.st_dev;
+    out->ino = (uint64_t)st.st_ino;
+    out->size = (uint64_t)st.st_size;
+    out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    return 0;
+}
+
+int pfr_sym_elf_read_name(struct pfr_sym_elf_syms *s, int fd, const struct pfr_sym_elf_sym *sym,
+                          char *buf, size_t cap)
+{
+    if (!s->lazy) {
+        const char *nm = pfr_sym_strpool_get(&s->names, sym->name);
+        size_t len = strlen(nm);
+        if (len + 1 > cap)
+            return -ENAMETOOLONG;
+        memcpy(buf, nm, len + 1);
+        return (int)len;
+    }
+    if (s->stale)
+        return -ESTALE;
+    /* the file as parsed: a name is read only from the same bytes (a file replaced by rename
+     * keeps its old inode behind fd; one truncated or rewritten in place does not) */
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -EIO;
+    if ((uint64_t)st.st_dev != s->dev || (uint64_t)st.st_ino != s->ino ||
+        (uint64_t)st.st_size != s->size ||
+        (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != s->mtime_ns) {
+        s->stale = true;
+        return -ESTALE;
+    }
+    struct src src = {.fd = fd, .size = s->size};
+    return read_ref(s->tabs, s->ntabs, &src, sym->name, buf, cap);
 }
 
 size_t pfr_sym_elf_syms_estimate(Elf *e)
@@ -401,15 +816,13 @@ size_t pfr_sym_elf_syms_estimate(Elf *e)
     size_t total = 0;
     Elf_Scn *scn = NULL;
     unsigned count = 0;
+    size_t entsz = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
     while ((scn = elf_nextscn(e, scn)) != NULL && count++ < MAX_SECTIONS) {
-        GElf_Shdr sh, str;
+        GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
             continue;
-        size_t entsz = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
         size_t n = entsz ? sh.sh_size / entsz : 0;
-        Elf_Scn *strscn = elf_getscn(e, sh.sh_link);
-        size_t strsz = strscn && gelf_getshdr(strscn, &str) ? str.sh_size : 0;
-        size_t add = n * sizeof(struct pfr_sym_elf_sym) + strsz;
+        size_t add = n * sizeof(struct pfr_sym_elf_sym);
         total = total + add < total ? SIZE_MAX : total + add;
     }
     return total;

@@ -6,20 +6,41 @@
 #include <string.h>
 #include <unistd.h>
 
-uint32_t pfr_symfile_sym_name(struct pfr_sym_file *f, struct pfr_sym_elf_sym *sym)
+uint32_t pfr_symfile_sym_name(struct pfr_sym_file *f, const struct pfr_sym_elf_sym *sym)
 {
-    if (sym->demangled == 0) {
-        /* demangling every name at parse time would cost tens of ms on big C++ binaries */
-        char *d = pfr_sym_demangle(pfr_sym_strpool_get(&f->syms.names, sym->name));
-        sym->demangled = PFR_STR_NONE;
-        if (d) {
-            uint32_t off = pfr_sym_strpool_add(&f->syms.names, d, strlen(d));
-            if (off != PFR_STR_NONE)
-                sym->demangled = off;
-            free(d);
-        }
+    uint64_t idx = (uint64_t)(sym - f->syms.v), v;
+    if (pfr_sym_hmap_get(&f->named, idx, 0, &v))
+        return (uint32_t)v;
+    uint32_t off = PFR_STR_NONE;
+    char small[512], *big = NULL;
+    const char *raw = NULL;
+    if (!f->syms.lazy) {
+        raw = pfr_sym_strpool_get(&f->syms.names, sym->name);
+    } else {
+        int n = pfr_sym_elf_read_name(&f->syms, f->fd, sym, small, sizeof(small));
+        if (n == -ENAMETOOLONG && (big = malloc(PFR_ELF_MAX_NAME)) != NULL)
+            n = pfr_sym_elf_read_name(&f->syms, f->fd, sym, big, PFR_ELF_MAX_NAME);
+        if (n >= 0)
+            raw = big ? big : small;
+        else
+            f->name_errors++;
     }
-    return sym->demangled != PFR_STR_NONE ? sym->demangled : sym->name;
+    if (raw) {
+        /* demangling every name at parse time would cost tens of ms on big C++ binaries */
+        char *d = pfr_sym_demangle(raw);
+        if (d)
+            off = pfr_sym_strpool_add(&f->syms.names, d, strlen(d));
+        else if (f->syms.lazy)
+            off = pfr_sym_strpool_add(&f->syms.names, raw, strlen(raw));
+        else
+            off = sym->name;
+        if (off == PFR_STR_NONE && !f->syms.lazy)
+            off = sym->name; /* out of memory: the mangled name still names it */
+        free(d);
+    }
+    free(big);
+    pfr_sym_hmap_put(&f->named, idx, 0, off); /* on failure, only not memoized */
+    return off;
 }
 
 uint32_t pfr_symfile_intern_name(struct pfr_sym_file *f, const char *name)
@@ -71,9 +92,10 @@ int pfr_symfile_memo_put(struct pfr_sym_file *f, uint64_t vaddr, const struct pf
 
 size_t pfr_symfile_bytes(const struct pfr_sym_file *f)
 {
-    return sizeof(*f) + pfr_sym_elf_syms_bytes(&f->syms) + pfr_sym_dwarf_bytes(f->dwarf) +
-           pfr_sym_gopcln_bytes(f->gopcln) + pfr_sym_hmap_bytes(&f->memo) +
-           f->caprecs * sizeof(struct pfr_sym_rec) + f->caplinks * sizeof(struct pfr_symfile_link);
+    return sizeof(*f) + pfr_sym_elf_syms_bytes(&f->syms) + pfr_sym_hmap_bytes(&f->named) +
+           pfr_sym_dwarf_bytes(f->dwarf) + pfr_sym_gopcln_bytes(f->gopcln) +
+           pfr_sym_hmap_bytes(&f->memo) + f->caprecs * sizeof(struct pfr_sym_rec) +
+           f->caplinks * sizeof(struct pfr_symfile_link);
 }
 
 void pfr_symfile_free(struct pfr_sym_file *f)
@@ -81,6 +103,7 @@ void pfr_symfile_free(struct pfr_sym_file *f)
     if (!f)
         return;
     pfr_sym_elf_syms_free(&f->syms);
+    pfr_sym_hmap_free(&f->named);
     pfr_sym_dwarf_close(f->dwarf);
     pfr_sym_gopcln_free(f->gopcln);
     if (f->fd >= 0)

@@ -35,11 +35,12 @@ struct pfr_sym_file {
     uint64_t kh1, kh2;                /* hashes of key */
     char key[2 * PFR_ELF_MAX_BUILDID + 64];
     struct pfr_sym_elf_info info;
-    struct pfr_sym_elf_syms syms; /* syms.names also holds demangled and DWARF strings */
+    struct pfr_sym_elf_syms syms; /* syms.names: the names looked up (demangled), DWARF strings */
+    struct pfr_sym_hmap named;    /* symbol index -> its name in syms.names, or PFR_STR_NONE */
     struct pfr_sym_dwarf *dwarf;
     int dwarf_state;               /* 0: not tried, 1: open, -1: none */
     struct pfr_sym_gopcln *gopcln; /* Go binaries without usable DWARF */
-    int fd;                        /* kept open for a later DWARF load, or -1 */
+    int fd;                        /* names are read from it (syms.lazy), and DWARF loads; or -1 */
     struct pfr_sym_hmap memo;      /* vaddr -> first << 8 | count in recs */
     struct pfr_sym_rec *recs;
     size_t nrecs, caprecs;
@@ -50,12 +51,15 @@ struct pfr_sym_file {
     uint64_t last_tick;     /* the symbolizer's tick when last used */
     int64_t dwarf_retry_ns; /* DWARF dropped for room: not read again before (monotonic) */
     uint32_t dwarf_loads;
-    uint8_t seg; /* cache segment: probation (seen once) or protected (used again) */
-    bool pinned; /* in no segment (the vDSO) */
+    uint32_t name_errors; /* names that could not be read */
+    uint8_t seg;          /* cache segment: probation (seen once) or protected (used again) */
+    bool pinned;          /* in no segment (the vDSO) */
 };
 
-/* The name of a symbol, demangled on first use and kept. */
-uint32_t pfr_symfile_sym_name(struct pfr_sym_file *f, struct pfr_sym_elf_sym *sym);
+/* The name of a symbol, read from the file (see sym_elf.h) and demangled on first use and kept
+ * in syms.names: only the names of symbols actually met take memory. PFR_STR_NONE when it
+ * cannot be read (the file changed on disk since it was parsed): the frame is then unnamed. */
+uint32_t pfr_symfile_sym_name(struct pfr_sym_file *f, const struct pfr_sym_elf_sym *sym);
 /* Demangle (when mangled) and intern a name from DWARF. PFR_STR_NONE on failure. */
 uint32_t pfr_symfile_intern_name(struct pfr_sym_file *f, const char *name);
 

@@ -24,13 +24,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_CACHE_BYTES (32u << 20)
-#define MAX_KEPT_FDS        64          /* descriptors kept for later DWARF loads */
-#define MAX_NEGATIVE        4096        /* remembered unusable files before forgetting them all */
+#define MIN_KEPT_FDS        16   /* descriptors kept by cached files (names, DWARF): at least */
+#define MAX_KEPT_FDS        4096 /* and at most; else half the soft RLIMIT_NOFILE */
+#define MAX_NEGATIVE        4096 /* remembered unusable files before forgetting them all */
 #define REFRESH_NS          2000000000L /* re-read maps on an unmapped address at most this often */
 #define DEBUG_DIR           "/usr/lib/debug/.build-id"
 /* DWARF dropped for room is read again no sooner than this: under pressure, new addresses of
@@ -62,7 +64,7 @@ struct pfr_symbolizer {
     struct seg_list seg[2];     /* probation, protected */
     uint64_t tick;              /* one per add_process and per user address */
     size_t cache_bytes, dwarf_bytes;
-    size_t kept_fds;
+    size_t kept_fds, max_fds, nfiles;
     struct pfr_sym_file *vdso;
     int vdso_state;
     struct pfr_sym_kallsyms ksyms;
@@ -200,6 +202,7 @@ static void drop_file(pfr_symbolizer *s, struct pfr_sym_file *f)
         seg_unlink(s, f);
     if (f->fd >= 0)
         s->kept_fds--;
+    s->nfiles--;
     s->cache_bytes -= f->bytes;
     s->dwarf_bytes -= f->dwarf_bytes;
     pfr_symfile_free(f);
@@ -241,6 +244,22 @@ static void make_room(pfr_symbolizer *s, const struct pfr_sym_file *keep, size_t
             }
         }
     }
+}
+
+/* Every cached file with symbols keeps its descriptor (its names are read from it): under the
+ * descriptor cap, evict files holding one, coldest first, as make_room() does for bytes. */
+static void make_fd_room(pfr_symbolizer *s)
+{
+    for (int seg = SEG_PROBATION; seg < NSEG && s->kept_fds >= s->max_fds; seg++)
+        for (struct pfr_sym_file *f = s->seg[seg].tail, *prev; f && s->kept_fds >= s->max_fds;
+             f = prev) {
+            prev = f->prev;
+            if (f->fd < 0)
+                continue;
+            remember_gone(s, f);
+            drop_file(s, f);
+            s->st.evictions++;
+        }
 }
 
 /* After f grew (or was added): hold the caps on its DWARF and on all DWARF, then the bound by
@@ -399,6 +418,7 @@ static int insert_file(pfr_symbolizer *s, struct pfr_sym_file *f)
     f->last_tick = s->tick;
     s->cache_bytes += f->bytes;
     s->dwarf_bytes += f->dwarf_bytes;
+    s->nfiles++;
     s->st.files_parsed++;
     /* needed again after its eviction: not a file seen once (2Q's ghost list) */
     bool back = pfr_sym_hmap_get(&s->gone, f->kh1, f->kh2, NULL);
@@ -445,13 +465,15 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
      * what is still over goes after the parse) */
     size_t need = pfr_sym_elf_syms_estimate(e);
     make_room(s, NULL, need < s->max_bytes / 8 ? need : s->max_bytes / 8, false, ROOM_COLD_FILES);
-    int rc = pfr_sym_elf_read_syms(e, &f->syms, s->max_bytes, s->err, sizeof(s->err));
+    make_fd_room(s);
+    /* 16 bytes per symbol; the names stay in the file, read through fd when first looked up */
+    int rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, s->err, sizeof(s->err));
     /* Go: names of a stripped binary, lines when there is no DWARF to get them from */
     if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
         load_gopcln(s, f, e);
     elf_end(e);
-    if (rc == 0 && f->info.has_debug && !s->no_dwarf && s->kept_fds < MAX_KEPT_FDS) {
-        f->fd = fd; /* DWARF loads on first use, maybe after the process is gone */
+    if (rc == 0 && (f->syms.n || (f->info.has_debug && !s->no_dwarf))) {
+        f->fd = fd; /* names, and DWARF on first use, even after the process is gone */
         s->kept_fds++;
     } else {
         close(fd);
@@ -557,6 +579,11 @@ static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
     return rc;
 }
 
+static bool names_need_fd(const struct pfr_sym_file *f)
+{
+    return f->syms.lazy && f->syms.n > 0;
+}
+
 static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
                          const struct pfr_sym_maps *maps, const struct pfr_sym_map *m)
 {
@@ -565,8 +592,10 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
     f->dwarf_state = -1;
     int fd = f->fd;
     if (f->fd >= 0) {
-        f->fd = -1;
-        s->kept_fds--;
+        if (!names_need_fd(f)) {
+            f->fd = -1; /* DWARF was all it was kept for */
+            s->kept_fds--;
+        }
     } else if (f->info.has_debug && m) {
         fd = open_mapped(s, pid, maps, m);
     }
@@ -580,7 +609,8 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
                 load_gopcln(s, f, e);
             elf_end(e);
         }
-        close(fd);
+        if (fd != f->fd)
+            close(fd);
     }
     if (rc == -ENODATA || fd < 0) {
         /* no DWARF in the file: a separate debug file installed on the host (-dbgsym) */
@@ -609,6 +639,20 @@ static int gopcln_frames(const pfr_symbolizer *s, const struct pfr_sym_file *f, 
     return 1;
 }
 
+/* The name of sym (read from the file on first use); PFR_STR_NONE when the file changed. */
+static uint32_t sym_name(pfr_symbolizer *s, struct pfr_sym_file *f,
+                         const struct pfr_sym_elf_sym *sym)
+{
+    uint32_t errors = f->name_errors;
+    uint32_t off = pfr_symfile_sym_name(f, sym);
+    if (f->name_errors != errors) {
+        s->st.name_errors++;
+        snprintf(s->err, sizeof(s->err), "%s: symbol names unreadable: the file changed on disk",
+                 f->key);
+    }
+    return off;
+}
+
 /* Frames for vaddr from DWARF or .gopclntab, memoized. Returns recs (in the memo or in tmp)
  * and their count. */
 static const struct pfr_sym_rec *rich_recs(pfr_symbolizer *s, struct pfr_sym_file *f,
@@ -620,7 +664,7 @@ static const struct pfr_sym_rec *rich_recs(pfr_symbolizer *s, struct pfr_sym_fil
     struct pfr_sym_dwarf_frame df[PFR_DWARF_MAX_INLINE + 1];
     int nd = f->dwarf ? pfr_sym_dwarf_lookup(f->dwarf, vaddr, df, PFR_DWARF_MAX_INLINE + 1)
                       : gopcln_frames(s, f, vaddr, df);
-    struct pfr_sym_elf_sym *sym = (struct pfr_sym_elf_sym *)pfr_sym_elf_find(&f->syms, vaddr);
+    const struct pfr_sym_elf_sym *sym = pfr_sym_elf_find(&f->syms, vaddr);
     if (nd <= 0) {
         df[0] = (struct pfr_sym_dwarf_frame){NULL, NULL, 0};
         nd = 1;
@@ -628,7 +672,7 @@ static const struct pfr_sym_rec *rich_recs(pfr_symbolizer *s, struct pfr_sym_fil
     for (int i = 0; i < nd; i++) {
         uint32_t fn = PFR_FILE_UNNAMED;
         if (i == nd - 1 && sym)
-            fn = pfr_symfile_sym_name(f, sym); /* the same name as frames without DWARF */
+            fn = sym_name(s, f, sym); /* the same name as frames without DWARF */
         else if (df[i].name)
             fn = pfr_symfile_intern_name(f, df[i].name);
         uint32_t file =
@@ -758,6 +802,14 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     s->max_dwarf = s->max_bytes / 2;
     s->max_dwarf_file = s->max_bytes / 2;
     s->max_protected = s->max_bytes / 4 * 3;
+    struct rlimit rl;
+    s->max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                     ? (size_t)rl.rlim_cur / 2
+                     : MAX_KEPT_FDS;
+    if (s->max_fds < MIN_KEPT_FDS)
+        s->max_fds = MIN_KEPT_FDS;
+    if (s->max_fds > MAX_KEPT_FDS)
+        s->max_fds = MAX_KEPT_FDS;
     *out = s;
     return 0;
 }
@@ -872,10 +924,16 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
         r = rich_recs(s, f, vaddr, tmp, &n);
         return emit_recs(s, f, r, n, module, off, out, cap);
     }
-    struct pfr_sym_elf_sym *sym = (struct pfr_sym_elf_sym *)pfr_sym_elf_find(&f->syms, vaddr);
+    const struct pfr_sym_elf_sym *sym = pfr_sym_elf_find(&f->syms, vaddr);
     if (!sym)
         return unnamed(s, out, module, off);
-    put(out, pfr_sym_strpool_get(&f->syms.names, pfr_symfile_sym_name(f, sym)), "", 0, module, off);
+    size_t named = f->named.n;
+    uint32_t name = sym_name(s, f, sym);
+    if (f->named.n != named)
+        reaccount(s, f); /* a name read in: f grew */
+    if (name == PFR_STR_NONE)
+        return unnamed(s, out, module, off);
+    put(out, pfr_sym_strpool_get(&f->syms.names, name), "", 0, module, off);
     return 1;
 }
 
@@ -914,6 +972,8 @@ void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st)
     st->cache_bytes = s->cache_bytes;
     st->dwarf_bytes = s->dwarf_bytes;
     st->protected_bytes = s->seg[SEG_PROTECTED].bytes;
+    st->files_cached = s->nfiles;
+    st->open_files = s->kept_fds;
 }
 
 int pfr_symbolizer_reload_kernel(pfr_symbolizer *s)

@@ -7,9 +7,11 @@
  * containers work: .symtab, then .dynsym; PIE and shared-library load bias; file and line from
  * DWARF (libdw) where present; C++ names demangled; Go names kept as Go writes them. Parsed
  * files are cached by build-id (or dev:inode:size:mtime when there is none), shared across
- * processes and bounded in memory: files used again are kept over files seen once, and DWARF
- * (capped per file and in all) is dropped before symbols (see symbolizer.c). An address that cannot
- * be named yields "module+0xoffset" (or "[unknown]" without a mapping); frames are never dropped.
+ * processes and bounded in memory (16 bytes a symbol: names stay in the file, which the cache
+ * keeps open, and are read when first looked up): files used again are kept over files seen
+ * once, and DWARF (capped per file and in all) is dropped before symbols (see symbolizer.c). An
+ * address that cannot be named yields "module+0xoffset" (or "[unknown]" without a mapping);
+ * frames are never dropped.
  *
  * Strings in returned frames are owned by the symbolizer and valid until the next call on it.
  */
@@ -47,6 +49,10 @@ typedef struct pfr_sym_stats {
     uint64_t dwarf_too_big;   /* DWARF refused before reading: over the per-file cap */
     uint64_t dwarf_bytes;     /* of cache_bytes, held by open DWARF */
     uint64_t protected_bytes; /* of cache_bytes, held by files used more than once */
+    uint64_t files_cached;    /* files in the cache now */
+    uint64_t open_files;      /* descriptors the cache keeps (names are read from the files) */
+    uint64_t name_errors;     /* symbol names unreadable: their file changed on disk after it
+                                 was parsed (the frame is left as module+offset) */
 } pfr_sym_stats;
 
 int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);

@@ -3,6 +3,9 @@
  * samples a spinning child with user stacks, tells about the child's first sample and its exit,
  * and the double buffer neither loses nor double-counts: after every drain, the sum of all
  * drained counts lies between the kernel's sample counter read just before and just after it.
+ * Then, with a stack-trace map of 4 buckets, stacks whose bucket is taken go to the collision
+ * map (counted, none lost, every id resolves), and forgetting a running process announces it
+ * again (the sampler's per-CPU memo of the last process noted is dropped).
  */
 #include <errno.h>
 #include <signal.h>
@@ -67,6 +70,78 @@ __attribute__((noinline)) static unsigned long spin(double seconds)
         for (int i = 0; i < 10000; i++)
             x += (unsigned long)i;
     return x;
+}
+
+__attribute__((noinline)) static unsigned long descend(int d, double seconds)
+{
+    if (d <= 0)
+        return spin(seconds);
+    return descend(d - 1, seconds) + 1;
+}
+
+/* Distinct user stacks (16 depths) and a stack-trace map far too small for them. */
+static void collisions_phase(void)
+{
+    struct seen seen = {0};
+    pfr_cpu_profiler *cp = NULL;
+    char err[512];
+    pfr_cpu_profiler_opts opts = {.hz = 997, .stack_map_entries = 4};
+    int rc = pfr_cpu_profiler_open(&opts, on_event, &seen, &cp, err, sizeof(err));
+    CHECK(rc == 0, "open: %s", err);
+    if (rc)
+        return;
+    pid_t child = fork();
+    if (child == 0) {
+        for (int i = 0; now_s() >= 0; i++)
+            descend(i % 16, 0.002);
+        _exit(0);
+    }
+    seen.child = child;
+    uint64_t child_count = 0, resolved = 0, hashed = 0;
+    int renewed = 0;
+    for (int round = 0; round < 8; round++) {
+        double end = now_s() + 0.1;
+        while (now_s() < end)
+            pfr_cpu_profiler_poll_events(cp, 10);
+        if (round == 4) {
+            renewed = seen.new_events;
+            pfr_cpu_profiler_forget(cp, (uint32_t)child);
+        }
+        pfr_cpu_drain d;
+        rc = pfr_cpu_profiler_drain(cp, &d);
+        CHECK(rc == 0, "drain: %s", strerror(-rc));
+        for (size_t i = 0; rc == 0 && i < d.nsamples; i++) {
+            const pfr_cpu_sample *s = &d.samples[i];
+            if ((pid_t)s->tgid != child)
+                continue;
+            child_count += s->count;
+            size_t n = 0;
+            if (s->ustack > PFR_STACK_ERROR && pfr_cpu_profiler_stack(cp, s->ustack, &n) && n > 0)
+                resolved += s->count;
+            if (s->ustack & PFR_STACK_HASHED)
+                hashed += s->count;
+        }
+    }
+    for (int i = 0; i < 10 && seen.new_events <= renewed; i++)
+        pfr_cpu_profiler_poll_events(cp, 50);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    pfr_cpu_counters c;
+    pfr_cpu_profiler_counters(cp, &c);
+    printf("collisions phase: child=%llu resolved=%llu hashed=%llu collisions=%llu "
+           "stack_full=%llu new_events=%d (forgotten after %d)\n",
+           (unsigned long long)child_count, (unsigned long long)resolved,
+           (unsigned long long)hashed, (unsigned long long)c.stack_collisions,
+           (unsigned long long)c.stack_map_full, seen.new_events, renewed);
+    CHECK(child_count > 50, "child sampled %llu times", (unsigned long long)child_count);
+    CHECK(c.stack_collisions > 0 && hashed > 0, "no stack went to the collision map");
+    /* the collision map (256 stacks) may fill with the stacks of the rest of a busy host: what
+     * counts is that the child's stacks, collided or not, all resolve */
+    CHECK(resolved * 10 >= child_count * 9, "user stacks resolved on %llu of %llu samples",
+          (unsigned long long)resolved, (unsigned long long)child_count);
+    CHECK(renewed == 1 && seen.new_events == 2, "%d notifications, %d before forget",
+          seen.new_events, renewed);
+    pfr_cpu_profiler_close(cp);
 }
 
 int main(void)
@@ -164,6 +239,7 @@ int main(void)
     CHECK(c.stack_map_full == 0 && c.count_map_full == 0, "maps overflowed");
 
     pfr_cpu_profiler_close(cp);
+    collisions_phase();
     if (failures)
         return 1;
     printf("PASS\n");

@@ -3,6 +3,9 @@
  * files seen once, files evicted and needed again are counted as re-parses, and DWARF stays
  * within its caps, is dropped before symbols, and its frames survive the drop (memo).
  *
+ * Symbol tables keep 16 bytes a symbol and read names from the file on first use: the bytes
+ * counted are those, and a file changed on disk after its parse gives clean misses.
+ *
  * Runs over a fake /proc (maps written by the test, PID/root a link to "/") with generated ELF
  * files of chosen sizes, and one small C program compiled with -g at test time for DWARF.
  */
@@ -192,10 +195,10 @@ static void expect_fn(pfr_symbolizer *s, int pid, const char *tag, size_t i)
 static void test_hot_survives_cold_stream(void **state)
 {
     (void)state;
-    const size_t max = 1u << 20;
+    const size_t max = 200u << 10;
     char hot[400], cold[400];
     file_path(hot, sizeof(hot), "hot.so");
-    gen_elf(hot, "hot", 1, 2000); /* ~160 KB in the cache */
+    gen_elf(hot, "hot", 1, 2000); /* ~32 KB in the cache (16 bytes a symbol, names stay on disk) */
     pfr_symbolizer *s = new_sym(max);
     fake_proc(100, hot);
     fake_proc(101, hot);
@@ -209,7 +212,7 @@ static void test_hot_survives_cold_stream(void **state)
         char tag[32];
         snprintf(tag, sizeof(tag), "cold%u", i);
         snprintf(cold, sizeof(cold), "%s/cold%u.so", tmpdir, i);
-        gen_elf(cold, tag, 100 + i, 4000); /* ~320 KB: three fill the cache */
+        gen_elf(cold, tag, 100 + i, 4000); /* ~64 KB: three fill the cache */
         fake_proc(200 + (int)i, cold);
         assert_int_equal(pfr_symbolizer_add_process(s, 200 + (int)i), 0);
         st = stats(s);
@@ -232,7 +235,7 @@ static void test_hot_survives_cold_stream(void **state)
 static void test_reparse_counted(void **state)
 {
     (void)state;
-    const size_t max = 512u << 10;
+    const size_t max = 100u << 10; /* one of a and b (~64 KB each) fits, not both */
     char a[400], b[400];
     file_path(a, sizeof(a), "a.so");
     file_path(b, sizeof(b), "b.so");
@@ -252,6 +255,73 @@ static void test_reparse_counted(void **state)
     assert_int_equal(st.files_parsed, 6);
     assert_int_equal(st.reparses, 4);
     assert_int_equal(st.evictions, 5);
+    pfr_symbolizer_free(s);
+}
+
+/* ---- names stay in the files ---- */
+
+/* A parsed file costs 16 bytes a symbol, plus the names looked up, no more. */
+static void test_compact_accounting(void **state)
+{
+    (void)state;
+    char path[400];
+    file_path(path, sizeof(path), "compact.so");
+    gen_elf(path, "compact", 31, 4000); /* ~280 KB of names in the file */
+    fake_proc(600, path);
+    pfr_symbolizer *s = new_sym(32u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 600), 0);
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.files_cached, 1);
+    assert_int_equal(st.open_files, 1);
+    assert_true(st.cache_bytes >= 4000 * 16 && st.cache_bytes < 4000 * 16 + 4096);
+    uint64_t before = st.cache_bytes;
+    for (size_t i = 0; i < 10; i++)
+        expect_fn(s, 600, "compact", i * 397);
+    st = stats(s);
+    /* ten names of ~60 bytes, and the table that remembers them */
+    assert_true(st.cache_bytes > before && st.cache_bytes < before + 4096);
+    assert_int_equal(st.name_errors, 0);
+    pfr_symbolizer_free(s);
+}
+
+/* The file is cut short on disk after it was parsed: names already looked up still come out,
+ * others become module+offset (counted, with a reason), nothing reads past the end. A file
+ * replaced by a rename is still read as it was (the cache holds the old inode open). */
+static void test_file_changed_after_parse(void **state)
+{
+    (void)state;
+    char path[400], repl[400], want[480];
+    file_path(path, sizeof(path), "changed.so");
+    file_path(repl, sizeof(repl), "changed.so.new");
+    gen_elf(path, "chg", 41, 500);
+    fake_proc(610, path);
+    pfr_symbolizer *s = new_sym(32u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 610), 0);
+    expect_fn(s, 610, "chg", 1);
+    assert_int_equal(truncate(path, 4096), 0);
+    pfr_sym_frame fr[4];
+    uint64_t off = TEXT + 16 * 2 + 3;
+    assert_int_equal(pfr_symbolize_user(s, 610, MAP_START + off, fr, 4), 1);
+    snprintf(want, sizeof(want), "changed.so+0x%" PRIx64, off);
+    assert_string_equal(fr[0].function, want);
+    assert_non_null(strstr(pfr_symbolizer_last_error(s), "changed on disk"));
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.name_errors, 1);
+    assert_true(st.unresolved_frames >= 1);
+    expect_fn(s, 610, "chg", 1); /* looked up before the change: kept */
+    assert_int_equal(pfr_symbolize_user(s, 610, MAP_START + off, fr, 4), 1);
+    assert_string_equal(fr[0].function, want); /* the miss is remembered: no read again */
+    assert_int_equal(stats(s).name_errors, 1);
+    pfr_symbolizer_free(s);
+
+    gen_elf(path, "chg", 42, 500);
+    fake_proc(611, path);
+    s = new_sym(32u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 611), 0);
+    gen_elf(repl, "new", 43, 500);
+    assert_int_equal(rename(repl, path), 0);
+    expect_fn(s, 611, "chg", 7);
+    assert_int_equal(stats(s).name_errors, 0);
     pfr_symbolizer_free(s);
 }
 
@@ -398,7 +468,7 @@ static void test_dwarf_dropped_first(void **state)
     size_t cost[2];
     for (int i = 0; i < 2; i++) {
         snprintf(big[i], sizeof(big[i]), "%s/big%d.so", tmpdir, i);
-        gen_elf(big[i], i ? "bigb" : "biga", 77 + (unsigned)i, dwarf / 60);
+        gen_elf(big[i], i ? "bigb" : "biga", 77 + (unsigned)i, dwarf / 12);
         fake_proc(501 + i, big[i]);
         s = new_sym(64u << 20);
         assert_int_equal(pfr_symbolizer_add_process(s, 501 + i), 0);
@@ -463,6 +533,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hot_survives_cold_stream),
         cmocka_unit_test(test_reparse_counted),
+        cmocka_unit_test(test_compact_accounting),
+        cmocka_unit_test(test_file_changed_after_parse),
         cmocka_unit_test(test_dwarf_cap),
         cmocka_unit_test(test_dwarf_dropped_first),
     };

@@ -431,6 +431,136 @@ static void test_elf_truncated(void **state)
     free(whole);
 }
 
+/* ---- names left in the file (the cache's representation) ---- */
+
+static void write_all(const char *path, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_true(write(fd, buf, len) == (ssize_t)len);
+    assert_int_equal(close(fd), 0);
+}
+
+/* Parses path through a descriptor (names stay in the file); returns the descriptor. */
+static int parse_fd(const char *path, struct pfr_sym_elf_syms *syms)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(e);
+    char err[128];
+    memset(syms, 0, sizeof(*syms));
+    assert_int_equal(pfr_sym_elf_read_syms_fd(e, fd, syms, 1 << 20, err, sizeof(err)), 0);
+    elf_end(e);
+    return fd;
+}
+
+static const char *name_at(struct pfr_sym_elf_syms *s, int fd, uint64_t a, char *buf, size_t cap)
+{
+    const struct pfr_sym_elf_sym *x = pfr_sym_elf_find(s, a);
+    if (!x)
+        return NULL;
+    int n = pfr_sym_elf_read_name(s, fd, x, buf, cap);
+    return n >= 0 ? buf : n == -ESTALE ? "<stale>" : "<error>";
+}
+
+/* 16 bytes a symbol, no name copied while parsing; the same symbols and names as a table read
+ * from memory, for .symtab and .dynsym. */
+static void test_elf_names_in_file(void **state)
+{
+    (void)state;
+    assert_int_equal(sizeof(struct pfr_sym_elf_sym), 16);
+    for (int v = ELFGEN_SYMTAB; v <= ELFGEN_DYNSYM; v++) {
+        uint8_t buf[ELFGEN_MAX_SIZE];
+        size_t len = elfgen_build(buf, (enum elfgen_variant)v);
+        char path[300], name[64];
+        snprintf(path, sizeof(path), "%s/names%d.so", tmpdir, v);
+        write_all(path, buf, len);
+        struct pfr_sym_elf_syms lazy, copied = {0};
+        int fd = parse_fd(path, &lazy);
+        assert_true(lazy.lazy);
+        assert_int_equal(lazy.n, 3);
+        assert_int_equal(pfr_sym_strpool_bytes(&lazy.names), 0); /* nothing copied */
+        assert_int_equal(pfr_sym_elf_syms_bytes(&lazy), 3 * 16);
+        char err[128];
+        Elf *e = elf_of(buf, len);
+        assert_int_equal(pfr_sym_elf_read_syms(e, &copied, 1 << 20, err, sizeof(err)), 0);
+        assert_int_equal(copied.n, lazy.n);
+        for (size_t i = 0; i < lazy.n; i++) {
+            assert_true(lazy.v[i].addr == copied.v[i].addr);
+            assert_int_equal(lazy.v[i].len, copied.v[i].len);
+            assert_int_equal(pfr_sym_elf_read_name(&lazy, fd, &lazy.v[i], name, sizeof(name)),
+                             (int)strlen(pfr_sym_strpool_get(&copied.names, copied.v[i].name)));
+            assert_string_equal(name, pfr_sym_strpool_get(&copied.names, copied.v[i].name));
+        }
+        assert_string_equal(name_at(&lazy, fd, 0x11f, name, sizeof(name)), "func_a");
+        assert_string_equal(name_at(&lazy, fd, 0x17f, name, sizeof(name)), "func_b");
+        assert_null(name_at(&lazy, fd, 0x1c0, name, sizeof(name)));
+        /* a buffer too small is refused, not overrun */
+        assert_int_equal(pfr_sym_elf_read_name(&lazy, fd, &lazy.v[0], name, 4), -ENAMETOOLONG);
+        assert_false(lazy.stale);
+        pfr_sym_elf_syms_free(&copied);
+        pfr_sym_elf_syms_free(&lazy);
+        elf_end(e);
+        close(fd);
+    }
+}
+
+/* The file changes on disk after it was parsed: cut short or rewritten in place, every later
+ * name read fails (-ESTALE), none reads past the end or returns other bytes; replaced by a
+ * rename, the descriptor still reads the file as parsed. */
+static void test_elf_names_file_changed(void **state)
+{
+    (void)state;
+    uint8_t buf[ELFGEN_MAX_SIZE];
+    size_t len = elfgen_build(buf, ELFGEN_SYMTAB);
+    char path[300], other[300], name[64];
+    snprintf(path, sizeof(path), "%s/changed.so", tmpdir);
+    snprintf(other, sizeof(other), "%s/changed.so.new", tmpdir);
+
+    /* truncated */
+    write_all(path, buf, len);
+    struct pfr_sym_elf_syms syms;
+    int fd = parse_fd(path, &syms);
+    assert_int_equal(truncate(path, (off_t)len / 2), 0);
+    for (size_t i = 0; i < syms.n; i++)
+        assert_int_equal(pfr_sym_elf_read_name(&syms, fd, &syms.v[i], name, sizeof(name)), -ESTALE);
+    assert_true(syms.stale);
+    assert_string_equal(name_at(&syms, fd, 0x100, name, sizeof(name)), "<stale>");
+    assert_int_equal(truncate(path, 0), 0); /* even emptied */
+    assert_int_equal(pfr_sym_elf_read_name(&syms, fd, &syms.v[0], name, sizeof(name)), -ESTALE);
+    pfr_sym_elf_syms_free(&syms);
+    close(fd);
+
+    /* rewritten in place, same size: the names' bytes changed */
+    write_all(path, buf, len);
+    fd = parse_fd(path, &syms);
+    int w = open(path, O_WRONLY);
+    assert_true(w >= 0);
+    uint8_t *p = memmem(buf, len, "func_a", 6);
+    assert_non_null(p);
+    assert_true(pwrite(w, "FUNC_A", 6, p - buf) == 6);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {12345, 678}}; /* a new mtime, whatever the clock */
+    assert_int_equal(futimens(w, ts), 0);
+    close(w);
+    assert_string_equal(name_at(&syms, fd, 0x100, name, sizeof(name)), "<stale>");
+    pfr_sym_elf_syms_free(&syms);
+    close(fd);
+
+    /* replaced by a rename (what package managers and linkers do): the old inode stays */
+    write_all(path, buf, len);
+    fd = parse_fd(path, &syms);
+    uint8_t buf2[ELFGEN_MAX_SIZE];
+    memcpy(buf2, buf, len);
+    memcpy(buf2 + (p - buf), "FUNC_A", 6);
+    write_all(other, buf2, len);
+    assert_int_equal(rename(other, path), 0);
+    assert_string_equal(name_at(&syms, fd, 0x100, name, sizeof(name)), "func_a");
+    assert_false(syms.stale);
+    pfr_sym_elf_syms_free(&syms);
+    close(fd);
+}
+
 /* ---- Go .gopclntab ---- */
 
 static void test_gopcln(void **state)
@@ -572,12 +702,20 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hmap_random),   cmocka_unit_test(test_strpool),
-        cmocka_unit_test(test_lines_limits),  cmocka_unit_test(test_lines_file_chunks),
-        cmocka_unit_test(test_maps_good),     cmocka_unit_test(test_maps_hostile),
-        cmocka_unit_test(test_kallsyms),      cmocka_unit_test(test_demangle),
-        cmocka_unit_test(test_elf_generated), cmocka_unit_test(test_elf_truncated),
-        cmocka_unit_test(test_gopcln),        cmocka_unit_test(test_fake_proc),
+        cmocka_unit_test(test_hmap_random),
+        cmocka_unit_test(test_strpool),
+        cmocka_unit_test(test_lines_limits),
+        cmocka_unit_test(test_lines_file_chunks),
+        cmocka_unit_test(test_maps_good),
+        cmocka_unit_test(test_maps_hostile),
+        cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_elf_generated),
+        cmocka_unit_test(test_elf_truncated),
+        cmocka_unit_test(test_elf_names_in_file),
+        cmocka_unit_test(test_elf_names_file_changed),
+        cmocka_unit_test(test_gopcln),
+        cmocka_unit_test(test_fake_proc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

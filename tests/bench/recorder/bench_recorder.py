@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from bpfstats import bpf_progs, prog_ids_of
+
 TICK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count()
 
@@ -41,15 +43,8 @@ def vm_hwm_kib(pid):
     return 0
 
 
-def bpf_progs():
-    """run_time_ns of every loaded BPF program, by program id."""
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
-    return {p["id"]: p.get("run_time_ns", 0) for p in json.loads(out.stdout or "[]")}
-
-
 def bpf_run_ns(ids):
-    """run_time_ns of the programs ids (those that appeared when the profiler started: this
-    bpftool cannot tell which process holds a program)."""
+    """run_time_ns of the programs ids."""
     now = bpf_progs()
     return {i: now[i] for i in ids if i in now}
 
@@ -113,7 +108,7 @@ def run_phase(tool, args, tmp, files):
         if tool.ready and not wait_for(log, tool.ready, 60, proc):
             raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
     time.sleep(args.warmup)
-    ids = set(bpf_progs()) - before
+    ids = (set(bpf_progs()) - before) & prog_ids_of(proc.pid) if proc else set()
     c0, t0, f0 = counters(files), time.time(), forks()
     cpu0 = proc_cpu_s(proc.pid) if proc else 0
     bpf0 = bpf_run_ns(ids)
