@@ -189,6 +189,21 @@ void pfr_daemon_metrics_scrape(pfr_daemon_metrics *m, const pfr_scrape_stats *st
     put(m, "pfr_scrape_profiles_total", "profiles scraped and queued", C, (double)st->profiles);
     put(m, "pfr_scrape_profiles_dropped_total", "scraped profiles dropped from a full queue", C,
         (double)st->dropped);
+    put(m, "pfr_scrape_local_other_netns",
+        "local Go pprof processes in another network namespace (last round)", G,
+        (double)st->local_other_netns);
+    put(m, "pfr_scrape_local_netns_skipped",
+        "of those, skipped: scrape_other_netns = off or setns not permitted (last round)", G,
+        (double)st->local_netns_skipped);
+    put(m, "pfr_scrape_netns_failures_total",
+        "requests that failed to open a socket in the target's network namespace", C,
+        (double)st->netns_failures);
+    put(m, "pfr_scrape_netns_denied_total",
+        "setns into a target's network namespace refused (no CAP_SYS_ADMIN)", C,
+        (double)st->netns_denied);
+    put(m, "pfr_scrape_netns_broken",
+        "1: the scrape thread could not return to its own network namespace (restart needed)", G,
+        (double)st->netns_broken);
 }
 
 void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message)
