@@ -30,6 +30,11 @@ def log(msg):
     print(msg, flush=True)
 
 
+# Every recorder started: main() kills those a failed test left running (a whole-host profiler
+# must not outlive its test and skew what runs next).
+LIVE = []
+
+
 class Recorder:
     """A pfr-recorder process writing to a store in a temp dir."""
 
@@ -45,6 +50,7 @@ class Recorder:
             e.update(env)
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e)
+        LIVE.append(self.proc)
         self.wait_log("sampling", 30)
 
     def log_text(self):
@@ -782,6 +788,11 @@ def main():
     except Exception as e:  # a crash of the harness is a failure with its reason
         FAILURES.append(repr(e))
         print("ERROR: %r" % e, flush=True)
+    finally:
+        for p in LIVE:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     if FAILURES:
         logp = os.path.join(tmp, "recorder.log")
         if os.path.exists(logp):
