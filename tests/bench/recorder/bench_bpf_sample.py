@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from bpfstats import loadavg, prog_ids_of
+from bpfstats import host_workload, loadavg, prog_ids_of
 
 NCPU = os.cpu_count()
 BT = "profile:hz:99 { @[kstack, ustack, comm] = count(); }"
@@ -113,52 +113,38 @@ def main():
     objs = [o.split("=", 1) for o in args.object]
     names = [o[0] for o in objs] + ([] if args.no_bpftrace else ["bpftrace"])
     tmp = tempfile.mkdtemp(prefix="pfr-bench-bpf-")
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        old_stats = f.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    workers = []
     res = {n: [] for n in names}
     loads = []
+
+    def record(r, name, m, la):
+        m["load"] = la
+        loads.append(la)
+        res[name].append(m)
+        print("round %d %-10s %8.0f ns/sample  %.4f s/min  %d samples  load %.2f"
+              % (r + 1, name, m["ns"], m["s_per_min"], m["runs"], la), flush=True)
+
     try:
-        for _ in range(args.idlers):
-            workers.append(subprocess.Popen([args.idler, "3"]))
-        for i in range(NCPU):
-            workers.append(subprocess.Popen([args.spinner, os.path.join(tmp, "spin%d" % i)]))
-        time.sleep(2)
-        for r in range(args.rounds):
-            if args.concurrent:
-                la = loadavg()
-                started = [(n, start_object(args, p)) for n, p in objs]
-                ms = {}
-                if not args.no_bpftrace:
-                    ms["bpftrace"] = run_bpftrace(args, tmp)
-                for (n, p), (_, path) in zip(started, objs):
-                    ms[n] = finish_object(p, path)
+        with host_workload(args.idler, args.spinner, args.idlers, tmp):
+            for r in range(args.rounds):
+                if args.concurrent:
+                    la = loadavg()
+                    started = [(n, start_object(args, p)) for n, p in objs]
+                    ms = {}
+                    if not args.no_bpftrace:
+                        ms["bpftrace"] = run_bpftrace(args, tmp)
+                    for (n, p), (_, path) in zip(started, objs):
+                        ms[n] = finish_object(p, path)
+                    for name in names:
+                        record(r, name, ms[name], la)
+                    continue
                 for name in names:
-                    m = ms[name]
-                    m["load"] = la
-                    loads.append(la)
-                    res[name].append(m)
-                    print("round %d %-10s %8.0f ns/sample  %.4f s/min  %d samples  load %.2f"
-                          % (r + 1, name, m["ns"], m["s_per_min"], m["runs"], la), flush=True)
-                continue
-            for name in names:
-                la = loadavg()
-                if name == "bpftrace":
-                    m = run_bpftrace(args, tmp)
-                else:
-                    m = run_object(args, dict(objs)[name])
-                m["load"] = la
-                loads.append(la)
-                res[name].append(m)
-                print("round %d %-10s %8.0f ns/sample  %.4f s/min  %d samples  load %.2f"
-                      % (r + 1, name, m["ns"], m["s_per_min"], m["runs"], la), flush=True)
+                    la = loadavg()
+                    if name == "bpftrace":
+                        m = run_bpftrace(args, tmp)
+                    else:
+                        m = run_object(args, dict(objs)[name])
+                    record(r, name, m, la)
     finally:
-        for w in workers:
-            w.kill()
-        for w in workers:
-            w.wait()
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=" + old_stats])
         shutil.rmtree(tmp, ignore_errors=True)
     print()
     print("medians of %d rounds, %d CPUs, %d spinners + %d idlers, load %.2f-%.2f:"

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from bpfstats import bpf_progs, prog_ids_of
+from bpfstats import bpf_progs, host_workload, prog_ids_of
 
 TICK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count()
@@ -172,34 +172,20 @@ def main():
             return 77
 
     tmp = tempfile.mkdtemp(prefix="pfr-bench-recorder-")
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        old_stats = f.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    workers = []
+    tools = make_tools(args, tmp)
+    res = {t.name: [] for t in tools}
     try:
-        for i in range(args.idlers):
-            workers.append(subprocess.Popen([args.idler, "3"]))
-        files = [os.path.join(tmp, "spin%d" % i) for i in range(NCPU)]
-        for f in files:
-            workers.append(subprocess.Popen([args.spinner, f]))
-        time.sleep(2)
-        tools = make_tools(args, tmp)
-        res = {t.name: [] for t in tools}
-        for r in range(args.rounds):
-            for t in tools:
-                m = run_phase(t, args, tmp, files)
-                res[t.name].append(m)
-                print("round %d %-13s cpu %.3f+%.3f s/min  whole life %.3f s/min  rss %.1f MiB  "
-                      "work %.0f/s  (host: %.0f new processes/s)"
-                      % (r + 1, t.name, m["user_sys_per_min"], m["bpf_per_min"],
-                         m["life_per_min"], m["rss_mib"], m["work_per_s"], m["forks_per_s"]),
-                      flush=True)
+        with host_workload(args.idler, args.spinner, args.idlers, tmp) as files:
+            for r in range(args.rounds):
+                for t in tools:
+                    m = run_phase(t, args, tmp, files)
+                    res[t.name].append(m)
+                    print("round %d %-13s cpu %.3f+%.3f s/min  whole life %.3f s/min  "
+                          "rss %.1f MiB  work %.0f/s  (host: %.0f new processes/s)"
+                          % (r + 1, t.name, m["user_sys_per_min"], m["bpf_per_min"],
+                             m["life_per_min"], m["rss_mib"], m["work_per_s"],
+                             m["forks_per_s"]), flush=True)
     finally:
-        for w in workers:
-            w.kill()
-        for w in workers:
-            w.wait()
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=" + old_stats])
         shutil.rmtree(tmp, ignore_errors=True)
 
     med = {}

@@ -1,8 +1,10 @@
 """What the recorder benchmarks read about BPF programs: shared by bench_recorder.py and
 bench_bpf_sample.py."""
+import contextlib
 import json
 import os
 import subprocess
+import time
 
 
 def bpf_progs():
@@ -30,3 +32,28 @@ def prog_ids_of(pid):
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
+
+
+@contextlib.contextmanager
+def host_workload(idler, spinner, nidlers, tmp):
+    """BPF run-time statistics on, nidlers mostly idle processes and one spinner per CPU (each
+    counting its work in a file of tmp) for the benchmark's life; yields the spinners' files.
+    Everything is stopped and the statistics setting restored on the way out."""
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        old_stats = f.read().strip()
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    workers = []
+    try:
+        for _ in range(nidlers):
+            workers.append(subprocess.Popen([idler, "3"]))
+        files = [os.path.join(tmp, "spin%d" % i) for i in range(os.cpu_count())]
+        for f in files:
+            workers.append(subprocess.Popen([spinner, f]))
+        time.sleep(2)
+        yield files
+    finally:
+        for w in workers:
+            w.kill()
+        for w in workers:
+            w.wait()
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=" + old_stats])
