@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "coroot_fmt.h"
+#include "pfr_hash.h"
 #include "pfr_vec.h"
 
 /* Strings of dictionary locations cached before the caches are cleared (between batches). */
@@ -121,16 +122,8 @@ struct pfr_chenc {
     pfr_buf lstr, fstr;   /* a location's strings (not cached), one frame's string */
 };
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    return x;
-}
-
+/* Content keys of stacks are two 64-bit lanes (in memory only: cache keys, never sent): lane a
+ * mixes with pfr_mix64, lane b with this independent finalizer. */
 static inline uint64_t mix64b(uint64_t x)
 {
     x ^= x >> 31;
@@ -143,7 +136,7 @@ static inline uint64_t mix64b(uint64_t x)
 
 static inline uint64_t comb_a(uint64_t h, uint64_t x)
 {
-    return mix64(h * 0x9e3779b97f4a7c15ull ^ x);
+    return pfr_mix64(h * 0x9e3779b97f4a7c15ull ^ x);
 }
 
 static inline uint64_t comb_b(uint64_t h, uint64_t x)
@@ -167,7 +160,7 @@ static uint64_t strhash(const char *s)
     uint64_t w = 0;
     memcpy(&w, s, n);
     h = (h ^ w ^ ((uint64_t)n << 56)) * 0x94d049bb133111ebull;
-    return mix64(h ^ total);
+    return pfr_mix64(h ^ total);
 }
 
 static void dicts_clear(pfr_chenc *e)

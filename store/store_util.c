@@ -70,7 +70,7 @@ uint64_t pfr_store_hash(const void *data, size_t n)
         memcpy(&w, p, n);
         h = (h ^ w) * 0x94d049bb133111ebull;
     }
-    return mix64(h);
+    return pfr_mix64(h);
 }
 
 /* ---- ktab ---- */
@@ -240,7 +240,7 @@ static int u64map_grow(struct u64map *m)
         for (size_t i = 0; i <= m->mask; i++) {
             if (!m->vals[i])
                 continue;
-            size_t j = mix64(m->keys[i]) & nmask;
+            size_t j = pfr_mix64(m->keys[i]) & nmask;
             while (nv[j])
                 j = (j + 1) & nmask;
             nk[j] = m->keys[i];
@@ -260,7 +260,7 @@ uint32_t u64map_put(struct u64map *m, uint64_t key, uint32_t val_if_new, bool *f
     if (!m->vals || (m->n + 1) * 2 > m->mask + 1)
         if (u64map_grow(m))
             return UINT32_MAX;
-    size_t j = mix64(key) & m->mask;
+    size_t j = pfr_mix64(key) & m->mask;
     while (m->vals[j]) {
         if (m->keys[j] == key) {
             *found = true;
@@ -279,7 +279,7 @@ uint32_t u64map_get(const struct u64map *m, uint64_t key)
 {
     if (!m->vals)
         return UINT32_MAX;
-    size_t j = mix64(key) & m->mask;
+    size_t j = pfr_mix64(key) & m->mask;
     while (m->vals[j]) {
         if (m->keys[j] == key)
             return m->vals[j] - 1;

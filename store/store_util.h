@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pfr_hash.h"
 #include "pfr_vec.h"
 
 /* ---- output buffer: errors are sticky (err = -ENOMEM), checked once at the end ---- */
@@ -142,16 +143,6 @@ void u64map_clear(struct u64map *m);
 uint32_t u64map_put(struct u64map *m, uint64_t key, uint32_t val_if_new, bool *found);
 /* Value of key or UINT32_MAX when absent. */
 uint32_t u64map_get(const struct u64map *m, uint64_t key);
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
 
 /* Vectors grow with pfr_vec_grow (common/pfr_vec.h). */
 #define VEC_RESERVE(v, cap, need) PFR_VEC_RESERVE(v, cap, need)

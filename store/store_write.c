@@ -256,7 +256,7 @@ static uint32_t last_used(const struct wstream *s, int k, uint32_t i)
  * hashes do (about n^2 / 2^65 for n distinct strings of a stream). */
 static struct fp fp_str(uint64_t h)
 {
-    return (struct fp){h, mix64(h ^ 0x243f6a8885a308d3ull)};
+    return (struct fp){h, pfr_mix64(h ^ 0x243f6a8885a308d3ull)};
 }
 
 static struct fp own_str_fp(const struct wstream *s, uint32_t i)
@@ -276,13 +276,13 @@ static struct fp fp_add(struct fp h, struct fp v)
 
 static struct fp fp_int(uint64_t v)
 {
-    return (struct fp){mix64(v), mix64(~v * 0x9e3779b97f4a7c15ull)};
+    return (struct fp){pfr_mix64(v), pfr_mix64(~v * 0x9e3779b97f4a7c15ull)};
 }
 
 /* The finished fingerprint (a last mix so the map's key bits are well spread). */
 static struct fp fp_done(struct fp h)
 {
-    return (struct fp){mix64(h.a), mix64(h.b)};
+    return (struct fp){pfr_mix64(h.a), pfr_mix64(h.b)};
 }
 
 /* Fingerprint of a location's content: the same from the profile's frames and from our tables. */
