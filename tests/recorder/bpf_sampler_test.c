@@ -80,6 +80,24 @@ __attribute__((noinline)) static unsigned long descend(int d, double seconds)
 }
 
 /* Distinct user stacks (16 depths) and a stack-trace map far too small for them. */
+/* Adds up child's samples of drain d: all of them, those with a resolvable user stack, and
+ * (if hashed is not NULL) those whose user stack went to the collision map. */
+static void tally_child(pfr_cpu_profiler *cp, const pfr_cpu_drain *d, pid_t child, uint64_t *count,
+                        uint64_t *resolved, uint64_t *hashed)
+{
+    for (size_t i = 0; i < d->nsamples; i++) {
+        const pfr_cpu_sample *s = &d->samples[i];
+        if ((pid_t)s->tgid != child)
+            continue;
+        *count += s->count;
+        size_t n = 0;
+        if (s->ustack > PFR_STACK_ERROR && pfr_cpu_profiler_stack(cp, s->ustack, &n) && n > 0)
+            *resolved += s->count;
+        if (hashed && (s->ustack & PFR_STACK_HASHED))
+            *hashed += s->count;
+    }
+}
+
 static void collisions_phase(void)
 {
     struct seen seen = {0};
@@ -110,17 +128,8 @@ static void collisions_phase(void)
         pfr_cpu_drain d;
         rc = pfr_cpu_profiler_drain(cp, &d);
         CHECK(rc == 0, "drain: %s", strerror(-rc));
-        for (size_t i = 0; rc == 0 && i < d.nsamples; i++) {
-            const pfr_cpu_sample *s = &d.samples[i];
-            if ((pid_t)s->tgid != child)
-                continue;
-            child_count += s->count;
-            size_t n = 0;
-            if (s->ustack > PFR_STACK_ERROR && pfr_cpu_profiler_stack(cp, s->ustack, &n) && n > 0)
-                resolved += s->count;
-            if (s->ustack & PFR_STACK_HASHED)
-                hashed += s->count;
-        }
+        if (rc == 0)
+            tally_child(cp, &d, child, &child_count, &resolved, &hashed);
     }
     for (int i = 0; i < 10 && seen.new_events <= renewed; i++)
         pfr_cpu_profiler_poll_events(cp, 50);
@@ -195,15 +204,7 @@ int main(void)
             fprintf(stderr, "drain %d: drained %llu not in [%llu, %llu]\n", drains,
                     (unsigned long long)drained, (unsigned long long)lo, (unsigned long long)hi);
         }
-        for (size_t i = 0; i < d.nsamples; i++) {
-            const pfr_cpu_sample *s = &d.samples[i];
-            if ((pid_t)s->tgid != child)
-                continue;
-            child_count += s->count;
-            size_t n = 0;
-            if (s->ustack > PFR_STACK_ERROR && pfr_cpu_profiler_stack(cp, s->ustack, &n) && n > 0)
-                child_user_stacks += s->count;
-        }
+        tally_child(cp, &d, child, &child_count, &child_user_stacks, NULL);
     }
     for (int i = 0; i < 10 && seen.exit_events == 0; i++)
         pfr_cpu_profiler_poll_events(cp, 50);
