@@ -27,6 +27,8 @@
 #define RESNAP_DELAY_NS (15 * 1000000ll)
 #define YOUNG_NS        (100 * 1000000ll)
 #define RESNAP_MAX      4096
+/* executable files mapped while in the dynamic loader: the program and ld.so */
+#define LOADER_FILES 2
 
 struct resnap {
     uint32_t tgid;
@@ -44,7 +46,7 @@ struct pfr_cpu_source {
     pthread_t thread;
     bool thread_started;
     atomic_bool stop;
-    int wake_fd; /* eventfd: wakes the notification thread to stop */
+    int wake_fd; /* eventfd: wakes the notification thread (to stop, or to read exits) */
     int64_t period_ns;
     int64_t build_budget_ns; /* symbolization time per interval before frames go unnamed */
     uint64_t gen;            /* drain generation */
@@ -106,6 +108,10 @@ static void schedule_resnap(pfr_cpu_source *cs, const pfr_proc *p, bool force)
     int64_t now = boot_ns();
     if (!force && now - (int64_t)p->start_time > YOUNG_NS)
         return;
+    /* past the loader already (its libraries mapped): a second look would find the same, and
+     * costs a wake-up and a read of the maps per short-lived process */
+    if (pfr_symbolizer_process_files(cs->sym, (pid_t)p->tgid) > LOADER_FILES)
+        return;
     cs->resnaps[cs->nresnaps++] = (struct resnap){
         .tgid = p->tgid, .start_time = p->start_time, .due_ns = now + RESNAP_DELAY_NS};
 }
@@ -151,8 +157,9 @@ static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
     }
     if (p)
         pfr_frame_cache_forget(&cs->frames, ev->tgid); /* a new process reusing the tgid */
-    p = pfr_proc_table_learn(&cs->procs, ev->tgid, ev->start_time, ev->comm,
-                             ev->flags & PFR_EVF_KTHREAD, &cs->rules);
+    pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id};
+    p = pfr_proc_table_learn_hinted(&cs->procs, ev->tgid, ev->start_time,
+                                    ev->flags & PFR_EVF_KTHREAD, &hint, &cs->rules);
     if (!p)
         return;
     cs->st.processes_seen++;
@@ -167,7 +174,9 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
         on_new(cs, ev);
         return;
     }
-    pfr_proc_refresh(&cs->procs, p, ev->comm, &cs->rules);
+    /* the notification was sent after exec had set the new comm */
+    pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id};
+    pfr_proc_refresh_hinted(&cs->procs, p, &hint, &cs->rules);
     pfr_frame_cache_forget(&cs->frames, p->tgid); /* a new image */
     snapshot(cs, p);
     schedule_resnap(cs, p, true);
@@ -225,6 +234,11 @@ static void *event_thread(void *arg)
         if (n < 0 && errno != EINTR) {
             pfr_warn("cpu: waiting for process notifications failed: %s", strerror(errno));
             usleep(100000);
+        }
+        for (int i = 0; i < n; i++) {
+            uint64_t pokes;
+            if (got[i].data.fd == cs->wake_fd && read(cs->wake_fd, &pokes, sizeof(pokes)) < 0)
+                pfr_debug("cpu: reading the wake-up counter: %s", strerror(errno));
         }
         int rc = pfr_cpu_profiler_consume_events(cs->cp);
         if (rc < 0)
@@ -353,6 +367,12 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
     /* let the notification thread handle what was sent before the flip (up to 200 ms), so
      * processes that already exited are named from their notification */
     uint64_t produced = pfr_cpu_profiler_events_produced(cs->cp);
+    if (pfr_cpu_profiler_events_consumed(cs->cp) < produced) {
+        /* exits do not wake the thread (see the sampler): poke it */
+        uint64_t one = 1;
+        if (write(cs->wake_fd, &one, sizeof(one)) != sizeof(one))
+            pfr_debug("cpu: waking the notification thread: %s", strerror(errno));
+    }
     for (int i = 0; i < 200 && pfr_cpu_profiler_events_consumed(cs->cp) < produced; i++)
         usleep(1000);
     learn_missing(cs, &d);
@@ -450,6 +470,8 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     st->frame_cache_hits = cs->frames.hits;
     st->frame_cache_misses = cs->frames.misses;
     st->frame_cache_resets = cs->frames.resets;
+    st->cgroup_hits = cs->procs.cgroup_hits;
+    st->cgroup_reads = cs->procs.cgroup_reads;
     pfr_fair_lock_release(&cs->lock);
     st->bpf = c;
 }
@@ -483,13 +505,15 @@ static void cpu_log_stats(void *self)
               (unsigned long long)s.frame_cache_misses, (unsigned long long)s.frame_cache_resets,
               mi.uordblks, mi.fordblks, mi.hblkhd);
     pfr_debug(
-        "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu} "
+        "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
+        "cgroups_cached=%llu cgroups_read=%llu} "
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
         "dwarf_too_big=%llu dwarf_bytes=%llu protected_bytes=%llu} drain_ms=%.1f build_ms=%.1f",
         (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
         (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
+        (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
         (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
         (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
         (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,

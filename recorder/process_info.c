@@ -3,16 +3,76 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
+
+/* cgroups a host has in use at once are far fewer; past this the cache starts over */
+#define CGROUP_CACHE_MAX 4096
+
+const char *pfr_cgroup2_mount(void)
+{
+    static const char *const where[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
+        struct statfs sf;
+        if (statfs(where[i], &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
+            return where[i];
+    }
+    return NULL;
+}
 
 int pfr_proc_table_init(pfr_proc_table *t, const char *proc_root)
 {
     memset(t, 0, sizeof(*t));
     t->proc_root = strdup(proc_root ? proc_root : "/proc");
-    return t->proc_root ? 0 : -ENOMEM;
+    if (!t->proc_root)
+        return -ENOMEM;
+    /* the host's cgroup mount goes with the host's /proc only */
+    const char *cg = strcmp(t->proc_root, "/proc") == 0 ? pfr_cgroup2_mount() : NULL;
+    if (cg && !(t->cgroup_root = strdup(cg))) {
+        free(t->proc_root);
+        t->proc_root = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void cgroups_clear(pfr_u64map *m)
+{
+    size_t pos = 0;
+    uint64_t k, v;
+    while (pfr_u64map_next(m, &pos, &k, &v))
+        free((char *)(uintptr_t)v);
+    pfr_u64map_clear(m);
+}
+
+static const char *cgroup_cached(const pfr_proc_table *t, uint64_t id)
+{
+    uint64_t *v = id ? pfr_u64map_get(&t->cgroups, id) : NULL;
+    return v ? (const char *)(uintptr_t)*v : NULL;
+}
+
+/* Remember path as cgroup id's if the cgroup v2 directory of that path carries the id (its inode
+ * number): a process moved to another cgroup after its notification, or a path from a v1
+ * hierarchy, is not cached under a wrong id. */
+static void cgroup_remember(pfr_proc_table *t, uint64_t id, const char *path)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    if (!t->cgroup_root || !id || path[0] != '/' ||
+        snprintf(dir, sizeof(dir), "%s%s", t->cgroup_root, path) >= (int)sizeof(dir) ||
+        stat(dir, &st) != 0 || (uint64_t)st.st_ino != id)
+        return;
+    if (t->cgroups.n >= CGROUP_CACHE_MAX)
+        cgroups_clear(&t->cgroups);
+    char *copy = strdup(path);
+    if (copy && pfr_u64map_put(&t->cgroups, id, (uint64_t)(uintptr_t)copy) != 0)
+        free(copy);
 }
 
 static void proc_free(pfr_proc *p)
@@ -31,8 +91,11 @@ void pfr_proc_table_free(pfr_proc_table *t)
     while (pfr_u64map_next(&t->by_tgid, &pos, &k, &v))
         proc_free((pfr_proc *)(uintptr_t)v);
     pfr_u64map_free(&t->by_tgid);
+    cgroups_clear(&t->cgroups);
+    pfr_u64map_free(&t->cgroups);
     free(t->proc_root);
-    t->proc_root = NULL;
+    free(t->cgroup_root);
+    t->proc_root = t->cgroup_root = NULL;
 }
 
 size_t pfr_proc_table_size(const pfr_proc_table *t)
@@ -96,19 +159,29 @@ int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size
 {
     char path[256];
     char buf[4096];
-    exe[0] = cgroup[0] = '\0';
+    exe[0] = '\0';
+    if (cgrouplen)
+        cgroup[0] = '\0';
     if (commlen)
         comm[0] = '\0';
 
-    snprintf(path, sizeof(path), "%s/%u/cgroup", proc_root, tgid);
-    ssize_t n = read_text(path, buf, sizeof(buf));
-    if (n == -ENOENT || n == -ESRCH)
-        return -ESRCH;
-    if (n > 0)
-        pfr_cgroup_from_proc_text(buf, cgroup, cgrouplen);
+    if (cgrouplen) {
+        snprintf(path, sizeof(path), "%s/%u/cgroup", proc_root, tgid);
+        ssize_t n = read_text(path, buf, sizeof(buf));
+        if (n == -ENOENT || n == -ESRCH)
+            return -ESRCH;
+        if (n > 0)
+            pfr_cgroup_from_proc_text(buf, cgroup, cgrouplen);
+    }
 
     snprintf(path, sizeof(path), "%s/%u/exe", proc_root, tgid);
     ssize_t l = readlink(path, exe, exelen - 1);
+    if (l < 0 && !cgrouplen && errno == ENOENT) {
+        /* no exe: a kernel thread, or a process that is gone */
+        snprintf(path, sizeof(path), "%s/%u", proc_root, tgid);
+        if (access(path, F_OK) != 0)
+            return -ESRCH;
+    }
     if (l > 0) {
         exe[l] = '\0';
         /* a replaced binary reads "/path (deleted)": keep the path */
@@ -146,28 +219,54 @@ static void replace_str(char **dst, const char *src)
     *dst = src && src[0] ? strdup(src) : NULL;
 }
 
-void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
-                      const pfr_service_rules *rules)
+/* comm, if given, is the name until /proc says otherwise; with trust_comm /proc is not asked. */
+static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust_comm,
+                    uint64_t cgroup_id, const pfr_service_rules *rules)
 {
-    if (comm && comm[0])
+    bool have_comm = comm && comm[0];
+    if (have_comm)
         snprintf(p->comm, sizeof(p->comm), "%s", comm);
     if (!p->kthread) {
         char exe[4096], cgroup[4096], now[16];
-        if (pfr_process_read_facts(t->proc_root, p->tgid, exe, sizeof(exe), cgroup, sizeof(cgroup),
-                                   now, sizeof(now), NULL) == 0) {
+        const char *known = cgroup_cached(t, cgroup_id);
+        bool ask_comm = !(trust_comm && have_comm);
+        int rc = pfr_process_read_facts(t->proc_root, p->tgid, exe, sizeof(exe), cgroup,
+                                        known ? 0 : sizeof(cgroup), now, ask_comm ? sizeof(now) : 0,
+                                        NULL);
+        if (rc == 0)
             replace_str(&p->exe, exe);
+        if (known) {
+            /* even for a process already gone: its cgroup still names its service */
+            replace_str(&p->cgroup, known);
+            t->cgroup_hits++;
+        } else if (rc == 0) {
             replace_str(&p->cgroup, cgroup);
-            /* what /proc says now beats what a notification said earlier (the process may have
-             * called exec since, its notification still queued) */
-            if (now[0])
-                snprintf(p->comm, sizeof(p->comm), "%s", now);
+            t->cgroup_reads++;
+            if (cgroup_id && cgroup[0])
+                cgroup_remember(t, cgroup_id, cgroup);
         }
+        /* what /proc says now beats what a notification said earlier (the process may have
+         * called exec since, its notification still queued) */
+        if (rc == 0 && ask_comm && now[0])
+            snprintf(p->comm, sizeof(p->comm), "%s", now);
     }
     name_it(p, rules);
 }
 
-pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_time,
-                               const char *comm, bool kthread, const pfr_service_rules *rules)
+void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
+                      const pfr_service_rules *rules)
+{
+    refresh(t, p, comm, false, 0, rules);
+}
+
+void pfr_proc_refresh_hinted(pfr_proc_table *t, pfr_proc *p, const pfr_proc_hint *hint,
+                             const pfr_service_rules *rules)
+{
+    refresh(t, p, hint ? hint->comm : NULL, true, hint ? hint->cgroup_id : 0, rules);
+}
+
+/* The record of tgid, new or reset (a new process reusing the tgid); NULL if out of memory. */
+static pfr_proc *fresh_record(pfr_proc_table *t, uint32_t tgid)
 {
     pfr_proc *p = pfr_proc_table_get(t, tgid);
     if (!p) {
@@ -180,16 +279,37 @@ pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_
         }
         t->created++;
     } else {
-        /* a new process reusing the tgid: start over */
         free(p->exe);
         free(p->cgroup);
         memset(p, 0, sizeof(*p));
     }
     p->tgid = tgid;
+    return p;
+}
+
+pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_time,
+                               const char *comm, bool kthread, const pfr_service_rules *rules)
+{
+    pfr_proc *p = fresh_record(t, tgid);
+    if (!p)
+        return NULL;
     p->start_time = start_time;
     p->kthread = kthread;
     snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
-    pfr_proc_refresh(t, p, NULL, rules);
+    refresh(t, p, NULL, false, 0, rules);
+    return p;
+}
+
+pfr_proc *pfr_proc_table_learn_hinted(pfr_proc_table *t, uint32_t tgid, uint64_t start_time,
+                                      bool kthread, const pfr_proc_hint *hint,
+                                      const pfr_service_rules *rules)
+{
+    pfr_proc *p = fresh_record(t, tgid);
+    if (!p)
+        return NULL;
+    p->start_time = start_time;
+    p->kthread = kthread;
+    pfr_proc_refresh_hinted(t, p, hint, rules);
     return p;
 }
 

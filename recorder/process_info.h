@@ -32,8 +32,21 @@ typedef struct pfr_proc {
 typedef struct pfr_proc_table {
     pfr_u64map by_tgid; /* tgid -> pfr_proc * */
     char *proc_root;    /* "/proc" */
+    /* cgroup v2 paths by cgroup id (char *, owned): the processes of a service share a cgroup,
+     * so only the first of them has its /proc/PID/cgroup read, a read that walks every
+     * hierarchy with interrupts off and contends with forks. An id is cached only once the
+     * directory cgroup_root + path is seen to carry it. */
+    pfr_u64map cgroups;
+    char *cgroup_root; /* where cgroup v2 is mounted, or NULL: no caching */
     uint64_t created, forgotten;
+    uint64_t cgroup_hits, cgroup_reads; /* processes named from the cache / from /proc */
 } pfr_proc_table;
+
+/* What a kernel notification already says about a process, so /proc need not be asked. */
+typedef struct pfr_proc_hint {
+    const char *comm;   /* the group leader's comm when it was sent; NULL or "": ask /proc */
+    uint64_t cgroup_id; /* its cgroup v2 id, 0 if unknown */
+} pfr_proc_hint;
 
 int pfr_proc_table_init(pfr_proc_table *t, const char *proc_root);
 void pfr_proc_table_free(pfr_proc_table *t);
@@ -50,13 +63,23 @@ pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_
  * (after exec, or after the rules changed). */
 void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
                       const pfr_service_rules *rules);
+/* As pfr_proc_table_learn and pfr_proc_refresh, taking what hint says as true: its comm is not
+ * read again, and a cgroup id already seen gives the cgroup path without reading /proc. */
+pfr_proc *pfr_proc_table_learn_hinted(pfr_proc_table *t, uint32_t tgid, uint64_t start_time,
+                                      bool kthread, const pfr_proc_hint *hint,
+                                      const pfr_service_rules *rules);
+void pfr_proc_refresh_hinted(pfr_proc_table *t, pfr_proc *p, const pfr_proc_hint *hint,
+                             const pfr_service_rules *rules);
+/* Where cgroup v2 is mounted on this host (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
+ * hybrid one), or NULL. */
+const char *pfr_cgroup2_mount(void);
 
 /* Remove tgid (the caller forgets it elsewhere too). */
 void pfr_proc_table_remove(pfr_proc_table *t, uint32_t tgid);
 
-/* Read a process's executable path, cgroup v2 path and (if commlen > 0) comm and kernel-thread
- * flag from proc_root/PID. Strings are left "" if unreadable. Returns 0, or -ESRCH if the
- * process is gone. kthread may be NULL. */
+/* Read a process's executable path, cgroup v2 path (unless cgrouplen is 0) and (if commlen > 0)
+ * comm and kernel-thread flag from proc_root/PID. Strings are left "" if unreadable. Returns 0,
+ * or -ESRCH if the process is gone. kthread may be NULL. */
 int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t exelen,
                            char *cgroup, size_t cgrouplen, char *comm, size_t commlen,
                            bool *kthread);

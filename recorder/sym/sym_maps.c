@@ -2,10 +2,14 @@
 #include "sym_lines.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 static int hexval(char c)
 {
@@ -208,6 +212,70 @@ int pfr_sym_maps_parse_mem(const char *data, size_t len, struct pfr_sym_maps *ou
 {
     struct parse_ctx c = {out, 0, err, errlen};
     return finish(out, pfr_sym_lines_from_mem(data, len, &maps_limits, on_line, &c, err, errlen));
+}
+
+/* PROCMAP_QUERY (Linux 6.11): one VMA per ioctl, filtered by the kernel. Declared here because
+ * the build machine's kernel headers may predate it; the layout is the kernel's UAPI. */
+struct pfr_procmap_query {
+    uint64_t size, query_flags, query_addr;
+    uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+    uint64_t vma_name_addr, build_id_addr;
+};
+#define PFR_PROCMAP_QUERY               _IOWR('f', 17, struct pfr_procmap_query)
+#define PFR_PROCMAP_QUERY_VMA_EXEC      0x04
+#define PFR_PROCMAP_QUERY_COVER_OR_NEXT 0x10
+
+int pfr_sym_maps_query(const char *path, struct pfr_sym_maps *out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    char name[PATH_MAX + 16];
+    uint64_t addr = 0;
+    int rc = 0;
+    for (;;) {
+        struct pfr_procmap_query q = {
+            .size = sizeof(q),
+            .query_flags = PFR_PROCMAP_QUERY_COVER_OR_NEXT | PFR_PROCMAP_QUERY_VMA_EXEC,
+            .query_addr = addr,
+            .vma_name_addr = (uint64_t)(uintptr_t)name,
+            .vma_name_size = sizeof(name),
+        };
+        if (ioctl(fd, PFR_PROCMAP_QUERY, &q) != 0) {
+            if (errno != ENOENT) { /* ENOENT: no executable mapping past addr */
+                rc = -errno;
+                snprintf(err, errlen, "%s: PROCMAP_QUERY: %s", path, strerror(errno));
+            }
+            break;
+        }
+        if (q.vma_end <= q.vma_start || q.vma_start < addr) {
+            snprintf(err, errlen, "%s: PROCMAP_QUERY went backwards", path);
+            rc = -EINVAL;
+            break;
+        }
+        struct pfr_sym_maps_line l = {
+            .start = q.vma_start,
+            .end = q.vma_end,
+            .pgoff = q.vma_offset,
+            .dev = makedev(q.dev_major, q.dev_minor),
+            .ino = q.inode,
+            .path = name,
+            .path_len = q.vma_name_size ? strnlen(name, q.vma_name_size) : 0,
+        };
+        rc = add_map(out, &l);
+        if (rc) {
+            snprintf(err, errlen, "%s: %s", path,
+                     rc == -E2BIG ? "too many executable mappings" : strerror(-rc));
+            break;
+        }
+        addr = q.vma_end;
+    }
+    close(fd);
+    return finish(out, rc);
 }
 
 const struct pfr_sym_map *pfr_sym_maps_find(const struct pfr_sym_maps *m, uint64_t addr)

@@ -53,6 +53,10 @@ int pfr_sym_maps_parse_line(const char *line, size_t len, struct pfr_sym_maps_li
 int pfr_sym_maps_read(const char *path, struct pfr_sym_maps *out, char *err, size_t errlen);
 int pfr_sym_maps_parse_mem(const char *data, size_t len, struct pfr_sym_maps *out, char *err,
                            size_t errlen);
+/* The same from the kernel's PROCMAP_QUERY ioctl on the maps file at path: only executable
+ * mappings are asked for, so no text is made and parsed for the others. -ENOTTY on kernels
+ * before 6.11 (read the text then); without [vsyscall], which the ioctl does not list. */
+int pfr_sym_maps_query(const char *path, struct pfr_sym_maps *out, char *err, size_t errlen);
 
 /* The mapping containing addr, or NULL. */
 const struct pfr_sym_map *pfr_sym_maps_find(const struct pfr_sym_maps *m, uint64_t addr);

@@ -56,6 +56,7 @@ struct pfr_symbolizer {
     size_t max_bytes;
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
+    bool no_maps_query;         /* PROCMAP_QUERY refused once: read the maps text */
     struct pfr_sym_hmap procs;  /* pid -> struct sym_proc * */
     struct pfr_sym_hmap devino; /* dev, inode -> struct pfr_sym_file * */
     struct pfr_sym_hmap neg;    /* dev, inode of files that cannot be used */
@@ -750,7 +751,15 @@ static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, (int)pid);
-    int rc = pfr_sym_maps_read(path, out, s->err, sizeof(s->err));
+    int rc = -ENOTTY;
+    if (!s->no_maps_query) {
+        /* about half the cost of the text for a process starting up, the common case */
+        rc = pfr_sym_maps_query(path, out, s->err, sizeof(s->err));
+        if (rc == -ENOTTY || rc == -EINVAL)
+            s->no_maps_query = true; /* an older kernel, or a fake /proc: the text from now on */
+    }
+    if (rc == -ENOTTY || rc == -EINVAL)
+        rc = pfr_sym_maps_read(path, out, s->err, sizeof(s->err));
     return rc == -ENOENT ? -ESRCH : rc;
 }
 
@@ -874,6 +883,25 @@ int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid)
         if (p->maps.v[i].kind == PFR_MAP_FILE)
             file_for_map(s, pid, &p->maps, &p->maps.v[i]);
     return 0;
+}
+
+size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
+{
+    const struct sym_proc *p = s ? proc_get(s, pid) : NULL;
+    if (!p)
+        return 0;
+    /* mappings are sorted by address and a file's segments are adjacent: count changes */
+    size_t n = 0;
+    const struct pfr_sym_map *last = NULL;
+    for (size_t i = 0; i < p->maps.n; i++) {
+        const struct pfr_sym_map *m = &p->maps.v[i];
+        if (m->kind != PFR_MAP_FILE)
+            continue;
+        if (!last || m->dev != last->dev || m->ino != last->ino)
+            n++;
+        last = m;
+    }
+    return n;
 }
 
 void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid)

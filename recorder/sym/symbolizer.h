@@ -63,6 +63,9 @@ void pfr_symbolizer_free(pfr_symbolizer *s);
 int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid);
 /* Drop a process's snapshot (after it exited and its samples were drained). */
 void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid);
+/* How many files pid's snapshot has executable mappings of (0 if none or no snapshot): a
+ * dynamically linked process still in its loader has two at most (itself and ld.so). */
+size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid);
 
 /* Resolve one user address of pid. Writes up to cap frames (inlined calls expanded, innermost
  * first) and returns how many (>= 1), or a negative errno on misuse. */

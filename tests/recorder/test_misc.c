@@ -265,6 +265,82 @@ static void facts_from_fake_proc(void **state)
     rmdir(root);
 }
 
+/* Hinted learning: the notification's comm is taken as is, and a cgroup id whose directory
+ * under the cgroup mount carries it (its inode number) gives later processes their cgroup
+ * without reading /proc/PID/cgroup; an id the directory does not carry is never cached. */
+static void facts_from_hints(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/pfr-proc-XXXXXX", cgmnt[] = "/tmp/pfr-cgroup-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    assert_non_null(mkdtemp(cgmnt));
+    char d[256], p[300], unit[300];
+    for (int pid = 4242; pid <= 4244; pid++) {
+        snprintf(d, sizeof(d), "%s/%d", root, pid);
+        mkdir(d, 0755);
+        snprintf(p, sizeof(p), "%s/cgroup", d);
+        write_text(p, pid == 4242 ? "0::/system.slice/web.service\n" : "0::/user.slice\n");
+        snprintf(p, sizeof(p), "%s/comm", d);
+        write_text(p, "proccomm\n");
+    }
+    snprintf(unit, sizeof(unit), "%s/system.slice", cgmnt);
+    mkdir(unit, 0755);
+    snprintf(unit, sizeof(unit), "%s/system.slice/web.service", cgmnt);
+    mkdir(unit, 0755);
+    struct stat st;
+    assert_int_equal(stat(unit, &st), 0);
+
+    pfr_proc_table t;
+    assert_int_equal(pfr_proc_table_init(&t, root), 0);
+    assert_null(t.cgroup_root); /* a fake /proc: no host cgroup mount */
+    t.cgroup_root = strdup(cgmnt);
+    pfr_proc_hint hint = {.comm = "evcomm", .cgroup_id = (uint64_t)st.st_ino};
+    pfr_proc *pr = pfr_proc_table_learn_hinted(&t, 4242, 1, false, &hint, NULL);
+    assert_non_null(pr);
+    assert_string_equal(pr->comm, "evcomm"); /* not /proc's */
+    assert_string_equal(pr->cgroup, "/system.slice/web.service");
+    assert_string_equal(pr->service, "web");
+    assert_int_equal(t.cgroup_reads, 1);
+    assert_int_equal(t.cgroup_hits, 0);
+    /* same id: the cgroup comes from memory (this fake /proc would say /user.slice) */
+    pr = pfr_proc_table_learn_hinted(&t, 4243, 1, false, &hint, NULL);
+    assert_string_equal(pr->cgroup, "/system.slice/web.service");
+    assert_string_equal(pr->service, "web");
+    assert_int_equal(t.cgroup_hits, 1);
+    /* even for a process already gone from /proc */
+    pr = pfr_proc_table_learn_hinted(&t, 77, 1, false, &hint, NULL);
+    assert_string_equal(pr->cgroup, "/system.slice/web.service");
+    assert_int_equal(t.cgroup_hits, 2);
+    /* an id the directory of the path read does not carry: read, and not cached */
+    pfr_proc_hint other = {.comm = "x", .cgroup_id = (uint64_t)st.st_ino + 1000};
+    pr = pfr_proc_table_learn_hinted(&t, 4244, 1, false, &other, NULL);
+    assert_string_equal(pr->cgroup, "/user.slice");
+    pr = pfr_proc_table_learn_hinted(&t, 4243, 2, false, &other, NULL);
+    assert_string_equal(pr->cgroup, "/user.slice");
+    assert_int_equal(t.cgroup_reads, 3);
+    assert_int_equal(t.cgroup_hits, 2);
+    /* no hint: /proc as before, comm included */
+    pr = pfr_proc_table_learn(&t, 4243, 3, "old", false, NULL);
+    assert_string_equal(pr->comm, "proccomm");
+    assert_string_equal(pr->cgroup, "/user.slice");
+    pfr_proc_table_free(&t);
+
+    for (int pid = 4242; pid <= 4244; pid++) {
+        const char *files[] = {"cgroup", "comm"};
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(p, sizeof(p), "%s/%d/%s", root, pid, files[i]);
+            unlink(p);
+        }
+        snprintf(d, sizeof(d), "%s/%d", root, pid);
+        rmdir(d);
+    }
+    rmdir(unit);
+    snprintf(unit, sizeof(unit), "%s/system.slice", cgmnt);
+    rmdir(unit);
+    rmdir(cgmnt);
+    rmdir(root);
+}
+
 struct lock_arg {
     pfr_fair_lock *l;
     int id;
@@ -369,6 +445,7 @@ int main(void)
         cmocka_unit_test(cpu_lists),
         cmocka_unit_test(stat_kthread),
         cmocka_unit_test(facts_from_fake_proc),
+        cmocka_unit_test(facts_from_hints),
         cmocka_unit_test(fair_lock_fifo),
         cmocka_unit_test(frame_cache),
     };

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -236,6 +237,60 @@ static const char ksyms_text[] = "ffffffff81000000 T _text\n"
                                  "ffffffff81001000 T schedule\n"
                                  "ffffffffc0001000 t mod_fn\t[mymod]\n"
                                  "ffffffffc0001080 t mod_fn2\t[mymod]\n";
+
+/* PROCMAP_QUERY and the maps text give the same executable mappings (but [vsyscall], which
+ * the ioctl does not list) for this process, with an anonymous executable mapping and a
+ * deleted file mapped executable added. */
+static void test_maps_query_matches_text(void **state)
+{
+    (void)state;
+    void *anon = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(anon != MAP_FAILED);
+    char tmpl[] = "/tmp/pfr-maps-query-XXXXXX";
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 3 * 4096), 0);
+    void *file = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 4096);
+    assert_true(file != MAP_FAILED);
+    unlink(tmpl);
+    close(fd);
+
+    struct pfr_sym_maps q = {0}, t = {0};
+    char err[256] = "";
+    int rc = pfr_sym_maps_query("/proc/self/maps", &q, err, sizeof(err));
+    if (rc == -ENOTTY) {
+        munmap(anon, 8192);
+        munmap(file, 4096);
+        skip(); /* a kernel before 6.11 */
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(pfr_sym_maps_read("/proc/self/maps", &t, err, sizeof(err)), 0);
+    size_t j = 0, seen_anon = 0, seen_deleted = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        if (strcmp(pfr_sym_map_path(&t, &t.v[i]), "[vsyscall]") == 0)
+            continue;
+        assert_true(j < q.n);
+        const struct pfr_sym_map *a = &t.v[i], *b = &q.v[j++];
+        assert_true(a->start == b->start && a->end == b->end && a->pgoff == b->pgoff);
+        assert_true(a->dev == b->dev && a->ino == b->ino);
+        assert_int_equal(a->kind, b->kind);
+        assert_int_equal(a->deleted, b->deleted);
+        assert_string_equal(pfr_sym_map_path(&t, a), pfr_sym_map_path(&q, b));
+        seen_anon += b->start == (uint64_t)(uintptr_t)anon && b->kind == PFR_MAP_ANON;
+        seen_deleted += b->start == (uint64_t)(uintptr_t)file && b->deleted && b->pgoff == 4096;
+    }
+    assert_int_equal(j, q.n);
+    assert_int_equal(seen_anon, 1);
+    assert_int_equal(seen_deleted, 1);
+    pfr_sym_maps_free(&q);
+    pfr_sym_maps_free(&t);
+
+    /* a process that is gone */
+    assert_int_equal(pfr_sym_maps_query("/proc/999999999/maps", &q, err, sizeof(err)), -ENOENT);
+    assert_int_equal(q.n, 0);
+    munmap(anon, 8192);
+    munmap(file, 4096);
+}
 
 static void test_kallsyms(void **state)
 {
@@ -708,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_lines_file_chunks),
         cmocka_unit_test(test_maps_good),
         cmocka_unit_test(test_maps_hostile),
+        cmocka_unit_test(test_maps_query_matches_text),
         cmocka_unit_test(test_kallsyms),
         cmocka_unit_test(test_demangle),
         cmocka_unit_test(test_elf_generated),

@@ -8,8 +8,8 @@ process from /proc, plus the run time of its BPF programs from kernel.bpf_stats_
 bpftool), its peak RSS (VmHWM) and the workload's work rate against a run with no profiler.
 Prints medians over the rounds and the ratios.
 
-Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 30] [--rounds 3]
-                         [--idlers 300] [--markdown]
+Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 30] [--rounds 4]
+                         [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
 """
 import argparse
 import json
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from bpfstats import bpf_progs, host_workload, prog_ids_of
+from bpfstats import CpuGroup, bpf_progs, host_workload, loadavg, prog_ids_of, task_cpu_ns
 
 TICK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count()
@@ -111,42 +111,66 @@ def reap_cpu_s(proc, timeout):
         time.sleep(0.05)
 
 
-def run_phase(tool, args, tmp, files):
+def tool_cpu_s(group, proc):
+    """The tool's CPU seconds so far: from its cgroup (microseconds, exited threads and children
+    included) when there is one, else from /proc (10 ms ticks)."""
+    v = group.usage_s()
+    return v if v is not None else proc_cpu_s(proc.pid)
+
+
+def workload_cpu_s(pids):
+    return sum(task_cpu_ns(p) for p in pids) / 1e9
+
+
+def run_phase(tool, args, tmp, work):
     proc = None
     log = os.path.join(tmp, "tool.log")
     before = set(bpf_progs())
-    born = time.time()
-    if tool.argv:
-        with open(log, "w") as lf:
-            proc = subprocess.Popen(tool.argv, stdout=lf, stderr=subprocess.STDOUT)
-        if tool.ready and not wait_for(log, tool.ready, 60, proc):
-            raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
-    time.sleep(args.warmup)
-    ids = (set(bpf_progs()) - before) & prog_ids_of(proc.pid) if proc else set()
-    c0, t0, f0 = counters(files), time.time(), forks()
-    cpu0 = proc_cpu_s(proc.pid) if proc else 0
-    bpf0 = bpf_run_ns(ids)
-    time.sleep(args.seconds)
-    c1, t1, f1 = counters(files), time.time(), forks()
-    cpu1 = proc_cpu_s(proc.pid) if proc else 0
-    bpf1 = bpf_run_ns(ids)
-    hwm = vm_hwm_kib(proc.pid) if proc else 0
-    life_cpu = 0.0
-    if proc:
-        # whole life, start and exit included: bpftrace symbolizes and prints its map only when
-        # it stops, outside the steady-state window
-        proc.send_signal(tool.stop_sig)
-        life_cpu = reap_cpu_s(proc, 300)
-    life = time.time() - born
+    group = CpuGroup("pfr-bench-" + tool.name.replace(" ", "-"))
+    try:
+        born = time.time()
+        if tool.argv:
+            with open(log, "w") as lf:
+                proc = subprocess.Popen(tool.argv, stdout=lf, stderr=subprocess.STDOUT,
+                                        preexec_fn=group.join)
+            if tool.ready and not wait_for(log, tool.ready, 60, proc):
+                raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
+        time.sleep(args.warmup)
+        ids = (set(bpf_progs()) - before) & prog_ids_of(proc.pid) if proc else set()
+        c0, t0, f0, w0 = counters(work.files), time.time(), forks(), workload_cpu_s(work.pids)
+        cpu0 = tool_cpu_s(group, proc) if proc else 0
+        bpf0 = bpf_run_ns(ids)
+        time.sleep(args.seconds)
+        c1, t1, f1, w1 = counters(work.files), time.time(), forks(), workload_cpu_s(work.pids)
+        cpu1 = tool_cpu_s(group, proc) if proc else 0
+        bpf1 = bpf_run_ns(ids)
+        hwm = vm_hwm_kib(proc.pid) if proc else 0
+        life_cpu = 0.0
+        if proc:
+            # whole life, start and exit included: bpftrace symbolizes and prints its map only
+            # when it stops, outside the steady-state window
+            proc.send_signal(tool.stop_sig)
+            life_cpu = reap_cpu_s(proc, 300)
+            in_group = group.usage_s()
+            if in_group is not None:
+                life_cpu = in_group
+        life = time.time() - born
+    finally:
+        group.close()
     dt = t1 - t0
     bpf_s = sum(bpf1.get(k, 0) - v for k, v in bpf0.items()) / 1e9
+    units = sum(b - a for a, b in zip(c0, c1))
     return {
         "user_sys_per_min": (cpu1 - cpu0) / dt * 60,
         "bpf_per_min": bpf_s / dt * 60,
         "rss_mib": hwm / 1024,
-        "work_per_s": sum(b - a for a, b in zip(c0, c1)) / dt,
+        "work_per_s": units / dt,
+        # work per CPU-second the spinners got: blind to other jobs taking the CPUs, but not to
+        # the sampling interrupts that run on the spinners' time
+        "work_per_cpu_s": units / (w1 - w0) if w1 > w0 else 0,
         "nprogs": len(bpf0),
         "forks_per_s": (f1 - f0) / dt,
+        "load": loadavg(),
         # BPF run time is cumulative since load: its value at the stop is the whole life's
         "life_per_min": (life_cpu + sum(bpf1.values()) / 1e9) / life * 60,
     }
@@ -159,10 +183,15 @@ def main():
     ap.add_argument("--idler", required=True)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--warmup", type=float, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--idlers", type=int, default=300)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--churn", help="bench_churn binary, for --churn-rate")
+    ap.add_argument("--churn-rate", type=float, default=0,
+                    help="short-lived processes started a second (a busy host), default none")
     args = ap.parse_args()
+    if args.churn_rate > 0 and not args.churn:
+        ap.error("--churn-rate needs --churn BIN (tests/bench/recorder/bench_churn)")
     if os.geteuid() != 0:
         print("SKIP: needs root")
         return 77
@@ -175,16 +204,20 @@ def main():
     tools = make_tools(args, tmp)
     res = {t.name: [] for t in tools}
     try:
-        with host_workload(args.idler, args.spinner, args.idlers, tmp) as files:
+        with host_workload(args.idler, args.spinner, args.idlers, tmp, args.churn,
+                           args.churn_rate) as work:
             for r in range(args.rounds):
-                for t in tools:
-                    m = run_phase(t, args, tmp, files)
+                # each round starts one tool later: with 4 rounds every tool takes every place
+                # once, so a drift of the host's load does not favour whoever runs first
+                for t in tools[r % len(tools):] + tools[:r % len(tools)]:
+                    m = run_phase(t, args, tmp, work)
                     res[t.name].append(m)
                     print("round %d %-13s cpu %.3f+%.3f s/min  whole life %.3f s/min  "
-                          "rss %.1f MiB  work %.0f/s  (host: %.0f new processes/s)"
+                          "rss %.1f MiB  work %.0f/s, %.0f per CPU-s  (host: %.0f new "
+                          "processes/s, load %.1f)"
                           % (r + 1, t.name, m["user_sys_per_min"], m["bpf_per_min"],
                              m["life_per_min"], m["rss_mib"], m["work_per_s"],
-                             m["forks_per_s"]), flush=True)
+                             m["work_per_cpu_s"], m["forks_per_s"], m["load"]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -193,25 +226,34 @@ def main():
         med[name] = {k: statistics.median(m[k] for m in ms) for k in ms[0]}
         med[name]["total"] = statistics.median(m["user_sys_per_min"] + m["bpf_per_min"] for m in ms)
     base = med["baseline"]["work_per_s"]
+    base_cpu = med["baseline"]["work_per_cpu_s"]
     machine = NCPU * 60.0
     print()
-    print("Recorder overhead, %d CPUs, %d spinners + %d idle processes, %d rounds x %.0f s, medians"
-          % (NCPU, NCPU, args.idlers, args.rounds, args.seconds))
+    print("Recorder overhead, %d CPUs, %d spinners + %d idle processes%s, %d rounds x %.0f s,"
+          " medians" % (NCPU, NCPU, args.idlers,
+                        " + %.0f new processes/s" % args.churn_rate if args.churn_rate else "",
+                        args.rounds, args.seconds))
     hdr = ("| profiler | CPU s/min (process) | CPU s/min (BPF) | CPU s/min total | % of machine |"
-           " whole life, CPU s/min | peak RSS MiB | workload slowdown | host new processes/s |")
+           " whole life, CPU s/min | peak RSS MiB | workload slowdown (wall) |"
+           " workload slowdown per CPU-s | host new processes/s |")
     print(hdr)
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in ("pfr-recorder", "perf record", "bpftrace"):
         m = med[name]
         slow = (1 - m["work_per_s"] / base) * 100 if base else 0
-        print("| %s | %.3f | %.3f | %.3f | %.3f %% | %.3f | %.1f | %.2f %% | %.0f |"
+        slow_cpu = (1 - m["work_per_cpu_s"] / base_cpu) if base_cpu else 0
+        print("| %s | %.3f | %.3f | %.3f | %.3f %% | %.3f | %.1f | %.2f %% | %.2f %% | %.0f |"
               % (name, m["user_sys_per_min"], m["bpf_per_min"], m["total"],
                  100 * m["total"] / machine, m["life_per_min"], m["rss_mib"], slow,
-                 m["forks_per_s"]))
-    print("(whole life: the process's CPU from its start to its exit, start-up, symbolization at"
-          " exit and writing out included, plus its BPF programs', per minute of its life)")
-    print("(perf record walks stacks in the kernel's sampling interrupt, which this CPU figure does"
-          " not see; it shows in the slowdown only)")
+                 100 * slow_cpu, m["forks_per_s"]))
+    print("(process CPU from a cgroup of the profiler's own when cgroup v2 is there, to the"
+          " microsecond; whole life: from its start to its exit, start-up, symbolization at exit"
+          " and writing out included, plus its BPF programs', per minute of its life)")
+    print("(perf record walks stacks in the kernel's sampling interrupt, which the CPU figure does"
+          " not see; it can only show in the slowdowns. The per-CPU-s slowdown is the work the"
+          " spinners lost per second of CPU they got: blind to other jobs taking the CPUs, not to"
+          " the sampling interrupts. On a shared VM both move by a few % from run to run, more"
+          " than any of these profilers costs)")
     p = med["pfr-recorder"]
     for peer in ("perf record", "bpftrace"):
         q = med[peer]

@@ -34,11 +34,77 @@ def loadavg():
         return float(f.read().split()[0])
 
 
+def cgroup2_root():
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or .../unified on a hybrid
+    host), or None."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == "cgroup2":
+                return fields[1]
+    return None
+
+
+class CpuGroup:
+    """A cgroup v2 group of its own for one profiler: its CPU time to the microsecond, all its
+    threads and children included, where /proc/PID/stat counts 10 ms ticks. Without cgroup v2
+    (or without the right to make a group) usage_s() returns None and callers fall back to
+    /proc."""
+
+    def __init__(self, name):
+        root = cgroup2_root()
+        self.path = None
+        if root:
+            path = os.path.join(root, "%s-%d" % (name, os.getpid()))
+            try:
+                os.mkdir(path)
+                self.path = path
+            except OSError:
+                pass
+
+    def join(self):
+        """Moves the calling process into the group (for Popen's preexec_fn)."""
+        if self.path:
+            with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+                f.write("0")
+
+    def usage_s(self):
+        if not self.path:
+            return None
+        with open(os.path.join(self.path, "cpu.stat")) as f:
+            for line in f:
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+        return None
+
+    def close(self):
+        if self.path:
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass
+
+
+def task_cpu_ns(pid):
+    """CPU time of a single-threaded process in ns (/proc/PID/schedstat): with interrupt time
+    not accounted apart (CONFIG_IRQ_TIME_ACCOUNTING unset), it includes the sampling interrupts
+    that hit it."""
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0])
+
+
+class Workload:
+    def __init__(self, files, pids):
+        self.files, self.pids = files, pids
+
+
 @contextlib.contextmanager
-def host_workload(idler, spinner, nidlers, tmp):
+def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0):
     """BPF run-time statistics on, nidlers mostly idle processes and one spinner per CPU (each
-    counting its work in a file of tmp) for the benchmark's life; yields the spinners' files.
-    Everything is stopped and the statistics setting restored on the way out."""
+    counting its work in a file of tmp) for the benchmark's life, and with churn_rate > 0 the
+    churn program starting that many short-lived processes (`ls -l /usr/lib`) a second; yields
+    a Workload (the spinners' files and pids). Everything is stopped and the statistics setting
+    restored on the way out."""
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         old_stats = f.read().strip()
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
@@ -47,10 +113,12 @@ def host_workload(idler, spinner, nidlers, tmp):
         for _ in range(nidlers):
             workers.append(subprocess.Popen([idler, "3"]))
         files = [os.path.join(tmp, "spin%d" % i) for i in range(os.cpu_count())]
-        for f in files:
-            workers.append(subprocess.Popen([spinner, f]))
+        spinners = [subprocess.Popen([spinner, f]) for f in files]
+        workers += spinners
+        if churn_rate > 0:
+            workers.append(subprocess.Popen([churn, str(churn_rate), "/bin/ls", "-l", "/usr/lib"]))
         time.sleep(2)
-        yield files
+        yield Workload(files, [p.pid for p in spinners])
     finally:
         for w in workers:
             w.kill()
