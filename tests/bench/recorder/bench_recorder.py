@@ -3,10 +3,13 @@
 bpftrace `profile:hz:99 { @[kstack, ustack, comm] = count(); }`, in turn, on the same workload
 (2 spinning processes with deep stacks keeping both cores busy, plus mostly idle processes).
 
-For each profiler, per round: its CPU seconds per minute of steady state (utime+stime of its
-process from /proc, plus the run time of its BPF programs from kernel.bpf_stats_enabled and
-bpftool), its peak RSS (VmHWM) and the workload's work rate against a run with no profiler.
-Prints medians over the rounds and the ratios.
+For each profiler, per round: its CPU seconds per minute of steady state (its process and
+children, from a cgroup v2 group of its own to the microsecond, else utime+stime from /proc in
+10 ms ticks; plus the run time of its BPF programs from kernel.bpf_stats_enabled and bpftool),
+its whole-life CPU, its peak RSS (VmHWM) and the workload's work rate against a run with no
+profiler, per second and per CPU-second of the spinners. Each round starts one tool later than
+the one before. With --churn-rate, bench_churn also starts that many short-lived processes a
+second (a busy host). Prints medians over the rounds and the ratios.
 
 Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 30] [--rounds 4]
                          [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
