@@ -484,6 +484,17 @@ static const struct found *by_pid(const struct found_list *l, pid_t pid)
     return NULL;
 }
 
+/* Options for local discovery limited to the processes of al, events to ev. */
+static pfr_scrape_opts local_opts(struct allowed *al, struct events *ev)
+{
+    return (pfr_scrape_opts){.interval_ns = S_NS,
+                             .cpu_seconds = 1,
+                             .allow_pid = allow,
+                             .discovery_ctx = al,
+                             .event = on_event,
+                             .event_ctx = ev};
+}
+
 static void check_binary(const char *name, bool is_go, bool pprof, bool from_pclntab)
 {
     char path[PATH_MAX];
@@ -527,12 +538,7 @@ static void test_local(void **state)
 
     /* no configuration at all: local discovery is on by itself */
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    pfr_scrape_opts o = {.interval_ns = S_NS,
-                         .cpu_seconds = 1,
-                         .allow_pid = allow,
-                         .discovery_ctx = &al,
-                         .event = on_event,
-                         .event_ctx = &ev};
+    pfr_scrape_opts o = local_opts(&al, &ev);
     pfr_scrape *s;
     assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
     assert_int_equal(pfr_scrape_run_once(s), 0);
@@ -634,13 +640,8 @@ static void check_other_netns(void)
     struct allowed al = {.pids = {host.pid, inns.pid}, .n = 2};
 
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    pfr_scrape_opts o = {.interval_ns = S_NS,
-                         .cpu_seconds = 1,
-                         .allow_pid = allow,
-                         .service_for_pid = service_of,
-                         .discovery_ctx = &al,
-                         .event = on_event,
-                         .event_ctx = &ev};
+    pfr_scrape_opts o = local_opts(&al, &ev);
+    o.service_for_pid = service_of;
     pfr_scrape *s;
     assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
     assert_int_equal(pfr_scrape_run_once(s), 0);
@@ -736,13 +737,9 @@ static void check_denied(void)
     netns_pid = inns.pid;
     struct allowed al = {.pids = {host.pid, inns.pid}, .n = 2};
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    pfr_scrape_opts o = {.interval_ns = S_NS,
-                         .cpu_seconds = -1,
-                         .allow_pid = allow,
-                         .service_for_pid = service_of,
-                         .discovery_ctx = &al,
-                         .event = on_event,
-                         .event_ctx = &ev};
+    pfr_scrape_opts o = local_opts(&al, &ev);
+    o.cpu_seconds = -1;
+    o.service_for_pid = service_of;
     pfr_scrape *s;
     assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
     struct denied_run d = {.s = s, .rounds = 3};
@@ -803,13 +800,9 @@ static void check_not_a_netns(void)
 
     struct allowed al = {.pids = {host.pid}, .n = 1};
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    pfr_scrape_opts o = {.interval_ns = S_NS,
-                         .cpu_seconds = -1,
-                         .proc_root = root,
-                         .allow_pid = allow,
-                         .discovery_ctx = &al,
-                         .event = on_event,
-                         .event_ctx = &ev};
+    pfr_scrape_opts o = local_opts(&al, &ev);
+    o.cpu_seconds = -1;
+    o.proc_root = root;
     pfr_scrape *s;
     assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
     assert_int_equal(pfr_scrape_run_once(s), 0);
