@@ -21,6 +21,25 @@
 #define BATCH          256
 #define QUIESCE_MAX_MS 1000
 
+/* Stacks by id: id -> (offset << 8 | nframes) into ips. */
+struct stack_store {
+    pfr_u64map index;
+    uint64_t *ips;
+    size_t nips, cap;
+};
+
+static void stack_store_clear(struct stack_store *ss)
+{
+    pfr_u64map_clear(&ss->index);
+    ss->nips = 0;
+}
+
+static void stack_store_free(struct stack_store *ss)
+{
+    pfr_u64map_free(&ss->index);
+    free(ss->ips);
+}
+
 struct pfr_cpu_profiler {
     struct cpu_profile_bpf *skel;
     struct bpf_link **links;
@@ -39,9 +58,15 @@ struct pfr_cpu_profiler {
     uint64_t *trace; /* one stack-trace map value */
     pfr_cpu_sample *samples;
     size_t nsamples, samples_cap;
-    pfr_u64map stack_index; /* id -> (offset << 8 | nframes) into ips */
-    uint64_t *ips;
-    size_t nips, ips_cap;
+    /* Stacks of the last drain from the collision map (they are read and deleted each time),
+     * and those read from each buffer's stack-trace map: an id there names the same frames
+     * until user space deletes it, so each stack is read once, not once an interval. */
+    struct stack_store hashed;
+    struct stack_store kept[2];
+    bool kept_stale[2]; /* that buffer's map was emptied: forget its stacks before reusing it */
+    unsigned keep_max;  /* stacks kept per buffer before its map is emptied */
+    uint32_t drained;   /* buffer of the last drain */
+    uint64_t stack_reads, stack_map_resets;
     struct pfr_cpu_state *cpu_state; /* npossible values */
     struct pfr_pending *pending;     /* npossible values */
     pfr_u64map key_index;            /* hash of a count key -> index in samples */
@@ -211,6 +236,7 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
     bpf_map__set_max_entries(cp->skel->maps.stacks1, se);
     /* collisions in the stack-trace map: about the fill fraction of the new stacks */
     unsigned xe = se / 4 > 256 ? se / 4 : 256;
+    cp->keep_max = se / 4;
     bpf_map__set_max_entries(cp->skel->maps.xstacks0, xe);
     bpf_map__set_max_entries(cp->skel->maps.xstacks1, xe);
     bpf_map__set_max_entries(cp->skel->maps.counts0, ce);
@@ -270,8 +296,9 @@ void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
     free(cp->pending);
     pfr_u64map_free(&cp->key_index);
     free(cp->samples);
-    free(cp->ips);
-    pfr_u64map_free(&cp->stack_index);
+    stack_store_free(&cp->hashed);
+    stack_store_free(&cp->kept[0]);
+    stack_store_free(&cp->kept[1]);
     free(cp);
 }
 
@@ -303,7 +330,9 @@ int pfr_cpu_profiler_consume_events(pfr_cpu_profiler *cp)
 int pfr_cpu_profiler_poll_events(pfr_cpu_profiler *cp, int timeout_ms)
 {
     int n = ring_buffer__poll(cp->rb, timeout_ms);
-    return n == -EINTR ? 0 : n;
+    if (n == 0 || n == -EINTR)
+        n = ring_buffer__consume(cp->rb); /* exits are queued without a wake-up */
+    return n;
 }
 
 static void sleep_ms(long ms)
@@ -355,23 +384,23 @@ static int add_sample(pfr_cpu_profiler *cp, const struct pfr_count_key *k, uint6
     return 0;
 }
 
-static int add_stack(pfr_cpu_profiler *cp, uint64_t id, const uint64_t *frames, uint32_t n)
+static int add_stack(struct stack_store *ss, uint64_t id, const uint64_t *frames, uint32_t n)
 {
     if (n > PFR_MAX_STACK_DEPTH)
         n = PFR_MAX_STACK_DEPTH;
-    if (cp->nips + n > cp->ips_cap) {
-        size_t cap = cp->ips_cap ? cp->ips_cap : 4096;
-        while (cap < cp->nips + n)
+    if (ss->nips + n > ss->cap) {
+        size_t cap = ss->cap ? ss->cap : 4096;
+        while (cap < ss->nips + n)
             cap *= 2;
-        uint64_t *ips = realloc(cp->ips, cap * sizeof(*ips));
+        uint64_t *ips = realloc(ss->ips, cap * sizeof(*ips));
         if (!ips)
             return -ENOMEM;
-        cp->ips = ips;
-        cp->ips_cap = cap;
+        ss->ips = ips;
+        ss->cap = cap;
     }
-    memcpy(cp->ips + cp->nips, frames, n * sizeof(uint64_t));
-    int rc = pfr_u64map_put(&cp->stack_index, id, ((uint64_t)cp->nips << 8) | n);
-    cp->nips += n;
+    memcpy(ss->ips + ss->nips, frames, n * sizeof(uint64_t));
+    int rc = pfr_u64map_put(&ss->index, id, ((uint64_t)ss->nips << 8) | n);
+    ss->nips += n;
     return rc;
 }
 
@@ -425,7 +454,7 @@ static int each_stack(pfr_cpu_profiler *cp, const void *k, const void *v)
     uint64_t id;
     memcpy(&id, k, sizeof(id));
     const struct pfr_stack *st = v;
-    return add_stack(cp, id, (const uint64_t *)st->ips, st->nframes);
+    return add_stack(&cp->hashed, id, (const uint64_t *)st->ips, st->nframes);
 }
 
 static uint64_t key_hash(const struct pfr_count_key *k)
@@ -492,28 +521,45 @@ static int drain_pending(pfr_cpu_profiler *cp, int fd)
     return bpf_map_update_elem(fd, &zero, cp->pending, BPF_ANY) ? -errno : 0;
 }
 
-/* Read and empty a stack-trace map (no batch operations for those): its values are the frames,
- * zero-padded; its ids are those of the count keys minus PFR_STACKID_BASE. */
-static int drain_stack_trace_map(pfr_cpu_profiler *cp, int fd)
+static bool in_stack_trace_map(uint64_t id)
 {
-    uint32_t key, next;
-    bool first = true;
-    while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
-        first = false;
-        key = next;
-        if (bpf_map_lookup_elem(fd, &key, cp->trace) == 0) {
+    return id >= PFR_STACKID_BASE && !(id & PFR_STACK_HASHED);
+}
+
+/* Read from stack-trace map fd the stacks of the drained samples not kept yet. Its values are
+ * the frames, zero-padded; its ids are those of the count keys minus PFR_STACKID_BASE. */
+static int read_new_stacks(pfr_cpu_profiler *cp, int fd, struct stack_store *ks)
+{
+    for (size_t i = 0; i < cp->nsamples; i++) {
+        const uint64_t ids[2] = {cp->samples[i].kstack, cp->samples[i].ustack};
+        for (int j = 0; j < 2; j++) {
+            if (!in_stack_trace_map(ids[j]) || pfr_u64map_get(&ks->index, ids[j]))
+                continue;
+            uint32_t key = (uint32_t)(ids[j] - PFR_STACKID_BASE);
+            cp->stack_reads++;
+            if (bpf_map_lookup_elem(fd, &key, cp->trace) != 0) {
+                if (errno == ENOENT)
+                    continue; /* shown as an unknown stack */
+                return -errno;
+            }
             uint32_t n = 0;
             while (n < PFR_MAX_STACK_DEPTH && cp->trace[n])
                 n++;
-            if (n > 0) {
-                int rc = add_stack(cp, (uint64_t)key + PFR_STACKID_BASE, cp->trace, n);
-                if (rc)
-                    return rc;
-            }
+            int rc = n ? add_stack(ks, ids[j], cp->trace, n) : 0;
+            if (rc)
+                return rc;
         }
+    }
+    return 0;
+}
+
+/* Empty a stack-trace map (no batch operations for those). */
+static int empty_stack_trace_map(int fd)
+{
+    uint32_t key;
+    while (bpf_map_get_next_key(fd, NULL, &key) == 0)
         if (bpf_map_delete_elem(fd, &key) && errno != ENOENT)
             return -errno;
-    }
     return errno == ENOENT ? 0 : -errno;
 }
 
@@ -529,8 +575,13 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
         return rc;
 
     cp->nsamples = 0;
-    cp->nips = 0;
-    pfr_u64map_clear(&cp->stack_index);
+    cp->drained = old;
+    stack_store_clear(&cp->hashed);
+    struct stack_store *ks = &cp->kept[old];
+    if (cp->kept_stale[old]) {
+        stack_store_clear(ks);
+        cp->kept_stale[old] = false;
+    }
     int cfd = bpf_map__fd(old ? s->maps.counts1 : s->maps.counts0);
     int sfd = bpf_map__fd(old ? s->maps.stacks1 : s->maps.stacks0);
     int xfd = bpf_map__fd(old ? s->maps.xstacks1 : s->maps.xstacks0);
@@ -543,7 +594,14 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
         rc = drain_map(xfd, cp->skbuf, cp->svbuf, sizeof(*cp->skbuf), sizeof(*cp->svbuf),
                        each_stack, cp);
     if (rc == 0)
-        rc = drain_stack_trace_map(cp, sfd);
+        rc = read_new_stacks(cp, sfd, ks);
+    /* A fuller map sends more new stacks to the collision map (a bucket taken): past a quarter
+     * of it, start again. The stacks stay readable until the next drain of this buffer. */
+    if (rc == 0 && ks->index.n > cp->keep_max) {
+        rc = empty_stack_trace_map(sfd);
+        cp->kept_stale[old] = true;
+        cp->stack_map_resets++;
+    }
     if (rc)
         return rc;
     out->samples = cp->samples;
@@ -557,13 +615,14 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
 
 const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, size_t *n)
 {
-    uint64_t *v = pfr_u64map_get(&cp->stack_index, id);
+    const struct stack_store *ss = in_stack_trace_map(id) ? &cp->kept[cp->drained] : &cp->hashed;
+    uint64_t *v = pfr_u64map_get(&ss->index, id);
     if (!v) {
         *n = 0;
         return NULL;
     }
     *n = (size_t)(*v & 0xff);
-    return cp->ips + (*v >> 8);
+    return ss->ips + (*v >> 8);
 }
 
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid)
@@ -592,6 +651,8 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
     out->stacks_reused = sum[PFR_CNT_STACK_REUSED];
     out->stack_collisions = sum[PFR_CNT_STACK_COLLISION];
     out->drains = cp->drains;
+    out->stack_reads = cp->stack_reads;
+    out->stack_map_resets = cp->stack_map_resets;
     struct bpf_program *progs[] = {cp->skel->progs.pfr_sample, cp->skel->progs.pfr_exec,
                                    cp->skel->progs.pfr_exit};
     for (size_t i = 0; i < 3; i++) {

@@ -39,6 +39,8 @@ typedef struct pfr_cpu_counters {
     uint64_t prog_misses;      /* samples the kernel skipped because a BPF program was running */
     uint64_t prog_run_ns, prog_runs; /* BPF run time, when kernel.bpf_stats_enabled = 1 */
     uint64_t drains;
+    uint64_t stack_reads;      /* stack-trace map entries read (once per stack, not per drain) */
+    uint64_t stack_map_resets; /* stack-trace maps emptied after a drain, having filled up */
 } pfr_cpu_counters;
 
 /* One (process, kernel stack, user stack) count from a drain. */
@@ -73,7 +75,8 @@ int pfr_cpu_profiler_ncpus(const pfr_cpu_profiler *cp);
 int pfr_cpu_profiler_event_fd(const pfr_cpu_profiler *cp);
 int pfr_cpu_profiler_consume_events(pfr_cpu_profiler *cp);
 
-/* Wait up to timeout_ms for notifications and dispatch them. Returns how many, or -errno. */
+/* Wait up to timeout_ms for notifications and dispatch them, those queued without a wake-up
+ * (exits) included. Returns how many, or -errno. */
 int pfr_cpu_profiler_poll_events(pfr_cpu_profiler *cp, int timeout_ms);
 
 /* Positions (bytes) of the notification ring buffer: all notifications produced up to a moment

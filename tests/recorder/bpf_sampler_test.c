@@ -79,6 +79,24 @@ __attribute__((noinline)) static unsigned long descend(int d, double seconds)
     return descend(d - 1, seconds) + 1;
 }
 
+/* Distinct stack-trace map ids (kernel and user) the samples of drain d refer to. */
+static uint64_t stack_refs(const pfr_cpu_drain *d)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < d->nsamples; i++) {
+        const uint64_t ids[2] = {d->samples[i].kstack, d->samples[i].ustack};
+        for (int j = 0; j < 2; j++) {
+            if (ids[j] < PFR_STACKID_BASE || (ids[j] & PFR_STACK_HASHED))
+                continue;
+            bool dup = j == 1 && ids[0] == ids[1];
+            for (size_t k = 0; k < i && !dup; k++)
+                dup = d->samples[k].kstack == ids[j] || d->samples[k].ustack == ids[j];
+            n += !dup;
+        }
+    }
+    return n;
+}
+
 /* Distinct user stacks (16 depths) and a stack-trace map far too small for them. */
 /* Adds up child's samples of drain d: all of them, those with a resolvable user stack, and
  * (if hashed is not NULL) those whose user stack went to the collision map. */
@@ -180,7 +198,7 @@ int main(void)
     }
     seen.child = child;
 
-    uint64_t drained = 0, child_count = 0, child_user_stacks = 0;
+    uint64_t drained = 0, child_count = 0, child_user_stacks = 0, refs = 0;
     int drains = 0, bound_violations = 0;
     double end = now_s() + 1.2;
     bool reaped = false;
@@ -205,6 +223,8 @@ int main(void)
                     (unsigned long long)drained, (unsigned long long)lo, (unsigned long long)hi);
         }
         tally_child(cp, &d, child, &child_count, &child_user_stacks, NULL);
+        if (rc == 0)
+            refs += stack_refs(&d);
     }
     for (int i = 0; i < 10 && seen.exit_events == 0; i++)
         pfr_cpu_profiler_poll_events(cp, 50);
@@ -238,6 +258,16 @@ int main(void)
           "comm '%s'", seen.comm);
     CHECK(seen.exit_events == 1, "%d exit notifications for the child", seen.exit_events);
     CHECK(c.stack_map_full == 0 && c.count_map_full == 0, "maps overflowed");
+    /* the child's one stack, sampled on every drain, is read from the kernel about once per
+     * buffer, not once per drain */
+    printf("stack reads %llu for %llu references in %d drains, map resets %llu\n",
+           (unsigned long long)c.stack_reads, (unsigned long long)refs, drains,
+           (unsigned long long)c.stack_map_resets);
+    CHECK(c.stack_reads <= refs && c.stack_reads + drains / 2 <= refs,
+          "%llu stack reads for %llu references", (unsigned long long)c.stack_reads,
+          (unsigned long long)refs);
+    CHECK(c.stack_map_resets == 0, "stack-trace maps emptied %llu times",
+          (unsigned long long)c.stack_map_resets);
 
     pfr_cpu_profiler_close(cp);
     collisions_phase();

@@ -113,7 +113,7 @@ def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0):
         for _ in range(nidlers):
             workers.append(subprocess.Popen([idler, "3"]))
         files = [os.path.join(tmp, "spin%d" % i) for i in range(os.cpu_count())]
-        spinners = [subprocess.Popen([spinner, f]) for f in files]
+        spinners = [subprocess.Popen([spinner, f, str(i)]) for i, f in enumerate(files)]
         workers += spinners
         if churn_rate > 0:
             workers.append(subprocess.Popen([churn, str(churn_rate), "/bin/ls", "-l", "/usr/lib"]))
