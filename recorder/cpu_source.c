@@ -511,7 +511,8 @@ static void cpu_log_stats(void *self)
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
-        "dwarf_too_big=%llu dwarf_bytes=%llu protected_bytes=%llu} drain_ms=%.1f build_ms=%.1f",
+        "dwarf_too_big=%llu dwarf_outgrown=%llu dwarf_bytes=%llu protected_bytes=%llu} "
+        "drain_ms=%.1f build_ms=%.1f",
         (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
         (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
         (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
@@ -523,9 +524,9 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.sym.cache_bytes, (unsigned long long)s.sym.unresolved_frames,
         (unsigned long long)s.sym.errors, (unsigned long long)s.sym.reparses,
         (unsigned long long)s.sym.dwarf_loads, (unsigned long long)s.sym.dwarf_evictions,
-        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_bytes,
-        (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
-        (double)s.last_build_ns / 1e6);
+        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_outgrown,
+        (unsigned long long)s.sym.dwarf_bytes, (unsigned long long)s.sym.protected_bytes,
+        (double)s.last_drain_ns / 1e6, (double)s.last_build_ns / 1e6);
 }
 
 static void cpu_destroy(void *self)
@@ -629,6 +630,12 @@ int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, s
         cpu_destroy(cs);
         return rc;
     }
+    /* Every host profile has kernel frames: read the kernel's symbols now, a one-off cost at
+     * start-up rather than in whichever interval meets the first kernel frame, and a reason
+     * in the log at once if they cannot be read. */
+    if (pfr_symbolizer_reload_kernel(cs->sym))
+        pfr_warn("cpu: kernel symbols unreadable (%s): kernel frames will show as addresses",
+                 pfr_symbolizer_last_error(cs->sym));
     pfr_cpu_profiler_opts po = {
         .hz = cfg->cpu_hz,
         .stack_map_entries = cfg->stack_map_entries,

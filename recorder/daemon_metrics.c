@@ -130,6 +130,10 @@ void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *s
         (double)st->dwarf_evictions);
     put(m, "pfr_symbol_dwarf_refused_total", "DWARF not read: over the per-file cap", C,
         (double)st->dwarf_too_big);
+    put(m, "pfr_symbol_dwarf_outgrown_total",
+        "DWARF dropped after its line tables outgrew the per-file cap (read again later, each "
+        "time later)",
+        C, (double)st->dwarf_outgrown);
     put(m, "pfr_symbol_dwarf_bytes", "of the symbol cache, bytes of open DWARF", G,
         (double)st->dwarf_bytes);
     put(m, "pfr_symbol_name_errors_total",

@@ -269,8 +269,16 @@ static void make_fd_room(pfr_symbolizer *s)
 static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
 {
     set_bytes(s, f);
-    if (f->dwarf_bytes > s->max_dwarf_file)
-        drop_dwarf(s, f, true); /* line tables outgrew the cap: reopen empty when needed */
+    if (f->dwarf_bytes > s->max_dwarf_file) {
+        /* Line tables outgrew the cap: reopen empty when needed (the memo keeps the lines
+         * found), each time later: a file whose DWARF hovers at the cap was read again every
+         * back-off, at tens of ms a time, evicting the others' DWARF on the way. */
+        drop_dwarf(s, f, true);
+        if (f->dwarf_outgrown < 7)
+            f->dwarf_outgrown++;
+        f->dwarf_retry_ns = now_ns() + (DWARF_BACKOFF_NS << f->dwarf_outgrown);
+        s->st.dwarf_outgrown++;
+    }
     make_room(s, f, 0, true, ROOM_HOT_FILES);
     make_room(s, f, 0, false, ROOM_HOT_FILES);
     if (!f->pinned && f->seg == SEG_PROTECTED)

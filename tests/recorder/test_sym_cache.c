@@ -444,6 +444,38 @@ static void test_dwarf_cap(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* DWARF whose line tables grow past the per-file cap in use is dropped, the lines found kept,
+ * and not read again at once: later each time it outgrows the cap. */
+static void test_dwarf_outgrown(void **state)
+{
+    (void)state;
+    size_t dsize = prog_dwarf_size();
+    fake_proc(410, prog);
+    pfr_sym_frame fr[4];
+    pfr_symbolizer *s = new_sym(64u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 410), 0);
+    sym_prog(s, 410, fr);
+    int64_t line = fr[0].line;
+    size_t dwarf = stats(s).dwarf_bytes;
+    pfr_symbolizer_free(s);
+    assert_true(line > 0);
+    assert_true(dwarf > dsize); /* the line tables read on top of the sections */
+
+    /* a cap between the sections and what the lookup makes of them */
+    s = new_sym(2 * (dwarf - 1));
+    assert_int_equal(pfr_symbolizer_add_process(s, 410), 0);
+    for (int i = 0; i < 3; i++) {
+        sym_prog(s, 410, fr);
+        assert_int_equal(fr[0].line, line);
+        pfr_sym_stats st = stats(s);
+        assert_int_equal(st.dwarf_loads, 1);
+        assert_int_equal(st.dwarf_outgrown, 1);
+        assert_int_equal(st.dwarf_bytes, 0);
+        assert_true(st.cache_bytes <= 2 * (dwarf - 1));
+    }
+    pfr_symbolizer_free(s);
+}
+
 /* When room is needed, DWARF goes before symbols, and the frames already worked out keep their
  * lines without reading DWARF again. */
 static void test_dwarf_dropped_first(void **state)
@@ -536,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_compact_accounting),
         cmocka_unit_test(test_file_changed_after_parse),
         cmocka_unit_test(test_dwarf_cap),
+        cmocka_unit_test(test_dwarf_outgrown),
         cmocka_unit_test(test_dwarf_dropped_first),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

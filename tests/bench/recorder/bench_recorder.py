@@ -5,16 +5,17 @@ bpftrace `profile:hz:99 { @[kstack, ustack, comm] = count(); }`, in turn, on the
 
 For each profiler, per round: its CPU seconds per minute of steady state (its process and
 children, from a cgroup v2 group of its own to the microsecond, else utime+stime from /proc in
-10 ms ticks; plus the run time of its BPF programs from kernel.bpf_stats_enabled and bpftool),
-the time the spinners lost in its sampling interrupts (spinner_gaps.py: this holds perf's stack
-walks, which no CPU figure of the perf process shows, so "process + interrupts" is the
-like-for-like figure), its whole-life CPU, its peak RSS (VmHWM) and the workload's work rate
-against a run with no profiler, per second and per CPU-second of the spinners. Each round starts one tool later than
-the one before. With --churn-rate, bench_churn also starts that many short-lived processes a
-second (a busy host). Prints medians over the rounds and the ratios.
+10 ms ticks; plus the run time of its BPF programs from kernel.bpf_stats_enabled, read from
+/proc/PID/fdinfo), the time the spinners lost in its sampling interrupts (spinner_gaps.py: this
+holds perf's stack walks, which no CPU figure of the perf process shows, so "process +
+interrupts" is the like-for-like figure), its whole-life CPU, its peak RSS (VmHWM) and the
+workload's work rate against a run with no profiler, per second and per CPU-second of the
+spinners. Each round starts one tool later than the one before. With --churn-rate, bench_churn
+also starts that many short-lived processes a second (a busy host). Prints medians over the
+rounds and the ratios. bench_sample_cost.py runs the three at the same time instead.
 
-Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 20] [--warmup 45] [--rounds 4]
-                         [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
+Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 20] [--warmup 45]
+                         [--rounds 4] [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ import tempfile
 import time
 
 import spinner_gaps
-from bpfstats import CpuGroup, bpf_progs, host_workload, loadavg, prog_ids_of, task_cpu_ns
+from bpfstats import CpuGroup, host_workload, loadavg, prog_run_ns, task_cpu_ns
 
 TICK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count()
@@ -47,12 +48,6 @@ def vm_hwm_kib(pid):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     return 0
-
-
-def bpf_run_ns(ids):
-    """run_time_ns of the programs ids."""
-    now = bpf_progs()
-    return {i: now[i] for i in ids if i in now}
 
 
 def forks():
@@ -124,7 +119,6 @@ def workload_cpu_s(pids):
 def run_phase(tool, args, tmp, work):
     proc = None
     log = os.path.join(tmp, "tool.log")
-    before = set(bpf_progs())
     group = CpuGroup("pfr-bench-" + tool.name.replace(" ", "-"))
     try:
         born = time.time()
@@ -135,16 +129,15 @@ def run_phase(tool, args, tmp, work):
             if tool.ready and not wait_for(log, tool.ready, 60, proc):
                 raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
         time.sleep(args.warmup)
-        ids = (set(bpf_progs()) - before) & prog_ids_of(proc.pid) if proc else set()
         s0 = [spinner_gaps.read(f) for f in work.files]
         t0, f0, w0 = time.time(), forks(), workload_cpu_s(work.pids)
         cpu0 = tool_cpu_s(group, proc) if proc else 0
-        bpf0 = bpf_run_ns(ids)
+        bpf0 = prog_run_ns(proc.pid) if proc else {}
         time.sleep(args.seconds)
         s1 = [spinner_gaps.read(f) for f in work.files]
         t1, f1, w1 = time.time(), forks(), workload_cpu_s(work.pids)
         cpu1 = tool_cpu_s(group, proc) if proc else 0
-        bpf1 = bpf_run_ns(ids)
+        bpf1 = prog_run_ns(proc.pid) if proc else {}
         hwm = vm_hwm_kib(proc.pid) if proc else 0
         life_cpu = 0.0
         if proc:

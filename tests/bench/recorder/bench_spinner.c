@@ -7,7 +7,7 @@
  * runs there, on the workload's time, where neither the profiler's CPU time nor BPF statistics
  * see it); long ones are other tasks running. A profiler's sampling interrupts come once a
  * period on each CPU, so the short gaps are also added up by their start time modulo each
- * sampling period of the benchmark (100 and 99 Hz): the profiler's gaps pile up in one phase,
+ * sampling period of the benchmarks (100, 99, 98 Hz): the profiler's gaps pile up in one phase,
  * the rest spread out, and the harness tells them apart (bench_recorder.py, gap_cost).
  *
  * The file, native-endian u64s: [0] work units, [1] ns in short gaps, [2] their number, [3] ns
@@ -32,10 +32,11 @@
 
 enum { WORK, SHORT_NS, SHORT_N, LONG_NS, LONG_N, BIN, NPERIODS, HEADER = 8 };
 
-/* 100 Hz (pfr-recorder) and 99 Hz (perf -F 99, bpftrace hz:99): the kernel's cpu-clock period
- * for a frequency f is 1e9 / f ns. */
-static const uint64_t periods[] = {10000000u, 1000000000u / 99u};
-#define MAX_BINS 5100u
+/* 100 Hz (pfr-recorder), 99 Hz (perf -F 99, bpftrace hz:99) and 98 Hz (bpftrace beside perf in
+ * bench_sample_cost.py): the kernel's cpu-clock period for a frequency f is 1e9 / f ns. */
+static const uint64_t periods[] = {1000000000u / 100u, 1000000000u / 99u, 1000000000u / 98u};
+#define NPHASES  (sizeof(periods) / sizeof(periods[0]))
+#define MAX_BINS 5200u
 
 struct phase {
     volatile uint64_t *count, *ns;
@@ -43,7 +44,7 @@ struct phase {
 };
 
 static volatile uint64_t *counter;
-static struct phase phases[2];
+static struct phase phases[NPHASES];
 static uint64_t gaps[BIN]; /* this unit's, added to the file when it ends */
 
 static inline uint64_t now_ns(void)
@@ -62,7 +63,7 @@ static void note_gap(uint64_t start, uint64_t d)
     }
     gaps[SHORT_NS] += d;
     gaps[SHORT_N] += 1;
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < NPHASES; i++) {
         uint64_t b = (start % phases[i].period) / BIN_NS;
         phases[i].count[b] += 1;
         phases[i].ns[b] += d;
@@ -109,7 +110,7 @@ int main(int argc, char **argv)
         if (sched_setaffinity(0, sizeof(set), &set) != 0)
             return 1;
     }
-    size_t size = (HEADER + 2 * (2 + 2 * MAX_BINS)) * sizeof(uint64_t);
+    size_t size = (HEADER + NPHASES * (2 + 2 * MAX_BINS)) * sizeof(uint64_t);
     int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
         return 1;
@@ -117,9 +118,9 @@ int main(int argc, char **argv)
     if (counter == MAP_FAILED)
         return 1;
     counter[BIN] = BIN_NS;
-    counter[NPERIODS] = 2;
+    counter[NPERIODS] = NPHASES;
     volatile uint64_t *p = counter + HEADER;
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < NPHASES; i++) {
         uint64_t nbins = periods[i] / BIN_NS + 1;
         p[0] = periods[i];
         p[1] = nbins;

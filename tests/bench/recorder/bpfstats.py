@@ -1,32 +1,33 @@
 """What the recorder benchmarks read about BPF programs: shared by bench_recorder.py and
 bench_bpf_sample.py."""
 import contextlib
-import json
 import os
 import subprocess
 import time
 
 
-def bpf_progs():
-    """run_time_ns of every loaded BPF program, by program id."""
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
-    return {p["id"]: p.get("run_time_ns", 0) for p in json.loads(out.stdout or "[]")}
-
-
-def prog_ids_of(pid):
-    """Ids of the BPF programs process pid holds a descriptor of (from /proc/PID/fdinfo): this
-    bpftool cannot tell which process holds a program, and other jobs load programs too."""
-    ids = set()
+def prog_run_ns(pid):
+    """run_time_ns of the BPF programs process pid holds a descriptor of, by program id (from
+    /proc/PID/fdinfo): other jobs' programs are left out, and no bpftool process runs inside a
+    measured window (a new process is work for the profilers measured)."""
+    runs = {}
     d = "/proc/%d/fdinfo" % pid
     for fd in os.listdir(d):
         try:
             with open(os.path.join(d, fd)) as f:
-                for line in f:
-                    if line.startswith("prog_id:"):
-                        ids.add(int(line.split()[1]))
+                info = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
-            pass
-    return ids
+            continue
+        if "prog_id" in info:
+            # a program's own descriptor has its statistics; a link's names it only
+            prog = int(info["prog_id"])
+            runs[prog] = max(runs.get(prog, 0), int(info.get("run_time_ns", "0")))
+    return runs
+
+
+def prog_ids_of(pid):
+    """Ids of the BPF programs process pid holds a descriptor of."""
+    return set(prog_run_ns(pid))
 
 
 def loadavg():

@@ -31,20 +31,53 @@ def work_units(snap):
     return sum(c[0] for c, _ in snap)
 
 
+def fold(before, after, period_ns):
+    """Per spinner, the gaps between two snapshots (lists of read() per spinner) by phase of
+    period_ns: (counts, ns) per bin, the last (shorter) bin left out. None if not folded."""
+    out = []
+    for (_, hb), (_, ha) in zip(before, after):
+        if period_ns not in ha:
+            return None
+        counts = [y - x for x, y in zip(hb[period_ns][0], ha[period_ns][0])][:-1]
+        ns = [y - x for x, y in zip(hb[period_ns][1], ha[period_ns][1])][:-1]
+        out.append((counts, ns))
+    return out
+
+
+def window_sums(values):
+    nb = len(values)
+    return [sum(values[(i + k) % nb] for k in range(WINDOW_BINS)) for i in range(nb)]
+
+
+def peak(counts, taken=()):
+    """First bin of the window of WINDOW_BINS bins holding most gaps, among the windows that do
+    not overlap a window starting at a bin of taken."""
+    nb = len(counts)
+    win = window_sums(counts)
+
+    def free(i):
+        return all(min((i - t) % nb, (t - i) % nb) >= WINDOW_BINS for t in taken)
+    return max((i for i in range(nb) if free(i)), key=win.__getitem__)
+
+
+def excess_at(counts, ns, start):
+    """(number, ns) of the gaps in the window at start beyond the median bin's."""
+    nb = len(counts)
+    n = sum(counts[(start + k) % nb] for k in range(WINDOW_BINS))
+    t = sum(ns[(start + k) % nb] for k in range(WINDOW_BINS))
+    return (n - WINDOW_BINS * statistics.median(counts),
+            t - WINDOW_BINS * statistics.median(ns))
+
+
 def sampler_excess(before, after, period_ns):
     """Gaps of a sampler at period_ns between two snapshots (lists of read() per spinner):
     (number, ns) summed over the spinners, in excess of the background."""
+    folded = fold(before, after, period_ns)
+    if folded is None:
+        return 0.0, 0.0
     total_n = total_ns = 0.0
-    for (_, hb), (_, ha) in zip(before, after):
-        if period_ns not in ha:
-            return 0.0, 0.0
-        # the last bin is shorter than the others: left out
-        counts = [y - x for x, y in zip(hb[period_ns][0], ha[period_ns][0])][:-1]
-        ns = [y - x for x, y in zip(hb[period_ns][1], ha[period_ns][1])][:-1]
-        nb = len(counts)
-        win = [sum(counts[(i + k) % nb] for k in range(WINDOW_BINS)) for i in range(nb)]
-        best = max(range(nb), key=win.__getitem__)
-        in_ns = sum(ns[(best + k) % nb] for k in range(WINDOW_BINS))
-        total_n += win[best] - WINDOW_BINS * statistics.median(counts)
-        total_ns += in_ns - WINDOW_BINS * statistics.median(ns)
+    for counts, ns in folded:
+        n, t = excess_at(counts, ns, peak(counts))
+        total_n += n
+        total_ns += t
     return total_n, total_ns
