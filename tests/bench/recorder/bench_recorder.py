@@ -18,7 +18,6 @@ Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 20]
                          [--rounds 4] [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
 """
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -178,8 +177,8 @@ def run_phase(tool, args, tmp, work):
     }
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def workload_args(ap):
+    """The options of the profilers and of the workload (shared with bench_sample_cost.py)."""
     ap.add_argument("--recorder", required=True)
     ap.add_argument("--spinner", required=True)
     ap.add_argument("--idler", required=True)
@@ -187,22 +186,34 @@ def main():
     # long enough for the recorder to have met most of the idle processes (each runs ~1 ms every
     # ~3 s, so a 100 Hz sampler first sees it after ~30 s on average): steady state
     ap.add_argument("--warmup", type=float, default=45)
-    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--idlers", type=int, default=300)
-    ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--churn", help="bench_churn binary, for --churn-rate")
     ap.add_argument("--churn-rate", type=float, default=0,
                     help="short-lived processes started a second (a busy host), default none")
-    args = ap.parse_args()
+
+
+def host_unready(ap, args):
+    """Why this host cannot run the benchmark (printed as SKIP), or None."""
     if args.churn_rate > 0 and not args.churn:
         ap.error("--churn-rate needs --churn BIN (tests/bench/recorder/bench_churn)")
     if os.geteuid() != 0:
-        print("SKIP: needs root")
-        return 77
-    for tool in ("perf", "bpftrace", "bpftool"):
+        return "needs root"
+    for tool in ("perf", "bpftrace"):
         if not shutil.which(tool):
-            print("SKIP: %s missing (install linux-perf, bpftrace, bpftool)" % tool)
-            return 77
+            return "%s missing (install linux-perf, bpftrace)" % tool
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    workload_args(ap)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    why = host_unready(ap, args)
+    if why:
+        print("SKIP: " + why)
+        return 77
 
     tmp = tempfile.mkdtemp(prefix="pfr-bench-recorder-")
     tools = make_tools(args, tmp)

@@ -10,7 +10,7 @@ does not depend on the rate). The phases are found once all three run: a new per
 CPU restarts the sampling timers of the events already there. The profilers also profile one
 another here; that adds little (they are mostly asleep), and alike.
 
-Usage: bench_sample_cost.py --recorder BIN --spinner BIN --idler BIN [--windows 6]
+Usage: bench_sample_cost.py --recorder BIN --spinner BIN --idler BIN [--windows 9]
                             [--seconds 20] [--idlers 300] [--churn BIN --churn-rate N]
 """
 import argparse
@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import spinner_gaps
-from bench_recorder import NCPU, make_tools, tool_cpu_s, wait_for
+from bench_recorder import NCPU, host_unready, make_tools, tool_cpu_s, wait_for, workload_args
 from bpfstats import CpuGroup, host_workload, prog_run_ns
 
 FIND_S = 6  # seconds of a profiler's gaps to find its phase
@@ -84,23 +84,13 @@ def measure(run, rate, s0, s1, cpu, bpf, dt):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--recorder", required=True)
-    ap.add_argument("--spinner", required=True)
-    ap.add_argument("--idler", required=True)
-    ap.add_argument("--windows", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=20)
-    ap.add_argument("--warmup", type=float, default=45)
-    ap.add_argument("--idlers", type=int, default=300)
-    ap.add_argument("--churn")
-    ap.add_argument("--churn-rate", type=float, default=0)
+    workload_args(ap)
+    ap.add_argument("--windows", type=int, default=9)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("SKIP: needs root")
+    why = host_unready(ap, args)
+    if why:
+        print("SKIP: " + why)
         return 77
-    for tool in ("perf", "bpftrace", "bpftool"):
-        if not shutil.which(tool):
-            print("SKIP: %s missing (install linux-perf, bpftrace, bpftool)" % tool)
-            return 77
     tmp = tempfile.mkdtemp(prefix="pfr-bench-cost-")
     tools = [t for t in make_tools(args, tmp) if t.argv]
     bt = tools[2]
