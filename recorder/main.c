@@ -149,7 +149,8 @@ static void update_metrics(writer *w)
     pfr_cpu_source_stats_get(w->cpu, &cs);
     pfr_daemon_metrics_cpu(w->metrics, &cs);
     pfr_store_stats ss;
-    if (pfr_store_stats_get(w->store, &ss) == 0)
+    /* not the full statistics: they read every chunk's row, 37 ms a time on a 200 MB ring */
+    if (pfr_store_stats_quick(w->store, &ss) == 0)
         pfr_daemon_metrics_store(w->metrics, &ss, (unsigned long long)w->errors);
 }
 

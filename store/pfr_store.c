@@ -728,7 +728,22 @@ static uint64_t file_size(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
+/* The counters kept in the database (cheap: no chunk row is read). */
+static int stats_counters(pfr_store *s, pfr_store_stats *out)
+{
+    int64_t v;
+    int rc = query_int(s, "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'", &v);
+    out->appended = (uint64_t)v;
+    if (!rc)
+        rc = query_int(s, "SELECT value FROM meta WHERE key = 'evicted'", &v);
+    out->evicted = (uint64_t)v;
+    if (!rc)
+        rc = query_int(s, "SELECT value FROM meta WHERE key = 'lost_unshipped'", &v);
+    out->lost_unshipped = (uint64_t)v;
+    return rc;
+}
+
+static void stats_files(pfr_store *s, pfr_store_stats *out)
 {
     memset(out, 0, sizeof(*out));
     out->max_bytes = s->max_bytes;
@@ -736,7 +751,11 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
     char wal[4200];
     snprintf(wal, sizeof(wal), "%s-wal", s->path);
     out->file_bytes = file_size(s->path) + file_size(wal);
+}
 
+int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
+{
+    stats_files(s, out);
     sqlite3_stmt *st = NULL;
     int rc = store_exec(s, "BEGIN");
     if (rc)
@@ -755,23 +774,42 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
         rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
-    st = NULL;
-    int64_t v;
     if (rc == SQLITE_OK) {
+        int64_t v;
         rc = query_int(s, "SELECT coalesce(sum(nbytes), 0) FROM dicts", &v);
         out->data_bytes += (uint64_t)v;
         if (!rc)
-            rc = query_int(s, "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'", &v);
-        out->appended = (uint64_t)v;
-        if (!rc)
-            rc = query_int(s, "SELECT value FROM meta WHERE key = 'evicted'", &v);
-        out->evicted = (uint64_t)v;
-        if (!rc)
-            rc = query_int(s, "SELECT value FROM meta WHERE key = 'lost_unshipped'", &v);
-        out->lost_unshipped = (uint64_t)v;
+            rc = stats_counters(s, out);
     } else {
         rc = store_errno(rc);
     }
+    store_exec(s, "COMMIT");
+    return rc;
+}
+
+int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
+{
+    stats_files(s, out);
+    int rc = store_exec(s, "BEGIN");
+    if (rc)
+        return rc;
+    int64_t v;
+    /* by rowid: a b-tree descent each */
+    rc = query_int(s, "SELECT id FROM chunks ORDER BY id LIMIT 1", &v);
+    out->min_id = v;
+    if (!rc)
+        rc = query_int(s, "SELECT start_ns FROM chunks ORDER BY id LIMIT 1", &v);
+    out->oldest_ns = v;
+    if (!rc)
+        rc = query_int(s, "SELECT id FROM chunks ORDER BY id DESC LIMIT 1", &v);
+    out->max_id = v;
+    if (!rc)
+        rc = query_int(s, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1", &v);
+    out->newest_ns = v;
+    if (!rc)
+        rc = stats_counters(s, out);
+    if (!rc)
+        out->chunks = out->appended >= out->evicted ? out->appended - out->evicted : 0;
     store_exec(s, "COMMIT");
     return rc;
 }

@@ -579,6 +579,10 @@ static void test_streams_stats(void **state)
     assert_int_equal(pfr_store_stats_get(f->s, &st), 0);
     assert_int_equal(st.chunks, 0);
     assert_int_equal(st.oldest_ns, 0);
+    assert_int_equal(pfr_store_stats_quick(f->s, &st), 0);
+    assert_int_equal(st.chunks, 0);
+    assert_int_equal(st.oldest_ns, 0);
+    assert_int_equal(st.max_id, 0);
     fill_small(f->s);
     int n = 0;
     assert_int_equal(pfr_store_streams(f->s, stream_cb, &n), 0);
@@ -673,10 +677,21 @@ static void test_eviction_and_lost(void **state)
         assert_true(tu_file_size(db) + tu_file_size(wal) <= (384u << 10) + (32u << 10));
     }
     pfr_testgen_free(g);
-    pfr_store_stats st;
+    pfr_store_stats st, quick;
     assert_int_equal(pfr_store_stats_get(s, &st), 0);
     assert_true(st.evicted > 0);
     assert_int_equal(st.chunks + st.evicted, TOTAL);
+    /* the quick statistics agree on a ring appended in time order */
+    assert_int_equal(pfr_store_stats_quick(s, &quick), 0);
+    assert_int_equal(quick.chunks, st.chunks);
+    assert_int_equal(quick.oldest_ns, st.oldest_ns);
+    assert_int_equal(quick.newest_ns, st.newest_ns);
+    assert_int_equal(quick.min_id, st.min_id);
+    assert_int_equal(quick.max_id, st.max_id);
+    assert_int_equal(quick.appended, st.appended);
+    assert_int_equal(quick.evicted, st.evicted);
+    assert_int_equal(quick.lost_unshipped, st.lost_unshipped);
+    assert_int_equal(quick.data_bytes, 0);
     assert_int_equal(st.appended, TOTAL);
     assert_int_equal(st.max_id, last);
     assert_int_equal(st.min_id, (int64_t)st.evicted + 1);
