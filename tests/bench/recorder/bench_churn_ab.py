@@ -9,8 +9,12 @@ seen. Prints each run and the medians side by side.
 How many of the churn's processes get sampled varies a lot from run to run (each lives about
 1.5 ms of CPU), which is why the figure to compare is the CPU per process seen.
 
+With --ring RING each run starts on a fresh copy of that ring instead of an empty one (a
+recorder's cost may grow with what its ring holds); --churn-rate 0 leaves the churn out.
+
 Usage (as root): bench_churn_ab.py --old OLD_RECORDER --new NEW_RECORDER --bench-dir DIR
                      [--churn-rate 100] [--rounds 3] [--warmup 20] [--seconds 20]
+                     [--ring RING]
   DIR: the build's tests/bench/recorder (bench_spinner, bench_idler, bench_churn)
 To build an older recorder without touching the tree:
   git worktree add /tmp/old REV && cmake -S /tmp/old -B /tmp/old/build \\
@@ -42,9 +46,12 @@ def seen(log):
 def run(binary, name, args, tmp):
     group = CpuGroup("pfr-churn-ab-" + name)
     log = os.path.join(tmp, name + ".log")
+    db = os.path.join(tmp, name + ".db")
+    if args.ring:
+        shutil.copy(args.ring, db)
     try:
         with open(log, "w") as lf:
-            proc = subprocess.Popen([binary, "--store", os.path.join(tmp, name + ".db"),
+            proc = subprocess.Popen([binary, "--store", db,
                                      "--cpu-hz", "100", "--interval", "10", "--log-level",
                                      "debug"], stdout=lf, stderr=subprocess.STDOUT,
                                     preexec_fn=group.join)
@@ -58,6 +65,10 @@ def run(binary, name, args, tmp):
             proc.wait()
     finally:
         group.close()
+        if args.ring:  # a copy per run: do not keep them all
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(db + suffix):
+                    os.remove(db + suffix)
     n = s1 - s0  # debug lines come every 10 s: about --seconds' worth of intervals
     return {"cpu_ms_min": (u1 - u0) * 1e3 * 60 / args.seconds,
             "seen_min": n * 60 / args.seconds,
@@ -73,6 +84,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=float, default=20)
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--ring", help="start each run on a copy of this ring")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: needs root")
@@ -99,8 +111,9 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print("Recorder under churn (%.0f new processes/s), %d rounds x %.0f s, medians"
-          % (args.churn_rate, args.rounds, args.seconds))
+    print("Recorder under churn (%.0f new processes/s)%s, %d rounds x %.0f s, medians"
+          % (args.churn_rate, ", each on a copy of %s" % args.ring if args.ring else "",
+             args.rounds, args.seconds))
     print("| recorder | CPU ms/min | new processes seen/min | CPU us per process seen |")
     print("|---|---|---|---|")
     for name, ms in res.items():
