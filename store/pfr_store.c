@@ -728,6 +728,23 @@ static uint64_t file_size(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/* The two columns of the first row of sql (0 and 0 when there is none). */
+static int query_pair(pfr_store *s, const char *sql, int64_t *a, int64_t *b)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    *a = *b = 0;
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *a = sqlite3_column_int64(st, 0);
+            *b = sqlite3_column_int64(st, 1);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : store_errno(rc);
+}
+
 /* The counters kept in the database (cheap: no chunk row is read). */
 static int stats_counters(pfr_store *s, pfr_store_stats *out)
 {
@@ -793,19 +810,12 @@ int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
     int rc = store_exec(s, "BEGIN");
     if (rc)
         return rc;
-    int64_t v;
     /* by rowid: a b-tree descent each */
-    rc = query_int(s, "SELECT id FROM chunks ORDER BY id LIMIT 1", &v);
-    out->min_id = v;
+    rc = query_pair(s, "SELECT id, start_ns FROM chunks ORDER BY id LIMIT 1", &out->min_id,
+                    &out->oldest_ns);
     if (!rc)
-        rc = query_int(s, "SELECT start_ns FROM chunks ORDER BY id LIMIT 1", &v);
-    out->oldest_ns = v;
-    if (!rc)
-        rc = query_int(s, "SELECT id FROM chunks ORDER BY id DESC LIMIT 1", &v);
-    out->max_id = v;
-    if (!rc)
-        rc = query_int(s, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1", &v);
-    out->newest_ns = v;
+        rc = query_pair(s, "SELECT id, end_ns FROM chunks ORDER BY id DESC LIMIT 1", &out->max_id,
+                        &out->newest_ns);
     if (!rc)
         rc = stats_counters(s, out);
     if (!rc)
