@@ -1,5 +1,6 @@
-"""What the recorder benchmarks read about BPF programs: shared by bench_recorder.py and
-bench_bpf_sample.py."""
+"""What the recorder benchmarks share: BPF program statistics, a profiler's CPU (cgroup v2) and
+the host workload (spinners, idle processes, churn). Used by bench_recorder.py,
+bench_sample_cost.py, bench_churn_ab.py and bench_bpf_sample.py."""
 import contextlib
 import os
 import subprocess
