@@ -43,7 +43,7 @@ def seen(log):
     return int(found[-1]) if found else 0
 
 
-def run(binary, name, args, tmp):
+def run(binary, name, args, tmp, work):
     group = CpuGroup("pfr-churn-ab-" + name)
     log = os.path.join(tmp, name + ".log")
     db = os.path.join(tmp, name + ".db")
@@ -56,6 +56,7 @@ def run(binary, name, args, tmp):
                                      "debug"], stdout=lf, stderr=subprocess.STDOUT,
                                     preexec_fn=group.join)
         try:
+            work.roll_call()  # the idle processes are met in the warm-up, not in the window
             time.sleep(args.warmup)
             u0, s0 = group.usage_s(), seen(log)
             time.sleep(args.seconds)
@@ -82,7 +83,7 @@ def main():
     ap.add_argument("--bench-dir", required=True)
     ap.add_argument("--churn-rate", type=float, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warmup", type=float, default=20)
+    ap.add_argument("--warmup", type=float, default=30)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--ring", help="start each run on a copy of this ring")
     args = ap.parse_args()
@@ -99,10 +100,10 @@ def main():
     res = {"old": [], "new": []}
     try:
         with host_workload(os.path.join(b, "bench_idler"), os.path.join(b, "bench_spinner"), 300,
-                           tmp, os.path.join(b, "bench_churn"), args.churn_rate):
+                           tmp, os.path.join(b, "bench_churn"), args.churn_rate) as work:
             for r in range(args.rounds):
                 for name, binary in (("old", args.old), ("new", args.new)):
-                    m = run(binary, "%s%d" % (name, r + 1), args, tmp)
+                    m = run(binary, "%s%d" % (name, r + 1), args, tmp, work)
                     res[name].append(m)
                     print("round %d %-3s: %5.0f ms CPU/min, %5.0f new processes seen/min, %4.0f us "
                           "CPU per process seen (load %.1f)"

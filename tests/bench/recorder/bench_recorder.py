@@ -127,6 +127,7 @@ def run_phase(tool, args, tmp, work):
                                         preexec_fn=group.join)
             if tool.ready and not wait_for(log, tool.ready, 60, proc):
                 raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
+        work.roll_call()  # the idle processes are met in the warm-up, not in the window
         time.sleep(args.warmup)
         s0 = [spinner_gaps.read(f) for f in work.files]
         t0, f0, w0 = time.time(), forks(), workload_cpu_s(work.pids)

@@ -115,6 +115,8 @@ def main():
                       % (r.tool.name, r.tool.hz, r.bins, 100 * share), flush=True)
                 if share < 0.5:
                     raise RuntimeError("%s: its sampling interrupts were not found" % r.tool.name)
+            # after the phases are found: the roll call's bursts take the spinners' time
+            work.roll_call()
             time.sleep(max(0.0, args.warmup - FIND_S - 2))
             for w in range(args.windows):
                 s0, t0 = snapshot(work), time.time()
