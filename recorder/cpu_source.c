@@ -511,7 +511,8 @@ static void cpu_log_stats(void *self)
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
-        "dwarf_too_big=%llu dwarf_outgrown=%llu dwarf_bytes=%llu protected_bytes=%llu} "
+        "dwarf_too_big=%llu dwarf_no_room=%llu dwarf_outgrown=%llu dwarf_bytes=%llu "
+        "protected_bytes=%llu} "
         "drain_ms=%.1f build_ms=%.1f",
         (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
         (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
@@ -524,9 +525,10 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.sym.cache_bytes, (unsigned long long)s.sym.unresolved_frames,
         (unsigned long long)s.sym.errors, (unsigned long long)s.sym.reparses,
         (unsigned long long)s.sym.dwarf_loads, (unsigned long long)s.sym.dwarf_evictions,
-        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_outgrown,
-        (unsigned long long)s.sym.dwarf_bytes, (unsigned long long)s.sym.protected_bytes,
-        (double)s.last_drain_ns / 1e6, (double)s.last_build_ns / 1e6);
+        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_no_room,
+        (unsigned long long)s.sym.dwarf_outgrown, (unsigned long long)s.sym.dwarf_bytes,
+        (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
+        (double)s.last_build_ns / 1e6);
 }
 
 static void cpu_destroy(void *self)

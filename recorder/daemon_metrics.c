@@ -128,8 +128,12 @@ void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *s
         (double)st->dwarf_loads);
     put(m, "pfr_symbol_dwarf_evictions_total", "DWARF dropped for room while the symbols stayed", C,
         (double)st->dwarf_evictions);
-    put(m, "pfr_symbol_dwarf_refused_total", "DWARF not read: over the per-file cap", C,
+    put(m, "pfr_symbol_dwarf_refused_total",
+        "DWARF not read: its debug sections leave no room to grow under the per-file cap", C,
         (double)st->dwarf_too_big);
+    put(m, "pfr_symbol_dwarf_no_room_total",
+        "DWARF put off: it needs the room of DWARF in use (read later, each time later)", C,
+        (double)st->dwarf_no_room);
     put(m, "pfr_symbol_dwarf_outgrown_total",
         "DWARF dropped after its line tables outgrew the per-file cap (read again later, each "
         "time later)",

@@ -51,7 +51,7 @@ struct pfr_sym_file {
     uint64_t last_tick;     /* the symbolizer's tick when last used */
     int64_t dwarf_retry_ns; /* DWARF dropped for room: not read again before (monotonic) */
     uint32_t dwarf_loads;
-    uint8_t dwarf_outgrown; /* times its DWARF outgrew the per-file cap (0..7) */
+    uint8_t dwarf_backoffs; /* times its DWARF outgrew the per-file cap or found no room (0..7) */
     uint32_t name_errors;   /* names that could not be read */
     uint8_t seg;            /* cache segment: probation (seen once) or protected (used again) */
     bool pinned;            /* in no segment (the vDSO) */

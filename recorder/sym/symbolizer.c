@@ -38,6 +38,9 @@
 /* DWARF dropped for room is read again no sooner than this: under pressure, new addresses of
  * that file go without file:line for a while rather than inflating its debug sections each time */
 #define DWARF_BACKOFF_NS 30000000000LL
+/* room kept for the line tables read from a file's debug sections, as a share of their size:
+ * its DWARF is read only if both fit */
+#define DWARF_GROWTH_SHARE 8
 
 struct sym_proc {
     pid_t pid;
@@ -263,6 +266,16 @@ static void make_fd_room(pfr_symbolizer *s)
         }
 }
 
+/* DWARF not kept now (outgrown, no room): opened again when needed, each time later, from
+ * DWARF_BACKOFF_NS doubled up to ~1 h. */
+static void backoff_dwarf(struct pfr_sym_file *f)
+{
+    if (f->dwarf_backoffs < 7)
+        f->dwarf_backoffs++;
+    f->dwarf_state = 0;
+    f->dwarf_retry_ns = now_ns() + (DWARF_BACKOFF_NS << f->dwarf_backoffs);
+}
+
 /* After f grew (or was added): hold the caps on its DWARF and on all DWARF, then the bound by
  * evicting others; if f alone is still over the bound (its DWARF line tables and memo grow
  * with use), give up its DWARF and memo: its symbols (and Go table) always fit. */
@@ -274,9 +287,7 @@ static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
          * found), each time later: a file whose DWARF hovers at the cap was read again every
          * back-off, at tens of ms a time, evicting the others' DWARF on the way. */
         drop_dwarf(s, f, true);
-        if (f->dwarf_outgrown < 7)
-            f->dwarf_outgrown++;
-        f->dwarf_retry_ns = now_ns() + (DWARF_BACKOFF_NS << f->dwarf_outgrown);
+        backoff_dwarf(f);
         s->st.dwarf_outgrown++;
     }
     make_room(s, f, 0, true, ROOM_HOT_FILES);
@@ -564,21 +575,42 @@ static int open_debug_file(const struct pfr_sym_file *f)
     return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* DWARF bytes of the files in use (the protected segment), f's own excepted. */
+static size_t hot_dwarf_bytes(const pfr_symbolizer *s, const struct pfr_sym_file *f)
+{
+    size_t n = 0;
+    for (const struct pfr_sym_file *g = s->seg[SEG_PROTECTED].head; g; g = g->next)
+        if (g != f)
+            n += g->dwarf_bytes;
+    return n;
+}
+
 /* Open the DWARF of the ELF at fd into f, within the caps: its size comes from the section
  * headers, so a file over the cap is refused without inflating anything, and room is made
- * before, not after. */
+ * before, not after.
+ * - Its line tables grow with use: sections that fill nearly all the per-file cap would soon
+ *   outgrow it, and be dropped again after evicting the others' DWARF (a 16.6 MB libpython
+ *   against a 16 MiB cap did so), so they are refused as over the cap.
+ * - Room is made from the DWARF of files not in use only: a newcomer that needs the DWARF of
+ *   files in use (libc's debug file, read again at ~90 ms whenever a new address of it comes)
+ *   waits instead (-ENOSPC), each time longer; those files' lines stay. */
 static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
 {
     size_t need = pfr_sym_dwarf_size(fd);
     if (need == 0)
         return -ENODATA;
-    if (need > s->max_dwarf_file) {
-        snprintf(s->err, sizeof(s->err), "debug sections take %zu bytes, over %zu", need,
+    size_t grown = need + need / DWARF_GROWTH_SHARE;
+    if (grown > s->max_dwarf_file) {
+        snprintf(s->err, sizeof(s->err), "debug sections take %zu bytes, near or over %zu", need,
                  s->max_dwarf_file);
         s->st.dwarf_too_big++;
         return -EFBIG;
     }
-    make_room(s, f, need, true, ROOM_HOT_FILES);
+    if (grown > s->max_dwarf || hot_dwarf_bytes(s, f) > s->max_dwarf - grown) {
+        s->st.dwarf_no_room++;
+        return -ENOSPC;
+    }
+    make_room(s, f, need, true, ROOM_COLD_DWARF);
     make_room(s, f, need, false, ROOM_HOT_FILES);
     int rc = pfr_sym_dwarf_open(fd, s->max_dwarf_file, &f->dwarf, s->err, sizeof(s->err));
     if (rc == 0) {
@@ -629,7 +661,9 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
             close(dfd);
         }
     }
-    if (rc != 0 && rc != -ENODATA)
+    if (rc == -ENOSPC)
+        backoff_dwarf(f); /* no room now: try again later */
+    else if (rc != 0 && rc != -ENODATA)
         s->st.errors++;
     if (f->dwarf)
         f->dwarf_state = 1;

@@ -46,7 +46,9 @@ typedef struct pfr_sym_stats {
     uint64_t reparses;        /* files parsed again after they were evicted */
     uint64_t dwarf_loads;     /* DWARF opened (first time or again after being dropped) */
     uint64_t dwarf_evictions; /* DWARF dropped while the file's symbols stayed */
-    uint64_t dwarf_too_big;   /* DWARF refused before reading: over the per-file cap */
+    uint64_t dwarf_too_big;   /* DWARF refused before reading: over (or too near) the per-file
+                                 cap */
+    uint64_t dwarf_no_room;   /* DWARF put off: room only by dropping DWARF of files in use */
     uint64_t dwarf_outgrown;  /* DWARF dropped after its line tables outgrew that cap */
     uint64_t dwarf_bytes;     /* of cache_bytes, held by open DWARF */
     uint64_t protected_bytes; /* of cache_bytes, held by files used more than once */

@@ -327,8 +327,8 @@ static void test_file_changed_after_parse(void **state)
 
 /* ---- DWARF ---- */
 
-static char prog[400];
-static uint64_t prog_fn; /* link-time address of target_fn */
+static char prog[400], prog2[400]; /* the same program, two build-ids */
+static uint64_t prog_fn;           /* link-time address of target_fn */
 
 static void build_prog(void)
 {
@@ -361,6 +361,10 @@ static void build_prog(void)
           f);
     fclose(f);
     snprintf(cmd, sizeof(cmd), "%s -g -O0 -fPIE -pie -o %s %s", SYMC_CC, prog, src);
+    assert_int_equal(system(cmd), 0);
+    snprintf(prog2, sizeof(prog2), "%s/prog2", tmpdir);
+    snprintf(cmd, sizeof(cmd), "%s -g -O0 -fPIE -pie -Wl,--build-id=0x%s -o %s %s", SYMC_CC,
+             "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed", prog2, src);
     assert_int_equal(system(cmd), 0);
     int fd = open(prog, O_RDONLY);
     assert_true(fd >= 0);
@@ -396,6 +400,21 @@ static size_t prog_dwarf_size(void)
     close(fd);
     assert_true(n > 0);
     return n;
+}
+
+/* The DWARF bytes of the program (mapped by pid) once target_fn's line is read with room to
+ * spare, and that line. */
+static size_t prog_dwarf_in_use(int pid, int64_t *line)
+{
+    pfr_sym_frame fr[4];
+    pfr_symbolizer *s = new_sym(64u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, pid), 0);
+    sym_prog(s, pid, fr);
+    *line = fr[0].line;
+    size_t dwarf = stats(s).dwarf_bytes;
+    pfr_symbolizer_free(s);
+    assert_true(*line > 0);
+    return dwarf;
 }
 
 /* One file's DWARF over its cap (half the bound) is refused from its headers, nothing read;
@@ -451,15 +470,11 @@ static void test_dwarf_outgrown(void **state)
     (void)state;
     size_t dsize = prog_dwarf_size();
     fake_proc(410, prog);
-    pfr_sym_frame fr[4];
-    pfr_symbolizer *s = new_sym(64u << 20);
-    assert_int_equal(pfr_symbolizer_add_process(s, 410), 0);
-    sym_prog(s, 410, fr);
-    int64_t line = fr[0].line;
-    size_t dwarf = stats(s).dwarf_bytes;
-    pfr_symbolizer_free(s);
-    assert_true(line > 0);
+    int64_t line;
+    size_t dwarf = prog_dwarf_in_use(410, &line);
     assert_true(dwarf > dsize); /* the line tables read on top of the sections */
+    pfr_sym_frame fr[4];
+    pfr_symbolizer *s;
 
     /* a cap between the sections and what the lookup makes of them */
     s = new_sym(2 * (dwarf - 1));
@@ -473,6 +488,43 @@ static void test_dwarf_outgrown(void **state)
         assert_int_equal(st.dwarf_bytes, 0);
         assert_true(st.cache_bytes <= 2 * (dwarf - 1));
     }
+    pfr_symbolizer_free(s);
+}
+
+/* A file whose DWARF fits only by dropping the DWARF of a file in use waits: the file in use
+ * keeps its lines, the newcomer's frames go without file:line, and it is not tried again at
+ * once (before, each read the other's debug sections again in turn). */
+static void test_dwarf_no_room(void **state)
+{
+    (void)state;
+    size_t dsize = prog_dwarf_size();
+    fake_proc(600, prog);
+    fake_proc(601, prog2);
+    int64_t line;
+    size_t dwarf = prog_dwarf_in_use(600, &line);
+    pfr_sym_frame fr[4];
+    pfr_symbolizer *s;
+
+    /* DWARF room (half the bound) for one of them in use and half the other's sections */
+    s = new_sym(2 * dwarf + dsize);
+    assert_int_equal(pfr_symbolizer_add_process(s, 600), 0);
+    sym_prog(s, 600, fr);
+    sym_prog(s, 600, fr); /* used again: in use */
+    assert_int_equal(fr[0].line, line);
+    assert_true(stats(s).protected_bytes >= dwarf);
+    assert_int_equal(pfr_symbolizer_add_process(s, 601), 0);
+    for (int i = 0; i < 2; i++) {
+        sym_prog(s, 601, fr);
+        assert_int_equal(fr[0].line, 0);
+        pfr_sym_stats st = stats(s);
+        assert_int_equal(st.dwarf_no_room, 1); /* the second lookup did not try again */
+        assert_int_equal(st.dwarf_loads, 1);
+        assert_int_equal(st.dwarf_evictions, 0);
+        assert_int_equal(st.dwarf_bytes, dwarf);
+    }
+    sym_prog(s, 600, fr);
+    assert_int_equal(fr[0].line, line);
+    assert_int_equal(stats(s).dwarf_loads, 1);
     pfr_symbolizer_free(s);
 }
 
@@ -570,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_dwarf_cap),
         cmocka_unit_test(test_dwarf_outgrown),
         cmocka_unit_test(test_dwarf_dropped_first),
+        cmocka_unit_test(test_dwarf_no_room),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
