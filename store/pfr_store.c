@@ -27,6 +27,11 @@ static const char *const stmt_sql[ST_N] = {
     [ST_LAYERS] = ("SELECT id, stream_id, parent_id, crc, data FROM dicts"
                    " WHERE base_id = ?1 AND id > ?2 AND id <= ?3 ORDER BY id"),
     [ST_STREAMS_NEW] = "SELECT id, service, labels, types FROM streams WHERE id > ?1 ORDER BY id",
+    /* the quick statistics, after every interval: by rowid, a b-tree descent each */
+    [ST_FIRST_CHUNK] = "SELECT id, start_ns FROM chunks ORDER BY id LIMIT 1",
+    [ST_LAST_CHUNK] = "SELECT id, end_ns FROM chunks ORDER BY id DESC LIMIT 1",
+    [ST_CHUNK_SEQ] = "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'",
+    [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
 };
 
 /* The current schema. Version 1 had no chunks.totals (timelines had to decode every chunk). */
@@ -728,20 +733,25 @@ static uint64_t file_size(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-/* The two columns of the first row of sql (0 and 0 when there is none). */
-static int query_pair(pfr_store *s, const char *sql, int64_t *a, int64_t *b)
+/* The first row of a kept statement, its key bound to ?1 if given: column 0 into a, and column
+ * 1 into b if given (zeros when there is no row). */
+static int kept_row(pfr_store *s, enum store_stmt which, const char *key, int64_t *a, int64_t *b)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-    *a = *b = 0;
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            *a = sqlite3_column_int64(st, 0);
+    *a = 0;
+    if (b)
+        *b = 0;
+    sqlite3_stmt *st = store_stmt(s, which);
+    if (!st)
+        return store_errno(sqlite3_errcode(s->db));
+    if (key)
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *a = sqlite3_column_int64(st, 0);
+        if (b)
             *b = sqlite3_column_int64(st, 1);
-        }
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st); /* ends its read of the database */
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : store_errno(rc);
 }
 
@@ -749,15 +759,21 @@ static int query_pair(pfr_store *s, const char *sql, int64_t *a, int64_t *b)
 static int stats_counters(pfr_store *s, pfr_store_stats *out)
 {
     int64_t v;
-    int rc = query_int(s, "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'", &v);
+    int rc = kept_row(s, ST_CHUNK_SEQ, NULL, &v, NULL);
     out->appended = (uint64_t)v;
     if (!rc)
-        rc = query_int(s, "SELECT value FROM meta WHERE key = 'evicted'", &v);
+        rc = kept_row(s, ST_META_GET, "evicted", &v, NULL);
     out->evicted = (uint64_t)v;
     if (!rc)
-        rc = query_int(s, "SELECT value FROM meta WHERE key = 'lost_unshipped'", &v);
+        rc = kept_row(s, ST_META_GET, "lost_unshipped", &v, NULL);
     out->lost_unshipped = (uint64_t)v;
     return rc;
+}
+
+static int kept_exec(pfr_store *s, enum store_stmt which)
+{
+    sqlite3_stmt *st = store_stmt(s, which);
+    return st ? store_step_done(st) : store_errno(sqlite3_errcode(s->db));
 }
 
 static void stats_files(pfr_store *s, pfr_store_stats *out)
@@ -807,20 +823,17 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
 int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
 {
     stats_files(s, out);
-    int rc = store_exec(s, "BEGIN");
+    int rc = kept_exec(s, ST_BEGIN);
     if (rc)
         return rc;
-    /* by rowid: a b-tree descent each */
-    rc = query_pair(s, "SELECT id, start_ns FROM chunks ORDER BY id LIMIT 1", &out->min_id,
-                    &out->oldest_ns);
+    rc = kept_row(s, ST_FIRST_CHUNK, NULL, &out->min_id, &out->oldest_ns);
     if (!rc)
-        rc = query_pair(s, "SELECT id, end_ns FROM chunks ORDER BY id DESC LIMIT 1", &out->max_id,
-                        &out->newest_ns);
+        rc = kept_row(s, ST_LAST_CHUNK, NULL, &out->max_id, &out->newest_ns);
     if (!rc)
         rc = stats_counters(s, out);
     if (!rc)
         out->chunks = out->appended >= out->evicted ? out->appended - out->evicted : 0;
-    store_exec(s, "COMMIT");
+    kept_exec(s, ST_COMMIT);
     return rc;
 }
 

@@ -48,6 +48,10 @@ enum store_stmt {
     ST_CHUNK_EXISTS,
     ST_LAYERS,
     ST_STREAMS_NEW,
+    ST_FIRST_CHUNK,
+    ST_LAST_CHUNK,
+    ST_CHUNK_SEQ,
+    ST_META_GET,
     ST_N
 };
 
