@@ -320,8 +320,9 @@ void pfr_goheap_source_stats(pfr_goheap_source *g, pfr_goheap_stats *st)
     pfr_goheap_get_stats(g->collector, st);
 }
 
-int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_daemon_metrics *metrics,
-                          pfr_goheap_source **out, char *err, size_t errlen)
+int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
+                          pfr_daemon_metrics *metrics, pfr_goheap_source **out, char *err,
+                          size_t errlen)
 {
     pfr_goheap_source *g = calloc(1, sizeof(*g));
     if (!g)
@@ -342,6 +343,8 @@ int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_daemon
             .mode = (enum pfr_goheap_mode)cfg->go_heap_mode,
             .interval_ns = cfg->go_heap_interval_ns,
             .resolver = {.ctx = g, .begin = track_begin, .resolve = track_resolve},
+            .exes = exes,
+            .exes_max_age_ns = PFR_EXES_MAX_AGE(cfg->go_heap_interval_ns),
         };
         rc = pfr_goheap_new(&o, &g->collector);
     }

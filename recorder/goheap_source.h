@@ -11,13 +11,16 @@
 #include "config.h"
 #include "cpu_source.h"
 #include "daemon_metrics.h"
+#include "exe_scan.h"
 #include "source.h"
 
 typedef struct pfr_goheap_source pfr_goheap_source;
 
-/* cpu and metrics must outlive the source. Returns 0 or a negative errno with a reason. */
-int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_daemon_metrics *metrics,
-                          pfr_goheap_source **out, char *err, size_t errlen);
+/* cpu, exes (the shared /proc scan; NULL: its own) and metrics must outlive the source.
+ * Returns 0 or a negative errno with a reason. */
+int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
+                          pfr_daemon_metrics *metrics, pfr_goheap_source **out, char *err,
+                          size_t errlen);
 pfr_source pfr_goheap_source_as_source(pfr_goheap_source *g);
 void pfr_goheap_source_stats(pfr_goheap_source *g, pfr_goheap_stats *st);
 

@@ -206,13 +206,13 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
 
 /* The Go heap profiler and the pprof scraper, when configured. A source that cannot start is
  * logged and left out: the CPU profiles matter more. */
-static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu,
+static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
                                  pfr_daemon_metrics *metrics, pfr_source *sources, size_t *nsrc)
 {
     char err[512] = "";
     if (cfg->go_heap_mode != PFR_GOHEAP_DISABLED) {
         pfr_goheap_source *g = NULL;
-        if (pfr_goheap_source_new(cfg, cpu, metrics, &g, err, sizeof(err)) == 0) {
+        if (pfr_goheap_source_new(cfg, cpu, exes, metrics, &g, err, sizeof(err)) == 0) {
             sources[(*nsrc)++] = pfr_goheap_source_as_source(g);
             pfr_info("Go heap profiler: %s, every %.0f s",
                      pfr_goheap_mode_name((enum pfr_goheap_mode)cfg->go_heap_mode),
@@ -226,7 +226,7 @@ static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu,
     if (cfg->scrape_local == PFR_SCRAPE_LOCAL_OFF && cfg->nscrape_targets == 0 && !k8s)
         return;
     pfr_scraper_source *sc = NULL;
-    if (pfr_scraper_source_new(cfg, metrics, &sc, err, sizeof(err)) == 0) {
+    if (pfr_scraper_source_new(cfg, exes, metrics, &sc, err, sizeof(err)) == 0) {
         sources[(*nsrc)++] = pfr_scraper_source_as_source(sc);
         pfr_info("pprof scraping: %zu static targets%s%s, every %.0f s", cfg->nscrape_targets,
                  k8s ? ", Kubernetes pods" : "",
@@ -312,7 +312,12 @@ int main(int argc, char **argv)
         return 1;
     }
     sources[nsrc++] = pfr_cpu_source_as_source(cpu);
-    add_optional_sources(&cfg, cpu, metrics, sources, &nsrc);
+    /* one /proc scan for the sources that look for programs; without it (out of memory) each
+     * scans on its own */
+    pfr_exe_scan *exes = NULL;
+    if (pfr_exe_scan_new("/proc", &exes))
+        exes = NULL;
+    add_optional_sources(&cfg, cpu, exes, metrics, sources, &nsrc);
 
     pfr_store *store = NULL;
     pfr_store_opts so = {.max_bytes = cfg.max_store_bytes};
@@ -325,6 +330,7 @@ int main(int argc, char **argv)
         pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
         for (size_t i = 0; i < nsrc; i++)
             sources[i].ops->destroy(sources[i].self);
+        pfr_exe_scan_free(exes);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
@@ -377,6 +383,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < nsrc; i++)
         sources[i].ops->destroy(sources[i].self);
+    pfr_exe_scan_free(exes);
     pfr_daemon_metrics_free(metrics);
     pfr_store_close(store);
     close(sfd);

@@ -192,7 +192,7 @@ pfr_source pfr_scraper_source_as_source(pfr_scraper_source *s)
     return (pfr_source){.ops = &scrape_ops, .self = s};
 }
 
-int pfr_scraper_source_new(const pfr_config *cfg, pfr_daemon_metrics *metrics,
+int pfr_scraper_source_new(const pfr_config *cfg, pfr_exe_scan *exes, pfr_daemon_metrics *metrics,
                            pfr_scraper_source **out, char *err, size_t errlen)
 {
     pfr_scraper_source *s = calloc(1, sizeof(*s));
@@ -215,6 +215,8 @@ int pfr_scraper_source_new(const pfr_config *cfg, pfr_daemon_metrics *metrics,
         .other_netns = (enum pfr_scrape_netns_mode)cfg->scrape_other_netns,
         .service_for_pid = service_for_pid,
         .discovery_ctx = s,
+        .exes = exes,
+        .exes_max_age_ns = PFR_EXES_MAX_AGE(cfg->scrape_interval_ns),
         .k8s =
             {
                 .kubelet_url = cfg->k8s_kubelet_url,

@@ -10,12 +10,14 @@
 
 #include "config.h"
 #include "daemon_metrics.h"
+#include "exe_scan.h"
 #include "source.h"
 
 typedef struct pfr_scraper_source pfr_scraper_source;
 
-/* metrics must outlive the source. Starts the scrape thread. */
-int pfr_scraper_source_new(const pfr_config *cfg, pfr_daemon_metrics *metrics,
+/* exes (the shared /proc scan; NULL: its own) and metrics must outlive the source. Starts the
+ * scrape thread. */
+int pfr_scraper_source_new(const pfr_config *cfg, pfr_exe_scan *exes, pfr_daemon_metrics *metrics,
                            pfr_scraper_source **out, char *err, size_t errlen);
 pfr_source pfr_scraper_source_as_source(pfr_scraper_source *s);
 

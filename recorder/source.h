@@ -31,4 +31,9 @@ typedef struct pfr_source {
     void *self;
 } pfr_source;
 
+/* The sources that look for programs (Go heap, pprof discovery) share one /proc scan
+ * (exe_scan.h): a scan made by one serves the other if it is younger than half its interval,
+ * so a program started meanwhile is found up to that much later. */
+#define PFR_EXES_MAX_AGE(interval_ns) ((interval_ns) / 2)
+
 #endif

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exe_scan.h"
 #include "goheap_delta.h"
 #include "goheap_elf.h"
 #include "goheap_map.h"
@@ -57,6 +58,7 @@ typedef struct gproc {
 struct pfr_goheap {
     pfr_goheap_opts o;
     char proc_root[256];
+    pfr_exe_scan *own_exes; /* when the options gave none */
     gbin **bins;
     size_t nbins, cap_bins;
     gproc **procs; /* sorted by pid */
@@ -124,6 +126,15 @@ int pfr_goheap_new(const pfr_goheap_opts *opts, pfr_goheap **out)
     if (c->clk_tck <= 0)
         c->clk_tck = 100;
     c->prev_boot_ns = clock_ns(CLOCK_BOOTTIME);
+    if (!c->o.exes) {
+        int rc = pfr_exe_scan_new(c->proc_root, &c->own_exes);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+        c->o.exes = c->own_exes;
+        c->o.exes_max_age_ns = 0;
+    }
     *out = c;
     return 0;
 }
@@ -158,6 +169,7 @@ void pfr_goheap_free(pfr_goheap *c)
     free(c->vals);
     free(c->stack);
     free(c->rt);
+    pfr_exe_scan_free(c->own_exes);
     free(c);
 }
 
@@ -669,17 +681,12 @@ static void walk_and_emit(pfr_goheap *c, gproc *p, const pfr_goheap_mem *mem, in
         pfr_profile_free(pr);
 }
 
-static void visit(pfr_goheap *c, pid_t pid, int64_t now_ns, const pfr_goheap_sink *sink)
+/* pid, whose executable st identifies (stat of /proc/PID/exe) */
+static void visit_exe(pfr_goheap *c, pid_t pid, const struct stat *st, int64_t now_ns,
+                      const pfr_goheap_sink *sink)
 {
     c->st.processes_checked++;
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%d/exe", c->proc_root, (int)pid);
-    struct stat st;
-    if (stat(path, &st) < 0) {
-        pfr_goheap_forget(c, pid); /* gone (or a kernel thread, never tracked) */
-        return;
-    }
-    gbin *b = bin_get(c, pid, &st);
+    gbin *b = bin_get(c, pid, st);
     if (!b || b->kind == BIN_NOT_GO) {
         pfr_goheap_forget(c, pid); /* it may have exec'ed away from Go */
         return;
@@ -715,7 +722,7 @@ static void visit(pfr_goheap *c, pid_t pid, int64_t now_ns, const pfr_goheap_sin
             emit(sink, PFR_GOHEAP_EV_RESTARTED, pid, p->exe, 0, "%s",
                  exec_seen ? "process exec'ed" : "a new process has this pid");
         }
-        if (proc_start(c, p, b, starttime, startstack, exec_seen, &st) < 0) {
+        if (proc_start(c, p, b, starttime, startstack, exec_seen, st) < 0) {
             pfr_goheap_forget(c, pid); /* not mapped (yet): try again next time */
             return;
         }
@@ -731,22 +738,28 @@ static void visit(pfr_goheap *c, pid_t pid, int64_t now_ns, const pfr_goheap_sin
     pfr_goheap_procmem_close(&pm);
 }
 
+static void visit(pfr_goheap *c, pid_t pid, int64_t now_ns, const pfr_goheap_sink *sink)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%d/exe", c->proc_root, (int)pid);
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        c->st.processes_checked++;
+        pfr_goheap_forget(c, pid); /* gone (or a kernel thread, never tracked) */
+        return;
+    }
+    visit_exe(c, pid, &st, now_ns, sink);
+}
+
 static int visit_all(pfr_goheap *c, int64_t now_ns, const pfr_goheap_sink *sink)
 {
-    DIR *d = opendir(c->proc_root);
-    if (!d)
-        return -errno;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!isdigit((unsigned char)de->d_name[0]))
-            continue;
-        char *end;
-        long pid = strtol(de->d_name, &end, 10);
-        if (*end || pid <= 0 || pid > INT_MAX)
-            continue;
-        visit(c, (pid_t)pid, now_ns, sink);
-    }
-    closedir(d);
+    pfr_exe_list l;
+    int rc = pfr_exe_scan_get(c->o.exes, c->o.exes_max_age_ns, &l);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < l.n; i++)
+        visit_exe(c, l.v[i].pid, &l.v[i].st, now_ns, sink);
+    pfr_exe_list_free(&l);
     /* processes not seen this time have exited */
     for (size_t i = c->nprocs; i-- > 0;)
         if (c->procs[i]->visit != c->tick)

@@ -83,6 +83,10 @@ typedef struct pfr_goheap_opts {
     size_t max_binaries;          /* executables cached; 0 = 1024 */
     size_t max_frames;            /* resolved addresses cached per executable; 0 = 262144 */
     pfr_goheap_resolver resolver; /* .resolve NULL: frames keep raw addresses only */
+    /* The /proc scan shared with the daemon's other sources (borrowed), and how old a scan may
+     * be to serve a collection; NULL: a scan of its own each collection. */
+    struct pfr_exe_scan *exes;
+    int64_t exes_max_age_ns;
     /* Testing hook: called with each process's reader before it is used; may wrap it. */
     void (*mem_hook)(void *ctx, pid_t pid, pfr_goheap_mem *mem);
     void *mem_hook_ctx;

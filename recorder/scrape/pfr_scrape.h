@@ -172,6 +172,10 @@ typedef struct pfr_scrape_opts {
     /* May this process be probed? NULL = every process but this one. */
     bool (*allow_pid)(void *ctx, pid_t pid);
     void *discovery_ctx;
+    /* The /proc scan shared with the daemon's other sources (borrowed), and how old a scan may
+     * be to serve a round; NULL: a scan of its own each round. */
+    struct pfr_exe_scan *exes;
+    int64_t exes_max_age_ns;
 
     pfr_scrape_k8s_opts k8s;
 

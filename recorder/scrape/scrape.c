@@ -59,6 +59,8 @@ struct pfr_scrape {
     bool insecure;
     enum pfr_scrape_local_mode local_mode;
     char *proc_root;
+    pfr_exe_scan *exes, *own_exes; /* the shared /proc scan; own_exes when none was given */
+    int64_t exes_max_age_ns;
     int (*service_for_pid)(void *, pid_t, char *, size_t);
     bool (*allow_pid)(void *, pid_t);
     void *discovery_ctx;
@@ -250,6 +252,13 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
         rc = sc_http_new(&s->http);
     if (!rc)
         sc_http_set_netns(s->http, &s->netns);
+    s->exes = o->exes;
+    s->exes_max_age_ns = o->exes_max_age_ns;
+    if (!rc && !s->exes) {
+        rc = pfr_exe_scan_new(s->proc_root, &s->own_exes);
+        s->exes = s->own_exes;
+        s->exes_max_age_ns = 0;
+    }
     if (rc) {
         pfr_scrape_free(s);
         return rc;
@@ -272,6 +281,7 @@ void pfr_scrape_free(pfr_scrape *s)
     sc_wantlist_free(&s->statics);
     sc_wantlist_free(&s->k8s_last);
     sc_local_free(s->local);
+    pfr_exe_scan_free(s->own_exes);
     sc_http_free(s->http);
     sc_netns_close(&s->netns);
     curl_global_cleanup();
@@ -492,7 +502,11 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
     if (!s->local && sc_local_new(s->proc_root, &s->netns, &s->local) < 0)
         return;
     struct sc_local_scan_stats st;
-    int rc = sc_local_scan(s->local, s->allow_pid, s->discovery_ctx, &st);
+    pfr_exe_list exes;
+    int rc = pfr_exe_scan_get(s->exes, s->exes_max_age_ns, &exes);
+    if (!rc)
+        rc = sc_local_scan(s->local, &exes, s->allow_pid, s->discovery_ctx, &st);
+    pfr_exe_list_free(&exes);
     if (rc) {
         char msg[600];
         snprintf(msg, sizeof(msg), "cannot read %s: %s", s->proc_root, strerror(-rc));

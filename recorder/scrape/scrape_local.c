@@ -158,13 +158,13 @@ static void exe_base(const char *root, pid_t pid, char *buf, size_t len)
 }
 
 /* Cached verdict for an executable, inspecting it when new. -1: cannot tell now. */
-static int exe_pprof(struct sc_local *l, pid_t pid, struct sc_local_scan_stats *st)
+static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_stats *st)
 {
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%d/exe", l->proc_root, (int)pid);
-    struct stat sb;
-    if (stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+    const struct stat sb = x->st;
+    if (!S_ISREG(sb.st_mode))
         return -1;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%d/exe", l->proc_root, (int)x->pid);
     for (size_t i = 0; i < l->nexes; i++) {
         const struct exe_verdict *v = &l->exes[i];
         if (v->dev == sb.st_dev && v->ino == sb.st_ino && v->size == sb.st_size &&
@@ -347,26 +347,18 @@ static int add_probe(struct sc_local *l, size_t proc, size_t port)
     return 0;
 }
 
-int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void *ctx,
-                  struct sc_local_scan_stats *st)
+int sc_local_scan(struct sc_local *l, const pfr_exe_list *exes, bool (*allow)(void *ctx, pid_t pid),
+                  void *ctx, struct sc_local_scan_stats *st)
 {
     memset(st, 0, sizeof(*st));
     l->nprobes = 0;
-    DIR *d = opendir(l->proc_root);
-    if (!d)
-        return -errno;
     for (size_t i = 0; i < l->nprocs; i++)
         l->procs[i].seen = false;
     uint64_t my_netns = netns_of(l->proc_root, "self");
     pid_t self = getpid();
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        char *end;
-        long v = strtol(de->d_name, &end, 10);
-        if (*end || v <= 0 || v > INT32_MAX || (pid_t)v == self)
-            continue;
-        pid_t pid = (pid_t)v;
-        if (exe_pprof(l, pid, st) != 1)
+    for (size_t x = 0; x < exes->n; x++) {
+        pid_t pid = exes->v[x].pid;
+        if (pid == self || exe_pprof(l, &exes->v[x], st) != 1)
             continue;
         st->processes++;
         if (allow && !allow(ctx, pid))
@@ -402,7 +394,6 @@ int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void 
             exe_base(l->proc_root, pid, p->exe_base, sizeof(p->exe_base));
         update_ports(l, p);
     }
-    closedir(d);
     /* drop processes that are gone (or no longer qualify), then list the probes */
     size_t k = 0;
     for (size_t i = 0; i < l->nprocs; i++) {

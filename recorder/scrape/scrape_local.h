@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "exe_scan.h"
 #include "scrape_internal.h"
 
 struct sc_local;
@@ -44,10 +45,10 @@ struct sc_local_scan_stats {
 int sc_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out);
 void sc_local_free(struct sc_local *l);
 
-/* One scan of the processes. allow (may be NULL) says whether a process may be probed. Returns 0,
- * or a negative errno if proc_root cannot be read. */
-int sc_local_scan(struct sc_local *l, bool (*allow)(void *ctx, pid_t pid), void *ctx,
-                  struct sc_local_scan_stats *st);
+/* One look at the processes exes lists (a /proc scan). allow (may be NULL) says whether a
+ * process may be probed. Returns 0 or -ENOMEM. */
+int sc_local_scan(struct sc_local *l, const pfr_exe_list *exes, bool (*allow)(void *ctx, pid_t pid),
+                  void *ctx, struct sc_local_scan_stats *st);
 
 /* The probes the last scan calls for (owned by l, valid until the next scan). */
 size_t sc_local_probes(struct sc_local *l, const struct sc_local_probe **out);
