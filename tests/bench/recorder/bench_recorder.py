@@ -14,8 +14,8 @@ spinners. Each round starts one tool later than the one before. With --churn-rat
 also starts that many short-lived processes a second (a busy host). Prints medians over the
 rounds and the ratios. bench_sample_cost.py runs the three at the same time instead.
 
-Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 20] [--warmup 45]
-                         [--rounds 4] [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
+Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 60] [--warmup 45]
+                         [--rounds 3] [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
 """
 import argparse
 import os
@@ -184,8 +184,8 @@ def workload_args(ap):
     ap.add_argument("--spinner", required=True)
     ap.add_argument("--idler", required=True)
     ap.add_argument("--seconds", type=float, default=20)
-    # long enough for the recorder to have met most of the idle processes (each runs ~1 ms every
-    # ~3 s, so a 100 Hz sampler first sees it after ~30 s on average): steady state
+    # the idle processes' roll call (Workload.roll_call) takes ~15 s of both CPUs; then the
+    # profilers have met them all and symbolized what they run: steady state
     ap.add_argument("--warmup", type=float, default=45)
     ap.add_argument("--idlers", type=int, default=300)
     ap.add_argument("--churn", help="bench_churn binary, for --churn-rate")
@@ -208,7 +208,11 @@ def host_unready(ap, args):
 def main():
     ap = argparse.ArgumentParser()
     workload_args(ap)
-    ap.add_argument("--rounds", type=int, default=4)
+    # a whole minute per window: the recorder's once-a-minute work (the /proc scan of the Go
+    # heap profiler and pprof discovery) then weighs what it costs, neither missed nor, in a
+    # 20 s window that always holds it, counted three times
+    ap.set_defaults(seconds=60)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     why = host_unready(ap, args)

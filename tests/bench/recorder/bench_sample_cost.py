@@ -149,22 +149,32 @@ def main():
     print("| profiler | in sampling interrupts, us/sample | interrupts, s/min | process, s/min |"
           " BPF run time, s/min | process + interrupts, s/min | % of machine |")
     print("|---|---|---|---|---|---|---|")
-    med = {}
+    med, mean = {}, {}
     for n in names:
         med[n] = {k: statistics.median(m[k] for m in rows[n]) for k in rows[n][0]}
-        m = med[n]
-        print("| %s | %.1f | %.3f | %.3f | %.3f | %.3f | %.3f %% |"
-              % (n, m["us"], m["irq"], m["proc"], m["bpf"], m["full"],
-                 100 * m["full"] / (NCPU * 60)))
+        mean[n] = {k: statistics.fmean(m[k] for m in rows[n]) for k in rows[n][0]}
+    for title, fig in (("medians", med), ("means: all windows together, so work done once a"
+                                          " minute (pfr's /proc scan) weighs what it costs", mean)):
+        if fig is mean:
+            print("\n" + title)
+            print("| profiler | in sampling interrupts, us/sample | interrupts, s/min |"
+                  " process, s/min | BPF run time, s/min | process + interrupts, s/min |"
+                  " % of machine |")
+            print("|---|---|---|---|---|---|---|")
+        for n in names:
+            m = fig[n]
+            print("| %s | %.1f | %.3f | %.3f | %.3f | %.3f | %.3f %% |"
+                  % (n, m["us"], m["irq"], m["proc"], m["bpf"], m["full"],
+                     100 * m["full"] / (NCPU * 60)))
     pfr = names[0]
     for peer in names[1:]:
         ratios = [a["full"] / b["full"] for a, b in zip(rows[pfr], rows[peer]) if b["full"] > 0]
         per_sample = [a["us"] - b["us"] for a, b in zip(rows[pfr], rows[peer])]
         lower = sum(a["full"] < b["full"] for a, b in zip(rows[pfr], rows[peer]))
         print("pfr / %s: process + interrupts %.2fx (median of the windows' ratios; lower in %d"
-              " of %d), per sample %+.1f us"
+              " of %d), %.2fx over all windows, per sample %+.1f us"
               % (peer, statistics.median(ratios), lower, args.windows,
-                 statistics.median(per_sample)))
+                 mean[pfr]["full"] / mean[peer]["full"], statistics.median(per_sample)))
     return 0
 
 
