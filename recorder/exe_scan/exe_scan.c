@@ -4,8 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,6 @@
 /* The collector: which processes are Go, their per-process state, and the profiles. */
 #include "pfr_goheap.h"
 
-#include <ctype.h>
-#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,5 @@
 /* Local discovery of Go pprof servers (see scrape_local.h). */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -160,21 +159,26 @@ static void exe_base(const char *root, pid_t pid, char *buf, size_t len)
 /* Cached verdict for an executable, inspecting it when new. -1: cannot tell now. */
 static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_stats *st)
 {
-    const struct stat sb = x->st;
-    if (!S_ISREG(sb.st_mode))
+    const struct stat *sb = &x->st;
+    if (!S_ISREG(sb->st_mode))
         return -1;
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%d/exe", l->proc_root, (int)x->pid);
     for (size_t i = 0; i < l->nexes; i++) {
         const struct exe_verdict *v = &l->exes[i];
-        if (v->dev == sb.st_dev && v->ino == sb.st_ino && v->size == sb.st_size &&
-            v->mtime.tv_sec == sb.st_mtim.tv_sec && v->mtime.tv_nsec == sb.st_mtim.tv_nsec)
+        if (v->dev == sb->st_dev && v->ino == sb->st_ino && v->size == sb->st_size &&
+            v->mtime.tv_sec == sb->st_mtim.tv_sec && v->mtime.tv_nsec == sb->st_mtim.tv_nsec)
             return v->pprof;
     }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%d/exe", l->proc_root, (int)x->pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    struct sc_file f = sc_fd_file(fd, (uint64_t)sb.st_size);
+    struct stat now;
+    if (fstat(fd, &now) < 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino) {
+        close(fd); /* exec'ed since the scan: the next scan tells */
+        return -1;
+    }
+    struct sc_file f = sc_fd_file(fd, (uint64_t)sb->st_size);
     struct sc_elf_info info;
     int rc = sc_elf_inspect(&f, &info, NULL, 0);
     close(fd);
@@ -193,10 +197,10 @@ static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_
         l->exes = nv;
         l->cap_exes = ncap;
     }
-    l->exes[l->nexes++] = (struct exe_verdict){.dev = sb.st_dev,
-                                               .ino = sb.st_ino,
-                                               .size = sb.st_size,
-                                               .mtime = sb.st_mtim,
+    l->exes[l->nexes++] = (struct exe_verdict){.dev = sb->st_dev,
+                                               .ino = sb->st_ino,
+                                               .size = sb->st_size,
+                                               .mtime = sb->st_mtim,
                                                .pprof = pprof};
     return pprof;
 }
