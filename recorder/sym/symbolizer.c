@@ -610,7 +610,7 @@ static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
         s->st.dwarf_no_room++;
         return -ENOSPC;
     }
-    make_room(s, f, need, true, ROOM_COLD_DWARF);
+    make_room(s, f, grown, true, ROOM_COLD_DWARF); /* its growth too: not from DWARF in use */
     make_room(s, f, need, false, ROOM_HOT_FILES);
     int rc = pfr_sym_dwarf_open(fd, s->max_dwarf_file, &f->dwarf, s->err, sizeof(s->err));
     if (rc == 0) {
