@@ -82,6 +82,17 @@ def measure(run, rate, s0, s1, cpu, bpf, dt):
             "full": proc + irq, "seen_hz": n / dt / NCPU}
 
 
+def print_table(names, fig):
+    print("| profiler | in sampling interrupts, us/sample | interrupts, s/min | process, s/min |"
+          " BPF run time, s/min | process + interrupts, s/min | % of machine |")
+    print("|---|---|---|---|---|---|---|")
+    for n in names:
+        m = fig[n]
+        print("| %s | %.1f | %.3f | %.3f | %.3f | %.3f | %.3f %% |"
+              % (n, m["us"], m["irq"], m["proc"], m["bpf"], m["full"],
+                 100 * m["full"] / (NCPU * 60)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     workload_args(ap)
@@ -146,26 +157,12 @@ def main():
           " %.0f s, medians" % (NCPU, NCPU, args.idlers,
                                 " + %.0f new processes/s" % args.churn_rate
                                 if args.churn_rate else "", args.windows, args.seconds))
-    print("| profiler | in sampling interrupts, us/sample | interrupts, s/min | process, s/min |"
-          " BPF run time, s/min | process + interrupts, s/min | % of machine |")
-    print("|---|---|---|---|---|---|---|")
-    med, mean = {}, {}
-    for n in names:
-        med[n] = {k: statistics.median(m[k] for m in rows[n]) for k in rows[n][0]}
-        mean[n] = {k: statistics.fmean(m[k] for m in rows[n]) for k in rows[n][0]}
-    for title, fig in (("medians", med), ("means: all windows together, so work done once a"
-                                          " minute (pfr's /proc scan) weighs what it costs", mean)):
-        if fig is mean:
-            print("\n" + title)
-            print("| profiler | in sampling interrupts, us/sample | interrupts, s/min |"
-                  " process, s/min | BPF run time, s/min | process + interrupts, s/min |"
-                  " % of machine |")
-            print("|---|---|---|---|---|---|---|")
-        for n in names:
-            m = fig[n]
-            print("| %s | %.1f | %.3f | %.3f | %.3f | %.3f | %.3f %% |"
-                  % (n, m["us"], m["irq"], m["proc"], m["bpf"], m["full"],
-                     100 * m["full"] / (NCPU * 60)))
+    med = {n: {k: statistics.median(m[k] for m in rows[n]) for k in rows[n][0]} for n in names}
+    mean = {n: {k: statistics.fmean(m[k] for m in rows[n]) for k in rows[n][0]} for n in names}
+    print_table(names, med)
+    print("\nmeans: all windows together, so work done once a minute (pfr's /proc scan) weighs"
+          " what it costs")
+    print_table(names, mean)
     pfr = names[0]
     for peer in names[1:]:
         ratios = [a["full"] / b["full"] for a, b in zip(rows[pfr], rows[peer]) if b["full"] > 0]
