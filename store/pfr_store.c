@@ -119,6 +119,19 @@ sqlite3_stmt *store_stmt(pfr_store *s, enum store_stmt which)
     return s->st[which];
 }
 
+int store_begin_read(pfr_store *s)
+{
+    sqlite3_stmt *st = store_stmt(s, ST_BEGIN);
+    return st ? store_step_done(st) : store_errno(sqlite3_errcode(s->db));
+}
+
+void store_end_read(pfr_store *s)
+{
+    sqlite3_stmt *st = store_stmt(s, ST_COMMIT);
+    if (st)
+        store_step_done(st);
+}
+
 int store_step_done(sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
@@ -770,12 +783,6 @@ static int stats_counters(pfr_store *s, pfr_store_stats *out)
     return rc;
 }
 
-static int kept_exec(pfr_store *s, enum store_stmt which)
-{
-    sqlite3_stmt *st = store_stmt(s, which);
-    return st ? store_step_done(st) : store_errno(sqlite3_errcode(s->db));
-}
-
 static void stats_files(pfr_store *s, pfr_store_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -823,7 +830,7 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
 int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
 {
     stats_files(s, out);
-    int rc = kept_exec(s, ST_BEGIN);
+    int rc = store_begin_read(s);
     if (rc)
         return rc;
     rc = kept_row(s, ST_FIRST_CHUNK, NULL, &out->min_id, &out->oldest_ns);
@@ -833,7 +840,7 @@ int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
         rc = stats_counters(s, out);
     if (!rc)
         out->chunks = out->appended >= out->evicted ? out->appended - out->evicted : 0;
-    kept_exec(s, ST_COMMIT);
+    store_end_read(s);
     return rc;
 }
 

@@ -87,6 +87,9 @@ int store_exec(pfr_store *s, const char *sql);
 sqlite3_stmt *store_stmt(pfr_store *s, enum store_stmt which);
 sqlite3_stmt *store_prepare(pfr_store *s, const char *sql);
 int store_step_done(sqlite3_stmt *st);
+/* A read transaction by the kept BEGIN and COMMIT statements (no parse each time). */
+int store_begin_read(pfr_store *s);
+void store_end_read(pfr_store *s);
 
 /* Streams: refresh the cache with rows added since the last call. */
 int streams_refresh(pfr_store *s);

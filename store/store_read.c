@@ -221,19 +221,6 @@ static int check_totals(const struct cands *cs, const struct cand *c, const stru
     return rc;
 }
 
-static int begin_read(pfr_store *s)
-{
-    sqlite3_stmt *st = store_stmt(s, ST_BEGIN);
-    return st ? store_step_done(st) : store_errno(sqlite3_errcode(s->db));
-}
-
-static void end_read(pfr_store *s)
-{
-    sqlite3_stmt *st = store_stmt(s, ST_COMMIT);
-    if (st)
-        store_step_done(st);
-}
-
 static void persist_corrupt(pfr_store *s, uint64_t n)
 {
     s->corrupt += n;
@@ -626,11 +613,11 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         st = &local;
     *st = (pfr_scan_stats){0};
     struct cands cs = {0};
-    int rc = begin_read(s);
+    int rc = store_begin_read(s);
     if (rc)
         return rc;
     rc = collect(s, f, &cs);
-    end_read(s);
+    store_end_read(s);
     struct dchunk dc = {0};
     struct build_scratch b = {0};
     int64_t *totals = NULL;
@@ -659,12 +646,12 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
             continue;
         }
         const struct chain *d = NULL;
-        if ((rc = begin_read(s)) != 0)
+        if ((rc = store_begin_read(s)) != 0)
             break;
         int lr = load_chunk(s, c, r, &dc, &d);
         if (lr == LOAD_OK)
             lr = check_totals(&cs, c, &dc);
-        end_read(s);
+        store_end_read(s);
         if (lr == LOAD_VANISHED)
             continue;
         if (lr == -EBADMSG) {
@@ -1154,7 +1141,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     m.p = pfr_profile_new();
     if (!m.p || ktab_intern(&m.lsets, "", 0, NULL) != 0)
         return -ENOMEM;
-    int rc = begin_read(s);
+    int rc = store_begin_read(s);
     if (rc) {
         merger_free(&m);
         return rc;
@@ -1207,7 +1194,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         rc = m_chunk(&m, r, d, &dc);
         st->chunks++;
     }
-    end_read(s);
+    store_end_read(s);
     u64map_free(&top);
     free(tops);
     persist_corrupt(s, st->corrupt);
@@ -1254,7 +1241,7 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     chain_cache_clear(s);
     struct cands cs = {0};
     struct dchunk dc = {0};
-    rc = begin_read(s);
+    rc = store_begin_read(s);
     if (!rc)
         rc = collect(s, NULL, &cs);
     if (rc == -EBADMSG) {
@@ -1281,7 +1268,7 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
         }
         rc = lr;
     }
-    end_read(s);
+    store_end_read(s);
     dchunk_free(&dc);
     cands_free(&cs);
     if (bad_chunks)
