@@ -16,9 +16,11 @@
 
 #include "pfr_log.h"
 
-/* An idle process keeps its record and mappings snapshot; every this many intervals the
- * records not sampled since are checked for liveness, in case an exit notification was lost. */
-#define SWEEP_EVERY_GENS 6
+/* An idle process keeps its record and mappings snapshot; every this many intervals (5 minutes
+ * at the default 10 s) the records not sampled since are checked for liveness, in case an exit
+ * notification was lost. That is rare (a full notification ring, which is counted), and a gone
+ * process costs only its record meanwhile; the check costs a kill(2) per idle process. */
+#define SWEEP_EVERY_GENS 30
 
 /* A process first seen within moments of its start (or of an exec) is often still inside the
  * dynamic loader, its libraries not mapped yet: its mappings are read again a little later, so

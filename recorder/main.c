@@ -25,11 +25,13 @@
 #include "source.h"
 
 #define MAX_SOURCES 8
+#define TRIM_EVERY  6 /* intervals between looks at what malloc holds free */
 
 typedef struct writer {
     pfr_store *store;
     const pfr_host *host;
     uint64_t chunks, errors;
+    uint64_t intervals;
     pfr_daemon_metrics *metrics;
     pfr_cpu_source *cpu;
 } writer;
@@ -167,11 +169,13 @@ static void collect_all(pfr_source *src, size_t nsrc, int64_t start, int64_t end
             src[i].ops->log_stats(src[i].self);
     }
     update_metrics(w);
-    /* give back what this interval's work freed, when it is worth it: trimming costs a TLB
-     * shootdown on every CPU */
-    struct mallinfo2 mi = mallinfo2();
-    if (mi.fordblks > 8u << 20)
-        malloc_trim(0);
+    /* give back what the last intervals' work freed, when it is worth it: trimming costs a TLB
+     * shootdown on every CPU, and mallinfo2 a walk of the free lists, so look every few */
+    if (++w->intervals % TRIM_EVERY == 0) {
+        struct mallinfo2 mi = mallinfo2();
+        if (mi.fordblks > 8u << 20)
+            malloc_trim(0);
+    }
     pfr_debug("interval %.3f s: %llu profiles written (%llu total, %llu write errors)",
               (double)(end - start) / 1e9, (unsigned long long)(w->chunks - before),
               (unsigned long long)w->chunks, (unsigned long long)w->errors);

@@ -187,19 +187,24 @@ static int64_t kernel_loc(build *b, pfr_profile *p, group *g, uint64_t ip, int l
     return loc;
 }
 
-static int64_t user_loc(build *b, pfr_profile *p, group *g, uint32_t tgid, uint64_t ip, int leaf)
+/* The address -> location map of process tgid in group g, created if needed; NULL if out of
+ * memory. Looked up once per stack, not once per frame. */
+static pfr_u64map *user_locs(group *g, uint32_t tgid)
 {
     uint64_t *pm = pfr_u64map_get(&g->user_by_pid, tgid);
-    pfr_u64map *m;
-    if (pm) {
-        m = (pfr_u64map *)(uintptr_t)*pm;
-    } else {
-        m = calloc(1, sizeof(*m));
-        if (!m || pfr_u64map_put(&g->user_by_pid, tgid, (uint64_t)(uintptr_t)m)) {
-            free(m);
-            return -ENOMEM;
-        }
+    if (pm)
+        return (pfr_u64map *)(uintptr_t)*pm;
+    pfr_u64map *m = calloc(1, sizeof(*m));
+    if (!m || pfr_u64map_put(&g->user_by_pid, tgid, (uint64_t)(uintptr_t)m)) {
+        free(m);
+        return NULL;
     }
+    return m;
+}
+
+static int64_t user_loc(build *b, pfr_profile *p, pfr_u64map *m, uint32_t tgid, uint64_t ip,
+                        int leaf)
+{
     uint64_t *c = pfr_u64map_get(m, ip);
     if (c)
         return (int64_t)*c;
@@ -258,9 +263,12 @@ static int add_stack(build *b, pfr_profile *p, group *g, uint32_t tgid, uint64_t
         locs[(*n)++] = (uint32_t)loc;
         return 0;
     }
+    pfr_u64map *m = kernel ? NULL : user_locs(g, tgid);
+    if (!kernel && !m)
+        return -ENOMEM;
     for (size_t i = 0; i < nf && *n < MAX_STACK_LOCS - 1; i++) {
         loc =
-            kernel ? kernel_loc(b, p, g, ips[i], i == 0) : user_loc(b, p, g, tgid, ips[i], i == 0);
+            kernel ? kernel_loc(b, p, g, ips[i], i == 0) : user_loc(b, p, m, tgid, ips[i], i == 0);
         if (loc < 0)
             return (int)loc;
         locs[(*n)++] = (uint32_t)loc;
@@ -278,10 +286,12 @@ static int add_one(build *b, const pfr_cpu_sample *s)
         proc->sampled_gen = in->gen;
         service = proc->service;
         container = proc->container_id;
-        snprintf(comm, sizeof(comm), "%s", proc->comm);
+        /* bounded: the label must end in a NUL whatever the table holds */
+        memcpy(comm, proc->comm, sizeof(comm) - 1);
+        comm[sizeof(comm) - 1] = '\0';
     } else {
         b->st->unknown_processes++;
-        snprintf(comm, sizeof(comm), "?");
+        memcpy(comm, "?", 2);
     }
     ssize_t gi = find_group(b, service, container);
     if (gi < 0)
@@ -324,7 +334,8 @@ int pfr_build_cpu_profiles(const pfr_build_input *in, pfr_profile_set *out, pfr_
     if (in->lock)
         pfr_fair_lock_acquire(in->lock);
     for (size_t i = 0; i < in->nsamples && rc == 0; i++) {
-        if (in->deadline_ns && !b.late && mono_now() > in->deadline_ns)
+        /* the clock is read every 8 samples: a sample costs microseconds, the budget seconds */
+        if (in->deadline_ns && !b.late && (i & 7) == 0 && mono_now() > in->deadline_ns)
             b.late = true;
         /* between samples, let anyone waiting go first (process notifications must be handled
          * within milliseconds, or short-lived processes exit before their mappings are read);

@@ -83,10 +83,11 @@ static int scan(const char *proc_root, pfr_exe_list *out)
         pid_t pid;
         if (!pid_name(de->d_name, &pid))
             continue;
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/%d/exe", proc_root, (int)pid);
+        /* relative to the open directory: one path component fewer to look up per process */
+        char path[32];
+        snprintf(path, sizeof(path), "%d/exe", (int)pid);
         struct stat st;
-        if (stat(path, &st) < 0)
+        if (fstatat(dirfd(d), path, &st, 0) < 0)
             continue; /* gone, or a kernel thread */
         if (out->n == cap) {
             size_t ncap = cap ? cap * 2 : 256;
