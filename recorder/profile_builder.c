@@ -224,12 +224,22 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_u64map *m, uint32_t tgid, 
         if (n < 0)
             return n;
     }
+    if (n == 0) {
+        /* past the deadline, an unknown frame still says which file it is in, as a frame that
+         * cannot be named does: finding the mapping reads no file */
+        b->st->late_frames++;
+        pfr_sym_frame sf;
+        if (pfr_symbolize_user_mapping(b->in->sym, (pid_t)tgid, leaf ? ip : ip - 1, &sf) == 1) {
+            tmp[0] = (pfr_cached_frame){.function = sf.function, .file = "", .module = sf.module};
+            fr = tmp;
+            n = 1;
+        }
+    }
     int64_t loc;
     if (n == 0) {
         char name[32];
         snprintf(name, sizeof(name), "0x%llx", (unsigned long long)ip);
         loc = pfr_profile_add_frame(p, name, "", 0);
-        b->st->late_frames++;
     } else {
         loc = frames_loc(p, ip, fr, (size_t)n);
     }

@@ -1007,6 +1007,20 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
     return 1;
 }
 
+int pfr_symbolize_user_mapping(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out)
+{
+    if (!s || !out)
+        return -EINVAL;
+    struct sym_proc *p = proc_get(s, pid);
+    const struct pfr_sym_map *m = p ? pfr_sym_maps_find(&p->maps, addr) : NULL;
+    if (!m || (m->kind != PFR_MAP_FILE && m->kind != PFR_MAP_VDSO))
+        return 0;
+    const char *module = pfr_sym_map_path(&p->maps, m);
+    uint64_t off = addr - m->start + m->pgoff;
+    put(out, unnamed_name(s, module, off), "", 0, module, off);
+    return 1;
+}
+
 static int load_kernel(pfr_symbolizer *s)
 {
     char path[PATH_MAX];

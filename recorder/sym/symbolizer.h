@@ -73,6 +73,10 @@ size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid);
 /* Resolve one user address of pid. Writes up to cap frames (inlined calls expanded, innermost
  * first) and returns how many (>= 1), or a negative errno on misuse. */
 int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out, size_t cap);
+/* Name one user address of pid by its mapping alone, "module+0xoffset", reading no file: for
+ * frames past the symbolizing budget. Returns 1, or 0 if the snapshot has no file mapping
+ * there (the mappings are not read again). */
+int pfr_symbolize_user_mapping(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out);
 /* Resolve one kernel address (one frame). */
 int pfr_symbolize_kernel(pfr_symbolizer *s, uint64_t addr, pfr_sym_frame *out);
 

@@ -704,7 +704,8 @@ def comparable_cpu(args, store, scraped):
         lo, hi = c["start_ns"], c["end_ns"]
         if not ebpf or max(e["end_ns"] for e in ebpf) < hi:
             continue  # its eBPF intervals are not all written yet
-        late, tot = share_under(ebpf, "", lo, hi, lambda f: re.match(r"0x[0-9a-f]+$", f))
+        # frames past the symbolizing budget: module+0xoffset, or an address
+        late, tot = share_under(ebpf, "", lo, hi, lambda f: re.match(r"(\S+\+)?0x[0-9a-f]+$", f))
         if tot and late < 0.1:
             return c
     return None
