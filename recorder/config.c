@@ -557,8 +557,8 @@ static const char usage[] =
     "  --dwarf BOOL, --no-dwarf read file:line from DWARF (default true)\n"
     "  --symbolize-budget SECONDS\n"
     "                           symbolizing time per interval; past it new frames are written\n"
-    "                           as addresses so intervals stay on time (default: half the\n"
-    "                           interval, at most 5)\n"
+    "                           as module+0xoffset so intervals stay on time (default: half\n"
+    "                           the interval, at most 5)\n"
     "  --metrics-listen ADDR:PORT\n"
     "                           Prometheus metrics at /metrics (default " PFR_METRICS_DEFAULT_LISTEN
     ";\n"
