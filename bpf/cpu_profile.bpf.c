@@ -254,6 +254,16 @@ static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid
     e->cgroup_id = bpf_get_current_cgroup_id();
     e->flags = (BPF_CORE_READ(task, flags) & PF_KTHREAD) ? PFR_EVF_KTHREAD : 0;
     bpf_core_read_str(e->comm, sizeof(e->comm), &leader->comm);
+    e->exe_ino = 0;
+    e->exe_dev = 0;
+    e->pad = 0;
+    if (type != PFR_EV_EXIT) {
+        struct inode *exe = BPF_CORE_READ(task, mm, exe_file, f_inode);
+        if (exe) {
+            e->exe_ino = BPF_CORE_READ(exe, i_ino);
+            e->exe_dev = BPF_CORE_READ(exe, i_sb, s_dev);
+        }
+    }
     /* A new process or image must be snapshotted while it lives: wake user space now. An exit
      * can wait for the next wake-up or the drain (which reads the ring first): most sampled
      * processes are short-lived, and a wake-up per exit was a third of the notification

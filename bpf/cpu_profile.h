@@ -100,6 +100,12 @@ struct pfr_event {
     __u64 cgroup_id;
     __u32 flags;                  /* PFR_EVF_* */
     char comm[PFR_TASK_COMM_LEN]; /* the group leader's comm */
+    /* The executable's inode and device (kernel dev_t: major << 20 | minor), 0 when there is
+     * none or for an exit: user space finds its path among the snapshotted mappings instead of
+     * reading /proc/PID/exe, a path walk that was the costliest step per new process. */
+    __u64 exe_ino;
+    __u32 exe_dev;
+    __u32 pad;
 };
 #define PFR_EVF_KTHREAD 1u
 

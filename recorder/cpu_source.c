@@ -2,6 +2,7 @@
 #include "cpu_source.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "pfr_log.h"
@@ -78,12 +80,31 @@ static int timed_add_process(pfr_cpu_source *cs, uint32_t tgid)
     return rc;
 }
 
+static int snapshot_tgid(pfr_cpu_source *cs, uint32_t tgid)
+{
+    int rc = timed_add_process(cs, tgid);
+    if (rc == -ESRCH)
+        cs->st.snapshot_failures++;
+    return rc;
+}
+
 static void snapshot(pfr_cpu_source *cs, pfr_proc *p)
 {
-    if (p->kthread)
+    if (!p->kthread)
+        snapshot_tgid(cs, p->tgid);
+}
+
+/* Snapshot a process the notification ev is about (unless it is a kernel thread) and find its
+ * executable's path among the mappings (exe[0] = '\0' if not there). */
+static void snapshot_for(pfr_cpu_source *cs, const struct pfr_event *ev, char *exe, size_t exelen)
+{
+    exe[0] = '\0';
+    if ((ev->flags & PFR_EVF_KTHREAD) || snapshot_tgid(cs, ev->tgid) != 0 || !ev->exe_ino)
         return;
-    if (timed_add_process(cs, p->tgid) == -ESRCH)
-        cs->st.snapshot_failures++;
+    /* the kernel's dev_t is major << 20 | minor */
+    uint64_t dev = makedev(ev->exe_dev >> 20, ev->exe_dev & 0xfffff);
+    if (pfr_symbolizer_file_path(cs->sym, (pid_t)ev->tgid, dev, ev->exe_ino, exe, exelen) != 0)
+        exe[0] = '\0';
 }
 
 /* The event thread's turn at the lock (the builder lets it in between samples). */
@@ -159,13 +180,16 @@ static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
     }
     if (p)
         pfr_frame_cache_forget(&cs->frames, ev->tgid); /* a new process reusing the tgid */
-    pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id};
+    /* the mappings first: the sooner they are read, the likelier a short-lived process still
+     * has them, and they name the executable */
+    char exe[PATH_MAX];
+    snapshot_for(cs, ev, exe, sizeof(exe));
+    pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
     p = pfr_proc_table_learn_hinted(&cs->procs, ev->tgid, ev->start_time,
                                     ev->flags & PFR_EVF_KTHREAD, &hint, &cs->rules);
     if (!p)
         return;
     cs->st.processes_seen++;
-    snapshot(cs, p);
     schedule_resnap(cs, p, false);
 }
 
@@ -176,11 +200,12 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
         on_new(cs, ev);
         return;
     }
-    /* the notification was sent after exec had set the new comm */
-    pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id};
-    pfr_proc_refresh_hinted(&cs->procs, p, &hint, &cs->rules);
     pfr_frame_cache_forget(&cs->frames, p->tgid); /* a new image */
-    snapshot(cs, p);
+    char exe[PATH_MAX];
+    snapshot_for(cs, ev, exe, sizeof(exe));
+    /* the notification was sent after exec had set the new comm */
+    pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
+    pfr_proc_refresh_hinted(&cs->procs, p, &hint, &cs->rules);
     schedule_resnap(cs, p, true);
 }
 
@@ -474,6 +499,8 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     st->frame_cache_resets = cs->frames.resets;
     st->cgroup_hits = cs->procs.cgroup_hits;
     st->cgroup_reads = cs->procs.cgroup_reads;
+    st->exe_hits = cs->procs.exe_hits;
+    st->exe_reads = cs->procs.exe_reads;
     pfr_fair_lock_release(&cs->lock);
     st->bpf = c;
 }
@@ -509,7 +536,7 @@ static void cpu_log_stats(void *self)
               mi.uordblks, mi.fordblks, mi.hblkhd);
     pfr_debug(
         "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
-        "cgroups_cached=%llu cgroups_read=%llu} "
+        "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu} "
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
@@ -519,6 +546,7 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
         (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
         (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
+        (unsigned long long)s.exe_hits, (unsigned long long)s.exe_reads,
         (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
         (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
         (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,

@@ -31,6 +31,7 @@ typedef struct pfr_cpu_source_stats {
     uint64_t event_wait_max_ns;            /* longest wait of a notification for the lock */
     uint64_t frame_cache_bytes, frame_cache_hits, frame_cache_misses, frame_cache_resets;
     uint64_t cgroup_hits, cgroup_reads; /* process cgroups known by id / read from /proc */
+    uint64_t exe_hits, exe_reads;       /* executables found in the mappings / read from /proc */
     uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
 } pfr_cpu_source_stats;
 

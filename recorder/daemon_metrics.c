@@ -95,6 +95,9 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
     static const char cg_help[] = "cgroups of new processes, by where they came from";
     put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "cache", (double)st->cgroup_hits);
     put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "proc", (double)st->cgroup_reads);
+    static const char exe_help[] = "executable paths of processes, by where they came from";
+    put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "mappings", (double)st->exe_hits);
+    put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "proc", (double)st->exe_reads);
     put(m, "pfr_symbol_files_parsed_total", "ELF files parsed for symbols", C,
         (double)st->sym.files_parsed);
     put(m, "pfr_symbol_cache_bytes", "bytes held by the symbol cache", G,

@@ -153,13 +153,39 @@ bool pfr_stat_is_kthread(const char *stat_text)
     return false;
 }
 
+/* exe gets the executable's path ("" if unreadable); with check_gone, -ESRCH if the process is
+ * gone (nothing else read tells). */
+static int read_exe(const char *proc_root, uint32_t tgid, char *exe, size_t exelen, bool check_gone)
+{
+    char path[256];
+    exe[0] = '\0';
+    snprintf(path, sizeof(path), "%s/%u/exe", proc_root, tgid);
+    ssize_t l = readlink(path, exe, exelen - 1);
+    if (l < 0 && check_gone && errno == ENOENT) {
+        /* no exe: a kernel thread, or a process that is gone */
+        snprintf(path, sizeof(path), "%s/%u", proc_root, tgid);
+        if (access(path, F_OK) != 0)
+            return -ESRCH;
+    }
+    if (l <= 0)
+        return 0;
+    exe[l] = '\0';
+    /* a replaced binary reads "/path (deleted)": keep the path */
+    static const char del[] = " (deleted)";
+    size_t el = (size_t)l, dl = sizeof(del) - 1;
+    if (el > dl && strcmp(exe + el - dl, del) == 0)
+        exe[el - dl] = '\0';
+    return 0;
+}
+
 int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t exelen,
                            char *cgroup, size_t cgrouplen, char *comm, size_t commlen,
                            bool *kthread)
 {
     char path[256];
     char buf[4096];
-    exe[0] = '\0';
+    if (exelen)
+        exe[0] = '\0';
     if (cgrouplen)
         cgroup[0] = '\0';
     if (commlen)
@@ -174,23 +200,10 @@ int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size
             pfr_cgroup_from_proc_text(buf, cgroup, cgrouplen);
     }
 
-    snprintf(path, sizeof(path), "%s/%u/exe", proc_root, tgid);
-    ssize_t l = readlink(path, exe, exelen - 1);
-    if (l < 0 && !cgrouplen && errno == ENOENT) {
-        /* no exe: a kernel thread, or a process that is gone */
-        snprintf(path, sizeof(path), "%s/%u", proc_root, tgid);
-        if (access(path, F_OK) != 0)
-            return -ESRCH;
-    }
-    if (l > 0) {
-        exe[l] = '\0';
-        /* a replaced binary reads "/path (deleted)": keep the path */
-        static const char del[] = " (deleted)";
-        size_t el = (size_t)l, dl = sizeof(del) - 1;
-        if (el > dl && strcmp(exe + el - dl, del) == 0)
-            exe[el - dl] = '\0';
-    } else {
-        exe[0] = '\0';
+    if (exelen) {
+        int rc = read_exe(proc_root, tgid, exe, exelen, cgrouplen == 0);
+        if (rc)
+            return rc;
     }
     if (commlen) {
         snprintf(path, sizeof(path), "%s/%u/comm", proc_root, tgid);
@@ -221,7 +234,7 @@ static void replace_str(char **dst, const char *src)
 
 /* comm, if given, is the name until /proc says otherwise; with trust_comm /proc is not asked. */
 static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust_comm,
-                    uint64_t cgroup_id, const pfr_service_rules *rules)
+                    uint64_t cgroup_id, const char *known_exe, const pfr_service_rules *rules)
 {
     bool have_comm = comm && comm[0];
     if (have_comm)
@@ -230,11 +243,17 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
         char exe[4096], cgroup[4096], now[16];
         const char *known = cgroup_cached(t, cgroup_id);
         bool ask_comm = !(trust_comm && have_comm);
-        int rc = pfr_process_read_facts(t->proc_root, p->tgid, exe, sizeof(exe), cgroup,
-                                        known ? 0 : sizeof(cgroup), now, ask_comm ? sizeof(now) : 0,
-                                        NULL);
-        if (rc == 0)
+        bool ask_exe = !(known_exe && known_exe[0]);
+        int rc = pfr_process_read_facts(t->proc_root, p->tgid, exe, ask_exe ? sizeof(exe) : 0,
+                                        cgroup, known ? 0 : sizeof(cgroup), now,
+                                        ask_comm ? sizeof(now) : 0, NULL);
+        if (!ask_exe) {
+            replace_str(&p->exe, known_exe);
+            t->exe_hits++;
+        } else if (rc == 0) {
             replace_str(&p->exe, exe);
+            t->exe_reads++;
+        }
         if (known) {
             /* even for a process already gone: its cgroup still names its service */
             replace_str(&p->cgroup, known);
@@ -256,13 +275,14 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
 void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
                       const pfr_service_rules *rules)
 {
-    refresh(t, p, comm, false, 0, rules);
+    refresh(t, p, comm, false, 0, NULL, rules);
 }
 
 void pfr_proc_refresh_hinted(pfr_proc_table *t, pfr_proc *p, const pfr_proc_hint *hint,
                              const pfr_service_rules *rules)
 {
-    refresh(t, p, hint ? hint->comm : NULL, true, hint ? hint->cgroup_id : 0, rules);
+    refresh(t, p, hint ? hint->comm : NULL, true, hint ? hint->cgroup_id : 0,
+            hint ? hint->exe : NULL, rules);
 }
 
 /* The record of tgid, new or reset (a new process reusing the tgid); NULL if out of memory. */
@@ -296,7 +316,7 @@ pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_
     p->start_time = start_time;
     p->kthread = kthread;
     snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
-    refresh(t, p, NULL, false, 0, rules);
+    refresh(t, p, NULL, false, 0, NULL, rules);
     return p;
 }
 

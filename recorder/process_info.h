@@ -40,12 +40,14 @@ typedef struct pfr_proc_table {
     char *cgroup_root; /* where cgroup v2 is mounted, or NULL: no caching */
     uint64_t created, forgotten;
     uint64_t cgroup_hits, cgroup_reads; /* processes named from the cache / from /proc */
+    uint64_t exe_hits, exe_reads;       /* executables known from the hint / read from /proc */
 } pfr_proc_table;
 
 /* What a kernel notification already says about a process, so /proc need not be asked. */
 typedef struct pfr_proc_hint {
     const char *comm;   /* the group leader's comm when it was sent; NULL or "": ask /proc */
     uint64_t cgroup_id; /* its cgroup v2 id, 0 if unknown */
+    const char *exe;    /* its executable's path (from its mappings); NULL: ask /proc */
 } pfr_proc_hint;
 
 int pfr_proc_table_init(pfr_proc_table *t, const char *proc_root);
@@ -77,9 +79,10 @@ const char *pfr_cgroup2_mount(void);
 /* Remove tgid (the caller forgets it elsewhere too). */
 void pfr_proc_table_remove(pfr_proc_table *t, uint32_t tgid);
 
-/* Read a process's executable path, cgroup v2 path (unless cgrouplen is 0) and (if commlen > 0)
- * comm and kernel-thread flag from proc_root/PID. Strings are left "" if unreadable. Returns 0,
- * or -ESRCH if the process is gone. kthread may be NULL. */
+/* Read a process's executable path (unless exelen is 0), cgroup v2 path (unless cgrouplen is 0)
+ * and (if commlen > 0) comm and kernel-thread flag from proc_root/PID. Strings are left "" if
+ * unreadable. Returns 0, or -ESRCH if the process is gone (seen only when the exe or the cgroup
+ * is read). kthread may be NULL. */
 int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t exelen,
                            char *cgroup, size_t cgrouplen, char *comm, size_t commlen,
                            bool *kthread);

@@ -946,6 +946,25 @@ size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
     return n;
 }
 
+int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, uint64_t ino,
+                             char *out, size_t outlen)
+{
+    const struct sym_proc *p = s ? proc_get(s, pid) : NULL;
+    if (!p || !ino || outlen == 0)
+        return -ENOENT;
+    for (size_t i = 0; i < p->maps.n; i++) {
+        const struct pfr_sym_map *m = &p->maps.v[i];
+        if (m->kind != PFR_MAP_FILE || m->ino != ino || m->dev != dev)
+            continue;
+        const char *path = pfr_sym_strpool_get(&p->maps.paths, m->path);
+        if (path[0] != '/' || strlen(path) >= outlen)
+            return -ENOENT;
+        memcpy(out, path, strlen(path) + 1);
+        return 0;
+    }
+    return -ENOENT;
+}
+
 void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid)
 {
     struct sym_proc *p = s ? proc_get(s, pid) : NULL;

@@ -70,6 +70,12 @@ void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid);
  * dynamically linked process still in its loader has two at most (itself and ld.so). */
 size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid);
 
+/* The path of the file (dev as stat() reports it, ino) that pid's snapshot maps, as the maps
+ * name it (without " (deleted)"): the same as readlink(/proc/PID/exe) for the executable, with no
+ * path walk through /proc. 0, or -ENOENT if the snapshot maps no such file (or has none). */
+int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, uint64_t ino,
+                             char *out, size_t outlen);
+
 /* Resolve one user address of pid. Writes up to cap frames (inlined calls expanded, innermost
  * first) and returns how many (>= 1), or a negative errno on misuse. */
 int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out, size_t cap);

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,8 @@ struct seen {
     pid_t child;
     int new_events, exit_events, exec_events;
     char comm[16];
+    uint64_t exe_ino;
+    uint32_t exe_dev;
 };
 
 static void on_event(const struct pfr_event *ev, void *ctx)
@@ -48,6 +52,8 @@ static void on_event(const struct pfr_event *ev, void *ctx)
     if (ev->type == PFR_EV_NEW) {
         s->new_events++;
         snprintf(s->comm, sizeof(s->comm), "%s", ev->comm);
+        s->exe_ino = ev->exe_ino;
+        s->exe_dev = ev->exe_dev;
     } else if (ev->type == PFR_EV_EXIT) {
         s->exit_events++;
     } else if (ev->type == PFR_EV_EXEC) {
@@ -257,6 +263,14 @@ int main(void)
     CHECK(strcmp(seen.comm, "pfr-spin-child") == 0 || strcmp(seen.comm, "bpf_sampler_tes") == 0,
           "comm '%s'", seen.comm);
     CHECK(seen.exit_events == 1, "%d exit notifications for the child", seen.exit_events);
+    /* the child runs this program: its notification names this executable's inode and device
+     * (the kernel's dev_t: major << 20 | minor) */
+    struct stat self;
+    CHECK(stat("/proc/self/exe", &self) == 0, "stat /proc/self/exe: %s", strerror(errno));
+    CHECK(seen.exe_ino == (uint64_t)self.st_ino, "exe inode %llu, not %llu",
+          (unsigned long long)seen.exe_ino, (unsigned long long)self.st_ino);
+    CHECK(seen.exe_dev == (major(self.st_dev) << 20 | minor(self.st_dev)),
+          "exe device %#x, not %u:%u", seen.exe_dev, major(self.st_dev), minor(self.st_dev));
     CHECK(c.stack_map_full == 0 && c.count_map_full == 0, "maps overflowed");
     /* the child's one stack, sampled on every drain, is read from the kernel about once per
      * buffer, not once per drain */

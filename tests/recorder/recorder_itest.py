@@ -763,6 +763,10 @@ def test_metrics(args, tmp):
             check(w in text, "metric %s missing" % w)
         m = re.search(r"^pfr_cpu_samples_total (\S+)$", text, re.M)
         check(m and float(m.group(1)) > 0, "pfr_cpu_samples_total not counting")
+        # new processes are named from their mappings, not by a read of /proc/PID/exe
+        m = re.search(r'^pfr_process_exe_lookups_total\{from="mappings"\} (\S+)$', text, re.M)
+        check(m and float(m.group(1)) > 0, "no executable found in the mappings: %s" %
+              (m.group(0) if m else "metric missing"))
         if go:
             # a phase allocates about 1.1 GB; the counter is the scaled estimate
             v = go_alloc_bytes(text, go.pid)

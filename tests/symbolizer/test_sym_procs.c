@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -227,6 +228,40 @@ static void test_c_shared(void **state)
     assert_int_equal(tu_stop(&c), 0);
 }
 
+/* A file the snapshot maps is found by its device and inode: the executable under the path
+ * /proc/PID/exe gives, a library, and nothing for a file not mapped or a process not known. */
+static void test_file_path(void **state)
+{
+    (void)state;
+    struct tu_child c;
+    run(&c, bin("t_lib"));
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    char proc[64], want[4096], got[4096];
+    snprintf(proc, sizeof(proc), "/proc/%d/exe", (int)c.pid);
+    ssize_t n = readlink(proc, want, sizeof(want) - 1);
+    assert_true(n > 0);
+    want[n] = '\0';
+    struct stat exe, lib, other;
+    assert_int_equal(stat(proc, &exe), 0);
+    assert_int_equal(pfr_symbolizer_file_path(s, c.pid, exe.st_dev, exe.st_ino, got, sizeof(got)),
+                     0);
+    assert_string_equal(got, want);
+    /* too small a buffer is no answer, not a cut path */
+    assert_int_equal(pfr_symbolizer_file_path(s, c.pid, exe.st_dev, exe.st_ino, got, 4), -ENOENT);
+    assert_int_equal(stat(bin("libtarget.so"), &lib), 0);
+    assert_int_equal(pfr_symbolizer_file_path(s, c.pid, lib.st_dev, lib.st_ino, got, sizeof(got)),
+                     0);
+    assert_true(tu_ends_with(got, "/libtarget.so"));
+    assert_int_equal(stat(SYM_PROGS "/target.c", &other), 0); /* not mapped */
+    assert_int_equal(
+        pfr_symbolizer_file_path(s, c.pid, other.st_dev, other.st_ino, got, sizeof(got)), -ENOENT);
+    assert_int_equal(
+        pfr_symbolizer_file_path(s, getpid(), exe.st_dev, exe.st_ino, got, sizeof(got)), -ENOENT);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
 static void test_c_stripped(void **state)
 {
     (void)state;
@@ -366,6 +401,13 @@ static void test_deleted(void **state)
     pfr_sym_frame fr[2];
     pfr_symbolize_user(s, c.pid, leaf, fr, 2);
     assert_true(tu_ends_with(fr[0].module, "/t_del")); /* without " (deleted)" */
+    char proc[64], path[4096];
+    struct stat st;
+    snprintf(proc, sizeof(proc), "/proc/%d/exe", (int)c.pid);
+    assert_int_equal(stat(proc, &st), 0);
+    assert_int_equal(pfr_symbolizer_file_path(s, c.pid, st.st_dev, st.st_ino, path, sizeof(path)),
+                     0);
+    assert_string_equal(path, bin("t_del"));
     pfr_symbolizer_free(s);
     assert_int_equal(tu_stop(&c), 0);
 }
@@ -540,10 +582,11 @@ static void test_shared_cache(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plt_stub),
+        cmocka_unit_test(test_plt_stub), /* (a comment keeps the list one per line) */
         cmocka_unit_test(test_c_pie),
         cmocka_unit_test(test_c_nopie),
         cmocka_unit_test(test_c_shared),
+        cmocka_unit_test(test_file_path),
         cmocka_unit_test(test_c_stripped),
         cmocka_unit_test(test_no_dwarf),
         cmocka_unit_test(test_cpp),
