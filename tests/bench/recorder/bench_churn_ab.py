@@ -14,7 +14,10 @@ recorder's cost may grow with what its ring holds); --churn-rate 0 leaves the ch
 
 With --together both run at the same time, each in its own cgroup, for --rounds windows of
 --seconds after one warm-up: each window compares them under the same load (rounds in turn on
-this shared host move by more than a per-interval saving).
+this shared host move by more than a per-interval saving). Under churn the two samplers interact:
+each one's sampling interrupts move what the other samples (in one run one of them took 3x the
+other's samples of exiting processes and met 10 % fewer processes), so there compare the CPU per
+process seen, and confirm with rounds in turn and a profile.
 
 Usage (as root): bench_churn_ab.py --old OLD_RECORDER --new NEW_RECORDER --bench-dir DIR
                      [--churn-rate 100] [--rounds 3] [--warmup 30] [--seconds 20]
