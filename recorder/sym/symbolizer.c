@@ -956,10 +956,11 @@ int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, u
         const struct pfr_sym_map *m = &p->maps.v[i];
         if (m->kind != PFR_MAP_FILE || m->ino != ino || m->dev != dev)
             continue;
-        const char *path = pfr_sym_strpool_get(&p->maps.paths, m->path);
-        if (path[0] != '/' || strlen(path) >= outlen)
+        const char *path = pfr_sym_map_path(&p->maps, m);
+        size_t len = strlen(path);
+        if (path[0] != '/' || len >= outlen)
             return -ENOENT;
-        memcpy(out, path, strlen(path) + 1);
+        memcpy(out, path, len + 1);
         return 0;
     }
     return -ENOENT;
