@@ -13,6 +13,7 @@
 #include "pfr_query.h"
 #include "pfr_render.h"
 #include "pfr_time.h"
+#include "pfr_utf8.h"
 
 #define JSON_TYPE  "application/json; charset=utf-8"
 #define MAX_LABELS 32
@@ -49,39 +50,11 @@ void pfr_serve_response_free(pfr_serve_response *r)
     r->len = 0;
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 (overlong forms, surrogates and code points
- * past U+10FFFF are not valid, as for jansson). */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0], lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    size_t n;
-    if (c < 0x80)
-        return 1;
-    if (c < 0xc2 || c > 0xf4)
-        return 0;
-    if (c < 0xe0) {
-        n = 2;
-    } else if (c < 0xf0) {
-        n = 3;
-        lo = c == 0xe0 ? 0xa0 : lo;
-        hi = c == 0xed ? 0x9f : hi;
-    } else {
-        n = 4;
-        lo = c == 0xf0 ? 0x90 : lo;
-        hi = c == 0xf4 ? 0x8f : hi;
-    }
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
 static bool valid_utf8(const char *s)
 {
-    for (size_t n; *s; s += n)
-        if (!(n = utf8_len((const unsigned char *)s)))
+    int32_t cp;
+    for (size_t n, left = strlen(s); left; s += n, left -= n)
+        if (!(n = pfr_utf8_seq((const unsigned char *)s, left, &cp)))
             return false;
     return true;
 }
@@ -89,8 +62,9 @@ static bool valid_utf8(const char *s)
 /* Messages quote what the client sent: bytes that are not UTF-8 become '?' (JSON needs it). */
 static void make_utf8(char *s)
 {
-    for (size_t n; *s; s += n)
-        if (!(n = utf8_len((unsigned char *)s))) {
+    int32_t cp;
+    for (size_t n, left = strlen(s); left; s += n, left -= n)
+        if (!(n = pfr_utf8_seq((const unsigned char *)s, left, &cp))) {
             *s = '?';
             n = 1;
         }
