@@ -108,6 +108,15 @@ static void run(struct tu_child *c, const char *path)
     assert_int_equal(tu_start(c, argv), 0);
 }
 
+/* Start the test program name and snapshot it in a new symbolizer (the caller's). */
+static pfr_symbolizer *run_snapped(struct tu_child *c, const char *name, bool no_dwarf)
+{
+    run(c, bin(name));
+    pfr_symbolizer *s = new_sym(0, no_dwarf);
+    assert_int_equal(pfr_symbolizer_add_process(s, c->pid), 0);
+    return s;
+}
+
 /* Symbolize addr of pid and check the outermost frame's name, file suffix and line. */
 static void expect_frame(pfr_symbolizer *s, pid_t pid, uint64_t addr, const char *fn,
                          const char *file_suffix, int line)
@@ -145,9 +154,7 @@ static void expect_inline(pfr_symbolizer *s, pid_t pid, uint64_t ret)
 static void check_c_target(const char *name)
 {
     struct tu_child c;
-    run(&c, bin(name));
-    pfr_symbolizer *s = new_sym(0, false);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, name, false);
     uint64_t leaf = tu_addr(&c, "leaf_function");
     int line = marker("target.c", "LEAF_LINE");
     expect_frame(s, c.pid, leaf, "leaf_function", "target.c", line);
@@ -213,9 +220,7 @@ static void test_c_shared(void **state)
 {
     (void)state;
     struct tu_child c;
-    run(&c, bin("t_lib"));
-    pfr_symbolizer *s = new_sym(0, false);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, "t_lib", false);
     uint64_t lib = tu_addr(&c, "lib_function");
     expect_frame(s, c.pid, lib + 1, "lib_function", "libtarget.c",
                  marker("libtarget.c", "LIB_LINE"));
@@ -234,9 +239,7 @@ static void test_file_path(void **state)
 {
     (void)state;
     struct tu_child c;
-    run(&c, bin("t_lib"));
-    pfr_symbolizer *s = new_sym(0, false);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, "t_lib", false);
     char proc[64], want[4096], got[4096];
     snprintf(proc, sizeof(proc), "/proc/%d/exe", (int)c.pid);
     ssize_t n = readlink(proc, want, sizeof(want) - 1);
@@ -266,9 +269,7 @@ static void test_c_stripped(void **state)
 {
     (void)state;
     struct tu_child c;
-    run(&c, bin("t_strip"));
-    pfr_symbolizer *s = new_sym(0, false);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, "t_strip", false);
     uint64_t leaf = tu_addr(&c, "leaf_function"), start, pgoff;
     assert_true(tu_mapping(c.pid, leaf, &start, &pgoff));
     char want[64];
@@ -294,9 +295,7 @@ static void test_no_dwarf(void **state)
 {
     (void)state;
     struct tu_child c;
-    run(&c, bin("t_pie"));
-    pfr_symbolizer *s = new_sym(0, true);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, "t_pie", true);
     expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", NULL, 0);
     pfr_sym_frame fr[8];
     assert_int_equal(pfr_symbolize_user(s, c.pid, tu_addr(&c, "probe_ret") - 1, fr, 8), 1);
@@ -311,9 +310,7 @@ static void test_cpp(void **state)
     if (!have_cxx)
         skip();
     struct tu_child c;
-    run(&c, bin("t_cpp"));
-    pfr_symbolizer *s = new_sym(0, false);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, "t_cpp", false);
     expect_frame(s, c.pid, tu_addr(&c, "make"), "ns::Widget::make(int)", "target.cpp",
                  marker("target.cpp", "CPP_LINE"));
     expect_frame(s, c.pid, tu_addr(&c, "twice") + 1, "long ns::twice<long>(long)", "target.cpp",
@@ -327,9 +324,7 @@ static void check_go(const char *name, bool no_dwarf)
     if (!have_go)
         skip();
     struct tu_child c;
-    run(&c, bin(name));
-    pfr_symbolizer *s = new_sym(0, no_dwarf);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, name, no_dwarf);
     uint64_t hot = tu_addr(&c, "hotFunction"), method = tu_addr(&c, "method");
     const char *file = no_dwarf ? NULL : "target.go";
     expect_frame(s, c.pid, hot, "main.hotFunction", file,
@@ -371,9 +366,7 @@ static void test_exited(void **state)
 {
     (void)state;
     struct tu_child c;
-    run(&c, bin("t_lib"));
-    pfr_symbolizer *s = new_sym(0, false);
-    assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+    pfr_symbolizer *s = run_snapped(&c, "t_lib", false);
     pid_t pid = c.pid;
     assert_int_equal(tu_stop(&c), 0);
     char proc[64];
