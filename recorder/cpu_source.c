@@ -243,6 +243,7 @@ static void on_event(const struct pfr_event *ev, void *ctx)
 static void *event_thread(void *arg)
 {
     pfr_cpu_source *cs = arg;
+    pthread_setname_np(pthread_self(), "pfr-notify");
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN};
     ev.data.fd = pfr_cpu_profiler_event_fd(cs->cp);

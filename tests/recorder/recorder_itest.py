@@ -38,13 +38,11 @@ LIVE = []
 class Recorder:
     """A pfr-recorder process writing to a store in a temp dir."""
 
-    def __init__(self, args, tmp, extra, env=None, nice=0):
+    def __init__(self, args, tmp, extra, env=None):
         self.store = os.path.join(tmp, "ring.db")
         self.logpath = os.path.join(tmp, "recorder.log")
         self.logf = open(self.logpath, "w")
         cmd = [args.recorder, "--store", self.store] + extra
-        if nice:
-            cmd = ["nice", "-n", str(nice)] + cmd
         e = dict(os.environ)
         if env:
             e.update(env)
@@ -353,9 +351,9 @@ def test_stress(args, tmp):
     if args.sanitized:
         env["ASAN_OPTIONS"] = "quarantine_size_mb=4:detect_leaks=1"
     interval = 2
-    # the daemon runs with a raised CPU weight, as a profiler should be deployed on a busy host
-    # (systemd Nice=); the storm and everything else run at the default
-    rec = Recorder(args, tmp, ["--interval", str(interval), "--log-level", "debug"], env, nice=-10)
+    # the daemon raises its own priority (nice -10, checked in test_metrics); the storm and
+    # everything else run at the default
+    rec = Recorder(args, tmp, ["--interval", str(interval), "--log-level", "debug"], env)
     rate, secs = 500, 20
     time.sleep(interval + 1)  # the storm hits a running daemon, past its first (cold) interval
     storm = subprocess.Popen([os.path.join(args.workloads, "pfr-spawn-storm"), str(rate), str(secs),
@@ -725,6 +723,22 @@ def check_cpu_shape(args, store, c):
               % (100 * go_share, 100 * bpf_share))
 
 
+def thread_nices(pid):
+    """The nice value and the name of each thread of pid."""
+    nices, names = [], []
+    task = "/proc/%d/task" % pid
+    for tid in os.listdir(task):
+        try:
+            with open(os.path.join(task, tid, "stat")) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            with open(os.path.join(task, tid, "comm")) as f:
+                names.append(f.read().strip())
+        except OSError:
+            continue  # a thread that ended meanwhile
+        nices.append(int(rest[16]))  # field 19, counting from the state (field 3)
+    return nices, names
+
+
 def test_metrics(args, tmp):
     """Prometheus metrics: the recorder's health and the Go allocation counters."""
     exe = os.path.join(args.workloads, "pfr-goheap-alloc")
@@ -763,6 +777,11 @@ def test_metrics(args, tmp):
             check(w in text, "metric %s missing" % w)
         m = re.search(r"^pfr_cpu_samples_total (\S+)$", text, re.M)
         check(m and float(m.group(1)) > 0, "pfr_cpu_samples_total not counting")
+        # as root the daemon runs at nice -10, every thread (new processes must be snapshotted
+        # before they exit), and the notification thread is named
+        nices, names = thread_nices(rec.proc.pid)
+        check(nices and all(n == -10 for n in nices), "thread nice values %r" % nices)
+        check("pfr-notify" in names, "thread names %r" % names)
         # new processes are named from their mappings, not by a read of /proc/PID/exe
         m = re.search(r'^pfr_process_exe_lookups_total\{from="mappings"\} (\S+)$', text, re.M)
         check(m and float(m.group(1)) > 0, "no executable found in the mappings: %s" %
