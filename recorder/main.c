@@ -275,10 +275,10 @@ int main(int argc, char **argv)
 
     /* Before any thread starts, so all inherit it. A new process must be snapshotted before it
      * exits: at the default priority, on a busy host, the notification thread (or the builder
-     * holding the lock it waits for) waited up to 2.7 s for a CPU and a quarter of the sampled
-     * short-lived processes were gone by then; at -10 the longest wait was 0.25 s and an eighth to
-     * a sixth were gone. The recorder's work is the same, only done sooner. Without the right
-     * (root, CAP_SYS_NICE, or RLIMIT_NICE as the systemd unit's Nice= sets) it stays as it is. */
+     * holding the lock it waits for) waited up to 2.7 s for a CPU and 25 % of the sampled
+     * short-lived processes were gone by then; at -10 the longest wait was 0.25 s and 15 % were
+     * gone. The recorder's work is the same, only done sooner. Without the right (root or
+     * CAP_SYS_NICE) it stays as it is: under the systemd unit, its Nice= has set it already. */
     if (setpriority(PRIO_PROCESS, 0, RECORDER_NICE) != 0) {
         int e = errno;
         pfr_debug("staying at nice %d: %s", getpriority(PRIO_PROCESS, 0), strerror(e));
