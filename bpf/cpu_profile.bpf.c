@@ -25,6 +25,14 @@
 #define ENOMEM     12
 #define PF_EXITING 0x00000004
 #define PF_KTHREAD 0x00200000
+#define VM_EXEC    0x00000004
+
+/* The task_vma iterator (Linux 6.7): weak, so the program still loads on older kernels, where
+ * an exit carries no mappings. */
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+                                 __u64 addr) __weak __ksym;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __weak __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -85,6 +93,21 @@ struct {
     __type(key, __u32);
     __type(value, struct pfr_stack);
 } scratch SEC(".maps");
+
+/* Per-CPU room to build an exit's mappings before they are copied to the ring buffer at their
+ * size (2.6 KiB does not fit the BPF stack). The walk's counters live here too: in memory the
+ * verifier does not track their values, so the loop's states converge instead of being explored
+ * once per value. */
+struct exit_walk {
+    struct pfr_exit_maps m;
+    __u32 visited;
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct exit_walk);
+} exit_scratch SEC(".maps");
 
 /* Per-CPU in-flight flag, memo and counters: one lookup per sample. */
 struct {
@@ -238,15 +261,16 @@ static __always_inline void add_sample(struct pfr_cpu_state *cs, void *pending, 
     s->count = 1;
 }
 
-static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid, __u64 start)
+static __always_inline void count_lost_event(void)
 {
-    struct pfr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-    if (!e) {
-        struct pfr_cpu_state *cs = cpu_state_get();
-        if (cs)
-            COUNT(cs, PFR_CNT_EVENTS_LOST);
-        return -1;
-    }
+    struct pfr_cpu_state *cs = cpu_state_get();
+    if (cs)
+        COUNT(cs, PFR_CNT_EVENTS_LOST);
+}
+
+static __always_inline void fill_event(struct pfr_event *e, __u32 type, struct task_struct *task,
+                                       __u32 tgid, __u64 start)
+{
     struct task_struct *leader = BPF_CORE_READ(task, group_leader);
     e->type = type;
     e->tgid = tgid;
@@ -264,6 +288,16 @@ static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid
             e->exe_dev = BPF_CORE_READ(exe, i_sb, s_dev);
         }
     }
+}
+
+static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid, __u64 start)
+{
+    struct pfr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    if (!e) {
+        count_lost_event();
+        return -1;
+    }
+    fill_event(e, type, task, tgid, start);
     /* A new process or image must be snapshotted while it lives: wake user space now. An exit
      * can wait for the next wake-up or the drain (which reads the ring first): most sampled
      * processes are short-lived, and a wake-up per exit was a third of the notification
@@ -356,6 +390,71 @@ int BPF_PROG(pfr_exec, struct task_struct *p)
     return 0;
 }
 
+/* One mapping into m->maps[n]. */
+static __always_inline void add_map_rec(struct pfr_exit_maps *m, __u32 n,
+                                        struct vm_area_struct *vma, __u64 vdso)
+{
+    struct pfr_map_rec *r = &m->maps[n & (PFR_EXIT_MAPS_MAX - 1)];
+    struct file *file = BPF_CORE_READ(vma, vm_file);
+    r->start = BPF_CORE_READ(vma, vm_start);
+    r->end = BPF_CORE_READ(vma, vm_end);
+    r->pgoff = BPF_CORE_READ(vma, vm_pgoff) << 12;
+    r->ino = 0;
+    r->dev = 0;
+    if (file) {
+        r->kind = PFR_MAPREC_FILE;
+        r->ino = BPF_CORE_READ(file, f_inode, i_ino);
+        r->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+    } else {
+        r->kind = r->start == vdso ? PFR_MAPREC_VDSO : PFR_MAPREC_ANON;
+    }
+}
+
+/* An exit with the process's executable mappings, walked now that it can no longer map more:
+ * what user space needs for a process that exited before it could read them, or that it saw
+ * only in its loader. Returns 0 once sent, -1 if this kernel cannot walk them here (then a
+ * plain exit is sent). */
+static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, __u64 start)
+{
+    __u32 zero = 0;
+    if (!bpf_iter_task_vma_new || !task->mm)
+        return -1;
+    struct exit_walk *w = bpf_map_lookup_elem(&exit_scratch, &zero);
+    if (!w)
+        return -1;
+    struct pfr_exit_maps *m = &w->m;
+    fill_event(&m->ev, PFR_EV_EXIT, task, tgid, start);
+    m->nmaps = 0;
+    m->pad = 0;
+    w->visited = 0;
+    __u64 vdso = (__u64)BPF_CORE_READ(task, mm, context.vdso);
+    struct bpf_iter_task_vma it;
+    struct vm_area_struct *vma;
+    int rc = bpf_iter_task_vma_new(&it, task, 0);
+    while (rc == 0 && (vma = bpf_iter_task_vma_next(&it))) {
+        if (++w->visited > PFR_EXIT_VMAS_MAX || m->nmaps >= PFR_EXIT_MAPS_MAX) {
+            m->ev.flags |= PFR_EVF_MAPS_CUT;
+            break;
+        }
+        if (!(BPF_CORE_READ(vma, vm_flags) & VM_EXEC))
+            continue;
+        add_map_rec(m, m->nmaps, vma, vdso);
+        m->nmaps++;
+    }
+    bpf_iter_task_vma_destroy(&it);
+    if (rc != 0)
+        return -1;
+    m->ev.flags |= PFR_EVF_MAPS;
+    __u32 n = m->nmaps;
+    __u64 size =
+        __builtin_offsetof(struct pfr_exit_maps, maps) +
+        (__u64)(n > PFR_EXIT_MAPS_MAX ? PFR_EXIT_MAPS_MAX : n) * sizeof(struct pfr_map_rec);
+    /* no wake-up: see emit() */
+    if (bpf_ringbuf_output(&events, m, size, BPF_RB_NO_WAKEUP) != 0)
+        count_lost_event();
+    return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pfr_exit, struct task_struct *p)
 {
@@ -367,6 +466,8 @@ int BPF_PROG(pfr_exit, struct task_struct *p)
     if (!bpf_map_lookup_elem(&known, &tgid))
         return 0;
     bpf_map_delete_elem(&known, &tgid);
-    emit(PFR_EV_EXIT, task, tgid, BPF_CORE_READ(task, group_leader, start_time));
+    __u64 start = BPF_CORE_READ(task, group_leader, start_time);
+    if (emit_exit_maps(task, tgid, start) != 0)
+        emit(PFR_EV_EXIT, task, tgid, start);
     return 0;
 }

@@ -108,5 +108,38 @@ struct pfr_event {
     __u32 pad;
 };
 #define PFR_EVF_KTHREAD 1u
+/* An exit that carries the process's executable mappings as its last moment saw them: the event
+ * is then the head of a struct pfr_exit_maps. Sent on kernels whose BPF can walk a task's
+ * mappings at exit (the task_vma iterator, with mm still set at sched_process_exit); user space
+ * takes them for a process whose own snapshot came too late or saw only its loader. */
+#define PFR_EVF_MAPS 2u
+/* More executable mappings than an exit carries (or than the walk visits): the list is cut. */
+#define PFR_EVF_MAPS_CUT 4u
+
+/* Executable mappings per exit, and mappings visited to find them (a bound on the time the walk
+ * takes in the exiting task: a few µs for a typical process). */
+#define PFR_EXIT_MAPS_MAX 64
+#define PFR_EXIT_VMAS_MAX 4096
+
+enum pfr_map_kind {
+    PFR_MAPREC_FILE = 0, /* file-backed: known to user space by dev and ino */
+    PFR_MAPREC_VDSO,
+    PFR_MAPREC_ANON, /* JIT code and the like */
+};
+
+struct pfr_map_rec {
+    __u64 start, end;
+    __u64 pgoff; /* bytes */
+    __u64 ino;
+    __u32 dev;  /* kernel dev_t, as in pfr_event */
+    __u32 kind; /* enum pfr_map_kind */
+};
+
+struct pfr_exit_maps {
+    struct pfr_event ev; /* type PFR_EV_EXIT, flags has PFR_EVF_MAPS */
+    __u32 nmaps;
+    __u32 pad;
+    struct pfr_map_rec maps[PFR_EXIT_MAPS_MAX]; /* by address; only nmaps are sent */
+};
 
 #endif

@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ struct pfr_cpu_profiler {
     struct ring_buffer *rb;
     pfr_cpu_event_cb cb;
     void *cb_ctx;
+    struct pfr_exit_maps evbuf; /* the notification being delivered, copied out of the ring */
 
     /* drain state, reused */
     struct pfr_count_key *kbuf;
@@ -109,16 +111,32 @@ int pfr_parse_cpu_list(const char *text, unsigned char *set, int max)
     return count;
 }
 
+/* Copies a notification out of the ring (records are not aligned for direct use past the
+ * header) and checks an exit's mapping list against the record's size. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
     pfr_cpu_profiler *cp = ctx;
+    struct pfr_exit_maps *e = &cp->evbuf;
+    const size_t head = offsetof(struct pfr_exit_maps, maps);
     if (size < sizeof(struct pfr_event))
         return 0;
-    struct pfr_event ev;
-    memcpy(&ev, data, sizeof(ev));
-    ev.comm[PFR_TASK_COMM_LEN - 1] = '\0';
+    memcpy(&e->ev, data, sizeof(e->ev));
+    e->ev.comm[PFR_TASK_COMM_LEN - 1] = '\0';
+    e->nmaps = 0;
+    if (e->ev.flags & PFR_EVF_MAPS) {
+        uint32_t n = 0;
+        if (size >= head)
+            memcpy(&n, (const char *)data + offsetof(struct pfr_exit_maps, nmaps), sizeof(n));
+        if (e->ev.type != PFR_EV_EXIT || size < head || n > PFR_EXIT_MAPS_MAX ||
+            size < head + n * sizeof(struct pfr_map_rec)) {
+            e->ev.flags &= ~(PFR_EVF_MAPS | PFR_EVF_MAPS_CUT); /* deliver it as a plain exit */
+        } else {
+            e->nmaps = n;
+            memcpy(e->maps, (const char *)data + head, n * sizeof(struct pfr_map_rec));
+        }
+    }
     if (cp->cb)
-        cp->cb(&ev, cp->cb_ctx);
+        cp->cb(&e->ev, cp->cb_ctx);
     return 0;
 }
 

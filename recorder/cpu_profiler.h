@@ -58,7 +58,8 @@ typedef struct pfr_cpu_drain {
     uint64_t total; /* sum of counts */
 } pfr_cpu_drain;
 
-/* Called from pfr_cpu_profiler_poll_events() for each notification. */
+/* Called from pfr_cpu_profiler_poll_events() for each notification. An exit with PFR_EVF_MAPS in
+ * its flags is the head of a struct pfr_exit_maps whose nmaps entries are checked. */
 typedef void (*pfr_cpu_event_cb)(const struct pfr_event *ev, void *ctx);
 
 /* Load and attach. On failure returns a negative errno and a full sentence in err (missing

@@ -99,7 +99,15 @@ static void snapshot(pfr_cpu_source *cs, pfr_proc *p)
 static void snapshot_for(pfr_cpu_source *cs, const struct pfr_event *ev, char *exe, size_t exelen)
 {
     exe[0] = '\0';
-    if ((ev->flags & PFR_EVF_KTHREAD) || snapshot_tgid(cs, ev->tgid) != 0 || !ev->exe_ino)
+    if (ev->flags & PFR_EVF_KTHREAD)
+        return;
+    if (snapshot_tgid(cs, ev->tgid) != 0) {
+        /* what the symbolizer still holds under this pid is another image (before the exec, or
+         * of an earlier process with the pid): the mappings listed at the exit replace it */
+        pfr_symbolizer_forget_process(cs->sym, (pid_t)ev->tgid);
+        return;
+    }
+    if (!ev->exe_ino)
         return;
     /* the kernel's dev_t is major << 20 | minor */
     uint64_t dev = makedev(ev->exe_dev >> 20, ev->exe_dev & 0xfffff);
@@ -209,6 +217,34 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
     schedule_resnap(cs, p, true);
 }
 
+/* The mappings the kernel listed at the exit, for a process whose snapshot failed (it exited
+ * first) or was taken in its loader. */
+static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct pfr_exit_maps *em)
+{
+    if (pfr_symbolizer_process_files(cs->sym, (pid_t)p->tgid) > LOADER_FILES) {
+        cs->st.exit_maps_unneeded++;
+        return;
+    }
+    pfr_sym_exit_map v[PFR_EXIT_MAPS_MAX];
+    uint32_t n = em->nmaps < PFR_EXIT_MAPS_MAX ? em->nmaps : PFR_EXIT_MAPS_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct pfr_map_rec *r = &em->maps[i];
+        v[i] = (pfr_sym_exit_map){
+            .start = r->start,
+            .end = r->end,
+            .pgoff = r->pgoff,
+            .dev = makedev(r->dev >> 20, r->dev & 0xfffff), /* the kernel's dev_t */
+            .ino = r->ino,
+            .kind = r->kind == PFR_MAPREC_VDSO   ? PFR_SYM_EXIT_VDSO
+                    : r->kind == PFR_MAPREC_FILE ? PFR_SYM_EXIT_FILE
+                                                 : PFR_SYM_EXIT_ANON};
+    }
+    if (pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n) > 0)
+        cs->st.exit_maps_taken++;
+    else
+        cs->st.exit_maps_unneeded++;
+}
+
 static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)
 {
     pfr_proc *p = pfr_proc_table_get(&cs->procs, ev->tgid);
@@ -218,6 +254,8 @@ static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)
         return;
     p->exited = true;
     p->exited_gen = cs->gen;
+    if ((ev->flags & PFR_EVF_MAPS) && !p->kthread)
+        take_exit_maps(cs, p, (const struct pfr_exit_maps *)ev);
 }
 
 static void on_event(const struct pfr_event *ev, void *ctx)
@@ -537,7 +575,8 @@ static void cpu_log_stats(void *self)
               mi.uordblks, mi.fordblks, mi.hblkhd);
     pfr_debug(
         "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
-        "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu} "
+        "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
+        "exit_maps{taken=%llu unneeded=%llu}} "
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
@@ -548,6 +587,7 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
         (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
         (unsigned long long)s.exe_hits, (unsigned long long)s.exe_reads,
+        (unsigned long long)s.exit_maps_taken, (unsigned long long)s.exit_maps_unneeded,
         (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
         (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
         (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,

@@ -26,7 +26,10 @@ typedef struct pfr_cpu_source_stats {
     uint64_t processes_live; /* records held now */
     uint64_t processes_forgotten;
     uint64_t snapshot_failures; /* process gone before its mappings were read */
-    uint64_t snapshots;         /* mappings snapshots taken (first looks and second looks) */
+    /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
+     * its snapshot (it had none, or one from its loader), or not needed */
+    uint64_t exit_maps_taken, exit_maps_unneeded;
+    uint64_t snapshots; /* mappings snapshots taken (first looks and second looks) */
     uint64_t snapshot_ns, snapshot_max_ns; /* time spent taking them (files parsed included) */
     uint64_t event_wait_max_ns;            /* longest wait of a notification for the lock */
     uint64_t frame_cache_bytes, frame_cache_hits, frame_cache_misses, frame_cache_resets;

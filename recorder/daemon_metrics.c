@@ -98,6 +98,12 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
     static const char exe_help[] = "executable paths of processes, by where they came from";
     put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "mappings", (double)st->exe_hits);
     put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "proc", (double)st->exe_reads);
+    static const char xm_help[] =
+        "exits that carried the process's mappings, by whether they replaced its snapshot";
+    put1(m, "pfr_process_exit_mappings_total", xm_help, "use", "taken",
+         (double)st->exit_maps_taken);
+    put1(m, "pfr_process_exit_mappings_total", xm_help, "use", "unneeded",
+         (double)st->exit_maps_unneeded);
     put(m, "pfr_symbol_files_parsed_total", "ELF files parsed for symbols", C,
         (double)st->sym.files_parsed);
     put(m, "pfr_symbol_cache_bytes", "bytes held by the symbol cache", G,

@@ -214,6 +214,25 @@ int pfr_sym_maps_parse_mem(const char *data, size_t len, struct pfr_sym_maps *ou
     return finish(out, pfr_sym_lines_from_mem(data, len, &maps_limits, on_line, &c, err, errlen));
 }
 
+int pfr_sym_maps_from_lines(const struct pfr_sym_maps_line *v, size_t n, struct pfr_sym_maps *out,
+                            char *err, size_t errlen)
+{
+    uint64_t prev_end = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (v[i].end <= v[i].start || v[i].start < prev_end) {
+            snprintf(err, errlen, "mapping %zu: empty, or out of order", i);
+            rc = -EINVAL;
+        } else {
+            prev_end = v[i].end;
+            rc = add_map(out, &v[i]);
+            if (rc)
+                snprintf(err, errlen, "mapping %zu: %s", i, strerror(-rc));
+        }
+    }
+    return finish(out, rc);
+}
+
 /* PROCMAP_QUERY (Linux 6.11): one VMA per ioctl, filtered by the kernel. Declared here because
  * the build machine's kernel headers may predate it; the layout is the kernel's UAPI. */
 struct pfr_procmap_query {

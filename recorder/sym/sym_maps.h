@@ -58,6 +58,11 @@ int pfr_sym_maps_parse_mem(const char *data, size_t len, struct pfr_sym_maps *ou
  * before 6.11 (read the text then); without [vsyscall], which the ioctl does not list. */
 int pfr_sym_maps_query(const char *path, struct pfr_sym_maps *out, char *err, size_t errlen);
 
+/* The same from mappings listed elsewhere (the kernel's list at a process's exit): only the
+ * executable ones, by address and not overlapping, else -EINVAL with a reason. */
+int pfr_sym_maps_from_lines(const struct pfr_sym_maps_line *v, size_t n, struct pfr_sym_maps *out,
+                            char *err, size_t errlen);
+
 /* The mapping containing addr, or NULL. */
 const struct pfr_sym_map *pfr_sym_maps_find(const struct pfr_sym_maps *m, uint64_t addr);
 static inline const char *pfr_sym_map_path(const struct pfr_sym_maps *m,

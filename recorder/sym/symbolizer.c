@@ -33,6 +33,7 @@
 #define MIN_KEPT_FDS        16   /* descriptors kept by cached files (names, DWARF): at least */
 #define MAX_KEPT_FDS        4096 /* and at most; else half the soft RLIMIT_NOFILE */
 #define MAX_NEGATIVE        4096 /* remembered unusable files before forgetting them all */
+#define MAX_FILE_PATHS      4096 /* remembered paths of mapped files before forgetting them all */
 #define REFRESH_NS          2000000000L /* re-read maps on an unmapped address at most this often */
 #define DEBUG_DIR           "/usr/lib/debug/.build-id"
 /* DWARF dropped for room is read again no sooner than this: under pressure, new addresses of
@@ -65,8 +66,12 @@ struct pfr_symbolizer {
     struct pfr_sym_hmap neg;    /* dev, inode of files that cannot be used */
     struct pfr_sym_hmap keys;   /* key hashes -> struct pfr_sym_file * */
     struct pfr_sym_hmap gone;   /* key hashes of evicted files (to count re-parses) */
-    struct seg_list seg[2];     /* probation, protected */
-    uint64_t tick;              /* one per add_process and per user address */
+    /* dev, inode -> offset in path_pool: where snapshots saw each mapped file, to name the
+     * files of mappings listed at a process's exit (pfr_symbolizer_set_exit_maps) */
+    struct pfr_sym_hmap file_paths;
+    struct pfr_sym_strpool path_pool;
+    struct seg_list seg[2]; /* probation, protected */
+    uint64_t tick;          /* one per add_process and per user address */
     size_t cache_bytes, dwarf_bytes;
     size_t kept_fds, max_fds, nfiles;
     struct pfr_sym_file *vdso;
@@ -789,6 +794,24 @@ static struct sym_proc *proc_get(const pfr_symbolizer *s, pid_t pid)
                : NULL;
 }
 
+static void remember_paths(pfr_symbolizer *s, const struct pfr_sym_maps *maps)
+{
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct pfr_sym_map *m = &maps->v[i];
+        if (m->kind != PFR_MAP_FILE || m->deleted || m->ino == 0 ||
+            pfr_sym_hmap_get(&s->file_paths, m->dev, m->ino, NULL))
+            continue;
+        if (s->file_paths.n >= MAX_FILE_PATHS) { /* forget them all: keeps both bounded */
+            pfr_sym_hmap_clear(&s->file_paths);
+            pfr_sym_strpool_free(&s->path_pool);
+        }
+        const char *path = pfr_sym_map_path(maps, m);
+        uint32_t off = pfr_sym_strpool_add(&s->path_pool, path, strlen(path));
+        if (off == PFR_STR_NONE || pfr_sym_hmap_put(&s->file_paths, m->dev, m->ino, off) != 0)
+            return; /* out of memory: exit mappings will name fewer files */
+    }
+}
+
 static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
 {
     char path[PATH_MAX];
@@ -802,6 +825,8 @@ static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
     }
     if (rc == -ENOTTY || rc == -EINVAL)
         rc = pfr_sym_maps_read(path, out, s->err, sizeof(s->err));
+    if (rc == 0)
+        remember_paths(s, out);
     return rc == -ENOENT ? -ESRCH : rc;
 }
 
@@ -886,9 +911,34 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
     pfr_sym_hmap_free(&s->neg);
     pfr_sym_hmap_free(&s->keys);
     pfr_sym_hmap_free(&s->gone);
+    pfr_sym_hmap_free(&s->file_paths);
+    pfr_sym_strpool_free(&s->path_pool);
     pfr_sym_kallsyms_free(&s->ksyms);
     free(s->proc_root);
     free(s);
+}
+
+/* Make *maps (taken over, freed on failure) pid's snapshot; NULL when out of memory. */
+static struct sym_proc *set_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *maps, bool gone)
+{
+    struct sym_proc *p = proc_get(s, pid);
+    if (p) {
+        pfr_sym_maps_free(&p->maps);
+    } else {
+        p = calloc(1, sizeof(*p));
+        if (!p ||
+            pfr_sym_hmap_put(&s->procs, (uint64_t)(uint32_t)pid, 0, (uint64_t)(uintptr_t)p) != 0) {
+            free(p);
+            pfr_sym_maps_free(maps);
+            return NULL;
+        }
+        p->pid = pid;
+        s->st.processes++;
+    }
+    p->maps = *maps;
+    p->gone = gone;
+    p->last_read_ns = now_ns();
+    return p;
 }
 
 int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid)
@@ -903,23 +953,9 @@ int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid)
         return rc;
     }
     s->tick++;
-    struct sym_proc *p = proc_get(s, pid);
-    if (p) {
-        pfr_sym_maps_free(&p->maps); /* re-added after exec */
-    } else {
-        p = calloc(1, sizeof(*p));
-        if (!p ||
-            pfr_sym_hmap_put(&s->procs, (uint64_t)(uint32_t)pid, 0, (uint64_t)(uintptr_t)p) != 0) {
-            free(p);
-            pfr_sym_maps_free(&maps);
-            return -ENOMEM;
-        }
-        p->pid = pid;
-        s->st.processes++;
-    }
-    p->maps = maps;
-    p->gone = false;
-    p->last_read_ns = now_ns();
+    struct sym_proc *p = set_maps(s, pid, &maps, false); /* replaces the old ones after exec */
+    if (!p)
+        return -ENOMEM;
     /* parse its files now, while /proc/PID/root still leads to them */
     for (size_t i = 0; i < p->maps.n; i++)
         if (p->maps.v[i].kind == PFR_MAP_FILE)
@@ -927,16 +963,13 @@ int pfr_symbolizer_add_process(pfr_symbolizer *s, pid_t pid)
     return 0;
 }
 
-size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
+static size_t count_files(const struct pfr_sym_maps *maps)
 {
-    const struct sym_proc *p = s ? proc_get(s, pid) : NULL;
-    if (!p)
-        return 0;
     /* mappings are sorted by address and a file's segments are adjacent: count changes */
-    size_t n = 0;
     const struct pfr_sym_map *last = NULL;
-    for (size_t i = 0; i < p->maps.n; i++) {
-        const struct pfr_sym_map *m = &p->maps.v[i];
+    size_t n = 0;
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct pfr_sym_map *m = &maps->v[i];
         if (m->kind != PFR_MAP_FILE)
             continue;
         if (!last || m->dev != last->dev || m->ino != last->ino)
@@ -944,6 +977,66 @@ size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
         last = m;
     }
     return n;
+}
+
+/* The mappings of v that can be named: files by the path other snapshots saw them at. */
+static int exit_lines(const pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n,
+                      struct pfr_sym_maps *out)
+{
+    struct pfr_sym_maps_line *lines = calloc(n ? n : 1, sizeof(*lines));
+    size_t k = 0;
+    if (!lines)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        struct pfr_sym_maps_line l = {.start = v[i].start,
+                                      .end = v[i].end,
+                                      .pgoff = v[i].pgoff,
+                                      .dev = v[i].dev,
+                                      .ino = v[i].ino,
+                                      .perms = {'r', '-', 'x', 'p'},
+                                      .path = "",
+                                      .path_len = 0};
+        uint64_t off;
+        if (v[i].kind == PFR_SYM_EXIT_VDSO) {
+            l.path = "[vdso]";
+        } else if (v[i].kind == PFR_SYM_EXIT_FILE) {
+            if (!pfr_sym_hmap_get(&s->file_paths, v[i].dev, v[i].ino, &off))
+                continue; /* never seen: no path to name or open it by */
+            l.path = pfr_sym_strpool_get(&s->path_pool, (uint32_t)off);
+        }
+        l.path_len = strlen(l.path);
+        lines[k++] = l;
+    }
+    char err[128];
+    int rc = pfr_sym_maps_from_lines(lines, k, out, err, sizeof(err));
+    free(lines);
+    return rc;
+}
+
+int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v, size_t n)
+{
+    if (!s || pid <= 0 || (n && !v))
+        return -EINVAL;
+    struct pfr_sym_maps maps = {0};
+    int rc = exit_lines(s, v, n, &maps);
+    if (rc)
+        return rc;
+    const struct sym_proc *p = proc_get(s, pid);
+    size_t files = count_files(&maps);
+    if (files == 0 || (p && files <= count_files(&p->maps))) {
+        pfr_sym_maps_free(&maps);
+        return 0;
+    }
+    /* it exited: nothing to read again */
+    return set_maps(s, pid, &maps, true) ? (int)files : -ENOMEM;
+}
+
+size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
+{
+    const struct sym_proc *p = s ? proc_get(s, pid) : NULL;
+    if (!p)
+        return 0;
+    return count_files(&p->maps);
 }
 
 int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, uint64_t ino,
@@ -1094,7 +1187,8 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
     size_t b = sizeof(*s) + s->cache_bytes + pfr_sym_kallsyms_bytes(&s->ksyms) +
                pfr_sym_hmap_bytes(&s->procs) + pfr_sym_hmap_bytes(&s->devino) +
                pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys) +
-               pfr_sym_hmap_bytes(&s->gone);
+               pfr_sym_hmap_bytes(&s->gone) + pfr_sym_hmap_bytes(&s->file_paths) +
+               pfr_sym_strpool_bytes(&s->path_pool);
     for (size_t i = 0; i < s->procs.cap; i++)
         if (s->procs.slots[i].used)
             b += sizeof(struct sym_proc) +

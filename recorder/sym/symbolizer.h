@@ -70,6 +70,23 @@ void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid);
  * dynamically linked process still in its loader has two at most (itself and ld.so). */
 size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid);
 
+/* A process's executable mapping as the kernel listed it at the process's exit. */
+enum pfr_sym_exit_kind { PFR_SYM_EXIT_FILE, PFR_SYM_EXIT_VDSO, PFR_SYM_EXIT_ANON };
+typedef struct pfr_sym_exit_map {
+    uint64_t start, end, pgoff;
+    uint64_t dev; /* as stat() reports it */
+    uint64_t ino;
+    enum pfr_sym_exit_kind kind;
+} pfr_sym_exit_map;
+
+/* Take the mappings the kernel listed at pid's exit (by address) as its snapshot, if they name
+ * more files than the snapshot it has (none when the process exited before its maps were read,
+ * or only itself and ld.so when they were read in its loader). A file is named by the path it
+ * had in the snapshots of other processes (the last few thousand files seen); one never seen
+ * is left out, and its frames stay unknown. Returns how many files the new snapshot names, 0 if
+ * the old one was kept, or a negative errno. */
+int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v, size_t n);
+
 /* The path of the file (dev as stat() reports it, ino) that pid's snapshot maps, as the maps
  * name it (without " (deleted)"): the same as readlink(/proc/PID/exe) for the executable, with no
  * path walk through /proc. 0, or -ENOENT if the snapshot maps no such file (or has none). */

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/btf.h>
+
 #include "cpu_profiler.h"
 
 static int failures;
@@ -39,7 +41,27 @@ struct seen {
     char comm[16];
     uint64_t exe_ino;
     uint32_t exe_dev;
+    /* the exit's mappings, if it carried them */
+    bool exit_maps;
+    uint32_t exit_nmaps;
+    bool exit_maps_sorted, exit_maps_exe;
 };
+
+/* Checks an exit's mapping list: by address, and holding the executable (inode from the first
+ * sample's notification). */
+static void note_exit_maps(struct seen *s, const struct pfr_exit_maps *em)
+{
+    s->exit_maps = true;
+    s->exit_nmaps = em->nmaps;
+    s->exit_maps_sorted = true;
+    for (uint32_t i = 0; i < em->nmaps; i++) {
+        const struct pfr_map_rec *r = &em->maps[i];
+        if (r->end <= r->start || (i > 0 && r->start < em->maps[i - 1].end))
+            s->exit_maps_sorted = false;
+        if (r->kind == PFR_MAPREC_FILE && r->ino == s->exe_ino && r->dev == s->exe_dev)
+            s->exit_maps_exe = true;
+    }
+}
 
 static void on_event(const struct pfr_event *ev, void *ctx)
 {
@@ -56,9 +78,22 @@ static void on_event(const struct pfr_event *ev, void *ctx)
         s->exe_dev = ev->exe_dev;
     } else if (ev->type == PFR_EV_EXIT) {
         s->exit_events++;
+        if (ev->flags & PFR_EVF_MAPS)
+            note_exit_maps(s, (const struct pfr_exit_maps *)ev);
     } else if (ev->type == PFR_EV_EXEC) {
         s->exec_events++;
     }
+}
+
+/* Does the running kernel's BTF have function name (a kfunc, say)? */
+static bool kernel_has(const char *name)
+{
+    struct btf *btf = btf__load_vmlinux_btf();
+    if (!btf)
+        return false;
+    bool has = btf__find_by_name_kind(btf, name, BTF_KIND_FUNC) >= 0;
+    btf__free(btf);
+    return has;
 }
 
 static double now_s(void)
@@ -271,6 +306,16 @@ int main(void)
           (unsigned long long)seen.exe_ino, (unsigned long long)self.st_ino);
     CHECK(seen.exe_dev == (major(self.st_dev) << 20 | minor(self.st_dev)),
           "exe device %#x, not %u:%u", seen.exe_dev, major(self.st_dev), minor(self.st_dev));
+    /* kernels whose BPF can walk a task's mappings (the task_vma iterator) send them at exit */
+    printf("exit mappings: %s, %u of them\n", seen.exit_maps ? "sent" : "not sent",
+           seen.exit_nmaps);
+    CHECK(seen.exit_maps || !kernel_has("bpf_iter_task_vma_new"),
+          "the kernel has the task_vma iterator, but the exit carried no mappings");
+    if (seen.exit_maps) {
+        CHECK(seen.exit_nmaps >= 2, "%u executable mappings at exit", seen.exit_nmaps);
+        CHECK(seen.exit_maps_sorted, "exit mappings not by address");
+        CHECK(seen.exit_maps_exe, "exit mappings without the executable");
+    }
     CHECK(c.stack_map_full == 0 && c.count_map_full == 0, "maps overflowed");
     /* the child's one stack, sampled on every drain, is read from the kernel about once per
      * buffer, not once per drain */

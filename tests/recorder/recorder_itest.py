@@ -786,6 +786,21 @@ def test_metrics(args, tmp):
         m = re.search(r'^pfr_process_exe_lookups_total\{from="mappings"\} (\S+)$', text, re.M)
         check(m and float(m.group(1)) > 0, "no executable found in the mappings: %s" %
               (m.group(0) if m else "metric missing"))
+        # where the kernel's BPF can walk a task's mappings, the exit of a sampled process
+        # carries them (taken as its snapshot when it had none or only its loader's)
+        subprocess.run(["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"],
+                       check=True)
+        time.sleep(2.5)  # the exit is read at the next interval's drain (1 s)
+        with open("/sys/kernel/btf/vmlinux", "rb") as f:
+            iterator = b"bpf_iter_task_vma_new" in f.read()
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+            later = r.read().decode()
+        uses = re.findall(r'^pfr_process_exit_mappings_total\{use="(taken|unneeded)"\} (\S+)$',
+                          later, re.M)
+        check(len(uses) == 2, "pfr_process_exit_mappings_total: %r" % uses)
+        if iterator:
+            check(sum(float(v) for _, v in uses) > 0, "no exit carried mappings: %r" % uses)
         if go:
             # a phase allocates about 1.1 GB; the counter is the scaled estimate
             v = go_alloc_bytes(text, go.pid)

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -263,6 +264,78 @@ static void test_file_path(void **state)
         pfr_symbolizer_file_path(s, getpid(), exe.st_dev, exe.st_ino, got, sizeof(got)), -ENOENT);
     pfr_symbolizer_free(s);
     assert_int_equal(tu_stop(&c), 0);
+}
+
+/* pid's executable mappings as the kernel would list them at its exit (read from its maps). */
+static size_t exit_maps_of(pid_t pid, pfr_sym_exit_map *v, size_t cap)
+{
+    char path[64], line[4096], perms[5], name[4096];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    assert_non_null(f);
+    size_t n = 0;
+    while (n < cap && fgets(line, sizeof(line), f)) {
+        unsigned long start, end, off, ino;
+        unsigned maj, min;
+        name[0] = '\0';
+        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu %4095s", &start, &end, perms, &off, &maj, &min,
+                   &ino, name) < 7 ||
+            perms[2] != 'x')
+            continue;
+        v[n++] = (pfr_sym_exit_map){.start = start,
+                                    .end = end,
+                                    .pgoff = off,
+                                    .dev = makedev(maj, min),
+                                    .ino = ino,
+                                    .kind = strcmp(name, "[vdso]") == 0 ? PFR_SYM_EXIT_VDSO
+                                            : ino                       ? PFR_SYM_EXIT_FILE
+                                                                        : PFR_SYM_EXIT_ANON};
+    }
+    fclose(f);
+    return n;
+}
+
+/* A process that exited before its maps were read is named from the mappings listed at its exit,
+ * by the paths another process's snapshot gave the same files; a file never seen is left out, a
+ * fuller snapshot is kept, and a list out of order is refused. */
+static void test_exit_maps(void **state)
+{
+    (void)state;
+    struct tu_child a, b;
+    pfr_symbolizer *s = run_snapped(&a, "t_lib", false);
+    run(&b, bin("t_lib"));
+    pfr_sym_exit_map v[64];
+    size_t n = exit_maps_of(b.pid, v, 63);
+    assert_true(n >= 4); /* t_lib, libtarget.so, libc, ld.so */
+    pid_t pid = b.pid;
+    uint64_t leaf = tu_addr(&b, "leaf_function"), lib = tu_addr(&b, "lib_function");
+    assert_int_equal(tu_stop(&b), 0);
+    /* a file no snapshot has seen, mapped past the others */
+    v[n++] = (pfr_sym_exit_map){.start = 0x7fff00000000ull,
+                                .end = 0x7fff00001000ull,
+                                .dev = 1,
+                                .ino = 12345,
+                                .kind = PFR_SYM_EXIT_FILE};
+    assert_int_equal(pfr_symbolizer_process_files(s, pid), 0);
+    int files = pfr_symbolizer_set_exit_maps(s, pid, v, n);
+    assert_true(files >= 4);
+    assert_int_equal(pfr_symbolizer_process_files(s, pid), (size_t)files);
+    expect_frame(s, pid, leaf, "leaf_function", "target.c", marker("target.c", "LEAF_LINE"));
+    expect_frame(s, pid, lib + 1, "lib_function", "libtarget.c", marker("libtarget.c", "LIB_LINE"));
+    pfr_sym_frame fr[2];
+    assert_int_equal(pfr_symbolize_user(s, pid, lib, fr, 2), 1);
+    assert_true(tu_ends_with(fr[0].module, "/libtarget.so"));
+    assert_int_equal(pfr_symbolize_user(s, pid, 0x7fff00000010ull, fr, 2), 1);
+    assert_string_equal(fr[0].module, "");
+    /* a snapshot naming more files stays */
+    assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, 1), 0);
+    expect_frame(s, a.pid, tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
+                 marker("libtarget.c", "LIB_LINE"));
+    /* out of order */
+    pfr_sym_exit_map swapped[2] = {v[1], v[0]};
+    assert_int_equal(pfr_symbolizer_set_exit_maps(s, 424242, swapped, 2), -EINVAL);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&a), 0);
 }
 
 static void test_c_stripped(void **state)
@@ -576,23 +649,15 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plt_stub), /* (a comment keeps the list one per line) */
-        cmocka_unit_test(test_c_pie),
-        cmocka_unit_test(test_c_nopie),
-        cmocka_unit_test(test_c_shared),
-        cmocka_unit_test(test_file_path),
-        cmocka_unit_test(test_c_stripped),
-        cmocka_unit_test(test_no_dwarf),
-        cmocka_unit_test(test_cpp),
-        cmocka_unit_test(test_go),
-        cmocka_unit_test(test_go_pie),
-        cmocka_unit_test(test_go_stripped),
-        cmocka_unit_test(test_exited),
-        cmocka_unit_test(test_deleted),
-        cmocka_unit_test(test_mount_namespace),
-        cmocka_unit_test(test_kernel),
-        cmocka_unit_test(test_vdso),
-        cmocka_unit_test(test_cache_bound),
-        cmocka_unit_test(test_shared_cache),
+        cmocka_unit_test(test_c_pie),       cmocka_unit_test(test_c_nopie),
+        cmocka_unit_test(test_c_shared),    cmocka_unit_test(test_file_path),
+        cmocka_unit_test(test_exit_maps),   cmocka_unit_test(test_c_stripped),
+        cmocka_unit_test(test_no_dwarf),    cmocka_unit_test(test_cpp),
+        cmocka_unit_test(test_go),          cmocka_unit_test(test_go_pie),
+        cmocka_unit_test(test_go_stripped), cmocka_unit_test(test_exited),
+        cmocka_unit_test(test_deleted),     cmocka_unit_test(test_mount_namespace),
+        cmocka_unit_test(test_kernel),      cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_cache_bound), cmocka_unit_test(test_shared_cache),
     };
     return cmocka_run_group_tests(tests, build_all, cleanup);
 }
