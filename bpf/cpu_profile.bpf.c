@@ -367,6 +367,14 @@ int pfr_sample(struct bpf_perf_event_data *ctx)
         key.kstack = store_stack(cs, ctx, stacks, xstacks, 0, PFR_CNT_KSTACK_ERR);
         if (umode < 0 && key.kstack == PFR_STACK_ERROR)
             key.kstack = 0; /* most likely an empty kernel stack */
+        /* Inside execve the saved user registers are the old image's until the new one starts,
+         * while the mm may already be the new one's: a user stack read then is addresses of a
+         * program no longer mapped ("[unknown]" frames). The sample keeps its kernel stack. */
+        if (!no_user && bpf_core_field_exists(task->in_execve) &&
+            BPF_CORE_READ_BITFIELD_PROBED(task, in_execve)) {
+            no_user = 1;
+            COUNT(cs, PFR_CNT_EXEC_NO_USTACK);
+        }
     }
     if (!no_user)
         key.ustack = store_stack(cs, ctx, stacks, xstacks, BPF_F_USER_STACK, PFR_CNT_USTACK_ERR);

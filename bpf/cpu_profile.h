@@ -54,6 +54,7 @@ enum pfr_counter {
     PFR_CNT_STACK_REUSED,    /* stack already in the collision map (a hit, not a loss) */
     PFR_CNT_STACK_COLLISION, /* stack-trace map bucket taken by another stack: stored in the
                               * collision map instead (not a loss) */
+    PFR_CNT_EXEC_NO_USTACK,  /* sampled inside execve: user stack not read (see the sampler) */
     PFR_CNT_MAX,
 };
 

@@ -668,6 +668,7 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
     out->events_lost = sum[PFR_CNT_EVENTS_LOST];
     out->stacks_reused = sum[PFR_CNT_STACK_REUSED];
     out->stack_collisions = sum[PFR_CNT_STACK_COLLISION];
+    out->exec_no_ustack = sum[PFR_CNT_EXEC_NO_USTACK];
     out->drains = cp->drains;
     out->stack_reads = cp->stack_reads;
     out->stack_map_resets = cp->stack_map_resets;

@@ -36,6 +36,7 @@ typedef struct pfr_cpu_counters {
     uint64_t stacks_reused;    /* collided stack already in the collision map in the interval */
     uint64_t stack_collisions; /* stack-trace map bucket held another stack: the stack went to
                                 * the collision map (kept, not lost) */
+    uint64_t exec_no_ustack;   /* samples inside execve, kept without their user stack */
     uint64_t prog_misses;      /* samples the kernel skipped because a BPF program was running */
     uint64_t prog_run_ns, prog_runs; /* BPF run time, when kernel.bpf_stats_enabled = 1 */
     uint64_t drains;

@@ -83,6 +83,9 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
          (double)st->bpf.kstack_errors);
     put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "user_stack_error",
          (double)st->bpf.ustack_errors);
+    put(m, "pfr_cpu_samples_in_execve_total",
+        "CPU samples inside execve, kept without their user stack (the old image's)", C,
+        (double)st->bpf.exec_no_ustack);
     put(m, "pfr_cpu_process_events_lost_total", "process notifications dropped (ring full)", C,
         (double)st->bpf.events_lost);
     put(m, "pfr_cpu_bpf_run_seconds_total",

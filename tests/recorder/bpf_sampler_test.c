@@ -96,6 +96,22 @@ static bool kernel_has(const char *name)
     return has;
 }
 
+/* Does the running kernel's struct type have member field? */
+static bool kernel_has_field(const char *type, const char *field)
+{
+    struct btf *btf = btf__load_vmlinux_btf();
+    if (!btf)
+        return false;
+    bool has = false;
+    int id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+    const struct btf_type *t = id >= 0 ? btf__type_by_id(btf, id) : NULL;
+    const struct btf_member *m = t ? btf_members(t) : NULL;
+    for (int i = 0; t && i < btf_vlen(t) && !has; i++)
+        has = strcmp(btf__name_by_offset(btf, m[i].name_off), field) == 0;
+    btf__free(btf);
+    return has;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -209,6 +225,41 @@ static void collisions_phase(void)
           (unsigned long long)resolved, (unsigned long long)child_count);
     CHECK(renewed == 1 && seen.new_events == 2, "%d notifications, %d before forget",
           seen.new_events, renewed);
+    pfr_cpu_profiler_close(cp);
+}
+
+/* Samples inside execve keep their kernel stack but not the user one, which the registers still
+ * give as the old image's while the new one is being set up: counted, on a shell starting
+ * programs in a loop. */
+static void exec_phase(void)
+{
+    struct seen seen = {0};
+    pfr_cpu_profiler *cp = NULL;
+    char err[512];
+    pfr_cpu_profiler_opts opts = {.hz = 997};
+    int rc = pfr_cpu_profiler_open(&opts, on_event, &seen, &cp, err, sizeof(err));
+    CHECK(rc == 0, "open: %s", err);
+    if (rc)
+        return;
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", "while :; do /bin/true; done", (char *)NULL);
+        _exit(127);
+    }
+    double end = now_s() + 1.0;
+    while (now_s() < end) {
+        pfr_cpu_profiler_poll_events(cp, 20);
+        pfr_cpu_drain d;
+        pfr_cpu_profiler_drain(cp, &d);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    pfr_cpu_counters c;
+    pfr_cpu_profiler_counters(cp, &c);
+    printf("exec phase: samples=%llu in execve without user stack=%llu\n",
+           (unsigned long long)c.samples, (unsigned long long)c.exec_no_ustack);
+    CHECK(c.exec_no_ustack > 0 || !kernel_has_field("task_struct", "in_execve"),
+          "no sample inside execve in 1 s of a shell starting /bin/true");
     pfr_cpu_profiler_close(cp);
 }
 
@@ -330,6 +381,7 @@ int main(void)
 
     pfr_cpu_profiler_close(cp);
     collisions_phase();
+    exec_phase();
     if (failures)
         return 1;
     printf("PASS\n");

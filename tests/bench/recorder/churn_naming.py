@@ -4,7 +4,8 @@ turn for --seconds on the churn workload (2 spinners, 300 idle processes, 100 `l
 second), then its ring is read and the `ls` samples with user frames are counted, with those
 whose leaf user frame has no module: the leaf address comes from the registers, not from
 unwinding, so an unnamed leaf means the process's mappings were not known. Samples taken inside
-execve are left out: there the user registers may still hold the old image's addresses.
+execve are counted apart: there the user registers may still hold the old image's addresses
+(pfr keeps only their kernel stack).
 
 Usage: churn_naming.py --bench-dir BUILD/tests/bench/recorder --dump BUILD/tests/recorder/recorder_store_dump
                        [--seconds 45] LABEL=RECORDER [LABEL=RECORDER ...]
@@ -23,9 +24,10 @@ from bpfstats import host_workload
 
 
 def leaf_naming(dump, store):
-    """(samples with user frames, of which an unnamed leaf, distinct pids) of `ls`."""
+    """(samples with user frames outside execve, of which an unnamed leaf, distinct pids,
+    samples inside execve, of which with user frames) of `ls`."""
     out = subprocess.run([dump, store, "--samples"], capture_output=True, text=True, check=True)
-    total = unnamed = 0
+    total = unnamed = in_exec = exec_user = 0
     pids = set()
     for line in out.stdout.splitlines():
         for s in json.loads(line).get("samples", []):
@@ -33,12 +35,16 @@ def leaf_naming(dump, store):
                 continue
             kernel = [f for f in s["frames"] if f["module"] == "[kernel]"]
             user = [f for f in s["frames"] if f["module"] != "[kernel]"]
-            if not user or any("execve" in f["function"] for f in kernel):
+            if any("execve" in f["function"] for f in kernel):
+                in_exec += 1
+                exec_user += bool(user)
+                continue
+            if not user:
                 continue
             total += 1
             pids.add(s["pid"])
             unnamed += user[0]["module"] == ""
-    return total, unnamed, len(pids)
+    return total, unnamed, len(pids), in_exec, exec_user
 
 
 def run_one(args, label, recorder):
@@ -55,10 +61,13 @@ def run_one(args, label, recorder):
             time.sleep(args.seconds)
             p.terminate()
             p.wait()
-        total, unnamed, pids = leaf_naming(args.dump, os.path.join(tmp, "ring.db"))
+        total, unnamed, pids, in_exec, exec_user = leaf_naming(args.dump,
+                                                               os.path.join(tmp, "ring.db"))
         procs = re.findall(r"processes\{[^}]*\}\}?", open(os.path.join(tmp, "log")).read())
         print("%-8s ls samples with user frames (outside execve) %d, unnamed leaf %d (%.1f %%),"
-              " %d processes" % (label, total, unnamed, 100.0 * unnamed / max(total, 1), pids))
+              " %d processes; inside execve %d, %d with user frames"
+              % (label, total, unnamed, 100.0 * unnamed / max(total, 1), pids, in_exec,
+                 exec_user))
         if procs:
             print("         " + procs[-1])
     finally:
