@@ -173,15 +173,23 @@ static void tally_child(pfr_cpu_profiler *cp, const pfr_cpu_drain *d, pid_t chil
     }
 }
 
+/* The sampler at 997 Hz (with a stack-trace map of stack_entries buckets, 0 = default),
+ * reporting to seen; NULL (and a failure) if it cannot open. */
+static pfr_cpu_profiler *open_at_997(unsigned stack_entries, struct seen *seen)
+{
+    pfr_cpu_profiler *cp = NULL;
+    char err[512];
+    pfr_cpu_profiler_opts opts = {.hz = 997, .stack_map_entries = stack_entries};
+    int rc = pfr_cpu_profiler_open(&opts, on_event, seen, &cp, err, sizeof(err));
+    CHECK(rc == 0, "open: %s", err);
+    return rc == 0 ? cp : NULL;
+}
+
 static void collisions_phase(void)
 {
     struct seen seen = {0};
-    pfr_cpu_profiler *cp = NULL;
-    char err[512];
-    pfr_cpu_profiler_opts opts = {.hz = 997, .stack_map_entries = 4};
-    int rc = pfr_cpu_profiler_open(&opts, on_event, &seen, &cp, err, sizeof(err));
-    CHECK(rc == 0, "open: %s", err);
-    if (rc)
+    pfr_cpu_profiler *cp = open_at_997(4, &seen);
+    if (!cp)
         return;
     pid_t child = fork();
     if (child == 0) {
@@ -201,7 +209,7 @@ static void collisions_phase(void)
             pfr_cpu_profiler_forget(cp, (uint32_t)child);
         }
         pfr_cpu_drain d;
-        rc = pfr_cpu_profiler_drain(cp, &d);
+        int rc = pfr_cpu_profiler_drain(cp, &d);
         CHECK(rc == 0, "drain: %s", strerror(-rc));
         if (rc == 0)
             tally_child(cp, &d, child, &child_count, &resolved, &hashed);
@@ -234,12 +242,8 @@ static void collisions_phase(void)
 static void exec_phase(void)
 {
     struct seen seen = {0};
-    pfr_cpu_profiler *cp = NULL;
-    char err[512];
-    pfr_cpu_profiler_opts opts = {.hz = 997};
-    int rc = pfr_cpu_profiler_open(&opts, on_event, &seen, &cp, err, sizeof(err));
-    CHECK(rc == 0, "open: %s", err);
-    if (rc)
+    pfr_cpu_profiler *cp = open_at_997(0, &seen);
+    if (!cp)
         return;
     pid_t child = fork();
     if (child == 0) {
