@@ -31,6 +31,11 @@
 #define RESNAP_DELAY_NS (15 * 1000000ll)
 #define YOUNG_NS        (100 * 1000000ll)
 #define RESNAP_MAX      4096
+/* Once exits are seen to carry mappings, a new process whose executable is already known (by its
+ * inode, from other snapshots) is not snapshotted at once: most such processes are short-lived
+ * and their exit names them for nothing; the ones still alive at the drain are snapshotted
+ * then. At most this many wait; past it, snapshots are taken at once again. */
+#define DEFER_MAX 4096
 /* executable files mapped while in the dynamic loader: the program and ld.so */
 #define LOADER_FILES 2
 
@@ -38,6 +43,11 @@ struct resnap {
     uint32_t tgid;
     uint64_t start_time;
     int64_t due_ns;
+};
+
+struct deferred {
+    uint32_t tgid;
+    uint64_t start_time;
 };
 
 struct pfr_cpu_source {
@@ -57,6 +67,9 @@ struct pfr_cpu_source {
     pfr_cpu_source_stats st;
     struct resnap *resnaps; /* pending second looks, event thread only */
     size_t nresnaps;
+    bool exit_maps_seen;       /* an exit carried mappings: this kernel sends them */
+    struct deferred *deferred; /* snapshots left for the drain (see DEFER_MAX), under lock */
+    size_t ndeferred;
 };
 
 static int64_t mono_ns(void)
@@ -113,6 +126,38 @@ static void snapshot_for(pfr_cpu_source *cs, const struct pfr_event *ev, char *e
     uint64_t dev = makedev(ev->exe_dev >> 20, ev->exe_dev & 0xfffff);
     if (pfr_symbolizer_file_path(cs->sym, (pid_t)ev->tgid, dev, ev->exe_ino, exe, exelen) != 0)
         exe[0] = '\0';
+}
+
+/* Leave the snapshot of the process ev is about to the drain or its exit, when both can name it:
+ * exits carry mappings on this kernel and its executable's path is known. Returns whether it
+ * was left, with the executable's path in exe. */
+static bool defer_snapshot(pfr_cpu_source *cs, const struct pfr_event *ev, char *exe, size_t exelen)
+{
+    if (!cs->exit_maps_seen || (ev->flags & PFR_EVF_KTHREAD) || !ev->exe_ino ||
+        cs->ndeferred >= DEFER_MAX)
+        return false;
+    uint64_t dev = makedev(ev->exe_dev >> 20, ev->exe_dev & 0xfffff);
+    if (pfr_symbolizer_known_path(cs->sym, dev, ev->exe_ino, exe, exelen) != 0)
+        return false; /* a program not seen yet: its snapshot teaches the paths of its files */
+    pfr_symbolizer_forget_process(cs->sym, (pid_t)ev->tgid); /* another image's, if any */
+    cs->deferred[cs->ndeferred++] = (struct deferred){ev->tgid, ev->start_time};
+    cs->st.snapshots_deferred++;
+    return true;
+}
+
+/* Snapshot the processes whose snapshot was left for the drain and that still live (the others
+ * had theirs from their exit). */
+static void take_deferred(pfr_cpu_source *cs)
+{
+    pfr_fair_lock_acquire(&cs->lock);
+    for (size_t i = 0; i < cs->ndeferred; i++) {
+        pfr_proc *p = pfr_proc_table_get(&cs->procs, cs->deferred[i].tgid);
+        if (p && !p->exited && p->start_time == cs->deferred[i].start_time &&
+            pfr_symbolizer_process_files(cs->sym, (pid_t)p->tgid) == 0)
+            snapshot_tgid(cs, p->tgid);
+    }
+    cs->ndeferred = 0;
+    pfr_fair_lock_release(&cs->lock);
 }
 
 /* The event thread's turn at the lock (the builder lets it in between samples). */
@@ -191,14 +236,17 @@ static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
     /* the mappings first: the sooner they are read, the likelier a short-lived process still
      * has them, and they name the executable */
     char exe[PATH_MAX];
-    snapshot_for(cs, ev, exe, sizeof(exe));
+    bool deferred = defer_snapshot(cs, ev, exe, sizeof(exe));
+    if (!deferred)
+        snapshot_for(cs, ev, exe, sizeof(exe));
     pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
     p = pfr_proc_table_learn_hinted(&cs->procs, ev->tgid, ev->start_time,
                                     ev->flags & PFR_EVF_KTHREAD, &hint, &cs->rules);
     if (!p)
         return;
     cs->st.processes_seen++;
-    schedule_resnap(cs, p, false);
+    if (!deferred)
+        schedule_resnap(cs, p, false);
 }
 
 static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
@@ -210,11 +258,14 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
     }
     pfr_frame_cache_forget(&cs->frames, p->tgid); /* a new image */
     char exe[PATH_MAX];
-    snapshot_for(cs, ev, exe, sizeof(exe));
+    bool deferred = defer_snapshot(cs, ev, exe, sizeof(exe));
+    if (!deferred)
+        snapshot_for(cs, ev, exe, sizeof(exe));
     /* the notification was sent after exec had set the new comm */
     pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
     pfr_proc_refresh_hinted(&cs->procs, p, &hint, &cs->rules);
-    schedule_resnap(cs, p, true);
+    if (!deferred)
+        schedule_resnap(cs, p, true);
 }
 
 /* The mappings the kernel listed at the exit, for a process whose snapshot failed (it exited
@@ -250,6 +301,8 @@ static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)
     pfr_proc *p = pfr_proc_table_get(&cs->procs, ev->tgid);
     if (!p || p->exited)
         return;
+    if (ev->flags & PFR_EVF_MAPS)
+        cs->exit_maps_seen = true;
     if (p->start_time != 0 && p->start_time != ev->start_time)
         return;
     p->exited = true;
@@ -441,6 +494,7 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
     }
     for (int i = 0; i < 200 && pfr_cpu_profiler_events_consumed(cs->cp) < produced; i++)
         usleep(1000);
+    take_deferred(cs);
     learn_missing(cs, &d);
 
     pfr_build_input in = {
@@ -576,7 +630,7 @@ static void cpu_log_stats(void *self)
     pfr_debug(
         "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
         "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
-        "exit_maps{taken=%llu unneeded=%llu}} "
+        "exit_maps{taken=%llu unneeded=%llu} deferred=%llu} "
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
@@ -588,18 +642,18 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
         (unsigned long long)s.exe_hits, (unsigned long long)s.exe_reads,
         (unsigned long long)s.exit_maps_taken, (unsigned long long)s.exit_maps_unneeded,
-        (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
-        (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
-        (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,
-        (unsigned long long)s.sym.files_parsed, (unsigned long long)s.sym.cache_hits,
-        (unsigned long long)s.sym.cache_misses, (unsigned long long)s.sym.evictions,
-        (unsigned long long)s.sym.cache_bytes, (unsigned long long)s.sym.unresolved_frames,
-        (unsigned long long)s.sym.errors, (unsigned long long)s.sym.reparses,
-        (unsigned long long)s.sym.dwarf_loads, (unsigned long long)s.sym.dwarf_evictions,
-        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_no_room,
-        (unsigned long long)s.sym.dwarf_outgrown, (unsigned long long)s.sym.dwarf_bytes,
-        (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
-        (double)s.last_build_ns / 1e6);
+        (unsigned long long)s.snapshots_deferred, (unsigned long long)s.profiles,
+        (unsigned long long)s.emit_errors, (unsigned long long)s.build.user_frames,
+        (unsigned long long)s.build.kernel_frames, (unsigned long long)s.build.lost_stacks,
+        (unsigned long long)s.build.late_frames, (unsigned long long)s.sym.files_parsed,
+        (unsigned long long)s.sym.cache_hits, (unsigned long long)s.sym.cache_misses,
+        (unsigned long long)s.sym.evictions, (unsigned long long)s.sym.cache_bytes,
+        (unsigned long long)s.sym.unresolved_frames, (unsigned long long)s.sym.errors,
+        (unsigned long long)s.sym.reparses, (unsigned long long)s.sym.dwarf_loads,
+        (unsigned long long)s.sym.dwarf_evictions, (unsigned long long)s.sym.dwarf_too_big,
+        (unsigned long long)s.sym.dwarf_no_room, (unsigned long long)s.sym.dwarf_outgrown,
+        (unsigned long long)s.sym.dwarf_bytes, (unsigned long long)s.sym.protected_bytes,
+        (double)s.last_drain_ns / 1e6, (double)s.last_build_ns / 1e6);
 }
 
 static void cpu_destroy(void *self)
@@ -623,6 +677,7 @@ static void cpu_destroy(void *self)
     pfr_service_rules_free(&cs->rules);
     pfr_fair_lock_destroy(&cs->lock);
     free(cs->resnaps);
+    free(cs->deferred);
     free(cs);
 }
 
@@ -684,7 +739,8 @@ int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, s
             cfg->interval_ns / 2 < 5000000000ll ? cfg->interval_ns / 2 : 5000000000ll;
     pfr_frame_cache_init(&cs->frames, cfg->sym_cache_bytes / 4);
     cs->resnaps = calloc(RESNAP_MAX, sizeof(*cs->resnaps));
-    int rc = cs->resnaps ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;
+    cs->deferred = calloc(DEFER_MAX, sizeof(*cs->deferred));
+    int rc = cs->resnaps && cs->deferred ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;
     if (rc == 0)
         rc = pfr_service_rules_copy(&cs->rules, &cfg->rules);
     if (rc) {

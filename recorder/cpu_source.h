@@ -29,7 +29,8 @@ typedef struct pfr_cpu_source_stats {
     /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
      * its snapshot (it had none, or one from its loader), or not needed */
     uint64_t exit_maps_taken, exit_maps_unneeded;
-    uint64_t snapshots; /* mappings snapshots taken (first looks and second looks) */
+    uint64_t snapshots_deferred; /* new processes left for the drain or their exit (DEFER_MAX) */
+    uint64_t snapshots;          /* mappings snapshots taken (first looks and second looks) */
     uint64_t snapshot_ns, snapshot_max_ns; /* time spent taking them (files parsed included) */
     uint64_t event_wait_max_ns;            /* longest wait of a notification for the lock */
     uint64_t frame_cache_bytes, frame_cache_hits, frame_cache_misses, frame_cache_resets;

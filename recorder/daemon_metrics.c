@@ -107,6 +107,9 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
          (double)st->exit_maps_taken);
     put1(m, "pfr_process_exit_mappings_total", xm_help, "use", "unneeded",
          (double)st->exit_maps_unneeded);
+    put(m, "pfr_process_snapshots_deferred_total",
+        "new processes whose mappings were left for the drain or their exit", C,
+        (double)st->snapshots_deferred);
     put(m, "pfr_symbol_files_parsed_total", "ELF files parsed for symbols", C,
         (double)st->sym.files_parsed);
     put(m, "pfr_symbol_cache_bytes", "bytes held by the symbol cache", G,

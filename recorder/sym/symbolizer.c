@@ -1039,6 +1039,20 @@ size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
     return count_files(&p->maps);
 }
 
+int pfr_symbolizer_known_path(const pfr_symbolizer *s, uint64_t dev, uint64_t ino, char *out,
+                              size_t outlen)
+{
+    uint64_t off;
+    if (!s || !ino || outlen == 0 || !pfr_sym_hmap_get(&s->file_paths, dev, ino, &off))
+        return -ENOENT;
+    const char *path = pfr_sym_strpool_get(&s->path_pool, (uint32_t)off);
+    size_t len = strlen(path);
+    if (len == 0 || len >= outlen)
+        return -ENOENT;
+    memcpy(out, path, len + 1);
+    return 0;
+}
+
 int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, uint64_t ino,
                              char *out, size_t outlen)
 {

@@ -87,6 +87,11 @@ typedef struct pfr_sym_exit_map {
  * the old one was kept, or a negative errno. */
 int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v, size_t n);
 
+/* The path a file (dev as stat() reports it, ino) had in the snapshots taken so far (the last
+ * few thousand files seen). 0, or -ENOENT if none saw it (or out is too small). */
+int pfr_symbolizer_known_path(const pfr_symbolizer *s, uint64_t dev, uint64_t ino, char *out,
+                              size_t outlen);
+
 /* The path of the file (dev as stat() reports it, ino) that pid's snapshot maps, as the maps
  * name it (without " (deleted)"): the same as readlink(/proc/PID/exe) for the executable, with no
  * path walk through /proc. 0, or -ENOENT if the snapshot maps no such file (or has none). */

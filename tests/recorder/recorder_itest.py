@@ -739,6 +739,28 @@ def thread_nices(pid):
     return nices, names
 
 
+def check_deferred(args, rec, port):
+    """Once exits carry mappings, a program already seen is not snapshotted at its first sample:
+    a run that outlives the drain is snapshotted there, and its frames are named."""
+    exe = os.path.join(args.workloads, "pfr-calltree-pie")
+    subprocess.run([exe, "0.3"], check=True)  # teaches the paths of its files
+    time.sleep(1.5)
+    run = subprocess.Popen([exe, "3"])
+    run.wait()
+    time.sleep(2.5)  # the last interval's drain
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        m = re.search(r"^pfr_process_snapshots_deferred_total (\S+)$", r.read().decode(), re.M)
+    check(m and float(m.group(1)) > 0, "no snapshot deferred: %s" % (m.group(0) if m else "none"))
+    ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] == run.pid]
+    ratio, n = split_ratio(ss, "pfr_heavy", "pfr_light")
+    total = sum(s["value"] for s in ss)
+    log("deferred snapshot: %d samples of pid %d, %.0f%% under pfr_heavy/pfr_light"
+        % (len(ss), run.pid, 100 * n / total if total else 0))
+    check(total and n / total > 0.9, "the deferred process's frames are not named: %d of %d"
+          % (n, total))
+
+
 def test_metrics(args, tmp):
     """Prometheus metrics: the recorder's health and the Go allocation counters."""
     exe = os.path.join(args.workloads, "pfr-goheap-alloc")
@@ -801,6 +823,7 @@ def test_metrics(args, tmp):
         check(len(uses) == 2, "pfr_process_exit_mappings_total: %r" % uses)
         if iterator:
             check(sum(float(v) for _, v in uses) > 0, "no exit carried mappings: %r" % uses)
+            check_deferred(args, rec, port)
         if go:
             # a phase allocates about 1.1 GB; the counter is the scaled estimate
             v = go_alloc_bytes(text, go.pid)

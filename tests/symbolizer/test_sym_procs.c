@@ -327,6 +327,14 @@ static void test_exit_maps(void **state)
     assert_true(tu_ends_with(fr[0].module, "/libtarget.so"));
     assert_int_equal(pfr_symbolize_user(s, pid, 0x7fff00000010ull, fr, 2), 1);
     assert_string_equal(fr[0].module, "");
+    /* the paths snapshots saw, by file */
+    struct stat so;
+    char path[4096];
+    assert_int_equal(stat(bin("libtarget.so"), &so), 0);
+    assert_int_equal(pfr_symbolizer_known_path(s, so.st_dev, so.st_ino, path, sizeof(path)), 0);
+    assert_true(tu_ends_with(path, "/libtarget.so"));
+    assert_int_equal(pfr_symbolizer_known_path(s, so.st_dev, so.st_ino, path, 4), -ENOENT);
+    assert_int_equal(pfr_symbolizer_known_path(s, 1, 12345, path, sizeof(path)), -ENOENT);
     /* a snapshot naming more files stays */
     assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, 1), 0);
     expect_frame(s, a.pid, tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
