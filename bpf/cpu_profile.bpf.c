@@ -398,6 +398,9 @@ int BPF_PROG(pfr_exec, struct task_struct *p)
     return 0;
 }
 
+_Static_assert((PFR_EXIT_MAPS_MAX & (PFR_EXIT_MAPS_MAX - 1)) == 0,
+               "PFR_EXIT_MAPS_MAX masks an index: a power of 2");
+
 /* One mapping into m->maps[n]. */
 static __always_inline void add_map_rec(struct pfr_exit_maps *m, __u32 n,
                                         struct vm_area_struct *vma, __u64 vdso)

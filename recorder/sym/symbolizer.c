@@ -1039,18 +1039,23 @@ size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
     return count_files(&p->maps);
 }
 
+/* An absolute path into out whole, or -ENOENT (never a cut path). */
+static int copy_path(const char *path, char *out, size_t outlen)
+{
+    size_t len = strlen(path);
+    if (path[0] != '/' || len >= outlen)
+        return -ENOENT;
+    memcpy(out, path, len + 1);
+    return 0;
+}
+
 int pfr_symbolizer_known_path(const pfr_symbolizer *s, uint64_t dev, uint64_t ino, char *out,
                               size_t outlen)
 {
     uint64_t off;
     if (!s || !ino || outlen == 0 || !pfr_sym_hmap_get(&s->file_paths, dev, ino, &off))
         return -ENOENT;
-    const char *path = pfr_sym_strpool_get(&s->path_pool, (uint32_t)off);
-    size_t len = strlen(path);
-    if (len == 0 || len >= outlen)
-        return -ENOENT;
-    memcpy(out, path, len + 1);
-    return 0;
+    return copy_path(pfr_sym_strpool_get(&s->path_pool, (uint32_t)off), out, outlen);
 }
 
 int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, uint64_t ino,
@@ -1063,12 +1068,7 @@ int pfr_symbolizer_file_path(const pfr_symbolizer *s, pid_t pid, uint64_t dev, u
         const struct pfr_sym_map *m = &p->maps.v[i];
         if (m->kind != PFR_MAP_FILE || m->ino != ino || m->dev != dev)
             continue;
-        const char *path = pfr_sym_map_path(&p->maps, m);
-        size_t len = strlen(path);
-        if (path[0] != '/' || len >= outlen)
-            return -ENOENT;
-        memcpy(out, path, len + 1);
-        return 0;
+        return copy_path(pfr_sym_map_path(&p->maps, m), out, outlen);
     }
     return -ENOENT;
 }
