@@ -125,9 +125,10 @@ struct {
     __type(value, __u64);
 } known SEC(".maps");
 
+#define EVENTS_BYTES (256 * 1024)
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 256 * 1024);
+    __uint(max_entries, EVENTS_BYTES);
 } events SEC(".maps");
 
 static __always_inline struct pfr_cpu_state *cpu_state_get(void)
@@ -290,6 +291,14 @@ static __always_inline void fill_event(struct pfr_event *e, __u32 type, struct t
     }
 }
 
+/* An exit need not wake user space (see emit()), unless the ring is a quarter full: a burst of
+ * exits with their mappings (a parallel build ending) must not fill it. */
+static __always_inline __u64 exit_wakeup(void)
+{
+    return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_BYTES / 4 ? BPF_RB_FORCE_WAKEUP
+                                                                            : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid, __u64 start)
 {
     struct pfr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -303,7 +312,7 @@ static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid
      * processes are short-lived, and a wake-up per exit was a third of the notification
      * thread's time on a host starting 100 processes a second. A forced wake-up after a quiet
      * one: the default wakes only a consumer that has read everything before the record. */
-    bpf_ringbuf_submit(e, type == PFR_EV_EXIT ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP);
+    bpf_ringbuf_submit(e, type == PFR_EV_EXIT ? exit_wakeup() : BPF_RB_FORCE_WAKEUP);
     return 0;
 }
 
@@ -460,8 +469,7 @@ static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, 
     __u64 size =
         __builtin_offsetof(struct pfr_exit_maps, maps) +
         (__u64)(n > PFR_EXIT_MAPS_MAX ? PFR_EXIT_MAPS_MAX : n) * sizeof(struct pfr_map_rec);
-    /* no wake-up: see emit() */
-    if (bpf_ringbuf_output(&events, m, size, BPF_RB_NO_WAKEUP) != 0)
+    if (bpf_ringbuf_output(&events, m, size, exit_wakeup()) != 0)
         count_lost_event();
     return 0;
 }
