@@ -125,6 +125,16 @@ struct {
     __type(value, __u64);
 } known SEC(".maps");
 
+/* Executables user space asked not to be woken for: it names their new processes from their
+ * exit, or snapshots them at the drain if they still live, so their notifications can wait
+ * for the next wake-up. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, PFR_QUIET_EXES_MAX);
+    __type(key, struct pfr_file_key);
+    __type(value, __u8);
+} quiet_exes SEC(".maps");
+
 #define EVENTS_BYTES (256 * 1024)
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -291,9 +301,10 @@ static __always_inline void fill_event(struct pfr_event *e, __u32 type, struct t
     }
 }
 
-/* An exit need not wake user space (see emit()), unless the ring is a quarter full: a burst of
- * exits with their mappings (a parallel build ending) must not fill it. */
-static __always_inline __u64 exit_wakeup(void)
+/* A notification that need not wake user space (see emit()) still does once the ring is a
+ * quarter full: a burst of them (exits with their mappings, a parallel build ending) must not
+ * fill it. */
+static __always_inline __u64 lazy_wakeup(void)
 {
     return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_BYTES / 4 ? BPF_RB_FORCE_WAKEUP
                                                                             : BPF_RB_NO_WAKEUP;
@@ -307,12 +318,14 @@ static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid
         return -1;
     }
     fill_event(e, type, task, tgid, start);
+    struct pfr_file_key exe = {.ino = e->exe_ino, .dev = e->exe_dev};
+    bool quiet = type == PFR_EV_EXIT || (exe.ino && bpf_map_lookup_elem(&quiet_exes, &exe));
     /* A new process or image must be snapshotted while it lives: wake user space now. An exit
      * can wait for the next wake-up or the drain (which reads the ring first): most sampled
      * processes are short-lived, and a wake-up per exit was a third of the notification
      * thread's time on a host starting 100 processes a second. A forced wake-up after a quiet
      * one: the default wakes only a consumer that has read everything before the record. */
-    bpf_ringbuf_submit(e, type == PFR_EV_EXIT ? exit_wakeup() : BPF_RB_FORCE_WAKEUP);
+    bpf_ringbuf_submit(e, quiet ? lazy_wakeup() : BPF_RB_FORCE_WAKEUP);
     return 0;
 }
 
@@ -469,7 +482,7 @@ static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, 
     __u64 size =
         __builtin_offsetof(struct pfr_exit_maps, maps) +
         (__u64)(n > PFR_EXIT_MAPS_MAX ? PFR_EXIT_MAPS_MAX : n) * sizeof(struct pfr_map_rec);
-    if (bpf_ringbuf_output(&events, m, size, exit_wakeup()) != 0)
+    if (bpf_ringbuf_output(&events, m, size, lazy_wakeup()) != 0)
         count_lost_event();
     return 0;
 }

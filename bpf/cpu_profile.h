@@ -136,6 +136,15 @@ struct pfr_map_rec {
     __u32 kind; /* enum pfr_map_kind */
 };
 
+/* An executable (or any file) by inode and device (kernel dev_t, as in pfr_event). */
+struct pfr_file_key {
+    __u64 ino;
+    __u32 dev;
+    __u32 pad;
+};
+/* Executables whose new processes need not wake user space (see the sampler's quiet_exes). */
+#define PFR_QUIET_EXES_MAX 1024
+
 struct pfr_exit_maps {
     struct pfr_event ev; /* type PFR_EV_EXIT, flags has PFR_EVF_MAPS */
     __u32 nmaps;

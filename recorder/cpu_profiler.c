@@ -643,6 +643,23 @@ const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, 
     return ss->ips + (*v >> 8);
 }
 
+int pfr_cpu_profiler_quiet_exe(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino)
+{
+    struct pfr_file_key k = {.ino = ino, .dev = dev};
+    uint8_t one = 1;
+    int rc = bpf_map_update_elem(bpf_map__fd(cp->skel->maps.quiet_exes), &k, &one, BPF_ANY);
+    return rc ? -errno : 0;
+}
+
+void pfr_cpu_profiler_unquiet_all(pfr_cpu_profiler *cp)
+{
+    int fd = bpf_map__fd(cp->skel->maps.quiet_exes);
+    struct pfr_file_key k;
+    /* deleting the first key each time: the map holds at most PFR_QUIET_EXES_MAX */
+    for (int i = 0; i <= PFR_QUIET_EXES_MAX && bpf_map_get_next_key(fd, NULL, &k) == 0; i++)
+        bpf_map_delete_elem(fd, &k);
+}
+
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid)
 {
     bpf_map_delete_elem(bpf_map__fd(cp->skel->maps.known), &tgid);

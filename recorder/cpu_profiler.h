@@ -92,6 +92,12 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out);
 /* Frames of stack id from the last drain (leaf first); NULL if unknown. */
 const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, size_t *n);
 
+/* New processes running this executable (kernel dev_t, inode) no longer wake the notification
+ * reader: their notifications wait for the next wake-up or the drain. 0 or -errno (-E2BIG once
+ * PFR_QUIET_EXES_MAX are set). pfr_cpu_profiler_unquiet_all() undoes them all. */
+int pfr_cpu_profiler_quiet_exe(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino);
+void pfr_cpu_profiler_unquiet_all(pfr_cpu_profiler *cp);
+
 /* Forget tgid in the kernel so its next sample notifies again. */
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid);
 

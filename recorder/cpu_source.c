@@ -68,6 +68,8 @@ struct pfr_cpu_source {
     struct resnap *resnaps; /* pending second looks, event thread only */
     size_t nresnaps;
     bool exit_maps_seen;       /* an exit carried mappings: this kernel sends them */
+    pfr_u64map quiet;          /* executables made quiet in the sampler (key: quiet_key()) */
+    uint64_t quiet_gen;        /* the symbolizer's paths generation they were made under */
     struct deferred *deferred; /* snapshots left for the drain (see DEFER_MAX), under lock */
     size_t ndeferred;
 };
@@ -128,6 +130,29 @@ static void snapshot_for(pfr_cpu_source *cs, const struct pfr_event *ev, char *e
         exe[0] = '\0';
 }
 
+static uint64_t quiet_key(uint32_t dev, uint64_t ino)
+{
+    return ino * 0x9e3779b97f4a7c15ull ^ dev; /* a clash only leaves a program unquieted */
+}
+
+/* New processes of a program named without a snapshot at their first sample need not wake this
+ * thread: their notifications wait for the next wake-up or the drain. Undone when the
+ * symbolizer forgets the paths that named them. */
+static void quiet_exe(pfr_cpu_source *cs, uint32_t dev, uint64_t ino)
+{
+    uint64_t gen = pfr_symbolizer_paths_generation(cs->sym);
+    if (gen != cs->quiet_gen) {
+        pfr_cpu_profiler_unquiet_all(cs->cp);
+        pfr_u64map_clear(&cs->quiet);
+        cs->quiet_gen = gen;
+    }
+    uint64_t key = quiet_key(dev, ino);
+    if (pfr_u64map_get(&cs->quiet, key) || cs->quiet.n >= PFR_QUIET_EXES_MAX)
+        return;
+    if (pfr_cpu_profiler_quiet_exe(cs->cp, dev, ino) == 0)
+        pfr_u64map_put(&cs->quiet, key, 1);
+}
+
 /* Leave the snapshot of the process ev is about to the drain or its exit, when both can name it:
  * exits carry mappings on this kernel and its executable's path is known. Returns whether it
  * was left, with the executable's path in exe. */
@@ -142,6 +167,7 @@ static bool defer_snapshot(pfr_cpu_source *cs, const struct pfr_event *ev, char 
     pfr_symbolizer_forget_process(cs->sym, (pid_t)ev->tgid); /* another image's, if any */
     cs->deferred[cs->ndeferred++] = (struct deferred){ev->tgid, ev->start_time};
     cs->st.snapshots_deferred++;
+    quiet_exe(cs, ev->exe_dev, ev->exe_ino);
     return true;
 }
 
@@ -678,6 +704,7 @@ static void cpu_destroy(void *self)
     pfr_fair_lock_destroy(&cs->lock);
     free(cs->resnaps);
     free(cs->deferred);
+    pfr_u64map_free(&cs->quiet);
     free(cs);
 }
 

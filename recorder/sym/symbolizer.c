@@ -70,6 +70,7 @@ struct pfr_symbolizer {
      * files of mappings listed at a process's exit (pfr_symbolizer_set_exit_maps) */
     struct pfr_sym_hmap file_paths;
     struct pfr_sym_strpool path_pool;
+    uint64_t paths_gen;     /* times file_paths was emptied */
     struct seg_list seg[2]; /* probation, protected */
     uint64_t tick;          /* one per add_process and per user address */
     size_t cache_bytes, dwarf_bytes;
@@ -804,6 +805,7 @@ static void remember_paths(pfr_symbolizer *s, const struct pfr_sym_maps *maps)
         if (s->file_paths.n >= MAX_FILE_PATHS) { /* forget them all: keeps both bounded */
             pfr_sym_hmap_clear(&s->file_paths);
             pfr_sym_strpool_free(&s->path_pool);
+            s->paths_gen++;
         }
         const char *path = pfr_sym_map_path(maps, m);
         uint32_t off = pfr_sym_strpool_add(&s->path_pool, path, strlen(path));
@@ -1047,6 +1049,11 @@ static int copy_path(const char *path, char *out, size_t outlen)
         return -ENOENT;
     memcpy(out, path, len + 1);
     return 0;
+}
+
+uint64_t pfr_symbolizer_paths_generation(const pfr_symbolizer *s)
+{
+    return s ? s->paths_gen : 0;
 }
 
 int pfr_symbolizer_known_path(const pfr_symbolizer *s, uint64_t dev, uint64_t ino, char *out,

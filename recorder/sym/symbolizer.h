@@ -87,6 +87,10 @@ typedef struct pfr_sym_exit_map {
  * the old one was kept, or a negative errno. */
 int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v, size_t n);
 
+/* Bumped each time the paths below are forgotten (they are kept for a bounded number of files):
+ * what was decided from a known path may need deciding again. */
+uint64_t pfr_symbolizer_paths_generation(const pfr_symbolizer *s);
+
 /* The path a file (dev as stat() reports it, ino) had in the snapshots taken so far (the last
  * few thousand files seen). 0, or -ENOENT if none saw it (or out is too small). */
 int pfr_symbolizer_known_path(const pfr_symbolizer *s, uint64_t dev, uint64_t ino, char *out,

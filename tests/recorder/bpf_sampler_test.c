@@ -267,6 +267,26 @@ static void exec_phase(void)
     pfr_cpu_profiler_close(cp);
 }
 
+/* Executables made quiet are bounded, and undone all at once. */
+static void quiet_phase(void)
+{
+    struct seen seen = {0};
+    pfr_cpu_profiler *cp = open_at_997(0, &seen);
+    if (!cp)
+        return;
+    int rc = 0;
+    for (uint64_t ino = 1; ino <= PFR_QUIET_EXES_MAX && rc == 0; ino++)
+        rc = pfr_cpu_profiler_quiet_exe(cp, 7, ino);
+    CHECK(rc == 0, "quieting %d executables: %s", PFR_QUIET_EXES_MAX, strerror(-rc));
+    CHECK(pfr_cpu_profiler_quiet_exe(cp, 7, 1) == 0, "quieting one again");
+    rc = pfr_cpu_profiler_quiet_exe(cp, 7, PFR_QUIET_EXES_MAX + 1);
+    CHECK(rc == -E2BIG, "one past the bound: %s", strerror(-rc));
+    pfr_cpu_profiler_unquiet_all(cp);
+    rc = pfr_cpu_profiler_quiet_exe(cp, 7, PFR_QUIET_EXES_MAX + 1);
+    CHECK(rc == 0, "after unquieting all: %s", strerror(-rc));
+    pfr_cpu_profiler_close(cp);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -386,6 +406,7 @@ int main(void)
     pfr_cpu_profiler_close(cp);
     collisions_phase();
     exec_phase();
+    quiet_phase();
     if (failures)
         return 1;
     printf("PASS\n");
