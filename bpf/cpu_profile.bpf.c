@@ -465,12 +465,16 @@ static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, 
     struct vm_area_struct *vma;
     int rc = bpf_iter_task_vma_new(&it, task, 0);
     while (rc == 0 && (vma = bpf_iter_task_vma_next(&it))) {
-        if (++w->visited > PFR_EXIT_VMAS_MAX || m->nmaps >= PFR_EXIT_MAPS_MAX) {
+        if (++w->visited > PFR_EXIT_VMAS_MAX) {
             m->ev.flags |= PFR_EVF_MAPS_CUT;
             break;
         }
         if (!(BPF_CORE_READ(vma, vm_flags) & VM_EXEC))
             continue;
+        if (m->nmaps >= PFR_EXIT_MAPS_MAX) {
+            m->ev.flags |= PFR_EVF_MAPS_CUT;
+            break;
+        }
         add_map_rec(m, m->nmaps, vma, vdso);
         m->nmaps++;
     }

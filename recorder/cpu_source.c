@@ -83,6 +83,12 @@ static int64_t mono_ns(void)
 
 /* ---- process notifications (event thread, lock held) ---- */
 
+/* A device number as the kernel's BPF reads it (major << 20 | minor), as stat() reports it. */
+static uint64_t stat_dev(uint32_t kernel_dev)
+{
+    return makedev(kernel_dev >> 20, kernel_dev & 0xfffff);
+}
+
 static int timed_add_process(pfr_cpu_source *cs, uint32_t tgid)
 {
     int64_t t0 = mono_ns();
@@ -124,8 +130,7 @@ static void snapshot_for(pfr_cpu_source *cs, const struct pfr_event *ev, char *e
     }
     if (!ev->exe_ino)
         return;
-    /* the kernel's dev_t is major << 20 | minor */
-    uint64_t dev = makedev(ev->exe_dev >> 20, ev->exe_dev & 0xfffff);
+    uint64_t dev = stat_dev(ev->exe_dev);
     if (pfr_symbolizer_file_path(cs->sym, (pid_t)ev->tgid, dev, ev->exe_ino, exe, exelen) != 0)
         exe[0] = '\0';
 }
@@ -161,7 +166,7 @@ static bool defer_snapshot(pfr_cpu_source *cs, const struct pfr_event *ev, char 
     if (!cs->exit_maps_seen || (ev->flags & PFR_EVF_KTHREAD) || !ev->exe_ino ||
         cs->ndeferred >= DEFER_MAX)
         return false;
-    uint64_t dev = makedev(ev->exe_dev >> 20, ev->exe_dev & 0xfffff);
+    uint64_t dev = stat_dev(ev->exe_dev);
     if (pfr_symbolizer_known_path(cs->sym, dev, ev->exe_ino, exe, exelen) != 0)
         return false; /* a program not seen yet: its snapshot teaches the paths of its files */
     pfr_symbolizer_forget_process(cs->sym, (pid_t)ev->tgid); /* another image's, if any */
@@ -306,15 +311,14 @@ static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct p
     uint32_t n = em->nmaps < PFR_EXIT_MAPS_MAX ? em->nmaps : PFR_EXIT_MAPS_MAX;
     for (uint32_t i = 0; i < n; i++) {
         const struct pfr_map_rec *r = &em->maps[i];
-        v[i] = (pfr_sym_exit_map){
-            .start = r->start,
-            .end = r->end,
-            .pgoff = r->pgoff,
-            .dev = makedev(r->dev >> 20, r->dev & 0xfffff), /* the kernel's dev_t */
-            .ino = r->ino,
-            .kind = r->kind == PFR_MAPREC_VDSO   ? PFR_SYM_EXIT_VDSO
-                    : r->kind == PFR_MAPREC_FILE ? PFR_SYM_EXIT_FILE
-                                                 : PFR_SYM_EXIT_ANON};
+        v[i] = (pfr_sym_exit_map){.start = r->start,
+                                  .end = r->end,
+                                  .pgoff = r->pgoff,
+                                  .dev = stat_dev(r->dev),
+                                  .ino = r->ino,
+                                  .kind = r->kind == PFR_MAPREC_VDSO   ? PFR_SYM_EXIT_VDSO
+                                          : r->kind == PFR_MAPREC_FILE ? PFR_SYM_EXIT_FILE
+                                                                       : PFR_SYM_EXIT_ANON};
     }
     if (pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n) > 0)
         cs->st.exit_maps_taken++;
