@@ -320,10 +320,14 @@ static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct p
                                           : r->kind == PFR_MAPREC_FILE ? PFR_SYM_EXIT_FILE
                                                                        : PFR_SYM_EXIT_ANON};
     }
-    if (pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n) > 0)
+    int rc = pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n);
+    if (rc > 0)
         cs->st.exit_maps_taken++;
     else
         cs->st.exit_maps_unneeded++;
+    if (rc < 0)
+        pfr_debug("cpu: mappings at the exit of %u refused: %s", p->tgid,
+                  rc == -EINVAL ? pfr_symbolizer_last_error(cs->sym) : strerror(-rc));
 }
 
 static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)

@@ -982,7 +982,7 @@ static size_t count_files(const struct pfr_sym_maps *maps)
 }
 
 /* The mappings of v that can be named: files by the path other snapshots saw them at. */
-static int exit_lines(const pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n,
+static int exit_lines(pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n,
                       struct pfr_sym_maps *out)
 {
     struct pfr_sym_maps_line *lines = calloc(n ? n : 1, sizeof(*lines));
@@ -1009,8 +1009,7 @@ static int exit_lines(const pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t
         l.path_len = strlen(l.path);
         lines[k++] = l;
     }
-    char err[128];
-    int rc = pfr_sym_maps_from_lines(lines, k, out, err, sizeof(err));
+    int rc = pfr_sym_maps_from_lines(lines, k, out, s->err, sizeof(s->err));
     free(lines);
     return rc;
 }
