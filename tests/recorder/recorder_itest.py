@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 FAILURES = []
 
@@ -739,6 +740,12 @@ def thread_nices(pid):
     return nices, names
 
 
+def fetch_metrics(port):
+    """The recorder's /metrics text."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        return r.read().decode()
+
+
 def check_deferred(args, rec, port):
     """Once exits carry mappings, a program already seen is not snapshotted at its first sample,
     and then its new processes do not wake the recorder: a run that outlives the drain is
@@ -753,9 +760,7 @@ def check_deferred(args, rec, port):
     run = subprocess.Popen([exe, "3"])
     run.wait()
     time.sleep(2.5)  # the last interval's drain
-    import urllib.request
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
-        m = re.search(r"^pfr_process_snapshots_deferred_total (\S+)$", r.read().decode(), re.M)
+    m = re.search(r"^pfr_process_snapshots_deferred_total (\S+)$", fetch_metrics(port), re.M)
     check(m and float(m.group(1)) > 0, "no snapshot deferred: %s" % (m.group(0) if m else "none"))
     ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] == run.pid]
     ratio, n = split_ratio(ss, "pfr_heavy", "pfr_light")
@@ -792,9 +797,7 @@ def test_metrics(args, tmp):
             want.append('container_go_alloc_bytes_total{')
         while time.time() < end:
             try:
-                import urllib.request
-                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
-                    text = r.read().decode()
+                text = fetch_metrics(port)
             except OSError:
                 text = ""
             if all(w in text for w in want) and (not go or go_alloc_bytes(text, go.pid) > 100e6):
@@ -820,9 +823,7 @@ def test_metrics(args, tmp):
         time.sleep(2.5)  # the exit is read at the next interval's drain (1 s)
         with open("/sys/kernel/btf/vmlinux", "rb") as f:
             iterator = b"bpf_iter_task_vma_new" in f.read()
-        import urllib.request
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
-            later = r.read().decode()
+        later = fetch_metrics(port)
         uses = re.findall(r'^pfr_process_exit_mappings_total\{use="(taken|unneeded)"\} (\S+)$',
                           later, re.M)
         check(len(uses) == 2, "pfr_process_exit_mappings_total: %r" % uses)
