@@ -101,6 +101,8 @@ struct {
 struct exit_walk {
     struct pfr_exit_maps m;
     __u32 visited;
+    __u32 last_dev; /* the file of the last executable mapping */
+    __u64 last_ino;
 };
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -125,15 +127,16 @@ struct {
     __type(value, __u64);
 } known SEC(".maps");
 
-/* Executables user space asked not to be woken for: it names their new processes from their
- * exit, or snapshots them at the drain if they still live, so their notifications can wait
- * for the next wake-up. */
+/* Files user space can name from an exit's mapping list (it learned their paths from
+ * snapshots, or from an exit's PFR_EV_PATH). A new process whose executable is one of them need
+ * not wake user space: its exit names it, or the drain snapshots it if it still lives. An exit
+ * sends the path of every other file it maps code from. */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, PFR_QUIET_EXES_MAX);
+    __uint(max_entries, PFR_NAMED_FILES_MAX);
     __type(key, struct pfr_file_key);
     __type(value, __u8);
-} quiet_exes SEC(".maps");
+} named_files SEC(".maps");
 
 #define EVENTS_BYTES (256 * 1024)
 struct {
@@ -319,7 +322,7 @@ static __always_inline int emit(__u32 type, struct task_struct *task, __u32 tgid
     }
     fill_event(e, type, task, tgid, start);
     struct pfr_file_key exe = {.ino = e->exe_ino, .dev = e->exe_dev};
-    bool quiet = type == PFR_EV_EXIT || (exe.ino && bpf_map_lookup_elem(&quiet_exes, &exe));
+    bool quiet = type == PFR_EV_EXIT || (exe.ino && bpf_map_lookup_elem(&named_files, &exe));
     /* A new process or image must be snapshotted while it lives: wake user space now. An exit
      * can wait for the next wake-up or the drain (which reads the ring first): most sampled
      * processes are short-lived, and a wake-up per exit was a third of the notification
@@ -423,9 +426,9 @@ int BPF_PROG(pfr_exec, struct task_struct *p)
 _Static_assert((PFR_EXIT_MAPS_MAX & (PFR_EXIT_MAPS_MAX - 1)) == 0,
                "PFR_EXIT_MAPS_MAX masks an index: a power of 2");
 
-/* One mapping into m->maps[n]. */
-static __always_inline void add_map_rec(struct pfr_exit_maps *m, __u32 n,
-                                        struct vm_area_struct *vma, __u64 vdso)
+/* One mapping into m->maps[n]; returns it. */
+static __always_inline struct pfr_map_rec *add_map_rec(struct pfr_exit_maps *m, __u32 n,
+                                                       struct vm_area_struct *vma, __u64 vdso)
 {
     struct pfr_map_rec *r = &m->maps[n & (PFR_EXIT_MAPS_MAX - 1)];
     struct file *file = BPF_CORE_READ(vma, vm_file);
@@ -441,6 +444,72 @@ static __always_inline void add_map_rec(struct pfr_exit_maps *m, __u32 n,
     } else {
         r->kind = r->start == vdso ? PFR_MAPREC_VDSO : PFR_MAPREC_ANON;
     }
+    return r;
+}
+
+#define PFR_PATH_MOUNTS 8
+
+/* The path of the file at file_addr into e: its dentries up to their mount's root, then the
+ * mount's mount point, and so on up to the root of the mount namespace. Components leaf first;
+ * cut (flagged) past PFR_PATH_PARTS, at a longer component, past PFR_PATH_MOUNTS mounts stacked
+ * on one directory, or at a root no mount leads to (a private mount's). Reads are racy by
+ * nature; user space opens the path only where device and inode still match. */
+static __always_inline void walk_path(struct pfr_path_event *e, __u64 file_addr)
+{
+    struct file *file = (struct file *)file_addr;
+    struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+    struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
+    /* container_of, with the offset relocated to the running kernel's struct mount */
+    struct mount *mnt = (struct mount *)((char *)vm - bpf_core_field_offset(struct mount, mnt));
+    e->nparts = 0;
+    /* one component per step, after climbing the mounts d is the root of (one loop variable
+     * each, so the verifier's states converge) */
+    for (__u32 n = 0; n <= PFR_PATH_PARTS; n++) {
+        for (int j = 0; j < PFR_PATH_MOUNTS; j++) {
+            if (d != BPF_CORE_READ(mnt, mnt.mnt_root))
+                break;
+            struct mount *parent = BPF_CORE_READ(mnt, mnt_parent);
+            if (!parent || parent == mnt) {
+                e->nparts = n; /* the namespace's root: done */
+                return;
+            }
+            d = BPF_CORE_READ(mnt, mnt_mountpoint);
+            mnt = parent;
+        }
+        struct dentry *up = BPF_CORE_READ(d, d_parent);
+        if (!up || up == d)
+            break; /* a root the mounts did not lead to (a private mount's) */
+        if (n == PFR_PATH_PARTS || BPF_CORE_READ(d, d_name.len) >= PFR_PATH_PART_LEN)
+            break;
+        bpf_probe_read_kernel_str(e->parts[n & (PFR_PATH_PARTS - 1)], PFR_PATH_PART_LEN,
+                                  BPF_CORE_READ(d, d_name.name));
+        d = up;
+    }
+    e->ev.flags |= PFR_EVF_PATH_CUT;
+}
+
+_Static_assert((PFR_PATH_PARTS & (PFR_PATH_PARTS - 1)) == 0,
+               "PFR_PATH_PARTS masks an index: a power of 2");
+
+/* Before an exit: the path of a file (struct file at file_addr) the exiting process maps code
+ * from, unless user space can name it already. Global, so the verifier checks it once rather
+ * than for every mapping of the walk that calls it. */
+__noinline int pfr_emit_path(__u64 file_addr, __u64 ino, __u32 dev, __u32 tgid, __u64 start)
+{
+    struct pfr_file_key k = {.ino = ino, .dev = dev};
+    if (!file_addr || bpf_map_lookup_elem(&named_files, &k))
+        return 0;
+    struct pfr_path_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    if (!e) {
+        count_lost_event();
+        return -1;
+    }
+    fill_event(&e->ev, PFR_EV_PATH, bpf_get_current_task_btf(), tgid, start);
+    e->ino = ino;
+    e->dev = dev;
+    walk_path(e, file_addr);
+    bpf_ringbuf_submit(e, lazy_wakeup());
+    return 0;
 }
 
 /* An exit with the process's executable mappings, walked now that it can no longer map more:
@@ -460,6 +529,8 @@ static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, 
     m->nmaps = 0;
     m->pad = 0;
     w->visited = 0;
+    w->last_ino = 0;
+    w->last_dev = 0;
     __u64 vdso = (__u64)BPF_CORE_READ(task, mm, context.vdso);
     struct bpf_iter_task_vma it;
     struct vm_area_struct *vma;
@@ -475,8 +546,14 @@ static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, 
             m->ev.flags |= PFR_EVF_MAPS_CUT;
             break;
         }
-        add_map_rec(m, m->nmaps, vma, vdso);
+        struct pfr_map_rec *r = add_map_rec(m, m->nmaps, vma, vdso);
         m->nmaps++;
+        /* a file's code is mostly one mapping, its others adjacent: one path per file */
+        if (r->kind == PFR_MAPREC_FILE && (r->ino != w->last_ino || r->dev != w->last_dev)) {
+            w->last_ino = r->ino;
+            w->last_dev = r->dev;
+            pfr_emit_path((__u64)BPF_CORE_READ(vma, vm_file), r->ino, r->dev, tgid, start);
+        }
     }
     bpf_iter_task_vma_destroy(&it);
     if (rc != 0)

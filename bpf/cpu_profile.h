@@ -92,6 +92,8 @@ enum pfr_event_type {
     PFR_EV_NEW = 1, /* first sample of a process (or of a new process reusing a tgid) */
     PFR_EV_EXEC,    /* a known process called exec: mappings and comm changed */
     PFR_EV_EXIT,    /* the last thread of a known process exited */
+    PFR_EV_PATH,    /* sent before an exit with mappings: the path of a file it maps code
+                     * from that user space cannot name yet (struct pfr_path_event) */
 };
 
 struct pfr_event {
@@ -142,8 +144,24 @@ struct pfr_file_key {
     __u32 dev;
     __u32 pad;
 };
-/* Executables whose new processes need not wake user space (see the sampler's quiet_exes). */
-#define PFR_QUIET_EXES_MAX 1024
+/* Files user space can name from an exit's mapping list, their paths learned from snapshots
+ * (see the sampler's named_files): as large as the symbolizer's memo of paths. */
+#define PFR_NAMED_FILES_MAX 4096
+
+/* The path of a mapped file, as the kernel's dentries and mounts give it up to the root of the
+ * exiting process's mount namespace: for code the process mapped after its snapshot (a
+ * dlopen) from a file no snapshot saw, its exit could not name otherwise. Components leaf
+ * first; a path deeper than PFR_PATH_PARTS, or with a longer component, is cut (flags). */
+#define PFR_PATH_PARTS    16
+#define PFR_PATH_PART_LEN 64
+#define PFR_EVF_PATH_CUT  8u
+struct pfr_path_event {
+    struct pfr_event ev; /* type PFR_EV_PATH, of the exiting process */
+    __u64 ino;
+    __u32 dev; /* kernel dev_t, as in pfr_event */
+    __u32 nparts;
+    char parts[PFR_PATH_PARTS][PFR_PATH_PART_LEN]; /* NUL-terminated, leaf first */
+};
 
 struct pfr_exit_maps {
     struct pfr_event ev; /* type PFR_EV_EXIT, flags has PFR_EVF_MAPS */

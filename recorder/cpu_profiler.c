@@ -50,7 +50,11 @@ struct pfr_cpu_profiler {
     struct ring_buffer *rb;
     pfr_cpu_event_cb cb;
     void *cb_ctx;
-    struct pfr_exit_maps evbuf; /* the notification being delivered, copied out of the ring */
+    union { /* the notification being delivered, copied out of the ring */
+        struct pfr_event ev;
+        struct pfr_exit_maps exit;
+        struct pfr_path_event path;
+    } evbuf;
 
     /* drain state, reused */
     struct pfr_count_key *kbuf;
@@ -111,32 +115,52 @@ int pfr_parse_cpu_list(const char *text, unsigned char *set, int max)
     return count;
 }
 
+/* An exit's mapping list, checked against the record's size: kept, or the exit is delivered as a
+ * plain one. */
+static void copy_exit_maps(struct pfr_exit_maps *e, const void *data, size_t size)
+{
+    const size_t head = offsetof(struct pfr_exit_maps, maps);
+    uint32_t n = 0;
+    if (size >= head)
+        memcpy(&n, (const char *)data + offsetof(struct pfr_exit_maps, nmaps), sizeof(n));
+    if (e->ev.type != PFR_EV_EXIT || size < head || n > PFR_EXIT_MAPS_MAX ||
+        size < head + n * sizeof(struct pfr_map_rec)) {
+        e->ev.flags &= ~(PFR_EVF_MAPS | PFR_EVF_MAPS_CUT);
+        return;
+    }
+    e->nmaps = n;
+    memcpy(e->maps, (const char *)data + head, n * sizeof(struct pfr_map_rec));
+}
+
 /* Copies a notification out of the ring (records are not aligned for direct use past the
- * header) and checks an exit's mapping list against the record's size. */
+ * header), checks what follows the header against the record's size, and delivers it. A path
+ * notification too short, or with a component left unterminated, is dropped. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
     pfr_cpu_profiler *cp = ctx;
-    struct pfr_exit_maps *e = &cp->evbuf;
-    const size_t head = offsetof(struct pfr_exit_maps, maps);
+    struct pfr_event *ev = &cp->evbuf.ev;
     if (size < sizeof(struct pfr_event))
         return 0;
-    memcpy(&e->ev, data, sizeof(e->ev));
-    e->ev.comm[PFR_TASK_COMM_LEN - 1] = '\0';
-    e->nmaps = 0;
-    if (e->ev.flags & PFR_EVF_MAPS) {
-        uint32_t n = 0;
-        if (size >= head)
-            memcpy(&n, (const char *)data + offsetof(struct pfr_exit_maps, nmaps), sizeof(n));
-        if (e->ev.type != PFR_EV_EXIT || size < head || n > PFR_EXIT_MAPS_MAX ||
-            size < head + n * sizeof(struct pfr_map_rec)) {
-            e->ev.flags &= ~(PFR_EVF_MAPS | PFR_EVF_MAPS_CUT); /* deliver it as a plain exit */
-        } else {
-            e->nmaps = n;
-            memcpy(e->maps, (const char *)data + head, n * sizeof(struct pfr_map_rec));
-        }
+    memcpy(ev, data, sizeof(*ev));
+    ev->comm[PFR_TASK_COMM_LEN - 1] = '\0';
+    if (ev->type == PFR_EV_PATH) {
+        struct pfr_path_event *pe = &cp->evbuf.path;
+        if (size < sizeof(*pe))
+            return 0;
+        memcpy(pe, data, sizeof(*pe));
+        pe->ev.comm[PFR_TASK_COMM_LEN - 1] = '\0';
+        if (pe->nparts > PFR_PATH_PARTS)
+            return 0;
+        for (uint32_t i = 0; i < pe->nparts; i++)
+            if (!memchr(pe->parts[i], '\0', PFR_PATH_PART_LEN))
+                return 0;
+    } else {
+        cp->evbuf.exit.nmaps = 0;
+        if (ev->flags & PFR_EVF_MAPS)
+            copy_exit_maps(&cp->evbuf.exit, data, size);
     }
     if (cp->cb)
-        cp->cb(&e->ev, cp->cb_ctx);
+        cp->cb(ev, cp->cb_ctx);
     return 0;
 }
 
@@ -643,20 +667,20 @@ const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, 
     return ss->ips + (*v >> 8);
 }
 
-int pfr_cpu_profiler_quiet_exe(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino)
+int pfr_cpu_profiler_name_file(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino)
 {
     struct pfr_file_key k = {.ino = ino, .dev = dev};
     uint8_t one = 1;
-    int rc = bpf_map_update_elem(bpf_map__fd(cp->skel->maps.quiet_exes), &k, &one, BPF_ANY);
+    int rc = bpf_map_update_elem(bpf_map__fd(cp->skel->maps.named_files), &k, &one, BPF_ANY);
     return rc ? -errno : 0;
 }
 
-void pfr_cpu_profiler_unquiet_all(pfr_cpu_profiler *cp)
+void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp)
 {
-    int fd = bpf_map__fd(cp->skel->maps.quiet_exes);
+    int fd = bpf_map__fd(cp->skel->maps.named_files);
     struct pfr_file_key k;
-    /* deleting the first key each time: the map holds at most PFR_QUIET_EXES_MAX */
-    for (int i = 0; i <= PFR_QUIET_EXES_MAX && bpf_map_get_next_key(fd, NULL, &k) == 0; i++)
+    /* deleting the first key each time: the map holds at most PFR_NAMED_FILES_MAX */
+    for (int i = 0; i <= PFR_NAMED_FILES_MAX && bpf_map_get_next_key(fd, NULL, &k) == 0; i++)
         bpf_map_delete_elem(fd, &k);
 }
 
@@ -691,7 +715,7 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
     out->stack_map_resets = cp->stack_map_resets;
     struct bpf_program *progs[] = {cp->skel->progs.pfr_sample, cp->skel->progs.pfr_exec,
                                    cp->skel->progs.pfr_exit};
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
         struct bpf_prog_info info;
         uint32_t len = sizeof(info);
         memset(&info, 0, sizeof(info));

@@ -60,7 +60,8 @@ typedef struct pfr_cpu_drain {
 } pfr_cpu_drain;
 
 /* Called from pfr_cpu_profiler_poll_events() for each notification. An exit with PFR_EVF_MAPS in
- * its flags is the head of a struct pfr_exit_maps whose nmaps entries are checked. */
+ * its flags is the head of a struct pfr_exit_maps whose nmaps entries are checked; a PFR_EV_PATH
+ * is the head of a struct pfr_path_event whose nparts components are NUL-terminated. */
 typedef void (*pfr_cpu_event_cb)(const struct pfr_event *ev, void *ctx);
 
 /* Load and attach. On failure returns a negative errno and a full sentence in err (missing
@@ -92,11 +93,13 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out);
 /* Frames of stack id from the last drain (leaf first); NULL if unknown. */
 const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, size_t *n);
 
-/* New processes running this executable (kernel dev_t, inode) no longer wake the notification
- * reader: their notifications wait for the next wake-up or the drain. 0 or -errno (-E2BIG once
- * PFR_QUIET_EXES_MAX are set). pfr_cpu_profiler_unquiet_all() undoes them all. */
-int pfr_cpu_profiler_quiet_exe(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino);
-void pfr_cpu_profiler_unquiet_all(pfr_cpu_profiler *cp);
+/* Tell the sampler that user space can name this file (kernel dev_t, inode) from an exit's
+ * mapping list: new processes running it no longer wake the notification reader (their
+ * notifications wait for the next wake-up or the drain), and exits mapping it send no
+ * PFR_EV_PATH for it. 0 or -errno (-E2BIG once PFR_NAMED_FILES_MAX are set).
+ * pfr_cpu_profiler_unname_files() undoes them all. */
+int pfr_cpu_profiler_name_file(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino);
+void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp);
 
 /* Forget tgid in the kernel so its next sample notifies again. */
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid);

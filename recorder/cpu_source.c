@@ -68,8 +68,8 @@ struct pfr_cpu_source {
     struct resnap *resnaps; /* pending second looks, event thread only */
     size_t nresnaps;
     bool exit_maps_seen;       /* an exit carried mappings: this kernel sends them */
-    pfr_u64map quiet;          /* executables made quiet in the sampler (key: quiet_key()) */
-    uint64_t quiet_gen;        /* the symbolizer's paths generation they were made under */
+    pfr_u64map named;          /* files the sampler was told user space can name (file_key()) */
+    uint64_t named_gen;        /* the symbolizer's paths generation they were told under */
     struct deferred *deferred; /* snapshots left for the drain (see DEFER_MAX), under lock */
     size_t ndeferred;
 };
@@ -89,10 +89,20 @@ static uint64_t stat_dev(uint32_t kernel_dev)
     return makedev(kernel_dev >> 20, kernel_dev & 0xfffff);
 }
 
+/* The other way round. */
+static uint32_t kernel_dev(uint64_t dev)
+{
+    return (uint32_t)(major(dev) << 20 | (minor(dev) & 0xfffff));
+}
+
+static void name_files_of(pfr_cpu_source *cs, uint32_t tgid);
+
 static int timed_add_process(pfr_cpu_source *cs, uint32_t tgid)
 {
     int64_t t0 = mono_ns();
     int rc = pfr_symbolizer_add_process(cs->sym, (pid_t)tgid);
+    if (rc == 0)
+        name_files_of(cs, tgid);
     uint64_t dt = (uint64_t)(mono_ns() - t0);
     cs->st.snapshots++;
     cs->st.snapshot_ns += dt;
@@ -135,27 +145,49 @@ static void snapshot_for(pfr_cpu_source *cs, const struct pfr_event *ev, char *e
         exe[0] = '\0';
 }
 
-static uint64_t quiet_key(uint32_t dev, uint64_t ino)
+static uint64_t file_key(uint32_t dev, uint64_t ino)
 {
-    return ino * 0x9e3779b97f4a7c15ull ^ dev; /* a clash only leaves a program unquieted */
+    return ino * 0x9e3779b97f4a7c15ull ^ dev; /* a clash only leaves a file untold */
 }
 
-/* New processes of a program named without a snapshot at their first sample need not wake this
- * thread: their notifications wait for the next wake-up or the drain. Undone when the
- * symbolizer forgets the paths that named them. */
-static void quiet_exe(pfr_cpu_source *cs, uint32_t dev, uint64_t ino)
+/* Once the symbolizer has forgotten the paths (it keeps a bounded number), the sampler must
+ * forget the files they named. */
+static void sync_named(pfr_cpu_source *cs)
 {
     uint64_t gen = pfr_symbolizer_paths_generation(cs->sym);
-    if (gen != cs->quiet_gen) {
-        pfr_cpu_profiler_unquiet_all(cs->cp);
-        pfr_u64map_clear(&cs->quiet);
-        cs->quiet_gen = gen;
-    }
-    uint64_t key = quiet_key(dev, ino);
-    if (pfr_u64map_get(&cs->quiet, key) || cs->quiet.n >= PFR_QUIET_EXES_MAX)
+    if (gen == cs->named_gen)
         return;
-    if (pfr_cpu_profiler_quiet_exe(cs->cp, dev, ino) == 0)
-        pfr_u64map_put(&cs->quiet, key, 1);
+    pfr_cpu_profiler_unname_files(cs->cp);
+    pfr_u64map_clear(&cs->named);
+    cs->named_gen = gen;
+}
+
+/* Tell the sampler that user space can name a file (kernel dev_t) from an exit's mappings: new
+ * processes running it need not wake this thread (their notifications wait for the next wake-up
+ * or the drain), and exits need not send its path. Undone when the symbolizer forgets the paths
+ * that name them. */
+static void name_file(pfr_cpu_source *cs, uint32_t dev, uint64_t ino)
+{
+    sync_named(cs);
+    uint64_t key = file_key(dev, ino);
+    if (pfr_u64map_get(&cs->named, key) || cs->named.n >= PFR_NAMED_FILES_MAX)
+        return;
+    if (pfr_cpu_profiler_name_file(cs->cp, dev, ino) == 0)
+        pfr_u64map_put(&cs->named, key, 1);
+}
+
+#define NAMED_PER_SNAPSHOT 64
+
+/* The files of a process just snapshotted, once exits are seen to carry mappings (before, or on
+ * a kernel that sends none, a known path does not name a process gone before its look). */
+static void name_files_of(pfr_cpu_source *cs, uint32_t tgid)
+{
+    pfr_sym_file_id ids[NAMED_PER_SNAPSHOT];
+    if (!cs->exit_maps_seen)
+        return;
+    size_t n = pfr_symbolizer_named_files(cs->sym, (pid_t)tgid, ids, NAMED_PER_SNAPSHOT);
+    for (size_t i = 0; i < n && i < NAMED_PER_SNAPSHOT; i++)
+        name_file(cs, kernel_dev(ids[i].dev), ids[i].ino);
 }
 
 /* Leave the snapshot of the process ev is about to the drain or its exit, when both can name it:
@@ -172,7 +204,7 @@ static bool defer_snapshot(pfr_cpu_source *cs, const struct pfr_event *ev, char 
     pfr_symbolizer_forget_process(cs->sym, (pid_t)ev->tgid); /* another image's, if any */
     cs->deferred[cs->ndeferred++] = (struct deferred){ev->tgid, ev->start_time};
     cs->st.snapshots_deferred++;
-    quiet_exe(cs, ev->exe_dev, ev->exe_ino);
+    name_file(cs, ev->exe_dev, ev->exe_ino);
     return true;
 }
 
@@ -300,13 +332,9 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
 }
 
 /* The mappings the kernel listed at the exit, for a process whose snapshot failed (it exited
- * first) or was taken in its loader. */
+ * first), was taken in its loader, or came before a dlopen: taken if they name more files. */
 static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct pfr_exit_maps *em)
 {
-    if (pfr_symbolizer_process_files(cs->sym, (pid_t)p->tgid) > LOADER_FILES) {
-        cs->st.exit_maps_unneeded++;
-        return;
-    }
     pfr_sym_exit_map v[PFR_EXIT_MAPS_MAX];
     uint32_t n = em->nmaps < PFR_EXIT_MAPS_MAX ? em->nmaps : PFR_EXIT_MAPS_MAX;
     for (uint32_t i = 0; i < n; i++) {
@@ -330,6 +358,41 @@ static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct p
                   rc == -EINVAL ? pfr_symbolizer_last_error(cs->sym) : strerror(-rc));
 }
 
+/* The components of pe (leaf first) as an absolute path into out; 0, or -1 when cut by the
+ * sampler or not clean (an empty, "." or ".." component, or a '/'). */
+static int join_path(const struct pfr_path_event *pe, char *out, size_t outlen)
+{
+    size_t len = 0;
+    if ((pe->ev.flags & PFR_EVF_PATH_CUT) || pe->nparts == 0)
+        return -1;
+    for (uint32_t i = pe->nparts; i-- > 0;) {
+        const char *part = pe->parts[i];
+        size_t n = strlen(part);
+        if (n == 0 || strchr(part, '/') || strcmp(part, ".") == 0 || strcmp(part, "..") == 0 ||
+            len + 1 + n >= outlen)
+            return -1;
+        out[len++] = '/';
+        memcpy(out + len, part, n);
+        len += n;
+    }
+    out[len] = '\0';
+    return 0;
+}
+
+/* The path of a file an exiting process maps code from, which no snapshot saw (a library it
+ * opened after its own snapshot, mostly): learned, so that its exit's mappings name it. */
+static void on_path(pfr_cpu_source *cs, const struct pfr_path_event *pe)
+{
+    char path[PATH_MAX];
+    if (join_path(pe, path, sizeof(path)) != 0 ||
+        pfr_symbolizer_learn_path(cs->sym, stat_dev(pe->dev), pe->ino, path) != 0) {
+        cs->st.exit_paths_refused++;
+        return;
+    }
+    cs->st.exit_paths_learned++;
+    name_file(cs, pe->dev, pe->ino);
+}
+
 static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)
 {
     pfr_proc *p = pfr_proc_table_get(&cs->procs, ev->tgid);
@@ -349,6 +412,7 @@ static void on_event(const struct pfr_event *ev, void *ctx)
 {
     pfr_cpu_source *cs = ctx;
     lock_first(cs);
+    sync_named(cs); /* the drain's re-reads of mappings may have made it forget them */
     switch (ev->type) {
     case PFR_EV_NEW:
         on_new(cs, ev);
@@ -358,6 +422,9 @@ static void on_event(const struct pfr_event *ev, void *ctx)
         break;
     case PFR_EV_EXIT:
         on_exit_event(cs, ev);
+        break;
+    case PFR_EV_PATH:
+        on_path(cs, (const struct pfr_path_event *)ev);
         break;
     }
     pfr_fair_lock_release(&cs->lock);
@@ -664,7 +731,8 @@ static void cpu_log_stats(void *self)
     pfr_debug(
         "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
         "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
-        "exit_maps{taken=%llu unneeded=%llu} deferred=%llu} "
+        "exit_maps{taken=%llu unneeded=%llu} exit_paths{learned=%llu refused=%llu} "
+        "deferred=%llu} "
         "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
         "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
         "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
@@ -676,6 +744,7 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
         (unsigned long long)s.exe_hits, (unsigned long long)s.exe_reads,
         (unsigned long long)s.exit_maps_taken, (unsigned long long)s.exit_maps_unneeded,
+        (unsigned long long)s.exit_paths_learned, (unsigned long long)s.exit_paths_refused,
         (unsigned long long)s.snapshots_deferred, (unsigned long long)s.profiles,
         (unsigned long long)s.emit_errors, (unsigned long long)s.build.user_frames,
         (unsigned long long)s.build.kernel_frames, (unsigned long long)s.build.lost_stacks,
@@ -712,7 +781,7 @@ static void cpu_destroy(void *self)
     pfr_fair_lock_destroy(&cs->lock);
     free(cs->resnaps);
     free(cs->deferred);
-    pfr_u64map_free(&cs->quiet);
+    pfr_u64map_free(&cs->named);
     free(cs);
 }
 

@@ -29,6 +29,9 @@ typedef struct pfr_cpu_source_stats {
     /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
      * its snapshot (it had none, or one from its loader), or not needed */
     uint64_t exit_maps_taken, exit_maps_unneeded;
+    /* paths of files exits mapped code from that no snapshot saw: learned, or refused (cut by
+     * the sampler, or not a clean absolute path) */
+    uint64_t exit_paths_learned, exit_paths_refused;
     uint64_t snapshots_deferred; /* new processes left for the drain or their exit (DEFER_MAX) */
     uint64_t snapshots;          /* mappings snapshots taken (first looks and second looks) */
     uint64_t snapshot_ns, snapshot_max_ns; /* time spent taking them (files parsed included) */

@@ -107,6 +107,12 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
          (double)st->exit_maps_taken);
     put1(m, "pfr_process_exit_mappings_total", xm_help, "use", "unneeded",
          (double)st->exit_maps_unneeded);
+    static const char xp_help[] = "paths of files exits mapped code from that no snapshot saw, "
+                                  "by whether they were learned";
+    put1(m, "pfr_process_exit_paths_total", xp_help, "result", "learned",
+         (double)st->exit_paths_learned);
+    put1(m, "pfr_process_exit_paths_total", xp_help, "result", "refused",
+         (double)st->exit_paths_refused);
     put(m, "pfr_process_snapshots_deferred_total",
         "new processes whose mappings were left for the drain or their exit", C,
         (double)st->snapshots_deferred);

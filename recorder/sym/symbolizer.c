@@ -48,6 +48,7 @@ struct sym_proc {
     struct pfr_sym_maps maps;
     int64_t last_read_ns;
     bool gone;
+    bool refreshed; /* re-read since its snapshot (see refresh()) */
 };
 
 struct seg_list {
@@ -795,23 +796,38 @@ static struct sym_proc *proc_get(const pfr_symbolizer *s, pid_t pid)
                : NULL;
 }
 
+/* 0, or -ENOMEM (exit mappings will then name fewer files). */
+static int remember_path(pfr_symbolizer *s, uint64_t dev, uint64_t ino, const char *path)
+{
+    if (pfr_sym_hmap_get(&s->file_paths, dev, ino, NULL))
+        return 0;
+    if (s->file_paths.n >= MAX_FILE_PATHS) { /* forget them all: keeps both bounded */
+        pfr_sym_hmap_clear(&s->file_paths);
+        pfr_sym_strpool_free(&s->path_pool);
+        s->paths_gen++;
+    }
+    uint32_t off = pfr_sym_strpool_add(&s->path_pool, path, strlen(path));
+    if (off == PFR_STR_NONE || pfr_sym_hmap_put(&s->file_paths, dev, ino, off) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
 static void remember_paths(pfr_symbolizer *s, const struct pfr_sym_maps *maps)
 {
     for (size_t i = 0; i < maps->n; i++) {
         const struct pfr_sym_map *m = &maps->v[i];
-        if (m->kind != PFR_MAP_FILE || m->deleted || m->ino == 0 ||
-            pfr_sym_hmap_get(&s->file_paths, m->dev, m->ino, NULL))
+        if (m->kind != PFR_MAP_FILE || m->deleted || m->ino == 0)
             continue;
-        if (s->file_paths.n >= MAX_FILE_PATHS) { /* forget them all: keeps both bounded */
-            pfr_sym_hmap_clear(&s->file_paths);
-            pfr_sym_strpool_free(&s->path_pool);
-            s->paths_gen++;
-        }
-        const char *path = pfr_sym_map_path(maps, m);
-        uint32_t off = pfr_sym_strpool_add(&s->path_pool, path, strlen(path));
-        if (off == PFR_STR_NONE || pfr_sym_hmap_put(&s->file_paths, m->dev, m->ino, off) != 0)
-            return; /* out of memory: exit mappings will name fewer files */
+        if (remember_path(s, m->dev, m->ino, pfr_sym_map_path(maps, m)) != 0)
+            return;
     }
+}
+
+int pfr_symbolizer_learn_path(pfr_symbolizer *s, uint64_t dev, uint64_t ino, const char *path)
+{
+    if (!s || ino == 0 || !path || path[0] != '/' || strlen(path) >= PATH_MAX)
+        return -EINVAL;
+    return remember_path(s, dev, ino, path);
 }
 
 static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
@@ -834,13 +850,16 @@ static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
 
 /* An address outside every mapping may come from a library loaded after the snapshot: re-read
  * the maps, rarely, and only keep them if it is still the same program (not an exec or a reused
- * pid, which the caller handles with add_process). */
+ * pid, which the caller handles with add_process). The first re-read after a snapshot may come
+ * at once: programs load libraries soon after they start (a young process's snapshot is
+ * recent), and code beyond its snapshot stays unnamed otherwise until the next drain. */
 static bool refresh(pfr_symbolizer *s, struct sym_proc *p)
 {
     int64_t now = now_ns();
-    if (p->gone || p->maps.n == 0 || now - p->last_read_ns < REFRESH_NS)
+    if (p->gone || p->maps.n == 0 || (p->refreshed && now - p->last_read_ns < REFRESH_NS))
         return false;
     p->last_read_ns = now;
+    p->refreshed = true;
     struct pfr_sym_maps fresh = {0};
     int rc = read_maps(s, p->pid, &fresh);
     if (rc) {
@@ -939,6 +958,7 @@ static struct sym_proc *set_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_ma
     }
     p->maps = *maps;
     p->gone = gone;
+    p->refreshed = false;
     p->last_read_ns = now_ns();
     return p;
 }
@@ -981,6 +1001,21 @@ static size_t count_files(const struct pfr_sym_maps *maps)
     return n;
 }
 
+/* How many files of v (by address: a file's mappings adjacent) can be named. */
+static size_t exit_files(const pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n)
+{
+    const pfr_sym_exit_map *last = NULL;
+    size_t files = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].kind != PFR_SYM_EXIT_FILE ||
+            (last && v[i].dev == last->dev && v[i].ino == last->ino))
+            continue;
+        last = &v[i];
+        files += pfr_sym_hmap_get(&s->file_paths, v[i].dev, v[i].ino, NULL);
+    }
+    return files;
+}
+
 /* The mappings of v that can be named: files by the path other snapshots saw them at. */
 static int exit_lines(pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n,
                       struct pfr_sym_maps *out)
@@ -1018,13 +1053,17 @@ int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exi
 {
     if (!s || pid <= 0 || (n && !v))
         return -EINVAL;
+    /* most exits name no more than the snapshot: known before building anything */
+    const struct sym_proc *p = proc_get(s, pid);
+    size_t had = p ? count_files(&p->maps) : 0;
+    if (exit_files(s, v, n) <= had)
+        return 0;
     struct pfr_sym_maps maps = {0};
     int rc = exit_lines(s, v, n, &maps);
     if (rc)
         return rc;
-    const struct sym_proc *p = proc_get(s, pid);
     size_t files = count_files(&maps);
-    if (files == 0 || (p && files <= count_files(&p->maps))) {
+    if (files <= had) {
         pfr_sym_maps_free(&maps);
         return 0;
     }
@@ -1038,6 +1077,28 @@ size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
     if (!p)
         return 0;
     return count_files(&p->maps);
+}
+
+size_t pfr_symbolizer_named_files(const pfr_symbolizer *s, pid_t pid, pfr_sym_file_id *out,
+                                  size_t max)
+{
+    const struct sym_proc *p = s ? proc_get(s, pid) : NULL;
+    if (!p)
+        return 0;
+    const struct pfr_sym_map *last = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < p->maps.n; i++) {
+        const struct pfr_sym_map *m = &p->maps.v[i];
+        if (m->kind != PFR_MAP_FILE || (last && m->dev == last->dev && m->ino == last->ino))
+            continue;
+        last = m;
+        if (!pfr_sym_hmap_get(&s->file_paths, m->dev, m->ino, NULL))
+            continue;
+        if (n < max)
+            out[n] = (pfr_sym_file_id){.dev = m->dev, .ino = m->ino};
+        n++;
+    }
+    return n;
 }
 
 /* An absolute path into out whole, or -ENOENT (never a cut path). */

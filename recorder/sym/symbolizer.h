@@ -70,6 +70,17 @@ void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid);
  * dynamically linked process still in its loader has two at most (itself and ld.so). */
 size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid);
 
+/* A file by device (as stat() reports it) and inode. */
+typedef struct pfr_sym_file_id {
+    uint64_t dev, ino;
+} pfr_sym_file_id;
+
+/* The files of pid's snapshot whose paths are known (pfr_symbolizer_known_path finds them), so
+ * that mappings listed at its exit can be named: up to max into out; returns how many there are
+ * (0 without a snapshot). */
+size_t pfr_symbolizer_named_files(const pfr_symbolizer *s, pid_t pid, pfr_sym_file_id *out,
+                                  size_t max);
+
 /* A process's executable mapping as the kernel listed it at the process's exit. */
 enum pfr_sym_exit_kind { PFR_SYM_EXIT_FILE, PFR_SYM_EXIT_VDSO, PFR_SYM_EXIT_ANON };
 typedef struct pfr_sym_exit_map {
@@ -90,6 +101,12 @@ int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exi
 /* Bumped each time the paths below are forgotten (they are kept for a bounded number of files):
  * what was decided from a known path may need deciding again. */
 uint64_t pfr_symbolizer_paths_generation(const pfr_symbolizer *s);
+
+/* Remember path as the path of a file (dev as stat() reports it, ino) that no snapshot may
+ * have seen, as an exit's notification gave it: mappings listed at exits then name the file.
+ * It is opened later only where device and inode still match. 0, -EINVAL (not an absolute
+ * path) or -ENOMEM. */
+int pfr_symbolizer_learn_path(pfr_symbolizer *s, uint64_t dev, uint64_t ino, const char *path);
 
 /* The path a file (dev as stat() reports it, ino) had in the snapshots taken so far (the last
  * few thousand files seen). 0, or -ENOENT if none saw it (or out is too small). */

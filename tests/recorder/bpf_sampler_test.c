@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -38,6 +39,11 @@ static int failures;
 struct seen {
     pid_t child;
     int new_events, exit_events, exec_events;
+    /* paths sent before the exit: how many, how many name their file (dev, ino), whether one
+     * was the executable's, and the first that did not match */
+    int path_events, paths_matched;
+    bool exe_path;
+    char bad_path[PATH_MAX];
     char comm[16];
     uint64_t exe_ino;
     uint32_t exe_dev;
@@ -63,6 +69,30 @@ static void note_exit_maps(struct seen *s, const struct pfr_exit_maps *em)
     }
 }
 
+/* Checks a path sent before an exit: joined (root first), it must lead to the file it names. */
+static void note_path(struct seen *s, const struct pfr_path_event *pe)
+{
+    char path[PATH_MAX] = "";
+    size_t len = 0;
+    s->path_events++;
+    for (uint32_t i = pe->nparts; i-- > 0 && len + 2 + strlen(pe->parts[i]) < sizeof(path);)
+        len += (size_t)snprintf(path + len, sizeof(path) - len, "/%s", pe->parts[i]);
+    struct stat st;
+    bool cut = pe->ev.flags & PFR_EVF_PATH_CUT;
+    if (!cut && stat(path, &st) == 0 && st.st_ino == pe->ino &&
+        (major(st.st_dev) << 20 | minor(st.st_dev)) == pe->dev) {
+        s->paths_matched++;
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+            self[n] = '\0';
+            s->exe_path |= strcmp(self, path) == 0;
+        }
+    } else if (!s->bad_path[0]) {
+        snprintf(s->bad_path, sizeof(s->bad_path), "%s%s", path, cut ? " (cut)" : "");
+    }
+}
+
 static void on_event(const struct pfr_event *ev, void *ctx)
 {
     struct seen *s = ctx;
@@ -82,6 +112,8 @@ static void on_event(const struct pfr_event *ev, void *ctx)
             note_exit_maps(s, (const struct pfr_exit_maps *)ev);
     } else if (ev->type == PFR_EV_EXEC) {
         s->exec_events++;
+    } else if (ev->type == PFR_EV_PATH) {
+        note_path(s, (const struct pfr_path_event *)ev);
     }
 }
 
@@ -236,6 +268,14 @@ static void collisions_phase(void)
     pfr_cpu_profiler_close(cp);
 }
 
+/* Notifications handled and samples drained (and dropped) for a moment. */
+static void pump(pfr_cpu_profiler *cp)
+{
+    pfr_cpu_profiler_poll_events(cp, 20);
+    pfr_cpu_drain d;
+    pfr_cpu_profiler_drain(cp, &d);
+}
+
 /* Samples inside execve keep their kernel stack but not the user one, which the registers still
  * give as the old image's while the new one is being set up: counted, on a shell starting
  * programs in a loop. */
@@ -251,11 +291,8 @@ static void exec_phase(void)
         _exit(127);
     }
     double end = now_s() + 1.0;
-    while (now_s() < end) {
-        pfr_cpu_profiler_poll_events(cp, 20);
-        pfr_cpu_drain d;
-        pfr_cpu_profiler_drain(cp, &d);
-    }
+    while (now_s() < end)
+        pump(cp);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     pfr_cpu_counters c;
@@ -267,23 +304,48 @@ static void exec_phase(void)
     pfr_cpu_profiler_close(cp);
 }
 
-/* Executables made quiet are bounded, and undone all at once. */
-static void quiet_phase(void)
+/* Paths go only for files not named: with this program's executable named, a child's exit sends
+ * the paths of its libraries but not the executable's. Named files are bounded, and undone all
+ * at once. */
+static void named_phase(void)
 {
     struct seen seen = {0};
     pfr_cpu_profiler *cp = open_at_997(0, &seen);
     if (!cp)
         return;
+    struct stat self;
+    CHECK(stat("/proc/self/exe", &self) == 0, "stat /proc/self/exe: %s", strerror(errno));
+    CHECK(pfr_cpu_profiler_name_file(cp, major(self.st_dev) << 20 | minor(self.st_dev),
+                                     self.st_ino) == 0,
+          "naming the executable");
+    pid_t child = fork();
+    if (child == 0) {
+        spin(0.3);
+        _exit(0);
+    }
+    seen.child = child;
+    while (waitpid(child, NULL, WNOHANG) == 0)
+        pump(cp);
+    for (int i = 0; i < 10 && seen.exit_events == 0; i++)
+        pfr_cpu_profiler_poll_events(cp, 50);
+    printf("named phase: exit maps %d, paths %d (%d matched), executable's %s\n", seen.exit_maps,
+           seen.path_events, seen.paths_matched, seen.exe_path ? "sent" : "not sent");
+    if (seen.exit_maps) {
+        CHECK(!seen.exe_path, "the named executable's path was sent");
+        CHECK(seen.path_events >= 1 && seen.paths_matched == seen.path_events,
+              "%d paths, %d matched (first bad: %s)", seen.path_events, seen.paths_matched,
+              seen.bad_path);
+    }
     int rc = 0;
-    for (uint64_t ino = 1; ino <= PFR_QUIET_EXES_MAX && rc == 0; ino++)
-        rc = pfr_cpu_profiler_quiet_exe(cp, 7, ino);
-    CHECK(rc == 0, "quieting %d executables: %s", PFR_QUIET_EXES_MAX, strerror(-rc));
-    CHECK(pfr_cpu_profiler_quiet_exe(cp, 7, 1) == 0, "quieting one again");
-    rc = pfr_cpu_profiler_quiet_exe(cp, 7, PFR_QUIET_EXES_MAX + 1);
+    for (uint64_t ino = 2; ino <= PFR_NAMED_FILES_MAX && rc == 0; ino++) /* the exe is one */
+        rc = pfr_cpu_profiler_name_file(cp, 7, ino);
+    CHECK(rc == 0, "naming %d files: %s", PFR_NAMED_FILES_MAX, strerror(-rc));
+    CHECK(pfr_cpu_profiler_name_file(cp, 7, 2) == 0, "naming one again");
+    rc = pfr_cpu_profiler_name_file(cp, 7, PFR_NAMED_FILES_MAX + 1);
     CHECK(rc == -E2BIG, "one past the bound: %s", strerror(-rc));
-    pfr_cpu_profiler_unquiet_all(cp);
-    rc = pfr_cpu_profiler_quiet_exe(cp, 7, PFR_QUIET_EXES_MAX + 1);
-    CHECK(rc == 0, "after unquieting all: %s", strerror(-rc));
+    pfr_cpu_profiler_unname_files(cp);
+    rc = pfr_cpu_profiler_name_file(cp, 7, PFR_NAMED_FILES_MAX + 1);
+    CHECK(rc == 0, "after undoing them all: %s", strerror(-rc));
     pfr_cpu_profiler_close(cp);
 }
 
@@ -390,6 +452,12 @@ int main(void)
         CHECK(seen.exit_nmaps >= 2, "%u executable mappings at exit", seen.exit_nmaps);
         CHECK(seen.exit_maps_sorted, "exit mappings not by address");
         CHECK(seen.exit_maps_exe, "exit mappings without the executable");
+        /* nothing named yet: every file's path goes before the exit, and leads to the file */
+        printf("exit paths: %d, %d lead to their file\n", seen.path_events, seen.paths_matched);
+        CHECK(seen.exe_path, "no path of the executable before the exit");
+        CHECK(seen.path_events >= 2 && seen.paths_matched == seen.path_events,
+              "%d paths, %d matched (first bad: %s)", seen.path_events, seen.paths_matched,
+              seen.bad_path);
     }
     CHECK(c.stack_map_full == 0 && c.count_map_full == 0, "maps overflowed");
     /* the child's one stack, sampled on every drain, is read from the kernel about once per
@@ -406,7 +474,7 @@ int main(void)
     pfr_cpu_profiler_close(cp);
     collisions_phase();
     exec_phase();
-    quiet_phase();
+    named_phase();
     if (failures)
         return 1;
     printf("PASS\n");

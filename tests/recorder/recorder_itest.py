@@ -771,6 +771,39 @@ def check_deferred(args, rec, port):
           % (n, total))
 
 
+def check_dlopen(args, rec, port, tmp):
+    """A process that loads a library after its snapshot (dlopen), from a file no other process
+    maps, and exits before the drain: its exit sends the library's path, so its frames there
+    are named. Three short runs: a drain in the middle of one would name it the other way."""
+    lib = os.path.join(tmp, "libpfrlate.so")
+    shutil.copy(os.path.join(args.workloads, "libpfrcalltree.so"), lib)  # an inode of its own
+    exe = os.path.join(args.workloads, "pfr-dlopen-late")
+    pids = []
+    for _ in range(3):
+        p = subprocess.Popen([exe, lib, "50", "0.25"])
+        pids.append(p.pid)
+        check(p.wait() == 0, "pfr-dlopen-late failed")
+    time.sleep(2.5)  # the last interval's drain
+    ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] in pids]
+    total = sum(s["value"] for s in ss)
+    in_lib = sum(s["value"] for s in ss
+                 if any(f["function"] in ("pfr_burn", "pfr_work_loop") and
+                        f["module"].endswith("/libpfrlate.so") for f in s["frames"]))
+    unknown = sum(s["value"] for s in ss if any(f["function"] == "[unknown]" for f in s["frames"]))
+    log("dlopen after the snapshot: %d of %d samples named in the library, %d with [unknown]"
+        % (in_lib, total, unknown))
+    for s in ss:
+        if any(f["function"] == "[unknown]" for f in s["frames"]):
+            log("  unknown: %r" % [(f["function"], f["module"]) for f in s["frames"]])
+    check(total and in_lib >= 0.6 * total and unknown == 0,
+          "frames of the library loaded late are not named: %d of %d, %d unknown"
+          % (in_lib, total, unknown))
+    m = re.search(r'^pfr_process_exit_paths_total\{result="learned"\} (\S+)$', fetch_metrics(port),
+                  re.M)
+    check(m and float(m.group(1)) > 0, "no path learned from an exit: %s"
+          % (m.group(0) if m else "metric missing"))
+
+
 def test_metrics(args, tmp):
     """Prometheus metrics: the recorder's health and the Go allocation counters."""
     exe = os.path.join(args.workloads, "pfr-goheap-alloc")
@@ -830,6 +863,7 @@ def test_metrics(args, tmp):
         if iterator:
             check(sum(float(v) for _, v in uses) > 0, "no exit carried mappings: %r" % uses)
             check_deferred(args, rec, port)
+            check_dlopen(args, rec, port, tmp)
         if go:
             # a phase allocates about 1.1 GB; the counter is the scaled estimate
             v = go_alloc_bytes(text, go.pid)

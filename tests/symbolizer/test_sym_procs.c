@@ -346,6 +346,105 @@ static void test_exit_maps(void **state)
     assert_int_equal(tu_stop(&a), 0);
 }
 
+/* Code a process mapped after its snapshot (a dlopen) from a file no snapshot saw: its exit's
+ * mappings name it once its path is learned (from the exit's notification), and then replace
+ * the snapshot, which had fewer files. */
+static void test_exit_learned_path(void **state)
+{
+    (void)state;
+    struct tu_child a;
+    pfr_symbolizer *s = run_snapped(&a, "t_lib", false);
+    pfr_sym_exit_map v[64];
+    size_t n = exit_maps_of(a.pid, v, 63);
+    size_t had = pfr_symbolizer_process_files(s, a.pid);
+    assert_true(had >= 4);
+    struct stat late;
+    assert_int_equal(stat(bin("t_pie"), &late), 0);
+    /* below everything else mapped, so the list stays by address */
+    memmove(v + 1, v, n * sizeof(v[0]));
+    v[0] = (pfr_sym_exit_map){.start = 0x10000,
+                              .end = 0x11000,
+                              .dev = late.st_dev,
+                              .ino = late.st_ino,
+                              .kind = PFR_SYM_EXIT_FILE};
+    n++;
+    assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, n), 0); /* nothing more named */
+    assert_int_equal(pfr_symbolizer_learn_path(s, late.st_dev, late.st_ino, "t_pie"), -EINVAL);
+    assert_int_equal(pfr_symbolizer_learn_path(s, late.st_dev, late.st_ino, bin("t_pie")), 0);
+    assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, n), (int)had + 1);
+    pfr_sym_frame fr[2];
+    assert_int_equal(pfr_symbolize_user(s, a.pid, 0x10010, fr, 2), 1);
+    assert_true(tu_ends_with(fr[0].module, "/t_pie"));
+    expect_frame(s, a.pid, tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
+                 marker("libtarget.c", "LIB_LINE"));
+    /* the files it names now, for the sampler */
+    pfr_sym_file_id ids[8];
+    size_t k = pfr_symbolizer_named_files(s, a.pid, ids, 8);
+    assert_int_equal(k, had + 1);
+    bool found = false;
+    for (size_t i = 0; i < k && i < 8; i++)
+        found |= ids[i].dev == late.st_dev && ids[i].ino == late.st_ino;
+    assert_true(found);
+    assert_int_equal(pfr_symbolizer_named_files(s, 424242, ids, 8), 0);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&a), 0);
+}
+
+/* Writes pid's maps into dir/PID/maps, without the lines naming skip (if not NULL). */
+static void fake_maps(const char *dir, pid_t pid, const char *skip)
+{
+    char src[64], dst[512], line[4096];
+    snprintf(src, sizeof(src), "/proc/%d/maps", (int)pid);
+    snprintf(dst, sizeof(dst), "%s/%d/maps", dir, (int)pid);
+    FILE *in = fopen(src, "re"), *out = fopen(dst, "we");
+    assert_non_null(in);
+    assert_non_null(out);
+    while (fgets(line, sizeof(line), in))
+        if (!skip || !strstr(line, skip))
+            fputs(line, out);
+    fclose(in);
+    fclose(out);
+}
+
+/* A library mapped after a live process's snapshot: an address in it leads to one re-read of the
+ * maps at once, however recent the snapshot (then no more than one per REFRESH_NS). The maps are
+ * a copy in a fake /proc, so the test decides what each read finds. */
+static void test_refresh_after_snapshot(void **state)
+{
+    (void)state;
+    struct tu_child c;
+    run(&c, bin("t_lib"));
+    char dir[] = "/tmp/pfr-sym-proc-XXXXXX", sub[512], root[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/%d", dir, (int)c.pid);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(root, sizeof(root), "%s/root", sub);
+    assert_int_equal(symlink("/", root), 0);
+    uint64_t lib = tu_addr(&c, "lib_function") + 1;
+    pfr_sym_opts o = {.proc_root = dir};
+    pfr_sym_frame fr[2];
+    for (int round = 0; round < 2; round++) {
+        pfr_symbolizer *s;
+        assert_int_equal(pfr_symbolizer_new(&o, &s), 0);
+        fake_maps(dir, c.pid, "libtarget.so"); /* the snapshot: before the "dlopen" */
+        assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
+        if (round == 1) {
+            /* the one early re-read used up while the library is still missing */
+            assert_int_equal(pfr_symbolize_user(s, c.pid, lib, fr, 2), 1);
+            assert_string_equal(fr[0].module, "");
+        }
+        fake_maps(dir, c.pid, NULL); /* the library is mapped now */
+        assert_int_equal(pfr_symbolize_user(s, c.pid, lib, fr, 2), 1);
+        if (round == 0)
+            assert_string_equal(fr[0].function, "lib_function");
+        else
+            assert_string_equal(fr[0].module, ""); /* within REFRESH_NS of the last re-read */
+        pfr_symbolizer_free(s);
+    }
+    tu_sh("rm -rf '%s'", dir);
+    assert_int_equal(tu_stop(&c), 0);
+}
+
 static void test_c_stripped(void **state)
 {
     (void)state;
@@ -657,15 +756,26 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plt_stub), /* (a comment keeps the list one per line) */
-        cmocka_unit_test(test_c_pie),       cmocka_unit_test(test_c_nopie),
-        cmocka_unit_test(test_c_shared),    cmocka_unit_test(test_file_path),
-        cmocka_unit_test(test_exit_maps),   cmocka_unit_test(test_c_stripped),
-        cmocka_unit_test(test_no_dwarf),    cmocka_unit_test(test_cpp),
-        cmocka_unit_test(test_go),          cmocka_unit_test(test_go_pie),
-        cmocka_unit_test(test_go_stripped), cmocka_unit_test(test_exited),
-        cmocka_unit_test(test_deleted),     cmocka_unit_test(test_mount_namespace),
-        cmocka_unit_test(test_kernel),      cmocka_unit_test(test_vdso),
-        cmocka_unit_test(test_cache_bound), cmocka_unit_test(test_shared_cache),
+        cmocka_unit_test(test_c_pie),
+        cmocka_unit_test(test_c_nopie),
+        cmocka_unit_test(test_c_shared),
+        cmocka_unit_test(test_file_path),
+        cmocka_unit_test(test_exit_maps),
+        cmocka_unit_test(test_exit_learned_path),
+        cmocka_unit_test(test_refresh_after_snapshot),
+        cmocka_unit_test(test_c_stripped),
+        cmocka_unit_test(test_no_dwarf),
+        cmocka_unit_test(test_cpp),
+        cmocka_unit_test(test_go),
+        cmocka_unit_test(test_go_pie),
+        cmocka_unit_test(test_go_stripped),
+        cmocka_unit_test(test_exited),
+        cmocka_unit_test(test_deleted),
+        cmocka_unit_test(test_mount_namespace),
+        cmocka_unit_test(test_kernel),
+        cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_cache_bound),
+        cmocka_unit_test(test_shared_cache),
     };
     return cmocka_run_group_tests(tests, build_all, cleanup);
 }
