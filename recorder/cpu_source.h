@@ -27,7 +27,7 @@ typedef struct pfr_cpu_source_stats {
     uint64_t processes_forgotten;
     uint64_t snapshot_failures; /* process gone before its mappings were read */
     /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
-     * its snapshot (it had none, or one from its loader), or not needed */
+     * its snapshot (they name more files than the one it had, if any), or not needed */
     uint64_t exit_maps_taken, exit_maps_unneeded;
     /* paths of files exits mapped code from that no snapshot saw: learned, or refused (cut by
      * the sampler, or not a clean absolute path) */
