@@ -5,14 +5,15 @@
  * drained counts lies between the kernel's sample counter read just before and just after it.
  * Then, with a stack-trace map of 4 buckets, stacks whose bucket is taken go to the collision
  * map (counted, none lost, every id resolves), and forgetting a running process announces it
- * again (the sampler's per-CPU memo of the last process noted is dropped).
+ * again (the sampler's per-CPU memo of the last process noted is dropped). Where exits carry
+ * mappings, the paths sent before them lead to their files, except the files named.
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
