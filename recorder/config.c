@@ -29,6 +29,7 @@ static const char *const keys[] = {
     "count_map_entries",
     "sym_cache_bytes",
     "dwarf",
+    "perf_maps",
     "symbolize_budget",
     "go_heap_profiler",
     "go_heap_interval",
@@ -60,6 +61,7 @@ static void set_defaults(pfr_config *c)
     c->count_map_entries = 0;
     c->sym_cache_bytes = 32ull << 20;
     c->dwarf = true;
+    c->perf_maps = true;
     c->go_heap_mode = PFR_GOHEAP_ENABLED;
     c->go_heap_interval_ns = 60 * 1000000000ll;
     c->scrape_interval_ns = PFR_SCRAPE_DEFAULT_INTERVAL_NS;
@@ -391,6 +393,13 @@ int pfr_config_set(pfr_config *c, const char *key, const char *value, char *err,
         }
         return 0;
     }
+    if (!strcmp(key, "perf_maps")) {
+        if (parse_bool(value, &c->perf_maps)) {
+            snprintf(err, errlen, "perf_maps: '%s' is not a boolean", value);
+            return -EINVAL;
+        }
+        return 0;
+    }
     snprintf(err, errlen, "unknown setting '%s'", key);
     return -EINVAL;
 }
@@ -555,6 +564,8 @@ static const char usage[] =
     "                           stacks)\n"
     "  --sym-cache-bytes N      symbol cache bound (default 32M)\n"
     "  --dwarf BOOL, --no-dwarf read file:line from DWARF (default true)\n"
+    "  --perf-maps BOOL         name JIT code (Node, Java, Python 3.12+, ...) from the\n"
+    "                           /tmp/perf-PID.map its process writes (default true)\n"
     "  --symbolize-budget SECONDS\n"
     "                           symbolizing time per interval; past it new frames are written\n"
     "                           as module+0xoffset so intervals stay on time (default: half\n"

@@ -27,6 +27,7 @@ typedef struct pfr_config {
     uint64_t sym_cache_bytes;
     int64_t symbolize_budget_ns; /* per interval; 0 = half the interval, at most 5 s */
     bool dwarf;                  /* file:line from DWARF */
+    bool perf_maps;              /* JIT code named from /tmp/perf-PID.map */
     pfr_service_rules rules;     /* [service] rule = KIND PATTERN SERVICE */
 
     /* Go heap profiler (recorder/goheap) */

@@ -54,7 +54,8 @@ struct pfr_cpu_source {
     pfr_cpu_profiler *cp;
     pfr_symbolizer *sym;
     pfr_proc_table procs;
-    pfr_frame_cache frames; /* symbolized frames kept across intervals */
+    pfr_frame_cache frames;   /* symbolized frames kept across intervals */
+    uint64_t perf_map_errors; /* the symbolizer's, as last logged */
     pfr_service_rules rules;
     pfr_fair_lock lock; /* guards procs, rules, sym, gen and the counters below */
     pthread_t thread;
@@ -556,6 +557,23 @@ static const uint64_t *stack_of(void *ctx, uint64_t id, size_t *n)
     return pfr_cpu_profiler_stack(ctx, id, n);
 }
 
+/* A perf map refused or unreadable is a process's doing (a symlink, another user's file): say
+ * so once for each, with the last reason. */
+static void log_perf_map_errors(pfr_cpu_source *cs)
+{
+    pfr_sym_stats st;
+    char why[256];
+    pfr_fair_lock_acquire(&cs->lock);
+    pfr_symbolizer_stats(cs->sym, &st);
+    snprintf(why, sizeof(why), "%s", pfr_symbolizer_perf_map_error(cs->sym));
+    uint64_t n = st.perf_map_errors - cs->perf_map_errors;
+    cs->perf_map_errors = st.perf_map_errors;
+    pfr_fair_lock_release(&cs->lock);
+    if (n > 0)
+        pfr_warn("cpu: %llu perf map%s of JIT code not read (frames stay [unknown]): %s",
+                 (unsigned long long)n, n == 1 ? "" : "s", why);
+}
+
 static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
 {
     sum->samples += b->samples;
@@ -647,6 +665,7 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
         pfr_profile_set_free(&set);
     }
     int64_t t3 = mono_ns();
+    log_perf_map_errors(cs);
     forget_exited(cs, gen);
 
     pfr_fair_lock_acquire(&cs->lock);
@@ -856,6 +875,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, s
         .max_cache_bytes = cfg->sym_cache_bytes,
         .proc_root = "/proc",
         .no_dwarf = !cfg->dwarf,
+        .no_perf_maps = !cfg->perf_maps,
     };
     rc = pfr_symbolizer_new(&so, &cs->sym);
     if (rc) {

@@ -166,6 +166,18 @@ void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *s
         (double)st->name_errors);
     put(m, "pfr_symbol_errors_total", "files or maps the symbolizer could not use", C,
         (double)st->errors);
+    put(m, "pfr_symbol_jit_frames_total", "frames of JIT code named from a perf map", C,
+        (double)st->jit_frames);
+    put(m, "pfr_symbol_perf_maps_opened_total", "processes whose /tmp/perf-PID.map was opened", C,
+        (double)st->perf_maps_opened);
+    put(m, "pfr_symbol_perf_map_bad_lines_total", "perf map lines skipped as malformed", C,
+        (double)st->perf_map_bad_lines);
+    put(m, "pfr_symbol_perf_maps_full_total",
+        "perf maps no longer read: their share of the symbol cache is used up", C,
+        (double)st->perf_maps_full);
+    put(m, "pfr_symbol_perf_map_errors_total",
+        "perf maps refused (not a regular file of the process's user) or unreadable", C,
+        (double)st->perf_map_errors);
 }
 
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,

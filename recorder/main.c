@@ -201,8 +201,10 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
         fresh.cpu_hz != cur->cpu_hz || fresh.max_store_bytes != cur->max_store_bytes ||
         fresh.stack_map_entries != cur->stack_map_entries ||
         fresh.count_map_entries != cur->count_map_entries ||
-        fresh.sym_cache_bytes != cur->sym_cache_bytes || fresh.dwarf != cur->dwarf)
-        pfr_warn("SIGHUP: store, interval, cpu_hz and map/cache sizes take effect on restart");
+        fresh.sym_cache_bytes != cur->sym_cache_bytes || fresh.dwarf != cur->dwarf ||
+        fresh.perf_maps != cur->perf_maps)
+        pfr_warn("SIGHUP: store, interval, cpu_hz, map/cache sizes, dwarf and perf_maps take "
+                 "effect on restart");
     pfr_service_rules_free(&cur->rules);
     pfr_service_rules_copy(&cur->rules, &fresh.rules);
     cur->log_level = fresh.log_level;

@@ -133,7 +133,8 @@ static int64_t frames_loc(pfr_profile *p, uint64_t ip, const pfr_cached_frame *f
 }
 
 /* Frames of (tgid, ip) from the cross-interval cache, or from the symbolizer (then cached,
- * unless the address was outside every known mapping: a later look may find it). Returns the
+ * unless the address was outside every known mapping or is JIT code: a later look may find
+ * it, or other code there). Returns the
  * count (>= 1) or a negative errno; *out points to frames valid until the next call. */
 static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf,
                    const pfr_cached_frame **out, pfr_cached_frame *tmp)
@@ -162,7 +163,7 @@ static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf,
                                     .line = fr[i].line};
     *out = tmp;
     bool unmapped = !tmp[0].module[0] && !strcmp(tmp[0].function, "[unknown]");
-    if (fc && !unmapped && pfr_frame_cache_put(fc, key, addr, tmp, (size_t)n))
+    if (fc && !unmapped && !fr[0].transient && pfr_frame_cache_put(fc, key, addr, tmp, (size_t)n))
         return -ENOMEM;
     if (kernel)
         b->st->kernel_frames++;

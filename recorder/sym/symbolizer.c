@@ -15,6 +15,7 @@
 #include "sym_hmap.h"
 #include "sym_kallsyms.h"
 #include "sym_maps.h"
+#include "sym_perfmap.h"
 #include "sym_vdso.h"
 
 #include <errno.h>
@@ -35,6 +36,7 @@
 #define MAX_NEGATIVE        4096 /* remembered unusable files before forgetting them all */
 #define MAX_FILE_PATHS      4096 /* remembered paths of mapped files before forgetting them all */
 #define REFRESH_NS          2000000000L /* re-read maps on an unmapped address at most this often */
+#define JIT_REFRESH_NS      1000000000L /* read a perf map for an unnamed JIT address this often */
 #define DEBUG_DIR           "/usr/lib/debug/.build-id"
 /* DWARF dropped for room is read again no sooner than this: under pressure, new addresses of
  * that file go without file:line for a while rather than inflating its debug sections each time */
@@ -48,7 +50,10 @@ struct sym_proc {
     struct pfr_sym_maps maps;
     int64_t last_read_ns;
     bool gone;
-    bool refreshed; /* re-read since its snapshot (see refresh()) */
+    bool refreshed;              /* re-read since its snapshot (see refresh()) */
+    struct pfr_sym_perfmap *jit; /* its JIT's perf map, once code outside files was met */
+    int64_t jit_read_ns;         /* when that map was last opened or read */
+    bool jit_refused;            /* its map is not one to read (see sym_perfmap.h) */
 };
 
 struct seg_list {
@@ -61,6 +66,8 @@ struct pfr_symbolizer {
     size_t max_bytes;
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
+    bool no_perf_maps;
+    size_t jit_bytes;           /* held by the perf maps of all processes */
     bool no_maps_query;         /* PROCMAP_QUERY refused once: read the maps text */
     struct pfr_sym_hmap procs;  /* pid -> struct sym_proc * */
     struct pfr_sym_hmap devino; /* dev, inode -> struct pfr_sym_file * */
@@ -83,6 +90,7 @@ struct pfr_symbolizer {
     pfr_sym_stats st;
     char unnamed[PATH_MAX + 32]; /* the "module+0xoff" of the current call */
     char err[256];
+    char jit_err[256]; /* why the last perf map was refused or unreadable */
 };
 
 static int64_t now_ns(void)
@@ -746,7 +754,7 @@ static const char *base_name(const char *path)
 static void put(pfr_sym_frame *out, const char *fn, const char *file, int64_t line,
                 const char *module, uint64_t offset)
 {
-    *out = (pfr_sym_frame){fn, file, line, module, offset};
+    *out = (pfr_sym_frame){fn, file, line, module, offset, false};
 }
 
 static int unknown(pfr_symbolizer *s, pfr_sym_frame *out, const char *module, uint64_t offset)
@@ -794,6 +802,84 @@ static struct sym_proc *proc_get(const pfr_symbolizer *s, pid_t pid)
     return pfr_sym_hmap_get(&s->procs, (uint64_t)(uint32_t)pid, 0, &v)
                ? (struct sym_proc *)(uintptr_t)v
                : NULL;
+}
+
+static void drop_jit(pfr_symbolizer *s, struct sym_proc *p)
+{
+    if (!p->jit)
+        return;
+    s->jit_bytes -= pfr_sym_perfmap_bytes(p->jit);
+    pfr_sym_perfmap_free(p->jit);
+    free(p->jit);
+    p->jit = NULL;
+    p->jit_read_ns = 0;
+    p->jit_refused = false;
+}
+
+static void free_proc(pfr_symbolizer *s, struct sym_proc *p)
+{
+    drop_jit(s, p);
+    pfr_sym_maps_free(&p->maps);
+    free(p);
+}
+
+/* Open (once) and read what was added to p's perf map, at most every JIT_REFRESH_NS. true when
+ * it holds more entries than before. The file stays open, so it can still be read after the
+ * process is gone. */
+static bool jit_update(pfr_symbolizer *s, struct sym_proc *p)
+{
+    int64_t now = now_ns();
+    if (s->no_perf_maps || p->jit_refused ||
+        (p->jit_read_ns && now - p->jit_read_ns < JIT_REFRESH_NS))
+        return false;
+    p->jit_read_ns = now;
+    if (!p->jit) {
+        if (p->gone || !(p->jit = malloc(sizeof(*p->jit))))
+            return false;
+        pfr_sym_perfmap_init(p->jit);
+    }
+    struct pfr_sym_perfmap *m = p->jit;
+    if (m->fd < 0) {
+        int rc = pfr_sym_perfmap_open(m, s->proc_root, p->pid, s->jit_err, sizeof(s->jit_err));
+        if (rc == -ESRCH) {
+            p->gone = true;
+        } else if (rc && rc != -ENOENT) { /* not written yet is worth another look; this not */
+            s->st.perf_map_errors++;
+            p->jit_refused = true;
+        }
+        if (rc)
+            return false;
+        s->st.perf_maps_opened++;
+    }
+    size_t before = pfr_sym_perfmap_bytes(m), lines = m->lines, bad = m->bad_lines;
+    /* a process's map may take a quarter of the cache, all maps together half of it */
+    size_t others = s->jit_bytes - before, all = s->max_bytes / 2;
+    size_t cap = others < all ? all - others : 0;
+    if (cap > s->max_bytes / 4)
+        cap = s->max_bytes / 4;
+    bool was_full = m->full;
+    int rc = pfr_sym_perfmap_update(m, cap, s->jit_err, sizeof(s->jit_err));
+    s->jit_bytes = others + pfr_sym_perfmap_bytes(m);
+    s->st.perf_map_bad_lines += m->bad_lines - bad;
+    if (m->full && !was_full)
+        s->st.perf_maps_full++;
+    if (rc)
+        s->st.perf_map_errors++;
+    return m->lines != lines;
+}
+
+static int jit_frame(pfr_symbolizer *s, struct sym_proc *p, uint64_t addr, pfr_sym_frame *out)
+{
+    const struct pfr_perfmap_ent *e = p->jit ? pfr_sym_perfmap_find(p->jit, addr) : NULL;
+    if (!e && jit_update(s, p))
+        e = pfr_sym_perfmap_find(p->jit, addr);
+    const char *name = e ? pfr_sym_perfmap_name(p->jit, e) : NULL;
+    if (!name)
+        return unknown(s, out, "", addr);
+    s->st.jit_frames++;
+    put(out, name, "", 0, "[jit]", addr);
+    out->transient = true; /* the code there may be freed and the address reused */
+    return 1;
 }
 
 /* 0, or -ENOMEM (exit mappings will then name fewer files). */
@@ -848,6 +934,15 @@ static int read_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_maps *out)
     return rc == -ENOENT ? -ESRCH : rc;
 }
 
+/* Is b's first mapping (the executable, or the loader before it) the same file as a's? */
+static bool same_program(const struct pfr_sym_maps *a, const struct pfr_sym_maps *b)
+{
+    if (a->n == 0 || b->n == 0)
+        return a->n == b->n;
+    const struct pfr_sym_map *x = &a->v[0], *y = pfr_sym_maps_find(b, x->start);
+    return y && y->dev == x->dev && y->ino == x->ino;
+}
+
 /* An address outside every mapping may come from a library loaded after the snapshot: re-read
  * the maps, rarely, and only keep them if it is still the same program (not an exec or a reused
  * pid, which the caller handles with add_process). The first re-read after a snapshot may come
@@ -866,8 +961,7 @@ static bool refresh(pfr_symbolizer *s, struct sym_proc *p)
         p->gone = rc == -ESRCH;
         return false;
     }
-    const struct pfr_sym_map *old = &p->maps.v[0], *nm = pfr_sym_maps_find(&fresh, old->start);
-    if (!nm || nm->dev != old->dev || nm->ino != old->ino) {
+    if (!same_program(&p->maps, &fresh)) {
         pfr_sym_maps_free(&fresh);
         return false;
     }
@@ -896,6 +990,7 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     }
     s->max_bytes = opts && opts->max_cache_bytes ? opts->max_cache_bytes : DEFAULT_CACHE_BYTES;
     s->no_dwarf = opts && opts->no_dwarf;
+    s->no_perf_maps = opts && opts->no_perf_maps;
     s->max_dwarf = s->max_bytes / 2;
     s->max_dwarf_file = s->max_bytes / 2;
     s->max_protected = s->max_bytes / 4 * 3;
@@ -918,9 +1013,7 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
     for (size_t i = 0; i < s->procs.cap; i++) {
         if (!s->procs.slots[i].used)
             continue;
-        struct sym_proc *p = (struct sym_proc *)(uintptr_t)s->procs.slots[i].val;
-        pfr_sym_maps_free(&p->maps);
-        free(p);
+        free_proc(s, (struct sym_proc *)(uintptr_t)s->procs.slots[i].val);
     }
     for (int i = 0; i < NSEG; i++)
         while (s->seg[i].head)
@@ -944,6 +1037,8 @@ static struct sym_proc *set_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_ma
 {
     struct sym_proc *p = proc_get(s, pid);
     if (p) {
+        if (!same_program(&p->maps, maps))
+            drop_jit(s, p); /* another program's JIT code */
         pfr_sym_maps_free(&p->maps);
     } else {
         p = calloc(1, sizeof(*p));
@@ -1146,8 +1241,7 @@ void pfr_symbolizer_forget_process(pfr_symbolizer *s, pid_t pid)
     if (!p)
         return;
     pfr_sym_hmap_del(&s->procs, (uint64_t)(uint32_t)pid, 0);
-    pfr_sym_maps_free(&p->maps);
-    free(p);
+    free_proc(s, p);
     s->st.processes--;
 }
 
@@ -1171,6 +1265,8 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
         f = file_for_map(s, pid, &p->maps, m);
     else if (m->kind == PFR_MAP_VDSO)
         f = vdso_file(s);
+    else if (m->kind == PFR_MAP_ANON)
+        return jit_frame(s, p, addr, out);
     else
         return unknown(s, out, module, off);
     uint64_t vaddr;
@@ -1269,7 +1365,7 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
                pfr_sym_hmap_bytes(&s->procs) + pfr_sym_hmap_bytes(&s->devino) +
                pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys) +
                pfr_sym_hmap_bytes(&s->gone) + pfr_sym_hmap_bytes(&s->file_paths) +
-               pfr_sym_strpool_bytes(&s->path_pool);
+               pfr_sym_strpool_bytes(&s->path_pool) + s->jit_bytes;
     for (size_t i = 0; i < s->procs.cap; i++)
         if (s->procs.slots[i].used)
             b += sizeof(struct sym_proc) +
@@ -1280,4 +1376,9 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
 const char *pfr_symbolizer_last_error(const pfr_symbolizer *s)
 {
     return s ? s->err : "";
+}
+
+const char *pfr_symbolizer_perf_map_error(const pfr_symbolizer *s)
+{
+    return s ? s->jit_err : "";
 }

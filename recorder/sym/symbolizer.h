@@ -29,14 +29,17 @@ typedef struct pfr_sym_opts {
     size_t max_cache_bytes; /* bound on cached symbol data; 0 = 32 MiB */
     const char *proc_root;  /* "/proc" unless testing */
     bool no_dwarf;          /* skip file:line lookup */
+    bool no_perf_maps;      /* leave JIT code unnamed rather than read /tmp/perf-PID.map */
 } pfr_sym_opts;
 
 typedef struct pfr_sym_frame {
     const char *function; /* never NULL: a name, "module+0xoff" or "[unknown]" */
     const char *file;     /* "" when unknown */
     int64_t line;         /* 0 when unknown */
-    const char *module;   /* path of the mapped file, "[kernel]", or "" */
-    uint64_t offset;      /* file offset (user) or address (kernel) */
+    const char *module;   /* path of the mapped file, "[kernel]", "[jit]", or "" */
+    uint64_t offset;      /* file offset (user) or address (kernel, JIT code) */
+    bool transient;       /* JIT code: the address may hold other code later, so the frame is
+                             good for this interval's samples only */
 } pfr_sym_frame;
 
 typedef struct pfr_sym_stats {
@@ -56,6 +59,13 @@ typedef struct pfr_sym_stats {
     uint64_t open_files;      /* descriptors the cache keeps (names are read from the files) */
     uint64_t name_errors;     /* symbol names unreadable: their file changed on disk after it
                                  was parsed (the frame is left as module+offset) */
+    /* JIT code, named from the perf map its process writes (sym_perfmap.h): */
+    uint64_t jit_frames;         /* frames named from a perf map */
+    uint64_t perf_maps_opened;   /* processes whose perf map was opened */
+    uint64_t perf_map_bad_lines; /* lines skipped as malformed */
+    uint64_t perf_maps_full;     /* maps no longer read: their share of the cache was used up */
+    uint64_t perf_map_errors;    /* maps that could not be opened (not the process's own regular
+                                    file, ...) or read */
 } pfr_sym_stats;
 
 int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);
@@ -141,5 +151,7 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s);
 /* Reason of the last failure met (a file that could not be parsed, a rejected maps file), for
  * the caller's log; "" when none. Valid until the next call. */
 const char *pfr_symbolizer_last_error(const pfr_symbolizer *s);
+/* Why the last perf map was refused or could not be read (perf_map_errors). */
+const char *pfr_symbolizer_perf_map_error(const pfr_symbolizer *s);
 
 #endif

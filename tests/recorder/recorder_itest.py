@@ -809,6 +809,46 @@ def check_dlopen(args, rec, port, tmp):
           % (m.group(0) if m else "metric missing"))
 
 
+def check_jit(args, rec, port, tmp):
+    """JIT code is named from the perf map its process writes (Node with --perf-basic-prof).
+    The process exits before the last drain: those samples are named from the map kept open."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if not check(node, "node not installed (scripts/install-deps.sh installs nodejs)"):
+        return
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads",
+                          "jit_calltree.js")
+    p = subprocess.Popen([node, "--perf-basic-prof", "--interpreted-frames-native-stack", script,
+                          "2.5"], cwd=tmp)  # where V8 may write its log
+    try:
+        check(p.wait(timeout=60) == 0, "node failed")
+    finally:
+        perf_map = "/tmp/perf-%d.map" % p.pid
+        if os.path.exists(perf_map):
+            os.unlink(perf_map)
+    time.sleep(2.5)  # the last interval's drain
+    ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] == p.pid]
+    total = sum(s["value"] for s in ss)
+
+    def jit(s, fn):
+        return any(fn in f["function"] and f["module"] == "[jit]" for f in s["frames"])
+    heavy = sum(s["value"] for s in ss if jit(s, "pfrJitHeavy"))
+    light = sum(s["value"] for s in ss if jit(s, "pfrJitLight"))
+    work = sum(s["value"] for s in ss if jit(s, "pfrJitWork"))
+    unknown = sum(s["value"] for s in ss
+                  if s["frames"] and s["frames"][0]["function"] == "[unknown]")
+    log("JIT code: %d samples of node, %d under pfrJitWork, %d in pfrJitHeavy, %d in "
+        "pfrJitLight, %d with an unnamed leaf" % (total, work, heavy, light, unknown))
+    check(total > 0 and work >= 0.5 * total and unknown <= 0.1 * total,
+          "JIT frames not named: %d of %d under pfrJitWork, %d unnamed leaves"
+          % (work, total, unknown))
+    # the true split is 3:1 in loop iterations; V8's code for the two loops is alike
+    check(heavy + light > 0 and 0.6 <= heavy / (heavy + light) <= 0.9,
+          "pfrJitHeavy's share of the two: %d and %d" % (heavy, light))
+    m = re.search(r"^pfr_symbol_jit_frames_total (\S+)$", fetch_metrics(port), re.M)
+    check(m and float(m.group(1)) > 0, "pfr_symbol_jit_frames_total: %s"
+          % (m.group(0) if m else "missing"))
+
+
 def test_metrics(args, tmp):
     """Prometheus metrics: the recorder's health and the Go allocation counters."""
     exe = os.path.join(args.workloads, "pfr-goheap-alloc")
@@ -869,6 +909,7 @@ def test_metrics(args, tmp):
             check(sum(float(v) for _, v in uses) > 0, "no exit carried mappings: %r" % uses)
             check_deferred(args, rec, port)
             check_dlopen(args, rec, port, tmp)
+        check_jit(args, rec, port, tmp)
         if go:
             # a phase allocates about 1.1 GB; the counter is the scaled estimate
             v = go_alloc_bytes(text, go.pid)
