@@ -78,9 +78,13 @@ struct pfr_symbolizer {
      * files of mappings listed at a process's exit (pfr_symbolizer_set_exit_maps) */
     struct pfr_sym_hmap file_paths;
     struct pfr_sym_strpool path_pool;
-    uint64_t paths_gen;     /* times file_paths was emptied */
-    struct seg_list seg[2]; /* probation, protected */
-    uint64_t tick;          /* one per add_process and per user address */
+    /* An overlayfs (container) file is mapped from its layer's file: the kernel's exit walk
+     * names that one, snapshots the overlay's (another device, mostly the same inode number). */
+    struct pfr_sym_hmap by_ino;  /* inode -> device of the file last remembered with it */
+    struct pfr_sym_hmap aliases; /* dev, inode of a layer's file -> the overlay's device */
+    uint64_t paths_gen;          /* times file_paths was emptied */
+    struct seg_list seg[2];      /* probation, protected */
+    uint64_t tick;               /* one per add_process and per user address */
     size_t cache_bytes, dwarf_bytes;
     size_t kept_fds, max_fds, nfiles;
     struct pfr_sym_file *vdso;
@@ -887,15 +891,40 @@ static int remember_path(pfr_symbolizer *s, uint64_t dev, uint64_t ino, const ch
 {
     if (pfr_sym_hmap_get(&s->file_paths, dev, ino, NULL))
         return 0;
-    if (s->file_paths.n >= MAX_FILE_PATHS) { /* forget them all: keeps both bounded */
+    if (s->file_paths.n >= MAX_FILE_PATHS) { /* forget them all: keeps all bounded */
         pfr_sym_hmap_clear(&s->file_paths);
         pfr_sym_strpool_free(&s->path_pool);
+        pfr_sym_hmap_clear(&s->by_ino);
+        pfr_sym_hmap_clear(&s->aliases);
         s->paths_gen++;
     }
     uint32_t off = pfr_sym_strpool_add(&s->path_pool, path, strlen(path));
-    if (off == PFR_STR_NONE || pfr_sym_hmap_put(&s->file_paths, dev, ino, off) != 0)
+    if (off == PFR_STR_NONE || pfr_sym_hmap_put(&s->file_paths, dev, ino, off) != 0 ||
+        pfr_sym_hmap_put(&s->by_ino, ino, 0, dev) != 0)
         return -ENOMEM;
     return 0;
+}
+
+/* The device under which snapshots know the file (dev, ino): its overlay's for a layer's file. */
+static uint64_t known_dev(const pfr_symbolizer *s, uint64_t dev, uint64_t ino)
+{
+    uint64_t odev;
+    return pfr_sym_hmap_get(&s->aliases, dev, ino, &odev) ? odev : dev;
+}
+
+/* Is the file (dev, ino), learned at path, a layer's file whose overlay file snapshots saw? That
+ * one has the same inode number on another device, at a path ending in path: a layer's path is
+ * walked up to the layer's root, which is the container's root (or its mount point's). */
+static bool overlay_twin(const pfr_symbolizer *s, uint64_t dev, uint64_t ino, const char *path,
+                         uint64_t *odev)
+{
+    uint64_t off;
+    if (!pfr_sym_hmap_get(&s->by_ino, ino, 0, odev) || *odev == dev ||
+        !pfr_sym_hmap_get(&s->file_paths, *odev, ino, &off))
+        return false;
+    const char *seen = pfr_sym_strpool_get(&s->path_pool, (uint32_t)off);
+    size_t n = strlen(seen), k = strlen(path);
+    return n >= k && strcmp(seen + n - k, path) == 0;
 }
 
 static void remember_paths(pfr_symbolizer *s, const struct pfr_sym_maps *maps)
@@ -913,6 +942,13 @@ int pfr_symbolizer_learn_path(pfr_symbolizer *s, uint64_t dev, uint64_t ino, con
 {
     if (!s || ino == 0 || !path || path[0] != '/' || strlen(path) >= PATH_MAX)
         return -EINVAL;
+    uint64_t odev;
+    if (!pfr_sym_hmap_get(&s->file_paths, dev, ino, NULL) &&
+        overlay_twin(s, dev, ino, path, &odev)) {
+        if (s->aliases.n >= MAX_FILE_PATHS)
+            pfr_sym_hmap_clear(&s->aliases);
+        return pfr_sym_hmap_put(&s->aliases, dev, ino, odev) ? -ENOMEM : 0;
+    }
     return remember_path(s, dev, ino, path);
 }
 
@@ -1026,6 +1062,8 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
     pfr_sym_hmap_free(&s->keys);
     pfr_sym_hmap_free(&s->gone);
     pfr_sym_hmap_free(&s->file_paths);
+    pfr_sym_hmap_free(&s->by_ino);
+    pfr_sym_hmap_free(&s->aliases);
     pfr_sym_strpool_free(&s->path_pool);
     pfr_sym_kallsyms_free(&s->ksyms);
     free(s->proc_root);
@@ -1106,7 +1144,7 @@ static size_t exit_files(const pfr_symbolizer *s, const pfr_sym_exit_map *v, siz
             (last && v[i].dev == last->dev && v[i].ino == last->ino))
             continue;
         last = &v[i];
-        files += pfr_sym_hmap_get(&s->file_paths, v[i].dev, v[i].ino, NULL);
+        files += pfr_sym_hmap_get(&s->file_paths, known_dev(s, v[i].dev, v[i].ino), v[i].ino, NULL);
     }
     return files;
 }
@@ -1123,7 +1161,7 @@ static int exit_lines(pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n,
         struct pfr_sym_maps_line l = {.start = v[i].start,
                                       .end = v[i].end,
                                       .pgoff = v[i].pgoff,
-                                      .dev = v[i].dev,
+                                      .dev = known_dev(s, v[i].dev, v[i].ino),
                                       .ino = v[i].ino,
                                       .perms = {'r', '-', 'x', 'p'},
                                       .path = "",
@@ -1132,7 +1170,7 @@ static int exit_lines(pfr_symbolizer *s, const pfr_sym_exit_map *v, size_t n,
         if (v[i].kind == PFR_SYM_EXIT_VDSO) {
             l.path = "[vdso]";
         } else if (v[i].kind == PFR_SYM_EXIT_FILE) {
-            if (!pfr_sym_hmap_get(&s->file_paths, v[i].dev, v[i].ino, &off))
+            if (!pfr_sym_hmap_get(&s->file_paths, l.dev, l.ino, &off))
                 continue; /* never seen: no path to name or open it by */
             l.path = pfr_sym_strpool_get(&s->path_pool, (uint32_t)off);
         }
@@ -1365,6 +1403,7 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
                pfr_sym_hmap_bytes(&s->procs) + pfr_sym_hmap_bytes(&s->devino) +
                pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys) +
                pfr_sym_hmap_bytes(&s->gone) + pfr_sym_hmap_bytes(&s->file_paths) +
+               pfr_sym_hmap_bytes(&s->by_ino) + pfr_sym_hmap_bytes(&s->aliases) +
                pfr_sym_strpool_bytes(&s->path_pool) + s->jit_bytes;
     for (size_t i = 0; i < s->procs.cap; i++)
         if (s->procs.slots[i].used)

@@ -809,6 +809,39 @@ def check_dlopen(args, rec, port, tmp):
           % (m.group(0) if m else "metric missing"))
 
 
+def check_overlay(args, rec, tmp):
+    """A program on overlayfs, as in a container: its processes after the first are named from
+    their exits (no snapshot), where the kernel names the layer's file, not the overlay's that
+    the first snapshot saw."""
+    ovl = os.path.join(tmp, "ovl")
+    for d in ("lower", "upper", "work", "merged"):
+        os.makedirs(os.path.join(ovl, d))
+    shutil.copy(os.path.join(args.workloads, "pfr-calltree-pie"), os.path.join(ovl, "lower"))
+    merged = os.path.join(ovl, "merged")
+    opts = "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work" % (ovl, ovl, ovl)
+    if subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, merged]).returncode != 0:
+        log("overlayfs: cannot mount one here, not checked")
+        return
+    try:
+        exe = os.path.join(merged, "pfr-calltree-pie")
+        pids = []
+        for _ in range(4):
+            p = subprocess.Popen([exe, "0.3"])
+            pids.append(p.pid)
+            check(p.wait() == 0, "pfr-calltree-pie failed")
+            time.sleep(0.3)
+        time.sleep(2.5)  # the last interval's drain
+        ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] in pids[1:]]
+        ratio, n = split_ratio(ss, "pfr_heavy", "pfr_light")
+        total = sum(s["value"] for s in ss)
+        log("overlayfs: %d samples of the later runs, %.0f%% under pfr_heavy/pfr_light"
+            % (total // 10000000, 100 * n / total if total else 0))
+        check(total and n / total > 0.9, "frames of a program on overlayfs not named: %d of %d"
+              % (n, total))
+    finally:
+        subprocess.run(["umount", merged])
+
+
 def check_jit(args, rec, port, tmp):
     """JIT code is named from the perf map its process writes (Node with --perf-basic-prof).
     The process exits before the last drain: those samples are named from the map kept open."""
@@ -909,6 +942,7 @@ def test_metrics(args, tmp):
             check(sum(float(v) for _, v in uses) > 0, "no exit carried mappings: %r" % uses)
             check_deferred(args, rec, port)
             check_dlopen(args, rec, port, tmp)
+            check_overlay(args, rec, tmp)
         check_jit(args, rec, port, tmp)
         if go:
             # a phase allocates about 1.1 GB; the counter is the scaled estimate

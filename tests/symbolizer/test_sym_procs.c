@@ -390,6 +390,72 @@ static void test_exit_learned_path(void **state)
     assert_int_equal(tu_stop(&a), 0);
 }
 
+/* A program on overlayfs (a container's root): snapshots see the overlay's file, while the
+ * kernel's walk at exit names the layer's file (another device, the same inode number) at its
+ * path inside the layer. A process of it never snapshotted is still named from its exit once
+ * that path is learned. */
+static void test_exit_overlay(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pfr-sym-ovl-XXXXXX", merged[600], lower[600], prog[700];
+    assert_non_null(mkdtemp(dir));
+    snprintf(merged, sizeof(merged), "%s/merged", dir);
+    snprintf(lower, sizeof(lower), "%s/lower/t_pie", dir);
+    assert_int_equal(
+        tu_sh("cd '%s' && mkdir lower upper work merged && cp '%s' lower/", dir, bin("t_pie")), 0);
+    if (tu_sh("mount -t overlay overlay -o lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work "
+              "'%s'",
+              dir, dir, dir, merged) != 0) {
+        tu_sh("rm -rf '%s'", dir);
+        skip(); /* no overlayfs here */
+    }
+    snprintf(prog, sizeof(prog), "%s/t_pie", merged);
+    struct stat layer, ovl;
+    assert_int_equal(stat(lower, &layer), 0);
+    assert_int_equal(stat(prog, &ovl), 0);
+    assert_true(layer.st_dev != ovl.st_dev);
+    struct tu_child a, b;
+    run(&a, prog);
+    pfr_symbolizer *s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, a.pid), 0); /* teaches the overlay's path */
+    run(&b, prog);                                             /* never snapshotted */
+    pfr_sym_exit_map v[64];
+    size_t n = exit_maps_of(b.pid, v, 64);
+    size_t swapped = 0;
+    for (size_t i = 0; i < n; i++) /* as the kernel's walk reports them */
+        if (v[i].dev == ovl.st_dev && v[i].ino == ovl.st_ino) {
+            v[i].dev = layer.st_dev;
+            v[i].ino = layer.st_ino;
+            swapped++;
+        }
+    assert_true(swapped > 0);
+    size_t others = (size_t)pfr_symbolizer_set_exit_maps(s, b.pid, v, n); /* libc, ld.so */
+    pfr_sym_frame fr[2];
+    uint64_t leaf = tu_addr(&b, "leaf_function");
+    assert_int_equal(pfr_symbolize_user(s, b.pid, leaf, fr, 2), 1);
+    assert_string_not_equal(fr[0].function, "leaf_function");
+    /* a path that is not the end of the overlay file's: not taken for it */
+    assert_int_equal(pfr_symbolizer_learn_path(s, layer.st_dev, layer.st_ino, "/elsewhere/t_pie"),
+                     0);
+    assert_int_equal(pfr_symbolizer_set_exit_maps(s, b.pid, v, n), (int)others + 1);
+    assert_int_equal(pfr_symbolize_user(s, b.pid, leaf, fr, 2), 1);
+    assert_string_not_equal(fr[0].function, "leaf_function"); /* that file does not exist */
+    pfr_symbolizer_free(s);
+    /* the path the kernel walks: inside the layer */
+    s = new_sym(0, false);
+    assert_int_equal(pfr_symbolizer_add_process(s, a.pid), 0);
+    pfr_symbolizer_set_exit_maps(s, b.pid, v, n);
+    assert_int_equal(pfr_symbolizer_learn_path(s, layer.st_dev, layer.st_ino, "/t_pie"), 0);
+    assert_int_equal(pfr_symbolizer_set_exit_maps(s, b.pid, v, n), (int)others + 1);
+    expect_frame(s, b.pid, leaf, "leaf_function", "target.c", marker("target.c", "LEAF_LINE"));
+    assert_int_equal(pfr_symbolize_user(s, b.pid, leaf, fr, 2), 1);
+    assert_string_equal(fr[0].module, prog);
+    pfr_symbolizer_free(s);
+    assert_int_equal(tu_stop(&a), 0);
+    assert_int_equal(tu_stop(&b), 0);
+    assert_int_equal(tu_sh("umount '%s' && rm -rf '%s'", merged, dir), 0);
+}
+
 /* Writes pid's maps into dir/PID/maps, without the lines naming skip (if not NULL). */
 static void fake_maps(const char *dir, pid_t pid, const char *skip)
 {
@@ -762,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_file_path),
         cmocka_unit_test(test_exit_maps),
         cmocka_unit_test(test_exit_learned_path),
+        cmocka_unit_test(test_exit_overlay),
         cmocka_unit_test(test_refresh_after_snapshot),
         cmocka_unit_test(test_c_stripped),
         cmocka_unit_test(test_no_dwarf),
