@@ -9,6 +9,31 @@
 
 #define CHUNK 65536
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool pfr_sym_parse_hex(const char **p, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    int digits = 0;
+    while (*p < end && hexval(**p) >= 0) {
+        if (++digits > 16)
+            return false;
+        v = (v << 4) | (uint64_t)hexval(**p);
+        (*p)++;
+    }
+    *out = v;
+    return digits > 0;
+}
+
 struct splitter {
     const struct pfr_sym_line_limits *lim;
     pfr_sym_line_cb cb;

@@ -6,7 +6,9 @@
 #ifndef PFR_SYM_LINES_H
 #define PFR_SYM_LINES_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct pfr_sym_line_limits {
     size_t max_line;  /* bytes, without the newline */
@@ -24,5 +26,8 @@ int pfr_sym_lines_from_file(const char *path, const struct pfr_sym_line_limits *
 /* The same over a memory buffer (copied), for tests and fuzzing. */
 int pfr_sym_lines_from_mem(const char *data, size_t len, const struct pfr_sym_line_limits *lim,
                            pfr_sym_line_cb cb, void *ctx, char *err, size_t errlen);
+
+/* Parses 1..16 hex digits at *p (before end), advancing it past them. */
+bool pfr_sym_parse_hex(const char **p, const char *end, uint64_t *out);
 
 #endif

@@ -11,32 +11,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Parses 1..16 hex digits at *p, advancing it. */
-static bool parse_hex(const char **p, const char *end, uint64_t *out)
-{
-    uint64_t v = 0;
-    int digits = 0;
-    while (*p < end && hexval(**p) >= 0) {
-        if (++digits > 16)
-            return false;
-        v = (v << 4) | (uint64_t)hexval(**p);
-        (*p)++;
-    }
-    *out = v;
-    return digits > 0;
-}
-
 static bool parse_dec(const char **p, const char *end, uint64_t *out)
 {
     uint64_t v = 0;
@@ -82,16 +56,16 @@ int pfr_sym_maps_parse_line(const char *line, size_t len, struct pfr_sym_maps_li
     const char *p = line, *end = line + len;
     uint64_t major, minor;
     const char *what = NULL;
-    if (!parse_hex(&p, end, &out->start) || !expect(&p, end, '-'))
+    if (!pfr_sym_parse_hex(&p, end, &out->start) || !expect(&p, end, '-'))
         what = "start address";
-    else if (!parse_hex(&p, end, &out->end) || !expect(&p, end, ' '))
+    else if (!pfr_sym_parse_hex(&p, end, &out->end) || !expect(&p, end, ' '))
         what = "end address";
     else if (!parse_perms(&p, end, out->perms) || !expect(&p, end, ' '))
         what = "permissions";
-    else if (!parse_hex(&p, end, &out->pgoff) || !expect(&p, end, ' '))
+    else if (!pfr_sym_parse_hex(&p, end, &out->pgoff) || !expect(&p, end, ' '))
         what = "offset";
-    else if (!parse_hex(&p, end, &major) || !expect(&p, end, ':') || !parse_hex(&p, end, &minor) ||
-             major > 0xfff || minor > 0xfffff)
+    else if (!pfr_sym_parse_hex(&p, end, &major) || !expect(&p, end, ':') ||
+             !pfr_sym_parse_hex(&p, end, &minor) || major > 0xfff || minor > 0xfffff)
         what = "device";
     else if (!expect(&p, end, ' ') || !parse_dec(&p, end, &out->ino))
         what = "inode";

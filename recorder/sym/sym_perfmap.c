@@ -1,4 +1,5 @@
 #include "sym_perfmap.h"
+#include "sym_lines.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,31 +49,15 @@ size_t pfr_sym_perfmap_bytes(const struct pfr_sym_perfmap *m)
 
 /* ---- lines ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* A hex number ("0x" optional, at most 16 digits) followed by one space. */
 static bool hex_field(const char **p, const char *end, uint64_t *out)
 {
     const char *s = *p;
     if (end - s > 2 && s[0] == '0' && (s[1] | 0x20) == 'x')
         s += 2;
-    uint64_t v = 0;
-    int digits = 0;
-    for (; s < end && hexval(*s) >= 0; s++, digits++) {
-        if (digits == 16)
-            return false;
-        v = v << 4 | (uint64_t)hexval(*s);
-    }
-    if (digits == 0 || s >= end || *s != ' ')
+    if (!pfr_sym_parse_hex(&s, end, out) || s >= end || *s != ' ')
         return false;
     *p = s + 1;
-    *out = v;
     return true;
 }
 

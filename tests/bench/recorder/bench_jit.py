@@ -5,9 +5,9 @@
 `perf record -F 99 -g -p PID` (perf reads the same /tmp/perf-PID.map when it reports). For each:
 the node samples, the share whose leaf frame is unnamed, the share under pfrJitWork, and
 pfrJitHeavy's share of pfrJitHeavy + pfrJitLight (3:1 in loop iterations); for the recorders also
-their CPU time per minute from the node start to the drain after its exit (all threads, from
-/proc/PID/task/*/schedstat), so the cost of reading the map shows against a recorder that does
-not (--perf-maps false).
+their CPU time per minute from the node start to the drain after its exit (from a cgroup of its
+own, as the other recorder benches; else its threads' /proc/PID/task/*/schedstat), so the cost
+of reading the map shows against a recorder that does not (--perf-maps false).
 
 Usage: bench_jit.py --dump BUILD/tests/recorder/recorder_store_dump [--seconds 30] [--rounds 3]
                     LABEL=RECORDER[,EXTRA-FLAG...] [LABEL=RECORDER[,...] ...]
@@ -24,11 +24,18 @@ import subprocess
 import tempfile
 import time
 
+from bpfstats import CpuGroup
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "recorder", "workloads", "jit_calltree.js")
 
 
-def cpu_ns(pid):
+def cpu_s(group, pid):
+    """The recorder's CPU seconds: from its cgroup (exited threads too), else the sum of its
+    threads' (/proc/PID/task/*/schedstat)."""
+    used = group.usage_s()
+    if used is not None:
+        return used
     total = 0
     for f in glob.glob("/proc/%d/task/*/schedstat" % pid):
         try:
@@ -36,7 +43,7 @@ def cpu_ns(pid):
                 total += int(fh.read().split()[0])
         except (OSError, ValueError):
             pass
-    return total
+    return total / 1e9
 
 
 def shares(stacks):
@@ -80,12 +87,13 @@ def one_round(args, specs, node, tmp):
     for label, exe, extra in specs:
         store = os.path.join(tmp, label + ".db")
         log = open(os.path.join(tmp, label + ".log"), "w")
+        group = CpuGroup("pfr-bench-jit-" + label)
         p = subprocess.Popen([exe, "--store", store, "--interval", "10", "--metrics-listen", "off",
                               "--scrape-local", "off", "--go-heap-profiler", "disabled"] + extra,
-                             stderr=log)
-        recs.append((label, p, store, log))
+                             stderr=log, preexec_fn=group.join)
+        recs.append((label, p, store, log, group))
     time.sleep(3)
-    before = {label: cpu_ns(p.pid) for label, p, _, _ in recs}
+    before = {label: cpu_s(group, p.pid) for label, p, _, _, group in recs}
     t0 = time.monotonic()
     w = subprocess.Popen([node, "--perf-basic-prof", "--interpreted-frames-native-stack", SCRIPT,
                           str(args.seconds)], cwd=tmp)  # where V8 may write its log
@@ -97,11 +105,12 @@ def one_round(args, specs, node, tmp):
     time.sleep(11)  # the drain after the exit
     res = {}
     minutes = (time.monotonic() - t0) / 60
-    for label, p, store, log in recs:
-        res[label] = {"cpu_ms_min": (cpu_ns(p.pid) - before[label]) / 1e6 / minutes}
+    for label, p, store, log, group in recs:
+        res[label] = {"cpu_ms_min": (cpu_s(group, p.pid) - before[label]) * 1e3 / minutes}
         p.terminate()
         p.wait()
         log.close()
+        group.close()
         res[label].update(shares(pfr_stacks(args.dump, store, w.pid)))
     res["perf"] = shares(perf_stacks(data))
     perf_map = "/tmp/perf-%d.map" % w.pid
