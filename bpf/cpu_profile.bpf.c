@@ -9,10 +9,10 @@
  * (cpu_state.inflight), then reads and empties the other buffer's count and stack maps at
  * leisure.
  *
- * Per sample, in the common case: one per-CPU lookup (state, counters), the process memo, two
- * bpf_get_stackid calls (none for the kernel stack of a sample taken in user mode) and an
- * increment in a per-CPU slot (the count map is touched when the slot held another key). The
- * idle task costs one lookup.
+ * Per sample, in the common case: one per-CPU lookup (state, counters), the process memo, the
+ * user stack walked and looked up by its hash in the stack map (and the kernel stack, copied by
+ * bpf_get_stack, for a sample taken in the kernel) and an increment in a per-CPU slot (the count
+ * map is touched when the slot held another key). The idle task costs one lookup.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -20,9 +20,9 @@
 #include <bpf/bpf_tracing.h>
 
 #include "cpu_profile.h"
+#include "user_stack.bpf.h"
 
 #define EEXIST     17
-#define ENOMEM     12
 #define PF_EXITING 0x00000004
 #define PF_KTHREAD 0x00200000
 #define VM_EXEC    0x00000004
@@ -50,20 +50,11 @@ volatile __u32 known_gen;
         __type(value, __u64);                                                                      \
     } name SEC(".maps")
 
-/* Kernel stack-trace maps: id -> frames (leaf first, zero-padded), hashed by the kernel. */
+/* Stacks by content: hash of the frames (PFR_STACK_HASHED set) -> the frames. */
 #define STACK_MAP(name)                                                                            \
     struct {                                                                                       \
-        __uint(type, BPF_MAP_TYPE_STACK_TRACE);                                                    \
-        __uint(max_entries, 8192);                                                                 \
-        __uint(key_size, sizeof(__u32));                                                           \
-        __uint(value_size, PFR_MAX_STACK_DEPTH * sizeof(__u64));                                   \
-    } name SEC(".maps")
-
-/* Stacks whose stack-trace bucket was taken by another stack, by content hash. */
-#define COLLISION_MAP(name)                                                                        \
-    struct {                                                                                       \
         __uint(type, BPF_MAP_TYPE_HASH);                                                           \
-        __uint(max_entries, 2048);                                                                 \
+        __uint(max_entries, 8192);                                                                 \
         __type(key, __u64);                                                                        \
         __type(value, struct pfr_stack);                                                           \
     } name SEC(".maps")
@@ -72,8 +63,6 @@ COUNT_MAP(counts0);
 COUNT_MAP(counts1);
 STACK_MAP(stacks0);
 STACK_MAP(stacks1);
-COLLISION_MAP(xstacks0);
-COLLISION_MAP(xstacks1);
 
 #define PENDING_MAP(name)                                                                          \
     struct {                                                                                       \
@@ -86,12 +75,12 @@ COLLISION_MAP(xstacks1);
 PENDING_MAP(pending0);
 PENDING_MAP(pending1);
 
-/* Per-CPU scratch for bpf_get_stack on a collision (1 KiB does not fit the 512-byte BPF stack). */
+/* Per-CPU scratch for the stack being stored (5 KiB do not fit the 512-byte BPF stack). */
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, struct pfr_stack);
+    __type(value, struct pfr_walk);
 } scratch SEC(".maps");
 
 /* Per-CPU room to build an exit's mappings before they are copied to the ring buffer at their
@@ -153,9 +142,15 @@ static __always_inline struct pfr_cpu_state *cpu_state_get(void)
 /* per-CPU: no atomics needed */
 #define COUNT(cs, which) ((cs)->counters[(which)] += 1)
 
-static __always_inline __u64 hash_stack(const struct pfr_stack *st, __u32 n)
+/* A stack's id: a 64-bit hash of its frames, with PFR_STACK_HASHED set so it is never 0 (no
+ * stack) or PFR_STACK_ERROR. Two stacks of a host with the same hash are unlikely enough (about
+ * n^2 / 2^64 for n distinct stacks) to be ignored. Global, so the verifier checks its loop once. */
+__noinline __u64 pfr_stack_id(const struct pfr_stack *st, __u32 kernel)
 {
-    __u64 h = 0xcbf29ce484222325ull ^ n;
+    if (!st)
+        return PFR_STACK_ERROR;
+    __u32 n = st->nframes;
+    __u64 h = (0xcbf29ce484222325ull ^ n ^ ((__u64)kernel << 32)) * 0x9e3779b97f4a7c15ull;
     for (__u32 i = 0; i < PFR_MAX_STACK_DEPTH; i++) {
         if (i >= n)
             break;
@@ -166,70 +161,45 @@ static __always_inline __u64 hash_stack(const struct pfr_stack *st, __u32 n)
     return h | PFR_STACK_HASHED;
 }
 
-/* The slow way, after a stack-trace map collision: copy the stack and store it by content hash.
- * Returns its id, 0 if the stack is empty, or PFR_STACK_ERROR. */
-static __always_inline __u64 store_hashed(struct pfr_cpu_state *cs, void *ctx, void *xstacks,
-                                          __u64 flags, __u32 err_counter)
+/* Store st (nframes > 0) in a buffer's stack map unless it is there. Returns its id, or
+ * PFR_STACK_ERROR when the map is full. */
+static __always_inline __u64 store_stack(struct pfr_cpu_state *cs, void *stacks,
+                                         struct pfr_stack *st, __u32 kernel)
 {
-    __u32 zero = 0;
-    struct pfr_stack *st = bpf_map_lookup_elem(&scratch, &zero);
-    if (!st)
-        return PFR_STACK_ERROR;
-    long len = bpf_get_stack(ctx, st->ips, sizeof(st->ips), flags);
-    if (len < 0) {
-        COUNT(cs, err_counter);
-        return PFR_STACK_ERROR;
-    }
-    __u32 n = (__u32)len / sizeof(__u64);
-    if (n == 0)
-        return 0;
-    st->nframes = n;
-    __u64 id = hash_stack(st, n);
-    if (bpf_map_lookup_elem(xstacks, &id)) {
-        COUNT(cs, PFR_CNT_STACK_REUSED);
+    __u64 id = pfr_stack_id(st, kernel);
+    if (bpf_map_lookup_elem(stacks, &id))
+        return id;
+    long err = bpf_map_update_elem(stacks, &id, st, BPF_NOEXIST);
+    if (err == 0) {
+        COUNT(cs, PFR_CNT_STACK_NEW);
         return id;
     }
-    long err = bpf_map_update_elem(xstacks, &id, st, BPF_NOEXIST);
-    if (err == 0 || err == -EEXIST)
+    if (err == -EEXIST) /* another CPU stored it first */
         return id;
     COUNT(cs, PFR_CNT_STACK_FULL);
     return PFR_STACK_ERROR;
 }
 
-/* Store the current stack (kernel or user per flags). Returns its id (see pfr_count_key), or
- * PFR_STACK_ERROR. An empty stack is never asked for: bpf_get_stackid returns -EFAULT both for
- * an empty stack and for one it could not read. */
-static __always_inline __u64 store_stack(struct pfr_cpu_state *cs, void *ctx, void *stacks,
-                                         void *xstacks, __u64 flags, __u32 err_counter)
+/* Store the stack of this sample (kernel or user): its id, or PFR_STACK_ERROR. */
+static __always_inline __u64 sample_stack(struct pfr_cpu_state *cs, struct bpf_perf_event_data *ctx,
+                                          struct task_struct *task, int umode, void *stacks,
+                                          __u32 kernel)
 {
-    long id = bpf_get_stackid(ctx, stacks, flags);
-    if (id >= 0)
-        return (__u64)id + PFR_STACKID_BASE;
-    if (id == -EEXIST) {
-        COUNT(cs, PFR_CNT_STACK_COLLISION);
-        return store_hashed(cs, ctx, xstacks, flags, err_counter);
+    __u32 zero = 0;
+    struct pfr_walk *w = bpf_map_lookup_elem(&scratch, &zero);
+    if (!w)
+        return PFR_STACK_ERROR;
+    long n = kernel ? -1 : walk_user_stack(ctx, task, umode, w);
+    if (n < 0) {
+        long len = bpf_get_stack(ctx, w->st.ips, sizeof(w->st.ips), kernel ? 0 : BPF_F_USER_STACK);
+        n = len < 0 ? len : (long)((__u64)len / sizeof(__u64));
     }
-    if (id == -ENOMEM) {
-        COUNT(cs, PFR_CNT_STACK_FULL);
+    if (n <= 0) { /* unreadable, or empty where a stack was due */
+        COUNT(cs, kernel ? PFR_CNT_KSTACK_ERR : PFR_CNT_USTACK_ERR);
         return PFR_STACK_ERROR;
     }
-    COUNT(cs, err_counter);
-    return PFR_STACK_ERROR;
-}
-
-/* 1 if the interrupted context was user mode, 0 if kernel, -1 if this architecture is not known
- * here (then the kernel stack is asked for, and an empty one reads as an error). */
-static __always_inline int user_mode(struct bpf_perf_event_data *ctx)
-{
-#if defined(__TARGET_ARCH_x86)
-    /* perf_event contexts read pt_regs fields 8 bytes at a time */
-    __u64 cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
-    return (cs & 3) == 3;
-#elif defined(__TARGET_ARCH_arm64)
-    return (ctx->regs.pstate & 0xf) == 0;
-#else
-    return -1;
-#endif
+    w->st.nframes = (__u32)n;
+    return store_stack(cs, stacks, &w->st, kernel);
 }
 
 static __always_inline void add_count(struct pfr_cpu_state *cs, void *counts,
@@ -387,9 +357,8 @@ int pfr_sample(struct bpf_perf_event_data *ctx)
     if (!(task->flags & PF_EXITING))
         note_process(cs, task, tgid);
     void *stacks = buf ? (void *)&stacks1 : (void *)&stacks0;
-    void *xstacks = buf ? (void *)&xstacks1 : (void *)&xstacks0;
     if (umode != 1) {
-        key.kstack = store_stack(cs, ctx, stacks, xstacks, 0, PFR_CNT_KSTACK_ERR);
+        key.kstack = sample_stack(cs, ctx, task, umode, stacks, 1);
         if (umode < 0 && key.kstack == PFR_STACK_ERROR)
             key.kstack = 0; /* most likely an empty kernel stack */
         /* Inside execve the saved user registers are the old image's until the new one starts,
@@ -402,7 +371,7 @@ int pfr_sample(struct bpf_perf_event_data *ctx)
         }
     }
     if (!no_user)
-        key.ustack = store_stack(cs, ctx, stacks, xstacks, BPF_F_USER_STACK, PFR_CNT_USTACK_ERR);
+        key.ustack = sample_stack(cs, ctx, task, umode, stacks, 0);
     if (buf)
         add_sample(cs, &pending1, &counts1, &key);
     else

@@ -1,13 +1,12 @@
 /*
  * Types shared by the CPU sampler (cpu_profile.bpf.c) and its loader (recorder/cpu_profiler.c).
  *
- * Stacks go first into a kernel stack-trace map (bpf_get_stackid: the kernel hashes and compares
- * the frames it just unwound, nothing is copied to the program). A stack-trace map has one slot per
- * bucket and refuses a new stack whose bucket holds another one (-EEXIST; BPF_F_REUSE_STACKID
- * would overwrite it and corrupt the counts already pointing at that id, so it is not used). Such
- * a collision is counted and the stack then goes the slow way: copied with bpf_get_stack and
- * stored in a small hash map keyed by a 64-bit hash of its frames. No stack is lost to a
- * collision; stacks are lost only when a map is full, which the counters report.
+ * Stacks are stored by content: the sampler copies a stack's frames into per-CPU scratch (user
+ * stacks on x86-64 by walking the frame pointers itself, a page of stack per copy; other stacks
+ * with bpf_get_stack), hashes them, and adds them to a hash map keyed by that 64-bit hash unless
+ * they are there already. Kernel stack-trace maps (bpf_get_stackid) cost more per sample (their
+ * bucket handling, ~2 µs here) and refuse a stack whose bucket holds another one; a hash map
+ * loses a stack only when full, which the counters report.
  */
 #ifndef PFR_CPU_PROFILE_H
 #define PFR_CPU_PROFILE_H
@@ -29,9 +28,8 @@ struct pfr_stack {
 
 /* Key of the sample count maps. A stack id of 0 means "no stack" (no kernel part because the
  * sample was in user mode, or no user part for a kernel thread); PFR_STACK_ERROR means the stack
- * could not be read or stored (counted in the counters). Otherwise either a stack-trace map id
- * plus PFR_STACKID_BASE (below 2^32 + 2), or, with PFR_STACK_HASHED set, the content hash under
- * which the stack is in the collision map. */
+ * could not be read or stored (counted in the counters). Otherwise it is the content hash under
+ * which the stack is in the buffer's stack map, with PFR_STACK_HASHED set. */
 struct pfr_count_key {
     __u32 tgid;
     __u32 pad;
@@ -39,22 +37,19 @@ struct pfr_count_key {
     __u64 ustack;
 };
 #define PFR_STACK_ERROR  1ull
-#define PFR_STACKID_BASE 2ull
 #define PFR_STACK_HASHED (1ull << 63)
 
 /* Per-CPU counters, summed by the loader. */
 enum pfr_counter {
-    PFR_CNT_SAMPLES = 0,     /* samples taken (idle excluded) */
-    PFR_CNT_IDLE,            /* samples that hit the idle task, not recorded */
-    PFR_CNT_KSTACK_ERR,      /* kernel stack could not be read */
-    PFR_CNT_USTACK_ERR,      /* user stack could not be read */
-    PFR_CNT_STACK_FULL,      /* a stack map was full: stack recorded as PFR_STACK_ERROR */
-    PFR_CNT_COUNT_FULL,      /* a count map was full: sample lost */
-    PFR_CNT_EVENTS_LOST,     /* ring buffer full: a process notification was dropped */
-    PFR_CNT_STACK_REUSED,    /* stack already in the collision map (a hit, not a loss) */
-    PFR_CNT_STACK_COLLISION, /* stack-trace map bucket taken by another stack: stored in the
-                              * collision map instead (not a loss) */
-    PFR_CNT_EXEC_NO_USTACK,  /* sampled inside execve: user stack not read (see the sampler) */
+    PFR_CNT_SAMPLES = 0,    /* samples taken (idle excluded) */
+    PFR_CNT_IDLE,           /* samples that hit the idle task, not recorded */
+    PFR_CNT_KSTACK_ERR,     /* kernel stack could not be read */
+    PFR_CNT_USTACK_ERR,     /* user stack could not be read */
+    PFR_CNT_STACK_FULL,     /* a stack map was full: stack recorded as PFR_STACK_ERROR */
+    PFR_CNT_COUNT_FULL,     /* a count map was full: sample lost */
+    PFR_CNT_EVENTS_LOST,    /* ring buffer full: a process notification was dropped */
+    PFR_CNT_STACK_NEW,      /* stacks added to a stack map (the others were there already) */
+    PFR_CNT_EXEC_NO_USTACK, /* sampled inside execve: user stack not read (see the sampler) */
     PFR_CNT_MAX,
 };
 
@@ -77,6 +72,15 @@ static inline __u32 pfr_pending_index(const struct pfr_count_key *k)
     __u64 h = k->tgid + k->kstack * 0x9e3779b97f4a7c15ull + k->ustack * 0xc2b2ae3d27d4eb4full;
     return (__u32)(h >> (64 - PFR_PENDING_BITS)) & (PFR_PENDING_SLOTS - 1);
 }
+
+/* Per-CPU scratch of the sampler: the stack being stored, and the window of user stack the
+ * frame-pointer walk reads from (PFR_WALK_PAGE bytes at most, never across a page boundary: a
+ * mapped page is readable as a whole or not at all, as each frame is for the kernel's walk). */
+#define PFR_WALK_PAGE 4096
+struct pfr_walk {
+    struct pfr_stack st;
+    __u8 page[PFR_WALK_PAGE];
+};
 
 /* Per-CPU state of the sampler: one map lookup per sample. */
 struct pfr_cpu_state {

@@ -59,15 +59,11 @@ struct pfr_cpu_profiler {
     /* drain state, reused */
     struct pfr_count_key *kbuf;
     uint64_t *cbuf;
-    uint64_t *skbuf;
-    struct pfr_stack *svbuf;
-    uint64_t *trace; /* one stack-trace map value */
+    struct pfr_stack *stack; /* one stack map value */
     pfr_cpu_sample *samples;
     size_t nsamples, samples_cap;
-    /* Stacks of the last drain from the collision map (they are read and deleted each time),
-     * and those read from each buffer's stack-trace map: an id there names the same frames
-     * until user space deletes it, so each stack is read once, not once an interval. */
-    struct stack_store hashed;
+    /* The stacks read from each buffer's stack map: an id there names the same frames while
+     * the map holds it, so each stack is read once, not once an interval. */
     struct stack_store kept[2];
     bool kept_stale[2]; /* that buffer's map was emptied: forget its stacks before reusing it */
     unsigned keep_max;  /* stacks kept per buffer before its map is emptied */
@@ -254,14 +250,12 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
     cp->npossible = libbpf_num_possible_cpus();
     cp->kbuf = calloc(BATCH, sizeof(*cp->kbuf));
     cp->cbuf = calloc(BATCH, sizeof(*cp->cbuf));
-    cp->skbuf = calloc(BATCH, sizeof(*cp->skbuf));
-    cp->svbuf = calloc(BATCH, sizeof(*cp->svbuf));
-    cp->trace = calloc(PFR_MAX_STACK_DEPTH, sizeof(uint64_t));
+    cp->stack = calloc(1, sizeof(*cp->stack));
     cp->cpu_state =
         calloc(cp->npossible > 0 ? (size_t)cp->npossible : 1, sizeof(struct pfr_cpu_state));
     cp->pending = calloc(cp->npossible > 0 ? (size_t)cp->npossible : 1, sizeof(struct pfr_pending));
-    if (cp->npossible <= 0 || !cp->kbuf || !cp->cbuf || !cp->skbuf || !cp->svbuf || !cp->trace ||
-        !cp->cpu_state || !cp->pending) {
+    if (cp->npossible <= 0 || !cp->kbuf || !cp->cbuf || !cp->stack || !cp->cpu_state ||
+        !cp->pending) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -276,11 +270,8 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
     unsigned ce = opts->count_map_entries ? opts->count_map_entries : 16384;
     bpf_map__set_max_entries(cp->skel->maps.stacks0, se);
     bpf_map__set_max_entries(cp->skel->maps.stacks1, se);
-    /* collisions in the stack-trace map: about the fill fraction of the new stacks */
-    unsigned xe = se / 4 > 256 ? se / 4 : 256;
-    cp->keep_max = se / 4;
-    bpf_map__set_max_entries(cp->skel->maps.xstacks0, xe);
-    bpf_map__set_max_entries(cp->skel->maps.xstacks1, xe);
+    /* half the map for the stacks kept from before, half for an interval's new ones */
+    cp->keep_max = se / 2;
     bpf_map__set_max_entries(cp->skel->maps.counts0, ce);
     bpf_map__set_max_entries(cp->skel->maps.counts1, ce);
     rc = cpu_profile_bpf__load(cp->skel);
@@ -331,14 +322,11 @@ void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
     cpu_profile_bpf__destroy(cp->skel);
     free(cp->kbuf);
     free(cp->cbuf);
-    free(cp->skbuf);
-    free(cp->svbuf);
-    free(cp->trace);
+    free(cp->stack);
     free(cp->cpu_state);
     free(cp->pending);
     pfr_u64map_free(&cp->key_index);
     free(cp->samples);
-    stack_store_free(&cp->hashed);
     stack_store_free(&cp->kept[0]);
     stack_store_free(&cp->kept[1]);
     free(cp);
@@ -491,14 +479,6 @@ static int each_count(pfr_cpu_profiler *cp, const void *k, const void *v)
     return add_sample(cp, k, c);
 }
 
-static int each_stack(pfr_cpu_profiler *cp, const void *k, const void *v)
-{
-    uint64_t id;
-    memcpy(&id, k, sizeof(id));
-    const struct pfr_stack *st = v;
-    return add_stack(&cp->hashed, id, (const uint64_t *)st->ips, st->nframes);
-}
-
 static uint64_t key_hash(const struct pfr_count_key *k)
 {
     uint64_t h = (k->tgid + 1) * 0x9e3779b97f4a7c15ull;
@@ -563,31 +543,27 @@ static int drain_pending(pfr_cpu_profiler *cp, int fd)
     return bpf_map_update_elem(fd, &zero, cp->pending, BPF_ANY) ? -errno : 0;
 }
 
-static bool in_stack_trace_map(uint64_t id)
+static bool in_stack_map(uint64_t id)
 {
-    return id >= PFR_STACKID_BASE && !(id & PFR_STACK_HASHED);
+    return (id & PFR_STACK_HASHED) != 0;
 }
 
-/* Read from stack-trace map fd the stacks of the drained samples not kept yet. Its values are
- * the frames, zero-padded; its ids are those of the count keys minus PFR_STACKID_BASE. */
+/* Read from stack map fd the stacks of the drained samples not kept yet. */
 static int read_new_stacks(pfr_cpu_profiler *cp, int fd, struct stack_store *ks)
 {
     for (size_t i = 0; i < cp->nsamples; i++) {
         const uint64_t ids[2] = {cp->samples[i].kstack, cp->samples[i].ustack};
         for (int j = 0; j < 2; j++) {
-            if (!in_stack_trace_map(ids[j]) || pfr_u64map_get(&ks->index, ids[j]))
+            if (!in_stack_map(ids[j]) || pfr_u64map_get(&ks->index, ids[j]))
                 continue;
-            uint32_t key = (uint32_t)(ids[j] - PFR_STACKID_BASE);
             cp->stack_reads++;
-            if (bpf_map_lookup_elem(fd, &key, cp->trace) != 0) {
+            if (bpf_map_lookup_elem(fd, &ids[j], cp->stack) != 0) {
                 if (errno == ENOENT)
                     continue; /* shown as an unknown stack */
                 return -errno;
             }
-            uint32_t n = 0;
-            while (n < PFR_MAX_STACK_DEPTH && cp->trace[n])
-                n++;
-            int rc = n ? add_stack(ks, ids[j], cp->trace, n) : 0;
+            uint32_t n = cp->stack->nframes;
+            int rc = n ? add_stack(ks, ids[j], (const uint64_t *)cp->stack->ips, n) : 0;
             if (rc)
                 return rc;
         }
@@ -595,14 +571,25 @@ static int read_new_stacks(pfr_cpu_profiler *cp, int fd, struct stack_store *ks)
     return 0;
 }
 
-/* Empty a stack-trace map (no batch operations for those). */
-static int empty_stack_trace_map(int fd)
+/* Empty a stack map: BATCH keys listed, then deleted, until none is left (a hash map's key walk
+ * restarts from its first bucket after a deleted key, so deleting while walking would rescan
+ * the emptied buckets for every key). */
+static int empty_stack_map(int fd)
 {
-    uint32_t key;
-    while (bpf_map_get_next_key(fd, NULL, &key) == 0)
-        if (bpf_map_delete_elem(fd, &key) && errno != ENOENT)
+    uint64_t keys[BATCH];
+    for (;;) {
+        size_t n = 0;
+        int rc = 0;
+        while (n < BATCH && (rc = bpf_map_get_next_key(fd, n ? &keys[n - 1] : NULL, &keys[n])) == 0)
+            n++;
+        if (rc && errno != ENOENT)
             return -errno;
-    return errno == ENOENT ? 0 : -errno;
+        for (size_t i = 0; i < n; i++)
+            if (bpf_map_delete_elem(fd, &keys[i]) && errno != ENOENT)
+                return -errno;
+        if (n < BATCH)
+            return 0;
+    }
 }
 
 int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
@@ -618,7 +605,6 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
 
     cp->nsamples = 0;
     cp->drained = old;
-    stack_store_clear(&cp->hashed);
     struct stack_store *ks = &cp->kept[old];
     if (cp->kept_stale[old]) {
         stack_store_clear(ks);
@@ -626,21 +612,17 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
     }
     int cfd = bpf_map__fd(old ? s->maps.counts1 : s->maps.counts0);
     int sfd = bpf_map__fd(old ? s->maps.stacks1 : s->maps.stacks0);
-    int xfd = bpf_map__fd(old ? s->maps.xstacks1 : s->maps.xstacks0);
     int pfd = bpf_map__fd(old ? s->maps.pending1 : s->maps.pending0);
     /* counts first: a stack is deleted only after every count that refers to it was read */
     rc = drain_map(cfd, cp->kbuf, cp->cbuf, sizeof(*cp->kbuf), sizeof(*cp->cbuf), each_count, cp);
     if (rc == 0)
         rc = drain_pending(cp, pfd);
     if (rc == 0)
-        rc = drain_map(xfd, cp->skbuf, cp->svbuf, sizeof(*cp->skbuf), sizeof(*cp->svbuf),
-                       each_stack, cp);
-    if (rc == 0)
         rc = read_new_stacks(cp, sfd, ks);
-    /* A fuller map sends more new stacks to the collision map (a bucket taken): past a quarter
-     * of it, start again. The stacks stay readable until the next drain of this buffer. */
+    /* Past half the map, start again, so an interval's new stacks find room. The stacks stay
+     * readable until the next drain of this buffer. */
     if (rc == 0 && ks->index.n > cp->keep_max) {
-        rc = empty_stack_trace_map(sfd);
+        rc = empty_stack_map(sfd);
         cp->kept_stale[old] = true;
         cp->stack_map_resets++;
     }
@@ -657,8 +639,8 @@ int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
 
 const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, size_t *n)
 {
-    const struct stack_store *ss = in_stack_trace_map(id) ? &cp->kept[cp->drained] : &cp->hashed;
-    uint64_t *v = pfr_u64map_get(&ss->index, id);
+    const struct stack_store *ss = &cp->kept[cp->drained];
+    uint64_t *v = in_stack_map(id) ? pfr_u64map_get(&ss->index, id) : NULL;
     if (!v) {
         *n = 0;
         return NULL;
@@ -707,8 +689,7 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
     out->stack_map_full = sum[PFR_CNT_STACK_FULL];
     out->count_map_full = sum[PFR_CNT_COUNT_FULL];
     out->events_lost = sum[PFR_CNT_EVENTS_LOST];
-    out->stacks_reused = sum[PFR_CNT_STACK_REUSED];
-    out->stack_collisions = sum[PFR_CNT_STACK_COLLISION];
+    out->stacks_new = sum[PFR_CNT_STACK_NEW];
     out->exec_no_ustack = sum[PFR_CNT_EXEC_NO_USTACK];
     out->drains = cp->drains;
     out->stack_reads = cp->stack_reads;

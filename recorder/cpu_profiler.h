@@ -20,8 +20,7 @@ typedef struct pfr_cpu_profiler pfr_cpu_profiler;
 
 typedef struct pfr_cpu_profiler_opts {
     unsigned hz;                /* samples per second per CPU */
-    unsigned stack_map_entries; /* stack-trace map, per buffer; 0 = 8192; the collision map
-                                 * gets a quarter (at least 256) */
+    unsigned stack_map_entries; /* distinct stacks, per buffer; 0 = 8192 */
     unsigned count_map_entries; /* per buffer; 0 = 16384 */
 } pfr_cpu_profiler_opts;
 
@@ -30,18 +29,16 @@ typedef struct pfr_cpu_counters {
     uint64_t samples; /* samples taken, idle excluded */
     uint64_t idle;    /* samples that hit an idle CPU */
     uint64_t kstack_errors, ustack_errors;
-    uint64_t stack_map_full;   /* stacks not stored (sample kept, stack shown as an error frame) */
-    uint64_t count_map_full;   /* samples lost: count map full */
-    uint64_t events_lost;      /* process notifications dropped (ring buffer full) */
-    uint64_t stacks_reused;    /* collided stack already in the collision map in the interval */
-    uint64_t stack_collisions; /* stack-trace map bucket held another stack: the stack went to
-                                * the collision map (kept, not lost) */
-    uint64_t exec_no_ustack;   /* samples inside execve, kept without their user stack */
-    uint64_t prog_misses;      /* samples the kernel skipped because a BPF program was running */
+    uint64_t stack_map_full; /* stacks not stored (sample kept, stack shown as an error frame) */
+    uint64_t count_map_full; /* samples lost: count map full */
+    uint64_t events_lost;    /* process notifications dropped (ring buffer full) */
+    uint64_t stacks_new;     /* stacks added to a stack map (the others were there) */
+    uint64_t exec_no_ustack; /* samples inside execve, kept without their user stack */
+    uint64_t prog_misses;    /* samples the kernel skipped because a BPF program was running */
     uint64_t prog_run_ns, prog_runs; /* BPF run time, when kernel.bpf_stats_enabled = 1 */
     uint64_t drains;
-    uint64_t stack_reads;      /* stack-trace map entries read (once per stack, not per drain) */
-    uint64_t stack_map_resets; /* stack-trace maps emptied after a drain, having filled up */
+    uint64_t stack_reads;      /* stack map entries read (once per stack, not per drain) */
+    uint64_t stack_map_resets; /* stack maps emptied after a drain, having filled up */
 } pfr_cpu_counters;
 
 /* One (process, kernel stack, user stack) count from a drain. */

@@ -726,15 +726,14 @@ static void cpu_log_stats(void *self)
     pfr_cpu_source_stats s;
     pfr_cpu_source_stats_get(cs, &s);
     pfr_debug("cpu: samples=%llu idle=%llu lost{count_map_full=%llu prog_misses=%llu} "
-              "stacks{kernel_err=%llu user_err=%llu map_full=%llu collisions=%llu reused=%llu "
-              "read=%llu map_resets=%llu} events_lost=%llu bpf_run_ns=%llu",
+              "stacks{kernel_err=%llu user_err=%llu map_full=%llu new=%llu read=%llu "
+              "map_resets=%llu} events_lost=%llu bpf_run_ns=%llu",
               (unsigned long long)s.bpf.samples, (unsigned long long)s.bpf.idle,
               (unsigned long long)s.bpf.count_map_full, (unsigned long long)s.bpf.prog_misses,
               (unsigned long long)s.bpf.kstack_errors, (unsigned long long)s.bpf.ustack_errors,
-              (unsigned long long)s.bpf.stack_map_full, (unsigned long long)s.bpf.stack_collisions,
-              (unsigned long long)s.bpf.stacks_reused, (unsigned long long)s.bpf.stack_reads,
-              (unsigned long long)s.bpf.stack_map_resets, (unsigned long long)s.bpf.events_lost,
-              (unsigned long long)s.bpf.prog_run_ns);
+              (unsigned long long)s.bpf.stack_map_full, (unsigned long long)s.bpf.stacks_new,
+              (unsigned long long)s.bpf.stack_reads, (unsigned long long)s.bpf.stack_map_resets,
+              (unsigned long long)s.bpf.events_lost, (unsigned long long)s.bpf.prog_run_ns);
     pfr_fair_lock_acquire(&cs->lock);
     size_t symmem = pfr_symbolizer_memory(cs->sym);
     pfr_fair_lock_release(&cs->lock);

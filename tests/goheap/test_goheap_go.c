@@ -22,34 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_check.h"
 #include "gohelp.h"
 #include "pfr_goheap.h"
 #include "pfr_goheap_sym.h"
 
 static const char *go_version, *src_dir, *work_dir;
 static char go_bin[256];
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-/* cond is evaluated once: it is often the action itself */
-#define REQUIRE(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static int64_t now_ns(void)
 {
@@ -751,6 +730,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown case %s\n", argv[1]);
         return 2;
     }
-    fprintf(stderr, "%s\n", failures ? "FAILED" : "ok");
-    return failures ? 1 : 0;
+    fprintf(stderr, "%s\n", check_failures ? "FAILED" : "ok");
+    return check_failures ? 1 : 0;
 }

@@ -14,18 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "pfr_check.h"
 #include "pfr_store.h"
 #include "store_test_util.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* SQLite's own pages beyond the payload: the schema page, B-tree interior pages and the
  * pointer-map pages of incremental vacuum. Stated in docs/store.md. */
@@ -63,7 +54,7 @@ int main(int argc, char **argv)
     pfr_store *s;
     char err[256];
     pfr_store_opts o = {.max_bytes = cap};
-    CHECK(pfr_store_open(db, &o, &s, err, sizeof(err)) == 0, "open: %s", err);
+    REQUIRE(pfr_store_open(db, &o, &s, err, sizeof(err)) == 0, "open: %s", err);
 
     /* Small chunks: one or two samples of two frames (what an idle process's 10 s looks like). */
     pfr_profile *variants[NVARIANTS];
@@ -101,10 +92,10 @@ int main(int argc, char **argv)
                                    variants[(k / 4 + k % 4 * 7) % NVARIANTS]};
         }
         int rc = pfr_store_append_batch(s, in, (size_t)n, ids);
-        CHECK(rc == 0, "append at %ld: %d", i, rc);
+        REQUIRE(rc == 0, "append at %ld: %d", i, rc);
         if (i == (appends / 10) / BATCH * BATCH) {
             cursor = ids[0];
-            CHECK(pfr_store_cursor_set(s, "shipper", cursor) == 0, "cursor");
+            REQUIRE(pfr_store_cursor_set(s, "shipper", cursor) == 0, "cursor");
         }
         uint64_t d = tu_file_size(db), w = tu_file_size(wal);
         max_db = d > max_db ? d : max_db;
@@ -114,13 +105,13 @@ int main(int argc, char **argv)
             /* The largest chunk so far (they are all alike; look now and then). */
             struct maxsize m = {0};
             pfr_store_filter f = {.after_id = ids[n - 1] - 64};
-            CHECK(pfr_store_scan(s, &f, PFR_SCAN_META_ONLY, max_cb, &m, NULL) == 0, "scan");
+            REQUIRE(pfr_store_scan(s, &f, PFR_SCAN_META_ONLY, max_cb, &m, NULL) == 0, "scan");
             max_chunk = m.chunk > max_chunk ? m.chunk : max_chunk;
         }
     }
     double secs = now() - t0;
     pfr_store_stats st;
-    CHECK(pfr_store_stats_get(s, &st) == 0, "stats");
+    REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
     printf("cap test: %ld appends in %.1f s (%.0f/s), cap %" PRIu64 " B\n", appends, secs,
            appends / secs, cap);
     printf("  max database file %" PRIu64 " B, max WAL %" PRIu64 " B, max database + WAL %" PRIu64
@@ -129,20 +120,21 @@ int main(int argc, char **argv)
     printf("  live chunks %" PRIu64 ", evicted %" PRIu64 ", lost-unshipped %" PRIu64
            ", data bytes %" PRIu64 "\n",
            st.chunks, st.evicted, st.lost_unshipped, st.data_bytes);
-    CHECK(max_db <= cap + max_chunk + SLACK, "database file %" PRIu64 " past cap + chunk + slack",
-          max_db);
-    CHECK(max_sum <= cap + max_chunk + SLACK, "database + WAL %" PRIu64 " past the bound", max_sum);
-    CHECK(st.appended == (uint64_t)appends, "appended %" PRIu64, st.appended);
-    CHECK(st.chunks + st.evicted == (uint64_t)appends, "live + evicted != appended");
-    CHECK(st.evicted > (uint64_t)appends / 2, "the ring should have wrapped many times");
+    REQUIRE(max_db <= cap + max_chunk + SLACK, "database file %" PRIu64 " past cap + chunk + slack",
+            max_db);
+    REQUIRE(max_sum <= cap + max_chunk + SLACK, "database + WAL %" PRIu64 " past the bound",
+            max_sum);
+    REQUIRE(st.appended == (uint64_t)appends, "appended %" PRIu64, st.appended);
+    REQUIRE(st.chunks + st.evicted == (uint64_t)appends, "live + evicted != appended");
+    REQUIRE(st.evicted > (uint64_t)appends / 2, "the ring should have wrapped many times");
     /* Chunk ids are 1..appends; the evicted are the oldest, 1..evicted. */
     uint64_t want_lost = st.evicted > (uint64_t)cursor ? st.evicted - (uint64_t)cursor : 0;
-    CHECK(st.lost_unshipped == want_lost, "lost-unshipped %" PRIu64 ", expected %" PRIu64,
-          st.lost_unshipped, want_lost);
+    REQUIRE(st.lost_unshipped == want_lost, "lost-unshipped %" PRIu64 ", expected %" PRIu64,
+            st.lost_unshipped, want_lost);
     /* The ring stays useful: most of the cap holds live data. */
-    CHECK(st.data_bytes > cap / 8, "only %" PRIu64 " B of live data", st.data_bytes);
+    REQUIRE(st.data_bytes > cap / 8, "only %" PRIu64 " B of live data", st.data_bytes);
     uint64_t bad;
-    CHECK(pfr_store_check(s, &bad, err, sizeof(err)) == 0, "check: %s", err);
+    REQUIRE(pfr_store_check(s, &bad, err, sizeof(err)) == 0, "check: %s", err);
     pfr_store_close(s);
     for (int i = 0; i < NVARIANTS; i++)
         pfr_profile_free(variants[i]);

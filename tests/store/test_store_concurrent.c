@@ -15,20 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pfr_check.h"
 #include "pfr_store.h"
 #include "store_test_util.h"
 #include "store_writer_proc.h"
 #include "writer_spawn.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define SEED 77
 
@@ -42,9 +33,9 @@ struct seen {
 static int seen_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 {
     struct seen *s = ctx;
-    CHECK(m->id > s->last_id, "id %lld after %lld", (long long)m->id, (long long)s->last_id);
-    CHECK(p && pfr_profile_num_samples(p) > 0, "chunk %lld has no samples", (long long)m->id);
-    CHECK(m->ntypes == 1 && m->totals[0] > 0, "chunk %lld totals", (long long)m->id);
+    REQUIRE(m->id > s->last_id, "id %lld after %lld", (long long)m->id, (long long)s->last_id);
+    REQUIRE(p && pfr_profile_num_samples(p) > 0, "chunk %lld has no samples", (long long)m->id);
+    REQUIRE(m->ntypes == 1 && m->totals[0] > 0, "chunk %lld totals", (long long)m->id);
     s->last_id = m->id;
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 256;
@@ -67,7 +58,7 @@ int main(int argc, char **argv)
     char *dir = tu_tmpdir("concurrent");
     char *db = tu_path(dir, "ring.db");
     struct writer_run w;
-    CHECK(writer_start(&w, argv[1], db, SEED, count, 256ull << 20, true) == 0, "spawn");
+    REQUIRE(writer_start(&w, argv[1], db, SEED, count, 256ull << 20, true) == 0, "spawn");
     struct committed *rep = NULL;
     size_t nrep = 0, cap = 0;
     struct seen seen = {0};
@@ -79,7 +70,7 @@ int main(int argc, char **argv)
             char err[256];
             pfr_store_opts ro = {.read_only = true};
             if (pfr_store_open(db, &ro, &s, err, sizeof(err)) != 0) {
-                CHECK(!eof, "the writer ended and the store does not open: %s", err);
+                REQUIRE(!eof, "the writer ended and the store does not open: %s", err);
                 usleep(2000);
                 continue; /* not created yet */
             }
@@ -87,33 +78,33 @@ int main(int argc, char **argv)
         pfr_store_filter f = {.after_id = seen.last_id};
         pfr_scan_stats st;
         int rc = pfr_store_scan(s, &f, 0, seen_cb, &seen, &st);
-        CHECK(rc == 0 && st.corrupt == 0, "scan: rc %d, %" PRIu64 " corrupt", rc, st.corrupt);
+        REQUIRE(rc == 0 && st.corrupt == 0, "scan: rc %d, %" PRIu64 " corrupt", rc, st.corrupt);
         scans++;
         if (scans % 5 == 0) {
             pfr_profile *m = NULL;
             rc = pfr_store_merge(s, NULL, PFR_MERGE_DROP_LABELS, &m, &st);
-            CHECK(rc == 0 || rc == -ENOENT, "merge: %d", rc);
-            CHECK(st.corrupt == 0, "merge saw corrupt chunks");
+            REQUIRE(rc == 0 || rc == -ENOENT, "merge: %d", rc);
+            REQUIRE(st.corrupt == 0, "merge saw corrupt chunks");
             pfr_profile_free(m);
             merges++;
         }
     }
     int status = writer_wait(&w);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer failed (status %d)", status);
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer failed (status %d)", status);
     /* Last pass after the writer is done. */
     pfr_store_filter f = {.after_id = seen.last_id};
-    CHECK(pfr_store_scan(s, &f, 0, seen_cb, &seen, NULL) == 0, "final scan");
-    CHECK((long)nrep == count, "writer reported %zu of %ld", nrep, count);
-    CHECK(seen.n == nrep, "saw %zu chunks, writer committed %zu", seen.n, nrep);
+    REQUIRE(pfr_store_scan(s, &f, 0, seen_cb, &seen, NULL) == 0, "final scan");
+    REQUIRE((long)nrep == count, "writer reported %zu of %ld", nrep, count);
+    REQUIRE(seen.n == nrep, "saw %zu chunks, writer committed %zu", seen.n, nrep);
 
     /* Content: regenerate in order (the writer appends n = 0, 1, ... in id order). */
     pfr_testgen *g = writer_proc_gen(SEED);
     for (size_t i = 0; i < nrep; i++) {
-        CHECK(rep[i].n == (long)i && rep[i].id == seen.ids[i], "order of chunk %zu", i);
+        REQUIRE(rep[i].n == (long)i && rep[i].id == seen.ids[i], "order of chunk %zu", i);
         pfr_profile *p = pfr_testgen_next(g, WRITER_PROC_T0 + (int64_t)i * WRITER_PROC_INTERVAL,
                                           WRITER_PROC_INTERVAL);
-        CHECK(tu_digest(p) == seen.hash[i], "chunk %lld read while writing differs",
-              (long long)rep[i].id);
+        REQUIRE(tu_digest(p) == seen.hash[i], "chunk %lld read while writing differs",
+                (long long)rep[i].id);
         pfr_profile_free(p);
     }
     pfr_testgen_free(g);

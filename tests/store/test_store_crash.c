@@ -1,7 +1,8 @@
 /*
  * Crash test: a writer process (store_writer_proc) appends realistic chunks and is killed with
  * SIGKILL at a random moment, ROUNDS times, on the same ring: one round in five 1-50 ms after it
- * starts (start-up, open, WAL recovery), the others 0-200 ms after its first commit. After every kill:
+ * starts (start-up, open, WAL recovery), the others 0-200 ms after its first commit. After every
+ * kill:
  *   - the ring opens (read-only: a reader recovers the WAL the dead writer left),
  *   - pfr_store_check passes (PRAGMA integrity_check and every chunk's checksum and decoding),
  *   - every chunk the writer reported committed reads back with the content it was given.
@@ -21,20 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_check.h"
 #include "pfr_store.h"
 #include "store_test_util.h"
 #include "store_writer_proc.h"
 #include "writer_spawn.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 struct got {
     int64_t id;
@@ -45,7 +37,7 @@ struct got {
 static int got_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 {
     struct got *g = ctx;
-    CHECK(g->n == 0, "two chunks with id %lld", (long long)m->id);
+    REQUIRE(g->n == 0, "two chunks with id %lld", (long long)m->id);
     g->id = m->id;
     g->digest = tu_digest(p);
     g->n++;
@@ -59,8 +51,8 @@ static bool read_chunk(pfr_store *s, int64_t id, uint64_t *digest)
     struct got g = {0};
     pfr_scan_stats st;
     int rc = pfr_store_scan(s, &f, 0, got_cb, &g, &st);
-    CHECK(rc == 0, "scan of chunk %lld: %d", (long long)id, rc);
-    CHECK(st.corrupt == 0, "chunk %lld is corrupt", (long long)id);
+    REQUIRE(rc == 0, "scan of chunk %lld: %d", (long long)id, rc);
+    REQUIRE(st.corrupt == 0, "chunk %lld is corrupt", (long long)id);
     *digest = g.digest;
     return g.n == 1;
 }
@@ -100,10 +92,11 @@ static size_t verify(pfr_store *s, struct committed *recs, size_t n)
             }
             uint64_t want = tu_digest(p), got;
             pfr_profile_free(p);
-            CHECK(read_chunk(s, recs[i].id, &got),
-                  "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
-                  (unsigned long long)seed, recs[i].n);
-            CHECK(got == want, "chunk %lld differs from what was appended", (long long)recs[i].id);
+            REQUIRE(read_chunk(s, recs[i].id, &got),
+                    "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
+                    (unsigned long long)seed, recs[i].n);
+            REQUIRE(got == want, "chunk %lld differs from what was appended",
+                    (long long)recs[i].id);
             checked++;
         }
         pfr_testgen_free(g);
@@ -129,7 +122,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) {
         struct writer_run w;
         uint64_t wseed = 1000 + (uint64_t)r;
-        CHECK(writer_start(&w, argv[1], db, wseed, 0, 256ull << 20, true) == 0, "spawn");
+        REQUIRE(writer_start(&w, argv[1], db, wseed, 0, 256ull << 20, true) == 0, "spawn");
         size_t first = nall;
         long delay_us;
         if (r % 5 == 0) {
@@ -146,8 +139,8 @@ int main(int argc, char **argv)
         while (!drain(&w, wseed, &all, &nall, &cap, 1000))
             ;
         int status = writer_wait(&w);
-        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-              "round %d: writer ended by itself (status %d)", r, status);
+        REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                "round %d: writer ended by itself (status %d)", r, status);
         if (nall == first)
             killed_before_any++;
 
@@ -160,10 +153,10 @@ int main(int argc, char **argv)
             printf("round %d: no store yet (%s)\n", r, err);
             continue;
         }
-        CHECK(rc == 0, "round %d: open after kill: %s", r, err);
+        REQUIRE(rc == 0, "round %d: open after kill: %s", r, err);
         uint64_t bad = 0;
         rc = pfr_store_check(s, &bad, err, sizeof(err));
-        CHECK(rc == 0, "round %d: check: %s (%" PRIu64 " bad chunks)", r, err, bad);
+        REQUIRE(rc == 0, "round %d: check: %s (%" PRIu64 " bad chunks)", r, err, bad);
         if (nall > first) {
             qsort(all + first, nall - first, sizeof(*all), cmp_committed);
             verified += verify(s, all + first, nall - first);
@@ -177,12 +170,12 @@ int main(int argc, char **argv)
     pfr_store *s = NULL;
     char err[256];
     pfr_store_opts ro = {.read_only = true};
-    CHECK(pfr_store_open(db, &ro, &s, err, sizeof(err)) == 0, "final open: %s", err);
+    REQUIRE(pfr_store_open(db, &ro, &s, err, sizeof(err)) == 0, "final open: %s", err);
     if (nall)
         qsort(all, nall, sizeof(*all), cmp_committed);
     size_t final = verify(s, all, nall);
     pfr_store_stats st;
-    CHECK(pfr_store_stats_get(s, &st) == 0, "stats");
+    REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
     pfr_store_close(s);
     printf("crash test passed: %d kills (%d before any commit), %zu chunks verified after their "
            "round, %zu again at the end; ring has %" PRIu64 " chunks\n",

@@ -10,12 +10,18 @@ does not depend on the rate). The phases are found once all three run: a new per
 CPU restarts the sampling timers of the events already there. The profilers also profile one
 another here; that adds little (they are mostly asleep), and alike.
 
+With --old-recorder, an earlier pfr-recorder runs beside them at 97 Hz (its per-minute figures
+scaled to the 100 Hz both run at elsewhere), so a change to the sampler is measured against
+the version before it and against the peers in one run.
+
 Usage: bench_sample_cost.py --recorder BIN --spinner BIN --idler BIN [--windows 9]
                             [--seconds 20] [--idlers 300] [--churn BIN --churn-rate N]
+                            [--old-recorder BIN]
 """
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -23,7 +29,8 @@ import tempfile
 import time
 
 import spinner_gaps
-from bench_recorder import NCPU, host_unready, make_tools, tool_cpu_s, wait_for, workload_args
+from bench_recorder import (NCPU, Tool, host_unready, make_tools, tool_cpu_s, wait_for,
+                            workload_args)
 from bpfstats import CpuGroup, host_workload, prog_run_ns
 
 FIND_S = 6  # seconds of a profiler's gaps to find its phase
@@ -97,6 +104,7 @@ def main():
     ap = argparse.ArgumentParser()
     workload_args(ap)
     ap.add_argument("--windows", type=int, default=9)
+    ap.add_argument("--old-recorder", help="an earlier pfr-recorder, run beside at 97 Hz")
     args = ap.parse_args()
     why = host_unready(ap, args)
     if why:
@@ -110,6 +118,12 @@ def main():
     rate = {t.name: t.hz for t in tools}
     rate["bpftrace"] = 99
     bt.argv = [a.replace("hz:99", "hz:98") for a in bt.argv]
+    if args.old_recorder:
+        old = Tool("pfr (old)", [args.old_recorder, "--store", os.path.join(tmp, "old.db"),
+                                 "--cpu-hz", "97", "--interval", "10"], "sampling",
+                   signal.SIGTERM, 97)
+        tools.insert(1, old)
+        rate[old.name] = 100
     runs, rows = [], {t.name: [] for t in tools}
     try:
         with host_workload(args.idler, args.spinner, args.idlers, tmp, args.churn,

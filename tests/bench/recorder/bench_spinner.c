@@ -7,7 +7,7 @@
  * runs there, on the workload's time, where neither the profiler's CPU time nor BPF statistics
  * see it); long ones are other tasks running. A profiler's sampling interrupts come once a
  * period on each CPU, so the short gaps are also added up by their start time modulo each
- * sampling period of the benchmarks (100, 99, 98 Hz): the profiler's gaps pile up in one phase,
+ * sampling period of the benchmarks (100, 99, 98, 97 Hz): the profiler's gaps pile up in one phase,
  * the rest spread out, and the harness tells them apart (bench_recorder.py, gap_cost).
  *
  * The file, native-endian u64s: [0] work units, [1] ns in short gaps, [2] their number, [3] ns
@@ -32,9 +32,11 @@
 
 enum { WORK, SHORT_NS, SHORT_N, LONG_NS, LONG_N, BIN, NPERIODS, HEADER = 8 };
 
-/* 100 Hz (pfr-recorder), 99 Hz (perf -F 99, bpftrace hz:99) and 98 Hz (bpftrace beside perf in
- * bench_sample_cost.py): the kernel's cpu-clock period for a frequency f is 1e9 / f ns. */
-static const uint64_t periods[] = {1000000000u / 100u, 1000000000u / 99u, 1000000000u / 98u};
+/* 100 Hz (pfr-recorder), 99 Hz (perf -F 99, bpftrace hz:99), 98 Hz (bpftrace beside perf in
+ * bench_sample_cost.py) and 97 Hz (an earlier pfr-recorder there): the kernel's cpu-clock
+ * period for a frequency f is 1e9 / f ns. */
+static const uint64_t periods[] = {1000000000u / 100u, 1000000000u / 99u, 1000000000u / 98u,
+                                   1000000000u / 97u};
 #define NPHASES  (sizeof(periods) / sizeof(periods[0]))
 #define MAX_BINS 5200u
 
