@@ -5,7 +5,7 @@
  * stacks on x86-64 by walking the frame pointers itself, a page of stack per copy; other stacks
  * with bpf_get_stack), hashes them, and adds them to a hash map keyed by that 64-bit hash unless
  * they are there already. Kernel stack-trace maps (bpf_get_stackid) cost more per sample (their
- * bucket handling, ~2 µs here) and refuse a stack whose bucket holds another one; a hash map
+ * bucket handling, ~1.5 µs here) and refuse a stack whose bucket holds another one; a hash map
  * loses a stack only when full, which the counters report.
  */
 #ifndef PFR_CPU_PROFILE_H

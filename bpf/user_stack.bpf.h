@@ -31,51 +31,56 @@ static __always_inline int user_mode(struct bpf_perf_event_data *ctx)
 #if defined(__TARGET_ARCH_x86)
 #define USER_ADDR_END (1ull << 56) /* above any user address, 5-level paging included */
 
+/* How far above an address known to be stack another is taken to be stack too. */
+#define PFR_WALK_NEAR (64 * 1024)
+
 /* The walk of the kernel's perf_callchain_user on x86-64: the leaf's ip, then from the frame
  * pointer each frame record's return address ([fp + 8]; [fp] is the caller's frame pointer)
  * until a read fails, a zero return address or PFR_MAX_STACK_DEPTH (the kernel stores a zero
  * and goes on; pfr has always cut the stack there). The kernel copies 8 bytes of user memory
- * twice per frame. This copies a record, and when the caller's record lies a little above it
- * (the chain is a stack's), the rest of that record's page, where the next frames are read
- * while they stay inside it: a fraction of the time for a deep stack (docs/benchmarks.md).
- * Nothing beyond a record is read before the chain shows it is stack memory: a frame pointer
- * that is really a pointer to something else (code built without frame pointers) is read 16
- * bytes deep, as by the kernel. Returns the frames stored in w->st.ips. Global: verified
- * once. */
-__noinline int pfr_walk_user(struct pfr_walk *w, __u64 ip, __u64 fp)
+ * twice per frame; this copies the rest of a record's page once and reads the records that
+ * follow there while they stay inside it. That is done only for a record that is stack memory
+ * by the chain's own evidence: the first when it lies a little above the stack pointer (the
+ * frame between them is the stack's), a later one when it lies a little above the record
+ * that links to it. Any other record is read 16 bytes deep, as by the kernel: in code built
+ * without frame pointers the register may point anywhere, device memory included. Returns the
+ * frames stored in w->st.ips. Global: verified once. */
+__noinline int pfr_walk_user(struct pfr_walk *w, __u64 ip, __u64 fp, __u64 sp)
 {
     if (!w)
         return 0;
     w->st.ips[0] = ip;
     __u64 lo = 0, hi = 0; /* user addresses [lo, hi) are copied at w->page */
+    int stack = fp >= sp && fp - sp < PFR_WALK_NEAR;
     __u32 n = 1;
     for (__u32 i = 1; i < PFR_MAX_STACK_DEPTH; i++) {
         __u64 rec[2];
         if (!fp || fp >= USER_ADDR_END)
             break;
-        if (fp >= lo && fp + sizeof(rec) <= hi) {
+        if (!(fp >= lo && fp + sizeof(rec) <= hi)) {
+            __u64 len = PFR_WALK_PAGE - (fp & (PFR_WALK_PAGE - 1));
+            lo = hi = 0;
+            if (stack && len >= sizeof(rec)) {
+                if (bpf_probe_read_user(w->page, len, (void *)fp))
+                    break;
+                lo = fp;
+                hi = fp + len;
+            }
+        }
+        if (hi) {
             __u64 off = fp - lo;
             if (off > PFR_WALK_PAGE - sizeof(rec))
                 break; /* cannot happen; tells the verifier */
             rec[0] = *(__u64 *)(w->page + off);
             rec[1] = *(__u64 *)(w->page + off + 8);
-        } else {
-            if (bpf_probe_read_user(rec, sizeof(rec), (void *)fp))
-                break;
-            __u64 next = rec[0];
-            lo = hi = 0;
-            if (next > fp && next - fp < PFR_WALK_PAGE && next < USER_ADDR_END) {
-                __u64 len = PFR_WALK_PAGE - (next & (PFR_WALK_PAGE - 1));
-                if (len >= sizeof(rec) && !bpf_probe_read_user(w->page, len, (void *)next)) {
-                    lo = next;
-                    hi = next + len;
-                }
-            }
+        } else if (bpf_probe_read_user(rec, sizeof(rec), (void *)fp)) {
+            break;
         }
         if (!rec[1] || n >= PFR_MAX_STACK_DEPTH)
             break;
         w->st.ips[n] = rec[1];
         n++;
+        stack = rec[0] > fp && rec[0] - fp < PFR_WALK_NEAR;
         fp = rec[0];
     }
     return (int)n;
@@ -92,15 +97,17 @@ static __always_inline long walk_user_stack(struct bpf_perf_event_data *ctx,
                                             struct task_struct *task, int umode, struct pfr_walk *w)
 {
 #if defined(__TARGET_ARCH_x86)
-    __u64 ip, fp, cs;
+    __u64 ip, fp, sp, cs;
     if (umode == 1) {
         ip = ctx->regs.ip;
         fp = ctx->regs.bp;
+        sp = ctx->regs.sp;
         cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
     } else if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
         struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
         ip = BPF_CORE_READ(r, ip);
         fp = BPF_CORE_READ(r, bp);
+        sp = BPF_CORE_READ(r, sp);
         cs = BPF_CORE_READ(r, cs);
     } else {
         return -1;
@@ -108,7 +115,7 @@ static __always_inline long walk_user_stack(struct bpf_perf_event_data *ctx,
     cs &= 0xffff;
     if (cs != USER64_CS && cs != XENPV_USER64)
         return -1;
-    return pfr_walk_user(w, ip, fp);
+    return pfr_walk_user(w, ip, fp, sp);
 #else
     return -1;
 #endif
