@@ -29,7 +29,7 @@ static __always_inline int user_mode(struct bpf_perf_event_data *ctx)
 }
 
 #if defined(__TARGET_ARCH_x86)
-#define USER_ADDR_END (1ull << 56) /* above any user address, 5-level paging included */
+#define PFR_USER_ADDR_END (1ull << 56) /* above any user address, 5-level paging included */
 
 /* How far above an address known to be stack another is taken to be stack too. */
 #define PFR_WALK_NEAR (64 * 1024)
@@ -55,7 +55,7 @@ __noinline int pfr_walk_user(struct pfr_walk *w, __u64 ip, __u64 fp, __u64 sp)
     __u32 n = 1;
     for (__u32 i = 1; i < PFR_MAX_STACK_DEPTH; i++) {
         __u64 rec[2];
-        if (!fp || fp >= USER_ADDR_END)
+        if (!fp || fp >= PFR_USER_ADDR_END)
             break;
         if (!(fp >= lo && fp + sizeof(rec) <= hi)) {
             __u64 len = PFR_WALK_PAGE - (fp & (PFR_WALK_PAGE - 1));
@@ -86,8 +86,8 @@ __noinline int pfr_walk_user(struct pfr_walk *w, __u64 ip, __u64 fp, __u64 sp)
     return (int)n;
 }
 
-#define USER64_CS    0x33   /* __USER_CS */
-#define XENPV_USER64 0xe033 /* FLAT_USER_CS64 of a Xen PV guest */
+#define PFR_USER64_CS    0x33   /* __USER_CS */
+#define PFR_XENPV_USER64 0xe033 /* FLAT_USER_CS64 of a Xen PV guest */
 #endif
 
 /* The user stack into w->st by the walk above, from the interrupted registers (a sample in user
@@ -113,7 +113,7 @@ static __always_inline long walk_user_stack(struct bpf_perf_event_data *ctx,
         return -1;
     }
     cs &= 0xffff;
-    if (cs != USER64_CS && cs != XENPV_USER64)
+    if (cs != PFR_USER64_CS && cs != PFR_XENPV_USER64)
         return -1;
     return pfr_walk_user(w, ip, fp, sp);
 #else
