@@ -78,13 +78,17 @@ class Tool:
         self.name, self.argv, self.ready, self.stop_sig, self.hz = name, argv, ready, stop_sig, hz
 
 
+def recorder_tool(name, binary, store, hz):
+    """A pfr-recorder writing to store, sampling at hz."""
+    return Tool(name, [binary, "--store", store, "--cpu-hz", str(hz), "--interval", "10"],
+                "sampling", signal.SIGTERM, hz)
+
+
 def make_tools(args, tmp):
     bt = "profile:hz:99 { @[kstack, ustack, comm] = count(); }"
     return [
         Tool("baseline", None, None, None),
-        Tool("pfr-recorder", [args.recorder, "--store", os.path.join(tmp, "ring.db"),
-                              "--cpu-hz", "100", "--interval", "10"], "sampling", signal.SIGTERM,
-             100),
+        recorder_tool("pfr-recorder", args.recorder, os.path.join(tmp, "ring.db"), 100),
         Tool("perf record", ["perf", "record", "-F", "99", "-a", "-g", "-q", "-o",
                              os.path.join(tmp, "perf.data")], None, signal.SIGINT, 99),
         Tool("bpftrace", ["bpftrace", "-e", bt], "Attaching", signal.SIGINT, 99),

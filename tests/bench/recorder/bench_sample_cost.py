@@ -21,7 +21,6 @@ Usage: bench_sample_cost.py --recorder BIN --spinner BIN --idler BIN [--windows 
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import tempfile
 import time
 
 import spinner_gaps
-from bench_recorder import (NCPU, Tool, host_unready, make_tools, tool_cpu_s, wait_for,
+from bench_recorder import (NCPU, host_unready, make_tools, recorder_tool, tool_cpu_s, wait_for,
                             workload_args)
 from bpfstats import CpuGroup, host_workload, prog_run_ns
 
@@ -119,9 +118,7 @@ def main():
     rate["bpftrace"] = 99
     bt.argv = [a.replace("hz:99", "hz:98") for a in bt.argv]
     if args.old_recorder:
-        old = Tool("pfr (old)", [args.old_recorder, "--store", os.path.join(tmp, "old.db"),
-                                 "--cpu-hz", "97", "--interval", "10"], "sampling",
-                   signal.SIGTERM, 97)
+        old = recorder_tool("pfr (old)", args.old_recorder, os.path.join(tmp, "old.db"), 97)
         tools.insert(1, old)
         rate[old.name] = 100
     runs, rows = [], {t.name: [] for t in tools}
