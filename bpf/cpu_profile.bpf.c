@@ -133,6 +133,8 @@ struct {
     __uint(max_entries, EVENTS_BYTES);
 } events SEC(".maps");
 
+#include "unwind.bpf.h"
+
 static __always_inline struct pfr_cpu_state *cpu_state_get(void)
 {
     __u32 zero = 0;
@@ -180,16 +182,67 @@ static __always_inline __u64 store_stack(struct pfr_cpu_state *cs, void *stacks,
     return PFR_STACK_ERROR;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* The counters of a walk with unwind tables. */
+static __always_inline void count_unwind(struct pfr_cpu_state *cs, const struct pfr_uw_state *u)
+{
+    __u32 f = u->flags;
+    if (u->dwarf_frames) {
+        COUNT(cs, PFR_CNT_UW_DWARF);
+        cs->counters[PFR_CNT_UW_FRAMES] += u->dwarf_frames;
+    } else {
+        COUNT(cs, PFR_CNT_UW_FP);
+    }
+    if (f & PFR_UWF_END)
+        COUNT(cs, PFR_CNT_UW_END);
+    if (f & PFR_UWF_PENDING)
+        COUNT(cs, PFR_CNT_UW_PENDING);
+    if (f & PFR_UWF_NO_ROW)
+        COUNT(cs, PFR_CNT_UW_NO_ROW);
+    if (f & PFR_UWF_BUSY)
+        COUNT(cs, PFR_CNT_UW_BUSY);
+    if (f & PFR_UWF_VMA_MISS)
+        COUNT(cs, PFR_CNT_UW_VMA_MISS);
+    if (f & PFR_UWF_CUT_READ)
+        COUNT(cs, PFR_CNT_UW_CUT_READ);
+    if (f & PFR_UWF_CUT_MAP)
+        COUNT(cs, PFR_CNT_UW_CUT_MAP);
+    if (f & PFR_UWF_CUT_DEPTH)
+        COUNT(cs, PFR_CNT_UW_CUT_DEPTH);
+    if (f & PFR_UWF_LOST)
+        COUNT(cs, PFR_CNT_UW_ASK_LOST);
+}
+#endif
+
+/* The user stack of this sample into w: with unwind tables (the pfr_sample_uw program), else by
+ * frame pointers. The frames, or -1 where neither applies (then the kernel walks). */
+static __always_inline long user_stack(struct pfr_cpu_state *cs, struct bpf_perf_event_data *ctx,
+                                       struct task_struct *task, int umode, struct pfr_walk *w,
+                                       bool tables)
+{
+#if defined(__TARGET_ARCH_x86)
+    if (tables) {
+        __u64 ip, fp, sp;
+        if (user_regs(ctx, task, umode, &ip, &fp, &sp))
+            return -1;
+        long n = pfr_unwind_user(w, ip, sp, fp);
+        count_unwind(cs, &w->uw);
+        return n;
+    }
+#endif
+    return walk_user_stack(ctx, task, umode, w);
+}
+
 /* Store the stack of this sample (kernel or user): its id, or PFR_STACK_ERROR. */
 static __always_inline __u64 sample_stack(struct pfr_cpu_state *cs, struct bpf_perf_event_data *ctx,
                                           struct task_struct *task, int umode, void *stacks,
-                                          __u32 kernel)
+                                          __u32 kernel, bool tables)
 {
     __u32 zero = 0;
     struct pfr_walk *w = bpf_map_lookup_elem(&scratch, &zero);
     if (!w)
         return PFR_STACK_ERROR;
-    long n = kernel ? -1 : walk_user_stack(ctx, task, umode, w);
+    long n = kernel ? -1 : user_stack(cs, ctx, task, umode, w, tables);
     if (n < 0) {
         long len = bpf_get_stack(ctx, w->st.ips, sizeof(w->st.ips), kernel ? 0 : BPF_F_USER_STACK);
         n = len < 0 ? len : (long)((__u64)len / sizeof(__u64));
@@ -326,8 +379,9 @@ static __always_inline void note_process(struct pfr_cpu_state *cs, struct task_s
     cs->last_gen = gen;
 }
 
-SEC("perf_event")
-int pfr_sample(struct bpf_perf_event_data *ctx)
+/* One sample; tables: walk user stacks with unwind tables (a constant: each program below is
+ * verified with its own walk). */
+static __always_inline int sample(struct bpf_perf_event_data *ctx, bool tables)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     struct pfr_cpu_state *cs = cpu_state_get();
@@ -358,7 +412,7 @@ int pfr_sample(struct bpf_perf_event_data *ctx)
         note_process(cs, task, tgid);
     void *stacks = buf ? (void *)&stacks1 : (void *)&stacks0;
     if (umode != 1) {
-        key.kstack = sample_stack(cs, ctx, task, umode, stacks, 1);
+        key.kstack = sample_stack(cs, ctx, task, umode, stacks, 1, false);
         if (umode < 0 && key.kstack == PFR_STACK_ERROR)
             key.kstack = 0; /* most likely an empty kernel stack */
         /* Inside execve the saved user registers are the old image's until the new one starts,
@@ -371,13 +425,29 @@ int pfr_sample(struct bpf_perf_event_data *ctx)
         }
     }
     if (!no_user)
-        key.ustack = sample_stack(cs, ctx, task, umode, stacks, 0);
+        key.ustack = sample_stack(cs, ctx, task, umode, stacks, 0, tables);
     if (buf)
         add_sample(cs, &pending1, &counts1, &key);
     else
         add_sample(cs, &pending0, &counts0, &key);
     __sync_fetch_and_add(&cs->inflight, -1);
     return 0;
+}
+
+/* The sampler of user stacks by frame pointers. */
+SEC("perf_event")
+int pfr_sample(struct bpf_perf_event_data *ctx)
+{
+    return sample(ctx, false);
+}
+
+/* The sampler of user stacks with unwind tables: a program of its own, loaded only where the
+ * kernel can run it (bpf_find_vma and callbacks, Linux 5.17), so that the frame-pointer one
+ * still loads on older kernels. */
+SEC("perf_event")
+int pfr_sample_uw(struct bpf_perf_event_data *ctx)
+{
+    return sample(ctx, true);
 }
 
 /* BTF-typed raw tracepoints attach without tracefs being mounted. */

@@ -50,6 +50,20 @@ enum pfr_counter {
     PFR_CNT_EVENTS_LOST,    /* ring buffer full: a process notification was dropped */
     PFR_CNT_STACK_NEW,      /* stacks added to a stack map (the others were there already) */
     PFR_CNT_EXEC_NO_USTACK, /* sampled inside execve: user stack not read (see the sampler) */
+    /* User stacks walked with unwind tables on (unwind.bpf.h): */
+    PFR_CNT_UW_DWARF,     /* stacks with at least one frame found by a table */
+    PFR_CNT_UW_FP,        /* stacks walked by frame pointers only */
+    PFR_CNT_UW_FRAMES,    /* frames found by tables */
+    PFR_CNT_UW_END,       /* stacks walked to their outermost frame (a table said so) */
+    PFR_CNT_UW_PENDING,   /* stacks that met a file whose table was not in place yet */
+    PFR_CNT_UW_NO_ROW,    /* stacks that met a pc its file's table has no rule for */
+    PFR_CNT_UW_BUSY,      /* stacks with a frame walked by frame pointer: mappings locked */
+    PFR_CNT_UW_VMA_MISS,  /* stacks with a frame walked by frame pointer: its mapping not in
+                           * the process's cache yet (one is looked up per sample) */
+    PFR_CNT_UW_CUT_READ,  /* walks cut: a table's rule led to unreadable or wrong memory */
+    PFR_CNT_UW_CUT_MAP,   /* walks cut: a return address in no mapping */
+    PFR_CNT_UW_CUT_DEPTH, /* walks cut at PFR_MAX_STACK_DEPTH frames */
+    PFR_CNT_UW_ASK_LOST,  /* requests for a table dropped (ring buffer full), asked again */
     PFR_CNT_MAX,
 };
 
@@ -77,8 +91,50 @@ static inline __u32 pfr_pending_index(const struct pfr_count_key *k)
  * frame-pointer walk reads from (PFR_WALK_PAGE bytes at most, never across a page boundary: a
  * mapped page is readable as a whole or not at all, as each frame is for the kernel's walk). */
 #define PFR_WALK_PAGE 4096
+
+/* State of a walk with unwind tables (unwind.bpf.h), one frame to the next. */
+struct pfr_uw_state {
+    __u64 pc, sp, bp;                  /* the frame's registers */
+    __u64 lo, hi;                      /* user addresses [lo, hi) are copied in the page */
+    __u64 map_start, map_end, map_adj; /* the last mapping met; file vaddr - base = pc + adj */
+    __u32 map_first, map_nrows;        /* its file's rows (nrows 0: none, frame pointers) */
+    __u32 is_ra;                       /* pc is a return address (look up pc - 1) */
+    __u32 flags;                       /* PFR_UWF_* */
+    __u32 dwarf_frames;                /* frames found by tables */
+    __u32 vma_looked_up;               /* bpf_find_vma was called in this sample (once only) */
+};
+#define PFR_UWF_PENDING   1u   /* met a file whose table is not in place yet */
+#define PFR_UWF_BUSY      2u   /* bpf_find_vma refused (mappings being changed) */
+#define PFR_UWF_CUT_MAP   4u   /* a pc in no mapping */
+#define PFR_UWF_CUT_READ  8u   /* a rule led to unreadable or wrong memory */
+#define PFR_UWF_CUT_DEPTH 16u  /* PFR_MAX_STACK_DEPTH reached */
+#define PFR_UWF_END       32u  /* a table said the outermost frame was reached */
+#define PFR_UWF_NO_ROW    64u  /* a pc in a file with a table, but no rule for it */
+#define PFR_UWF_LOST      128u /* a request for a table was dropped */
+#define PFR_UWF_VMA_MISS  256u /* a pc whose mapping was not cached, after this sample's lookup */
+
+/* Per process, the mappings the walk met, so that a sample needs bpf_find_vma for one new
+ * mapping at most: the helper defers releasing the mappings' lock to an irq_work when called
+ * with interrupts off, and refuses a second call before that work has run, i.e. within the
+ * same sample. Valid for one mm (an exec replaces it) and refreshed after PFR_UW_VMA_TTL_NS. */
+#define PFR_UW_PROC_VMAS  16
+#define PFR_UW_VMA_TTL_NS (10ull * 1000000000)
+struct pfr_uw_vma {
+    __u64 start, end, pgoff, ino;
+    __u32 dev;
+    __u32 file; /* 1 if file-backed */
+    __u64 seen; /* bpf_ktime_get_ns() of the lookup */
+};
+struct pfr_uw_proc {
+    __u64 mm;   /* the mm the entries belong to */
+    __u32 next; /* the slot to fill next (round robin) */
+    __u32 pad;
+    struct pfr_uw_vma vma[PFR_UW_PROC_VMAS];
+};
+
 struct pfr_walk {
     struct pfr_stack st;
+    struct pfr_uw_state uw;
     __u8 page[PFR_WALK_PAGE];
 };
 
@@ -98,6 +154,7 @@ enum pfr_event_type {
     PFR_EV_EXIT,    /* the last thread of a known process exited */
     PFR_EV_PATH,    /* sent before an exit with mappings: the path of a file it maps code
                      * from that user space cannot name yet (struct pfr_path_event) */
+    PFR_EV_UNWIND,  /* a file the sampler has no unwind table for (struct pfr_unwind_req) */
 };
 
 struct pfr_event {
@@ -173,5 +230,78 @@ struct pfr_exit_maps {
     __u32 pad;
     struct pfr_map_rec maps[PFR_EXIT_MAPS_MAX]; /* by address; only nmaps are sent */
 };
+
+/* ---- Unwind tables (.eh_frame / .debug_frame), for user code built without frame pointers ----
+ *
+ * User space turns each executable file's call-frame information into rows, sorted by address,
+ * each valid from its pc up to the next row's: how to find the caller's frame from there. The
+ * rows of every file live in one array map (unwind_rows), a file's rows contiguous; a hash map
+ * (unwind_files) gives a file's place in it by (dev, ino), as the sampler finds the file of a
+ * pc from the task's mappings. x86-64 rules only for now; the kind field leaves room for arm64's.
+ */
+
+/* What a row says about the frame of a pc (kind, 4 bits). */
+enum pfr_unwind_kind {
+    PFR_UW_NONE = 0,      /* no rule known here: walk this frame by its frame pointer */
+    PFR_UW_CFA_RSP,       /* CFA = rsp + off */
+    PFR_UW_CFA_RBP,       /* CFA = rbp + off */
+    PFR_UW_PLT,           /* a PLT stub: CFA = rsp + off + ((rip & 15) >= arg ? 8 : 0) */
+    PFR_UW_SIGNAL,        /* a signal trampoline: the interrupted registers are in the ucontext
+                           * at rsp (the kernel's rt_sigframe, pretcode popped) */
+    PFR_UW_END,           /* the outermost frame (return address undefined): the stack is whole */
+    PFR_UW_CFA_DEREF_RBP, /* CFA = *(rbp + off) (a stack realigned in the prologue) */
+    PFR_UW_KINDS,
+};
+
+/* A row's rule, packed in 32 bits: kind (bits 0-3); arg (bits 4-11, signed): the slot where the
+ * caller's rbp was saved, at CFA + 8 * arg (0: rbp unchanged), or a PLT's threshold; off (bits
+ * 12-31, unsigned, bytes): the CFA's offset. The return address is always at CFA - 8 on x86-64.
+ * An offset or slot out of range makes the row PFR_UW_NONE. */
+#define PFR_UW_OFF_MAX ((1u << 20) - 1)
+#define PFR_UW_ARG_MIN (-128)
+#define PFR_UW_ARG_MAX 127
+#define PFR_UW_RULE(kind, arg, off)                                                                \
+    ((__u32)(kind) | ((__u32)((arg)&0xff) << 4) | ((__u32)(off) << 12))
+#define PFR_UW_RULE_KIND(r) ((r)&0xf)
+#define PFR_UW_RULE_ARG(r)  ((int)(signed char)(((r) >> 4) & 0xff))
+#define PFR_UW_RULE_OFF(r)  ((r) >> 12)
+
+struct pfr_unwind_row {
+    __u32 pc;   /* the row's first address: file virtual address - pfr_unwind_file.base */
+    __u32 rule; /* PFR_UW_RULE() */
+};
+
+/* A file's rows, by (dev, ino) (struct pfr_file_key). nrows 0: the file has no table (none in
+ * the file, or it keeps frame pointers, as Go's code does): its frames are walked by frame
+ * pointers and the sampler does not ask again. */
+struct pfr_unwind_file {
+    __u64 base;  /* file virtual address of row pc 0 */
+    __u64 delta; /* p_vaddr - p_offset of the file's executable segment */
+    __u32 first; /* index of its first row in unwind_rows */
+    __u32 nrows;
+    __u32 last_used; /* written by the sampler (bpf_ktime_get_ns() >> 30): for LRU eviction */
+    __u32 pad;
+};
+
+/* Asked by the sampler the first time it meets a file mapped executable with no entry in
+ * unwind_files (at most once per file until user space drops the file): the mapping that
+ * holds it, in the sampled process. */
+struct pfr_unwind_req {
+    struct pfr_event ev; /* type PFR_EV_UNWIND */
+    __u64 start, end;    /* the mapping */
+    __u64 pgoff;         /* bytes */
+    __u64 ino;
+    __u32 dev; /* kernel dev_t, as in pfr_event */
+    __u32 pad;
+};
+
+/* The vDSO has no file: the sampler asks for its table under this key (dev 0). It is the same
+ * image in every 64-bit process of a kernel, so user space builds it from its own. */
+#define PFR_UNWIND_VDSO_INO (~0ull)
+
+/* Default cap of unwind_rows (rows of 8 bytes): 2 Mi rows, 16 MiB. */
+#define PFR_UNWIND_ROWS_DEFAULT (2u << 20)
+/* Files with a table (or known to have none) at once. */
+#define PFR_UNWIND_FILES_MAX 4096
 
 #endif

@@ -90,30 +90,45 @@ __noinline int pfr_walk_user(struct pfr_walk *w, __u64 ip, __u64 fp, __u64 sp)
 #define PFR_XENPV_USER64 0xe033 /* FLAT_USER_CS64 of a Xen PV guest */
 #endif
 
-/* The user stack into w->st by the walk above, from the interrupted registers (a sample in user
- * mode) or the task's saved ones (in the kernel). Returns the frames, or -1 where it does not
- * apply (another architecture, a 32-bit task, no bpf_task_pt_regs): then the kernel walks. */
-static __always_inline long walk_user_stack(struct bpf_perf_event_data *ctx,
-                                            struct task_struct *task, int umode, struct pfr_walk *w)
+/* The user registers of this sample: the interrupted ones (a sample in user mode) or the task's
+ * saved ones (in the kernel). 0, or -1 where the walks here do not apply (another architecture,
+ * a 32-bit task, no bpf_task_pt_regs): then the kernel walks. */
+static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct task_struct *task,
+                                     int umode, __u64 *ip, __u64 *fp, __u64 *sp)
 {
 #if defined(__TARGET_ARCH_x86)
-    __u64 ip, fp, sp, cs;
+    __u64 cs;
     if (umode == 1) {
-        ip = ctx->regs.ip;
-        fp = ctx->regs.bp;
-        sp = ctx->regs.sp;
+        *ip = ctx->regs.ip;
+        *fp = ctx->regs.bp;
+        *sp = ctx->regs.sp;
         cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
     } else if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
         struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
-        ip = BPF_CORE_READ(r, ip);
-        fp = BPF_CORE_READ(r, bp);
-        sp = BPF_CORE_READ(r, sp);
+        *ip = BPF_CORE_READ(r, ip);
+        *fp = BPF_CORE_READ(r, bp);
+        *sp = BPF_CORE_READ(r, sp);
         cs = BPF_CORE_READ(r, cs);
     } else {
         return -1;
     }
     cs &= 0xffff;
     if (cs != PFR_USER64_CS && cs != PFR_XENPV_USER64)
+        return -1;
+    return 0;
+#else
+    return -1;
+#endif
+}
+
+/* The user stack into w->st by the frame-pointer walk above. Returns the frames, or -1 where it
+ * does not apply (see user_regs). */
+static __always_inline long walk_user_stack(struct bpf_perf_event_data *ctx,
+                                            struct task_struct *task, int umode, struct pfr_walk *w)
+{
+#if defined(__TARGET_ARCH_x86)
+    __u64 ip, fp, sp;
+    if (user_regs(ctx, task, umode, &ip, &fp, &sp))
         return -1;
     return pfr_walk_user(w, ip, fp, sp);
 #else

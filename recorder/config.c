@@ -16,6 +16,7 @@
 #include "pfr_metrics.h"
 #include "pfr_scrape.h"
 #include "pfr_store.h"
+#include "cpu_profiler.h"
 
 /* Settings known by key; the same key is used in the file, as PFR_<KEY> in the environment and
  * as --<key with dashes> on the command line. */
@@ -30,6 +31,8 @@ static const char *const keys[] = {
     "sym_cache_bytes",
     "dwarf",
     "perf_maps",
+    "unwind",
+    "unwind_table_bytes",
     "symbolize_budget",
     "go_heap_profiler",
     "go_heap_interval",
@@ -62,6 +65,8 @@ static void set_defaults(pfr_config *c)
     c->sym_cache_bytes = 32ull << 20;
     c->dwarf = true;
     c->perf_maps = true;
+    c->unwind = PFR_UNWIND_AUTO;
+    c->unwind_table_bytes = (uint64_t)PFR_UNWIND_ROWS_DEFAULT * sizeof(struct pfr_unwind_row);
     c->go_heap_mode = PFR_GOHEAP_ENABLED;
     c->go_heap_interval_ns = 60 * 1000000000ll;
     c->scrape_interval_ns = PFR_SCRAPE_DEFAULT_INTERVAL_NS;
@@ -400,6 +405,26 @@ int pfr_config_set(pfr_config *c, const char *key, const char *value, char *err,
         }
         return 0;
     }
+    if (!strcmp(key, "unwind")) {
+        static const char *const modes[] = {
+            [PFR_UNWIND_AUTO] = "auto", [PFR_UNWIND_FP] = "fp", [PFR_UNWIND_DWARF] = "dwarf"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(value, modes[i])) {
+                c->unwind = i;
+                return 0;
+            }
+        snprintf(err, errlen, "unwind: '%s' is not one of auto, fp, dwarf", value);
+        return -EINVAL;
+    }
+    if (!strcmp(key, "unwind_table_bytes")) {
+        /* rows of 8 bytes; at most 2^28 rows (2 GiB), a bound far above any host's need */
+        if (parse_u64(value, 1 << 20, 2ull << 30, true, &u)) {
+            snprintf(err, errlen, "unwind_table_bytes: '%s' is not a size from 1M to 2G", value);
+            return -EINVAL;
+        }
+        c->unwind_table_bytes = u;
+        return 0;
+    }
     snprintf(err, errlen, "unknown setting '%s'", key);
     return -EINVAL;
 }
@@ -566,6 +591,12 @@ static const char usage[] =
     "  --dwarf BOOL, --no-dwarf read file:line from DWARF (default true)\n"
     "  --perf-maps BOOL         name JIT code (Node, Java, Python 3.12+, ...) from the\n"
     "                           /tmp/perf-PID.map its process writes (default true)\n"
+    "  --unwind MODE            how user stacks are walked: auto (unwind tables built from\n"
+    "                           .eh_frame where a file has them, frame pointers elsewhere;\n"
+    "                           default), fp (frame pointers only), dwarf (as auto, Go's\n"
+    "                           .debug_frame too; fails on kernels before 5.17)\n"
+    "  --unwind-table-bytes N   kernel memory for unwind tables, least recently used files\n"
+    "                           evicted past it (default 16M)\n"
     "  --symbolize-budget SECONDS\n"
     "                           symbolizing time per interval; past it new frames are written\n"
     "                           as module+0xoffset so intervals stay on time (default: half\n"

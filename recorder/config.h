@@ -28,6 +28,8 @@ typedef struct pfr_config {
     int64_t symbolize_budget_ns; /* per interval; 0 = half the interval, at most 5 s */
     bool dwarf;                  /* file:line from DWARF */
     bool perf_maps;              /* JIT code named from /tmp/perf-PID.map */
+    int unwind;                  /* enum pfr_unwind_mode (cpu_profiler.h) */
+    uint64_t unwind_table_bytes; /* cap of the sampler's unwind tables */
     pfr_service_rules rules;     /* [service] rule = KIND PATTERN SERVICE */
 
     /* Go heap profiler (recorder/goheap) */

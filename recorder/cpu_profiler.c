@@ -17,6 +17,8 @@
 
 #include "cpu_profile.skel.h"
 #include "u64map.h"
+#include "unwind_table.h"
+#include "unwinder.h"
 
 #define MAX_CPUS       4096
 #define BATCH          256
@@ -50,7 +52,9 @@ struct pfr_cpu_profiler {
     struct ring_buffer *rb;
     pfr_cpu_event_cb cb;
     void *cb_ctx;
-    union { /* the notification being delivered, copied out of the ring */
+    struct bpf_program *sampler; /* the sampler program loaded: pfr_sample or pfr_sample_uw */
+    pfr_unwinder *unwinder;      /* NULL: user stacks by frame pointers only */
+    union {                      /* the notification being delivered, copied out of the ring */
         struct pfr_event ev;
         struct pfr_exit_maps exit;
         struct pfr_path_event path;
@@ -139,6 +143,14 @@ static int handle_event(void *ctx, void *data, size_t size)
         return 0;
     memcpy(ev, data, sizeof(*ev));
     ev->comm[PFR_TASK_COMM_LEN - 1] = '\0';
+    if (ev->type == PFR_EV_UNWIND) { /* the unwinder's, not the caller's */
+        struct pfr_unwind_req req;
+        if (size >= sizeof(req) && cp->unwinder) {
+            memcpy(&req, data, sizeof(req));
+            pfr_unwinder_request(cp->unwinder, &req);
+        }
+        return 0;
+    }
     if (ev->type == PFR_EV_PATH) {
         struct pfr_path_event *pe = &cp->evbuf.path;
         if (size < sizeof(*pe))
@@ -203,7 +215,7 @@ static int attach_cpus(pfr_cpu_profiler *cp, unsigned hz, const pfr_bpf_env *env
             pfr_bpf_explain(env, "perf_event_open", -rc, err, errlen);
             break;
         }
-        struct bpf_link *l = bpf_program__attach_perf_event(cp->skel->progs.pfr_sample, fd);
+        struct bpf_link *l = bpf_program__attach_perf_event(cp->sampler, fd);
         if (!l) {
             int e = errno;
             close(fd);
@@ -230,6 +242,34 @@ static int attach_tracepoints(pfr_cpu_profiler *cp, const pfr_bpf_env *env, char
         }
         cp->links[cp->nlinks++] = l;
     }
+    return 0;
+}
+
+/* Unwind tables before load: on (rodata) where the mode wants them and this kernel's BPF can
+ * find a pc's mapping; their array sized to the cap (1 row when off: an array cannot be
+ * empty). *rows is the cap when on, else 0. */
+static int unwind_setup(pfr_cpu_profiler *cp, const pfr_cpu_profiler_opts *opts, uint32_t *rows,
+                        char *err, size_t errlen)
+{
+    *rows = 0;
+#if defined(__x86_64__)
+    bool can = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_find_vma, NULL) > 0;
+#else
+    bool can = false; /* the sampler's table walk is x86-64's only, for now */
+#endif
+    if (opts->unwind == PFR_UNWIND_DWARF && !can) {
+        snprintf(err, errlen,
+                 "--unwind dwarf: this kernel cannot walk stacks with unwind tables (needs "
+                 "x86-64 and bpf_find_vma, Linux 5.17 or later); use --unwind auto or fp");
+        return -EOPNOTSUPP;
+    }
+    if (opts->unwind != PFR_UNWIND_FP && can)
+        *rows = opts->unwind_rows ? opts->unwind_rows : PFR_UNWIND_ROWS_DEFAULT;
+    /* one sampler program is loaded: the other's code need not pass this kernel's verifier */
+    bpf_program__set_autoload(cp->skel->progs.pfr_sample, *rows == 0);
+    bpf_program__set_autoload(cp->skel->progs.pfr_sample_uw, *rows != 0);
+    cp->sampler = *rows ? cp->skel->progs.pfr_sample_uw : cp->skel->progs.pfr_sample;
+    bpf_map__set_max_entries(cp->skel->maps.unwind_rows, *rows ? *rows : 1);
     return 0;
 }
 
@@ -274,12 +314,27 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
     cp->keep_max = se / 2;
     bpf_map__set_max_entries(cp->skel->maps.counts0, ce);
     bpf_map__set_max_entries(cp->skel->maps.counts1, ce);
+    uint32_t rows = 0;
+    rc = unwind_setup(cp, opts, &rows, err, errlen);
+    if (rc)
+        goto fail;
     rc = cpu_profile_bpf__load(cp->skel);
     if (rc) {
         int e = errno ? errno : -rc;
         pfr_bpf_explain(&env, "load", e, err, errlen);
         rc = -e;
         goto fail;
+    }
+    if (rows) {
+        pfr_unwinder_opts uo = {
+            .max_rows = rows,
+            .build_flags = opts->unwind == PFR_UNWIND_DWARF ? PFR_UNWIND_BUILD_GO : 0,
+        };
+        rc = pfr_unwinder_new(&uo, bpf_map__fd(cp->skel->maps.unwind_rows),
+                              bpf_map__fd(cp->skel->maps.unwind_files),
+                              bpf_map__fd(cp->skel->maps.unwind_asked), &cp->unwinder, err, errlen);
+        if (rc)
+            goto fail;
     }
     rc = attach_cpus(cp, opts->hz, &env, err, errlen);
     if (rc)
@@ -318,6 +373,7 @@ void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
     ring_buffer__free(cp->rb);
     for (int i = 0; i < cp->nlinks; i++)
         bpf_link__destroy(cp->links[i]);
+    pfr_unwinder_free(cp->unwinder); /* before the maps it writes go */
     free(cp->links);
     cpu_profile_bpf__destroy(cp->skel);
     free(cp->kbuf);
@@ -691,11 +747,22 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
     out->events_lost = sum[PFR_CNT_EVENTS_LOST];
     out->stacks_new = sum[PFR_CNT_STACK_NEW];
     out->exec_no_ustack = sum[PFR_CNT_EXEC_NO_USTACK];
+    out->uw_dwarf = sum[PFR_CNT_UW_DWARF];
+    out->uw_fp = sum[PFR_CNT_UW_FP];
+    out->uw_frames = sum[PFR_CNT_UW_FRAMES];
+    out->uw_end = sum[PFR_CNT_UW_END];
+    out->uw_pending = sum[PFR_CNT_UW_PENDING];
+    out->uw_no_row = sum[PFR_CNT_UW_NO_ROW];
+    out->uw_busy = sum[PFR_CNT_UW_BUSY];
+    out->uw_vma_miss = sum[PFR_CNT_UW_VMA_MISS];
+    out->uw_cut_read = sum[PFR_CNT_UW_CUT_READ];
+    out->uw_cut_map = sum[PFR_CNT_UW_CUT_MAP];
+    out->uw_cut_depth = sum[PFR_CNT_UW_CUT_DEPTH];
+    out->uw_ask_lost = sum[PFR_CNT_UW_ASK_LOST];
     out->drains = cp->drains;
     out->stack_reads = cp->stack_reads;
     out->stack_map_resets = cp->stack_map_resets;
-    struct bpf_program *progs[] = {cp->skel->progs.pfr_sample, cp->skel->progs.pfr_exec,
-                                   cp->skel->progs.pfr_exit};
+    struct bpf_program *progs[] = {cp->sampler, cp->skel->progs.pfr_exec, cp->skel->progs.pfr_exit};
     for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
         struct bpf_prog_info info;
         uint32_t len = sizeof(info);
@@ -706,4 +773,19 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
             out->prog_runs += info.run_cnt;
         }
     }
+}
+
+bool pfr_cpu_profiler_unwind_stats(pfr_cpu_profiler *cp, struct pfr_unwinder_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!cp->unwinder)
+        return false;
+    pfr_unwinder_stats_get(cp->unwinder, out);
+    return true;
+}
+
+void pfr_cpu_profiler_unwind_sync(pfr_cpu_profiler *cp)
+{
+    if (cp->unwinder)
+        pfr_unwinder_sync(cp->unwinder);
 }

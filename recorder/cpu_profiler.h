@@ -10,18 +10,32 @@
 #ifndef PFR_RECORDER_CPU_PROFILER_H
 #define PFR_RECORDER_CPU_PROFILER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bpf_diag.h"
 #include "cpu_profile.h"
 
+struct pfr_unwinder_stats; /* unwind/unwinder.h */
+
 typedef struct pfr_cpu_profiler pfr_cpu_profiler;
+
+/* How user stacks are walked. */
+enum pfr_unwind_mode {
+    PFR_UNWIND_AUTO = 0, /* unwind tables where a file has them, frame pointers elsewhere; frame
+                          * pointers only on a kernel without bpf_find_vma (before 5.17) */
+    PFR_UNWIND_FP,       /* frame pointers only */
+    PFR_UNWIND_DWARF,    /* as auto, Go programs' .debug_frame included; refuses to start on a
+                          * kernel that cannot walk with tables */
+};
 
 typedef struct pfr_cpu_profiler_opts {
     unsigned hz;                /* samples per second per CPU */
     unsigned stack_map_entries; /* distinct stacks, per buffer; 0 = 8192 */
     unsigned count_map_entries; /* per buffer; 0 = 16384 */
+    int unwind;                 /* enum pfr_unwind_mode */
+    uint32_t unwind_rows;       /* cap of the unwind tables, rows; 0 = PFR_UNWIND_ROWS_DEFAULT */
 } pfr_cpu_profiler_opts;
 
 /* Cumulative counters since open. */
@@ -39,6 +53,9 @@ typedef struct pfr_cpu_counters {
     uint64_t drains;
     uint64_t stack_reads;      /* stack map entries read (once per stack, not per drain) */
     uint64_t stack_map_resets; /* stack maps emptied after a drain, having filled up */
+    /* user stacks with unwind tables on (see enum pfr_counter's PFR_CNT_UW_*) */
+    uint64_t uw_dwarf, uw_fp, uw_frames, uw_end, uw_pending, uw_no_row, uw_busy, uw_vma_miss;
+    uint64_t uw_cut_read, uw_cut_map, uw_cut_depth, uw_ask_lost;
 } pfr_cpu_counters;
 
 /* One (process, kernel stack, user stack) count from a drain. */
@@ -102,6 +119,14 @@ void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp);
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid);
 
 void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out);
+
+/* Whether user stacks are walked with unwind tables (mode auto on a kernel that cannot is
+ * frame pointers only); the tables' figures, when they are. Returns false and zeroes out
+ * otherwise. */
+bool pfr_cpu_profiler_unwind_stats(pfr_cpu_profiler *cp, struct pfr_unwinder_stats *out);
+
+/* Wait until the unwind tables asked for so far are built (tests). */
+void pfr_cpu_profiler_unwind_sync(pfr_cpu_profiler *cp);
 
 /* Parse a CPU list ("0-3,5") into a bitmap of up to max CPUs; returns the count or -EINVAL. */
 int pfr_parse_cpu_list(const char *text, unsigned char *set, int max);

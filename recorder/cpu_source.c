@@ -716,6 +716,7 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     st->exe_reads = cs->procs.exe_reads;
     pfr_fair_lock_release(&cs->lock);
     st->bpf = c;
+    st->unwind_tables = pfr_cpu_profiler_unwind_stats(cs->cp, &st->unwind);
 }
 
 static void cpu_log_stats(void *self)
@@ -734,6 +735,23 @@ static void cpu_log_stats(void *self)
               (unsigned long long)s.bpf.stack_map_full, (unsigned long long)s.bpf.stacks_new,
               (unsigned long long)s.bpf.stack_reads, (unsigned long long)s.bpf.stack_map_resets,
               (unsigned long long)s.bpf.events_lost, (unsigned long long)s.bpf.prog_run_ns);
+    if (s.unwind_tables)
+        pfr_debug(
+            "cpu: unwind{stacks_dwarf=%llu stacks_fp=%llu frames=%llu complete=%llu "
+            "pending=%llu no_row=%llu busy=%llu vma_miss=%llu cut{read=%llu map=%llu depth=%llu} "
+            "files{tables=%llu none=%llu no_room=%llu bad=%llu open_failed=%llu} rows=%llu/%llu "
+            "evictions=%llu build_ms{total=%.1f max=%.1f}}",
+            (unsigned long long)s.bpf.uw_dwarf, (unsigned long long)s.bpf.uw_fp,
+            (unsigned long long)s.bpf.uw_frames, (unsigned long long)s.bpf.uw_end,
+            (unsigned long long)s.bpf.uw_pending, (unsigned long long)s.bpf.uw_no_row,
+            (unsigned long long)s.bpf.uw_busy, (unsigned long long)s.bpf.uw_vma_miss,
+            (unsigned long long)s.bpf.uw_cut_read, (unsigned long long)s.bpf.uw_cut_map,
+            (unsigned long long)s.bpf.uw_cut_depth, (unsigned long long)s.unwind.tables,
+            (unsigned long long)s.unwind.no_table, (unsigned long long)s.unwind.no_room,
+            (unsigned long long)s.unwind.bad_files,
+            (unsigned long long)s.unwind.open_failed, (unsigned long long)s.unwind.rows,
+            (unsigned long long)s.unwind.max_rows, (unsigned long long)s.unwind.evictions,
+            (double)s.unwind.build_ns / 1e6, (double)s.unwind.build_max_ns / 1e6);
     pfr_fair_lock_acquire(&cs->lock);
     size_t symmem = pfr_symbolizer_memory(cs->sym);
     pfr_fair_lock_release(&cs->lock);
@@ -892,6 +910,8 @@ int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, s
         .hz = cfg->cpu_hz,
         .stack_map_entries = cfg->stack_map_entries,
         .count_map_entries = cfg->count_map_entries,
+        .unwind = cfg->unwind,
+        .unwind_rows = (uint32_t)(cfg->unwind_table_bytes / sizeof(struct pfr_unwind_row)),
     };
     pfr_config_map_sizes(cfg, (unsigned)sysconf(_SC_NPROCESSORS_ONLN), &po.stack_map_entries,
                          &po.count_map_entries);
@@ -902,6 +922,17 @@ int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, s
         cpu_destroy(cs);
         return rc;
     }
+    pfr_unwinder_stats us;
+    if (pfr_cpu_profiler_unwind_stats(cs->cp, &us))
+        pfr_info("cpu: user stacks walked with unwind tables where files have them (up to %llu "
+                 "bytes of tables), frame pointers elsewhere",
+                 (unsigned long long)us.max_rows * sizeof(struct pfr_unwind_row));
+    else if (cfg->unwind == PFR_UNWIND_FP)
+        pfr_info("cpu: user stacks walked by frame pointers only (unwind = fp)");
+    else
+        pfr_warn("cpu: this kernel cannot walk stacks with unwind tables (needs bpf_find_vma, "
+                 "Linux 5.17): user stacks by frame pointers only; code built without them "
+                 "loses callers");
     rc = pthread_create(&cs->thread, NULL, event_thread, cs);
     if (rc) {
         snprintf(err, errlen, "cannot start the notification thread: %s", strerror(rc));

@@ -11,13 +11,16 @@
 #include "profile_builder.h"
 #include "source.h"
 #include "symbolizer.h"
+#include "unwinder.h"
 
 typedef struct pfr_cpu_source pfr_cpu_source;
 
 /* Counters kept for metrics; cumulative since start. */
 typedef struct pfr_cpu_source_stats {
     pfr_cpu_counters bpf;
-    pfr_build_stats build; /* summed over intervals */
+    bool unwind_tables;        /* user stacks walked with unwind tables */
+    pfr_unwinder_stats unwind; /* their figures, when they are */
+    pfr_build_stats build;     /* summed over intervals */
     pfr_sym_stats sym;
     uint64_t intervals;
     uint64_t profiles; /* profiles emitted */

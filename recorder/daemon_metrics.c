@@ -126,6 +126,56 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
     put(m, "pfr_frames_late_total", "frames left as addresses: symbolizing budget spent", C,
         (double)st->build.late_frames);
     put(m, "pfr_cpu_profiles_total", "CPU profiles written", C, (double)st->profiles);
+    pfr_daemon_metrics_unwind(m, st);
+}
+
+void pfr_daemon_metrics_unwind(pfr_daemon_metrics *m, const pfr_cpu_source_stats *st)
+{
+    const pfr_cpu_counters *b = &st->bpf;
+    const pfr_unwinder_stats *u = &st->unwind;
+    static const char walk_help[] = "user stacks by how they were walked: dwarf (at least one "
+                                    "frame found by an unwind table) or fp (frame pointers only)";
+    put(m, "pfr_unwind_tables_enabled", "1 if user stacks are walked with unwind tables", G,
+        st->unwind_tables ? 1 : 0);
+    put1(m, "pfr_cpu_stacks_walked_total", walk_help, "method", "dwarf", (double)b->uw_dwarf);
+    put1(m, "pfr_cpu_stacks_walked_total", walk_help, "method", "fp", (double)b->uw_fp);
+    put(m, "pfr_unwind_frames_total", "user frames found by unwind tables", C,
+        (double)b->uw_frames);
+    put(m, "pfr_unwind_stacks_complete_total",
+        "user stacks walked to their outermost frame (a table marked it)", C, (double)b->uw_end);
+    static const char fb_help[] = "user stacks with a frame walked by frame pointer instead of "
+                                  "a table, by why";
+    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "table_pending",
+         (double)b->uw_pending);
+    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "no_row", (double)b->uw_no_row);
+    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "mappings_busy", (double)b->uw_busy);
+    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "mapping_not_cached",
+         (double)b->uw_vma_miss);
+    static const char cut_help[] = "user stack walks cut short, by why";
+    put1(m, "pfr_unwind_walks_cut_total", cut_help, "reason", "bad_memory", (double)b->uw_cut_read);
+    put1(m, "pfr_unwind_walks_cut_total", cut_help, "reason", "unmapped_pc", (double)b->uw_cut_map);
+    put1(m, "pfr_unwind_walks_cut_total", cut_help, "reason", "max_depth", (double)b->uw_cut_depth);
+    put(m, "pfr_unwind_requests_lost_total",
+        "requests for a table dropped (notification ring or queue full), asked again", C,
+        (double)(b->uw_ask_lost + u->queue_full));
+    static const char files_help[] = "files the sampler asked unwind tables for, by outcome";
+    put1(m, "pfr_unwind_files_total", files_help, "outcome", "table", (double)u->tables);
+    put1(m, "pfr_unwind_files_total", files_help, "outcome", "no_table", (double)u->no_table);
+    put1(m, "pfr_unwind_files_total", files_help, "outcome", "no_room", (double)u->no_room);
+    put1(m, "pfr_unwind_files_total", files_help, "outcome", "bad_file", (double)u->bad_files);
+    put1(m, "pfr_unwind_files_total", files_help, "outcome", "open_failed", (double)u->open_failed);
+    put(m, "pfr_unwind_table_files", "files with an unwind table loaded", G,
+        (double)u->files_with_rows);
+    put(m, "pfr_unwind_table_bytes", "kernel memory used by unwind table rows", G,
+        (double)u->rows * sizeof(struct pfr_unwind_row));
+    put(m, "pfr_unwind_table_bytes_max", "the cap of unwind table rows (unwind_table_bytes)", G,
+        (double)u->max_rows * sizeof(struct pfr_unwind_row));
+    put(m, "pfr_unwind_table_evictions_total", "unwind tables evicted for room", C,
+        (double)u->evictions);
+    put(m, "pfr_unwind_table_build_seconds_total", "time spent building and loading tables", C,
+        (double)u->build_ns / 1e9);
+    put(m, "pfr_unwind_table_build_max_seconds", "the longest build and load of one table", G,
+        (double)u->build_max_ns / 1e9);
 }
 
 void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *st)

@@ -32,6 +32,8 @@ unsigned pfr_daemon_metrics_port(const pfr_daemon_metrics *m);
 void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *st);
 /* The symbol cache's counters (called by pfr_daemon_metrics_cpu with the CPU source's). */
 void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *st);
+/* The unwind tables' figures (called by pfr_daemon_metrics_cpu). */
+void pfr_daemon_metrics_unwind(pfr_daemon_metrics *m, const pfr_cpu_source_stats *st);
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
                               unsigned long long write_errors);
 void pfr_daemon_metrics_goheap(pfr_daemon_metrics *m, const pfr_goheap_stats *st);

@@ -11,7 +11,7 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libmicrohttpd-dev libinih-dev libjansson-dev
   libcmocka-dev libclang-rt-14-dev
-  golang-1.19-go linux-perf bpftrace
+  golang-1.19-go linux-perf bpftrace xz-utils libc6-dbg
   chromium python3 procps util-linux libcap2-bin systemd iproute2 curl
 )
 # Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from

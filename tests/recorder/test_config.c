@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cpu_profiler.h"
 #include "pfr_goheap.h"
 #include "pfr_scrape.h"
 
@@ -28,7 +29,9 @@ static const char *env_names[] = {"PFR_STORE",
                                   "PFR_GO_HEAP_PROFILER",
                                   "GO_HEAP_PROFILER",
                                   "PFR_METRICS_LISTEN",
-                                  "PFR_SCRAPE_INTERVAL"};
+                                  "PFR_SCRAPE_INTERVAL",
+                                  "PFR_UNWIND",
+                                  "PFR_UNWIND_TABLE_BYTES"};
 
 static int clear_env(void **state)
 {
@@ -335,6 +338,50 @@ static void set_values(void **state)
     pfr_config_free(&c);
 }
 
+/* --unwind and --unwind-table-bytes through every layer, their defaults and their errors. */
+static void unwind_settings(void **state)
+{
+    (void)state;
+    pfr_config c;
+    char err[256];
+    char *a0[] = {"pfr-recorder", NULL};
+    assert_int_equal(load(&c, a0, err, sizeof(err)), 0);
+    assert_int_equal(c.unwind, PFR_UNWIND_AUTO);
+    assert_int_equal(c.unwind_table_bytes, 16ull << 20);
+    pfr_config_free(&c);
+
+    char *path = write_file("[recorder]\nunwind = dwarf\nunwind_table_bytes = 64M\n");
+    char *a1[] = {"pfr-recorder", "--config", path, NULL};
+    assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
+    assert_int_equal(c.unwind, PFR_UNWIND_DWARF);
+    assert_int_equal(c.unwind_table_bytes, 64ull << 20);
+    pfr_config_free(&c);
+
+    setenv("PFR_UNWIND", "fp", 1); /* environment over the file */
+    assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
+    assert_int_equal(c.unwind, PFR_UNWIND_FP);
+    pfr_config_free(&c);
+
+    char *a2[] = {"pfr-recorder",         "--config", path, "--unwind", "auto",
+                  "--unwind-table-bytes", "2M",       NULL}; /* flags over both */
+    assert_int_equal(load(&c, a2, err, sizeof(err)), 0);
+    assert_int_equal(c.unwind, PFR_UNWIND_AUTO);
+    assert_int_equal(c.unwind_table_bytes, 2ull << 20);
+    pfr_config_free(&c);
+    unsetenv("PFR_UNWIND");
+
+    char *a3[] = {"pfr-recorder", "--unwind", "frame-pointers", NULL};
+    assert_int_equal(load(&c, a3, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "auto, fp, dwarf"));
+    pfr_config_free(&c);
+    char *a4[] = {"pfr-recorder", "--unwind-table-bytes", "100k", NULL};
+    assert_int_equal(load(&c, a4, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "1M to 2G"));
+    pfr_config_free(&c);
+    unlink(path);
+    free(path);
+}
+
 static void map_sizes(void **state)
 {
     (void)state;
@@ -369,6 +416,7 @@ int main(void)
         cmocka_unit_test_setup(set_values, clear_env),
         cmocka_unit_test_setup(source_settings, clear_env),
         cmocka_unit_test(map_sizes),
+        cmocka_unit_test_setup(unwind_settings, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -113,6 +113,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "open %s: %s\n", argv[1], strerror(errno));
         return 1;
     }
+    /* Samplers with unwind tables have a second perf_event program (pfr_sample_uw); it needs
+     * its tables loaded by the recorder to walk with them: the frame-pointer one is measured. */
+    struct bpf_program *fp = bpf_object__find_program_by_name(obj, "pfr_sample");
+    struct bpf_program *uw = bpf_object__find_program_by_name(obj, "pfr_sample_uw");
+    if (fp && uw)
+        bpf_program__set_autoload(uw, false);
     if (bpf_object__load(obj)) {
         fprintf(stderr, "load %s: %s\n", argv[1], strerror(errno));
         return 1;
@@ -120,7 +126,7 @@ int main(int argc, char **argv)
     struct bpf_program *prog = NULL, *p;
     bpf_object__for_each_program(p, obj)
     {
-        if (bpf_program__type(p) == BPF_PROG_TYPE_PERF_EVENT)
+        if (bpf_program__type(p) == BPF_PROG_TYPE_PERF_EVENT && bpf_program__autoload(p))
             prog = p;
     }
     struct bpf_map *bss = NULL, *rbmap = NULL, *m;

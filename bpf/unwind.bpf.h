@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0) */
+/*
+ * User stacks walked with unwind tables (x86-64): for code built without frame pointers, where
+ * the frame-pointer walk of user_stack.bpf.h loses callers or stops. Included by the sampler
+ * (cpu_profile.bpf.c) after user_stack.bpf.h.
+ *
+ * Per frame: the mapping of the pc (bpf_find_vma, one call per mapping met: consecutive frames
+ * in the same mapping reuse it), its file's place in unwind_rows (unwind_files, by dev and ino),
+ * a binary search for the row covering the pc, then the row's rule gives the caller's rsp, rbp
+ * and return address. Code with no table (JIT code, Go, a file whose table is not built yet or
+ * was evicted) is walked by its frame pointer, so mixed stacks (native -> Go, kernel -> user)
+ * keep their frames. A file met without a table is asked for once through the ring buffer
+ * (PFR_EV_UNWIND); user space builds it off the sampling path.
+ *
+ * Every read of stack memory goes through a window: the rest of the page above an address the
+ * walk knows to be stack is copied once, and the reads that follow are served from it.
+ *
+ * Needs bpf_find_vma (Linux 5.17): only the pfr_sample_uw program uses it, and the loader loads
+ * that program only where the kernel has it.
+ */
+#ifndef PFR_UNWIND_BPF_H
+#define PFR_UNWIND_BPF_H
+
+#if defined(__TARGET_ARCH_x86)
+
+#ifndef ENOENT
+#define ENOENT 2
+#endif
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1); /* set by the loader: the configured cap */
+    __type(key, __u32);
+    __type(value, struct pfr_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, PFR_UNWIND_FILES_MAX);
+    __type(key, struct pfr_file_key);
+    __type(value, struct pfr_unwind_file);
+} unwind_files SEC(".maps");
+
+/* Files asked for and not answered yet: a file is asked once, not at every sample until its
+ * table is in. User space deletes the key when it drops a file. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, PFR_UNWIND_FILES_MAX);
+    __type(key, struct pfr_file_key);
+    __type(value, __u8);
+} unwind_asked SEC(".maps");
+
+/* Offsets in the x86-64 rt_sigframe as a signal handler returns into the trampoline (pretcode
+ * popped, rsp at the ucontext): uc_mcontext is at 40, its rbp, rsp and rip at 80, 120, 128. */
+#define PFR_SIG_RBP 120
+#define PFR_SIG_RSP 160
+#define PFR_SIG_RIP 168
+
+/* Bits of the binary search: rows per file at most 2^24. */
+#define PFR_UW_SEARCH_STEPS 24
+
+/* Mappings met by the walk, per process (see struct pfr_uw_proc). */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct pfr_uw_proc);
+} uw_procs SEC(".maps");
+
+static const struct pfr_uw_proc uw_proc_zero;
+
+static long pfr_uw_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+    struct pfr_uw_vma *v = data;
+    struct file *f = vma->vm_file;
+    v->start = vma->vm_start;
+    v->end = vma->vm_end;
+    v->pgoff = vma->vm_pgoff << 12;
+    v->file = 0;
+    if (f) {
+        v->ino = BPF_CORE_READ(f, f_inode, i_ino);
+        v->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+        v->file = 1;
+    } else if ((__u64)BPF_CORE_READ(vma, vm_mm, context.vdso) == v->start) {
+        v->ino = PFR_UNWIND_VDSO_INO;
+        v->dev = 0;
+        v->file = 1;
+    }
+    return 0;
+}
+
+/* 8 bytes of user memory at addr through the window (see the top). near: addr is known to be
+ * stack, so the rest of its page may be copied. 0, or -1 if unreadable. */
+static __always_inline int uw_read(struct pfr_walk *w, __u64 addr, int near, __u64 *val)
+{
+    struct pfr_uw_state *u = &w->uw;
+    if (!(addr >= u->lo && addr + 8 <= u->hi)) {
+        __u64 len = PFR_WALK_PAGE - (addr & (PFR_WALK_PAGE - 1));
+        if (!near || len < 8)
+            return bpf_probe_read_user(val, 8, (void *)addr) ? -1 : 0;
+        u->lo = u->hi = 0;
+        if (bpf_probe_read_user(w->page, len, (void *)addr))
+            return -1;
+        u->lo = addr;
+        u->hi = addr + len;
+    }
+    __u64 off = addr - u->lo;
+    if (off > PFR_WALK_PAGE - 8)
+        return -1; /* cannot happen; tells the verifier */
+    *val = *(__u64 *)(w->page + off);
+    return 0;
+}
+
+/* Ask user space for the table of the file of v (once, until it answers or drops the file). */
+static __always_inline void uw_ask(struct pfr_walk *w, const struct pfr_uw_vma *v)
+{
+    struct pfr_file_key k = {.ino = v->ino, .dev = v->dev};
+    __u8 one = 1;
+    if (bpf_map_update_elem(&unwind_asked, &k, &one, BPF_NOEXIST))
+        return; /* asked already (or another CPU is asking now) */
+    struct pfr_unwind_req *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+    if (!r) {
+        bpf_map_delete_elem(&unwind_asked, &k); /* ask again at a later sample */
+        w->uw.flags |= PFR_UWF_LOST;
+        return;
+    }
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    __builtin_memset(&r->ev, 0, sizeof(r->ev));
+    r->ev.type = PFR_EV_UNWIND;
+    r->ev.tgid = pid_tgid >> 32;
+    r->start = v->start;
+    r->end = v->end;
+    r->pgoff = v->pgoff;
+    r->ino = v->ino;
+    r->dev = v->dev;
+    r->pad = 0;
+    bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+/* The mapping of pc into *v: from the process's cache, else by bpf_find_vma (once per sample)
+ * into the cache. 0; 1 when it is not known yet (the frame is walked by frame pointer); -1 when
+ * pc is in no mapping. */
+static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_uw_vma *v)
+{
+    struct pfr_uw_state *u = &w->uw;
+    struct task_struct *task = bpf_get_current_task_btf();
+    __u64 mm = (__u64)task->mm, now = bpf_ktime_get_ns();
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    struct pfr_uw_proc *p = bpf_map_lookup_elem(&uw_procs, &tgid);
+    int slot = -1;
+    if (p && p->mm == mm) {
+        for (int i = 0; i < PFR_UW_PROC_VMAS; i++) {
+            struct pfr_uw_vma *e = &p->vma[i];
+            if (pc >= e->start && pc < e->end) {
+                *v = *e;
+                if (now - e->seen < PFR_UW_VMA_TTL_NS || u->vma_looked_up)
+                    return 0;
+                slot = i; /* old: looked up again, in its slot */
+                break;
+            }
+        }
+    }
+    if (u->vma_looked_up) {
+        u->flags |= PFR_UWF_VMA_MISS;
+        return 1;
+    }
+    u->vma_looked_up = 1;
+    long rc = bpf_find_vma(task, pc, pfr_uw_vma_cb, v, 0);
+    if (rc == -ENOENT)
+        return -1;
+    if (rc) { /* the mappings are being changed (-EBUSY) */
+        u->flags |= PFR_UWF_BUSY;
+        return 1;
+    }
+    v->seen = now;
+    if (!p) {
+        bpf_map_update_elem(&uw_procs, &tgid, &uw_proc_zero, BPF_NOEXIST);
+        p = bpf_map_lookup_elem(&uw_procs, &tgid);
+        if (!p)
+            return 0;
+    }
+    if (p->mm != mm) { /* a new process reusing the tgid, or an exec */
+        for (int i = 0; i < PFR_UW_PROC_VMAS; i++)
+            p->vma[i].end = 0;
+        p->mm = mm;
+        p->next = 0;
+    }
+    if (slot < 0)
+        slot = p->next++ & (PFR_UW_PROC_VMAS - 1);
+    p->vma[slot & (PFR_UW_PROC_VMAS - 1)] = *v;
+    return 0;
+}
+
+/* The mapping of pc into the state's cache: its range, and its file's rows (map_nrows 0: walk
+ * by frame pointer). 0, or -1 when pc is in no mapping. */
+static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
+{
+    struct pfr_uw_state *u = &w->uw;
+    struct pfr_uw_vma v = {};
+    u->map_nrows = 0;
+    int rc = uw_find_vma(w, pc, &v);
+    if (rc < 0)
+        return -1;
+    if (rc > 0) { /* not known in this sample: this frame by frame pointer */
+        u->map_start = u->map_end = 0;
+        return 0;
+    }
+    u->map_start = v.start;
+    u->map_end = v.end;
+    if (!v.file)
+        return 0;
+    struct pfr_file_key k = {.ino = v.ino, .dev = v.dev};
+    struct pfr_unwind_file *f = bpf_map_lookup_elem(&unwind_files, &k);
+    if (!f) {
+        u->flags |= PFR_UWF_PENDING;
+        uw_ask(w, &v);
+        return 0;
+    }
+    __u32 now = (__u32)(bpf_ktime_get_ns() >> 30);
+    if (f->last_used != now)
+        f->last_used = now;
+    u->map_first = f->first;
+    u->map_nrows = f->nrows;
+    /* file vaddr - base = pc - start + pgoff + delta - base */
+    u->map_adj = v.pgoff + f->delta - f->base - v.start;
+    return 0;
+}
+
+/* The rule of the row covering x (file vaddr - base) in the cached file's rows; a rule of kind
+ * PFR_UW_NONE when no row covers it. */
+static __always_inline __u32 uw_rule(struct pfr_walk *w, __u64 x)
+{
+    struct pfr_uw_state *u = &w->uw;
+    __u32 lo = 0, n = u->map_nrows, first = u->map_first;
+    if (x >= (1ull << 32))
+        return PFR_UW_NONE;
+    /* last row with pc <= x: lo .. lo + n - 1 holds it */
+    for (int i = 0; i < PFR_UW_SEARCH_STEPS && n > 1; i++) {
+        __u32 half = n / 2, mid = first + lo + half;
+        struct pfr_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &mid);
+        if (!r)
+            return PFR_UW_NONE;
+        if (r->pc <= (__u32)x) {
+            lo += half;
+            n -= half;
+        } else {
+            n = half;
+        }
+    }
+    __u32 idx = first + lo;
+    struct pfr_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &idx);
+    if (!r || n != 1 || r->pc > (__u32)x)
+        return PFR_UW_NONE;
+    return r->rule;
+}
+
+/* One frame by frame pointer: the record at rbp holds the caller's rbp and the return address.
+ * 0, or -1 at the end of the chain. */
+static __always_inline int uw_fp_step(struct pfr_walk *w)
+{
+    struct pfr_uw_state *u = &w->uw;
+    __u64 fp = u->bp, next_bp, ra;
+    if (!fp || fp >= PFR_USER_ADDR_END)
+        return -1;
+    int near = fp >= u->sp && fp - u->sp < PFR_WALK_NEAR;
+    if (uw_read(w, fp, near, &next_bp) || uw_read(w, fp + 8, near, &ra))
+        return -1;
+    u->bp = next_bp;
+    u->sp = fp + 16;
+    u->pc = ra;
+    u->is_ra = 1;
+    return 0;
+}
+
+/* One frame by a table rule. 0 on a step, 1 at the stack's end, -1 when cut. */
+static __always_inline int uw_rule_step(struct pfr_walk *w, __u32 rule)
+{
+    struct pfr_uw_state *u = &w->uw;
+    __u32 kind = PFR_UW_RULE_KIND(rule);
+    int arg = PFR_UW_RULE_ARG(rule);
+    __u64 off = PFR_UW_RULE_OFF(rule), cfa, ra, v;
+    switch (kind) {
+    case PFR_UW_END:
+        return 1;
+    case PFR_UW_SIGNAL: {
+        __u64 sp = u->sp, bp, nsp, pc;
+        if (uw_read(w, sp + PFR_SIG_RBP, 1, &bp) || uw_read(w, sp + PFR_SIG_RSP, 1, &nsp) ||
+            uw_read(w, sp + PFR_SIG_RIP, 1, &pc))
+            return -1;
+        u->bp = bp;
+        u->sp = nsp;
+        u->pc = pc;
+        u->is_ra = 0; /* the interrupted instruction itself */
+        return 0;
+    }
+    case PFR_UW_CFA_RSP:
+        cfa = u->sp + off;
+        break;
+    case PFR_UW_CFA_RBP:
+        cfa = u->bp + off;
+        break;
+    case PFR_UW_CFA_DEREF_RBP:
+        if (uw_read(w, u->bp + off, 0, &cfa))
+            return -1;
+        break;
+    case PFR_UW_PLT:
+        cfa = u->sp + off + ((u->pc & 15) >= (__u64)arg ? 8 : 0);
+        arg = 0;
+        break;
+    default:
+        return -1;
+    }
+    if (cfa <= u->sp || cfa >= PFR_USER_ADDR_END)
+        return -1; /* a caller's frame lies above its callee's */
+    if (uw_read(w, cfa - 8, cfa - u->sp < PFR_WALK_NEAR, &ra))
+        return -1;
+    if (arg) {
+        if (uw_read(w, cfa + (__s64)arg * 8, cfa - u->sp < PFR_WALK_NEAR, &v))
+            return -1;
+        u->bp = v;
+    }
+    u->sp = cfa;
+    u->pc = ra;
+    u->is_ra = 1;
+    w->uw.dwarf_frames++;
+    return 0;
+}
+
+/* Walk one more frame from the state: 0 to go on, 1 at the stack's end, -1 when cut (the
+ * reason in uw.flags). Global, so the verifier checks it once for every frame. */
+__noinline int pfr_uw_step(struct pfr_walk *w)
+{
+    if (!w)
+        return -1;
+    struct pfr_uw_state *u = &w->uw;
+    __u64 pc = u->is_ra ? u->pc - 1 : u->pc;
+    if (!(pc >= u->map_start && pc < u->map_end)) {
+        if (uw_map(w, pc)) {
+            u->flags |= PFR_UWF_CUT_MAP;
+            return -1;
+        }
+    }
+    __u32 rule = u->map_nrows ? uw_rule(w, pc + u->map_adj) : PFR_UW_NONE;
+    int rc;
+    if (PFR_UW_RULE_KIND(rule) == PFR_UW_NONE) {
+        if (u->map_nrows)
+            u->flags |= PFR_UWF_NO_ROW;
+        rc = uw_fp_step(w);
+        if (rc)
+            return 1; /* the frame-pointer chain's own end */
+    } else {
+        rc = uw_rule_step(w, rule);
+        if (rc < 0) {
+            u->flags |= PFR_UWF_CUT_READ;
+            return -1;
+        }
+        if (rc > 0) {
+            u->flags |= PFR_UWF_END;
+            return 1;
+        }
+    }
+    if (!u->pc || u->pc >= PFR_USER_ADDR_END)
+        return 1;
+    return 0;
+}
+
+/* The user stack from ip/sp/bp into w->st.ips: the frames. Global: verified once. */
+__noinline int pfr_unwind_user(struct pfr_walk *w, __u64 ip, __u64 sp, __u64 bp)
+{
+    if (!w)
+        return 0;
+    struct pfr_uw_state *u = &w->uw;
+    __builtin_memset(u, 0, sizeof(*u));
+    u->pc = ip;
+    u->sp = sp;
+    u->bp = bp;
+    w->st.ips[0] = ip;
+    __u32 n = 1;
+    for (__u32 i = 1; i < PFR_MAX_STACK_DEPTH; i++) {
+        if (pfr_uw_step(w))
+            break;
+        if (n >= PFR_MAX_STACK_DEPTH)
+            break;
+        w->st.ips[n] = u->pc;
+        n++;
+        if (n == PFR_MAX_STACK_DEPTH)
+            u->flags |= PFR_UWF_CUT_DEPTH;
+    }
+    return (int)n;
+}
+
+#endif /* __TARGET_ARCH_x86 */
+#endif

@@ -1,0 +1,1059 @@
+/*
+ * unwind_table: an ELF file's call-frame information as the sampler's unwind rows (x86-64).
+ *
+ * libdw does all the CFI interpretation; this file only finds where each FDE starts (the CIE's
+ * 'R' pointer encoding), walks each FDE row by row with dwarf_cfi_addrframe(), and maps each
+ * row's rules onto the few the sampler can follow. The input is any file mapped executable by
+ * any process on the host, so every length and offset is checked, and the work per file is
+ * bounded (MAX_FDE_ROWS, MAX_REPLAY, MAX_CFI_*) whatever the file says.
+ *
+ * A row's rule, from libdw's (but for SIGNAL and END, the return address must be at CFA - 8
+ * and the caller's rsp the CFA, or the row is NONE):
+ *   CFA = rsp/rbp + off, 0 <= off <= PFR_UW_OFF_MAX   CFA_RSP / CFA_RBP
+ *   ld's lazy PLT expression                          PLT, off and the threshold K as arg
+ *   an FDE of an 'S' CIE (glibc's __restore_rt)       SIGNAL, whatever its rules
+ *   return address undefined (_start, clone)          END
+ *   CFA = *(rbp + off) (gcc's DRAP prologue)          CFA_DEREF_RBP: off signed (20-bit two's
+ *                                                     complement, gcc's is -8) and arg the slot
+ *                                                     of the caller's rbp from rbp, not from the
+ *                                                     CFA (gcc saves it at [rbp]: arg 0)
+ * and arg, elsewhere, is the caller's rbp slot from the CFA: rbp saved at CFA + 8 * arg, or 0
+ * when rbp is same-value or undefined. Any other rule is NONE, counted in stats.unsupported.
+ */
+#include "unwind_table.h"
+
+#include <dwarf.h>
+#include <elf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pfr_vec.h"
+
+/* x86-64 DWARF register numbers */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RA  16
+
+#define MAX_XSEGS 16u
+#define MAX_PHDRS 4096u
+#define MAX_SCNS  (1u << 16)
+#define MAX_NOTES 16u /* PT_NOTE segments looked into for Go's build id */
+/* Rows walked in one FDE: libdw replays an FDE's instructions from its start for every row;
+ * real functions have at most a few hundred rows (libLLVM-14's largest: 573). */
+#define MAX_FDE_ROWS 4096u
+/* Instruction bytes libdw may replay for the whole file (each row counts its FDE's and CIE's
+ * instructions whole), 1 to 3 ns a byte: bounds what a forged file can cost to ~1 s. Real files
+ * stay far below it (libc 2 M, python3.11 5 M, libLLVM-14 85 M); past it, the rest of the file
+ * is NONE rows. */
+#define MAX_REPLAY (512u << 20)
+/* What libdw would allocate for a forged file, checked before it runs the instructions: it sizes
+ * a frame by the largest register number named (up to 2 GiB; x86-64's end at 125) and copies it
+ * for each DW_CFA_remember_state not yet restored. */
+#define MAX_CFI_REG   255u
+#define MAX_CFI_DEPTH 64u
+
+#ifndef NT_GO_BUILD_ID
+#define NT_GO_BUILD_ID 4
+#endif
+
+struct xseg {
+    uint64_t lo, hi; /* [p_vaddr, p_vaddr + p_memsz) of an executable PT_LOAD */
+};
+
+struct fde_span {
+    uint64_t start, end; /* file virtual addresses the FDE covers, clipped to its segment */
+    uint64_t replay;     /* instruction bytes of the FDE and its CIE: what a row may cost */
+};
+
+struct cie_info {
+    Dwarf_Off off; /* section offset of the CIE */
+    int enc;       /* DW_EH_PE_* of its FDEs' addresses, -1 an augmentation not understood */
+    bool sized;    /* 'z': FDEs have augmentation data, with its length */
+    bool safe;     /* its instructions pass program_safe() */
+    uint64_t len;  /* bytes of its initial instructions */
+};
+
+typedef struct builder {
+    Elf *elf;
+    pfr_unwind_table *out;
+    char *err;
+    size_t errlen;
+    struct xseg segs[MAX_XSEGS];
+    size_t nsegs;
+    /* the CFI section being read */
+    Elf_Data *data;
+    uint64_t sec_addr; /* sh_addr, for pcrel pointers */
+    bool eh_frame;
+    struct cie_info *cies; /* in section order (offsets increase) */
+    size_t ncies, cies_cap;
+    struct fde_span *fdes;
+    size_t nfdes, fdes_cap;
+    size_t rows_cap;
+    uint64_t replayed; /* instruction bytes libdw may have replayed so far */
+} builder;
+
+__attribute__((format(printf, 3, 4))) static int fail(builder *b, int rc, const char *fmt, ...)
+{
+    if (b->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(b->err, b->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* ---- the ELF file: kind, executable segments, Go ---- */
+
+static int check_elf(builder *b)
+{
+    if (elf_kind(b->elf) != ELF_K_ELF)
+        return fail(b, -ENOEXEC, "not an ELF file");
+    size_t idlen = 0;
+    const char *id = elf_getident(b->elf, &idlen);
+    if (!id || idlen < EI_NIDENT || id[EI_CLASS] != ELFCLASS64 || id[EI_DATA] != ELFDATA2LSB)
+        return fail(b, -ENOEXEC, "not a 64-bit little-endian ELF file");
+    GElf_Ehdr eh;
+    if (!gelf_getehdr(b->elf, &eh))
+        return fail(b, -ENOEXEC, "unreadable ELF header: %s", elf_errmsg(-1));
+    if (eh.e_machine != EM_X86_64)
+        return fail(b, -ENOEXEC, "not an x86-64 ELF file (e_machine %u)", eh.e_machine);
+    if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)
+        return fail(b, -ENOEXEC, "not an executable or shared object (e_type %u)", eh.e_type);
+    return 0;
+}
+
+static bool note_is_go(Elf_Data *d)
+{
+    if (!d || !d->d_buf || (d->d_type != ELF_T_NHDR && d->d_type != ELF_T_NHDR8))
+        return false;
+    GElf_Nhdr nh;
+    size_t off = 0, name_off, desc_off, next;
+    while (off < d->d_size && (next = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+        if (nh.n_type == NT_GO_BUILD_ID && nh.n_namesz == 3 &&
+            memcmp((const char *)d->d_buf + name_off, "Go", 3) == 0)
+            return true;
+        off = next;
+    }
+    return false;
+}
+
+/* The executable segments (one delta p_vaddr - p_offset for all) and Go's PT_NOTE. */
+static int read_phdrs(builder *b, bool *is_go)
+{
+    size_t n;
+    if (elf_getphdrnum(b->elf, &n) != 0)
+        return fail(b, -ENOEXEC, "unreadable program headers: %s", elf_errmsg(-1));
+    if (n > MAX_PHDRS)
+        return fail(b, -ENOEXEC, "%zu program headers", n);
+    bool have_delta = false;
+    unsigned notes = 0;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(b->elf, (int)i, &ph))
+            return fail(b, -ENOEXEC, "unreadable program header %zu", i);
+        if (ph.p_type == PT_NOTE && notes++ < MAX_NOTES && ph.p_filesz > 0 && !*is_go) {
+            Elf_Data *d = elf_getdata_rawchunk(b->elf, (int64_t)ph.p_offset, ph.p_filesz,
+                                               ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+            *is_go = note_is_go(d);
+        }
+        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0)
+            continue;
+        if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
+            return fail(b, -ENOEXEC, "executable segment %zu wraps around", i);
+        uint64_t delta = ph.p_vaddr - ph.p_offset;
+        if (have_delta && delta != b->out->delta)
+            return fail(b, -ENOTSUP, "executable segments with different p_vaddr - p_offset");
+        if (b->nsegs == MAX_XSEGS)
+            return fail(b, -ENOTSUP, "more than %u executable segments", MAX_XSEGS);
+        b->out->delta = delta;
+        have_delta = true;
+        b->segs[b->nsegs++] = (struct xseg){ph.p_vaddr, ph.p_vaddr + ph.p_memsz};
+    }
+    if (!have_delta)
+        return fail(b, -ENOEXEC, "no executable segment");
+    return 0;
+}
+
+/* Make libdw find FDEs by reading .eh_frame in order, as collect_fdes() does, rather than by
+ * the .eh_frame_hdr table: a forged table could lead it to an FDE that was never checked (the
+ * image is ours, and libdw reads no table when the count's encoding is DW_EH_PE_omit). */
+static void drop_search_table(Elf_Scn *scn)
+{
+    Elf_Data *d = elf_rawdata(scn, NULL);
+    if (d && d->d_buf && d->d_size >= 4 && ((uint8_t *)d->d_buf)[0] == 1)
+        ((uint8_t *)d->d_buf)[2] = DW_EH_PE_omit;
+}
+
+/* The sections the builder needs (by name), and the marks of a Go program. */
+static int read_sections(builder *b, Elf_Scn **eh_frame, Elf_Scn **debug_frame, bool *is_go)
+{
+    size_t shstrndx;
+    *eh_frame = *debug_frame = NULL;
+    if (elf_getshdrstrndx(b->elf, &shstrndx) != 0)
+        return 0; /* no section names: no sections we can find */
+    Elf_Scn *scn = NULL;
+    unsigned count = 0;
+    while ((scn = elf_nextscn(b->elf, scn)) != NULL) {
+        if (++count > MAX_SCNS)
+            return fail(b, -ENOEXEC, "more than %u sections", MAX_SCNS);
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            return fail(b, -ENOEXEC, "unreadable section header: %s", elf_errmsg(-1));
+        const char *name = elf_strptr(b->elf, shstrndx, sh.sh_name);
+        if (!name)
+            continue;
+        if (strcmp(name, ".gopclntab") == 0 || strcmp(name, ".go.buildinfo") == 0 ||
+            strcmp(name, ".data.rel.ro.gopclntab") == 0)
+            *is_go = true;
+        if (sh.sh_type == SHT_NOBITS || sh.sh_size == 0)
+            continue;
+        if (sh.sh_type == SHT_NOTE && !*is_go && strcmp(name, ".note.go.buildid") == 0)
+            *is_go = note_is_go(elf_getdata(scn, NULL));
+        else if (!*eh_frame && strcmp(name, ".eh_frame") == 0)
+            *eh_frame = scn;
+        else if (strcmp(name, ".eh_frame_hdr") == 0)
+            drop_search_table(scn);
+        else if (!*debug_frame && strcmp(name, ".debug_frame") == 0)
+            *debug_frame = scn;
+    }
+    return 0;
+}
+
+/* ---- FDE enumeration: only each FDE's initial location and range are decoded here ---- */
+
+/* A ULEB128 at *p: the value of its bytes within end (what libdw takes from a cut one),
+ * UINT64_MAX past 56 bits. false when no byte is within end. */
+static bool read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *q = *p;
+    uint64_t x = 0;
+    unsigned shift = 0;
+    if (q >= end)
+        return false;
+    while (q < end) {
+        uint8_t byte = *q++;
+        x = shift < 56 ? x | (uint64_t)(byte & 0x7f) << shift : UINT64_MAX;
+        shift += 7;
+        if (!(byte & 0x80))
+            break;
+    }
+    *p = q;
+    *v = x;
+    return true;
+}
+
+/* Read a value of DW_EH_PE format fmt (low nibble) at *p, within end. false: truncated or not
+ * a format. */
+static bool read_encoded(const uint8_t **p, const uint8_t *end, int fmt, uint64_t *v)
+{
+    const uint8_t *q = *p;
+    size_t len;
+    switch (fmt & 0x0f) {
+    case DW_EH_PE_absptr:
+    case DW_EH_PE_udata8:
+    case DW_EH_PE_sdata8:
+        len = 8;
+        break;
+    case DW_EH_PE_udata4:
+    case DW_EH_PE_sdata4:
+        len = 4;
+        break;
+    case DW_EH_PE_udata2:
+    case DW_EH_PE_sdata2:
+        len = 2;
+        break;
+    case DW_EH_PE_uleb128:
+    case DW_EH_PE_sleb128: /* no producer uses them for addresses; read as libdw would */
+        for (const uint8_t *r = q; r < end; r++)
+            if (!(*r & 0x80)) {
+                *p = r + 1;
+                return read_uleb(&q, r + 1, v);
+            }
+        return false;
+    default:
+        return false;
+    }
+    if ((size_t)(end - q) < len)
+        return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < len; i++)
+        x |= (uint64_t)q[i] << (8 * i);
+    if ((fmt & 0x0f) == DW_EH_PE_sdata4)
+        x = (uint64_t)(int64_t)(int32_t)(uint32_t)x;
+    else if ((fmt & 0x0f) == DW_EH_PE_sdata2)
+        x = (uint64_t)(int64_t)(int16_t)(uint16_t)x;
+    *v = x;
+    *p = q + len;
+    return true;
+}
+
+/* Whether libdw can run a CIE's or FDE's instructions without the allocations a forged file
+ * could ask of it (MAX_CFI_REG, MAX_CFI_DEPTH), nor reading a block past them. Operands are
+ * only sized here, as libdw reads them: nothing is interpreted. A program cut short, or an
+ * opcode libdw does not know either, ends the check: libdw stops there too. enc sizes
+ * DW_CFA_set_loc's operand. */
+static bool program_safe(const uint8_t *p, const uint8_t *end, int enc)
+{
+    unsigned depth = 0;
+    while (p < end) {
+        uint8_t op = *p++;
+        uint64_t v;
+        int regs = 0; /* register operands first */
+        int then = 0; /* then 1: a LEB128, 2: a block */
+        size_t fixed = 0;
+        switch (op >> 6) {
+        case 1: /* advance_loc */
+        case 3: /* restore: the register is in the opcode, < 64 */
+            continue;
+        case 2: /* offset: register in the opcode, then a LEB128 */
+            then = 1;
+            break;
+        default:
+            switch (op) {
+            case DW_CFA_nop:
+            case DW_CFA_GNU_window_save:
+                continue;
+            case DW_CFA_remember_state:
+                if (++depth > MAX_CFI_DEPTH)
+                    return false;
+                continue;
+            case DW_CFA_restore_state:
+                depth -= depth > 0;
+                continue;
+            case DW_CFA_set_loc:
+                if (!read_encoded(&p, end, enc, &v))
+                    return true;
+                continue;
+            case DW_CFA_advance_loc1:
+                fixed = 1;
+                break;
+            case DW_CFA_advance_loc2:
+                fixed = 2;
+                break;
+            case DW_CFA_advance_loc4:
+                fixed = 4;
+                break;
+            case DW_CFA_MIPS_advance_loc8:
+                fixed = 8;
+                break;
+            case DW_CFA_offset_extended:
+            case DW_CFA_offset_extended_sf:
+            case DW_CFA_val_offset:
+            case DW_CFA_val_offset_sf:
+            case DW_CFA_def_cfa:
+            case DW_CFA_def_cfa_sf:
+            case DW_CFA_GNU_negative_offset_extended:
+                regs = 1, then = 1;
+                break;
+            case DW_CFA_restore_extended:
+            case DW_CFA_undefined:
+            case DW_CFA_same_value:
+            case DW_CFA_def_cfa_register:
+                regs = 1;
+                break;
+            case DW_CFA_register:
+                regs = 2;
+                break;
+            case DW_CFA_def_cfa_offset:
+            case DW_CFA_def_cfa_offset_sf:
+            case DW_CFA_GNU_args_size:
+                then = 1;
+                break;
+            case DW_CFA_def_cfa_expression:
+                then = 2;
+                break;
+            case DW_CFA_expression:
+            case DW_CFA_val_expression:
+                regs = 1, then = 2;
+                break;
+            default:
+                return true; /* libdw rejects it and stops */
+            }
+        }
+        if (fixed > (size_t)(end - p))
+            return true;
+        p += fixed;
+        for (int i = 0; i < regs; i++) {
+            if (!read_uleb(&p, end, &v))
+                return true; /* libdw reads one byte past: a register < 128 */
+            if (v > MAX_CFI_REG)
+                return false;
+        }
+        if (then && !read_uleb(&p, end, &v))
+            return true;
+        if (then == 2) {
+            if (v > (uint64_t)(end - p))
+                return true; /* libdw checks a block's length */
+            p += v;
+        }
+    }
+    return true;
+}
+
+/* A CIE as libdw reads it (cie.c): its FDEs' address encoding, from the 'z' augmentation's
+ * letters L, P, R and S; -1 for any other augmentation (no toolchain writes one), which makes
+ * the file refused, since where its FDEs' instructions start would be a guess. */
+static struct cie_info read_cie(const builder *b, Dwarf_Off off, const Dwarf_CIE *cie)
+{
+    struct cie_info ci = {.off = off, .enc = DW_EH_PE_absptr};
+    const uint8_t *buf = b->data->d_buf, *lim = buf + b->data->d_size;
+    const uint8_t *ins = cie->initial_instructions, *ins_end = cie->initial_instructions_end;
+    if (!ins || ins < buf || ins_end < ins || ins_end > lim) {
+        ci.enc = -1;
+        return ci;
+    }
+    ci.len = (uint64_t)(ins_end - ins);
+    const char *aug = cie->augmentation;
+    if (aug[0] != '\0' && aug[0] != 'z')
+        ci.enc = -1;
+    const uint8_t *p = cie->augmentation_data;
+    const uint8_t *end = p ? p + cie->augmentation_data_size : NULL;
+    if (aug[0] == 'z' &&
+        (!p || p < buf || p > lim || cie->augmentation_data_size > (size_t)(lim - p)))
+        ci.enc = -1;
+    for (const char *a = aug; ci.enc >= 0 && *a; a++) {
+        uint64_t ignored;
+        switch (*a) {
+        case 'z':
+            ci.sized = a == aug;
+            ci.enc = ci.sized ? ci.enc : -1;
+            break;
+        case 'R':
+            ci.enc = p < end ? *p++ : -1;
+            break;
+        case 'L': /* the LSDA's encoding */
+            if (p++ >= end)
+                ci.enc = -1;
+            break;
+        case 'P':
+            if (p >= end || (*p & 0x70) == DW_EH_PE_aligned) {
+                ci.enc = -1;
+                break;
+            }
+            p++;
+            if (!read_encoded(&p, end, p[-1], &ignored))
+                ci.enc = -1;
+            break;
+        case 'S': /* signal frame: libdw tells dwarf_frame_info's signalp */
+            break;
+        default:
+            ci.enc = -1;
+        }
+    }
+    ci.safe = ci.enc >= 0 && program_safe(ins, ins_end, ci.enc);
+    return ci;
+}
+
+static int add_cie(builder *b, Dwarf_Off off, const Dwarf_CIE *cie)
+{
+    if (PFR_VEC_RESERVE(b->cies, b->cies_cap, b->ncies + 1))
+        return fail(b, -ENOMEM, "out of memory");
+    b->cies[b->ncies++] = read_cie(b, off, cie);
+    return 0;
+}
+
+/* The CIE at section offset off: seen already (binary search, offsets increase), or read there
+ * now (a CIE placed after its FDEs). false if there is none: libdw cannot use the FDE either. */
+static bool find_cie(builder *b, const unsigned char *ident, Dwarf_Off off, struct cie_info *ci)
+{
+    size_t lo = 0, hi = b->ncies;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->cies[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < b->ncies && b->cies[lo].off == off) {
+        *ci = b->cies[lo];
+        return true;
+    }
+    Dwarf_CFI_Entry e;
+    Dwarf_Off next;
+    if (dwarf_next_cfi(ident, b->data, b->eh_frame, off, &next, &e) != 0 || !dwarf_cfi_cie_p(&e))
+        return false;
+    *ci = read_cie(b, off, &e.cie);
+    return true;
+}
+
+/* Record an FDE that starts in an executable segment, clipped to it. */
+static int add_fde(builder *b, uint64_t start, uint64_t range, uint64_t replay)
+{
+    if (range == 0 || start + range < start)
+        return 0;
+    for (size_t i = 0; i < b->nsegs; i++) {
+        if (start < b->segs[i].lo || start >= b->segs[i].hi)
+            continue;
+        uint64_t end = start + range < b->segs[i].hi ? start + range : b->segs[i].hi;
+        if (PFR_VEC_RESERVE(b->fdes, b->fdes_cap, b->nfdes + 1))
+            return fail(b, -ENOMEM, "out of memory");
+        b->fdes[b->nfdes++] = (struct fde_span){start, end, replay};
+        return 0;
+    }
+    return 0; /* outside the code (a discarded function's tombstone, garbage): no rows */
+}
+
+/* An FDE, read as libdw reads it (fde.c). Every FDE is checked, used or not: libdw may pick any
+ * of them for an address. */
+static int decode_fde(builder *b, const unsigned char *ident, Dwarf_Off off, const Dwarf_FDE *fde)
+{
+    b->out->stats.fdes++;
+    struct cie_info ci;
+    if (!find_cie(b, ident, fde->CIE_pointer, &ci))
+        return 0;
+    if (ci.enc < 0)
+        return fail(b, -ENOEXEC, "a CIE (FDE at %#llx) with an augmentation not understood",
+                    (unsigned long long)off);
+    if (!ci.safe)
+        return fail(b, -ENOEXEC,
+                    "the CIE of the FDE at %#llx names a register past %u or nests states past %u",
+                    (unsigned long long)off, MAX_CFI_REG, MAX_CFI_DEPTH);
+    const uint8_t *buf = b->data->d_buf, *lim = buf + b->data->d_size;
+    const uint8_t *p = fde->start, *end = fde->end;
+    if (!p || p < buf || end < p || end > lim)
+        return 0;
+    uint64_t field = b->sec_addr + (uint64_t)(p - buf), start, range, auglen;
+    if (!read_encoded(&p, end, ci.enc, &start) || !read_encoded(&p, end, ci.enc & 0x0f, &range))
+        return 0; /* libdw fails on it as well */
+    if (ci.sized && (!read_uleb(&p, end, &auglen) || auglen > (uint64_t)(end - p)))
+        return 0;
+    if (ci.sized)
+        p += auglen;
+    if (!program_safe(p, end, ci.enc))
+        return fail(b, -ENOEXEC,
+                    "the FDE at %#llx names a register past %u or nests states past %u",
+                    (unsigned long long)off, MAX_CFI_REG, MAX_CFI_DEPTH);
+    if (ci.enc & DW_EH_PE_indirect)
+        return 0;
+    switch (ci.enc & 0x70) {
+    case DW_EH_PE_absptr:
+        break;
+    case DW_EH_PE_pcrel:
+        start += field;
+        break;
+    default:
+        return 0; /* textrel, datarel, funcrel, aligned: not used for x86-64 FDEs */
+    }
+    return add_fde(b, start, range, (uint64_t)(end - p) + ci.len);
+}
+
+static int collect_fdes(builder *b, Elf_Scn *scn, bool eh_frame)
+{
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh))
+        return fail(b, -ENOEXEC, "unreadable section header: %s", elf_errmsg(-1));
+    b->data = elf_getdata(scn, NULL);
+    if (!b->data || !b->data->d_buf)
+        return fail(b, -ENOEXEC, "unreadable %s: %s", eh_frame ? ".eh_frame" : ".debug_frame",
+                    elf_errmsg(-1));
+    b->sec_addr = sh.sh_addr;
+    b->eh_frame = eh_frame;
+    b->ncies = b->nfdes = 0;
+    const unsigned char *ident = (const unsigned char *)elf_getident(b->elf, NULL);
+    Dwarf_Off off = 0, next;
+    Dwarf_CFI_Entry e;
+    for (;;) {
+        next = (Dwarf_Off)-1; /* not set by an error before the entry's length is read */
+        int rc = dwarf_next_cfi(ident, b->data, eh_frame, off, &next, &e);
+        if (rc > 0)
+            break;
+        if (rc == 0) {
+            rc = dwarf_cfi_cie_p(&e) ? add_cie(b, off, &e.cie) : decode_fde(b, ident, off, &e.fde);
+            if (rc < 0)
+                return rc;
+        }
+        /* a bad entry whose length is known is skipped; otherwise the walk ends */
+        if (next == (Dwarf_Off)-1 || next <= off)
+            break;
+        off = next;
+    }
+    return 0;
+}
+
+static int cmp_fde(const void *a, const void *b)
+{
+    const struct fde_span *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* ---- rows ---- */
+
+static int64_t sword(Dwarf_Word w)
+{
+    return (int64_t)w;
+}
+
+/* The CFA-relative slot (CFA + 8 * slot) of a register saved by DW_CFA_offset: libdw hands
+ * back "DW_OP_call_frame_cfa; DW_OP_plus_uconst k" (k two's complement), or the first op
+ * alone when k is 0. false for any other rule. */
+static bool cfa_slot(const Dwarf_Op *ops, size_t n, int64_t *slot)
+{
+    if (n == 0 || n > 2 || !ops || ops[0].atom != DW_OP_call_frame_cfa)
+        return false;
+    int64_t k = n == 2 ? sword(ops[1].number) : 0;
+    if (n == 2 && ops[1].atom != DW_OP_plus_uconst)
+        return false;
+    if (k % 8 != 0)
+        return false;
+    *slot = k / 8;
+    return true;
+}
+
+/* Base register and offset of "DW_OP_bregN off" or "DW_OP_bregx N off". */
+static bool breg(const Dwarf_Op *op, int *reg, int64_t *off)
+{
+    if (op->atom >= DW_OP_breg0 && op->atom <= DW_OP_breg31) {
+        *reg = op->atom - DW_OP_breg0;
+        *off = sword(op->number);
+        return true;
+    }
+    if (op->atom == DW_OP_bregx && op->number < 64) {
+        *reg = (int)op->number;
+        *off = sword(op->number2);
+        return true;
+    }
+    return false;
+}
+
+/* gcc's and ld's lazy PLT: CFA = rsp + off + ((rip & 15) >= K ? 8 : 0), i.e.
+ * breg7 off; breg16 0; lit15; and; litK; ge; lit3; shl; plus. */
+static bool plt_expr(const Dwarf_Op *ops, size_t n, int64_t *off, int *k)
+{
+    static const uint8_t tail[] = {DW_OP_lit15, DW_OP_and, 0,         DW_OP_ge,
+                                   DW_OP_lit3,  DW_OP_shl, DW_OP_plus};
+    int reg;
+    int64_t ripoff;
+    if (n != 9 || !breg(&ops[0], &reg, off) || reg != REG_RSP || !breg(&ops[1], &reg, &ripoff) ||
+        reg != REG_RA || ripoff != 0)
+        return false;
+    for (size_t i = 0; i < sizeof(tail); i++)
+        if (i != 2 && ops[2 + i].atom != tail[i])
+            return false;
+    if (ops[4].atom < DW_OP_lit0 || ops[4].atom > DW_OP_lit31)
+        return false;
+    *k = ops[4].atom - DW_OP_lit0;
+    return true;
+}
+
+#define NONE_RULE PFR_UW_RULE(PFR_UW_NONE, 0, 0)
+
+/* The rule of one libdw row; *unsupported set when a rule we cannot follow made it NONE. */
+static uint32_t translate(Dwarf_Frame *f, bool signalp, bool *unsupported)
+{
+    Dwarf_Op mem[3], *ops;
+    size_t n;
+    *unsupported = true;
+    if (signalp) {
+        *unsupported = false;
+        return PFR_UW_RULE(PFR_UW_SIGNAL, 0, 0);
+    }
+    /* the return address: undefined ends the stack (nops 0, ops = our mem; a NULL ops with
+     * nops 0 is "same value"), else it must be at CFA - 8 */
+    if (dwarf_frame_register(f, REG_RA, mem, &ops, &n) != 0)
+        return NONE_RULE;
+    if (n == 0 && ops != NULL) {
+        *unsupported = false;
+        return PFR_UW_RULE(PFR_UW_END, 0, 0);
+    }
+    int64_t slot;
+    if (!cfa_slot(ops, n, &slot) || slot != -1)
+        return NONE_RULE;
+    /* the caller's rsp must be the CFA: libdw gives "call_frame_cfa; stack_value" */
+    if (dwarf_frame_register(f, REG_RSP, mem, &ops, &n) != 0 || n != 2 || !ops ||
+        ops[0].atom != DW_OP_call_frame_cfa || ops[1].atom != DW_OP_stack_value)
+        return NONE_RULE;
+
+    Dwarf_Op *rops;
+    size_t rn;
+    if (dwarf_frame_register(f, REG_RBP, mem, &rops, &rn) != 0)
+        return NONE_RULE;
+    /* rbp: same value (nops 0, ops NULL) or undefined (nops 0): arg 0; saved at CFA + 8k: k */
+    bool rbp_kept = rn == 0;
+    int64_t rslot = 0;
+    bool rbp_cfa = !rbp_kept && cfa_slot(rops, rn, &rslot) && rslot != 0 &&
+                   rslot >= PFR_UW_ARG_MIN && rslot <= PFR_UW_ARG_MAX;
+
+    if (dwarf_frame_cfa(f, &ops, &n) != 0 || n == 0)
+        return NONE_RULE;
+    int reg, k;
+    int64_t off;
+    if (n == 1 && breg(&ops[0], &reg, &off) && (reg == REG_RSP || reg == REG_RBP)) {
+        if (off < 0 || off > PFR_UW_OFF_MAX || !(rbp_kept || rbp_cfa))
+            return NONE_RULE;
+        *unsupported = false;
+        return PFR_UW_RULE(reg == REG_RSP ? PFR_UW_CFA_RSP : PFR_UW_CFA_RBP, (int)rslot,
+                           (uint32_t)off);
+    }
+    if (n == 2 && breg(&ops[0], &reg, &off) && reg == REG_RBP && ops[1].atom == DW_OP_deref) {
+        /* gcc's DRAP prologue: CFA = *(rbp - 8), rbp saved at [rbp] (DW_CFA_expression
+         * "breg6 0", which libdw hands back behind a DW_OP_call_frame_cfa). Here off is
+         * signed (20-bit two's complement) and arg is the caller rbp's slot from rbp. */
+        const Dwarf_Op *e = rops;
+        size_t en = rn;
+        if (en > 0 && e[0].atom == DW_OP_call_frame_cfa) {
+            e++;
+            en--;
+        }
+        int r2;
+        int64_t roff;
+        if (en != 1 || !breg(&e[0], &r2, &roff) || r2 != REG_RBP || roff % 8 != 0 ||
+            roff / 8 < PFR_UW_ARG_MIN || roff / 8 > PFR_UW_ARG_MAX)
+            return NONE_RULE;
+        if (off < -(int64_t)(PFR_UW_OFF_MAX / 2) - 1 || off > (int64_t)(PFR_UW_OFF_MAX / 2))
+            return NONE_RULE;
+        *unsupported = false;
+        return PFR_UW_RULE(PFR_UW_CFA_DEREF_RBP, (int)(roff / 8), (uint32_t)off & PFR_UW_OFF_MAX);
+    }
+    if (plt_expr(ops, n, &off, &k)) {
+        if (off < 0 || off > PFR_UW_OFF_MAX || !rbp_kept)
+            return NONE_RULE;
+        *unsupported = false;
+        return PFR_UW_RULE(PFR_UW_PLT, k, (uint32_t)off);
+    }
+    return NONE_RULE;
+}
+
+/* Append a row at vaddr; a rule equal to the last row's extends it instead. */
+static int push_row(builder *b, uint64_t vaddr, uint32_t rule)
+{
+    pfr_unwind_table *t = b->out;
+    uint32_t pc = (uint32_t)(vaddr - t->base);
+    if (t->nrows && t->rows[t->nrows - 1].rule == rule)
+        return 0;
+    if (t->nrows && t->rows[t->nrows - 1].pc == pc) {
+        /* an empty row (cannot happen with increasing addresses; kept safe) */
+        t->rows[t->nrows - 1].rule = rule;
+        if (t->nrows > 1 && t->rows[t->nrows - 2].rule == rule)
+            t->nrows--;
+        return 0;
+    }
+    if (PFR_VEC_RESERVE(t->rows, b->rows_cap, t->nrows + 1))
+        return fail(b, -ENOMEM, "out of memory");
+    t->rows[t->nrows++] = (struct pfr_unwind_row){pc, rule};
+    return 0;
+}
+
+/* The rows of [lo, end), part of an FDE, from libdw, one row after the other. */
+static int walk_fde(builder *b, Dwarf_CFI *cfi, const struct fde_span *fd, uint64_t lo)
+{
+    uint64_t addr = lo, end = fd->end;
+    for (unsigned i = 0; addr < end; i++) {
+        Dwarf_Frame *f = NULL;
+        if (i >= MAX_FDE_ROWS || b->replayed > MAX_REPLAY ||
+            dwarf_cfi_addrframe(cfi, addr, &f) != 0)
+            break;
+        b->replayed += fd->replay;
+        Dwarf_Addr s, e;
+        bool signalp = false;
+        int ra = dwarf_frame_info(f, &s, &e, &signalp);
+        if (ra < 0 || s > addr || e <= addr) {
+            free(f);
+            break;
+        }
+        bool unsupported = true; /* a CIE whose return address is not rip's: unsupported */
+        uint32_t rule = ra == REG_RA ? translate(f, signalp, &unsupported) : NONE_RULE;
+        free(f);
+        b->out->stats.rows_in++;
+        if (unsupported)
+            b->out->stats.unsupported++;
+        int rc = push_row(b, addr, rule);
+        if (rc < 0)
+            return rc;
+        addr = e;
+    }
+    if (addr < end) {
+        /* libdw failed here, or the bounds above: the rest of the FDE has no rule */
+        b->out->stats.unsupported++;
+        return push_row(b, addr, NONE_RULE);
+    }
+    return 0;
+}
+
+static int build_rows(builder *b, Dwarf_CFI *cfi)
+{
+    qsort(b->fdes, b->nfdes, sizeof(b->fdes[0]), cmp_fde);
+    uint64_t base = b->fdes[0].start, top = base;
+    for (size_t i = 0; i < b->nfdes; i++)
+        if (b->fdes[i].end > top)
+            top = b->fdes[i].end;
+    if (top - base > UINT32_MAX)
+        return fail(b, -EFBIG, "code spans %#llx bytes (4 GiB or more)",
+                    (unsigned long long)(top - base));
+    b->out->base = base;
+    uint64_t covered = base; /* rows describe [base, covered) */
+    for (size_t i = 0; i < b->nfdes; i++) {
+        const struct fde_span *fd = &b->fdes[i];
+        if (fd->end <= covered)
+            continue; /* inside an earlier FDE: the first one wins */
+        int rc = 0;
+        if (fd->start > covered)
+            rc = push_row(b, covered, NONE_RULE); /* a gap between FDEs */
+        if (rc == 0)
+            rc = walk_fde(b, cfi, fd, fd->start > covered ? fd->start : covered);
+        if (rc < 0)
+            return rc;
+        covered = fd->end;
+    }
+    int rc = push_row(b, covered, NONE_RULE);
+    if (rc == 0 && b->out->nrows < 2)
+        rc = fail(b, -ENOENT, "no call-frame rule the sampler can follow");
+    return rc;
+}
+
+/* ---- the whole build ---- */
+
+static int build(builder *b, unsigned flags)
+{
+    int rc = check_elf(b);
+    bool is_go = false;
+    Elf_Scn *eh = NULL, *dbg = NULL;
+    if (rc == 0)
+        rc = read_phdrs(b, &is_go);
+    if (rc == 0)
+        rc = read_sections(b, &eh, &dbg, &is_go);
+    if (rc < 0)
+        return rc;
+    if (is_go && !(flags & PFR_UNWIND_BUILD_GO))
+        return fail(b, -ENOTSUP, "a Go program (its code keeps frame pointers)");
+
+    Dwarf_CFI *cfi = NULL;
+    Dwarf *dw = NULL;
+    if (eh) {
+        rc = collect_fdes(b, eh, true);
+        if (rc == 0 && b->nfdes > 0 && !(cfi = dwarf_getcfi_elf(b->elf)))
+            rc = fail(b, -ENOEXEC, "unusable .eh_frame: %s", dwarf_errmsg(-1));
+    }
+    if (rc == 0 && b->nfdes == 0 && dbg) {
+        /* no .eh_frame (or none for the code): .debug_frame, through a Dwarf handle, which
+         * also decompresses the section in place */
+        b->out->stats.fdes = 0;
+        dw = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
+        cfi = dw ? dwarf_getcfi(dw) : NULL;
+        if (!cfi)
+            rc = fail(b, -ENOEXEC, "unusable .debug_frame: %s", dwarf_errmsg(-1));
+        else
+            rc = collect_fdes(b, dbg, false);
+        b->out->stats.debug_frame = 1;
+    }
+    if (rc == 0 && b->nfdes == 0)
+        rc = fail(b, -ENOENT, "no call-frame information for the file's code");
+    if (rc == 0)
+        rc = build_rows(b, cfi);
+    if (cfi && !dw)
+        dwarf_cfi_end(cfi);
+    if (dw)
+        dwarf_end(dw);
+    return rc;
+}
+
+static int build_elf(Elf *elf, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
+{
+    builder b = {.elf = elf, .out = out, .err = err, .errlen = errlen};
+    int rc = elf ? build(&b, flags) : fail(&b, -ENOEXEC, "not an ELF file: %s", elf_errmsg(-1));
+    free(b.cies);
+    free(b.fdes);
+    if (rc < 0) {
+        pfr_unwind_table_free(out);
+        return rc;
+    }
+    if (out->nrows) {
+        /* give back the slack of the doubling */
+        struct pfr_unwind_row *r = realloc(out->rows, out->nrows * sizeof(*r));
+        if (r)
+            out->rows = r;
+    }
+    return 0;
+}
+
+/* ---- the file image ----
+ *
+ * libelf and libdw run over an image in our memory, never over the file: libdw 0.188 reads the
+ * first byte of a LEB128 operand before checking the end of the instructions, so a forged FDE
+ * can make it read a byte past its section. In our image that byte is the file's next one or
+ * the zeroed IMAGE_PAD, and the result is the same from a descriptor and from memory. From a
+ * descriptor the image is sparse: anonymous memory of the file's size, where only the headers
+ * and the sections read here are copied (each with IMAGE_TAIL bytes after it). */
+
+#define IMAGE_PAD  4096u
+#define IMAGE_TAIL 16u
+
+typedef struct image {
+    int fd;
+    uint64_t size; /* of the file */
+    uint8_t *p;    /* size + IMAGE_PAD bytes, mmap'ed */
+} image;
+
+/* Copy [off, off + len + IMAGE_TAIL) of the file, clipped to it, into the image. */
+static int image_copy(image *im, uint64_t off, uint64_t len)
+{
+    if (off >= im->size)
+        return 0;
+    uint64_t end = len > im->size - off ? im->size : off + len;
+    end = im->size - end > IMAGE_TAIL ? end + IMAGE_TAIL : im->size;
+    while (off < end) {
+        ssize_t n = pread(im->fd, im->p + off, end - off, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break; /* the file shrank: the rest stays zero, and reads as corrupt */
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* What the builder reads, found with libelf over the descriptor, copied into the image. */
+static int image_fill(image *im, Elf *e)
+{
+    GElf_Ehdr eh;
+    int rc = image_copy(im, 0, sizeof(Elf64_Ehdr));
+    if (rc < 0 || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64 ||
+        !gelf_getehdr(e, &eh))
+        return rc; /* the header alone tells the builder what is wrong */
+    size_t nph = 0, nsh = 0, shstrndx = 0;
+    /* libelf reads the tables with its own entry sizes, whatever e_phentsize says */
+    uint64_t phsz = eh.e_phentsize > sizeof(Elf64_Phdr) ? eh.e_phentsize : sizeof(Elf64_Phdr);
+    uint64_t shsz = eh.e_shentsize > sizeof(Elf64_Shdr) ? eh.e_shentsize : sizeof(Elf64_Shdr);
+    if (elf_getphdrnum(e, &nph) == 0 && nph <= MAX_PHDRS)
+        rc = image_copy(im, eh.e_phoff, nph * phsz);
+    if (rc == 0 && elf_getshdrnum(e, &nsh) == 0 && nsh <= MAX_SCNS)
+        rc = image_copy(im, eh.e_shoff, (nsh ? nsh : 1) * shsz);
+    unsigned notes = 0;
+    for (size_t i = 0; rc == 0 && i < nph && nph <= MAX_PHDRS; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e, (int)i, &ph))
+            break;
+        if ((ph.p_type == PT_NOTE && notes++ < MAX_NOTES) || ph.p_type == PT_GNU_EH_FRAME)
+            rc = image_copy(im, ph.p_offset, ph.p_filesz);
+    }
+    if (rc < 0 || elf_getshdrstrndx(e, &shstrndx) != 0)
+        return rc;
+    /* the first section of each name, as read_sections() and libdw take it */
+    static const char *const wanted[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame",
+                                         ".note.go.buildid"};
+    bool seen[sizeof(wanted) / sizeof(wanted[0])] = {false};
+    Elf_Scn *scn = NULL;
+    for (unsigned count = 0; rc == 0 && (scn = elf_nextscn(e, scn)) && count < MAX_SCNS; count++) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+            continue;
+        if (elf_ndxscn(scn) == shstrndx) {
+            rc = image_copy(im, sh.sh_offset, sh.sh_size);
+            continue;
+        }
+        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+        for (size_t w = 0; name && w < sizeof(wanted) / sizeof(wanted[0]); w++)
+            if (!seen[w] && strcmp(name, wanted[w]) == 0) {
+                seen[w] = true;
+                rc = image_copy(im, sh.sh_offset, sh.sh_size);
+            }
+    }
+    return rc;
+}
+
+static void start(pfr_unwind_table *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (errlen)
+        err[0] = '\0';
+    elf_version(EV_CURRENT);
+}
+
+static int build_image(char *img, size_t size, unsigned flags, pfr_unwind_table *out, char *err,
+                       size_t errlen)
+{
+    Elf *elf = elf_memory(img, size);
+    int rc = build_elf(elf, flags, out, err, errlen);
+    if (elf)
+        elf_end(elf);
+    return rc;
+}
+
+int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
+{
+    start(out, err, errlen);
+    builder b = {.out = out, .err = err, .errlen = errlen};
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return fail(&b, -errno, "cannot stat the file: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0)
+        return fail(&b, -ENOEXEC, "not an ELF file: not a regular file, or empty");
+    image im = {.fd = fd, .size = (uint64_t)st.st_size};
+    if (im.size > SIZE_MAX - IMAGE_PAD)
+        return fail(&b, -EFBIG, "a file of %llu bytes", (unsigned long long)im.size);
+    /* untouched pages cost nothing: only what image_fill() copies is ever backed */
+    void *p = mmap(NULL, im.size + IMAGE_PAD, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return fail(&b, -ENOMEM, "cannot map %llu bytes", (unsigned long long)im.size);
+    im.p = p;
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    int rc = e ? image_fill(&im, e) : image_copy(&im, 0, sizeof(Elf64_Ehdr));
+    if (e)
+        elf_end(e);
+    if (rc < 0)
+        rc = fail(&b, rc, "cannot read the file: %s", strerror(-rc));
+    else
+        rc = build_image(p, im.size, flags, out, err, errlen);
+    munmap(p, im.size + IMAGE_PAD);
+    return rc;
+}
+
+int pfr_unwind_table_build_mem(const void *data, size_t size, unsigned flags, pfr_unwind_table *out,
+                               char *err, size_t errlen)
+{
+    start(out, err, errlen);
+    builder b = {.out = out, .err = err, .errlen = errlen};
+    if (size > SIZE_MAX - IMAGE_PAD)
+        return fail(&b, -EFBIG, "an image of %zu bytes", size);
+    /* libelf takes a writable image: a copy, with the same zeroed pad as from a descriptor */
+    char *img = calloc(1, size + IMAGE_PAD);
+    if (!img)
+        return fail(&b, -ENOMEM, "out of memory");
+    if (size)
+        memcpy(img, data, size);
+    int rc = build_image(img, size, flags, out, err, errlen);
+    free(img);
+    return rc;
+}
+
+void pfr_unwind_table_free(pfr_unwind_table *t)
+{
+    if (!t)
+        return;
+    free(t->rows);
+    memset(t, 0, sizeof(*t));
+}
+
+const struct pfr_unwind_row *pfr_unwind_table_find(const pfr_unwind_table *t, uint64_t vaddr)
+{
+    if (!t || t->nrows == 0 || vaddr < t->base)
+        return NULL;
+    uint64_t rel = vaddr - t->base;
+    if (rel > UINT32_MAX)
+        rel = UINT32_MAX;
+    /* the last row with pc <= rel: lo ends at the first row past rel */
+    size_t lo = 0, hi = t->nrows;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->rows[mid].pc <= rel)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? &t->rows[lo - 1] : NULL;
+}

@@ -1,0 +1,583 @@
+/* unwinder: builds unwind tables off the sampling path and keeps them in the sampler's maps. */
+#include "unwinder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <bpf/bpf.h>
+
+#include "unwind_table.h"
+
+#ifndef ENOTSUPP
+#define ENOTSUPP 524 /* the kernel's own "operation not supported" */
+#endif
+
+/* Requests waiting for the thread; past this they are dropped and asked again by the sampler.
+ * The smallest mapping is served first: a program's own table (milliseconds) must not wait for
+ * a burst of huge libraries (libLLVM: seconds each). */
+#define QUEUE_MAX 512
+/* Rows written to the array map per syscall. */
+#define WRITE_BATCH 8192
+/* After evicting, wait this long before the rows are written over: a sample that looked the
+ * file up just before it went is still reading them (a sample's walk takes microseconds). */
+#define EVICT_GRACE_NS (10 * 1000000l)
+/* Only tables the sampler has not used for this long (in its last_used units, 2^30 ns) are
+ * evicted: tables in use are never traded for one another, which would rebuild them in turn. */
+#define IDLE_UNITS 2
+/* A file refused for want of room (every table in use) gets 0 rows for this long, then it is
+ * dropped and asked for again. */
+#define NO_ROOM_RETRY_NS (30 * 1000000000ll)
+
+struct extent {
+    uint32_t start, len;
+};
+
+struct loaded {
+    struct pfr_file_key key;
+    uint32_t first, nrows;
+    int64_t retry_ns; /* a "no room" entry: dropped at this time (0: kept) */
+};
+
+struct pfr_unwinder {
+    pfr_unwinder_opts opts;
+    char proc[64];
+    int rows_fd, files_fd, asked_fd;
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;  /* guards the queue, stop, handled and st */
+    pthread_cond_t cv;   /* queue not empty, or stop */
+    pthread_cond_t done; /* handled moved */
+    struct pfr_unwind_req queue[QUEUE_MAX]; /* unordered */
+    size_t qlen;
+    uint64_t queued, handled;
+    bool stop;
+    pfr_unwinder_stats st;
+    /* thread only: */
+    struct extent *free; /* free row extents, by start, never adjacent */
+    size_t nfree, capfree;
+    struct loaded *files; /* files with an entry in unwind_files */
+    size_t nfiles, capfiles;
+    uint64_t rows_used;
+    bool batch_unsupported; /* the kernel refused batched array updates once */
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- row extents ---- */
+
+static int extent_alloc(pfr_unwinder *u, uint32_t n, uint32_t *first)
+{
+    for (size_t i = 0; i < u->nfree; i++) {
+        if (u->free[i].len < n)
+            continue;
+        *first = u->free[i].start;
+        u->free[i].start += n;
+        u->free[i].len -= n;
+        if (u->free[i].len == 0) {
+            memmove(&u->free[i], &u->free[i + 1], (u->nfree - i - 1) * sizeof(*u->free));
+            u->nfree--;
+        }
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+static int extent_free(pfr_unwinder *u, uint32_t start, uint32_t n)
+{
+    size_t i = 0;
+    while (i < u->nfree && u->free[i].start < start)
+        i++;
+    bool join_prev = i > 0 && u->free[i - 1].start + u->free[i - 1].len == start;
+    bool join_next = i < u->nfree && start + n == u->free[i].start;
+    if (join_prev && join_next) {
+        u->free[i - 1].len += n + u->free[i].len;
+        memmove(&u->free[i], &u->free[i + 1], (u->nfree - i - 1) * sizeof(*u->free));
+        u->nfree--;
+    } else if (join_prev) {
+        u->free[i - 1].len += n;
+    } else if (join_next) {
+        u->free[i].start = start;
+        u->free[i].len += n;
+    } else {
+        if (u->nfree == u->capfree) {
+            size_t cap = u->capfree ? u->capfree * 2 : 64;
+            struct extent *e = realloc(u->free, cap * sizeof(*e));
+            if (!e)
+                return -ENOMEM; /* the rows leak until restart; counted nowhere, very unlikely */
+            u->free = e;
+            u->capfree = cap;
+        }
+        memmove(&u->free[i + 1], &u->free[i], (u->nfree - i) * sizeof(*u->free));
+        u->free[i] = (struct extent){start, n};
+        u->nfree++;
+    }
+    return 0;
+}
+
+/* ---- the sampler's maps ---- */
+
+static int write_rows(pfr_unwinder *u, uint32_t first, const struct pfr_unwind_row *rows, size_t n)
+{
+    uint32_t *keys = malloc(WRITE_BATCH * sizeof(*keys));
+    if (!keys)
+        return -ENOMEM;
+    int rc = 0;
+    for (size_t done = 0; done < n && rc == 0;) {
+        uint32_t cnt = (uint32_t)(n - done < WRITE_BATCH ? n - done : WRITE_BATCH);
+        for (uint32_t i = 0; i < cnt; i++)
+            keys[i] = first + (uint32_t)done + i;
+        if (!u->batch_unsupported) {
+            uint32_t c = cnt;
+            if (bpf_map_update_batch(u->rows_fd, keys, rows + done, &c, NULL) == 0) {
+                done += cnt;
+                continue;
+            }
+            if (errno != EINVAL && errno != ENOTSUPP && errno != EOPNOTSUPP) {
+                rc = -errno;
+                break;
+            }
+            u->batch_unsupported = true; /* before Linux 5.6: one row per call */
+        }
+        for (uint32_t i = 0; i < cnt && rc == 0; i++)
+            if (bpf_map_update_elem(u->rows_fd, &keys[i], &rows[done + i], BPF_ANY))
+                rc = -errno;
+        done += cnt;
+    }
+    free(keys);
+    return rc;
+}
+
+static void forget_asked(pfr_unwinder *u, const struct pfr_file_key *k)
+{
+    bpf_map_delete_elem(u->asked_fd, k);
+}
+
+/* The sampler's clock in last_used units. */
+static uint32_t sampler_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
+    return (uint32_t)(((uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec) >> 30);
+}
+
+/* The loaded file the sampler used least recently (rows only: with_rows), among those idle for
+ * IDLE_UNITS at least; -1 if none is. */
+static ssize_t lru_victim(pfr_unwinder *u, bool with_rows)
+{
+    ssize_t best = -1;
+    uint32_t best_used = 0, now = sampler_now();
+    for (size_t i = 0; i < u->nfiles; i++) {
+        if (with_rows && u->files[i].nrows == 0)
+            continue;
+        struct pfr_unwind_file f;
+        uint32_t used = 0;
+        if (bpf_map_lookup_elem(u->files_fd, &u->files[i].key, &f) == 0)
+            used = f.last_used;
+        if (now - used < IDLE_UNITS)
+            continue;
+        if (best < 0 || used < best_used) {
+            best = (ssize_t)i;
+            best_used = used;
+        }
+    }
+    return best;
+}
+
+/* Drop file i: out of unwind_files first (no new walk finds it), its rows free after the
+ * caller's grace, and out of unwind_asked so its next use asks again. */
+static void drop(pfr_unwinder *u, size_t i)
+{
+    struct loaded l = u->files[i];
+    bpf_map_delete_elem(u->files_fd, &l.key);
+    if (l.nrows) {
+        extent_free(u, l.first, l.nrows);
+        u->rows_used -= l.nrows;
+    }
+    forget_asked(u, &l.key);
+    u->files[i] = u->files[--u->nfiles];
+}
+
+static void evict(pfr_unwinder *u, size_t i)
+{
+    drop(u, i);
+    pthread_mutex_lock(&u->mu);
+    u->st.evictions++;
+    pthread_mutex_unlock(&u->mu);
+}
+
+/* Drop the "no room" entries whose time is up, so their files are asked for again. */
+static void expire_no_room(pfr_unwinder *u)
+{
+    int64_t now = mono_ns();
+    for (size_t i = u->nfiles; i-- > 0;)
+        if (u->files[i].retry_ns && u->files[i].retry_ns <= now)
+            drop(u, i);
+}
+
+static void grace(void)
+{
+    struct timespec ts = {0, EVICT_GRACE_NS};
+    nanosleep(&ts, NULL);
+}
+
+/* Room for n rows, evicting idle tables, least recently used first, as needed. -ENOSPC if they
+ * do not make enough room. */
+static int make_room(pfr_unwinder *u, uint32_t n, uint32_t *first)
+{
+    if (n > u->opts.max_rows)
+        return -ENOSPC;
+    bool evicted = false;
+    int rc;
+    while ((rc = extent_alloc(u, n, first)) != 0) {
+        ssize_t v = lru_victim(u, true);
+        if (v < 0)
+            return rc;
+        evict(u, (size_t)v);
+        evicted = true;
+    }
+    if (evicted)
+        grace();
+    return 0;
+}
+
+static int add_loaded(pfr_unwinder *u, const struct loaded *l)
+{
+    if (u->nfiles == u->capfiles) {
+        size_t cap = u->capfiles ? u->capfiles * 2 : 64;
+        struct loaded *f = realloc(u->files, cap * sizeof(*f));
+        if (!f)
+            return -ENOMEM;
+        u->files = f;
+        u->capfiles = cap;
+    }
+    u->files[u->nfiles++] = *l;
+    return 0;
+}
+
+/* Give a file its entry: the rows of t, or 0 rows when t is NULL (until retry_ns, if not 0). */
+static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwind_table *t,
+                int64_t retry_ns)
+{
+    if (u->nfiles >= PFR_UNWIND_FILES_MAX) {
+        ssize_t v = lru_victim(u, false);
+        if (v >= 0)
+            evict(u, (size_t)v);
+    }
+    struct loaded l = {.key = *key, .retry_ns = t ? 0 : retry_ns};
+    struct pfr_unwind_file f = {0};
+    if (t && t->nrows) {
+        int rc = make_room(u, (uint32_t)t->nrows, &l.first);
+        if (rc)
+            return rc;
+        l.nrows = (uint32_t)t->nrows;
+        rc = write_rows(u, l.first, t->rows, t->nrows);
+        if (rc == 0)
+            rc = add_loaded(u, &l);
+        if (rc) {
+            extent_free(u, l.first, l.nrows);
+            return rc;
+        }
+        u->rows_used += l.nrows;
+        f.base = t->base;
+        f.delta = t->delta;
+        f.first = l.first;
+        f.nrows = l.nrows;
+    } else if (add_loaded(u, &l)) {
+        return -ENOMEM;
+    }
+    if (bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY)) {
+        int rc = -errno;
+        drop(u, u->nfiles - 1);
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- finding the file ---- */
+
+static int open_checked(const char *path, uint64_t ino)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_ino != ino) {
+        close(fd);
+        return -ESTALE; /* replaced since the sampler saw it */
+    }
+    return fd;
+}
+
+/* The path of the mapping that starts at start with inode ino, from /proc/PID/maps. */
+static int mapped_path(const char *maps, const struct pfr_unwind_req *r, char *out, size_t outlen)
+{
+    FILE *f = fopen(maps, "re");
+    if (!f)
+        return -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = -ENOENT;
+    while (getline(&line, &cap, f) > 0) {
+        unsigned long long s, e, off, ino;
+        unsigned maj, min;
+        int pos = 0;
+        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &s, &e, &off, &maj, &min, &ino, &pos) <
+                6 ||
+            s != r->start || ino != r->ino || pos == 0)
+            continue;
+        char *p = line + pos;
+        p[strcspn(p, "\n")] = '\0';
+        size_t len = strlen(p);
+        const char *del = " (deleted)";
+        if (p[0] != '/' || (len > strlen(del) && !strcmp(p + len - strlen(del), del)) ||
+            len + 1 > outlen) {
+            rc = -ENOENT;
+            break;
+        }
+        memcpy(out, p, len + 1);
+        rc = 0;
+        break;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* Open the file the sampler asked about, as the asking process maps it: its map_files link
+ * (exact, needs CAP_SYS_ADMIN), else its path in /proc/PID/maps under the process's root (a
+ * container's file too), checked by inode. A descriptor or -errno. */
+static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r)
+{
+    char path[4096 + 128];
+    snprintf(path, sizeof(path), "%s/%" PRIu32 "/map_files/%llx-%llx", u->proc, r->ev.tgid,
+             (unsigned long long)r->start, (unsigned long long)r->end);
+    int fd = open_checked(path, r->ino);
+    if (fd >= 0)
+        return fd;
+    char maps[128], rel[4096];
+    snprintf(maps, sizeof(maps), "%s/%" PRIu32 "/maps", u->proc, r->ev.tgid);
+    int rc = mapped_path(maps, r, rel, sizeof(rel));
+    if (rc)
+        return rc;
+    snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", u->proc, r->ev.tgid, rel);
+    return open_checked(path, r->ino);
+}
+
+/* The table of the vDSO, from this process's own (the same image in every 64-bit process). */
+static int build_vdso(pfr_unwinder *u, pfr_unwind_table *t, char *err, size_t errlen)
+{
+    (void)u;
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -errno;
+    char line[512];
+    unsigned long long s = 0, e = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &s, &e) == 2)
+            break;
+    fclose(f);
+    if (e <= s)
+        return -ENOENT;
+    return pfr_unwind_table_build_mem((const void *)(uintptr_t)s, (size_t)(e - s), 0, t, err,
+                                      errlen);
+}
+
+/* ---- the thread ---- */
+
+static void count(pfr_unwinder *u, uint64_t *field, int64_t t0)
+{
+    uint64_t dt = (uint64_t)(mono_ns() - t0);
+    pthread_mutex_lock(&u->mu);
+    (*field)++;
+    u->st.build_ns += dt;
+    if (dt > u->st.build_max_ns)
+        u->st.build_max_ns = dt;
+    pthread_mutex_unlock(&u->mu);
+}
+
+static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
+{
+    struct pfr_file_key key = {.ino = r->ino, .dev = r->dev};
+    int64_t t0 = mono_ns();
+    pfr_unwind_table t = {0};
+    char err[256];
+    int rc;
+    if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
+        rc = build_vdso(u, &t, err, sizeof(err));
+    } else {
+        int fd = open_mapped(u, r);
+        if (fd < 0) {
+            forget_asked(u, &key); /* another process mapping it may ask again */
+            count(u, &u->st.open_failed, t0);
+            return;
+        }
+        rc = pfr_unwind_table_build(fd, u->opts.build_flags, &t, err, sizeof(err));
+        close(fd);
+    }
+    uint64_t *outcome = &u->st.tables;
+    if (rc == -ENOMEM) {
+        forget_asked(u, &key);
+        count(u, &u->st.open_failed, t0);
+        return;
+    }
+    if (rc == -ENOEXEC)
+        outcome = &u->st.bad_files;
+    else if (rc || t.nrows > u->opts.max_rows)
+        outcome = &u->st.no_table;
+    bool with_rows = outcome == &u->st.tables;
+    rc = load(u, &key, with_rows ? &t : NULL, 0);
+    if (rc && with_rows) { /* frame pointers for this file: for a while if only for want of room */
+        outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
+        rc = load(u, &key, NULL, rc == -ENOSPC ? mono_ns() + NO_ROOM_RETRY_NS : 0);
+    }
+    pfr_unwind_table_free(&t);
+    if (rc)
+        forget_asked(u, &key);
+    count(u, outcome, t0);
+}
+
+/* The queued request of the smallest mapping, out of the queue (lock held, queue not empty). */
+static struct pfr_unwind_req take_smallest(pfr_unwinder *u)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < u->qlen; i++)
+        if (u->queue[i].end - u->queue[i].start < u->queue[best].end - u->queue[best].start)
+            best = i;
+    struct pfr_unwind_req r = u->queue[best];
+    u->queue[best] = u->queue[--u->qlen];
+    return r;
+}
+
+static void *thread_main(void *arg)
+{
+    pfr_unwinder *u = arg;
+    pthread_mutex_lock(&u->mu);
+    for (;;) {
+        while (!u->stop && u->qlen == 0) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+            until.tv_sec += 1;
+            pthread_cond_timedwait(&u->cv, &u->mu, &until);
+            pthread_mutex_unlock(&u->mu);
+            expire_no_room(u);
+            pthread_mutex_lock(&u->mu);
+        }
+        if (u->stop)
+            break;
+        struct pfr_unwind_req r = take_smallest(u);
+        pthread_mutex_unlock(&u->mu);
+        expire_no_room(u);
+        handle(u, &r);
+        pthread_mutex_lock(&u->mu);
+        u->handled++;
+        u->st.rows = u->rows_used;
+        u->st.files = u->nfiles;
+        size_t with_rows = 0;
+        for (size_t i = 0; i < u->nfiles; i++)
+            with_rows += u->files[i].nrows != 0;
+        u->st.files_with_rows = with_rows;
+        pthread_cond_broadcast(&u->done);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return NULL;
+}
+
+int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, int asked_fd,
+                     pfr_unwinder **out, char *err, size_t errlen)
+{
+    pfr_unwinder *u = calloc(1, sizeof(*u));
+    if (!u) {
+        snprintf(err, errlen, "unwinder: out of memory");
+        return -ENOMEM;
+    }
+    u->opts = *opts;
+    snprintf(u->proc, sizeof(u->proc), "%s", opts->proc ? opts->proc : "/proc");
+    u->rows_fd = rows_fd;
+    u->files_fd = files_fd;
+    u->asked_fd = asked_fd;
+    u->st.max_rows = opts->max_rows;
+    pthread_mutex_init(&u->mu, NULL);
+    pthread_cond_init(&u->cv, NULL);
+    pthread_cond_init(&u->done, NULL);
+    if (opts->max_rows && extent_free(u, 0, opts->max_rows)) {
+        pfr_unwinder_free(u);
+        snprintf(err, errlen, "unwinder: out of memory");
+        return -ENOMEM;
+    }
+    int rc = pthread_create(&u->thread, NULL, thread_main, u);
+    if (rc) {
+        pfr_unwinder_free(u);
+        snprintf(err, errlen, "unwinder: cannot start its thread: %s", strerror(rc));
+        return -rc;
+    }
+    u->started = true;
+    *out = u;
+    return 0;
+}
+
+void pfr_unwinder_request(pfr_unwinder *u, const struct pfr_unwind_req *req)
+{
+    pthread_mutex_lock(&u->mu);
+    u->st.requests++;
+    if (u->qlen == QUEUE_MAX) {
+        u->st.queue_full++;
+        pthread_mutex_unlock(&u->mu);
+        struct pfr_file_key k = {.ino = req->ino, .dev = req->dev};
+        forget_asked(u, &k);
+        return;
+    }
+    u->queue[u->qlen++] = *req;
+    u->queued++;
+    pthread_cond_signal(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+}
+
+void pfr_unwinder_sync(pfr_unwinder *u)
+{
+    pthread_mutex_lock(&u->mu);
+    uint64_t target = u->queued;
+    while (u->handled < target && !u->stop)
+        pthread_cond_wait(&u->done, &u->mu);
+    pthread_mutex_unlock(&u->mu);
+}
+
+void pfr_unwinder_stats_get(pfr_unwinder *u, pfr_unwinder_stats *out)
+{
+    pthread_mutex_lock(&u->mu);
+    *out = u->st;
+    pthread_mutex_unlock(&u->mu);
+}
+
+void pfr_unwinder_free(pfr_unwinder *u)
+{
+    if (!u)
+        return;
+    if (u->started) {
+        pthread_mutex_lock(&u->mu);
+        u->stop = true;
+        pthread_cond_broadcast(&u->cv);
+        pthread_cond_broadcast(&u->done);
+        pthread_mutex_unlock(&u->mu);
+        pthread_join(u->thread, NULL);
+    }
+    pthread_mutex_destroy(&u->mu);
+    pthread_cond_destroy(&u->cv);
+    pthread_cond_destroy(&u->done);
+    free(u->free);
+    free(u->files);
+    free(u);
+}

@@ -1,0 +1,69 @@
+/*
+ * unwinder: keeps the sampler's unwind tables. The sampler asks for the table of a file it
+ * meets without one (PFR_EV_UNWIND); a thread of the unwinder opens that file through the
+ * asking process, builds its rows (unwind_table.h) and loads them into the sampler's maps:
+ * unwind_rows (one array, a file's rows contiguous) and unwind_files (dev, ino -> its place).
+ * A table is built once per file and shared by every process that maps it.
+ *
+ * Bounds: unwind_rows has a fixed number of rows (the configured cap); when a new table does
+ * not fit, the tables the sampler has not used for a couple of seconds are evicted, least
+ * recently used first (their next use asks again). Tables in use are not traded for one
+ * another: when they fill the cap, the new file gets 0 rows for 30 s, then is asked again.
+ * A file with no usable table (none in the file, a Go program, a corrupt file, a table larger
+ * than the whole cap) gets an entry of 0 rows: walked by frame pointers, not asked again.
+ *
+ * Errors: functions return 0 or a negative errno with a sentence in err; nothing is printed.
+ * Ownership: pfr_unwinder_new() returns a handle freed by pfr_unwinder_free(); the map
+ * descriptors stay the caller's (the sampler's) and must outlive the handle.
+ * Threads: pfr_unwinder_request() and pfr_unwinder_stats_get() may be called from any thread.
+ */
+#ifndef PFR_UNWINDER_H
+#define PFR_UNWINDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_profile.h"
+
+typedef struct pfr_unwinder pfr_unwinder;
+
+typedef struct pfr_unwinder_opts {
+    uint32_t max_rows;    /* rows unwind_rows holds (its max_entries) */
+    unsigned build_flags; /* pfr_unwind_table_build() flags */
+    const char *proc;     /* "/proc" unless a test says otherwise */
+} pfr_unwinder_opts;
+
+typedef struct pfr_unwinder_stats {
+    uint64_t requests;     /* files asked for by the sampler */
+    uint64_t queue_full;   /* requests dropped (queue full); the sampler asks again */
+    uint64_t tables;       /* tables built and loaded */
+    uint64_t no_table;     /* files given 0 rows: no call-frame information, Go, or too large */
+    uint64_t no_room;      /* files given 0 rows for a while: the tables in use fill the cap */
+    uint64_t bad_files;    /* files that could not be parsed (corrupt, truncated, not x86-64) */
+    uint64_t open_failed;  /* files that could not be opened (process gone, no permission) */
+    uint64_t evictions;    /* tables evicted to make room */
+    uint64_t build_ns;     /* time spent building and loading tables */
+    uint64_t build_max_ns; /* the longest */
+    uint64_t rows;         /* rows in use */
+    uint64_t max_rows;     /* the cap */
+    uint64_t files;        /* files with an entry (a table or 0 rows) */
+    uint64_t files_with_rows;
+} pfr_unwinder_stats;
+
+/* Start the unwinder over the sampler's maps (descriptors of unwind_rows, unwind_files and
+ * unwind_asked). @return 0 or -errno (-ENOMEM, thread creation). */
+int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, int asked_fd,
+                     pfr_unwinder **out, char *err, size_t errlen);
+
+/* Queue a request from the sampler; never blocks on a build. */
+void pfr_unwinder_request(pfr_unwinder *u, const struct pfr_unwind_req *req);
+
+/* Wait until every request queued so far is handled (tests, the drain of a short run). */
+void pfr_unwinder_sync(pfr_unwinder *u);
+
+void pfr_unwinder_stats_get(pfr_unwinder *u, pfr_unwinder_stats *out);
+
+/* Stop the thread and free the handle (the maps' contents are left as they are). */
+void pfr_unwinder_free(pfr_unwinder *u);
+
+#endif

@@ -1,0 +1,331 @@
+/*
+ * The sampler's walk with unwind tables in the real kernel, on a call chain built without frame
+ * pointers (workloads/nofp_chain.c: main -> chain_a -> chain_b -> chain_leaf):
+ *  - auto: once the tables are in, the leaf's stacks hold chain_b, chain_a and main in order;
+ *    the first samples, taken before, fell back to frame pointers and were counted as pending;
+ *  - kernel -> user: with the leaf in a syscall, samples taken in the kernel keep the whole user
+ *    chain (walked from the task's saved registers);
+ *  - fp: no table is asked for or used, the stacks are still recorded (and lose the callers);
+ *  - a cap too small for any table: every file gets 0 rows, stacks are walked by frame
+ *    pointers and recorded, nothing crashes;
+ *  - a cap that holds the program's table or libc's but not both, both in use: the second file
+ *    gets 0 rows for a while (no room, counted), stacks still recorded;
+ *  - a cap with room for one program and libc: once the program's table is idle, it is evicted
+ *    for a copy of the program (another file), whose stacks are whole again.
+ * Usage: unwind_sampler_test WORKLOAD (the nofp_chain binary).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_profiler.h"
+#include "pfr_check.h"
+#include "unwind_table.h"
+#include "unwinder.h"
+
+#define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
+
+struct child {
+    pid_t pid;
+    uint64_t fn[4]; /* chain_a, chain_b, chain_leaf, main */
+};
+
+enum { FN_A, FN_B, FN_LEAF, FN_MAIN };
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Start the workload for secs seconds (in the kernel: its leaf in a syscall) and read the
+ * addresses it prints. */
+static void start(const char *prog, double secs, bool kernel, struct child *c)
+{
+    int fds[2];
+    REQUIRE(pipe(fds) == 0, "pipe: %s", strerror(errno));
+    c->pid = fork();
+    REQUIRE(c->pid >= 0, "fork: %s", strerror(errno));
+    if (c->pid == 0) {
+        char arg[32];
+        snprintf(arg, sizeof(arg), "%.1f", secs);
+        dup2(fds[1], 1);
+        execl(prog, prog, arg, kernel ? "syscall" : (char *)NULL, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    REQUIRE(f, "fdopen");
+    unsigned long long a = 0, b = 0, l = 0, m = 0;
+    REQUIRE(fscanf(f, "chain_a=%llx chain_b=%llx chain_leaf=%llx main=%llx", &a, &b, &l, &m) == 4,
+            "%s printed no addresses", prog);
+    fclose(f);
+    c->fn[FN_A] = a;
+    c->fn[FN_B] = b;
+    c->fn[FN_LEAF] = l;
+    c->fn[FN_MAIN] = m;
+}
+
+static void reap(struct child *c)
+{
+    int st;
+    waitpid(c->pid, &st, 0);
+    CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0) || (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM),
+          "workload ended with status %d", st);
+}
+
+/* Which of the child's functions holds a return address: the nearest one starting below it
+ * (each is under 512 bytes; compilers lay them out in any order). */
+static int fn_of(const struct child *c, uint64_t ra)
+{
+    int best = -1;
+    for (int i = 0; i < 4; i++)
+        if (ra > c->fn[i] && ra - c->fn[i] < 512 && (best < 0 || c->fn[i] > c->fn[best]))
+            best = i;
+    return best;
+}
+
+/* Does this stack run leaf, chain_b, chain_a, main (other frames between allowed)? */
+static bool whole_chain(const struct child *c, const uint64_t *ips, size_t n)
+{
+    static const int want[] = {FN_LEAF, FN_B, FN_A, FN_MAIN};
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 4; i++) {
+        uint64_t pc = i == 0 ? ips[i] + 1 : ips[i]; /* the leaf's pc is exact */
+        if (fn_of(c, pc) == want[k])
+            k++;
+    }
+    return k == 4;
+}
+
+struct tally {
+    bool kernel; /* count the samples taken in the kernel, else those in user mode */
+    uint64_t samples, whole;
+};
+
+/* Samples of the child in a drain, and how many of them have the whole chain. */
+static void tally_drain(pfr_cpu_profiler *cp, const struct child *c, struct tally *t)
+{
+    pfr_cpu_drain d;
+    REQUIRE(pfr_cpu_profiler_drain(cp, &d) == 0, "drain");
+    for (size_t i = 0; i < d.nsamples; i++) {
+        const pfr_cpu_sample *s = &d.samples[i];
+        if ((pid_t)s->tgid != c->pid || (s->kstack != 0) != t->kernel || s->ustack == 0 ||
+            s->ustack == PFR_STACK_ERROR)
+            continue;
+        size_t n = 0;
+        const uint64_t *ips = pfr_cpu_profiler_stack(cp, s->ustack, &n);
+        t->samples += s->count;
+        if (ips && getenv("PFR_TEST_VERBOSE")) {
+            for (size_t j = 0; j < n; j++)
+                fprintf(stderr, " %llx", (unsigned long long)ips[j]);
+            fprintf(stderr, "\n");
+        }
+        if (ips && whole_chain(c, ips, n))
+            t->whole += s->count;
+    }
+}
+
+static void on_event(const struct pfr_event *ev, void *ctx)
+{
+    (void)ev;
+    (void)ctx;
+}
+
+static pfr_cpu_profiler *open_sampler(int mode, uint32_t rows)
+{
+    pfr_cpu_profiler_opts o = {.hz = 499, .unwind = mode, .unwind_rows = rows};
+    char err[512] = "";
+    pfr_cpu_profiler *cp = NULL;
+    REQUIRE(pfr_cpu_profiler_open(&o, on_event, NULL, &cp, err, sizeof(err)) == 0,
+            "open the sampler: %s", err);
+    return cp;
+}
+
+/* Run the workload under cp: warm-up (tables asked for and built), then a measured second and
+ * a half; t->kernel says which samples to count. */
+static void run_on(pfr_cpu_profiler *cp, const char *prog, struct child *c, struct tally *t,
+                   pfr_cpu_counters *cnt, pfr_unwinder_stats *us, bool *tables)
+{
+    bool kernel = t->kernel;
+    start(prog, 3.0, kernel, c);
+    for (int i = 0; i < 10; i++) { /* the first samples ask; wait for the tables */
+        pfr_cpu_profiler_poll_events(cp, 50);
+        sleep_ms(50);
+    }
+    pfr_cpu_profiler_poll_events(cp, 0);
+    pfr_cpu_profiler_unwind_sync(cp);
+    struct tally warm = {.kernel = kernel};
+    tally_drain(cp, c, &warm); /* the warm-up's samples: some before the tables */
+    *t = (struct tally){.kernel = kernel};
+    for (int i = 0; i < 3; i++) {
+        sleep_ms(500);
+        pfr_cpu_profiler_poll_events(cp, 0);
+        tally_drain(cp, c, t);
+    }
+    pfr_cpu_profiler_unwind_sync(cp);
+    pfr_cpu_profiler_counters(cp, cnt);
+    *tables = pfr_cpu_profiler_unwind_stats(cp, us);
+    kill(c->pid, SIGTERM);
+    reap(c);
+}
+
+/* The same under a profiler of its own, returned. */
+static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct child *c,
+                             struct tally *t, pfr_cpu_counters *cnt, pfr_unwinder_stats *us,
+                             bool *tables)
+{
+    pfr_cpu_profiler *cp = open_sampler(mode, rows);
+    run_on(cp, prog, c, t, cnt, us, tables);
+    return cp;
+}
+
+/* A copy of the program under another inode: a file of its own for the tables. */
+static void copy_program(const char *from, const char *to)
+{
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 755 '%s'", from, to, to);
+    REQUIRE(system(cmd) == 0, "%s failed", cmd);
+}
+
+static size_t table_rows(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+    pfr_unwind_table t = {0};
+    char err[256];
+    REQUIRE(pfr_unwind_table_build(fd, 0, &t, err, sizeof(err)) == 0, "table of %s: %s", path, err);
+    close(fd);
+    size_t n = t.nrows;
+    pfr_unwind_table_free(&t);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s NOFP_CHAIN_BINARY\n", argv[0]);
+        return 2;
+    }
+    const char *prog = argv[1];
+    struct child c;
+    struct tally t = {0};
+    pfr_cpu_counters cnt;
+    pfr_unwinder_stats us;
+    bool tables;
+
+    /* auto: tables in, whole chains */
+    pfr_cpu_profiler *cp = run(prog, PFR_UNWIND_AUTO, 0, &c, &t, &cnt, &us, &tables);
+    REQUIRE(tables, "unwind tables are off in auto mode on this kernel (needs bpf_find_vma)");
+    printf("auto: %llu samples, %llu with the whole chain; stacks dwarf=%llu fp=%llu "
+           "frames=%llu complete=%llu pending=%llu no_row=%llu cut{read=%llu map=%llu depth=%llu} "
+           "busy=%llu vma_miss=%llu; files tables=%llu none=%llu rows=%llu\n",
+           (unsigned long long)t.samples, (unsigned long long)t.whole,
+           (unsigned long long)cnt.uw_dwarf, (unsigned long long)cnt.uw_fp,
+           (unsigned long long)cnt.uw_frames, (unsigned long long)cnt.uw_end,
+           (unsigned long long)cnt.uw_pending, (unsigned long long)cnt.uw_no_row,
+           (unsigned long long)cnt.uw_cut_read, (unsigned long long)cnt.uw_cut_map,
+           (unsigned long long)cnt.uw_cut_depth, (unsigned long long)cnt.uw_busy,
+           (unsigned long long)cnt.uw_vma_miss, (unsigned long long)us.tables,
+           (unsigned long long)us.no_table, (unsigned long long)us.rows);
+    CHECK(t.samples >= 100, "too few samples of the workload: %llu", (unsigned long long)t.samples);
+    CHECK(t.whole * 100 >= t.samples * 95, "whole chains in %llu of %llu samples (want 95 %%)",
+          (unsigned long long)t.whole, (unsigned long long)t.samples);
+    CHECK(cnt.uw_dwarf > 0 && cnt.uw_frames >= 3 * t.whole, "frames found by tables: %llu",
+          (unsigned long long)cnt.uw_frames);
+    CHECK(cnt.uw_pending >= 1, "no stack was counted as walked before its table was in");
+    CHECK(cnt.uw_end > 0, "no stack reached its outermost frame (_start)");
+    CHECK(us.tables >= 2, "tables built: %llu (the program's and libc's at least)",
+          (unsigned long long)us.tables);
+    pfr_cpu_profiler_close(cp);
+
+    /* kernel -> user: samples in the syscall keep the whole user chain under them */
+    t = (struct tally){.kernel = true};
+    cp = run(prog, PFR_UNWIND_AUTO, 0, &c, &t, &cnt, &us, &tables);
+    printf("kernel: %llu samples in the kernel, %llu with the whole user chain\n",
+           (unsigned long long)t.samples, (unsigned long long)t.whole);
+    CHECK(t.samples >= 100, "kernel: too few samples in the kernel: %llu",
+          (unsigned long long)t.samples);
+    CHECK(t.whole * 100 >= t.samples * 95, "kernel: whole chains in %llu of %llu samples",
+          (unsigned long long)t.whole, (unsigned long long)t.samples);
+    pfr_cpu_profiler_close(cp);
+    t = (struct tally){0};
+
+    /* fp: no tables asked for or used; stacks still recorded */
+    cp = run(prog, PFR_UNWIND_FP, 0, &c, &t, &cnt, &us, &tables);
+    printf("fp: %llu samples, %llu with the whole chain\n", (unsigned long long)t.samples,
+           (unsigned long long)t.whole);
+    CHECK(!tables, "fp mode reports unwind tables");
+    CHECK(cnt.uw_dwarf + cnt.uw_fp + cnt.uw_pending == 0, "fp mode counted table walks");
+    CHECK(t.samples >= 100, "fp: too few samples: %llu", (unsigned long long)t.samples);
+    CHECK(t.whole * 2 < t.samples,
+          "fp: %llu of %llu whole chains: the workload keeps frame "
+          "pointers after all, and this test proves nothing",
+          (unsigned long long)t.whole, (unsigned long long)t.samples);
+    pfr_cpu_profiler_close(cp);
+
+    /* full: no table fits; every file walked by frame pointers */
+    cp = run(prog, PFR_UNWIND_AUTO, 4, &c, &t, &cnt, &us, &tables);
+    printf("full: %llu samples; files tables=%llu none=%llu; stacks fp=%llu dwarf=%llu\n",
+           (unsigned long long)t.samples, (unsigned long long)us.tables,
+           (unsigned long long)us.no_table, (unsigned long long)cnt.uw_fp,
+           (unsigned long long)cnt.uw_dwarf);
+    CHECK(t.samples >= 100, "full: too few samples: %llu", (unsigned long long)t.samples);
+    /* the walk by frame pointers ends in the program's frameless leaf: libc is not reached */
+    CHECK(us.tables == 0 && us.no_table >= 1, "full: tables %llu, none %llu",
+          (unsigned long long)us.tables, (unsigned long long)us.no_table);
+    CHECK(cnt.uw_fp > 0 && cnt.uw_dwarf == 0, "full: stacks fp %llu dwarf %llu",
+          (unsigned long long)cnt.uw_fp, (unsigned long long)cnt.uw_dwarf);
+    pfr_cpu_profiler_close(cp);
+
+    /* no room: the cap holds the larger of the program's and libc's tables, not both; both are
+     * in use, so the second gets 0 rows for a while (counted), and stacks are still recorded */
+    size_t rp = table_rows(prog), rl = table_rows(LIBC);
+    uint32_t cap = (uint32_t)(rp > rl ? rp : rl) + 1;
+    cp = run(prog, PFR_UNWIND_AUTO, cap, &c, &t, &cnt, &us, &tables);
+    printf("no room (%u rows; program %zu, libc %zu): %llu samples; tables=%llu no_room=%llu "
+           "evictions=%llu\n",
+           cap, rp, rl, (unsigned long long)t.samples, (unsigned long long)us.tables,
+           (unsigned long long)us.no_room, (unsigned long long)us.evictions);
+    CHECK(t.samples >= 100, "no room: too few samples: %llu", (unsigned long long)t.samples);
+    CHECK(us.no_room >= 1, "no file was refused for want of room");
+    CHECK(us.rows <= cap, "rows in use %llu above the cap %u", (unsigned long long)us.rows, cap);
+    pfr_cpu_profiler_close(cp);
+
+    /* evicting: room for libc and the program; once the program has exited and its table is
+     * idle, a copy of it (another file) takes its place */
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof(copy), "/tmp/pfr-unwind-copy-%d", (int)getpid());
+    copy_program(prog, copy);
+    cap = (uint32_t)(rp + rl + rp / 2);
+    cp = open_sampler(PFR_UNWIND_AUTO, cap);
+    run_on(cp, prog, &c, &t, &cnt, &us, &tables);
+    sleep_ms(3500); /* the program's table idle (IDLE_UNITS of the sampler's clock) */
+    run_on(cp, copy, &c, &t, &cnt, &us, &tables);
+    unlink(copy);
+    printf("evicting (%u rows): %llu samples of the copy, %llu whole; tables=%llu "
+           "evictions=%llu no_room=%llu\n",
+           cap, (unsigned long long)t.samples, (unsigned long long)t.whole,
+           (unsigned long long)us.tables, (unsigned long long)us.evictions,
+           (unsigned long long)us.no_room);
+    CHECK(us.evictions >= 1, "the idle table was not evicted for the copy's");
+    CHECK(t.samples >= 100 && t.whole * 100 >= t.samples * 95,
+          "evicting: whole chains of the copy in %llu of %llu samples", (unsigned long long)t.whole,
+          (unsigned long long)t.samples);
+    CHECK(us.rows <= cap, "rows in use %llu above the cap %u", (unsigned long long)us.rows, cap);
+    pfr_cpu_profiler_close(cp);
+
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
+        return 1;
+    }
+    printf("unwind sampler: all checks passed\n");
+    return 0;
+}
