@@ -249,14 +249,16 @@ enum pfr_unwind_kind {
     PFR_UW_SIGNAL,        /* a signal trampoline: the interrupted registers are in the ucontext
                            * at rsp (the kernel's rt_sigframe, pretcode popped) */
     PFR_UW_END,           /* the outermost frame (return address undefined): the stack is whole */
-    PFR_UW_CFA_DEREF_RBP, /* CFA = *(rbp + off) (a stack realigned in the prologue) */
+    PFR_UW_CFA_DEREF_RBP, /* CFA = *(rbp + off), off signed; the caller's rbp at rbp + 8 * arg
+                           * (gcc's prologue that realigns the stack: CFA = *(rbp - 8), arg 0) */
     PFR_UW_KINDS,
 };
 
 /* A row's rule, packed in 32 bits: kind (bits 0-3); arg (bits 4-11, signed): the slot where the
  * caller's rbp was saved, at CFA + 8 * arg (0: rbp unchanged), or a PLT's threshold; off (bits
- * 12-31, unsigned, bytes): the CFA's offset. The return address is always at CFA - 8 on x86-64.
- * An offset or slot out of range makes the row PFR_UW_NONE. */
+ * 12-31, unsigned, bytes; signed for PFR_UW_CFA_DEREF_RBP): the CFA's offset. The return
+ * address is always at CFA - 8 on x86-64. An offset or slot out of range makes the row
+ * PFR_UW_NONE. */
 #define PFR_UW_OFF_MAX ((1u << 20) - 1)
 #define PFR_UW_ARG_MIN (-128)
 #define PFR_UW_ARG_MAX 127
@@ -265,6 +267,7 @@ enum pfr_unwind_kind {
 #define PFR_UW_RULE_KIND(r) ((r)&0xf)
 #define PFR_UW_RULE_ARG(r)  ((int)(signed char)(((r) >> 4) & 0xff))
 #define PFR_UW_RULE_OFF(r)  ((r) >> 12)
+#define PFR_UW_RULE_SOFF(r) ((__s64)((__s32)(r) >> 12)) /* the offset, signed */
 
 struct pfr_unwind_row {
     __u32 pc;   /* the row's first address: file virtual address - pfr_unwind_file.base */

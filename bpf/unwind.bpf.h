@@ -278,12 +278,12 @@ static __always_inline int uw_rule_step(struct pfr_walk *w, __u32 rule)
     struct pfr_uw_state *u = &w->uw;
     __u32 kind = PFR_UW_RULE_KIND(rule);
     int arg = PFR_UW_RULE_ARG(rule);
-    __u64 off = PFR_UW_RULE_OFF(rule), cfa, ra, v;
+    __u64 off = PFR_UW_RULE_OFF(rule), cfa, ra, bp = u->bp;
     switch (kind) {
     case PFR_UW_END:
         return 1;
     case PFR_UW_SIGNAL: {
-        __u64 sp = u->sp, bp, nsp, pc;
+        __u64 sp = u->sp, nsp, pc;
         if (uw_read(w, sp + PFR_SIG_RBP, 1, &bp) || uw_read(w, sp + PFR_SIG_RSP, 1, &nsp) ||
             uw_read(w, sp + PFR_SIG_RIP, 1, &pc))
             return -1;
@@ -299,10 +299,15 @@ static __always_inline int uw_rule_step(struct pfr_walk *w, __u32 rule)
     case PFR_UW_CFA_RBP:
         cfa = u->bp + off;
         break;
-    case PFR_UW_CFA_DEREF_RBP:
-        if (uw_read(w, u->bp + off, 0, &cfa))
+    case PFR_UW_CFA_DEREF_RBP: {
+        /* gcc's realigning prologue: CFA = *(rbp + soff), the caller's rbp at rbp + 8 * arg */
+        int near = u->bp >= u->sp && u->bp - u->sp < PFR_WALK_NEAR;
+        if (uw_read(w, u->bp + PFR_UW_RULE_SOFF(rule), near, &cfa) ||
+            uw_read(w, u->bp + (__s64)arg * 8, near, &bp))
             return -1;
+        arg = 0; /* the caller's rbp is read already */
         break;
+    }
     case PFR_UW_PLT:
         cfa = u->sp + off + ((u->pc & 15) >= (__u64)arg ? 8 : 0);
         arg = 0;
@@ -312,13 +317,12 @@ static __always_inline int uw_rule_step(struct pfr_walk *w, __u32 rule)
     }
     if (cfa <= u->sp || cfa >= PFR_USER_ADDR_END)
         return -1; /* a caller's frame lies above its callee's */
-    if (uw_read(w, cfa - 8, cfa - u->sp < PFR_WALK_NEAR, &ra))
+    int near = cfa - u->sp < PFR_WALK_NEAR;
+    if (uw_read(w, cfa - 8, near, &ra))
         return -1;
-    if (arg) {
-        if (uw_read(w, cfa + (__s64)arg * 8, cfa - u->sp < PFR_WALK_NEAR, &v))
-            return -1;
-        u->bp = v;
-    }
+    if (arg && uw_read(w, cfa + (__s64)arg * 8, near, &bp))
+        return -1;
+    u->bp = bp;
     u->sp = cfa;
     u->pc = ra;
     u->is_ra = 1;

@@ -21,9 +21,9 @@
 #include "cpu_profile.h"
 
 /* Flags of pfr_unwind_table_build(). */
-#define PFR_UNWIND_BUILD_GO                                                                        \
-    1u /* build a table for a Go program too (default: -ENOTSUP, since                             \
-        * Go's code keeps frame pointers) */
+/* A Go program's .debug_frame too. By default a Go program gets only the rows of its .eh_frame,
+ * which covers the C code a cgo program links (Go's own code keeps frame pointers). */
+#define PFR_UNWIND_BUILD_GO 1u
 
 typedef struct pfr_unwind_table_stats {
     uint64_t fdes;        /* FDEs read */
@@ -42,8 +42,9 @@ typedef struct pfr_unwind_table {
 
 /* Build the table of the ELF file open at fd (read with pread; the offset is not moved).
  * @return 0; -ENOEXEC not an x86-64 ELF file (or a truncated/corrupt one); -ENOENT no
- * call-frame information; -ENOTSUP a Go program (without PFR_UNWIND_BUILD_GO) or executable
- * segments whose p_vaddr - p_offset differ; -EFBIG code spans 4 GiB or more; -ENOMEM. */
+ * call-frame information; -ENOTSUP a Go program with no .eh_frame (without
+ * PFR_UNWIND_BUILD_GO) or executable segments whose p_vaddr - p_offset differ; -EFBIG code
+ * spans 4 GiB or more; -EBADF, -EIO the descriptor cannot be read; -ENOMEM. */
 int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen);
 
 /* Same, from a file image in memory (for tests and the fuzz target); data stays the caller's. */

@@ -33,9 +33,9 @@
 /* Only tables the sampler has not used for this long (in its last_used units, 2^30 ns) are
  * evicted: tables in use are never traded for one another, which would rebuild them in turn. */
 #define IDLE_UNITS 2
-/* A file refused for want of room (every table in use) gets 0 rows for this long, then it is
- * dropped and asked for again. */
-#define NO_ROOM_RETRY_NS (30 * 1000000000ll)
+/* A file refused for want of room (every table in use) gets 0 rows for this long by default,
+ * then it is dropped and asked for again. */
+#define NO_ROOM_RETRY_MS 30000
 
 struct extent {
     uint32_t start, len;
@@ -51,11 +51,12 @@ struct pfr_unwinder {
     pfr_unwinder_opts opts;
     char proc[64];
     int rows_fd, files_fd, asked_fd;
+    int64_t retry_ns; /* of a "no room" entry */
     pthread_t thread;
     bool started;
-    pthread_mutex_t mu;  /* guards the queue, stop, handled and st */
-    pthread_cond_t cv;   /* queue not empty, or stop */
-    pthread_cond_t done; /* handled moved */
+    pthread_mutex_t mu;                     /* guards the queue, stop, handled and st */
+    pthread_cond_t cv;                      /* queue not empty, or stop */
+    pthread_cond_t done;                    /* handled moved */
     struct pfr_unwind_req queue[QUEUE_MAX]; /* unordered */
     size_t qlen;
     uint64_t queued, handled;
@@ -442,12 +443,23 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
     rc = load(u, &key, with_rows ? &t : NULL, 0);
     if (rc && with_rows) { /* frame pointers for this file: for a while if only for want of room */
         outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
-        rc = load(u, &key, NULL, rc == -ENOSPC ? mono_ns() + NO_ROOM_RETRY_NS : 0);
+        rc = load(u, &key, NULL, rc == -ENOSPC ? mono_ns() + u->retry_ns : 0);
     }
     pfr_unwind_table_free(&t);
     if (rc)
         forget_asked(u, &key);
     count(u, outcome, t0);
+}
+
+/* The thread's figures into the stats (lock held). */
+static void publish(pfr_unwinder *u)
+{
+    u->st.rows = u->rows_used;
+    u->st.files = u->nfiles;
+    size_t with_rows = 0;
+    for (size_t i = 0; i < u->nfiles; i++)
+        with_rows += u->files[i].nrows != 0;
+    u->st.files_with_rows = with_rows;
 }
 
 /* The queued request of the smallest mapping, out of the queue (lock held, queue not empty). */
@@ -475,6 +487,7 @@ static void *thread_main(void *arg)
             pthread_mutex_unlock(&u->mu);
             expire_no_room(u);
             pthread_mutex_lock(&u->mu);
+            publish(u);
         }
         if (u->stop)
             break;
@@ -484,12 +497,7 @@ static void *thread_main(void *arg)
         handle(u, &r);
         pthread_mutex_lock(&u->mu);
         u->handled++;
-        u->st.rows = u->rows_used;
-        u->st.files = u->nfiles;
-        size_t with_rows = 0;
-        for (size_t i = 0; i < u->nfiles; i++)
-            with_rows += u->files[i].nrows != 0;
-        u->st.files_with_rows = with_rows;
+        publish(u);
         pthread_cond_broadcast(&u->done);
     }
     pthread_mutex_unlock(&u->mu);
@@ -510,6 +518,8 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
     u->files_fd = files_fd;
     u->asked_fd = asked_fd;
     u->st.max_rows = opts->max_rows;
+    u->retry_ns =
+        (int64_t)(opts->no_room_retry_ms ? opts->no_room_retry_ms : NO_ROOM_RETRY_MS) * 1000000;
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
     pthread_cond_init(&u->done, NULL);

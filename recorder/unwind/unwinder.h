@@ -8,7 +8,8 @@
  * Bounds: unwind_rows has a fixed number of rows (the configured cap); when a new table does
  * not fit, the tables the sampler has not used for a couple of seconds are evicted, least
  * recently used first (their next use asks again). Tables in use are not traded for one
- * another: when they fill the cap, the new file gets 0 rows for 30 s, then is asked again.
+ * another: when they fill the cap, the new file gets 0 rows for a while (30 s), then is asked
+ * again.
  * A file with no usable table (none in the file, a Go program, a corrupt file, a table larger
  * than the whole cap) gets an entry of 0 rows: walked by frame pointers, not asked again.
  *
@@ -28,9 +29,11 @@
 typedef struct pfr_unwinder pfr_unwinder;
 
 typedef struct pfr_unwinder_opts {
-    uint32_t max_rows;    /* rows unwind_rows holds (its max_entries) */
-    unsigned build_flags; /* pfr_unwind_table_build() flags */
-    const char *proc;     /* "/proc" unless a test says otherwise */
+    uint32_t max_rows;         /* rows unwind_rows holds (its max_entries) */
+    unsigned build_flags;      /* pfr_unwind_table_build() flags */
+    const char *proc;          /* "/proc" unless a test says otherwise */
+    unsigned no_room_retry_ms; /* how long a file refused for want of room keeps 0 rows before
+                                * it is asked for again; 0 = 30 s */
 } pfr_unwinder_opts;
 
 typedef struct pfr_unwinder_stats {

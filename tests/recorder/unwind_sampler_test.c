@@ -9,13 +9,11 @@
  *  - a cap too small for any table: every file gets 0 rows, stacks are walked by frame
  *    pointers and recorded, nothing crashes;
  *  - a cap that holds the program's table or libc's but not both, both in use: the second file
- *    gets 0 rows for a while (no room, counted), stacks still recorded;
- *  - a cap with room for one program and libc: once the program's table is idle, it is evicted
- *    for a copy of the program (another file), whose stacks are whole again.
+ *    gets 0 rows for a while (no room, counted), stacks still recorded.
+ * Eviction itself is held to its rules by unwinder_test, where the test plays the sampler.
  * Usage: unwind_sampler_test WORKLOAD (the nofp_chain binary).
  */
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -187,14 +185,6 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
     return cp;
 }
 
-/* A copy of the program under another inode: a file of its own for the tables. */
-static void copy_program(const char *from, const char *to)
-{
-    char cmd[3 * PATH_MAX];
-    snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 755 '%s'", from, to, to);
-    REQUIRE(system(cmd) == 0, "%s failed", cmd);
-}
-
 static size_t table_rows(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -296,29 +286,6 @@ int main(int argc, char **argv)
            (unsigned long long)us.no_room, (unsigned long long)us.evictions);
     CHECK(t.samples >= 100, "no room: too few samples: %llu", (unsigned long long)t.samples);
     CHECK(us.no_room >= 1, "no file was refused for want of room");
-    CHECK(us.rows <= cap, "rows in use %llu above the cap %u", (unsigned long long)us.rows, cap);
-    pfr_cpu_profiler_close(cp);
-
-    /* evicting: room for libc and the program; once the program has exited and its table is
-     * idle, a copy of it (another file) takes its place */
-    char copy[PATH_MAX];
-    snprintf(copy, sizeof(copy), "/tmp/pfr-unwind-copy-%d", (int)getpid());
-    copy_program(prog, copy);
-    cap = (uint32_t)(rp + rl + rp / 2);
-    cp = open_sampler(PFR_UNWIND_AUTO, cap);
-    run_on(cp, prog, &c, &t, &cnt, &us, &tables);
-    sleep_ms(3500); /* the program's table idle (IDLE_UNITS of the sampler's clock) */
-    run_on(cp, copy, &c, &t, &cnt, &us, &tables);
-    unlink(copy);
-    printf("evicting (%u rows): %llu samples of the copy, %llu whole; tables=%llu "
-           "evictions=%llu no_room=%llu\n",
-           cap, (unsigned long long)t.samples, (unsigned long long)t.whole,
-           (unsigned long long)us.tables, (unsigned long long)us.evictions,
-           (unsigned long long)us.no_room);
-    CHECK(us.evictions >= 1, "the idle table was not evicted for the copy's");
-    CHECK(t.samples >= 100 && t.whole * 100 >= t.samples * 95,
-          "evicting: whole chains of the copy in %llu of %llu samples", (unsigned long long)t.whole,
-          (unsigned long long)t.samples);
     CHECK(us.rows <= cap, "rows in use %llu above the cap %u", (unsigned long long)us.rows, cap);
     pfr_cpu_profiler_close(cp);
 

@@ -556,6 +556,11 @@ static void test_not_x86_64_elf(void **state)
     assert_int_equal(build_buf("#!/bin/sh\necho hi\n", 18, 0, &t), -ENOEXEC);
     assert_int_equal(pfr_unwind_table_build_mem("", 0, 0, &t, err, sizeof(err)), -ENOEXEC);
     assert_int_equal(pfr_unwind_table_build(-1, 0, &t, err, sizeof(err)), -EBADF);
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0); /* not a regular file */
+    assert_int_equal(pfr_unwind_table_build(pipefd[0], 0, &t, err, sizeof(err)), -ENOEXEC);
+    close(pipefd[0]);
+    close(pipefd[1]);
     /* errlen 0: no message, no write */
     assert_int_equal(pfr_unwind_table_build_mem("x", 1, 0, &t, NULL, 0), -ENOEXEC);
 
@@ -563,8 +568,6 @@ static void test_not_x86_64_elf(void **state)
     uint8_t *buf = slurp(nostd, &size);
     uint8_t *bad = malloc(size);
     assert_non_null(bad);
-    Elf64_Ehdr eh;
-    memcpy(&eh, buf, sizeof(eh));
     /* 32-bit class, big-endian data, another machine, a relocatable object */
     const struct {
         size_t off;
@@ -622,21 +625,36 @@ static void test_truncated(void **state)
     }
 }
 
-/* A Go program's code keeps frame pointers: no table unless asked for. */
+/* A Go program's own code keeps frame pointers: by default only its .eh_frame (the C code of
+ * a cgo program) is read, never its .debug_frame (Go's code). */
 static void test_go(void **state)
 {
     (void)state;
     const char *marks[] = {"-DUW_GO_SECTION", "-DUW_GO_NOTE"};
     for (size_t i = 0; i < 2; i++) {
-        char path[600];
+        char path[600], dbg[620];
+        uint64_t a, n;
+        pfr_unwind_table t;
+        /* with .eh_frame: its rows, flag or not */
         snprintf(path, sizeof(path), "%s-go%zu", nostd, i);
         sh("'%s' " NOSTD_FLAGS " %s -o '%s' '%s/uw_nostd.c'", UNWIND_GCC, marks[i], path,
            UNWIND_PROGS);
-        pfr_unwind_table t;
-        assert_int_equal(build_path(path, 0, &t), -ENOTSUP);
-        assert_int_equal(build_path(path, PFR_UNWIND_BUILD_GO, &t), 0);
-        uint64_t a, n;
         lookup(path, "uw_leaf", &a, &n);
+        for (unsigned flags = 0; flags <= PFR_UNWIND_BUILD_GO; flags += PFR_UNWIND_BUILD_GO) {
+            assert_int_equal(build_path(path, flags, &t), 0);
+            assert_int_equal(t.stats.debug_frame, 0);
+            assert_int_equal(rule_at(&t, a), PFR_UW_RULE(PFR_UW_CFA_RSP, 0, 8));
+            pfr_unwind_table_free(&t);
+        }
+        /* with .debug_frame only: no table unless asked for */
+        snprintf(dbg, sizeof(dbg), "%s-go%zu-dbg", nostd, i);
+        sh("'%s' " NOSTD_FLAGS " -fno-asynchronous-unwind-tables -fno-unwind-tables -g %s -o "
+           "'%s' '%s/uw_nostd.c'",
+           UNWIND_GCC, marks[i], dbg, UNWIND_PROGS);
+        lookup(dbg, "uw_leaf", &a, &n);
+        assert_int_equal(build_path(dbg, 0, &t), -ENOTSUP);
+        assert_int_equal(build_path(dbg, PFR_UNWIND_BUILD_GO, &t), 0);
+        assert_int_equal(t.stats.debug_frame, 1);
         assert_int_equal(rule_at(&t, a), PFR_UW_RULE(PFR_UW_CFA_RSP, 0, 8));
         pfr_unwind_table_free(&t);
     }

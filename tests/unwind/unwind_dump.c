@@ -42,7 +42,7 @@ static int dump(const char *path, unsigned flags, int quiet)
     for (size_t i = 0; i < t.nrows; i++) {
         uint32_t r = t.rows[i].rule;
         unsigned kind = PFR_UW_RULE_KIND(r);
-        int off = kind == PFR_UW_CFA_DEREF_RBP ? (int32_t)r >> 12 : (int)PFR_UW_RULE_OFF(r);
+        int off = kind == PFR_UW_CFA_DEREF_RBP ? (int)PFR_UW_RULE_SOFF(r) : (int)PFR_UW_RULE_OFF(r);
         if (kind < PFR_UW_KINDS)
             count[kind]++;
         if (!quiet)

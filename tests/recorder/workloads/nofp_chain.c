@@ -34,10 +34,14 @@ __attribute__((noinline)) unsigned long chain_b(unsigned long x)
     return chain_leaf(pad[1]) + pad[2];
 }
 
+/* An over-aligned local beside a variable-length array: gcc realigns the stack through a DRAP
+ * register (its CFI: CFA = *(rbp - 8), the caller's rbp at [rbp]). */
 __attribute__((noinline)) unsigned long chain_a(unsigned long x)
 {
-    volatile unsigned long pad[5] = {x, x, x, x, x};
-    return chain_b(pad[3]) ^ pad[4];
+    volatile unsigned long pad[5] __attribute__((aligned(64))) = {x, x, x, x, x};
+    volatile char vla[(x & 7) + 8];
+    vla[0] = (char)x;
+    return chain_b(pad[3] + (unsigned long)vla[0]) ^ pad[4];
 }
 
 int main(int argc, char **argv)
