@@ -14,10 +14,18 @@ the same way (root first):
     TRUTH_TOL points of the program's own count (it prints the work each caller asked for), and
     the share of samples whose stack reaches main must not be below perf's by more than
     REACH_TOL_TRUTH points;
+  - native code called from Go (pfr-uw-cgo, a cgo program: main.main -> main.goCaller -> the cgo
+    call -> c_caller -> c_leaf, the C code without frame pointers and the leaf frameless): of the
+    samples in c_leaf, the share whose stack has c_caller right under the leaf and main.goCaller
+    and main.main above it must be at least CHAIN_MIN percent and not below perf's by more than
+    REACH_TOL_TRUTH points (perf cannot follow the cgo call's switch from the thread's stack back
+    to the goroutine's: its stacks end at runtime.asmcgocall, so its share is about 0); c_caller's
+    share of the leaf and the reach of main.main are checked as for the C programs;
   - Debian programs (xz, sqlite3, python3): the share of samples whose stack reaches the
     outermost functions of a whole stack must be within REACH_TOL_DEBIAN points of perf's.
 --unwind selects the recorder's mode (default: dwarf when the recorder has the flag, else its
-built-in frame-pointer walk); `--unwind fp` must fail on the -fomit-frame-pointer programs.
+built-in frame-pointer walk); `--unwind fp` must fail on the -fomit-frame-pointer programs and on
+pfr-uw-cgo (a frame-pointer walk from c_leaf skips c_caller).
 --calibrate RUNS runs no recorder: each program RUNS times under perf alone, to see how far perf
 is from itself (that sets REACH_TOL_DEBIAN).
 Exit 0 = pass, 1 = fail. There is no skip: a missing tool or program is a failure.
@@ -39,6 +47,10 @@ TRUTH_TOL = 3.0
 # Ground-truth programs spend all their time under main, and perf gets there in ~100% of its
 # samples: pfr may fall short of perf by startup/exit samples and sampling noise only.
 REACH_TOL_TRUTH = 3.0
+# Programs with a known whole chain above the leaf (pfr-uw-cgo): the least share of the leaf's
+# samples whose stack must hold it. Every call of the leaf is made through that chain, so only
+# samples of a process's first or last milliseconds (or a table not loaded yet) may miss it.
+CHAIN_MIN = 95.0
 # Debian programs: pfr against perf on the share of stacks reaching libc's start. perf against
 # itself (--calibrate 3: each program run three times under perf alone, 460-770 samples a run)
 # spread by at most 0.3 points: perf --call-graph dwarf gets whole stacks in 99.7-100% of the
@@ -61,7 +73,7 @@ PFR_HZ = 997
 # (7-10 points at this rate; --calibrate saw perf at most 3.4 points from the truth), and the
 # reach shares, which hardly vary.
 PERF_HZ = 199
-LEAF = "hot_leaf"
+LEAF = "hot_leaf"  # the C programs' hot leaf (uw_common.h); a Case may name another
 
 FAILURES = []
 LIVE = []  # processes this test started: killed by pid if a failure leaves them running
@@ -82,12 +94,15 @@ def check(cond, msg, quiet=False):
 # ---- names and stacks ---------------------------------------------------------------------------
 
 CLONE_RE = re.compile(r"(\.(constprop|isra|part|cold|lto_priv)\.?\d*)+$| \[clone [^\]]*\]$")
+# Go's symbol table names its assembly (ABI0) functions NAME.abi0 (runtime.asmcgocall.abi0):
+# perf and pfr both print it as it is, but a tool reading Go's own tables would not.
+GO_ABI_RE = re.compile(r"\.abi(0|internal)$")
 
 
 def norm(name):
     """A function's name without a C++ parameter list, clone suffix or (perf) offset: perf and pfr
-    demangle C++ differently ("uw::Engine::heavy" vs "uw::Engine::heavy()")."""
-    name = CLONE_RE.sub("", name.strip())
+    demangle C++ differently ("uw::Engine::heavy" vs "uw::Engine::heavy()"); nor a Go ABI suffix."""
+    name = GO_ABI_RE.sub("", CLONE_RE.sub("", name.strip()))
     if name.endswith(" const"):
         name = name[:-6]
     if name.endswith(")") and not name.startswith("("):
@@ -161,11 +176,22 @@ def fold_line(frames, value, total):
 def leaf_caller(names, case):
     """For a stack (normalized names, root first) holding the leaf: the index of the frame that
     called its innermost call, looking through inlined helpers (-1: none)."""
-    i = len(names) - 1 - names[::-1].index(LEAF)
+    i = len(names) - 1 - names[::-1].index(case.leaf)
     j = i - 1
     while j >= 0 and names[j] in case.transparent:
         j -= 1
     return j
+
+
+def has_chain(names, case):
+    """For a stack (normalized names, root first) holding the leaf: whether the case's chain is
+    above its innermost call, the chain's last frame right under the leaf (no helper looked
+    through) and the others above it in their order, not necessarily adjacent."""
+    i = len(names) - 1 - names[::-1].index(case.leaf)
+    if i < 1 or names[i - 1] != case.chain[-1]:
+        return False
+    above = iter(names[:i - 1])
+    return all(any(n == c for n in above) for c in case.chain[:-1])
 
 
 class Analysis:
@@ -180,13 +206,16 @@ class Analysis:
         self.callers = {}
         self.leaf_total = 0
         self.full_depth = 0
+        self.chain_total = 0
         if not case.callers:
             return
         for fs, v in stacks:
             names = [norm(f) for f in fs]
-            if LEAF not in names:
+            if case.leaf not in names:
                 continue
             self.leaf_total += v
+            if case.chain and has_chain(names, case):
+                self.chain_total += v
             j = leaf_caller(names, case)
             caller = names[j] if j >= 0 else "(none)"
             if caller not in case.callers:
@@ -207,6 +236,9 @@ class Analysis:
     def caller_share(self, c):
         return 100.0 * self.callers.get(c, 0) / self.leaf_total if self.leaf_total else 0.0
 
+    def chain_share(self):
+        return 100.0 * self.chain_total / self.leaf_total if self.leaf_total else 0.0
+
     def examples(self, pred, n=3):
         """The heaviest stacks matching pred, as folded lines with their share."""
         sel = sorted(((v, fs) for fs, v in self.stacks if pred(fs)), key=lambda x: -x[0])[:n]
@@ -217,8 +249,11 @@ class Analysis:
 
 class Case:
     def __init__(self, name, argv, roots, callers=(), transparent=(), depth=0, kill_after=None,
-                 debian=False):
+                 debian=False, leaf=LEAF, chain=()):
         self.name = name
+        self.leaf = leaf
+        # frames (root first) every stack of the leaf must hold: the last one right under the leaf
+        self.chain = tuple(chain)
         self.argv = argv
         self.roots = list(roots)
         self.callers = list(callers)  # the leaf's callers named in PROGRAMS
@@ -240,6 +275,12 @@ PROGRAMS = {
     "signal": (("main_path", "on_tick"), (), 0),
     "cxx": (("uw::Engine::heavy", "uw::Engine::light"), ("uw::Engine::step",), 0),
 }
+# Native code called from Go (workloads/unwind/cgo.go, one flavour: its C code is built
+# -O2 -fomit-frame-pointer by its #cgo line, Go's own code keeps its frame pointers). The leaf's
+# one caller, and the chain its every stack holds. In between, frames the chain does not name:
+# main._Cfunc_c_caller, runtime.cgocall (not seen by a frame-pointer walk: it starts in
+# asmcgocall, which has no frame), runtime.asmcgocall and the C wrapper _cgo_<hash>_Cfunc_c_caller.
+CGO = ("pfr-uw-cgo", "c_leaf", ("main.main", "main.goCaller", "c_caller"))
 # A whole main-thread stack of a Debian program goes through libc's __libc_start_call_main, the
 # function that calls main (named by libc6-dbg's symbols in both tools; the programs themselves are
 # stripped, so their main has no name, and above it perf and pfr name libc's start differently:
@@ -283,6 +324,10 @@ def cases(args, tmp):
             exe = os.path.join(args.workloads, "pfr-uw-%s-%s" % (prog, fl))
             out.append(Case(os.path.basename(exe), [exe, str(args.seconds)], ["main"], callers,
                             transparent, depth))
+    exe, leaf, chain = CGO
+    exe = os.path.join(args.workloads, exe)
+    out.append(Case(os.path.basename(exe), [exe, str(args.seconds)], ["main.main"], chain[-1:],
+                    leaf=leaf, chain=chain))
     data = os.path.join(tmp, "text.txt")
     out.append(Case("xz -9", ["xz", "-9", "-T1", "-c", data], LIBC_ROOTS,
                     kill_after=args.seconds, debian=True))
@@ -307,6 +352,8 @@ def tools_missing(args, case_list):
         if not (shutil.which(exe) or os.access(exe, os.X_OK)):
             hint = {"xz": "Debian package xz-utils", "sqlite3": "Debian package sqlite3",
                     "/usr/bin/python3": "Debian package python3"}.get(exe, "not built")
+            if exe.endswith(CGO[0]):
+                hint += " (it needs Go with cgo: /usr/lib/go-1.19/bin/go, and gcc)"
             missing.append("program %s missing (%s)" % (exe, hint))
     st = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "libc6-dbg"], capture_output=True,
                         text=True) if shutil.which("dpkg-query") else None
@@ -467,7 +514,7 @@ def report(case, pfr, perf, pfr_late):
         wsum = sum(case.truth.values()) or 1
         pfr_leaf = round(pfr.leaf_total * PFR_HZ / 1e9)
         if not check(pfr_leaf >= 1000, "%s: only %d pfr samples in %s (need 1000 for +-%g points)"
-                     % (case.name, pfr_leaf, LEAF, TRUTH_TOL)):
+                     % (case.name, pfr_leaf, case.leaf, TRUTH_TOL)):
             ok_all = False
         for c in case.callers + ["(other)"]:
             truth = 100.0 * case.truth.get(c, 0) / wsum
@@ -477,13 +524,13 @@ def report(case, pfr, perf, pfr_late):
             # the ground truth is wrong, not pfr)
             ptol = binom_tol(truth / 100.0, perf.leaf_total) + 1.0
             perf_good = abs(b - truth) <= ptol
-            row("caller of %s: %s" % (LEAF, c), a, b, "%.1f%%" % truth,
+            row("caller of %s: %s" % (case.leaf, c), a, b, "%.1f%%" % truth,
                 ("ok" if good else "WRONG") + " (pfr vs truth +-%g)" % TRUTH_TOL +
                 ("" if perf_good else "; perf off by more than %.1f" % ptol))
             ok_all &= check(good, "%s: %s has %.1f%% of %s's samples in pfr, truth %.1f%% (+-%g)"
-                            % (case.name, c, a, LEAF, truth, TRUTH_TOL), quiet=True)
+                            % (case.name, c, a, case.leaf, truth, TRUTH_TOL), quiet=True)
             ok_all &= check(perf_good, "%s: perf gives %s %.1f%% of %s, truth %.1f%% (+-%.1f): "
-                            "the workload does not do what it says" % (case.name, c, b, LEAF,
+                            "the workload does not do what it says" % (case.name, c, b, case.leaf,
                                                                        truth, ptol), quiet=True)
         if case.depth:
             a = 100.0 * pfr.full_depth / pfr.leaf_total if pfr.leaf_total else 0.0
@@ -493,6 +540,17 @@ def report(case, pfr, perf, pfr_late):
                 ("ok" if good else "WRONG") + " (pfr >= %g%%)" % (100 - TRUTH_TOL))
             ok_all &= check(good, "%s: %.1f%% of pfr's leaf samples have %d recursive frames"
                             % (case.name, a, case.depth), quiet=True)
+        if case.chain:
+            a, b = pfr.chain_share(), perf.chain_share()
+            good = a >= CHAIN_MIN and a >= b - REACH_TOL_TRUTH
+            # leaf first, each frame called by the next: c_leaf<c_caller<main.goCaller<main.main
+            row("<".join((case.leaf,) + case.chain[::-1]), a, b, "100.0%",
+                ("ok" if good else "WRONG") + " (pfr >= %g%%, >= perf - %g)"
+                % (CHAIN_MIN, REACH_TOL_TRUTH))
+            ok_all &= check(good, "%s: %.1f%% of pfr's %s samples are under %s, perf %.1f%% "
+                            "(need >= %g%% and >= perf - %g)"
+                            % (case.name, a, case.leaf, ";".join(case.chain), b, CHAIN_MIN,
+                               REACH_TOL_TRUTH), quiet=True)
     tol = REACH_TOL_DEBIAN if case.debian else REACH_TOL_TRUTH
     for r in case.roots:
         a, b = pfr.reach[r], perf.reach[r]
@@ -512,10 +570,14 @@ def report(case, pfr, perf, pfr_late):
 
         def off(fs):
             names = [norm(f) for f in fs]
-            if LEAF not in names:
+            if case.leaf not in names:
                 return False
             j = leaf_caller(names, case)
             return j < 0 or names[j] not in case.callers
+
+        def unchained(fs):
+            names = [norm(f) for f in fs]
+            return case.leaf in names and not has_chain(names, case)
 
         log("   pfr stacks not reaching %s (heaviest):" % "/".join(case.roots[:2]))
         for line in pfr.examples(cut) or ["(none)"]:
@@ -526,6 +588,10 @@ def report(case, pfr, perf, pfr_late):
         if case.callers:
             log("   pfr leaf stacks without a known caller (heaviest):")
             for line in pfr.examples(off) or ["(none)"]:
+                log("     " + line)
+        if case.chain:
+            log("   pfr leaf stacks without %s (heaviest):" % ";".join(case.chain))
+            for line in pfr.examples(unchained) or ["(none)"]:
                 log("     " + line)
         pfr_late = pfr_late()
         if pfr_late.total:

@@ -121,12 +121,20 @@ timeout 3 bash -c 'while :; do :; done' &
 PIDS+=("$!")
 port=$(sed -n 's/.*metrics: .*(port \([0-9]*\)).*/\1/p' "$T/rec.log" | head -1)
 metrics_ok=0
+unwind_ok=0
 if [ -n "$port" ] && command -v curl >/dev/null; then
-    # The counter moves at each 1 s interval's drain; allow a slow (sanitized) build 20 s.
+    # The counter moves at each 1 s interval's drain; allow a slow (sanitized) build 20 s. The
+    # unwind tables are built from files opened through /proc/PID/root, which the unit's
+    # capabilities allow (no CAP_SYS_ADMIN for /proc/PID/map_files): some must be, and stacks
+    # walked with them.
     for _ in $(seq 1 40); do
         sleep 0.5
         curl -sf "http://127.0.0.1:$port/metrics" >"$T/metrics.txt" || continue
-        grep -q "^pfr_cpu_samples_total [1-9]" "$T/metrics.txt" && metrics_ok=1 && break
+        grep -q "^pfr_cpu_samples_total [1-9]" "$T/metrics.txt" && metrics_ok=1
+        grep -q '^pfr_unwind_files_total{outcome="table"} [1-9]' "$T/metrics.txt" &&
+            grep -q '^pfr_cpu_stacks_walked_total{method="dwarf"} [1-9]' "$T/metrics.txt" &&
+            unwind_ok=1
+        [ "$metrics_ok" = 1 ] && [ "$unwind_ok" = 1 ] && break
     done
 fi
 kill -TERM "$rec" 2>/dev/null || true
@@ -144,6 +152,8 @@ EOF
 "$PFR" --store "$T/lib/ring.db" ls >"$T/ls.txt"
 head -1 "$T/ls.txt"
 [ "$metrics_ok" = 1 ] || fail "no pfr_cpu_samples_total on the metrics endpoint (port '${port:-}')"
+[ "$unwind_ok" = 1 ] || fail "no unwind table built or used with the unit's capabilities: \
+$(grep -E '^pfr_(unwind_files_total|cpu_stacks_walked_total)' "$T/metrics.txt" | tr '\n' ' ')"
 echo "metrics endpoint (port $port): $(grep -c '^pfr_' "$T/metrics.txt") pfr_ series"
 
 # ---- the ring's files: 0640, the recorder's user and the ring's group ----
