@@ -102,6 +102,18 @@ struct pfr_uw_state {
     __u32 flags;                       /* PFR_UWF_* */
     __u32 dwarf_frames;                /* frames found by tables */
     __u32 vma_looked_up;               /* bpf_find_vma was called in this sample (once only) */
+    __u32 map_gen;                     /* its table's load (pfr_unwind_file.gen) */
+    __u32 pad;
+    __u64 now; /* bpf_ktime_get_ns() at the walk's start */
+};
+
+/* Per-CPU memo of the rules found, direct-mapped by (table load, address in the file): a frame
+ * met in an earlier sample skips the binary search (steady stacks repeat their frames). */
+#define PFR_UW_MEMO_SLOTS 512
+struct pfr_uw_memo {
+    __u64 key; /* gen << 32 | file vaddr - base; 0 = empty */
+    __u32 rule;
+    __u32 pad;
 };
 #define PFR_UWF_PENDING   1u   /* met a file whose table is not in place yet */
 #define PFR_UWF_BUSY      2u   /* bpf_find_vma refused (mappings being changed) */
@@ -136,6 +148,7 @@ struct pfr_walk {
     struct pfr_stack st;
     struct pfr_uw_state uw;
     __u8 page[PFR_WALK_PAGE];
+    struct pfr_uw_memo memo[PFR_UW_MEMO_SLOTS];
 };
 
 /* Per-CPU state of the sampler: one map lookup per sample. */
@@ -283,7 +296,7 @@ struct pfr_unwind_file {
     __u32 first; /* index of its first row in unwind_rows */
     __u32 nrows;
     __u32 last_used; /* written by the sampler (bpf_ktime_get_ns() >> 30): for LRU eviction */
-    __u32 pad;
+    __u32 gen;       /* this load of the table (never 0): keys the sampler's memo of rules */
 };
 
 /* Asked by the sampler the first time it meets a file mapped executable with no entry in

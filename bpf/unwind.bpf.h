@@ -95,14 +95,19 @@ static __always_inline int uw_read(struct pfr_walk *w, __u64 addr, int near, __u
 {
     struct pfr_uw_state *u = &w->uw;
     if (!(addr >= u->lo && addr + 8 <= u->hi)) {
-        __u64 len = PFR_WALK_PAGE - (addr & (PFR_WALK_PAGE - 1));
-        if (!near || len < 8)
+        if (!near || PFR_WALK_PAGE - (addr & (PFR_WALK_PAGE - 1)) < 8)
             return bpf_probe_read_user(val, 8, (void *)addr) ? -1 : 0;
+        /* from the frame's sp on (the stack between it and addr is as readable), so that the
+         * frame's other reads (its saved rbp, below the return address) are in the copy too */
+        __u64 page = addr & ~(__u64)(PFR_WALK_PAGE - 1), start = addr;
+        if (u->sp <= addr)
+            start = u->sp > page ? u->sp : page;
+        __u64 len = page + PFR_WALK_PAGE - start;
         u->lo = u->hi = 0;
-        if (bpf_probe_read_user(w->page, len, (void *)addr))
+        if (len > PFR_WALK_PAGE || bpf_probe_read_user(w->page, len, (void *)start))
             return -1;
-        u->lo = addr;
-        u->hi = addr + len;
+        u->lo = start;
+        u->hi = start + len;
     }
     __u64 off = addr - u->lo;
     if (off > PFR_WALK_PAGE - 8)
@@ -144,7 +149,7 @@ static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_
 {
     struct pfr_uw_state *u = &w->uw;
     struct task_struct *task = bpf_get_current_task_btf();
-    __u64 mm = (__u64)task->mm, now = bpf_ktime_get_ns();
+    __u64 mm = (__u64)task->mm, now = u->now;
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     struct pfr_uw_proc *p = bpf_map_lookup_elem(&uw_procs, &tgid);
     int slot = -1;
@@ -216,11 +221,12 @@ static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
         uw_ask(w, &v);
         return 0;
     }
-    __u32 now = (__u32)(bpf_ktime_get_ns() >> 30);
+    __u32 now = (__u32)(u->now >> 30);
     if (f->last_used != now)
         f->last_used = now;
     u->map_first = f->first;
     u->map_nrows = f->nrows;
+    u->map_gen = f->gen;
     /* file vaddr - base = pc - start + pgoff + delta - base */
     u->map_adj = v.pgoff + f->delta - f->base - v.start;
     return 0;
@@ -252,6 +258,23 @@ static __always_inline __u32 uw_rule(struct pfr_walk *w, __u64 x)
     if (!r || n != 1 || r->pc > (__u32)x)
         return PFR_UW_NONE;
     return r->rule;
+}
+
+/* uw_rule through the per-CPU memo (struct pfr_uw_memo). */
+static __always_inline __u32 uw_rule_memo(struct pfr_walk *w, __u64 x)
+{
+    struct pfr_uw_state *u = &w->uw;
+    if (x >= (1ull << 32) || !u->map_gen)
+        return uw_rule(w, x);
+    __u64 key = (__u64)u->map_gen << 32 | x;
+    struct pfr_uw_memo *m =
+        &w->memo[(__u32)((key * 0x9e3779b97f4a7c15ull) >> 55) & (PFR_UW_MEMO_SLOTS - 1)];
+    if (m->key == key)
+        return m->rule;
+    __u32 rule = uw_rule(w, x);
+    m->key = key;
+    m->rule = rule;
+    return rule;
 }
 
 /* One frame by frame pointer: the record at rbp holds the caller's rbp and the return address.
@@ -344,7 +367,7 @@ __noinline int pfr_uw_step(struct pfr_walk *w)
             return -1;
         }
     }
-    __u32 rule = u->map_nrows ? uw_rule(w, pc + u->map_adj) : PFR_UW_NONE;
+    __u32 rule = u->map_nrows ? uw_rule_memo(w, pc + u->map_adj) : PFR_UW_NONE;
     int rc;
     if (PFR_UW_RULE_KIND(rule) == PFR_UW_NONE) {
         if (u->map_nrows)
@@ -378,6 +401,7 @@ __noinline int pfr_unwind_user(struct pfr_walk *w, __u64 ip, __u64 sp, __u64 bp)
     u->pc = ip;
     u->sp = sp;
     u->bp = bp;
+    u->now = bpf_ktime_get_ns();
     w->st.ips[0] = ip;
     __u32 n = 1;
     for (__u32 i = 1; i < PFR_MAX_STACK_DEPTH; i++) {

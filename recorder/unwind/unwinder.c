@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,6 +37,13 @@
 /* A file refused for want of room (every table in use) gets 0 rows for this long by default,
  * then it is dropped and asked for again. */
 #define NO_ROOM_RETRY_MS 30000
+/* A file that could not be opened (its process gone: most processes on a host starting many
+ * are short-lived) is asked for again after this long, not by the next process mapping it: a
+ * request per new process would cost a wake-up and a failed open each. */
+#define RETRY_FAILED_NS (1000 * 1000000ll)
+#define FAILED_MAX      1024
+/* Rows of a table past which its build's memory is handed back to the system at once. */
+#define TRIM_AFTER_ROWS (64 * 1024)
 
 struct extent {
     uint32_t start, len;
@@ -68,6 +76,12 @@ struct pfr_unwinder {
     struct loaded *files; /* files with an entry in unwind_files */
     size_t nfiles, capfiles;
     uint64_t rows_used;
+    struct failed {
+        struct pfr_file_key key;
+        int64_t retry_ns;
+    } failed[FAILED_MAX]; /* files that failed to open, asked again at retry_ns */
+    size_t nfailed;
+    uint32_t gen; /* of the last table loaded */
     bool batch_unsupported; /* the kernel refused batched array updates once */
 };
 
@@ -220,13 +234,29 @@ static void evict(pfr_unwinder *u, size_t i)
     pthread_mutex_unlock(&u->mu);
 }
 
-/* Drop the "no room" entries whose time is up, so their files are asked for again. */
-static void expire_no_room(pfr_unwinder *u)
+/* Drop the "no room" entries whose time is up, and the asked marks of files that failed to
+ * open a while ago, so their files are asked for again. */
+static void expire(pfr_unwinder *u)
 {
     int64_t now = mono_ns();
     for (size_t i = u->nfiles; i-- > 0;)
         if (u->files[i].retry_ns && u->files[i].retry_ns <= now)
             drop(u, i);
+    for (size_t i = u->nfailed; i-- > 0;)
+        if (u->failed[i].retry_ns <= now) {
+            forget_asked(u, &u->failed[i].key);
+            u->failed[i] = u->failed[--u->nfailed];
+        }
+}
+
+/* A file that could not be opened now: asked for again in a while (at once if too many wait). */
+static void retry_later(pfr_unwinder *u, const struct pfr_file_key *k)
+{
+    if (u->nfailed == FAILED_MAX) {
+        forget_asked(u, k);
+        return;
+    }
+    u->failed[u->nfailed++] = (struct failed){*k, mono_ns() + RETRY_FAILED_NS};
 }
 
 static void grace(void)
@@ -297,6 +327,7 @@ static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwin
         f.delta = t->delta;
         f.first = l.first;
         f.nrows = l.nrows;
+        f.gen = ++u->gen ? u->gen : ++u->gen; /* never 0: 0 keeps the memo out */
     } else if (add_loaded(u, &l)) {
         return -ENOMEM;
     }
@@ -422,7 +453,7 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
     } else {
         int fd = open_mapped(u, r);
         if (fd < 0) {
-            forget_asked(u, &key); /* another process mapping it may ask again */
+            retry_later(u, &key); /* another process mapping it will ask again */
             count(u, &u->st.open_failed, t0);
             return;
         }
@@ -445,9 +476,14 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
         outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
         rc = load(u, &key, NULL, rc == -ENOSPC ? mono_ns() + u->retry_ns : 0);
     }
+    size_t built = t.nrows;
     pfr_unwind_table_free(&t);
     if (rc)
         forget_asked(u, &key);
+    /* a large file's build leaves libdw's many small blocks free in the heap: give them back
+     * (libLLVM's table took 26 MiB to build; the recorder runs in ~45) */
+    if (built >= TRIM_AFTER_ROWS)
+        malloc_trim(0);
     count(u, outcome, t0);
 }
 
@@ -485,7 +521,7 @@ static void *thread_main(void *arg)
             until.tv_sec += 1;
             pthread_cond_timedwait(&u->cv, &u->mu, &until);
             pthread_mutex_unlock(&u->mu);
-            expire_no_room(u);
+            expire(u);
             pthread_mutex_lock(&u->mu);
             publish(u);
         }
@@ -493,7 +529,7 @@ static void *thread_main(void *arg)
             break;
         struct pfr_unwind_req r = take_smallest(u);
         pthread_mutex_unlock(&u->mu);
-        expire_no_room(u);
+        expire(u);
         handle(u, &r);
         pthread_mutex_lock(&u->mu);
         u->handled++;

@@ -4,7 +4,8 @@ one) in turn, --rounds times, on the workload of bench_recorder.py (2 spinners, 
 processes) plus bench_churn starting --churn-rate short-lived processes a second. For each run:
 the recorder's CPU per minute over --seconds after --warmup (from a cgroup of its own, to the
 microsecond), the new processes it saw per minute (its debug log), and the CPU per process
-seen. Prints each run and the medians side by side.
+seen, and its peak RSS (VmHWM at the end of the run). Prints each run and the medians side by
+side.
 
 How many of the churn's processes get sampled varies a lot from run to run (each lives about
 1.5 ms of CPU), which is why the figure to compare is the CPU per process seen.
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import time
 
+from bench_recorder import vm_hwm_kib
 from bpfstats import CpuGroup, host_workload, loadavg
 
 SEEN = re.compile(r"processes\{seen=(\d+)")
@@ -98,7 +100,9 @@ def run(binary, name, args, tmp, work):
         time.sleep(args.warmup)
         a = mark(r)
         time.sleep(args.seconds)
-        return figures(a, mark(r), args.seconds)
+        m = figures(a, mark(r), args.seconds)
+        m["rss_mib"] = vm_hwm_kib(r["proc"].pid) / 1024
+        return m
     finally:
         stop(r)
 
@@ -109,9 +113,9 @@ def in_turn(args, tmp, work, res):
             m = run(binary, "%s%d" % (name, rnd + 1), args, tmp, work)
             res[name].append(m)
             print("round %d %-3s: %5.1f ms CPU/min, %5.0f new processes seen/min, %4.0f us "
-                  "CPU per process seen (load %.1f)"
+                  "CPU per process seen, peak RSS %.1f MiB (load %.1f)"
                   % (rnd + 1, name, m["cpu_ms_min"], m["seen_min"], m["us_per_process"],
-                     loadavg()), flush=True)
+                     m["rss_mib"], loadavg()), flush=True)
 
 
 def together(args, tmp, work, res):
@@ -134,6 +138,9 @@ def together(args, tmp, work, res):
                             % (name, m["cpu_ms_min"], m["seen_min"]))
             marks = now
             print("window %d: %s (load %.1f)" % (w + 1, " | ".join(line), loadavg()), flush=True)
+        for name, r in recs.items():  # once, at the end: the same figure for every window
+            for m in res[name]:
+                m["rss_mib"] = vm_hwm_kib(r["proc"].pid) / 1024
     finally:
         for r in recs.values():
             stop(r)
@@ -175,13 +182,14 @@ def main():
              "at the same time" if args.together else "in turn", args.rounds,
              "windows" if args.together else "rounds", args.seconds))
     print("| recorder | CPU ms/min, median (mean) | new processes seen/min | "
-          "CPU us per process seen |")
-    print("|---|---|---|---|")
+          "CPU us per process seen | peak RSS MiB, median (range) |")
+    print("|---|---|---|---|---|")
     for name, ms in res.items():
         med = {k: statistics.median(m[k] for m in ms) for k in ms[0]}
-        print("| %s | %.1f (%.1f) | %.0f | %.0f |"
+        print("| %s | %.1f (%.1f) | %.0f | %.0f | %.1f (%.1f–%.1f) |"
               % (name, med["cpu_ms_min"], statistics.mean(m["cpu_ms_min"] for m in ms),
-                 med["seen_min"], med["us_per_process"]))
+                 med["seen_min"], med["us_per_process"], med["rss_mib"],
+                 min(m["rss_mib"] for m in ms), max(m["rss_mib"] for m in ms)))
     old, new = ([m["cpu_ms_min"] for m in res[k]] for k in ("old", "new"))
     print("new / old: %.2fx over all %s, new lower in %d of %d"
           % (sum(new) / sum(old) if sum(old) else 0, "windows" if args.together else "rounds",

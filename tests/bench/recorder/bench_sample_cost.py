@@ -28,8 +28,8 @@ import tempfile
 import time
 
 import spinner_gaps
-from bench_recorder import (NCPU, host_unready, make_tools, recorder_tool, tool_cpu_s, wait_for,
-                            workload_args)
+from bench_recorder import (NCPU, host_unready, make_tools, recorder_tool, tool_cpu_s, vm_hwm_kib,
+                            wait_for, workload_args)
 from bpfstats import CpuGroup, host_workload, prog_run_ns
 
 FIND_S = 6  # seconds of a profiler's gaps to find its phase
@@ -121,7 +121,7 @@ def main():
         old = recorder_tool("pfr (old)", args.old_recorder, os.path.join(tmp, "old.db"), 97)
         tools.insert(1, old)
         rate[old.name] = 100
-    runs, rows = [], {t.name: [] for t in tools}
+    runs, rows, rss = [], {t.name: [] for t in tools}, {}
     try:
         with host_workload(args.idler, args.spinner, args.idlers, tmp, args.churn,
                            args.churn_rate) as work:
@@ -157,6 +157,7 @@ def main():
                                 % (r.tool.name, m["us"], m["seen_hz"], m["proc"], m["irq"],
                                    m["full"]))
                 print("window %d: %s" % (w + 1, " | ".join(line)), flush=True)
+            rss = {r.tool.name: vm_hwm_kib(r.proc.pid) / 1024 for r in runs}
     finally:
         for r in runs:
             r.stop()
@@ -174,6 +175,8 @@ def main():
     print("\nmeans: all windows together, so work done once a minute (pfr's /proc scan) weighs"
           " what it costs")
     print_table(names, mean)
+    print("peak RSS (VmHWM after the last window): %s"
+          % ", ".join("%s %.1f MiB" % (n, rss[n]) for n in names))
     pfr = names[0]
     for peer in names[1:]:
         ratios = [a["full"] / b["full"] for a, b in zip(rows[pfr], rows[peer]) if b["full"] > 0]

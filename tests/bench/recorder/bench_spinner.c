@@ -7,8 +7,8 @@
  * runs there, on the workload's time, where neither the profiler's CPU time nor BPF statistics
  * see it); long ones are other tasks running. A profiler's sampling interrupts come once a
  * period on each CPU, so the short gaps are also added up by their start time modulo each
- * sampling period of the benchmarks (100, 99, 98, 97 Hz): the profiler's gaps pile up in one phase,
- * the rest spread out, and the harness tells them apart (bench_recorder.py, gap_cost).
+ * sampling period of the benchmarks (100, 99, 98, 97, 96 Hz): the profiler's gaps pile up in one
+ * phase, the rest spread out, and the harness tells them apart (bench_recorder.py, gap_cost).
  *
  * The file, native-endian u64s: [0] work units, [1] ns in short gaps, [2] their number, [3] ns
  * in long gaps, [4] their number, [5] phase bin width in ns, [6] number of periods; then for
@@ -33,12 +33,13 @@
 enum { WORK, SHORT_NS, SHORT_N, LONG_NS, LONG_N, BIN, NPERIODS, HEADER = 8 };
 
 /* 100 Hz (pfr-recorder), 99 Hz (perf -F 99, bpftrace hz:99), 98 Hz (bpftrace beside perf in
- * bench_sample_cost.py) and 97 Hz (an earlier pfr-recorder there): the kernel's cpu-clock
- * period for a frequency f is 1e9 / f ns. */
+ * bench_sample_cost.py, perf in bench_unwind.py), 97 Hz (an earlier pfr-recorder there, the
+ * frame-pointer recorder in bench_unwind.py) and 96 Hz (perf --call-graph dwarf there): the
+ * kernel's cpu-clock period for a frequency f is 1e9 / f ns. */
 static const uint64_t periods[] = {1000000000u / 100u, 1000000000u / 99u, 1000000000u / 98u,
-                                   1000000000u / 97u};
+                                   1000000000u / 97u, 1000000000u / 96u};
 #define NPHASES  (sizeof(periods) / sizeof(periods[0]))
-#define MAX_BINS 5200u
+#define MAX_BINS 5300u /* 96 Hz: 5209 bins of 2 us */
 
 struct phase {
     volatile uint64_t *count, *ns;

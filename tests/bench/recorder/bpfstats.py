@@ -1,6 +1,6 @@
 """What the recorder benchmarks share: BPF program statistics, a profiler's CPU (cgroup v2) and
 the host workload (spinners, idle processes, churn). Used by bench_recorder.py,
-bench_sample_cost.py, bench_churn_ab.py and bench_bpf_sample.py."""
+bench_sample_cost.py, bench_churn_ab.py, bench_bpf_sample.py and bench_unwind.py."""
 import contextlib
 import os
 import signal
@@ -8,23 +8,48 @@ import subprocess
 import time
 
 
-def prog_run_ns(pid):
-    """run_time_ns of the BPF programs process pid holds a descriptor of, by program id (from
-    /proc/PID/fdinfo): other jobs' programs are left out, and no bpftool process runs inside a
-    measured window (a new process is work for the profilers measured)."""
-    runs = {}
+def _fdinfos(pid):
+    """The /proc/PID/fdinfo entries of process pid, each as a dict of its fields."""
     d = "/proc/%d/fdinfo" % pid
     for fd in os.listdir(d):
         try:
             with open(os.path.join(d, fd)) as f:
-                info = dict(line.split(":", 1) for line in f if ":" in line)
+                yield dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
+
+
+def prog_run_ns(pid):
+    """run_time_ns of the BPF programs process pid holds a descriptor of, by program id (from
+    /proc/PID/fdinfo): other jobs' programs are left out, and no bpftool process runs inside a
+    measured window (a new process is work for the profilers measured)."""
+    return {k: v[1] for k, v in prog_stats(pid).items()}
+
+
+def prog_stats(pid):
+    """(prog_type, run_time_ns, run_cnt) of the BPF programs process pid holds a descriptor of,
+    by program id (prog_type 7 is perf_event: one run per sample)."""
+    runs = {}
+    for info in _fdinfos(pid):
         if "prog_id" in info:
             # a program's own descriptor has its statistics; a link's names it only
             prog = int(info["prog_id"])
-            runs[prog] = max(runs.get(prog, 0), int(info.get("run_time_ns", "0")))
+            old = runs.get(prog, (-1, 0, 0))
+            if "prog_type" in info or old[0] < 0:
+                ptype = int(info["prog_type"]) if "prog_type" in info else old[0]
+                runs[prog] = (ptype, max(old[1], int(info.get("run_time_ns", "0"))),
+                              max(old[2], int(info.get("run_cnt", "0"))))
     return runs
+
+
+def map_memlock(pid):
+    """Bytes of kernel memory in the BPF maps process pid holds a descriptor of (fdinfo's
+    memlock, each map once): memory no RSS figure shows."""
+    maps = {}
+    for info in _fdinfos(pid):
+        if "map_id" in info and "memlock" in info:
+            maps[int(info["map_id"])] = int(info["memlock"])
+    return sum(maps.values())
 
 
 def prog_ids_of(pid):
@@ -109,9 +134,10 @@ class Workload:
 
 
 @contextlib.contextmanager
-def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0):
+def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0, spin=True):
     """BPF run-time statistics on, nidlers mostly idle processes and one spinner per CPU (each
-    counting its work in a file of tmp) for the benchmark's life, and with churn_rate > 0 the
+    counting its work in a file of tmp; none with spin=False) for the benchmark's life, and with
+    churn_rate > 0 the
     churn program starting that many short-lived processes (`ls -l /usr/lib`) a second; yields
     a Workload (the spinners' files and pids). Everything is stopped and the statistics setting
     restored on the way out."""
@@ -123,7 +149,7 @@ def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0):
         for _ in range(nidlers):
             workers.append(subprocess.Popen([idler, "3"]))
         idlers = [w.pid for w in workers]
-        files = [os.path.join(tmp, "spin%d" % i) for i in range(os.cpu_count())]
+        files = [os.path.join(tmp, "spin%d" % i) for i in range(os.cpu_count() if spin else 0)]
         spinners = [subprocess.Popen([spinner, f, str(i)]) for i, f in enumerate(files)]
         workers += spinners
         if churn_rate > 0:
