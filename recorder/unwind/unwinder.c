@@ -12,7 +12,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <bpf/bpf.h>
 
@@ -81,7 +83,7 @@ struct pfr_unwinder {
         int64_t retry_ns;
     } failed[FAILED_MAX]; /* files that failed to open, asked again at retry_ns */
     size_t nfailed;
-    uint32_t gen; /* of the last table loaded */
+    uint32_t gen;           /* of the last table loaded */
     bool batch_unsupported; /* the kernel refused batched array updates once */
 };
 
@@ -510,9 +512,23 @@ static struct pfr_unwind_req take_smallest(pfr_unwinder *u)
     return r;
 }
 
+/* Table builds are background work (a large library's takes a second of CPU, several under a
+ * sanitizer): the thread yields to the recorder's others, which must snapshot processes and
+ * read JIT maps while those live, and end intervals on time. Linux gives each thread its own
+ * nice value; raising it needs no privilege. */
+static void lower_priority(void)
+{
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno == 0)
+        setpriority(PRIO_PROCESS, (id_t)tid, prio + 10 > 19 ? 19 : prio + 10);
+}
+
 static void *thread_main(void *arg)
 {
     pfr_unwinder *u = arg;
+    lower_priority();
     pthread_mutex_lock(&u->mu);
     for (;;) {
         while (!u->stop && u->qlen == 0) {
@@ -570,6 +586,7 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
         snprintf(err, errlen, "unwinder: cannot start its thread: %s", strerror(rc));
         return -rc;
     }
+    pthread_setname_np(u->thread, "pfr-unwind");
     u->started = true;
     *out = u;
     return 0;
