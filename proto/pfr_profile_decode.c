@@ -148,7 +148,8 @@ static bool rd_varint(struct wire *w, uint64_t *v)
 
 /* Next field of a message: false at the end; *ok false if malformed. Tags and lengths are read
  * as protobuf-c reads them (at most 5 bytes, field number 0 refused by its first byte), so both
- * accept the same messages. */
+ * accept the same messages. A longer tag can still spell field 0 (0x85 0x00): protobuf-c keeps
+ * it as an unknown field, so callers skip it as one. */
 static bool rd_tag(struct wire *w, uint32_t *field, uint32_t *wt, bool *ok)
 {
     if (w->p >= w->end)
@@ -581,9 +582,9 @@ static int decode_mappings(struct decoder *d)
         while (rd_tag(&w, &f, &wt, &ok)) {
             uint64_t x;
             /* 7-10 are bools, which protobuf-c takes in any wire type; they are not kept */
-            if (f <= 6 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
+            if (f >= 1 && f <= 6 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
                 return MALFORMED(d, "mapping");
-            if (f <= 6)
+            if (f >= 1 && f <= 6)
                 v[f] = x;
         }
         if (!ok)
@@ -614,9 +615,9 @@ static int decode_functions(struct decoder *d)
         bool ok = true;
         while (rd_tag(&w, &f, &wt, &ok)) {
             uint64_t x;
-            if (f <= 5 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
+            if (f >= 1 && f <= 5 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
                 return MALFORMED(d, "function");
-            if (f <= 5)
+            if (f >= 1 && f <= 5)
                 v[f] = x;
         }
         if (!ok)
@@ -647,9 +648,9 @@ static int read_line(struct decoder *d, const struct span *s, uint64_t loc_id, p
     bool ok = true;
     while (rd_tag(&w, &f, &wt, &ok)) {
         uint64_t x;
-        if (f <= 2 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
+        if (f >= 1 && f <= 2 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
             return MALFORMED(d, "line");
-        if (f <= 2)
+        if (f >= 1 && f <= 2)
             v[f] = x;
     }
     if (!ok)
@@ -756,9 +757,9 @@ static int read_label(struct decoder *d, const struct span *s, struct pfr_label_
     bool ok = true;
     while (rd_tag(&w, &f, &wt, &ok)) {
         uint64_t x;
-        if (f <= 4 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
+        if (f >= 1 && f <= 4 ? !rd_scalar(&w, wt, &x) : !skip_field(&w, wt))
             return MALFORMED(d, "label");
-        if (f <= 4)
+        if (f >= 1 && f <= 4)
             v[f] = x;
     }
     if (!ok)

@@ -919,10 +919,12 @@ def test_metrics(args, tmp):
         m = re.search(r"^pfr_cpu_samples_total (\S+)$", text, re.M)
         check(m and float(m.group(1)) > 0, "pfr_cpu_samples_total not counting")
         # as root the daemon runs at nice -10, every thread (new processes must be snapshotted
-        # before they exit), and the notification thread is named
+        # before they exit) but the builder of unwind tables, background work at -5; the
+        # notification thread and the builder are named
         nices, names = thread_nices(rec.proc.pid)
-        check(nices and all(n == -10 for n in nices), "thread nice values %r" % nices)
-        check("pfr-notify" in names, "thread names %r" % names)
+        want = [-5 if name == "pfr-unwind" else -10 for name in names]
+        check(nices and nices == want, "thread nice values %r of threads %r" % (nices, names))
+        check("pfr-notify" in names and "pfr-unwind" in names, "thread names %r" % names)
         # new processes are named from their mappings, not by a read of /proc/PID/exe
         m = re.search(r'^pfr_process_exe_lookups_total\{from="mappings"\} (\S+)$', text, re.M)
         check(m and float(m.group(1)) > 0, "no executable found in the mappings: %s" %
