@@ -4,16 +4,17 @@
  * the frame-pointer walk of user_stack.bpf.h loses callers or stops. Included by the sampler
  * (cpu_profile.bpf.c) after user_stack.bpf.h.
  *
- * Per frame: the mapping of the pc (bpf_find_vma, one call per mapping met: consecutive frames
- * in the same mapping reuse it), its file's place in unwind_rows (unwind_files, by dev and ino),
- * a binary search for the row covering the pc, then the row's rule gives the caller's rsp, rbp
- * and return address. Code with no table (JIT code, Go, a file whose table is not built yet or
+ * Per frame: the mapping of the pc (consecutive frames in one mapping reuse it; a switch looks
+ * in the process's cache, uw_procs, filled by bpf_find_vma at most once per sample), its
+ * file's place in unwind_rows (unwind_files, by dev and ino), the row covering the pc (a
+ * per-CPU memo, else a binary search), then the row's rule gives the caller's rsp, rbp and
+ * return address. Code with no table (JIT code, Go, a file whose table is not built yet or
  * was evicted) is walked by its frame pointer, so mixed stacks (native -> Go, kernel -> user)
  * keep their frames. A file met without a table is asked for once through the ring buffer
  * (PFR_EV_UNWIND); user space builds it off the sampling path.
  *
- * Every read of stack memory goes through a window: the rest of the page above an address the
- * walk knows to be stack is copied once, and the reads that follow are served from it.
+ * Every read of stack memory goes through a window: where an address is known to be stack, its
+ * page from the frame's sp on is copied once, and the reads that follow are served from it.
  *
  * Needs bpf_find_vma (Linux 5.17): only the pfr_sample_uw program uses it, and the loader loads
  * that program only where the kernel has it.

@@ -18,6 +18,8 @@
 
 #include <bpf/bpf.h>
 
+#include "pfr_vec.h"
+#include "sym_maps.h"
 #include "unwind_table.h"
 
 #ifndef ENOTSUPP
@@ -54,7 +56,8 @@ struct extent {
 struct loaded {
     struct pfr_file_key key;
     uint32_t first, nrows;
-    int64_t retry_ns; /* a "no room" entry: dropped at this time (0: kept) */
+    int64_t retry_ns;   /* a "no room" entry: dropped at this time (0: kept) */
+    uint32_t last_used; /* the sampler's, as read_last_used() last saw it */
 };
 
 struct pfr_unwinder {
@@ -130,14 +133,8 @@ static int extent_free(pfr_unwinder *u, uint32_t start, uint32_t n)
         u->free[i].start = start;
         u->free[i].len += n;
     } else {
-        if (u->nfree == u->capfree) {
-            size_t cap = u->capfree ? u->capfree * 2 : 64;
-            struct extent *e = realloc(u->free, cap * sizeof(*e));
-            if (!e)
-                return -ENOMEM; /* the rows leak until restart; counted nowhere, very unlikely */
-            u->free = e;
-            u->capfree = cap;
-        }
+        if (PFR_VEC_RESERVE(u->free, u->capfree, u->nfree + 1))
+            return -ENOMEM; /* the rows leak until restart; counted nowhere, very unlikely */
         memmove(&u->free[i + 1], &u->free[i], (u->nfree - i) * sizeof(*u->free));
         u->free[i] = (struct extent){start, n};
         u->nfree++;
@@ -183,16 +180,25 @@ static void forget_asked(pfr_unwinder *u, const struct pfr_file_key *k)
     bpf_map_delete_elem(u->asked_fd, k);
 }
 
-/* The sampler's clock in last_used units. */
+/* The sampler's clock (bpf_ktime_get_ns(), CLOCK_MONOTONIC) in last_used units. */
 static uint32_t sampler_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
-    return (uint32_t)(((uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec) >> 30);
+    return (uint32_t)((uint64_t)mono_ns() >> 30);
+}
+
+/* Each loaded file's last_used as the sampler wrote it: one read per file before a round of
+ * evictions, not one per file and eviction. */
+static void read_last_used(pfr_unwinder *u)
+{
+    for (size_t i = 0; i < u->nfiles; i++) {
+        struct pfr_unwind_file f;
+        u->files[i].last_used =
+            bpf_map_lookup_elem(u->files_fd, &u->files[i].key, &f) == 0 ? f.last_used : 0;
+    }
 }
 
 /* The loaded file the sampler used least recently (rows only: with_rows), among those idle for
- * IDLE_UNITS at least; -1 if none is. */
+ * IDLE_UNITS at least, by the last read_last_used(); -1 if none is. */
 static ssize_t lru_victim(pfr_unwinder *u, bool with_rows)
 {
     ssize_t best = -1;
@@ -200,10 +206,7 @@ static ssize_t lru_victim(pfr_unwinder *u, bool with_rows)
     for (size_t i = 0; i < u->nfiles; i++) {
         if (with_rows && u->files[i].nrows == 0)
             continue;
-        struct pfr_unwind_file f;
-        uint32_t used = 0;
-        if (bpf_map_lookup_elem(u->files_fd, &u->files[i].key, &f) == 0)
-            used = f.last_used;
+        uint32_t used = u->files[i].last_used;
         if (now - used < IDLE_UNITS)
             continue;
         if (best < 0 || used < best_used) {
@@ -274,8 +277,10 @@ static int make_room(pfr_unwinder *u, uint32_t n, uint32_t *first)
     if (n > u->opts.max_rows)
         return -ENOSPC;
     bool evicted = false;
-    int rc;
-    while ((rc = extent_alloc(u, n, first)) != 0) {
+    int rc = extent_alloc(u, n, first);
+    if (rc)
+        read_last_used(u);
+    for (; rc != 0; rc = extent_alloc(u, n, first)) {
         ssize_t v = lru_victim(u, true);
         if (v < 0)
             return rc;
@@ -289,14 +294,8 @@ static int make_room(pfr_unwinder *u, uint32_t n, uint32_t *first)
 
 static int add_loaded(pfr_unwinder *u, const struct loaded *l)
 {
-    if (u->nfiles == u->capfiles) {
-        size_t cap = u->capfiles ? u->capfiles * 2 : 64;
-        struct loaded *f = realloc(u->files, cap * sizeof(*f));
-        if (!f)
-            return -ENOMEM;
-        u->files = f;
-        u->capfiles = cap;
-    }
+    if (PFR_VEC_RESERVE(u->files, u->capfiles, u->nfiles + 1))
+        return -ENOMEM;
     u->files[u->nfiles++] = *l;
     return 0;
 }
@@ -306,6 +305,7 @@ static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwin
                 int64_t retry_ns)
 {
     if (u->nfiles >= PFR_UNWIND_FILES_MAX) {
+        read_last_used(u);
         ssize_t v = lru_victim(u, false);
         if (v >= 0)
             evict(u, (size_t)v);
@@ -356,7 +356,8 @@ static int open_checked(const char *path, uint64_t ino)
     return fd;
 }
 
-/* The path of the mapping that starts at start with inode ino, from /proc/PID/maps. */
+/* The path of the mapping that starts at start with inode ino, from /proc/PID/maps (lines read
+ * by the symbolizer's parser, which treats them as hostile). */
 static int mapped_path(const char *maps, const struct pfr_unwind_req *r, char *out, size_t outlen)
 {
     FILE *f = fopen(maps, "re");
@@ -364,26 +365,23 @@ static int mapped_path(const char *maps, const struct pfr_unwind_req *r, char *o
         return -errno;
     char *line = NULL;
     size_t cap = 0;
+    ssize_t len;
     int rc = -ENOENT;
-    while (getline(&line, &cap, f) > 0) {
-        unsigned long long s, e, off, ino;
-        unsigned maj, min;
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &s, &e, &off, &maj, &min, &ino, &pos) <
-                6 ||
-            s != r->start || ino != r->ino || pos == 0)
+    while ((len = getline(&line, &cap, f)) > 0) {
+        struct pfr_sym_maps_line l;
+        char why[64];
+        size_t n = (size_t)len - (line[len - 1] == '\n');
+        if (pfr_sym_maps_parse_line(line, n, &l, why, sizeof(why)) || l.start != r->start ||
+            l.ino != r->ino)
             continue;
-        char *p = line + pos;
-        p[strcspn(p, "\n")] = '\0';
-        size_t len = strlen(p);
-        const char *del = " (deleted)";
-        if (p[0] != '/' || (len > strlen(del) && !strcmp(p + len - strlen(del), del)) ||
-            len + 1 > outlen) {
-            rc = -ENOENT;
-            break;
+        static const char del[] = " (deleted)";
+        bool deleted = l.path_len >= sizeof(del) - 1 &&
+                       !memcmp(l.path + l.path_len - (sizeof(del) - 1), del, sizeof(del) - 1);
+        if (l.path_len > 0 && l.path[0] == '/' && !deleted && l.path_len < outlen) {
+            memcpy(out, l.path, l.path_len);
+            out[l.path_len] = '\0';
+            rc = 0;
         }
-        memcpy(out, p, len + 1);
-        rc = 0;
         break;
     }
     free(line);
@@ -412,9 +410,8 @@ static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r)
 }
 
 /* The table of the vDSO, from this process's own (the same image in every 64-bit process). */
-static int build_vdso(pfr_unwinder *u, pfr_unwind_table *t, char *err, size_t errlen)
+static int build_vdso(pfr_unwind_table *t, char *err, size_t errlen)
 {
-    (void)u;
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return -errno;
@@ -451,7 +448,7 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
     char err[256];
     int rc;
     if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
-        rc = build_vdso(u, &t, err, sizeof(err));
+        rc = build_vdso(&t, err, sizeof(err));
     } else {
         int fd = open_mapped(u, r);
         if (fd < 0) {

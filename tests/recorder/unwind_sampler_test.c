@@ -137,21 +137,17 @@ static void on_event(const struct pfr_event *ev, void *ctx)
     (void)ctx;
 }
 
-static pfr_cpu_profiler *open_sampler(int mode, uint32_t rows)
+/* Run the workload under a profiler of these options: warm-up (tables asked for and built),
+ * then a measured second and a half; t->kernel says which samples to count. */
+static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct child *c,
+                             struct tally *t, pfr_cpu_counters *cnt, pfr_unwinder_stats *us,
+                             bool *tables)
 {
     pfr_cpu_profiler_opts o = {.hz = 499, .unwind = mode, .unwind_rows = rows};
     char err[512] = "";
     pfr_cpu_profiler *cp = NULL;
     REQUIRE(pfr_cpu_profiler_open(&o, on_event, NULL, &cp, err, sizeof(err)) == 0,
             "open the sampler: %s", err);
-    return cp;
-}
-
-/* Run the workload under cp: warm-up (tables asked for and built), then a measured second and
- * a half; t->kernel says which samples to count. */
-static void run_on(pfr_cpu_profiler *cp, const char *prog, struct child *c, struct tally *t,
-                   pfr_cpu_counters *cnt, pfr_unwinder_stats *us, bool *tables)
-{
     bool kernel = t->kernel;
     start(prog, 3.0, kernel, c);
     for (int i = 0; i < 10; i++) { /* the first samples ask; wait for the tables */
@@ -173,15 +169,6 @@ static void run_on(pfr_cpu_profiler *cp, const char *prog, struct child *c, stru
     *tables = pfr_cpu_profiler_unwind_stats(cp, us);
     kill(c->pid, SIGTERM);
     reap(c);
-}
-
-/* The same under a profiler of its own, returned. */
-static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct child *c,
-                             struct tally *t, pfr_cpu_counters *cnt, pfr_unwinder_stats *us,
-                             bool *tables)
-{
-    pfr_cpu_profiler *cp = open_sampler(mode, rows);
-    run_on(cp, prog, c, t, cnt, us, tables);
     return cp;
 }
 
