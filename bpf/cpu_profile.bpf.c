@@ -379,6 +379,30 @@ static __always_inline void note_process(struct pfr_cpu_state *cs, struct task_s
     cs->last_gen = gen;
 }
 
+/* Processes sampled only while exiting, never announced (LRU: user space reads an entry at the
+ * drain after, and forgets nothing; old ones just age out). */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, PFR_EXITING_MAX);
+    __type(key, __u32);
+    __type(value, struct pfr_exiting);
+} exiting SEC(".maps");
+
+/* An exiting task of a process user space was never told about: keep what names it. */
+static __always_inline void note_exiting(struct task_struct *task, __u32 tgid)
+{
+    __u64 start = task->group_leader->start_time;
+    __u64 *seen = bpf_map_lookup_elem(&known, &tgid);
+    if (seen && *seen == start)
+        return;
+    struct pfr_exiting *e = bpf_map_lookup_elem(&exiting, &tgid);
+    if (e && e->start_time == start)
+        return;
+    struct pfr_exiting n = {.start_time = start, .cgroup_id = bpf_get_current_cgroup_id()};
+    bpf_core_read_str(n.comm, sizeof(n.comm), &task->group_leader->comm);
+    bpf_map_update_elem(&exiting, &tgid, &n, BPF_ANY);
+}
+
 /* One sample; tables: walk user stacks with unwind tables (a constant: each program below is
  * verified with its own walk). */
 static __always_inline int sample(struct bpf_perf_event_data *ctx, bool tables)
@@ -410,6 +434,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, bool tables)
     /* A task sampled after its exit was reported must not be announced as new again. */
     if (!(task->flags & PF_EXITING))
         note_process(cs, task, tgid);
+    else
+        note_exiting(task, tgid);
     void *stacks = buf ? (void *)&stacks1 : (void *)&stacks0;
     if (umode != 1) {
         key.kstack = sample_stack(cs, ctx, task, umode, stacks, 1, false);

@@ -185,6 +185,15 @@ struct pfr_event {
     __u32 pad;
 };
 #define PFR_EVF_KTHREAD 1u
+
+/* A process first sampled while it exits (it is never announced: see the sampler), as the
+ * sampler saw it: its samples are named from its cgroup, which outlives its /proc entry. */
+struct pfr_exiting {
+    __u64 start_time; /* group leader's start time */
+    __u64 cgroup_id;
+    char comm[PFR_TASK_COMM_LEN]; /* the group leader's comm */
+};
+#define PFR_EXITING_MAX 4096
 /* An exit that carries the process's executable mappings as its last moment saw them: the event
  * is then the head of a struct pfr_exit_maps. Sent on kernels whose BPF can walk a task's
  * mappings at exit (the task_vma iterator, with mm still set at sched_process_exit); user space

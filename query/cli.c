@@ -254,12 +254,15 @@ static int parse_opts(const char *cmd, unsigned allowed, int argc, char **argv, 
 static const char range_help[] =
     "  --from TIME          start of the range (default: -1h)\n"
     "  --to TIME            end of the range (default: now)\n"
-    "  --service NAME       one service (default: every service that has the type)\n"
+    "  --service NAME       one service, its exact name as pfr ls shows it, e.g. nginx,\n"
+    "                       /system.slice/nginx.service or /k8s/prod/api (default: every\n"
+    "                       service that has the type)\n"
     "  --type TYPE          profile type, e.g. ebpf:cpu:nanoseconds (default: the only one,\n"
     "                       or ebpf:cpu:nanoseconds when there are several)\n"
     "  --label KEY=VALUE    keep profiles or samples with this label (repeatable): profile\n"
-    "                       labels such as host.name or container.id, sample labels such as\n"
-    "                       pid or comm\n";
+    "                       labels such as host.name or container.id (one instance:\n"
+    "                       container.id=/k8s/prod/api-7d4f9c-x2b5k/app), sample labels\n"
+    "                       such as pid or comm\n";
 static const char out_help[] = "  -o, --output FILE    write to FILE instead of stdout\n"
                                "  -h, --help           this help\n";
 

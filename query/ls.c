@@ -261,7 +261,9 @@ int pfr_ls_render_text(FILE *out, const pfr_ls *ls, size_t max_values)
         fprintf(out, "no profiles recorded yet\n");
     for (size_t i = 0; i < ls->nservices; i++) {
         const pfr_ls_service *s = &ls->services[i];
-        fprintf(out, "\nservice %s\n", s->name);
+        fputs("\nservice ", out);
+        pfr_text_put(out, s->name, PFR_TEXT_QUOTE);
+        fputc('\n', out);
         fprintf(out, "  chunks    %llu in %llu streams, typically %s each\n",
                 (unsigned long long)s->chunks, (unsigned long long)s->streams,
                 pfr_duration_format(s->typical_chunk_ns, d, sizeof(d)));
@@ -270,14 +272,20 @@ int pfr_ls_render_text(FILE *out, const pfr_ls *ls, size_t max_values)
                     pfr_time_format(s->first_ns, false, a, sizeof(a)),
                     pfr_time_format(s->last_ns, false, b, sizeof(b)));
         fprintf(out, "  types    ");
-        for (size_t k = 0; k < s->ntypes; k++)
-            fprintf(out, " %s", s->types[k]);
+        for (size_t k = 0; k < s->ntypes; k++) {
+            fputc(' ', out);
+            pfr_text_put(out, s->types[k], PFR_TEXT_QUOTE);
+        }
         fprintf(out, "\n");
         for (size_t k = 0; k < s->nlabels; k++) {
             const pfr_ls_label *l = &s->labels[k];
-            fprintf(out, "  label     %s:", l->key);
-            for (size_t j = 0; j < l->nvalues && j < max_values; j++)
-                fprintf(out, " %s", l->values[j]);
+            fputs("  label     ", out);
+            pfr_text_put(out, l->key, PFR_TEXT_QUOTE);
+            fputc(':', out);
+            for (size_t j = 0; j < l->nvalues && j < max_values; j++) {
+                fputc(' ', out);
+                pfr_text_put(out, l->values[j], PFR_TEXT_QUOTE);
+            }
             if (l->nvalues > max_values)
                 fprintf(out, " ... (%zu values)", l->nvalues);
             fprintf(out, "\n");
@@ -311,8 +319,8 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
         const pfr_ls_service *s = &ls->services[i];
         json_t *labels = json_object(), *gaps = json_array();
         for (size_t k = 0; labels && k < s->nlabels; k++)
-            json_object_set_new(labels, s->labels[k].key,
-                                str_array(s->labels[k].values, s->labels[k].nvalues));
+            pfr_json_set_text_key(labels, s->labels[k].key,
+                                  str_array(s->labels[k].values, s->labels[k].nvalues));
         for (size_t k = 0; gaps && k < s->ngaps; k++)
             json_array_append_new(
                 gaps,
@@ -321,13 +329,14 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
                           pfr_time_format_rfc3339(s->gaps[k].to_ns, b, sizeof(b)), "from_ns",
                           (json_int_t)s->gaps[k].from_ns, "to_ns", (json_int_t)s->gaps[k].to_ns));
         json_array_append_new(
-            services, json_pack("{s:s, s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:o}", "name",
-                                s->name, "types", str_array(s->types, s->ntypes), "labels", labels,
-                                "streams", (json_int_t)s->streams, "chunks", (json_int_t)s->chunks,
-                                "first", pfr_time_format_rfc3339(s->first_ns, a, sizeof(a)), "last",
-                                pfr_time_format_rfc3339(s->last_ns, b, sizeof(b)), "first_ns",
-                                (json_int_t)s->first_ns, "last_ns", (json_int_t)s->last_ns,
-                                "typical_chunk_ns", (json_int_t)s->typical_chunk_ns, "gaps", gaps));
+            services,
+            json_pack("{s:o, s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:o}", "name",
+                      pfr_json_text(s->name), "types", str_array(s->types, s->ntypes), "labels",
+                      labels, "streams", (json_int_t)s->streams, "chunks", (json_int_t)s->chunks,
+                      "first", pfr_time_format_rfc3339(s->first_ns, a, sizeof(a)), "last",
+                      pfr_time_format_rfc3339(s->last_ns, b, sizeof(b)), "first_ns",
+                      (json_int_t)s->first_ns, "last_ns", (json_int_t)s->last_ns,
+                      "typical_chunk_ns", (json_int_t)s->typical_chunk_ns, "gaps", gaps));
     }
     const pfr_store_stats *st = &ls->stats;
     json_t *doc = json_pack(

@@ -40,6 +40,8 @@ typedef struct pfr_render_opts {
  * plain C "memcpy"         -> the module's file name ("libc.so.6"), or the name's prefix up to
  *                             its first '_' (leading '_' skipped) when no module is known
  * "[module]" frames        -> the name itself.
+ * "/..." frames            -> the name itself (the frame of a service named as Coroot does,
+ *                             "/k8s/ns/app", "/system.slice/nginx.service").
  * Writes the package into buf and returns buf. */
 char *pfr_frame_package(const char *name, const char *module, char *buf, size_t len);
 /* "#rrggbb": warm hues for user code, blue hues for the kernel; stable per package. */
@@ -52,6 +54,22 @@ char *pfr_format_value(double v, const char *unit, bool per_second, char *buf, s
 
 /* Unit of a profile type name "src:name:unit" (its last field); "" if none. */
 const char *pfr_type_unit(const char *type);
+
+/* ---- names in text output ----
+ * Service, label and function names come from outside (cgroups, binaries, scraped profiles) and
+ * may hold anything. In text written to a terminal or a line-based file a control character
+ * (C0, DEL, C1) or a byte that is not UTF-8 is written as \n, \t, \r, \xNN or \u00NN, so a
+ * name can neither break a line nor drive the terminal. */
+enum {
+    PFR_TEXT_QUOTE = 1,     /* a name that is empty or has a space, '"', '\' or anything escaped
+                               is put in double quotes, with \" and \\: lists stay unambiguous */
+    PFR_TEXT_SEMICOLON = 2, /* ';' written as \x3b (folded stacks separate frames with ';') */
+};
+/* The escaped name (flags: PFR_TEXT_*) in buf, NUL-terminated; a name too long for it is cut
+ * before an escape or a character and ends with "...". Returns buf. */
+char *pfr_text_escape(const char *name, unsigned flags, char *buf, size_t len);
+/* The same written to out. */
+void pfr_text_put(FILE *out, const char *name, unsigned flags);
 
 /* ---- renderers ---- */
 /* Collapsed stacks "root;child;leaf value", root first, one line per stack with self > 0.

@@ -75,13 +75,22 @@ static void strset_free(strset *s)
     memset(s, 0, sizeof(*s));
 }
 
-/* "a, b, c" (at most max names) into buf. */
+/* A name from the ring or the user as messages show it: control characters escaped. */
+static const char *shown(const char *name, char *buf, size_t len)
+{
+    return pfr_text_escape(name ? name : "", 0, buf, len);
+}
+
+/* "a, b, c" (at most max names, quoted when needed) into buf. */
 static void strset_join(const strset *s, char *buf, size_t len, size_t max)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < s->n && i < max && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", s->v[i]);
+    for (size_t i = 0; i < s->n && i < max && used < len; i++) {
+        char one[160];
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
+                                 pfr_text_escape(s->v[i], PFR_TEXT_QUOTE, one, sizeof(one)));
+    }
     if (s->n > max && used < len)
         snprintf(buf + used, len - used, ", ... (%zu in all)", s->n);
     if (!s->n)
@@ -201,15 +210,17 @@ static int plan_labels(pfr_query_plan *p, const pfr_query *q, const strset *prof
 
 static int choose_type(plan_ctx *c, const pfr_query *q, char *err, size_t errlen)
 {
-    char list[512];
+    char list[512], type[256], svc[256];
     strset_join(&c->types, list, sizeof(list), 12);
+    shown(q->type, type, sizeof(type));
+    shown(q->service, svc, sizeof(svc));
     if (q->type) {
         if (strset_has(&c->types, q->type)) {
             c->want_type = q->type;
             return 0;
         }
-        set_err(err, errlen, "no profiles of type %s%s%s in the ring; types there: %s", q->type,
-                q->service ? " for service " : "", q->service ? q->service : "", list);
+        set_err(err, errlen, "no profiles of type %s%s%s in the ring; types there: %s", type,
+                q->service ? " for service " : "", svc, list);
         return -ENOENT;
     }
     if (strset_has(&c->types, PFR_QUERY_DEFAULT_TYPE))
@@ -218,7 +229,7 @@ static int choose_type(plan_ctx *c, const pfr_query *q, char *err, size_t errlen
         c->want_type = c->types.v[0];
     else if (c->types.n == 0) {
         set_err(err, errlen, "no profiles%s%s match the labels given", q->service ? " of " : "",
-                q->service ? q->service : "");
+                svc);
         return -ENOENT;
     } else {
         set_err(err, errlen, "several profile types; choose one with --type: %s", list);
@@ -245,9 +256,10 @@ int pfr_query_plan_new(pfr_store *s, const pfr_query *q, pfr_query_plan **out, c
         rc = -ENOENT;
     }
     if (rc == 0 && q->service && !strset_has(&c.all_services, q->service)) {
-        char list[512];
+        char list[512], svc[256];
         strset_join(&c.all_services, list, sizeof(list), 20);
-        set_err(err, errlen, "no service \"%s\" in the ring; services: %s", q->service, list);
+        set_err(err, errlen, "no service \"%s\" in the ring; services: %s",
+                shown(q->service, svc, sizeof(svc)), list);
         rc = -ENOENT;
     }
     if (rc == 0)
@@ -296,17 +308,27 @@ void pfr_query_plan_describe(const pfr_query_plan *p, char *buf, size_t len)
         if (used < len)                                                                            \
             used += (size_t)snprintf(buf + used, len - used, __VA_ARGS__);                         \
     } while (0)
-    if (p->service)
-        ADD("service %s", p->service);
-    else if (p->nservices == 1)
-        ADD("service %s", p->services[0]);
-    else
+    char one[160];
+#define NAME(s) ADD("%s", shown(s, one, sizeof(one)))
+    if (p->service || p->nservices == 1) {
+        ADD("service ");
+        NAME(p->service ? p->service : p->services[0]);
+    } else {
         ADD("%zu services", p->nservices);
-    ADD(", type %s", p->type);
-    for (size_t i = 0; i < p->nprofile_labels; i++)
-        ADD(", %s=%s", p->profile_labels[i].key, p->profile_labels[i].value);
-    for (size_t i = 0; i < p->nsample_labels; i++)
-        ADD(", %s=%s", p->sample_labels[i].key, p->sample_labels[i].value);
+    }
+    ADD(", type ");
+    NAME(p->type);
+    for (int side = 0; side < 2; side++) {
+        const pfr_kv *kv = side ? p->sample_labels : p->profile_labels;
+        size_t n = side ? p->nsample_labels : p->nprofile_labels;
+        for (size_t i = 0; i < n; i++) {
+            ADD(", ");
+            NAME(kv[i].key);
+            ADD("=");
+            NAME(kv[i].value);
+        }
+    }
+#undef NAME
 #undef ADD
 }
 
@@ -314,7 +336,7 @@ static json_t *kv_object(const pfr_kv *kv, size_t n)
 {
     json_t *o = json_object();
     for (size_t i = 0; o && i < n; i++)
-        json_object_set_new(o, kv[i].key, pfr_json_text(kv[i].value));
+        pfr_json_set_text_key(o, kv[i].key, pfr_json_text(kv[i].value));
     return o;
 }
 
@@ -325,10 +347,11 @@ int pfr_query_meta_json(const pfr_query_plan *p, int64_t from_ns, int64_t to_ns,
     json_t *services = json_array();
     for (size_t i = 0; services && i < p->nservices; i++)
         json_array_append_new(services, pfr_json_text(p->services[i]));
-    json_t *m = json_pack("{s:s?, s:o, s:s, s:b, s:o, s:o, s:s, s:s, s:I, s:I}", "service",
-                          p->service, "services", services, "type", p->type, "gauge", p->gauge,
-                          "profile_labels", kv_object(p->profile_labels, p->nprofile_labels),
-                          "sample_labels", kv_object(p->sample_labels, p->nsample_labels), "from",
+    json_t *m = json_pack("{s:o?, s:o, s:o, s:b, s:o, s:o, s:s, s:s, s:I, s:I}", "service",
+                          p->service ? pfr_json_text(p->service) : NULL, "services", services,
+                          "type", pfr_json_text(p->type), "gauge", p->gauge, "profile_labels",
+                          kv_object(p->profile_labels, p->nprofile_labels), "sample_labels",
+                          kv_object(p->sample_labels, p->nsample_labels), "from",
                           pfr_time_format_rfc3339(from_ns, a, sizeof(a)), "to",
                           pfr_time_format_rfc3339(to_ns, b, sizeof(b)), "from_ns",
                           (json_int_t)from_ns, "to_ns", (json_int_t)to_ns);
@@ -530,7 +553,9 @@ int pfr_query_profile(pfr_store *s, const pfr_query_plan *p, int64_t from_ns, in
             continue;
         }
         if (rc < 0) {
-            set_err(err, errlen, "merging the profiles of %s: %s", p->services[i],
+            char svc[256];
+            set_err(err, errlen, "merging the profiles of %s: %s",
+                    shown(p->services[i], svc, sizeof(svc)),
                     rc == -EINVAL ? "their sample types differ; choose one with --service"
                                   : strerror(-rc));
             break;

@@ -1,9 +1,11 @@
-/* What every renderer shares: the package rule, colours and value formatting. */
+/* What every renderer shares: the package rule, colours, value formatting and names in text. */
 #include "pfr_render.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "pfr_utf8.h"
 
 /* GCC clone suffixes (foo.part.0, bar.cold) mark plain C names, not Go packages. */
 static bool is_clone_suffix(const char *dot)
@@ -67,7 +69,9 @@ char *pfr_frame_package(const char *name, const char *module, char *buf, size_t 
         name = "";
     if (!module)
         module = "";
-    if (name[0] == '[')
+    /* "[module]"; a leading '/' is a service's frame named as Coroot does ("/k8s/ns/app"),
+     * not a Go package path */
+    if (name[0] == '[' || name[0] == '/')
         return copy_span(name, strlen(name), buf, len);
     if (strstr(name, "::") && cxx_package(name, buf, len))
         return buf;
@@ -193,4 +197,125 @@ char *pfr_format_value(double v, const char *unit, bool per_second, char *buf, s
     static const char *const n[] = {"", "k", "M", "G"};
     static const double s[] = {1, 1e3, 1e6, 1e9};
     return scaled(v, n, s, 4, suffix, buf, len);
+}
+
+/* ---- names in text ---- */
+typedef struct text_sink {
+    FILE *f;   /* write here, or */
+    char *buf; /* into buf (len bytes with the NUL), or only count (both NULL) */
+    size_t len, used;
+    bool full;
+} text_sink;
+
+static void sink_put(text_sink *k, const char *s, size_t n)
+{
+    if (k->f) {
+        fwrite(s, 1, n, k->f);
+        return;
+    }
+    if (!k->buf) {
+        k->used += n;
+        return;
+    }
+    if (k->full || k->used + n >= k->len) { /* never half an escape or a character */
+        k->full = true;
+        return;
+    }
+    memcpy(k->buf + k->used, s, n);
+    k->used += n;
+    k->buf[k->used] = '\0';
+}
+
+/* The escape of the character at s (len bytes, code point cp; len 0: a byte that is not UTF-8)
+ * into e, or false when it is written as it is. */
+static bool text_escape_char(const unsigned char *s, size_t len, int32_t cp, unsigned flags,
+                             char e[8])
+{
+    if (!len)
+        snprintf(e, 8, "\\x%02x", s[0]);
+    else if (cp == '\n')
+        snprintf(e, 8, "\\n");
+    else if (cp == '\t')
+        snprintf(e, 8, "\\t");
+    else if (cp == '\r')
+        snprintf(e, 8, "\\r");
+    else if (cp < 0x20 || cp == 0x7f || (cp == ';' && (flags & PFR_TEXT_SEMICOLON)))
+        snprintf(e, 8, "\\x%02x", (unsigned)cp);
+    else if (cp >= 0x80 && cp < 0xa0)
+        snprintf(e, 8, "\\u%04x", (unsigned)cp);
+    else if ((cp == '"' || cp == '\\') && (flags & PFR_TEXT_QUOTE))
+        snprintf(e, 8, "\\%c", (char)cp);
+    else
+        return false;
+    return true;
+}
+
+static bool text_needs_quotes(const unsigned char *s, size_t n, unsigned flags)
+{
+    if (!n)
+        return true;
+    for (size_t i = 0, len; i < n; i += len ? len : 1) {
+        int32_t cp = 0;
+        char e[8];
+        len = pfr_utf8_seq(s + i, n - i, &cp);
+        if (cp == ' ' || text_escape_char(s + i, len, cp, flags, e))
+            return true;
+    }
+    return false;
+}
+
+/* Printable ASCII that needs neither escapes nor quotes: the common case, written at once. */
+static bool text_plain(const unsigned char *s, size_t n, unsigned flags)
+{
+    bool q = flags & PFR_TEXT_QUOTE, semi = flags & PFR_TEXT_SEMICOLON;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] >= 0x7f || (semi && s[i] == ';') ||
+            (q && (s[i] == ' ' || s[i] == '"' || s[i] == '\\')))
+            return false;
+    return n > 0 || !q;
+}
+
+static void text_write(text_sink *k, const char *name, unsigned flags)
+{
+    const unsigned char *s = (const unsigned char *)(name ? name : "");
+    size_t n = strlen((const char *)s);
+    if ((k->f || !k->buf) && text_plain(s, n, flags)) { /* a buffer may have to cut it */
+        sink_put(k, (const char *)s, n);
+        return;
+    }
+    bool quote = (flags & PFR_TEXT_QUOTE) && text_needs_quotes(s, n, flags);
+    if (quote)
+        sink_put(k, "\"", 1);
+    for (size_t i = 0, len; i < n; i += len ? len : 1) {
+        int32_t cp = 0;
+        char e[8];
+        len = pfr_utf8_seq(s + i, n - i, &cp);
+        if (text_escape_char(s + i, len, cp, flags, e))
+            sink_put(k, e, strlen(e));
+        else
+            sink_put(k, (const char *)s + i, len);
+    }
+    if (quote)
+        sink_put(k, "\"", 1);
+}
+
+char *pfr_text_escape(const char *name, unsigned flags, char *buf, size_t len)
+{
+    if (!len)
+        return buf;
+    buf[0] = '\0';
+    text_sink count = {0};
+    text_write(&count, name, flags);
+    bool cut = count.used >= len && len > 4; /* end a cut name with "..." */
+    text_sink k = {.buf = buf, .len = cut ? len - 3 : len};
+    text_write(&k, name, flags);
+    if (cut)
+        strcat(buf, "...");
+    return buf;
+}
+
+void pfr_text_put(FILE *out, const char *name, unsigned flags)
+{
+    text_sink k = {.f = out};
+    text_write(&k, name, flags);
 }

@@ -3,6 +3,22 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* JSON text inside a <script> element. '<' only occurs inside JSON strings, where \u003c reads
+ * the same: with none left, no name can close the element ("</script>") or turn the rest of the
+ * page into script ("<!--<script>"). */
+static int write_script_json(FILE *out, const char *json, size_t len)
+{
+    for (const char *p = json, *end = json + len; p < end;) {
+        const char *lt = memchr(p, '<', (size_t)(end - p));
+        size_t n = lt ? (size_t)(lt - p) : (size_t)(end - p);
+        if (fwrite(p, 1, n, out) != n || (lt && fputs("\\u003c", out) == EOF))
+            return -EIO;
+        p += n + (lt ? 1 : 0);
+    }
+    return 0;
+}
 
 int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, const char *meta_json)
 {
@@ -12,7 +28,6 @@ int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, cons
     double mw = o->min_width == 0 ? 0.0001 : o->min_width;
     char *data;
     size_t len;
-    /* ESCAPE_SLASH keeps "</script>" in a frame name from closing the element. */
     int rc = pfr_render_json_text(t, o, meta_json, mw > 0 ? mw : 0,
                                   JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10), &data,
                                   &len);
@@ -27,7 +42,7 @@ int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, cons
     fputs("</style>\n</head><body>\n<div id=\"flame\"></div>\n"
           "<script type=\"application/json\" id=\"pfr-data\">",
           out);
-    rc = fwrite(data, 1, len, out) == len ? 0 : -EIO;
+    rc = write_script_json(out, data, len);
     free(data);
     if (rc < 0)
         return rc;
@@ -37,9 +52,10 @@ int pfr_render_html(FILE *out, const pfr_tree *t, const pfr_render_opts *o, cons
         "\n</script>\n<script>\nwindow.pfrFlame = PfrFlame.mount(document.getElementById('flame'),"
         " JSON.parse(document.getElementById('pfr-data').textContent), {search: ",
         out);
-    json_t *s = json_string(o->search ? o->search : "");
-    if (!s || json_dumpf(s, out, JSON_ENCODE_ANY | JSON_ESCAPE_SLASH))
-        rc = -ENOMEM;
+    json_t *s = pfr_json_text(o->search ? o->search : "");
+    char *text = s ? json_dumps(s, JSON_ENCODE_ANY | JSON_ESCAPE_SLASH) : NULL;
+    rc = text ? write_script_json(out, text, strlen(text)) : -ENOMEM;
+    free(text);
     json_decref(s);
     fputs("});\n</script>\n</body></html>\n", out);
     return rc < 0 ? rc : ferror(out) ? -EIO : 0;

@@ -23,6 +23,9 @@ int pfr_render_json_write(FILE *out, const pfr_tree *t, const pfr_render_opts *o
 /* A JSON string of text that may not be UTF-8 (names from binaries and scraped profiles): bytes
  * that do not start well-formed UTF-8 become U+FFFD. NULL only when out of memory. */
 json_t *pfr_json_text(const char *s);
+/* json_object_set_new() under a key that may not be UTF-8 either (same replacement); value is
+ * taken over. 0, or -1 with value released. */
+int pfr_json_set_text_key(json_t *obj, const char *key, json_t *value);
 
 /* Width of node in display units (side 0 value, or the diff width of both rates). */
 double pfr_render_node_width(const pfr_tree_node *n, const pfr_render_opts *o);

@@ -28,6 +28,17 @@ json_t *pfr_json_text(const char *s)
     return j;
 }
 
+int pfr_json_set_text_key(json_t *obj, const char *key, json_t *value)
+{
+    int err;
+    char *fixed = pfr_utf8_lossy(key, &err);
+    int rc = err ? -1 : json_object_set_new(obj, fixed ? fixed : key, value);
+    if (err)
+        json_decref(value);
+    free(fixed);
+    return rc;
+}
+
 /* Integers stay integers in the output; rates are reals. */
 static json_t *number(double v)
 {

@@ -38,8 +38,9 @@ void pfr_render_xml_escape(FILE *out, const char *text)
             fputs("&#39;", out);
             break;
         default:
-            /* control characters are not allowed in XML 1.0 */
-            if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n')
+            /* control characters are not allowed in XML 1.0; a newline would split the
+             * tooltip's first line, the frame's name */
+            if ((unsigned char)*s < 0x20 && *s != '\t')
                 fputc('?', out);
             else
                 fputc(*s, out);

@@ -24,7 +24,7 @@ static int folded_stack(const pfr_tree *t, const uint32_t *names, size_t n, doub
     for (size_t i = 0; i < n; i++) {
         if (i)
             fputc(';', c->out);
-        fputs(pfr_tree_str(t, names[i]), c->out);
+        pfr_text_put(c->out, pfr_tree_str(t, names[i]), PFR_TEXT_SEMICOLON);
     }
     fprintf(c->out, " %lld\n", v);
     return 0;
@@ -60,9 +60,10 @@ static int top_flame(FILE *out, const pfr_tree *t, const pfr_render_opts *o)
     fprintf(out, "%12s %7s %12s %7s  %s\n", "SELF", "SELF%", "TOTAL", "TOTAL%", "FUNCTION");
     for (size_t i = 0; i < n && i < limit; i++) {
         double s = f[i].self[0] * norm, tt = f[i].total[0] * norm;
-        fprintf(out, "%12s %6.2f%% %12s %6.2f%%  %s\n", pfr_format_value(s, o->unit, false, a, 32),
-                pct(s, total), pfr_format_value(tt, o->unit, false, b, 32), pct(tt, total),
-                pfr_tree_str(t, f[i].name));
+        fprintf(out, "%12s %6.2f%% %12s %6.2f%%  ", pfr_format_value(s, o->unit, false, a, 32),
+                pct(s, total), pfr_format_value(tt, o->unit, false, b, 32), pct(tt, total));
+        pfr_text_put(out, pfr_tree_str(t, f[i].name), 0);
+        fputc('\n', out);
     }
     free(f);
     return 0;
@@ -101,13 +102,14 @@ static int top_diff(FILE *out, const pfr_tree *t, const pfr_render_opts *o)
         if (r[i].base_self == r[i].comp_self && r[i].base_total == r[i].comp_total)
             continue;
         fmt_change(r[i].base_self, r[i].comp_self, ch, sizeof(ch));
-        fprintf(out, "%14s %14s %14s %8s %14s %14s  %s\n",
+        fprintf(out, "%14s %14s %14s %8s %14s %14s  ",
                 pfr_format_value(r[i].base_self, o->unit, true, a, 32),
                 pfr_format_value(r[i].comp_self, o->unit, true, b, 32),
                 pfr_format_value(r[i].comp_self - r[i].base_self, o->unit, true, d, 32), ch,
                 pfr_format_value(r[i].base_total, o->unit, true, ta, 32),
-                pfr_format_value(r[i].comp_total, o->unit, true, tb, 32),
-                pfr_tree_str(t, r[i].name));
+                pfr_format_value(r[i].comp_total, o->unit, true, tb, 32));
+        pfr_text_put(out, pfr_tree_str(t, r[i].name), 0);
+        fputc('\n', out);
         shown++;
     }
     if (!shown)
@@ -121,9 +123,13 @@ int pfr_render_top(FILE *out, const pfr_tree *t, const pfr_render_opts *o)
     pfr_render_opts def = {0};
     if (!o)
         o = &def;
-    if (o->title || o->subtitle)
-        fprintf(out, "# %s%s%s\n", o->title ? o->title : "", o->title && o->subtitle ? " — " : "",
-                o->subtitle ? o->subtitle : "");
+    if (o->title || o->subtitle) {
+        fputs("# ", out);
+        pfr_text_put(out, o->title ? o->title : "", 0);
+        fputs(o->title && o->subtitle ? " — " : "", out);
+        pfr_text_put(out, o->subtitle ? o->subtitle : "", 0);
+        fputc('\n', out);
+    }
     int rc = o->diff ? top_diff(out, t, o) : top_flame(out, t, o);
     if (rc == 0 && ferror(out))
         rc = -EIO;

@@ -14,6 +14,7 @@
 #include "pfr_render.h"
 #include "pfr_time.h"
 #include "pfr_utf8.h"
+#include "render_internal.h"
 
 #define JSON_TYPE  "application/json; charset=utf-8"
 #define MAX_LABELS 32
@@ -389,7 +390,8 @@ static json_t *top_row(const pfr_tree *t, uint32_t name, uint32_t module)
 {
     char pkg[512];
     const char *n = pfr_tree_str(t, name), *m = pfr_tree_str(t, module);
-    return json_pack("{s:s, s:s}", "name", n, "package", pfr_frame_package(n, m, pkg, sizeof(pkg)));
+    return json_pack("{s:o, s:o}", "name", pfr_json_text(n), "package",
+                     pfr_json_text(pfr_frame_package(n, m, pkg, sizeof(pkg))));
 }
 
 /* The heaviest functions by self value (the engine's per-function aggregates). */
@@ -702,9 +704,9 @@ static int api_labels(request *r)
         json_decref(doc);
         return -1;
     }
-    rc = dump_json(b.f, json_pack("{s:s, s:I, s:I, s:I, s:o}", "type", r->plan->type, "from_ns",
-                                  (json_int_t)r->from_ns, "to_ns", (json_int_t)r->to_ns, "chunks",
-                                  (json_int_t)st.chunks, "sample_labels", doc));
+    rc = dump_json(b.f, json_pack("{s:o, s:I, s:I, s:I, s:o}", "type", pfr_json_text(r->plan->type),
+                                  "from_ns", (json_int_t)r->from_ns, "to_ns", (json_int_t)r->to_ns,
+                                  "chunks", (json_int_t)st.chunks, "sample_labels", doc));
     return body_finish(r, &b, rc);
 }
 

@@ -2,6 +2,7 @@
 #include "pfr_query.h"
 #include "pfr_render.h"
 #include "pfr_time.h"
+#include "render_internal.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -199,8 +200,9 @@ int pfr_timeline_render_json(FILE *out, const pfr_timeline *tl, const pfr_query_
         }
     }
     json_t *doc =
-        json_pack("{s:s, s:s, s:s?, s:b, s:I, s:I, s:o}", "type", p->type, "unit",
-                  pfr_type_unit(p->type), "service", p->service, "gauge", p->gauge, "from_ns",
+        json_pack("{s:o, s:o, s:o?, s:b, s:I, s:I, s:o}", "type", pfr_json_text(p->type), "unit",
+                  pfr_json_text(pfr_type_unit(p->type)), "service",
+                  p->service ? pfr_json_text(p->service) : NULL, "gauge", p->gauge, "from_ns",
                   (json_int_t)tl->from_ns, "step_ns", (json_int_t)tl->step_ns, "points", points);
     if (!doc)
         return -ENOMEM;

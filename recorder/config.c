@@ -50,6 +50,8 @@ static const char *const keys[] = {
     "k8s_token_file",
     "k8s_ca_file",
     "k8s_insecure",
+    "docker_socket",
+    "docker_root",
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -103,6 +105,8 @@ void pfr_config_free(pfr_config *c)
     free(c->k8s_node_name);
     free(c->k8s_token_file);
     free(c->k8s_ca_file);
+    free(c->docker_socket);
+    free(c->docker_root);
     memset(c, 0, sizeof(*c));
 }
 
@@ -203,6 +207,8 @@ static int string_key(pfr_config *c, const char *key, char ***dst)
         {"k8s_node_name", offsetof(pfr_config, k8s_node_name)},
         {"k8s_token_file", offsetof(pfr_config, k8s_token_file)},
         {"k8s_ca_file", offsetof(pfr_config, k8s_ca_file)},
+        {"docker_socket", offsetof(pfr_config, docker_socket)},
+        {"docker_root", offsetof(pfr_config, docker_root)},
     };
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         if (!strcmp(key, strs[i].key)) {
@@ -636,6 +642,13 @@ static const char usage[] =
     "  --k8s-token-file FILE    bearer token for the kubelet / API server\n"
     "  --k8s-ca-file FILE       their CA bundle\n"
     "  --k8s-insecure BOOL      do not verify their TLS certificates (default false)\n"
+    "\n"
+    "Identities (container.id and service.name as Coroot names them; docs/coroot.md):\n"
+    "  --docker-socket PATH     Docker's API, for container names (default\n"
+    "                           /var/run/docker.sock; off = none)\n"
+    "  --docker-root DIR        Docker's data, read when the socket is not permitted (default\n"
+    "                           /var/lib/docker)\n"
+    "  Kubernetes pods are named from the kubelet or API server given above.\n"
     "  --help, --version\n"
     "\n"
     "Every option above but --config, --service-rule, --scrape-target and --no-dwarf is also a\n"

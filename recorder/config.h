@@ -51,6 +51,10 @@ typedef struct pfr_config {
     size_t nscrape_targets;
     char *k8s_kubelet_url, *k8s_apiserver_url, *k8s_node_name, *k8s_token_file, *k8s_ca_file;
     bool k8s_insecure;
+
+    /* Identities (recorder/identity): Docker's API socket (NULL = its default, "" = none) and
+     * data root (NULL = its default) */
+    char *docker_socket, *docker_root;
 } pfr_config;
 
 enum pfr_config_result {

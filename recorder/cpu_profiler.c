@@ -722,6 +722,11 @@ void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp)
         bpf_map_delete_elem(fd, &k);
 }
 
+int pfr_cpu_profiler_exiting(pfr_cpu_profiler *cp, uint32_t tgid, struct pfr_exiting *out)
+{
+    return bpf_map_lookup_elem(bpf_map__fd(cp->skel->maps.exiting), &tgid, out) ? -ENOENT : 0;
+}
+
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid)
 {
     bpf_map_delete_elem(bpf_map__fd(cp->skel->maps.known), &tgid);

@@ -115,6 +115,10 @@ const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, 
 int pfr_cpu_profiler_name_file(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino);
 void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp);
 
+/* What the sampler kept of tgid, a process it first saw exiting (never announced): 0, or
+ * -ENOENT. */
+int pfr_cpu_profiler_exiting(pfr_cpu_profiler *cp, uint32_t tgid, struct pfr_exiting *out);
+
 /* Forget tgid in the kernel so its next sample notifies again. */
 void pfr_cpu_profiler_forget(pfr_cpu_profiler *cp, uint32_t tgid);
 

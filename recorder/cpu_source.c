@@ -485,9 +485,20 @@ static void learn_missing(pfr_cpu_source *cs, const pfr_cpu_drain *d)
         bool kthread = false;
         int rc = pfr_process_read_facts(cs->procs.proc_root, tgid, exe, sizeof(exe), cgroup,
                                         sizeof(cgroup), comm, sizeof(comm), &kthread);
-        /* gone before its notification was handled: its samples stay, under "[exited]" */
-        pfr_proc *p = pfr_proc_table_learn(&cs->procs, tgid, 0, rc == 0 ? comm : "[exited]",
-                                           kthread, &cs->rules);
+        pfr_proc *p;
+        struct pfr_exiting ex;
+        if (rc != 0 && pfr_cpu_profiler_exiting(cs->cp, tgid, &ex) == 0) {
+            /* sampled only while exiting, its /proc entry gone: its cgroup still names its
+             * service and container */
+            ex.comm[sizeof(ex.comm) - 1] = '\0';
+            pfr_proc_hint hint = {.comm = ex.comm, .cgroup_id = ex.cgroup_id};
+            p = pfr_proc_table_learn_hinted(&cs->procs, tgid, 0, false, &hint, &cs->rules);
+            cs->st.exiting_named += p != NULL;
+        } else {
+            /* gone before its notification was handled: named "[exited]" */
+            p = pfr_proc_table_learn(&cs->procs, tgid, 0, rc == 0 ? comm : "[exited]", kthread,
+                                     &cs->rules);
+        }
         if (!p)
             continue;
         cs->st.processes_seen++;
@@ -500,6 +511,8 @@ static void learn_missing(pfr_cpu_source *cs, const pfr_cpu_drain *d)
             cs->st.snapshot_failures++;
         }
     }
+    /* containers whose metadata came since they were first named */
+    cs->st.renamed += pfr_proc_table_rename_pending(&cs->procs, &cs->rules);
     pfr_fair_lock_release(&cs->lock);
 }
 
@@ -712,6 +725,7 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     st->frame_cache_resets = cs->frames.resets;
     st->cgroup_hits = cs->procs.cgroup_hits;
     st->cgroup_reads = cs->procs.cgroup_reads;
+    st->cgroup_walks = cs->procs.cgroup_walks;
     st->exe_hits = cs->procs.exe_hits;
     st->exe_reads = cs->procs.exe_reads;
     pfr_fair_lock_release(&cs->lock);
@@ -748,10 +762,10 @@ static void cpu_log_stats(void *self)
             (unsigned long long)s.bpf.uw_cut_read, (unsigned long long)s.bpf.uw_cut_map,
             (unsigned long long)s.bpf.uw_cut_depth, (unsigned long long)s.unwind.tables,
             (unsigned long long)s.unwind.no_table, (unsigned long long)s.unwind.no_room,
-            (unsigned long long)s.unwind.bad_files,
-            (unsigned long long)s.unwind.open_failed, (unsigned long long)s.unwind.rows,
-            (unsigned long long)s.unwind.max_rows, (unsigned long long)s.unwind.evictions,
-            (double)s.unwind.build_ns / 1e6, (double)s.unwind.build_max_ns / 1e6);
+            (unsigned long long)s.unwind.bad_files, (unsigned long long)s.unwind.open_failed,
+            (unsigned long long)s.unwind.rows, (unsigned long long)s.unwind.max_rows,
+            (unsigned long long)s.unwind.evictions, (double)s.unwind.build_ns / 1e6,
+            (double)s.unwind.build_max_ns / 1e6);
     pfr_fair_lock_acquire(&cs->lock);
     size_t symmem = pfr_symbolizer_memory(cs->sym);
     pfr_fair_lock_release(&cs->lock);
@@ -766,6 +780,7 @@ static void cpu_log_stats(void *self)
               mi.uordblks, mi.fordblks, mi.hblkhd);
     pfr_debug(
         "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
+        "exiting_named=%llu "
         "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
         "exit_maps{taken=%llu unneeded=%llu} exit_paths{learned=%llu refused=%llu} "
         "deferred=%llu} "
@@ -777,22 +792,23 @@ static void cpu_log_stats(void *self)
         "drain_ms=%.1f build_ms=%.1f",
         (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
         (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
-        (unsigned long long)s.cgroup_hits, (unsigned long long)s.cgroup_reads,
-        (unsigned long long)s.exe_hits, (unsigned long long)s.exe_reads,
-        (unsigned long long)s.exit_maps_taken, (unsigned long long)s.exit_maps_unneeded,
-        (unsigned long long)s.exit_paths_learned, (unsigned long long)s.exit_paths_refused,
-        (unsigned long long)s.snapshots_deferred, (unsigned long long)s.profiles,
-        (unsigned long long)s.emit_errors, (unsigned long long)s.build.user_frames,
-        (unsigned long long)s.build.kernel_frames, (unsigned long long)s.build.lost_stacks,
-        (unsigned long long)s.build.late_frames, (unsigned long long)s.sym.files_parsed,
-        (unsigned long long)s.sym.cache_hits, (unsigned long long)s.sym.cache_misses,
-        (unsigned long long)s.sym.evictions, (unsigned long long)s.sym.cache_bytes,
-        (unsigned long long)s.sym.unresolved_frames, (unsigned long long)s.sym.errors,
-        (unsigned long long)s.sym.reparses, (unsigned long long)s.sym.dwarf_loads,
-        (unsigned long long)s.sym.dwarf_evictions, (unsigned long long)s.sym.dwarf_too_big,
-        (unsigned long long)s.sym.dwarf_no_room, (unsigned long long)s.sym.dwarf_outgrown,
-        (unsigned long long)s.sym.dwarf_bytes, (unsigned long long)s.sym.protected_bytes,
-        (double)s.last_drain_ns / 1e6, (double)s.last_build_ns / 1e6);
+        (unsigned long long)s.exiting_named, (unsigned long long)s.cgroup_hits,
+        (unsigned long long)s.cgroup_reads, (unsigned long long)s.exe_hits,
+        (unsigned long long)s.exe_reads, (unsigned long long)s.exit_maps_taken,
+        (unsigned long long)s.exit_maps_unneeded, (unsigned long long)s.exit_paths_learned,
+        (unsigned long long)s.exit_paths_refused, (unsigned long long)s.snapshots_deferred,
+        (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
+        (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
+        (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,
+        (unsigned long long)s.sym.files_parsed, (unsigned long long)s.sym.cache_hits,
+        (unsigned long long)s.sym.cache_misses, (unsigned long long)s.sym.evictions,
+        (unsigned long long)s.sym.cache_bytes, (unsigned long long)s.sym.unresolved_frames,
+        (unsigned long long)s.sym.errors, (unsigned long long)s.sym.reparses,
+        (unsigned long long)s.sym.dwarf_loads, (unsigned long long)s.sym.dwarf_evictions,
+        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_no_room,
+        (unsigned long long)s.sym.dwarf_outgrown, (unsigned long long)s.sym.dwarf_bytes,
+        (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
+        (double)s.last_build_ns / 1e6);
 }
 
 static void cpu_destroy(void *self)
@@ -856,7 +872,8 @@ pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs)
     return (pfr_source){.ops = &cpu_ops, .self = cs};
 }
 
-int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, size_t errlen)
+int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr_cpu_source **out,
+                       char *err, size_t errlen)
 {
     pfr_cpu_source *cs = calloc(1, sizeof(*cs));
     if (!cs)
@@ -881,6 +898,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, s
     cs->resnaps = calloc(RESNAP_MAX, sizeof(*cs->resnaps));
     cs->deferred = calloc(DEFER_MAX, sizeof(*cs->deferred));
     int rc = cs->resnaps && cs->deferred ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;
+    cs->procs.identity = identity;
     if (rc == 0)
         rc = pfr_service_rules_copy(&cs->rules, &cfg->rules);
     if (rc) {

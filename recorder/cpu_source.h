@@ -29,6 +29,8 @@ typedef struct pfr_cpu_source_stats {
     uint64_t processes_live; /* records held now */
     uint64_t processes_forgotten;
     uint64_t snapshot_failures; /* process gone before its mappings were read */
+    uint64_t exiting_named;     /* processes sampled only while exiting, named by their cgroup */
+    uint64_t renamed;           /* processes named again once their cgroup's metadata came */
     /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
      * its snapshot (they name more files than the one it had, if any), or not needed */
     uint64_t exit_maps_taken, exit_maps_unneeded;
@@ -41,11 +43,14 @@ typedef struct pfr_cpu_source_stats {
     uint64_t event_wait_max_ns;            /* longest wait of a notification for the lock */
     uint64_t frame_cache_bytes, frame_cache_hits, frame_cache_misses, frame_cache_resets;
     uint64_t cgroup_hits, cgroup_reads; /* process cgroups known by id / read from /proc */
+    uint64_t cgroup_walks;              /* ... / found by walking the tree (gone processes) */
     uint64_t exe_hits, exe_reads;       /* executables found in the mappings / read from /proc */
     uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
 } pfr_cpu_source_stats;
 
-int pfr_cpu_source_new(const pfr_config *cfg, pfr_cpu_source **out, char *err, size_t errlen);
+/* identity (borrowed, may be NULL) gives processes their cgroup's Coroot identity. */
+int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr_cpu_source **out,
+                       char *err, size_t errlen);
 pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
 void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
 /* The CPU profiler's symbolizer, lent to the other sources so every profile shares one symbol

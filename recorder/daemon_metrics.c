@@ -56,13 +56,19 @@ static void put(pfr_daemon_metrics *m, const char *name, const char *help, enum 
 }
 
 /* One series of a family with a single label. */
-static void put1(pfr_daemon_metrics *m, const char *name, const char *help, const char *label,
-                 const char *value, double v)
+static void put1t(pfr_daemon_metrics *m, const char *name, const char *help, enum pfr_metric_type t,
+                  const char *label, const char *value, double v)
 {
     pfr_metric_family *f;
     const char *names[1] = {label}, *values[1] = {value};
-    if (pfr_metrics_family(m->reg, name, help, PFR_METRIC_COUNTER, names, 1, &f) == 0)
+    if (pfr_metrics_family(m->reg, name, help, t, names, 1, &f) == 0)
         pfr_metrics_set(f, values, v);
+}
+
+static void put1(pfr_daemon_metrics *m, const char *name, const char *help, const char *label,
+                 const char *value, double v)
+{
+    put1t(m, name, help, PFR_METRIC_COUNTER, label, value, v);
 }
 
 #define C PFR_METRIC_COUNTER
@@ -98,6 +104,12 @@ void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
     static const char cg_help[] = "cgroups of new processes, by where they came from";
     put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "cache", (double)st->cgroup_hits);
     put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "proc", (double)st->cgroup_reads);
+    put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "walk", (double)st->cgroup_walks);
+    put(m, "pfr_processes_exiting_named_total",
+        "processes sampled only while exiting, named by their cgroup", C,
+        (double)st->exiting_named);
+    put(m, "pfr_processes_renamed_total",
+        "processes named again once their container's metadata was had", C, (double)st->renamed);
     static const char exe_help[] = "executable paths of processes, by where they came from";
     put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "mappings", (double)st->exe_hits);
     put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "proc", (double)st->exe_reads);
@@ -246,6 +258,38 @@ void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
         (double)st->lost_unshipped);
     put(m, "pfr_store_write_errors_total", "profiles that could not be written", C,
         (double)write_errors);
+}
+
+void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats *st)
+{
+    static const char cg_help[] =
+        "cgroups by Coroot identity state (pending, failed: named by what is known until their "
+        "metadata is had)";
+    static const char md_help[] = "container metadata fetches, by source and result";
+    static const char *const states[] = {"resolved", "none", "pending", "failed"};
+    const size_t counts[] = {st->resolved, st->none, st->pending, st->failed};
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+        put1t(m, "pfr_identity_cgroups", cg_help, G, "state", states[i], (double)counts[i]);
+    put(m, "pfr_identity_lookups_total", "identity lookups of processes' cgroups", C,
+        (double)st->lookups);
+    const struct {
+        const char *source;
+        uint64_t all, failed;
+    } fetches[] = {
+        {"docker_api", st->docker_fetches, st->docker_failures},
+        {"docker_disk", st->docker_disk_reads, st->docker_disk_failures},
+        {"kubernetes", st->k8s_fetches, st->k8s_failures},
+    };
+    pfr_metric_family *f;
+    const char *names[2] = {"source", "result"};
+    if (pfr_metrics_family(m->reg, "pfr_identity_metadata_fetches_total", md_help, C, names, 2,
+                           &f) == 0) {
+        for (size_t i = 0; i < sizeof(fetches) / sizeof(fetches[0]); i++) {
+            const char *ok[2] = {fetches[i].source, "ok"}, *bad[2] = {fetches[i].source, "error"};
+            pfr_metrics_set(f, ok, (double)(fetches[i].all - fetches[i].failed));
+            pfr_metrics_set(f, bad, (double)fetches[i].failed);
+        }
+    }
 }
 
 void pfr_daemon_metrics_goheap(pfr_daemon_metrics *m, const pfr_goheap_stats *st)

@@ -14,6 +14,7 @@
 
 #include "cpu_source.h"
 #include "pfr_goheap.h"
+#include "pfr_identity.h"
 #include "pfr_metrics.h"
 #include "pfr_scrape.h"
 #include "pfr_store.h"
@@ -37,6 +38,8 @@ void pfr_daemon_metrics_unwind(pfr_daemon_metrics *m, const pfr_cpu_source_stats
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
                               unsigned long long write_errors);
 void pfr_daemon_metrics_goheap(pfr_daemon_metrics *m, const pfr_goheap_stats *st);
+/* The Coroot identities' resolver: cgroups by state, metadata fetches. */
+void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats *st);
 void pfr_daemon_metrics_scrape(pfr_daemon_metrics *m, const pfr_scrape_stats *st);
 /* The newest error of a source ("cpu", "goheap", "scrape", "store"). */
 void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message);

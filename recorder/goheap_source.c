@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "naming.h"
 #include "pfr_goheap_sym.h"
 #include "pfr_log.h"
 #include "process_info.h"
@@ -29,6 +30,7 @@ struct pfr_goheap_source {
     pfr_daemon_metrics *metrics;
     pfr_metric_family *alloc_bytes, *alloc_objects;
     pfr_service_rules rules;
+    pfr_identity *identity;    /* borrowed */
     pfr_goheap_resolver inner; /* the shared symbolizer's resolver */
     int64_t interval_ns, next_ns;
     struct pending *pending;
@@ -93,7 +95,8 @@ static void name_process(pfr_goheap_source *g, pid_t pid, struct pending *p)
     pfr_process_read_facts("/proc", (uint32_t)pid, exe, sizeof(exe), cgroup, sizeof(cgroup), comm,
                            sizeof(comm), &kthread);
     pfr_process_facts f = {.comm = comm, .exe = exe, .cgroup = cgroup, .kthread = kthread};
-    pfr_service_name(&g->rules, &f, p->service, sizeof(p->service), p->container_id);
+    pfr_name_process(g->identity, &g->rules, &f, (int)pid, p->service, sizeof(p->service),
+                     p->container_id);
 }
 
 static void update_counters(pfr_goheap_source *g, const pfr_goheap_proc *info,
@@ -129,8 +132,9 @@ static void on_profile(void *ctx, const pfr_goheap_proc *info, pfr_profile *prof
     if (p->container_id[0])
         p->labels[p->nlabels++] = (pfr_kv){"container.id", p->container_id};
     p->labels[p->nlabels++] = (pfr_kv){"pid", p->pid};
-    p->end_ns = pfr_profile_time_nanos(profile);
-    p->start_ns = p->end_ns - pfr_profile_duration_nanos(profile);
+    /* pprof's time_nanos is the profile's start: the chunk covers [start, start + duration) */
+    p->start_ns = pfr_profile_time_nanos(profile);
+    p->end_ns = p->start_ns + pfr_profile_duration_nanos(profile);
     update_counters(g, info, p);
     pfr_u64map_put(&g->seen, (uint64_t)info->pid, 1);
 }
@@ -234,9 +238,10 @@ static void free_pending(pfr_goheap_source *g)
 static int goheap_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn emit,
                           void *emit_ctx)
 {
-    (void)start_ns;
     pfr_goheap_source *g = self;
-    if (end_ns < g->next_ns)
+    /* Collections ride on the recorder's intervals, whose ends jitter by a little: due within
+     * half an interval counts as due, or a 3 s heap interval would last 4 s half the time. */
+    if (end_ns + (end_ns - start_ns) / 2 < g->next_ns)
         return 0;
     g->next_ns = end_ns + g->interval_ns;
     g->emit_rc = 0;
@@ -321,12 +326,13 @@ void pfr_goheap_source_stats(pfr_goheap_source *g, pfr_goheap_stats *st)
 }
 
 int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
-                          pfr_daemon_metrics *metrics, pfr_goheap_source **out, char *err,
-                          size_t errlen)
+                          pfr_daemon_metrics *metrics, struct pfr_identity *identity,
+                          pfr_goheap_source **out, char *err, size_t errlen)
 {
     pfr_goheap_source *g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
+    g->identity = identity;
     g->cpu = cpu;
     g->metrics = metrics;
     g->interval_ns = cfg->go_heap_interval_ns;

@@ -16,11 +16,11 @@
 
 typedef struct pfr_goheap_source pfr_goheap_source;
 
-/* cpu, exes (the shared /proc scan; NULL: its own) and metrics must outlive the source.
- * Returns 0 or a negative errno with a reason. */
+/* cpu, exes (the shared /proc scan; NULL: its own), metrics and identity (may be NULL) must
+ * outlive the source. Returns 0 or a negative errno with a reason. */
 int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
-                          pfr_daemon_metrics *metrics, pfr_goheap_source **out, char *err,
-                          size_t errlen);
+                          pfr_daemon_metrics *metrics, struct pfr_identity *identity,
+                          pfr_goheap_source **out, char *err, size_t errlen);
 pfr_source pfr_goheap_source_as_source(pfr_goheap_source *g);
 void pfr_goheap_source_stats(pfr_goheap_source *g, pfr_goheap_stats *st);
 

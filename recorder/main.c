@@ -18,6 +18,7 @@
 #include "config.h"
 #include "cpu_source.h"
 #include "daemon_metrics.h"
+#include "pfr_identity.h"
 #include "goheap_source.h"
 #include "host.h"
 #include "pfr_log.h"
@@ -35,6 +36,8 @@ typedef struct writer {
     uint64_t chunks, errors;
     uint64_t intervals;
     pfr_daemon_metrics *metrics;
+    pfr_identity *identity;   /* NULL: none */
+    uint64_t identity_errors; /* metadata failures already logged */
     pfr_cpu_source *cpu;
 } writer;
 
@@ -147,11 +150,54 @@ static int arm_timer(int tfd, int64_t at_ns)
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* The resolver of Coroot identities, with the metadata sources the configuration gives. */
+static int identity_new(const pfr_config *cfg, pfr_identity **out, char *err, size_t errlen)
+{
+    const char *sock = cfg->docker_socket;
+    pfr_identity_opts o = {
+        .docker_socket = sock && strcmp(sock, "off") == 0 ? "" : sock,
+        .docker_root = cfg->docker_root,
+        .kubelet_url = cfg->k8s_kubelet_url,
+        .apiserver_url = cfg->k8s_apiserver_url,
+        .node_name = cfg->k8s_node_name,
+        .token_file = cfg->k8s_token_file,
+        .ca_file = cfg->k8s_ca_file,
+        .insecure = cfg->k8s_insecure,
+    };
+    return pfr_identity_new(&o, out, err, errlen);
+}
+
+/* A metadata failure is a warning when it leaves containers unnamed (a socket refused while
+ * Docker's data folder named them is not), logged when the count grows: the resolver retries
+ * with backoff, so this is a line per retry of a cgroup at most. */
+static void log_identity(const pfr_identity_stats *st, uint64_t *logged)
+{
+    uint64_t failures = st->docker_failures + st->docker_disk_failures + st->k8s_failures;
+    if (failures > *logged && st->last_error[0] && st->pending + st->failed > 0)
+        pfr_warn("identities: %s (%zu containers named by their runtime ids until it is had)",
+                 st->last_error, st->pending + st->failed);
+    *logged = failures;
+    pfr_debug("identities: lookups=%llu hits=%llu cgroups{resolved=%zu none=%zu pending=%zu "
+              "failed=%zu} docker{fetches=%llu failures=%llu disk_reads=%llu} "
+              "k8s{fetches=%llu failures=%llu containers=%llu} oci_reads=%llu",
+              (unsigned long long)st->lookups, (unsigned long long)st->cache_hits, st->resolved,
+              st->none, st->pending, st->failed, (unsigned long long)st->docker_fetches,
+              (unsigned long long)st->docker_failures, (unsigned long long)st->docker_disk_reads,
+              (unsigned long long)st->k8s_fetches, (unsigned long long)st->k8s_failures,
+              (unsigned long long)st->k8s_containers, (unsigned long long)st->oci_reads);
+}
+
 static void update_metrics(writer *w)
 {
     pfr_cpu_source_stats cs;
     pfr_cpu_source_stats_get(w->cpu, &cs);
     pfr_daemon_metrics_cpu(w->metrics, &cs);
+    if (w->identity) {
+        pfr_identity_stats is;
+        pfr_identity_get_stats(w->identity, &is);
+        pfr_daemon_metrics_identity(w->metrics, &is);
+        log_identity(&is, &w->identity_errors);
+    }
     pfr_store_stats ss;
     /* not the full statistics: they read every chunk's row, 37 ms a time on a 200 MB ring */
     if (pfr_store_stats_quick(w->store, &ss) == 0)
@@ -215,12 +261,13 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
 /* The Go heap profiler and the pprof scraper, when configured. A source that cannot start is
  * logged and left out: the CPU profiles matter more. */
 static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
-                                 pfr_daemon_metrics *metrics, pfr_source *sources, size_t *nsrc)
+                                 pfr_daemon_metrics *metrics, pfr_identity *identity,
+                                 pfr_source *sources, size_t *nsrc)
 {
     char err[512] = "";
     if (cfg->go_heap_mode != PFR_GOHEAP_DISABLED) {
         pfr_goheap_source *g = NULL;
-        if (pfr_goheap_source_new(cfg, cpu, exes, metrics, &g, err, sizeof(err)) == 0) {
+        if (pfr_goheap_source_new(cfg, cpu, exes, metrics, identity, &g, err, sizeof(err)) == 0) {
             sources[(*nsrc)++] = pfr_goheap_source_as_source(g);
             pfr_info("Go heap profiler: %s, every %.0f s",
                      pfr_goheap_mode_name((enum pfr_goheap_mode)cfg->go_heap_mode),
@@ -234,7 +281,7 @@ static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu, pfr
     if (cfg->scrape_local == PFR_SCRAPE_LOCAL_OFF && cfg->nscrape_targets == 0 && !k8s)
         return;
     pfr_scraper_source *sc = NULL;
-    if (pfr_scraper_source_new(cfg, exes, metrics, &sc, err, sizeof(err)) == 0) {
+    if (pfr_scraper_source_new(cfg, exes, metrics, identity, &sc, err, sizeof(err)) == 0) {
         sources[(*nsrc)++] = pfr_scraper_source_as_source(sc);
         pfr_info("pprof scraping: %zu static targets%s%s, every %.0f s", cfg->nscrape_targets,
                  k8s ? ", Kubernetes pods" : "",
@@ -320,12 +367,20 @@ int main(int argc, char **argv)
         pfr_info("metrics: http://%s/metrics (port %u)", cfg.metrics_listen,
                  pfr_daemon_metrics_port(metrics));
 
+    /* Without it (bad options, no memory) processes are named from their cgroup paths alone. */
+    pfr_identity *identity = NULL;
+    if (identity_new(&cfg, &identity, err, sizeof(err))) {
+        pfr_err("identities: %s; containers are named by their runtime ids", err);
+        pfr_daemon_metrics_error(metrics, "identity", err);
+    }
+
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
     pfr_cpu_source *cpu = NULL;
-    rc = pfr_cpu_source_new(&cfg, &cpu, err, sizeof(err));
+    rc = pfr_cpu_source_new(&cfg, identity, &cpu, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);
+        pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
@@ -336,7 +391,7 @@ int main(int argc, char **argv)
     pfr_exe_scan *exes = NULL;
     if (pfr_exe_scan_new("/proc", &exes))
         exes = NULL;
-    add_optional_sources(&cfg, cpu, exes, metrics, sources, &nsrc);
+    add_optional_sources(&cfg, cpu, exes, metrics, identity, sources, &nsrc);
 
     pfr_store *store = NULL;
     pfr_store_opts so = {.max_bytes = cfg.max_store_bytes};
@@ -350,11 +405,13 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < nsrc; i++)
             sources[i].ops->destroy(sources[i].self);
         pfr_exe_scan_free(exes);
+        pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
     }
-    writer w = {.store = store, .host = &host, .metrics = metrics, .cpu = cpu};
+    writer w = {
+        .store = store, .host = &host, .metrics = metrics, .cpu = cpu, .identity = identity};
 
     pfr_info("pfr-recorder %s: sampling %d CPUs at %u Hz, %.3g s intervals, ring %s, host %s",
              PFR_VERSION, pfr_cpu_source_ncpus(cpu), cfg.cpu_hz, (double)cfg.interval_ns / 1e9,
@@ -403,6 +460,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nsrc; i++)
         sources[i].ops->destroy(sources[i].self);
     pfr_exe_scan_free(exes);
+    pfr_identity_free(identity); /* after the sources: they look identities up */
     pfr_daemon_metrics_free(metrics);
     pfr_store_close(store);
     close(sfd);

@@ -1,6 +1,7 @@
 /* Process records: creation from kernel notifications and /proc, service naming, removal. */
 #include "process_info.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+
+#include "naming.h"
 
 /* cgroups a host has in use at once are far fewer; past this the cache starts over */
 #define CGROUP_CACHE_MAX 4096
@@ -73,6 +76,62 @@ static void cgroup_remember(pfr_proc_table *t, uint64_t id, const char *path)
     char *copy = strdup(path);
     if (copy && pfr_u64map_put(&t->cgroups, id, (uint64_t)(uintptr_t)copy) != 0)
         free(copy);
+}
+
+/* Directories visited at most to find a cgroup by id: a bound on the walk for a host with very
+ * many cgroups (the walk is for processes gone before /proc could name them). */
+#define CGROUP_WALK_MAX 20000
+
+/* Depth-first search of dir (fd, path rel) for the cgroup whose directory inode is id (cgroup v2
+ * ids are kernfs inode numbers, which readdir gives without a stat). */
+static bool cgroup_walk(int fd, char *rel, size_t len, size_t cap, uint64_t id, int *budget)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return false;
+    }
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL && --*budget > 0) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        size_t nl = strlen(e->d_name);
+        if (len + 1 + nl + 1 > cap)
+            continue;
+        rel[len] = '/';
+        memcpy(rel + len + 1, e->d_name, nl + 1);
+        if ((uint64_t)e->d_ino == id) {
+            closedir(d);
+            return true;
+        }
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sub >= 0)
+            found = cgroup_walk(sub, rel, len + 1 + nl, cap, id, budget);
+        if (!found)
+            rel[len] = '\0';
+    }
+    closedir(d);
+    return found;
+}
+
+/* The path of cgroup id under the cgroup v2 mount, found by walking it; false if not found. */
+static bool cgroup_find(const pfr_proc_table *t, uint64_t id, char *out, size_t outlen)
+{
+    if (!t->cgroup_root || !id || outlen < 2)
+        return false;
+    int fd = open(t->cgroup_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == id) {
+        close(fd);
+        snprintf(out, outlen, "/");
+        return true;
+    }
+    int budget = CGROUP_WALK_MAX;
+    out[0] = '\0';
+    return cgroup_walk(fd, out, 0, outlen, id, &budget);
 }
 
 static void proc_free(pfr_proc *p)
@@ -219,11 +278,30 @@ int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size
     return 0;
 }
 
-static void name_it(pfr_proc *p, const pfr_service_rules *rules)
+static void name_it(pfr_proc_table *t, pfr_proc *p, const pfr_service_rules *rules)
 {
     pfr_process_facts f = {
         .comm = p->comm, .exe = p->exe, .cgroup = p->cgroup, .kthread = p->kthread};
-    pfr_service_name(rules, &f, p->service, sizeof(p->service), p->container_id);
+    bool was = p->naming_pending;
+    p->naming_pending = pfr_name_process(t->identity, rules, &f, (int)p->tgid, p->service,
+                                         sizeof(p->service), p->container_id);
+    t->naming_pending += (size_t)p->naming_pending - (size_t)was;
+}
+
+size_t pfr_proc_table_rename_pending(pfr_proc_table *t, const pfr_service_rules *rules)
+{
+    if (t->naming_pending == 0)
+        return 0;
+    size_t pos = 0, renamed = 0;
+    uint64_t k, v;
+    while (pfr_u64map_next(&t->by_tgid, &pos, &k, &v)) {
+        pfr_proc *p = (pfr_proc *)(uintptr_t)v;
+        if (!p->naming_pending)
+            continue;
+        name_it(t, p, rules);
+        renamed += !p->naming_pending;
+    }
+    return renamed;
 }
 
 static void replace_str(char **dst, const char *src)
@@ -263,13 +341,18 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
             t->cgroup_reads++;
             if (cgroup_id && cgroup[0])
                 cgroup_remember(t, cgroup_id, cgroup);
+        } else if (cgroup_find(t, cgroup_id, cgroup, sizeof(cgroup))) {
+            /* gone, and its cgroup not met before: the cgroup itself usually still exists */
+            replace_str(&p->cgroup, cgroup);
+            t->cgroup_walks++;
+            cgroup_remember(t, cgroup_id, cgroup);
         }
         /* what /proc says now beats what a notification said earlier (the process may have
          * called exec since, its notification still queued) */
         if (rc == 0 && ask_comm && now[0])
             snprintf(p->comm, sizeof(p->comm), "%s", now);
     }
-    name_it(p, rules);
+    name_it(t, p, rules);
 }
 
 void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
@@ -299,6 +382,7 @@ static pfr_proc *fresh_record(pfr_proc_table *t, uint32_t tgid)
         }
         t->created++;
     } else {
+        t->naming_pending -= p->naming_pending;
         free(p->exe);
         free(p->cgroup);
         memset(p, 0, sizeof(*p));
@@ -339,6 +423,7 @@ void pfr_proc_table_remove(pfr_proc_table *t, uint32_t tgid)
     if (!p)
         return;
     pfr_u64map_del(&t->by_tgid, tgid);
+    t->naming_pending -= p->naming_pending;
     proc_free(p);
     t->forgotten++;
 }

@@ -13,7 +13,8 @@
 #include "service.h"
 #include "u64map.h"
 
-#define PFR_SERVICE_MAX 128
+/* Coroot service names: "/k8s/<namespace>/<owner>" and longer ids fit */
+#define PFR_SERVICE_MAX 400
 
 typedef struct pfr_proc {
     uint32_t tgid;
@@ -25,6 +26,7 @@ typedef struct pfr_proc {
     char *cgroup; /* owned; NULL if unreadable */
     bool kthread;
     bool exited;
+    bool naming_pending;  /* named before its cgroup's metadata was had: name again */
     uint64_t exited_gen;  /* drain generation when the exit was seen */
     uint64_t sampled_gen; /* last drain generation with samples */
 } pfr_proc;
@@ -37,10 +39,13 @@ typedef struct pfr_proc_table {
      * hierarchy with interrupts off and contends with forks. An id is cached only once the
      * directory cgroup_root + path is seen to carry it. */
     pfr_u64map cgroups;
-    char *cgroup_root; /* where cgroup v2 is mounted, or NULL: no caching */
+    char *cgroup_root;             /* where cgroup v2 is mounted, or NULL: no caching */
+    struct pfr_identity *identity; /* borrowed; NULL = identities from cgroup paths alone */
+    size_t naming_pending;         /* records with naming_pending */
     uint64_t created, forgotten;
     uint64_t cgroup_hits, cgroup_reads; /* processes named from the cache / from /proc */
-    uint64_t exe_hits, exe_reads;       /* executables known from the hint / read from /proc */
+    uint64_t cgroup_walks;        /* cgroups of gone processes found by walking the cgroup tree */
+    uint64_t exe_hits, exe_reads; /* executables known from the hint / read from /proc */
 } pfr_proc_table;
 
 /* What a kernel notification already says about a process, so /proc need not be asked. */
@@ -75,6 +80,10 @@ void pfr_proc_refresh_hinted(pfr_proc_table *t, pfr_proc *p, const pfr_proc_hint
 /* Where cgroup v2 is mounted on this host (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
  * hybrid one), or NULL. */
 const char *pfr_cgroup2_mount(void);
+
+/* Name again the processes named before their cgroup's metadata was had. Returns how many got
+ * their final name. */
+size_t pfr_proc_table_rename_pending(pfr_proc_table *t, const pfr_service_rules *rules);
 
 /* Remove tgid (the caller forgets it elsewhere too). */
 void pfr_proc_table_remove(pfr_proc_table *t, uint32_t tgid);

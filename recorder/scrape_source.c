@@ -10,6 +10,7 @@
 
 #include "pfr_log.h"
 #include "pfr_scrape.h"
+#include "naming.h"
 #include "process_info.h"
 
 struct pfr_scraper_source {
@@ -17,6 +18,7 @@ struct pfr_scraper_source {
     pfr_daemon_metrics *metrics;
     pthread_mutex_t rules_lock; /* the scrape thread names processes while SIGHUP may swap */
     pfr_service_rules rules;
+    pfr_identity *identity; /* borrowed */
 };
 
 struct emit_ctx {
@@ -27,7 +29,7 @@ struct emit_ctx {
 
 /* ---- callbacks from the scrape thread ---- */
 
-static int service_for_pid(void *ctx, pid_t pid, char *buf, size_t len)
+static int service_for_pid(void *ctx, pid_t pid, char *buf, size_t len, char *cid, size_t cidlen)
 {
     pfr_scraper_source *s = ctx;
     char exe[4096], cgroup[4096], comm[16], container[PFR_CONTAINER_ID_MAX + 1];
@@ -37,8 +39,11 @@ static int service_for_pid(void *ctx, pid_t pid, char *buf, size_t len)
         return -ESRCH;
     pfr_process_facts f = {.comm = comm, .exe = exe, .cgroup = cgroup, .kthread = kthread};
     pthread_mutex_lock(&s->rules_lock);
-    pfr_service_name(&s->rules, &f, buf, len, container);
+    /* a target is named once, when found: one whose metadata is not had yet keeps the name it
+     * got until it is found again */
+    pfr_name_process(s->identity, &s->rules, &f, (int)pid, buf, len, container);
     pthread_mutex_unlock(&s->rules_lock);
+    snprintf(cid, cidlen, "%s", container);
     return 0;
 }
 
@@ -193,11 +198,13 @@ pfr_source pfr_scraper_source_as_source(pfr_scraper_source *s)
 }
 
 int pfr_scraper_source_new(const pfr_config *cfg, pfr_exe_scan *exes, pfr_daemon_metrics *metrics,
-                           pfr_scraper_source **out, char *err, size_t errlen)
+                           struct pfr_identity *identity, pfr_scraper_source **out, char *err,
+                           size_t errlen)
 {
     pfr_scraper_source *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    s->identity = identity;
     pthread_mutex_init(&s->rules_lock, NULL);
     s->metrics = metrics;
     int rc = pfr_service_rules_copy(&s->rules, &cfg->rules);

@@ -15,10 +15,11 @@
 
 typedef struct pfr_scraper_source pfr_scraper_source;
 
-/* exes (the shared /proc scan; NULL: its own) and metrics must outlive the source. Starts the
- * scrape thread. */
+/* exes (the shared /proc scan; NULL: its own), metrics and identity (may be NULL) must outlive
+ * the source. Starts the scrape thread. */
 int pfr_scraper_source_new(const pfr_config *cfg, pfr_exe_scan *exes, pfr_daemon_metrics *metrics,
-                           pfr_scraper_source **out, char *err, size_t errlen);
+                           struct pfr_identity *identity, pfr_scraper_source **out, char *err,
+                           size_t errlen);
 pfr_source pfr_scraper_source_as_source(pfr_scraper_source *s);
 
 #endif

@@ -198,41 +198,56 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-static const char *rule_subject(enum pfr_rule_kind k, const pfr_process_facts *f,
-                                const char *container_id)
+static bool rule_matches(const pfr_service_rule *r, const pfr_process_facts *f,
+                         const char *runtime_id)
 {
-    switch (k) {
+    const char *subj[2] = {NULL, NULL};
+    switch (r->kind) {
     case PFR_RULE_COMM:
-        return f->comm;
+        subj[0] = f->comm;
+        break;
     case PFR_RULE_EXE:
-        return f->exe;
+        subj[0] = f->exe;
+        break;
     case PFR_RULE_CGROUP:
-        return f->cgroup;
+        subj[0] = f->cgroup;
+        break;
     case PFR_RULE_CONTAINER:
-        return container_id[0] ? container_id : NULL;
+        subj[0] = runtime_id[0] ? runtime_id : NULL;
+        subj[1] = f->coroot_id && f->coroot_id[0] ? f->coroot_id : NULL;
+        break;
     }
-    return NULL;
+    for (int i = 0; i < 2; i++)
+        if (subj[i] && fnmatch(r->pattern, subj[i], 0) == 0)
+            return true;
+    return false;
 }
 
 void pfr_service_name(const pfr_service_rules *rules, const pfr_process_facts *f, char *service,
                       size_t servicelen, char *container_id)
 {
-    pfr_container_id_from_cgroup(f->cgroup, container_id);
-    if (rules) {
-        for (size_t i = 0; i < rules->n; i++) {
-            const char *subj = rule_subject(rules->v[i].kind, f, container_id);
-            if (subj && fnmatch(rules->v[i].pattern, subj, 0) == 0) {
-                snprintf(service, servicelen, "%s", rules->v[i].service);
-                return;
-            }
+    char runtime_id[PFR_RUNTIME_ID_MAX + 1];
+    bool coroot = f->coroot_id && f->coroot_id[0];
+    pfr_container_id_from_cgroup(f->cgroup, runtime_id);
+    snprintf(container_id, PFR_CONTAINER_ID_MAX + 1, "%s", coroot ? f->coroot_id : "");
+    for (size_t i = 0; rules && i < rules->n; i++) {
+        if (rule_matches(&rules->v[i], f, runtime_id)) {
+            snprintf(service, servicelen, "%s", rules->v[i].service);
+            return;
         }
     }
     if (f->kthread) {
         snprintf(service, servicelen, "kernel");
         return;
     }
-    if (container_id[0]) {
-        snprintf(service, servicelen, "%.12s", container_id);
+    if (coroot) {
+        const char *s =
+            f->coroot_service && f->coroot_service[0] ? f->coroot_service : f->coroot_id;
+        snprintf(service, servicelen, "%s", s);
+        return;
+    }
+    if (runtime_id[0]) {
+        snprintf(service, servicelen, "%.12s", runtime_id);
         return;
     }
     if (pfr_systemd_unit_from_cgroup(f->cgroup, service, servicelen))
@@ -248,10 +263,25 @@ void pfr_service_name(const pfr_service_rules *rules, const pfr_process_facts *f
     snprintf(service, servicelen, "unknown");
 }
 
+/* Is controller one of the comma-separated list ctrls (len bytes)? */
+static bool has_controller(const char *ctrls, size_t len, const char *controller)
+{
+    size_t cl = strlen(controller);
+    const char *p = ctrls, *end = ctrls + len;
+    while (p < end) {
+        const char *c = memchr(p, ',', (size_t)(end - p));
+        size_t n = c ? (size_t)(c - p) : (size_t)(end - p);
+        if (n == cl && strncmp(p, controller, cl) == 0)
+            return true;
+        p += n + 1;
+    }
+    return false;
+}
+
 bool pfr_cgroup_from_proc_text(const char *text, char *out, size_t outlen)
 {
-    const char *first = NULL;
-    size_t firstlen = 0;
+    const char *first = NULL, *v2 = NULL, *kube = NULL;
+    size_t firstlen = 0, v2len = 0, kubelen = 0;
     const char *line = text;
     while (line && *line) {
         const char *nl = strchr(line, '\n');
@@ -261,10 +291,15 @@ bool pfr_cgroup_from_proc_text(const char *text, char *out, size_t outlen)
         const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
         if (c2) {
             const char *path = c2 + 1;
-            size_t plen = len - (size_t)(path - line);
-            if (len >= 3 && strncmp(line, "0::", 3) == 0) {
-                snprintf(out, outlen, "%.*s", (int)plen, path);
-                return true;
+            size_t plen = len - (size_t)(path - line), clen = (size_t)(c2 - c1 - 1);
+            if (len >= 3 && strncmp(line, "0::", 3) == 0 && !v2) {
+                v2 = path;
+                v2len = plen;
+            } else if (!kube && plen >= 9 && memmem(path, plen, "/kubepods", 9) &&
+                       (has_controller(c1 + 1, clen, "cpu") ||
+                        has_controller(c1 + 1, clen, "memory"))) {
+                kube = path;
+                kubelen = plen;
             }
             if (!first) {
                 first = path;
@@ -273,8 +308,12 @@ bool pfr_cgroup_from_proc_text(const char *text, char *out, size_t outlen)
         }
         line = nl ? nl + 1 : NULL;
     }
-    if (first) {
-        snprintf(out, outlen, "%.*s", (int)firstlen, first);
+    /* Kubernetes on cgroup v1 keeps its pods in the cpu and memory hierarchies while the v2 one
+     * (systemd's) says little: the pod's path wins, as it does for Coroot's node agent */
+    const char *pick = kube ? kube : v2 ? v2 : first;
+    size_t picklen = kube ? kubelen : v2 ? v2len : firstlen;
+    if (pick) {
+        snprintf(out, outlen, "%.*s", (int)picklen, pick);
         return true;
     }
     if (outlen)

@@ -242,6 +242,27 @@ size_t pfr_chcols_stack_rows(const pfr_chcols *c)
     return c->nstrows;
 }
 
+const char *pfr_chcols_service(const pfr_chcols *c, uint32_t i)
+{
+    return lc_key(&c->svcs, i);
+}
+
+void pfr_chcols_take_stacks(pfr_chcols *dst, pfr_chcols *src)
+{
+    pfr_chcols_free(dst);
+    dst->svcs = src->svcs;
+    dst->strows = src->strows;
+    dst->nstrows = src->nstrows;
+    dst->cap_strows = src->cap_strows;
+    dst->stkstr = src->stkstr;
+    dst->err = src->err;
+    src->svcs = (struct pfr_lcdict){0};
+    src->strows = NULL;
+    src->nstrows = src->cap_strows = 0;
+    src->stkstr = (pfr_buf){0};
+    pfr_chcols_reset(src);
+}
+
 /* ---- rendering ---- */
 
 static void put_lcstr(pfr_buf *b, const struct pfr_lcdict *d, uint32_t i)
@@ -354,10 +375,10 @@ static uint32_t *groups_order(const pfr_chcols *c)
 }
 
 /* The order of the stack rows (ServiceName, Hash), *n of them: of rows with the same key only
- * the last added is kept, the one ReplacingMergeTree keeps. So the block has nothing left to
- * collapse and goes with optimize_on_insert = 0 (ClickHouse would merge the sorted block row by
- * row to find no duplicates). */
-static uint32_t *strows_order(const pfr_chcols *c, size_t *n)
+ * the last added is kept, the one ReplacingMergeTree keeps, and not at all if skip flags it. So
+ * the block has nothing left to collapse and goes with optimize_on_insert = 0 (ClickHouse would
+ * merge the sorted block row by row to find no duplicates). */
+static uint32_t *strows_order(const pfr_chcols *c, const uint8_t *skip, size_t *n)
 {
     uint32_t *rs = dict_ranks(&c->svcs);
     struct okey *k = malloc((c->nstrows + 1) * sizeof(*k));
@@ -370,7 +391,8 @@ static uint32_t *strows_order(const pfr_chcols *c, size_t *n)
         qsort(k, c->nstrows, sizeof(*k), okey_cmp);
         order = malloc((c->nstrows + 1) * sizeof(*order));
         for (size_t i = 0; order && i < c->nstrows; i++)
-            if (i + 1 == c->nstrows || k[i + 1].k1 != k[i].k1 || k[i + 1].k2 != k[i].k2)
+            if ((i + 1 == c->nstrows || k[i + 1].k1 != k[i].k1 || k[i + 1].k2 != k[i].k2) &&
+                !(skip && skip[k[i].idx]))
                 order[(*n)++] = k[i].idx;
     }
     free(k);
@@ -553,7 +575,8 @@ int pfr_chcols_render_samples(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf
     return out->oom ? -ENOMEM : 0;
 }
 
-int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf *out)
+int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, const uint8_t *skip,
+                             pfr_buf *out)
 {
     pfr_buf_reset(out);
     if (c->err)
@@ -561,10 +584,14 @@ int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf 
     if (!c->nstrows)
         return 0;
     size_t n;
-    uint32_t *o = strows_order(c, &n);
-    if (!o || pfr_buf_reserve(out, c->stkstr.len + c->nstrows * 40 + 4096) < 0) {
+    uint32_t *o = strows_order(c, skip, &n);
+    if (!o || (n && pfr_buf_reserve(out, c->stkstr.len + c->nstrows * 40 + 4096) < 0)) {
         free(o);
         return -ENOMEM;
+    }
+    if (!n) {
+        free(o);
+        return 0; /* every row left out: no block */
     }
     if (f == PFR_CH_NATIVE)
         native_stacks(out, c, o, n);

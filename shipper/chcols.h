@@ -78,9 +78,18 @@ void pfr_chcols_stack_enc(pfr_chcols *c, const void *enc, size_t len, size_t n);
 
 size_t pfr_chcols_sample_rows(const pfr_chcols *c);
 size_t pfr_chcols_stack_rows(const pfr_chcols *c);
+/* Service name number i (a row's svc). */
+const char *pfr_chcols_service(const pfr_chcols *c, uint32_t i);
 
-/* The request bodies (out reset first). 0 or -ENOMEM. No rows: an empty body. */
+/* Move src's stack rows, with the service names they use, into dst (whose rows are freed
+ * first): the stacks of a batch in flight, kept apart while src takes the next batch. src is
+ * left empty, as after pfr_chcols_reset (render its samples first). */
+void pfr_chcols_take_stacks(pfr_chcols *dst, pfr_chcols *src);
+
+/* The request bodies (out reset first). 0 or -ENOMEM. No rows: an empty body.
+ * skip (NULL = none): one flag per stack row as added; a row whose flag is set is left out. */
 int pfr_chcols_render_samples(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf *out);
-int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf *out);
+int pfr_chcols_render_stacks(const pfr_chcols *c, enum pfr_ch_format f, const uint8_t *skip,
+                             pfr_buf *out);
 
 #endif

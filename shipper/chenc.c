@@ -244,7 +244,7 @@ static void render(pfr_chenc *e)
     enum pfr_ch_format f = e->o.format;
     if (pfr_chcols_render_samples(&e->cols, f, &e->samples) < 0)
         e->samples.oom = true;
-    if (pfr_chcols_render_stacks(&e->cols, f, &e->stacks) < 0)
+    if (pfr_chcols_render_stacks(&e->cols, f, NULL, &e->stacks) < 0)
         e->stacks.oom = true;
     e->rendered = true;
 }
@@ -296,21 +296,19 @@ void pfr_chenc_discard(pfr_chenc *e)
     e->rendered = false;
 }
 
-int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_buf *stacks)
+int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_chcols *stacks)
 {
-    render(e);
-    if (e->samples.oom || e->stacks.oom)
-        return -ENOMEM;
-    /* The caller's old bodies are freed rather than kept for the next render: a batch is held
-     * twice (its columns and the bodies in flight), not three times. */
-    pfr_buf_free(samples);
-    pfr_buf_free(stacks);
-    *samples = e->samples;
-    *stacks = e->stacks;
-    e->samples = e->stacks = (pfr_buf){0};
-    pfr_chenc_commit(e);
-    pfr_chcols_reset(&e->cols);
     e->rendered = false;
+    if (pfr_chcols_render_samples(&e->cols, e->o.format, &e->samples) < 0)
+        return -ENOMEM;
+    /* The caller's old body is freed rather than kept for the next render: a batch is held
+     * twice (its columns and the body in flight), not three times. */
+    pfr_buf_free(samples);
+    *samples = e->samples;
+    e->samples = (pfr_buf){0};
+    pfr_buf_free(&e->stacks);
+    pfr_chenc_commit(e);
+    pfr_chcols_take_stacks(stacks, &e->cols);
     return 0;
 }
 

@@ -59,11 +59,12 @@ uint64_t pfr_chenc_bytes(const pfr_chenc *e);
 uint64_t pfr_chenc_sample_rows(const pfr_chenc *e);
 uint64_t pfr_chenc_stack_rows(const pfr_chenc *e);
 void pfr_chenc_commit(pfr_chenc *e);
-/* Hand the open batch's request bodies over, to send them while the next batch is built: they
- * move into *samples and *stacks (whose old contents are freed), the batch's
- * stacks count as written (as after pfr_chenc_commit) and the encoder is ready for begin. If the
- * bodies do not arrive after all, call pfr_chenc_forget. 0 or -ENOMEM (nothing changed). */
-int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_buf *stacks);
+/* Hand the open batch over, to send it while the next batch is built: its samples' request body
+ * moves into *samples (whose old content is freed) and its stack rows into *stacks (rendered
+ * when sent, pfr_chcols_render_stacks: the sink may leave rows out), the batch's stacks count as
+ * written (as after pfr_chenc_commit) and the encoder is ready for begin. If the batch does not
+ * arrive after all, call pfr_chenc_forget. 0 or -ENOMEM (nothing changed). */
+int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_chcols *stacks);
 /* Forget which stacks were written: later batches write their stack rows again. */
 void pfr_chenc_forget(pfr_chenc *e);
 void pfr_chenc_discard(pfr_chenc *e);

@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "parse.h"
 #include "pfr_time.h"
 #include "pfr_store.h"
+#include "svcname.h"
 
 const char *pfr_sink_kind_name(enum pfr_sink_kind k)
 {
@@ -96,6 +98,7 @@ static void sink_conf_free(pfr_sink_conf *s)
     free(s->api_key_env);
     free(s->user);
     free(s->database);
+    free(s->service_prefix);
     free(s->ca_file);
     free(s->client_cert);
     free(s->client_key);
@@ -199,6 +202,15 @@ int pfr_sink_conf_set(pfr_sink_conf *s, const char *key, const char *v, char *er
         return set_bool(&s->basic_auth, key, v, err, errlen);
     if (!strcmp(key, "create_tables"))
         return set_bool(&s->create_tables, key, v, err, errlen);
+    if (!strcmp(key, "create_tables_any_database"))
+        return set_bool(&s->create_tables_any_db, key, v, err, errlen);
+    if (!strcmp(key, "service_prefix")) {
+        if (!pfr_svcname_prefix_ok(v))
+            return fail(err, errlen, -EINVAL,
+                        "service_prefix: at most %d bytes, no control characters",
+                        PFR_SVCNAME_PREFIX_MAX);
+        return set_str(&s->service_prefix, v);
+    }
     if (!strcmp(key, "ttl_days")) {
         if ((rc = set_uint(&u, key, v, 0, 36500, err, errlen)))
             return rc;
@@ -462,6 +474,19 @@ static int apply_list(pfr_sink_conf *s, const struct kvlist *l, const char *what
     return 0;
 }
 
+/* A database Coroot reads: "coroot", or "coroot_<project id>" (Coroot's ids: [0-9a-z]). */
+static bool coroot_database(const char *db)
+{
+    if (!strcmp(db, "coroot"))
+        return true;
+    if (strncmp(db, "coroot_", 7) || !db[7])
+        return false;
+    for (const char *p = db + 7; *p; p++)
+        if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p))
+            return false;
+    return true;
+}
+
 static int add_sink(pfr_shipper_conf *c, const char *name, const struct kvlist *a,
                     const struct kvlist *b, const struct kvlist *d, const struct kvlist *f,
                     char *err, size_t errlen)
@@ -498,6 +523,14 @@ static int add_sink(pfr_shipper_conf *c, const char *name, const struct kvlist *
             return -ENOMEM;
         if (!s->database && !(s->database = strdup("default")))
             return -ENOMEM;
+        if (s->create_tables && !s->create_tables_any_db && !coroot_database(s->database))
+            return fail(err, errlen, -EINVAL,
+                        "sink %s: create_tables would create Coroot's tables in database '%s', "
+                        "which Coroot does not read: Coroot keeps a project in 'coroot_<project "
+                        "id>' (a global ClickHouse) or 'coroot'; give --database, or set "
+                        "create_tables_any_database (--create-tables-any-database) if '%s' is "
+                        "the database of the project's ClickHouse integration",
+                        name, s->database, s->database);
     }
     if (s->backoff.initial_ms > s->backoff.max_ms)
         s->backoff.initial_ms = s->backoff.max_ms;
@@ -506,11 +539,14 @@ static int add_sink(pfr_shipper_conf *c, const char *name, const struct kvlist *
 
 /* ---- secrets ---- */
 
-static int read_secret_file(const char *path, char **out, char *err, size_t errlen)
+/* *mode gets the file's permission bits (the daemon warns when others may read it). */
+static int read_secret_file(const char *path, char **out, unsigned *mode, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fail(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    *mode = fstat(fd, &sb) == 0 ? (unsigned)(sb.st_mode & 07777) : 0;
     char buf[4097];
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     int e = errno;
@@ -548,7 +584,7 @@ static int load_secret(pfr_sink_conf *s, bool flag_sink, char *err, size_t errle
     }
     if (s->api_key_file) {
         char e[300];
-        int rc = read_secret_file(s->api_key_file, &s->api_key, e, sizeof(e));
+        int rc = read_secret_file(s->api_key_file, &s->api_key, &s->key_file_mode, e, sizeof(e));
         if (rc)
             return fail(err, errlen, rc, "sink %s: api key: %s", s->name, e);
         return 0;
@@ -587,12 +623,17 @@ static void usage(FILE *o)
           "  --user NAME             ClickHouse user (env PFR_SHIPPER_USER; default default)\n"
           "  --database NAME         ClickHouse database (env PFR_SHIPPER_DATABASE; default "
           "default)\n"
-          "  --create-tables         ClickHouse: create Coroot's tables if missing\n"
+          "  --create-tables         ClickHouse: create Coroot's tables if missing (in a\n"
+          "                          database named coroot or coroot_<project id>)\n"
+          "  --create-tables-any-database  ... in a database of any other name too\n"
+          "  --service-prefix P      put P before every service name shipped (e.g. site1-)\n"
           "  --ttl-days N            ClickHouse: TTL of the tables it creates (7; 0 = none)\n"
           "  --stack-refresh DURATION  ClickHouse: how far ahead a stack row's LastSeen reaches "
           "(1h)\n"
           "  --basic-auth            ClickHouse: HTTP basic auth instead of X-ClickHouse-User/Key\n"
-          "  --once                  ship what is there, then exit (0 = all shipped, 75 = not)\n"
+          "  --once                  ship what is there, then exit: 0 = all shipped; 75 = not all\n"
+          "                          (deadline, signal); 69 = a sink delivered nothing and its\n"
+          "                          last answer was an error (wrong key or URL, refused)\n"
           "  --retry-rejected        first try again the chunks sinks rejected before\n"
           "  --deadline DURATION     --once / backfill: give up after this long (default 10m)\n"
           "  --batch-chunks N        chunks per batch (coroot 100, clickhouse 2000)\n"
@@ -610,6 +651,10 @@ static void usage(FILE *o)
           "  --json                  status as JSON\n"
           "  --log-level LEVEL       error, warn, info or debug (env PFR_SHIPPER_LOG_LEVEL)\n"
           "  -h, --help, --version\n"
+          "Exit codes: 0 done (--once/backfill: everything shipped; daemon: stopped by a signal);\n"
+          "  1 fatal error (ring, state file, another daemon); 2 bad command line or settings;\n"
+          "  69 --once/backfill: a sink delivered nothing and its last answer was an error;\n"
+          "  75 --once/backfill: not everything shipped (deadline or signal): try again later.\n"
           "Every sink setting also goes in the config file; see docs/shipper.md.\n",
           o);
 }
@@ -624,6 +669,8 @@ enum {
     O_USER,
     O_DATABASE,
     O_CREATE,
+    O_CREATE_ANY,
+    O_SVC_PREFIX,
     O_BASIC,
     O_ONCE,
     O_RETRY_REJ,
@@ -663,6 +710,8 @@ static const struct option longopts[] = {
     {"user", required_argument, 0, O_USER},
     {"database", required_argument, 0, O_DATABASE},
     {"create-tables", no_argument, 0, O_CREATE},
+    {"create-tables-any-database", no_argument, 0, O_CREATE_ANY},
+    {"service-prefix", required_argument, 0, O_SVC_PREFIX},
     {"basic-auth", no_argument, 0, O_BASIC},
     {"once", no_argument, 0, O_ONCE},
     {"retry-rejected", no_argument, 0, O_RETRY_REJ},
@@ -712,6 +761,10 @@ static const char *flag_key(int opt, bool *for_flag_sink_only)
         return "database";
     case O_CREATE:
         return "create_tables";
+    case O_CREATE_ANY:
+        return "create_tables_any_database";
+    case O_SVC_PREFIX:
+        return "service_prefix";
     case O_BASIC:
         return "basic_auth";
     case O_BCHUNKS:
@@ -748,8 +801,9 @@ static const char *flag_key(int opt, bool *for_flag_sink_only)
 
 static bool is_clickhouse_only(const char *key)
 {
-    static const char *const ch[] = {"user",     "database",      "create_tables", "basic_auth",
-                                     "ttl_days", "stack_refresh", "compress"};
+    static const char *const ch[] = {
+        "user",       "database", "create_tables", "create_tables_any_database",
+        "basic_auth", "ttl_days", "stack_refresh", "compress"};
     for (size_t i = 0; i < sizeof(ch) / sizeof(ch[0]); i++)
         if (!strcmp(key, ch[i]))
             return true;

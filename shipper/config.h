@@ -35,17 +35,20 @@ typedef struct pfr_sink_conf {
     char *url;
     char *api_key; /* secret: Coroot's X-API-Key or ClickHouse's password (may be NULL) */
     char *api_key_file, *api_key_env; /* where it comes from */
+    unsigned key_file_mode;           /* api_key_file's permission bits once read (0: none) */
     /* ClickHouse */
     char *user;      /* default "default" */
     char *database;  /* default "default" */
     bool basic_auth; /* HTTP basic auth instead of X-ClickHouse-User / X-ClickHouse-Key */
     bool create_tables;
-    int64_t ttl_days;      /* TTL of tables we create (default 7, Coroot's); 0 = none */
-    uint64_t dedup_window; /* non_replicated_deduplication_window of tables we create */
+    bool create_tables_any_db; /* create_tables in a database not named like Coroot's */
+    int64_t ttl_days;          /* TTL of tables we create (default 7, Coroot's); 0 = none */
+    uint64_t dedup_window;     /* non_replicated_deduplication_window of tables we create */
     int64_t stack_refresh_ms;
     bool compress;      /* gzip request bodies (Content-Encoding); Coroot bodies always are */
     int compress_level; /* 1..9 */
     /* both */
+    char *service_prefix; /* put before every chunk's service name as shipped (svcname.h) */
     pfr_batch_limits batch;
     pfr_backoff backoff;
     int64_t connect_timeout_ms, timeout_ms;

@@ -67,6 +67,11 @@ struct lane {
     uint64_t errors;                  /* consecutive local (ring, state file) errors */
     uint64_t sent_chunks, sent_bytes; /* this run */
     int64_t started_mono, last_progress;
+    int64_t reaped_below; /* set-aside chunks below this id were looked for in the ring */
+    /* The sink's last HTTP answer in this run: its number among the engine's answers (0 =
+     * none yet) and whether it was an error. */
+    uint64_t answer_seq;
+    bool answer_failed;
 };
 
 struct pfr_engine {
@@ -76,6 +81,7 @@ struct pfr_engine {
     char instance[24];
     bool ring_replaced;
     uint64_t rng;
+    uint64_t answers; /* HTTP answers received by every lane, to order the lanes' last ones */
 };
 
 int64_t pfr_now_mono(void)
@@ -197,6 +203,9 @@ static bool engine_abort(void *ctx)
     return e->o.should_stop && e->o.should_stop(e->o.ctx);
 }
 
+static int reap_set_aside(struct lane *l, int64_t below);
+static int ring_floor(const pfr_engine *e, int64_t *below);
+
 static int count_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 {
     (void)m, (void)p;
@@ -245,9 +254,11 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
         return rc;
     }
     l->target_max = rs.max_id;
+    /* A cursor past the ring's newest chunk: the ring was replaced (see below). */
+    bool replaced = e->ring_replaced || (rs.max_id > 0 && l->st.cursor > rs.max_id);
     if (mode == PFR_LANE_LIVE) {
         bool reset = e->ring_replaced;
-        if (!reset && rs.max_id > 0 && l->st.cursor > rs.max_id) {
+        if (replaced && !reset) {
             pfr_warn("%s: its cursor (%lld) is past the ring's newest chunk (%lld): the ring was "
                      "replaced; starting over",
                      l->label, (long long)l->st.cursor, (long long)rs.max_id);
@@ -287,6 +298,14 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
         if (l->pos)
             pfr_info("%s: resuming after chunk %lld", l->label, (long long)l->pos);
     }
+    /* Chunks set aside in an earlier run that the ring evicted meanwhile (all of them if the
+     * ring was replaced) are counted before anything else. */
+    int64_t below = INT64_MAX;
+    if ((!replaced && (rc = ring_floor(e, &below))) || (rc = reap_set_aside(l, below))) {
+        snprintf(err, errlen, "%s: set-aside chunks: %s", l->label, strerror(-rc));
+        lane_free(l);
+        return rc;
+    }
     e->lanes[e->nlanes++] = l;
     return 0;
 }
@@ -309,6 +328,51 @@ static void set_error(struct lane *l, const char *msg)
 {
     snprintf(l->st.last_error, sizeof(l->st.last_error), "%s", msg);
     l->st.last_error_ns = pfr_now_wall();
+}
+
+/* Set-aside chunks the ring has evicted are lost like any chunk evicted before it was shipped:
+ * counted, logged, and no longer listed. below: the ring's oldest id, INT64_MAX for all of
+ * them (the ring is empty, or not the one they came from). A backfill leaves it to the daemon,
+ * whose row of the sink it must not write. */
+static int reap_set_aside(struct lane *l, int64_t below)
+{
+    pfr_engine *e = l->e;
+    if (l->mode == PFR_LANE_BACKFILL || below <= l->reaped_below)
+        return 0;
+    uint64_t n;
+    int64_t first, last;
+    int rc = pfr_state_begin(e->o.state);
+    if (rc)
+        return rc;
+    if ((rc = pfr_state_rejected_drop_below(e->o.state, l->conf->name, below, &n, &first, &last)))
+        goto fail;
+    if (n) {
+        l->st.lost_chunks += n;
+        if ((rc = save(l)))
+            goto fail;
+    }
+    if ((rc = pfr_state_commit(e->o.state)))
+        goto fail;
+    if (n)
+        pfr_warn("%s: %" PRIu64 " set-aside chunks (ids %lld..%lld) were evicted from the ring "
+                 "before they were shipped: counted as lost",
+                 l->label, n, (long long)first, (long long)last);
+    l->reaped_below = below;
+    return 0;
+fail:
+    pfr_state_rollback(e->o.state);
+    return rc;
+}
+
+/* The id below which the ring has nothing left (see reap_set_aside). */
+static int ring_floor(const pfr_engine *e, int64_t *below)
+{
+    pfr_store_stats rs;
+    int rc = pfr_store_stats_quick(e->o.store, &rs);
+    if (rc)
+        return rc;
+    *below = rs.chunks && rs.min_id > 0 ? rs.min_id : INT64_MAX;
+    return 0;
 }
 
 /* ---- building a batch ---- */
@@ -808,6 +872,7 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
     if (r->one_chunk && from > 0) {
         l->st.delivered_chunks += from;
         l->st.delivered_bytes += r->bytes_sent;
+        l->st.last_success_ns = pfr_now_wall();
         if (l->mode == PFR_LANE_REJECTED &&
             (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, from)))
             goto fail;
@@ -821,6 +886,10 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
     l->st.attempts = 0;
     if ((rc = advance(l, to)) || (rc = pfr_state_commit(e->o.state)))
         goto fail;
+    if (r->one_chunk) { /* the chunks before the rejected one arrived */
+        l->sent_chunks += from;
+        l->sent_bytes += r->bytes_sent;
+    }
     batch_drop(l);
     return 0;
 fail:
@@ -828,6 +897,8 @@ fail:
     return rc;
 }
 
+/* A failure that is not about the chunks (transient, or the sink refusing every request):
+ * back off and send the same batch again; nothing is set aside. */
 static void on_retry(struct lane *l, const pfr_sink_result *r)
 {
     pfr_engine *e = l->e;
@@ -837,18 +908,37 @@ static void on_retry(struct lane *l, const pfr_sink_result *r)
     int64_t now = pfr_now_mono();
     l->retry_at = now + d * 1000000;
     l->st.next_attempt_ns = pfr_now_wall() + d * 1000000;
-    set_error(l, r->message);
+    bool refused = r->outcome == PFR_OUT_SINK;
+    if (refused) {
+        char m[sizeof(l->st.last_error)];
+        snprintf(m, sizeof(m), "refused by the sink (nothing set aside): %.460s", r->message);
+        set_error(l, m);
+    } else {
+        set_error(l, r->message);
+    }
     if (!l->down_since)
         l->down_since = now;
     /* Say it at the first failure and then less and less often. */
     uint32_t a = l->st.attempts;
     if ((a & (a - 1)) == 0) {
         char ds[32];
-        pfr_warn("%s: attempt %u failed: %s; next in %s%s", l->label, a, r->message,
+        pfr_warn("%s: attempt %u failed%s: %s; next in %s%s", l->label, a,
+                 refused ? ", refused by the sink (nothing set aside)" : "", r->message,
                  pfr_fmt_duration(d, ds, sizeof(ds)),
                  r->retry_after_ms >= 0 ? " (Retry-After)" : "");
     }
     save(l);
+}
+
+/* Every result passes here first: its message is made fit to write down (it quotes the
+ * server), and an HTTP answer is noted for pfr_engine_failed_sinks. */
+static void took_result(struct lane *l, pfr_sink_result *r)
+{
+    pfr_sink_scrub(l->sink, r->message);
+    if (r->status) {
+        l->answer_seq = ++l->e->answers;
+        l->answer_failed = r->outcome != PFR_OUT_OK;
+    }
 }
 
 /* ---- sending one batch while building the next ---- */
@@ -963,9 +1053,15 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         *next_ns = l->retry_at;
         return 0;
     }
+    if (l->mode != PFR_LANE_BACKFILL) {
+        int64_t below;
+        if ((rc = ring_floor(e, &below)) || (rc = reap_set_aside(l, below)))
+            return rc;
+    }
     if (!l->prepared) {
         pfr_sink_result r;
         l->sink->ops->prepare(l->sink, &r);
+        took_result(l, &r);
         if (r.outcome == PFR_OUT_ABORTED)
             return 0;
         if (r.outcome != PFR_OUT_OK) {
@@ -1031,6 +1127,7 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     l->st.last_attempt_ns = pfr_now_wall();
     int64_t t0 = pfr_now_mono();
     send_batch(l, &r);
+    took_result(l, &r);
     pfr_pacer_sent(&l->pacer, r.bytes_sent, t0);
     if (r.outcome != PFR_OUT_OK)
         drop_next(l);
@@ -1048,6 +1145,7 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         rc = on_rejected(l, &r);
         break;
     case PFR_OUT_RETRY:
+    case PFR_OUT_SINK:
     default:
         if (r.one_chunk && r.ndone > 0) {
             rc = on_partial(l, &r);
@@ -1126,4 +1224,34 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
             e->o.sleep(e->o.ctx, w);
         }
     }
+}
+
+size_t pfr_engine_failed_sinks(const pfr_engine *e)
+{
+    size_t failed = 0;
+    for (size_t i = 0; i < e->nlanes; i++) {
+        const pfr_sink_conf *conf = e->lanes[i]->conf;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = e->lanes[j]->conf == conf;
+        if (seen)
+            continue;
+        /* The sink's lanes together: what they delivered, and the newest answer. */
+        uint64_t delivered = 0;
+        const struct lane *last = NULL;
+        for (size_t j = i; j < e->nlanes; j++) {
+            const struct lane *l = e->lanes[j];
+            if (l->conf != conf)
+                continue;
+            delivered += l->sent_chunks;
+            if (l->answer_seq && (!last || l->answer_seq > last->answer_seq))
+                last = l;
+        }
+        if (delivered || !last || !last->answer_failed)
+            continue;
+        pfr_err("%s: nothing delivered in this run; its last answer: %s", last->label,
+                last->st.last_error[0] ? last->st.last_error : "an error");
+        failed++;
+    }
+    return failed;
 }

@@ -2,8 +2,10 @@
  * engine: moves chunks from the ring to the sinks. One lane per sink (and mode): it finds what
  * waits after its cursor, builds a batch when the batching limits say so, records the batch as
  * in flight in the state file, sends it, and on success moves its cursor (state file, then the
- * ring's consumer cursor "shipper.<sink>"). Failures back off exponentially with jitter;
- * rejections are narrowed down to the guilty chunks (smaller batches), which are set aside.
+ * ring's consumer cursor "shipper.<sink>"). Failures back off exponentially with jitter, and
+ * so do answers about the sink as a whole (a wrong key: nothing is set aside); rejections of the
+ * content are narrowed down to the guilty chunks (smaller batches), which are set aside. A
+ * set-aside chunk the ring evicts is counted as lost, like one evicted before it was sent.
  *
  * Modes: live (the daemon and --once), rejected (--retry-rejected: the set-aside chunks, oldest
  * first), backfill (a time range, with its own progress row; the live cursor is not moved).
@@ -12,6 +14,7 @@
 #define PFR_SHIP_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -56,6 +59,11 @@ enum pfr_run_result {
 /* Run the lanes until done (once/backfill), stopped, or deadline_ns (monotonic, 0 = none).
  * Returns a pfr_run_result or a negative errno (state file or ring failure). */
 int pfr_engine_run(pfr_engine *e, int64_t deadline_ns);
+
+/* After a run: the sinks that delivered nothing in it and whose last HTTP answer was an error
+ * (refused, chunks set aside, or a server failure; a sink never reached is not counted), each
+ * logged with that answer. */
+size_t pfr_engine_failed_sinks(const pfr_engine *e);
 
 /* Clocks used throughout (ns). */
 int64_t pfr_now_mono(void);

@@ -138,6 +138,44 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* A short text from the answer, made fit to show. */
+static void scrub(const pfr_http *h, char *s)
+{
+    pfr_redact(s, strlen(s), h->o.secrets);
+    pfr_text_printable(s);
+}
+
+static void scrub_headers(const pfr_http *h, pfr_http_resp *r)
+{
+    scrub(h, r->content_type);
+    scrub(h, r->ch_exception_code);
+    scrub(h, r->ch_summary);
+}
+
+/* The body's quote: secrets are redacted in a copy of the whole body before it is cut, so a
+ * secret cannot survive in part at the cut; a copy that cannot be made is not shown. */
+static void scrub_answer(const pfr_http *h, pfr_http_resp *r)
+{
+    r->quote[0] = 0;
+    if (!r->body_len)
+        return;
+    char *t = malloc(r->body_len + 1);
+    if (!t) {
+        snprintf(r->quote, sizeof(r->quote), "(answer not shown: out of memory)");
+        return;
+    }
+    memcpy(t, r->body, r->body_len);
+    t[r->body_len] = 0;
+    size_t n = pfr_redact(t, r->body_len, h->o.secrets);
+    if (r->body_truncated)
+        n = pfr_redact_cut(t, n, h->o.secrets);
+    pfr_http_snippet(t, n, r->quote, sizeof(r->quote));
+    explicit_bzero(t, r->body_len);
+    free(t);
+    /* Collapsed blanks and replaced bytes could spell a secret that has them. */
+    pfr_redact(r->quote, strlen(r->quote), h->o.secrets);
+}
+
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
 {
@@ -219,6 +257,7 @@ enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp
     /* Leave no pointer to this call's stack or buffers in the handle. */
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    scrub_headers(h, resp);
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
         snprintf(resp->error, sizeof(resp->error), "interrupted");
         resp->status = 0;
@@ -227,12 +266,14 @@ enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp
     if (rc != CURLE_OK) {
         snprintf(resp->error, sizeof(resp->error), "%s",
                  errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        scrub(h, resp->error);
         resp->status = 0;
         return PFR_OUT_RETRY;
     }
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     resp->status = status;
+    scrub_answer(h, resp);
     if (!resp->body) {
         resp->body = calloc(1, 1);
         if (!resp->body) {

@@ -1,6 +1,8 @@
 /* http: one keep-alive HTTP client per sink over libcurl, with connect and total timeouts, TLS
  * options, a send-speed cap and an abort hook, returning the few parts of an answer the sinks
- * judge (status, a bounded body, Retry-After and ClickHouse's headers). */
+ * judge (status, a bounded body, Retry-After and ClickHouse's headers). An answer is untrusted
+ * text: what of it may be shown (the quote, header values, the transport error) comes printable
+ * and with the client's secrets redacted, in case the server echoed the request's headers. */
 #ifndef PFR_SHIP_HTTP_H
 #define PFR_SHIP_HTTP_H
 
@@ -8,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redact.h"
 #include "retry.h"
 
 typedef struct pfr_http pfr_http;
@@ -22,6 +25,7 @@ typedef struct pfr_http_opts {
     /* Polled during transfers; returning true aborts the request (shutdown). */
     bool (*should_abort)(void *ctx);
     void *abort_ctx;
+    const pfr_secrets *secrets; /* redacted from what an answer shows; not owned, may be NULL */
 } pfr_http_opts;
 
 typedef struct pfr_http_req {
@@ -33,11 +37,12 @@ typedef struct pfr_http_req {
     const char *basic_user, *basic_password; /* HTTP basic auth when basic_user != NULL */
 } pfr_http_req;
 
-#define PFR_HTTP_BODY_MAX 65536 /* bytes of an answer kept; the rest is read and dropped */
+#define PFR_HTTP_BODY_MAX  65536 /* bytes of an answer kept; the rest is read and dropped */
+#define PFR_HTTP_QUOTE_MAX 320   /* bytes of an answer's quote, "..." included */
 
 typedef struct pfr_http_resp {
     long status; /* 0 when no HTTP answer arrived */
-    char *body;  /* NUL-terminated, at most PFR_HTTP_BODY_MAX bytes; owned */
+    char *body;  /* NUL-terminated, at most PFR_HTTP_BODY_MAX bytes; owned; raw: never shown */
     size_t body_len;
     bool body_truncated;
     int64_t retry_after_ms; /* -1 if none */
@@ -47,6 +52,8 @@ typedef struct pfr_http_resp {
     bool ch_query_id;           /* X-ClickHouse-Query-Id was present */
     uint64_t bytes_sent;        /* request bytes put on the wire (body) */
     char error[256];            /* transport failure (status 0) */
+    /* The body for messages: printable, blanks collapsed, secrets redacted, cut ("..."). */
+    char quote[PFR_HTTP_QUOTE_MAX];
 } pfr_http_resp;
 
 int pfr_http_new(const pfr_http_opts *o, pfr_http **out);
@@ -64,7 +71,8 @@ void pfr_http_resp_free(pfr_http_resp *r);
 char *pfr_url_escape(const char *s);
 /* The URL without user:password@ (for logs). out gets at most cap bytes. */
 const char *pfr_url_redact(const char *url, char *out, size_t cap);
-/* Copy an answer body for a log line: printable ASCII only, at most max chars, "..." if cut. */
+/* Copy an answer body for a log line: printable ASCII only (others become '?'), blanks
+ * collapsed, at most cap - 1 bytes with "..." if cut. Secrets are not looked for: see quote. */
 void pfr_http_snippet(const char *body, size_t len, char *out, size_t cap);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,8 @@
 #include "state.h"
 #include "status.h"
 
-#define EXIT_TEMPFAIL 75 /* sysexits' EX_TEMPFAIL: try again later */
+#define EXIT_TEMPFAIL    75 /* sysexits' EX_TEMPFAIL: try again later */
+#define EXIT_SINK_FAILED 69 /* sysexits' EX_UNAVAILABLE: a sink took nothing, and said why */
 
 /* The daemon's top level: the signals that stop it, blocked and waited for. */
 struct runctx {
@@ -140,6 +142,10 @@ static int run(pfr_shipper_conf *c, struct runctx *rc_)
         char url[256];
         pfr_info("%s %s: %s %s", c->cmd == PFR_CMD_BACKFILL ? "backfill to" : "sink", s->name,
                  pfr_sink_kind_name(s->kind), pfr_url_redact(s->url, url, sizeof(url)));
+        if (s->key_file_mode & (S_IRGRP | S_IROTH))
+            pfr_warn("sink %s: the key file %s is readable by %s (mode %04o): chmod 600 it",
+                     s->name, s->api_key_file,
+                     s->key_file_mode & S_IROTH ? "everyone" : "its group", s->key_file_mode);
     }
     int64_t deadline = c->deadline_ms && (c->once || c->cmd == PFR_CMD_BACKFILL)
                            ? pfr_now_mono() + c->deadline_ms * 1000000
@@ -162,6 +168,11 @@ static int run(pfr_shipper_conf *c, struct runctx *rc_)
         code = 1;
         break;
     }
+    /* A cron job must see a sink that refused everything (a wrong key) as a failure, not as
+     * "done" or "try later". */
+    if ((rc == PFR_RUN_DONE || rc == PFR_RUN_DEADLINE) && (c->once || c->cmd == PFR_CMD_BACKFILL) &&
+        pfr_engine_failed_sinks(eng))
+        code = EXIT_SINK_FAILED;
 out:
     pfr_engine_free(eng);
     pfr_state_close(state);

@@ -16,20 +16,40 @@ const char *pfr_outcome_name(enum pfr_outcome o)
         return "rejected";
     case PFR_OUT_ABORTED:
         return "aborted";
+    case PFR_OUT_SINK:
+        return "refused by the sink";
     }
     return "?";
 }
 
+/* First match wins. */
+static const struct status_class {
+    long lo, hi;
+    enum pfr_outcome outcome;
+} status_classes[] = {
+    {200, 299, PFR_OUT_OK},
+    /* Who we are or where we send, not what: every chunk would get the same answer. (Coroot:
+     * 404 = unknown API key or a wrong path.) */
+    {401, 401, PFR_OUT_SINK},
+    {403, 403, PFR_OUT_SINK},
+    {404, 405, PFR_OUT_SINK},
+    {407, 407, PFR_OUT_SINK},
+    /* Timeouts, "too early", rate limits and every server-side failure pass with time. */
+    {408, 408, PFR_OUT_RETRY},
+    {425, 425, PFR_OUT_RETRY},
+    {429, 429, PFR_OUT_RETRY},
+    {400, 499, PFR_OUT_REJECT},
+    {500, 599, PFR_OUT_RETRY},
+    /* Redirects are not followed (a body must not wander): the URL is wrong. */
+    {300, 399, PFR_OUT_SINK},
+};
+
 enum pfr_outcome pfr_outcome_of_status(long status)
 {
-    if (status >= 200 && status < 300)
-        return PFR_OUT_OK;
-    /* Timeouts, "too early", rate limits and every server-side failure pass with time. */
-    if (status == 408 || status == 425 || status == 429 || status >= 500)
-        return PFR_OUT_RETRY;
-    if (status >= 400)
-        return PFR_OUT_REJECT;
-    /* 1xx/3xx as a final answer: a proxy or a wrong URL; nothing about the chunk, so wait. */
+    for (size_t i = 0; i < sizeof(status_classes) / sizeof(status_classes[0]); i++)
+        if (status >= status_classes[i].lo && status <= status_classes[i].hi)
+            return status_classes[i].outcome;
+    /* 1xx as a final answer, or no HTTP status at all: nothing about the chunk, so wait. */
     return PFR_OUT_RETRY;
 }
 

@@ -9,13 +9,16 @@
 enum pfr_outcome {
     PFR_OUT_OK = 0,  /* delivered */
     PFR_OUT_RETRY,   /* transient: 5xx, 408, 425, 429, timeouts, resets, DNS, a lying answer */
-    PFR_OUT_REJECT,  /* will fail forever as sent (other 4xx): set the chunk(s) aside */
+    PFR_OUT_REJECT,  /* this content will fail forever as sent (400, 413, ...): set it aside */
     PFR_OUT_ABORTED, /* we stopped it (shutdown): not the sink's fault, not an attempt */
+    /* The sink refuses every request whatever it carries (401/403/404, redirects, ClickHouse's
+     * authentication, rights, quota): retried like PFR_OUT_RETRY, nothing set aside. */
+    PFR_OUT_SINK,
 };
 
 const char *pfr_outcome_name(enum pfr_outcome o);
 
-/* The class of an HTTP status (the transport worked). */
+/* The class of an HTTP status (the transport worked), from a table of status ranges. */
 enum pfr_outcome pfr_outcome_of_status(long status);
 
 typedef struct pfr_backoff {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void pfr_sink_result_reset(pfr_sink_result *r)
@@ -22,13 +23,46 @@ void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,
         return;
     }
     r->outcome = pfr_outcome_of_status(resp->status);
-    char snip[400];
-    pfr_http_snippet(resp->body, resp->body_len, snip, sizeof(snip));
     if (r->outcome == PFR_OUT_OK)
         r->message[0] = 0;
     else
         snprintf(r->message, sizeof(r->message), "HTTP %ld: %s", resp->status,
-                 snip[0] ? snip : "(empty answer)");
+                 resp->quote[0] ? resp->quote : "(empty answer)");
+}
+
+void pfr_sink_scrub(const pfr_sink *s, char *msg)
+{
+    pfr_redact(msg, strlen(msg), &s->secrets);
+    pfr_text_printable(msg);
+}
+
+/* The credentials as they go out: the key or password itself (X-API-Key, X-ClickHouse-Key),
+ * in an Authorization: Basic header, and the URL's user:password@ (curl sends it as Basic). */
+static int collect_secrets(const pfr_sink_conf *conf, pfr_secrets *k)
+{
+    int rc = pfr_secrets_add(k, conf->api_key);
+    if (!rc && conf->api_key)
+        rc = pfr_secrets_add_basic(k, conf->user ? conf->user : "default", conf->api_key);
+    const char *scheme = strstr(conf->url, "://");
+    const char *host = scheme ? scheme + 3 : conf->url;
+    size_t hl = strcspn(host, "/?#");
+    const char *at = memrchr(host, '@', hl);
+    if (!rc && at) {
+        char *ui = strndup(host, (size_t)(at - host));
+        if (!ui)
+            return -ENOMEM;
+        char *colon = strchr(ui, ':');
+        if (colon) {
+            *colon = 0;
+            rc = pfr_secrets_add(k, colon + 1);
+            if (!rc)
+                rc = pfr_secrets_add_basic(k, ui, colon + 1);
+            *colon = ':';
+        }
+        explicit_bzero(ui, strlen(ui));
+        free(ui);
+    }
+    return rc;
 }
 
 int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink **out, char *err,
@@ -51,7 +85,14 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
         snprintf(err, errlen, "sink %s: cannot create (%s)", conf->name, strerror(-rc));
         return rc;
     }
+    if ((rc = collect_secrets(conf, &s->secrets))) {
+        pfr_secrets_free(&s->secrets);
+        s->ops->free(s);
+        snprintf(err, errlen, "sink %s: out of memory", conf->name);
+        return rc;
+    }
     pfr_http_opts o = *http;
+    o.secrets = &s->secrets;
     o.connect_timeout_ms = conf->connect_timeout_ms;
     o.timeout_ms = conf->timeout_ms;
     o.ca_file = conf->ca_file;
@@ -60,6 +101,7 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
     o.client_key = conf->client_key;
     o.max_send_bps = conf->bandwidth;
     if ((rc = pfr_http_new(&o, &s->http))) {
+        pfr_secrets_free(&s->secrets);
         s->ops->free(s);
         snprintf(err, errlen, "sink %s: cannot create its HTTP client", conf->name);
         return rc;
@@ -74,5 +116,6 @@ void pfr_sink_free(pfr_sink *s)
         return;
     pfr_http_free(s->http);
     s->http = NULL;
+    pfr_secrets_free(&s->secrets);
     s->ops->free(s);
 }

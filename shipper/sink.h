@@ -1,7 +1,8 @@
 /*
  * sink: what the engine asks of a destination. A batch is built chunk by chunk (add), sent
  * (send, possibly many times), then committed (it arrived) or discarded. The sink judges the
- * answer: delivered, retry later, or rejected for good (then the engine sets the chunks aside).
+ * answer: delivered, retry later, refused by the sink as a whole (retried too: nothing set
+ * aside), or rejected for good (then the engine sets the chunks aside).
  */
 #ifndef PFR_SHIP_SINK_H
 #define PFR_SHIP_SINK_H
@@ -14,6 +15,7 @@
 #include "http.h"
 #include "pfr_profile.h"
 #include "pfr_store.h"
+#include "redact.h"
 #include "retry.h"
 
 typedef struct pfr_sink pfr_sink;
@@ -32,7 +34,7 @@ typedef struct pfr_sink_result {
     long status;            /* HTTP status, 0 if no answer */
     int64_t retry_after_ms; /* -1 = none */
     uint64_t bytes_sent;    /* request body bytes that went out */
-    char message[512];      /* the server's words or the transport error, printable */
+    char message[512];      /* the server's words (quoted) or the transport error, printable */
 } pfr_sink_result;
 
 struct pfr_sink_ops {
@@ -68,6 +70,7 @@ struct pfr_sink {
     const struct pfr_sink_ops *ops;
     const pfr_sink_conf *conf; /* not owned */
     pfr_http *http;            /* owned */
+    pfr_secrets secrets;       /* owned: every form the sink's credentials travel in */
 };
 
 /* Create the sink for conf (conf must outlive it). */
@@ -80,6 +83,9 @@ void pfr_sink_result_reset(pfr_sink_result *r);
 /* Fill r from a transport outcome and answer: status class, Retry-After, server message. */
 void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,
                                const pfr_http_resp *resp);
+/* Make msg (NUL-terminated) fit to write down: the sink's secrets redacted, bytes that are not
+ * printable ASCII replaced. The engine passes every result through it. */
+void pfr_sink_scrub(const pfr_sink *s, char *msg);
 
 int pfr_sink_coroot_new(const pfr_sink_conf *conf, pfr_sink **out);
 int pfr_sink_clickhouse_new(const pfr_sink_conf *conf, pfr_sink **out);

@@ -1,6 +1,8 @@
 /* The coroot sink: POST {url}/v1/profiles?service.name=...&<labels>, one gzip'd pprof per
  * chunk, X-API-Key. Coroot reads End = time_nanos, so each body is re-timed to the chunk's end.
- * Coroot has no idempotency key: a request whose answer was lost is sent again (at least once). */
+ * Coroot has no idempotency key: a request whose answer was lost is sent again (at least once).
+ * Answers: 400 is about the profile (set aside); 404 (unknown key, wrong path), 401 and 403 are
+ * about the sink (retried, nothing set aside): retry.c's status table. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "coroot_fmt.h"
 #include "sink.h"
+#include "svcname.h"
 
 struct item {
     int64_t id;
@@ -26,6 +29,7 @@ struct coroot_sink {
     size_t n, cap;
     uint64_t bytes;
     pfr_buf url;
+    pfr_buf name; /* a chunk's service name as shipped (service_prefix) */
 };
 
 static void items_clear(struct coroot_sink *c)
@@ -82,8 +86,11 @@ static int c_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, cha
         c->items = n;
         c->cap = cap;
     }
+    const char *service = pfr_svcname(s->conf->service_prefix, m->service, &c->name);
+    if (!service)
+        return -ENOMEM;
     pfr_buf q = {0};
-    int rc = add_param(&q, "service.name", m->service);
+    int rc = add_param(&q, "service.name", service);
     for (size_t i = 0; !rc && i < m->nlabels; i++) {
         /* service.name comes from the chunk; a label of that name would make it two-valued,
          * and Coroot ignores multi-valued parameters. */
@@ -133,13 +140,28 @@ static bool lying(const pfr_http_resp *resp, char *why, size_t whylen)
     while (i < resp->body_len && isspace((unsigned char)resp->body[i]))
         i++;
     if (i < resp->body_len && (resp->body[i] == '<' || resp->body_len - i > 256)) {
-        char snip[160];
-        pfr_http_snippet(resp->body + i, resp->body_len - i, snip, sizeof(snip));
-        snprintf(why, whylen, "HTTP %ld with an unexpected body (%s): not Coroot's answer",
-                 resp->status, snip);
+        snprintf(why, whylen, "HTTP %ld with an unexpected body (%.160s): not Coroot's answer",
+                 resp->status, resp->quote);
         return true;
     }
     return false;
+}
+
+/* What Coroot means by a status that concerns the sink, not the profile (appended to r's
+ * message, which status and the log show). */
+static void explain(pfr_sink_result *r)
+{
+    const char *hint = NULL;
+    if (r->status == 404)
+        hint = "Coroot: unknown API key, or the URL is not Coroot's";
+    else if (r->status == 401 || r->status == 403)
+        hint = "check the API key, or a proxy's credentials";
+    else if (r->status >= 300 && r->status < 400)
+        hint = "a redirect: give the URL it points to (https?)";
+    if (!hint)
+        return;
+    size_t n = strlen(r->message);
+    snprintf(r->message + n, sizeof(r->message) - n, " (%s)", hint);
 }
 
 static void c_send(pfr_sink *s, const char *token, pfr_sink_result *r)
@@ -173,6 +195,8 @@ static void c_send(pfr_sink *s, const char *token, pfr_sink_result *r)
         pfr_sink_result_from_http(r, t, &resp);
         if (r->outcome == PFR_OUT_OK && lying(&resp, r->message, sizeof(r->message)))
             r->outcome = PFR_OUT_RETRY;
+        if (r->outcome == PFR_OUT_SINK)
+            explain(r);
         pfr_http_resp_free(&resp);
         if (r->outcome != PFR_OUT_OK) {
             r->ndone = i;
@@ -199,6 +223,7 @@ static void c_free(pfr_sink *s)
         free(c->key_header);
     }
     pfr_buf_free(&c->url);
+    pfr_buf_free(&c->name);
     free(c);
 }
 

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define STATE_VERSION 1
 
@@ -62,6 +64,23 @@ static int sq_errno(int rc)
     }
 }
 
+/* Files SQLite keeps beside the database; it creates them with the database file's mode. */
+static const char *const side_files[] = {"", "-wal", "-shm", "-journal"};
+
+/* Make the file and its side files 0600 (files of an older shipper may be 0644). */
+static void make_private(const char *path)
+{
+    for (size_t i = 0; i < sizeof(side_files) / sizeof(side_files[0]); i++) {
+        char p[4200];
+        struct stat sb;
+        if (snprintf(p, sizeof(p), "%s%s", path, side_files[i]) >= (int)sizeof(p))
+            continue;
+        if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+            (sb.st_mode & 077))
+            chmod(p, 0600);
+    }
+}
+
 int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err, size_t errlen)
 {
     pfr_state *st = calloc(1, sizeof(*st));
@@ -69,6 +88,11 @@ int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err,
         return -ENOMEM;
     st->read_only = read_only;
     int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    /* The file and the -wal/-shm that WAL mode makes are born private: the process is still
+     * single-threaded here, so the umask change touches nothing else. */
+    mode_t old_mask = umask(077);
+    if (!read_only)
+        make_private(path);
     int rc = sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     const char *what = "open";
     if (rc == SQLITE_OK)
@@ -78,6 +102,9 @@ int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err,
         rc = sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", NULL, NULL,
                           NULL);
     }
+    umask(old_mask);
+    if (rc == SQLITE_OK && !read_only)
+        make_private(path);
     int version = 0;
     if (rc == SQLITE_OK) {
         sqlite3_stmt *s;
@@ -326,6 +353,35 @@ int pfr_state_rejected_count(pfr_state *st, const char *sink, uint64_t *n)
         return rc;
     sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
     *n = sqlite3_step(s) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+    return sq_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_rejected_drop_below(pfr_state *st, const char *sink, int64_t below, uint64_t *n,
+                                  int64_t *first, int64_t *last)
+{
+    sqlite3_stmt *s;
+    *n = 0;
+    *first = *last = 0;
+    int rc = prep(st,
+                  "SELECT count(*), coalesce(min(chunk_id), 0), coalesce(max(chunk_id), 0)"
+                  " FROM rejected WHERE sink = ? AND chunk_id < ?",
+                  &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, below);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        *n = (uint64_t)sqlite3_column_int64(s, 0);
+        *first = sqlite3_column_int64(s, 1);
+        *last = sqlite3_column_int64(s, 2);
+    }
+    if ((rc = sq_errno(sqlite3_finalize(s))) || !*n)
+        return rc;
+    if ((rc = prep(st, "DELETE FROM rejected WHERE sink = ? AND chunk_id < ?", &s)))
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, below);
+    sqlite3_step(s);
     return sq_errno(sqlite3_finalize(s));
 }
 

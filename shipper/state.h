@@ -35,6 +35,9 @@ typedef struct pfr_sink_state {
     uint64_t retries;        /* failed attempts, ever */
 } pfr_sink_state;
 
+/* Open (creating it unless read_only) the state file at path. The file and its -wal, -shm and
+ * -journal are made mode 0600, whatever the umask and their mode before: they hold the servers'
+ * messages. */
 int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err, size_t errlen);
 void pfr_state_close(pfr_state *st);
 
@@ -58,6 +61,10 @@ int pfr_state_rejected(pfr_state *st, const char *sink, int64_t after_id, int64_
                        size_t *n);
 int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size_t n);
 int pfr_state_rejected_count(pfr_state *st, const char *sink, uint64_t *n);
+/* Forget the set-aside chunks of sink with ids below below (INT64_MAX: all): the ring no longer
+ * has them. *n gets how many there were, *first / *last their lowest and highest id. */
+int pfr_state_rejected_drop_below(pfr_state *st, const char *sink, int64_t below, uint64_t *n,
+                                  int64_t *first, int64_t *last);
 /* The last reason recorded for a set-aside chunk of sink (for status). */
 int pfr_state_rejected_last(pfr_state *st, const char *sink, char *reason, size_t cap,
                             int64_t *at_ns);

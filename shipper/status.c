@@ -86,6 +86,10 @@ static void print_text(FILE *o, const struct sinkrow *r, const pfr_store_stats *
     fprintf(o, "sink %s (%s)%s%s%s\n", r->st.name,
             r->conf ? pfr_sink_kind_name(r->conf->kind) : r->st.kind, url[0] ? " " : "", url,
             r->conf ? "" : "  [not in the configuration]");
+    if (r->conf && r->conf->kind == PFR_SINK_CLICKHOUSE)
+        fprintf(o, "  database      %s\n", r->conf->database); /* Coroot: coroot_<project> */
+    if (r->conf && r->conf->service_prefix && r->conf->service_prefix[0])
+        fprintf(o, "  services as   %s<service>\n", r->conf->service_prefix);
     fprintf(o, "  cursor        chunk %" PRId64 "\n", r->st.cursor);
     if (r->bl_known) {
         char span[32] = "-";
@@ -115,7 +119,9 @@ static void print_text(FILE *o, const struct sinkrow *r, const pfr_store_stats *
     fprintf(o, "  set aside     %" PRIu64 " chunks%s%s\n", r->rejected,
             r->rejected ? " (pfr-shipper --retry-rejected); last: " : "",
             r->rejected ? r->rejected_why : "");
-    fprintf(o, "  lost          %" PRIu64 " chunks evicted before this sink took them",
+    fprintf(o,
+            "  lost          %" PRIu64 " chunks evicted before this sink took them (never sent, or "
+            "set aside)",
             r->st.lost_chunks);
     if (rs)
         fprintf(o, " (ring: %" PRIu64 " lost-unshipped)", rs->lost_unshipped);
@@ -136,6 +142,10 @@ static json_t *row_json(const struct sinkrow *r, const pfr_store_stats *rs)
     json_object_set_new(j, "kind",
                         json_string(r->conf ? pfr_sink_kind_name(r->conf->kind) : r->st.kind));
     json_object_set_new(j, "url", r->conf ? json_string(url) : json_null());
+    if (r->conf && r->conf->kind == PFR_SINK_CLICKHOUSE)
+        json_object_set_new(j, "database", json_string(r->conf->database));
+    if (r->conf && r->conf->service_prefix)
+        json_object_set_new(j, "service_prefix", json_string(r->conf->service_prefix));
     json_object_set_new(j, "cursor", json_integer(r->st.cursor));
     if (r->bl_known) {
         json_object_set_new(j, "backlog_chunks", json_integer((json_int_t)r->bl.chunks));

@@ -193,7 +193,9 @@
     function loadHash() {
       if (opts.noHash || !location.hash) return;
       location.hash.slice(1).split('&').forEach(function (kv) {
-        var p = kv.indexOf('='), k = kv.slice(0, p), v = decodeURIComponent(kv.slice(p + 1));
+        var p = kv.indexOf('='), k = kv.slice(0, p), v;
+        if (p < 0) return;
+        try { v = decodeURIComponent(kv.slice(p + 1)); } catch (e) { return; } // a mangled link
         if (k === 'zoom' && +v > 0 && +v < nodes.length) state.zoom = +v;
         if (k === 'search') state.search = v;
       });

@@ -24,6 +24,10 @@
   let firstPaint = false;
   let sampleLabels = {}; // /api/labels: key -> [{value, total}]
 
+  // A key of an object parsed from JSON (label keys, package names come from the ring): its own
+  // value only, never one inherited from Object.prototype ("constructor", "__proto__").
+  function own(o, k) { return o && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined; }
+
   // ---- URL ----
   function num(s) { const v = parseFloat(s); return s !== null && s !== '' && isFinite(v) ? v : null; }
   function readUrl() {
@@ -210,8 +214,8 @@
     const key = $('ps-label-key').value, s = service(), list = $('ps-label-values');
     list.textContent = '';
     let values = [];
-    if (s && s.labels[key]) values = s.labels[key].map((v) => [v, '']);
-    else if (sampleLabels[key]) values = sampleLabels[key].map((v) => [v.value, fmtVal(v.total)]);
+    if (s && own(s.labels, key)) values = own(s.labels, key).map((v) => [v, '']);
+    else if (own(sampleLabels, key)) values = own(sampleLabels, key).map((v) => [v.value, fmtVal(v.total)]);
     values.forEach(([v, label]) => {
       const o = el('option');
       o.value = v;
@@ -407,13 +411,13 @@
     thead.appendChild(head);
     t.appendChild(thead);
     const body = el('tbody');
-    const colors = {};
-    (data.flame.packages || []).forEach((p) => { colors[p.name] = p.color; });
+    const colors = new Map();
+    (data.flame.packages || []).forEach((p) => { colors.set(p.name, p.color); });
     data.top.forEach((r) => {
       const tr = el('tr');
       const name = cell(tr, '', 'ps-name');
       const sw = el('span', 'ps-swatch');
-      sw.style.background = colors[r.package] || '#ccc';
+      sw.style.background = colors.get(r.package) || '#ccc';
       name.appendChild(sw);
       name.appendChild(document.createTextNode(r.name));
       name.title = r.name + '\npackage: ' + r.package;
@@ -494,7 +498,7 @@
     const q = new URLSearchParams();
     if (view.service) q.set('service', view.service);
     if (view.type) q.set('type', view.type);
-    view.labels.forEach((l) => { if (s && s.labels[l.slice(0, l.indexOf('='))]) q.append('label', l); });
+    view.labels.forEach((l) => { if (s && own(s.labels, l.slice(0, l.indexOf('=')))) q.append('label', l); });
     q.set('from', sec(view.from));
     q.set('to', sec(view.to));
     q.set('values', '100');

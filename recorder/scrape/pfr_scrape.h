@@ -165,10 +165,11 @@ typedef struct pfr_scrape_opts {
     enum pfr_scrape_local_mode local;
     enum pfr_scrape_netns_mode other_netns;
     const char *proc_root; /* NULL = "/proc" */
-    /* Name the service of a discovered process (the daemon's service rules): write it into buf
-     * and return 0, or return non-zero for the default (the executable's base name). May be
-     * NULL. */
-    int (*service_for_pid)(void *ctx, pid_t pid, char *buf, size_t len);
+    /* Name the service of a discovered process (the daemon's naming): write it into buf and its
+     * container id into container_id ("" = none; the target's container.id label), and return
+     * 0, or return non-zero for the default (the executable's base name). May be NULL. */
+    int (*service_for_pid)(void *ctx, pid_t pid, char *buf, size_t len, char *container_id,
+                           size_t cidlen);
     /* May this process be probed? NULL = every process but this one. */
     bool (*allow_pid)(void *ctx, pid_t pid);
     void *discovery_ctx;

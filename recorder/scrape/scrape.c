@@ -61,7 +61,7 @@ struct pfr_scrape {
     char *proc_root;
     pfr_exe_scan *exes, *own_exes; /* the shared /proc scan; own_exes when none was given */
     int64_t exes_max_age_ns;
-    int (*service_for_pid)(void *, pid_t, char *, size_t);
+    int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t);
     bool (*allow_pid)(void *, pid_t);
     void *discovery_ctx;
     char *k8s_url; /* the pod list URL, built from kubelet_url or apiserver_url */

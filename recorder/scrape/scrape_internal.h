@@ -15,7 +15,7 @@
 #define SC_NS_PER_MSEC 1000000ll
 
 /* Longest label key / value / service name / URL accepted from any source. */
-#define SC_MAX_LABEL  256
+#define SC_MAX_LABEL  512
 #define SC_MAX_URL    2048
 #define SC_MAX_LABELS 32
 #define SC_ERROR_LEN  160

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include "pfr_identity.h"
 #include "scrape_k8s.h"
 
 static const char *str_at(json_t *obj, const char *key)
@@ -72,6 +74,45 @@ static void pod_service(json_t *meta, const char *pod, char *buf, size_t len)
     }
 }
 
+/* The container serving the scrape port: the one declaring it, else the pod's only one (or the
+ * first of its statuses, for a spec without containers). NULL if none is named. */
+static const char *scrape_container(json_t *spec, json_t *status, int port)
+{
+    json_t *ctrs = json_object_get(spec, "containers");
+    size_t i, j;
+    json_t *c, *p;
+    json_array_foreach(ctrs, i, c)
+    {
+        json_array_foreach(json_object_get(c, "ports"), j, p)
+        {
+            if (json_integer_value(json_object_get(p, "containerPort")) == port)
+                return str_at(c, "name");
+        }
+    }
+    if (json_array_size(ctrs) == 1)
+        return str_at(json_array_get(ctrs, 0), "name");
+    json_t *st = json_object_get(status, "containerStatuses");
+    return json_array_size(ctrs) == 0 && json_array_size(st) >= 1
+               ? str_at(json_array_get(st, 0), "name")
+               : NULL;
+}
+
+/* The target's service and container id as Coroot's: the container's id, and the service name
+ * Coroot derives from it (the Deployment, StatefulSet, DaemonSet of the pod). Without a
+ * container (cid ""), the pod's controller. */
+static void pod_identity(json_t *meta, json_t *spec, json_t *status, const char *ns,
+                         const char *pod, int port, char *service, size_t slen, char *cid,
+                         size_t clen)
+{
+    const char *ctr = scrape_container(spec, status, port);
+    cid[0] = '\0';
+    if (ctr && *ctr && pfr_identity_k8s_id(ns, pod, ctr, (int64_t)time(NULL), cid, clen) == 0 &&
+        cid[0] && pfr_identity_service_name(cid, service, slen) == 0)
+        return;
+    cid[0] = '\0';
+    pod_service(meta, pod, service, slen);
+}
+
 /* One pod: 1 = a target appended, 0 = not asking, -1 = asking but unusable, <-1 = errno. */
 static int pod_target(json_t *item, const char *node_filter, struct sc_wantlist *out)
 {
@@ -94,11 +135,16 @@ static int pod_target(json_t *item, const char *node_filter, struct sc_wantlist 
     bool v6 = strchr(ip, ':') != NULL;
     if (inet_pton(v6 ? AF_INET6 : AF_INET, ip, addr) != 1)
         return -1;
-    char url[128], service[SC_MAX_LABEL + 1];
+    char url[128], service[SC_MAX_LABEL + 1], cid[SC_MAX_LABEL + 1];
     snprintf(url, sizeof(url), v6 ? "http://[%s]:%d" : "http://%s:%d", ip, port);
-    pod_service(meta, name, service, sizeof(service));
-    pfr_kv labels[3] = {{"namespace", ns}, {"pod", name}, {"node", node ? node : node_filter}};
-    size_t nlabels = labels[2].value && *labels[2].value ? 3 : 2;
+    pod_identity(meta, spec, status, ns, name, port, service, sizeof(service), cid, sizeof(cid));
+    pfr_kv labels[4] = {{"namespace", ns}, {"pod", name}};
+    size_t nlabels = 2;
+    const char *on = node ? node : node_filter;
+    if (on && *on)
+        labels[nlabels++] = (pfr_kv){"node", on};
+    if (cid[0])
+        labels[nlabels++] = (pfr_kv){"container.id", cid};
     struct sc_want w;
     int rc = sc_want_make(&w, url, service, labels, nlabels, PFR_SCRAPE_KUBERNETES, 0, 0, NULL, 0);
     if (rc == -ENOMEM)

@@ -6,9 +6,12 @@
  *   coroot.com/profile-scrape: "true" with coroot.com/profile-port: "<port>", or
  *   pyroscope.io/scrape: "true" with pyroscope.io/port: "<port>".
  * Its target is http://<podIP>:<port>/debug/pprof with the labels namespace, pod and node (and
- * instance = podIP:port). The service is the pod's controller: a ReplicaSet's name without its
- * pod-template-hash suffix (the Deployment), a StatefulSet, DaemonSet or Job name; the pod's own
- * name when it has no controller.
+ * instance = podIP:port, and container.id). The container is the one declaring the port (else
+ * the pod's only one); its container.id and service are Coroot's (pfr_identity.h):
+ * /k8s/<namespace>/<pod>/<container>, and the pod's Deployment, StatefulSet or DaemonSet as
+ * /k8s/<namespace>/<name> by Coroot's naming rules. A pod whose container cannot be told gets
+ * no container.id and its controller's name: a ReplicaSet's name without its pod-template-hash
+ * suffix (the Deployment), a StatefulSet, DaemonSet or Job name, or the pod's own name.
  */
 #ifndef PFR_SCRAPE_K8S_H
 #define PFR_SCRAPE_K8S_H

@@ -438,22 +438,28 @@ void sc_local_probe_result(struct sc_local *l, const struct sc_local_probe *pr,
         p->confirmed = (int)pr->port;
 }
 
-int sc_local_wants(struct sc_local *l, int (*service_for_pid)(void *, pid_t, char *, size_t),
-                   void *ctx, struct sc_wantlist *out)
+int sc_local_wants(struct sc_local *l,
+                   int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t), void *ctx,
+                   struct sc_wantlist *out)
 {
     for (size_t i = 0; i < l->nprocs; i++) {
         const struct lproc *p = &l->procs[i];
         if (p->confirmed < 0)
             continue;
         const struct lport *lp = &p->ports[p->confirmed];
-        char url[128], service[SC_MAX_LABEL + 1];
+        char url[128], service[SC_MAX_LABEL + 1], cid[SC_MAX_LABEL + 1] = "";
         snprintf(url, sizeof(url), "http://%s:%u", lp->host, lp->port);
-        if (!service_for_pid || service_for_pid(ctx, p->pid, service, sizeof(service)) != 0 ||
-            !sc_label_value_ok(service))
+        if (!service_for_pid ||
+            service_for_pid(ctx, p->pid, service, sizeof(service), cid, sizeof(cid)) != 0 ||
+            !sc_label_value_ok(service)) {
             sc_copy(service, sizeof(service), p->exe_base);
+            cid[0] = '\0';
+        }
+        pfr_kv label = {"container.id", cid};
+        bool in_container = cid[0] && sc_label_value_ok(cid);
         struct sc_want w;
-        int rc =
-            sc_want_make(&w, url, service, NULL, 0, PFR_SCRAPE_LOCAL, p->pid, p->start, NULL, 0);
+        int rc = sc_want_make(&w, url, service, &label, in_container ? 1 : 0, PFR_SCRAPE_LOCAL,
+                              p->pid, p->start, NULL, 0);
         if (rc == -ENOMEM)
             return rc;
         if (rc)

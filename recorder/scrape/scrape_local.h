@@ -58,10 +58,11 @@ void sc_local_probe_result(struct sc_local *l, const struct sc_local_probe *p,
                            const unsigned char *body, size_t len);
 
 /* Append a want for every process with a confirmed pprof port. service_for_pid (may be NULL)
- * names it; the default is the executable's base name. A process in another network namespace
- * gets want.netns = the namespace's inode (and that in its key). */
-int sc_local_wants(struct sc_local *l, int (*service_for_pid)(void *, pid_t, char *, size_t),
-                   void *ctx, struct sc_wantlist *out);
+ * names it and gives its container.id label; the default is the executable's base name. A process
+ * in another network namespace gets want.netns = the namespace's inode (and that in its key). */
+int sc_local_wants(struct sc_local *l,
+                   int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t), void *ctx,
+                   struct sc_wantlist *out);
 
 /* Does this body look like Go's /debug/pprof/ index page? */
 bool sc_local_is_pprof_index(const unsigned char *body, size_t len);

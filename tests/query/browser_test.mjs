@@ -1,9 +1,10 @@
 // Headless Chromium check of pfr's SVG and HTML flame graphs (and a diff page):
 // frames render, clicking a frame zooms it to the full width, search highlights, tooltips show,
-// nothing is fetched from the network. Screenshots go to --out for people to look at.
+// nothing is fetched from the network; pages of hostile names render them as inert text.
+// Screenshots go to --out for people to look at.
 //
 //   node browser_test.mjs --svg f.svg --html f.html [--diff-html d.html --red NAME --green NAME]
-//                         --out DIR
+//                         [--names-html a.html,b.html --names-svg a.svg,b.svg] --out DIR
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -31,6 +32,8 @@ async function openPage(file) {
   const page = await context.newPage();
   const errors = [];
   const remote = [];
+  const dialogs = []; // alert() and friends: only a name that ran as script opens one
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   await page.route('**/*', (route) => {
@@ -40,7 +43,7 @@ async function openPage(file) {
     return route.abort();
   });
   await page.goto('file://' + path.resolve(file));
-  return { page, context, errors, remote };
+  return { page, context, errors, remote, dialogs };
 }
 
 // Distance from the graph's top to the highest frame drawn: 0 when the graph is sized by the
@@ -179,7 +182,60 @@ async function testDiff(file, red, green) {
   await context.close();
 }
 
+// Pages of services and functions named with markup, quotes, control characters, or very long
+// names (tests/query/ring_fixture.c, FX_NAMES): every name shows as text, nothing in them runs,
+// the page is no wider than the window.
+const MARKUP = '<img src=x onerror=alert(1)>', FRAME = '<svg/onload=alert(2)>';
+async function inert(page, what, errors, remote, dialogs) {
+  const injected = await page.evaluate(() => document.getElementsByTagName('img').length +
+    document.querySelectorAll('.pfr svg, #frames svg').length);
+  check(injected === 0, `${what}: no element made of a name (${injected})`);
+  check(dialogs.length === 0, `${what}: no script of a name ran ${dialogs.join('; ')}`);
+  check(errors.length === 0, `${what}: no script errors ${errors.join('; ')}`);
+  check(remote.length === 0, `${what}: no network requests ${remote.join(' ')}`);
+}
+
+async function testNamesHtml(file) {
+  const { page, context, errors, remote, dialogs } = await openPage(file);
+  const what = 'names html ' + path.basename(file);
+  const n = await page.locator('.pfr-frame').count();
+  check(n >= 3, `${what}: ${n} frames rendered`);
+  const names = await page.evaluate(() => window.pfrFlame.nodes.map((x) => x.n.name));
+  const title = await page.locator('.pfr-title').textContent();
+  check(names.includes(FRAME) || title.includes(MARKUP) || /long\/x{100}/.test(title),
+    `${what}: names shown as text (${title.slice(0, 80)})`);
+  const hostile = names.indexOf(FRAME);
+  if (hostile >= 0) {
+    // hover the frame (it may be narrow: search for it first, then read the tooltip)
+    await page.locator('.pfr-search').fill('^<svg');
+    check(await page.locator('.pfr-match').count() >= 1, `${what}: the hostile frame is found by search`);
+    await page.locator('.pfr-match').first().hover({ force: true });
+    const tip = await page.locator('.pfr-tip').innerText();
+    check(tip.startsWith(FRAME), `${what}: tooltip shows the name as text`);
+  }
+  const wide = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
+  check(wide <= 1, `${what}: no wider than the window (${wide}px over)`);
+  await page.screenshot({ path: path.join(outDir, path.basename(file, '.html') + '.png') });
+  await inert(page, what, errors, remote, dialogs);
+  await context.close();
+}
+
+async function testNamesSvg(file) {
+  const { page, context, errors, remote, dialogs } = await openPage(file);
+  const what = 'names svg ' + path.basename(file);
+  check(await page.locator('g.f').count() >= 3, `${what}: frames rendered`);
+  const title = await page.locator('#title').textContent();
+  const frames = await page.evaluate(() => [...document.querySelectorAll('g.f title')].map((t) => t.textContent.split('\n')[0]));
+  check(title.includes(MARKUP) || frames.includes(FRAME) || title.includes('semi;colon?new line?[31mred?[0m'),
+    `${what}: names shown as text (${title.slice(0, 80)})`);
+  await page.screenshot({ path: path.join(outDir, path.basename(file, '.svg') + '-svg.png') });
+  await inert(page, what, errors, remote, dialogs);
+  await context.close();
+}
+
 try {
+  for (const f of (args['names-html'] || '').split(',').filter(Boolean)) await testNamesHtml(f);
+  for (const f of (args['names-svg'] || '').split(',').filter(Boolean)) await testNamesSvg(f);
   if (args.html) await testHtml(args.html);
   if (args.svg) await testSvg(args.svg);
   if (args['diff-html']) await testDiff(args['diff-html'], args.red, args.green);

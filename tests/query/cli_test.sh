@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Integration test of the pfr binary on real rings: help, exit codes, time errors, ls, folded
 # totals against the generator's own chunk sums, pprof export read back by `go tool pprof -raw`,
-# diff of a shifting workload, timeline, output files, reading while a writer appends.
+# diff of a shifting workload, timeline, output files, service names as Coroot gives them
+# ('/', '.', '-', ':') and hostile ones, reading while a writer appends.
 #   cli_test.sh PFR MAKE_RING WORKDIR [GO]
 set -uo pipefail
 PFR=$1
@@ -181,6 +182,108 @@ expect_exit 0 "$PFR" --store "$S" timeline --service app --from $T0 --to $((T0 +
 check "timeline json sums to the total" python3 -c "
 import json; d=json.load(open('$W/out')); assert abs(sum(p['value'] for p in d['points']) - 330e9) < 1"
 expect_exit 2 "$PFR" --store "$S" timeline --service app --step 0s
+
+# ---- service names as Coroot gives them, and hostile ones (FX_NAMES in ring_fixture.h) ----
+N=$W/names.db
+"$MK" "$N" names --chunks 30 --start $T0 || exit 1
+NR="--from $T0 --to $((T0 + 300))"
+expect_exit 0 "$PFR" --store "$N" ls
+for s in /system.slice/nginx.service /docker/web /k8s/default/api /k8s/prod/db-0/postgres \
+    /k8s-cronjob/ns/backup nginx; do
+    check "ls names $s as it is" grep -qxF "service $s" "$W/out"
+done
+check "ls quotes a name with spaces" grep -qxF 'service "/weird/a+b %2F c?d=e&f#g:8080"' "$W/out"
+check "ls escapes a newline and ESC" grep -qxF 'service "semi;colon\nnew line\x1b[31mred\x1b[0m"' "$W/out"
+check "ls escapes bytes that are not UTF-8" grep -qxF 'service "bytes\xff\xfe"' "$W/out"
+check "ls: one line per service, no control byte" bash -c "[ \$(grep -c '^service ' '$W/out') = 11 ] && ! grep -qP '[\x00-\x08\x0b-\x1f\x7f]' '$W/out'"
+check "ls lists both container.id of the Deployment" grep -qF "container.id: /k8s/default/api-7d4f9c6b8d-q9zzm/app /k8s/default/api-7d4f9c6b8d-x2b5k/app" "$W/out"
+expect_exit 0 "$PFR" --store "$N" ls --format json
+python3 - "$W/out" <<'EOF2' && ok "ls json: every name exact" || bad "ls json: every name exact"
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [s['name'] for s in d['services']]
+want = ['/docker/web', '/k8s-cronjob/ns/backup', '/k8s/default/api', '/k8s/long/' + 'x' * 2000,
+        '/k8s/prod/db-0/postgres', '/system.slice/nginx.service', '/weird/a+b %2F c?d=e&f#g:8080',
+        '<!--<script><img src=x onerror=alert(1)>"\'&amp;</script>', 'bytes\ufffd\ufffd', 'nginx',
+        'semi;colon\nnew line\x1b[31mred\x1b[0m']
+assert names == want, names
+api = d['services'][2]['labels']['container.id']
+assert api == ['/k8s/default/api-7d4f9c6b8d-q9zzm/app', '/k8s/default/api-7d4f9c6b8d-x2b5k/app'], api
+EOF2
+# each service by its exact name: its own stacks, its own total (30 chunks)
+while IFS='|' read -r s leaf per; do
+    expect_exit 0 "$PFR" --store "$N" flame --service "$s" $NR --format folded
+    check "flame --service $s: main;$leaf, total $((30 * per)) s" test "$(cat "$W/out")" = "main;$leaf $((30 * per))000000000"
+    expect_exit 0 "$PFR" --store "$N" timeline --service "$s" $NR --format json
+    check "timeline json names $s" python3 -c "import json,sys; assert json.load(open('$W/out'))['service'] == sys.argv[1]" "$s"
+done <<'EOF2'
+/system.slice/nginx.service|nginx_worker|3
+/docker/web|web_handler|2
+/k8s/prod/db-0/postgres|pg_exec|5
+/k8s-cronjob/ns/backup|backup_run|1
+nginx|plain_nginx|2
+/weird/a+b %2F c?d=e&f#g:8080|weird_fn|1
+EOF2
+expect_exit 3 "$PFR" --store "$N" flame --service /k8s/default $NR
+expect_exit 3 "$PFR" --store "$N" flame --service k8s/default/api $NR
+expect_exit 3 "$PFR" --store "$N" flame --service /k8s/default/api/ $NR
+check "unknown service: the list has no control byte" bash -c "! grep -qP '[\x00-\x09\x0b-\x1f\x7f]' '$W/err'"
+check "unknown service: names escaped in the list" grep -qF '"semi;colon\nnew line\x1b[31mred\x1b[0m"' "$W/err"
+# one instance of the Deployment, as Coroot's per-instance view (Labels['container.id'])
+for i in x2b5k:4 q9zzm:1; do
+    inst=${i%:*}
+    per=${i#*:}
+    expect_exit 0 "$PFR" --store "$N" flame --service /k8s/default/api $NR --format folded \
+        --label "container.id=/k8s/default/api-7d4f9c6b8d-$inst/app"
+    check "--label container.id=.../$inst selects that instance" test "$(cat "$W/out")" = "main;api_$inst $((30 * per))000000000"
+done
+expect_exit 0 "$PFR" --store "$N" flame --service /k8s/default/api $NR --format folded
+check "the service without a label: both instances" test "$(wc -l <"$W/out")" = 2
+expect_exit 0 "$PFR" --store "$N" flame $NR --format folded --label "container.id=/k8s/default/api-7d4f9c6b8d-x2b5k/app"
+check "--label container.id without --service: the one service that has it" test "$(cat "$W/out")" = "main;api_x2b5k 120000000000"
+expect_exit 3 "$PFR" --store "$N" flame --service /k8s/default/api $NR --label "container.id=/k8s/default/api-7d4f9c6b8d-zzzzz/app"
+expect_exit 0 "$PFR" --store "$N" export --service /k8s/default/api $NR \
+    --label "container.id=/k8s/default/api-7d4f9c6b8d-q9zzm/app" -o "$W/inst.pb.gz"
+if [ -x "$GO" ]; then
+    "$GO" tool pprof -top "$W/inst.pb.gz" >"$W/inst.txt" 2>&1
+    check "export of one instance: go tool pprof sees only its function" bash -c "grep -q api_q9zzm '$W/inst.txt' && ! grep -q api_x2b5k '$W/inst.txt'"
+fi
+expect_exit 0 "$PFR" --store "$N" diff --service /k8s/prod/db-0/postgres --from $((T0 + 150)) --to $((T0 + 300)) --format json -o "$W/nd.json"
+check "diff json names the service" python3 -c "import json; assert json.load(open('$W/nd.json'))['service'] == '/k8s/prod/db-0/postgres'"
+# every service at once: the first frame is the service's name, one line per stack
+expect_exit 0 "$PFR" --store "$N" flame $NR --format folded
+check "folded: 12 stacks on 12 lines" test "$(wc -l <"$W/out")" = 12
+check "folded: a ';' or newline in a name is escaped" grep -qxF 'semi\x3bcolon\nnew line\x1b[31mred\x1b[0m;main;hostile_control 30000000000' "$W/out"
+check "folded: Coroot names are the first frame" grep -qxF '/k8s-cronjob/ns/backup;main;backup_run 30000000000' "$W/out"
+expect_exit 0 "$PFR" --store "$N" flame $NR --format top --limit 50
+check "top: no control byte" bash -c "! grep -qP '[\x00-\x09\x0b-\x1f\x7f]' '$W/out'"
+# pictures and json of hostile names: well-formed, the name exact where it is data
+HOSTILE='<!--<script><img src=x onerror=alert(1)>"'"'"'&amp;</script>'
+i=0
+for s in "$HOSTILE" $'semi;colon\nnew line\x1b[31mred\x1b[0m' $'bytes\xff\xfe' "/k8s/long/$(printf 'x%.0s' $(seq 2000))" ""; do
+    i=$((i + 1))
+    svc=(--service "$s")
+    [ -n "$s" ] || svc=()
+    for f in svg html json; do
+        expect_exit 0 "$PFR" --store "$N" flame "${svc[@]}" $NR -o "$W/h$i.$f"
+    done
+    expect_exit 0 "$PFR" --store "$N" diff "${svc[@]}" --from $((T0 + 150)) --to $((T0 + 300)) -o "$W/hd$i.html"
+    expect_exit 0 "$PFR" --store "$N" timeline "${svc[@]}" $NR --format json -o "$W/ht$i.json"
+    python3 - "$W" $i "$s" <<'EOF2' && ok "hostile name $i: svg is XML, json exact, html data inert" || bad "hostile name $i"
+import json, os, sys, xml.etree.ElementTree as ET
+w, i, name = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3]).decode('utf-8', 'replace')
+ET.parse(f'{w}/h{i}.svg')
+d = json.load(open(f'{w}/h{i}.json'))
+assert d['service'] == (name or None), (d['service'], name)
+assert json.load(open(f'{w}/ht{i}.json'))['service'] == (name or None)
+for page in (f'{w}/h{i}.html', f'{w}/hd{i}.html'):
+    html = open(page, encoding='utf-8').read()
+    data = html[html.index('id="pfr-data">') + 14:]
+    data = data[:data.index('</script>')]
+    assert '<' not in data, 'a < in the data element'
+    assert json.loads(data)['service'] == (name or None)
+EOF2
+done
 
 # ---- read-only while a writer appends ----
 "$MK" "$W/live.db" testgen --chunks 150 --start $T0 >/dev/null 2>&1 &

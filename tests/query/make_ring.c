@@ -3,11 +3,13 @@
  *   make_ring RING testgen [--chunks N] [--interval-s S] [--start UNIX_S] [--services K]
  *                          [--seed N] [--totals FILE] [--pprof-dir DIR]
  *   make_ring RING shift [--chunks N] [--start UNIX_S] [--service NAME]
+ *   make_ring RING names [--chunks N] [--start UNIX_S]
  *
  * testgen: K services, N chunks each, realistic CPU profiles (tests/gen). --totals writes one line
  * per chunk "service start_ns end_ns total" (the generator's own sums, not the store's) and
  * --pprof-dir writes every chunk as a gzip'd pprof file too (for go tool pprof).
- * shift: the hot function changes half-way (hot_before, then hot_after). */
+ * shift: the hot function changes half-way (hot_before, then hot_after).
+ * names: Coroot-style and hostile service names (FX_NAMES in ring_fixture.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +84,7 @@ static int testgen(pfr_store *s, int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: make_ring RING testgen|shift [options]\n");
+        fprintf(stderr, "usage: make_ring RING testgen|shift|names [options]\n");
         return 2;
     }
     pfr_store *s = fx_open(argv[1]);
@@ -94,6 +96,9 @@ int main(int argc, char **argv)
             s, arg_str(argc, argv, "--service") ? arg_str(argc, argv, "--service") : "app",
             arg_num(argc, argv, "--start", 1714564800) * FX_S,
             (int)arg_num(argc, argv, "--chunks", 60));
+    else if (strcmp(argv[2], "names") == 0)
+        rc = fx_names_ring(s, arg_num(argc, argv, "--start", 1714564800) * FX_S,
+                           (int)arg_num(argc, argv, "--chunks", 60));
     else {
         fprintf(stderr, "unknown scenario %s\n", argv[2]);
         rc = -EINVAL;

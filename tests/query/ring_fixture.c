@@ -89,3 +89,44 @@ int fx_shift_ring(pfr_store *s, const char *service, int64_t start, int nchunks)
     }
     return 0;
 }
+
+const fx_named FX_NAMES[] = {
+    {"/system.slice/nginx.service", "/system.slice/nginx.service", "nginx_worker", 3 * FX_S},
+    {"/docker/web", "/docker/web", "web_handler", 2 * FX_S},
+    {"/k8s/default/api", "/k8s/default/api-7d4f9c6b8d-x2b5k/app", "api_x2b5k", 4 * FX_S},
+    {"/k8s/default/api", "/k8s/default/api-7d4f9c6b8d-q9zzm/app", "api_q9zzm", 1 * FX_S},
+    {"/k8s/prod/db-0/postgres", "/k8s/prod/db-0/postgres", "pg_exec", 5 * FX_S},
+    {"/k8s-cronjob/ns/backup", "/k8s-cronjob/ns/backup/backup", "backup_run", 1 * FX_S},
+    {"nginx", NULL, "plain_nginx", 2 * FX_S},
+    {"/weird/a+b %2F c?d=e&f#g:8080", "/weird/a+b %2F c?d=e&f#g:8080", "weird_fn", 1 * FX_S},
+    {"<!--<script><img src=x onerror=alert(1)>\"'&amp;</script>", "<b>\"'&</b>",
+     "<svg/onload=alert(2)>", 1 * FX_S},
+    {"bytes\xff\xfe", "\xc3(", "bytes_fn\xff", 1 * FX_S},
+    {"semi;colon\nnew line\x1b[31mred\x1b[0m", NULL, "hostile_control", 1 * FX_S},
+    {FX_LONG_NAME, NULL, "long_fn", 1 * FX_S},
+};
+const size_t FX_NNAMES = sizeof(FX_NAMES) / sizeof(FX_NAMES[0]);
+
+int fx_names_ring(pfr_store *s, int64_t start, int nchunks)
+{
+    for (int i = 0; i < nchunks; i++) {
+        for (size_t k = 0; k < FX_NNAMES; k++) {
+            const fx_named *n = &FX_NAMES[k];
+            pfr_kv cid = {"container.id", n->container_id};
+            char stack[256];
+            snprintf(stack, sizeof(stack), "main;%s", n->leaf);
+            pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
+            if (!p)
+                return -ENOMEM;
+            int rc = fx_sample(p, stack, n->value, 100 + (int64_t)k, "app");
+            if (!rc)
+                rc =
+                    fx_append(s, n->service, n->container_id ? &cid : NULL, n->container_id ? 1 : 0,
+                              start + (int64_t)i * 10 * FX_S, 10 * FX_S, p);
+            pfr_profile_free(p);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}

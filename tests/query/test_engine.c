@@ -18,6 +18,7 @@
 #include "pfr_query.h"
 #include "pfr_render.h"
 #include "pfr_testgen.h"
+#include "pfr_utf8.h"
 #include "render_internal.h"
 #include "ring_fixture.h"
 
@@ -795,6 +796,129 @@ static void test_json_writer(void **state)
     pfr_tree_free(t);
 }
 
+/* What a FILE* writer wrote, NUL-terminated (the caller frees it). */
+static char *written(int rc_want, int (*fn)(FILE *, const void *), const void *arg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(fn(f, arg), rc_want);
+    fclose(f);
+    return buf;
+}
+
+static int ls_text(FILE *f, const void *ls)
+{
+    return pfr_ls_render_text(f, ls, 0);
+}
+
+static int ls_json(FILE *f, const void *ls)
+{
+    return pfr_ls_render_json(f, ls);
+}
+
+/* No byte of text is a control character but the newlines that end its lines. */
+static void assert_no_controls(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+            fail_msg("control byte 0x%02x at %zu: %.80s", *p,
+                     (size_t)(p - (const unsigned char *)text), (const char *)p);
+}
+
+/* Service names as Coroot makes them, and hostile ones: ls, plans, the metadata of the pictures
+ * and the timeline keep them exact in JSON (bytes that are not UTF-8 replaced) and escaped in
+ * text; a name matches only itself. */
+static void test_names(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(fx_names_ring(f->w, T0, 3), 0);
+    pfr_store *s = reader(f);
+    pfr_ls *ls = NULL;
+    char err[1024];
+    assert_int_equal(pfr_query_ls(s, &ls, err, sizeof(err)), 0);
+    assert_int_equal(ls->nservices, FX_NNAMES - 1);
+    char *text = written(0, ls_text, ls);
+    assert_no_controls(text);
+    assert_non_null(strstr(text, "\nservice /k8s/default/api\n"));
+    assert_non_null(strstr(text, "\nservice /system.slice/nginx.service\n"));
+    assert_non_null(strstr(text, "\nservice \"semi;colon\\nnew line\\x1b[31mred\\x1b[0m\"\n"));
+    assert_non_null(strstr(text, "container.id: /k8s/default/api-7d4f9c6b8d-q9zzm/app "
+                                 "/k8s/default/api-7d4f9c6b8d-x2b5k/app\n"));
+    assert_non_null(strstr(text, "container.id: \"/weird/a+b %2F c?d=e&f#g:8080\"\n"));
+    free(text);
+    text = written(0, ls_json, ls);
+    json_error_t jerr;
+    json_t *doc = json_loads(text, 0, &jerr);
+    assert_non_null(doc);
+    json_t *svcs = json_object_get(doc, "services");
+    assert_int_equal(json_array_size(svcs), FX_NNAMES - 1);
+    for (size_t i = 0; i < ls->nservices; i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(svcs, i), "name"));
+        if (strncmp(ls->services[i].name, "bytes", 5) == 0)
+            assert_string_equal(name, "bytes" PFR_UTF8_REPLACEMENT PFR_UTF8_REPLACEMENT);
+        else
+            assert_string_equal(name, ls->services[i].name);
+    }
+    json_decref(doc);
+    free(text);
+    pfr_ls_free(ls);
+
+    for (size_t k = 0; k < FX_NNAMES; k++) {
+        const fx_named *n = &FX_NAMES[k];
+        pfr_query_plan *p = plan(s, n->service, NULL, NULL, 0);
+        assert_int_equal(p->nservices, 1);
+        assert_string_equal(p->services[0], n->service);
+        char *meta = NULL, what[512];
+        assert_int_equal(pfr_query_meta_json(p, T0, T0 + 30 * FX_S, 0, 0, &meta), 0);
+        doc = json_loads(meta, 0, &jerr);
+        assert_non_null(doc);
+        if (strncmp(n->service, "bytes", 5) != 0)
+            assert_string_equal(json_string_value(json_object_get(doc, "service")), n->service);
+        json_decref(doc);
+        free(meta);
+        pfr_query_plan_describe(p, what, sizeof(what));
+        assert_no_controls(what);
+        pfr_timeline *tl = NULL;
+        assert_int_equal(
+            pfr_query_timeline(s, p, T0, T0 + 30 * FX_S, 0, &tl, NULL, err, sizeof(err)), 0);
+        char *tj = NULL;
+        size_t tlen = 0;
+        FILE *out = open_memstream(&tj, &tlen);
+        assert_int_equal(pfr_timeline_render_json(out, tl, p), 0);
+        assert_int_equal(pfr_timeline_render_text(out, tl, p, 0), 0);
+        fclose(out);
+        assert_no_controls(tj);
+        pfr_timeline_free(tl);
+        free(tj);
+        pfr_query_plan_free(p);
+    }
+    /* the profile label of one instance selects its streams */
+    pfr_kv cid = {"container.id", FX_NAMES[3].container_id};
+    pfr_query_plan *p = plan(s, "/k8s/default/api", NULL, &cid, 1);
+    assert_int_equal(p->nprofile_labels, 1);
+    pfr_tree *t = pfr_tree_new();
+    assert_int_equal(pfr_query_tree(s, p, T0, T0 + 30 * FX_S, t, 0, NULL, err, sizeof(err)), 0);
+    assert_int_equal(pfr_tree_finish(t), 0);
+    assert_true(folded_sum(t) == 3.0 * (double)FX_NAMES[3].value);
+    child_named(t, child_named(t, 0, "main"), "api_q9zzm");
+    pfr_tree_free(t);
+    pfr_query_plan_free(p);
+    /* near misses are not the service; the message shows names escaped */
+    static const char *const near[] = {"/k8s/default", "k8s/default/api", "/k8s/default/api/",
+                                       "/K8S/default/api", "/k8s/default/api-7d4f9c6b8d-x2b5k/app"};
+    for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
+        pfr_query q = {.service = near[i]};
+        pfr_query_plan *np = NULL;
+        assert_int_equal(pfr_query_plan_new(s, &q, &np, err, sizeof(err)), -ENOENT);
+        assert_non_null(strstr(err, "no service"));
+        assert_non_null(strstr(err, "\"semi;colon\\nnew line\\x1b[31mred\\x1b[0m\""));
+        assert_non_null(strstr(err, "/k8s/long/xxxxxxxxxx"));
+        assert_no_controls(err);
+    }
+    pfr_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -808,6 +932,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_fast_path, setup, teardown),
         cmocka_unit_test(test_json_writer),
+        cmocka_unit_test_setup_teardown(test_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

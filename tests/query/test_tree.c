@@ -272,6 +272,8 @@ static void test_package_rule(void **state)
         {"__libc_start_main", "", "libc"},
         {"compress.part.0", "/usr/bin/gzip", "gzip"},
         {"[libfoo.so]", "", "[libfoo.so]"},
+        {"/system.slice/nginx.service", "", "/system.slice/nginx.service"}, /* service frames */
+        {"/k8s/default/api", "", "/k8s/default/api"},
         {"worker", "", "worker"},
         {"", "", ""},
     };
@@ -332,12 +334,68 @@ static void test_pictures_self_contained(void **state)
     fclose(f);
     assert_non_null(strstr(buf, "<!DOCTYPE html>"));
     assert_non_null(strstr(buf, "PfrFlame.mount"));
-    /* the frame name cannot close the data element; no external resource */
-    assert_non_null(strstr(buf, "<\\/script>"));
+    /* the frame name cannot close the data element: no '<' in the data; no external resource */
+    assert_non_null(strstr(buf, "\\u003c\\/script>\\u003cb>x"));
+    assert_null(strstr(buf, "<\\/script>"));
     assert_null(strstr(buf, "src=\"http"));
     assert_null(strstr(buf, "href=\"http"));
     assert_null(strstr(buf, "@import"));
     free(buf);
+    pfr_tree_free(t);
+}
+
+/* Names from outside in text output: escaped so they can neither break a line nor drive a
+ * terminal, quoted where a list needs it, cut with "..." when they do not fit. */
+static void test_text_escape(void **state)
+{
+    (void)state;
+    char b[64];
+    assert_string_equal(pfr_text_escape("/k8s/prod/db-0/postgres", PFR_TEXT_QUOTE, b, 64),
+                        "/k8s/prod/db-0/postgres");
+    assert_string_equal(pfr_text_escape("", PFR_TEXT_QUOTE, b, 64), "\"\"");
+    assert_string_equal(pfr_text_escape("", 0, b, 64), "");
+    assert_string_equal(pfr_text_escape("a b", PFR_TEXT_QUOTE, b, 64), "\"a b\"");
+    assert_string_equal(pfr_text_escape("a b", 0, b, 64), "a b");
+    assert_string_equal(pfr_text_escape("q\"\\", PFR_TEXT_QUOTE, b, 64), "\"q\\\"\\\\\"");
+    assert_string_equal(pfr_text_escape("q\"\\", 0, b, 64), "q\"\\");
+    assert_string_equal(pfr_text_escape("semi;colon\nx\x1b[0m\t\r\x7f", 0, b, 64),
+                        "semi;colon\\nx\\x1b[0m\\t\\r\\x7f");
+    assert_string_equal(pfr_text_escape("semi;colon", PFR_TEXT_SEMICOLON, b, 64), "semi\\x3bcolon");
+    assert_string_equal(pfr_text_escape("bad\xff\xc3(", 0, b, 64), "bad\\xff\\xc3(");
+    assert_string_equal(pfr_text_escape("csi\xc2\x9b", 0, b, 64), "csi\\u009b"); /* C1 */
+    assert_string_equal(pfr_text_escape("été ✓", PFR_TEXT_QUOTE, b, 64), "\"été ✓\"");
+    assert_string_equal(pfr_text_escape("été", PFR_TEXT_QUOTE, b, 64), "été");
+    /* cut: whole characters and escapes only, then "..." */
+    assert_string_equal(pfr_text_escape("/k8s/long/xxxxxxxxxxxxxxxxxxxxxxxx", 0, b, 16),
+                        "/k8s/long/xx...");
+    assert_string_equal(pfr_text_escape("ab\n\n\n\n", 0, b, 10), "ab\\n\\n...");
+    assert_string_equal(pfr_text_escape("aééééé", 0, b, 9), "aéé...");
+    assert_string_equal(pfr_text_escape("abcdef", 0, b, 7), "abcdef");
+    assert_string_equal(pfr_text_escape("abcdefg", 0, b, 3), "ab");
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    pfr_text_put(f, "x\ny", PFR_TEXT_QUOTE);
+    pfr_text_put(f, "plain", PFR_TEXT_QUOTE);
+    fclose(f);
+    assert_string_equal(buf, "\"x\\ny\"plain");
+    free(buf);
+
+    /* folded: a frame name with ';' or a newline stays one frame of one line; top likewise */
+    pfr_tree *t = pfr_tree_new();
+    const char *names[] = {"svc;a\nb", "main", "leaf\x1b[2J"};
+    assert_int_equal(pfr_tree_add_stack(t, 0, names, NULL, 3, 5), 0);
+    pfr_tree_finish(t);
+    char *folded = render(pfr_render_folded, t, NULL);
+    assert_string_equal(folded, "svc\\x3ba\\nb;main;leaf\\x1b[2J 5\n");
+    free(folded);
+    pfr_render_opts o = {.title = "cpu: svc;a\nb", .subtitle = "s"};
+    char *top = render(pfr_render_top, t, &o);
+    assert_non_null(strstr(top, "# cpu: svc;a\\nb — s\n"));
+    assert_non_null(strstr(top, "  leaf\\x1b[2J\n"));
+    assert_null(strchr(top, '\x1b'));
+    free(top);
     pfr_tree_free(t);
 }
 
@@ -349,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_top),          cmocka_unit_test(test_json),
         cmocka_unit_test(test_from_profile), cmocka_unit_test(test_package_rule),
         cmocka_unit_test(test_format_value), cmocka_unit_test(test_pictures_self_contained),
+        cmocka_unit_test(test_text_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

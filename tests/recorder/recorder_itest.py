@@ -561,6 +561,37 @@ def wait_chunks(args, store, service, typ, limit, pred=lambda cs: bool(cs)):
     return chunks_of_type(args, store, service, typ)
 
 
+GOHEAP_INTERVAL = 3
+
+
+def check_goheap_times(args, store, pid):
+    """Each heap chunk covers its own collection interval: [start, end) ends when it was collected
+    (when it appears in the ring, give or take the write), and the next one starts there."""
+    first_seen = {}
+    end = time.time() + 4 * GOHEAP_INTERVAL + 2
+    while time.time() < end and len(first_seen) < 4:
+        now = time.time()
+        for c in dump(args, store, "--meta"):
+            if c["labels"].get("pid") == str(pid) and c["id"] not in first_seen:
+                first_seen[c["id"]] = (now, c)
+        time.sleep(0.2)
+    # the chunks present at the first look were written before it: only later ones are timed
+    seen = sorted(first_seen.values(), key=lambda x: x[1]["start_ns"])
+    timed = [(t, c) for t, c in seen if t > seen[0][0] + 0.01] if seen else []
+    if not check(len(timed) >= 2, "only %d heap chunks appeared while watched" % len(timed)):
+        return
+    for t, c in timed:
+        lag = t - c["end_ns"] / 1e9
+        check(-0.5 < lag < 1.5, "heap chunk %d ends %.2f s before it appeared in the ring "
+              "(its [start, end) is not the interval collected)" % (c["id"], lag))
+        dur = (c["end_ns"] - c["start_ns"]) / 1e9
+        check(GOHEAP_INTERVAL - 1 < dur < GOHEAP_INTERVAL + 1, "heap chunk %d lasts %.2f s, the "
+              "interval is %d s" % (c["id"], dur, GOHEAP_INTERVAL))
+    for (_, a), (_, b) in zip(seen, seen[1:]):
+        check(abs(b["start_ns"] - a["end_ns"]) < 50_000_000, "heap chunks %d and %d are not "
+              "back to back: %d ns apart" % (a["id"], b["id"], b["start_ns"] - a["end_ns"]))
+
+
 def test_goheap(args, tmp):
     """The daemon profiles the heap of a Go program that does not import pprof (force mode)."""
     exe = os.path.join(args.workloads, "pfr-goheap-alloc")
@@ -570,8 +601,8 @@ def test_goheap(args, tmp):
     check(go.stdout.readline().strip() == "ready", "pfr-goheap-alloc did not start")
     try:
         rec = Recorder(args, tmp, ["--interval", "1", "--go-heap-profiler", "force",
-                                   "--go-heap-interval", "1", "--metrics-listen", "off",
-                                   "--log-level", "debug"])
+                                   "--go-heap-interval", str(GOHEAP_INTERVAL),
+                                   "--metrics-listen", "off", "--log-level", "debug"])
         check(rec.wait_log("MemProfileRate was 0", 20),
               "no log line for switching sampling on in pid %d" % go.pid)
         for _ in range(2):  # allocations after sampling was switched on
@@ -585,6 +616,7 @@ def test_goheap(args, tmp):
             fns = {f["function"] for c in cs for s in c.get("samples", []) for f in s["frames"]}
             return want <= fns
         cs = wait_chunks(args, rec.store, "pfr-goheap-alloc", typ, 30, has_sites)
+        check_goheap_times(args, rec.store, go.pid)
         rc, _, _ = rec.stop()
         check(rc == 0, "recorder exit code %d" % rc)
         if not check(cs, "no %s chunks for pfr-goheap-alloc" % typ):

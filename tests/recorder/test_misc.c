@@ -235,7 +235,9 @@ static void facts_from_fake_proc(void **state)
     pfr_service_rules rules = {0};
     pfr_proc *pr = pfr_proc_table_learn(&t, 4242, 1000, "fakecomm", false, &rules);
     assert_non_null(pr);
-    assert_string_equal(pr->service, "fake");
+    /* a systemd service: Coroot's container id, its own service name */
+    assert_string_equal(pr->service, "/system.slice/fake.service");
+    assert_string_equal(pr->container_id, "/system.slice/fake.service");
     assert_int_equal(pfr_proc_table_size(&t), 1);
     /* a rule applied on refresh */
     char err[128];
@@ -299,18 +301,34 @@ static void facts_from_hints(void **state)
     assert_non_null(pr);
     assert_string_equal(pr->comm, "evcomm"); /* not /proc's */
     assert_string_equal(pr->cgroup, "/system.slice/web.service");
-    assert_string_equal(pr->service, "web");
+    assert_string_equal(pr->service, "/system.slice/web.service");
     assert_int_equal(t.cgroup_reads, 1);
     assert_int_equal(t.cgroup_hits, 0);
     /* same id: the cgroup comes from memory (this fake /proc would say /user.slice) */
     pr = pfr_proc_table_learn_hinted(&t, 4243, 1, false, &hint, NULL);
     assert_string_equal(pr->cgroup, "/system.slice/web.service");
-    assert_string_equal(pr->service, "web");
+    assert_string_equal(pr->service, "/system.slice/web.service");
     assert_int_equal(t.cgroup_hits, 1);
     /* even for a process already gone from /proc */
     pr = pfr_proc_table_learn_hinted(&t, 77, 1, false, &hint, NULL);
     assert_string_equal(pr->cgroup, "/system.slice/web.service");
     assert_int_equal(t.cgroup_hits, 2);
+    /* gone from /proc, its cgroup never met: found by walking the cgroup tree, then cached */
+    char other_unit[300];
+    snprintf(other_unit, sizeof(other_unit), "%s/system.slice/db.service", cgmnt);
+    mkdir(other_unit, 0755);
+    struct stat ost;
+    assert_int_equal(stat(other_unit, &ost), 0);
+    pfr_proc_hint gone = {.comm = "db", .cgroup_id = (uint64_t)ost.st_ino};
+    pr = pfr_proc_table_learn_hinted(&t, 78, 1, false, &gone, NULL);
+    assert_string_equal(pr->cgroup, "/system.slice/db.service");
+    assert_string_equal(pr->service, "/system.slice/db.service");
+    assert_int_equal(t.cgroup_walks, 1);
+    pr = pfr_proc_table_learn_hinted(&t, 79, 1, false, &gone, NULL);
+    assert_string_equal(pr->cgroup, "/system.slice/db.service");
+    assert_int_equal(t.cgroup_walks, 1);
+    assert_int_equal(t.cgroup_hits, 3);
+    rmdir(other_unit);
     /* an id the directory of the path read does not carry: read, and not cached */
     pfr_proc_hint other = {.comm = "x", .cgroup_id = (uint64_t)st.st_ino + 1000};
     pr = pfr_proc_table_learn_hinted(&t, 4244, 1, false, &other, NULL);
@@ -318,7 +336,7 @@ static void facts_from_hints(void **state)
     pr = pfr_proc_table_learn_hinted(&t, 4243, 2, false, &other, NULL);
     assert_string_equal(pr->cgroup, "/user.slice");
     assert_int_equal(t.cgroup_reads, 3);
-    assert_int_equal(t.cgroup_hits, 2);
+    assert_int_equal(t.cgroup_hits, 3);
     /* no hint: /proc as before, comm included */
     pr = pfr_proc_table_learn(&t, 4243, 3, "old", false, NULL);
     assert_string_equal(pr->comm, "proccomm");

@@ -14,7 +14,7 @@
 static void container_ids(void **state)
 {
     (void)state;
-    char id[PFR_CONTAINER_ID_MAX + 1];
+    char id[PFR_RUNTIME_ID_MAX + 1];
     static const char *const yes[] = {
         "/system.slice/docker-" ID64 ".scope",
         "/docker/" ID64,
@@ -71,17 +71,34 @@ static void systemd_units(void **state)
 static void name_rule_order(void **state)
 {
     (void)state;
-    char svc[128], cid[PFR_CONTAINER_ID_MAX + 1];
+    char svc[PFR_CONTAINER_ID_MAX + 1], cid[PFR_CONTAINER_ID_MAX + 1];
     pfr_process_facts f = {
         .comm = "nginx", .exe = "/usr/sbin/nginx", .cgroup = "/system.slice/nginx.service"};
+    /* no identity known: the unit's name */
     pfr_service_name(NULL, &f, svc, sizeof(svc), cid);
     assert_string_equal(svc, "nginx");
     assert_string_equal(cid, "");
+    /* Coroot's identity of the cgroup wins */
+    f.coroot_id = f.coroot_service = "/system.slice/nginx.service";
+    pfr_service_name(NULL, &f, svc, sizeof(svc), cid);
+    assert_string_equal(svc, "/system.slice/nginx.service");
+    assert_string_equal(cid, "/system.slice/nginx.service");
+    f.coroot_id = "/k8s/prod/api-7d4f9c8b6-x2b5k/app";
+    f.coroot_service = "/k8s/prod/api";
+    pfr_service_name(NULL, &f, svc, sizeof(svc), cid);
+    assert_string_equal(svc, "/k8s/prod/api");
+    assert_string_equal(cid, "/k8s/prod/api-7d4f9c8b6-x2b5k/app");
+    /* an id without a service name is its own service */
+    f.coroot_service = NULL;
+    pfr_service_name(NULL, &f, svc, sizeof(svc), cid);
+    assert_string_equal(svc, "/k8s/prod/api-7d4f9c8b6-x2b5k/app");
+    f.coroot_id = f.coroot_service = NULL;
 
+    /* a container whose metadata is not had yet: its short runtime id, no container id */
     f.cgroup = "/system.slice/docker-" ID64 ".scope";
     pfr_service_name(NULL, &f, svc, sizeof(svc), cid);
     assert_string_equal(svc, "3f4e5d6c7b8a");
-    assert_string_equal(cid, ID64);
+    assert_string_equal(cid, "");
 
     f.cgroup = "/user.slice/user-0.slice/session-1.scope";
     f.exe = "/opt/app/bin/my-server";
@@ -122,7 +139,7 @@ static void rules(void **state)
     assert_int_equal(pfr_service_rules_add(&r, "", err, sizeof(err)), -EINVAL);
     assert_int_equal(r.n, 4);
 
-    char svc[128], cid[PFR_CONTAINER_ID_MAX + 1];
+    char svc[PFR_CONTAINER_ID_MAX + 1], cid[PFR_CONTAINER_ID_MAX + 1];
     pfr_process_facts f = {.comm = "postgres: writer", .exe = "/usr/lib/postgresql/bin/postgres"};
     pfr_service_name(&r, &f, svc, sizeof(svc), cid);
     assert_string_equal(svc, "database");
@@ -136,10 +153,20 @@ static void rules(void **state)
     assert_string_equal(svc, "xsvc");
 
     /* a rule beats the container name; the container id label stays */
-    pfr_process_facts c = {.comm = "x", .exe = "/bin/x", .cgroup = "/docker/" ID64};
+    pfr_process_facts c = {.comm = "x",
+                           .exe = "/bin/x",
+                           .cgroup = "/docker/" ID64,
+                           .coroot_id = "/docker/shop",
+                           .coroot_service = "/docker/shop"};
     pfr_service_name(&r, &c, svc, sizeof(svc), cid);
     assert_string_equal(svc, "web");
-    assert_string_equal(cid, ID64);
+    assert_string_equal(cid, "/docker/shop");
+    /* a container rule matches the Coroot container id too */
+    pfr_service_rules r2 = {0};
+    assert_int_equal(pfr_service_rules_add(&r2, "container /docker/sh* shop", err, sizeof(err)), 0);
+    pfr_service_name(&r2, &c, svc, sizeof(svc), cid);
+    assert_string_equal(svc, "shop");
+    pfr_service_rules_free(&r2);
 
     pfr_service_rules copy;
     assert_int_equal(pfr_service_rules_copy(&copy, &r), 0);
@@ -160,6 +187,14 @@ static void proc_cgroup_text(void **state)
     assert_true(pfr_cgroup_from_proc_text("12:cpu,cpuacct:/docker/abc\n0::/init.scope\n", out,
                                           sizeof(out)));
     assert_string_equal(out, "/init.scope");
+    /* hybrid with Kubernetes on v1: the pod's cpu or memory path wins over systemd's v2 one */
+    assert_true(pfr_cgroup_from_proc_text("12:cpu,cpuacct:/kubepods/burstable/pod1/"
+                                          "abc\n3:pids:/kubepods/x\n0::/system.slice/"
+                                          "kubelet.service\n",
+                                          out, sizeof(out)));
+    assert_string_equal(out, "/kubepods/burstable/pod1/abc");
+    assert_true(pfr_cgroup_from_proc_text("5:pids:/kubepods/x\n0::/y\n", out, sizeof(out)));
+    assert_string_equal(out, "/y");
     /* v1 only: the first path */
     assert_true(
         pfr_cgroup_from_proc_text("4:memory:/docker/abc\n3:cpu:/docker/abc", out, sizeof(out)));

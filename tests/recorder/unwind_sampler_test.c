@@ -149,7 +149,9 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
     REQUIRE(pfr_cpu_profiler_open(&o, on_event, NULL, &cp, err, sizeof(err)) == 0,
             "open the sampler: %s", err);
     bool kernel = t->kernel;
-    start(prog, 3.0, kernel, c);
+    /* long enough for a slow warm-up (tables of every busy program on a loaded host come
+     * first): it is stopped once measured */
+    start(prog, 30.0, kernel, c);
     for (int i = 0; i < 10; i++) { /* the first samples ask; wait for the tables */
         pfr_cpu_profiler_poll_events(cp, 50);
         sleep_ms(50);

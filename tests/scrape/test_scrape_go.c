@@ -105,7 +105,7 @@ static struct body http_get(const char *url)
 /* Chunks read back from the ring. */
 #define MAX_CHUNKS 256
 struct chunk {
-    char service[64], type0[64], instance[64], env[16];
+    char service[64], type0[64], instance[64], env[16], container_id[64];
     int64_t start, end;
     pfr_profile *p;
 };
@@ -130,6 +130,8 @@ static int on_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     snprintf(k->service, sizeof(k->service), "%s", m->service);
     snprintf(k->type0, sizeof(k->type0), "%s", m->types[0]);
     snprintf(k->instance, sizeof(k->instance), "%s", kv(m->labels, m->nlabels, "instance"));
+    snprintf(k->container_id, sizeof(k->container_id), "%s",
+             kv(m->labels, m->nlabels, "container.id"));
     snprintf(k->env, sizeof(k->env), "%s", kv(m->labels, m->nlabels, "env"));
     k->start = m->start_ns;
     k->end = m->end_ns;
@@ -607,12 +609,13 @@ static void test_local(void **state)
 
 static pid_t netns_pid;
 
-static int service_of(void *ctx, pid_t pid, char *buf, size_t len)
+static int service_of(void *ctx, pid_t pid, char *buf, size_t len, char *cid, size_t cidlen)
 {
     (void)ctx;
     if (pid != netns_pid)
         return -1; /* the default: the executable's name */
     snprintf(buf, len, "ctr-%d", (int)pid);
+    snprintf(cid, cidlen, "/docker/ctr-%d", (int)pid);
     return 0;
 }
 
@@ -671,8 +674,14 @@ static void check_other_netns(void)
     pfr_scrape_get_stats(s, &st);
     assert_int_equal(st.failures, 0);
     size_t per[2] = {0}, nc, hits;
-    for (size_t i = 0; i < cs->n; i++)
-        per[strcmp(cs->v[i].service, ctr) == 0 ? 0 : 1]++;
+    char want_cid[64];
+    snprintf(want_cid, sizeof(want_cid), "/docker/%s", ctr);
+    for (size_t i = 0; i < cs->n; i++) {
+        bool in_ctr = strcmp(cs->v[i].service, ctr) == 0;
+        per[in_ctr ? 0 : 1]++;
+        /* the daemon's naming gives the container id label too */
+        assert_string_equal(cs->v[i].container_id, in_ctr ? want_cid : "");
+    }
     assert_int_equal(per[0], 3 + 5); /* baseline round without block and mutex, then all */
     assert_int_equal(per[1], 3 + 5);
     /* the container's own CPU and heap, under its service */

@@ -620,17 +620,21 @@ static void test_k8s_fixture(void **state)
 
     const struct sc_want *w = want_by_pod(&l, "api-7d9f8b6c5-x2kqp");
     assert_non_null(w);
-    assert_string_equal(w->service, "api"); /* the Deployment, not the ReplicaSet */
+    /* Coroot's identity of the container serving the port: its Deployment as the service */
+    assert_string_equal(w->service, "/k8s/shop/api");
+    assert_string_equal(label(w->labels, w->nlabels, "container.id"),
+                        "/k8s/shop/api-7d9f8b6c5-x2kqp/api");
     assert_string_equal(w->base, "http://10.244.1.17:6060/debug/pprof");
     assert_int_equal(w->source, PFR_SCRAPE_KUBERNETES);
     assert_string_equal(label(w->labels, w->nlabels, "namespace"), "shop");
     assert_string_equal(label(w->labels, w->nlabels, "node"), "node-1");
     assert_string_equal(label(w->labels, w->nlabels, "instance"), "10.244.1.17:6060");
-    assert_int_equal(w->nlabels, 4);
+    assert_int_equal(w->nlabels, 5);
 
-    w = want_by_pod(&l, "cart-0"); /* pyroscope.io annotations, IPv6 */
+    w = want_by_pod(&l, "cart-0"); /* pyroscope.io annotations, IPv6; no container named */
     assert_non_null(w);
     assert_string_equal(w->service, "cart");
+    assert_null(label(w->labels, w->nlabels, "container.id"));
     assert_string_equal(w->base, "http://[fd00:10:244::1a]:8080/debug/pprof");
     w = want_by_pod(&l, "worker-q8wz1"); /* the controller among several owners */
     assert_non_null(w);

@@ -1,6 +1,7 @@
 /* libFuzzer target: any request to the API (endpoint and query string) gets a JSON answer with a
  * 2xx, 4xx or 503 status, never a crash, a leak or a 500. Input: "ENDPOINT?k=v&k=v..." (the path
- * after /api/), run against a small "shift" ring made once in /tmp. */
+ * after /api/), run against a small ring made once in /tmp: the "shift" service and the
+ * Coroot-style and hostile service names of ring_fixture.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ static const char *ring(void)
         abort();
     snprintf(ring_path, sizeof(ring_path), "%s/ring.db", ring_dir);
     pfr_store *s = fx_open(ring_path);
-    if (fx_shift_ring(s, "app", T0, 12) != 0)
+    if (fx_shift_ring(s, "app", T0, 12) != 0 || fx_names_ring(s, T0, 12) != 0)
         abort();
     pfr_store_close(s);
     atexit(remove_ring);

@@ -9,53 +9,11 @@
 // the view survives a reload (URL); flame click-zoom, search and tooltips work; label filters;
 // a bad API request gets a JSON 4xx and the server keeps serving; nothing is fetched from
 // anywhere but the server. Screenshots go to DIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { openServePage } from './e2e_page.mjs';
 
-const args = {};
-for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
-const base = args.url;
-const outDir = args.out || '.';
-fs.mkdirSync(outDir, { recursive: true });
-const origin = new URL(base).origin;
-const STEP_MS = 15000; // bound on every wait
+const t = await openServePage(process.argv);
+const { page, base, check, shot, ready, topRows, param, errors, remote } = t;
 
-let failures = 0;
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
-
-const userDataDir = fs.mkdtempSync(path.join(outDir, 'chromium-profile-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.PFR_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 900 },
-  timezoneId: 'UTC',
-});
-context.setDefaultTimeout(STEP_MS);
-const page = context.pages()[0] || await context.newPage();
-const errors = [], remote = [];
-page.on('pageerror', (e) => errors.push(String(e)));
-// 4xx answers are expected below (bad requests, a filter that matches nothing): Chromium logs
-// them as "Failed to load resource"; only script errors count.
-page.on('console', (m) => {
-  if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) errors.push(m.text());
-});
-await page.route('**/*', (route) => {
-  const url = route.request().url();
-  if (url.startsWith(origin + '/') || url.startsWith('data:')) return route.continue();
-  remote.push(url);
-  return route.abort();
-});
-
-const shot = (name) => page.screenshot({ path: path.join(outDir, name), fullPage: true });
-async function ready() {
-  await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: STEP_MS });
-}
 // Name of the widest frame at depth d of the flame graph.
 async function widestAt(d) {
   return page.evaluate((d) => {
@@ -87,10 +45,7 @@ async function drag(a, b) {
   await page.mouse.move(x0 + b * (x1 - x0), y, { steps: 4 });
   await page.mouse.up();
 }
-const topRows = () => page.locator('#ps-top tbody tr td.ps-name').allInnerTexts();
-const param = (name) => new URL(page.url()).searchParams.get(name);
-
-try {
+await t.run(async () => {
   // 1. The page on a bare URL: defaults picked, chart and flame graph drawn.
   const resp = await page.goto(base);
   check(resp.status() === 200, 'page served (200)');
@@ -222,13 +177,4 @@ try {
   check(bad.after === 200, 'server still serves after bad requests');
   check(errors.length === 0, `no script errors ${errors.join('; ')}`);
   check(remote.length === 0, `no request left the server ${remote.join(' ')}`);
-} catch (e) {
-  console.log('FAIL exception: ' + (e && e.stack || e));
-  failures++;
-  await shot('error.png').catch(() => {});
-} finally {
-  await context.close();
-  fs.rmSync(userDataDir, { recursive: true, force: true });
-}
-console.log(failures ? `${failures} checks failed` : 'all checks passed');
-process.exit(failures ? 1 : 0);
+}, 'error.png');

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Starts the real `pfr serve` on a free loopback port over the "shift" ring and runs the page's
-# end-to-end test in headless Chromium (serve_e2e.mjs). Then stops the server with SIGTERM and
-# checks it exits cleanly (under ASan that includes no leaks). Screenshots: ARTIFACTS/*.png.
-#   serve_e2e.sh PFR MAKE_RING WORKDIR ARTIFACTS
+# Starts the real `pfr serve` on a free loopback port over a ring and runs the page's end-to-end
+# test in headless Chromium: the "shift" ring and serve_e2e.mjs, or (SCENARIO names) the ring of
+# Coroot-style and hostile service names and serve_names_e2e.mjs. Then stops the server with
+# SIGTERM and checks it exits cleanly (under ASan that includes no leaks).
+# Screenshots: ARTIFACTS/*.png.
+#   serve_e2e.sh PFR MAKE_RING WORKDIR ARTIFACTS [shift|names]
 set -euo pipefail
 PFR=$1
 MK=$2
 W=$3
 ART=$4
+SCENARIO=${5:-shift}
 HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"
 mkdir -p "$W" "$ART"
@@ -17,9 +20,17 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
     (cd "$HERE" && timeout 300 npm ci --no-audit --no-fund >/dev/null)
 fi
 T0=1714564800
-"$MK" "$W/shift.db" shift --chunks 60 --start $T0
+case $SCENARIO in
+shift) SCRIPT=serve_e2e.mjs CHUNKS=60 ;;
+names) SCRIPT=serve_names_e2e.mjs CHUNKS=30 ;;
+*)
+    echo "unknown scenario $SCENARIO"
+    exit 2
+    ;;
+esac
+"$MK" "$W/ring.db" "$SCENARIO" --chunks $CHUNKS --start $T0
 
-"$PFR" --store "$W/shift.db" serve --listen 127.0.0.1:0 >"$W/serve.out" 2>"$W/serve.err" &
+"$PFR" --store "$W/ring.db" serve --listen 127.0.0.1:0 >"$W/serve.out" 2>"$W/serve.err" &
 SERVER=$!
 stop_server() {
     if kill -0 "$SERVER" 2>/dev/null; then
@@ -40,7 +51,7 @@ done
 echo "pfr serve at $URL"
 
 rc=0
-timeout 90 node "$HERE/serve_e2e.mjs" --url "$URL" --out "$ART" || rc=$?
+timeout 90 node "$HERE/$SCRIPT" --url "$URL" --out "$ART" || rc=$?
 
 # A clean stop: SIGTERM, exit status 0 within 10 s.
 kill -TERM "$SERVER"

@@ -18,6 +18,7 @@
 
 #include "pfr_serve.h"
 #include "pfr_testgen.h"
+#include "pfr_utf8.h"
 #include "ring_fixture.h"
 
 #define T0  (1714564800LL * FX_S)
@@ -28,6 +29,7 @@ typedef struct fixture {
     char dir[64];
     char shift[128]; /* "app": 60 chunks of 10 s from T0, hot_before then hot_after */
     char types[128]; /* "heap": two level types; "api": testgen CPU, 120 chunks */
+    char names[128]; /* Coroot-style and hostile service names (FX_NAMES), 30 chunks from T0 */
     pfr_serve_api api;
 } fixture;
 
@@ -64,8 +66,12 @@ static int setup(void **state)
         return -1;
     snprintf(f->shift, sizeof(f->shift), "%s/shift.db", f->dir);
     snprintf(f->types, sizeof(f->types), "%s/types.db", f->dir);
+    snprintf(f->names, sizeof(f->names), "%s/names.db", f->dir);
     pfr_store *s = fx_open(f->shift);
     int rc = fx_shift_ring(s, "app", T0, 60);
+    pfr_store_close(s);
+    s = fx_open(f->names);
+    rc = rc ? rc : fx_names_ring(s, T0, 30);
     pfr_store_close(s);
     if (rc || make_types_ring(f->types))
         return -1;
@@ -86,6 +92,23 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Call path with the arguments kv[0..n) (values as they are, '=' and all). */
+static json_t *call_kv(const pfr_serve_api *api, const char *path, unsigned *status,
+                       const pfr_kv *kv, size_t n)
+{
+    pfr_serve_response r;
+    assert_int_equal(pfr_serve_api_call(api, path, kv, n, END, &r), 0);
+    assert_non_null(r.body);
+    assert_non_null(strstr(r.content_type, "application/json"));
+    json_error_t err;
+    json_t *doc = json_loadb(r.body, r.len, 0, &err);
+    if (!doc)
+        fail_msg("%s: not JSON (%s): %.200s", path, err.text, r.body);
+    *status = r.status;
+    pfr_serve_response_free(&r);
+    return doc;
+}
+
 /* Call path with "k=v" arguments (NULL-terminated) and parse the JSON body. */
 static json_t *call_api(const pfr_serve_api *api, const char *path, unsigned *status, ...)
 {
@@ -103,17 +126,7 @@ static json_t *call_api(const pfr_serve_api *api, const char *path, unsigned *st
         n++;
     }
     va_end(ap);
-    pfr_serve_response r;
-    assert_int_equal(pfr_serve_api_call(api, path, kv, n, END, &r), 0);
-    assert_non_null(r.body);
-    assert_non_null(strstr(r.content_type, "application/json"));
-    json_error_t err;
-    json_t *doc = json_loadb(r.body, r.len, 0, &err);
-    if (!doc)
-        fail_msg("%s: not JSON (%s): %.200s", path, err.text, r.body);
-    *status = r.status;
-    pfr_serve_response_free(&r);
-    return doc;
+    return call_kv(api, path, status, kv, n);
 }
 
 #define ARG_RANGE(a, b) "from=" #a, "to=" #b
@@ -246,6 +259,97 @@ static void test_labels(void **state)
     json_decref(d);
     d = call_api(&f->api, "/api/flame", &st, "label=pid", NULL);
     expect_error(d, &st, 400, "bad label");
+}
+
+/* ---- service names as Coroot gives them ('/', '.', '-', ':'), URL-significant and hostile ---- */
+static const char *flame_str(json_t *d, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(d, "flame"), key));
+}
+
+/* Every service of the names ring, by its exact name: the flame graph, the timeline and the diff
+ * answer for that service and no other. */
+static void test_names(void **state)
+{
+    fixture *f = *state;
+    pfr_serve_api api = {.store_path = f->names, .limits = f->api.limits};
+    unsigned st;
+    json_t *d = call_api(&api, "/api/ls", &st, NULL);
+    assert_int_equal(st, 200);
+    json_t *svcs = json_object_get(json_object_get(d, "ls"), "services");
+    assert_int_equal(json_array_size(svcs), FX_NNAMES - 1); /* two instances of one service */
+    bool seen_bytes = false;
+    for (size_t i = 0; i < json_array_size(svcs); i++)
+        seen_bytes |= strcmp(json_string_value(json_object_get(json_array_get(svcs, i), "name")),
+                             "bytes" PFR_UTF8_REPLACEMENT PFR_UTF8_REPLACEMENT) == 0;
+    assert_true(seen_bytes); /* not UTF-8 in the ring: listed, bytes replaced */
+    json_decref(d);
+    for (size_t k = 0; k < FX_NNAMES; k++) {
+        const fx_named *n = &FX_NAMES[k];
+        if (strncmp(n->service, "bytes", 5) == 0 ||
+            (k > 0 && strcmp(n->service, FX_NAMES[k - 1].service) == 0))
+            continue; /* no UTF-8 to ask for it with; the other api instance */
+        pfr_kv q[] = {{"service", n->service}, {"from", "1714564800"}, {"to", "1714565100"}};
+        d = call_kv(&api, "/api/flame", &st, q, 3);
+        if (st != 200)
+            fail_msg("%s: %u %s", n->service, st, json_dumps(d, 0));
+        assert_string_equal(flame_str(d, "service"), n->service);
+        assert_string_equal(top_name(d, 0), n->leaf);
+        json_decref(d);
+        d = call_kv(&api, "/api/timeline", &st, q, 3);
+        assert_int_equal(st, 200);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(d, "timeline"), "service")),
+            n->service);
+        assert_int_equal(json_integer_value(json_object_get(d, "chunks")),
+                         strcmp(n->service, "/k8s/default/api") == 0 ? 60 : 30);
+        json_decref(d);
+        pfr_kv dq[] = {{"service", n->service}, {"from", "1714564950"}, {"to", "1714565100"}};
+        d = call_kv(&api, "/api/diff", &st, dq, 3);
+        assert_int_equal(st, 200);
+        assert_string_equal(flame_str(d, "service"), n->service);
+        assert_string_equal(flame_str(d, "kind"), "diff");
+        json_decref(d);
+    }
+    /* one instance of the Deployment: Coroot's per-instance view filters on container.id */
+    for (int inst = 0; inst < 2; inst++) {
+        const fx_named *n = &FX_NAMES[2 + inst];
+        char label[128];
+        snprintf(label, sizeof(label), "container.id=%s", n->container_id);
+        pfr_kv q[] = {{"service", n->service},
+                      {"label", label},
+                      {"from", "1714564800"},
+                      {"to", "1714565100"}};
+        d = call_kv(&api, "/api/flame", &st, q, 4);
+        assert_int_equal(st, 200);
+        assert_string_equal(top_name(d, 0), n->leaf);
+        assert_null(top_name(d, 2)); /* main and the leaf: the other instance left out */
+        json_t *fl = json_object_get(d, "flame");
+        assert_int_equal(json_integer_value(json_object_get(fl, "total")), 30 * n->value);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(fl, "profile_labels"),
+                                                              "container.id")),
+                            n->container_id);
+        json_decref(d);
+        d = call_kv(&api, "/api/labels", &st, q, 4);
+        assert_int_equal(st, 200);
+        json_decref(d);
+    }
+    pfr_kv other[] = {{"service", "/k8s/default/api"},
+                      {"label", "container.id=/k8s/default/api-7d4f9c6b8d-zzzzz/app"}};
+    expect_error(call_kv(&api, "/api/flame", &st, other, 2), &st, 404, "match");
+    /* a name that is only the start, or another form, of a real one is not it */
+    pfr_kv near[] = {{"service", "/k8s/default"}};
+    expect_error(call_kv(&api, "/api/flame", &st, near, 1), &st, 404, "no service");
+    pfr_kv slash[] = {{"service", "k8s/default/api"}};
+    expect_error(call_kv(&api, "/api/flame", &st, slash, 1), &st, 404, "no service");
+    /* every service at once: a function name that is not UTF-8 is still a row of the table */
+    d = call_api(&api, "/api/flame", &st, "from=1714564800", "to=1714565100", "top=50", NULL);
+    assert_int_equal(st, 200);
+    bool seen = false;
+    for (size_t i = 0; top_name(d, i); i++)
+        seen |= strcmp(top_name(d, i), "bytes_fn" PFR_UTF8_REPLACEMENT) == 0;
+    assert_true(seen);
+    json_decref(d);
 }
 
 /* Everything a page or a person can get wrong: a JSON 4xx, never a crash. */
@@ -621,6 +725,51 @@ static void test_http(void **state)
     pfr_serve_stop(a);
 }
 
+/* GET <server>api/<query>, expecting a 200 whose body contains want. */
+static void get_has(const pfr_serve *s, const char *query, const char *want, http_result *r)
+{
+    char url[1024];
+    snprintf(url, sizeof(url), "%sapi/%s", pfr_serve_url(s), query);
+    http(url, NULL, NULL, false, r);
+    if (r->status != 200 || !strstr(r->body, want))
+        fail_msg("%s: %ld, want 200 with %s: %.300s", query, r->status, want, r->body);
+}
+
+/* Names in the query string, percent-encoded as curl and as the page's URLSearchParams do it
+ * ('+' for a space, so a '+' of the name is %2B). */
+static void test_http_names(void **state)
+{
+    fixture *f = *state;
+    pfr_serve_config cfg = {.store_path = f->names, .listen = "127.0.0.1:0"};
+    pfr_serve *s = NULL;
+    char err[256] = "", q[768], label[256];
+    assert_int_equal(pfr_serve_start(&cfg, &s, err, sizeof(err)), 0);
+    http_result r;
+    const fx_named *weird = &FX_NAMES[7], *api = &FX_NAMES[3];
+    snprintf(label, sizeof(label), "container.id=%s", api->container_id);
+    CURL *c = curl_easy_init();
+    char *svc = curl_easy_escape(c, weird->service, 0), *a = curl_easy_escape(c, api->service, 0),
+         *l = curl_easy_escape(c, label, 0);
+    snprintf(q, sizeof(q), "flame?service=%s&from=1714564800&to=1714565100&top=1", svc);
+    get_has(s, q, "\"service\":\"/weird/a+b %2F c?d=e&f#g:8080\"", &r);
+    assert_non_null(strstr(r.body, "\"top\":[{\"name\":\"weird_fn\""));
+    get_has(s,
+            "flame?service=%2Fweird%2Fa%2Bb+%252F+c%3Fd%3De%26f%23g%3A8080"
+            "&from=1714564800&to=1714565100&top=1",
+            "\"top\":[{\"name\":\"weird_fn\"", &r);
+    snprintf(q, sizeof(q), "flame?service=%s&label=%s&from=1714564800&to=1714565100", a, l);
+    get_has(s, q, "\"top\":[{\"name\":\"api_q9zzm\"", &r);
+    assert_null(strstr(r.body, "api_x2b5k"));
+    /* unescaped '/' in a value is fine too: only '&', '=', '+', '%' and '#' need escapes */
+    get_has(s, "timeline?service=/k8s/prod/db-0/postgres&from=1714564800&to=1714565100",
+            "\"service\": \"/k8s/prod/db-0/postgres\"", &r);
+    curl_free(svc);
+    curl_free(a);
+    curl_free(l);
+    curl_easy_cleanup(c);
+    pfr_serve_stop(s);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -637,6 +786,8 @@ int main(void)
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_http),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_http_names),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();

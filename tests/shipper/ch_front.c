@@ -17,8 +17,14 @@
  *   lost     execute, then close the connection without an answer
  *   garbage  answer 200 with an HTML page (nothing executed): a lying sink
  *   reject   answer 400 like a parse error (nothing executed)
+ *   echo     answer 403 AUTHENTICATION_FAILED whose text echoes every request header (a server
+ *            that quotes the credentials back)
  * count: how many matching requests get the fault (0 = all); match: a substring of the query.
  * --reject-substring S: any request whose data contains S gets a 400 (a chunk ClickHouse refuses).
+ * --config F: a ClickHouse config file for the engine (remote_servers: a cluster whose shards are
+ * this engine itself, for Distributed tables).
+ * GET /__fault?password=P changes the password the front accepts (a password rotated on the
+ * server while the shipper runs).
  * chdb's own "default" database is a file overlay; requests for "default" (or none) use the
  * Atomic database --default-database (default "chdefault") instead.
  */
@@ -38,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "echo_headers.h"
 
 /* ---- the chdb C API (its header is not in the npm package; these are its declarations) ---- */
 typedef struct chdb_connection_ {
@@ -77,6 +85,7 @@ static struct {
     FILE *log;
     struct fault fault;
     char reject_substring[256];
+    char password_buf[256]; /* a password set by /__fault */
     unsigned long seq, inserts, faults, files;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -383,7 +392,9 @@ static bool authorized(struct MHD_Connection *c)
         u = arg(c, "user");
         k = arg(c, "password");
     }
+    pthread_mutex_lock(&S.lock); /* /__fault may change the password */
     bool ok = u && !strcmp(u, S.user) && !strcmp(k ? k : "", S.password ? S.password : "");
+    pthread_mutex_unlock(&S.lock);
     MHD_free(bu);
     MHD_free(bp);
     return ok;
@@ -417,6 +428,11 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, struct 
         const char *rej = arg(c, "reject");
         if (rej)
             snprintf(S.reject_substring, sizeof(S.reject_substring), "%s", rej);
+        const char *pw = arg(c, "password");
+        if (pw)
+            snprintf(S.password_buf, sizeof(S.password_buf), "%s", pw);
+        if (pw)
+            S.password = S.password_buf;
         logf_("fault mode=%s count=%ld match=%s\n", S.fault.mode, S.fault.count, S.fault.match);
         pthread_mutex_unlock(&S.lock);
         return answer(c, 200, "ok\n", 3, NULL, 0, 0, 0);
@@ -561,6 +577,12 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, struct 
                             "(CANNOT_PARSE_INPUT_ASSERTION_FAILED)\n";
             return answer(c, 400, m, strlen(m), NULL, 27, 0, 0);
         }
+        if (!strcmp(mode, "echo")) {
+            free(q);
+            char m[4096] = "Code: 516. DB::Exception: Authentication failed; the request was:\n";
+            echo_headers(c, m, sizeof(m));
+            return answer(c, 403, m, strlen(m), NULL, 516, 0, 0);
+        }
         if (!strcmp(mode, "slow"))
             usleep((useconds_t)delay * 1000);
     }
@@ -692,7 +714,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: ch_front --lib libchdb.so --data DIR [--port N] [--port-file F] [--log F]\n"
-            "                [--user U --password P] [--default-database DB]\n"
+            "                [--user U --password P] [--default-database DB] [--config F]\n"
             "                [--fault MODE [--fault-count N] [--fault-match S] [--retry-after S]\n"
             "                 [--delay-ms N]] [--reject-substring S]\n");
 }
@@ -701,6 +723,7 @@ int main(int argc, char **argv)
 {
     const char *lib = getenv("PFR_CHDB_LIB"), *data = NULL, *port_file = NULL, *logp = NULL;
     const char *fmode = NULL, *fcount = NULL, *fmatch = NULL, *fra = NULL, *fdelay = NULL;
+    const char *config = NULL;
     int port = 0;
     S.default_db = "chdefault";
     for (int i = 1; i < argc; i++) {
@@ -726,6 +749,8 @@ int main(int argc, char **argv)
             S.password = v;
         else if (!strcmp(a, "--default-database"))
             S.default_db = v;
+        else if (!strcmp(a, "--config"))
+            config = v;
         else if (!strcmp(a, "--fault"))
             fmode = v;
         else if (!strcmp(a, "--fault-count"))
@@ -760,8 +785,11 @@ int main(int argc, char **argv)
         return 1;
     char patharg[4096];
     snprintf(patharg, sizeof(patharg), "--path=%s", data);
-    char *cargv[] = {"clickhouse", patharg};
-    S.conn = ch.connect(2, cargv);
+    /* --config: a ClickHouse config file for the engine (clusters, for Distributed tables). */
+    char confarg[4096];
+    snprintf(confarg, sizeof(confarg), "--config-file=%s", config ? config : "");
+    char *cargv[] = {"clickhouse", patharg, confarg};
+    S.conn = ch.connect(config ? 3 : 2, cargv);
     if (!S.conn || !*S.conn) {
         fprintf(stderr, "ch_front: chdb_connect failed\n");
         return 1;

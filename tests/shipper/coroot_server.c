@@ -11,7 +11,8 @@
  * Faults (flags, or GET /__fault?mode=M&count=N&match=S&retry_after=S&delay_ms=N):
  *   reset (close while the request arrives), 503 (with Retry-After), slow (wait delay_ms, then
  *   store and answer), lost (store, then close without an answer), html (200 with an HTML page,
- *   nothing stored: a lying sink), reject (400). match: a substring of the query string.
+ *   nothing stored: a lying sink), reject (400), echo401 (401 whose body echoes every request
+ *   header, the API key included: a careless proxy). match: a substring of the query string.
  * --no-save 1: check and count bodies without keeping them (benchmarks; GET /__stats).
  * --reject-service NAME: profiles of that service get 400 (a chunk Coroot refuses for good);
  * GET /__fault?reject_service= changes it.
@@ -30,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "echo_headers.h"
 
 struct fault {
     char mode[16];
@@ -317,6 +320,11 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const c
                           "text/html; charset=utf-8", 0);
         if (!strcmp(f.mode, "reject"))
             return answer(c, 400, "injected rejection\n", NULL, 0);
+        if (!strcmp(f.mode, "echo401")) {
+            char b[4096] = "unauthorized; your request was:\r\n";
+            echo_headers(c, b, sizeof(b));
+            return answer(c, 401, b, NULL, 0);
+        }
         if (!strcmp(f.mode, "slow"))
             usleep((useconds_t)f.delay_ms * 1000);
     }

@@ -1,17 +1,21 @@
 /* Fuzz target for what pfr-shipper reads from outside: config files (INI), and the network's
- * answers (Retry-After, ClickHouse's schema answers, answer snippets for logs), plus the pprof
- * re-timing walk. The first byte picks the parser. */
+ * answers (Retry-After, ClickHouse's schema, survey and LastSeen answers and exception codes,
+ * answer snippets for logs with secrets redacted), plus the pprof re-timing walk. The first byte
+ * picks the parser. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ch_answer.h"
+#include "ch_error.h"
+#include "ch_lastseen.h"
 #include "config.h"
 #include "coroot_fmt.h"
 #include "http.h"
 #include "parse.h"
 #include "pfr_time.h"
+#include "redact.h"
 #include "retry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -46,11 +50,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pfr_ch_check_columns(s, err, sizeof(err));
         bool rep, found;
         pfr_ch_dedup_window(s, "profiling_samples", &rep, &found);
+        pfr_ch_layout l;
+        pfr_ch_layout_read(s, &l);
+        pfr_ch_layout_clustered(&l, err, sizeof(err));
+        /* an answer to the stacks' LastSeen question */
+        pfr_chcols c = {0};
+        pfr_ch_lastseen *ls = NULL;
+        pfr_buf q = {0};
+        pfr_chcols_stack(&c, "a", 1, 5);
+        pfr_chcols_stack(&c, "b", 2, 5);
+        if (!c.err && pfr_ch_lastseen_new(&c, &ls) == 0 &&
+            pfr_ch_lastseen_query(ls, "profiling_stacks", 8, &q) == 0)
+            pfr_ch_lastseen_apply(ls, s, err, sizeof(err));
+        pfr_ch_lastseen_free(ls);
+        pfr_buf_free(&q);
+        pfr_chcols_free(&c);
         break;
     }
-    case 3:
-        pfr_http_snippet(s, size - 1, out, sizeof(out));
+    case 3: {
+        /* An answer's way into a message: its exception code, secrets redacted, cut, quoted. */
+        pfr_ch_verdict_of(400, pfr_ch_exception_code(s, s));
+        pfr_secrets k = {0};
+        pfr_secrets_add(&k, "key");
+        pfr_secrets_add(&k, "k");
+        pfr_secrets_add_basic(&k, "u", "key");
+        size_t n = pfr_redact(s, strlen(s), &k);
+        n = pfr_redact_cut(s, n, &k);
+        pfr_http_snippet(s, n, out, sizeof(out));
+        pfr_text_printable(s);
+        pfr_secrets_free(&k);
         break;
+    }
     case 4: {
         uint8_t *o;
         size_t ol;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ship a recorded ring to the Coroot test server: one gzip'd pprof per chunk that go tool pprof
 # reads, time_nanos = the chunk's end, service.name and labels in the query string, X-API-Key,
-# oldest first. An unknown key (404) sets chunks aside; --retry-rejected sends them later.
+# oldest first. Profiles Coroot refuses (400) are set aside; --retry-rejected sends them later.
+# (An unknown key, 404, sets nothing aside: it_coroot_wrong_key.sh.)
 source "$(dirname "$0")/lib.sh"
 mkring --services 2 --intervals 5 --stacks 100 --seed 5
 start_coroot
@@ -21,18 +22,21 @@ grep -q "q=service.name=svc-1&container.id=/k8s/default/pod-1/app&host.name=host
 grep -q "$CO_KEY" "$T/ship.log" && fail "the API key appears in the shipper's log"
 [ "$(status_field coroot delivered_chunks)" = 10 ] || fail "status: delivered != 10"
 
-# A wrong key: Coroot answers 404 forever; the chunks are set aside, counted, logged.
+# Coroot refuses every new profile (400): the chunks are set aside, counted, logged; --once says
+# that nothing went (69).
 mkring --services 2 --intervals 2 --stacks 100 --seed 6 --first-service 2
-echo wrong-key >"$T/badkey"
-"$SHIPPER" --store "$T/ring.db" --state "$T/state.db" --sink coroot --url "http://127.0.0.1:$CO_PORT" \
-    --api-key-file "$T/badkey" "${FAST[@]}" --once >"$T/bad.log" 2>&1 || fail "shipper failed on 404s"
-grep -q "set aside: HTTP 404: project not found" "$T/bad.log" || fail "the server's message is not logged"
+co_fault "mode=reject&match=service.name%3Dsvc-"
+rc=0
+ship_co --once >"$T/bad.log" 2>&1 || rc=$?
+[ "$rc" = 69 ] || fail "--once with every chunk refused should exit 69, got $rc"
+grep -q "set aside: HTTP 400: injected rejection" "$T/bad.log" || fail "the server's message is not logged"
 [ "$(status_field coroot set_aside_chunks)" = 4 ] || fail "4 chunks should be set aside"
 "$SHIPPER" status --store "$T/ring.db" --state "$T/state.db" | grep -q "set aside     4 chunks" ||
     fail "status text does not show the set-aside chunks"
 [ "$(ls "$T"/bodies/*.pb.gz | wc -l)" = 10 ] || fail "rejected chunks were stored"
 
-# The right key again: --retry-rejected delivers them, once.
+# Coroot takes them again: --retry-rejected delivers them, once.
+co_fault "mode=none"
 ship_co --once --retry-rejected >"$T/retry.log" 2>&1 || fail "--retry-rejected failed"
 [ "$(status_field coroot set_aside_chunks)" = 0 ] || fail "chunks still set aside"
 check_bodies

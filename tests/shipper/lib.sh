@@ -51,8 +51,7 @@ wait_until() {
 }
 
 CO_KEY=test-key-$RANDOM$RANDOM
-echo chpw >"$T/chkey"
-echo "$CO_KEY" >"$T/cokey"
+(umask 077 && echo chpw >"$T/chkey" && echo "$CO_KEY" >"$T/cokey") # as an operator would
 
 # ---- ClickHouse (libchdb behind ch_front) ----
 CH_PORT=${CH_PORT:-0}
@@ -74,6 +73,11 @@ chq() {
         --data-binary "$1"
 }
 ch_fault() { curl -sS --fail "http://127.0.0.1:$CH_PORT/__fault?$1" >/dev/null; }
+# chq_db DB QUERY: a query in another database (e.g. before "coroot" exists).
+chq_db() {
+    curl -sS --fail-with-body -u pfr:chpw "http://127.0.0.1:$CH_PORT/?database=$1" \
+        --data-binary "$2"
+}
 
 # ---- Coroot (coroot_server) ----
 CO_PORT=${CO_PORT:-0}
@@ -125,15 +129,17 @@ status_field() { # sink field: a number from `pfr-shipper status --json`
 
 # ---- checks: ClickHouse ----
 # Coroot's flame graph query (samples of a service and type overlapping [from, to), summed by
-# StackHash, joined to stacks by Hash): "service\ttype\tstack\tvalue".
+# StackHash, joined to stacks by Hash): "service\ttype\tstack\tvalue". CH_TABLES=_distributed
+# reads through the Distributed tables, as Coroot does on a cluster.
 ch_flame() {
-    chq "WITH samples AS (SELECT StackHash AS hash, sum(Value) AS value FROM profiling_samples
+    chq "WITH samples AS (SELECT StackHash AS hash, sum(Value) AS value FROM profiling_samples${CH_TABLES:-}
            WHERE ServiceName IN ('$1') AND Type = '$2'
              AND Start < fromUnixTimestamp64Nano(toInt64($4))
              AND End > fromUnixTimestamp64Nano(toInt64($3))
            GROUP BY StackHash),
-         stacks AS (SELECT Hash AS hash, any(Stack) AS stack FROM profiling_stacks
+         stacks AS (SELECT Hash AS hash, any(Stack) AS stack FROM profiling_stacks${CH_TABLES:-}
            WHERE ServiceName IN ('$1') AND LastSeen > fromUnixTimestamp64Nano(toInt64($3))
+             AND Hash GLOBAL IN (SELECT hash FROM samples)
            GROUP BY Hash)
          SELECT '$1', '$2', arrayStringConcat(stack, ' | '), value
          FROM samples JOIN stacks USING (hash) FORMAT TabSeparatedRaw"

@@ -1,7 +1,7 @@
 /* Unit tests of pfr-shipper's modules: value parsing, backoff and Retry-After, batching and the
  * bandwidth pacer, RowBinary primitives, Coroot's stack hash and pprof re-timing, the ClickHouse
- * row encoder (RowBinary and Native bodies, profile and ring-samples paths), ClickHouse answers,
- * configuration layers, and the state file. */
+ * row encoder (RowBinary and Native bodies, profile and ring-samples paths), ClickHouse answers
+ * and error codes, secrets kept out of messages, configuration layers, and the state file. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 #include "batch.h"
 #include "buf.h"
 #include "ch_answer.h"
+#include "ch_lastseen.h"
+#include "ch_error.h"
 #include "chenc.h"
 #include "config.h"
 #include "coroot_fmt.h"
@@ -25,8 +28,11 @@
 #include "parse.h"
 #include "pfr_time.h"
 #include "pfr_testgen.h"
+#include "redact.h"
 #include "retry.h"
+#include "sink.h"
 #include "state.h"
+#include "svcname.h"
 
 /* ---- parse ---- */
 
@@ -136,14 +142,24 @@ static void test_outcomes(void **st)
     assert_int_equal(pfr_outcome_of_status(200), PFR_OUT_OK);
     assert_int_equal(pfr_outcome_of_status(204), PFR_OUT_OK);
     assert_int_equal(pfr_outcome_of_status(400), PFR_OUT_REJECT);
-    assert_int_equal(pfr_outcome_of_status(404), PFR_OUT_REJECT);
     assert_int_equal(pfr_outcome_of_status(413), PFR_OUT_REJECT);
+    assert_int_equal(pfr_outcome_of_status(422), PFR_OUT_REJECT);
+    /* About the sink (key, URL, proxy), not the chunk: nothing is set aside. */
+    assert_int_equal(pfr_outcome_of_status(401), PFR_OUT_SINK);
+    assert_int_equal(pfr_outcome_of_status(403), PFR_OUT_SINK);
+    assert_int_equal(pfr_outcome_of_status(404), PFR_OUT_SINK);
+    assert_int_equal(pfr_outcome_of_status(405), PFR_OUT_SINK);
+    assert_int_equal(pfr_outcome_of_status(407), PFR_OUT_SINK);
+    assert_int_equal(pfr_outcome_of_status(301), PFR_OUT_SINK);
+    assert_int_equal(pfr_outcome_of_status(100), PFR_OUT_RETRY);
+    assert_int_equal(pfr_outcome_of_status(0), PFR_OUT_RETRY);
     assert_int_equal(pfr_outcome_of_status(408), PFR_OUT_RETRY);
     assert_int_equal(pfr_outcome_of_status(425), PFR_OUT_RETRY);
     assert_int_equal(pfr_outcome_of_status(429), PFR_OUT_RETRY);
     assert_int_equal(pfr_outcome_of_status(500), PFR_OUT_RETRY);
     assert_int_equal(pfr_outcome_of_status(503), PFR_OUT_RETRY);
-    assert_int_equal(pfr_outcome_of_status(302), PFR_OUT_RETRY);
+    assert_int_equal(pfr_outcome_of_status(599), PFR_OUT_RETRY);
+    assert_string_equal(pfr_outcome_name(PFR_OUT_SINK), "refused by the sink");
 }
 
 static void test_backoff(void **st)
@@ -1075,6 +1091,161 @@ static void test_ch_answers(void **st)
                      0);
 }
 
+/* ---- ClickHouse error answers ---- */
+
+static void test_ch_verdicts(void **st)
+{
+    (void)st;
+    static const struct {
+        long status, code;
+        enum pfr_ch_verdict want;
+    } cases[] = {
+        /* credentials and rights, with the statuses ClickHouse gives them */
+        {403, 516, PFR_CH_SINK}, /* AUTHENTICATION_FAILED */
+        {403, 192, PFR_CH_SINK}, /* UNKNOWN_USER */
+        {403, 193, PFR_CH_SINK}, /* WRONG_PASSWORD */
+        {401, 194, PFR_CH_SINK}, /* REQUIRED_PASSWORD */
+        {403, 497, PFR_CH_SINK}, /* ACCESS_DENIED */
+        {500, 164, PFR_CH_SINK}, /* READONLY */
+        {500, 201, PFR_CH_SINK}, /* QUOTA_EXCEEDED */
+        {429, 201, PFR_CH_SINK},
+        {500, 291, PFR_CH_SINK}, /* DATABASE_ACCESS_DENIED */
+        {400, 62, PFR_CH_SINK},  /* SYNTAX_ERROR: our statement */
+        {404, 115, PFR_CH_SINK}, /* UNKNOWN_SETTING */
+        /* where the rows go */
+        {404, 81, PFR_CH_SCHEMA}, /* UNKNOWN_DATABASE */
+        {404, 60, PFR_CH_SCHEMA}, /* UNKNOWN_TABLE */
+        {404, 16, PFR_CH_SCHEMA},
+        {404, 47, PFR_CH_SCHEMA},
+        /* the rows themselves */
+        {400, 27, PFR_CH_DATA}, /* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
+        {400, 53, PFR_CH_DATA},
+        {400, 0, PFR_CH_DATA},   /* any other 4xx, as before */
+        {400, 354, PFR_CH_DATA}, /* an unknown code: the status decides */
+        {500, 27, PFR_CH_RETRY}, /* a server failure never blames the rows */
+        /* transient */
+        {503, 202, PFR_CH_RETRY},
+        {500, 252, PFR_CH_RETRY}, /* TOO_MANY_PARTS */
+        {408, 159, PFR_CH_RETRY}, /* TIMEOUT_EXCEEDED */
+        {500, 0, PFR_CH_RETRY},
+        {500, 1001, PFR_CH_RETRY},
+        {429, 0, PFR_CH_RETRY},
+        /* no code: a proxy in front */
+        {401, 0, PFR_CH_SINK},
+        {403, 0, PFR_CH_SINK},
+        {404, 0, PFR_CH_SINK},
+        {302, 0, PFR_CH_SINK},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        enum pfr_ch_verdict v = pfr_ch_verdict_of(cases[i].status, cases[i].code);
+        if (v != cases[i].want)
+            fail_msg("status %ld code %ld: verdict %d, want %d", cases[i].status, cases[i].code, v,
+                     cases[i].want);
+    }
+    /* The code: the header first, else the body's "Code: NNN." */
+    assert_int_equal(pfr_ch_exception_code("516", "Code: 81. x"), 516);
+    assert_int_equal(pfr_ch_exception_code("", "Code: 81. DB::Exception: Database x does not "
+                                               "exist. (UNKNOWN_DATABASE)"),
+                     81);
+    assert_int_equal(pfr_ch_exception_code(NULL, "oops\nCode: 27. DB::Exception"), 27);
+    assert_int_equal(pfr_ch_exception_code(NULL, NULL), 0);
+    assert_int_equal(pfr_ch_exception_code(NULL, "Code: x"), 0);
+    assert_int_equal(pfr_ch_exception_code("-5", NULL), 0);
+    assert_int_equal(pfr_ch_exception_code("99999999999999999999", NULL), 0);
+    assert_string_equal(pfr_ch_code_name(516), "AUTHENTICATION_FAILED");
+    assert_null(pfr_ch_code_name(123456));
+}
+
+/* ---- secrets and quoted answers ---- */
+
+static void test_redact(void **st)
+{
+    (void)st;
+    pfr_secrets k = {0};
+    assert_int_equal(pfr_secrets_add(&k, "s3cr3t-key"), 0);
+    assert_int_equal(pfr_secrets_add(&k, "s3cr3t-key"), 0); /* once */
+    assert_int_equal(pfr_secrets_add(&k, NULL), 0);
+    assert_int_equal(pfr_secrets_add(&k, ""), 0);
+    assert_int_equal(k.n, 1);
+    /* RFC 7617's example pair */
+    assert_int_equal(pfr_secrets_add_basic(&k, "Aladdin", "open sesame"), 0);
+    assert_string_equal(k.v[1], "QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+    assert_int_equal(pfr_secrets_add_basic(&k, "pfr", "chpw"), 0);
+    assert_string_equal(k.v[2], "cGZyOmNocHc=");
+    assert_int_equal(pfr_secrets_add_basic(&k, "u", NULL), 0);
+    assert_int_equal(k.n, 3);
+
+    char b[256];
+    snprintf(b, sizeof(b),
+             "X-API-Key: s3cr3t-key\nAuthorization: Basic cGZyOmNocHc=\n"
+             "again s3cr3t-keys3cr3t-key end");
+    size_t n = pfr_redact(b, strlen(b), &k);
+    assert_int_equal(n, strlen(b));
+    assert_string_equal(b, "X-API-Key: ***\nAuthorization: Basic ***\nagain ****** end");
+    /* nothing to find */
+    snprintf(b, sizeof(b), "project not found");
+    assert_int_equal(pfr_redact(b, strlen(b), &k), 17);
+    assert_string_equal(b, "project not found");
+    assert_int_equal(pfr_redact(b, strlen(b), NULL), 17);
+    /* a secret cut off at the end of a kept text */
+    const char *cut = "... key=s3cr3t-k";
+    assert_int_equal(pfr_redact_cut(cut, strlen(cut), &k), strlen("... key="));
+    assert_int_equal(pfr_redact_cut("no tail", 7, &k), 7);
+    pfr_secrets_free(&k);
+    assert_int_equal(k.n, 0);
+
+    /* Short secrets: as many stars; the longest match wins. */
+    assert_int_equal(pfr_secrets_add(&k, "ab"), 0);
+    assert_int_equal(pfr_secrets_add(&k, "abcd"), 0);
+    snprintf(b, sizeof(b), "xabcdyab");
+    n = pfr_redact(b, strlen(b), &k);
+    assert_string_equal(b, "x***y**");
+    assert_int_equal(n, 7);
+    pfr_secrets_free(&k);
+
+    /* bytes that would forge log lines or colour a terminal */
+    snprintf(b, sizeof(b), "a\nb\x1b[31mc\x7f\xff");
+    pfr_text_printable(b);
+    assert_string_equal(b, "a?b?[31mc??");
+}
+
+static void test_quote(void **st)
+{
+    (void)st;
+    /* The sanitiser: printable ASCII, blanks collapsed, bounded with "..." */
+    char b[64];
+    const char *hostile = "\r\n  HTTP/1.1 200 OK\r\n\x1b]0;pwned\x07\xc3\xa9t\xc3\xa9 \t end";
+    pfr_http_snippet(hostile, strlen(hostile), b, sizeof(b));
+    assert_string_equal(b, "HTTP/1.1 200 OK ?]0;pwned???t?? end");
+    char big[2000];
+    memset(big, 'x', sizeof(big));
+    pfr_http_snippet(big, sizeof(big), b, sizeof(b));
+    assert_true(strlen(b) < sizeof(b));
+    assert_string_equal(b + strlen(b) - 3, "...");
+    pfr_http_snippet("", 0, b, sizeof(b));
+    assert_string_equal(b, "");
+
+    /* A sink's message: its secrets redacted, whatever wrote it. */
+    pfr_sink_conf conf;
+    memset(&conf, 0, sizeof(conf));
+    pfr_sink_conf_defaults(&conf, PFR_SINK_CLICKHOUSE);
+    conf.name = "ch";
+    conf.url = "http://ops:urlpass@127.0.0.1:1";
+    conf.api_key = "chpw";
+    conf.user = "pfr";
+    pfr_http_opts ho = {0};
+    pfr_sink *s;
+    char err[128];
+    assert_int_equal(pfr_sink_new(&conf, &ho, &s, err, sizeof(err)), 0);
+    char m[256];
+    snprintf(m, sizeof(m),
+             "HTTP 403: X-ClickHouse-Key: chpw; Authorization: Basic cGZyOmNocHc= "
+             "b3BzOnVybHBhc3M= urlpass\x1b");
+    pfr_sink_scrub(s, m);
+    assert_string_equal(m, "HTTP 403: X-ClickHouse-Key: ***; Authorization: Basic *** *** ***?");
+    pfr_sink_free(s);
+}
+
 /* ---- http helpers ---- */
 
 static void test_http_helpers(void **st)
@@ -1299,6 +1470,24 @@ static void test_state(void **st)
     assert_int_equal(pfr_state_unreject(s, "coroot", ids, 2), 0);
     assert_int_equal(pfr_state_rejected_count(s, "coroot", &n), 0);
     assert_int_equal(n, 1);
+    /* Set-aside chunks the ring evicted: dropped and counted, by id. */
+    int64_t more[] = {11, 12, 20};
+    assert_int_equal(pfr_state_reject(s, "coroot", more, 3, 400, "bad", 3), 0);
+    assert_int_equal(pfr_state_reject(s, "other", more, 1, 400, "bad", 3), 0);
+    int64_t lo, hi;
+    assert_int_equal(pfr_state_rejected_drop_below(s, "coroot", 5, &n, &lo, &hi), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(pfr_state_rejected_drop_below(s, "coroot", 13, &n, &lo, &hi), 0);
+    assert_int_equal(n, 3); /* 5, 11, 12 */
+    assert_int_equal(lo, 5);
+    assert_int_equal(hi, 12);
+    assert_int_equal(pfr_state_rejected_count(s, "coroot", &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(pfr_state_rejected_drop_below(s, "coroot", INT64_MAX, &n, &lo, &hi), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(lo, 20);
+    assert_int_equal(pfr_state_rejected_count(s, "other", &n), 0);
+    assert_int_equal(n, 1); /* another sink's are its own */
     assert_int_equal(pfr_state_backfill_put(s, "coroot", 10, 20, 77, false, 3), 0);
     int64_t last;
     bool done;
@@ -1325,9 +1514,255 @@ static void test_state(void **st)
     assert_int_equal(b.delivered_chunks, 7);
     assert_int_equal(pfr_state_sink_get(s, "other", NULL, &b), -ENOENT);
     pfr_state_close(s);
+    /* Private, whatever the umask: the file quotes the servers. */
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* ---- service_prefix, Coroot's database names, the cluster survey ---- */
+
+static void test_svcname(void **st)
+{
+    (void)st;
+    pfr_buf b = {0};
+    assert_string_equal(pfr_svcname(NULL, "/k8s/ns/app", &b), "/k8s/ns/app");
+    assert_string_equal(pfr_svcname("", "/k8s/ns/app", &b), "/k8s/ns/app");
+    assert_string_equal(pfr_svcname("site1-", "/k8s/ns/app", &b), "site1-/k8s/ns/app");
+    assert_string_equal(pfr_svcname("site1-", "nginx.service", &b), "site1-nginx.service");
+    assert_null(pfr_svcname("site1-", "", &b)); /* no service stays none */
+    assert_null(pfr_svcname("site1-", NULL, &b));
+    pfr_buf_free(&b);
+    assert_true(pfr_svcname_prefix_ok("site1-"));
+    assert_true(pfr_svcname_prefix_ok(""));
+    assert_false(pfr_svcname_prefix_ok("a\tb"));
+    char big[PFR_SVCNAME_PREFIX_MAX + 2];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    assert_false(pfr_svcname_prefix_ok(big));
+
+    pfr_shipper_conf c = {0};
+    char err[512];
+    const char *ini = "[shipper]\nservice_prefix = dc2-\n"
+                      "[sink co]\ntype = coroot\nurl = http://c\n"
+                      "[sink ch]\ntype = clickhouse\nurl = http://h\nservice_prefix = site1-\n";
+    assert_int_equal(pfr_shipper_conf_parse_ini(&c, ini, err, sizeof(err)), 0);
+    assert_string_equal(pfr_shipper_conf_sink(&c, "co")->service_prefix, "dc2-");
+    assert_string_equal(pfr_shipper_conf_sink(&c, "ch")->service_prefix, "site1-");
+    pfr_shipper_conf_free(&c);
+    memset(&c, 0, sizeof(c));
+    assert_true(pfr_shipper_conf_parse_ini(
+                    &c, "[sink co]\ntype = coroot\nurl = http://c\nservice_prefix = a\x01\n", err,
+                    sizeof(err)) < 0);
+    assert_non_null(strstr(err, "service_prefix"));
+    pfr_shipper_conf_free(&c);
+    setenv("PFR_SHIPPER_API_KEY", "k", 1);
+    unsetenv("PFR_SHIPPER_CONFIG");
+    assert_int_equal(load(&c, err, sizeof(err), "--sink", "coroot", "--url", "http://c",
+                          "--service-prefix", "eu-", NULL),
+                     0);
+    assert_string_equal(c.sinks[0].service_prefix, "eu-");
+    pfr_shipper_conf_free(&c);
+    unsetenv("PFR_SHIPPER_API_KEY");
+}
+
+/* The config parser's verdict on a clickhouse sink with create_tables into db (and
+ * create_tables_any_database when any). */
+static int create_into(const char *db, bool any, char *err, size_t errlen)
+{
+    char ini[512];
+    pfr_shipper_conf c = {0};
+    snprintf(ini, sizeof(ini),
+             "[sink ch]\ntype = clickhouse\nurl = http://h\ndatabase = %s\n"
+             "create_tables = true\n%s",
+             db, any ? "create_tables_any_database = true\n" : "");
+    int rc = pfr_shipper_conf_parse_ini(&c, ini, err, errlen);
+    pfr_shipper_conf_free(&c);
+    return rc;
+}
+
+static void test_ch_dbnames(void **st)
+{
+    (void)st;
+    const char *ok[] = {"coroot", "coroot_1elggi7o", "coroot_abc"};
+    const char *bad[] = {"default", "pfr", "coroot_", "coroot_ABC", "corootx", "Coroot"};
+    char err[512];
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        if (create_into(ok[i], false, err, sizeof(err)))
+            fail_msg("refused %s: %s", ok[i], err);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (!create_into(bad[i], false, err, sizeof(err)))
+            fail_msg("accepted create_tables into %s", bad[i]);
+        assert_non_null(strstr(err, "create_tables_any_database"));
+        assert_int_equal(create_into(bad[i], true, err, sizeof(err)), 0); /* told so */
+    }
+    pfr_shipper_conf c = {0};
+    /* the default database, without --database */
+    assert_true(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h",
+                     "--create-tables", NULL) < 0);
+    assert_non_null(strstr(err, "'default'"));
+    pfr_shipper_conf_free(&c);
+    assert_int_equal(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h",
+                          "--create-tables", "--create-tables-any-database", NULL),
+                     0);
+    assert_true(c.sinks[0].create_tables_any_db);
+    pfr_shipper_conf_free(&c);
+    assert_int_equal(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h",
+                          "--database", "pfr", NULL),
+                     0);
+    pfr_shipper_conf_free(&c);
+}
+
+static void test_ch_layout(void **st)
+{
+    (void)st;
+    pfr_buf q = {0};
+    assert_int_equal(pfr_ch_survey_query("coroot_x1", &q), 0);
+    assert_non_null(strstr((const char *)q.data, "database = 'coroot_x1'"));
+    pfr_buf_free(&q);
+
+    pfr_ch_layout l;
+    char why[128];
+    pfr_ch_layout_read("profiling_stacks\tReplacingMergeTree\tReplacingMergeTree ...\n"
+                       "profiling_samples\tMergeTree\tMergeTree ...\n"
+                       ".keeper\t0\t\n.clusters\t1\t\n",
+                       &l);
+    assert_true(l.stacks && l.samples);
+    assert_false(l.profiles || l.profiles_mv || l.stacks_dist || l.replicated || l.keeper);
+    assert_int_equal(l.clusters, 1);
+    /* a cluster in the config alone (ClickHouse's default config has one): not Coroot's */
+    assert_false(pfr_ch_layout_clustered(&l, why, sizeof(why)));
+    pfr_ch_layout_read(".keeper\t1\t\n.clusters\t2\t\n", &l);
+    assert_true(pfr_ch_layout_clustered(&l, why, sizeof(why)));
+    assert_non_null(strstr(why, "Keeper and 2 clusters"));
+    pfr_ch_layout_read(".keeper\t1\t\n.clusters\t1\t\n.cloud\t2\t\n", &l); /* ClickHouse Cloud */
+    assert_true(l.cloud);
+    assert_false(pfr_ch_layout_clustered(&l, why, sizeof(why)));
+    pfr_ch_layout_read("profiling_samples\tReplicatedMergeTree\tReplicatedMergeTree('/t', "
+                       "'{replica}')\n",
+                       &l);
+    assert_true(pfr_ch_layout_clustered(&l, why, sizeof(why)));
+    assert_non_null(strstr(why, "Replicated"));
+    pfr_ch_layout_read("profiling_stacks_distributed\tDistributed\tDistributed('c', 'db', "
+                       "'profiling_stacks', Hash)\nprofiling_samples_distributed\tView\t\n"
+                       "profiling_profiles\tReplacingMergeTree\t\n"
+                       "profiling_profiles_mv\tMaterializedView\t\n",
+                       &l);
+    assert_true(l.stacks_dist && l.profiles && l.profiles_mv);
+    assert_false(l.samples_dist); /* not a Distributed table */
+    assert_true(pfr_ch_layout_clustered(&l, why, sizeof(why)));
+    pfr_ch_layout_read("<html>not ClickHouse</html>", &l);
+    assert_false(l.stacks || l.keeper || pfr_ch_layout_clustered(&l, why, sizeof(why)));
+    pfr_ch_layout_read(NULL, &l);
+    assert_false(l.stacks);
+}
+
+/* A stack row of one frame: "f<n> file.go:<n>". */
+static void one_stack(pfr_chcols *c, const char *svc, uint64_t hash, int64_t last_seen)
+{
+    char s[32];
+    int n = snprintf(s, sizeof(s), "f%llu file.go:1", (unsigned long long)hash);
+    assert_int_equal(pfr_chcols_stack(c, svc, hash, last_seen), 0);
+    pfr_chcols_stack_str(c, s, (size_t)n);
+}
+
+static void test_ch_lastseen(void **st)
+{
+    (void)st;
+    pfr_chcols c = {0}, kept = {0};
+    /* a:1 twice (the later row counts), a:2, a:3, b'x:1 (same hash, other service), b'x:4 */
+    one_stack(&c, "a", 1, 100);
+    one_stack(&c, "a", 2, 200);
+    one_stack(&c, "b'x", 1, 300);
+    one_stack(&c, "a", 3, 300);
+    one_stack(&c, "b'x", 4, 400);
+    one_stack(&c, "a", 1, 150);
+    pfr_ch_lastseen *l;
+    assert_int_equal(pfr_ch_lastseen_new(&c, &l), 0);
+    pfr_buf q = {0};
+    char what[128];
+    /* two keys a query: a:1 a:2 | a:3 b'x:1 | b'x:4 */
+    assert_int_equal(pfr_ch_lastseen_query(l, "profiling_stacks", 2, &q), 0);
+    const char *t = pfr_buf_cstr(&q);
+    assert_non_null(strstr(t, "SELECT indexOf(['a'], ServiceName) AS s, Hash, "
+                              "toUnixTimestamp64Nano(max(LastSeen)) FROM profiling_stacks "
+                              "WHERE ServiceName IN ('a') AND Hash IN (1,2) "
+                              "AND (s, Hash) IN ((1,1),(1,2)) GROUP BY s, Hash"));
+    /* stored: a:1 at 150 (= ours: not forward), a:2 at 199 (ours is newer) */
+    assert_int_equal(pfr_ch_lastseen_apply(l, "1\t1\t150\n1\t2\t199\n", what, sizeof(what)), 2);
+    assert_int_equal(pfr_ch_lastseen_query(l, "profiling_stacks_distributed", 2, &q), 0);
+    t = pfr_buf_cstr(&q);
+    assert_non_null(strstr(t, "indexOf(['a', 'b\\'x'], ServiceName)"));
+    assert_non_null(strstr(t, "FROM profiling_stacks_distributed"));
+    assert_non_null(strstr(t, "AND (s, Hash) IN ((1,3),(2,1))"));
+    /* a cut answer, a line not of numbers, a service not asked about: refused */
+    assert_true(pfr_ch_lastseen_apply(l, "2\t1\t300", what, sizeof(what)) < 0);
+    assert_true(pfr_ch_lastseen_apply(l, "2\t1\tsoon\n", what, sizeof(what)) < 0);
+    assert_true(pfr_ch_lastseen_apply(l, "3\t1\t300\n", what, sizeof(what)) < 0);
+    assert_non_null(strstr(what, "line 1"));
+    /* b'x:1 stored later than ours; a:3 unknown there: stays */
+    assert_int_equal(pfr_ch_lastseen_apply(l, "2\t1\t301\n0\t3\t999\n", what, sizeof(what)), 1);
+    assert_int_equal(pfr_ch_lastseen_query(l, "profiling_stacks", 2, &q), 0);
+    assert_non_null(strstr((const char *)q.data, "IN ((1,4))"));
+    assert_int_equal(pfr_ch_lastseen_apply(l, "", what, sizeof(what)), 0);
+    assert_int_equal(pfr_ch_lastseen_query(l, "profiling_stacks", 2, &q), 0);
+    assert_int_equal(q.len, 0); /* every key asked */
+    /* The body: the rows of a table holding only a:2, a:3, b'x:4. */
+    pfr_buf got = {0}, want = {0};
+    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_ROWBINARY, pfr_ch_lastseen_skip(l), &got),
+                     0);
+    one_stack(&kept, "a", 2, 200);
+    one_stack(&kept, "b'x", 4, 400);
+    one_stack(&kept, "a", 3, 300);
+    assert_int_equal(pfr_chcols_render_stacks(&kept, PFR_CH_ROWBINARY, NULL, &want), 0);
+    struct rows a = {0}, b = {0};
+    rb_stacks(&got, &a);
+    rb_stacks(&want, &b);
+    assert_rows_equal(&a, &b);
+    rows_free(&a);
+    rows_free(&b);
+    pfr_ch_lastseen_free(l);
+    /* Every row left out: no body. */
+    uint8_t all[6] = {1, 1, 1, 1, 1, 1};
+    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, all, &got), 0);
+    assert_int_equal(got.len, 0);
+    /* Moving the rows out (a batch in flight) leaves the same body and an empty source. */
+    pfr_chcols moved = {0};
+    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, NULL, &want), 0);
+    pfr_chcols_take_stacks(&moved, &c);
+    assert_int_equal(pfr_chcols_stack_rows(&c), 0);
+    assert_int_equal(pfr_chcols_render_stacks(&moved, PFR_CH_NATIVE, NULL, &got), 0);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, got.len);
+    one_stack(&c, "z", 9, 1); /* the source takes new rows */
+    assert_int_equal(pfr_chcols_stack_rows(&c), 1);
+    assert_string_equal(pfr_chcols_service(&c, c.strows[0].svc), "z");
+    pfr_buf_free(&got);
+    pfr_buf_free(&want);
+    pfr_buf_free(&q);
+    pfr_chcols_free(&moved);
+    pfr_chcols_free(&kept);
+    pfr_chcols_free(&c);
+
+    /* Many keys: queries of at most PFR_CH_LASTSEEN_KEYS keys, each within 192 KiB. */
+    for (uint64_t h = 0; h < 5000; h++)
+        one_stack(&c, h % 3 ? "svc-with-a-long-name/k8s/namespace/deployment" : "s", h * 7919, 5);
+    assert_int_equal(pfr_ch_lastseen_new(&c, &l), 0);
+    size_t nq = 0;
+    for (;;) {
+        assert_int_equal(pfr_ch_lastseen_query(l, "profiling_stacks", PFR_CH_LASTSEEN_KEYS, &q), 0);
+        if (!q.len)
+            break;
+        assert_true(q.len < 192 * 1024);
+        nq++;
+    }
+    assert_int_equal(nq, (5000 + PFR_CH_LASTSEEN_KEYS - 1) / PFR_CH_LASTSEEN_KEYS);
+    pfr_ch_lastseen_free(l);
+    pfr_buf_free(&q);
+    pfr_chcols_free(&c);
 }
 
 int main(void)
@@ -1343,6 +1778,10 @@ int main(void)
         cmocka_unit_test(test_chenc_order),  cmocka_unit_test(test_ch_answers),
         cmocka_unit_test(test_http_helpers), cmocka_unit_test(test_config_ini),
         cmocka_unit_test(test_config_flags), cmocka_unit_test(test_state),
+        cmocka_unit_test(test_ch_verdicts),  cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_quote),        cmocka_unit_test(test_svcname),
+        cmocka_unit_test(test_ch_dbnames),   cmocka_unit_test(test_ch_layout),
+        cmocka_unit_test(test_ch_lastseen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,6 +75,7 @@ cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    [ -z "${DOCKER_CG:-}" ] || rmdir "$DOCKER_CG" 2>/dev/null || true
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -100,6 +101,23 @@ rec_cmd() {
         "$RECORDER" --config /dev/null --store "$T/lib/ring.db")
 }
 
+# ---- a Docker container the recorder names without new privileges ----
+# Docker's socket is root's (no group docker for the recorder's user): the container's name is
+# read from Docker's data folder, root's too, which CAP_DAC_READ_SEARCH lets the recorder read.
+CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+[ -n "$CG2" ] || fail "no cgroup v2 mount"
+DOCKER_RID=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+DOCKER_CG="$CG2/system.slice/docker-$DOCKER_RID.scope"
+mkdir -p "$T/docker/containers/$DOCKER_RID" "$DOCKER_CG"
+echo '{"ID": "'"$DOCKER_RID"'", "Name": "/caps-web", "Config": {"Labels": {}, "Env": []}}' \
+    >"$T/docker/containers/$DOCKER_RID/config.v2.json"
+chmod 0600 "$T/docker/containers/$DOCKER_RID/config.v2.json"
+chmod 0700 "$T/docker"
+python3 -c 'import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o600)' "$T/docker.sock"
+
 # ---- with the unit's capabilities: it records ----
 # shellcheck disable=SC2086
 rec_cmd $unit_caps
@@ -107,7 +125,7 @@ rec_cmd $unit_caps
 # The metrics endpoint on a free port; no local pprof discovery (it would scrape whatever Go
 # servers run on this machine).
 (umask 022 && exec "${REC_CMD[@]}" --interval 1 --metrics-listen 127.0.0.1:0 --scrape-local off \
-    >"$T/rec.log" 2>&1) &
+    --docker-socket "$T/docker.sock" --docker-root "$T/docker" >"$T/rec.log" 2>&1) &
 rec=$!
 PIDS+=("$rec")
 for _ in $(seq 1 100); do
@@ -118,6 +136,9 @@ done
 # Something to sample: on an idle machine (CI runs this test alone) every CPU may sit idle for
 # the whole run, and idle samples are not counted.
 timeout 3 bash -c 'while :; do :; done' &
+PIDS+=("$!")
+# ... and in the Docker container's cgroup
+sh -c 'echo $$ >"$1/cgroup.procs" && exec timeout 4 bash -c "while :; do :; done"' sh "$DOCKER_CG" &
 PIDS+=("$!")
 port=$(sed -n 's/.*metrics: .*(port \([0-9]*\)).*/\1/p' "$T/rec.log" | head -1)
 metrics_ok=0
@@ -148,7 +169,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 text = json.dumps(d)
 assert "ebpf:cpu:nanoseconds" in text, "no ebpf:cpu:nanoseconds profile"
+assert '"/docker/caps-web"' in text, "the Docker container is not named /docker/caps-web"
 EOF
+rmdir "$DOCKER_CG" 2>/dev/null || true
 "$PFR" --store "$T/lib/ring.db" ls >"$T/ls.txt"
 head -1 "$T/ls.txt"
 [ "$metrics_ok" = 1 ] || fail "no pfr_cpu_samples_total on the metrics endpoint (port '${port:-}')"

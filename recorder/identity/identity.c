@@ -1,0 +1,372 @@
+/*
+ * pfr_identity's resolver: creation and options, lookups answered from the cache or from the
+ * path alone, stats (pfr_identity.h). The metadata I/O is in id_worker.c.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "id_resolver.h"
+
+#define MS 1000000ll
+
+int64_t id_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+bool id_k8s_configured(const pfr_identity *id)
+{
+    return id->pods_url || id->pods_file;
+}
+
+const char *pfr_identity_state_name(enum pfr_identity_state s)
+{
+    static const char *const names[] = {"none", "resolved", "pending", "failed"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+/* ---- creation ---- */
+
+/* A copy of v, or of def when v is NULL; NULL when the result is "" (the source is off). */
+static char *opt_dup(const char *v, const char *def, bool *ok)
+{
+    const char *s = v ? v : def;
+    if (!s || !*s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *ok = false;
+    return d;
+}
+
+static int64_t ms_or(int64_t v, int64_t def)
+{
+    return v > 0 ? v : def;
+}
+
+static int pods_url(pfr_identity *id, const pfr_identity_opts *o, char *err, size_t errlen)
+{
+    const char *base = o->kubelet_url ? o->kubelet_url : o->apiserver_url;
+    if (o->pods_json_file || !base)
+        return 0;
+    size_t bl = strlen(base);
+    while (bl > 0 && base[bl - 1] == '/')
+        bl--;
+    int n;
+    if (o->kubelet_url) {
+        n = asprintf(&id->pods_url, "%.*s/pods", (int)bl, base);
+    } else {
+        char *node = curl_easy_escape(NULL, o->node_name, 0);
+        if (!node)
+            return -ENOMEM;
+        n = asprintf(&id->pods_url, "%.*s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", (int)bl,
+                     base, node);
+        curl_free(node);
+    }
+    if (n < 0) {
+        id->pods_url = NULL;
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int check_opts(const pfr_identity_opts *o, char *err, size_t errlen)
+{
+    if (o->kubelet_url && o->apiserver_url) {
+        snprintf(err, errlen, "kubelet_url and apiserver_url are exclusive");
+        return -EINVAL;
+    }
+    if (o->apiserver_url && (!o->node_name || !*o->node_name)) {
+        snprintf(err, errlen, "apiserver_url needs node_name");
+        return -EINVAL;
+    }
+    if ((o->kubelet_url && !*o->kubelet_url) || (o->apiserver_url && !*o->apiserver_url) ||
+        (o->pods_json_file && !*o->pods_json_file)) {
+        snprintf(err, errlen, "empty Kubernetes URL or pods file");
+        return -EINVAL;
+    }
+    if (o->retry_max_ms > 0 && o->retry_min_ms > o->retry_max_ms) {
+        snprintf(err, errlen, "retry_min_ms is above retry_max_ms");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int copy_settings(pfr_identity *id, const pfr_identity_opts *o)
+{
+    bool ok = true;
+    id->docker_socket = opt_dup(o->docker_socket, PFR_IDENTITY_DEFAULT_DOCKER_SOCKET, &ok);
+    id->docker_root = opt_dup(o->docker_root, PFR_IDENTITY_DEFAULT_DOCKER_ROOT, &ok);
+    id->containerd_root = opt_dup(o->containerd_root, PFR_IDENTITY_DEFAULT_CONTAINERD_ROOT, &ok);
+    id->crio_root = opt_dup(o->crio_root, PFR_IDENTITY_DEFAULT_CRIO_ROOT, &ok);
+    id->pods_file = opt_dup(o->pods_json_file, NULL, &ok);
+    id->token_file = opt_dup(o->token_file, NULL, &ok);
+    id->ca_file = opt_dup(o->ca_file, NULL, &ok);
+    id->proc_root = opt_dup(o->proc_root, "/proc", &ok);
+    id->insecure = o->insecure;
+    id->cache_max = o->cache_max ? o->cache_max : PFR_IDENTITY_DEFAULT_CACHE_MAX;
+    id->retry_min_ns = ms_or(o->retry_min_ms, 1000) * MS;
+    id->retry_max_ns = ms_or(o->retry_max_ms, 60000) * MS;
+    if (id->retry_min_ns > id->retry_max_ns)
+        id->retry_min_ns = id->retry_max_ns;
+    id->docker_timeout_ms = ms_or(o->docker_timeout_ms, 2000);
+    id->k8s_timeout_ms = ms_or(o->k8s_timeout_ms, 10000);
+    id->k8s_refresh_ns = ms_or(o->k8s_refresh_ms, 60000) * MS;
+    id->k8s_min_refresh_ns = ms_or(o->k8s_min_refresh_ms, 5000) * MS;
+    return ok ? 0 : -ENOMEM;
+}
+
+static void free_settings(pfr_identity *id)
+{
+    char **s[] = {&id->docker_socket, &id->docker_root, &id->containerd_root,
+                  &id->crio_root,     &id->pods_url,    &id->pods_file,
+                  &id->token_file,    &id->ca_file,     &id->proc_root};
+    for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+        free(*s[i]);
+        *s[i] = NULL;
+    }
+}
+
+static int start_thread(pfr_identity *id)
+{
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc)
+        return -rc;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(&id->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc)
+        return -rc;
+    rc = pthread_mutex_init(&id->mu, NULL);
+    if (rc) {
+        pthread_cond_destroy(&id->wake);
+        return -rc;
+    }
+    rc = pthread_create(&id->thread, NULL, id_worker_main, id);
+    if (rc) {
+        pthread_mutex_destroy(&id->mu);
+        pthread_cond_destroy(&id->wake);
+        return -rc;
+    }
+    return 0;
+}
+
+int pfr_identity_new(const pfr_identity_opts *o, pfr_identity **out, char *err, size_t errlen)
+{
+    static const pfr_identity_opts defaults = {0};
+    *out = NULL;
+    if (errlen)
+        err[0] = '\0';
+    if (!o)
+        o = &defaults;
+    int rc = check_opts(o, err, errlen);
+    if (rc)
+        return rc;
+    pfr_identity *id = calloc(1, sizeof(*id));
+    if (!id) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    atomic_init(&id->stop, false);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = copy_settings(id, o);
+    if (!rc)
+        rc = pods_url(id, o, err, errlen);
+    if (!rc)
+        rc = id_cache_init(&id->cache, id->cache_max);
+    if (!rc && (rc = start_thread(id)) != 0)
+        snprintf(err, errlen, "cannot start the resolver's thread: %s", strerror(-rc));
+    if (rc) {
+        if (rc == -ENOMEM && errlen && !err[0])
+            snprintf(err, errlen, "out of memory");
+        id_cache_free(&id->cache);
+        free_settings(id);
+        free(id);
+        curl_global_cleanup();
+        return rc;
+    }
+    *out = id;
+    return 0;
+}
+
+void pfr_identity_free(pfr_identity *id)
+{
+    if (!id)
+        return;
+    pthread_mutex_lock(&id->mu);
+    atomic_store(&id->stop, true);
+    pthread_cond_signal(&id->wake);
+    pthread_mutex_unlock(&id->mu);
+    pthread_join(id->thread, NULL);
+    pthread_mutex_destroy(&id->mu);
+    pthread_cond_destroy(&id->wake);
+    id_cache_free(&id->cache);
+    id_pods_free(&id->pods);
+    free_settings(id);
+    free(id);
+    curl_global_cleanup();
+}
+
+/* ---- lookups ---- */
+
+bool id_enqueue(pfr_identity *id, struct id_entry *e)
+{
+    if (id->qlen >= id->cache_max) {
+        id->st.queue_full++;
+        return false;
+    }
+    e->queued = true;
+    e->qnext = NULL;
+    if (id->qtail)
+        id->qtail->qnext = e;
+    else
+        id->qhead = e;
+    id->qtail = e;
+    id->qlen++;
+    pthread_cond_signal(&id->wake);
+    return true;
+}
+
+int id_from_pods(pfr_identity *id, const char *rid, char *out, size_t outlen)
+{
+    const struct id_pod_entry *pe = id_pods_find(&id->pods, rid);
+    if (!pe)
+        return 0;
+    if (pfr_identity_k8s_id(pe->ns, pe->pod, pe->container, time(NULL), out, outlen) != 0)
+        out[0] = '\0'; /* no id fits: none */
+    return 1;
+}
+
+void id_note(pfr_identity *id, uint64_t *c, const char *err)
+{
+    pthread_mutex_lock(&id->mu);
+    if (c)
+        (*c)++;
+    if (err)
+        snprintf(id->st.last_error, sizeof(id->st.last_error), "%s", err);
+    pthread_mutex_unlock(&id->mu);
+}
+
+static bool needs_runtime(enum pfr_identity_kind k)
+{
+    return k == PFR_IDENTITY_KIND_DOCKER || k == PFR_IDENTITY_KIND_CRIO ||
+           k == PFR_IDENTITY_KIND_CONTAINERD;
+}
+
+/* Set e's answer to container id cid ("" = none). */
+static void settle(struct id_entry *e, const char *cid)
+{
+    char service[PFR_IDENTITY_ID_MAX];
+    if (!cid[0] || pfr_identity_service_name(cid, service, sizeof(service)) != 0 ||
+        id_entry_set_ids(e, cid, service) != 0) {
+        id_entry_set_ids(e, NULL, NULL);
+        e->state = PFR_IDENTITY_NONE;
+        return;
+    }
+    e->state = PFR_IDENTITY_RESOLVED;
+}
+
+/* A new entry's first answer, from the path and the pod list alone (mu held). */
+static void first_answer(pfr_identity *id, struct id_entry *e)
+{
+    switch (e->cg.kind) {
+    case PFR_IDENTITY_KIND_SYSTEMD:
+    case PFR_IDENTITY_KIND_TALOS:
+        settle(e, e->cg.id);
+        return;
+    default:
+        if (!needs_runtime(e->cg.kind)) {
+            e->state = PFR_IDENTITY_NONE;
+            return;
+        }
+    }
+    char cid[PFR_IDENTITY_ID_MAX];
+    if (e->cg.kubepods && id_from_pods(id, e->cg.runtime_id, cid, sizeof(cid))) {
+        settle(e, cid);
+        return;
+    }
+    e->state = PFR_IDENTITY_PENDING;
+    id_enqueue(id, e);
+}
+
+static void answer(const struct id_entry *e, pfr_identity_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->kind = e->cg.kind;
+    out->state = e->state;
+    memcpy(out->runtime_id, e->cg.runtime_id, sizeof(out->runtime_id));
+    if (e->state == PFR_IDENTITY_RESOLVED) {
+        id_copy(out->container_id, sizeof(out->container_id), e->container_id);
+        id_copy(out->service, sizeof(out->service), e->service);
+    }
+}
+
+void pfr_identity_lookup(pfr_identity *id, const char *cgroup, int pid, pfr_identity_result *out)
+{
+    const char *key = cgroup ? cgroup : "";
+    int64_t now = id_mono_ns();
+    pthread_mutex_lock(&id->mu);
+    id->st.lookups++;
+    struct id_entry *e = id_cache_get(&id->cache, key);
+    if (e) {
+        id->st.cache_hits++;
+        if (pid > 0)
+            e->pid = pid;
+        if ((e->state == PFR_IDENTITY_PENDING || e->state == PFR_IDENTITY_FAILED) && !e->queued &&
+            now >= e->next_try_ns)
+            id_enqueue(id, e);
+        answer(e, out);
+        pthread_mutex_unlock(&id->mu);
+        return;
+    }
+    pthread_mutex_unlock(&id->mu);
+
+    /* classify outside the lock: it is the only real work of a first lookup */
+    pfr_identity_cgroup cg;
+    pfr_identity_classify(key, &cg);
+
+    pthread_mutex_lock(&id->mu);
+    e = id_cache_get(&id->cache, key); /* another thread may have added it meanwhile */
+    if (!e && (e = id_cache_add(&id->cache, key, &id->st.evictions)) != NULL) {
+        e->cg = cg;
+        e->pid = pid > 0 ? pid : 0;
+        first_answer(id, e);
+    }
+    if (e) {
+        answer(e, out);
+    } else { /* no memory for an entry: answer without one */
+        memset(out, 0, sizeof(*out));
+        out->kind = cg.kind;
+        out->state = needs_runtime(cg.kind) ? PFR_IDENTITY_FAILED : PFR_IDENTITY_NONE;
+        if (cg.kind == PFR_IDENTITY_KIND_SYSTEMD || cg.kind == PFR_IDENTITY_KIND_TALOS) {
+            out->state = PFR_IDENTITY_RESOLVED;
+            id_copy(out->container_id, sizeof(out->container_id), cg.id);
+            pfr_identity_service_name(cg.id, out->service, sizeof(out->service));
+        }
+    }
+    pthread_mutex_unlock(&id->mu);
+}
+
+void pfr_identity_get_stats(pfr_identity *id, pfr_identity_stats *out)
+{
+    pthread_mutex_lock(&id->mu);
+    *out = id->st;
+    out->entries = id->cache.n;
+    size_t *by_state[] = {[PFR_IDENTITY_NONE] = &out->none,
+                          [PFR_IDENTITY_RESOLVED] = &out->resolved,
+                          [PFR_IDENTITY_PENDING] = &out->pending,
+                          [PFR_IDENTITY_FAILED] = &out->failed};
+    out->resolved = out->none = out->pending = out->failed = 0;
+    for (const struct id_entry *e = id->cache.head; e; e = e->next)
+        (*by_state[e->state])++;
+    out->k8s_containers = id->pods.n;
+    pthread_mutex_unlock(&id->mu);
+}
