@@ -18,7 +18,13 @@ log="$BUILD/ctest-last.log"
 ctest --test-dir "$BUILD" --output-on-failure -j2 --timeout 900 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || exit "$rc"
-if grep -E '\*\*\*Skipped' "$log"; then
-  echo "test.sh: the tests above were skipped; on a machine set up by install-deps.sh none should be" >&2
-  exit 1
+# A skip is a failure (cmocka's skip() exits 0, so ctest alone passes it), unless
+# tests/skips-allowed.txt names it with its reason.
+python3 scripts/check_skips.py "$BUILD/Testing/Temporary/LastTest.log" "$log" \
+  tests/skips-allowed.txt
+# The recorder's resource bounds (RSS under a process storm, intervals on time) hold for the
+# release build users run, which the sanitized tree cannot measure: checked there, alone, after
+# the rest.
+if [ "$#" -eq 0 ]; then
+  ctest --test-dir "$GCC_BUILD" --output-on-failure --timeout 300 -R '^recorder_daemon_stress$'
 fi

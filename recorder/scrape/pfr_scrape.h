@@ -199,7 +199,8 @@ int pfr_scrape_add_target_line(pfr_scrape *s, const char *line, char *err, size_
 int pfr_scrape_set_targets(pfr_scrape *s, const pfr_scrape_target *t, size_t n, char *err,
                            size_t errlen);
 
-/* Run rounds every interval in a thread of the scraper's own (first round at once). */
+/* Run rounds every interval in a thread of the scraper's own (first round at once). 0;
+ * -EALREADY if the thread runs already; -EBUSY while pfr_scrape_run_once() runs elsewhere. */
 int pfr_scrape_start(pfr_scrape *s);
 /* Stop the thread; a round in progress is abandoned within about 100 ms. Idempotent. */
 void pfr_scrape_stop(pfr_scrape *s);

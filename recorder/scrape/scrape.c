@@ -986,12 +986,16 @@ static void *thread_main(void *arg)
 
 int pfr_scrape_start(pfr_scrape *s)
 {
-    if (atomic_load(&s->in_round))
-        return -EBUSY;
     pthread_mutex_lock(&s->mu);
+    /* running first: the thread's own rounds set in_round too, and a second start must say
+     * "already running" whatever the thread is doing at that moment */
     if (s->running) {
         pthread_mutex_unlock(&s->mu);
         return -EALREADY;
+    }
+    if (atomic_load(&s->in_round)) { /* a pfr_scrape_run_once() in another thread */
+        pthread_mutex_unlock(&s->mu);
+        return -EBUSY;
     }
     s->stop = false;
     sc_http_uncancel(s->http);

@@ -64,5 +64,10 @@ int main(int argc, char **argv)
         closedir(d);
     }
     printf("replayed %d inputs\n", files);
+    /* a corpus that went missing must not pass for one that replays cleanly */
+    if (files == 0) {
+        fprintf(stderr, "no input replayed: the seed corpus is empty or missing\n");
+        return 1;
+    }
     return 0;
 }

@@ -554,7 +554,7 @@ static void test_cpp(void **state)
 {
     (void)state;
     if (!have_cxx)
-        skip();
+        fail_msg("g++ missing: the C++ target was not built");
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, "t_cpp", false);
     expect_frame(s, c.pid, tu_addr(&c, "make"), "ns::Widget::make(int)", "target.cpp",
@@ -568,7 +568,7 @@ static void test_cpp(void **state)
 static void check_go(const char *name, bool no_dwarf)
 {
     if (!have_go)
-        skip();
+        fail_msg("go missing: the Go targets were not built");
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, name, no_dwarf);
     uint64_t hot = tu_addr(&c, "hotFunction"), method = tu_addr(&c, "method");
