@@ -31,15 +31,20 @@ extern "C" {
 
 /* What one request may cost. 0 in any field = its default. */
 typedef struct pfr_serve_limits {
-    int64_t max_range_ns;    /* longest range a request may ask for; default 31 days */
-    int64_t timeout_ns;      /* a query still running after this gets a 503; default 20 s */
-    unsigned max_queries;    /* queries running at once, abandoned ones included (more wait
-                                for a slot); default 2 */
-    size_t max_points;       /* timeline intervals per request; default 2000 */
-    size_t max_top;          /* rows of the top-functions table; default 200 */
-    unsigned max_conns;      /* open connections; default 64 */
-    unsigned idle_timeout_s; /* an idle connection is closed after this; default 30 */
-    size_t cache_bytes;      /* answers kept for repeat views; default 64 MiB */
+    int64_t max_range_ns;       /* longest range a request may ask for; default 31 days */
+    int64_t timeout_ns;         /* a query still running after this gets a 503; default 20 s */
+    unsigned max_queries;       /* queries running at once, abandoned ones included (more wait
+                                   for a slot); default 2 */
+    size_t max_points;          /* timeline intervals per request; default 2000 */
+    size_t max_top;             /* rows of the top-functions table; default 200 */
+    unsigned max_conns;         /* open connections; default 64 */
+    unsigned idle_timeout_s;    /* an idle connection is closed after this; default 30 */
+    unsigned max_conns_per_ip;  /* open connections of one client address; default a quarter
+                                   of max_conns */
+    int64_t header_timeout_ns;  /* a request must have arrived this long after its connection
+                                   (or its previous answer); default 10 s */
+    int64_t request_timeout_ns; /* ... and be answered within this; default timeout_ns + 30 s */
+    size_t cache_bytes;         /* answers kept for repeat views; default 64 MiB */
 } pfr_serve_limits;
 
 /* The limits with every default filled in. */

@@ -37,6 +37,12 @@ pfr_serve_limits pfr_serve_limits_resolve(const pfr_serve_limits *in)
         l.max_conns = 64;
     if (!l.idle_timeout_s)
         l.idle_timeout_s = 30;
+    if (!l.max_conns_per_ip)
+        l.max_conns_per_ip = l.max_conns / 4 ? l.max_conns / 4 : 1;
+    if (l.header_timeout_ns <= 0)
+        l.header_timeout_ns = 10 * NS_PER_S;
+    if (l.request_timeout_ns <= 0)
+        l.request_timeout_ns = l.timeout_ns + 30 * NS_PER_S;
     if (!l.cache_bytes)
         l.cache_bytes = 64u << 20;
     return l;

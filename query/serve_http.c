@@ -18,12 +18,14 @@
 
 #include "pfr_render.h"
 #include "pfr_time.h"
+#include "serve_guard.h"
 
 #define MAX_ARGS      64
 #define GZIP_MIN_SIZE 1024
 
 struct pfr_serve {
     struct MHD_Daemon *mhd;
+    pfr_serve_guard *guard; /* deadlines of the connections */
     pfr_serve_api api;
     pfr_serve_jobs *jobs;
     char *store_path;
@@ -370,6 +372,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     pfr_serve *s = cls;
     if (!*con_cls) { /* headers only so far; the next call has the whole request */
         *con_cls = s;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        pfr_serve_guard_answering(s->guard, ci ? ci->socket_context : NULL);
         return MHD_YES;
     }
     if (*upload_size) { /* a body: nothing here takes one; drain it and answer 405/400 below */
@@ -390,6 +395,32 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (a)
         return send_body(c, 200, a->type, a->data, strlen(a->data), false, true, 0);
     return send_error(c, 404, "not found");
+}
+
+/* ---- connections: each under the guard's deadlines ---- */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    pfr_serve *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? pfr_serve_guard_open(s->guard, ci->connect_fd) : NULL;
+    } else {
+        pfr_serve_guard_close(s->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)con_cls;
+    (void)toe;
+    pfr_serve *s = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    pfr_serve_guard_waiting(s->guard, ci ? ci->socket_context : NULL);
 }
 
 /* ---- life cycle ---- */
@@ -422,7 +453,14 @@ int pfr_serve_start(const pfr_serve_config *cfg, pfr_serve **out, char *err, siz
     s->api.limits = pfr_serve_limits_resolve(&cfg->limits);
     s->loopback = pfr_serve_is_loopback(&sa);
     s->jobs = pfr_serve_jobs_new(&s->api);
-    int fd = s->jobs ? bind_socket(&sa, salen, &s->port, err, errlen) : -ENOMEM;
+    const pfr_serve_limits *l = &s->api.limits;
+    int fd = s->jobs ? pfr_serve_guard_new(l->max_conns, l->header_timeout_ns,
+                                           l->request_timeout_ns, &s->guard)
+                     : -ENOMEM;
+    if (fd == 0)
+        fd = bind_socket(&sa, salen, &s->port, err, errlen);
+    else
+        snprintf(err, errlen, "out of memory");
     if (fd < 0) {
         pfr_serve_stop(s);
         return fd;
@@ -430,11 +468,12 @@ int pfr_serve_start(const pfr_serve_config *cfg, pfr_serve **out, char *err, siz
     format_url(s, &sa);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    s->mhd =
-        MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET,
-                         fd, MHD_OPTION_CONNECTION_LIMIT, s->api.limits.max_conns,
-                         MHD_OPTION_CONNECTION_TIMEOUT, s->api.limits.idle_timeout_s,
-                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        flags, (uint16_t)s->port, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_CONNECTION_LIMIT, l->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        l->max_conns_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, l->idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) { /* libmicrohttpd closes the socket it was given */
         snprintf(err, errlen, "cannot start the HTTP server (libmicrohttpd)");
         pfr_serve_stop(s);
@@ -464,8 +503,9 @@ void pfr_serve_stop(pfr_serve *s)
     if (!s)
         return;
     if (s->mhd)
-        MHD_stop_daemon(s->mhd);  /* waits for the connection threads */
-    pfr_serve_jobs_free(s->jobs); /* waits for abandoned workers */
+        MHD_stop_daemon(s->mhd);    /* waits for the connection threads */
+    pfr_serve_guard_free(s->guard); /* after them: no connection uses a slot any more */
+    pfr_serve_jobs_free(s->jobs);   /* waits for abandoned workers */
     free(s->store_path);
     free(s);
 }
