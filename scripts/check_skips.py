@@ -59,7 +59,7 @@ def main():
             bad += 1
     if bad:
         print("check_skips: %d skipped test(s); on a machine set up by "
-              "scripts/install-deps.sh none should be (tests/skips-allowed.txt lists those "
+              "scripts/install-deps.sh --test none should be (tests/skips-allowed.txt lists those "
               "that may)" % bad, file=sys.stderr)
     return 1 if bad else 0
 

@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# Installs every Debian package pfr's build, tests and benchmarks need.
-# Idempotent; run as root on Debian bookworm.
+# Installs the Debian packages pfr needs. Idempotent; run as root on Debian bookworm.
+#   scripts/install-deps.sh          what building and running pfr takes (scripts/run.sh): the
+#                                    compilers and libraries; no browser, Go or Node
+#   scripts/install-deps.sh --test   that and the test toolchain (scripts/test.sh): cmocka,
+#                                    sanitizer runtimes, Go toolchains, perf, bpftrace, Chromium,
+#                                    Node and npm, ClickHouse embedded, the packaging tools
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
+TEST=0
+case "${1:-}" in
+--test) TEST=1 ;;
+"") ;;
+*)
+  echo "usage: $0 [--test]" >&2
+  exit 2
+  ;;
+esac
 
+# Building and running: cmake, the BPF compiler (clang, bpftool), the libraries linked.
 PKGS=(
-  build-essential cmake pkg-config clang llvm clang-format
-  libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libzstd-dev libiberty-dev
-  libsqlite3-dev sqlite3 liblz4-dev
+  build-essential cmake pkg-config clang llvm
+  libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libiberty-dev
+  libsqlite3-dev liblz4-dev
   libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libmicrohttpd-dev libinih-dev libjansson-dev
-  libcmocka-dev libclang-rt-14-dev
-  golang-1.19-go linux-perf bpftrace xz-utils libc6-dbg
-  chromium python3 procps util-linux libcap2-bin systemd iproute2 curl
 )
-# Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from
-# bookworm-backports, which Debian pins low: adding it moves no other package.
-BACKPORTS=(golang-1.21-go golang-1.22-go golang-1.23-go)
+BACKPORTS=()
+if [ "$TEST" = 1 ]; then
+  PKGS+=(
+    clang-format libzstd-dev sqlite3
+    libcmocka-dev libclang-rt-14-dev
+    golang-1.19-go linux-perf bpftrace xz-utils libc6-dbg
+    chromium python3 procps util-linux libcap2-bin systemd iproute2 curl openssl
+    # the .deb (cmake/Packaging.cmake, tests/package): dpkg-shlibdeps, lintian
+    dpkg-dev lintian
+  )
+  # Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from
+  # bookworm-backports, which Debian pins low: adding it moves no other package.
+  BACKPORTS=(golang-1.21-go golang-1.22-go golang-1.23-go)
+fi
 BPLIST=/etc/apt/sources.list.d/pfr-bookworm-backports.list
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -38,6 +60,7 @@ fi
 if [ ${#bp_missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends -t bookworm-backports "${bp_missing[@]}"
 fi
+[ "$TEST" = 1 ] || exit 0
 if ! command -v npm >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends nodejs npm
 fi

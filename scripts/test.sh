@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install what is needed, build the ASan+UBSan (clang, libFuzzer) tree and run every test.
-# On a machine set up by install-deps.sh (as root) no test has a reason to skip: a skipped test
+# On a machine set up by install-deps.sh --test (as root) no test has a reason to skip: a skipped test
 # fails the run, so a missing dependency cannot pass for green.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 BUILD=${PFR_TEST_BUILD:-build-test}
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
       -DPFR_SANITIZE=ON -DPFR_FUZZ=ON
