@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "out_file.h"
 #include "pfr_diff.h"
 #include "pfr_log.h"
 #include "pfr_query.h"
@@ -41,6 +43,8 @@ enum opt_id {
     O_TIMEOUT,
     O_MAX_RANGE,
     O_MAX_QUERIES,
+    O_RING,
+    O_FORCE,
 };
 #define BIT(o)      (1u << (o))
 #define RANGE_OPTS  (BIT(O_FROM) | BIT(O_TO) | BIT(O_SERVICE) | BIT(O_TYPE) | BIT(O_LABEL))
@@ -69,6 +73,8 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, O_TIMEOUT},
     {"max-range", required_argument, NULL, O_MAX_RANGE},
     {"max-queries", required_argument, NULL, O_MAX_QUERIES},
+    {"ring", required_argument, NULL, O_RING},
+    {"force", no_argument, NULL, O_FORCE},
     {NULL, 0, NULL, 0},
 };
 
@@ -76,6 +82,7 @@ typedef struct cmd_opts {
     const char *from, *to, *base_from, *base_to;
     const char *service, *type, *format, *output, *title, *search, *step;
     const char *listen;
+    const char *ring; /* export --ring FILE */
     int64_t timeout_ns, max_range_ns;
     long max_queries;
     pfr_kv labels[MAX_LABELS];
@@ -83,7 +90,7 @@ typedef struct cmd_opts {
     char *label_keys[MAX_LABELS];
     long limit, width, values;
     double min_width;
-    bool no_labels, help;
+    bool no_labels, help, force;
 } cmd_opts;
 
 static void opts_free(cmd_opts *o)
@@ -185,6 +192,12 @@ static int set_opt(cmd_opts *o, int id, const char *arg)
         return -EINVAL;
     case O_LISTEN:
         o->listen = arg;
+        return 0;
+    case O_RING:
+        o->ring = arg;
+        return 0;
+    case O_FORCE:
+        o->force = true;
         return 0;
     case O_TIMEOUT:
     case O_MAX_RANGE: {
@@ -298,11 +311,19 @@ static void help_export(FILE *f)
 {
     fprintf(f,
             "Usage: pfr [--store PATH] export [options] -o FILE\n"
+            "       pfr [--store PATH] export --ring FILE [--force] [options]\n"
             "Write the profiles of a range as one gzip'd pprof profile (= flame --format pprof).\n"
             "Read it with `go tool pprof FILE`, hand it over, or use a CPU profile for Go\n"
             "profile-guided optimisation: save it as default.pgo in the main package's folder\n"
-            "(select the Go service with --service; Go 1.21+ builds pick it up).\n\n%s"
-            "  --no-labels          drop sample labels (pid, comm) so stacks merge\n%s",
+            "(select the Go service with --service; Go 1.21+ builds pick it up).\n\n"
+            "With --ring, write the chunks of the range instead as a ring file of their own (a\n"
+            "slice: the chunks as stored, with only the dictionaries they need), safe while the\n"
+            "recorder writes. pfr reads it with --store FILE and pfr-shipper ships it with\n"
+            "`pfr-shipper backfill --store FILE --sink NAME`, on any machine. Without --type\n"
+            "every profile type goes in; --label takes profile labels only.\n\n%s"
+            "  --no-labels          drop sample labels (pid, comm) so stacks merge\n"
+            "  --ring FILE          write a ring slice to FILE (not pprof)\n"
+            "  --force              --ring: replace FILE if it exists\n%s",
             range_help, out_help);
     print_times_help(f);
 }
@@ -437,37 +458,46 @@ static int make_plan(pfr_store *s, const cmd_opts *o, pfr_query_plan **plan)
 
 typedef struct output {
     FILE *f;
-    const char *path;
+    const char *path; /* NULL: stdout */
+    pfr_out_file file;
 } output;
 
+/* -o PATH: written beside the target and renamed, or in place for a device or pipe
+ * (out_file.h), so a failed write never destroys what PATH named. */
 static int open_output(const cmd_opts *o, output *out)
 {
+    memset(out, 0, sizeof(*out));
     out->path = o->output && strcmp(o->output, "-") != 0 ? o->output : NULL;
-    out->f = out->path ? fopen(out->path, "w") : stdout;
-    if (!out->f) {
-        pfr_err("cannot write %s: %s", out->path, strerror(errno));
+    if (!out->path) {
+        out->f = stdout;
+        return 0;
+    }
+    char err[PATH_MAX + 128];
+    if (pfr_out_file_open(out->path, &out->file, err, sizeof(err)) < 0) {
+        pfr_err("%s", err);
         return PFR_EXIT_ERROR;
     }
+    out->f = out->file.f;
     return 0;
 }
 
-/* Close; on a failed write report it and remove a half-written file. */
+/* Close; a failed render or write leaves the target as it was. */
 static int close_output(output *out, int rc)
 {
-    bool bad = rc < 0 || ferror(out->f);
+    char err[PATH_MAX + 128] = "";
+    bool bad = false;
+    int e = errno; /* a renderer's failed write leaves the stream's errno here */
     if (out->path) {
-        if (fclose(out->f) != 0)
-            bad = true;
-        if (bad)
-            unlink(out->path);
-    } else if (fflush(out->f) != 0) {
+        bad = pfr_out_file_close(&out->file, rc >= 0, err, sizeof(err)) < 0;
+    } else if (ferror(out->f) || fflush(out->f) != 0) {
         bad = true;
+        snprintf(err, sizeof(err), "cannot write stdout: %s", strerror(e ? e : EIO));
     }
-    if (bad && rc >= 0)
-        pfr_err("cannot write %s: %s", out->path ? out->path : "stdout", strerror(EIO));
+    if (bad) /* a write that failed explains a render that failed */
+        pfr_err("%s", err);
     else if (rc < 0)
         pfr_err("rendering failed: %s", strerror(-rc));
-    return bad ? PFR_EXIT_ERROR : PFR_EXIT_OK;
+    return rc < 0 || bad ? PFR_EXIT_ERROR : PFR_EXIT_OK;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -714,15 +744,42 @@ int pfr_cmd_flame(pfr_cli *cli, int argc, char **argv)
     return rc;
 }
 
+/* export --ring: a slice of the ring (export_ring.c). */
+static int run_export_ring(pfr_cli *cli, const cmd_opts *o)
+{
+    if (o->output || o->no_labels) {
+        pfr_err("%s is for pprof output: --ring writes a ring file",
+                o->output ? "-o/--output" : "--no-labels");
+        return PFR_EXIT_USAGE;
+    }
+    pfr_store_filter f = {
+        .service = o->service, .type = o->type, .labels = o->labels, .nlabels = o->nlabels};
+    pfr_store *s = NULL;
+    int rc = parse_range(cli, o, &f.from_ns, &f.to_ns);
+    if (!rc && !(rc = open_store(cli, &s)))
+        rc = pfr_export_ring(s, o->ring, o->force, &f);
+    if (s)
+        pfr_store_close(s);
+    return rc;
+}
+
 int pfr_cmd_export(pfr_cli *cli, int argc, char **argv)
 {
     cmd_opts o;
-    int rc = parse_opts("export", BIT(O_OUTPUT) | BIT(O_HELP) | RANGE_OPTS | BIT(O_NO_LABELS), argc,
-                        argv, &o);
-    if (!rc && o.help)
+    int rc = parse_opts("export",
+                        BIT(O_OUTPUT) | BIT(O_HELP) | RANGE_OPTS | BIT(O_NO_LABELS) | BIT(O_RING) |
+                            BIT(O_FORCE),
+                        argc, argv, &o);
+    if (!rc && o.help) {
         help_export(stdout);
-    else if (!rc)
+    } else if (!rc && o.ring) {
+        rc = run_export_ring(cli, &o);
+    } else if (!rc && o.force) {
+        pfr_err("--force goes with --ring FILE (see pfr export --help)");
+        rc = PFR_EXIT_USAGE;
+    } else if (!rc) {
         rc = run_flame(cli, &o, "pprof");
+    }
     opts_free(&o);
     return rc;
 }

@@ -30,4 +30,9 @@ int pfr_cmd_timeline(pfr_cli *cli, int argc, char **argv);
 int pfr_cmd_diff(pfr_cli *cli, int argc, char **argv);
 int pfr_cmd_serve(pfr_cli *cli, int argc, char **argv);
 
+/* `pfr export --ring FILE` (export_ring.c): the chunks of s matching f (range, service, type,
+ * profile labels), as they are in the ring, written to a standalone ring file at path (replacing
+ * it if force). Returns an exit code, after printing why. */
+int pfr_export_ring(pfr_store *s, const char *path, bool force, const pfr_store_filter *f);
+
 #endif

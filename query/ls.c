@@ -242,21 +242,49 @@ void pfr_ls_free(pfr_ls *ls)
     free(ls);
 }
 
-int pfr_ls_render_text(FILE *out, const pfr_ls *ls, size_t max_values)
+static double mib(uint64_t bytes)
 {
-    char a[48], b[48], d[32];
-    const pfr_store_stats *st = &ls->stats;
-    if (!max_values)
-        max_values = 10;
+    return (double)bytes / 1048576.0;
+}
+
+/* The ring's size against its cap, the cap in force when the disk lowers it, and what was given
+ * up for room. */
+static void ring_text(FILE *out, const pfr_store_stats *st)
+{
+    char a[48], b[48];
     fprintf(out, "ring: %llu chunks, %.1f MiB of %.1f MiB", (unsigned long long)st->chunks,
-            (double)st->file_bytes / 1048576.0, (double)st->max_bytes / 1048576.0);
+            mib(st->file_bytes), mib(st->max_bytes));
     if (st->chunks)
         fprintf(out, ", %s to %s", pfr_time_format(st->oldest_ns, false, a, sizeof(a)),
                 pfr_time_format(st->newest_ns, false, b, sizeof(b)));
     fprintf(out, "\n");
+    if (st->cap_reason != PFR_STORE_CAP_CONFIGURED)
+        fprintf(out,
+                "      cap %.1f MiB, effective %.1f MiB: %s (%.1f MiB kept free, %.1f MiB free "
+                "now)\n",
+                mib(st->max_bytes), mib(st->effective_max_bytes),
+                pfr_store_cap_reason_name(st->cap_reason), mib(st->reserve_bytes),
+                mib(st->fs_free_bytes));
     if (st->evicted || st->corrupt)
-        fprintf(out, "      %llu chunks evicted by the size cap, %llu corrupt seen\n",
-                (unsigned long long)st->evicted, (unsigned long long)st->corrupt);
+        fprintf(out, "      %llu chunks evicted (%llu of them for disk space), %llu corrupt seen\n",
+                (unsigned long long)st->evicted, (unsigned long long)st->evicted_disk,
+                (unsigned long long)st->corrupt);
+    if (st->dropped_disk)
+        fprintf(out, "      %llu profiles not written: the disk was full, nothing older left\n",
+                (unsigned long long)st->dropped_disk);
+    if (st->bad_counters)
+        fprintf(out,
+                "      warning: %llu of the ring's counters are out of range (a damaged or "
+                "edited file): shown at their bounds\n",
+                (unsigned long long)st->bad_counters);
+}
+
+int pfr_ls_render_text(FILE *out, const pfr_ls *ls, size_t max_values)
+{
+    char a[48], b[48], d[32];
+    if (!max_values)
+        max_values = 10;
+    ring_text(out, &ls->stats);
     if (!ls->nservices)
         fprintf(out, "no profiles recorded yet\n");
     for (size_t i = 0; i < ls->nservices; i++) {
@@ -340,10 +368,16 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
     }
     const pfr_store_stats *st = &ls->stats;
     json_t *doc = json_pack(
-        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "ring", "chunks", (json_int_t)st->chunks,
-        "file_bytes", (json_int_t)st->file_bytes, "max_bytes", (json_int_t)st->max_bytes,
-        "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns", (json_int_t)st->newest_ns, "evicted",
-        (json_int_t)st->evicted, "corrupt", (json_int_t)st->corrupt, "services", services);
+        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I}, s:o}", "ring",
+        "chunks", (json_int_t)st->chunks, "file_bytes", (json_int_t)st->file_bytes, "max_bytes",
+        (json_int_t)st->max_bytes, "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns",
+        (json_int_t)st->newest_ns, "evicted", (json_int_t)st->evicted, "corrupt",
+        (json_int_t)st->corrupt, "effective_max_bytes", (json_int_t)st->effective_max_bytes,
+        "cap_reason", st->cap_reason == PFR_STORE_CAP_DISK_RESERVE ? "disk_reserve" : "configured",
+        "reserve_bytes", (json_int_t)st->reserve_bytes, "fs_bytes", (json_int_t)st->fs_bytes,
+        "fs_free_bytes", (json_int_t)st->fs_free_bytes, "evicted_disk",
+        (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "services",
+        services);
     if (!doc)
         return -ENOMEM;
     int rc = json_dumpf(doc, out, JSON_INDENT(2)) ? -EIO : 0;

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <ini.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "pfr_goheap.h"
+#include "pfr_ini.h"
 #include "pfr_metrics.h"
 #include "pfr_scrape.h"
 #include "pfr_store.h"
@@ -25,6 +25,7 @@ static const char *const keys[] = {
     "interval",
     "cpu_hz",
     "max_store_bytes",
+    "disk_reserve",
     "log_level",
     "stack_map_entries",
     "count_map_entries",
@@ -181,6 +182,36 @@ static int parse_seconds(const char *key, const char *value, double min, double 
         return -EINVAL;
     }
     *out = (int64_t)llround(d * 1e9);
+    return 0;
+}
+
+/* The free space the ring leaves on its file system: auto, off (or 0), a size (K/M/G) or a
+ * percentage of the file system ("5%", at most 50). */
+static int parse_reserve(const char *v, pfr_store_reserve *out)
+{
+    size_t n = strlen(v);
+    if (!strcasecmp(v, "auto")) {
+        *out = (pfr_store_reserve){.mode = PFR_STORE_RESERVE_AUTO};
+        return 0;
+    }
+    if (!strcasecmp(v, "off")) {
+        *out = (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF};
+        return 0;
+    }
+    if (n > 1 && v[n - 1] == '%') {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || end != v + n - 1 || !isfinite(d) || d <= 0 || d > 50)
+            return -EINVAL;
+        *out = (pfr_store_reserve){.mode = PFR_STORE_RESERVE_PERCENT, .percent = d};
+        return 0;
+    }
+    uint64_t u;
+    if (parse_u64(v, 0, UINT64_MAX, true, &u))
+        return -EINVAL;
+    *out = u ? (pfr_store_reserve){.mode = PFR_STORE_RESERVE_BYTES, .bytes = u}
+             : (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF};
     return 0;
 }
 
@@ -366,6 +397,20 @@ int pfr_config_set(pfr_config *c, const char *key, const char *value, char *err,
         c->max_store_bytes = u;
         return 0;
     }
+    if (!strcmp(key, "disk_reserve")) {
+        pfr_store_reserve r;
+        if (parse_reserve(value, &r)) {
+            snprintf(err, errlen,
+                     "disk_reserve: '%s' is not auto, off, a size (K/M/G) or a percentage "
+                     "(at most 50%%)",
+                     value);
+            return -EINVAL;
+        }
+        c->disk_reserve_mode = (int)r.mode;
+        c->disk_reserve_bytes = r.bytes;
+        c->disk_reserve_percent = r.percent;
+        return 0;
+    }
     if (!strcmp(key, "log_level")) {
         enum pfr_log_level l;
         if (pfr_log_parse_level(value, &l)) {
@@ -494,14 +539,12 @@ static int load_file(pfr_config *c, const char *path, char *err, size_t errlen)
     }
     char why[384] = "";
     struct ini_ctx x = {.c = c, .err = why, .errlen = sizeof(why)};
-    int line = ini_parse_file(f, config_ini_line, &x);
+    /* the keys a file may give many times; any other one given twice is refused */
+    static const char *const repeatable[] = {"service.rule", "scrape.target", NULL};
+    int line = pfr_ini_parse(f, path, repeatable, config_ini_line, &x, err, errlen);
     fclose(f);
-    if (line == 0)
-        return 0;
-    if (line < 0) {
-        snprintf(err, errlen, "cannot read config file %s", path);
-        return -EIO;
-    }
+    if (line <= 0)
+        return line; /* 0, or a line too long, a duplicate, an unreadable file: err says */
     if (why[0])
         snprintf(err, errlen, "%s:%d: %s", path, line, why);
     else
@@ -582,6 +625,10 @@ static const char usage[] =
     "  --cpu-hz N               samples per second per CPU (env PFR_CPU_HZ; default 100)\n"
     "  --max-store-bytes N      ring size cap, K/M/G suffixes (env PFR_MAX_STORE_BYTES;\n"
     "                           default 512M)\n"
+    "  --disk-reserve SIZE      free space kept on the ring's file system: the ring gives its\n"
+    "                           oldest profiles up rather than take it; a size (K/M/G), a\n"
+    "                           percentage of the file system (5%), off, or auto (default: 5%\n"
+    "                           or 256M, whichever is larger; at most half the file system)\n"
     "  --config FILE            INI file with [recorder], [service] and [scrape] sections\n"
     "                           (env PFR_CONFIG; default " PFR_RECORDER_DEFAULT_CONFIG
     " if it exists)\n"

@@ -20,6 +20,11 @@ typedef struct pfr_config {
     int64_t interval_ns;      /* drain and write period */
     unsigned cpu_hz;          /* samples per second per CPU */
     uint64_t max_store_bytes; /* 0 = the store's default */
+    /* Free space the ring leaves on its file system (pfr_store_reserve's fields; the store's
+     * header is not this one's to include) */
+    int disk_reserve_mode;       /* enum pfr_store_reserve_mode: 0 = auto */
+    uint64_t disk_reserve_bytes; /* PFR_STORE_RESERVE_BYTES */
+    double disk_reserve_percent; /* PFR_STORE_RESERVE_PERCENT */
     enum pfr_log_level log_level;
     char *config_path;          /* NULL = none */
     unsigned stack_map_entries; /* per buffer */

@@ -258,6 +258,24 @@ void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
         (double)st->lost_unshipped);
     put(m, "pfr_store_write_errors_total", "profiles that could not be written", C,
         (double)write_errors);
+    put(m, "pfr_store_effective_max_bytes",
+        "the cap in force: pfr_store_max_bytes, or less while the file system's free space is "
+        "short of the reserve",
+        G, (double)st->effective_max_bytes);
+    put(m, "pfr_store_disk_limited",
+        "1 while the file system's free space lowers the cap in force (disk free space reserve)", G,
+        st->cap_reason == PFR_STORE_CAP_DISK_RESERVE ? 1 : 0);
+    put(m, "pfr_store_disk_reserve_bytes", "free space the ring leaves on its file system", G,
+        (double)st->reserve_bytes);
+    put(m, "pfr_store_disk_free_bytes", "free space on the ring's file system (for its user)", G,
+        (double)st->fs_free_bytes);
+    put(m, "pfr_store_chunks_evicted_disk_total",
+        "of pfr_store_chunks_evicted_total, chunks given up for disk space (the reserve, or a "
+        "full disk)",
+        C, (double)st->evicted_disk);
+    put(m, "pfr_store_chunks_dropped_disk_full_total",
+        "profiles not written: the disk was full and the ring had nothing older to give up", C,
+        (double)st->dropped_disk);
 }
 
 void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats *st)

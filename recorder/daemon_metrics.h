@@ -1,8 +1,9 @@
 /*
  * daemon_metrics: the recorder's own health as Prometheus metrics (samples taken and lost,
- * processes symbolized, ring bytes, chunks evicted and lost before shipping, the last error of
- * each source), next to the Go allocation counters the heap profiler feeds. The registry is
- * served over HTTP (pfr_metrics) when a listen address is configured.
+ * processes symbolized, ring bytes against the cap in force, chunks evicted (for the cap or the
+ * disk's free space) and lost before shipping, the last error of each source), next to the Go
+ * allocation counters the heap profiler feeds. The registry is served over HTTP (pfr_metrics) when
+ * a listen address is configured.
  *
  * Updates mirror cumulative counters kept by the sources: called from the daemon's loop after
  * each interval. The last-error calls may come from any thread.

@@ -39,6 +39,9 @@ typedef struct writer {
     pfr_identity *identity;   /* NULL: none */
     uint64_t identity_errors; /* metadata failures already logged */
     pfr_cpu_source *cpu;
+    bool disk_full;          /* profiles lost to a full disk, logged; until a write succeeds */
+    uint64_t disk_full_lost; /* profiles lost in this episode */
+    int cap_reason;          /* the ring's cap in force, as last logged */
 } writer;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -60,8 +63,32 @@ static int64_t realtime_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The ring's file system is full and the store had nothing older to give up (-ENOSPC): said
+ * once per episode, not at every interval; the episode ends when a write succeeds again. */
+static void lost_to_full_disk(writer *w, size_t n)
+{
+    if (!w->disk_full) {
+        pfr_err("the ring's file system is full and the ring has nothing older left to give up: "
+                "profiles are lost until space is freed");
+        pfr_daemon_metrics_error(w->metrics, "store", strerror(ENOSPC));
+        w->disk_full = true;
+    }
+    w->disk_full_lost += n;
+}
+
+static void written_again(writer *w)
+{
+    if (!w->disk_full)
+        return;
+    pfr_info("the ring is written again: %llu profiles were lost to the full file system",
+             (unsigned long long)w->disk_full_lost);
+    w->disk_full = false;
+    w->disk_full_lost = 0;
+}
+
 /* Add host labels and append to the ring: the interval's chunks in one transaction (one fsync);
- * if that fails, one by one, so one bad chunk does not lose the others. */
+ * if that fails, one by one, so one bad chunk does not lose the others. A full disk is not
+ * retried here: the store already gave up all it could for them. */
 static int write_chunks(const pfr_chunk_in *in, size_t n, void *ctx)
 {
     writer *w = ctx;
@@ -93,20 +120,26 @@ static int write_chunks(const pfr_chunk_in *in, size_t n, void *ctx)
     int rc = pfr_store_append_batch(w->store, c, n, NULL);
     if (rc == 0) {
         written = (int)n;
+    } else if (rc == -ENOSPC) {
+        lost_to_full_disk(w, n);
     } else {
         pfr_warn("writing %zu profiles to the ring at once failed (%s): writing them one by one", n,
                  strerror(-rc));
         for (size_t i = 0; i < n; i++) {
             int r = pfr_store_append(w->store, &c[i], NULL);
-            if (r == 0)
+            if (r == 0) {
                 written++;
-            else {
+            } else if (r == -ENOSPC) {
+                lost_to_full_disk(w, 1);
+            } else {
                 pfr_warn("writing the profile of service %s to the ring failed: %s", c[i].service,
                          strerror(-r));
                 pfr_daemon_metrics_error(w->metrics, "store", strerror(-r));
             }
         }
     }
+    if (written > 0)
+        written_again(w);
     w->chunks += (uint64_t)written;
     w->errors += n - (size_t)written;
     free(c);
@@ -187,6 +220,24 @@ static void log_identity(const pfr_identity_stats *st, uint64_t *logged)
               (unsigned long long)st->k8s_containers, (unsigned long long)st->oci_reads);
 }
 
+/* When the disk's free space starts or stops lowering the ring's cap (the ring gives its oldest
+ * profiles up for it meanwhile). */
+static void log_ring_cap(writer *w, const pfr_store_stats *st)
+{
+    if (st->cap_reason == w->cap_reason)
+        return;
+    w->cap_reason = st->cap_reason;
+    if (st->cap_reason == PFR_STORE_CAP_DISK_RESERVE)
+        pfr_warn("ring: free space on its file system is %.1f MiB, short of the %.1f MiB reserve: "
+                 "cap %.1f MiB, effective %.1f MiB (%s); the oldest profiles are given up",
+                 (double)st->fs_free_bytes / 1048576.0, (double)st->reserve_bytes / 1048576.0,
+                 (double)st->max_bytes / 1048576.0, (double)st->effective_max_bytes / 1048576.0,
+                 pfr_store_cap_reason_name(st->cap_reason));
+    else
+        pfr_info("ring: its file system has room again, cap %.1f MiB",
+                 (double)st->max_bytes / 1048576.0);
+}
+
 static void update_metrics(writer *w)
 {
     pfr_cpu_source_stats cs;
@@ -200,8 +251,10 @@ static void update_metrics(writer *w)
     }
     pfr_store_stats ss;
     /* not the full statistics: they read every chunk's row, 37 ms a time on a 200 MB ring */
-    if (pfr_store_stats_quick(w->store, &ss) == 0)
+    if (pfr_store_stats_quick(w->store, &ss) == 0) {
         pfr_daemon_metrics_store(w->metrics, &ss, (unsigned long long)w->errors);
+        log_ring_cap(w, &ss);
+    }
 }
 
 static void collect_all(pfr_source *src, size_t nsrc, int64_t start, int64_t end, writer *w)
@@ -245,12 +298,15 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
             pfr_warn("SIGHUP: source %s did not take the new configuration", src[i].ops->name);
     if (strcmp(fresh.store_path, cur->store_path) || fresh.interval_ns != cur->interval_ns ||
         fresh.cpu_hz != cur->cpu_hz || fresh.max_store_bytes != cur->max_store_bytes ||
+        fresh.disk_reserve_mode != cur->disk_reserve_mode ||
+        fresh.disk_reserve_bytes != cur->disk_reserve_bytes ||
+        fresh.disk_reserve_percent != cur->disk_reserve_percent ||
         fresh.stack_map_entries != cur->stack_map_entries ||
         fresh.count_map_entries != cur->count_map_entries ||
         fresh.sym_cache_bytes != cur->sym_cache_bytes || fresh.dwarf != cur->dwarf ||
         fresh.perf_maps != cur->perf_maps)
-        pfr_warn("SIGHUP: store, interval, cpu_hz, map/cache sizes, dwarf and perf_maps take "
-                 "effect on restart");
+        pfr_warn("SIGHUP: store, interval, cpu_hz, disk_reserve, map/cache sizes, dwarf and "
+                 "perf_maps take effect on restart");
     pfr_service_rules_free(&cur->rules);
     pfr_service_rules_copy(&cur->rules, &fresh.rules);
     cur->log_level = fresh.log_level;
@@ -394,7 +450,10 @@ int main(int argc, char **argv)
     add_optional_sources(&cfg, cpu, exes, metrics, identity, sources, &nsrc);
 
     pfr_store *store = NULL;
-    pfr_store_opts so = {.max_bytes = cfg.max_store_bytes};
+    pfr_store_opts so = {.max_bytes = cfg.max_store_bytes,
+                         .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve_mode,
+                                     .bytes = cfg.disk_reserve_bytes,
+                                     .percent = cfg.disk_reserve_percent}};
     rc = ensure_parent_dir(cfg.store_path);
     if (rc == 0)
         rc = pfr_store_open(cfg.store_path, &so, &store, err, sizeof(err));

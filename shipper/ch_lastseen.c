@@ -14,7 +14,9 @@ struct pfr_ch_lastseen {
     size_t from, to; /* the rows of order the last query asked about */
     uint32_t *qsvc;  /* the last query's services: position - 1 -> service index */
     size_t nqsvc;
-    uint8_t *skip; /* per row as added */
+    int64_t refresh; /* a row's LastSeen minus this: the end of its chunk */
+    uint8_t *skip;   /* per row as added */
+    int64_t *stored; /* per row as added */
 };
 
 static int key_cmp(const void *a, const void *b, void *ctx)
@@ -27,22 +29,26 @@ static int key_cmp(const void *a, const void *b, void *ctx)
     return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
-int pfr_ch_lastseen_new(const pfr_chcols *c, pfr_ch_lastseen **out)
+int pfr_ch_lastseen_new(const pfr_chcols *c, int64_t refresh_ns, pfr_ch_lastseen **out)
 {
     pfr_ch_lastseen *l = calloc(1, sizeof(*l));
     size_t n = c->nstrows;
     if (!l)
         return -ENOMEM;
     l->c = c;
+    l->refresh = refresh_ns > 0 ? refresh_ns : 0;
     l->order = malloc((n + 1) * sizeof(*l->order));
     l->qsvc = malloc((n + 1) * sizeof(*l->qsvc));
     l->skip = calloc(n + 1, 1);
-    if (!l->order || !l->qsvc || !l->skip) {
+    l->stored = malloc((n + 1) * sizeof(*l->stored));
+    if (!l->order || !l->qsvc || !l->skip || !l->stored) {
         pfr_ch_lastseen_free(l);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         l->order[i] = (uint32_t)i;
+        l->stored[i] = INT64_MIN;
+    }
     qsort_r(l->order, n, sizeof(*l->order), key_cmp, (void *)c);
     *out = l;
     return 0;
@@ -55,12 +61,18 @@ void pfr_ch_lastseen_free(pfr_ch_lastseen *l)
     free(l->order);
     free(l->qsvc);
     free(l->skip);
+    free(l->stored);
     free(l);
 }
 
 const uint8_t *pfr_ch_lastseen_skip(const pfr_ch_lastseen *l)
 {
     return l->skip;
+}
+
+const int64_t *pfr_ch_lastseen_stored(const pfr_ch_lastseen *l)
+{
+    return l->stored;
 }
 
 /* A SQL string literal. */
@@ -154,7 +166,8 @@ int pfr_ch_lastseen_query(pfr_ch_lastseen *l, const char *table, size_t max_keys
     return 0;
 }
 
-/* Flag the asked rows of key (svc, hash) whose LastSeen is not after ns. */
+/* Flag the asked rows of key (svc, hash) whose chunk ns covers (or whose LastSeen is not after
+ * it), noting ns for each. */
 static long flag_key(pfr_ch_lastseen *l, uint32_t svc, uint64_t hash, int64_t ns)
 {
     const pfr_chcols *c = l->c;
@@ -173,7 +186,8 @@ static long flag_key(pfr_ch_lastseen *l, uint32_t svc, uint64_t hash, int64_t ns
         const struct pfr_strow *r = &c->strows[i];
         if (r->svc != svc || r->hash != hash)
             break;
-        if (r->last_seen <= ns && !l->skip[i]) {
+        l->stored[i] = ns;
+        if (r->last_seen - l->refresh <= ns && !l->skip[i]) {
             l->skip[i] = 1;
             n++;
         }

@@ -116,6 +116,26 @@ void pfr_chcols_free(pfr_chcols *c)
     memset(c, 0, sizeof(*c));
 }
 
+void pfr_chcols_reset_samples(pfr_chcols *c)
+{
+    lc_reset(&c->types);
+    lc_reset(&c->labkeys);
+    pfr_buf_reset(&c->labvals);
+    c->ngroups = c->nlabels = c->nrows = 0;
+    c->est_samples = 0;
+    if (!c->nstrows)
+        pfr_chcols_reset(c);
+}
+
+void pfr_chcols_reset_stacks(pfr_chcols *c)
+{
+    pfr_buf_reset(&c->stkstr);
+    c->nstrows = 0;
+    c->est_stacks = 0;
+    if (!c->nrows)
+        pfr_chcols_reset(c);
+}
+
 void pfr_chcols_reset(pfr_chcols *c)
 {
     lc_reset(&c->svcs);
@@ -124,7 +144,7 @@ void pfr_chcols_reset(pfr_chcols *c)
     pfr_buf_reset(&c->labvals);
     pfr_buf_reset(&c->stkstr);
     c->ngroups = c->nlabels = c->nrows = c->nstrows = 0;
-    c->est_bytes = 0;
+    c->est_samples = c->est_stacks = 0;
     c->err = 0;
 }
 
@@ -191,7 +211,7 @@ int pfr_chcols_group(pfr_chcols *c, const char *service, const char *type, int64
     *values = c->values + c->nrows;
     c->nrows += nrows;
     /* two indices, Start, End, the map's offset, StackHash, Value, the labels */
-    c->est_bytes += nrows * (2 + 16 + 8 + 16 + labels_bytes(c, lab, nlab));
+    c->est_samples += nrows * (2 + 16 + 8 + 16 + labels_bytes(c, lab, nlab));
     return 0;
 }
 
@@ -205,7 +225,7 @@ int pfr_chcols_stack(pfr_chcols *c, const char *service, uint64_t hash, int64_t 
     }
     c->strows[c->nstrows++] = (struct pfr_strow){
         .svc = (uint32_t)s, .hash = hash, .last_seen = last_seen, .str = c->stkstr.len};
-    c->est_bytes += 1 + 8 + 8 + 8;
+    c->est_stacks += 1 + 8 + 8 + 8;
     return 0;
 }
 
@@ -216,7 +236,7 @@ void pfr_chcols_stack_str(pfr_chcols *c, const char *s, size_t n)
     pfr_buf_chstr(&c->stkstr, s, n);
     r->nstr++;
     r->str_len += c->stkstr.len - before;
-    c->est_bytes += c->stkstr.len - before;
+    c->est_stacks += c->stkstr.len - before;
     if (c->stkstr.oom)
         fail(c);
 }
@@ -227,7 +247,7 @@ void pfr_chcols_stack_enc(pfr_chcols *c, const void *enc, size_t len, size_t n)
     pfr_buf_put(&c->stkstr, enc, len);
     r->nstr += (uint32_t)n;
     r->str_len += len;
-    c->est_bytes += len;
+    c->est_stacks += len;
     if (c->stkstr.oom)
         fail(c);
 }
@@ -245,22 +265,6 @@ size_t pfr_chcols_stack_rows(const pfr_chcols *c)
 const char *pfr_chcols_service(const pfr_chcols *c, uint32_t i)
 {
     return lc_key(&c->svcs, i);
-}
-
-void pfr_chcols_take_stacks(pfr_chcols *dst, pfr_chcols *src)
-{
-    pfr_chcols_free(dst);
-    dst->svcs = src->svcs;
-    dst->strows = src->strows;
-    dst->nstrows = src->nstrows;
-    dst->cap_strows = src->cap_strows;
-    dst->stkstr = src->stkstr;
-    dst->err = src->err;
-    src->svcs = (struct pfr_lcdict){0};
-    src->strows = NULL;
-    src->nstrows = src->cap_strows = 0;
-    src->stkstr = (pfr_buf){0};
-    pfr_chcols_reset(src);
 }
 
 /* ---- rendering ---- */
@@ -563,7 +567,7 @@ int pfr_chcols_render_samples(const pfr_chcols *c, enum pfr_ch_format f, pfr_buf
     if (!c->nrows)
         return 0;
     uint32_t *o = groups_order(c);
-    if (!o || pfr_buf_reserve(out, c->est_bytes + 4096) < 0) {
+    if (!o || pfr_buf_reserve(out, c->est_samples + 4096) < 0) {
         free(o);
         return -ENOMEM;
     }

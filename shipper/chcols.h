@@ -38,6 +38,7 @@ struct pfr_strow {
     uint64_t hash;
     int64_t last_seen;
     size_t str, str_len; /* its strings in stkstr (ClickHouse Strings back to back) */
+    uint32_t tag;        /* what its maker knows it by (chenc: its stack's entry + 1; 0 = none) */
 };
 
 typedef struct pfr_chcols {
@@ -54,13 +55,16 @@ typedef struct pfr_chcols {
     struct pfr_strow *strows;
     size_t nstrows, cap_strows;
     pfr_buf stkstr;
-    uint64_t est_bytes; /* request bytes, estimated as rows are added */
-    int err;            /* sticky: -ENOMEM */
+    uint64_t est_samples, est_stacks; /* request bytes of each table, estimated as rows come */
+    int err;                          /* sticky: -ENOMEM */
 } pfr_chcols;
 
 void pfr_chcols_free(pfr_chcols *c);
 /* Forget all rows, keep the memory. */
 void pfr_chcols_reset(pfr_chcols *c);
+/* Forget the sample rows, or the stack rows, alone (the service names go with the last rows). */
+void pfr_chcols_reset_samples(pfr_chcols *c);
+void pfr_chcols_reset_stacks(pfr_chcols *c);
 
 /* Append a chunk's labels (returns the index of the first, for its groups). */
 uint32_t pfr_chcols_labels(pfr_chcols *c, const pfr_kv *labels, size_t n);
@@ -80,11 +84,6 @@ size_t pfr_chcols_sample_rows(const pfr_chcols *c);
 size_t pfr_chcols_stack_rows(const pfr_chcols *c);
 /* Service name number i (a row's svc). */
 const char *pfr_chcols_service(const pfr_chcols *c, uint32_t i);
-
-/* Move src's stack rows, with the service names they use, into dst (whose rows are freed
- * first): the stacks of a batch in flight, kept apart while src takes the next batch. src is
- * left empty, as after pfr_chcols_reset (render its samples first). */
-void pfr_chcols_take_stacks(pfr_chcols *dst, pfr_chcols *src);
 
 /* The request bodies (out reset first). 0 or -ENOMEM. No rows: an empty body.
  * skip (NULL = none): one flag per stack row as added; a row whose flag is set is left out. */

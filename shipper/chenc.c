@@ -8,8 +8,9 @@
 #include "pfr_hash.h"
 #include "pfr_vec.h"
 
-/* Strings of dictionary locations cached before the caches are cleared (between batches). */
-#define PFR_CHENC_DICT_BYTES (64u << 20)
+/* Bytes a remembered stack takes: its entry (arrays grow by doubling: a third more on average)
+ * and its share of the hash table (half full at most, so two to four slots). */
+#define SENTRY_BYTES (sizeof(struct sentry) * 4 / 3 + 3 * sizeof(uint32_t))
 
 /* A remembered stack: its content key (two 64-bit lanes, mixed with the service), Coroot's
  * hash, and the LastSeen written (sent_until) or waiting in the open batch (staged_until). */
@@ -76,18 +77,32 @@ struct locinfo {
     uint32_t nstr;
 };
 
-struct pfr_chenc {
-    pfr_chenc_opts o;
-    /* remembered stacks: entries never move; tab holds index + 1 (0 = empty) */
+/* A generation of remembered stacks: entries never move (staged holds indices in the young one);
+ * tab holds index + 1 (0 = empty). */
+struct sgen {
     struct sentry *ent;
     size_t nent, cap_ent;
     uint32_t *tab;
     size_t tab_mask;
-    uint32_t gen; /* batch generation, never 0 */
+};
+
+struct pfr_chenc {
+    pfr_chenc_opts o;
+    /* Remembered stacks in two generations: a stack met again while only the old one knows it
+     * moves to the young one. Between batches, once the young one holds a quarter of max_ent,
+     * the old one is dropped and the young one becomes old (so that a batch of up to half of
+     * max_ent distinct stacks finds the last one's); within a batch, the old one is dropped
+     * when both hold max_ent together (staged stacks are young). The stacks of recent chunks
+     * stay; a stack not met for a while is forgotten (its row is made again if it comes back,
+     * and ClickHouse's LastSeen tells whether it goes). */
+    struct sgen young, old;
+    size_t max_ent;      /* stacks remembered at most */
+    struct sentry spare; /* a stack met when there is no room: not remembered */
+    uint32_t gen;        /* batch generation, never 0 */
     uint32_t *staged;
     size_t nstaged, cap_staged;
 
-    pfr_chcols cols;         /* the open batch's rows */
+    pfr_chcols cols;         /* the open batch's rows (its block, when streamed) */
     pfr_buf samples, stacks; /* their request bodies, rendered on demand */
     bool rendered;
 
@@ -119,6 +134,7 @@ struct pfr_chenc {
     size_t cur;           /* the current chunk's dictionary (index in dicts) */
     uint32_t stable_locs; /* its locations below this are cached */
     uint64_t dict_bytes;  /* strings cached for dictionaries */
+    uint64_t dict_max;    /* dict_bytes and the keys' bytes before the caches are cleared */
     pfr_buf lstr, fstr;   /* a location's strings (not cached), one frame's string */
 };
 
@@ -163,6 +179,13 @@ static uint64_t strhash(const char *s)
     return pfr_mix64(h ^ total);
 }
 
+static void sgen_free(struct sgen *g)
+{
+    free(g->ent);
+    free(g->tab);
+    memset(g, 0, sizeof(*g));
+}
+
 static void dicts_clear(pfr_chenc *e)
 {
     for (size_t i = 0; i < e->ndicts; i++) {
@@ -184,8 +207,15 @@ int pfr_chenc_new(const pfr_chenc_opts *o, pfr_chenc **out)
         e->o = *o;
     if (e->o.stack_refresh_ns <= 0)
         e->o.stack_refresh_ns = 3600ll * 1000000000;
-    if (!e->o.max_stacks)
-        e->o.max_stacks = 1u << 20;
+    if (!e->o.cache_bytes)
+        e->o.cache_bytes = 64ull << 20;
+    /* Three quarters for the stacks; a quarter for the dictionaries, which a streamed batch reads
+     * one after the other (what they hold helps the chunks of one dictionary, not the next
+     * batch). */
+    e->max_ent = e->o.cache_bytes * 3 / 4 / SENTRY_BYTES;
+    if (e->max_ent < 4096)
+        e->max_ent = 4096;
+    e->dict_max = e->o.cache_bytes / 4;
     e->gen = 1;
     e->cgen = 1;
     *out = e;
@@ -196,8 +226,8 @@ void pfr_chenc_free(pfr_chenc *e)
 {
     if (!e)
         return;
-    free(e->ent);
-    free(e->tab);
+    sgen_free(&e->young);
+    sgen_free(&e->old);
     free(e->staged);
     pfr_chcols_free(&e->cols);
     pfr_buf_free(&e->samples);
@@ -226,15 +256,17 @@ void pfr_chenc_begin(pfr_chenc *e)
     e->nstaged = 0;
     if (++e->gen == 0)
         e->gen = 1;
-    /* Forgetting everything only costs stack rows written again; done between batches so no
-     * staged entry is lost. */
-    if (e->nent >= e->o.max_stacks) {
-        e->nent = 0;
-        if (e->tab)
-            memset(e->tab, 0, (e->tab_mask + 1) * sizeof(*e->tab));
+    /* Between batches, so no staged entry moves. */
+    if (e->young.nent >= e->max_ent / 4) {
+        sgen_free(&e->old);
+        e->old = e->young;
+        memset(&e->young, 0, sizeof(e->young));
     }
-    if (e->dict_keys >= e->o.max_stacks || e->dict_bytes >= PFR_CHENC_DICT_BYTES)
-        dicts_clear(e);
+}
+
+pfr_chcols *pfr_chenc_cols(pfr_chenc *e)
+{
+    return &e->cols;
 }
 
 static void render(pfr_chenc *e)
@@ -263,7 +295,7 @@ const pfr_buf *pfr_chenc_stacks(pfr_chenc *e)
 
 uint64_t pfr_chenc_bytes(const pfr_chenc *e)
 {
-    return e->cols.est_bytes;
+    return e->cols.est_samples + e->cols.est_stacks;
 }
 
 uint64_t pfr_chenc_sample_rows(const pfr_chenc *e)
@@ -279,7 +311,7 @@ uint64_t pfr_chenc_stack_rows(const pfr_chenc *e)
 void pfr_chenc_commit(pfr_chenc *e)
 {
     for (size_t i = 0; i < e->nstaged; i++) {
-        struct sentry *s = &e->ent[e->staged[i]];
+        struct sentry *s = &e->young.ent[e->staged[i]];
         if (s->staged_gen == e->gen && s->staged_until > s->sent_until)
             s->sent_until = s->staged_until;
         s->staged_gen = 0;
@@ -287,82 +319,92 @@ void pfr_chenc_commit(pfr_chenc *e)
     e->nstaged = 0;
 }
 
+void pfr_chenc_stored(pfr_chenc *e, uint32_t tag, int64_t last_seen)
+{
+    if (!tag || tag > e->young.nent)
+        return;
+    struct sentry *s = &e->young.ent[tag - 1];
+    if (s->staged_gen == e->gen && last_seen < s->staged_until)
+        s->staged_until = last_seen;
+}
+
 void pfr_chenc_discard(pfr_chenc *e)
 {
     for (size_t i = 0; i < e->nstaged; i++)
-        e->ent[e->staged[i]].staged_gen = 0;
+        e->young.ent[e->staged[i]].staged_gen = 0;
     e->nstaged = 0;
     pfr_chcols_reset(&e->cols);
     e->rendered = false;
 }
 
-int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_chcols *stacks)
-{
-    e->rendered = false;
-    if (pfr_chcols_render_samples(&e->cols, e->o.format, &e->samples) < 0)
-        return -ENOMEM;
-    /* The caller's old body is freed rather than kept for the next render: a batch is held
-     * twice (its columns and the body in flight), not three times. */
-    pfr_buf_free(samples);
-    *samples = e->samples;
-    e->samples = (pfr_buf){0};
-    pfr_buf_free(&e->stacks);
-    pfr_chenc_commit(e);
-    pfr_chcols_take_stacks(stacks, &e->cols);
-    return 0;
-}
-
-void pfr_chenc_forget(pfr_chenc *e)
-{
-    e->nent = 0;
-    e->nstaged = 0;
-    if (e->tab)
-        memset(e->tab, 0, (e->tab_mask + 1) * sizeof(*e->tab));
-}
-
-static int tab_rehash(pfr_chenc *e, size_t cap)
+static int tab_rehash(struct sgen *g, size_t cap)
 {
     uint32_t *t = calloc(cap, sizeof(*t));
     if (!t)
         return -ENOMEM;
     size_t mask = cap - 1;
-    for (size_t i = 0; i < e->nent; i++) {
-        size_t j = e->ent[i].a & mask;
+    for (size_t i = 0; i < g->nent; i++) {
+        size_t j = g->ent[i].a & mask;
         while (t[j])
             j = (j + 1) & mask;
         t[j] = (uint32_t)i + 1;
     }
-    free(e->tab);
-    e->tab = t;
-    e->tab_mask = mask;
+    free(g->tab);
+    g->tab = t;
+    g->tab_mask = mask;
     return 0;
 }
 
-/* The remembered stack with key (a, b), or a new entry for it (hash unknown: *fresh set). */
+/* Key (a, b) in g: its entry's index + 1, or 0 with *slot the empty slot where it would go. */
+static uint32_t sgen_find(const struct sgen *g, uint64_t a, uint64_t b, size_t *slot)
+{
+    if (!g->tab)
+        return 0;
+    size_t j = a & g->tab_mask;
+    while (g->tab[j]) {
+        const struct sentry *s = &g->ent[g->tab[j] - 1];
+        if (s->a == a && s->b == b)
+            return g->tab[j];
+        j = (j + 1) & g->tab_mask;
+    }
+    *slot = j;
+    return 0;
+}
+
+/* The remembered stack with key (a, b), or a new entry for it (hash unknown: *fresh set). A
+ * stack the old generation knows moves to the young one. With no room left, e->spare stands for
+ * it during this chunk. NULL on -ENOMEM. */
 static struct sentry *stack_lookup(pfr_chenc *e, uint64_t a, uint64_t b, bool *fresh)
 {
-    if (!e->tab || (e->nent + 1) * 2 > e->tab_mask + 1) {
-        size_t cap = e->tab ? (e->tab_mask + 1) * 2 : 1024;
-        if (tab_rehash(e, cap) < 0)
+    struct sgen *g = &e->young;
+    if (!g->tab || (g->nent + 1) * 2 > g->tab_mask + 1) {
+        size_t cap = g->tab ? (g->tab_mask + 1) * 2 : 1024;
+        if (tab_rehash(g, cap) < 0)
             return NULL;
     }
-    size_t j = a & e->tab_mask;
-    while (e->tab[j]) {
-        struct sentry *s = &e->ent[e->tab[j] - 1];
-        if (s->a == a && s->b == b) {
-            *fresh = false;
-            return s;
-        }
-        j = (j + 1) & e->tab_mask;
+    size_t j = 0, k = 0;
+    uint32_t i = sgen_find(g, a, b, &j);
+    if (i) {
+        *fresh = false;
+        return &g->ent[i - 1];
     }
-    if (e->nent >= UINT32_MAX - 1 ||
-        pfr_vec_grow(&e->ent, &e->cap_ent, e->nent + 1, sizeof(*e->ent)) < 0)
+    uint32_t o = sgen_find(&e->old, a, b, &k);
+    struct sentry n =
+        o ? e->old.ent[o - 1]
+          : (struct sentry){.a = a, .b = b, .sent_until = INT64_MIN, .staged_until = INT64_MIN};
+    n.staged_gen = 0;
+    *fresh = !o;
+    if (g->nent >= e->max_ent || g->nent >= UINT32_MAX - 1) {
+        e->spare = n;
+        return &e->spare;
+    }
+    if (g->nent + e->old.nent >= e->max_ent)
+        sgen_free(&e->old);
+    if (pfr_vec_grow(&g->ent, &g->cap_ent, g->nent + 1, sizeof(*g->ent)) < 0)
         return NULL;
-    struct sentry *s = &e->ent[e->nent];
-    *s = (struct sentry){.a = a, .b = b, .sent_until = INT64_MIN, .staged_until = INT64_MIN};
-    e->tab[j] = (uint32_t)++e->nent;
-    *fresh = true;
-    return s;
+    g->ent[g->nent] = n;
+    g->tab[j] = (uint32_t)++g->nent;
+    return &g->ent[g->nent - 1];
 }
 
 static uint64_t str_key(pfr_chenc *e, const char *s)
@@ -780,7 +822,8 @@ static struct sentry *slot_stack(pfr_chenc *e, const struct src *src, const stru
     struct sentry *ent = stack_lookup(e, sl->a, sl->b, &fresh);
     if (!ent)
         return NULL;
-    size_t idx = (size_t)(ent - e->ent);
+    bool spare = ent == &e->spare;
+    size_t idx = spare ? 0 : (size_t)(ent - e->young.ent);
     bool need_row = ent->sent_until < m->end_ns &&
                     !(ent->staged_gen == e->gen && ent->staged_until >= m->end_ns);
     if (!fresh && !need_row)
@@ -791,7 +834,7 @@ static struct sentry *slot_stack(pfr_chenc *e, const struct src *src, const stru
                     : stack_strings(e, src, sl->ref, &count, &hash);
     if (rc < 0)
         return NULL;
-    ent = &e->ent[idx];
+    ent = spare ? &e->spare : &e->young.ent[idx];
     ent->hash = hash;
     if (!need_row)
         return ent;
@@ -799,6 +842,9 @@ static struct sentry *slot_stack(pfr_chenc *e, const struct src *src, const stru
     if (src->v ? stack_row_enc(e, m->service, hash, last_seen, count) < 0
                : stack_row(e, m->service, hash, last_seen, count) < 0)
         return NULL;
+    e->cols.strows[e->cols.nstrows - 1].tag = spare ? 0 : (uint32_t)idx + 1;
+    if (spare)
+        return ent; /* not remembered: a later chunk writes its row again */
     if (ent->staged_gen != e->gen) {
         if (pfr_vec_grow(&e->staged, &e->cap_staged, e->nstaged + 1, sizeof(*e->staged)) < 0)
             return NULL;
@@ -862,6 +908,9 @@ int pfr_chenc_add_samples(pfr_chenc *e, const pfr_chunk_meta *m, const pfr_chunk
         return -EINVAL;
     struct src src = {.m = m, .v = v};
     size_t ntypes = m->ntypes;
+    /* Between chunks, where no cached entry is in use. */
+    if (e->dict_bytes + e->dict_keys * sizeof(struct dkey) >= e->dict_max)
+        dicts_clear(e);
     size_t nsamples = pfr_samples_count(v);
     if (nsamples >= UINT32_MAX || chunk_scratch(e, NULL, nsamples, ntypes) < 0)
         return -ENOMEM;

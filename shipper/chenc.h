@@ -10,12 +10,18 @@
  * Stacks repeat from chunk to chunk, so an encoder remembers (per service) the stacks it has
  * written and their LastSeen: a stack row is written again only when a chunk ends after the
  * LastSeen already stored. A row's LastSeen is the chunk's end plus stack_refresh, so Coroot's
- * "LastSeen > from" keeps finding the stack for every chunk until then.
+ * "LastSeen > from" keeps finding the stack for every chunk until then. What it remembers, and
+ * its per-dictionary caches, fit in cache_bytes: stacks not met for a while are forgotten (their
+ * rows are written again if they come back).
  *
  * A batch is begin → add... → commit (the insert was stored) or discard (it was not). Encoding
  * the same chunks again after discard gives the same rows. A chunk comes as a decoded profile
  * (pfr_chenc_add) or as the ring's samples against its dictionary (pfr_chenc_add_samples, the
  * fast path: per dictionary, each stack's key and each location's strings are computed once).
+ *
+ * Streamed, a batch's rows go in blocks: the sink takes each table's rows from pfr_chenc_cols
+ * when they make a block and drops them (pfr_chcols_reset_samples / _stacks), so only a block of
+ * each is held at a time; staged stacks stay staged until commit or discard.
  */
 #ifndef PFR_SHIP_CHENC_H
 #define PFR_SHIP_CHENC_H
@@ -32,7 +38,7 @@ typedef struct pfr_chenc pfr_chenc;
 
 typedef struct pfr_chenc_opts {
     int64_t stack_refresh_ns;  /* default 1 h */
-    size_t max_stacks;         /* remembered stacks before the memory is cleared (default 1M) */
+    uint64_t cache_bytes;      /* remembered stacks and dictionary caches (default 64M) */
     enum pfr_ch_format format; /* of the request bodies: RowBinary (default) or Native */
 } pfr_chenc_opts;
 
@@ -44,6 +50,8 @@ void pfr_chenc_free(pfr_chenc *e);
 
 /* Start a batch (the previous one must have been committed or discarded). */
 void pfr_chenc_begin(pfr_chenc *e);
+/* The open batch's rows not taken away yet (owned by the encoder). */
+pfr_chcols *pfr_chenc_cols(pfr_chenc *e);
 /* Append the rows of one chunk. 0, -ENOMEM, or -EINVAL (no service). */
 int pfr_chenc_add(pfr_chenc *e, const pfr_chunk_meta *m, const pfr_profile *p);
 /* The same rows from a chunk's samples as pfr_store_scan_samples hands them (v valid during the
@@ -58,15 +66,12 @@ const pfr_buf *pfr_chenc_stacks(pfr_chenc *e);
 uint64_t pfr_chenc_bytes(const pfr_chenc *e);
 uint64_t pfr_chenc_sample_rows(const pfr_chenc *e);
 uint64_t pfr_chenc_stack_rows(const pfr_chenc *e);
+/* The stack row tagged tag (pfr_strow.tag) is left out: ClickHouse holds the stack with
+ * last_seen, which is what counts as written for it at commit (when earlier than the row's). */
+void pfr_chenc_stored(pfr_chenc *e, uint32_t tag, int64_t last_seen);
+/* The batch's stack rows were stored: they count as written. */
 void pfr_chenc_commit(pfr_chenc *e);
-/* Hand the open batch over, to send it while the next batch is built: its samples' request body
- * moves into *samples (whose old content is freed) and its stack rows into *stacks (rendered
- * when sent, pfr_chcols_render_stacks: the sink may leave rows out), the batch's stacks count as
- * written (as after pfr_chenc_commit) and the encoder is ready for begin. If the batch does not
- * arrive after all, call pfr_chenc_forget. 0 or -ENOMEM (nothing changed). */
-int pfr_chenc_seal(pfr_chenc *e, pfr_buf *samples, pfr_chcols *stacks);
-/* Forget which stacks were written: later batches write their stack rows again. */
-void pfr_chenc_forget(pfr_chenc *e);
+/* They were not: the rows are forgotten (and made again if the chunks are added again). */
 void pfr_chenc_discard(pfr_chenc *e);
 
 #endif

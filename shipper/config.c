@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <ini.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "parse.h"
+#include "pfr_ini.h"
 #include "pfr_time.h"
 #include "pfr_store.h"
 #include "svcname.h"
@@ -78,6 +78,9 @@ void pfr_sink_conf_defaults(pfr_sink_conf *s, enum pfr_sink_kind k)
     s->batch.max_chunks = k == PFR_SINK_CLICKHOUSE ? 2000 : 100;
     s->batch.max_bytes = k == PFR_SINK_CLICKHOUSE ? 64ull << 20 : 16ull << 20;
     s->batch.max_age_ms = 10000;
+    /* What a ClickHouse batch may hold in memory while it streams (blocks, caches): with the
+     * rest of the process, within 64 MiB (docs/benchmarks.md). */
+    s->batch.max_memory = 32ull << 20;
     s->backoff.initial_ms = PFR_BACKOFF_INITIAL_MS;
     s->backoff.max_ms = PFR_BACKOFF_MAX_MS;
     s->connect_timeout_ms = 10000;
@@ -115,6 +118,15 @@ void pfr_shipper_conf_free(pfr_shipper_conf *c)
     free(c->state_path);
     free(c->backfill_sink);
     memset(c, 0, sizeof(*c));
+}
+
+uint64_t pfr_shipper_ring_cache(const pfr_shipper_conf *c)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < c->nsinks; i++)
+        if (c->sinks[i].batch.max_memory > m)
+            m = c->sinks[i].batch.max_memory;
+    return m ? m / 8 : 0;
 }
 
 pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name)
@@ -239,6 +251,13 @@ int pfr_sink_conf_set(pfr_sink_conf *s, const char *key, const char *v, char *er
         return set_size(&s->batch.max_bytes, key, v, err, errlen);
     if (!strcmp(key, "batch_age"))
         return set_ms(&s->batch.max_age_ms, key, v, 0, err, errlen);
+    if (!strcmp(key, "batch_memory")) {
+        if ((rc = set_size(&s->batch.max_memory, key, v, err, errlen)))
+            return rc;
+        if (s->batch.max_memory < (4ull << 20))
+            return fail(err, errlen, -EINVAL, "batch_memory: at least 4M");
+        return 0;
+    }
     if (!strcmp(key, "backoff_initial"))
         return set_ms(&s->backoff.initial_ms, key, v, 1, err, errlen);
     if (!strcmp(key, "backoff_max"))
@@ -605,6 +624,9 @@ static void usage(FILE *o)
           "       pfr-shipper status [options]       backlog, last success and errors per sink\n"
           "       pfr-shipper backfill --from T --to T --sink NAME [options]\n"
           "                                          re-send a past range (live cursor untouched)\n"
+          "       pfr-shipper backfill --store SLICE --sink NAME [options]\n"
+          "                                          ship a ring slice (pfr export --ring), with\n"
+          "                                          its own state (see docs/operations.md)\n"
           "\n"
           "  --store PATH            ring database (env PFR_SHIPPER_STORE or PFR_STORE; "
           "default " PFR_STORE_DEFAULT_PATH ")\n"
@@ -638,6 +660,7 @@ static void usage(FILE *o)
           "  --deadline DURATION     --once / backfill: give up after this long (default 10m)\n"
           "  --batch-chunks N        chunks per batch (coroot 100, clickhouse 2000)\n"
           "  --batch-bytes SIZE      request bytes per batch (coroot 16M, clickhouse 64M)\n"
+          "  --batch-memory SIZE     ClickHouse: memory for sending a batch (32M)\n"
           "  --batch-age DURATION    send a partial batch once its oldest chunk is this old (10s)\n"
           "  --backoff-initial DURATION  first retry delay (1s)\n"
           "  --backoff-max DURATION  retry delay cap, also for Retry-After (5m)\n"
@@ -647,6 +670,7 @@ static void usage(FILE *o)
           "  --ca-file FILE          CA bundle for https   --insecure  no TLS verification\n"
           "  --poll DURATION         how often an idle shipper looks at the ring (5s)\n"
           "  --from T --to T         backfill range: now, -2h, @UNIX, 2024-05-01T10:00:00Z\n"
+          "                          (of a slice: default its whole range)\n"
           "  --progress DURATION     backfill: period of the progress line (2s)\n"
           "  --json                  status as JSON\n"
           "  --log-level LEVEL       error, warn, info or debug (env PFR_SHIPPER_LOG_LEVEL)\n"
@@ -678,6 +702,7 @@ enum {
     O_BCHUNKS,
     O_BBYTES,
     O_BAGE,
+    O_BMEM,
     O_BOFF_INIT,
     O_BOFF_MAX,
     O_CTIMEOUT,
@@ -719,6 +744,7 @@ static const struct option longopts[] = {
     {"batch-chunks", required_argument, 0, O_BCHUNKS},
     {"batch-bytes", required_argument, 0, O_BBYTES},
     {"batch-age", required_argument, 0, O_BAGE},
+    {"batch-memory", required_argument, 0, O_BMEM},
     {"backoff-initial", required_argument, 0, O_BOFF_INIT},
     {"backoff-max", required_argument, 0, O_BOFF_MAX},
     {"connect-timeout", required_argument, 0, O_CTIMEOUT},
@@ -773,6 +799,8 @@ static const char *flag_key(int opt, bool *for_flag_sink_only)
         return "batch_bytes";
     case O_BAGE:
         return "batch_age";
+    case O_BMEM:
+        return "batch_memory";
     case O_BOFF_INIT:
         return "backoff_initial";
     case O_BOFF_MAX:
@@ -819,8 +847,11 @@ static int env_layer(struct loader *L, char *err, size_t errlen)
         return rc;
     if ((v = getenv("PFR_SHIPPER_STORE")) && *v && (rc = set_str(&c->store_path, v)))
         return rc;
-    if ((v = getenv("PFR_SHIPPER_STATE")) && *v && (rc = set_str(&c->state_path, v)))
-        return rc;
+    if ((v = getenv("PFR_SHIPPER_STATE")) && *v) {
+        if ((rc = set_str(&c->state_path, v)))
+            return rc;
+        c->state_given = true;
+    }
     if ((v = getenv("PFR_SHIPPER_LOG_LEVEL")) && *v &&
         (rc = global_set(c, "log_level", v, err, errlen)))
         return rc;
@@ -844,9 +875,12 @@ static int env_layer(struct loader *L, char *err, size_t errlen)
 int pfr_shipper_conf_parse_ini(pfr_shipper_conf *c, const char *text, char *err, size_t errlen)
 {
     struct loader L = {.c = c, .err = err, .errlen = errlen};
-    int line = ini_parse_string(text, ini_cb, &L);
+    char e[512] = "";
+    int line = pfr_ini_parse_text(text, strlen(text), "config", NULL, ini_cb, &L, e, sizeof(e));
     int rc = L.rc;
-    if (!rc && line != 0)
+    if (!rc && line < 0)
+        rc = fail(err, errlen, line, "%s", e);
+    else if (!rc && line != 0)
         rc = fail(err, errlen, -EINVAL, "line %d: syntax error", line);
     for (size_t i = 0; !rc && i < L.ndefs; i++)
         rc = add_sink(c, L.defs[i].name, &L.shared, &L.defs[i].kv, NULL, NULL, err, errlen);
@@ -918,6 +952,7 @@ int pfr_shipper_conf_load(pfr_shipper_conf *c, int argc, char **argv, int64_t no
             break;
         case O_STATE:
             rc = kv_add(&flag_globals, "state", optarg, 0);
+            c->state_given = true;
             break;
         case O_LOGLEVEL:
             rc = kv_add(&flag_globals, "log_level", optarg, 0);
@@ -982,8 +1017,13 @@ int pfr_shipper_conf_load(pfr_shipper_conf *c, int argc, char **argv, int64_t no
             rc = fail(err, errlen, -errno, "config %s: %s", path, strerror(errno));
             goto out;
         }
-        int line = ini_parse_file(f, ini_cb, &L);
+        char ie[512] = "";
+        int line = pfr_ini_parse(f, path, NULL, ini_cb, &L, ie, sizeof(ie));
         fclose(f);
+        if (line < 0 && !L.rc) { /* a line too long, a duplicate, an unreadable file */
+            rc = fail(err, errlen, line, "config %s", ie);
+            goto out;
+        }
         if (L.rc) {
             char e[512];
             snprintf(e, sizeof(e), "%s", err);
@@ -1087,20 +1127,22 @@ int pfr_shipper_conf_load(pfr_shipper_conf *c, int argc, char **argv, int64_t no
             rc = fail(err, errlen, -EINVAL, "backfill: no sink named '%s'", c->backfill_sink);
             goto out;
         }
-        if (!from || !to) {
+        if (!from != !to) {
             rc = fail(err, errlen, -EINVAL, "backfill needs --from and --to");
             goto out;
         }
+        /* Neither: from_ns = to_ns = 0, the whole of a ring slice (main.c refuses it for a
+         * ring). */
         char why[1024];
-        if (pfr_time_parse(from, now_ns, &c->from_ns, why, sizeof(why))) {
+        if (from && pfr_time_parse(from, now_ns, &c->from_ns, why, sizeof(why))) {
             rc = fail(err, errlen, -EINVAL, "--from: %s", why);
             goto out;
         }
-        if (pfr_time_parse(to, now_ns, &c->to_ns, why, sizeof(why))) {
+        if (to && pfr_time_parse(to, now_ns, &c->to_ns, why, sizeof(why))) {
             rc = fail(err, errlen, -EINVAL, "--to: %s", why);
             goto out;
         }
-        if (c->to_ns <= c->from_ns) {
+        if (from && c->to_ns <= c->from_ns) {
             rc = fail(err, errlen, -EINVAL, "backfill: --to must be after --from");
             goto out;
         }

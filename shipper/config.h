@@ -68,6 +68,8 @@ typedef struct pfr_shipper_conf {
     char *config_path; /* NULL = none */
     char *store_path;
     char *state_path;
+    bool state_given; /* state_path from --state or PFR_SHIPPER_STATE (a ring slice takes no
+                         other: the config file's and the default are the daemon's) */
     enum pfr_log_level log_level;
     int64_t poll_ms;     /* how often an idle shipper looks at the ring (default 5 s) */
     int64_t deadline_ms; /* --once / backfill: give up after this long (0 = never) */
@@ -107,5 +109,9 @@ int pfr_sink_conf_set(pfr_sink_conf *s, const char *key, const char *value, char
 void pfr_sink_conf_defaults(pfr_sink_conf *s, enum pfr_sink_kind k);
 
 pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name);
+
+/* The ring's cache of decoded dictionaries (pfr_store_opts.cache_bytes): an eighth of the
+ * largest batch_memory of the sinks. */
+uint64_t pfr_shipper_ring_cache(const pfr_shipper_conf *c);
 
 #endif

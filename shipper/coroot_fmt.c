@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+
+#include "gzstream.h"
 
 /* ":<line>" in decimal into num (at least 22 bytes); returns the length. */
 static size_t line_suffix(char *num, int64_t line)
@@ -79,28 +80,14 @@ static int skip_field(const uint8_t **p, const uint8_t *end, unsigned wt)
 
 int pfr_gzip(const void *in, size_t len, int level, uint8_t **out, size_t *out_len)
 {
-    z_stream z = {0};
-    if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -ENOMEM;
-    uLong cap = deflateBound(&z, (uLong)len);
-    uint8_t *o = malloc(cap);
-    if (!o) {
-        deflateEnd(&z);
+    pfr_gzstream g = {0};
+    pfr_buf b = {0};
+    if (pfr_gzstream_put(&g, level, in, len, true, &b) < 0) {
+        pfr_buf_free(&b);
         return -ENOMEM;
     }
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)len;
-    z.next_out = o;
-    z.avail_out = (uInt)cap;
-    int rc = deflate(&z, Z_FINISH);
-    size_t n = z.total_out;
-    deflateEnd(&z);
-    if (rc != Z_STREAM_END) {
-        free(o);
-        return -ENOMEM;
-    }
-    *out = o;
-    *out_len = n;
+    *out = b.data;
+    *out_len = b.len;
     return 0;
 }
 

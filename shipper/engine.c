@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +15,6 @@
 #include "sink.h"
 
 #define SCAN_STOP 1 /* a scan callback's "batch is full" */
-
-/* A batch's chunks, as the lane keeps them (see struct lane). */
-struct batch {
-    int64_t *ids, *bad;
-    size_t nids, cap_ids, nbad, cap_bad;
-    char bad_why[256];
-    uint64_t corrupt;
-    int64_t b_after, b_max;
-};
 
 struct lane {
     pfr_engine *e;
@@ -48,16 +38,12 @@ struct lane {
     bool built;
     int64_t b_after, b_max;
     char token[256];
-    int64_t *ids;
-    size_t nids, cap_ids;
-    int64_t *bad; /* chunks the sink cannot encode: set aside with the batch */
+    pfr_chunksrc src; /* its chunks, which the sink reads from the ring */
+    int64_t *bad;     /* chunks the sink cannot send: set aside with the batch */
     size_t nbad, cap_bad;
     char bad_why[256];
-    uint64_t corrupt;
-    int64_t first_sent_mono; /* when the batch was first sent */
-    /* backfill: the next batch, built while the open one is sent (the sink's open batch) */
-    struct batch next;
-    bool next_built;
+    uint64_t corrupt; /* chunks of the batch the ring skipped as corrupt (after a send) */
+    double ratio;     /* request bytes per stored byte, as the last batches showed */
     /* rejected mode: the group of set-aside ids being retried */
     int64_t *group;
     size_t ngroup, cap_group;
@@ -174,15 +160,9 @@ static void lane_free(struct lane *l)
 {
     if (!l)
         return;
-    if (l->built)
-        l->sink->ops->discard(l->sink);
-    if (l->next_built)
-        l->sink->ops->discard_open(l->sink);
     pfr_sink_free(l->sink);
-    free(l->ids);
+    pfr_chunksrc_free(&l->src);
     free(l->bad);
-    free(l->next.ids);
-    free(l->next.bad);
     free(l->group);
     free(l);
 }
@@ -231,6 +211,7 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
     l->from_ns = from_ns;
     l->to_ns = to_ns;
     l->pacer.rate = conf->bandwidth;
+    l->src.store = e->o.store;
     l->started_mono = l->last_progress = pfr_now_mono();
     snprintf(l->consumer, sizeof(l->consumer), "shipper.%s", conf->name);
     snprintf(l->label, sizeof(l->label), "%s%s",
@@ -241,6 +222,7 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
         free(l);
         return rc;
     }
+    l->ratio = l->sink->ops->stored_ratio;
     rc = pfr_state_sink_get(e->o.state, conf->name, pfr_sink_kind_name(conf->kind), &l->st);
     if (rc) {
         snprintf(err, errlen, "state file: sink %s: %s", conf->name, strerror(-rc));
@@ -375,14 +357,16 @@ static int ring_floor(const pfr_engine *e, int64_t *below)
     return 0;
 }
 
-/* ---- building a batch ---- */
+/* ---- building a batch ----
+ * A batch is planned from the chunks' metadata alone: which chunks, up to the limits. The sink
+ * reads them from the ring when it sends them. batch_bytes is weighed in request bytes
+ * estimated from the stored size, at the ratio the lane's earlier batches showed. */
 
 struct build {
     struct lane *l;
     size_t max_chunks;
-    uint64_t max_bytes;
+    uint64_t stored_max; /* batch_bytes in stored bytes, at the lane's ratio */
     int64_t last_added;
-    int rc;
 };
 
 static bool in_group(const struct lane *l, int64_t id)
@@ -400,52 +384,36 @@ static bool in_group(const struct lane *l, int64_t id)
     return false;
 }
 
-/* Add one chunk (as a profile p, or as ring samples v) to the lane's batch. */
-static int build_add(struct build *b, const pfr_chunk_meta *m, const pfr_profile *p,
-                     const pfr_chunk_samples *v)
+/* Take one chunk into the lane's batch, or among the chunks the sink cannot send. */
+static int plan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 {
+    (void)p;
+    struct build *b = ctx;
     struct lane *l = b->l;
     if (l->mode == PFR_LANE_REJECTED && !in_group(l, m->id))
         return 0;
     char why[256] = "";
-    const struct pfr_sink_ops *ops = l->sink->ops;
-    int rc = v ? ops->add_samples(l->sink, m, v, why, sizeof(why))
-               : ops->add(l->sink, m, p, why, sizeof(why));
+    int rc = l->sink->ops->check(l->sink, m, why, sizeof(why));
+    b->last_added = m->id;
     if (rc == -EINVAL) {
         if (grow_ids(&l->bad, &l->cap_bad, l->nbad + 1) < 0)
             return -ENOMEM;
         l->bad[l->nbad++] = m->id;
         snprintf(l->bad_why, sizeof(l->bad_why), "%s", why);
-        b->last_added = m->id;
         return 0;
     }
-    if (rc < 0)
+    if (rc < 0 || (rc = pfr_chunksrc_add(&l->src, m)) < 0)
         return rc;
-    if (grow_ids(&l->ids, &l->cap_ids, l->nids + 1) < 0)
-        return -ENOMEM;
-    l->ids[l->nids++] = m->id;
-    b->last_added = m->id;
-    if (l->nids >= b->max_chunks || l->sink->ops->batch_bytes(l->sink) >= b->max_bytes)
+    if (l->src.n >= b->max_chunks || l->src.stored_bytes >= b->stored_max)
         return SCAN_STOP;
     return 0;
 }
 
-static int build_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
-{
-    return build_add(ctx, m, p, NULL);
-}
-
-static int build_samples_cb(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
-{
-    return build_add(ctx, m, NULL, v);
-}
-
 static void batch_drop(struct lane *l)
 {
-    if (l->built)
-        l->sink->ops->discard(l->sink);
     l->built = false;
-    l->nids = l->nbad = 0;
+    pfr_chunksrc_reset(&l->src);
+    l->nbad = 0;
     l->corrupt = 0;
 }
 
@@ -457,14 +425,18 @@ static size_t batch_cap(const struct lane *l)
     return cap ? cap : 1;
 }
 
-/* Scan (after, max] (max 0 = open) into the sink's open batch and l's batch fields. */
+/* Plan (after, max] (max 0 = open) into l's batch. */
 static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
 {
     pfr_engine *e = l->e;
-    l->nids = l->nbad = 0;
+    pfr_chunksrc_reset(&l->src);
+    l->nbad = 0;
     l->corrupt = 0;
-    struct build b = {
-        .l = l, .max_chunks = limit, .max_bytes = l->conf->batch.max_bytes, .last_added = 0};
+    double ratio = l->ratio > 0.01 ? l->ratio : 0.01;
+    struct build b = {.l = l,
+                      .max_chunks = limit,
+                      .stored_max = (uint64_t)((double)l->conf->batch.max_bytes / ratio) + 1,
+                      .last_added = 0};
     pfr_store_filter f = {.after_id = after, .max_id = max};
     if (l->mode == PFR_LANE_BACKFILL) {
         f.from_ns = l->from_ns;
@@ -474,12 +446,9 @@ static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
         f.limit = limit;
     }
     pfr_scan_stats ss = {0};
-    int rc = l->sink->ops->add_samples
-                 ? pfr_store_scan_samples(e->o.store, &f, 0, build_samples_cb, &b, &ss)
-                 : pfr_store_scan(e->o.store, &f, 0, build_cb, &b, &ss);
+    int rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, plan_cb, &b, &ss);
     if (rc < 0)
         return rc;
-    l->corrupt = ss.corrupt;
     l->b_after = after;
     if (rc == SCAN_STOP)
         l->b_max = b.last_added;
@@ -490,10 +459,10 @@ static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
     return 0;
 }
 
-/* Scan (after, max] (max 0 = open) into the sink. On return l->b_after/b_max describe it. */
+/* Plan (after, max] (max 0 = open). On return l->b_after/b_max describe it. */
 static int fill(struct lane *l, int64_t after, int64_t max, size_t limit)
 {
-    l->built = true; /* the sink holds encoded chunks from here on */
+    l->built = true;
     int rc = scan_batch(l, after, max, limit);
     if (rc < 0)
         batch_drop(l);
@@ -506,17 +475,17 @@ static void make_token(struct lane *l)
     switch (l->mode) {
     case PFR_LANE_LIVE:
         snprintf(l->token, sizeof(l->token), "pfr-%s-%s-%" PRId64 "-%" PRId64 "-%zu", e->instance,
-                 l->conf->name, l->b_after, l->b_max, l->nids);
+                 l->conf->name, l->b_after, l->b_max, l->src.n);
         break;
     case PFR_LANE_REJECTED:
         snprintf(l->token, sizeof(l->token), "pfr-%s-%s-rj-%" PRId64 "-%" PRId64 "-%zu",
-                 e->instance, l->conf->name, l->nids ? l->ids[0] : 0,
-                 l->nids ? l->ids[l->nids - 1] : 0, l->nids);
+                 e->instance, l->conf->name, l->src.n ? l->src.ids[0] : 0,
+                 l->src.n ? l->src.ids[l->src.n - 1] : 0, l->src.n);
         break;
     case PFR_LANE_BACKFILL:
         snprintf(l->token, sizeof(l->token),
                  "pfr-%s-%s-bf%" PRId64 "-%" PRId64 "-%" PRId64 "-%" PRId64 "-%zu", e->instance,
-                 l->conf->name, l->from_ns, l->to_ns, l->b_after, l->b_max, l->nids);
+                 l->conf->name, l->from_ns, l->to_ns, l->b_after, l->b_max, l->src.n);
         break;
     }
 }
@@ -577,7 +546,7 @@ static int build_live(struct lane *l, int64_t *wait_ms)
         if (rc)
             return rc;
         l->b_max = l->st.pending_max;
-        size_t found = l->nids + l->nbad;
+        size_t found = l->src.n + l->nbad;
         if (found < l->st.pending_limit) {
             uint64_t gone = l->st.pending_limit - found;
             l->st.lost_chunks += gone;
@@ -608,7 +577,7 @@ static int build_live(struct lane *l, int64_t *wait_ms)
     make_token(l);
     l->st.pending_after = l->b_after;
     l->st.pending_max = l->b_max;
-    l->st.pending_limit = l->nids + l->nbad;
+    l->st.pending_limit = l->src.n + l->nbad;
     snprintf(l->st.pending_token, sizeof(l->st.pending_token), "%s", l->token);
     return save(l);
 }
@@ -616,7 +585,7 @@ static int build_live(struct lane *l, int64_t *wait_ms)
 /* A backfill batch is built: the end of the range, or its token. */
 static int backfill_built(struct lane *l)
 {
-    if (!l->nids && !l->nbad && !l->corrupt) {
+    if (!l->src.n && !l->nbad && !l->corrupt) {
         batch_drop(l);
         l->done = true;
         return pfr_state_backfill_put(l->e->o.state, l->conf->name, l->from_ns, l->to_ns, l->pos,
@@ -654,8 +623,8 @@ static int build_rejected(struct lane *l)
     size_t gone = 0;
     for (size_t i = 0; i < n; i++) {
         bool have = false;
-        for (size_t j = 0; j < l->nids && !have; j++)
-            have = l->ids[j] == l->group[i];
+        for (size_t j = 0; j < l->src.n && !have; j++)
+            have = l->src.ids[j] == l->group[i];
         for (size_t j = 0; j < l->nbad && !have; j++)
             have = l->bad[j] == l->group[i];
         if (!have && l->group[i] <= l->b_max) {
@@ -668,7 +637,7 @@ static int build_rejected(struct lane *l)
     }
     if (gone)
         pfr_warn("%s: %zu set-aside chunks are no longer in the ring", l->label, gone);
-    if (!l->nids && !l->nbad) {
+    if (!l->src.n && !l->nbad) {
         batch_drop(l);
         l->pos = l->b_max;
         return save(l);
@@ -745,6 +714,27 @@ static void progress(struct lane *l, bool final)
                  pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), eta);
 }
 
+/* Of the batch's first n chunks, those the sink's reads found corrupt or gone (counted in
+ * l->corrupt, and as lost); and, when all of them went, what they took: the ratio of request
+ * bytes to stored bytes that the next batches are planned with. Returns the chunks delivered. */
+static size_t settle(struct lane *l, const pfr_sink_result *r, size_t n)
+{
+    size_t gone = 0;
+    l->corrupt = 0;
+    for (size_t i = 0; i < n; i++) {
+        gone += l->src.state[i] == PFR_CHUNK_GONE;
+        l->corrupt += l->src.state[i] == PFR_CHUNK_CORRUPT;
+    }
+    if (gone) {
+        l->st.lost_chunks += gone;
+        pfr_warn("%s: %zu chunks of the batch were evicted from the ring before they were shipped",
+                 l->label, gone);
+    }
+    if (n == l->src.n && r->body_bytes && l->src.stored_bytes)
+        l->ratio = (l->ratio + (double)r->body_bytes / (double)l->src.stored_bytes) / 2;
+    return n - gone - (size_t)l->corrupt;
+}
+
 static int on_delivered(struct lane *l, const pfr_sink_result *r)
 {
     pfr_engine *e = l->e;
@@ -753,11 +743,12 @@ static int on_delivered(struct lane *l, const pfr_sink_result *r)
         return rc;
     if (l->nbad && (rc = set_aside(l, l->bad, l->nbad, 0, l->bad_why)))
         goto fail;
-    if (l->mode == PFR_LANE_REJECTED && l->nids &&
-        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, l->nids)))
+    if (l->mode == PFR_LANE_REJECTED && l->src.n &&
+        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, l->src.n)))
         goto fail;
     int64_t now = pfr_now_wall();
-    l->st.delivered_chunks += l->nids;
+    size_t delivered = settle(l, r, l->src.n);
+    l->st.delivered_chunks += delivered;
     l->st.delivered_bytes += r->bytes_sent;
     l->st.corrupt_chunks += l->corrupt;
     if (l->corrupt)
@@ -787,14 +778,12 @@ static int on_delivered(struct lane *l, const pfr_sink_result *r)
                  pfr_fmt_duration((pfr_now_mono() - l->down_since) / 1000000, d, sizeof(d)));
         l->down_since = 0;
     }
-    pfr_debug("%s: delivered %zu chunks (%lld..%lld), %" PRIu64 " bytes", l->label, l->nids,
-              (long long)(l->nids ? l->ids[0] : 0), (long long)(l->nids ? l->ids[l->nids - 1] : 0),
-              r->bytes_sent);
-    l->sent_chunks += l->nids;
+    pfr_debug("%s: delivered %zu chunks (%lld..%lld), %" PRIu64 " bytes", l->label, delivered,
+              (long long)(l->src.n ? l->src.ids[0] : 0),
+              (long long)(l->src.n ? l->src.ids[l->src.n - 1] : 0), r->bytes_sent);
+    l->sent_chunks += delivered;
     l->sent_bytes += r->bytes_sent;
-    l->sink->ops->commit(l->sink);
-    l->built = false;
-    l->nids = l->nbad = 0;
+    batch_drop(l);
     l->retry_at = 0;
     progress(l, false);
     return 0;
@@ -808,7 +797,7 @@ fail:
 static int on_partial(struct lane *l, const pfr_sink_result *r)
 {
     pfr_engine *e = l->e;
-    int64_t to = l->ids[r->ndone - 1];
+    int64_t to = l->src.ids[r->ndone - 1];
     int rc = pfr_state_begin(e->o.state);
     if (rc)
         return rc;
@@ -819,10 +808,12 @@ static int on_partial(struct lane *l, const pfr_sink_result *r)
     if (nb && (rc = set_aside(l, l->bad, nb, 0, l->bad_why)))
         goto fail;
     if (l->mode == PFR_LANE_REJECTED &&
-        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, r->ndone)))
+        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, r->ndone)))
         goto fail;
-    l->st.delivered_chunks += r->ndone;
+    size_t delivered = settle(l, r, r->ndone);
+    l->st.delivered_chunks += delivered;
     l->st.delivered_bytes += r->bytes_sent;
+    l->st.corrupt_chunks += l->corrupt;
     l->st.last_success_ns = pfr_now_wall();
     if (l->mode == PFR_LANE_LIVE) {
         l->st.pending_max = l->st.pending_after = 0;
@@ -831,7 +822,7 @@ static int on_partial(struct lane *l, const pfr_sink_result *r)
     }
     if ((rc = advance(l, to)) || (rc = pfr_state_commit(e->o.state)))
         goto fail;
-    l->sent_chunks += r->ndone;
+    l->sent_chunks += delivered;
     l->sent_bytes += r->bytes_sent;
     return 0;
 fail:
@@ -843,16 +834,16 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
 {
     pfr_engine *e = l->e;
     size_t from = r->one_chunk ? r->ndone : 0;
-    size_t n = r->one_chunk ? 1 : l->nids - from;
-    if (!r->one_chunk && r->split && l->nids > 1) {
+    size_t n = r->one_chunk ? 1 : l->src.n - from;
+    if (!r->one_chunk && r->split && l->src.n > 1) {
         /* One bad chunk may spoil a whole insert: narrow it down before setting anything
          * aside. */
-        l->st.batch_limit = l->nids / 2;
+        l->st.batch_limit = l->src.n / 2;
         l->st.pending_max = l->st.pending_after = 0;
         l->st.pending_limit = 0;
         l->st.pending_token[0] = 0;
         set_error(l, r->message);
-        pfr_info("%s: batch of %zu chunks rejected (%s); retrying in halves", l->label, l->nids,
+        pfr_info("%s: batch of %zu chunks rejected (%s); retrying in halves", l->label, l->src.n,
                  r->message);
         batch_drop(l);
         return save(l);
@@ -860,7 +851,7 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
     int rc = pfr_state_begin(e->o.state);
     if (rc)
         return rc;
-    if ((rc = set_aside(l, l->ids + from, n, r->status, r->message)))
+    if ((rc = set_aside(l, l->src.ids + from, n, r->status, r->message)))
         goto fail;
     set_error(l, r->message);
     if (l->mode == PFR_LANE_LIVE) {
@@ -868,16 +859,19 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
         l->st.pending_limit = 0;
         l->st.pending_token[0] = 0;
     }
-    int64_t to = r->one_chunk ? l->ids[from] : l->b_max;
+    int64_t to = r->one_chunk ? l->src.ids[from] : l->b_max;
+    size_t delivered = 0;
     if (r->one_chunk && from > 0) {
-        l->st.delivered_chunks += from;
+        delivered = settle(l, r, from);
+        l->st.delivered_chunks += delivered;
+        l->st.corrupt_chunks += l->corrupt;
         l->st.delivered_bytes += r->bytes_sent;
         l->st.last_success_ns = pfr_now_wall();
         if (l->mode == PFR_LANE_REJECTED &&
-            (rc = pfr_state_unreject(e->o.state, l->conf->name, l->ids, from)))
+            (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, from)))
             goto fail;
     }
-    int64_t to_bad = r->one_chunk ? l->ids[from] : INT64_MAX;
+    int64_t to_bad = r->one_chunk ? l->src.ids[from] : INT64_MAX;
     size_t nb = 0;
     while (nb < l->nbad && l->bad[nb] < to_bad)
         nb++;
@@ -887,7 +881,7 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
     if ((rc = advance(l, to)) || (rc = pfr_state_commit(e->o.state)))
         goto fail;
     if (r->one_chunk) { /* the chunks before the rejected one arrived */
-        l->sent_chunks += from;
+        l->sent_chunks += delivered;
         l->sent_bytes += r->bytes_sent;
     }
     batch_drop(l);
@@ -941,95 +935,11 @@ static void took_result(struct lane *l, pfr_sink_result *r)
     }
 }
 
-/* ---- sending one batch while building the next ---- */
-
-#define SWAP(a, b)                                                                                 \
-    do {                                                                                           \
-        __typeof__(a) t_ = (a);                                                                    \
-        (a) = (b);                                                                                 \
-        (b) = t_;                                                                                  \
-    } while (0)
-
-/* Exchange the lane's batch with b. */
-static void batch_swap(struct lane *l, struct batch *b)
-{
-    SWAP(l->ids, b->ids);
-    SWAP(l->nids, b->nids);
-    SWAP(l->cap_ids, b->cap_ids);
-    SWAP(l->bad, b->bad);
-    SWAP(l->nbad, b->nbad);
-    SWAP(l->cap_bad, b->cap_bad);
-    SWAP(l->corrupt, b->corrupt);
-    SWAP(l->b_after, b->b_after);
-    SWAP(l->b_max, b->b_max);
-    char why[sizeof(l->bad_why)];
-    memcpy(why, l->bad_why, sizeof(why));
-    memcpy(l->bad_why, b->bad_why, sizeof(why));
-    memcpy(b->bad_why, why, sizeof(why));
-}
-
-/* Build the batch after the open one into l->next (the sink's open batch; the open one is
- * sealed). A failure leaves no next batch: the normal build meets it again. */
-static void prebuild(struct lane *l)
-{
-    int64_t after = l->b_max;
-    batch_swap(l, &l->next);
-    int rc = scan_batch(l, after, 0, batch_cap(l));
-    batch_swap(l, &l->next);
-    l->next_built = rc == 0;
-    if (rc)
-        l->sink->ops->discard_open(l->sink);
-}
-
-static void drop_next(struct lane *l)
-{
-    if (l->next_built)
-        l->sink->ops->discard_open(l->sink);
-    l->next_built = false;
-}
-
-/* The next batch becomes the open one (after the open one was delivered). */
-static int adopt_next(struct lane *l)
-{
-    if (!l->next_built)
-        return 0;
-    l->next_built = false;
-    batch_swap(l, &l->next);
-    l->built = true;
-    return backfill_built(l);
-}
-
-struct sender {
-    struct lane *l;
-    pfr_sink_result r;
-};
-
-static void *send_main(void *arg)
-{
-    struct sender *s = arg;
-    s->l->sink->ops->send(s->l->sink, s->l->token, &s->r);
-    return NULL;
-}
-
-/* Send the open batch. A backfill lane builds its next batch meanwhile (ring and encoder in
- * this thread, the request in another), when the sink can hold both. */
+/* Send the open batch: the sink reads its chunks from the ring as it sends them. */
 static void send_batch(struct lane *l, pfr_sink_result *r)
 {
-    const struct pfr_sink_ops *ops = l->sink->ops;
-    if (l->mode != PFR_LANE_BACKFILL || !ops->seal || !ops->discard_open ||
-        ops->seal(l->sink) < 0) {
-        ops->send(l->sink, l->token, r);
-        return;
-    }
-    struct sender s = {.l = l};
-    pthread_t t;
-    if (pthread_create(&t, NULL, send_main, &s) != 0) {
-        ops->send(l->sink, l->token, r);
-        return;
-    }
-    prebuild(l);
-    pthread_join(t, NULL);
-    *r = s.r;
+    pfr_chunksrc_rewind(&l->src);
+    l->sink->ops->send(l->sink, &l->src, l->token, r);
 }
 
 /* ---- one step of a lane ---- */
@@ -1101,7 +1011,7 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
             *next_ns = now + w * 1000000;
             return 0;
         }
-        if (!l->nids && !l->nbad && !l->corrupt && l->b_max <= l->b_after) {
+        if (!l->src.n && !l->nbad && !l->corrupt && l->b_max <= l->b_after) {
             batch_drop(l);
             if (l->mode == PFR_LANE_LIVE) {
                 l->st.pending_max = 0;
@@ -1117,7 +1027,7 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         return 0;
     }
     pfr_sink_result r;
-    if (!l->nids) {
+    if (!l->src.n) {
         /* Nothing to send (only chunks that cannot be encoded, or corrupt ones): move on. */
         pfr_sink_result_reset(&r);
         rc = on_delivered(l, &r);
@@ -1129,15 +1039,9 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     send_batch(l, &r);
     took_result(l, &r);
     pfr_pacer_sent(&l->pacer, r.bytes_sent, t0);
-    if (r.outcome != PFR_OUT_OK)
-        drop_next(l);
     switch (r.outcome) {
     case PFR_OUT_OK:
         rc = on_delivered(l, &r);
-        if (rc)
-            drop_next(l);
-        else
-            rc = adopt_next(l);
         break;
     case PFR_OUT_ABORTED:
         return 0;

@@ -1,11 +1,13 @@
 /*
  * engine: moves chunks from the ring to the sinks. One lane per sink (and mode): it finds what
- * waits after its cursor, builds a batch when the batching limits say so, records the batch as
- * in flight in the state file, sends it, and on success moves its cursor (state file, then the
- * ring's consumer cursor "shipper.<sink>"). Failures back off exponentially with jitter, and
- * so do answers about the sink as a whole (a wrong key: nothing is set aside); rejections of the
- * content are narrowed down to the guilty chunks (smaller batches), which are set aside. A
- * set-aside chunk the ring evicts is counted as lost, like one evicted before it was sent.
+ * waits after its cursor, plans a batch (its chunk ids, from their metadata) when the batching
+ * limits say so, records the batch as in flight in the state file, has the sink send it (the
+ * sink reads the chunks from the ring as it goes, at every attempt), and on success moves its
+ * cursor (state file, then the ring's consumer cursor "shipper.<sink>"). Failures back off
+ * exponentially with jitter, and so do answers about the sink as a whole (a wrong key: nothing is
+ * set aside); rejections of the content are narrowed down to the guilty chunks (smaller batches),
+ * which are set aside. A set-aside chunk the ring evicts is counted as lost, like one evicted
+ * before it was sent.
  *
  * Modes: live (the daemon and --once), rejected (--retry-rejected: the set-aside chunks, oldest
  * first), backfill (a time range, with its own progress row; the live cursor is not moved).

@@ -61,7 +61,20 @@ struct xfer {
     pfr_http *h;
     pfr_http_resp *r;
     size_t cap;
+    const pfr_http_req *req;
+    bool read_failed; /* req->read gave the request up */
 };
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+{
+    struct xfer *x = ud;
+    ptrdiff_t n = x->req->read(x->req->read_ctx, buf, size * nitems);
+    if (n < 0) {
+        x->read_failed = true;
+        return CURL_READFUNC_ABORT;
+    }
+    return (size_t)n;
+}
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
@@ -190,11 +203,14 @@ enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp
     resp->retry_after_ms = -1;
     CURL *c = h->curl;
     curl_easy_reset(c);
-    struct xfer x = {.h = h, .r = resp};
+    struct xfer x = {.h = h, .r = resp, .req = req};
     struct curl_slist *hdrs = NULL;
     /* No "Expect: 100-continue" round trip before each body. */
     struct curl_slist *t = curl_slist_append(hdrs, "Expect:");
+    if (t && req->read)
+        t = curl_slist_append(t, "Transfer-Encoding: chunked");
     if (!t) {
+        curl_slist_free_all(hdrs);
         snprintf(resp->error, sizeof(resp->error), "out of memory");
         return PFR_OUT_RETRY;
     }
@@ -239,7 +255,14 @@ enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp
         curl_easy_setopt(c, CURLOPT_SSLKEY, h->client_key);
     if (h->o.max_send_bps)
         curl_easy_setopt(c, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)h->o.max_send_bps);
-    if (req->body) {
+    if (req->read) {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(c, CURLOPT_READDATA, &x);
+        /* curl sends a request again when a reused connection turns out closed, which needs
+         * the body from its start: not this one. */
+        curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+    } else if (req->body) {
         curl_easy_setopt(c, CURLOPT_POST, 1L);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
@@ -257,7 +280,13 @@ enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp
     /* Leave no pointer to this call's stack or buffers in the handle. */
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(c, CURLOPT_READDATA, NULL);
     scrub_headers(h, resp);
+    if (x.read_failed) {
+        snprintf(resp->error, sizeof(resp->error), "the request body could not be made");
+        resp->status = 0;
+        return PFR_OUT_RETRY;
+    }
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
         snprintf(resp->error, sizeof(resp->error), "interrupted");
         resp->status = 0;

@@ -32,13 +32,20 @@ typedef struct pfr_http_req {
     const char *url;
     const char *const *headers; /* "Name: value" lines; they may carry secrets: never logged */
     size_t nheaders;
-    const void *body; /* POST body (NULL = GET) */
+    const void *body; /* POST body (NULL = GET, unless read is set) */
     size_t body_len;
+    /* Or a POST body of unknown length, made while it is sent (Transfer-Encoding: chunked):
+     * read puts up to cap bytes in buf and returns their number, 0 at the end of the body, or
+     * -1 to give the request up (then pfr_http_do returns PFR_OUT_RETRY with "the request body
+     * could not be made": the caller knows why). Called from inside pfr_http_do only. Such a
+     * request goes on a new connection: a body made once cannot be sent again on another. */
+    ptrdiff_t (*read)(void *ctx, void *buf, size_t cap);
+    void *read_ctx;
     const char *basic_user, *basic_password; /* HTTP basic auth when basic_user != NULL */
 } pfr_http_req;
 
-#define PFR_HTTP_BODY_MAX  65536 /* bytes of an answer kept; the rest is read and dropped */
-#define PFR_HTTP_QUOTE_MAX 320   /* bytes of an answer's quote, "..." included */
+#define PFR_HTTP_BODY_MAX  131072 /* bytes of an answer kept; the rest is read and dropped */
+#define PFR_HTTP_QUOTE_MAX 320    /* bytes of an answer's quote, "..." included */
 
 typedef struct pfr_http_resp {
     long status; /* 0 when no HTTP answer arrived */

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -79,6 +80,122 @@ static int lock_state(const char *state_path)
     return fd; /* kept open until exit */
 }
 
+/* ---- a ring slice (pfr export --ring): shipped by backfill alone, with a state of its own ----
+ * The daemon's state names the ring it follows and the instance its tokens carry: a slice run
+ * against it would make the daemon start its cursors over. A slice's state instead carries the
+ * slice's id as its instance, so every run over the same slice (from any copy, any machine)
+ * sends the same batches under the same tokens, and ClickHouse keeps each batch once. */
+
+/* mkdir -p, mode for the folders it makes. */
+static int make_dirs(const char *path, mode_t mode)
+{
+    char p[4096];
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return -ENAMETOOLONG;
+    for (char *q = p + 1;; q++) {
+        if (*q && *q != '/')
+            continue;
+        char was = *q;
+        *q = 0;
+        if (mkdir(p, mode) != 0 && errno != EEXIST)
+            return -errno;
+        if (!was)
+            return 0;
+        *q = was;
+    }
+}
+
+/* Where a slice's state goes when --state is not given: $XDG_STATE_HOME/pfr (default
+ * ~/.local/state/pfr), one file per slice. */
+static int slice_state_path(const pfr_slice_info *si, char **out)
+{
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    char dir[4000];
+    int n = xdg && xdg[0] == '/'     ? snprintf(dir, sizeof(dir), "%s/pfr", xdg)
+            : home && home[0] == '/' ? snprintf(dir, sizeof(dir), "%s/.local/state/pfr", home)
+                                     : -1;
+    if (n < 0)
+        return -ENOENT;
+    if (n >= (int)sizeof(dir))
+        return -ENAMETOOLONG;
+    int rc = make_dirs(dir, 0700);
+    if (rc)
+        return rc;
+    return asprintf(out, "%s/slice-%016" PRIx64 ".db", dir, si->id) < 0 ? -ENOMEM : 0;
+}
+
+/* What a slice changes in the run: only backfill, its whole range by default, its own state.
+ * Returns an exit code (0: go on). */
+static int slice_setup(pfr_shipper_conf *c, pfr_store *store, pfr_slice_info *si)
+{
+    int rc = pfr_store_slice_info(store, si);
+    if (rc) {
+        pfr_err("ring %s: %s", c->store_path, strerror(-rc));
+        return 1;
+    }
+    bool whole = c->cmd == PFR_CMD_BACKFILL && !c->from_ns && !c->to_ns;
+    if (!si->is_slice) {
+        if (!whole)
+            return 0;
+        pfr_err("backfill needs --from and --to (only a ring slice, made by pfr export --ring, "
+                "is backfilled whole)");
+        return 2;
+    }
+    if (c->cmd != PFR_CMD_BACKFILL) {
+        pfr_err("%s is a ring slice (pfr export --ring): ship it with "
+                "pfr-shipper backfill --store %s --sink NAME",
+                c->store_path, c->store_path);
+        return 2;
+    }
+    if (whole) {
+        c->from_ns = si->from_ns;
+        c->to_ns = si->to_ns;
+    }
+    if (!c->state_given) {
+        char *p = NULL;
+        if ((rc = slice_state_path(si, &p))) {
+            pfr_err("no folder for the slice's state (%s): give --state FILE", strerror(-rc));
+            return 1;
+        }
+        free(c->state_path);
+        c->state_path = p;
+    }
+    pfr_info("%s is a ring slice (id %016" PRIx64 "); its state: %s", c->store_path, si->id,
+             c->state_path);
+    return 0;
+}
+
+/* Make the state the slice's (refusing one that belongs to a ring or another slice). */
+static int slice_claim_state(pfr_state *state, const pfr_slice_info *si, const char *path)
+{
+    char id[24], old[64] = "";
+    snprintf(id, sizeof(id), "%016" PRIx64, si->id);
+    bool ring = false;
+    int rc = pfr_state_meta_get(state, "slice", old, sizeof(old));
+    if (rc == -ENOENT && (rc = pfr_state_meta_get(state, "ring", old, sizeof(old))) == 0)
+        ring = old[0] != 0;
+    if (rc && rc != -ENOENT) {
+        pfr_err("state file %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    if (ring) {
+        pfr_err("the state file %s belongs to a ring: give the slice a state of its own (--state "
+                "FILE, or none for the default)",
+                path);
+        return -EEXIST;
+    }
+    if (rc == 0 && old[0] && strcmp(old, id)) {
+        pfr_err("the state file %s belongs to another slice (%s)", path, old);
+        return -EEXIST;
+    }
+    /* the ring identity cleared: a copy of the slice elsewhere is the same slice */
+    if ((rc = pfr_state_meta_put(state, "slice", id)) ||
+        (rc = pfr_state_meta_put(state, "instance", id)) ||
+        (rc = pfr_state_meta_put(state, "ring", "")))
+        pfr_err("state file %s: %s", path, strerror(-rc));
+    return rc;
+}
+
 static int run(pfr_shipper_conf *c, struct runctx *rc_)
 {
     char err[512];
@@ -96,15 +213,21 @@ static int run(pfr_shipper_conf *c, struct runctx *rc_)
             return 1;
         }
     }
-    pfr_store_opts so = {.read_only = true};
+    pfr_store_opts so = {.read_only = true, .cache_bytes = pfr_shipper_ring_cache(c)};
     if ((rc = pfr_store_open(c->store_path, &so, &store, err, sizeof(err)))) {
         pfr_err("ring %s: %s", c->store_path, err);
         goto out;
     }
+    pfr_slice_info si;
+    if ((code = slice_setup(c, store, &si)) != 0)
+        goto out;
+    code = 1;
     if ((rc = pfr_state_open(c->state_path, false, &state, err, sizeof(err)))) {
         pfr_err("%s", err);
         goto out;
     }
+    if (si.is_slice && slice_claim_state(state, &si, c->state_path))
+        goto out;
     pfr_engine_opts eo = {
         .store = store,
         .state = state,

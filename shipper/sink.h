@@ -1,8 +1,9 @@
 /*
- * sink: what the engine asks of a destination. A batch is built chunk by chunk (add), sent
- * (send, possibly many times), then committed (it arrived) or discarded. The sink judges the
- * answer: delivered, retry later, refused by the sink as a whole (retried too: nothing set
- * aside), or rejected for good (then the engine sets the chunks aside).
+ * sink: what the engine asks of a destination. A batch is a list of ring chunks (chunksrc.h),
+ * planned from their metadata; the sink reads the chunks itself while it sends them, and again
+ * at every attempt, so it holds one request's worth of a batch at a time, never the batch. The
+ * sink judges the answer: delivered, retry later, refused by the sink as a whole (retried too:
+ * nothing set aside), or rejected for good (then the engine sets the chunks aside).
  */
 #ifndef PFR_SHIP_SINK_H
 #define PFR_SHIP_SINK_H
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chunksrc.h"
 #include "config.h"
 #include "http.h"
 #include "pfr_profile.h"
@@ -34,35 +36,24 @@ typedef struct pfr_sink_result {
     long status;            /* HTTP status, 0 if no answer */
     int64_t retry_after_ms; /* -1 = none */
     uint64_t bytes_sent;    /* request body bytes that went out */
+    uint64_t body_bytes;    /* the same before compression, of the requests that went whole */
     char message[512];      /* the server's words (quoted) or the transport error, printable */
 } pfr_sink_result;
 
 struct pfr_sink_ops {
     const char *kind;
+    /* Request bytes per byte the ring stores, before a batch was measured: batch_bytes limits
+     * batches by this estimate, then by the ratio batches showed. */
+    double stored_ratio;
     /* Get the far side ready before the first batch (tables, schema): an outcome in r. */
     void (*prepare)(pfr_sink *s, pfr_sink_result *r);
-    /* Encode one chunk into the open batch. 0; -ENOMEM; or -EINVAL for a chunk that can never
-     * be sent (reason in why): the engine sets it aside. */
-    int (*add)(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, char *why,
-               size_t whylen);
-    /* Optional, used instead of add when set: the chunk as the ring's samples against its
-     * stream's dictionary (pfr_store_scan_samples), for sinks that need no pprof profile. */
-    int (*add_samples)(pfr_sink *s, const pfr_chunk_meta *m, const pfr_chunk_samples *v, char *why,
-                       size_t whylen);
-    /* Bytes the batch's requests will carry so far. */
-    uint64_t (*batch_bytes)(const pfr_sink *s);
-    /* Send the open batch. token names it for idempotent retries (the same chunks always get
-     * the same token). */
-    void (*send)(pfr_sink *s, const char *token, pfr_sink_result *r);
-    void (*commit)(pfr_sink *s);
-    void (*discard)(pfr_sink *s);
-    /* Optional (both or neither), to build the next batch while one is sent: seal makes the
-     * open batch the one in flight (send and retries send it; commit or discard end it) and
-     * lets add start the next batch; discard_open drops that next batch alone. seal: 0 or
-     * -ENOMEM (nothing sealed); a batch already in flight (a retry) stays sealed as it is.
-     * send may then run in another thread than add. */
-    int (*seal)(pfr_sink *s);
-    void (*discard_open)(pfr_sink *s);
+    /* Whether a chunk can be sent, from its metadata: 0, or -EINVAL for a chunk that never can
+     * (reason in why): the engine sets it aside. */
+    int (*check)(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen);
+    /* Send src's chunks, read from the ring as they go (src's states then say which were gone
+     * or corrupt). token names the batch for idempotent retries (the same chunks always get the
+     * same token). */
+    void (*send)(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_result *r);
     void (*free)(pfr_sink *s);
 };
 
@@ -70,6 +61,8 @@ struct pfr_sink {
     const struct pfr_sink_ops *ops;
     const pfr_sink_conf *conf; /* not owned */
     pfr_http *http;            /* owned */
+    pfr_http *http2, *http3;   /* owned: more connections, for requests made while others
+                                  stream (clickhouse) */
     pfr_secrets secrets;       /* owned: every form the sink's credentials travel in */
 };
 

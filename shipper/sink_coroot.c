@@ -1,8 +1,9 @@
 /* The coroot sink: POST {url}/v1/profiles?service.name=...&<labels>, one gzip'd pprof per
- * chunk, X-API-Key. Coroot reads End = time_nanos, so each body is re-timed to the chunk's end.
- * Coroot has no idempotency key: a request whose answer was lost is sent again (at least once).
- * Answers: 400 is about the profile (set aside); 404 (unknown key, wrong path), 401 and 403 are
- * about the sink (retried, nothing set aside): retry.c's status table. */
+ * chunk, X-API-Key, each encoded from the ring just before it goes (one body held at a time).
+ * Coroot reads End = time_nanos, so each body is re-timed to the chunk's end. Coroot has no
+ * idempotency key: a request whose answer was lost is sent again (at least once). Answers: 400 is
+ * about the profile (set aside); 404 (unknown key, wrong path), 401 and 403 are about the sink
+ * (retried, nothing set aside): retry.c's status table. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,33 +15,16 @@
 #include "sink.h"
 #include "svcname.h"
 
-struct item {
-    int64_t id;
-    char *query;
-    uint8_t *body;
-    size_t len;
-};
-
 struct coroot_sink {
     pfr_sink base;
     char *endpoint;   /* .../v1/profiles */
     char *key_header; /* "X-API-Key: ..." (secret) */
-    struct item *items;
-    size_t n, cap;
-    uint64_t bytes;
-    pfr_buf url;
-    pfr_buf name; /* a chunk's service name as shipped (service_prefix) */
+    pfr_buf url;      /* the endpoint and the chunk's query */
+    pfr_buf name;     /* a chunk's service name as shipped (service_prefix) */
+    uint8_t *body;    /* the chunk's gzip'd profile */
+    size_t len;
+    char why[256]; /* why the chunk cannot be encoded */
 };
-
-static void items_clear(struct coroot_sink *c)
-{
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->items[i].query);
-        free(c->items[i].body);
-    }
-    c->n = 0;
-    c->bytes = 0;
-}
 
 static void c_prepare(pfr_sink *s, pfr_sink_result *r)
 {
@@ -66,10 +50,9 @@ static int add_param(pfr_buf *q, const char *k, const char *v)
     return q->oom ? -ENOMEM : 0;
 }
 
-static int c_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, char *why,
-                 size_t whylen)
+static int c_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
 {
-    struct coroot_sink *c = (struct coroot_sink *)s;
+    (void)s;
     if (!m->service || !m->service[0]) {
         snprintf(why, whylen, "chunk %lld has no service name", (long long)m->id);
         return -EINVAL;
@@ -78,15 +61,15 @@ static int c_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, cha
         snprintf(why, whylen, "chunk %lld has an empty time range", (long long)m->id);
         return -EINVAL;
     }
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        struct item *n = realloc(c->items, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        c->items = n;
-        c->cap = cap;
-    }
-    const char *service = pfr_svcname(s->conf->service_prefix, m->service, &c->name);
+    return 0;
+}
+
+/* The chunk's request: the URL with its service and labels in c->url, its body in c->body.
+ * 0, -ENOMEM, or -EINVAL (reason in c->why). */
+static int encode_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct coroot_sink *c = ctx;
+    const char *service = pfr_svcname(c->base.conf->service_prefix, m->service, &c->name);
     if (!service)
         return -ENOMEM;
     pfr_buf q = {0};
@@ -97,35 +80,28 @@ static int c_add(pfr_sink *s, const pfr_chunk_meta *m, const pfr_profile *p, cha
         if (strcmp(m->labels[i].key, "service.name"))
             rc = add_param(&q, m->labels[i].key, m->labels[i].value);
     }
-    const char *qs = rc ? NULL : pfr_buf_cstr(&q);
-    if (!qs) {
-        pfr_buf_free(&q);
+    pfr_buf_reset(&c->url);
+    pfr_buf_puts(&c->url, c->endpoint);
+    pfr_buf_putc(&c->url, '?');
+    pfr_buf_put(&c->url, q.data, q.len);
+    pfr_buf_free(&q);
+    if (rc || !pfr_buf_cstr(&c->url))
         return -ENOMEM;
-    }
-    uint8_t *raw = NULL, *body = NULL;
-    size_t rawlen = 0, len = 0;
+    uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    free(c->body);
+    c->body = NULL;
     rc = pfr_profile_encode(p, false, &raw, &rawlen);
     if (!rc)
         rc = pfr_pprof_retime(raw, rawlen, m->end_ns, m->end_ns - m->start_ns, true,
-                              s->conf->compress_level, &body, &len);
+                              c->base.conf->compress_level, &c->body, &c->len);
     free(raw);
-    if (rc) {
-        pfr_buf_free(&q);
-        if (rc == -ENOMEM)
-            return rc;
-        snprintf(why, whylen, "chunk %lld: cannot encode its profile (%s)", (long long)m->id,
-                 strerror(-rc));
+    if (rc && rc != -ENOMEM) {
+        snprintf(c->why, sizeof(c->why), "chunk %lld: cannot encode its profile (%s)",
+                 (long long)m->id, strerror(-rc));
         return -EINVAL;
     }
-    c->items[c->n++] =
-        (struct item){.id = m->id, .query = (char *)q.data, .body = body, .len = len};
-    c->bytes += len + q.len;
-    return 0;
-}
-
-static uint64_t c_batch_bytes(const pfr_sink *s)
-{
-    return ((const struct coroot_sink *)s)->bytes;
+    return rc;
 }
 
 /* A 200 that is not Coroot's: a captive portal, a proxy's page, a wrong URL. Coroot answers a
@@ -164,59 +140,61 @@ static void explain(pfr_sink_result *r)
     snprintf(r->message + n, sizeof(r->message) - n, " (%s)", hint);
 }
 
-static void c_send(pfr_sink *s, const char *token, pfr_sink_result *r)
+/* Post the chunk in c->url / c->body; r gets the outcome. */
+static void post(struct coroot_sink *c, pfr_sink_result *r)
+{
+    const char *headers[] = {c->key_header, "Content-Type: application/octet-stream"};
+    pfr_http_req req = {.url = (const char *)c->url.data,
+                        .headers = c->key_header ? headers : headers + 1,
+                        .nheaders = c->key_header ? 2 : 1,
+                        .body = c->body,
+                        .body_len = c->len};
+    pfr_http_resp resp;
+    enum pfr_outcome t = pfr_http_do(c->base.http, &req, &resp);
+    pfr_sink_result_from_http(r, t, &resp);
+    if (r->outcome == PFR_OUT_OK && lying(&resp, r->message, sizeof(r->message)))
+        r->outcome = PFR_OUT_RETRY;
+    if (r->outcome == PFR_OUT_SINK)
+        explain(r);
+    pfr_http_resp_free(&resp);
+}
+
+static void c_send(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_result *r)
 {
     (void)token;
     struct coroot_sink *c = (struct coroot_sink *)s;
     pfr_sink_result_reset(r);
-    const char *headers[] = {c->key_header, "Content-Type: application/octet-stream"};
-    for (size_t i = 0; i < c->n; i++) {
-        struct item *it = &c->items[i];
-        pfr_buf_reset(&c->url);
-        pfr_buf_puts(&c->url, c->endpoint);
-        pfr_buf_putc(&c->url, '?');
-        pfr_buf_puts(&c->url, it->query);
-        const char *url = pfr_buf_cstr(&c->url);
-        if (!url) {
+    for (size_t i = 0; i < src->n; i++) {
+        int rc = pfr_chunksrc_read_profile(src, i, encode_cb, c);
+        if (!rc && src->state[i] == PFR_CHUNK_READ) {
+            post(c, r);
+            if (r->outcome == PFR_OUT_OK)
+                r->body_bytes += c->len;
+        } else if (rc == -EINVAL) {
+            r->outcome = PFR_OUT_REJECT;
+            r->status = 0;
+            snprintf(r->message, sizeof(r->message), "%s", c->why);
+        } else if (rc) {
             r->outcome = PFR_OUT_RETRY;
-            r->ndone = i;
-            snprintf(r->message, sizeof(r->message), "out of memory");
-            return;
+            r->status = 0;
+            snprintf(r->message, sizeof(r->message), "reading chunk %lld: %s",
+                     (long long)src->ids[i], strerror(-rc));
         }
-        pfr_http_req req = {.url = url,
-                            .headers = headers,
-                            .nheaders = c->key_header ? 2 : 1,
-                            .body = it->body,
-                            .body_len = it->len};
-        if (!c->key_header)
-            req.headers = headers + 1;
-        pfr_http_resp resp;
-        enum pfr_outcome t = pfr_http_do(s->http, &req, &resp);
-        pfr_sink_result_from_http(r, t, &resp);
-        if (r->outcome == PFR_OUT_OK && lying(&resp, r->message, sizeof(r->message)))
-            r->outcome = PFR_OUT_RETRY;
-        if (r->outcome == PFR_OUT_SINK)
-            explain(r);
-        pfr_http_resp_free(&resp);
+        free(c->body);
+        c->body = NULL;
         if (r->outcome != PFR_OUT_OK) {
             r->ndone = i;
             r->one_chunk = true;
             return;
         }
     }
-    r->ndone = c->n;
-}
-
-static void c_commit(pfr_sink *s)
-{
-    items_clear((struct coroot_sink *)s);
+    r->ndone = src->n;
 }
 
 static void c_free(pfr_sink *s)
 {
     struct coroot_sink *c = (struct coroot_sink *)s;
-    items_clear(c);
-    free(c->items);
+    free(c->body);
     free(c->endpoint);
     if (c->key_header) {
         explicit_bzero(c->key_header, strlen(c->key_header));
@@ -229,12 +207,12 @@ static void c_free(pfr_sink *s)
 
 static const struct pfr_sink_ops coroot_ops = {
     .kind = "coroot",
+    /* gzip'd pprof per byte of a chunk's stored samples (pfr_testgen's rings): a profile
+     * repeats the strings the ring keeps once per stream. */
+    .stored_ratio = 120,
     .prepare = c_prepare,
-    .add = c_add,
-    .batch_bytes = c_batch_bytes,
+    .check = c_check,
     .send = c_send,
-    .commit = c_commit,
-    .discard = c_commit,
     .free = c_free,
 };
 

@@ -362,7 +362,7 @@ void chain_cache_clear(pfr_store *s)
 
 static void chain_cache_trim(pfr_store *s, const struct chain *keep)
 {
-    while (s->chain_bytes > CHAIN_CACHE_BYTES && s->nchains > 1) {
+    while (s->chain_bytes > s->chain_max && s->nchains > 1) {
         size_t victim = SIZE_MAX;
         for (size_t i = 0; i < s->nchains; i++)
             if (s->chains[i] != keep &&
@@ -532,9 +532,13 @@ static int set_pragmas_writer(pfr_store *s, bool fresh)
     /* The WAL stays within a small budget: it is checkpointed every half budget and truncated
      * to the budget after a checkpoint (docs/store.md, "Size cap"). */
     uint64_t wal = s->wal_budget;
+    /* secure_delete FAST: evicted chunks' pages are not zeroed through the WAL (builds with
+     * SQLITE_SECURE_DELETE do it by default): evicting then takes a few pages of WAL, not as
+     * many as it frees, which a full disk could not give (docs/store.md, "Disk space"). */
     snprintf(sql, sizeof(sql),
              "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = %llu;"
-             "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -16384;",
+             "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -16384;"
+             "PRAGMA secure_delete = FAST;",
              (unsigned long long)wal, (unsigned long long)(wal / 2 / s->page_size + 1));
     return store_exec(s, sql);
 }
@@ -626,16 +630,13 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         return -ENOMEM;
     s->read_only = o.read_only;
     s->max_bytes = o.max_bytes;
-    s->wal_budget = o.max_bytes / 16;
-    if (s->wal_budget < (64u << 10))
-        s->wal_budget = 64u << 10;
-    if (s->wal_budget > (4u << 20))
-        s->wal_budget = 4u << 20;
+    s->wal_budget = space_wal_budget(o.max_bytes);
     s->busy_ms = o.busy_timeout_ms;
+    s->chain_max = o.cache_bytes ? o.cache_bytes : CHAIN_CACHE_BYTES;
     s->path = strdup(path);
     if (s->path && asprintf(&s->cursor_dir, "%s-cursors", path) < 0)
         s->cursor_dir = NULL;
-    if (!s->path || !s->cursor_dir) {
+    if (!s->path || !s->cursor_dir || space_open(s, &o.reserve) != 0) {
         pfr_store_close(s);
         return -ENOMEM;
     }
@@ -719,31 +720,49 @@ void pfr_store_close(pfr_store *s)
     chain_cache_clear(s);
     free(s->chains);
     sbuf_free(&s->raw);
+    space_close(s);
     free(s->path);
     free(s->cursor_dir);
     free(s);
 }
 
 /* ---- meta counters ---- */
-int meta_add(pfr_store *s, const char *key, int64_t delta)
+/* Rows are created at their first use: counters added after schema version 2 (evicted_disk,
+ * dropped_disk) and the writer's settings (max_bytes, reserve_bytes) need no migration. */
+static int meta_upsert(pfr_store *s, const char *sql, const char *key, int64_t v)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, "UPDATE meta SET value = value + ?2 WHERE key = ?1", -1, &st,
-                                NULL);
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, delta);
+        sqlite3_bind_int64(st, 2, v);
         rc = sqlite3_step(st);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : store_errno(rc);
 }
 
+int meta_add(pfr_store *s, const char *key, int64_t delta)
+{
+    return meta_upsert(s,
+                       "INSERT INTO meta(key, value) VALUES (?1, ?2)"
+                       " ON CONFLICT(key) DO UPDATE SET value = value + ?2",
+                       key, delta);
+}
+
+int meta_set(pfr_store *s, const char *key, int64_t value)
+{
+    return meta_upsert(s,
+                       "INSERT INTO meta(key, value) VALUES (?1, ?2)"
+                       " ON CONFLICT(key) DO UPDATE SET value = ?2",
+                       key, value);
+}
+
 /* ---- stats ---- */
 static uint64_t file_size(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 /* The first row of a kept statement, its key bound to ?1 if given: column 0 into a, and column
@@ -768,18 +787,54 @@ static int kept_row(pfr_store *s, enum store_stmt which, const char *key, int64_
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : store_errno(rc);
 }
 
+/* The cap in force and the file system, by the writer's settings: a writer's own, a reader's
+ * from the meta rows the writer keeps (max_bytes 0: none, the reader's own then). */
+static void stats_space(pfr_store *s, int64_t meta_max, int64_t meta_reserve, pfr_store_stats *out)
+{
+    bool theirs = s->read_only && meta_max > 0;
+    uint64_t max = theirs ? (uint64_t)meta_max : s->max_bytes;
+    out->max_bytes = out->effective_max_bytes = max;
+    struct space_now n;
+    if (space_measure(s, max, theirs ? (uint64_t)meta_reserve : UINT64_MAX, &n) != 0)
+        return;
+    out->effective_max_bytes = n.cap;
+    out->cap_reason = (int)n.reason;
+    out->reserve_bytes = n.reserve;
+    out->fs_bytes = n.fs_bytes;
+    out->fs_free_bytes = n.fs_avail;
+}
+
 /* The counters kept in the database (cheap: no chunk row is read). */
 static int stats_counters(pfr_store *s, pfr_store_stats *out)
 {
-    int64_t v;
-    int rc = kept_row(s, ST_CHUNK_SEQ, NULL, &v, NULL);
-    out->appended = (uint64_t)v;
-    if (!rc)
-        rc = kept_row(s, ST_META_GET, "evicted", &v, NULL);
-    out->evicted = (uint64_t)v;
-    if (!rc)
-        rc = kept_row(s, ST_META_GET, "lost_unshipped", &v, NULL);
-    out->lost_unshipped = (uint64_t)v;
+    static const char *const keys[] = {"evicted",      "lost_unshipped", "evicted_disk",
+                                       "dropped_disk", "max_bytes",      "reserve_bytes"};
+    int64_t seq = 0, v[6] = {0};
+    int rc = kept_row(s, ST_CHUNK_SEQ, NULL, &seq, NULL);
+    for (size_t i = 0; i < 6 && !rc; i++)
+        rc = kept_row(s, ST_META_GET, keys[i], &v[i], NULL);
+    /* the file is outside input: a counter below 0, or of chunks past the number ever
+     * appended, is damage (or tampering) and is shown as a bound, never wrapped around */
+    if (seq < 0) {
+        seq = 0;
+        out->bad_counters++;
+    }
+    out->appended = (uint64_t)seq;
+    for (size_t i = 0; i < 4; i++)
+        if (v[i] < 0 || v[i] > seq) {
+            v[i] = v[i] < 0 ? 0 : seq;
+            out->bad_counters++;
+        }
+    for (size_t i = 4; i < 6; i++)
+        if (v[i] < 0) {
+            v[i] = 0;
+            out->bad_counters++;
+        }
+    out->evicted = (uint64_t)v[0];
+    out->lost_unshipped = (uint64_t)v[1];
+    out->evicted_disk = (uint64_t)v[2];
+    out->dropped_disk = (uint64_t)v[3] + s->space.dropped_pending;
+    stats_space(s, v[4], v[5], out);
     return rc;
 }
 
@@ -790,7 +845,7 @@ static void stats_files(pfr_store *s, pfr_store_stats *out)
     out->corrupt = s->corrupt;
     char wal[4200];
     snprintf(wal, sizeof(wal), "%s-wal", s->path);
-    out->file_bytes = file_size(s->path) + file_size(wal);
+    out->file_bytes = file_size(s->path) + file_size(wal) + file_size(s->space.spare_path);
 }
 
 int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)

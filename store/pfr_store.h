@@ -29,10 +29,59 @@ typedef struct pfr_store pfr_store;
 #define PFR_STORE_DEFAULT_PATH      "/var/lib/pfr/ring.db"
 #define PFR_STORE_DEFAULT_MAX_BYTES (512ull << 20)
 
+/* ---- Disk space: the ring yields to the file system it lives on (docs/store.md, "Disk
+ * space"). Besides max_bytes, a writer keeps the file system's free space above a reserve: when
+ * it is below, the ring stops growing and gives its oldest chunks up (down to a floor of
+ * PFR_STORE_SPACE_FLOOR); a write that still finds the disk full evicts the oldest chunks and
+ * is retried, and fails (-ENOSPC) only when nothing older is left (pfr_store_stats counts
+ * both). */
+
+/* How the reserve is given. Zero-initialised = PFR_STORE_RESERVE_AUTO. */
+enum pfr_store_reserve_mode {
+    PFR_STORE_RESERVE_AUTO = 0, /* the larger of 5 % of the file system and 256 MiB */
+    PFR_STORE_RESERVE_BYTES,    /* bytes */
+    PFR_STORE_RESERVE_PERCENT,  /* a percentage of the file system's size */
+    PFR_STORE_RESERVE_OFF,      /* none: only a full disk makes the ring yield */
+};
+
+typedef struct pfr_store_reserve {
+    enum pfr_store_reserve_mode mode;
+    uint64_t bytes; /* PFR_STORE_RESERVE_BYTES */
+    double percent; /* PFR_STORE_RESERVE_PERCENT, in (0, 100] */
+} pfr_store_reserve;
+
+#define PFR_STORE_RESERVE_AUTO_BYTES   (256ull << 20)
+#define PFR_STORE_RESERVE_AUTO_PERCENT 5.0
+/* What the reserve never takes from the ring (or its cap, when smaller), as far as the disk has
+ * room for it. */
+#define PFR_STORE_SPACE_FLOOR (4ull << 20)
+
+/* Why the cap in force (pfr_store_stats.effective_max_bytes) is what it is. */
+enum pfr_store_cap_reason {
+    PFR_STORE_CAP_CONFIGURED = 0, /* max_bytes */
+    PFR_STORE_CAP_DISK_RESERVE,   /* less: the file system's free space is short of the reserve */
+};
+
+/* "configured" or "disk free space reserve". */
+const char *pfr_store_cap_reason_name(int reason);
+
+/* The reserve in bytes on a file system of fs_bytes: AUTO, BYTES or PERCENT as given, never more
+ * than half of the file system (so a small disk still records); 0 for OFF. */
+uint64_t pfr_store_reserve_bytes(const pfr_store_reserve *r, uint64_t fs_bytes);
+
+/* The cap in force for a ring whose files take files_bytes, on a file system where its user may
+ * still use avail_bytes, keeping reserve_bytes free: max_bytes, or less when files + avail -
+ * reserve is less, but not below min(max_bytes, PFR_STORE_SPACE_FLOOR, files + avail): the ring
+ * keeps its last minutes, whatever the reserve. *reason (may be NULL) says which. */
+uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint64_t avail_bytes,
+                                 uint64_t reserve_bytes, enum pfr_store_cap_reason *reason);
+
 typedef struct pfr_store_opts {
-    uint64_t max_bytes;  /* size cap of the database file; 0 = PFR_STORE_DEFAULT_MAX_BYTES */
-    bool read_only;      /* readers: never write the database (cursor files excepted) */
-    int busy_timeout_ms; /* 0 = 5000 */
+    uint64_t max_bytes;        /* size cap of the database file; 0 = PFR_STORE_DEFAULT_MAX_BYTES */
+    bool read_only;            /* readers: never write the database (cursor files excepted) */
+    int busy_timeout_ms;       /* 0 = 5000 */
+    pfr_store_reserve reserve; /* writers: free space left on the file system (AUTO by default) */
+    uint64_t cache_bytes;      /* readers: decoded dictionaries kept (0 = 128 MiB; at least one) */
 } pfr_store_opts;
 
 /* A label: profile labels (host.name, container.id, ...) on chunks, or filters. */
@@ -86,7 +135,7 @@ typedef struct pfr_scan_stats {
 
 typedef struct pfr_store_stats {
     uint64_t max_bytes;
-    uint64_t file_bytes; /* database + WAL on disk */
+    uint64_t file_bytes; /* database, WAL and spare file on disk */
     uint64_t data_bytes; /* payload bytes of live chunks and their shared tables */
     uint64_t chunks;
     int64_t oldest_ns, newest_ns; /* start of the oldest, end of the newest chunk; 0 if empty */
@@ -95,6 +144,16 @@ typedef struct pfr_store_stats {
     uint64_t evicted;        /* chunks evicted by the size cap */
     uint64_t lost_unshipped; /* evicted before some registered consumer had taken them */
     uint64_t corrupt;        /* corrupt chunks seen by this handle's scans */
+    uint64_t bad_counters;   /* counters of the file out of range (damage): shown as bounds */
+    /* Disk space: the cap in force and why, from the writer's settings (kept in the ring) and the
+     * file system now. */
+    uint64_t effective_max_bytes; /* max_bytes, or less (cap_reason) */
+    int cap_reason;               /* enum pfr_store_cap_reason */
+    uint64_t reserve_bytes;       /* free space the writer leaves on the file system */
+    uint64_t fs_bytes;            /* size of the ring's file system */
+    uint64_t fs_free_bytes;       /* space the ring's user may still use there */
+    uint64_t evicted_disk;        /* of evicted: given up for disk space (reserve or full disk) */
+    uint64_t dropped_disk;        /* chunks not written: disk full, nothing older to give up */
 } pfr_store_stats;
 
 /* Like pfr_store_stats_get, without reading every chunk's row (tens of ms per 100,000 chunks):
@@ -203,6 +262,50 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
  * be NULL) gets n ids. For writers that produce several chunks at once (the recorder's streams
  * at the end of an interval) and for bulk loads. */
 int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out);
+
+/* ---- Slices (store_slice.c): a part of a ring carried out as a standalone ring file ----
+ *
+ * A slice is a ring file like the recorder's (same schema, read by pfr_store_open unchanged)
+ * holding the chunks of a range as they are in the ring: same ids, times, streams, payloads and
+ * totals, plus only the dictionary layers those chunks reference. It is read from the ring in
+ * one read transaction (one consistent snapshot, taken beside a writer), written to a temporary
+ * file in the destination's folder, checked with pfr_store_check, fsync'ed and renamed into
+ * place: the destination is the whole slice or nothing. It is in rollback-journal mode (no -wal
+ * or -shm), so it is read from a read-only medium too. Its meta table says it is a slice
+ * (pfr_store_slice_info). */
+enum pfr_slice_flags {
+    PFR_SLICE_FORCE = 1u << 0, /* replace an existing destination file */
+};
+
+typedef struct pfr_slice_stats {
+    uint64_t chunks;           /* chunks written */
+    uint64_t streams;          /* stream rows written */
+    uint64_t layers;           /* dictionary layer rows written */
+    uint64_t corrupt;          /* chunks of the range left out: checksum, payload or layer broken */
+    uint64_t bytes;            /* size of the slice file */
+    int64_t min_id, max_id;    /* chunk ids written */
+    int64_t first_ns, last_ns; /* start of the earliest chunk, end of the latest */
+} pfr_slice_stats;
+
+/* Write the chunks of s that match f to a new slice file at path. f selects by time range,
+ * service, type and profile labels (from_ns..nlabels); its sample label filter, after_id, max_id
+ * and limit must be unset (a slice keeps whole chunks). Errors: -EEXIST (path exists and no
+ * PFR_SLICE_FORCE), -ENOENT (no chunk matches: nothing is written), -EINVAL, -ENOTDIR (no such
+ * folder), -errno of the destination folder (-EACCES, -EROFS, -ENOSPC...), others from the
+ * store; on error nothing is left at path or beside it. st may be NULL. */
+int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *path, unsigned flags,
+                          pfr_slice_stats *st, char *err, size_t errlen);
+
+typedef struct pfr_slice_info {
+    bool is_slice;          /* false: a ring as the recorder writes it (the rest is 0) */
+    int64_t from_ns, to_ns; /* the range the slice was cut to */
+    uint64_t id;            /* identity of its content: hash of its streams and chunks */
+    int64_t created_ns;     /* when it was written (wall clock) */
+    int64_t source_max_id;  /* the ring's newest chunk id when the slice was cut */
+} pfr_slice_info;
+
+/* Whether the file open in s is a slice, and which. 0 or a negative errno. */
+int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 
 #include "pfr_store.h"
 #include "store_codec.h"
+#include "store_space.h"
 
 #define PFR_STORE_SCHEMA_VERSION 2
 #define PFR_STORE_APP_ID         0x70667221 /* "pfr!" in the SQLite header: our files, not others' */
@@ -72,10 +73,12 @@ struct pfr_store {
 
     struct chain **chains;
     size_t nchains, cap_chains, chain_bytes;
+    uint64_t chain_max; /* chain_bytes kept (pfr_store_opts.cache_bytes) */
     uint64_t chain_clock;
 
     struct sbuf raw; /* decompressed row scratch */
     struct writer *w;
+    struct store_space space; /* disk space: the reserve, the spare file (store_space.c) */
 };
 
 /* SQLite result code -> negative errno. */
@@ -141,6 +144,8 @@ int store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *
 /* Writer side. */
 void writer_free(struct writer *w);
 int meta_add(pfr_store *s, const char *key, int64_t delta);
+/* Set a meta row (created if missing). */
+int meta_set(pfr_store *s, const char *key, int64_t value);
 
 /* Cursors. */
 int cursors_min(pfr_store *s, int64_t *min_cursor, bool *any);

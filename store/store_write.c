@@ -96,6 +96,16 @@ struct lscache_ent {
     uint32_t lset;
 };
 
+/* A stream's rows as they were before the transaction, put back if it is rolled back: else the
+ * retry would write every stream's dictionary anew, and a disk that could not take the
+ * transaction would have to take a larger one. */
+struct wundo {
+    struct wstream *ws;
+    int64_t id, base_id, dict_id;
+    uint32_t dict_n[T_N], base_seq;
+    bool rotated; /* its tables were rebuilt: they no longer match its old chain */
+};
+
 /* One sample of the chunk being written. */
 struct csample {
     uint32_t stack, lset; /* global indices, then chunk-space indices */
@@ -128,7 +138,10 @@ struct writer {
     int64_t *totals;
     size_t cap_totals;
 
-    uint64_t room; /* bytes the transaction may still add before pages are measured again */
+    uint64_t room;      /* bytes the transaction may still add before pages are measured again */
+    struct wundo *undo; /* streams the transaction appends to */
+    size_t nundo, cap_undo;
+    bool undo_lost; /* streams were freed during it: forget every row on rollback */
     struct lscache_ent lsc[LSCACHE];
     size_t nlsc, lsc_next;
 
@@ -182,6 +195,7 @@ void writer_free(struct writer *w)
     free(w->clset);
     free(w->vals);
     free(w->totals);
+    free(w->undo);
     tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
@@ -199,6 +213,47 @@ static void writer_forget_rows(struct writer *w)
 {
     for (size_t i = 0; i < w->nws; i++)
         w->ws[i]->id = w->ws[i]->base_id = w->ws[i]->dict_id = 0;
+}
+
+/* Note ws's rows before the transaction changes them (once per transaction). The undo entry, or
+ * NULL when out of memory (then the rollback forgets every row). */
+static struct wundo *undo_note(struct writer *w, struct wstream *ws)
+{
+    for (size_t i = 0; i < w->nundo; i++)
+        if (w->undo[i].ws == ws)
+            return &w->undo[i];
+    if (VEC_RESERVE(w->undo, w->cap_undo, w->nundo + 1)) {
+        w->undo_lost = true;
+        return NULL;
+    }
+    struct wundo *u = &w->undo[w->nundo++];
+    *u = (struct wundo){ws, ws->id, ws->base_id, ws->dict_id, {0}, ws->base_seq, false};
+    memcpy(u->dict_n, ws->dict_n, sizeof(u->dict_n));
+    return u;
+}
+
+/* The transaction was rolled back: the streams it appended to get their rows back; those whose
+ * tables it rebuilt (or dropped) write a new base. Other streams' rows are untouched by a
+ * transaction, but for the ones its evictions forgot (zeroed: the next append looks them up). */
+static void writer_undo(struct writer *w)
+{
+    if (w->undo_lost) {
+        writer_forget_rows(w);
+        return;
+    }
+    for (size_t i = 0; i < w->nundo; i++) {
+        const struct wundo *u = &w->undo[i];
+        struct wstream *ws = u->ws;
+        ws->id = u->id;
+        if (u->rotated || !ws->resident || !u->base_id) {
+            ws->base_id = ws->dict_id = 0;
+            continue;
+        }
+        ws->base_id = u->base_id;
+        ws->dict_id = u->dict_id;
+        ws->base_seq = u->base_seq;
+        memcpy(ws->dict_n, u->dict_n, sizeof(ws->dict_n));
+    }
 }
 
 static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
@@ -983,9 +1038,85 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
     return 0;
 }
 
+/* What eviction knows across its batches of one transaction. */
+struct evict_ctx {
+    bool cursors_read, any_cursor;
+    int64_t min_cursor; /* registered consumers' smallest cursor */
+    bool for_disk;      /* count the chunks as given up for disk space */
+};
+
+/* Eviction frees a little more than asked (cap/256, 4 pages to 4 MiB), so it runs every so many
+ * appends, not at each. */
+static uint64_t evict_slack(const pfr_store *s, uint64_t target)
+{
+    uint64_t slack = target / 256;
+    if (slack < 4ull * s->page_size)
+        slack = 4ull * s->page_size;
+    if (slack > (4u << 20))
+        slack = 4u << 20;
+    return slack;
+}
+
+/* Delete the oldest chunks, at least over bytes of them in one batch of at most max_n (<= 512),
+ * then the dictionary chains and streams left without chunks, and count them: evicted,
+ * lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. *n_out: chunks
+ * deleted, 0 when none is left. */
+static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protect_base,
+                       int64_t protect_stream, struct evict_ctx *x, size_t *n_out)
+{
+    *n_out = 0;
+    int rc;
+    if (!x->cursors_read) {
+        if ((rc = cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
+            return rc;
+        x->cursors_read = true;
+    }
+    sqlite3_stmt *st = wst(s, W_OLDEST);
+    if (!st)
+        return db_err(s);
+    int64_t dicts[512], streams[512];
+    size_t n = 0;
+    int64_t last = 0, lost = 0;
+    uint64_t freed = 0;
+    while (freed < over && n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        last = sqlite3_column_int64(st, 0);
+        streams[n] = sqlite3_column_int64(st, 1);
+        dicts[n] = sqlite3_column_int64(st, 2);
+        freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
+        if (x->any_cursor && last > x->min_cursor)
+            lost++;
+        n++;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_errno(rc);
+    if (n == 0)
+        return 0;
+    sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
+    if (!d1)
+        return db_err(s);
+    sqlite3_bind_int64(d1, 1, last);
+    if ((rc = store_step_done(d1)) != 0)
+        return rc;
+    sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
+    if (!d2)
+        return db_err(s);
+    sqlite3_bind_int64(d2, 1, last);
+    if ((rc = store_step_done(d2)) != 0 ||
+        (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
+        (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
+        (rc = meta_add(s, "evicted", (int64_t)n)) != 0 ||
+        (lost && (rc = meta_add(s, "lost_unshipped", lost)) != 0) ||
+        (x->for_disk && (rc = meta_add(s, "evicted_disk", (int64_t)n)) != 0))
+        return rc;
+    *n_out = n;
+    return 0;
+}
+
 /* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
- * without chunks) until the pages in use plus need fit the database's share of the cap. Deleted
- * pages go to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
+ * without chunks) until the pages in use plus need fit the database's target: its share of the
+ * cap, or less when the disk's free space is short of the reserve (space_plan). Deleted pages go
+ * to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
 static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t protect_base,
                  int64_t protect_stream)
 {
@@ -996,80 +1127,48 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         w->room -= est_bytes;
         return 0;
     }
-    uint64_t target = s->max_bytes > s->wal_budget ? s->max_bytes - s->wal_budget : 0;
-    uint64_t slack = target / 256;
-    if (slack < 4ull * s->page_size)
-        slack = 4ull * s->page_size;
-    if (slack > (4u << 20))
-        slack = 4u << 20;
-    bool cursors_read = false, any_cursor = false;
-    int64_t min_cursor = INT64_MAX;
+    uint64_t target = s->space.db_target, slack = evict_slack(s, target);
+    struct evict_ctx x = {.for_disk = s->space.disk_bound};
+    uint64_t used, pages, freep;
     for (;;) {
-        uint64_t used, pages, freep;
         int rc = used_bytes(s, &used, &pages, &freep);
         if (rc)
             return rc;
         if (used + need_bytes <= target)
             break;
-        uint64_t over = used + need_bytes - target + slack;
-        sqlite3_stmt *st = wst(s, W_OLDEST);
-        if (!st)
-            return db_err(s);
-        int64_t dicts[512], streams[512];
-        size_t n = 0;
-        int64_t last = 0, lost = 0;
-        uint64_t freed = 0;
-        if (!cursors_read) {
-            if ((rc = cursors_min(s, &min_cursor, &any_cursor)) != 0)
-                return rc;
-            cursors_read = true;
-        }
-        while (freed < over && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            last = sqlite3_column_int64(st, 0);
-            streams[n] = sqlite3_column_int64(st, 1);
-            dicts[n] = sqlite3_column_int64(st, 2);
-            freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
-            if (any_cursor && last > min_cursor)
-                lost++;
-            n++;
-        }
-        sqlite3_reset(st);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-            return store_errno(rc);
-        if (n == 0)
-            return -EFBIG; /* the chunk alone does not fit the cap */
-        sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
-        if (!d1)
-            return db_err(s);
-        sqlite3_bind_int64(d1, 1, last);
-        if ((rc = store_step_done(d1)) != 0)
+        size_t n;
+        rc = evict_batch(s, used + need_bytes - target + slack, 512, protect_base, protect_stream,
+                         &x, &n);
+        if (rc)
             return rc;
-        sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
-        if (!d2)
-            return db_err(s);
-        sqlite3_bind_int64(d2, 1, last);
-        if ((rc = store_step_done(d2)) != 0 ||
-            (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
-            (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
-            (rc = meta_add(s, "evicted", (int64_t)n)) != 0 ||
-            (lost && (rc = meta_add(s, "lost_unshipped", lost)) != 0))
-            return rc;
-    }
-    /* A lowered cap: give the pages past it back to the file system. */
-    uint64_t used, pages, freep;
-    int rc = used_bytes(s, &used, &pages, &freep);
-    if (rc)
-        return rc;
-    if (pages * s->page_size > target + slack && freep > 0) {
-        uint64_t extra = pages - (target + slack) / s->page_size;
-        char sql[64];
-        snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)",
-                 (unsigned long long)(extra < freep ? extra : freep));
-        if ((rc = store_exec(s, sql)) != 0)
-            return rc;
+        if (n == 0) /* the chunks alone do not fit the cap, or the disk */
+            return s->space.disk_bound ? -ENOSPC : -EFBIG;
     }
     w->room = used + est_bytes < target ? target - used - est_bytes : 0;
     return 0;
+}
+
+/* Give free pages past keep bytes (or all free pages: keep_used) back to the file system, in a
+ * transaction of its own after the append: on a tight disk at most half the WAL's budget at a
+ * time, since moving pages takes room in the WAL. Best effort: the pages stay for reuse. */
+static void shrink_step(pfr_store *s, bool keep_used)
+{
+    uint64_t used, pages, freep;
+    if (used_bytes(s, &used, &pages, &freep) != 0)
+        return;
+    uint64_t keep = keep_used ? used : s->space.db_target;
+    keep += evict_slack(s, keep);
+    if (pages * s->page_size <= keep || freep == 0)
+        return;
+    uint64_t extra = pages - keep / s->page_size;
+    if (extra > freep)
+        extra = freep;
+    uint64_t step = s->wal_budget / 2 / s->page_size;
+    if (s->space.tight && extra > step)
+        extra = step ? step : 1;
+    char sql[64];
+    snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)", (unsigned long long)extra);
+    store_exec(s, sql);
 }
 
 /* ---- streams ---- */
@@ -1086,7 +1185,8 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
             wstream_drop_tables(w, w->ws[i]);
             free(w->ws[i]);
         }
-        w->nws = 0;
+        w->nws = w->nundo = 0;
+        w->undo_lost = true;
         ktab_reset(&w->keys);
     }
     bool added;
@@ -1104,7 +1204,8 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
                 wstream_drop_tables(w, w->ws[j]);
                 free(w->ws[j]);
             }
-            w->nws = 0;
+            w->nws = w->nundo = 0;
+            w->undo_lost = true;
             *err = -ENOMEM;
             return NULL;
         }
@@ -1183,6 +1284,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     struct wstream *ws = wstream_get(s, in, &rc);
     if (!ws)
         return rc;
+    struct wundo *undo = undo_note(w, ws);
     const pfr_profile *p = in->profile;
     ws->seq++;
     if (ws->seq == 0 || ws->seq > UINT32_MAX - 2) { /* never in practice: start over */
@@ -1205,6 +1307,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
 
     bool rotate = ws->base_id == 0 || ws->seq - ws->base_seq >= DICT_MAX_AGE ||
                   (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct);
+    if (rotate && undo)
+        undo->rotated = true;
     if (rotate) {
         struct compact_maps cm;
         uint32_t extra[2] = {(uint32_t)pt, (uint32_t)pu};
@@ -1314,19 +1418,139 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     return 0;
 }
 
+/* Checkpoint the WAL, waiting little for readers (they hold snapshots only briefly). TRUNCATE
+ * gives its blocks back to the file system; RESTART keeps them for the next transactions, which
+ * then write from the WAL's start: on a tight disk they are the room those need. */
+static void wal_checkpoint(pfr_store *s, bool give_back)
+{
+    sqlite3_busy_timeout(s->db, 50);
+    sqlite3_wal_checkpoint_v2(s->db, NULL,
+                              give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART,
+                              NULL, NULL);
+    sqlite3_busy_timeout(s->db, s->busy_ms);
+}
+
 /* A transaction that freed or wrote many pages (a new base, an eviction batch) leaves the WAL
- * larger than its budget until the next transaction resets it. Checkpoint and truncate it now
- * so the ring's files stay within the cap; readers hold snapshots only briefly, so wait little. */
+ * larger than its budget until the next transaction resets it. Checkpoint and truncate it now so
+ * the ring's files stay within the cap; on a disk with hardly any room left it keeps its blocks
+ * (the next commit cuts it to the budget, journal_size_limit), which the disk may not give
+ * again. */
 static void wal_trim(pfr_store *s)
 {
     char wal[4200];
     struct stat st;
-    if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0 ||
-        (uint64_t)st.st_size <= s->wal_budget)
+    if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0)
         return;
-    sqlite3_busy_timeout(s->db, 50);
-    sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    sqlite3_busy_timeout(s->db, s->busy_ms);
+    space_note_wal(s, (uint64_t)st.st_size);
+    if ((uint64_t)st.st_size <= s->wal_budget)
+        return;
+    wal_checkpoint(s, !s->space.starved);
+}
+
+/* The counters and settings the transaction carries to the meta table: chunks refused for space
+ * since the last commit, and the writer's cap and reserve (readers size the ring by them). */
+static int txn_meta(pfr_store *s)
+{
+    struct store_space *sp = &s->space;
+    int rc = 0;
+    if (sp->dropped_pending)
+        rc = meta_add(s, "dropped_disk", (int64_t)sp->dropped_pending);
+    if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
+        !(rc = meta_set(s, "max_bytes", (int64_t)s->max_bytes)))
+        rc = meta_set(s, "reserve_bytes", (int64_t)sp->reserve_bytes);
+    return rc;
+}
+
+/* One write transaction: the chunks (evicting as space_plan said), committed; or rolled back,
+ * and the streams it appended to put back as they were (writer_undo). */
+static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+{
+    sqlite3_stmt *begin = store_stmt(s, ST_BEGIN_IMM);
+    if (!begin)
+        return db_err(s);
+    int rc = store_step_done(begin);
+    if (rc)
+        return rc;
+    s->w->room = 0; /* another writer may have added pages since our last transaction */
+    s->w->nundo = 0;
+    s->w->undo_lost = false;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
+    if (!rc)
+        rc = txn_meta(s);
+    if (!rc) {
+        sqlite3_stmt *commit = store_stmt(s, ST_COMMIT);
+        rc = commit ? store_step_done(commit) : db_err(s);
+    }
+    if (rc) {
+        if (!sqlite3_get_autocommit(s->db)) {
+            sqlite3_stmt *rb = store_stmt(s, ST_ROLLBACK);
+            if (rb)
+                store_step_done(rb);
+        }
+        writer_undo(s->w);
+        return rc;
+    }
+    s->space.dropped_pending = 0;
+    s->space.meta_reserve = s->space.reserve_bytes + 1;
+    return 0;
+}
+
+/* The disk was full: give up the oldest chunks, at least bytes of them but at most max_n (a
+ * transaction the WAL can take), in a transaction of their own. *n_out: chunks given up (0:
+ * none is left). */
+static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n_out)
+{
+    *n_out = 0;
+    int rc = store_exec(s, "BEGIN IMMEDIATE");
+    if (rc)
+        return rc;
+    struct evict_ctx x = {.for_disk = true};
+    rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
+    if (!rc)
+        rc = store_exec(s, "COMMIT");
+    if (rc) {
+        *n_out = 0;
+        if (!sqlite3_get_autocommit(s->db))
+            store_exec(s, "ROLLBACK");
+    }
+    return rc;
+}
+
+/* A write found the disk full (-ENOSPC). First the spare file's room and a WAL written from its
+ * start; then, round by round, the oldest chunks given up (twice as many bytes each round) and
+ * their pages given back, until the write fits. It fails only when nothing older is left, or
+ * when not even giving up fits. */
+static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+{
+    space_spare_drop(s);
+    wal_checkpoint(s, false);
+    space_plan(s);
+    int rc = append_txn(s, in, n, ids_out);
+    uint64_t bytes = s->wal_budget;
+    size_t max_n = 16;
+    while (rc == -ENOSPC) {
+        size_t given = 0;
+        int e = evict_for_space(s, bytes, max_n, &given);
+        if (e == -ENOSPC && max_n > 1) {
+            max_n = 1; /* a smaller transaction may fit where that one did not */
+            continue;
+        }
+        if (e != 0 || given == 0)
+            break;
+        wal_checkpoint(s, false);
+        space_plan(s);
+        if ((rc = append_txn(s, in, n, ids_out)) != -ENOSPC)
+            break;
+        /* The pages freed did not do: the WAL needs room on the disk. */
+        shrink_step(s, true);
+        wal_checkpoint(s, false);
+        space_plan(s);
+        rc = append_txn(s, in, n, ids_out);
+        bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
+        max_n = max_n < 256 ? max_n * 2 : 512;
+    }
+    return rc;
 }
 
 int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
@@ -1342,28 +1566,18 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     }
     if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
         return -ENOMEM;
-    sqlite3_stmt *begin = store_stmt(s, ST_BEGIN_IMM);
-    if (!begin)
-        return db_err(s);
-    int rc = store_step_done(begin);
-    if (rc)
+    space_plan(s);
+    int rc = append_txn(s, in, n, ids_out);
+    if (rc == -ENOSPC)
+        rc = append_full(s, in, n, ids_out);
+    if (rc == -ENOSPC) {
+        s->space.dropped_pending += n;
         return rc;
-    s->w->room = 0; /* another writer may have added pages since our last transaction */
-    for (size_t i = 0; i < n && !rc; i++)
-        rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
-    if (!rc) {
-        sqlite3_stmt *commit = store_stmt(s, ST_COMMIT);
-        rc = commit ? store_step_done(commit) : db_err(s);
-        if (!rc)
-            wal_trim(s);
     }
-    if (rc) {
-        if (!sqlite3_get_autocommit(s->db)) {
-            sqlite3_stmt *rb = store_stmt(s, ST_ROLLBACK);
-            if (rb)
-                store_step_done(rb);
-        }
-        writer_forget_rows(s->w);
+    if (rc == 0) {
+        shrink_step(s, false);
+        wal_trim(s);
+        space_spare_make(s);
     }
     return rc;
 }

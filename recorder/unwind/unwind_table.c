@@ -7,6 +7,12 @@
  * any process on the host, so every length and offset is checked, and the work per file is
  * bounded (MAX_FDE_ROWS, MAX_REPLAY, MAX_CFI_*) whatever the file says.
  *
+ * Memory, for files as large as ClickHouse's library (680k FDEs, 35 MB of .eh_frame): the FDEs
+ * are kept in 16 bytes each and sorted in place; libdw walks them CFI_CHUNK at a time, each
+ * chunk with a Dwarf_CFI of its own over a search table of the builder's (libdw's caches go
+ * with it); .eh_frame is copied a window at a time (unwind_image.h); and a table that passes
+ * the caller's cap of rows stops there, its rows only counted when it has many FDEs.
+ *
  * A row's rule, from libdw's (but for SIGNAL and END, the return address must be at CFA - 8
  * and the caller's rsp the CFA, or the row is NONE):
  *   CFA = rsp/rbp + off, 0 <= off <= PFR_UW_OFF_MAX   CFA_RSP / CFA_RBP
@@ -38,6 +44,7 @@
 #include <unistd.h>
 
 #include "pfr_vec.h"
+#include "unwind_image.h"
 
 /* x86-64 DWARF register numbers */
 #define REG_RBP 6
@@ -45,9 +52,9 @@
 #define REG_RA  16
 
 #define MAX_XSEGS 16u
-#define MAX_PHDRS 4096u
-#define MAX_SCNS  (1u << 16)
-#define MAX_NOTES 16u /* PT_NOTE segments looked into for Go's build id */
+#define MAX_PHDRS PFR_UW_MAX_PHDRS
+#define MAX_SCNS  PFR_UW_MAX_SCNS
+#define MAX_NOTES PFR_UW_MAX_NOTES
 /* Rows walked in one FDE: libdw replays an FDE's instructions from its start for every row;
  * real functions have at most a few hundred rows (libLLVM-14's largest: 573). */
 #define MAX_FDE_ROWS 4096u
@@ -61,6 +68,21 @@
  * for each DW_CFA_remember_state not yet restored. */
 #define MAX_CFI_REG   255u
 #define MAX_CFI_DEPTH 64u
+/* libdw keeps every FDE and CIE it looks up (~80 bytes each) until dwarf_cfi_end(): 47 MiB for
+ * ClickHouse's 600k FDEs. .eh_frame's FDEs are walked CFI_CHUNK at a time, each chunk with a
+ * Dwarf_CFI of its own: a new one costs a few microseconds, and libdw's search of its cache,
+ * done for every row, is the faster the smaller the cache (64: 20 % less CPU than 4096). */
+#ifndef CFI_CHUNK /* (the fuzz target sets a small one, to cross chunks in small files) */
+#define CFI_CHUNK 64u
+#endif
+/* A file with more FDEs than the cap of rows over this has its rows counted before they are
+ * kept (real files: 6 to 8 rows an FDE, so a table this dense is past the cap). */
+#define COUNT_FIRST_FDE_ROWS 4u
+/* .eh_frame pages kept copied before they are given back (unwind_image.h), by the FDE scan
+ * and between chunks. */
+#ifndef SCAN_HELD_MAX
+#define SCAN_HELD_MAX 256u
+#endif
 
 #ifndef NT_GO_BUILD_ID
 #define NT_GO_BUILD_ID 4
@@ -70,10 +92,17 @@ struct xseg {
     uint64_t lo, hi; /* [p_vaddr, p_vaddr + p_memsz) of an executable PT_LOAD */
 };
 
+/* 16 bytes: ClickHouse's library has 680k FDEs. */
 struct fde_span {
-    uint64_t start, end; /* file virtual addresses the FDE covers, clipped to its segment */
-    uint64_t replay;     /* instruction bytes of the FDE and its CIE: what a row may cost */
+    uint64_t start; /* file virtual address of the FDE's code */
+    uint32_t len;   /* bytes of code it covers, clipped to its segment */
+    uint32_t off;   /* section offset of the FDE (builder.offs_ok) */
 };
+
+static uint64_t fde_end(const struct fde_span *f)
+{
+    return f->start + f->len;
+}
 
 struct cie_info {
     Dwarf_Off off; /* section offset of the CIE */
@@ -85,6 +114,10 @@ struct cie_info {
 
 typedef struct builder {
     Elf *elf;
+    const uint8_t *img; /* the image libelf reads, size img_size */
+    size_t img_size;
+    pfr_uw_image *im; /* its .eh_frame window, NULL: all of it is there */
+    size_t max_rows;  /* 0: no cap */
     pfr_unwind_table *out;
     char *err;
     size_t errlen;
@@ -98,8 +131,17 @@ typedef struct builder {
     size_t ncies, cies_cap;
     struct fde_span *fdes;
     size_t nfdes, fdes_cap;
+    bool offs_ok; /* every FDE's offset fits fde_span.off */
+    uint64_t top; /* the end of the last FDE's code */
     size_t rows_cap;
-    uint64_t replayed; /* instruction bytes libdw may have replayed so far */
+    bool counting;                  /* rows counted, not kept: only the last two */
+    struct pfr_unwind_row last2[2]; /* those, when counting */
+    uint64_t replayed;              /* instruction bytes libdw may have replayed so far */
+    Dwarf_CFI *cfi;                 /* libdw's, over .eh_frame or .debug_frame */
+    Dwarf *dw;                      /* the handle owning cfi, over .debug_frame */
+    /* .eh_frame only: libdw's own ELF file and search table; NULL when it reads .eh_frame itself */
+    Elf *syn;     /* over PFR_UW_IMAGE_PREFIX bytes before the image, and the image */
+    uint8_t *tab; /* its .eh_frame_hdr */
 } builder;
 
 __attribute__((format(printf, 3, 4))) static int fail(builder *b, int rc, const char *fmt, ...)
@@ -468,9 +510,12 @@ static int add_cie(builder *b, Dwarf_Off off, const Dwarf_CIE *cie)
     return 0;
 }
 
+static int need_entry(builder *b, uint64_t off);
+
 /* The CIE at section offset off: seen already (binary search, offsets increase), or read there
- * now (a CIE placed after its FDEs). false if there is none: libdw cannot use the FDE either. */
-static bool find_cie(builder *b, const unsigned char *ident, Dwarf_Off off, struct cie_info *ci)
+ * now (a CIE placed after its FDEs). 1, or 0 if there is none (libdw cannot use the FDE
+ * either), or a negative errno (the file cannot be read again). */
+static int find_cie(builder *b, const unsigned char *ident, Dwarf_Off off, struct cie_info *ci)
 {
     size_t lo = 0, hi = b->ncies;
     while (lo < hi) {
@@ -482,18 +527,21 @@ static bool find_cie(builder *b, const unsigned char *ident, Dwarf_Off off, stru
     }
     if (lo < b->ncies && b->cies[lo].off == off) {
         *ci = b->cies[lo];
-        return true;
+        return 1;
     }
     Dwarf_CFI_Entry e;
     Dwarf_Off next;
+    int rc = need_entry(b, off);
+    if (rc < 0)
+        return rc;
     if (dwarf_next_cfi(ident, b->data, b->eh_frame, off, &next, &e) != 0 || !dwarf_cfi_cie_p(&e))
-        return false;
+        return 0;
     *ci = read_cie(b, off, &e.cie);
-    return true;
+    return 1;
 }
 
-/* Record an FDE that starts in an executable segment, clipped to it. */
-static int add_fde(builder *b, uint64_t start, uint64_t range, uint64_t replay)
+/* Record the FDE at section offset off if it starts in an executable segment, clipped to it. */
+static int add_fde(builder *b, uint64_t off, uint64_t start, uint64_t range)
 {
     if (range == 0 || start + range < start)
         return 0;
@@ -503,20 +551,43 @@ static int add_fde(builder *b, uint64_t start, uint64_t range, uint64_t replay)
         uint64_t end = start + range < b->segs[i].hi ? start + range : b->segs[i].hi;
         if (PFR_VEC_RESERVE(b->fdes, b->fdes_cap, b->nfdes + 1))
             return fail(b, -ENOMEM, "out of memory");
-        b->fdes[b->nfdes++] = (struct fde_span){start, end, replay};
+        /* a longer one makes the code span 4 GiB or more: refused by build_rows(), from top */
+        uint32_t len = end - start < UINT32_MAX ? (uint32_t)(end - start) : UINT32_MAX;
+        b->fdes[b->nfdes++] = (struct fde_span){start, len, (uint32_t)off};
+        b->offs_ok &= off <= UINT32_MAX;
+        if (end > b->top)
+            b->top = end;
         return 0;
     }
     return 0; /* outside the code (a discarded function's tombstone, garbage): no rows */
 }
 
-/* An FDE, read as libdw reads it (fde.c). Every FDE is checked, used or not: libdw may pick any
- * of them for an address. */
+/* An FDE's initial location and range as written, and where its instructions start, read as
+ * libdw reads them (fde.c). false if libdw cannot read them either. */
+static bool fde_fields(const builder *b, const struct cie_info *ci, const Dwarf_FDE *fde,
+                       uint64_t *start, uint64_t *range, const uint8_t **ins)
+{
+    const uint8_t *buf = b->data->d_buf, *lim = buf + b->data->d_size;
+    const uint8_t *p = fde->start, *end = fde->end;
+    uint64_t auglen;
+    if (!p || p < buf || end < p || end > lim || !read_encoded(&p, end, ci->enc, start) ||
+        !read_encoded(&p, end, ci->enc & 0x0f, range))
+        return false;
+    if (ci->sized && (!read_uleb(&p, end, &auglen) || auglen > (uint64_t)(end - p)))
+        return false;
+    *ins = ci->sized ? p + auglen : p;
+    return true;
+}
+
+/* An FDE, read as libdw reads it. Every FDE is checked, used or not: libdw may pick any of
+ * them for an address. */
 static int decode_fde(builder *b, const unsigned char *ident, Dwarf_Off off, const Dwarf_FDE *fde)
 {
     b->out->stats.fdes++;
     struct cie_info ci;
-    if (!find_cie(b, ident, fde->CIE_pointer, &ci))
-        return 0;
+    int found = find_cie(b, ident, fde->CIE_pointer, &ci);
+    if (found <= 0)
+        return found;
     if (ci.enc < 0)
         return fail(b, -ENOEXEC, "a CIE (FDE at %#llx) with an augmentation not understood",
                     (unsigned long long)off);
@@ -524,18 +595,11 @@ static int decode_fde(builder *b, const unsigned char *ident, Dwarf_Off off, con
         return fail(b, -ENOEXEC,
                     "the CIE of the FDE at %#llx names a register past %u or nests states past %u",
                     (unsigned long long)off, MAX_CFI_REG, MAX_CFI_DEPTH);
-    const uint8_t *buf = b->data->d_buf, *lim = buf + b->data->d_size;
-    const uint8_t *p = fde->start, *end = fde->end;
-    if (!p || p < buf || end < p || end > lim)
-        return 0;
-    uint64_t field = b->sec_addr + (uint64_t)(p - buf), start, range, auglen;
-    if (!read_encoded(&p, end, ci.enc, &start) || !read_encoded(&p, end, ci.enc & 0x0f, &range))
+    uint64_t start, range;
+    const uint8_t *ins;
+    if (!fde_fields(b, &ci, fde, &start, &range, &ins))
         return 0; /* libdw fails on it as well */
-    if (ci.sized && (!read_uleb(&p, end, &auglen) || auglen > (uint64_t)(end - p)))
-        return 0;
-    if (ci.sized)
-        p += auglen;
-    if (!program_safe(p, end, ci.enc))
+    if (!program_safe(ins, fde->end, ci.enc))
         return fail(b, -ENOEXEC,
                     "the FDE at %#llx names a register past %u or nests states past %u",
                     (unsigned long long)off, MAX_CFI_REG, MAX_CFI_DEPTH);
@@ -545,12 +609,21 @@ static int decode_fde(builder *b, const unsigned char *ident, Dwarf_Off off, con
     case DW_EH_PE_absptr:
         break;
     case DW_EH_PE_pcrel:
-        start += field;
+        start +=
+            b->sec_addr + (uint64_t)((const uint8_t *)fde->start - (const uint8_t *)b->data->d_buf);
         break;
     default:
         return 0; /* textrel, datarel, funcrel, aligned: not used for x86-64 FDEs */
     }
-    return add_fde(b, start, range, (uint64_t)(end - p) + ci.len);
+    return add_fde(b, off, start, range);
+}
+
+/* Whether the section being read lies in the image (libelf may hand back a copy). */
+static bool data_in_image(const builder *b)
+{
+    const uint8_t *d = b->data->d_buf;
+    return d >= b->img && (size_t)(d - b->img) <= b->img_size &&
+           b->data->d_size <= b->img_size - (size_t)(d - b->img);
 }
 
 static int collect_fdes(builder *b, Elf_Scn *scn, bool eh_frame)
@@ -558,19 +631,29 @@ static int collect_fdes(builder *b, Elf_Scn *scn, bool eh_frame)
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh))
         return fail(b, -ENOEXEC, "unreadable section header: %s", elf_errmsg(-1));
-    b->data = elf_getdata(scn, NULL);
+    /* .eh_frame as libdw reads it (raw); .debug_frame as libdw's Dwarf handle does */
+    b->data = eh_frame ? elf_rawdata(scn, NULL) : elf_getdata(scn, NULL);
     if (!b->data || !b->data->d_buf)
         return fail(b, -ENOEXEC, "unreadable %s: %s", eh_frame ? ".eh_frame" : ".debug_frame",
                     elf_errmsg(-1));
     b->sec_addr = sh.sh_addr;
     b->eh_frame = eh_frame;
     b->ncies = b->nfdes = 0;
+    b->offs_ok = true;
+    b->top = 0;
+    if (eh_frame && !data_in_image(b) && pfr_uw_image_need_all(b->im) < 0)
+        return fail(b, -EIO, "cannot read .eh_frame"); /* (a copy: the window cannot tell) */
     const unsigned char *ident = (const unsigned char *)elf_getident(b->elf, NULL);
     Dwarf_Off off = 0, next;
     Dwarf_CFI_Entry e;
     for (;;) {
+        if (pfr_uw_image_held(b->im) > SCAN_HELD_MAX)
+            pfr_uw_image_drop(b->im); /* nothing points into it between two entries */
+        int rc = eh_frame ? need_entry(b, off) : 0;
+        if (rc < 0)
+            return rc;
         next = (Dwarf_Off)-1; /* not set by an error before the entry's length is read */
-        int rc = dwarf_next_cfi(ident, b->data, eh_frame, off, &next, &e);
+        rc = dwarf_next_cfi(ident, b->data, eh_frame, off, &next, &e);
         if (rc > 0)
             break;
         if (rc == 0) {
@@ -586,12 +669,59 @@ static int collect_fdes(builder *b, Elf_Scn *scn, bool eh_frame)
     return 0;
 }
 
-static int cmp_fde(const void *a, const void *b)
+/* FDE order: by start, then end, then section offset (FDEs of the same code keep the order
+ * they were read in). */
+static bool fde_before(const struct fde_span *x, const struct fde_span *y)
 {
-    const struct fde_span *x = a, *y = b;
     if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return (x->end > y->end) - (x->end < y->end);
+        return x->start < y->start;
+    if (x->len != y->len)
+        return x->len < y->len;
+    return x->off < y->off;
+}
+
+static void sift_down(struct fde_span *a, size_t i, size_t n)
+{
+    for (size_t c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && fde_before(&a[c], &a[c + 1]))
+            c++;
+        if (!fde_before(&a[i], &a[c]))
+            return;
+        struct fde_span t = a[i];
+        a[i] = a[c];
+        a[c] = t;
+    }
+}
+
+static int cmp_fde(const void *x, const void *y)
+{
+    return fde_before(x, y) ? -1 : fde_before(y, x);
+}
+
+/* qsort's merge sort takes a copy of the array: 11 MiB for ClickHouse's FDEs. Past this, a heap
+ * sort in place (O(n log n) whatever a forged file's order, slower); the order is total, so
+ * both give the same. */
+#define SORT_COPY_MAX (256u * 1024u)
+
+static void sort_fdes(struct fde_span *a, size_t n)
+{
+    size_t i = 1;
+    while (i < n && !fde_before(&a[i], &a[i - 1]))
+        i++;
+    if (i >= n)
+        return; /* in order already, as FDEs often are */
+    if (n <= SORT_COPY_MAX / sizeof(*a)) {
+        qsort(a, n, sizeof(*a), cmp_fde);
+        return;
+    }
+    for (i = n / 2; i-- > 0;)
+        sift_down(a, i, n);
+    for (i = n; i-- > 1;) {
+        struct fde_span t = a[0];
+        a[0] = a[i];
+        a[i] = t;
+        sift_down(a, 0, i);
+    }
 }
 
 /* ---- rows ---- */
@@ -731,36 +861,48 @@ static uint32_t translate(Dwarf_Frame *f, bool signalp, bool *unsupported)
     return NONE_RULE;
 }
 
-/* Append a row at vaddr; a rule equal to the last row's extends it instead. */
+/* Row i: the table's, or when only counting, one of the last two. */
+static struct pfr_unwind_row *row(builder *b, size_t i)
+{
+    return b->counting ? &b->last2[i & 1] : &b->out->rows[i];
+}
+
+/* Append a row at vaddr; a rule equal to the last row's extends it instead. Past max_rows the
+ * table could never be loaded: the build stops there. */
 static int push_row(builder *b, uint64_t vaddr, uint32_t rule)
 {
     pfr_unwind_table *t = b->out;
     uint32_t pc = (uint32_t)(vaddr - t->base);
-    if (t->nrows && t->rows[t->nrows - 1].rule == rule)
+    struct pfr_unwind_row *last = t->nrows ? row(b, t->nrows - 1) : NULL;
+    if (last && last->rule == rule)
         return 0;
-    if (t->nrows && t->rows[t->nrows - 1].pc == pc) {
+    if (last && last->pc == pc) {
         /* an empty row (cannot happen with increasing addresses; kept safe) */
-        t->rows[t->nrows - 1].rule = rule;
-        if (t->nrows > 1 && t->rows[t->nrows - 2].rule == rule)
+        last->rule = rule;
+        if (t->nrows > 1 && row(b, t->nrows - 2)->rule == rule)
             t->nrows--;
         return 0;
     }
-    if (PFR_VEC_RESERVE(t->rows, b->rows_cap, t->nrows + 1))
+    if (b->max_rows && t->nrows == b->max_rows)
+        return fail(b, -E2BIG, "more than %zu rows (the cap), at %#llx", b->max_rows,
+                    (unsigned long long)vaddr);
+    if (!b->counting && PFR_VEC_RESERVE(t->rows, b->rows_cap, t->nrows + 1))
         return fail(b, -ENOMEM, "out of memory");
-    t->rows[t->nrows++] = (struct pfr_unwind_row){pc, rule};
+    *row(b, t->nrows++) = (struct pfr_unwind_row){pc, rule};
     return 0;
 }
 
-/* The rows of [lo, end), part of an FDE, from libdw, one row after the other. */
-static int walk_fde(builder *b, Dwarf_CFI *cfi, const struct fde_span *fd, uint64_t lo)
+/* The rows of [lo, end), part of an FDE, from libdw, one row after the other. Each costs libdw
+ * replay bytes of instructions. */
+static int walk_fde(builder *b, const struct fde_span *fd, uint64_t lo, uint64_t replay)
 {
-    uint64_t addr = lo, end = fd->end;
+    uint64_t addr = lo, end = fde_end(fd);
     for (unsigned i = 0; addr < end; i++) {
         Dwarf_Frame *f = NULL;
         if (i >= MAX_FDE_ROWS || b->replayed > MAX_REPLAY ||
-            dwarf_cfi_addrframe(cfi, addr, &f) != 0)
+            dwarf_cfi_addrframe(b->cfi, addr, &f) != 0)
             break;
-        b->replayed += fd->replay;
+        b->replayed += replay;
         Dwarf_Addr s, e;
         bool signalp = false;
         int ra = dwarf_frame_info(f, &s, &e, &signalp);
@@ -787,32 +929,230 @@ static int walk_fde(builder *b, Dwarf_CFI *cfi, const struct fde_span *fd, uint6
     return 0;
 }
 
-static int build_rows(builder *b, Dwarf_CFI *cfi)
+/* ---- our search table: libdw finds each FDE by its offset, one chunk at a time ----
+ *
+ * Without a search table libdw finds an FDE by reading .eh_frame from the start, keeping every
+ * entry it reads: a new Dwarf_CFI per chunk would read the section again each time. With the
+ * file's own table it could reach FDEs never checked (and lld puts .eh_frame_hdr after
+ * .eh_frame, where libdw does not look). So libdw reads a small ELF file of the builder's own,
+ * in the zeroed bytes before the image: an .eh_frame_hdr holding a table of the chunk's FDEs,
+ * then the file's .eh_frame, the same bytes at the same address. One entry per FDE walked, at
+ * the address its rows start from, pointing at the FDE the rows come from: only checked FDEs
+ * are ever reached, and an address finds exactly the FDE walked for it. */
+
+#define TAB_HEAD  16u /* version, 3 encodings, eh_frame_ptr (udata8), fde_count (udata4) */
+#define SYN_SHDRS sizeof(Elf64_Ehdr)
+#define SYN_NAMES (SYN_SHDRS + 4 * sizeof(Elf64_Shdr))
+#define SYN_TAB   512u
+_Static_assert(SYN_TAB + TAB_HEAD + CFI_CHUNK * 16 <= PFR_UW_IMAGE_PREFIX, "a whole table fits");
+
+static const char syn_names[] = "\0.shstrtab\0.eh_frame_hdr\0.eh_frame";
+
+/* The builder's ELF file over the image's .eh_frame (b->data), for libdw: b->syn. */
+static int make_syn(builder *b)
 {
-    qsort(b->fdes, b->nfdes, sizeof(b->fdes[0]), cmp_fde);
-    uint64_t base = b->fdes[0].start, top = base;
-    for (size_t i = 0; i < b->nfdes; i++)
-        if (b->fdes[i].end > top)
-            top = b->fdes[i].end;
+    uint8_t *z = (uint8_t *)b->img - PFR_UW_IMAGE_PREFIX;
+    const uint8_t *eh = b->data->d_buf;
+    Elf64_Ehdr h = {.e_type = ET_DYN,
+                    .e_machine = EM_X86_64,
+                    .e_version = EV_CURRENT,
+                    .e_shoff = SYN_SHDRS,
+                    .e_ehsize = sizeof(Elf64_Ehdr),
+                    .e_shentsize = sizeof(Elf64_Shdr),
+                    .e_shnum = 4,
+                    .e_shstrndx = 1};
+    static const uint8_t ident[EI_NIDENT] = {ELFMAG0,    ELFMAG1,     ELFMAG2,   ELFMAG3,
+                                             ELFCLASS64, ELFDATA2LSB, EV_CURRENT};
+    memcpy(h.e_ident, ident, EI_NIDENT);
+    Elf64_Shdr sh[4] = {
+        {0},
+        {.sh_name = 1, .sh_type = SHT_STRTAB, .sh_offset = SYN_NAMES, .sh_size = sizeof(syn_names)},
+        {.sh_name = 11,
+         .sh_type = SHT_PROGBITS,
+         .sh_flags = SHF_ALLOC,
+         .sh_offset = SYN_TAB,
+         .sh_size = TAB_HEAD + CFI_CHUNK * 16},
+        {.sh_name = 25,
+         .sh_type = SHT_PROGBITS,
+         .sh_flags = SHF_ALLOC,
+         .sh_addr = b->sec_addr,
+         .sh_offset = PFR_UW_IMAGE_PREFIX + (uint64_t)(eh - b->img),
+         .sh_size = b->data->d_size},
+    };
+    memcpy(z, &h, sizeof(h));
+    memcpy(z + SYN_SHDRS, sh, sizeof(sh));
+    memcpy(z + SYN_NAMES, syn_names, sizeof(syn_names));
+    b->tab = z + SYN_TAB;
+    b->syn = elf_memory((char *)z, PFR_UW_IMAGE_PREFIX + b->img_size);
+    if (!b->syn)
+        return fail(b, -ENOMEM, "cannot read the builder's own ELF image: %s", elf_errmsg(-1));
+    return 0;
+}
+
+static uint8_t *put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+/* Start the chunk of FDEs from i: a new Dwarf_CFI over a table of the next CFI_CHUNK FDEs walked
+ * (those not inside an earlier one, from covered on). *end is the first FDE past the chunk. */
+static int next_chunk(builder *b, size_t i, uint64_t covered, size_t *end)
+{
+    if (b->cfi)
+        dwarf_cfi_end(b->cfi);
+    b->cfi = NULL;
+    if (pfr_uw_image_held(b->im) > SCAN_HELD_MAX)
+        pfr_uw_image_drop(b->im); /* nothing points into .eh_frame now */
+    uint8_t *e = b->tab + TAB_HEAD;
+    size_t n = 0;
+    for (; i < b->nfdes && n < CFI_CHUNK; i++) {
+        const struct fde_span *fd = &b->fdes[i];
+        if (fde_end(fd) <= covered)
+            continue;
+        e = put_le(e, fd->start > covered ? fd->start : covered, 8);
+        e = put_le(e, b->sec_addr + fd->off, 8);
+        n++;
+        covered = fde_end(fd);
+    }
+    *end = i;
+    /* version 1, .eh_frame's address and the count as udata8 and udata4, absolute udata8 entries */
+    uint8_t *h = b->tab;
+    *h++ = 1;
+    *h++ = DW_EH_PE_udata8;
+    *h++ = DW_EH_PE_udata4;
+    *h++ = DW_EH_PE_udata8;
+    h = put_le(h, b->sec_addr, 8);
+    put_le(h, n, 4);
+    if (!(b->cfi = dwarf_getcfi_elf(b->syn)))
+        return fail(b, -ENOEXEC, "unusable .eh_frame: %s", dwarf_errmsg(-1));
+    return 0;
+}
+
+/* The CFI entry at section offset off (and the bytes after it libdw may read), copied into the
+ * image's window. */
+static int need_entry(builder *b, uint64_t off)
+{
+    const uint8_t *buf = b->data->d_buf;
+    uint64_t size = b->data->d_size;
+    if (!b->im || off >= size)
+        return 0;
+    int rc = pfr_uw_image_need(b->im, buf + off, 12); /* the length, 4 or 4 + 8 bytes */
+    if (rc < 0)
+        return fail(b, rc, "cannot read the file again: %s",
+                    rc == -ESTALE ? "it changed" : strerror(-rc));
+    uint64_t len = size - off;
+    uint32_t l32;
+    if (len >= 4) {
+        memcpy(&l32, buf + off, 4);
+        uint64_t l64 = l32;
+        unsigned head = 4;
+        if (l32 == 0xffffffffu && len >= 12) {
+            memcpy(&l64, buf + off + 4, 8);
+            head = 12;
+        }
+        if (l64 <= len - head)
+            len = head + l64;
+    }
+    rc = pfr_uw_image_need(b->im, buf + off, len);
+    if (rc < 0)
+        return fail(b, rc, "cannot read the file again: %s",
+                    rc == -ESTALE ? "it changed" : strerror(-rc));
+    return 0;
+}
+
+/* An FDE before libdw walks it: copied into the window with its CIE, and what each of its rows
+ * may cost libdw (the instructions of both, replayed from the start for every row). */
+static int prepare_fde(builder *b, const struct fde_span *fd, uint64_t *replay)
+{
+    *replay = MAX_REPLAY + 1ull; /* not readable now (it was): one row, then no more */
+    const unsigned char *ident = (const unsigned char *)elf_getident(b->elf, NULL);
+    Dwarf_CFI_Entry e;
+    Dwarf_Off next;
+    int rc = need_entry(b, fd->off);
+    if (rc < 0 || dwarf_next_cfi(ident, b->data, b->eh_frame, fd->off, &next, &e) != 0 ||
+        dwarf_cfi_cie_p(&e))
+        return rc;
+    struct cie_info ci;
+    rc = need_entry(b, e.fde.CIE_pointer);
+    if (rc == 0)
+        rc = find_cie(b, ident, e.fde.CIE_pointer, &ci);
+    if (rc <= 0)
+        return rc;
+    uint64_t start, range;
+    const uint8_t *ins;
+    if (fde_fields(b, &ci, &e.fde, &start, &range, &ins))
+        *replay = (uint64_t)((const uint8_t *)e.fde.end - ins) + ci.len;
+    return 0;
+}
+
+/* Room for the rows, reserved once: about 7 rows an FDE in real files (libc 7.6, python3.11
+ * 6.3, ClickHouse 7.0), never more than the cap. Pages not written are never backed. */
+static void reserve_rows(builder *b)
+{
+    size_t want = b->nfdes < SIZE_MAX / 8 - 2 ? b->nfdes * 8 + 2 : SIZE_MAX / 8;
+    if (b->max_rows && want > b->max_rows)
+        want = b->max_rows;
+    (void)PFR_VEC_RESERVE(b->out->rows, b->rows_cap, want); /* else it grows as it goes */
+}
+
+/* The rows of every FDE, in order of address: gaps between FDEs are NONE rows, an FDE inside
+ * an earlier one is skipped, and the end of the last FDE is a NONE row. */
+static int walk_all(builder *b)
+{
+    uint64_t covered = b->out->base; /* rows describe [base, covered) */
+    int rc = 0;
+    for (size_t i = 0, end = b->nfdes; rc == 0 && i < b->nfdes;) {
+        if (b->syn)
+            rc = next_chunk(b, i, covered, &end);
+        for (; rc == 0 && i < end; i++) {
+            const struct fde_span *fd = &b->fdes[i];
+            if (fde_end(fd) <= covered)
+                continue; /* inside an earlier FDE: the first one wins */
+            uint64_t replay;
+            if (fd->start > covered)
+                rc = push_row(b, covered, NONE_RULE); /* a gap between FDEs */
+            if (rc == 0)
+                rc = prepare_fde(b, fd, &replay);
+            if (rc == 0)
+                rc = walk_fde(b, fd, fd->start > covered ? fd->start : covered, replay);
+            covered = fde_end(fd);
+        }
+    }
+    return rc == 0 ? push_row(b, covered, NONE_RULE) : rc;
+}
+
+static int build_rows(builder *b, bool eh_frame)
+{
+    if (!b->offs_ok)
+        return fail(b, -EFBIG, "call-frame information of 4 GiB or more");
+    sort_fdes(b->fdes, b->nfdes);
+    uint64_t base = b->fdes[0].start, top = b->top;
     if (top - base > UINT32_MAX)
         return fail(b, -EFBIG, "code spans %#llx bytes (4 GiB or more)",
                     (unsigned long long)(top - base));
     b->out->base = base;
-    uint64_t covered = base; /* rows describe [base, covered) */
-    for (size_t i = 0; i < b->nfdes; i++) {
-        const struct fde_span *fd = &b->fdes[i];
-        if (fd->end <= covered)
-            continue; /* inside an earlier FDE: the first one wins */
-        int rc = 0;
-        if (fd->start > covered)
-            rc = push_row(b, covered, NONE_RULE); /* a gap between FDEs */
-        if (rc == 0)
-            rc = walk_fde(b, cfi, fd, fd->start > covered ? fd->start : covered);
+    int rc = eh_frame && data_in_image(b) ? make_syn(b) : 0;
+    if (rc < 0)
+        return rc;
+    if (!b->syn && pfr_uw_image_need_all(b->im) < 0) /* libdw reads .eh_frame on its own */
+        return fail(b, -EIO, "cannot read .eh_frame");
+    /* A table likely past the cap (real files have 6 to 8 rows an FDE) is counted first,
+     * without keeping its rows: refused, it never costs them; fitting after all, it is walked
+     * again. */
+    if (b->max_rows && b->nfdes > b->max_rows / COUNT_FIRST_FDE_ROWS) {
+        b->counting = true;
+        rc = walk_all(b);
+        b->counting = false;
         if (rc < 0)
             return rc;
-        covered = fd->end;
+        b->out->nrows = 0;
+        b->out->stats.rows_in = b->out->stats.unsupported = 0;
+        b->replayed = 0;
     }
-    int rc = push_row(b, covered, NONE_RULE);
+    reserve_rows(b);
+    rc = walk_all(b);
     if (rc == 0 && b->out->nrows < 2)
         rc = fail(b, -ENOENT, "no call-frame rule the sampler can follow");
     return rc;
@@ -838,11 +1178,9 @@ static int build(builder *b, unsigned flags)
     if (go_eh_only && !eh)
         return fail(b, -ENOTSUP, "a Go program without C code (its code keeps frame pointers)");
 
-    Dwarf_CFI *cfi = NULL;
-    Dwarf *dw = NULL;
     if (eh) {
         rc = collect_fdes(b, eh, true);
-        if (rc == 0 && b->nfdes > 0 && !(cfi = dwarf_getcfi_elf(b->elf)))
+        if (rc == 0 && b->nfdes > 0 && !(b->cfi = dwarf_getcfi_elf(b->elf)))
             rc = fail(b, -ENOEXEC, "unusable .eh_frame: %s", dwarf_errmsg(-1));
     }
     if (rc == 0 && b->nfdes == 0 && go_eh_only)
@@ -851,37 +1189,40 @@ static int build(builder *b, unsigned flags)
         /* no .eh_frame (or none for the code): .debug_frame, through a Dwarf handle, which
          * also decompresses the section in place */
         b->out->stats.fdes = 0;
-        dw = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
-        cfi = dw ? dwarf_getcfi(dw) : NULL;
-        if (!cfi)
+        b->dw = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
+        b->cfi = b->dw ? dwarf_getcfi(b->dw) : NULL;
+        if (!b->cfi)
             rc = fail(b, -ENOEXEC, "unusable .debug_frame: %s", dwarf_errmsg(-1));
         else
             rc = collect_fdes(b, dbg, false);
         b->out->stats.debug_frame = 1;
+        eh = NULL;
     }
     if (rc == 0 && b->nfdes == 0)
         rc = fail(b, -ENOENT, "no call-frame information for the file's code");
     if (rc == 0)
-        rc = build_rows(b, cfi);
-    if (cfi && !dw)
-        dwarf_cfi_end(cfi);
-    if (dw)
-        dwarf_end(dw);
+        rc = build_rows(b, eh != NULL);
     return rc;
 }
 
-static int build_elf(Elf *elf, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
+static int build_elf(builder *b, unsigned flags)
 {
-    builder b = {.elf = elf, .out = out, .err = err, .errlen = errlen};
-    int rc = elf ? build(&b, flags) : fail(&b, -ENOEXEC, "not an ELF file: %s", elf_errmsg(-1));
-    free(b.cies);
-    free(b.fdes);
+    int rc = b->elf ? build(b, flags) : fail(b, -ENOEXEC, "not an ELF file: %s", elf_errmsg(-1));
+    if (b->dw)
+        dwarf_end(b->dw); /* and the CFI it owns */
+    else if (b->cfi)
+        dwarf_cfi_end(b->cfi);
+    if (b->syn)
+        elf_end(b->syn);
+    free(b->cies);
+    free(b->fdes);
+    pfr_unwind_table *out = b->out;
     if (rc < 0) {
         pfr_unwind_table_free(out);
         return rc;
     }
-    if (out->nrows) {
-        /* give back the slack of the doubling */
+    if (out->nrows && out->nrows < b->rows_cap) {
+        /* give back what was reserved and not used */
         struct pfr_unwind_row *r = realloc(out->rows, out->nrows * sizeof(*r));
         if (r)
             out->rows = r;
@@ -889,92 +1230,7 @@ static int build_elf(Elf *elf, unsigned flags, pfr_unwind_table *out, char *err,
     return 0;
 }
 
-/* ---- the file image ----
- *
- * libelf and libdw run over an image in our memory, never over the file: libdw 0.188 reads the
- * first byte of a LEB128 operand before checking the end of the instructions, so a forged FDE
- * can make it read a byte past its section. In our image that byte is the file's next one or
- * the zeroed IMAGE_PAD, and the result is the same from a descriptor and from memory. From a
- * descriptor the image is sparse: anonymous memory of the file's size, where only the headers
- * and the sections read here are copied (each with IMAGE_TAIL bytes after it). */
-
-#define IMAGE_PAD  4096u
-#define IMAGE_TAIL 16u
-
-typedef struct image {
-    int fd;
-    uint64_t size; /* of the file */
-    uint8_t *p;    /* size + IMAGE_PAD bytes, mmap'ed */
-} image;
-
-/* Copy [off, off + len + IMAGE_TAIL) of the file, clipped to it, into the image. */
-static int image_copy(image *im, uint64_t off, uint64_t len)
-{
-    if (off >= im->size)
-        return 0;
-    uint64_t end = len > im->size - off ? im->size : off + len;
-    end = im->size - end > IMAGE_TAIL ? end + IMAGE_TAIL : im->size;
-    while (off < end) {
-        ssize_t n = pread(im->fd, im->p + off, end - off, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break; /* the file shrank: the rest stays zero, and reads as corrupt */
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-/* What the builder reads, found with libelf over the descriptor, copied into the image. */
-static int image_fill(image *im, Elf *e)
-{
-    GElf_Ehdr eh;
-    int rc = image_copy(im, 0, sizeof(Elf64_Ehdr));
-    if (rc < 0 || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64 ||
-        !gelf_getehdr(e, &eh))
-        return rc; /* the header alone tells the builder what is wrong */
-    size_t nph = 0, nsh = 0, shstrndx = 0;
-    /* libelf reads the tables with its own entry sizes, whatever e_phentsize says */
-    uint64_t phsz = eh.e_phentsize > sizeof(Elf64_Phdr) ? eh.e_phentsize : sizeof(Elf64_Phdr);
-    uint64_t shsz = eh.e_shentsize > sizeof(Elf64_Shdr) ? eh.e_shentsize : sizeof(Elf64_Shdr);
-    if (elf_getphdrnum(e, &nph) == 0 && nph <= MAX_PHDRS)
-        rc = image_copy(im, eh.e_phoff, nph * phsz);
-    if (rc == 0 && elf_getshdrnum(e, &nsh) == 0 && nsh <= MAX_SCNS)
-        rc = image_copy(im, eh.e_shoff, (nsh ? nsh : 1) * shsz);
-    unsigned notes = 0;
-    for (size_t i = 0; rc == 0 && i < nph && nph <= MAX_PHDRS; i++) {
-        GElf_Phdr ph;
-        if (!gelf_getphdr(e, (int)i, &ph))
-            break;
-        if ((ph.p_type == PT_NOTE && notes++ < MAX_NOTES) || ph.p_type == PT_GNU_EH_FRAME)
-            rc = image_copy(im, ph.p_offset, ph.p_filesz);
-    }
-    if (rc < 0 || elf_getshdrstrndx(e, &shstrndx) != 0)
-        return rc;
-    /* the first section of each name, as read_sections() and libdw take it */
-    static const char *const wanted[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame",
-                                         ".note.go.buildid"};
-    bool seen[sizeof(wanted) / sizeof(wanted[0])] = {false};
-    Elf_Scn *scn = NULL;
-    for (unsigned count = 0; rc == 0 && (scn = elf_nextscn(e, scn)) && count < MAX_SCNS; count++) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS || sh.sh_size == 0)
-            continue; /* as read_sections() skips them */
-        if (elf_ndxscn(scn) == shstrndx) {
-            rc = image_copy(im, sh.sh_offset, sh.sh_size);
-            continue;
-        }
-        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
-        for (size_t w = 0; name && w < sizeof(wanted) / sizeof(wanted[0]); w++)
-            if (!seen[w] && strcmp(name, wanted[w]) == 0) {
-                seen[w] = true;
-                rc = image_copy(im, sh.sh_offset, sh.sh_size);
-            }
-    }
-    return rc;
-}
+/* ---- the entry points ---- */
 
 static void start(pfr_unwind_table *out, char *err, size_t errlen)
 {
@@ -984,17 +1240,28 @@ static void start(pfr_unwind_table *out, char *err, size_t errlen)
     elf_version(EV_CURRENT);
 }
 
-static int build_image(char *img, size_t size, unsigned flags, pfr_unwind_table *out, char *err,
-                       size_t errlen)
+/* Build from an image (unwind_image.h: why libelf never reads the file itself); im is its
+ * window, NULL when all of it is there. */
+static int build_image(uint8_t *img, size_t size, pfr_uw_image *im, unsigned flags, size_t max_rows,
+                       pfr_unwind_table *out, char *err, size_t errlen)
 {
-    Elf *elf = elf_memory(img, size);
-    int rc = build_elf(elf, flags, out, err, errlen);
+    Elf *elf = elf_memory((char *)img, size);
+    builder b = {.elf = elf,
+                 .img = img,
+                 .img_size = size,
+                 .im = im,
+                 .max_rows = max_rows,
+                 .out = out,
+                 .err = err,
+                 .errlen = errlen};
+    int rc = build_elf(&b, flags);
     if (elf)
         elf_end(elf);
     return rc;
 }
 
-int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
+int pfr_unwind_table_build_capped(int fd, unsigned flags, size_t max_rows, pfr_unwind_table *out,
+                                  char *err, size_t errlen)
 {
     start(out, err, errlen);
     builder b = {.out = out, .err = err, .errlen = errlen};
@@ -1003,25 +1270,23 @@ int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *
         return fail(&b, -errno, "cannot stat the file: %s", strerror(errno));
     if (!S_ISREG(st.st_mode) || st.st_size <= 0)
         return fail(&b, -ENOEXEC, "not an ELF file: not a regular file, or empty");
-    image im = {.fd = fd, .size = (uint64_t)st.st_size};
-    if (im.size > SIZE_MAX - IMAGE_PAD)
-        return fail(&b, -EFBIG, "a file of %llu bytes", (unsigned long long)im.size);
-    /* untouched pages cost nothing: only what image_fill() copies is ever backed */
-    void *p = mmap(NULL, im.size + IMAGE_PAD, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return fail(&b, -ENOMEM, "cannot map %llu bytes", (unsigned long long)im.size);
-    im.p = p;
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-    int rc = e ? image_fill(&im, e) : image_copy(&im, 0, sizeof(Elf64_Ehdr));
-    if (e)
-        elf_end(e);
-    if (rc < 0)
+    if ((uint64_t)st.st_size > SIZE_MAX - PFR_UW_IMAGE_PREFIX - PFR_UW_IMAGE_PAD)
+        return fail(&b, -EFBIG, "a file of %llu bytes", (unsigned long long)st.st_size);
+    pfr_uw_image im;
+    int rc = pfr_uw_image_load(&im, fd, (uint64_t)st.st_size);
+    if (rc == -ENOMEM)
+        rc = fail(&b, rc, "cannot map %llu bytes", (unsigned long long)st.st_size);
+    else if (rc < 0)
         rc = fail(&b, rc, "cannot read the file: %s", strerror(-rc));
     else
-        rc = build_image(p, im.size, flags, out, err, errlen);
-    munmap(p, im.size + IMAGE_PAD);
+        rc = build_image(im.p, (size_t)im.size, &im, flags, max_rows, out, err, errlen);
+    pfr_uw_image_free(&im);
     return rc;
+}
+
+int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
+{
+    return pfr_unwind_table_build_capped(fd, flags, 0, out, err, errlen);
 }
 
 int pfr_unwind_table_build_mem(const void *data, size_t size, unsigned flags, pfr_unwind_table *out,
@@ -1029,16 +1294,16 @@ int pfr_unwind_table_build_mem(const void *data, size_t size, unsigned flags, pf
 {
     start(out, err, errlen);
     builder b = {.out = out, .err = err, .errlen = errlen};
-    if (size > SIZE_MAX - IMAGE_PAD)
+    if (size > SIZE_MAX - PFR_UW_IMAGE_PREFIX - PFR_UW_IMAGE_PAD)
         return fail(&b, -EFBIG, "an image of %zu bytes", size);
     /* libelf takes a writable image: a copy, with the same zeroed pad as from a descriptor */
-    char *img = calloc(1, size + IMAGE_PAD);
-    if (!img)
+    uint8_t *buf = calloc(1, PFR_UW_IMAGE_PREFIX + size + PFR_UW_IMAGE_PAD);
+    if (!buf)
         return fail(&b, -ENOMEM, "out of memory");
     if (size)
-        memcpy(img, data, size);
-    int rc = build_image(img, size, flags, out, err, errlen);
-    free(img);
+        memcpy(buf + PFR_UW_IMAGE_PREFIX, data, size);
+    int rc = build_image(buf + PFR_UW_IMAGE_PREFIX, size, NULL, flags, 0, out, err, errlen);
+    free(buf);
     return rc;
 }
 

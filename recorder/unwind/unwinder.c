@@ -456,7 +456,9 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
             count(u, &u->st.open_failed, t0);
             return;
         }
-        rc = pfr_unwind_table_build(fd, u->opts.build_flags, &t, err, sizeof(err));
+        /* a table larger than the whole map could never be loaded: its build stops there */
+        size_t cap = u->opts.max_rows ? u->opts.max_rows : 1;
+        rc = pfr_unwind_table_build_capped(fd, u->opts.build_flags, cap, &t, err, sizeof(err));
         close(fd);
     }
     uint64_t *outcome = &u->st.tables;
@@ -467,21 +469,21 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
     }
     if (rc == -ENOEXEC)
         outcome = &u->st.bad_files;
-    else if (rc || t.nrows > u->opts.max_rows)
+    else if (rc || t.nrows > u->opts.max_rows) /* -E2BIG: past the cap */
         outcome = &u->st.no_table;
+    bool large = rc == -E2BIG || t.nrows >= TRIM_AFTER_ROWS;
     bool with_rows = outcome == &u->st.tables;
     rc = load(u, &key, with_rows ? &t : NULL, 0);
     if (rc && with_rows) { /* frame pointers for this file: for a while if only for want of room */
         outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
         rc = load(u, &key, NULL, rc == -ENOSPC ? mono_ns() + u->retry_ns : 0);
     }
-    size_t built = t.nrows;
     pfr_unwind_table_free(&t);
     if (rc)
         forget_asked(u, &key);
-    /* a large file's build leaves libdw's many small blocks free in the heap: give them back
-     * (libLLVM's table took 26 MiB to build; the recorder runs in ~45) */
-    if (built >= TRIM_AFTER_ROWS)
+    /* a large file's build (or one refused past the cap) leaves small blocks free in the heap:
+     * give them back (libLLVM's table takes 10 MiB to build; the recorder runs in ~45) */
+    if (large)
         malloc_trim(0);
     count(u, outcome, t0);
 }

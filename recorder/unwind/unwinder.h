@@ -11,7 +11,8 @@
  * another: when they fill the cap, the new file gets 0 rows for a while (30 s), then is asked
  * again.
  * A file with no usable table (none in the file, a Go program, a corrupt file, a table larger
- * than the whole cap) gets an entry of 0 rows: walked by frame pointers, not asked again.
+ * than the whole cap) gets an entry of 0 rows: walked by frame pointers, not asked again. A
+ * table larger than the cap is given up as soon as it passes it (counted in no_table).
  *
  * Errors: functions return 0 or a negative errno with a sentence in err; nothing is printed.
  * Ownership: pfr_unwinder_new() returns a handle freed by pfr_unwinder_free(); the map
@@ -40,7 +41,8 @@ typedef struct pfr_unwinder_stats {
     uint64_t requests;     /* files asked for by the sampler */
     uint64_t queue_full;   /* requests dropped (queue full); the sampler asks again */
     uint64_t tables;       /* tables built and loaded */
-    uint64_t no_table;     /* files given 0 rows: no call-frame information, Go, or too large */
+    uint64_t no_table;     /* files given 0 rows: no call-frame information, Go, or larger than
+                            * the cap (-E2BIG) */
     uint64_t no_room;      /* files given 0 rows for a while: the tables in use fill the cap */
     uint64_t bad_files;    /* files that could not be parsed (corrupt, truncated, not x86-64) */
     uint64_t open_failed;  /* files that could not be opened (process gone, no permission) */

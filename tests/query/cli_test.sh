@@ -138,6 +138,27 @@ check "-o .svg writes svg" grep -q "<svg" "$W/f.svg"
 check "svg prints the range and filters" grep -q "2024-05-01 12:00:00 +0000 to 2024-05-01 12:10:00 +0000 (10m) · service svc-0, type ebpf:cpu:nanoseconds" "$W/f.svg"
 expect_exit 0 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) -o "$W/f.html"
 check "-o .html writes html" grep -q "<!DOCTYPE html>" "$W/f.html"
+# -o never destroys what it names: a device that fails (like /dev/full), a symlink to it, and a
+# symlink to a file whose rewrite fails all survive; a good write keeps a symlink a symlink.
+rm -f "$W/full" "$W/to-full" "$W/to-svg"
+mknod "$W/full" c 1 7
+ln -s "$W/full" "$W/to-full"
+expect_exit 1 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) --format svg -o "$W/full"
+check "-o to a failing device reports it" grep -q "No space left" "$W/err"
+check "-o to a failing device leaves the node" test -c "$W/full"
+expect_exit 1 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) --format svg -o "$W/to-full"
+check "-o to a symlink to it leaves the link" test -L "$W/to-full"
+check "... and the node" test -c "$W/full"
+cp "$W/f.svg" "$W/keep.svg"
+ln -s "$W/keep.svg" "$W/to-svg"
+expect_exit 3 "$PFR" --store "$R" flame --service nosuch --from $T0 --to $((T0 + 600)) -o "$W/to-svg"
+check "a failed query leaves the symlink" test -L "$W/to-svg"
+check "... and its file" cmp -s "$W/f.svg" "$W/keep.svg"
+expect_exit 0 "$PFR" --store "$R" flame --service svc-1 --from $T0 --to $((T0 + 600)) -o "$W/to-svg"
+check "a good write through a symlink keeps the link" test -L "$W/to-svg"
+check "... and rewrites its file" grep -q "svc-1" "$W/keep.svg"
+check "no temporary file left" bash -c "! ls -A '$W' | grep -q '^\.pfr-out-'"
+rm -f "$W/full" "$W/to-full" "$W/to-svg" "$W/keep.svg"
 check "html has no external URL" bash -c "! grep -Eq '(src|href)=\"?(https?:)?//' '$W/f.html'"
 expect_exit 0 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) --format top --limit 5
 check "top has 5 rows" test "$(grep -cE '[0-9]%  ' "$W/out")" = 5
@@ -302,6 +323,14 @@ check "writer finished while being read" test $? -eq 0
 check "$reads reads during writes, none failed" test $readfail -eq 0
 expect_exit 0 "$PFR" --store "$W/live.db" ls
 check "all chunks there after the writer" grep -q "chunks    150" "$W/out"
+
+# counters read from the ring are range-checked: a tampered count is no 18446744073709551611
+cp "$R" "$W/tampered.db"
+sqlite3 "$W/tampered.db" "UPDATE meta SET value = -5 WHERE key = 'evicted'"
+expect_exit 0 "$PFR" --store "$W/tampered.db" ls
+check "a tampered counter is not wrapped" bash -c "! grep -q 18446744 '$W/out'"
+check "a tampered counter is reported" grep -q "counters are out of range" "$W/out"
+rm -f "$W/tampered.db"
 
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -31,7 +31,8 @@ static const char *env_names[] = {"PFR_STORE",
                                   "PFR_METRICS_LISTEN",
                                   "PFR_SCRAPE_INTERVAL",
                                   "PFR_UNWIND",
-                                  "PFR_UNWIND_TABLE_BYTES"};
+                                  "PFR_UNWIND_TABLE_BYTES",
+                                  "PFR_DISK_RESERVE"};
 
 /* No PFR_* variable, and PFR_CONFIG naming an empty file: a host with pfr installed has a
  * default config file that would otherwise change what the tests see. */
@@ -254,6 +255,10 @@ static void file_errors(void **state)
         {"[service]\nrule = comm x\n", "KIND PATTERN SERVICE"},
         {"[service]\nname = x\n", "unknown key 'name'"},
         {"[recorder\nstore = x\n", ":1:"},
+        /* given twice: refused with both lines, not the last silently winning */
+        {"[recorder]\ncpu_hz = 10\ncpu_hz = 20\n", ":3: key 'cpu_hz' in [recorder] given again "
+                                                   "(first at line 2)"},
+        {"[recorder]\ncpu_hz = 10\n[recorder]\n", ":3: section [recorder] given again"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *path = write_file(cases[i].text);
@@ -268,6 +273,46 @@ static void file_errors(void **state)
     }
     char *argv[] = {"pfr-recorder", "--config", "/nonexistent/pfr.ini", NULL};
     expect_error(argv, "cannot open config file /nonexistent/pfr.ini");
+}
+
+/* Lines are read whole: a long comment never sets a key, a 300-byte value arrives whole, and a
+ * line past the limit is refused by number. Repeatable keys stay repeatable. */
+static void long_lines_and_repeats(void **state)
+{
+    (void)state;
+    char text[9000], pad[400];
+    memset(pad, 'x', 380);
+    pad[380] = '\0';
+    char store[310] = "/tmp/";
+    memset(store + 5, 's', 295);
+    store[300] = '\0';
+    snprintf(text, sizeof(text),
+             "[recorder]\n# %sinterval = 7\nstore = %s\n[service]\nrule = comm a x\n"
+             "rule = comm b y\n",
+             pad, store);
+    char *path = write_file(text);
+    char cfgarg[128], err[512] = "";
+    snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
+    char *argv[] = {"pfr-recorder", cfgarg, NULL};
+    pfr_config c;
+    assert_int_equal(load(&c, argv, err, sizeof(err)), 0);
+    assert_int_equal(c.interval_ns, 10000000000ll); /* the comment's "interval = 7": ignored */
+    assert_string_equal(c.store_path, store);
+    assert_int_equal(c.rules.n, 2);
+    pfr_config_free(&c);
+    unlink(path);
+    free(path);
+
+    char *huge = malloc(6000);
+    memset(huge, 'h', 5000);
+    huge[5000] = '\0';
+    snprintf(text, sizeof(text), "[recorder]\nstore = /tmp/%s\n", huge);
+    free(huge);
+    path = write_file(text);
+    snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
+    expect_error(argv, ":2: line is too long");
+    unlink(path);
+    free(path);
 }
 
 static void flag_and_env_errors(void **state)
@@ -337,6 +382,56 @@ static void set_values(void **state)
     assert_int_equal(c.symbolize_budget_ns, 2500000000ll);
     assert_int_equal(pfr_config_set(&c, "symbolize_budget", "-1", err, sizeof(err)), -EINVAL);
     pfr_config_free(&c);
+}
+
+/* disk_reserve: its forms, its errors, and a flag over the environment. Modes are
+ * pfr_store_reserve_mode's (the store's header is not this test's). */
+static void disk_reserve_settings(void **state)
+{
+    (void)state;
+    enum { AUTO, BYTES, PERCENT, OFF };
+    pfr_config c;
+    char err[256];
+    char *argv0[] = {"pfr-recorder", NULL};
+    assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
+    assert_int_equal(c.disk_reserve_mode, AUTO);
+    const struct {
+        const char *v;
+        int mode;
+        uint64_t bytes;
+        double percent;
+    } ok[] = {{"2G", BYTES, 2ull << 30, 0},
+              {"512k", BYTES, 512u << 10, 0},
+              {"5%", PERCENT, 0, 5},
+              {"12.5%", PERCENT, 0, 12.5},
+              {"50%", PERCENT, 0, 50},
+              {"off", OFF, 0, 0},
+              {"0", OFF, 0, 0},
+              {"auto", AUTO, 0, 0}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        assert_int_equal(pfr_config_set(&c, "disk_reserve", ok[i].v, err, sizeof(err)), 0);
+        assert_int_equal(c.disk_reserve_mode, ok[i].mode);
+        if (ok[i].mode == BYTES)
+            assert_int_equal(c.disk_reserve_bytes, ok[i].bytes);
+        if (ok[i].mode == PERCENT)
+            assert_true(c.disk_reserve_percent == ok[i].percent);
+    }
+    const char *bad[] = {"", "-1", "0%", "51%", "%", "5%%", "abc", "1T", "nan%", "1e999%"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(pfr_config_set(&c, "disk_reserve", bad[i], err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "disk_reserve"));
+    }
+    pfr_config_free(&c);
+    setenv("PFR_DISK_RESERVE", "10%", 1);
+    assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
+    assert_int_equal(c.disk_reserve_mode, PERCENT);
+    pfr_config_free(&c);
+    char *argv1[] = {"pfr-recorder", "--disk-reserve", "1G", NULL};
+    assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
+    assert_int_equal(c.disk_reserve_mode, BYTES);
+    assert_int_equal(c.disk_reserve_bytes, 1ull << 30);
+    pfr_config_free(&c);
+    unsetenv("PFR_DISK_RESERVE");
 }
 
 /* --unwind and --unwind-table-bytes through every layer, their defaults and their errors. */
@@ -412,12 +507,14 @@ int main(void)
         cmocka_unit_test_setup(defaults, clear_env),
         cmocka_unit_test_setup(layering, clear_env),
         cmocka_unit_test_setup(file_errors, clear_env),
+        cmocka_unit_test_setup(long_lines_and_repeats, clear_env),
         cmocka_unit_test_setup(flag_and_env_errors, clear_env),
         cmocka_unit_test_setup(help_version, clear_env),
         cmocka_unit_test_setup(set_values, clear_env),
         cmocka_unit_test_setup(source_settings, clear_env),
         cmocka_unit_test(map_sizes),
         cmocka_unit_test_setup(unwind_settings, clear_env),
+        cmocka_unit_test_setup(disk_reserve_settings, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pfr_buf q = {0};
         pfr_chcols_stack(&c, "a", 1, 5);
         pfr_chcols_stack(&c, "b", 2, 5);
-        if (!c.err && pfr_ch_lastseen_new(&c, &ls) == 0 &&
+        if (!c.err && pfr_ch_lastseen_new(&c, 0, &ls) == 0 &&
             pfr_ch_lastseen_query(ls, "profiling_stacks", 8, &q) == 0)
             pfr_ch_lastseen_apply(ls, s, err, sizeof(err));
         pfr_ch_lastseen_free(ls);

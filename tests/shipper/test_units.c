@@ -1287,6 +1287,7 @@ static void test_config_ini(void **st)
                       "database = coroot\n"
                       "create_tables = yes\n"
                       "batch_chunks = 500\n"
+                      "batch_memory = 48M\n"
                       "bandwidth = 256k\n";
     assert_int_equal(pfr_shipper_conf_parse_ini(&c, ini, err, sizeof(err)), 0);
     assert_string_equal(c.store_path, "/tmp/r.db");
@@ -1296,6 +1297,7 @@ static void test_config_ini(void **st)
     assert_int_equal(s->kind, PFR_SINK_COROOT);
     assert_int_equal(s->batch.max_age_ms, 3000);
     assert_int_equal(s->batch.max_chunks, 100);
+    assert_int_equal(s->batch.max_memory, 32 << 20);
     assert_string_equal(s->api_key_env, "MY_KEY");
     s = pfr_shipper_conf_sink(&c, "ch");
     assert_non_null(s);
@@ -1304,22 +1306,26 @@ static void test_config_ini(void **st)
     assert_string_equal(s->user, "default");
     assert_true(s->create_tables);
     assert_int_equal(s->batch.max_chunks, 500);
+    assert_int_equal(s->batch.max_memory, 48 << 20);
     assert_int_equal(s->bandwidth, 256 * 1024);
+    /* the ring's cache of dictionaries: an eighth of the largest batch_memory */
+    assert_int_equal(pfr_shipper_ring_cache(&c), 6 << 20);
     pfr_shipper_conf_free(&c);
 
     const char *bad[] = {
-        "[sink x]\ntype = coroot\nurl = http://a\napi_key = hunter2\n",  /* inline secret */
-        "[sink x]\ntype = kafka\nurl = http://a\n",                      /* unknown type */
-        "[sink x]\nurl = http://a\n",                                    /* no type */
-        "[sink x]\ntype = coroot\n",                                     /* no url */
-        "[sink x]\ntype = coroot\nurl = ftp://a\n",                      /* bad url */
-        "[sink x]\ntype = coroot\nurl = http://a\nbatch_age = soon\n",   /* bad value */
-        "[sink x]\ntype = coroot\nurl = http://a\nfrobnicate = 1\n",     /* unknown key */
-        "[sink b@d]\ntype = coroot\nurl = http://a\n",                   /* bad name */
-        "[elsewhere]\nx = 1\n",                                          /* unknown section */
-        "[shipper]\nlog_level = loud\n",                                 /* bad level */
-        "[sink x]\ntype = clickhouse\nurl = http://a\ndatabase = a;b\n", /* bad database */
-        "[sink x\ntype = coroot\n",                                      /* syntax */
+        "[sink x]\ntype = coroot\nurl = http://a\napi_key = hunter2\n",     /* inline secret */
+        "[sink x]\ntype = kafka\nurl = http://a\n",                         /* unknown type */
+        "[sink x]\nurl = http://a\n",                                       /* no type */
+        "[sink x]\ntype = coroot\n",                                        /* no url */
+        "[sink x]\ntype = coroot\nurl = ftp://a\n",                         /* bad url */
+        "[sink x]\ntype = coroot\nurl = http://a\nbatch_age = soon\n",      /* bad value */
+        "[sink x]\ntype = coroot\nurl = http://a\nfrobnicate = 1\n",        /* unknown key */
+        "[sink b@d]\ntype = coroot\nurl = http://a\n",                      /* bad name */
+        "[elsewhere]\nx = 1\n",                                             /* unknown section */
+        "[shipper]\nlog_level = loud\n",                                    /* bad level */
+        "[sink x]\ntype = clickhouse\nurl = http://a\ndatabase = a;b\n",    /* bad database */
+        "[sink x]\ntype = clickhouse\nurl = http://a\nbatch_memory = 1M\n", /* too little */
+        "[sink x\ntype = coroot\n",                                         /* syntax */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         memset(&c, 0, sizeof(c));
@@ -1398,10 +1404,15 @@ static void test_config_flags(void **st)
     /* no sink */
     assert_true(load(&c, err, sizeof(err), "--once", NULL) < 0);
     pfr_shipper_conf_free(&c);
-    /* backfill needs a range and a sink that exists */
+    /* backfill needs a whole range (none: from = to = 0, the whole of a ring slice, which
+     * main.c checks once the store is open) and a sink that exists */
     setenv("PFR_SHIPPER_API_KEY", "k", 1);
-    assert_true(
-        load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c", NULL) < 0);
+    assert_true(load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c",
+                     "--from", "-2h", NULL) < 0);
+    pfr_shipper_conf_free(&c);
+    assert_int_equal(
+        load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c", NULL), 0);
+    assert_true(c.from_ns == 0 && c.to_ns == 0);
     pfr_shipper_conf_free(&c);
     assert_int_equal(load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c",
                           "--from", "-2h", "--to", "now", NULL),
@@ -1681,7 +1692,7 @@ static void test_ch_lastseen(void **st)
     one_stack(&c, "b'x", 4, 400);
     one_stack(&c, "a", 1, 150);
     pfr_ch_lastseen *l;
-    assert_int_equal(pfr_ch_lastseen_new(&c, &l), 0);
+    assert_int_equal(pfr_ch_lastseen_new(&c, 0, &l), 0);
     pfr_buf q = {0};
     char what[128];
     /* two keys a query: a:1 a:2 | a:3 b'x:1 | b'x:4 */
@@ -1729,28 +1740,16 @@ static void test_ch_lastseen(void **st)
     uint8_t all[6] = {1, 1, 1, 1, 1, 1};
     assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, all, &got), 0);
     assert_int_equal(got.len, 0);
-    /* Moving the rows out (a batch in flight) leaves the same body and an empty source. */
-    pfr_chcols moved = {0};
-    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, NULL, &want), 0);
-    pfr_chcols_take_stacks(&moved, &c);
-    assert_int_equal(pfr_chcols_stack_rows(&c), 0);
-    assert_int_equal(pfr_chcols_render_stacks(&moved, PFR_CH_NATIVE, NULL, &got), 0);
-    assert_int_equal(got.len, want.len);
-    assert_memory_equal(got.data, want.data, got.len);
-    one_stack(&c, "z", 9, 1); /* the source takes new rows */
-    assert_int_equal(pfr_chcols_stack_rows(&c), 1);
-    assert_string_equal(pfr_chcols_service(&c, c.strows[0].svc), "z");
     pfr_buf_free(&got);
     pfr_buf_free(&want);
     pfr_buf_free(&q);
-    pfr_chcols_free(&moved);
     pfr_chcols_free(&kept);
     pfr_chcols_free(&c);
 
     /* Many keys: queries of at most PFR_CH_LASTSEEN_KEYS keys, each within 192 KiB. */
     for (uint64_t h = 0; h < 5000; h++)
         one_stack(&c, h % 3 ? "svc-with-a-long-name/k8s/namespace/deployment" : "s", h * 7919, 5);
-    assert_int_equal(pfr_ch_lastseen_new(&c, &l), 0);
+    assert_int_equal(pfr_ch_lastseen_new(&c, 0, &l), 0);
     size_t nq = 0;
     for (;;) {
         assert_int_equal(pfr_ch_lastseen_query(l, "profiling_stacks", PFR_CH_LASTSEEN_KEYS, &q), 0);

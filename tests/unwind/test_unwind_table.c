@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +28,8 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include "under_asan.h"
+#include "unwind_image.h"
 #include "unwind_table.h"
 
 #ifndef UNWIND_CC
@@ -43,6 +47,9 @@
 #ifndef UNWIND_GO
 #define UNWIND_GO ""
 #endif
+#ifndef UNWIND_MAKE_MANY
+#define UNWIND_MAKE_MANY "make_many_fdes.sh"
+#endif
 
 /* the programs, built once by setup(): [0] with UNWIND_CC, [1] with gcc */
 #define NCC 2
@@ -50,6 +57,8 @@ static const char *const ccs[NCC] = {UNWIND_CC, UNWIND_GCC};
 static char mainprog[NCC][512]; /* uw_main.c + uw_fp.c, PIE, lazy PLT */
 static char nostd[512];         /* uw_nostd.c, static, no libc (gcc) */
 static char realign[512];       /* uw_realign.c (gcc) */
+static char many[512];          /* make_many_fdes.sh: MANY functions of an FDE each */
+#define MANY 150000u
 
 #define NOSTD_FLAGS                                                                                \
     "-O2 -fomit-frame-pointer -nostdlib -static -no-pie -Wl,--build-id=none "                      \
@@ -85,6 +94,8 @@ static int setup(void **state)
     snprintf(realign, sizeof(realign), "%s/uw_realign", UNWIND_WORK);
     sh("'%s' -O2 -fomit-frame-pointer -o '%s' '%s/uw_realign.c'", UNWIND_GCC, realign,
        UNWIND_PROGS);
+    snprintf(many, sizeof(many), "%s/uw_many", UNWIND_WORK);
+    sh("sh '%s' '%s' %u '%s'", UNWIND_MAKE_MANY, UNWIND_GCC, MANY, many);
     return 0;
 }
 
@@ -915,6 +926,184 @@ static void test_code_over_4gib(void **state)
     free(buf);
 }
 
+/* ---- large tables: libdw's caches dropped chunk by chunk, .eh_frame read a window at a time,
+ * the cap of rows ---- */
+
+/* Every function of the file of MANY FDEs has its three rules where they belong: rows walked
+ * over thousands of Dwarf_CFIs and .eh_frame windows are the rows of the whole, from a descriptor
+ * (the window) and from memory (all of it there) alike. */
+static void test_many_fdes(void **state)
+{
+    (void)state;
+    pfr_unwind_table t, m;
+    build_ok(many, &t);
+    uint64_t first, last, n;
+    lookup(many, "uw_many_first", &first, &n);
+    lookup(many, "uw_many_last", &last, &n);
+    assert_int_equal(last, first + 4 * (MANY - 1));
+    assert_int_equal(t.base, first);
+    assert_int_equal(t.nrows, 2 * MANY + 2);
+    assert_int_equal(t.stats.fdes, MANY);
+    assert_int_equal(t.stats.rows_in, 3 * MANY);
+    assert_int_equal(t.stats.unsupported, 0);
+    const uint32_t entry = PFR_UW_RULE(PFR_UW_CFA_RSP, 0, 8);
+    const uint32_t pushed = PFR_UW_RULE(PFR_UW_CFA_RSP, -2, 16);
+    for (uint64_t a = first; a <= last; a += 4) {
+        if (rule_at(&t, a) != entry || rule_at(&t, a + 1) != pushed ||
+            rule_at(&t, a + 2) != pushed || rule_at(&t, a + 3) != entry)
+            fail_msg("function %llu: wrong rules", (unsigned long long)((a - first) / 4));
+    }
+    assert_int_equal(kind_at(&t, last + 4), PFR_UW_NONE);
+    size_t size;
+    void *buf = slurp(many, &size);
+    assert_int_equal(build_buf(buf, size, 0, &m), 0);
+    assert_int_equal(m.nrows, t.nrows);
+    assert_memory_equal(m.rows, t.rows, t.nrows * sizeof(t.rows[0]));
+    free(buf);
+    pfr_unwind_table_free(&m);
+    pfr_unwind_table_free(&t);
+}
+
+static int build_capped(const char *path, size_t max_rows, pfr_unwind_table *t, char *err,
+                        size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    int rc = pfr_unwind_table_build_capped(fd, 0, max_rows, t, err, errlen);
+    close(fd);
+    return rc;
+}
+
+/* A table past the cap is refused (-E2BIG, no table, a reason), and as soon as it passes it;
+ * at the cap or under it, the table is the same as with no cap. */
+static void test_table_cap(void **state)
+{
+    (void)state;
+    pfr_unwind_table all, t;
+    char err[256];
+    build_ok(many, &all);
+    assert_int_equal(build_capped(many, all.nrows, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.nrows, all.nrows);
+    assert_memory_equal(t.rows, all.rows, all.nrows * sizeof(all.rows[0]));
+    pfr_unwind_table_free(&t);
+    /* one row over: counted first (so many FDEs), then refused */
+    assert_int_equal(build_capped(many, all.nrows - 1, &t, err, sizeof(err)), -E2BIG);
+    assert_null(t.rows);
+    assert_int_equal(t.nrows, 0);
+    assert_non_null(strstr(err, "more than"));
+    /* a small cap: refused where the rows pass it, near the start of the code */
+    unsigned long long at = 0;
+    assert_int_equal(build_capped(many, 1000, &t, err, sizeof(err)), -E2BIG);
+    const char *p = strstr(err, " at 0x");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, " at %llx", &at), 1);
+    assert_true(at > all.base && at < all.base + 4 * 1000); /* the 1001st row, of function 500 */
+    pfr_unwind_table_free(&all);
+    /* few FDEs, many rows: kept as they come (not counted first), refused all the same */
+    char path[600];
+    snprintf(path, sizeof(path), "%s-long", nostd);
+    sh("'%s' " NOSTD_FLAGS " -DUW_LONG -o '%s' '%s/uw_nostd.c'", UNWIND_GCC, path, UNWIND_PROGS);
+    build_ok(path, &all);
+    assert_true(all.stats.fdes < 100 / 4 && all.nrows > 100);
+    assert_int_equal(build_capped(path, 100, &t, err, sizeof(err)), -E2BIG);
+    assert_null(t.rows);
+    assert_int_equal(build_capped(path, all.nrows, &t, NULL, 0), 0); /* errlen 0: no message */
+    assert_memory_equal(t.rows, all.rows, all.nrows * sizeof(all.rows[0]));
+    pfr_unwind_table_free(&t);
+    pfr_unwind_table_free(&all);
+}
+
+/* Peak RSS growth, in KiB, of a build of path capped at max_rows, in a child process. */
+static long build_rss_kib(const char *path, size_t max_rows, int *rc)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rusage r0, r1;
+        getrusage(RUSAGE_SELF, &r0);
+        pfr_unwind_table t;
+        char err[256];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        long res[2] = {pfr_unwind_table_build_capped(fd, 0, max_rows, &t, err, sizeof(err)), 0};
+        getrusage(RUSAGE_SELF, &r1);
+        res[1] = r1.ru_maxrss - r0.ru_maxrss;
+        _exit(write(p[1], res, sizeof(res)) == sizeof(res) ? 0 : 1);
+    }
+    close(p[1]);
+    long res[2];
+    assert_int_equal(read(p[0], res, sizeof(res)), sizeof(res));
+    close(p[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    *rc = (int)res[0];
+    return res[1];
+}
+
+/* What a build holds at its peak: its FDEs (16 bytes each), its rows (8 bytes each), and about
+ * a MiB besides (a window of .eh_frame, a chunk of libdw's FDEs), not the 4 MiB .eh_frame nor
+ * libdw's 80 bytes an FDE. Refused past the cap, it never holds the rows. */
+static void test_build_memory(void **state)
+{
+    (void)state;
+    int rc;
+    long all = build_rss_kib(many, 0, &rc);
+    assert_int_equal(rc, 0);
+    long capped = build_rss_kib(many, MANY / 2, &rc);
+    assert_int_equal(rc, -E2BIG);
+    long fdes_kib = 16 * MANY / 1024, rows_kib = 8 * (2 * MANY + 2) / 1024;
+    print_message("peak RSS growth: %ld KiB, %ld KiB capped (FDEs %ld KiB, rows %ld KiB)\n", all,
+                  capped, fdes_kib, rows_kib);
+    if (!UNDER_ASAN) {
+        assert_true(all < fdes_kib + rows_kib + 2 * 1024);
+        assert_true(capped < fdes_kib + 2 * 1024);
+    }
+}
+
+/* The .eh_frame window: copied only when needed, given back when dropped, and a page that
+ * reads differently the second time (the file changed) is an error, never bytes unchecked. */
+static void test_image_window(void **state)
+{
+    (void)state;
+    size_t size;
+    uint8_t *buf = slurp(many, &size);
+    uint64_t len;
+    size_t off = mapped_offset(many, buf, ".eh_frame", &len);
+    int fd = memfd_create("uw-window", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    pfr_uw_image im;
+    assert_int_equal(pfr_uw_image_load(&im, fd, size), 0);
+    assert_int_equal(im.win_lo, off);
+    assert_true(im.win_hi >= off + len && im.drop_lo < im.drop_hi);
+    assert_memory_equal(im.p, buf, 64);       /* the headers are there at once */
+    uint64_t page = im.drop_lo + 4 * im.page; /* a page of FDEs */
+    static const uint8_t zero[64];
+    assert_memory_equal(im.p + page, zero, sizeof(zero)); /* not yet */
+    assert_int_equal(pfr_uw_image_need(&im, im.p + page + 100, 8), 0);
+    assert_memory_equal(im.p + page, buf + page, im.page);
+    assert_int_equal(pfr_uw_image_held(&im), 1);
+    pfr_uw_image_drop(&im);
+    assert_int_equal(pfr_uw_image_held(&im), 0);
+    assert_memory_equal(im.p + page, zero, sizeof(zero)); /* given back */
+    assert_int_equal(pfr_uw_image_need(&im, im.p + page, 1), 0);
+    assert_memory_equal(im.p + page, buf + page, im.page); /* the same again */
+    pfr_uw_image_drop(&im);
+    uint8_t changed = buf[page + 7] ^ 0xff;
+    assert_int_equal(pwrite(fd, &changed, 1, (off_t)(page + 7)), 1);
+    assert_int_equal(pfr_uw_image_need(&im, im.p + page, 1), -ESTALE);
+    /* a page never copied before is just read */
+    assert_int_equal(pwrite(fd, &changed, 1, (off_t)(page + 2 * im.page)), 1);
+    assert_int_equal(pfr_uw_image_need(&im, im.p + page + 2 * im.page, 1), 0);
+    /* the whole window, kept: dropping gives nothing back any more */
+    assert_int_equal(pfr_uw_image_need_all(&im), -ESTALE); /* the changed page again */
+    pfr_uw_image_free(&im);
+    close(fd);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -937,6 +1126,10 @@ int main(void)
         cmocka_unit_test(test_code_over_4gib),
         cmocka_unit_test(test_forged_search_table),
         cmocka_unit_test(test_forged_registers),
+        cmocka_unit_test(test_many_fdes),
+        cmocka_unit_test(test_table_cap),
+        cmocka_unit_test(test_build_memory),
+        cmocka_unit_test(test_image_window),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

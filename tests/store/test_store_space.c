@@ -1,0 +1,406 @@
+/*
+ * Disk space (issue 24): the reserve and the cap in force (pure functions), and the writer on a
+ * real, small tmpfs mounted by the test (root needed): a full disk makes it give the oldest
+ * chunks up and retry (the newest is written), a write fails only when nothing older is left
+ * (counted once per write, kept in the ring), free space short of the reserve stops the ring's
+ * growth and gives space back, and the ring grows again once the disk has room.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pfr_store.h"
+#include "pfr_testgen.h"
+#include "store_test_util.h"
+
+#define T0  1700000000000000000ll
+#define SEC 1000000000ll
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+/* ---- the reserve and the cap in force ---- */
+
+static void test_reserve_bytes(void **state)
+{
+    (void)state;
+    pfr_store_reserve autor = {0}, off = {.mode = PFR_STORE_RESERVE_OFF};
+    pfr_store_reserve bytes = {.mode = PFR_STORE_RESERVE_BYTES, .bytes = 100 * MiB};
+    pfr_store_reserve pct = {.mode = PFR_STORE_RESERVE_PERCENT, .percent = 10};
+    /* auto: 5 % on a large disk, 256 MiB on a middling one, half of a small one */
+    assert_int_equal(pfr_store_reserve_bytes(&autor, 1000 * GiB), 50 * GiB);
+    assert_int_equal(pfr_store_reserve_bytes(NULL, 1000 * GiB), 50 * GiB);
+    assert_int_equal(pfr_store_reserve_bytes(&autor, 2 * GiB), 256 * MiB);
+    assert_int_equal(pfr_store_reserve_bytes(&autor, 5120 * MiB), 256 * MiB);
+    assert_int_equal(pfr_store_reserve_bytes(&autor, 6 * GiB), 6 * GiB / 20);
+    assert_int_equal(pfr_store_reserve_bytes(&autor, 300 * MiB), 150 * MiB);
+    assert_int_equal(pfr_store_reserve_bytes(&autor, 0), 0);
+    assert_int_equal(pfr_store_reserve_bytes(&off, 1000 * GiB), 0);
+    assert_int_equal(pfr_store_reserve_bytes(&bytes, 1000 * GiB), 100 * MiB);
+    assert_int_equal(pfr_store_reserve_bytes(&bytes, 150 * MiB), 75 * MiB);
+    assert_int_equal(pfr_store_reserve_bytes(&pct, 1000 * GiB), 100 * GiB);
+    pct.percent = 80; /* at most half, whatever is asked */
+    assert_int_equal(pfr_store_reserve_bytes(&pct, 1000 * GiB), 500 * GiB);
+    pct.percent = 0.5;
+    assert_int_equal(pfr_store_reserve_bytes(&pct, 1000 * GiB), 5 * GiB);
+}
+
+static void test_effective_cap(void **state)
+{
+    (void)state;
+    enum pfr_store_cap_reason why;
+    /* room to spare: the configured cap */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 10 * GiB, 256 * MiB, &why),
+                     512 * MiB);
+    assert_int_equal(why, PFR_STORE_CAP_CONFIGURED);
+    /* free space past the reserve limits the growth: what it holds plus that */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 300 * MiB, 256 * MiB, &why),
+                     144 * MiB);
+    assert_int_equal(why, PFR_STORE_CAP_DISK_RESERVE);
+    /* below the reserve: it gives space back ... */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 200 * MiB, 256 * MiB, &why),
+                     44 * MiB);
+    assert_int_equal(why, PFR_STORE_CAP_DISK_RESERVE);
+    /* ... down to the floor, or what it holds when less */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 0, 256 * MiB, &why),
+                     PFR_STORE_SPACE_FLOOR);
+    assert_int_equal(why, PFR_STORE_CAP_DISK_RESERVE);
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 3 * MiB, 0, 256 * MiB, &why), 3 * MiB);
+    /* a cap under the floor is the floor */
+    assert_int_equal(pfr_store_effective_cap(2 * MiB, 3 * MiB, 0, 256 * MiB, &why), 2 * MiB);
+    assert_int_equal(why, PFR_STORE_CAP_CONFIGURED);
+    /* no reserve: only a disk too small for the cap lowers it */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 100 * MiB, 0, NULL), 200 * MiB);
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, UINT64_MAX, 0, &why), 512 * MiB);
+    assert_int_equal(why, PFR_STORE_CAP_CONFIGURED);
+    assert_string_equal(pfr_store_cap_reason_name(PFR_STORE_CAP_DISK_RESERVE),
+                        "disk free space reserve");
+    assert_string_equal(pfr_store_cap_reason_name(PFR_STORE_CAP_CONFIGURED), "configured");
+}
+
+/* ---- a writer on a small tmpfs ---- */
+
+struct fx {
+    char *dir, *db, *fill;
+    pfr_testgen *gen[2];
+    int64_t next; /* the next interval's start */
+    pfr_store *s;
+};
+
+static int mount_tmpfs(struct fx *f, const char *size)
+{
+    f->dir = tu_tmpdir("space");
+    char opts[64];
+    snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
+    if (mount("tmpfs", f->dir, "tmpfs", 0, opts) != 0) {
+        fprintf(stderr, "mount tmpfs on %s: %s (the test needs root)\n", f->dir, strerror(errno));
+        return -1;
+    }
+    f->db = tu_path(f->dir, "ring.db");
+    f->fill = tu_path(f->dir, "filler");
+    pfr_testgen_opts go = {.nstacks = 150, .drift_permille = 300};
+    for (int i = 0; i < 2; i++)
+        f->gen[i] = pfr_testgen_new(24, (unsigned)i, &go);
+    f->next = T0;
+    return 0;
+}
+
+static int setup_small(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    *state = f;
+    return mount_tmpfs(f, "8m");
+}
+
+static int setup_large(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    *state = f;
+    return mount_tmpfs(f, "40m");
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    pfr_store_close(f->s);
+    for (int i = 0; i < 2; i++)
+        pfr_testgen_free(f->gen[i]);
+    if (f->dir) {
+        umount2(f->dir, MNT_DETACH);
+        tu_rmdir(f->dir);
+    }
+    free(f->dir);
+    free(f->db);
+    free(f->fill);
+    free(f);
+    return 0;
+}
+
+static void open_writer(struct fx *f, uint64_t max_bytes, pfr_store_reserve r)
+{
+    char err[256];
+    pfr_store_opts o = {.max_bytes = max_bytes, .reserve = r};
+    int rc = pfr_store_open(f->db, &o, &f->s, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "open: %s\n", err);
+    assert_int_equal(rc, 0);
+}
+
+/* One interval of both services in one transaction; the ids written go to ids. */
+static int append_interval(struct fx *f, int64_t ids[2])
+{
+    pfr_profile *p[2];
+    pfr_chunk_in in[2];
+    for (int i = 0; i < 2; i++) {
+        p[i] = pfr_testgen_next(f->gen[i], f->next, 10 * SEC);
+        in[i] = (pfr_chunk_in){
+            pfr_testgen_service(f->gen[i]), NULL, 0, f->next, f->next + 10 * SEC, p[i]};
+    }
+    f->next += 10 * SEC;
+    int rc = pfr_store_append_batch(f->s, in, 2, ids);
+    for (int i = 0; i < 2; i++)
+        pfr_profile_free(p[i]);
+    return rc;
+}
+
+static uint64_t ring_files(const struct fx *f)
+{
+    char wal[512], spare[512];
+    snprintf(wal, sizeof(wal), "%s-wal", f->db);
+    snprintf(spare, sizeof(spare), "%s-spare", f->db);
+    return tu_file_size(f->db) + tu_file_size(wal) + tu_file_size(spare);
+}
+
+static uint64_t fs_avail(const struct fx *f)
+{
+    struct statvfs v;
+    assert_int_equal(statvfs(f->dir, &v), 0);
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* Another program writes the filler until it holds bytes or the disk is full. */
+static void fill(const struct fx *f, uint64_t bytes)
+{
+    FILE *fp = fopen(f->fill, "ae");
+    assert_non_null(fp);
+    static char zeros[16384];
+    while (bytes > 0) {
+        size_t n = bytes < sizeof(zeros) ? (size_t)bytes : sizeof(zeros);
+        if (fwrite(zeros, 1, n, fp) != n || fflush(fp) != 0)
+            break;
+        bytes -= n;
+    }
+    fclose(fp);
+}
+
+static void check_ring(struct fx *f)
+{
+    char err[256];
+    uint64_t bad = 1;
+    int rc = pfr_store_check(f->s, &bad, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "check: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(bad, 0);
+}
+
+static pfr_store_stats stats(struct fx *f)
+{
+    pfr_store_stats st;
+    assert_int_equal(pfr_store_stats_get(f->s, &st), 0);
+    return st;
+}
+
+/* The statistics a reader of the ring (the query tool, the shipper) gets. */
+static pfr_store_stats reader_stats(const struct fx *f)
+{
+    pfr_store *r = NULL;
+    char err[256];
+    pfr_store_opts ro = {.read_only = true};
+    assert_int_equal(pfr_store_open(f->db, &ro, &r, err, sizeof(err)), 0);
+    pfr_store_stats st;
+    assert_int_equal(pfr_store_stats_get(r, &st), 0);
+    pfr_store_close(r);
+    return st;
+}
+
+/* The disk fills up completely: every later interval is still written, the oldest chunks go
+ * (counted as given up for the disk) and nothing is dropped; once the disk has room again the
+ * ring grows past what it held while full. */
+static void test_full_disk_gives_up_oldest(void **state)
+{
+    struct fx *f = *state;
+    open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
+    int64_t ids[2];
+    while (ring_files(f) < 2 * MiB)
+        assert_int_equal(append_interval(f, ids), 0);
+    char spare[512];
+    snprintf(spare, sizeof(spare), "%s-spare", f->db);
+    assert_true(tu_file_size(spare) > 0); /* made while the disk had room */
+    fill(f, UINT64_MAX);
+    assert_true(fs_avail(f) < 64 * 1024);
+    pfr_store_stats before = stats(f);
+    for (int i = 0; i < 60; i++) {
+        int rc = append_interval(f, ids);
+        if (rc)
+            fprintf(stderr, "interval %d on the full disk: %s\n", i, strerror(-rc));
+        assert_int_equal(rc, 0);
+        /* the newest interval is in the ring */
+        pfr_store_stats st;
+        assert_int_equal(pfr_store_stats_quick(f->s, &st), 0);
+        assert_int_equal(st.max_id, ids[1]);
+    }
+    pfr_store_stats full = stats(f);
+    assert_true(full.evicted_disk > before.evicted_disk);
+    assert_true(full.evicted - before.evicted >= full.evicted_disk - before.evicted_disk);
+    assert_int_equal(full.dropped_disk, 0);
+    assert_int_equal(full.appended, before.appended + 120);
+    assert_int_equal(full.cap_reason, PFR_STORE_CAP_DISK_RESERVE);
+    assert_true(full.effective_max_bytes < full.max_bytes);
+    check_ring(f);
+
+    /* Room again: the ring grows past what it held on the full disk. */
+    uint64_t full_files = ring_files(f);
+    unlink(f->fill);
+    for (int i = 0; i < 400 && ring_files(f) < full_files + MiB; i++)
+        assert_int_equal(append_interval(f, ids), 0);
+    assert_true(ring_files(f) >= full_files + MiB);
+    pfr_store_stats room = stats(f);
+    assert_int_equal(room.cap_reason, PFR_STORE_CAP_CONFIGURED);
+    assert_int_equal(room.effective_max_bytes, 6 * MiB);
+    check_ring(f);
+}
+
+/* A full disk and chunks too large for what the ring holds: the write fails only when nothing
+ * older is left, each refused chunk is counted once, and the count reaches the ring (and its
+ * readers) with the next write that succeeds. */
+static void test_nothing_older_left(void **state)
+{
+    struct fx *f = *state;
+    open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
+    int64_t ids[2];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(append_interval(f, ids), 0);
+    fill(f, UINT64_MAX);
+    /* a profile of new stacks far larger than the ring's WAL room */
+    pfr_testgen_opts big = {.nstacks = 6000, .nfunctions = 20000};
+    pfr_testgen *g = pfr_testgen_new(7, 5, &big);
+    int rc = 0;
+    int tries = 0;
+    for (; tries < 20 && rc == 0; tries++) {
+        pfr_profile *p = pfr_testgen_next(g, f->next, 10 * SEC);
+        pfr_chunk_in in = {"big", NULL, 0, f->next, f->next + 10 * SEC, p};
+        f->next += 10 * SEC;
+        rc = pfr_store_append(f->s, &in, NULL);
+        pfr_profile_free(p);
+    }
+    assert_int_equal(rc, -ENOSPC);
+    pfr_store_stats st = stats(f);
+    assert_int_equal(st.chunks, 0); /* everything older was given up first */
+    assert_int_equal(st.dropped_disk, 1);
+    assert_true(st.evicted_disk >= 6);
+    /* a second refused write counts once more */
+    pfr_profile *p = pfr_testgen_next(g, f->next, 10 * SEC);
+    pfr_chunk_in in = {"big", NULL, 0, f->next, f->next + 10 * SEC, p};
+    assert_int_equal(pfr_store_append(f->s, &in, NULL), -ENOSPC);
+    pfr_profile_free(p);
+    pfr_testgen_free(g);
+    assert_int_equal(stats(f).dropped_disk, 2);
+    check_ring(f);
+
+    /* Room again: the write goes through and the count is in the ring for readers. */
+    unlink(f->fill);
+    assert_int_equal(append_interval(f, ids), 0);
+    pfr_store_stats rs = reader_stats(f);
+    assert_int_equal(rs.dropped_disk, 2);
+    assert_int_equal(rs.max_bytes, 6 * MiB); /* the writer's cap, not the reader's default */
+    assert_int_equal(rs.reserve_bytes, 0);
+}
+
+/* Free space short of the reserve: the ring stops growing, then gives space back down to what
+ * the reserve allows (not below the floor), with no write lost; readers see the cap in force and
+ * why. With room again it grows up to its cap. */
+static void test_reserve(void **state)
+{
+    struct fx *f = *state;
+    pfr_store_reserve r = {.mode = PFR_STORE_RESERVE_BYTES, .bytes = 12 * MiB};
+    open_writer(f, 16 * MiB, r);
+    int64_t ids[2];
+    while (ring_files(f) < 8 * MiB)
+        assert_int_equal(append_interval(f, ids), 0);
+    pfr_store_stats st = stats(f);
+    assert_int_equal(st.reserve_bytes, 12 * MiB);
+    assert_int_equal(st.cap_reason, PFR_STORE_CAP_CONFIGURED);
+    assert_int_equal(st.effective_max_bytes, 16 * MiB);
+
+    /* leave 12.5 MiB free, half a MiB past the reserve */
+    uint64_t avail = fs_avail(f);
+    assert_true(avail > 14 * MiB);
+    fill(f, avail - 25 * MiB / 2);
+    uint64_t held = ring_files(f);
+    for (int i = 0; i < 150; i++) {
+        assert_int_equal(append_interval(f, ids), 0);
+        assert_true(ring_files(f) <= held + MiB / 2 + 64 * 1024);
+    }
+    st = stats(f);
+    assert_int_equal(st.cap_reason, PFR_STORE_CAP_DISK_RESERVE);
+    assert_true(st.effective_max_bytes < 16 * MiB);
+    assert_true(st.evicted_disk > 0);
+    assert_int_equal(st.dropped_disk, 0);
+    check_ring(f);
+
+    /* 3 MiB free: 9 below the reserve. The ring gives back to its floor. */
+    fill(f, fs_avail(f) - 3 * MiB);
+    for (int i = 0; i < 60; i++)
+        assert_int_equal(append_interval(f, ids), 0);
+    uint64_t floor_files = ring_files(f);
+    assert_true(floor_files <= PFR_STORE_SPACE_FLOOR + 256 * 1024);
+    assert_true(floor_files >= PFR_STORE_SPACE_FLOOR / 2);
+    st = stats(f);
+    assert_int_equal(st.cap_reason, PFR_STORE_CAP_DISK_RESERVE);
+    assert_int_equal(st.dropped_disk, 0);
+    assert_int_equal(st.max_id, ids[1]);
+    check_ring(f);
+
+    /* A reader sees the writer's cap and reserve, and the same cap in force. */
+    pfr_store_stats rs = reader_stats(f);
+    assert_int_equal(rs.max_bytes, 16 * MiB);
+    assert_int_equal(rs.reserve_bytes, 12 * MiB);
+    assert_int_equal(rs.cap_reason, PFR_STORE_CAP_DISK_RESERVE);
+    assert_true(rs.effective_max_bytes < 16 * MiB);
+    assert_int_equal(rs.evicted_disk, st.evicted_disk);
+
+    /* Room again: up to the cap (with the WAL's and the spare file's shares). */
+    unlink(f->fill);
+    for (int i = 0; i < 2000 && ring_files(f) < 14 * MiB; i++)
+        assert_int_equal(append_interval(f, ids), 0);
+    assert_true(ring_files(f) >= 14 * MiB);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(append_interval(f, ids), 0);
+        assert_true(ring_files(f) <= 16 * MiB + 64 * 1024);
+    }
+    st = stats(f);
+    assert_int_equal(st.cap_reason, PFR_STORE_CAP_CONFIGURED);
+    check_ring(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reserve_bytes),
+        cmocka_unit_test(test_effective_cap),
+        cmocka_unit_test_setup_teardown(test_full_disk_gives_up_oldest, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_nothing_older_left, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve, setup_large, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

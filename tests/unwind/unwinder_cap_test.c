@@ -1,0 +1,165 @@
+/*
+ * The unwinder and a file whose table is larger than its whole map, over real BPF maps: the
+ * build is given up as soon as the rows pass the cap (never built whole), the file gets an
+ * entry of 0 rows (walked by frame pointers, not asked again) counted in no_table, and the
+ * refused build's peak RSS growth stays under its FDEs plus 3 MiB (builds without ASan). The
+ * same file under a map it fits is loaded, row for row the table built directly.
+ *
+ * unwinder_cap_test: generates its file of many FDEs with make_many_fdes.sh (UNWIND_MAKE_MANY).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "pfr_check.h"
+#include "under_asan.h"
+#include "unwind_table.h"
+#include "unwinder.h"
+
+#define MANY 150000u /* functions, an FDE and 2 rows each */
+
+struct maps {
+    int rows, files, asked;
+};
+
+static struct maps maps_new(uint32_t max_rows)
+{
+    struct maps m = {
+        bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_rows", sizeof(uint32_t),
+                       sizeof(struct pfr_unwind_row), max_rows, NULL),
+        bpf_map_create(BPF_MAP_TYPE_HASH, "unwind_files", sizeof(struct pfr_file_key),
+                       sizeof(struct pfr_unwind_file), PFR_UNWIND_FILES_MAX, NULL),
+        bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "unwind_asked", sizeof(struct pfr_file_key), 1,
+                       PFR_UNWIND_FILES_MAX, NULL),
+    };
+    REQUIRE(m.rows >= 0 && m.files >= 0 && m.asked >= 0, "bpf_map_create: %s (root?)",
+            strerror(errno));
+    return m;
+}
+
+static void maps_close(struct maps *m)
+{
+    close(m->rows);
+    close(m->files);
+    close(m->asked);
+}
+
+/* Ask for the file's table as the sampler would, and wait until it is handled. */
+static void ask(pfr_unwinder *u, const struct maps *m, const struct pfr_unwind_req *r)
+{
+    struct pfr_file_key k = {.ino = r->ino, .dev = r->dev};
+    uint8_t one = 1;
+    bpf_map_update_elem(m->asked, &k, &one, BPF_ANY);
+    pfr_unwinder_request(u, r);
+    pfr_unwinder_sync(u);
+}
+
+static long maxrss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+int main(void)
+{
+    char path[600], cmd[2048];
+    snprintf(path, sizeof(path), "%s/uw_many", UNWIND_WORK);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && sh '%s' '%s' %u '%s'", UNWIND_WORK,
+             UNWIND_MAKE_MANY, UNWIND_GCC, MANY, path);
+    REQUIRE(system(cmd) == 0, "%s", cmd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0, "open %s", path);
+    char err[256];
+
+    /* the file mapped executable by this process, as the request names it */
+    struct stat st;
+    REQUIRE(fstat(fd, &st) == 0, "stat");
+    void *at = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    REQUIRE(at != MAP_FAILED, "mmap: %s", strerror(errno));
+    struct pfr_unwind_req req = {.ev.type = PFR_EV_UNWIND,
+                                 .ev.tgid = (uint32_t)getpid(),
+                                 .start = (uint64_t)(uintptr_t)at,
+                                 .end = (uint64_t)(uintptr_t)at +
+                                        (((uint64_t)st.st_size + 4095) & ~4095ull),
+                                 .ino = st.st_ino,
+                                 .dev = major(st.st_dev) << 20 | minor(st.st_dev)};
+    struct pfr_file_key key = {.ino = req.ino, .dev = req.dev};
+    struct pfr_unwind_file f;
+    pfr_unwinder_stats s;
+
+    /* a map of half the rows: refused as soon as they pass it (first, before any other build
+     * raises the peak RSS this measures) */
+    uint32_t cap = MANY + 1;
+    struct maps small = maps_new(cap);
+    pfr_unwinder_opts o = {.max_rows = cap};
+    pfr_unwinder *u = NULL;
+    REQUIRE(pfr_unwinder_new(&o, small.rows, small.files, small.asked, &u, err, sizeof(err)) == 0,
+            "%s", err);
+    long before = maxrss_kib();
+    ask(u, &small, &req);
+    long grew = maxrss_kib() - before, fdes_kib = 16 * MANY / 1024;
+    pfr_unwinder_stats_get(u, &s);
+    printf("refused: no_table %llu, build %.1f ms, peak RSS growth %ld KiB (FDEs %ld KiB)\n",
+           (unsigned long long)s.no_table, s.build_max_ns / 1e6, grew, fdes_kib);
+    CHECK(s.no_table == 1 && s.tables == 0 && s.no_room == 0 && s.bad_files == 0,
+          "too large: no_table %llu tables %llu no_room %llu bad %llu",
+          (unsigned long long)s.no_table, (unsigned long long)s.tables,
+          (unsigned long long)s.no_room, (unsigned long long)s.bad_files);
+    CHECK(s.rows == 0 && s.files == 1, "rows %llu files %llu", (unsigned long long)s.rows,
+          (unsigned long long)s.files);
+    CHECK(bpf_map_lookup_elem(small.files, &key, &f) == 0 && f.nrows == 0,
+          "a file too large for the map must get an entry of 0 rows");
+    uint8_t v;
+    CHECK(bpf_map_lookup_elem(small.asked, &key, &v) == 0,
+          "a file too large for the map must stay asked: never built again");
+    if (!UNDER_ASAN)
+        CHECK(grew < fdes_kib + 3072, "the refused build grew RSS by %ld KiB", grew);
+    pfr_unwinder_free(u);
+    maps_close(&small);
+
+    /* a map it fits: loaded whole */
+    pfr_unwind_table want;
+    REQUIRE(pfr_unwind_table_build(fd, 0, &want, err, sizeof(err)) == 0, "%s: %s", path, err);
+    REQUIRE(want.nrows == 2 * MANY + 2, "%zu rows", want.nrows);
+    struct maps big = maps_new((uint32_t)want.nrows);
+    o.max_rows = (uint32_t)want.nrows;
+    REQUIRE(pfr_unwinder_new(&o, big.rows, big.files, big.asked, &u, err, sizeof(err)) == 0, "%s",
+            err);
+    ask(u, &big, &req);
+    pfr_unwinder_stats_get(u, &s);
+    CHECK(s.tables == 1 && s.no_table == 0 && s.rows == want.nrows, "fits: tables %llu rows %llu",
+          (unsigned long long)s.tables, (unsigned long long)s.rows);
+    REQUIRE(bpf_map_lookup_elem(big.files, &key, &f) == 0, "no entry for the loaded file");
+    CHECK(f.nrows == want.nrows && f.base == want.base, "entry: %u rows base %llx", f.nrows,
+          (unsigned long long)f.base);
+    size_t bad = 0;
+    for (uint32_t i = 0; i < f.nrows && i < want.nrows; i++) {
+        uint32_t k = f.first + i;
+        struct pfr_unwind_row row;
+        bad += bpf_map_lookup_elem(big.rows, &k, &row) != 0 ||
+               memcmp(&row, &want.rows[i], sizeof(row)) != 0;
+    }
+    CHECK(bad == 0, "%zu loaded rows differ from the table built directly", bad);
+    pfr_unwinder_free(u);
+    maps_close(&big);
+
+    munmap(at, (size_t)st.st_size);
+    close(fd);
+    pfr_unwind_table_free(&want);
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
+        return 1;
+    }
+    printf("unwinder cap: all checks passed\n");
+    return 0;
+}
