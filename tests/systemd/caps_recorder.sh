@@ -135,8 +135,9 @@ for _ in $(seq 1 100); do
 done
 # Something to sample: on an idle machine (CI runs this test alone) every CPU may sit idle for
 # the whole run, and idle samples are not counted.
-timeout 3 bash -c 'while :; do :; done' &
-PIDS+=("$!")
+timeout 60 bash -c 'while :; do :; done' &
+spin=$!
+PIDS+=("$spin")
 # ... and in the Docker container's cgroup
 sh -c 'echo $$ >"$1/cgroup.procs" && exec timeout 4 bash -c "while :; do :; done"' sh "$DOCKER_CG" &
 PIDS+=("$!")
@@ -144,11 +145,12 @@ port=$(sed -n 's/.*metrics: .*(port \([0-9]*\)).*/\1/p' "$T/rec.log" | head -1)
 metrics_ok=0
 unwind_ok=0
 if [ -n "$port" ] && command -v curl >/dev/null; then
-    # The counter moves at each 1 s interval's drain; allow a slow (sanitized) build 20 s. The
+    # The counter moves at each 1 s interval's drain; allow a slow (sanitized) build on a loaded
+    # machine 60 s (the unwinder runs at nice +5: under two CPU hogs it waits). The
     # unwind tables are built from files opened through /proc/PID/root, which the unit's
     # capabilities allow (no CAP_SYS_ADMIN for /proc/PID/map_files): some must be, and stacks
     # walked with them.
-    for _ in $(seq 1 40); do
+    for _ in $(seq 1 120); do
         sleep 0.5
         curl -sf "http://127.0.0.1:$port/metrics" >"$T/metrics.txt" || continue
         grep -q "^pfr_cpu_samples_total [1-9]" "$T/metrics.txt" && metrics_ok=1
@@ -159,6 +161,7 @@ if [ -n "$port" ] && command -v curl >/dev/null; then
     done
 fi
 kill -TERM "$rec" 2>/dev/null || true
+kill "$spin" 2>/dev/null || true
 rc=0
 wait "$rec" || rc=$?
 cat "$T/rec.log"
