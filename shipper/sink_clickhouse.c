@@ -526,25 +526,31 @@ struct table {
     uint64_t svc_bytes;  /* the bytes the last whole service added */
 };
 
-/* http.h's read: the blocks the reading thread hands over, as they come. */
+/* http.h's read: the blocks the reading thread hands over, as they come; 0 (the body's end)
+ * only once it said there are no more. */
 static ptrdiff_t table_read(void *ctx, void *buf, size_t cap)
 {
     struct table *t = ctx;
-    pthread_mutex_lock(&t->mu);
-    while (!t->ready && !t->end && !t->abort)
-        pthread_cond_wait(&t->cv, &t->mu);
     ptrdiff_t n = 0;
-    if (t->abort) {
-        n = -1;
-    } else if (t->ready) {
-        size_t k = t->buf.len - t->off < cap ? t->buf.len - t->off : cap;
-        memcpy(buf, t->buf.data + t->off, k);
-        t->off += k;
-        n = (ptrdiff_t)k;
-        if (t->off == t->buf.len) {
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        if (t->abort) {
+            n = -1;
+            break;
+        }
+        if (t->ready && t->off < t->buf.len) {
+            size_t k = t->buf.len - t->off < cap ? t->buf.len - t->off : cap;
+            memcpy(buf, t->buf.data + t->off, k);
+            t->off += k;
+            n = (ptrdiff_t)k;
+        }
+        if (t->ready && t->off == t->buf.len) {
             t->ready = false;
             pthread_cond_signal(&t->cv);
         }
+        if (n || t->end)
+            break;
+        pthread_cond_wait(&t->cv, &t->mu);
     }
     pthread_mutex_unlock(&t->mu);
     return n;
@@ -761,8 +767,8 @@ static int table_flush(struct batchio *b, struct table *t, bool last)
     if (rc < 0)
         return rc;
     t->body_bytes += block->len;
-    if (!block->len && (!last || !t->started))
-        return 0;
+    if (!block->len && !(gz && last && t->body_bytes))
+        return 0; /* nothing to send (a gzip'd body still needs its end) */
     if (gz) {
         rc = pfr_gzstream_put(&t->gz, c->base.conf->compress_level, t->raw.data, t->raw.len, last,
                               &t->buf);
