@@ -1,5 +1,6 @@
 /*
- * Types shared by the CPU sampler (cpu_profile.bpf.c) and its loader (recorder/cpu_profiler.c).
+ * Types shared by the CPU sampler (cpu_profile.bpf.c) and its loader
+ * (recorder/cpu/cpu_profiler.c).
  *
  * Stacks are stored by content: the sampler copies a stack's frames into per-CPU scratch (user
  * stacks on x86-64 by walking the frame pointers itself, a page of stack per copy; other stacks

@@ -1,6 +1,8 @@
 /* Time expressions: relative, RFC 3339, local wall-clock, unix seconds. */
 #include "pfr_time.h"
 
+#include "pfr_units.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -73,59 +75,24 @@ static bool read_number(const char **pp, double *out)
     return true;
 }
 
-static int64_t unit_ns(const char **pp)
+/* A duration with its units (pfr_units' syntax): the bare number pfr_parse_duration reads as
+ * seconds is ambiguous in a time ("-15") or a step, so a unit is required here. */
+static bool parse_duration_units(const char *p, int64_t *out)
 {
-    const char *p = *pp;
-    static const struct {
-        const char *name;
-        int64_t ns;
-    } units[] = {
-        /* "ms" before "m" so the longer unit wins. */
-        {"ms", 1000000LL},      {"s", NS_PER_S},         {"m", 60 * NS_PER_S},
-        {"h", 3600 * NS_PER_S}, {"d", 86400 * NS_PER_S}, {"w", 7 * 86400 * NS_PER_S},
-    };
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        size_t n = strlen(units[i].name);
-        if (strncmp(p, units[i].name, n) == 0) {
-            *pp = p + n;
-            return units[i].ns;
-        }
-    }
-    return 0;
-}
-
-/* Parses one or more <number><unit> terms up to the end of the string (trailing spaces ok). */
-static bool parse_duration_terms(const char *p, int64_t *out)
-{
-    double total = 0;
-    bool any = false;
-    p = skip_spaces(p);
-    while (*p && !isspace((unsigned char)*p)) {
-        double v;
-        if (!read_number(&p, &v))
-            return false;
-        int64_t u = unit_ns(&p);
-        if (!u)
-            return false;
-        total += v * (double)u;
-        any = true;
-    }
-    if (!any || *skip_spaces(p))
-        return false;
-    /* About 292 years fit in int64 nanoseconds; refuse anything near that. */
-    if (total > 9.0e18)
-        return false;
-    *out = (int64_t)llround(total);
-    return true;
+    bool unit = false;
+    for (const char *c = p; *c && !unit; c++)
+        unit = isalpha((unsigned char)*c) && *c != 'e' && *c != 'E';
+    return unit && pfr_parse_duration(p, out, NULL, 0) == 0;
 }
 
 int pfr_duration_parse(const char *s, int64_t *out_ns, char *err, size_t errlen)
 {
     int64_t v;
-    if (!s || !parse_duration_terms(s, &v) || v <= 0) {
+    if (!s || !parse_duration_units(s, &v) || v <= 0) {
         if (errlen)
             snprintf(err, errlen,
-                     "bad duration \"%s\": expected e.g. 10s, 5m, 1h30m, 2d (units ms s m h d w)",
+                     "bad duration \"%s\": expected e.g. 250ms, 10s, 1m30s, 2d (units ns us ms s "
+                     "m h d w)",
                      s ? s : "");
         return -EINVAL;
     }
@@ -289,7 +256,7 @@ static bool parse_relative(const char *p, int64_t now_ns, int64_t *out)
         return false;
     int sign = *p == '-' ? -1 : 1;
     int64_t d;
-    if (!parse_duration_terms(p + 1, &d))
+    if (!parse_duration_units(p + 1, &d))
         return false;
     return !__builtin_add_overflow(now_ns, sign * d, out);
 }

@@ -4,7 +4,7 @@
  *
  * Accepted forms (surrounding spaces ignored):
  *   now                          the current time
- *   -15m, now-2h, now - 1h30m    relative to now (units ms s m h d w; a number may have a fraction)
+ *   -15m, now-2h, now - 1h30m    relative to now (a duration of pfr_units.h, with its units)
  *   2024-05-01T13:45:00Z         RFC 3339 (fraction and +hh:mm / -hh:mm offsets allowed; the T
  *                                may be a space)
  *   2024-05-01 13:45[:07]        local wall-clock time (no zone given: the TZ of the process)
@@ -32,7 +32,8 @@ extern const char pfr_time_forms[];
  * lists the accepted forms. */
 int pfr_time_parse(const char *s, int64_t now_ns, int64_t *out_ns, char *err, size_t errlen);
 
-/* Parse a duration such as "90s", "1h30m", "0.5d" (units ms s m h d w) into nanoseconds > 0. */
+/* Parse a duration such as "90s", "1h30m", "0.5d" (pfr_units.h's syntax, units ns us ms s m h d
+ * w) into nanoseconds > 0. A unit is required: a bare number is refused. */
 int pfr_duration_parse(const char *s, int64_t *out_ns, char *err, size_t errlen);
 
 /* Current time (CLOCK_REALTIME) in unix nanoseconds. */

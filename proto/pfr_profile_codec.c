@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "pfr_gzip.h"
 #include "pfr_profile_internal.h"
 #include "profile.pb-c.h"
 
@@ -72,47 +72,6 @@ static void *arena_array(struct arena *a, size_t n, size_t elem)
 }
 
 /* ---- encoding ---- */
-
-static int gzip_buf(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof(zs));
-    /* windowBits 15 + 16: a gzip wrapper, as Go's pprof writer produces. */
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-        Z_OK)
-        return -ENOMEM;
-    size_t cap = deflateBound(&zs, len);
-    uint8_t *buf = malloc(cap);
-    if (!buf) {
-        deflateEnd(&zs);
-        return -ENOMEM;
-    }
-    zs.next_in = (Bytef *)in;
-    zs.next_out = buf;
-    int rc = Z_OK;
-    /* avail_in/avail_out are 32-bit: feed large buffers in pieces. */
-    size_t in_left = len, out_left = cap;
-    while (rc == Z_OK) {
-        zs.avail_in = in_left > UINT32_MAX ? UINT32_MAX : (uInt)in_left;
-        zs.avail_out = out_left > UINT32_MAX ? UINT32_MAX : (uInt)out_left;
-        uInt ai = zs.avail_in, ao = zs.avail_out;
-        rc = deflate(&zs, in_left == ai ? Z_FINISH : Z_NO_FLUSH);
-        in_left -= ai - zs.avail_in;
-        out_left -= ao - zs.avail_out;
-        if (rc == Z_BUF_ERROR && ai == zs.avail_in && ao == zs.avail_out)
-            break;
-        if (rc == Z_BUF_ERROR)
-            rc = Z_OK;
-    }
-    deflateEnd(&zs);
-    if (rc != Z_STREAM_END) {
-        free(buf);
-        return -ENOMEM;
-    }
-    *out = buf;
-    *out_len = cap - out_left;
-    return 0;
-}
 
 /* Fill msg from p; every array lives in a. */
 static int build_message(const pfr_profile *p, struct arena *a, Perftools__Profiles__Profile *m)
@@ -281,7 +240,13 @@ int pfr_profile_encode(const pfr_profile *p, bool gzip, uint8_t **out, size_t *o
         *out_len = len;
         return 0;
     }
-    rc = gzip_buf(buf, len, out, out_len);
+    pfr_buf z = {0};
+    rc = pfr_gzip(buf, len, PFR_GZIP_DEFAULT_LEVEL, &z);
     free(buf);
-    return rc;
+    if (rc) {
+        pfr_buf_free(&z);
+        return rc;
+    }
+    *out = pfr_buf_steal(&z, out_len);
+    return 0;
 }

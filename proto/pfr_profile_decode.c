@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "pfr_gzip.h"
 #include "pfr_profile_internal.h"
 
 #define DEFAULT_MAX_BYTES     (256u << 20)
@@ -39,85 +39,6 @@ static int bad(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
     }
     return -EBADMSG;
-}
-
-/* ---- gzip ---- */
-
-/* Inflate one or more concatenated gzip members, at most max bytes of output. */
-static int gunzip_bounded(const uint8_t *in, size_t len, size_t max, uint8_t **out, size_t *out_len,
-                          char *err, size_t errlen)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof(zs));
-    if (inflateInit2(&zs, 15 + 16) != Z_OK)
-        return -ENOMEM;
-    size_t cap = len < max / 4 ? len * 4 + 4096 : max;
-    if (cap > max)
-        cap = max;
-    uint8_t *buf = malloc(cap ? cap : 1);
-    if (!buf) {
-        inflateEnd(&zs);
-        return -ENOMEM;
-    }
-    size_t used = 0, in_off = 0;
-    int rc = 0;
-    for (;;) {
-        if (used == cap) {
-            if (cap >= max) {
-                rc = bad(err, errlen, "gzip: decompressed size exceeds %zu bytes", max);
-                break;
-            }
-            size_t ncap = cap > max / 2 ? max : cap * 2;
-            uint8_t *nb = realloc(buf, ncap);
-            if (!nb) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t in_left = len - in_off, out_left = cap - used;
-        zs.next_in = (Bytef *)in + in_off;
-        zs.avail_in = in_left > UINT32_MAX ? UINT32_MAX : (uInt)in_left;
-        zs.next_out = buf + used;
-        zs.avail_out = out_left > UINT32_MAX ? UINT32_MAX : (uInt)out_left;
-        uInt ai = zs.avail_in, ao = zs.avail_out;
-        int z = inflate(&zs, Z_NO_FLUSH);
-        in_off += ai - zs.avail_in;
-        used += ao - zs.avail_out;
-        if (z == Z_STREAM_END) {
-            if (in_off == len)
-                break;
-            /* Another member may follow (gzip allows concatenation); anything else is junk. */
-            if (len - in_off < 2 || in[in_off] != 0x1f || in[in_off + 1] != 0x8b) {
-                rc = bad(err, errlen, "gzip: trailing garbage after the stream");
-                break;
-            }
-            inflateReset(&zs);
-            continue;
-        }
-        if (z == Z_OK)
-            continue;
-        if (z == Z_BUF_ERROR && zs.avail_out == 0)
-            continue; /* output full: grow */
-        if (z == Z_MEM_ERROR) {
-            rc = -ENOMEM;
-            break;
-        }
-        rc = bad(err, errlen, "gzip: %s",
-                 z == Z_BUF_ERROR ? "truncated stream"
-                 : zs.msg         ? zs.msg
-                                  : "corrupt stream");
-        break;
-    }
-    inflateEnd(&zs);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *out_len = used;
-    return 0;
 }
 
 /* ---- wire format ---- */
@@ -906,10 +827,13 @@ int pfr_profile_decode(const uint8_t *buf, size_t len, size_t max_bytes, pfr_pro
         max_bytes = DEFAULT_MAX_BYTES;
     uint8_t *plain = NULL;
     if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) {
-        int rc = gunzip_bounded(buf, len, max_bytes, &plain, &len, err, errlen);
-        if (rc)
+        pfr_buf z = {0};
+        int rc = pfr_gunzip(buf, len, max_bytes, &z, err, errlen);
+        if (rc) {
+            pfr_buf_free(&z);
             return rc;
-        buf = plain;
+        }
+        buf = plain = pfr_buf_steal(&z, &len);
     } else if (len > max_bytes) {
         return bad(err, errlen, "profile of %zu bytes exceeds the %zu byte limit", len, max_bytes);
     }

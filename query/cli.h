@@ -23,12 +23,9 @@ typedef struct pfr_cli {
     int64_t now_ns; /* one "now" for every relative time of a command */
 } pfr_cli;
 
-int pfr_cmd_ls(pfr_cli *cli, int argc, char **argv);
-int pfr_cmd_flame(pfr_cli *cli, int argc, char **argv);
-int pfr_cmd_export(pfr_cli *cli, int argc, char **argv);
-int pfr_cmd_timeline(pfr_cli *cli, int argc, char **argv);
-int pfr_cmd_diff(pfr_cli *cli, int argc, char **argv);
-int pfr_cmd_serve(pfr_cli *cli, int argc, char **argv);
+/* Run the command argv[0] with its options argv[1..]: parse them (its option groups, cli_opts.c),
+ * call the query library, write the output. Returns an exit code, after printing why. */
+int pfr_cli_run(pfr_cli *cli, int argc, char **argv);
 
 /* `pfr export --ring FILE` (export_ring.c): the chunks of s matching f (range, service, type,
  * profile labels), as they are in the ring, written to a standalone ring file at path (replacing

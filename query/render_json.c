@@ -1,4 +1,5 @@
 /* JSON renderer: metadata, package colours and the nested flame tree. */
+#include "pfr_buf.h"
 #include "pfr_diff.h"
 #include "pfr_utf8.h"
 #include "render_internal.h"
@@ -224,56 +225,30 @@ out:
  * dumping them took longer than building the tree. The nodes are written here as jansson would
  * dump them (keys in the same order, strings escaped the same way, integers as %lld, reals through
  * jansson itself); the rest of the document is jansson's. */
-typedef struct wbuf {
-    char *p;
-    size_t len, cap;
-    int err;
-} wbuf;
-
-static void wb_grow(wbuf *b, size_t n)
+/* The sticky allocation error of b as an errno. */
+static int wb_err(const pfr_buf *b)
 {
-    if (b->err || b->len + n <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 1 << 16;
-    while (cap < b->len + n)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->err = -ENOMEM;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
+    return b->oom ? -ENOMEM : 0;
 }
 
-static void wb_put(wbuf *b, const char *s, size_t n)
-{
-    wb_grow(b, n);
-    if (!b->err) {
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-    }
-}
-
-#define WB_LIT(b, s) wb_put(b, s, sizeof(s) - 1)
+#define WB_LIT(b, s) pfr_buf_put(b, s, sizeof(s) - 1)
 
 /* A JSON string as jansson's dump writes it (no JSON_ENSURE_ASCII) for pfr_json_text(str): a
  * byte that does not start well-formed UTF-8 is written as U+FFFD. */
-static int wb_str(wbuf *b, const char *str, bool escape_slash)
+static int wb_str(pfr_buf *b, const char *str, bool escape_slash)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t n = strlen(str);
-    wb_grow(b, n + 2);
-    if (b->err)
-        return b->err;
-    b->p[b->len++] = '"';
+    if (pfr_buf_reserve(b, n + 2) < 0)
+        return -ENOMEM;
+    pfr_buf_putc(b, '"');
     size_t i = 0;
     while (i < n) {
         size_t run = i;
         while (run < n && s[run] >= 0x20 && s[run] < 0x80 && s[run] != '"' && s[run] != '\\' &&
                !(escape_slash && s[run] == '/'))
             run++;
-        wb_put(b, str + i, run - i);
+        pfr_buf_put(b, str + i, run - i);
         i = run;
         if (i == n)
             break;
@@ -285,7 +260,7 @@ static int wb_str(wbuf *b, const char *str, bool escape_slash)
             continue;
         }
         if (cp >= 0x80) {
-            wb_put(b, str + i, len);
+            pfr_buf_put(b, str + i, len);
         } else {
             char seq[8];
             const char *text = seq;
@@ -317,23 +292,23 @@ static int wb_str(wbuf *b, const char *str, bool escape_slash)
             default:
                 snprintf(seq, sizeof(seq), "\\u%04X", (unsigned)cp);
             }
-            wb_put(b, text, strlen(text));
+            pfr_buf_put(b, text, strlen(text));
         }
         i += len;
     }
     WB_LIT(b, "\"");
-    return b->err;
+    return wb_err(b);
 }
 
-static void wb_int(wbuf *b, long long v)
+static void wb_int(pfr_buf *b, long long v)
 {
     char num[32];
     int n = snprintf(num, sizeof(num), "%lld", v);
-    wb_put(b, num, (size_t)n);
+    pfr_buf_put(b, num, (size_t)n);
 }
 
 /* A real as jansson dumps it with flags' precision; -ENOMEM for what json_real refuses. */
-static int wb_real(wbuf *b, double v, size_t flags)
+static int wb_real(pfr_buf *b, double v, size_t flags)
 {
     json_t *r = json_real(v);
     char num[64];
@@ -341,16 +316,16 @@ static int wb_real(wbuf *b, double v, size_t flags)
     json_decref(r);
     if (!n || n > sizeof(num))
         return -ENOMEM;
-    wb_put(b, num, n);
-    return b->err;
+    pfr_buf_put(b, num, n);
+    return wb_err(b);
 }
 
 /* As number(): integers stay integers. */
-static int wb_number(wbuf *b, double v, size_t flags)
+static int wb_number(pfr_buf *b, double v, size_t flags)
 {
     if (v == floor(v) && fabs(v) < 9.0e15) {
         wb_int(b, (long long)v);
-        return b->err;
+        return wb_err(b);
     }
     return wb_real(b, v, flags);
 }
@@ -359,7 +334,7 @@ typedef struct write_ctx {
     const pfr_render_opts *o;
     size_t flags;
     double min_value;
-    wbuf *b;
+    pfr_buf *b;
     uint32_t open;     /* nodes whose children array is open: the path to the current one */
     bool *has_child;   /* per depth: a child written already */
     uint32_t *pkg_mod; /* per name string: the module of the cached package, or NONE */
@@ -384,7 +359,7 @@ static int64_t package_cached(write_ctx *w, const pfr_tree *t, const pfr_tree_no
 static int write_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
 {
     write_ctx *w = vctx;
-    wbuf *b = w->b;
+    pfr_buf *b = w->b;
     const pfr_tree_node *n = pfr_tree_node_at(t, id);
     if (id != 0 && pfr_render_node_width(n, w->o) < w->min_value) {
         *skip = 1;
@@ -450,7 +425,7 @@ static int write_visit(const pfr_tree *t, uint32_t id, int *skip, void *vctx)
     WB_LIT(b, ",\"children\":[");
     w->has_child[n->depth] = false;
     w->open = n->depth + 1;
-    return b->err;
+    return wb_err(b);
 }
 
 int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char *meta_json,
@@ -464,7 +439,8 @@ int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char
     const pfr_tree_node *root = pfr_tree_node_at(t, 0);
     double total = pfr_render_node_width(root, o);
     size_t nstrs = pfr_tree_num_strs(t);
-    wbuf b = {0};
+    pfr_buf b = {0};
+    pfr_buf_reserve(&b, 1 << 16); /* a failure shows as oom at the end */
     write_ctx w = {.o = o,
                    .flags = flags,
                    .min_value = min_width > 0 ? total * min_width : 0,
@@ -487,7 +463,7 @@ int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char
     for (; rc == 0 && w.open > 0; w.open--)
         WB_LIT(&b, "]}");
     if (rc == 0)
-        rc = b.err;
+        rc = wb_err(&b);
     if (rc < 0)
         goto out;
     int bad = set_head(doc, t, o, total);
@@ -512,7 +488,7 @@ int pfr_render_json_text(const pfr_tree *t, const pfr_render_opts *o, const char
             const char *sep = hl > 2 ? ",\"root\":" : "\"root\":";
             memcpy(text + pos, sep, strlen(sep));
             pos += strlen(sep);
-            memcpy(text + pos, b.p, b.len);
+            memcpy(text + pos, b.data, b.len);
             pos += b.len;
             text[pos++] = '}';
             text[pos] = '\0';
@@ -528,7 +504,7 @@ out:
     free(w.pkg_mod);
     free(w.pkg_idx);
     free(w.has_child);
-    free(b.p);
+    pfr_buf_free(&b);
     if (rc == -EEXIST) {
         json_t *d;
         rc = pfr_render_json_doc(t, o, meta_json, min_width, &d);

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "pfr_clock.h"
+
 #define TICK_NS 200000000LL /* how often deadlines are looked at */
 
 struct pfr_serve_guard_slot {
@@ -26,13 +28,6 @@ struct pfr_serve_guard {
     uint64_t cut;
     pfr_serve_guard_slot *slots;
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Shut down the sockets past their deadline. The mutex is held: a connection cannot finish
  * closing (pfr_serve_guard_close comes before its socket is closed) while its slot is looked
@@ -54,11 +49,9 @@ static void *guard_main(void *arg)
     pfr_serve_guard *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {
-        cut_late(g, now_ns());
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t at = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + TICK_NS;
-        ts = (struct timespec){.tv_sec = at / 1000000000LL, .tv_nsec = at % 1000000000LL};
+        cut_late(g, pfr_clock_mono_ns());
+        int64_t at = pfr_clock_mono_ns() + TICK_NS;
+        struct timespec ts = {.tv_sec = at / 1000000000LL, .tv_nsec = at % 1000000000LL};
         pthread_cond_timedwait(&g->cv, &g->mu, &ts);
     }
     pthread_mutex_unlock(&g->mu);
@@ -117,7 +110,8 @@ pfr_serve_guard_slot *pfr_serve_guard_open(pfr_serve_guard *g, int fd)
         if (!g->slots[i].used)
             s = &g->slots[i];
     if (s)
-        *s = (pfr_serve_guard_slot){.fd = fd, .used = true, .deadline_ns = now_ns() + g->header_ns};
+        *s = (pfr_serve_guard_slot){
+            .fd = fd, .used = true, .deadline_ns = pfr_clock_mono_ns() + g->header_ns};
     pthread_mutex_unlock(&g->mu);
     return s;
 }
@@ -136,7 +130,7 @@ static void set_deadline(pfr_serve_guard *g, pfr_serve_guard_slot *slot, int64_t
     if (!slot)
         return;
     pthread_mutex_lock(&g->mu);
-    slot->deadline_ns = now_ns() + in_ns;
+    slot->deadline_ns = pfr_clock_mono_ns() + in_ns;
     pthread_mutex_unlock(&g->mu);
 }
 

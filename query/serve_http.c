@@ -14,8 +14,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "pfr_gzip.h"
 #include "pfr_render.h"
 #include "pfr_time.h"
 #include "serve_guard.h"
@@ -126,25 +126,14 @@ static int bind_socket(const struct sockaddr_storage *sa, size_t salen, unsigned
 
 /* ---- responses ---- */
 /* gzip'd copy of buf (level 1: cheap, still 5-10x smaller for JSON), or NULL. */
-static char *gzip(const char *buf, size_t len, size_t *outlen)
+static char *gzip_copy(const char *buf, size_t len, size_t *outlen)
 {
-    z_stream z = {0};
-    if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return NULL;
-    size_t cap = deflateBound(&z, (uLong)len);
-    char *out = malloc(cap);
-    z.next_in = (Bytef *)buf;
-    z.avail_in = (uInt)len;
-    z.next_out = (Bytef *)out;
-    z.avail_out = (uInt)cap;
-    if (!out || deflate(&z, Z_FINISH) != Z_STREAM_END) {
-        free(out);
-        deflateEnd(&z);
+    pfr_buf z = {0};
+    if (pfr_gzip(buf, len, 1, &z) < 0) {
+        pfr_buf_free(&z);
         return NULL;
     }
-    *outlen = z.total_out;
-    deflateEnd(&z);
-    return out;
+    return (char *)pfr_buf_steal(&z, outlen);
 }
 
 static bool accepts_gzip(struct MHD_Connection *c)
@@ -175,7 +164,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, cons
                                  unsigned retry_after)
 {
     size_t zlen = 0;
-    char *z = len >= GZIP_MIN_SIZE && accepts_gzip(c) ? gzip(body, len, &zlen) : NULL;
+    char *z = len >= GZIP_MIN_SIZE && accepts_gzip(c) ? gzip_copy(body, len, &zlen) : NULL;
     struct MHD_Response *r;
     if (z) {
         if (owned)

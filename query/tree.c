@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "pfr_hash.h"
+
 #define ARENA_BLOCK (64u << 10)
 
 typedef struct arena_block {
@@ -59,14 +61,8 @@ static void hint_huge(void *p, size_t bytes)
 
 static uint64_t hash_str(const char *s, size_t *len)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    const char *p = s;
-    for (; *p; p++) {
-        h ^= (unsigned char)*p;
-        h *= 1099511628211ULL;
-    }
-    *len = (size_t)(p - s);
-    return h;
+    *len = strlen(s);
+    return pfr_hash_fnv1a(PFR_HASH_FNV_OFFSET, s, *len);
 }
 
 static char *arena_copy(pfr_tree *t, const char *s, size_t len)

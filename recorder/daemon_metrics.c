@@ -1,4 +1,4 @@
-/* The recorder's health metrics: thin mirrors of the sources' cumulative counters. */
+/* The recorder's health metrics: the ring, the identities, the sources' last errors. */
 #include "daemon_metrics.h"
 
 #include <errno.h>
@@ -46,18 +46,16 @@ unsigned pfr_daemon_metrics_port(const pfr_daemon_metrics *m)
     return m->server ? pfr_metrics_server_port(m->server) : 0;
 }
 
-/* One unlabelled series. A registration failure (out of memory) only loses that metric. */
-static void put(pfr_daemon_metrics *m, const char *name, const char *help, enum pfr_metric_type t,
-                double v)
+void pfr_daemon_metrics_put(pfr_daemon_metrics *m, const char *name, const char *help,
+                            enum pfr_metric_type t, double v)
 {
     pfr_metric_family *f;
     if (pfr_metrics_family(m->reg, name, help, t, NULL, 0, &f) == 0)
         pfr_metrics_set(f, NULL, v);
 }
 
-/* One series of a family with a single label. */
-static void put1t(pfr_daemon_metrics *m, const char *name, const char *help, enum pfr_metric_type t,
-                  const char *label, const char *value, double v)
+void pfr_daemon_metrics_put1(pfr_daemon_metrics *m, const char *name, const char *help,
+                             enum pfr_metric_type t, const char *label, const char *value, double v)
 {
     pfr_metric_family *f;
     const char *names[1] = {label}, *values[1] = {value};
@@ -65,182 +63,11 @@ static void put1t(pfr_daemon_metrics *m, const char *name, const char *help, enu
         pfr_metrics_set(f, values, v);
 }
 
-static void put1(pfr_daemon_metrics *m, const char *name, const char *help, const char *label,
-                 const char *value, double v)
-{
-    put1t(m, name, help, PFR_METRIC_COUNTER, label, value, v);
-}
+#define put   pfr_daemon_metrics_put
+#define put1t pfr_daemon_metrics_put1
 
 #define C PFR_METRIC_COUNTER
 #define G PFR_METRIC_GAUGE
-
-void pfr_daemon_metrics_cpu(pfr_daemon_metrics *m, const pfr_cpu_source_stats *st)
-{
-    static const char lost_help[] = "CPU samples lost or with a stack that could not be kept";
-    put(m, "pfr_cpu_samples_total", "CPU samples taken (idle excluded)", C,
-        (double)st->bpf.samples);
-    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "count_map_full",
-         (double)st->bpf.count_map_full);
-    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "prog_busy",
-         (double)st->bpf.prog_misses);
-    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "stack_map_full",
-         (double)st->bpf.stack_map_full);
-    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "kernel_stack_error",
-         (double)st->bpf.kstack_errors);
-    put1(m, "pfr_cpu_samples_lost_total", lost_help, "reason", "user_stack_error",
-         (double)st->bpf.ustack_errors);
-    put(m, "pfr_cpu_samples_in_execve_total",
-        "CPU samples inside execve, kept without their user stack (the old image's)", C,
-        (double)st->bpf.exec_no_ustack);
-    put(m, "pfr_cpu_process_events_lost_total", "process notifications dropped (ring full)", C,
-        (double)st->bpf.events_lost);
-    put(m, "pfr_cpu_bpf_run_seconds_total",
-        "run time of the BPF sampler (needs kernel.bpf_stats_enabled=1)", C,
-        (double)st->bpf.prog_run_ns / 1e9);
-    put(m, "pfr_processes_symbolized_total", "processes whose mappings were snapshotted", C,
-        (double)st->processes_seen);
-    put(m, "pfr_processes_tracked", "processes the CPU profiler holds records of", G,
-        (double)st->processes_live);
-    static const char cg_help[] = "cgroups of new processes, by where they came from";
-    put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "cache", (double)st->cgroup_hits);
-    put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "proc", (double)st->cgroup_reads);
-    put1(m, "pfr_process_cgroup_lookups_total", cg_help, "from", "walk", (double)st->cgroup_walks);
-    put(m, "pfr_processes_exiting_named_total",
-        "processes sampled only while exiting, named by their cgroup", C,
-        (double)st->exiting_named);
-    put(m, "pfr_processes_renamed_total",
-        "processes named again once their container's metadata was had", C, (double)st->renamed);
-    static const char exe_help[] = "executable paths of processes, by where they came from";
-    put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "mappings", (double)st->exe_hits);
-    put1(m, "pfr_process_exe_lookups_total", exe_help, "from", "proc", (double)st->exe_reads);
-    static const char xm_help[] =
-        "exits that carried the process's mappings, by whether they replaced its snapshot";
-    put1(m, "pfr_process_exit_mappings_total", xm_help, "use", "taken",
-         (double)st->exit_maps_taken);
-    put1(m, "pfr_process_exit_mappings_total", xm_help, "use", "unneeded",
-         (double)st->exit_maps_unneeded);
-    static const char xp_help[] = "paths of files exits mapped code from that no snapshot saw, "
-                                  "by whether they were learned";
-    put1(m, "pfr_process_exit_paths_total", xp_help, "result", "learned",
-         (double)st->exit_paths_learned);
-    put1(m, "pfr_process_exit_paths_total", xp_help, "result", "refused",
-         (double)st->exit_paths_refused);
-    put(m, "pfr_process_snapshots_deferred_total",
-        "new processes whose mappings were left for the drain or their exit", C,
-        (double)st->snapshots_deferred);
-    put(m, "pfr_symbol_files_parsed_total", "ELF files parsed for symbols", C,
-        (double)st->sym.files_parsed);
-    put(m, "pfr_symbol_cache_bytes", "bytes held by the symbol cache", G,
-        (double)st->sym.cache_bytes);
-    pfr_daemon_metrics_symbolizer(m, &st->sym);
-    put(m, "pfr_frames_unresolved_total", "frames that could not be named", C,
-        (double)st->sym.unresolved_frames);
-    put(m, "pfr_frames_late_total", "frames left as addresses: symbolizing budget spent", C,
-        (double)st->build.late_frames);
-    put(m, "pfr_cpu_profiles_total", "CPU profiles written", C, (double)st->profiles);
-    pfr_daemon_metrics_unwind(m, st);
-}
-
-void pfr_daemon_metrics_unwind(pfr_daemon_metrics *m, const pfr_cpu_source_stats *st)
-{
-    const pfr_cpu_counters *b = &st->bpf;
-    const pfr_unwinder_stats *u = &st->unwind;
-    static const char walk_help[] = "user stacks by how they were walked: dwarf (at least one "
-                                    "frame found by an unwind table) or fp (frame pointers only)";
-    put(m, "pfr_unwind_tables_enabled", "1 if user stacks are walked with unwind tables", G,
-        st->unwind_tables ? 1 : 0);
-    put1(m, "pfr_cpu_stacks_walked_total", walk_help, "method", "dwarf", (double)b->uw_dwarf);
-    put1(m, "pfr_cpu_stacks_walked_total", walk_help, "method", "fp", (double)b->uw_fp);
-    put(m, "pfr_unwind_frames_total", "user frames found by unwind tables", C,
-        (double)b->uw_frames);
-    put(m, "pfr_unwind_stacks_complete_total",
-        "user stacks walked to their outermost frame (a table marked it)", C, (double)b->uw_end);
-    static const char fb_help[] = "user stacks with a frame walked by frame pointer instead of "
-                                  "a table, by why";
-    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "table_pending",
-         (double)b->uw_pending);
-    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "no_row", (double)b->uw_no_row);
-    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "mappings_busy", (double)b->uw_busy);
-    put1(m, "pfr_unwind_fallbacks_total", fb_help, "reason", "mapping_not_cached",
-         (double)b->uw_vma_miss);
-    static const char cut_help[] = "user stack walks cut short, by why";
-    put1(m, "pfr_unwind_walks_cut_total", cut_help, "reason", "bad_memory", (double)b->uw_cut_read);
-    put1(m, "pfr_unwind_walks_cut_total", cut_help, "reason", "unmapped_pc", (double)b->uw_cut_map);
-    put1(m, "pfr_unwind_walks_cut_total", cut_help, "reason", "max_depth", (double)b->uw_cut_depth);
-    put(m, "pfr_unwind_requests_lost_total",
-        "requests for a table dropped (notification ring or queue full), asked again", C,
-        (double)(b->uw_ask_lost + u->queue_full));
-    static const char files_help[] = "files the sampler asked unwind tables for, by outcome";
-    put1(m, "pfr_unwind_files_total", files_help, "outcome", "table", (double)u->tables);
-    put1(m, "pfr_unwind_files_total", files_help, "outcome", "no_table", (double)u->no_table);
-    put1(m, "pfr_unwind_files_total", files_help, "outcome", "no_room", (double)u->no_room);
-    put1(m, "pfr_unwind_files_total", files_help, "outcome", "bad_file", (double)u->bad_files);
-    put1(m, "pfr_unwind_files_total", files_help, "outcome", "open_failed", (double)u->open_failed);
-    put(m, "pfr_unwind_table_files", "files with an unwind table loaded", G,
-        (double)u->files_with_rows);
-    put(m, "pfr_unwind_table_bytes", "kernel memory used by unwind table rows", G,
-        (double)u->rows * sizeof(struct pfr_unwind_row));
-    put(m, "pfr_unwind_table_bytes_max", "the cap of unwind table rows (unwind_table_bytes)", G,
-        (double)u->max_rows * sizeof(struct pfr_unwind_row));
-    put(m, "pfr_unwind_table_evictions_total", "unwind tables evicted for room", C,
-        (double)u->evictions);
-    put(m, "pfr_unwind_table_build_seconds_total", "time spent building and loading tables", C,
-        (double)u->build_ns / 1e9);
-    put(m, "pfr_unwind_table_build_max_seconds", "the longest build and load of one table", G,
-        (double)u->build_max_ns / 1e9);
-}
-
-void pfr_daemon_metrics_symbolizer(pfr_daemon_metrics *m, const pfr_sym_stats *st)
-{
-    static const char lookup_help[] = "files looked up in the symbol cache, by result";
-    put1(m, "pfr_symbol_cache_lookups_total", lookup_help, "result", "hit", (double)st->cache_hits);
-    put1(m, "pfr_symbol_cache_lookups_total", lookup_help, "result", "miss",
-         (double)st->cache_misses);
-    put(m, "pfr_symbol_files_evicted_total", "files evicted from the symbol cache for room", C,
-        (double)st->evictions);
-    put(m, "pfr_symbol_files_reparsed_total", "files parsed again after their eviction", C,
-        (double)st->reparses);
-    put(m, "pfr_symbol_files_cached", "files in the symbol cache", G, (double)st->files_cached);
-    put(m, "pfr_symbol_files_open",
-        "descriptors the symbol cache keeps open (names are read "
-        "from the files)",
-        G, (double)st->open_files);
-    put(m, "pfr_symbol_cache_protected_bytes",
-        "of the symbol cache, bytes of files used more than once", G, (double)st->protected_bytes);
-    put(m, "pfr_symbol_dwarf_loads_total", "DWARF line tables opened (again after a drop)", C,
-        (double)st->dwarf_loads);
-    put(m, "pfr_symbol_dwarf_evictions_total", "DWARF dropped for room while the symbols stayed", C,
-        (double)st->dwarf_evictions);
-    put(m, "pfr_symbol_dwarf_refused_total",
-        "DWARF not read: its debug sections leave no room to grow under the per-file cap", C,
-        (double)st->dwarf_too_big);
-    put(m, "pfr_symbol_dwarf_no_room_total",
-        "DWARF put off: it needs the room of DWARF in use (read later, each time later)", C,
-        (double)st->dwarf_no_room);
-    put(m, "pfr_symbol_dwarf_outgrown_total",
-        "DWARF dropped after its line tables outgrew the per-file cap (read again later, each "
-        "time later)",
-        C, (double)st->dwarf_outgrown);
-    put(m, "pfr_symbol_dwarf_bytes", "of the symbol cache, bytes of open DWARF", G,
-        (double)st->dwarf_bytes);
-    put(m, "pfr_symbol_name_errors_total",
-        "symbol names unreadable: the file changed on disk after it was parsed", C,
-        (double)st->name_errors);
-    put(m, "pfr_symbol_errors_total", "files or maps the symbolizer could not use", C,
-        (double)st->errors);
-    put(m, "pfr_symbol_jit_frames_total", "frames of JIT code named from a perf map", C,
-        (double)st->jit_frames);
-    put(m, "pfr_symbol_perf_maps_opened_total", "processes whose /tmp/perf-PID.map was opened", C,
-        (double)st->perf_maps_opened);
-    put(m, "pfr_symbol_perf_map_bad_lines_total", "perf map lines skipped as malformed", C,
-        (double)st->perf_map_bad_lines);
-    put(m, "pfr_symbol_perf_maps_full_total",
-        "perf maps no longer read: their share of the symbol cache is used up", C,
-        (double)st->perf_maps_full);
-    put(m, "pfr_symbol_perf_map_errors_total",
-        "perf maps refused (not a regular file of the process's user) or unreadable", C,
-        (double)st->perf_map_errors);
-}
 
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
                               unsigned long long write_errors)
@@ -308,58 +135,6 @@ void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats
             pfr_metrics_set(f, bad, (double)fetches[i].failed);
         }
     }
-}
-
-void pfr_daemon_metrics_goheap(pfr_daemon_metrics *m, const pfr_goheap_stats *st)
-{
-    static const char err_help[] = "Go heap walks that failed, by reason";
-    put(m, "pfr_goheap_profiles_total", "Go heap profiles written", C, (double)st->profiles);
-    put(m, "pfr_goheap_processes", "Go processes with symbols seen by the last collections", C,
-        (double)st->go_processes);
-    put(m, "pfr_goheap_rates_forced_total", "MemProfileRate writes in force mode", C,
-        (double)st->rates_forced);
-    put(m, "pfr_goheap_stripped_binaries_total", "Go executables skipped: no .symtab", C,
-        (double)st->stripped_binaries);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "read", (double)st->read_errors);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "loop", (double)st->loop_errors);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "limit", (double)st->limit_errors);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "bad_bucket",
-         (double)st->bad_buckets);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "timeout", (double)st->timeouts);
-    put(m, "pfr_goheap_collect_seconds_total", "time spent collecting Go heap profiles", C,
-        (double)st->collect_ns / 1e9);
-}
-
-void pfr_daemon_metrics_scrape(pfr_daemon_metrics *m, const pfr_scrape_stats *st)
-{
-    static const char fail_help[] = "pprof scrapes that failed, by reason";
-    put(m, "pfr_scrape_targets", "pprof targets scraped", G, (double)st->targets);
-    put(m, "pfr_scrape_requests_total", "pprof requests completed", C, (double)st->requests);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "connect",
-         (double)st->connect_errors);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "timeout", (double)st->timeouts);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "http", (double)st->http_errors);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "too_large", (double)st->too_large);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "invalid", (double)st->invalid);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "other", (double)st->other_errors);
-    put(m, "pfr_scrape_profiles_total", "profiles scraped and queued", C, (double)st->profiles);
-    put(m, "pfr_scrape_profiles_dropped_total", "scraped profiles dropped from a full queue", C,
-        (double)st->dropped);
-    put(m, "pfr_scrape_local_other_netns",
-        "local Go pprof processes in another network namespace (last round)", G,
-        (double)st->local_other_netns);
-    put(m, "pfr_scrape_local_netns_skipped",
-        "of those, skipped: scrape_other_netns = off or setns not permitted (last round)", G,
-        (double)st->local_netns_skipped);
-    put(m, "pfr_scrape_netns_failures_total",
-        "requests that failed to open a socket in the target's network namespace", C,
-        (double)st->netns_failures);
-    put(m, "pfr_scrape_netns_denied_total",
-        "setns into a target's network namespace refused (no CAP_SYS_ADMIN)", C,
-        (double)st->netns_denied);
-    put(m, "pfr_scrape_netns_broken",
-        "1: the scrape thread could not return to its own network namespace (restart needed)", G,
-        (double)st->netns_broken);
 }
 
 void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message)

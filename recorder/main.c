@@ -16,14 +16,13 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "cpu_source.h"
 #include "daemon_metrics.h"
-#include "pfr_identity.h"
-#include "goheap_source.h"
+#include "exe_scan.h"
 #include "host.h"
+#include "pfr_clock.h"
+#include "pfr_identity.h"
 #include "pfr_log.h"
 #include "pfr_store.h"
-#include "scrape_source.h"
 #include "source.h"
 
 #define MAX_SOURCES   8
@@ -38,7 +37,8 @@ typedef struct writer {
     pfr_daemon_metrics *metrics;
     pfr_identity *identity;   /* NULL: none */
     uint64_t identity_errors; /* metadata failures already logged */
-    pfr_cpu_source *cpu;
+    const pfr_source *sources;
+    size_t nsources;
     bool disk_full;          /* profiles lost to a full disk, logged; until a write succeeds */
     uint64_t disk_full_lost; /* profiles lost in this episode */
     int cap_reason;          /* the ring's cap in force, as last logged */
@@ -54,13 +54,6 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
     buf[strcspn(buf, "\n")] = '\0';
     pfr_debug("libbpf: %s", buf);
     return 0;
-}
-
-static int64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* The ring's file system is full and the store had nothing older to give up (-ENOSPC): said
@@ -240,9 +233,9 @@ static void log_ring_cap(writer *w, const pfr_store_stats *st)
 
 static void update_metrics(writer *w)
 {
-    pfr_cpu_source_stats cs;
-    pfr_cpu_source_stats_get(w->cpu, &cs);
-    pfr_daemon_metrics_cpu(w->metrics, &cs);
+    for (size_t i = 0; i < w->nsources; i++)
+        if (w->sources[i].ops->export_metrics)
+            w->sources[i].ops->export_metrics(w->sources[i].self, w->metrics);
     if (w->identity) {
         pfr_identity_stats is;
         pfr_identity_get_stats(w->identity, &is);
@@ -292,21 +285,17 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
         pfr_config_free(&fresh);
         return;
     }
-    pfr_log_set_level(fresh.log_level);
+    pfr_log_set_level((enum pfr_log_level)fresh.log_level);
     for (size_t i = 0; i < nsrc; i++)
         if (src[i].ops->reload && src[i].ops->reload(src[i].self, &fresh))
             pfr_warn("SIGHUP: source %s did not take the new configuration", src[i].ops->name);
     if (strcmp(fresh.store_path, cur->store_path) || fresh.interval_ns != cur->interval_ns ||
-        fresh.cpu_hz != cur->cpu_hz || fresh.max_store_bytes != cur->max_store_bytes ||
-        fresh.disk_reserve_mode != cur->disk_reserve_mode ||
-        fresh.disk_reserve_bytes != cur->disk_reserve_bytes ||
-        fresh.disk_reserve_percent != cur->disk_reserve_percent ||
-        fresh.stack_map_entries != cur->stack_map_entries ||
-        fresh.count_map_entries != cur->count_map_entries ||
-        fresh.sym_cache_bytes != cur->sym_cache_bytes || fresh.dwarf != cur->dwarf ||
-        fresh.perf_maps != cur->perf_maps)
-        pfr_warn("SIGHUP: store, interval, cpu_hz, disk_reserve, map/cache sizes, dwarf and "
-                 "perf_maps take effect on restart");
+        fresh.max_store_bytes != cur->max_store_bytes ||
+        fresh.disk_reserve.mode != cur->disk_reserve.mode ||
+        fresh.disk_reserve.bytes != cur->disk_reserve.bytes ||
+        fresh.disk_reserve.percent != cur->disk_reserve.percent)
+        pfr_warn("SIGHUP: store, interval, max_store_bytes and disk_reserve take effect on "
+                 "restart");
     pfr_service_rules_free(&cur->rules);
     pfr_service_rules_copy(&cur->rules, &fresh.rules);
     cur->log_level = fresh.log_level;
@@ -314,43 +303,37 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
     pfr_config_free(&fresh);
 }
 
-/* The Go heap profiler and the pprof scraper, when configured. A source that cannot start is
- * logged and left out: the CPU profiles matter more. */
-static void add_optional_sources(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
-                                 pfr_daemon_metrics *metrics, pfr_identity *identity,
-                                 pfr_source *sources, size_t *nsrc)
+/* The sources of the table that the configuration asks for. One that cannot start is logged
+ * and left out, unless the daemon cannot run without it. */
+static int start_sources(pfr_source_env *env, pfr_source *sources, size_t *nsrc, char *err,
+                         size_t errlen)
 {
-    char err[512] = "";
-    if (cfg->go_heap_mode != PFR_GOHEAP_DISABLED) {
-        pfr_goheap_source *g = NULL;
-        if (pfr_goheap_source_new(cfg, cpu, exes, metrics, identity, &g, err, sizeof(err)) == 0) {
-            sources[(*nsrc)++] = pfr_goheap_source_as_source(g);
-            pfr_info("Go heap profiler: %s, every %.0f s",
-                     pfr_goheap_mode_name((enum pfr_goheap_mode)cfg->go_heap_mode),
-                     (double)cfg->go_heap_interval_ns / 1e9);
-        } else {
-            pfr_err("%s", err);
-            pfr_daemon_metrics_error(metrics, "goheap", err);
+    size_t n;
+    const pfr_source_desc *const *table = pfr_recorder_sources(&n);
+    for (size_t i = 0; i < n && *nsrc < MAX_SOURCES; i++) {
+        const pfr_source_desc *d = table[i];
+        if (d->wanted && !d->wanted(env->cfg))
+            continue;
+        char why[512] = "";
+        int rc = d->start(env, &sources[*nsrc], why, sizeof(why));
+        if (rc == 0) {
+            (*nsrc)++;
+            continue;
         }
+        if (d->required) {
+            snprintf(err, errlen, "%s", why);
+            return rc;
+        }
+        pfr_err("%s", why);
+        pfr_daemon_metrics_error(env->metrics, d->name, why);
     }
-    bool k8s = cfg->k8s_kubelet_url || cfg->k8s_apiserver_url;
-    if (cfg->scrape_local == PFR_SCRAPE_LOCAL_OFF && cfg->nscrape_targets == 0 && !k8s)
-        return;
-    pfr_scraper_source *sc = NULL;
-    if (pfr_scraper_source_new(cfg, exes, metrics, identity, &sc, err, sizeof(err)) == 0) {
-        sources[(*nsrc)++] = pfr_scraper_source_as_source(sc);
-        pfr_info("pprof scraping: %zu static targets%s%s, every %.0f s", cfg->nscrape_targets,
-                 k8s ? ", Kubernetes pods" : "",
-                 cfg->scrape_local == PFR_SCRAPE_LOCAL_ON ||
-                         (cfg->scrape_local == PFR_SCRAPE_LOCAL_AUTO && !k8s &&
-                          cfg->nscrape_targets == 0)
-                     ? ", local discovery"
-                     : "",
-                 (double)cfg->scrape_interval_ns / 1e9);
-    } else {
-        pfr_err("pprof scraping: %s", err);
-        pfr_daemon_metrics_error(metrics, "scrape", err);
-    }
+    return 0;
+}
+
+static void stop_sources(pfr_source *sources, size_t nsrc)
+{
+    for (size_t i = nsrc; i-- > 0;)
+        sources[i].ops->destroy(sources[i].self);
 }
 
 int main(int argc, char **argv)
@@ -367,7 +350,7 @@ int main(int argc, char **argv)
         pfr_config_free(&cfg);
         return 2;
     }
-    pfr_log_set_level(cfg.log_level);
+    pfr_log_set_level((enum pfr_log_level)cfg.log_level);
     libbpf_set_print(libbpf_print);
     /* libcurl's global state (the scraper) must be set up before any thread starts */
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -430,30 +413,30 @@ int main(int argc, char **argv)
         pfr_daemon_metrics_error(metrics, "identity", err);
     }
 
-    pfr_source sources[MAX_SOURCES];
-    size_t nsrc = 0;
-    pfr_cpu_source *cpu = NULL;
-    rc = pfr_cpu_source_new(&cfg, identity, &cpu, err, sizeof(err));
-    if (rc) {
-        pfr_err("%s", err);
-        pfr_identity_free(identity);
-        pfr_daemon_metrics_free(metrics);
-        pfr_config_free(&cfg);
-        return 1;
-    }
-    sources[nsrc++] = pfr_cpu_source_as_source(cpu);
     /* one /proc scan for the sources that look for programs; without it (out of memory) each
      * scans on its own */
     pfr_exe_scan *exes = NULL;
     if (pfr_exe_scan_new("/proc", &exes))
         exes = NULL;
-    add_optional_sources(&cfg, cpu, exes, metrics, identity, sources, &nsrc);
+    pfr_source sources[MAX_SOURCES];
+    size_t nsrc = 0;
+    pfr_source_env env = {.cfg = &cfg, .exes = exes, .metrics = metrics, .identity = identity};
+    rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
+    if (rc) {
+        pfr_err("%s", err);
+        stop_sources(sources, nsrc);
+        pfr_exe_scan_free(exes);
+        pfr_identity_free(identity);
+        pfr_daemon_metrics_free(metrics);
+        pfr_config_free(&cfg);
+        return 1;
+    }
 
     pfr_store *store = NULL;
     pfr_store_opts so = {.max_bytes = cfg.max_store_bytes,
-                         .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve_mode,
-                                     .bytes = cfg.disk_reserve_bytes,
-                                     .percent = cfg.disk_reserve_percent}};
+                         .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve.mode,
+                                     .bytes = cfg.disk_reserve.bytes,
+                                     .percent = cfg.disk_reserve.percent}};
     rc = ensure_parent_dir(cfg.store_path);
     if (rc == 0)
         rc = pfr_store_open(cfg.store_path, &so, &store, err, sizeof(err));
@@ -461,22 +444,25 @@ int main(int argc, char **argv)
         snprintf(err, sizeof(err), "cannot create its directory: %s", strerror(-rc));
     if (rc) {
         pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
-        for (size_t i = 0; i < nsrc; i++)
-            sources[i].ops->destroy(sources[i].self);
+        stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
     }
-    writer w = {
-        .store = store, .host = &host, .metrics = metrics, .cpu = cpu, .identity = identity};
+    writer w = {.store = store,
+                .host = &host,
+                .metrics = metrics,
+                .identity = identity,
+                .sources = sources,
+                .nsources = nsrc};
 
-    pfr_info("pfr-recorder %s: sampling %d CPUs at %u Hz, %.3g s intervals, ring %s, host %s",
-             PFR_VERSION, pfr_cpu_source_ncpus(cpu), cfg.cpu_hz, (double)cfg.interval_ns / 1e9,
-             cfg.store_path, host.name);
+    /* "sampling": the line that says the recorder is up (tests and scripts wait for it) */
+    pfr_info("pfr-recorder %s: sampling with %zu sources, %.3g s intervals, ring %s, host %s",
+             PFR_VERSION, nsrc, (double)cfg.interval_ns / 1e9, cfg.store_path, host.name);
 
-    int64_t start = realtime_ns();
+    int64_t start = pfr_clock_real_ns();
     int64_t next = next_boundary(start, cfg.interval_ns);
     arm_timer(tfd, next);
     int exit_code = 0;
@@ -494,10 +480,10 @@ int main(int argc, char **argv)
             uint64_t ticks;
             if (read(tfd, &ticks, sizeof(ticks)) < 0 && errno != ECANCELED)
                 pfr_warn("timer: %s", strerror(errno));
-            int64_t now = realtime_ns();
+            int64_t now = pfr_clock_real_ns();
             collect_all(sources, nsrc, start, now, &w);
             start = now;
-            next = next_boundary(realtime_ns(), cfg.interval_ns);
+            next = next_boundary(pfr_clock_real_ns(), cfg.interval_ns);
             arm_timer(tfd, next);
         }
         if (pfd[0].revents & POLLIN) {
@@ -510,14 +496,13 @@ int main(int argc, char **argv)
             }
             pfr_info("%s: writing the current interval and exiting",
                      si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-            int64_t now = realtime_ns();
+            int64_t now = pfr_clock_real_ns();
             if (now > start)
                 collect_all(sources, nsrc, start, now, &w);
             break;
         }
     }
-    for (size_t i = 0; i < nsrc; i++)
-        sources[i].ops->destroy(sources[i].self);
+    stop_sources(sources, nsrc);
     pfr_exe_scan_free(exes);
     pfr_identity_free(identity); /* after the sources: they look identities up */
     pfr_daemon_metrics_free(metrics);

@@ -45,18 +45,18 @@ int pfr_proc_table_init(pfr_proc_table *t, const char *proc_root)
     return 0;
 }
 
-static void cgroups_clear(pfr_u64map *m)
+static void cgroups_clear(pfr_map *m)
 {
     size_t pos = 0;
     uint64_t k, v;
-    while (pfr_u64map_next(m, &pos, &k, &v))
+    while (pfr_map_next(m, &pos, &k, &v))
         free((char *)(uintptr_t)v);
-    pfr_u64map_clear(m);
+    pfr_map_clear(m);
 }
 
 static const char *cgroup_cached(const pfr_proc_table *t, uint64_t id)
 {
-    uint64_t *v = id ? pfr_u64map_get(&t->cgroups, id) : NULL;
+    uint64_t *v = id ? pfr_map_get(&t->cgroups, id) : NULL;
     return v ? (const char *)(uintptr_t)*v : NULL;
 }
 
@@ -74,7 +74,7 @@ static void cgroup_remember(pfr_proc_table *t, uint64_t id, const char *path)
     if (t->cgroups.n >= CGROUP_CACHE_MAX)
         cgroups_clear(&t->cgroups);
     char *copy = strdup(path);
-    if (copy && pfr_u64map_put(&t->cgroups, id, (uint64_t)(uintptr_t)copy) != 0)
+    if (copy && pfr_map_put(&t->cgroups, id, (uint64_t)(uintptr_t)copy) != 0)
         free(copy);
 }
 
@@ -147,11 +147,11 @@ void pfr_proc_table_free(pfr_proc_table *t)
 {
     size_t pos = 0;
     uint64_t k, v;
-    while (pfr_u64map_next(&t->by_tgid, &pos, &k, &v))
+    while (pfr_map_next(&t->by_tgid, &pos, &k, &v))
         proc_free((pfr_proc *)(uintptr_t)v);
-    pfr_u64map_free(&t->by_tgid);
+    pfr_map_free(&t->by_tgid);
     cgroups_clear(&t->cgroups);
-    pfr_u64map_free(&t->cgroups);
+    pfr_map_free(&t->cgroups);
     free(t->proc_root);
     free(t->cgroup_root);
     t->proc_root = t->cgroup_root = NULL;
@@ -164,7 +164,7 @@ size_t pfr_proc_table_size(const pfr_proc_table *t)
 
 pfr_proc *pfr_proc_table_get(const pfr_proc_table *t, uint32_t tgid)
 {
-    uint64_t *v = pfr_u64map_get(&t->by_tgid, tgid);
+    uint64_t *v = pfr_map_get(&t->by_tgid, tgid);
     return v ? (pfr_proc *)(uintptr_t)*v : NULL;
 }
 
@@ -294,7 +294,7 @@ size_t pfr_proc_table_rename_pending(pfr_proc_table *t, const pfr_service_rules 
         return 0;
     size_t pos = 0, renamed = 0;
     uint64_t k, v;
-    while (pfr_u64map_next(&t->by_tgid, &pos, &k, &v)) {
+    while (pfr_map_next(&t->by_tgid, &pos, &k, &v)) {
         pfr_proc *p = (pfr_proc *)(uintptr_t)v;
         if (!p->naming_pending)
             continue;
@@ -376,7 +376,7 @@ static pfr_proc *fresh_record(pfr_proc_table *t, uint32_t tgid)
         p = calloc(1, sizeof(*p));
         if (!p)
             return NULL;
-        if (pfr_u64map_put(&t->by_tgid, tgid, (uint64_t)(uintptr_t)p)) {
+        if (pfr_map_put(&t->by_tgid, tgid, (uint64_t)(uintptr_t)p)) {
             free(p);
             return NULL;
         }
@@ -422,7 +422,7 @@ void pfr_proc_table_remove(pfr_proc_table *t, uint32_t tgid)
     pfr_proc *p = pfr_proc_table_get(t, tgid);
     if (!p)
         return;
-    pfr_u64map_del(&t->by_tgid, tgid);
+    pfr_map_del(&t->by_tgid, tgid);
     t->naming_pending -= p->naming_pending;
     proc_free(p);
     t->forgotten++;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "service.h"
-#include "u64map.h"
+#include "pfr_map.h"
 
 /* Coroot service names: "/k8s/<namespace>/<owner>" and longer ids fit */
 #define PFR_SERVICE_MAX 400
@@ -32,13 +32,13 @@ typedef struct pfr_proc {
 } pfr_proc;
 
 typedef struct pfr_proc_table {
-    pfr_u64map by_tgid; /* tgid -> pfr_proc * */
-    char *proc_root;    /* "/proc" */
+    pfr_map by_tgid; /* tgid -> pfr_proc * */
+    char *proc_root; /* "/proc" */
     /* cgroup v2 paths by cgroup id (char *, owned): the processes of a service share a cgroup,
      * so only the first of them has its /proc/PID/cgroup read, a read that walks every
      * hierarchy with interrupts off and contends with forks. An id is cached only once the
      * directory cgroup_root + path is seen to carry it. */
-    pfr_u64map cgroups;
+    pfr_map cgroups;
     char *cgroup_root;             /* where cgroup v2 is mounted, or NULL: no caching */
     struct pfr_identity *identity; /* borrowed; NULL = identities from cgroup paths alone */
     size_t naming_pending;         /* records with naming_pending */

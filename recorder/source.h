@@ -1,13 +1,23 @@
 /*
- * source: what produces profiles for the recorder. The daemon's loop calls every source once per
- * interval (collect) and writes what they emit to the ring; later sources (Go heap reader, pprof
- * scraper) plug in here beside the CPU profiler.
+ * source: what produces profiles for the recorder. The daemon starts the sources of its table
+ * (sources.c: one row per source), calls every one once per interval (collect), writes what
+ * they emit to the ring, and then has each mirror its counters into the daemon's metrics.
+ *
+ * A new source is its own folder (recorder/NAME/) with its adapter NAME_source.c, which defines
+ * a pfr_source_desc, plus one row in sources.c: no other module names it.
  */
 #ifndef PFR_RECORDER_SOURCE_H
 #define PFR_RECORDER_SOURCE_H
 
+#include <stdbool.h>
+
 #include "config.h"
+#include "daemon_metrics.h"
 #include "pfr_store.h"
+
+struct pfr_cpu_source;
+struct pfr_exe_scan;
+struct pfr_identity;
 
 /* Called by a source with the profiles it produced (all of an interval at once, so they are
  * written in one transaction); chunks[i].labels are the source's own labels (e.g.
@@ -23,6 +33,9 @@ typedef struct pfr_source_ops {
     int (*reload)(void *self, const pfr_config *cfg);
     /* Log counters (debug level) after an interval. May be NULL. */
     void (*log_stats)(void *self);
+    /* Mirror the source's cumulative counters into the daemon's metrics, after each interval.
+     * May be NULL. */
+    void (*export_metrics)(void *self, pfr_daemon_metrics *m);
     void (*destroy)(void *self);
 } pfr_source_ops;
 
@@ -30,6 +43,41 @@ typedef struct pfr_source {
     const pfr_source_ops *ops;
     void *self;
 } pfr_source;
+
+/* What the daemon lends the sources it starts; everything outlives them. */
+typedef struct pfr_source_env {
+    const pfr_config *cfg;
+    /* The CPU profiler, set by its start (the first row): it lends its symbolizer to the
+     * sources started after it, so every profile shares one symbol cache. */
+    struct pfr_cpu_source *cpu;
+    struct pfr_exe_scan *exes; /* the shared /proc scan; NULL: each source scans on its own */
+    pfr_daemon_metrics *metrics;
+    struct pfr_identity *identity; /* NULL: processes named from their cgroup paths alone */
+} pfr_source_env;
+
+/* One row of the source table. */
+typedef struct pfr_source_desc {
+    const char *name; /* "cpu", "goheap", "scrape": logs and the last-error metric */
+    /* Its settings: groups whose rows' offsets are in its config struct of conf_size bytes,
+     * which the config module allocates, fills and frees (pfr_config_source); NULL-terminated,
+     * or NULL for none. */
+    const pfr_settings_group *const *settings;
+    size_t conf_size;
+    /* Checks across its fields once every layer is read; NULL = none. 0 or a negative errno
+     * with a reason in err. */
+    int (*finish)(void *conf, char *err, size_t errlen);
+    /* The daemon cannot run without it: its failure to start stops the daemon. Any other
+     * source that cannot start is logged and left out (CPU profiles matter more). */
+    bool required;
+    /* Whether the configuration asks for it; NULL = always. */
+    bool (*wanted)(const pfr_config *cfg);
+    /* Start it (threads included) into *out, and log what it does. Returns 0 or a negative
+     * errno with a reason in err. */
+    int (*start)(pfr_source_env *env, pfr_source *out, char *err, size_t errlen);
+} pfr_source_desc;
+
+/* The table, in start order (sources.c). */
+const pfr_source_desc *const *pfr_recorder_sources(size_t *n);
 
 /* The sources that look for programs (Go heap, pprof discovery) share one /proc scan
  * (exe_scan.h): a scan made by one serves the other if it is younger than half its interval,

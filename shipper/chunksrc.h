@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "pfr_buf.h"
 #include "pfr_store.h"
 
 /* What the last read of a chunk found. */

@@ -1,6 +1,8 @@
 /*
  * config: pfr-shipper settings, layered defaults < config file ([shipper] and [sink NAME]
- * sections, libinih) < environment (PFR_SHIPPER_*) < command line flags.
+ * sections) < environment (PFR_SHIPPER_*) < command line flags. The keys are the tables of
+ * settings.h and of each sink kind's folder (pfr_settings.h does the layering); this module
+ * builds the sinks from them and checks what spans fields.
  *
  * Secrets (the Coroot API key, the ClickHouse password) are read from a file (api_key_file) or
  * an environment variable (api_key_env, or PFR_SHIPPER_API_KEY for the sink given by flags),
@@ -21,34 +23,19 @@
 #define PFR_SHIPPER_DEFAULT_CONFIG "/etc/pfr/shipper.ini"
 #define PFR_SHIPPER_DEFAULT_STATE  "/var/lib/pfr/shipper.db"
 
-enum pfr_sink_kind {
-    PFR_SINK_NONE = 0,
-    PFR_SINK_COROOT,
-    PFR_SINK_CLICKHOUSE,
-};
+struct pfr_sink_kind; /* sinks/sinks.h */
 
-const char *pfr_sink_kind_name(enum pfr_sink_kind k);
-
+/* A sink's settings: those of every kind here, the kind's own in kind_conf. */
 typedef struct pfr_sink_conf {
-    char *name; /* [A-Za-z0-9_.-]+; the ring consumer is "shipper.<name>" */
-    enum pfr_sink_kind kind;
+    char *name;                       /* [A-Za-z0-9_.-]+; the ring consumer is "shipper.<name>" */
+    const struct pfr_sink_kind *kind; /* its row of the kinds' table */
+    void *kind_conf;                  /* owned: the kind's struct (kind->conf_size bytes) */
     char *url;
     char *api_key; /* secret: Coroot's X-API-Key or ClickHouse's password (may be NULL) */
     char *api_key_file, *api_key_env; /* where it comes from */
     unsigned key_file_mode;           /* api_key_file's permission bits once read (0: none) */
-    /* ClickHouse */
-    char *user;      /* default "default" */
-    char *database;  /* default "default" */
-    bool basic_auth; /* HTTP basic auth instead of X-ClickHouse-User / X-ClickHouse-Key */
-    bool create_tables;
-    bool create_tables_any_db; /* create_tables in a database not named like Coroot's */
-    int64_t ttl_days;          /* TTL of tables we create (default 7, Coroot's); 0 = none */
-    uint64_t dedup_window;     /* non_replicated_deduplication_window of tables we create */
-    int64_t stack_refresh_ms;
-    bool compress;      /* gzip request bodies (Content-Encoding); Coroot bodies always are */
-    int compress_level; /* 1..9 */
-    /* both */
-    char *service_prefix; /* put before every chunk's service name as shipped (svcname.h) */
+    int compress_level;               /* gzip level of request bodies, 1..9 */
+    char *service_prefix; /* put before every chunk's service name as shipped (service_name.h) */
     pfr_batch_limits batch;
     pfr_backoff backoff;
     int64_t connect_timeout_ms, timeout_ms;
@@ -75,8 +62,10 @@ typedef struct pfr_shipper_conf {
     int64_t deadline_ms; /* --once / backfill: give up after this long (0 = never) */
     bool once;
     bool retry_rejected;
-    bool json;           /* status as JSON */
-    int64_t progress_ms; /* backfill progress line period (default 2 s) */
+    bool json;                 /* status as JSON */
+    int64_t progress_ms;       /* backfill progress line period (default 2 s) */
+    char *sink_flag;           /* --sink: the kind of the sink from flags, or backfill's sink */
+    char *from_text, *to_text; /* --from, --to as given */
     /* backfill */
     char *backfill_sink;
     int64_t from_ns, to_ns;
@@ -102,11 +91,14 @@ void pfr_shipper_conf_free(pfr_shipper_conf *c);
  * file; secrets are not loaded. For tests and the fuzzer. */
 int pfr_shipper_conf_parse_ini(pfr_shipper_conf *c, const char *text, char *err, size_t errlen);
 
-/* Apply one sink setting by its config-file key. 0 or -EINVAL with a reason. */
+/* Make s a sink of kind k at its defaults (the common group's, then the kind's). s is released
+ * with pfr_sink_conf_release whatever the result. 0 or a negative errno with the reason. */
+int pfr_sink_conf_init(pfr_sink_conf *s, const struct pfr_sink_kind *k, char *err, size_t errlen);
+/* Set one key of s (the common group's or its kind's) from text. 0, -ENOENT (no such key for
+ * its kind) or another negative errno, with the reason. */
 int pfr_sink_conf_set(pfr_sink_conf *s, const char *key, const char *value, char *err,
                       size_t errlen);
-/* The defaults of a sink of kind k. */
-void pfr_sink_conf_defaults(pfr_sink_conf *s, enum pfr_sink_kind k);
+void pfr_sink_conf_release(pfr_sink_conf *s);
 
 pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name);
 

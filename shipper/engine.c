@@ -10,9 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "parse.h"
+#include "fmt.h"
+#include "pfr_clock.h"
 #include "pfr_log.h"
 #include "sink.h"
+#include "sinks/sinks.h"
 
 #define SCAN_STOP 1 /* a scan callback's "batch is full" */
 
@@ -70,20 +72,6 @@ struct pfr_engine {
     uint64_t answers; /* HTTP answers received by every lane, to order the lanes' last ones */
 };
 
-int64_t pfr_now_mono(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-int64_t pfr_now_wall(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static int grow_ids(int64_t **v, size_t *cap, size_t need)
 {
     if (need <= *cap)
@@ -105,7 +93,7 @@ static int new_instance(pfr_engine *e)
 {
     uint64_t r;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-        r = (uint64_t)pfr_now_wall() ^ ((uint64_t)getpid() << 32);
+        r = (uint64_t)pfr_clock_real_ns() ^ ((uint64_t)getpid() << 32);
     snprintf(e->instance, sizeof(e->instance), "%016" PRIx64, r);
     return pfr_state_meta_put(e->o.state, "instance", e->instance);
 }
@@ -145,7 +133,7 @@ int pfr_engine_new(const pfr_engine_opts *o, pfr_engine **out, char *err, size_t
     e->o = *o;
     if (e->o.poll_ms <= 0)
         e->o.poll_ms = 5000;
-    e->rng = o->seed ? o->seed : (uint64_t)pfr_now_wall() | 1;
+    e->rng = o->seed ? o->seed : (uint64_t)pfr_clock_real_ns() | 1;
     int rc = engine_identity(e);
     if (rc) {
         snprintf(err, errlen, "state file: %s", strerror(-rc));
@@ -212,7 +200,7 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
     l->to_ns = to_ns;
     l->pacer.rate = conf->bandwidth;
     l->src.store = e->o.store;
-    l->started_mono = l->last_progress = pfr_now_mono();
+    l->started_mono = l->last_progress = pfr_clock_mono_ns();
     snprintf(l->consumer, sizeof(l->consumer), "shipper.%s", conf->name);
     snprintf(l->label, sizeof(l->label), "%s%s",
              mode == PFR_LANE_BACKFILL ? "backfill to " : "sink ", conf->name);
@@ -223,7 +211,7 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
         return rc;
     }
     l->ratio = l->sink->ops->stored_ratio;
-    rc = pfr_state_sink_get(e->o.state, conf->name, pfr_sink_kind_name(conf->kind), &l->st);
+    rc = pfr_state_sink_get(e->o.state, conf->name, conf->kind->name, &l->st);
     if (rc) {
         snprintf(err, errlen, "state file: sink %s: %s", conf->name, strerror(-rc));
         lane_free(l);
@@ -309,7 +297,7 @@ static int save(struct lane *l)
 static void set_error(struct lane *l, const char *msg)
 {
     snprintf(l->st.last_error, sizeof(l->st.last_error), "%s", msg);
-    l->st.last_error_ns = pfr_now_wall();
+    l->st.last_error_ns = pfr_clock_real_ns();
 }
 
 /* Set-aside chunks the ring has evicted are lost like any chunk evicted before it was shipped:
@@ -567,7 +555,7 @@ static int build_live(struct lane *l, int64_t *wait_ms)
     bool draining = e->o.once || l->mode != PFR_LANE_LIVE;
     pfr_batch_limits lim = l->conf->batch;
     lim.max_chunks = k.limit;
-    int64_t w = pfr_batch_wait_ms(&lim, &k.bl, pfr_now_wall(), draining);
+    int64_t w = pfr_batch_wait_ms(&lim, &k.bl, pfr_clock_real_ns(), draining);
     if (w > 0) {
         *wait_ms = w;
         return 0;
@@ -589,7 +577,7 @@ static int backfill_built(struct lane *l)
         batch_drop(l);
         l->done = true;
         return pfr_state_backfill_put(l->e->o.state, l->conf->name, l->from_ns, l->to_ns, l->pos,
-                                      true, pfr_now_wall());
+                                      true, pfr_clock_real_ns());
     }
     make_token(l);
     return 0;
@@ -661,7 +649,7 @@ static int advance(struct lane *l, int64_t to)
     case PFR_LANE_BACKFILL:
         l->pos = to;
         return pfr_state_backfill_put(e->o.state, l->conf->name, l->from_ns, l->to_ns, to, false,
-                                      pfr_now_wall());
+                                      pfr_clock_real_ns());
     case PFR_LANE_REJECTED:
         l->pos = to;
         return save(l);
@@ -674,7 +662,8 @@ static int set_aside(struct lane *l, const int64_t *ids, size_t n, long status, 
 {
     if (!n)
         return 0;
-    int rc = pfr_state_reject(l->e->o.state, l->conf->name, ids, n, status, why, pfr_now_wall());
+    int rc =
+        pfr_state_reject(l->e->o.state, l->conf->name, ids, n, status, why, pfr_clock_real_ns());
     if (rc)
         return rc;
     if (l->mode != PFR_LANE_REJECTED)
@@ -692,7 +681,7 @@ static void progress(struct lane *l, bool final)
     pfr_engine *e = l->e;
     if (l->mode != PFR_LANE_BACKFILL || !e->o.progress_ms)
         return;
-    int64_t now = pfr_now_mono();
+    int64_t now = pfr_clock_mono_ns();
     if (!final && now - l->last_progress < e->o.progress_ms * 1000000)
         return;
     l->last_progress = now;
@@ -746,7 +735,7 @@ static int on_delivered(struct lane *l, const pfr_sink_result *r)
     if (l->mode == PFR_LANE_REJECTED && l->src.n &&
         (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, l->src.n)))
         goto fail;
-    int64_t now = pfr_now_wall();
+    int64_t now = pfr_clock_real_ns();
     size_t delivered = settle(l, r, l->src.n);
     l->st.delivered_chunks += delivered;
     l->st.delivered_bytes += r->bytes_sent;
@@ -775,7 +764,7 @@ static int on_delivered(struct lane *l, const pfr_sink_result *r)
     if (l->down_since) {
         char d[32];
         pfr_info("%s: delivering again (failed for %s)", l->label,
-                 pfr_fmt_duration((pfr_now_mono() - l->down_since) / 1000000, d, sizeof(d)));
+                 pfr_fmt_duration((pfr_clock_mono_ns() - l->down_since) / 1000000, d, sizeof(d)));
         l->down_since = 0;
     }
     pfr_debug("%s: delivered %zu chunks (%lld..%lld), %" PRIu64 " bytes", l->label, delivered,
@@ -814,7 +803,7 @@ static int on_partial(struct lane *l, const pfr_sink_result *r)
     l->st.delivered_chunks += delivered;
     l->st.delivered_bytes += r->bytes_sent;
     l->st.corrupt_chunks += l->corrupt;
-    l->st.last_success_ns = pfr_now_wall();
+    l->st.last_success_ns = pfr_clock_real_ns();
     if (l->mode == PFR_LANE_LIVE) {
         l->st.pending_max = l->st.pending_after = 0;
         l->st.pending_limit = 0;
@@ -866,7 +855,7 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
         l->st.delivered_chunks += delivered;
         l->st.corrupt_chunks += l->corrupt;
         l->st.delivered_bytes += r->bytes_sent;
-        l->st.last_success_ns = pfr_now_wall();
+        l->st.last_success_ns = pfr_clock_real_ns();
         if (l->mode == PFR_LANE_REJECTED &&
             (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, from)))
             goto fail;
@@ -899,9 +888,9 @@ static void on_retry(struct lane *l, const pfr_sink_result *r)
     l->st.attempts++;
     l->st.retries++;
     int64_t d = pfr_backoff_delay_ms(&l->conf->backoff, l->st.attempts, r->retry_after_ms, &e->rng);
-    int64_t now = pfr_now_mono();
+    int64_t now = pfr_clock_mono_ns();
     l->retry_at = now + d * 1000000;
-    l->st.next_attempt_ns = pfr_now_wall() + d * 1000000;
+    l->st.next_attempt_ns = pfr_clock_real_ns() + d * 1000000;
     bool refused = r->outcome == PFR_OUT_SINK;
     if (refused) {
         char m[sizeof(l->st.last_error)];
@@ -953,8 +942,7 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     if (l->done)
         return 0;
     if (!l->loaded) {
-        rc = pfr_state_sink_get(e->o.state, l->conf->name, pfr_sink_kind_name(l->conf->kind),
-                                &l->st);
+        rc = pfr_state_sink_get(e->o.state, l->conf->name, l->conf->kind->name, &l->st);
         if (rc)
             return rc;
         l->loaded = true;
@@ -1034,8 +1022,8 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         *next_ns = now;
         return rc;
     }
-    l->st.last_attempt_ns = pfr_now_wall();
-    int64_t t0 = pfr_now_mono();
+    l->st.last_attempt_ns = pfr_clock_real_ns();
+    int64_t t0 = pfr_clock_mono_ns();
     send_batch(l, &r);
     took_result(l, &r);
     pfr_pacer_sent(&l->pacer, r.bytes_sent, t0);
@@ -1074,7 +1062,7 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
     for (;;) {
         if (e->o.should_stop && e->o.should_stop(e->o.ctx))
             return PFR_RUN_STOPPED;
-        int64_t now = pfr_now_mono();
+        int64_t now = pfr_clock_mono_ns();
         int64_t next = INT64_MAX;
         bool all_done = true;
         for (size_t i = 0; i < e->nlanes; i++) {
@@ -1097,7 +1085,7 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
                     pfr_err("%s: %s (local error %" PRIu64 "); trying again", l->label,
                             strerror(-rc), l->errors);
                 int64_t wait = e->o.poll_ms > 1000 ? e->o.poll_ms : 1000;
-                l->retry_at = pfr_now_mono() + wait * 1000000;
+                l->retry_at = pfr_clock_mono_ns() + wait * 1000000;
                 n = l->retry_at;
             } else {
                 l->errors = 0;
@@ -1118,7 +1106,7 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
         /* Live lanes are done only with --once. */
         if (all_done)
             return PFR_RUN_DONE;
-        now = pfr_now_mono();
+        now = pfr_clock_mono_ns();
         if (deadline_ns && now >= deadline_ns)
             return PFR_RUN_DEADLINE;
         if (next > now) {

@@ -67,8 +67,4 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns);
  * logged with that answer. */
 size_t pfr_engine_failed_sinks(const pfr_engine *e);
 
-/* Clocks used throughout (ns). */
-int64_t pfr_now_mono(void);
-int64_t pfr_now_wall(void);
-
 #endif

@@ -1,5 +1,6 @@
 #include "http.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -117,10 +118,19 @@ static void header_value(const char *line, size_t n, size_t name_len, char *out,
     out[len] = 0;
 }
 
-static bool header_is(const char *line, size_t n, const char *name)
+/* Whether line is header name's; *value_at gets the offset past "name:". */
+static bool header_is(const char *line, size_t n, const char *name, size_t *value_at)
 {
     size_t k = strlen(name);
-    return n > k && !strncasecmp(line, name, k);
+    if (n <= k || strncasecmp(line, name, k) || line[k] != ':')
+        return false;
+    *value_at = k + 1;
+    return true;
+}
+
+static size_t keep_count(const pfr_http_req *req)
+{
+    return req->nkeep_headers < PFR_HTTP_KEEP_MAX ? req->nkeep_headers : PFR_HTTP_KEEP_MAX;
 }
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
@@ -131,22 +141,25 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     if (n >= 5 && !strncmp(p, "HTTP/", 5)) {
         /* A new answer (after 100 Continue or a redirect): forget the previous one's headers. */
         r->retry_after_ms = -1;
-        r->content_type[0] = r->ch_exception_code[0] = r->ch_summary[0] = 0;
-        r->ch_query_id = false;
+        r->content_type[0] = 0;
+        for (size_t i = 0; i < PFR_HTTP_KEEP_MAX; i++)
+            r->kept[i][0] = 0;
         return n;
     }
     char v[512];
-    if (header_is(p, n, "Retry-After:")) {
-        header_value(p, n, 12, v, sizeof(v));
+    size_t at;
+    if (header_is(p, n, "Retry-After", &at)) {
+        header_value(p, n, at, v, sizeof(v));
         r->retry_after_ms = pfr_retry_after_ms(v, (int64_t)time(NULL));
-    } else if (header_is(p, n, "Content-Type:")) {
-        header_value(p, n, 13, r->content_type, sizeof(r->content_type));
-    } else if (header_is(p, n, "X-ClickHouse-Exception-Code:")) {
-        header_value(p, n, 28, r->ch_exception_code, sizeof(r->ch_exception_code));
-    } else if (header_is(p, n, "X-ClickHouse-Summary:")) {
-        header_value(p, n, 21, r->ch_summary, sizeof(r->ch_summary));
-    } else if (header_is(p, n, "X-ClickHouse-Query-Id:")) {
-        r->ch_query_id = true;
+    } else if (header_is(p, n, "Content-Type", &at)) {
+        header_value(p, n, at, r->content_type, sizeof(r->content_type));
+    } else {
+        for (size_t i = 0; i < keep_count(x->req); i++) {
+            if (header_is(p, n, x->req->keep_headers[i], &at)) {
+                header_value(p, n, at, r->kept[i], sizeof(r->kept[i]));
+                break;
+            }
+        }
     }
     return n;
 }
@@ -161,8 +174,8 @@ static void scrub(const pfr_http *h, char *s)
 static void scrub_headers(const pfr_http *h, pfr_http_resp *r)
 {
     scrub(h, r->content_type);
-    scrub(h, r->ch_exception_code);
-    scrub(h, r->ch_summary);
+    for (size_t i = 0; i < PFR_HTTP_KEEP_MAX; i++)
+        scrub(h, r->kept[i]);
 }
 
 /* The body's quote: secrets are redacted in a copy of the whole body before it is cut, so a
@@ -201,6 +214,7 @@ enum pfr_outcome pfr_http_do(pfr_http *h, const pfr_http_req *req, pfr_http_resp
 {
     memset(resp, 0, sizeof(*resp));
     resp->retry_after_ms = -1;
+    assert(req->nkeep_headers <= PFR_HTTP_KEEP_MAX);
     CURL *c = h->curl;
     curl_easy_reset(c);
     struct xfer x = {.h = h, .r = resp, .req = req};

@@ -1,6 +1,7 @@
 /* http: one keep-alive HTTP client per sink over libcurl, with connect and total timeouts, TLS
  * options, a send-speed cap and an abort hook, returning the few parts of an answer the sinks
- * judge (status, a bounded body, Retry-After and ClickHouse's headers). An answer is untrusted
+ * judge (status, a bounded body, Retry-After, Content-Type, and the headers a request names:
+ * a sink asks for its server's own). An answer is untrusted
  * text: what of it may be shown (the quote, header values, the transport error) comes printable
  * and with the client's secrets redacted, in case the server echoed the request's headers. */
 #ifndef PFR_SHIP_HTTP_H
@@ -42,10 +43,16 @@ typedef struct pfr_http_req {
     ptrdiff_t (*read)(void *ctx, void *buf, size_t cap);
     void *read_ctx;
     const char *basic_user, *basic_password; /* HTTP basic auth when basic_user != NULL */
+    /* Names of the answer's headers to keep (without ':', any case), at most PFR_HTTP_KEEP_MAX:
+     * their values land in resp->kept[i]. Not owned. */
+    const char *const *keep_headers;
+    size_t nkeep_headers;
 } pfr_http_req;
 
-#define PFR_HTTP_BODY_MAX  131072 /* bytes of an answer kept; the rest is read and dropped */
-#define PFR_HTTP_QUOTE_MAX 320    /* bytes of an answer's quote, "..." included */
+#define PFR_HTTP_BODY_MAX   131072 /* bytes of an answer kept; the rest is read and dropped */
+#define PFR_HTTP_QUOTE_MAX  320    /* bytes of an answer's quote, "..." included */
+#define PFR_HTTP_KEEP_MAX   4      /* headers a request may ask to keep */
+#define PFR_HTTP_HEADER_MAX 512    /* bytes of a kept header's value, NUL included */
 
 typedef struct pfr_http_resp {
     long status; /* 0 when no HTTP answer arrived */
@@ -54,11 +61,11 @@ typedef struct pfr_http_resp {
     bool body_truncated;
     int64_t retry_after_ms; /* -1 if none */
     char content_type[128];
-    char ch_exception_code[16]; /* X-ClickHouse-Exception-Code */
-    char ch_summary[512];       /* X-ClickHouse-Summary */
-    bool ch_query_id;           /* X-ClickHouse-Query-Id was present */
-    uint64_t bytes_sent;        /* request bytes put on the wire (body) */
-    char error[256];            /* transport failure (status 0) */
+    /* The value of req->keep_headers[i] (of the last answer, printable, secrets redacted), ""
+     * when it was absent: a sink reads its server's own headers here. */
+    char kept[PFR_HTTP_KEEP_MAX][PFR_HTTP_HEADER_MAX];
+    uint64_t bytes_sent; /* request bytes put on the wire (body) */
+    char error[256];     /* transport failure (status 0) */
     /* The body for messages: printable, blanks collapsed, secrets redacted, cut ("..."). */
     char quote[PFR_HTTP_QUOTE_MAX];
 } pfr_http_resp;

@@ -16,8 +16,10 @@
 #include "config.h"
 #include "engine.h"
 #include "http.h"
+#include "pfr_clock.h"
 #include "pfr_log.h"
 #include "pfr_store.h"
+#include "sinks/sinks.h"
 #include "state.h"
 #include "status.h"
 
@@ -238,7 +240,7 @@ static int run(pfr_shipper_conf *c, struct runctx *rc_)
         .sleep = sleep_ns,
         .should_stop = should_stop,
         .ctx = rc_,
-        .seed = (uint64_t)pfr_now_wall() ^ ((uint64_t)getpid() << 16),
+        .seed = (uint64_t)pfr_clock_real_ns() ^ ((uint64_t)getpid() << 16),
     };
     if ((rc = pfr_engine_new(&eo, &eng, err, sizeof(err)))) {
         pfr_err("%s", err);
@@ -264,14 +266,14 @@ static int run(pfr_shipper_conf *c, struct runctx *rc_)
         }
         char url[256];
         pfr_info("%s %s: %s %s", c->cmd == PFR_CMD_BACKFILL ? "backfill to" : "sink", s->name,
-                 pfr_sink_kind_name(s->kind), pfr_url_redact(s->url, url, sizeof(url)));
+                 s->kind->name, pfr_url_redact(s->url, url, sizeof(url)));
         if (s->key_file_mode & (S_IRGRP | S_IROTH))
             pfr_warn("sink %s: the key file %s is readable by %s (mode %04o): chmod 600 it",
                      s->name, s->api_key_file,
                      s->key_file_mode & S_IROTH ? "everyone" : "its group", s->key_file_mode);
     }
     int64_t deadline = c->deadline_ms && (c->once || c->cmd == PFR_CMD_BACKFILL)
-                           ? pfr_now_mono() + c->deadline_ms * 1000000
+                           ? pfr_clock_mono_ns() + c->deadline_ms * 1000000
                            : 0;
     rc = pfr_engine_run(eng, deadline);
     switch (rc) {
@@ -307,7 +309,7 @@ int main(int argc, char **argv)
 {
     pfr_shipper_conf c;
     char err[1024] = "";
-    int rc = pfr_shipper_conf_load(&c, argc, argv, pfr_now_wall(), stdout, err, sizeof(err));
+    int rc = pfr_shipper_conf_load(&c, argc, argv, pfr_clock_real_ns(), stdout, err, sizeof(err));
     if (rc == PFR_CONF_EXIT) {
         pfr_shipper_conf_free(&c);
         return 0;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sinks/sinks.h"
+
 void pfr_sink_result_reset(pfr_sink_result *r)
 {
     memset(r, 0, sizeof(*r));
@@ -37,12 +39,13 @@ void pfr_sink_scrub(const pfr_sink *s, char *msg)
 }
 
 /* The credentials as they go out: the key or password itself (X-API-Key, X-ClickHouse-Key),
- * in an Authorization: Basic header, and the URL's user:password@ (curl sends it as Basic). */
+ * the URL's user:password@ (curl sends it as Basic), and the kind's own forms (an
+ * Authorization: Basic header of its user). */
 static int collect_secrets(const pfr_sink_conf *conf, pfr_secrets *k)
 {
     int rc = pfr_secrets_add(k, conf->api_key);
-    if (!rc && conf->api_key)
-        rc = pfr_secrets_add_basic(k, conf->user ? conf->user : "default", conf->api_key);
+    if (!rc && conf->kind->secrets)
+        rc = conf->kind->secrets(conf, k);
     const char *scheme = strstr(conf->url, "://");
     const char *host = scheme ? scheme + 3 : conf->url;
     size_t hl = strcspn(host, "/?#");
@@ -69,18 +72,7 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
                  size_t errlen)
 {
     pfr_sink *s = NULL;
-    int rc;
-    switch (conf->kind) {
-    case PFR_SINK_COROOT:
-        rc = pfr_sink_coroot_new(conf, &s);
-        break;
-    case PFR_SINK_CLICKHOUSE:
-        rc = pfr_sink_clickhouse_new(conf, &s);
-        break;
-    default:
-        rc = -EINVAL;
-        break;
-    }
+    int rc = conf->kind ? conf->kind->create(conf, &s) : -EINVAL;
     if (rc) {
         snprintf(err, errlen, "sink %s: cannot create (%s)", conf->name, strerror(-rc));
         return rc;

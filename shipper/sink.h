@@ -66,7 +66,7 @@ struct pfr_sink {
     pfr_secrets secrets;       /* owned: every form the sink's credentials travel in */
 };
 
-/* Create the sink for conf (conf must outlive it). */
+/* Create the sink for conf by its kind (sinks/sinks.h); conf must outlive it. */
 int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink **out, char *err,
                  size_t errlen);
 void pfr_sink_free(pfr_sink *s);
@@ -79,8 +79,5 @@ void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,
 /* Make msg (NUL-terminated) fit to write down: the sink's secrets redacted, bytes that are not
  * printable ASCII replaced. The engine passes every result through it. */
 void pfr_sink_scrub(const pfr_sink *s, char *msg);
-
-int pfr_sink_coroot_new(const pfr_sink_conf *conf, pfr_sink **out);
-int pfr_sink_clickhouse_new(const pfr_sink_conf *conf, pfr_sink **out);
 
 #endif

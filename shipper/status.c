@@ -8,9 +8,11 @@
 
 #include "engine.h"
 #include "http.h"
-#include "parse.h"
+#include "fmt.h"
+#include "pfr_clock.h"
 #include "pfr_time.h"
 #include "pfr_store.h"
+#include "sinks/sinks.h"
 #include "state.h"
 
 struct backlog {
@@ -78,16 +80,25 @@ static const char *ago(int64_t ns, int64_t now, char *out, size_t cap)
     return out;
 }
 
+/* The kind's line about a configured sink (ClickHouse: its database), if it has one. */
+static bool detail(const struct sinkrow *r, const char **label, const char **value)
+{
+    *label = *value = NULL;
+    if (r->conf && r->conf->kind->status_detail)
+        r->conf->kind->status_detail(r->conf, label, value);
+    return *label && *value;
+}
+
 static void print_text(FILE *o, const struct sinkrow *r, const pfr_store_stats *rs, int64_t now)
 {
     char a[96], b[32], url[256] = "";
     if (r->conf)
         pfr_url_redact(r->conf->url, url, sizeof(url));
-    fprintf(o, "sink %s (%s)%s%s%s\n", r->st.name,
-            r->conf ? pfr_sink_kind_name(r->conf->kind) : r->st.kind, url[0] ? " " : "", url,
-            r->conf ? "" : "  [not in the configuration]");
-    if (r->conf && r->conf->kind == PFR_SINK_CLICKHOUSE)
-        fprintf(o, "  database      %s\n", r->conf->database); /* Coroot: coroot_<project> */
+    fprintf(o, "sink %s (%s)%s%s%s\n", r->st.name, r->conf ? r->conf->kind->name : r->st.kind,
+            url[0] ? " " : "", url, r->conf ? "" : "  [not in the configuration]");
+    const char *label, *value;
+    if (detail(r, &label, &value))
+        fprintf(o, "  %-13s %s\n", label, value); /* ClickHouse's database: coroot_<project> */
     if (r->conf && r->conf->service_prefix && r->conf->service_prefix[0])
         fprintf(o, "  services as   %s<service>\n", r->conf->service_prefix);
     fprintf(o, "  cursor        chunk %" PRId64 "\n", r->st.cursor);
@@ -139,11 +150,11 @@ static json_t *row_json(const struct sinkrow *r, const pfr_store_stats *rs)
     if (r->conf)
         pfr_url_redact(r->conf->url, url, sizeof(url));
     json_object_set_new(j, "name", json_string(r->st.name));
-    json_object_set_new(j, "kind",
-                        json_string(r->conf ? pfr_sink_kind_name(r->conf->kind) : r->st.kind));
+    json_object_set_new(j, "kind", json_string(r->conf ? r->conf->kind->name : r->st.kind));
     json_object_set_new(j, "url", r->conf ? json_string(url) : json_null());
-    if (r->conf && r->conf->kind == PFR_SINK_CLICKHOUSE)
-        json_object_set_new(j, "database", json_string(r->conf->database));
+    const char *label, *value;
+    if (detail(r, &label, &value))
+        json_object_set_new(j, label, json_string(value));
     if (r->conf && r->conf->service_prefix)
         json_object_set_new(j, "service_prefix", json_string(r->conf->service_prefix));
     json_object_set_new(j, "cursor", json_integer(r->st.cursor));
@@ -213,7 +224,7 @@ int pfr_status_print(const pfr_shipper_conf *c, FILE *out, char *err, size_t err
         }
         pfr_store_close(s);
     }
-    int64_t now = pfr_now_wall();
+    int64_t now = pfr_clock_real_ns();
     if (c->json) {
         json_t *root = json_object(), *arr = json_array();
         json_object_set_new(root, "store", json_string(c->store_path));

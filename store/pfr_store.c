@@ -52,7 +52,7 @@ static const char schema_v2[] =
     "CREATE INDEX chunks_base ON chunks(base_id);"
     "CREATE TABLE chunk_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);";
 
-int store_errno(int rc)
+int pfr_store_errno(int rc)
 {
     switch (rc & 0xff) {
     case SQLITE_OK:
@@ -84,7 +84,7 @@ int store_errno(int rc)
     }
 }
 
-int store_fail(pfr_store *s, int e, char *err, size_t errlen, const char *msg)
+int pfr_store_fail(pfr_store *s, int e, char *err, size_t errlen, const char *msg)
 {
     if (err && errlen) {
         if (s && s->db && sqlite3_errcode(s->db) != SQLITE_OK)
@@ -95,12 +95,12 @@ int store_fail(pfr_store *s, int e, char *err, size_t errlen, const char *msg)
     return e;
 }
 
-int store_exec(pfr_store *s, const char *sql)
+int pfr_store_exec(pfr_store *s, const char *sql)
 {
-    return store_errno(sqlite3_exec(s->db, sql, NULL, NULL, NULL));
+    return pfr_store_errno(sqlite3_exec(s->db, sql, NULL, NULL, NULL));
 }
 
-sqlite3_stmt *store_prepare(pfr_store *s, const char *sql)
+sqlite3_stmt *pfr_store_prepare(pfr_store *s, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
@@ -108,10 +108,10 @@ sqlite3_stmt *store_prepare(pfr_store *s, const char *sql)
     return st;
 }
 
-sqlite3_stmt *store_stmt(pfr_store *s, enum store_stmt which)
+sqlite3_stmt *pfr_store_stmt(pfr_store *s, enum pfr_store_stmt which)
 {
     if (!s->st[which])
-        s->st[which] = store_prepare(s, stmt_sql[which]);
+        s->st[which] = pfr_store_prepare(s, stmt_sql[which]);
     if (s->st[which]) {
         sqlite3_reset(s->st[which]);
         sqlite3_clear_bindings(s->st[which]);
@@ -119,24 +119,24 @@ sqlite3_stmt *store_stmt(pfr_store *s, enum store_stmt which)
     return s->st[which];
 }
 
-int store_begin_read(pfr_store *s)
+int pfr_store_begin_read(pfr_store *s)
 {
-    sqlite3_stmt *st = store_stmt(s, ST_BEGIN);
-    return st ? store_step_done(st) : store_errno(sqlite3_errcode(s->db));
+    sqlite3_stmt *st = pfr_store_stmt(s, ST_BEGIN);
+    return st ? pfr_store_step_done(st) : pfr_store_errno(sqlite3_errcode(s->db));
 }
 
-void store_end_read(pfr_store *s)
+void pfr_store_end_read(pfr_store *s)
 {
-    sqlite3_stmt *st = store_stmt(s, ST_COMMIT);
+    sqlite3_stmt *st = pfr_store_stmt(s, ST_COMMIT);
     if (st)
-        store_step_done(st);
+        pfr_store_step_done(st);
 }
 
-int store_step_done(sqlite3_stmt *st)
+int pfr_store_step_done(sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_errno(rc);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
 }
 
 /* A single integer from a query (0 when no row). */
@@ -151,13 +151,13 @@ static int query_int(pfr_store *s, const char *sql, int64_t *out)
             *out = sqlite3_column_int64(st, 0);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : store_errno(rc);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
 /* ---- streams ---- */
-static void put_str0(struct sbuf *b, const char *s)
+static void put_str0(pfr_buf *b, const char *s)
 {
-    sbuf_put(b, s, strlen(s) + 1);
+    pfr_buf_put(b, s, strlen(s) + 1);
 }
 
 static int kv_cmp(const void *a, const void *b)
@@ -167,8 +167,8 @@ static int kv_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-int stream_encode(const char *service, const pfr_kv *labels, size_t nlabels, const pfr_profile *p,
-                  struct sbuf *key, struct sbuf *lab, struct sbuf *types)
+int pfr_store_stream_encode(const char *service, const pfr_kv *labels, size_t nlabels,
+                            const pfr_profile *p, pfr_buf *key, pfr_buf *lab, pfr_buf *types)
 {
     key->len = lab->len = types->len = 0;
     pfr_kv small[16], *sorted = small;
@@ -200,13 +200,13 @@ int stream_encode(const char *service, const pfr_kv *labels, size_t nlabels, con
         put_str0(types, unit ? unit : "");
     }
     /* Length-prefixed parts: no separator can be confused with content. */
-    sbuf_put_uv(key, strlen(service));
-    sbuf_put(key, service, strlen(service));
-    sbuf_put_uv(key, lab->len);
-    sbuf_put(key, lab->p, lab->len);
-    sbuf_put_uv(key, types->len);
-    sbuf_put(key, types->p, types->len);
-    return key->err ? key->err : lab->err ? lab->err : types->err;
+    pfr_buf_uvarint(key, strlen(service));
+    pfr_buf_put(key, service, strlen(service));
+    pfr_buf_uvarint(key, lab->len);
+    pfr_buf_put(key, lab->data, lab->len);
+    pfr_buf_uvarint(key, types->len);
+    pfr_buf_put(key, types->data, types->len);
+    return key->oom || lab->oom || types->oom ? -ENOMEM : 0;
 }
 
 /* NUL-terminated strings in blob; -1 if it does not end with NUL. */
@@ -268,11 +268,11 @@ static int rstream_parse(struct rstream *r, const char *service, const uint8_t *
     return 0;
 }
 
-int streams_refresh(pfr_store *s)
+int pfr_store_streams_refresh(pfr_store *s)
 {
-    sqlite3_stmt *st = store_stmt(s, ST_STREAMS_NEW);
+    sqlite3_stmt *st = pfr_store_stmt(s, ST_STREAMS_NEW);
     if (!st)
-        return store_errno(sqlite3_errcode(s->db));
+        return pfr_store_errno(sqlite3_errcode(s->db));
     sqlite3_bind_int64(st, 1, s->streams_max_id);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -297,10 +297,10 @@ int streams_refresh(pfr_store *s)
         s->streams_max_id = r->id;
     }
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : store_errno(rc);
+    return rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
-const struct rstream *stream_get(pfr_store *s, int64_t id)
+const struct rstream *pfr_store_stream_get(pfr_store *s, int64_t id)
 {
     size_t lo = 0, hi = s->nstreams;
     while (lo < hi) {
@@ -315,7 +315,7 @@ const struct rstream *stream_get(pfr_store *s, int64_t id)
     return NULL;
 }
 
-bool stream_matches(const struct rstream *r, const pfr_store_filter *f)
+bool pfr_store_stream_matches(const struct rstream *r, const pfr_store_filter *f)
 {
     if (!f)
         return true;
@@ -346,13 +346,13 @@ static void chain_free(struct chain *c)
 {
     if (!c)
         return;
-    tabs_free(&c->t);
+    pfr_store_tabs_free(&c->t);
     free(c->layer_id);
     free(c->layer_n);
     free(c);
 }
 
-void chain_cache_clear(pfr_store *s)
+void pfr_store_chain_cache_clear(pfr_store *s)
 {
     for (size_t i = 0; i < s->nchains; i++)
         chain_free(s->chains[i]);
@@ -395,14 +395,14 @@ static ssize_t layer_pos(const struct chain *c, int64_t id)
  * errors other than corruption (which sets c->bad_from). */
 static int chain_extend(pfr_store *s, struct chain *c, int64_t layer_id)
 {
-    sqlite3_stmt *st = store_stmt(s, ST_LAYERS);
+    sqlite3_stmt *st = pfr_store_stmt(s, ST_LAYERS);
     if (!st)
-        return store_errno(sqlite3_errcode(s->db));
+        return pfr_store_errno(sqlite3_errcode(s->db));
     int64_t top = c->nlayers ? c->layer_id[c->nlayers - 1] : 0;
     sqlite3_bind_int64(st, 1, c->base_id);
     sqlite3_bind_int64(st, 2, top);
     sqlite3_bind_int64(st, 3, layer_id);
-    struct sbuf scratch = {0};
+    pfr_buf scratch = {0};
     int rc = 0, step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
@@ -417,10 +417,10 @@ static int chain_extend(pfr_store *s, struct chain *c, int64_t layer_id)
             c->nlayers ? parent == c->layer_id[c->nlayers - 1] : parent == 0 && id == c->base_id;
         int lr = -EBADMSG;
         if (linked && stream == c->stream_id && sqlite3_column_type(st, 4) == SQLITE_BLOB &&
-            row_crc(blob, len, fields, 3) == crc) {
-            lr = blob_unpack(blob, len, &s->raw);
+            pfr_store_row_crc(blob, len, fields, 3) == crc) {
+            lr = pfr_store_blob_unpack(blob, len, &s->raw);
             if (!lr)
-                lr = layer_decode(s->raw.p, s->raw.len, &c->t, &scratch);
+                lr = pfr_store_layer_decode(s->raw.data, s->raw.len, &c->t, &scratch);
         }
         if (lr == -EBADMSG) {
             c->bad_from = id;
@@ -443,19 +443,19 @@ static int chain_extend(pfr_store *s, struct chain *c, int64_t layer_id)
         c->nlayers++;
     }
     if (!rc && step != SQLITE_ROW && step != SQLITE_DONE) {
-        rc = store_errno(step);
+        rc = pfr_store_errno(step);
         if (rc == -EBADMSG) { /* a corrupt page under the layers */
             c->bad_from = top + 1;
             rc = 0;
         }
     }
     sqlite3_reset(st);
-    sbuf_free(&scratch);
+    pfr_buf_free(&scratch);
     return rc;
 }
 
-const struct chain *chain_get(pfr_store *s, int64_t base_id, int64_t layer_id, int64_t stream_id,
-                              uint32_t n[T_N], bool *corrupt, int *err)
+const struct chain *pfr_store_chain_get(pfr_store *s, int64_t base_id, int64_t layer_id,
+                                        int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err)
 {
     *corrupt = false;
     *err = 0;
@@ -481,7 +481,8 @@ const struct chain *chain_get(pfr_store *s, int64_t base_id, int64_t layer_id, i
     if (pos < 0 && (!c->nlayers || layer_id > c->layer_id[c->nlayers - 1])) {
         size_t old = c->bytes;
         *err = chain_extend(s, c, layer_id);
-        c->bytes = sizeof(*c) + tabs_bytes(&c->t) + c->cap_layers * (sizeof(int64_t) + 4 * T_N);
+        c->bytes =
+            sizeof(*c) + pfr_store_tabs_bytes(&c->t) + c->cap_layers * (sizeof(int64_t) + 4 * T_N);
         s->chain_bytes = s->chain_bytes - old + c->bytes;
         if (*err)
             return NULL;
@@ -497,7 +498,7 @@ const struct chain *chain_get(pfr_store *s, int64_t base_id, int64_t layer_id, i
 }
 
 /* ---- totals and rows ---- */
-int totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out)
+int pfr_store_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out)
 {
     struct srd r = {blob, (const uint8_t *)blob + len, false};
     for (size_t i = 0; i < ntypes; i++)
@@ -505,21 +506,21 @@ int totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out)
     return r.bad || r.p != r.end ? -EBADMSG : 0;
 }
 
-void totals_encode(struct sbuf *b, const int64_t *totals, size_t ntypes)
+void pfr_store_totals_encode(pfr_buf *b, const int64_t *totals, size_t ntypes)
 {
     b->len = 0;
     for (size_t i = 0; i < ntypes; i++)
-        sbuf_put_sv(b, totals[i]);
+        pfr_buf_svarint(b, totals[i]);
 }
 
-int chunk_row_unpack(pfr_store *s, const uint8_t *blob, size_t len, int64_t stream_id,
-                     int64_t base_id, int64_t dict_id, int64_t start_ns, int64_t end_ns,
-                     uint32_t crc)
+int pfr_store_chunk_row_unpack(pfr_store *s, const uint8_t *blob, size_t len, int64_t stream_id,
+                               int64_t base_id, int64_t dict_id, int64_t start_ns, int64_t end_ns,
+                               uint32_t crc)
 {
     int64_t fields[5] = {stream_id, base_id, dict_id, start_ns, end_ns};
-    if (!blob || row_crc(blob, len, fields, 5) != crc)
+    if (!blob || pfr_store_row_crc(blob, len, fields, 5) != crc)
         return -EBADMSG;
-    return blob_unpack(blob, len, &s->raw);
+    return pfr_store_blob_unpack(blob, len, &s->raw);
 }
 
 /* ---- open / close ---- */
@@ -527,7 +528,7 @@ static int set_pragmas_writer(pfr_store *s, bool fresh)
 {
     char sql[256];
     int rc;
-    if (fresh && (rc = store_exec(s, "PRAGMA auto_vacuum = INCREMENTAL")) != 0)
+    if (fresh && (rc = pfr_store_exec(s, "PRAGMA auto_vacuum = INCREMENTAL")) != 0)
         return rc;
     /* The WAL stays within a small budget: it is checkpointed every half budget and truncated
      * to the budget after a checkpoint (docs/store.md, "Size cap"). */
@@ -540,71 +541,73 @@ static int set_pragmas_writer(pfr_store *s, bool fresh)
              "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -16384;"
              "PRAGMA secure_delete = FAST;",
              (unsigned long long)wal, (unsigned long long)(wal / 2 / s->page_size + 1));
-    return store_exec(s, sql);
+    return pfr_store_exec(s, sql);
 }
 
 static int create_or_migrate(pfr_store *s, char *err, size_t errlen)
 {
     int64_t ver, ntables, app;
-    int rc = store_exec(s, "BEGIN IMMEDIATE");
+    int rc = pfr_store_exec(s, "BEGIN IMMEDIATE");
     if (rc)
-        return store_fail(s, rc, err, errlen, "cannot lock the store");
+        return pfr_store_fail(s, rc, err, errlen, "cannot lock the store");
     if ((rc = query_int(s, "PRAGMA user_version", &ver)) ||
         (rc = query_int(s, "SELECT count(*) FROM sqlite_master", &ntables)) ||
         (rc = query_int(s, "PRAGMA application_id", &app))) {
-        store_fail(s, rc, err, errlen, "cannot read the store's schema");
+        pfr_store_fail(s, rc, err, errlen, "cannot read the store's schema");
         goto fail;
     }
     if (ntables > 0 && app != PFR_STORE_APP_ID) {
-        rc = store_fail(NULL, -EBADMSG, err, errlen, "not a pfr store (other SQLite database)");
+        rc = pfr_store_fail(NULL, -EBADMSG, err, errlen, "not a pfr store (other SQLite database)");
         goto fail;
     }
     if (ntables == 0) {
         char sql[128];
         snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d;",
                  PFR_STORE_APP_ID, PFR_STORE_SCHEMA_VERSION);
-        if ((rc = store_exec(s, schema_v2)) || (rc = store_exec(s, sql))) {
-            store_fail(s, rc, err, errlen, "cannot create the schema");
+        if ((rc = pfr_store_exec(s, schema_v2)) || (rc = pfr_store_exec(s, sql))) {
+            pfr_store_fail(s, rc, err, errlen, "cannot create the schema");
             goto fail;
         }
     } else if (ver > PFR_STORE_SCHEMA_VERSION || ver < 1) {
         char msg[128];
         snprintf(msg, sizeof(msg), "store schema version %lld is not one this pfr knows (%d)",
                  (long long)ver, PFR_STORE_SCHEMA_VERSION);
-        rc = store_fail(NULL, -EPROTO, err, errlen, msg);
+        rc = pfr_store_fail(NULL, -EPROTO, err, errlen, msg);
         goto fail;
     } else if (ver < PFR_STORE_SCHEMA_VERSION) {
-        if ((rc = store_migrate(s, (int)ver, err, errlen)) != 0)
+        if ((rc = pfr_store_migrate(s, (int)ver, err, errlen)) != 0)
             goto fail;
     }
-    if ((rc = store_exec(s, "COMMIT")) != 0)
-        return store_fail(s, rc, err, errlen, "cannot commit the schema");
+    if ((rc = pfr_store_exec(s, "COMMIT")) != 0)
+        return pfr_store_fail(s, rc, err, errlen, "cannot commit the schema");
     return 0;
 fail:
-    store_exec(s, "ROLLBACK");
+    pfr_store_exec(s, "ROLLBACK");
     return rc;
 }
 
 static int check_reader_schema(pfr_store *s, char *err, size_t errlen)
 {
     int64_t ver, app, ntables;
-    int rc = store_exec(s, "BEGIN");
+    int rc = pfr_store_exec(s, "BEGIN");
     if (!rc && !(rc = query_int(s, "SELECT count(*) FROM sqlite_master", &ntables)) &&
         !(rc = query_int(s, "PRAGMA user_version", &ver)))
         rc = query_int(s, "PRAGMA application_id", &app);
-    store_exec(s, "COMMIT");
+    pfr_store_exec(s, "COMMIT");
     if (rc)
-        return store_fail(s, rc, err, errlen, "cannot read the store's schema");
+        return pfr_store_fail(s, rc, err, errlen, "cannot read the store's schema");
     if (ntables == 0)
-        return store_fail(NULL, -ENOENT, err, errlen, "the store is empty (no writer created it)");
+        return pfr_store_fail(NULL, -ENOENT, err, errlen,
+                              "the store is empty (no writer created it)");
     if (app != PFR_STORE_APP_ID)
-        return store_fail(NULL, -EBADMSG, err, errlen, "not a pfr store (other SQLite database)");
+        return pfr_store_fail(NULL, -EBADMSG, err, errlen,
+                              "not a pfr store (other SQLite database)");
     if (ver != PFR_STORE_SCHEMA_VERSION) {
         char msg[160];
         snprintf(msg, sizeof(msg), "store schema version %lld, this pfr reads %d%s", (long long)ver,
                  PFR_STORE_SCHEMA_VERSION,
                  ver < PFR_STORE_SCHEMA_VERSION ? ": open it read-write once to migrate it" : "");
-        return store_fail(NULL, -EPROTO, err, errlen, msg);
+        return pfr_store_fail(NULL, -EPROTO, err, errlen, msg);
     }
     return 0;
 }
@@ -616,12 +619,12 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     if (err && errlen)
         err[0] = 0;
     if (!path || !path[0])
-        return store_fail(NULL, -EINVAL, err, errlen, "no store path");
+        return pfr_store_fail(NULL, -EINVAL, err, errlen, "no store path");
     pfr_store_opts o = opts ? *opts : (pfr_store_opts){0};
     if (!o.max_bytes)
         o.max_bytes = PFR_STORE_DEFAULT_MAX_BYTES;
     if (o.max_bytes < (256u << 10))
-        return store_fail(NULL, -EINVAL, err, errlen, "max_bytes below the 256 KiB minimum");
+        return pfr_store_fail(NULL, -EINVAL, err, errlen, "max_bytes below the 256 KiB minimum");
     if (!o.busy_timeout_ms)
         o.busy_timeout_ms = 5000;
 
@@ -630,13 +633,13 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         return -ENOMEM;
     s->read_only = o.read_only;
     s->max_bytes = o.max_bytes;
-    s->wal_budget = space_wal_budget(o.max_bytes);
+    s->wal_budget = pfr_store_space_wal_budget(o.max_bytes);
     s->busy_ms = o.busy_timeout_ms;
     s->chain_max = o.cache_bytes ? o.cache_bytes : CHAIN_CACHE_BYTES;
     s->path = strdup(path);
     if (s->path && asprintf(&s->cursor_dir, "%s-cursors", path) < 0)
         s->cursor_dir = NULL;
-    if (!s->path || !s->cursor_dir || space_open(s, &o.reserve) != 0) {
+    if (!s->path || !s->cursor_dir || pfr_store_space_open(s, &o.reserve) != 0) {
         pfr_store_close(s);
         return -ENOMEM;
     }
@@ -646,7 +649,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         char msg[512];
         snprintf(msg, sizeof(msg), "no store at %s", path);
         pfr_store_close(s);
-        return store_fail(NULL, -ENOENT, err, errlen, msg);
+        return pfr_store_fail(NULL, -ENOENT, err, errlen, msg);
     }
     if (!o.read_only && !exists) {
         /* Create the file ourselves: SQLite would make it 0644 (less the umask), and its -wal
@@ -660,7 +663,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
                 (o.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
-        rc = store_fail(s, store_errno(rc), err, errlen, "cannot open the store");
+        rc = pfr_store_fail(s, pfr_store_errno(rc), err, errlen, "cannot open the store");
         pfr_store_close(s);
         return rc;
     }
@@ -675,7 +678,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     int64_t psize, ntables;
     if ((rc = query_int(s, "PRAGMA page_size", &psize)) != 0 ||
         (rc = query_int(s, "SELECT count(*) FROM sqlite_master", &ntables)) != 0) {
-        rc = store_fail(s, rc, err, errlen, "cannot read the store (not a database?)");
+        rc = pfr_store_fail(s, rc, err, errlen, "cannot read the store (not a database?)");
         pfr_store_close(s);
         return rc;
     }
@@ -689,7 +692,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
             snprintf(mode, sizeof(mode), "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
         if (rc || strcmp(mode, "wal") != 0) {
-            rc = store_fail(s, rc ? rc : -EIO, err, errlen, "cannot switch the store to WAL");
+            rc = pfr_store_fail(s, rc ? rc : -EIO, err, errlen, "cannot switch the store to WAL");
             pfr_store_close(s);
             return rc;
         }
@@ -709,7 +712,7 @@ void pfr_store_close(pfr_store *s)
 {
     if (!s)
         return;
-    writer_free(s->w);
+    pfr_store_writer_free(s->w);
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(s->st[i]);
     if (s->db)
@@ -717,10 +720,10 @@ void pfr_store_close(pfr_store *s)
     for (size_t i = 0; i < s->nstreams; i++)
         rstream_free(&s->streams[i]);
     free(s->streams);
-    chain_cache_clear(s);
+    pfr_store_chain_cache_clear(s);
     free(s->chains);
-    sbuf_free(&s->raw);
-    space_close(s);
+    pfr_buf_free(&s->raw);
+    pfr_store_space_close(s);
     free(s->path);
     free(s->cursor_dir);
     free(s);
@@ -739,10 +742,10 @@ static int meta_upsert(pfr_store *s, const char *sql, const char *key, int64_t v
         rc = sqlite3_step(st);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_errno(rc);
+    return rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
-int meta_add(pfr_store *s, const char *key, int64_t delta)
+int pfr_store_meta_add(pfr_store *s, const char *key, int64_t delta)
 {
     return meta_upsert(s,
                        "INSERT INTO meta(key, value) VALUES (?1, ?2)"
@@ -750,7 +753,7 @@ int meta_add(pfr_store *s, const char *key, int64_t delta)
                        key, delta);
 }
 
-int meta_set(pfr_store *s, const char *key, int64_t value)
+int pfr_store_meta_set(pfr_store *s, const char *key, int64_t value)
 {
     return meta_upsert(s,
                        "INSERT INTO meta(key, value) VALUES (?1, ?2)"
@@ -767,14 +770,15 @@ static uint64_t file_size(const char *path)
 
 /* The first row of a kept statement, its key bound to ?1 if given: column 0 into a, and column
  * 1 into b if given (zeros when there is no row). */
-static int kept_row(pfr_store *s, enum store_stmt which, const char *key, int64_t *a, int64_t *b)
+static int kept_row(pfr_store *s, enum pfr_store_stmt which, const char *key, int64_t *a,
+                    int64_t *b)
 {
     *a = 0;
     if (b)
         *b = 0;
-    sqlite3_stmt *st = store_stmt(s, which);
+    sqlite3_stmt *st = pfr_store_stmt(s, which);
     if (!st)
-        return store_errno(sqlite3_errcode(s->db));
+        return pfr_store_errno(sqlite3_errcode(s->db));
     if (key)
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
@@ -784,7 +788,7 @@ static int kept_row(pfr_store *s, enum store_stmt which, const char *key, int64_
             *b = sqlite3_column_int64(st, 1);
     }
     sqlite3_reset(st); /* ends its read of the database */
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : store_errno(rc);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
 /* The cap in force and the file system, by the writer's settings: a writer's own, a reader's
@@ -795,7 +799,7 @@ static void stats_space(pfr_store *s, int64_t meta_max, int64_t meta_reserve, pf
     uint64_t max = theirs ? (uint64_t)meta_max : s->max_bytes;
     out->max_bytes = out->effective_max_bytes = max;
     struct space_now n;
-    if (space_measure(s, max, theirs ? (uint64_t)meta_reserve : UINT64_MAX, &n) != 0)
+    if (pfr_store_space_measure(s, max, theirs ? (uint64_t)meta_reserve : UINT64_MAX, &n) != 0)
         return;
     out->effective_max_bytes = n.cap;
     out->cap_reason = (int)n.reason;
@@ -852,7 +856,7 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
 {
     stats_files(s, out);
     sqlite3_stmt *st = NULL;
-    int rc = store_exec(s, "BEGIN");
+    int rc = pfr_store_exec(s, "BEGIN");
     if (rc)
         return rc;
     rc = sqlite3_prepare_v2(s->db,
@@ -876,16 +880,16 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
         if (!rc)
             rc = stats_counters(s, out);
     } else {
-        rc = store_errno(rc);
+        rc = pfr_store_errno(rc);
     }
-    store_exec(s, "COMMIT");
+    pfr_store_exec(s, "COMMIT");
     return rc;
 }
 
 int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
 {
     stats_files(s, out);
-    int rc = store_begin_read(s);
+    int rc = pfr_store_begin_read(s);
     if (rc)
         return rc;
     rc = kept_row(s, ST_FIRST_CHUNK, NULL, &out->min_id, &out->oldest_ns);
@@ -895,14 +899,14 @@ int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
         rc = stats_counters(s, out);
     if (!rc)
         out->chunks = out->appended >= out->evicted ? out->appended - out->evicted : 0;
-    store_end_read(s);
+    pfr_store_end_read(s);
     return rc;
 }
 
 /* ---- streams listing ---- */
 int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
 {
-    int rc = store_exec(s, "BEGIN");
+    int rc = pfr_store_exec(s, "BEGIN");
     if (rc)
         return rc;
     sqlite3_stmt *st = NULL;
@@ -911,12 +915,12 @@ int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
         uint64_t chunks;
     } *rows = NULL;
     size_t n = 0, cap = 0;
-    rc = streams_refresh(s);
+    rc = pfr_store_streams_refresh(s);
     if (!rc && sqlite3_prepare_v2(s->db,
                                   "SELECT stream_id, count(*), min(start_ns), max(end_ns)"
                                   " FROM chunks GROUP BY stream_id ORDER BY stream_id",
                                   -1, &st, NULL) != SQLITE_OK)
-        rc = store_errno(sqlite3_errcode(s->db));
+        rc = pfr_store_errno(sqlite3_errcode(s->db));
     int step;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         if (VEC_RESERVE(rows, cap, n + 1)) {
@@ -928,11 +932,11 @@ int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
                          sqlite3_column_int64(st, 3), (uint64_t)sqlite3_column_int64(st, 1)};
     }
     if (!rc && step != SQLITE_DONE)
-        rc = store_errno(step);
+        rc = pfr_store_errno(step);
     sqlite3_finalize(st);
-    store_exec(s, "COMMIT");
+    pfr_store_exec(s, "COMMIT");
     for (size_t i = 0; !rc && i < n; i++) {
-        const struct rstream *r = stream_get(s, rows[i].id);
+        const struct rstream *r = pfr_store_stream_get(s, rows[i].id);
         if (!r || r->bad)
             continue;
         pfr_stream_info info = {

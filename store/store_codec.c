@@ -8,19 +8,19 @@
 
 #include "store_codec.h"
 
-void tabs_free(struct tabs *t)
+void pfr_store_tabs_free(struct tabs *t)
 {
     for (int k = 0; k < T_N; k++)
-        ktab_free(&t->t[k]);
+        pfr_store_ktab_free(&t->t[k]);
 }
 
-void tabs_reset(struct tabs *t)
+void pfr_store_tabs_reset(struct tabs *t)
 {
     for (int k = 0; k < T_N; k++)
-        ktab_reset(&t->t[k]);
+        pfr_store_ktab_reset(&t->t[k]);
 }
 
-size_t tabs_bytes(const struct tabs *t)
+size_t pfr_store_tabs_bytes(const struct tabs *t)
 {
     size_t n = 0;
     for (int k = 0; k < T_N; k++)
@@ -29,53 +29,53 @@ size_t tabs_bytes(const struct tabs *t)
 }
 
 /* ---- tables ---- */
-static void enc_entry(struct sbuf *b, int k, const uint8_t *key, size_t len)
+static void enc_entry(pfr_buf *b, int k, const uint8_t *key, size_t len)
 {
     switch (k) {
     case T_STR:
-        sbuf_put_uv(b, len);
-        sbuf_put(b, key, len);
+        pfr_buf_uvarint(b, len);
+        pfr_buf_put(b, key, len);
         break;
     case T_FUNC: {
         struct nfunc f;
         memcpy(&f, key, sizeof(f));
-        sbuf_put_uv(b, f.name);
-        sbuf_put_uv(b, f.file);
+        pfr_buf_uvarint(b, f.name);
+        pfr_buf_uvarint(b, f.file);
         break;
     }
     case T_LOC: {
         const struct nloc *l = (const struct nloc *)key;
         const struct nline *ln = (const struct nline *)(l + 1);
-        sbuf_put_uv(b, l->addr);
-        sbuf_put_uv(b, l->module);
-        sbuf_put_uv(b, l->nlines);
+        pfr_buf_uvarint(b, l->addr);
+        pfr_buf_uvarint(b, l->module);
+        pfr_buf_uvarint(b, l->nlines);
         for (uint32_t i = 0; i < l->nlines; i++) {
-            sbuf_put_uv(b, ln[i].func);
-            sbuf_put_sv(b, ln[i].line);
+            pfr_buf_uvarint(b, ln[i].func);
+            pfr_buf_svarint(b, ln[i].line);
         }
         break;
     }
     case T_STACK: {
         const uint32_t *locs = (const uint32_t *)key;
         size_t n = len / sizeof(uint32_t);
-        sbuf_put_uv(b, n);
+        pfr_buf_uvarint(b, n);
         for (size_t i = 0; i < n; i++)
-            sbuf_put_uv(b, locs[i]);
+            pfr_buf_uvarint(b, locs[i]);
         break;
     }
     case T_LSET: {
         const struct nlabel *l = (const struct nlabel *)key;
         size_t n = len / sizeof(*l);
-        sbuf_put_uv(b, n);
+        pfr_buf_uvarint(b, n);
         for (size_t i = 0; i < n; i++) {
-            sbuf_put_uv(b, l[i].key);
+            pfr_buf_uvarint(b, l[i].key);
             if (l[i].str == LABEL_NUM) {
-                sbuf_put_u8(b, 1);
-                sbuf_put_sv(b, l[i].num);
-                sbuf_put_uv(b, l[i].unit);
+                pfr_buf_u8(b, 1);
+                pfr_buf_svarint(b, l[i].num);
+                pfr_buf_uvarint(b, l[i].unit);
             } else {
-                sbuf_put_u8(b, 0);
-                sbuf_put_uv(b, l[i].str);
+                pfr_buf_u8(b, 0);
+                pfr_buf_uvarint(b, l[i].str);
             }
         }
         break;
@@ -83,11 +83,11 @@ static void enc_entry(struct sbuf *b, int k, const uint8_t *key, size_t len)
     }
 }
 
-void enc_tabs(struct sbuf *b, const struct tabs *t, const uint32_t *from)
+void pfr_store_enc_tabs(pfr_buf *b, const struct tabs *t, const uint32_t *from)
 {
     for (int k = 0; k < T_N; k++) {
         uint32_t i0 = from ? from[k] : 0;
-        sbuf_put_uv(b, t->t[k].n - i0);
+        pfr_buf_uvarint(b, t->t[k].n - i0);
         for (uint32_t i = i0; i < t->t[k].n; i++) {
             size_t len;
             const uint8_t *key = ktab_key(&t->t[k], i, &len);
@@ -111,8 +111,7 @@ static uint32_t rd_idx(struct srd *r, uint64_t lim)
 /* Smallest encoding of an entry of each kind, to bound counts by the bytes left. */
 static const size_t min_entry[T_N] = {1, 2, 3, 1, 1};
 
-static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab *out,
-                     struct sbuf *s)
+static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab *out, pfr_buf *s)
 {
     s->len = 0;
     switch (k) {
@@ -120,7 +119,7 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
         uint32_t len = srd_count(r, 1);
         if (r->bad || memchr(r->p, 0, len))
             return -EBADMSG;
-        int64_t x = ktab_add(out, r->p, len);
+        int64_t x = pfr_store_ktab_add(out, r->p, len);
         r->p += len;
         return x < 0 ? (int)x : 0;
     }
@@ -128,7 +127,7 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
         struct nfunc f;
         f.name = rd_idx(r, lim[T_STR]);
         f.file = rd_idx(r, lim[T_STR]);
-        sbuf_put(s, &f, sizeof(f));
+        pfr_buf_put(s, &f, sizeof(f));
         break;
     }
     case T_LOC: {
@@ -136,12 +135,12 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
         l.addr = srd_uv(r);
         l.module = rd_idx(r, lim[T_STR]);
         l.nlines = srd_count(r, 2);
-        sbuf_put(s, &l, sizeof(l));
+        pfr_buf_put(s, &l, sizeof(l));
         for (uint32_t i = 0; i < l.nlines && !r->bad; i++) {
             struct nline ln = {0};
             ln.func = rd_idx(r, lim[T_FUNC]);
             ln.line = srd_sv(r);
-            sbuf_put(s, &ln, sizeof(ln));
+            pfr_buf_put(s, &ln, sizeof(ln));
         }
         break;
     }
@@ -149,7 +148,7 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
         uint32_t n = srd_count(r, 1);
         for (uint32_t i = 0; i < n && !r->bad; i++) {
             uint32_t loc = rd_idx(r, lim[T_LOC]);
-            sbuf_put(s, &loc, sizeof(loc));
+            pfr_buf_put(s, &loc, sizeof(loc));
         }
         break;
     }
@@ -168,23 +167,23 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
             } else {
                 return -EBADMSG;
             }
-            sbuf_put(s, &l, sizeof(l));
+            pfr_buf_put(s, &l, sizeof(l));
         }
         break;
     }
     }
     if (r->bad)
         return -EBADMSG;
-    if (s->err)
-        return s->err;
-    int64_t x = ktab_add(out, s->p, s->len);
+    if (pfr_buf_err(s))
+        return pfr_buf_err(s);
+    int64_t x = pfr_store_ktab_add(out, s->data, s->len);
     return x < 0 ? (int)x : 0;
 }
 
-int dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, struct sbuf *scratch)
+int pfr_store_dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, pfr_buf *scratch)
 {
     uint64_t lim[T_N];
-    tabs_reset(t);
+    pfr_store_tabs_reset(t);
     for (int k = 0; k < T_N; k++) {
         uint32_t n = srd_count(r, min_entry[k]);
         if (r->bad)
@@ -204,13 +203,13 @@ int dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, struct sbu
 }
 
 /* ---- dictionary layers ---- */
-void layer_encode(struct sbuf *raw, const struct tabs *t, const uint32_t from[T_N])
+void pfr_store_layer_encode(pfr_buf *raw, const struct tabs *t, const uint32_t from[T_N])
 {
-    sbuf_put_u8(raw, DICT_VERSION);
-    enc_tabs(raw, t, from);
+    pfr_buf_u8(raw, DICT_VERSION);
+    pfr_store_enc_tabs(raw, t, from);
 }
 
-int layer_decode(const uint8_t *raw, size_t len, struct tabs *t, struct sbuf *scratch)
+int pfr_store_layer_decode(const uint8_t *raw, size_t len, struct tabs *t, pfr_buf *scratch)
 {
     if (!raw)
         return -EBADMSG;
@@ -238,7 +237,7 @@ int layer_decode(const uint8_t *raw, size_t len, struct tabs *t, struct sbuf *sc
         rc = -EBADMSG;
     if (rc)
         for (int k = 0; k < T_N; k++)
-            ktab_truncate(&t->t[k], n0[k]);
+            pfr_store_ktab_truncate(&t->t[k], n0[k]);
     return rc;
 }
 
@@ -258,27 +257,27 @@ static uint64_t mag(int64_t v)
     return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
 }
 
-void chunk_encode(struct sbuf *raw, const uint32_t base[T_N], const struct tabs *delta,
-                  const struct chunk_body *c)
+void pfr_store_chunk_encode(pfr_buf *raw, const uint32_t base[T_N], const struct tabs *delta,
+                            const struct chunk_body *c)
 {
-    sbuf_put_u8(raw, CHUNK_VERSION);
+    pfr_buf_u8(raw, CHUNK_VERSION);
     for (int k = 0; k < T_N; k++)
-        sbuf_put_uv(raw, base[k]);
-    sbuf_put_uv(raw, c->ntypes);
-    enc_tabs(raw, delta, NULL);
-    sbuf_put_sv(raw, c->time_nanos);
-    sbuf_put_sv(raw, c->duration);
-    sbuf_put_uv(raw, c->period_type);
-    sbuf_put_uv(raw, c->period_unit);
-    sbuf_put_sv(raw, c->period);
-    sbuf_put_uv(raw, c->nsamples);
+        pfr_buf_uvarint(raw, base[k]);
+    pfr_buf_uvarint(raw, c->ntypes);
+    pfr_store_enc_tabs(raw, delta, NULL);
+    pfr_buf_svarint(raw, c->time_nanos);
+    pfr_buf_svarint(raw, c->duration);
+    pfr_buf_uvarint(raw, c->period_type);
+    pfr_buf_uvarint(raw, c->period_unit);
+    pfr_buf_svarint(raw, c->period);
+    pfr_buf_uvarint(raw, c->nsamples);
     uint32_t prev = 0;
     for (size_t i = 0; i < c->nsamples; i++) {
-        sbuf_put_uv(raw, c->stack[i] - prev);
+        pfr_buf_uvarint(raw, c->stack[i] - prev);
         prev = c->stack[i];
     }
     for (size_t i = 0; i < c->nsamples; i++)
-        sbuf_put_uv(raw, c->lset[i]);
+        pfr_buf_uvarint(raw, c->lset[i]);
     /* Values per type over a common divisor: CPU samples are multiples of the period, so the
      * quotients are sample counts, one byte each. */
     for (uint32_t t = 0; t < c->ntypes; t++) {
@@ -289,24 +288,24 @@ void chunk_encode(struct sbuf *raw, const uint32_t base[T_N], const struct tabs 
         }
         if (!g)
             g = 1;
-        sbuf_put_uv(raw, g);
+        pfr_buf_uvarint(raw, g);
         for (size_t i = 0; i < c->nsamples; i++)
-            sbuf_put_sv(raw, c->values[i * c->ntypes + t] / (int64_t)g);
+            pfr_buf_svarint(raw, c->values[i * c->ntypes + t] / (int64_t)g);
     }
 }
 
-void dchunk_free(struct dchunk *c)
+void pfr_store_dchunk_free(struct dchunk *c)
 {
-    tabs_free(&c->delta);
+    pfr_store_tabs_free(&c->delta);
     free(c->stack);
     free(c->lset);
     free(c->values);
     free(c->totals);
-    sbuf_free(&c->scratch);
+    pfr_buf_free(&c->scratch);
     memset(c, 0, sizeof(*c));
 }
 
-void sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals)
+void pfr_store_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals)
 {
     for (uint32_t t = 0; t < ntypes; t++) {
         uint64_t s = 0;
@@ -316,8 +315,8 @@ void sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t
     }
 }
 
-int chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uint32_t ntypes,
-                 struct dchunk *c)
+int pfr_store_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N],
+                           uint32_t ntypes, struct dchunk *c)
 {
     if (!raw)
         return -EBADMSG;
@@ -332,7 +331,7 @@ int chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uin
     if (srd_uv(&r) != ntypes || r.bad || ntypes == 0 || ntypes > 4096)
         return -EBADMSG;
     c->ntypes = ntypes;
-    int rc = dec_tabs(&r, c->base, &c->delta, &c->scratch);
+    int rc = pfr_store_dec_tabs(&r, c->base, &c->delta, &c->scratch);
     if (rc)
         return rc;
     uint64_t nstr = (uint64_t)c->base[T_STR] + c->delta.t[T_STR].n;
@@ -376,39 +375,39 @@ int chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uin
     }
     if (r.bad || r.p != r.end)
         return -EBADMSG;
-    sum_totals(c->values, n, ntypes, c->totals);
+    pfr_store_sum_totals(c->values, n, ntypes, c->totals);
     return 0;
 }
 
 /* ---- blobs ---- */
-int blob_pack(const uint8_t *raw, size_t len, bool hc, struct sbuf *out)
+int pfr_store_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out)
 {
     out->len = 0;
     if (len > PFR_STORE_MAX_RAW)
         return -E2BIG;
     int bound = LZ4_compressBound((int)len);
-    if (sbuf_reserve(out, 11 + (size_t)bound))
+    if (pfr_buf_reserve(out, 11 + (size_t)bound))
         return -ENOMEM;
-    out->p[0] = BLOB_LZ4;
+    out->data[0] = BLOB_LZ4;
     out->len = 1;
-    sbuf_put_uv(out, len);
+    pfr_buf_uvarint(out, len);
     int n =
-        hc ? LZ4_compress_HC((const char *)raw, (char *)out->p + out->len, (int)len, bound,
+        hc ? LZ4_compress_HC((const char *)raw, (char *)out->data + out->len, (int)len, bound,
                              LZ4HC_CLEVEL_DEFAULT)
-           : LZ4_compress_default((const char *)raw, (char *)out->p + out->len, (int)len, bound);
+           : LZ4_compress_default((const char *)raw, (char *)out->data + out->len, (int)len, bound);
     if (n <= 0 || (size_t)n >= len) {
         /* Incompressible (or tiny): store as is. */
-        out->p[0] = BLOB_RAW;
+        out->data[0] = BLOB_RAW;
         out->len = 1;
-        sbuf_put_uv(out, len);
-        sbuf_put(out, raw, len);
-        return out->err;
+        pfr_buf_uvarint(out, len);
+        pfr_buf_put(out, raw, len);
+        return pfr_buf_err(out);
     }
     out->len += (size_t)n;
     return 0;
 }
 
-int blob_unpack(const uint8_t *blob, size_t len, struct sbuf *raw)
+int pfr_store_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw)
 {
     if (!blob)
         return -EBADMSG;
@@ -421,22 +420,23 @@ int blob_unpack(const uint8_t *blob, size_t len, struct sbuf *raw)
     if (codec == BLOB_RAW) {
         if (srd_left(&r) != rawlen)
             return -EBADMSG;
-        sbuf_put(raw, r.p, rawlen);
-        return raw->err;
+        pfr_buf_put(raw, r.p, rawlen);
+        return pfr_buf_err(raw);
     }
     if (codec != BLOB_LZ4 || srd_left(&r) == 0 || srd_left(&r) > INT32_MAX ||
         rawlen > (uint64_t)srd_left(&r) * 255 + 16)
         return -EBADMSG;
-    if (sbuf_reserve(raw, rawlen ? rawlen : 1))
-        return raw->err;
-    int n = LZ4_decompress_safe((const char *)r.p, (char *)raw->p, (int)srd_left(&r), (int)rawlen);
+    if (pfr_buf_reserve(raw, rawlen ? rawlen : 1))
+        return pfr_buf_err(raw);
+    int n =
+        LZ4_decompress_safe((const char *)r.p, (char *)raw->data, (int)srd_left(&r), (int)rawlen);
     if (n < 0 || (uint64_t)n != rawlen)
         return -EBADMSG;
     raw->len = rawlen;
     return 0;
 }
 
-uint32_t row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields)
+uint32_t pfr_store_row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields)
 {
     uLong c = crc32(0L, Z_NULL, 0);
     while (len > 0) {

@@ -40,7 +40,7 @@ struct chain {
 
 struct writer;
 
-enum store_stmt {
+enum pfr_store_stmt {
     ST_BEGIN,
     ST_BEGIN_IMM,
     ST_COMMIT,
@@ -76,48 +76,49 @@ struct pfr_store {
     uint64_t chain_max; /* chain_bytes kept (pfr_store_opts.cache_bytes) */
     uint64_t chain_clock;
 
-    struct sbuf raw; /* decompressed row scratch */
+    pfr_buf raw; /* decompressed row scratch */
     struct writer *w;
     struct store_space space; /* disk space: the reserve, the spare file (store_space.c) */
 };
 
 /* SQLite result code -> negative errno. */
-int store_errno(int rc);
+int pfr_store_errno(int rc);
 /* Fill err with msg and SQLite's message; returns e. */
-int store_fail(pfr_store *s, int e, char *err, size_t errlen, const char *msg);
-int store_exec(pfr_store *s, const char *sql);
+int pfr_store_fail(pfr_store *s, int e, char *err, size_t errlen, const char *msg);
+int pfr_store_exec(pfr_store *s, const char *sql);
 /* A cached prepared statement, reset and with bindings cleared. */
-sqlite3_stmt *store_stmt(pfr_store *s, enum store_stmt which);
-sqlite3_stmt *store_prepare(pfr_store *s, const char *sql);
-int store_step_done(sqlite3_stmt *st);
+sqlite3_stmt *pfr_store_stmt(pfr_store *s, enum pfr_store_stmt which);
+sqlite3_stmt *pfr_store_prepare(pfr_store *s, const char *sql);
+int pfr_store_step_done(sqlite3_stmt *st);
 /* A read transaction by the kept BEGIN and COMMIT statements (no parse each time). */
-int store_begin_read(pfr_store *s);
-void store_end_read(pfr_store *s);
+int pfr_store_begin_read(pfr_store *s);
+void pfr_store_end_read(pfr_store *s);
 
 /* Streams: refresh the cache with rows added since the last call. */
-int streams_refresh(pfr_store *s);
-const struct rstream *stream_get(pfr_store *s, int64_t id);
+int pfr_store_streams_refresh(pfr_store *s);
+const struct rstream *pfr_store_stream_get(pfr_store *s, int64_t id);
 /* Canonical encodings of a stream's identity and columns. */
-int stream_encode(const char *service, const pfr_kv *labels, size_t nlabels, const pfr_profile *p,
-                  struct sbuf *key, struct sbuf *lab, struct sbuf *types);
-bool stream_matches(const struct rstream *r, const pfr_store_filter *f);
+int pfr_store_stream_encode(const char *service, const pfr_kv *labels, size_t nlabels,
+                            const pfr_profile *p, pfr_buf *key, pfr_buf *lab, pfr_buf *types);
+bool pfr_store_stream_matches(const struct rstream *r, const pfr_store_filter *f);
 
 /* The dictionary chain base_id decoded at least up to layer layer_id, from the cache or the
  * database (within the caller's read transaction); n gets the table sizes as of that layer.
  * NULL with *corrupt set when a layer is missing, fails its checksum or does not decode; NULL
  * with *err < 0 on other errors. Valid until the next call. */
-const struct chain *chain_get(pfr_store *s, int64_t base_id, int64_t layer_id, int64_t stream_id,
-                              uint32_t n[T_N], bool *corrupt, int *err);
-void chain_cache_clear(pfr_store *s);
+const struct chain *pfr_store_chain_get(pfr_store *s, int64_t base_id, int64_t layer_id,
+                                        int64_t stream_id, uint32_t n[T_N], bool *corrupt,
+                                        int *err);
+void pfr_store_chain_cache_clear(pfr_store *s);
 
 /* Totals blob: ntypes zigzag varints. */
-int totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out);
-void totals_encode(struct sbuf *b, const int64_t *totals, size_t ntypes);
+int pfr_store_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out);
+void pfr_store_totals_encode(pfr_buf *b, const int64_t *totals, size_t ntypes);
 
 /* Verify and decompress a chunk row into s->raw. */
-int chunk_row_unpack(pfr_store *s, const uint8_t *blob, size_t len, int64_t stream_id,
-                     int64_t base_id, int64_t dict_id, int64_t start_ns, int64_t end_ns,
-                     uint32_t crc);
+int pfr_store_chunk_row_unpack(pfr_store *s, const uint8_t *blob, size_t len, int64_t stream_id,
+                               int64_t base_id, int64_t dict_id, int64_t start_ns, int64_t end_ns,
+                               uint32_t crc);
 
 /* A decoded chunk (against dictionary tables d) as a pfr_profile with the stream's sample types;
  * samples whose labels fail f's sample label filter are dropped. *out is the caller's. */
@@ -132,25 +133,25 @@ struct build_scratch {
     pfr_label *labels;
     size_t cap_labels;
 };
-int store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
-                        const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out);
-void build_scratch_free(struct build_scratch *b);
+int pfr_store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
+                            const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out);
+void pfr_store_build_scratch_free(struct build_scratch *b);
 /* Call cb with a decoded chunk (against dictionary tables d of chain dict) as samples
  * (pfr_store_scan_samples); samples whose labels fail f's filter are left out. */
-int store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
-                       const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
-                       pfr_samples_cb cb, void *ctx);
+int pfr_store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
+                           const pfr_store_filter *f, struct build_scratch *b,
+                           const pfr_chunk_meta *m, pfr_samples_cb cb, void *ctx);
 
 /* Writer side. */
-void writer_free(struct writer *w);
-int meta_add(pfr_store *s, const char *key, int64_t delta);
+void pfr_store_writer_free(struct writer *w);
+int pfr_store_meta_add(pfr_store *s, const char *key, int64_t delta);
 /* Set a meta row (created if missing). */
-int meta_set(pfr_store *s, const char *key, int64_t value);
+int pfr_store_meta_set(pfr_store *s, const char *key, int64_t value);
 
 /* Cursors. */
-int cursors_min(pfr_store *s, int64_t *min_cursor, bool *any);
+int pfr_store_cursors_min(pfr_store *s, int64_t *min_cursor, bool *any);
 
 /* Migrations: one function per step, from version v to v + 1. */
-int store_migrate(pfr_store *s, int from, char *err, size_t errlen);
+int pfr_store_migrate(pfr_store *s, int from, char *err, size_t errlen);
 
 #endif

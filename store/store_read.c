@@ -27,13 +27,13 @@ struct cand {
 struct cands {
     struct cand *v;
     size_t n, cap;
-    struct sbuf tot;
+    pfr_buf tot;
 };
 
 static void cands_free(struct cands *c)
 {
     free(c->v);
-    sbuf_free(&c->tot);
+    pfr_buf_free(&c->tot);
 }
 
 static int cand_cmp(const void *a, const void *b)
@@ -64,11 +64,11 @@ static int cands_push(struct cands *c, sqlite3_stmt *st, bool with_totals)
         const void *b = sqlite3_column_blob(st, 8);
         int n = sqlite3_column_bytes(st, 8);
         if (b && n > 0) {
-            sbuf_put(&c->tot, b, (size_t)n);
+            pfr_buf_put(&c->tot, b, (size_t)n);
             x->tot_len = (uint32_t)n;
         }
-        if (c->tot.err)
-            return c->tot.err;
+        if (pfr_buf_err(&c->tot))
+            return pfr_buf_err(&c->tot);
     }
     c->n++;
     return 0;
@@ -88,7 +88,7 @@ static bool restricts_streams(const pfr_store_filter *f)
 /* Metadata pass, inside the caller's read transaction. */
 static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
 {
-    int rc = streams_refresh(s);
+    int rc = pfr_store_streams_refresh(s);
     if (rc)
         return rc;
     int64_t from, to;
@@ -100,7 +100,7 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     /* Few matching streams among many: walk each stream's (stream_id, end_ns) index. */
     size_t nmatch = 0;
     for (size_t i = 0; i < s->nstreams; i++)
-        nmatch += stream_matches(&s->streams[i], f);
+        nmatch += pfr_store_stream_matches(&s->streams[i], f);
     bool per_stream = restricts_streams(f) && nmatch <= 64 && nmatch < s->nstreams / 2;
 
     const char *sql = per_stream ? "SELECT " CAND_COLS " FROM chunks WHERE stream_id = ?5 AND"
@@ -109,7 +109,7 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
                                    " end_ns > ?3 AND start_ns < ?4 ORDER BY id";
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return store_errno(sqlite3_errcode(s->db));
+        return pfr_store_errno(sqlite3_errcode(s->db));
     sqlite3_bind_int64(st, 1, after);
     sqlite3_bind_int64(st, 2, max_id);
     sqlite3_bind_int64(st, 3, from);
@@ -117,14 +117,14 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     int step = SQLITE_DONE;
     if (per_stream) {
         for (size_t i = 0; i < s->nstreams && !rc; i++) {
-            if (!stream_matches(&s->streams[i], f))
+            if (!pfr_store_stream_matches(&s->streams[i], f))
                 continue;
             sqlite3_reset(st);
             sqlite3_bind_int64(st, 5, s->streams[i].id);
             while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
                 rc = cands_push(out, st, true);
             if (!rc && step != SQLITE_DONE)
-                rc = store_errno(step);
+                rc = pfr_store_errno(step);
         }
         if (!rc) {
             if (out->n > 1)
@@ -135,15 +135,15 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     } else {
         bool narrowed = restricts_streams(f);
         while (!rc && out->n < limit && (step = sqlite3_step(st)) == SQLITE_ROW) {
-            const struct rstream *r = stream_get(s, sqlite3_column_int64(st, 1));
+            const struct rstream *r = pfr_store_stream_get(s, sqlite3_column_int64(st, 1));
             /* A chunk of an unknown stream is corrupt: report it unless a filter rules it
              * out for sure. */
-            if (r ? !stream_matches(r, f) : narrowed)
+            if (r ? !pfr_store_stream_matches(r, f) : narrowed)
                 continue;
             rc = cands_push(out, st, true);
         }
         if (!rc && step != SQLITE_DONE && step != SQLITE_ROW)
-            rc = store_errno(step);
+            rc = pfr_store_errno(step);
     }
     sqlite3_finalize(st);
     return rc;
@@ -157,34 +157,34 @@ static int load_chunk(pfr_store *s, const struct cand *c, const struct rstream *
 {
     if (!r || r->bad)
         return -EBADMSG;
-    sqlite3_stmt *st = store_stmt(s, ST_CHUNK_DATA);
+    sqlite3_stmt *st = pfr_store_stmt(s, ST_CHUNK_DATA);
     if (!st)
-        return store_errno(sqlite3_errcode(s->db));
+        return pfr_store_errno(sqlite3_errcode(s->db));
     sqlite3_bind_int64(st, 1, c->id);
     int step = sqlite3_step(st);
     if (step == SQLITE_DONE) {
         sqlite3_reset(st);
         /* Evicted since the metadata pass, or a missing payload (corrupt)? */
-        sqlite3_stmt *ex = store_stmt(s, ST_CHUNK_EXISTS);
+        sqlite3_stmt *ex = pfr_store_stmt(s, ST_CHUNK_EXISTS);
         if (!ex)
-            return store_errno(sqlite3_errcode(s->db));
+            return pfr_store_errno(sqlite3_errcode(s->db));
         sqlite3_bind_int64(ex, 1, c->id);
         int e = sqlite3_step(ex);
         sqlite3_reset(ex);
         if (e == SQLITE_DONE)
             return LOAD_VANISHED;
-        return e == SQLITE_ROW ? -EBADMSG : store_errno(e);
+        return e == SQLITE_ROW ? -EBADMSG : pfr_store_errno(e);
     }
     if (step != SQLITE_ROW) {
         sqlite3_reset(st);
-        int e = store_errno(step);
+        int e = pfr_store_errno(step);
         return e ? e : -EIO;
     }
     bool corrupt;
     int err;
     uint32_t dict_n[T_N];
     const struct chain *ch =
-        chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
+        pfr_store_chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
     if (!ch) {
         sqlite3_reset(st);
         return corrupt ? -EBADMSG : err;
@@ -192,13 +192,13 @@ static int load_chunk(pfr_store *s, const struct cand *c, const struct rstream *
     const uint8_t *blob = sqlite3_column_blob(st, 0);
     size_t len = (size_t)sqlite3_column_bytes(st, 0);
     int rc = sqlite3_column_type(st, 0) == SQLITE_BLOB
-                 ? chunk_row_unpack(s, blob, len, c->stream_id, c->base_id, c->dict_id, c->start_ns,
-                                    c->end_ns, c->crc)
+                 ? pfr_store_chunk_row_unpack(s, blob, len, c->stream_id, c->base_id, c->dict_id,
+                                              c->start_ns, c->end_ns, c->crc)
                  : -EBADMSG;
     sqlite3_reset(st);
     if (rc)
         return rc;
-    rc = chunk_decode(s->raw.p, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);
+    rc = pfr_store_chunk_decode(s->raw.data, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);
     if (rc)
         return rc;
     *chain_out = ch;
@@ -213,7 +213,7 @@ static int check_totals(const struct cands *cs, const struct cand *c, const stru
     int64_t t[64], *tp = t;
     if (dc->ntypes > 64 && !(tp = malloc(dc->ntypes * sizeof(*tp))))
         return -ENOMEM;
-    int rc = totals_decode(cs->tot.p + c->tot_off, c->tot_len, dc->ntypes, tp);
+    int rc = pfr_store_totals_decode(cs->tot.data + c->tot_off, c->tot_len, dc->ntypes, tp);
     if (!rc && memcmp(tp, dc->totals, dc->ntypes * sizeof(*tp)) != 0)
         rc = -EBADMSG;
     if (tp != t)
@@ -227,11 +227,11 @@ static void persist_corrupt(pfr_store *s, uint64_t n)
     if (s->read_only || !n)
         return;
     /* Best effort: the count is a diagnostic, the scan's result does not depend on it. */
-    if (store_exec(s, "BEGIN IMMEDIATE") == 0) {
-        if (meta_add(s, "corrupt", (int64_t)n) == 0)
-            store_exec(s, "COMMIT");
+    if (pfr_store_exec(s, "BEGIN IMMEDIATE") == 0) {
+        if (pfr_store_meta_add(s, "corrupt", (int64_t)n) == 0)
+            pfr_store_exec(s, "COMMIT");
         else
-            store_exec(s, "ROLLBACK");
+            pfr_store_exec(s, "ROLLBACK");
     }
 }
 
@@ -301,7 +301,7 @@ static void set_header(pfr_profile *p, const struct tabs *d, const struct dchunk
         pfr_profile_set_time(p, c->time_nanos, c->duration);
 }
 
-void build_scratch_free(struct build_scratch *b)
+void pfr_store_build_scratch_free(struct build_scratch *b)
 {
     free(b->locmap);
     free(b->lsok);
@@ -335,8 +335,8 @@ static int lset_labels(const struct tabs *d, const struct tabs *delta, uint32_t 
     return 0;
 }
 
-int store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
-                        const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out)
+int pfr_store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
+                            const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out)
 {
     *out = NULL;
     pfr_profile *p = pfr_profile_new();
@@ -578,9 +578,9 @@ static int view_init(pfr_chunk_samples *v, const struct tabs *d, int64_t dict,
     return 0;
 }
 
-int store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
-                       const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
-                       pfr_samples_cb cb, void *ctx)
+int pfr_store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
+                           const pfr_store_filter *f, struct build_scratch *b,
+                           const pfr_chunk_meta *m, pfr_samples_cb cb, void *ctx)
 {
     pfr_chunk_samples v;
     int rc = view_init(&v, d, dict, c, f, b);
@@ -596,9 +596,9 @@ static int deliver(const struct rstream *r, const struct chain *d, const struct 
 {
     int rc;
     if (scb)
-        return store_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
+        return pfr_store_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
     pfr_profile *p;
-    if ((rc = store_build_profile(r, &d->t, dc, f, b, &p)) != 0)
+    if ((rc = pfr_store_build_profile(r, &d->t, dc, f, b, &p)) != 0)
         return rc;
     rc = pcb(m, p, ctx);
     pfr_profile_free(p);
@@ -613,18 +613,18 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         st = &local;
     *st = (pfr_scan_stats){0};
     struct cands cs = {0};
-    int rc = store_begin_read(s);
+    int rc = pfr_store_begin_read(s);
     if (rc)
         return rc;
     rc = collect(s, f, &cs);
-    store_end_read(s);
+    pfr_store_end_read(s);
     struct dchunk dc = {0};
     struct build_scratch b = {0};
     int64_t *totals = NULL;
     size_t cap_totals = 0;
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
-        const struct rstream *r = stream_get(s, c->stream_id);
+        const struct rstream *r = pfr_store_stream_get(s, c->stream_id);
         st->last_id = c->id;
         if (!r || r->bad) {
             st->corrupt++;
@@ -636,7 +636,7 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         }
         pfr_chunk_meta m;
         if (flags & PFR_SCAN_META_ONLY) {
-            if (totals_decode(cs.tot.p + c->tot_off, c->tot_len, r->ntypes, totals)) {
+            if (pfr_store_totals_decode(cs.tot.data + c->tot_off, c->tot_len, r->ntypes, totals)) {
                 st->corrupt++;
                 continue;
             }
@@ -646,12 +646,12 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
             continue;
         }
         const struct chain *d = NULL;
-        if ((rc = store_begin_read(s)) != 0)
+        if ((rc = pfr_store_begin_read(s)) != 0)
             break;
         int lr = load_chunk(s, c, r, &dc, &d);
         if (lr == LOAD_OK)
             lr = check_totals(&cs, c, &dc);
-        store_end_read(s);
+        pfr_store_end_read(s);
         if (lr == LOAD_VANISHED)
             continue;
         if (lr == -EBADMSG) {
@@ -669,8 +669,8 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
     }
     persist_corrupt(s, st->corrupt);
     free(totals);
-    build_scratch_free(&b);
-    dchunk_free(&dc);
+    pfr_store_build_scratch_free(&b);
+    pfr_store_dchunk_free(&dc);
     cands_free(&cs);
     return rc;
 }
@@ -709,21 +709,21 @@ struct merger {
     size_t cap_tmap;
     struct ktab stacks; /* output location index sequences */
     struct ktab lsets;  /* serialized label sets; 0 is the empty set */
-    struct u64map acc;  /* (stack id << 32 | label set id) -> accumulator index; unused with
-                           PFR_MERGE_DROP_LABELS, where the accumulator index is the stack id */
+    pfr_map acc;        /* (stack id << 32 | label set id) -> accumulator index; unused with
+                                 PFR_MERGE_DROP_LABELS, where the accumulator index is the stack id */
     int64_t *vals;      /* nacc * nout */
     uint64_t *keys;
     size_t nacc, cap_vals, cap_keys;
     struct mdict *md;
     size_t nmd, cap_md;
-    struct u64map md_idx;
+    pfr_map md_idx;
     uint32_t *dloc, *dstack, *dlset; /* the current chunk's delta entries */
     size_t cap_dloc, cap_dstack, cap_dlset;
     pfr_line *lines;
     size_t cap_lines;
     pfr_label *labels;
     size_t cap_labels;
-    struct sbuf key;
+    pfr_buf key;
     bool have_time, have_period;
 };
 
@@ -731,9 +731,9 @@ static void merger_free(struct merger *m)
 {
     pfr_profile_free(m->p);
     free(m->tmap);
-    ktab_free(&m->stacks);
-    ktab_free(&m->lsets);
-    u64map_free(&m->acc);
+    pfr_store_ktab_free(&m->stacks);
+    pfr_store_ktab_free(&m->lsets);
+    pfr_map_free(&m->acc);
     free(m->vals);
     free(m->keys);
     for (size_t i = 0; i < m->nmd; i++) {
@@ -744,13 +744,13 @@ static void merger_free(struct merger *m)
         free(m->md[i].map);
     }
     free(m->md);
-    u64map_free(&m->md_idx);
+    pfr_map_free(&m->md_idx);
     free(m->dloc);
     free(m->dstack);
     free(m->dlset);
     free(m->lines);
     free(m->labels);
-    sbuf_free(&m->key);
+    pfr_buf_free(&m->key);
 }
 
 static int zeroed(uint32_t **v, size_t *cap, size_t n)
@@ -776,7 +776,7 @@ static int grown(uint32_t **v, size_t *cap, size_t n)
 static struct mdict *mdict_get(struct merger *m, const struct chain *ch)
 {
     bool found;
-    uint32_t i = u64map_put(&m->md_idx, (uint64_t)ch->base_id, (uint32_t)m->nmd, &found);
+    uint32_t i = store_map_put(&m->md_idx, (uint64_t)ch->base_id, (uint32_t)m->nmd, &found);
     if (i == UINT32_MAX)
         return NULL;
     struct mdict *x;
@@ -884,11 +884,11 @@ static int64_t m_stack(struct merger *m, struct mdict *md, const struct tabs *d,
         if (x < 0)
             return x;
         uint32_t o = (uint32_t)x;
-        sbuf_put(&m->key, &o, sizeof(o));
+        pfr_buf_put(&m->key, &o, sizeof(o));
     }
-    if (m->key.err)
-        return m->key.err;
-    int64_t id = ktab_intern(&m->stacks, m->key.p, m->key.len, NULL);
+    if (pfr_buf_err(&m->key))
+        return pfr_buf_err(&m->key);
+    int64_t id = pfr_store_ktab_intern(&m->stacks, m->key.data, m->key.len, NULL);
     if (id >= 0)
         *slot = (uint32_t)id + 1;
     return id;
@@ -912,21 +912,21 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
         m->key.len = 0;
         for (size_t j = 0; j < len / sizeof(*l); j++) {
             const char *k = str_at(d, &c->delta, l[j].key);
-            sbuf_put(&m->key, k, strlen(k) + 1);
+            pfr_buf_put(&m->key, k, strlen(k) + 1);
             if (l[j].str != LABEL_NUM) {
                 const char *v = str_at(d, &c->delta, l[j].str);
-                sbuf_put_u8(&m->key, 's');
-                sbuf_put(&m->key, v, strlen(v) + 1);
+                pfr_buf_u8(&m->key, 's');
+                pfr_buf_put(&m->key, v, strlen(v) + 1);
             } else {
                 const char *u = l[j].unit ? str_at(d, &c->delta, l[j].unit) : "";
-                sbuf_put_u8(&m->key, 'n');
-                sbuf_put(&m->key, &l[j].num, sizeof(l[j].num));
-                sbuf_put(&m->key, u, strlen(u) + 1);
+                pfr_buf_u8(&m->key, 'n');
+                pfr_buf_put(&m->key, &l[j].num, sizeof(l[j].num));
+                pfr_buf_put(&m->key, u, strlen(u) + 1);
             }
         }
-        if (m->key.err)
-            return m->key.err;
-        id = ktab_intern(&m->lsets, m->key.p, m->key.len, NULL);
+        if (pfr_buf_err(&m->key))
+            return pfr_buf_err(&m->key);
+        id = pfr_store_ktab_intern(&m->lsets, m->key.data, m->key.len, NULL);
         if (id < 0)
             return id;
     }
@@ -1013,7 +1013,7 @@ static int m_chunk(struct merger *m, const struct rstream *r, const struct chain
             a = (uint32_t)sid;
         } else {
             bool found;
-            a = u64map_put(&m->acc, key, (uint32_t)m->nacc, &found);
+            a = store_map_put(&m->acc, key, (uint32_t)m->nacc, &found);
             if (a == UINT32_MAX)
                 return -ENOMEM;
         }
@@ -1096,7 +1096,7 @@ static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
     const struct rstream *ref = NULL;
     bool uniform = true;
     for (size_t i = 0; i < cs->n; i++) {
-        const struct rstream *r = stream_get(s, cs->v[i].stream_id);
+        const struct rstream *r = pfr_store_stream_get(s, cs->v[i].stream_id);
         if (!r || r->bad)
             continue;
         if (!ref)
@@ -1115,7 +1115,7 @@ static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
     if (!m->f || !m->f->type)
         return -EINVAL;
     for (size_t i = 0; i < cs->n; i++) {
-        const struct rstream *r = stream_get(s, cs->v[i].stream_id);
+        const struct rstream *r = pfr_store_stream_get(s, cs->v[i].stream_id);
         for (size_t t = 0; r && !r->bad && t < r->ntypes; t++) {
             if (strcmp(r->types[t], m->f->type) == 0) {
                 pfr_profile_add_sample_type(m->p, r->types[t], r->units[t]);
@@ -1139,9 +1139,9 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     struct cands cs = {0};
     struct dchunk dc = {0};
     m.p = pfr_profile_new();
-    if (!m.p || ktab_intern(&m.lsets, "", 0, NULL) != 0)
+    if (!m.p || pfr_store_ktab_intern(&m.lsets, "", 0, NULL) != 0)
         return -ENOMEM;
-    int rc = store_begin_read(s);
+    int rc = pfr_store_begin_read(s);
     if (rc) {
         merger_free(&m);
         return rc;
@@ -1149,12 +1149,12 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     rc = collect(s, f, &cs);
     if (!rc)
         rc = m_types(s, &m, &cs);
-    struct u64map top = {0}; /* chain base id -> index in tops */
-    int64_t *tops = NULL;    /* per chain: the last layer a matched chunk names, or 0 once read */
+    pfr_map top = {0};    /* chain base id -> index in tops */
+    int64_t *tops = NULL; /* per chain: the last layer a matched chunk names, or 0 once read */
     size_t ntops = 0, cap_tops = 0;
     for (size_t i = 0; i < cs.n && !rc; i++) {
         bool found;
-        uint32_t k = u64map_put(&top, (uint64_t)cs.v[i].base_id, (uint32_t)ntops, &found);
+        uint32_t k = store_map_put(&top, (uint64_t)cs.v[i].base_id, (uint32_t)ntops, &found);
         if (k == UINT32_MAX || (!found && VEC_RESERVE(tops, cap_tops, ntops + 1)))
             rc = -ENOMEM;
         else if (!found)
@@ -1164,18 +1164,18 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     }
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
-        const struct rstream *r = stream_get(s, c->stream_id);
+        const struct rstream *r = pfr_store_stream_get(s, c->stream_id);
         const struct chain *d = NULL;
         st->last_id = c->id;
-        uint32_t k = u64map_get(&top, (uint64_t)c->base_id);
+        uint32_t k = store_map_get(&top, (uint64_t)c->base_id);
         if (r && !r->bad && k != UINT32_MAX && tops[k]) {
             /* Read the chain's layers up to the last one the range needs in one statement, not
              * one layer per chunk. Whatever this finds (a broken layer, an error) the chunk's
-             * own chain_get below finds again. */
+             * own pfr_store_chain_get below finds again. */
             uint32_t n[T_N];
             bool corrupt;
             int err;
-            chain_get(s, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
+            pfr_store_chain_get(s, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
             tops[k] = 0;
         }
         int lr = load_chunk(s, c, r, &dc, &d);
@@ -1194,8 +1194,8 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         rc = m_chunk(&m, r, d, &dc);
         st->chunks++;
     }
-    store_end_read(s);
-    u64map_free(&top);
+    pfr_store_end_read(s);
+    pfr_map_free(&top);
     free(tops);
     persist_corrupt(s, st->corrupt);
     if (!rc && st->chunks == 0)
@@ -1207,7 +1207,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         m.p = NULL;
     }
     merger_free(&m);
-    dchunk_free(&dc);
+    pfr_store_dchunk_free(&dc);
     cands_free(&cs);
     return rc;
 }
@@ -1232,16 +1232,16 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK && rc != SQLITE_DONE) {
-        int e = store_errno(rc);
+        int e = pfr_store_errno(rc);
         if (e != -EBADMSG)
-            return store_fail(s, e, err, errlen, "integrity_check failed to run");
+            return pfr_store_fail(s, e, err, errlen, "integrity_check failed to run");
         problem = true;
-        store_fail(s, e, err, errlen, "integrity_check");
+        pfr_store_fail(s, e, err, errlen, "integrity_check");
     }
-    chain_cache_clear(s);
+    pfr_store_chain_cache_clear(s);
     struct cands cs = {0};
     struct dchunk dc = {0};
-    rc = store_begin_read(s);
+    rc = pfr_store_begin_read(s);
     if (!rc)
         rc = collect(s, NULL, &cs);
     if (rc == -EBADMSG) {
@@ -1254,7 +1254,7 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
         const struct chain *d;
-        int lr = load_chunk(s, c, stream_get(s, c->stream_id), &dc, &d);
+        int lr = load_chunk(s, c, pfr_store_stream_get(s, c->stream_id), &dc, &d);
         if (lr == LOAD_OK)
             lr = check_totals(&cs, c, &dc);
         if (lr == LOAD_VANISHED)
@@ -1268,13 +1268,13 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
         }
         rc = lr;
     }
-    store_end_read(s);
-    dchunk_free(&dc);
+    pfr_store_end_read(s);
+    pfr_store_dchunk_free(&dc);
     cands_free(&cs);
     if (bad_chunks)
         *bad_chunks = bad;
     if (rc)
-        return store_fail(s, rc, err, errlen, "check failed");
+        return pfr_store_fail(s, rc, err, errlen, "check failed");
     return problem || bad ? -EBADMSG : 0;
 }
 
@@ -1283,12 +1283,12 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
 /* 1 -> 2: chunks get their per-type totals, so timelines need not decode payloads. */
 static int migrate_1_2(pfr_store *s)
 {
-    int rc = store_exec(s, "ALTER TABLE chunks ADD COLUMN totals BLOB NOT NULL DEFAULT x''");
-    if (rc || (rc = streams_refresh(s)) != 0)
+    int rc = pfr_store_exec(s, "ALTER TABLE chunks ADD COLUMN totals BLOB NOT NULL DEFAULT x''");
+    if (rc || (rc = pfr_store_streams_refresh(s)) != 0)
         return rc;
     struct cands cs = {0};
     struct dchunk dc = {0};
-    struct sbuf tot = {0};
+    pfr_buf tot = {0};
     sqlite3_stmt *sel = NULL, *upd = NULL;
     if (sqlite3_prepare_v2(s->db,
                            "SELECT id, stream_id, base_id, dict_id, start_ns, end_ns, crc, nbytes"
@@ -1296,36 +1296,36 @@ static int migrate_1_2(pfr_store *s)
                            -1, &sel, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(s->db, "UPDATE chunks SET totals = ?2 WHERE id = ?1", -1, &upd, NULL) !=
             SQLITE_OK)
-        rc = store_errno(sqlite3_errcode(s->db));
+        rc = pfr_store_errno(sqlite3_errcode(s->db));
     int step;
     while (!rc && (step = sqlite3_step(sel)) == SQLITE_ROW)
         rc = cands_push(&cs, sel, false);
     if (!rc && step != SQLITE_DONE)
-        rc = store_errno(step);
+        rc = pfr_store_errno(step);
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct chain *d;
-        int lr = load_chunk(s, &cs.v[i], stream_get(s, cs.v[i].stream_id), &dc, &d);
+        int lr = load_chunk(s, &cs.v[i], pfr_store_stream_get(s, cs.v[i].stream_id), &dc, &d);
         if (lr)
             continue; /* corrupt: left with no totals, readers will count it */
-        totals_encode(&tot, dc.totals, dc.ntypes);
-        if (tot.err) {
-            rc = tot.err;
+        pfr_store_totals_encode(&tot, dc.totals, dc.ntypes);
+        if (pfr_buf_err(&tot)) {
+            rc = pfr_buf_err(&tot);
             break;
         }
         sqlite3_reset(upd);
         sqlite3_bind_int64(upd, 1, cs.v[i].id);
-        sqlite3_bind_blob(upd, 2, tot.p, (int)tot.len, SQLITE_STATIC);
-        rc = store_step_done(upd);
+        sqlite3_bind_blob(upd, 2, tot.data, (int)tot.len, SQLITE_STATIC);
+        rc = pfr_store_step_done(upd);
     }
     sqlite3_finalize(sel);
     sqlite3_finalize(upd);
-    sbuf_free(&tot);
-    dchunk_free(&dc);
+    pfr_buf_free(&tot);
+    pfr_store_dchunk_free(&dc);
     cands_free(&cs);
-    return rc ? rc : store_exec(s, "PRAGMA user_version = 2");
+    return rc ? rc : pfr_store_exec(s, "PRAGMA user_version = 2");
 }
 
-int store_migrate(pfr_store *s, int from, char *err, size_t errlen)
+int pfr_store_migrate(pfr_store *s, int from, char *err, size_t errlen)
 {
     static int (*const steps[])(pfr_store *) = {
         [1] = migrate_1_2,
@@ -1335,7 +1335,7 @@ int store_migrate(pfr_store *s, int from, char *err, size_t errlen)
         if (rc) {
             char msg[96];
             snprintf(msg, sizeof(msg), "migrating the store from schema %d to %d", v, v + 1);
-            return store_fail(s, rc, err, errlen, msg);
+            return pfr_store_fail(s, rc, err, errlen, msg);
         }
     }
     return 0;

@@ -52,12 +52,12 @@ struct slicer {
     size_t nc, capc;
     struct sbase *b;
     size_t nb, capb;
-    struct u64map base_ix;   /* base_id -> index in b */
-    struct u64map layer_ok;  /* ids of the layers copied (each with all layers below it) */
-    struct u64map stream_ix; /* stream id -> index in streams */
-    int64_t *streams;        /* stream ids with a chunk written, in order of first chunk */
+    pfr_map base_ix;   /* base_id -> index in b */
+    pfr_map layer_ok;  /* ids of the layers copied (each with all layers below it) */
+    pfr_map stream_ix; /* stream id -> index in streams */
+    int64_t *streams;  /* stream ids with a chunk written, in order of first chunk */
     size_t ns, caps;
-    struct sbuf ident; /* bytes whose hash is the slice's id */
+    pfr_buf ident; /* bytes whose hash is the slice's id */
     int64_t source_max_id;
     pfr_slice_stats st;
     char *err;
@@ -97,7 +97,7 @@ static int col_index(sqlite3_stmt *st, const char *name)
 static int add_base(struct slicer *x, const struct scand *c)
 {
     bool found;
-    uint32_t i = u64map_put(&x->base_ix, (uint64_t)c->base_id, (uint32_t)x->nb, &found);
+    uint32_t i = store_map_put(&x->base_ix, (uint64_t)c->base_id, (uint32_t)x->nb, &found);
     if (i == UINT32_MAX)
         return -ENOMEM;
     if (!found) {
@@ -114,15 +114,15 @@ static int add_base(struct slicer *x, const struct scand *c)
 static int collect(struct slicer *x)
 {
     pfr_store *s = x->s;
-    int rc = streams_refresh(s);
+    int rc = pfr_store_streams_refresh(s);
     if (rc)
         return fail(x, rc, s->db, "cannot read the ring's streams");
     int64_t from = x->f->from_ns ? x->f->from_ns : INT64_MIN;
     int64_t to = x->f->to_ns ? x->f->to_ns : INT64_MAX;
-    sqlite3_stmt *st = store_prepare(s, "SELECT id, stream_id, base_id, dict_id FROM chunks"
-                                        " WHERE end_ns > ?1 AND start_ns < ?2 ORDER BY id");
+    sqlite3_stmt *st = pfr_store_prepare(s, "SELECT id, stream_id, base_id, dict_id FROM chunks"
+                                            " WHERE end_ns > ?1 AND start_ns < ?2 ORDER BY id");
     if (!st)
-        return fail(x, store_errno(sqlite3_errcode(s->db)), s->db, "cannot list the chunks");
+        return fail(x, pfr_store_errno(sqlite3_errcode(s->db)), s->db, "cannot list the chunks");
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
     /* A chunk of a missing or broken stream is corrupt, as readers of the ring count it (unless
@@ -132,8 +132,8 @@ static int collect(struct slicer *x)
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         struct scand c = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                           sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
-        const struct rstream *r = stream_get(s, c.stream_id);
-        if (r ? !stream_matches(r, x->f) : narrowed)
+        const struct rstream *r = pfr_store_stream_get(s, c.stream_id);
+        if (r ? !pfr_store_stream_matches(r, x->f) : narrowed)
             continue;
         if (!r || r->bad) {
             x->st.corrupt++;
@@ -145,13 +145,13 @@ static int collect(struct slicer *x)
             x->c[x->nc++] = c;
     }
     if (!rc && step != SQLITE_DONE)
-        rc = fail(x, store_errno(step), s->db, "cannot list the chunks");
+        rc = fail(x, pfr_store_errno(step), s->db, "cannot list the chunks");
     sqlite3_finalize(st);
     if (rc)
         return rc;
-    st = store_prepare(s, "SELECT max(id) FROM chunks");
+    st = pfr_store_prepare(s, "SELECT max(id) FROM chunks");
     if (!st)
-        return fail(x, store_errno(sqlite3_errcode(s->db)), s->db, "cannot read the ring");
+        return fail(x, pfr_store_errno(sqlite3_errcode(s->db)), s->db, "cannot read the ring");
     if (sqlite3_step(st) == SQLITE_ROW)
         x->source_max_id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -206,7 +206,7 @@ static int create_tmp(struct slicer *x)
 static int out_exec(struct slicer *x, const char *sql)
 {
     int rc = sqlite3_exec(x->out, sql, NULL, NULL, NULL);
-    return rc == SQLITE_OK ? 0 : fail(x, store_errno(rc), x->out, "writing %s", x->tmp);
+    return rc == SQLITE_OK ? 0 : fail(x, pfr_store_errno(rc), x->out, "writing %s", x->tmp);
 }
 
 /* An empty database with the ring's identity, page settings and CREATE statements. No journal
@@ -216,10 +216,10 @@ static int open_out(struct slicer *x)
     pfr_store *s = x->s;
     int rc = sqlite3_open_v2(x->tmp, &x->out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK)
-        return fail(x, store_errno(rc), x->out, "cannot open %s", x->tmp);
+        return fail(x, pfr_store_errno(rc), x->out, "cannot open %s", x->tmp);
     sqlite3_extended_result_codes(x->out, 1);
     int64_t vac = 0;
-    sqlite3_stmt *st = store_prepare(s, "PRAGMA auto_vacuum");
+    sqlite3_stmt *st = pfr_store_prepare(s, "PRAGMA auto_vacuum");
     if (st && sqlite3_step(st) == SQLITE_ROW)
         vac = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -232,16 +232,17 @@ static int open_out(struct slicer *x)
         return rc;
     /* Tables first, then their indices; SQLite's own tables (sqlite_sequence) come by
      * themselves. */
-    st = store_prepare(s, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND"
-                          " name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-                          " ORDER BY type <> 'table', rowid");
+    st = pfr_store_prepare(s, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND"
+                              " name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+                              " ORDER BY type <> 'table', rowid");
     if (!st)
-        return fail(x, store_errno(sqlite3_errcode(s->db)), s->db, "cannot read the ring's schema");
+        return fail(x, pfr_store_errno(sqlite3_errcode(s->db)), s->db,
+                    "cannot read the ring's schema");
     int step = SQLITE_DONE;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
         rc = out_exec(x, (const char *)sqlite3_column_text(st, 0));
     if (!rc && step != SQLITE_DONE)
-        rc = fail(x, store_errno(step), s->db, "cannot read the ring's schema");
+        rc = fail(x, pfr_store_errno(step), s->db, "cannot read the ring's schema");
     sqlite3_finalize(st);
     return rc;
 }
@@ -269,7 +270,7 @@ static int copy_row(struct slicer *x, sqlite3_stmt *sel, sqlite3_stmt *ins)
         if (sqlite3_bind_value(ins, i + 1, sqlite3_column_value(sel, i)) != SQLITE_OK)
             return fail(x, -ENOMEM, x->out, "writing %s", x->tmp);
     int rc = sqlite3_step(ins);
-    return rc == SQLITE_DONE ? 0 : fail(x, store_errno(rc), x->out, "writing %s", x->tmp);
+    return rc == SQLITE_DONE ? 0 : fail(x, pfr_store_errno(rc), x->out, "writing %s", x->tmp);
 }
 
 /* A statement on the ring and its twin inserting into the slice's table of the same name. */
@@ -281,12 +282,12 @@ static int copier_open(struct slicer *x, struct copier *cp, const char *table, c
 {
     char sql[256];
     snprintf(sql, sizeof(sql), "SELECT * FROM %s WHERE %s", table, where);
-    cp->sel = store_prepare(x->s, sql);
+    cp->sel = pfr_store_prepare(x->s, sql);
     cp->ins = cp->sel ? insert_like(x, table, cp->sel) : NULL;
     if (!cp->sel)
-        return fail(x, store_errno(sqlite3_errcode(x->s->db)), x->s->db, "reading %s", table);
+        return fail(x, pfr_store_errno(sqlite3_errcode(x->s->db)), x->s->db, "reading %s", table);
     if (!cp->ins)
-        return fail(x, store_errno(sqlite3_errcode(x->out)), x->out, "writing %s", table);
+        return fail(x, pfr_store_errno(sqlite3_errcode(x->out)), x->out, "writing %s", table);
     return 0;
 }
 
@@ -322,18 +323,18 @@ static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *
         int64_t fields[3] = {stream, b->base_id, parent};
         bool linked = prev ? parent == prev : parent == 0 && id == b->base_id;
         if (!linked || stream != b->stream_id || sqlite3_column_type(cp->sel, cd) != SQLITE_BLOB ||
-            row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
+            pfr_store_row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
             break;
         bool found;
         if ((rc = copy_row(x, cp->sel, cp->ins)) != 0)
             break;
-        if (u64map_put(&x->layer_ok, (uint64_t)id, 1, &found) == UINT32_MAX)
+        if (store_map_put(&x->layer_ok, (uint64_t)id, 1, &found) == UINT32_MAX)
             rc = -ENOMEM;
         x->st.layers++;
         prev = id;
     }
-    if (!rc && step != SQLITE_ROW && step != SQLITE_DONE && store_errno(step) != -EBADMSG)
-        rc = fail(x, store_errno(step), x->s->db, "reading dictionary layers");
+    if (!rc && step != SQLITE_ROW && step != SQLITE_DONE && pfr_store_errno(step) != -EBADMSG)
+        rc = fail(x, pfr_store_errno(step), x->s->db, "reading dictionary layers");
     sqlite3_reset(cp->sel);
     return rc;
 }
@@ -341,7 +342,7 @@ static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *
 static int note_stream(struct slicer *x, int64_t id)
 {
     bool found;
-    if (u64map_put(&x->stream_ix, (uint64_t)id, (uint32_t)x->ns, &found) == UINT32_MAX)
+    if (store_map_put(&x->stream_ix, (uint64_t)id, (uint32_t)x->ns, &found) == UINT32_MAX)
         return -ENOMEM;
     if (found)
         return 0;
@@ -375,14 +376,14 @@ static int copy_chunk(struct slicer *x, struct copier *chunk, struct copier *dat
         const uint8_t *blob = sqlite3_column_blob(data->sel, cd);
         size_t len = (size_t)sqlite3_column_bytes(data->sel, cd);
         uint32_t crc = (uint32_t)sqlite3_column_int64(m, cc);
-        if (!blob || row_crc(blob, len, fields, 5) != crc)
+        if (!blob || pfr_store_row_crc(blob, len, fields, 5) != crc)
             goto out; /* corrupt: left out */
         if ((rc = copy_row(x, chunk->sel, chunk->ins)) || (rc = copy_row(x, data->sel, data->ins)))
             goto out;
         uint8_t idb[12];
         memcpy(idb, &c->id, 8);
         memcpy(idb + 8, &crc, 4);
-        sbuf_put(&x->ident, idb, sizeof(idb));
+        pfr_buf_put(&x->ident, idb, sizeof(idb));
         if (!x->st.chunks || start < x->st.first_ns)
             x->st.first_ns = start;
         if (!x->st.chunks || end > x->st.last_ns)
@@ -394,7 +395,7 @@ static int copy_chunk(struct slicer *x, struct copier *chunk, struct copier *dat
         *copied = true;
         rc = note_stream(x, c->stream_id);
     } else if ((a != SQLITE_ROW && a != SQLITE_DONE) || (b != SQLITE_ROW && b != SQLITE_DONE)) {
-        int e = store_errno(a != SQLITE_ROW && a != SQLITE_DONE ? a : b);
+        int e = pfr_store_errno(a != SQLITE_ROW && a != SQLITE_DONE ? a : b);
         if (e != -EBADMSG) /* a corrupt page: the chunk is left out */
             rc = fail(x, e, x->s->db, "reading chunk %lld", (long long)c->id);
     }
@@ -412,10 +413,10 @@ static int copy_chunks(struct slicer *x)
         rc = copier_open(x, &data, "chunk_data", "id = ?1");
     for (size_t i = 0; i < x->nc && !rc; i++) {
         const struct scand *c = &x->c[i];
-        const struct sbase *b = &x->b[u64map_get(&x->base_ix, (uint64_t)c->base_id)];
+        const struct sbase *b = &x->b[store_map_get(&x->base_ix, (uint64_t)c->base_id)];
         bool copied = false;
         /* its dictionary, as of its layer, is in the slice */
-        if (c->stream_id == b->stream_id && u64map_get(&x->layer_ok, (uint64_t)c->dict_id) == 1)
+        if (c->stream_id == b->stream_id && store_map_get(&x->layer_ok, (uint64_t)c->dict_id) == 1)
             rc = copy_chunk(x, &chunk, &data, c, &copied);
         if (!rc && !copied)
             x->st.corrupt++;
@@ -435,13 +436,13 @@ static int copy_streams(struct slicer *x)
         sqlite3_bind_int64(cp.sel, 1, x->streams[i]);
         int step = sqlite3_step(cp.sel);
         if (step != SQLITE_ROW) {
-            rc = fail(x, step == SQLITE_DONE ? -EBADMSG : store_errno(step), x->s->db,
+            rc = fail(x, step == SQLITE_DONE ? -EBADMSG : pfr_store_errno(step), x->s->db,
                       "reading stream %lld", (long long)x->streams[i]);
             break;
         }
         if (ck >= 0)
-            sbuf_put(&x->ident, sqlite3_column_blob(cp.sel, ck),
-                     (size_t)sqlite3_column_bytes(cp.sel, ck));
+            pfr_buf_put(&x->ident, sqlite3_column_blob(cp.sel, ck),
+                        (size_t)sqlite3_column_bytes(cp.sel, ck));
         if (!(rc = copy_row(x, cp.sel, cp.ins)))
             x->st.streams++;
     }
@@ -460,7 +461,7 @@ static int put_meta(struct slicer *x, const char *key, int64_t value)
         rc = sqlite3_step(st);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : fail(x, store_errno(rc), x->out, "writing %s", x->tmp);
+    return rc == SQLITE_DONE ? 0 : fail(x, pfr_store_errno(rc), x->out, "writing %s", x->tmp);
 }
 
 /* The ring's meta rows (settings a writer keeps there), then its counters as a ring holding just
@@ -468,14 +469,14 @@ static int put_meta(struct slicer *x, const char *key, int64_t value)
  * slice lacks count as evicted), and the slice's own rows. */
 static int write_meta(struct slicer *x)
 {
-    if (x->ident.err)
+    if (pfr_buf_err(&x->ident))
         return -ENOMEM;
     struct copier cp = {0};
     int rc = copier_open(x, &cp, "meta", "1"), step = SQLITE_DONE;
     while (!rc && (step = sqlite3_step(cp.sel)) == SQLITE_ROW)
         rc = copy_row(x, cp.sel, cp.ins);
     if (!rc && step != SQLITE_DONE)
-        rc = fail(x, store_errno(step), x->s->db, "reading the ring's meta table");
+        rc = fail(x, pfr_store_errno(step), x->s->db, "reading the ring's meta table");
     copier_close(&cp);
     const struct {
         const char *key;
@@ -484,7 +485,7 @@ static int write_meta(struct slicer *x)
         {"evicted", x->st.max_id - (int64_t)x->st.chunks},
         {"lost_unshipped", 0},
         {"corrupt", 0},
-        {META_SLICE_ID, (int64_t)pfr_store_hash(x->ident.p, x->ident.len)},
+        {META_SLICE_ID, (int64_t)pfr_hash_bytes(x->ident.data, x->ident.len)},
         {META_SLICE_FROM, x->f->from_ns},
         {META_SLICE_TO, x->f->to_ns},
         {META_SLICE_CREATED, now_ns()},
@@ -571,10 +572,10 @@ static void slicer_free(struct slicer *x)
     free(x->c);
     free(x->b);
     free(x->streams);
-    u64map_free(&x->base_ix);
-    u64map_free(&x->layer_ok);
-    u64map_free(&x->stream_ix);
-    sbuf_free(&x->ident);
+    pfr_map_free(&x->base_ix);
+    pfr_map_free(&x->layer_ok);
+    pfr_map_free(&x->stream_ix);
+    pfr_buf_free(&x->ident);
 }
 
 static int check_args(struct slicer *x, const pfr_store_filter *f, const char *path, unsigned flags)
@@ -612,14 +613,14 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
     int rc = check_args(&x, f, path, flags);
     if (rc)
         return rc;
-    if ((rc = store_begin_read(s)) != 0)
+    if ((rc = pfr_store_begin_read(s)) != 0)
         return fail(&x, rc, s->db, "cannot read the ring");
     rc = collect(&x);
     if (!rc && !x.nc)
         rc = fail(&x, -ENOENT, NULL, "no chunk of the ring matches");
     if (!rc && !(rc = create_tmp(&x)) && !(rc = open_out(&x)) && !(rc = copy_all(&x)))
         rc = out_exec(&x, "COMMIT");
-    store_end_read(s);
+    pfr_store_end_read(s);
     if (!rc && !x.st.chunks)
         rc = fail(&x, -ENOENT, NULL, "every chunk of the range is corrupt");
     if (x.out && sqlite3_close(x.out) != SQLITE_OK && !rc)
@@ -643,14 +644,14 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
 int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out)
 {
     memset(out, 0, sizeof(*out));
-    int rc = store_begin_read(s);
+    int rc = pfr_store_begin_read(s);
     if (rc)
         return rc;
-    sqlite3_stmt *st = store_prepare(s, "SELECT key, value FROM meta WHERE key LIKE 'slice\\_%'"
-                                        " ESCAPE '\\'");
+    sqlite3_stmt *st = pfr_store_prepare(s, "SELECT key, value FROM meta WHERE key LIKE 'slice\\_%'"
+                                            " ESCAPE '\\'");
     if (!st) {
-        rc = store_errno(sqlite3_errcode(s->db));
-        store_end_read(s);
+        rc = pfr_store_errno(sqlite3_errcode(s->db));
+        pfr_store_end_read(s);
         return rc;
     }
     int step = SQLITE_DONE;
@@ -672,9 +673,9 @@ int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out)
             out->source_max_id = v;
         }
     }
-    rc = step == SQLITE_DONE ? 0 : store_errno(step);
+    rc = step == SQLITE_DONE ? 0 : pfr_store_errno(step);
     sqlite3_finalize(st);
-    store_end_read(s);
+    pfr_store_end_read(s);
     if (!out->is_slice)
         memset(out, 0, sizeof(*out));
     return rc;

@@ -80,7 +80,7 @@ uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint6
     return disk ? cap : max_bytes;
 }
 
-uint64_t space_wal_budget(uint64_t max_bytes)
+uint64_t pfr_store_space_wal_budget(uint64_t max_bytes)
 {
     uint64_t b = max_bytes / 16;
     if (b < (64u << 10))
@@ -90,7 +90,7 @@ uint64_t space_wal_budget(uint64_t max_bytes)
     return b;
 }
 
-int space_open(pfr_store *s, const pfr_store_reserve *reserve)
+int pfr_store_space_open(pfr_store *s, const pfr_store_reserve *reserve)
 {
     if (reserve)
         s->space.reserve = *reserve;
@@ -102,7 +102,7 @@ int space_open(pfr_store *s, const pfr_store_reserve *reserve)
     return 0;
 }
 
-void space_close(pfr_store *s)
+void pfr_store_space_close(pfr_store *s)
 {
     free(s->space.spare_path);
     s->space.spare_path = NULL;
@@ -114,7 +114,8 @@ static uint64_t size_of(const char *path)
     return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-int space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve, struct space_now *out)
+int pfr_store_space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve,
+                            struct space_now *out)
 {
     memset(out, 0, sizeof(*out));
     struct statvfs v;
@@ -132,7 +133,7 @@ int space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve, struct spa
      * room they may still take is not free for the database, nor what they hold (on a full disk
      * the WAL keeps its blocks). A reader counts the spare file as it finds it, at least at the
      * WAL's budget (the writer sizes it by the WAL it has seen). */
-    uint64_t budget = space_wal_budget(max_bytes);
+    uint64_t budget = pfr_store_space_wal_budget(max_bytes);
     uint64_t spare_budget = s->read_only ? budget : s->space.spare_bytes;
     uint64_t w_b = w > budget ? w : budget, spare_b = spare > spare_budget ? spare : spare_budget;
     uint64_t avail = sat_sub(sat_sub(out->fs_avail, w_b - w), spare_b - spare);
@@ -150,18 +151,18 @@ static void wal_keep(pfr_store *s, bool keep)
     char sql[64];
     snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %lld",
              keep ? -1ll : (long long)s->wal_budget);
-    if (store_exec(s, sql) == 0)
+    if (pfr_store_exec(s, sql) == 0)
         s->space.wal_kept = keep;
 }
 
-void space_plan(pfr_store *s)
+void pfr_store_space_plan(pfr_store *s)
 {
     struct store_space *sp = &s->space;
     uint64_t room = s->wal_budget + sp->spare_bytes; /* the WAL's and the spare file's */
     sp->db_target = sat_sub(s->max_bytes, room);
     sp->disk_bound = sp->tight = sp->starved = false;
     struct space_now n;
-    if (space_measure(s, s->max_bytes, UINT64_MAX, &n) != 0)
+    if (pfr_store_space_measure(s, s->max_bytes, UINT64_MAX, &n) != 0)
         return;
     sp->reserve_bytes = n.reserve;
     uint64_t disk = sat_sub(n.cap, n.shares);
@@ -174,14 +175,14 @@ void space_plan(pfr_store *s)
     wal_keep(s, sp->starved);
 }
 
-void space_note_wal(pfr_store *s, uint64_t wal_bytes)
+void pfr_store_space_note_wal(pfr_store *s, uint64_t wal_bytes)
 {
     uint64_t top = s->max_bytes / 8 > s->wal_budget ? s->max_bytes / 8 : s->wal_budget;
     if (wal_bytes > s->space.spare_bytes)
         s->space.spare_bytes = wal_bytes < top ? wal_bytes : top;
 }
 
-void space_spare_make(pfr_store *s)
+void pfr_store_space_spare_make(pfr_store *s)
 {
     struct store_space *sp = &s->space;
     if (!sp->spare_path || sp->starved || size_of(sp->spare_path) >= sp->spare_bytes)
@@ -195,7 +196,7 @@ void space_spare_make(pfr_store *s)
         unlink(sp->spare_path); /* no half spare: it would be counted as held */
 }
 
-void space_spare_drop(pfr_store *s)
+void pfr_store_space_spare_drop(pfr_store *s)
 {
     if (s->space.spare_path)
         unlink(s->space.spare_path);

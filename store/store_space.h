@@ -18,7 +18,7 @@ struct store_space {
     uint64_t spare_bytes;      /* its size: the largest WAL seen, from the WAL's budget to an
                                   eighth of the cap */
     bool wal_kept;             /* journal_size_limit is off: the WAL keeps its blocks */
-    /* Set by space_plan() before each write transaction. */
+    /* Set by pfr_store_space_plan() before each write transaction. */
     uint64_t db_target;       /* bytes of pages the database may hold after it */
     bool disk_bound;          /* db_target is the disk's, below the cap's */
     bool tight;               /* free space near or below the reserve: shrink in small steps */
@@ -39,28 +39,29 @@ struct space_now {
 };
 
 /* The WAL's share of a cap (cap/16, 64 KiB to 4 MiB). */
-uint64_t space_wal_budget(uint64_t max_bytes);
+uint64_t pfr_store_space_wal_budget(uint64_t max_bytes);
 
 /* A writer's state from its options. 0 or -ENOMEM. */
-int space_open(pfr_store *s, const pfr_store_reserve *reserve);
-void space_close(pfr_store *s);
+int pfr_store_space_open(pfr_store *s, const pfr_store_reserve *reserve);
+void pfr_store_space_close(pfr_store *s);
 
 /* Measure the file system and the ring's files for a ring capped at max_bytes keeping reserve
  * bytes free (UINT64_MAX: resolve the writer's setting on this file system). 0 or -errno of
  * statvfs. */
-int space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve, struct space_now *out);
+int pfr_store_space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve,
+                            struct space_now *out);
 
 /* Before a write transaction: the database's target (the cap's share or, when less, the disk's)
  * into s's space state. A file system that cannot be measured leaves the cap's. On a disk with
  * hardly any room the WAL keeps its blocks (journal_size_limit off) until there is room again. */
-void space_plan(pfr_store *s);
+void pfr_store_space_plan(pfr_store *s);
 
 /* After a commit: the WAL's size, which sizes the spare file (it must hold a transaction). */
-void space_note_wal(pfr_store *s, uint64_t wal_bytes);
+void pfr_store_space_note_wal(pfr_store *s, uint64_t wal_bytes);
 
 /* Make the spare file if it is missing and the disk has room for it (its share is counted in
  * the cap in force, reserve or not); drop it (its room goes to the WAL). Both best effort. */
-void space_spare_make(pfr_store *s);
-void space_spare_drop(pfr_store *s);
+void pfr_store_space_spare_make(pfr_store *s);
+void pfr_store_space_spare_drop(pfr_store *s);
 
 #endif

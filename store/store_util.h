@@ -1,6 +1,6 @@
 /*
- * Small building blocks of the store: a growable byte buffer with varint writers, a bounds-checked
- * reader, a 64-bit hash, an interning table of byte keys ("ktab") and an integer map. Internal to
+ * Small building blocks of the store: a bounds-checked reader, an interning table of byte keys
+ * ("ktab") and the store's use of common's byte buffer, hash and integer map. Internal to
  * pfr_store.
  */
 #ifndef PFR_STORE_UTIL_H
@@ -11,21 +11,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pfr_buf.h"
 #include "pfr_hash.h"
+#include "pfr_map.h"
 #include "pfr_vec.h"
 
-/* ---- output buffer: errors are sticky (err = -ENOMEM), checked once at the end ---- */
-struct sbuf {
-    uint8_t *p;
-    size_t len, cap;
-    int err;
-};
-
-void sbuf_free(struct sbuf *b);
-int sbuf_reserve(struct sbuf *b, size_t more);
-void sbuf_put(struct sbuf *b, const void *data, size_t n);
-void sbuf_put_u8(struct sbuf *b, uint8_t v);
-void sbuf_put_uv(struct sbuf *b, uint64_t v);
+/* ---- output buffer: pfr_buf (common/pfr_buf.h); its oom is checked once at the end ---- */
 
 static inline uint64_t zigzag(int64_t v)
 {
@@ -34,10 +25,6 @@ static inline uint64_t zigzag(int64_t v)
 static inline int64_t unzigzag(uint64_t v)
 {
     return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-static inline void sbuf_put_sv(struct sbuf *b, int64_t v)
-{
-    sbuf_put_uv(b, zigzag(v));
 }
 
 /* ---- input reader over untrusted bytes: every read is bounds-checked; the first failure sets
@@ -92,8 +79,7 @@ static inline uint32_t srd_count(struct srd *r, size_t min_bytes)
     return (uint32_t)n;
 }
 
-/* ---- hashing ---- */
-uint64_t pfr_store_hash(const void *data, size_t n);
+/* ---- hashing: pfr_hash_bytes (common/pfr_hash.h); slice ids store its values ---- */
 
 /* ---- ktab: dense table of byte-string keys, optionally hash-indexed for interning.
  * Keys live in one arena, each 8-byte aligned (records are read in place) and followed by a NUL
@@ -108,17 +94,17 @@ struct ktab {
     size_t mask;     /* slots capacity - 1; slots == NULL when not indexed */
 };
 
-void ktab_free(struct ktab *t);
+void pfr_store_ktab_free(struct ktab *t);
 /* Forget entries, keep memory. */
-void ktab_reset(struct ktab *t);
+void pfr_store_ktab_reset(struct ktab *t);
 /* Drop entries n and above (an index, if any, is rebuilt at the next intern). */
-void ktab_truncate(struct ktab *t, uint32_t n);
+void pfr_store_ktab_truncate(struct ktab *t, uint32_t n);
 /* Append a key without indexing; returns its index or a negative errno. */
-int64_t ktab_add(struct ktab *t, const void *key, size_t len);
+int64_t pfr_store_ktab_add(struct ktab *t, const void *key, size_t len);
 /* Index of key, adding it if absent (*added set accordingly); builds the index if needed. */
-int64_t ktab_intern(struct ktab *t, const void *key, size_t len, bool *added);
+int64_t pfr_store_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added);
 /* Index of key or -1. */
-int64_t ktab_find(struct ktab *t, const void *key, size_t len);
+int64_t pfr_store_ktab_find(struct ktab *t, const void *key, size_t len);
 static inline const uint8_t *ktab_key(const struct ktab *t, uint32_t i, size_t *len)
 {
     size_t start = ((size_t)t->off[i] + 7) & ~(size_t)7;
@@ -130,19 +116,24 @@ static inline size_t ktab_bytes(const struct ktab *t)
     return t->acap + (size_t)t->cap * 4 + (t->slots ? (t->mask + 1) * 8 : 0);
 }
 
-/* ---- u64map: uint64 key -> uint32 value, open addressing ---- */
-struct u64map {
-    uint64_t *keys;
-    uint32_t *vals; /* value + 1; 0 = empty slot */
-    size_t mask, n;
-};
-void u64map_free(struct u64map *m);
-void u64map_clear(struct u64map *m);
-/* The value of key; if absent, inserts val_if_new (< UINT32_MAX - 1) and returns it. *found tells
- * which. UINT32_MAX on ENOMEM. */
-uint32_t u64map_put(struct u64map *m, uint64_t key, uint32_t val_if_new, bool *found);
+/* ---- integer maps: pfr_map (common/pfr_map.h) holding uint32 values ---- */
+/* The value of key; if absent, inserts val_if_new and returns it. *found tells which. UINT32_MAX
+ * on ENOMEM. */
+static inline uint32_t store_map_put(pfr_map *m, uint64_t key, uint32_t val_if_new, bool *found)
+{
+    uint64_t *v;
+    int rc = pfr_map_intern(m, key, val_if_new, &v);
+    if (rc < 0)
+        return UINT32_MAX;
+    *found = rc == 1;
+    return (uint32_t)*v;
+}
 /* Value of key or UINT32_MAX when absent. */
-uint32_t u64map_get(const struct u64map *m, uint64_t key);
+static inline uint32_t store_map_get(const pfr_map *m, uint64_t key)
+{
+    const uint64_t *v = pfr_map_get(m, key);
+    return v ? (uint32_t)*v : UINT32_MAX;
+}
 
 /* Vectors grow with pfr_vec_grow (common/pfr_vec.h). */
 #define VEC_RESERVE(v, cap, need) PFR_VEC_RESERVE(v, cap, need)

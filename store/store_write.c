@@ -151,12 +151,12 @@ struct writer {
     size_t cap_pend[T_N];
     uint32_t stamp;
 
-    struct sbuf key, lab, types, tmp, tmp2, raw, blob, dict_blob, tot;
+    pfr_buf key, lab, types, tmp, tmp2, raw, blob, dict_blob, tot;
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
 {
-    tabs_free(&s->tabs);
+    pfr_store_tabs_free(&s->tabs);
     free(s->fpm);
     s->fpm = NULL;
     s->fpm_mask = s->fpm_n = 0;
@@ -172,7 +172,7 @@ static void wstream_drop_tables(struct writer *w, struct wstream *s)
     s->resident = false;
 }
 
-void writer_free(struct writer *w)
+void pfr_store_writer_free(struct writer *w)
 {
     if (!w)
         return;
@@ -181,7 +181,7 @@ void writer_free(struct writer *w)
         free(w->ws[i]);
     }
     free(w->ws);
-    ktab_free(&w->keys);
+    pfr_store_ktab_free(&w->keys);
     for (int i = 0; i < W_N; i++)
         sqlite3_finalize(w->st[i]);
     free(w->locmap);
@@ -196,15 +196,15 @@ void writer_free(struct writer *w)
     free(w->vals);
     free(w->totals);
     free(w->undo);
-    tabs_free(&w->local);
+    pfr_store_tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
         free(w->pend_stamp[k]);
     }
-    struct sbuf *bufs[] = {&w->key, &w->lab,  &w->types,     &w->tmp, &w->tmp2,
-                           &w->raw, &w->blob, &w->dict_blob, &w->tot};
+    pfr_buf *bufs[] = {&w->key, &w->lab,  &w->types,     &w->tmp, &w->tmp2,
+                       &w->raw, &w->blob, &w->dict_blob, &w->tot};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        sbuf_free(bufs[i]);
+        pfr_buf_free(bufs[i]);
     free(w);
 }
 
@@ -260,7 +260,7 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 {
     struct writer *w = s->w;
     if (!w->st[which])
-        w->st[which] = store_prepare(s, wsql[which]);
+        w->st[which] = pfr_store_prepare(s, wsql[which]);
     if (w->st[which]) {
         sqlite3_reset(w->st[which]);
         sqlite3_clear_bindings(w->st[which]);
@@ -270,14 +270,14 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 
 static int db_err(pfr_store *s)
 {
-    int e = store_errno(sqlite3_errcode(s->db));
+    int e = pfr_store_errno(sqlite3_errcode(s->db));
     return e ? e : -EIO;
 }
 
 /* ---- mapping a profile into the stream's tables ---- */
 static int64_t intern_str(struct wstream *s, const char *str)
 {
-    return ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
+    return pfr_store_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
 }
 
 static int mark_used(struct wstream *s, int k, uint32_t g, bool *first)
@@ -479,22 +479,22 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
         return m;
     loc.module = (uint32_t)m;
     w->tmp.len = 0;
-    sbuf_put(&w->tmp, &loc, sizeof(loc));
+    pfr_buf_put(&w->tmp, &loc, sizeof(loc));
     for (uint32_t i = 0; i < v.nlines; i++) {
         int64_t name = intern_str(s, fr[i].function);
         int64_t file = intern_str(s, fr[i].file);
         if (name < 0 || file < 0)
             return -ENOMEM;
         struct nfunc f = {(uint32_t)name, (uint32_t)file};
-        int64_t fi = ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
+        int64_t fi = pfr_store_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
         if (fi < 0)
             return fi;
         struct nline ln = {(uint32_t)fi, 0, fr[i].line};
-        sbuf_put(&w->tmp, &ln, sizeof(ln));
+        pfr_buf_put(&w->tmp, &ln, sizeof(ln));
     }
-    if (w->tmp.err)
-        return w->tmp.err;
-    int64_t x = ktab_intern(&s->tabs.t[T_LOC], w->tmp.p, w->tmp.len, NULL);
+    if (pfr_buf_err(&w->tmp))
+        return pfr_buf_err(&w->tmp);
+    int64_t x = pfr_store_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
     if (x >= 0 && fpmap_put(s, h, (uint32_t)x))
         return -ENOMEM;
     return x;
@@ -580,7 +580,7 @@ static int64_t map_labels(struct writer *w, struct wstream *s, const pfr_profile
     }
     /* Label sets are sets: one order for all. */
     qsort(w->labs, n, sizeof(*w->labs), nlabel_cmp);
-    int64_t x = ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
+    int64_t x = pfr_store_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
     if (x >= 0 && n <= 4) {
         struct lscache_ent *e = &w->lsc[w->lsc_next];
         w->lsc_next = (w->lsc_next + 1) % LSCACHE;
@@ -623,12 +623,12 @@ static int map_profile(struct writer *w, struct wstream *s, const pfr_profile *p
         size_t n;
         const uint32_t *locs = pfr_profile_sample_locations(p, i, &n);
         w->tmp2.len = 0;
-        if (sbuf_reserve(&w->tmp2, n * sizeof(uint32_t) + 1))
-            return w->tmp2.err;
-        uint32_t *stack = (uint32_t *)w->tmp2.p;
+        if (pfr_buf_reserve(&w->tmp2, n * sizeof(uint32_t) + 1))
+            return pfr_buf_err(&w->tmp2);
+        uint32_t *stack = (uint32_t *)w->tmp2.data;
         for (size_t j = 0; j < n; j++)
             stack[j] = w->locmap[locs[j]] - 1;
-        int64_t st = ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
+        int64_t st = pfr_store_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
         if (st < 0)
             return (int)st;
         int64_t ls = map_labels(w, s, p, i);
@@ -722,7 +722,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
 
     /* Sweep in dependency order, rewriting references. */
     struct tabs nt = {0};
-    struct sbuf b = {0};
+    pfr_buf b = {0};
     uint32_t *nused[T_N] = {0};
     size_t ncap[T_N] = {0};
     int rc = 0;
@@ -734,27 +734,27 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
             size_t len;
             const uint8_t *key = ktab_key(&t->t[k], i, &len);
             b.len = 0;
-            sbuf_put(&b, key, len);
-            if (b.err) {
-                rc = b.err;
+            pfr_buf_put(&b, key, len);
+            if (pfr_buf_err(&b)) {
+                rc = pfr_buf_err(&b);
                 break;
             }
             if (k == T_FUNC) {
-                struct nfunc *f = (struct nfunc *)b.p;
+                struct nfunc *f = (struct nfunc *)b.data;
                 f->name = remap(cm, T_STR, f->name);
                 f->file = remap(cm, T_STR, f->file);
             } else if (k == T_LOC) {
-                struct nloc *l = (struct nloc *)b.p;
+                struct nloc *l = (struct nloc *)b.data;
                 struct nline *ln = (struct nline *)(l + 1);
                 l->module = remap(cm, T_STR, l->module);
                 for (uint32_t j = 0; j < l->nlines; j++)
                     ln[j].func = remap(cm, T_FUNC, ln[j].func);
             } else if (k == T_STACK) {
-                uint32_t *locs = (uint32_t *)b.p;
+                uint32_t *locs = (uint32_t *)b.data;
                 for (size_t j = 0; j < len / 4; j++)
                     locs[j] = remap(cm, T_LOC, locs[j]);
             } else if (k == T_LSET) {
-                struct nlabel *l = (struct nlabel *)b.p;
+                struct nlabel *l = (struct nlabel *)b.data;
                 for (size_t j = 0; j < len / sizeof(*l); j++) {
                     l[j].key = remap(cm, T_STR, l[j].key);
                     if (l[j].str == LABEL_NUM)
@@ -763,7 +763,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
                         l[j].str = remap(cm, T_STR, l[j].str);
                 }
             }
-            int64_t x = ktab_add(&nt.t[k], b.p, b.len);
+            int64_t x = pfr_store_ktab_add(&nt.t[k], b.data, b.len);
             if (x < 0) {
                 rc = (int)x;
                 break;
@@ -778,17 +778,17 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
             cm->m[k][i] = ++next;
         }
     }
-    sbuf_free(&b);
+    pfr_buf_free(&b);
     if (rc) {
-        tabs_free(&nt);
+        pfr_store_tabs_free(&nt);
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
         return rc;
     }
-    tabs_free(&s->tabs);
+    pfr_store_tabs_free(&s->tabs);
     s->tabs = nt;
     if (locfp_rebuild(s)) {
-        tabs_free(&s->tabs);
+        pfr_store_tabs_free(&s->tabs);
         memset(s->dict_n, 0, sizeof(s->dict_n));
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
@@ -826,7 +826,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
     int64_t x;
     switch (k) {
     case T_STR:
-        x = ktab_add(&w->local.t[k], key, len);
+        x = pfr_store_ktab_add(&w->local.t[k], key, len);
         break;
     case T_FUNC: {
         struct nfunc f;
@@ -836,15 +836,15 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             return -ENOMEM;
         f.name = (uint32_t)a;
         f.file = (uint32_t)b;
-        x = ktab_add(&w->local.t[k], &f, sizeof(f));
+        x = pfr_store_ktab_add(&w->local.t[k], &f, sizeof(f));
         break;
     }
     case T_LOC: {
         w->tmp.len = 0;
-        sbuf_put(&w->tmp, key, len);
-        if (w->tmp.err)
-            return w->tmp.err;
-        struct nloc *l = (struct nloc *)w->tmp.p;
+        pfr_buf_put(&w->tmp, key, len);
+        if (pfr_buf_err(&w->tmp))
+            return pfr_buf_err(&w->tmp);
+        struct nloc *l = (struct nloc *)w->tmp.data;
         struct nline *ln = (struct nline *)(l + 1);
         int64_t m = need(w, s, T_STR, l->module);
         if (m < 0)
@@ -856,30 +856,30 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return f;
             ln[j].func = (uint32_t)f;
         }
-        x = ktab_add(&w->local.t[k], w->tmp.p, w->tmp.len);
+        x = pfr_store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     case T_STACK: {
         w->tmp2.len = 0;
-        sbuf_put(&w->tmp2, key, len);
-        if (w->tmp2.err)
-            return w->tmp2.err;
-        uint32_t *locs = (uint32_t *)w->tmp2.p;
+        pfr_buf_put(&w->tmp2, key, len);
+        if (pfr_buf_err(&w->tmp2))
+            return pfr_buf_err(&w->tmp2);
+        uint32_t *locs = (uint32_t *)w->tmp2.data;
         for (size_t j = 0; j < len / 4; j++) {
             int64_t l = need(w, s, T_LOC, locs[j]);
             if (l < 0)
                 return l;
             locs[j] = (uint32_t)l;
         }
-        x = ktab_add(&w->local.t[k], w->tmp2.p, w->tmp2.len);
+        x = pfr_store_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
         break;
     }
     default: {
         w->tmp.len = 0;
-        sbuf_put(&w->tmp, key, len);
-        if (w->tmp.err)
-            return w->tmp.err;
-        struct nlabel *l = (struct nlabel *)w->tmp.p;
+        pfr_buf_put(&w->tmp, key, len);
+        if (pfr_buf_err(&w->tmp))
+            return pfr_buf_err(&w->tmp);
+        struct nlabel *l = (struct nlabel *)w->tmp.data;
         for (size_t j = 0; j < len / sizeof(*l); j++) {
             int64_t a = need(w, s, T_STR, l[j].key);
             int64_t b = need(w, s, T_STR, l[j].str == LABEL_NUM ? l[j].unit : l[j].str);
@@ -891,7 +891,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             else
                 l[j].str = (uint32_t)b;
         }
-        x = ktab_add(&w->local.t[k], w->tmp.p, w->tmp.len);
+        x = pfr_store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     }
@@ -923,7 +923,7 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
                 memset(w->pend_stamp[k], 0, w->cap_pend[k] * sizeof(uint32_t));
         w->stamp = 1;
     }
-    tabs_reset(&w->local);
+    pfr_store_tabs_reset(&w->local);
     for (size_t i = 0; i < ns; i++) {
         int64_t st = need(w, s, T_STACK, w->cs[i].stack);
         int64_t ls = need(w, s, T_LSET, w->cs[i].lset);
@@ -968,10 +968,10 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
         .lset = w->clset,
         .values = w->vals,
     };
-    sum_totals(w->vals, n, (uint32_t)nt, w->totals);
+    pfr_store_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
     w->raw.len = 0;
-    chunk_encode(&w->raw, s->dict_n, &w->local, &body);
-    return w->raw.err;
+    pfr_store_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
+    return pfr_buf_err(&w->raw);
 }
 
 /* ---- eviction ---- */
@@ -1025,7 +1025,7 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
         if (!st)
             return db_err(s);
         sqlite3_bind_int64(st, 1, ids[i]);
-        int rc = store_step_done(st);
+        int rc = pfr_store_step_done(st);
         if (rc)
             return rc;
         if (sqlite3_changes(s->db) > 0) {
@@ -1067,7 +1067,7 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
     *n_out = 0;
     int rc;
     if (!x->cursors_read) {
-        if ((rc = cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
+        if ((rc = pfr_store_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
             return rc;
         x->cursors_read = true;
     }
@@ -1089,25 +1089,25 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
     }
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return store_errno(rc);
+        return pfr_store_errno(rc);
     if (n == 0)
         return 0;
     sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
     if (!d1)
         return db_err(s);
     sqlite3_bind_int64(d1, 1, last);
-    if ((rc = store_step_done(d1)) != 0)
+    if ((rc = pfr_store_step_done(d1)) != 0)
         return rc;
     sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
     if (!d2)
         return db_err(s);
     sqlite3_bind_int64(d2, 1, last);
-    if ((rc = store_step_done(d2)) != 0 ||
+    if ((rc = pfr_store_step_done(d2)) != 0 ||
         (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
         (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
-        (rc = meta_add(s, "evicted", (int64_t)n)) != 0 ||
-        (lost && (rc = meta_add(s, "lost_unshipped", lost)) != 0) ||
-        (x->for_disk && (rc = meta_add(s, "evicted_disk", (int64_t)n)) != 0))
+        (rc = pfr_store_meta_add(s, "evicted", (int64_t)n)) != 0 ||
+        (lost && (rc = pfr_store_meta_add(s, "lost_unshipped", lost)) != 0) ||
+        (x->for_disk && (rc = pfr_store_meta_add(s, "evicted_disk", (int64_t)n)) != 0))
         return rc;
     *n_out = n;
     return 0;
@@ -1115,8 +1115,8 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
 
 /* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
  * without chunks) until the pages in use plus need fit the database's target: its share of the
- * cap, or less when the disk's free space is short of the reserve (space_plan). Deleted pages go
- * to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
+ * cap, or less when the disk's free space is short of the reserve (pfr_store_space_plan). Deleted
+ * pages go to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
 static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t protect_base,
                  int64_t protect_stream)
 {
@@ -1168,15 +1168,15 @@ static void shrink_step(pfr_store *s, bool keep_used)
         extra = step ? step : 1;
     char sql[64];
     snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)", (unsigned long long)extra);
-    store_exec(s, sql);
+    pfr_store_exec(s, sql);
 }
 
 /* ---- streams ---- */
 static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
 {
     struct writer *w = s->w;
-    *err = stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
-                         &w->types);
+    *err = pfr_store_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key,
+                                   &w->lab, &w->types);
     if (*err)
         return NULL;
     if (w->nws >= MAX_WSTREAMS) {
@@ -1187,10 +1187,10 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         }
         w->nws = w->nundo = 0;
         w->undo_lost = true;
-        ktab_reset(&w->keys);
+        pfr_store_ktab_reset(&w->keys);
     }
     bool added;
-    int64_t i = ktab_intern(&w->keys, w->key.p, w->key.len, &added);
+    int64_t i = pfr_store_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
     if (i < 0) {
         *err = (int)i;
         return NULL;
@@ -1199,7 +1199,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         if (VEC_RESERVE(w->ws, w->cap_ws, w->nws + 1) ||
             !(w->ws[w->nws] = calloc(1, sizeof(struct wstream)))) {
             /* keys and ws must stay aligned: forget everything. */
-            ktab_reset(&w->keys);
+            pfr_store_ktab_reset(&w->keys);
             for (size_t j = 0; j < w->nws; j++) {
                 wstream_drop_tables(w, w->ws[j]);
                 free(w->ws[j]);
@@ -1237,7 +1237,7 @@ static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
     sqlite3_stmt *st = wst(s, W_SEL_STREAM);
     if (!st)
         return db_err(s);
-    sqlite3_bind_blob(st, 1, w->key.p, (int)w->key.len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         ws->id = sqlite3_column_int64(st, 0);
@@ -1246,16 +1246,16 @@ static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
     }
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
-        return store_errno(rc);
+        return pfr_store_errno(rc);
     st = wst(s, W_INS_STREAM);
     if (!st)
         return db_err(s);
-    sqlite3_bind_blob(st, 1, w->key.p, (int)w->key.len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, in->service, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 3, w->lab.p ? (const void *)w->lab.p : "", (int)w->lab.len,
+    sqlite3_bind_blob(st, 3, w->lab.data ? (const void *)w->lab.data : "", (int)w->lab.len,
                       SQLITE_STATIC);
-    sqlite3_bind_blob(st, 4, w->types.p, (int)w->types.len, SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    sqlite3_bind_blob(st, 4, w->types.data, (int)w->types.len, SQLITE_STATIC);
+    if ((rc = pfr_store_step_done(st)) != 0)
         return rc;
     ws->id = sqlite3_last_insert_rowid(s->db);
     ws->base_id = ws->dict_id = 0;
@@ -1294,7 +1294,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         ws->seq = 1;
     }
     int64_t s0;
-    if (ws->tabs.t[T_STR].n == 0 && (s0 = ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
+    if (ws->tabs.t[T_STR].n == 0 &&
+        (s0 = pfr_store_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
         return s0 < 0 ? (int)s0 : -EIO;
     size_t nnew, ndistinct, ns = pfr_profile_num_samples(p);
     if ((rc = map_profile(w, ws, p, &nnew, &ndistinct)) != 0)
@@ -1336,21 +1337,21 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     }
     if (layer) {
         w->raw.len = 0;
-        layer_encode(&w->raw, &ws->tabs, from);
-        if (w->raw.err)
-            return w->raw.err;
-        if ((rc = blob_pack(w->raw.p, w->raw.len, rotate, &w->dict_blob)) != 0)
+        pfr_store_layer_encode(&w->raw, &ws->tabs, from);
+        if (pfr_buf_err(&w->raw))
+            return pfr_buf_err(&w->raw);
+        if ((rc = pfr_store_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
             return rc;
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
     }
     if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
-        (rc = blob_pack(w->raw.p, w->raw.len, false, &w->blob)) != 0)
+        (rc = pfr_store_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
         return rc;
     size_t nt = pfr_profile_num_sample_types(p);
-    totals_encode(&w->tot, w->totals, nt);
-    if (w->tot.err)
-        return w->tot.err;
+    pfr_store_totals_encode(&w->tot, w->totals, nt);
+    if (pfr_buf_err(&w->tot))
+        return pfr_buf_err(&w->tot);
 
     uint64_t payload = w->blob.len + (layer ? w->dict_blob.len : 0) + 2 * ROW_OVERHEAD;
     /* need: room to insert now (B-tree splits may take a few pages); est: what the rows may
@@ -1371,9 +1372,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         sqlite3_bind_int64(st, 2, f[1]);
         sqlite3_bind_int64(st, 3, parent);
         sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
-        sqlite3_bind_int64(st, 5, row_crc(w->dict_blob.p, w->dict_blob.len, f, 3));
-        sqlite3_bind_blob(st, 6, w->dict_blob.p, (int)w->dict_blob.len, SQLITE_STATIC);
-        if ((rc = store_step_done(st)) != 0)
+        sqlite3_bind_int64(st, 5, pfr_store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+        sqlite3_bind_blob(st, 6, w->dict_blob.data, (int)w->dict_blob.len, SQLITE_STATIC);
+        if ((rc = pfr_store_step_done(st)) != 0)
             return rc;
         ws->dict_id = sqlite3_last_insert_rowid(s->db);
         if (rotate) {
@@ -1383,8 +1384,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
             if (!st)
                 return db_err(s);
             sqlite3_bind_int64(st, 1, ws->dict_id);
-            sqlite3_bind_int64(st, 2, row_crc(w->dict_blob.p, w->dict_blob.len, f, 3));
-            if ((rc = store_step_done(st)) != 0)
+            sqlite3_bind_int64(st, 2, pfr_store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+            if ((rc = pfr_store_step_done(st)) != 0)
                 return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
@@ -1400,18 +1401,18 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     sqlite3_bind_int64(st, 4, in->start_ns);
     sqlite3_bind_int64(st, 5, in->end_ns);
     sqlite3_bind_int64(st, 6, (int64_t)w->blob.len);
-    sqlite3_bind_int64(st, 7, row_crc(w->blob.p, w->blob.len, f, 5));
-    sqlite3_bind_blob(st, 8, w->tot.p ? (const void *)w->tot.p : "", (int)w->tot.len,
+    sqlite3_bind_int64(st, 7, pfr_store_row_crc(w->blob.data, w->blob.len, f, 5));
+    sqlite3_bind_blob(st, 8, w->tot.data ? (const void *)w->tot.data : "", (int)w->tot.len,
                       SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_store_step_done(st)) != 0)
         return rc;
     int64_t id = sqlite3_last_insert_rowid(s->db);
     st = wst(s, W_INS_DATA);
     if (!st)
         return db_err(s);
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_blob(st, 2, w->blob.p, (int)w->blob.len, SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    sqlite3_bind_blob(st, 2, w->blob.data, (int)w->blob.len, SQLITE_STATIC);
+    if ((rc = pfr_store_step_done(st)) != 0)
         return rc;
     if (id_out)
         *id_out = id;
@@ -1441,7 +1442,7 @@ static void wal_trim(pfr_store *s)
     struct stat st;
     if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0)
         return;
-    space_note_wal(s, (uint64_t)st.st_size);
+    pfr_store_space_note_wal(s, (uint64_t)st.st_size);
     if ((uint64_t)st.st_size <= s->wal_budget)
         return;
     wal_checkpoint(s, !s->space.starved);
@@ -1454,21 +1455,21 @@ static int txn_meta(pfr_store *s)
     struct store_space *sp = &s->space;
     int rc = 0;
     if (sp->dropped_pending)
-        rc = meta_add(s, "dropped_disk", (int64_t)sp->dropped_pending);
+        rc = pfr_store_meta_add(s, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
-        !(rc = meta_set(s, "max_bytes", (int64_t)s->max_bytes)))
-        rc = meta_set(s, "reserve_bytes", (int64_t)sp->reserve_bytes);
+        !(rc = pfr_store_meta_set(s, "max_bytes", (int64_t)s->max_bytes)))
+        rc = pfr_store_meta_set(s, "reserve_bytes", (int64_t)sp->reserve_bytes);
     return rc;
 }
 
-/* One write transaction: the chunks (evicting as space_plan said), committed; or rolled back,
- * and the streams it appended to put back as they were (writer_undo). */
+/* One write transaction: the chunks (evicting as pfr_store_space_plan said), committed; or rolled
+ * back, and the streams it appended to put back as they were (writer_undo). */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    sqlite3_stmt *begin = store_stmt(s, ST_BEGIN_IMM);
+    sqlite3_stmt *begin = pfr_store_stmt(s, ST_BEGIN_IMM);
     if (!begin)
         return db_err(s);
-    int rc = store_step_done(begin);
+    int rc = pfr_store_step_done(begin);
     if (rc)
         return rc;
     s->w->room = 0; /* another writer may have added pages since our last transaction */
@@ -1479,14 +1480,14 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     if (!rc)
         rc = txn_meta(s);
     if (!rc) {
-        sqlite3_stmt *commit = store_stmt(s, ST_COMMIT);
-        rc = commit ? store_step_done(commit) : db_err(s);
+        sqlite3_stmt *commit = pfr_store_stmt(s, ST_COMMIT);
+        rc = commit ? pfr_store_step_done(commit) : db_err(s);
     }
     if (rc) {
         if (!sqlite3_get_autocommit(s->db)) {
-            sqlite3_stmt *rb = store_stmt(s, ST_ROLLBACK);
+            sqlite3_stmt *rb = pfr_store_stmt(s, ST_ROLLBACK);
             if (rb)
-                store_step_done(rb);
+                pfr_store_step_done(rb);
         }
         writer_undo(s->w);
         return rc;
@@ -1502,17 +1503,17 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
 static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n_out)
 {
     *n_out = 0;
-    int rc = store_exec(s, "BEGIN IMMEDIATE");
+    int rc = pfr_store_exec(s, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
     struct evict_ctx x = {.for_disk = true};
     rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
     if (!rc)
-        rc = store_exec(s, "COMMIT");
+        rc = pfr_store_exec(s, "COMMIT");
     if (rc) {
         *n_out = 0;
         if (!sqlite3_get_autocommit(s->db))
-            store_exec(s, "ROLLBACK");
+            pfr_store_exec(s, "ROLLBACK");
     }
     return rc;
 }
@@ -1523,9 +1524,9 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
  * when not even giving up fits. */
 static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    space_spare_drop(s);
+    pfr_store_space_spare_drop(s);
     wal_checkpoint(s, false);
-    space_plan(s);
+    pfr_store_space_plan(s);
     int rc = append_txn(s, in, n, ids_out);
     uint64_t bytes = s->wal_budget;
     size_t max_n = 16;
@@ -1539,13 +1540,13 @@ static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *
         if (e != 0 || given == 0)
             break;
         wal_checkpoint(s, false);
-        space_plan(s);
+        pfr_store_space_plan(s);
         if ((rc = append_txn(s, in, n, ids_out)) != -ENOSPC)
             break;
         /* The pages freed did not do: the WAL needs room on the disk. */
         shrink_step(s, true);
         wal_checkpoint(s, false);
-        space_plan(s);
+        pfr_store_space_plan(s);
         rc = append_txn(s, in, n, ids_out);
         bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
         max_n = max_n < 256 ? max_n * 2 : 512;
@@ -1566,7 +1567,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     }
     if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
         return -ENOMEM;
-    space_plan(s);
+    pfr_store_space_plan(s);
     int rc = append_txn(s, in, n, ids_out);
     if (rc == -ENOSPC)
         rc = append_full(s, in, n, ids_out);
@@ -1577,7 +1578,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     if (rc == 0) {
         shrink_step(s, false);
         wal_trim(s);
-        space_spare_make(s);
+        pfr_store_space_spare_make(s);
     }
     return rc;
 }

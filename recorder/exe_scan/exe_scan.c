@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "pfr_clock.h"
+
 struct pfr_exe_scan {
     pthread_mutex_t lock;
     char *proc_root;
@@ -18,13 +20,6 @@ struct pfr_exe_scan {
     int64_t taken_ns; /* monotonic; 0: none yet */
     uint64_t scans;
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 int pfr_exe_scan_new(const char *proc_root, pfr_exe_scan **out)
 {
@@ -124,7 +119,7 @@ int pfr_exe_scan_get(pfr_exe_scan *s, int64_t max_age_ns, pfr_exe_list *out)
     out->v = NULL;
     out->n = 0;
     pthread_mutex_lock(&s->lock);
-    int64_t now = mono_ns();
+    int64_t now = pfr_clock_mono_ns();
     int rc = 0;
     if (s->taken_ns == 0 || max_age_ns <= 0 || now - s->taken_ns > max_age_ns) {
         pfr_exe_list fresh = {0};

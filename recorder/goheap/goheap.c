@@ -17,7 +17,7 @@
 #include "exe_scan.h"
 #include "goheap_delta.h"
 #include "goheap_elf.h"
-#include "goheap_map.h"
+#include "pfr_map.h"
 #include "goheap_memo.h"
 #include "goheap_proc.h"
 #include "goheap_walk.h"
@@ -64,7 +64,7 @@ struct pfr_goheap {
     pfr_goheap_walk walk;
     pfr_goheap_values *vals;
     size_t cap_vals;
-    pfr_u64map locs; /* per profile: pc -> location index << 1 | leaf-is-runtime */
+    pfr_map locs; /* per profile: pc -> location index << 1 | leaf-is-runtime */
     uint32_t *stack;
     uint8_t *rt;
     size_t cap_stack;
@@ -163,7 +163,7 @@ void pfr_goheap_free(pfr_goheap *c)
     free(c->procs);
     free(c->bins);
     pfr_goheap_walk_free(&c->walk);
-    pfr_u64map_free(&c->locs);
+    pfr_map_free(&c->locs);
     free(c->vals);
     free(c->stack);
     free(c->rt);
@@ -458,7 +458,7 @@ static const pfr_goheap_mframe *frames_of(build_ctx *bc, uint64_t pc, size_t *n)
 static int64_t location_of(build_ctx *bc, uint64_t pc)
 {
     pfr_goheap *c = bc->c;
-    uint64_t *v = pfr_u64map_get(&c->locs, pc);
+    uint64_t *v = pfr_map_get(&c->locs, pc);
     if (v)
         return (int64_t)*v;
     size_t n;
@@ -480,7 +480,7 @@ static int64_t location_of(build_ctx *bc, uint64_t pc)
     if (strncmp(leaf, "runtime.goexit", 14) == 0 && (leaf[14] == '\0' || leaf[14] == '.'))
         flags |= LOC_GOEXIT;
     uint64_t val = ((uint64_t)loc << 2) | flags;
-    if (pc && pfr_u64map_put(&c->locs, pc, val) < 0)
+    if (pc && pfr_map_put(&c->locs, pc, val) < 0)
         return -ENOMEM;
     return (int64_t)val;
 }
@@ -533,7 +533,7 @@ static int build_profile(pfr_goheap *c, gproc *p, int64_t rate, int64_t now_ns, 
         bc.mapping = pfr_profile_add_mapping(pr, in->text_vaddr + p->bias,
                                              in->text_vaddr + in->text_memsz + p->bias,
                                              in->text_offset, p->exe, "");
-    pfr_u64map_clear(&c->locs);
+    pfr_map_clear(&c->locs);
     int rc = bc.mapping < -1 ? (int)bc.mapping : 0;
     for (size_t i = 0; rc == 0 && i < c->walk.nbuckets; i++) {
         const pfr_goheap_values *v = &c->vals[i];

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfr_hash.h"
+
 void pfr_goheap_scale(uint64_t count, uint64_t bytes, int64_t rate, int64_t *out_count,
                       int64_t *out_bytes)
 {
@@ -29,19 +31,11 @@ void pfr_goheap_scale(uint64_t count, uint64_t bytes, int64_t rate, int64_t *out
     *out_bytes = b >= 9.2e18 ? INT64_MAX : (int64_t)b;
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
-
 static const struct pfr_goheap_prev *lookup(const pfr_goheap_delta *d, uint64_t addr)
 {
     if (!d->index_cap)
         return NULL;
-    size_t j = mix(addr) & (d->index_cap - 1);
+    size_t j = pfr_mix64_fast(addr) & (d->index_cap - 1);
     while (d->index[j]) {
         const struct pfr_goheap_prev *p = &d->prev[d->index[j] - 1];
         if (p->addr == addr)
@@ -106,7 +100,7 @@ int pfr_goheap_delta_update(pfr_goheap_delta *d, const pfr_goheap_walk *w, int64
 
         np[i] =
             (struct pfr_goheap_prev){b->addr, b->hash, b->size, b->nstk, b->allocs, b->alloc_bytes};
-        size_t j = mix(b->addr) & (icap - 1);
+        size_t j = pfr_mix64_fast(b->addr) & (icap - 1);
         while (ni[j])
             j = (j + 1) & (icap - 1);
         ni[j] = (uint32_t)(i + 1);

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfr_hash.h"
+
 int pfr_goheap_memo_get(const pfr_goheap_memo *m, uint64_t key, const pfr_goheap_mframe **fr,
                         size_t *n)
 {
-    const uint64_t *v = pfr_u64map_get(&m->index, key);
+    const uint64_t *v = pfr_map_get(&m->index, key);
     if (!v)
         return 0;
     *fr = m->frames + (*v >> 8);
@@ -17,17 +19,14 @@ int pfr_goheap_memo_get(const pfr_goheap_memo *m, uint64_t key, const pfr_goheap
 
 static uint64_t str_hash(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h | 1; /* never the map's empty key */
+    return pfr_hash_fnv1a_str(PFR_HASH_FNV_OFFSET, s);
 }
 
 /* Offset of s in the pool, adding it if new; -ENOMEM. */
 static int64_t intern(pfr_goheap_memo *m, const char *s)
 {
     uint64_t h = str_hash(s);
-    uint64_t *v = pfr_u64map_get(&m->strings, h);
+    uint64_t *v = pfr_map_get(&m->strings, h);
     if (v && strcmp(m->pool + (*v - 1), s) == 0)
         return (int64_t)(*v - 1);
     size_t len = strlen(s) + 1;
@@ -47,7 +46,7 @@ static int64_t intern(pfr_goheap_memo *m, const char *s)
     memcpy(m->pool + off, s, len);
     m->pool_len += len;
     /* a hash collision keeps the first string indexed; the second is just stored */
-    if (!v && pfr_u64map_put(&m->strings, h, off + 1) < 0)
+    if (!v && pfr_map_put(&m->strings, h, off + 1) < 0)
         return -ENOMEM;
     return (int64_t)off;
 }
@@ -76,7 +75,7 @@ int pfr_goheap_memo_put(pfr_goheap_memo *m, uint64_t key, const pfr_goheap_frame
             return -ENOMEM;
         m->frames[first + i] = (pfr_goheap_mframe){(uint32_t)fo, (uint32_t)fi, fr[i].line};
     }
-    if (pfr_u64map_put(&m->index, key, ((uint64_t)first << 8) | n) < 0)
+    if (pfr_map_put(&m->index, key, ((uint64_t)first << 8) | n) < 0)
         return -ENOMEM;
     m->nframes += n;
     return 0;
@@ -89,16 +88,16 @@ size_t pfr_goheap_memo_entries(const pfr_goheap_memo *m)
 
 void pfr_goheap_memo_clear(pfr_goheap_memo *m)
 {
-    pfr_u64map_clear(&m->index);
-    pfr_u64map_clear(&m->strings);
+    pfr_map_clear(&m->index);
+    pfr_map_clear(&m->strings);
     m->nframes = 0;
     m->pool_len = 0;
 }
 
 void pfr_goheap_memo_free(pfr_goheap_memo *m)
 {
-    pfr_u64map_free(&m->index);
-    pfr_u64map_free(&m->strings);
+    pfr_map_free(&m->index);
+    pfr_map_free(&m->strings);
     free(m->frames);
     free(m->pool);
     memset(m, 0, sizeof(*m));

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "goheap_map.h"
+#include "pfr_map.h"
 #include "pfr_goheap.h"
 
 #define PFR_GOHEAP_MEMO_MAX_INLINE 32u /* frames kept per address */
@@ -17,12 +17,12 @@ typedef struct pfr_goheap_mframe {
 } pfr_goheap_mframe;
 
 typedef struct pfr_goheap_memo {
-    pfr_u64map index; /* address (file-relative) -> first frame << 8 | count */
+    pfr_map index; /* address (file-relative) -> first frame << 8 | count */
     pfr_goheap_mframe *frames;
     size_t nframes, cap_frames;
     char *pool;
     size_t pool_len, pool_cap;
-    pfr_u64map strings; /* string hash -> pool offset + 1 */
+    pfr_map strings; /* string hash -> pool offset + 1 */
 } pfr_goheap_memo;
 
 /* 1 and the frames if key was stored (count may be 0: "could not resolve"), else 0. The

@@ -8,16 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "pfr_clock.h"
+#include "pfr_hash.h"
+
 #define USER_LIMIT     (1ull << 47) /* x86-64 user space ends below this */
 #define PAGE_MASK      (~(uint64_t)4095)
 #define DEADLINE_EVERY 64u
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static inline uint64_t rd64(const uint8_t *p)
 {
@@ -132,14 +128,6 @@ int pfr_goheap_walk_read(pfr_goheap_walk *w, const pfr_goheap_mem *mem, uint64_t
     return 0;
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
-
 /* Insert addr into the visited set; 1 if it was there already, 0 if new, -ENOMEM. */
 static int seen_add(pfr_goheap_walk *w, uint64_t addr)
 {
@@ -151,7 +139,7 @@ static int seen_add(pfr_goheap_walk *w, uint64_t addr)
         for (size_t i = 0; i < w->seen_cap; i++) {
             if (!w->seen[i])
                 continue;
-            size_t j = mix(w->seen[i]) & (ncap - 1);
+            size_t j = pfr_mix64_fast(w->seen[i]) & (ncap - 1);
             while (ns[j])
                 j = (j + 1) & (ncap - 1);
             ns[j] = w->seen[i];
@@ -160,7 +148,7 @@ static int seen_add(pfr_goheap_walk *w, uint64_t addr)
         w->seen = ns;
         w->seen_cap = ncap;
     }
-    size_t j = mix(addr) & (w->seen_cap - 1);
+    size_t j = pfr_mix64_fast(addr) & (w->seen_cap - 1);
     while (w->seen[j]) {
         if (w->seen[j] == addr)
             return 1;
@@ -266,7 +254,7 @@ int pfr_goheap_walk_run(pfr_goheap_walk *w, const pfr_goheap_mem *mem, uint64_t 
         memset(w->seen, 0, w->seen_cap * sizeof(*w->seen));
     w->seen_n = 0;
     pfr_goheap_walk_reset_cache(w); /* the process has moved on since the last walk */
-    int64_t deadline = mono_ns() + (lim.max_ns > 0 ? lim.max_ns : 0);
+    int64_t deadline = pfr_clock_mono_ns() + (lim.max_ns > 0 ? lim.max_ns : 0);
 
     uint8_t word[8];
     int rc = pfr_goheap_walk_read(w, mem, mbuckets_addr, word, sizeof(word));
@@ -289,7 +277,7 @@ int pfr_goheap_walk_run(pfr_goheap_walk *w, const pfr_goheap_mem *mem, uint64_t 
         rc = read_bucket(w, mem, addr, &lim, &next);
         if (rc < 0)
             return rc;
-        if (w->nbuckets % DEADLINE_EVERY == 0 && mono_ns() > deadline)
+        if (w->nbuckets % DEADLINE_EVERY == 0 && pfr_clock_mono_ns() > deadline)
             return fail(w, -ETIMEDOUT, "walk deadline passed after %zu buckets", w->nbuckets);
         addr = next;
     }

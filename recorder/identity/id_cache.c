@@ -8,16 +8,15 @@
 #include <string.h>
 
 #include "id_internal.h"
+#include "pfr_hash.h"
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    uint64_t h = pfr_hash_fnv1a_str(PFR_HASH_FNV_OFFSET, s);
     return h ^ (h >> 29);
 }
 
-int id_cache_init(struct id_cache *c, size_t max)
+int pfr_identity_cache_init(struct id_cache *c, size_t max)
 {
     memset(c, 0, sizeof(*c));
     size_t nb = 64;
@@ -39,7 +38,7 @@ static void entry_free(struct id_entry *e)
     free(e);
 }
 
-void id_cache_free(struct id_cache *c)
+void pfr_identity_cache_free(struct id_cache *c)
 {
     struct id_entry *e = c->head;
     while (e) {
@@ -75,7 +74,7 @@ static void list_push_front(struct id_cache *c, struct id_entry *e)
         c->tail = e;
 }
 
-struct id_entry *id_cache_get(struct id_cache *c, const char *key)
+struct id_entry *pfr_identity_cache_get(struct id_cache *c, const char *key)
 {
     uint64_t h = hash_str(key);
     for (struct id_entry *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->hnext) {
@@ -101,7 +100,7 @@ static void remove_entry(struct id_cache *c, struct id_entry *e)
     entry_free(e);
 }
 
-struct id_entry *id_cache_add(struct id_cache *c, const char *key, uint64_t *evicted)
+struct id_entry *pfr_identity_cache_add(struct id_cache *c, const char *key, uint64_t *evicted)
 {
     /* from the least recently used end; queued entries stay (the cache may then run over) */
     for (struct id_entry *e = c->tail; e && c->n >= c->max;) {
@@ -126,7 +125,7 @@ struct id_entry *id_cache_add(struct id_cache *c, const char *key, uint64_t *evi
     return e;
 }
 
-int id_entry_set_ids(struct id_entry *e, const char *container_id, const char *service)
+int pfr_identity_entry_set_ids(struct id_entry *e, const char *container_id, const char *service)
 {
     free(e->container_id);
     free(e->service);

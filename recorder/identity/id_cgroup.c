@@ -25,7 +25,7 @@ static bool ends(const char *s, const char *suffix)
 static bool find_any_rid(const char *s, char *rid)
 {
     while (*s) {
-        size_t run = id_rid_run(s);
+        size_t run = pfr_identity_rid_run(s);
         if (run >= PFR_IDENTITY_RUNTIME_ID_LEN) {
             memcpy(rid, s, PFR_IDENTITY_RUNTIME_ID_LEN);
             rid[PFR_IDENTITY_RUNTIME_ID_LEN] = '\0';
@@ -44,7 +44,7 @@ static bool find_tagged_rid(const char *s, const char *tag, const char *seps, ch
         const char *q = p + tl;
         if (!*q || !strchr(seps, *q))
             continue;
-        if (id_rid_run(q + 1) >= PFR_IDENTITY_RUNTIME_ID_LEN) {
+        if (pfr_identity_rid_run(q + 1) >= PFR_IDENTITY_RUNTIME_ID_LEN) {
             memcpy(rid, q + 1, PFR_IDENTITY_RUNTIME_ID_LEN);
             rid[PFR_IDENTITY_RUNTIME_ID_LEN] = '\0';
             return true;
@@ -136,7 +136,7 @@ static void talos(const char *s, pfr_identity_cgroup *out)
     const char *x;
     size_t xlen;
     if (!find_word_child(s, talos_dirs, 2, "", &x, &xlen) ||
-        id_fmt(out->id, sizeof(out->id), "/talos/%.*s", (int)xlen, x) != 0) {
+        pfr_identity_fmt(out->id, sizeof(out->id), "/talos/%.*s", (int)xlen, x) != 0) {
         out->kind = PFR_IDENTITY_KIND_UNKNOWN;
         return;
     }
@@ -153,7 +153,7 @@ static void lxc(const char *s, const char *dir, const char *sep, pfr_identity_cg
             continue;
         const char *x = p + 1 + dl + sl;
         size_t n = strcspn(x, "/");
-        if (n && id_fmt(out->id, sizeof(out->id), "/lxc/%.*s", (int)n, x) == 0) {
+        if (n && pfr_identity_fmt(out->id, sizeof(out->id), "/lxc/%.*s", (int)n, x) == 0) {
             out->kind = PFR_IDENTITY_KIND_LXC;
             return;
         }
@@ -186,7 +186,7 @@ static void classify_clean(const char *s, pfr_identity_cgroup *out)
 
     if (strcmp(s, "/init") == 0) {
         out->kind = PFR_IDENTITY_KIND_TALOS;
-        id_copy(out->id, sizeof(out->id), "/talos/init");
+        pfr_identity_copy(out->id, sizeof(out->id), "/talos/init");
     } else if (first_is(first, flen, "user.slice") || first_is(first, flen, "init.scope") ||
                first_is(first, flen, "systemd")) {
         out->kind = PFR_IDENTITY_KIND_PLAIN;
@@ -223,7 +223,7 @@ void pfr_identity_classify(const char *cgroup, pfr_identity_cgroup *out)
         return;
     }
     char clean[CG_PATH_MAX + 2];
-    id_path_clean(cgroup ? cgroup : "", n, clean);
+    pfr_identity_path_clean(cgroup ? cgroup : "", n, clean);
     /* a process left in a removed cgroup (v1 shows " (deleted)"): the agent skips it */
     if (ends(clean, "(deleted)")) {
         out->kind = PFR_IDENTITY_KIND_PLAIN;

@@ -71,25 +71,25 @@ int pfr_identity_k8s_id(const char *ns, const char *pod, const char *container, 
                         char *out, size_t outlen)
 {
     if (!pod || !*pod) {
-        id_copy(out, outlen, "");
+        pfr_identity_copy(out, outlen, "");
         return -EINVAL;
     }
     ns = ns ? ns : "";
     if (strlen(pod) >= POD_NAME_MAX) { /* Kubernetes allows 253; bounds the matcher below */
-        id_copy(out, outlen, "");
+        pfr_identity_copy(out, outlen, "");
         return -ENAMETOOLONG;
     }
     if (!container || !*container || strcmp(container, "POD") == 0)
-        return id_copy(out, outlen, ""); /* a pause container */
+        return pfr_identity_copy(out, outlen, ""); /* a pause container */
     size_t start, len;
     int64_t minute;
     if (cronjob_match(pod, &start, &len, &minute)) {
         int64_t at = minute * 60;
         if (at > now_unix_s - CRONJOB_WINDOW_S && at < now_unix_s + CRONJOB_WINDOW_S)
-            return id_fmt(out, outlen, "/k8s-cronjob/%s/%.*s/%s", ns, (int)len, pod + start,
-                          container);
+            return pfr_identity_fmt(out, outlen, "/k8s-cronjob/%s/%.*s/%s", ns, (int)len,
+                                    pod + start, container);
     }
-    return id_fmt(out, outlen, "/k8s/%s/%s/%s", ns, pod, container);
+    return pfr_identity_fmt(out, outlen, "/k8s/%s/%s/%s", ns, pod, container);
 }
 
 int pfr_identity_swarm_id(const char *task_name, const char *stack_namespace, const char *service,
@@ -99,7 +99,7 @@ int pfr_identity_swarm_id(const char *task_name, const char *stack_namespace, co
     const char *d1 = task_name ? strchr(task_name, '.') : NULL;
     const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
     if (!d2) {
-        id_copy(out, outlen, "");
+        pfr_identity_copy(out, outlen, "");
         return 0;
     }
     const char *ns = stack_namespace ? stack_namespace : "";
@@ -107,8 +107,8 @@ int pfr_identity_swarm_id(const char *task_name, const char *stack_namespace, co
     size_t nl = strlen(ns);
     if (nl && strncmp(svc, ns, nl) == 0 && svc[nl] == '_')
         svc += nl + 1;
-    int rc =
-        id_fmt(out, outlen, "/swarm/%s/%s/%.*s", nl ? ns : "_", svc, (int)(d2 - d1 - 1), d1 + 1);
+    int rc = pfr_identity_fmt(out, outlen, "/swarm/%s/%s/%.*s", nl ? ns : "_", svc,
+                              (int)(d2 - d1 - 1), d1 + 1);
     return rc ? rc : 1;
 }
 
@@ -118,11 +118,11 @@ int pfr_identity_nomad_id(const char *alloc_id, const char *group, const char *j
     const char *parts[] = {alloc_id, group, job, ns, task};
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
         if (!parts[i] || !*parts[i]) {
-            id_copy(out, outlen, "");
+            pfr_identity_copy(out, outlen, "");
             return 0;
         }
     }
-    int rc = id_fmt(out, outlen, "/nomad/%s/%s/%s/%s/%s", ns, job, group, alloc_id, task);
+    int rc = pfr_identity_fmt(out, outlen, "/nomad/%s/%s/%s/%s/%s", ns, job, group, alloc_id, task);
     return rc ? rc : 1;
 }
 
@@ -168,13 +168,13 @@ static void set_field(struct id_meta *m, const struct field *f, size_t nf, const
     }
 }
 
-void id_meta_label(struct id_meta *m, const char *key, const char *value)
+void pfr_identity_meta_label(struct id_meta *m, const char *key, const char *value)
 {
     set_field(m, label_fields, sizeof(label_fields) / sizeof(label_fields[0]), key, strlen(key),
               value, strlen(value));
 }
 
-void id_meta_env_entry(struct id_meta *m, const char *entry, size_t len)
+void pfr_identity_meta_env_entry(struct id_meta *m, const char *entry, size_t len)
 {
     const char *eq = memchr(entry, '=', len);
     if (!eq)
@@ -184,19 +184,19 @@ void id_meta_env_entry(struct id_meta *m, const char *entry, size_t len)
               len - kl - 1);
 }
 
-void id_meta_environ(struct id_meta *m, const char *buf, size_t len)
+void pfr_identity_meta_environ(struct id_meta *m, const char *buf, size_t len)
 {
     struct id_split sp = {buf, buf + len, false};
     const char *entry;
     size_t n;
-    while (id_split_next(&sp, '\0', &entry, &n))
-        id_meta_env_entry(m, entry, n);
+    while (pfr_identity_split_next(&sp, '\0', &entry, &n))
+        pfr_identity_meta_env_entry(m, entry, n);
 }
 
-int id_calc(const struct id_meta *m, int64_t now_unix_s, char *out, size_t outlen)
+int pfr_identity_calc(const struct id_meta *m, int64_t now_unix_s, char *out, size_t outlen)
 {
     if (m->too_long) {
-        id_copy(out, outlen, "");
+        pfr_identity_copy(out, outlen, "");
         return -ENAMETOOLONG;
     }
     if (m->pod[0])
@@ -209,6 +209,6 @@ int id_calc(const struct id_meta *m, int64_t now_unix_s, char *out, size_t outle
     if (rc != 0)
         return rc < 0 ? rc : 0;
     if (!m->name[0])
-        return id_copy(out, outlen, "");
-    return id_fmt(out, outlen, "/docker/%s", m->name);
+        return pfr_identity_copy(out, outlen, "");
+    return pfr_identity_fmt(out, outlen, "/docker/%s", m->name);
 }

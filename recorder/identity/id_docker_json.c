@@ -29,7 +29,7 @@ static int take_labels(json_t *labels, struct id_meta *m, char *err, size_t errl
     {
         if (!json_is_string(v))
             return bad(err, errlen, "a label is not a string");
-        id_meta_label(m, key, json_string_value(v));
+        pfr_identity_meta_label(m, key, json_string_value(v));
     }
     return 0;
 }
@@ -46,7 +46,7 @@ static int take_env(json_t *env, struct id_meta *m, char *err, size_t errlen)
     {
         if (!json_is_string(v))
             return bad(err, errlen, "an Env entry is not a string");
-        id_meta_env_entry(m, json_string_value(v), json_string_length(v));
+        pfr_identity_meta_env_entry(m, json_string_value(v), json_string_length(v));
     }
     return 0;
 }
@@ -60,7 +60,7 @@ static int take_doc(json_t *root, struct id_meta *m, char *err, size_t errlen)
         if (!json_is_string(name))
             return bad(err, errlen, "Name is not a string");
         const char *s = json_string_value(name);
-        if (id_copy(m->name, sizeof(m->name), s[0] == '/' ? s + 1 : s) != 0)
+        if (pfr_identity_copy(m->name, sizeof(m->name), s[0] == '/' ? s + 1 : s) != 0)
             m->too_long = true;
     }
     json_t *config = json_object_get(root, "Config");
@@ -72,10 +72,11 @@ static int take_doc(json_t *root, struct id_meta *m, char *err, size_t errlen)
     return rc ? rc : take_env(json_object_get(config, "Env"), m, err, errlen);
 }
 
-int id_docker_parse(const char *json, size_t len, struct id_meta *m, char *err, size_t errlen)
+int pfr_identity_docker_parse(const char *json, size_t len, struct id_meta *m, char *err,
+                              size_t errlen)
 {
     memset(m, 0, sizeof(*m));
-    json_t *root = id_json_load(json, len, "docker container JSON", err, errlen);
+    json_t *root = pfr_identity_json_load(json, len, "docker container JSON", err, errlen);
     if (!root)
         return -EBADMSG;
     int rc = take_doc(root, m, err, errlen);

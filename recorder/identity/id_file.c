@@ -9,7 +9,7 @@
 
 /* Reads up to max + 1 bytes so that a file over the cap is told from one exactly at it; files
  * of /proc report size 0, so the size of fstat is only a first guess. */
-int id_read_file(const char *path, size_t max, char **out, size_t *len)
+int pfr_identity_read_file(const char *path, size_t max, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;

@@ -131,7 +131,8 @@ static int failure(CURL *c, CURLcode rc, const struct sink *s, const char *curl_
     }
 }
 
-int id_http_get(const struct id_http_req *rq, char **body, size_t *len, char *err, size_t errlen)
+int pfr_identity_http_get(const struct id_http_req *rq, char **body, size_t *len, char *err,
+                          size_t errlen)
 {
     *body = NULL;
     *len = 0;

@@ -15,11 +15,12 @@
 /* ---- id_text.c: small string helpers ---- */
 
 /* Go's path.Clean of s[0..n) into out (room for n + 2 bytes); "" stays "" (path.Join("", s)). */
-void id_path_clean(const char *s, size_t n, char *out);
+void pfr_identity_path_clean(const char *s, size_t n, char *out);
 /* snprintf into out; -ENAMETOOLONG (and out "") if it did not fit. */
-int id_fmt(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int pfr_identity_fmt(char *out, size_t outlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Copy s into out; -ENAMETOOLONG (and out "") if it does not fit. NULL copies "". */
-int id_copy(char *out, size_t outlen, const char *s);
+int pfr_identity_copy(char *out, size_t outlen, const char *s);
 /* Go's strings.Split as an iterator: every piece of [p, end) between seps, including empty
  * ones (an empty text is one empty piece). */
 struct id_split {
@@ -27,11 +28,11 @@ struct id_split {
     bool done;
 };
 /* The next piece (start, length); false when there are no more. */
-bool id_split_next(struct id_split *s, char sep, const char **piece, size_t *n);
+bool pfr_identity_split_next(struct id_split *s, char sep, const char **piece, size_t *n);
 /* [a-z0-9]: the class of the agent's 64-character runtime id. */
-bool id_is_rid_char(char c);
+bool pfr_identity_is_rid_char(char c);
 /* Length of the run of [a-z0-9] characters at s. */
-size_t id_rid_run(const char *s);
+size_t pfr_identity_rid_run(const char *s);
 
 /* ---- metadata of a runtime container (id_compose.c) ---- */
 
@@ -56,33 +57,34 @@ struct id_meta {
 
 /* Store a label's value into its field of m if it is one of interest; a value that does not fit
  * sets m->too_long. */
-void id_meta_label(struct id_meta *m, const char *key, const char *value);
+void pfr_identity_meta_label(struct id_meta *m, const char *key, const char *value);
 /* "KEY=VALUE" entries (Docker's Config.Env, /proc/PID/environ): the NOMAD_* ones, likewise. */
-void id_meta_env_entry(struct id_meta *m, const char *entry, size_t len);
+void pfr_identity_meta_env_entry(struct id_meta *m, const char *entry, size_t len);
 /* The NUL-separated entries of an environ file. */
-void id_meta_environ(struct id_meta *m, const char *buf, size_t len);
+void pfr_identity_meta_environ(struct id_meta *m, const char *buf, size_t len);
 
 /* The node agent's calcId for a runtime container: Kubernetes labels, then a Swarm task, then
  * Nomad's env, then Docker's name. Writes "" when the container has no id. (The agent's
  * "sandbox" name for a SANDBOX cgroup never applies: those have no runtime id.)
  * @return 0 or -ENAMETOOLONG (out ""). */
-int id_calc(const struct id_meta *m, int64_t now_unix_s, char *out, size_t outlen);
+int pfr_identity_calc(const struct id_meta *m, int64_t now_unix_s, char *out, size_t outlen);
 
 /* ---- id_json.c: jansson helpers ---- */
 
 struct json_t;
 /* Parse a whole JSON document; NULL with "<what>: <reason> (line N)" in err. The caller owns
  * the result (json_decref). */
-struct json_t *id_json_load(const char *json, size_t len, const char *what, char *err,
-                            size_t errlen);
+struct json_t *pfr_identity_json_load(const char *json, size_t len, const char *what, char *err,
+                                      size_t errlen);
 /* obj[key] if obj is an object and that is a string, else NULL. */
-const char *id_json_str(struct json_t *obj, const char *key);
+const char *pfr_identity_json_str(struct json_t *obj, const char *key);
 
 /* ---- id_docker_json.c: Docker inspect / config.v2.json ---- */
 
 /* Parse Name, Config.Labels and Config.Env. -EBADMSG (reason in err) for anything that is not
  * a JSON object or whose fields have the wrong types. */
-int id_docker_parse(const char *json, size_t len, struct id_meta *m, char *err, size_t errlen);
+int pfr_identity_docker_parse(const char *json, size_t len, struct id_meta *m, char *err,
+                              size_t errlen);
 
 /* ---- id_oci.c: the OCI config.json a CRI runtime writes ---- */
 
@@ -90,7 +92,8 @@ int id_docker_parse(const char *json, size_t len, struct id_meta *m, char *err, 
  * (io.kubernetes.cri.*) or CRI-O (io.kubernetes.cri-o.Labels, a JSON string); a pod sandbox
  * gets an empty container name (no id). 1 = the annotations name a pod, 0 = they do not,
  * -EBADMSG = not an OCI config. */
-int id_oci_parse(const char *json, size_t len, struct id_meta *m, char *err, size_t errlen);
+int pfr_identity_oci_parse(const char *json, size_t len, struct id_meta *m, char *err,
+                           size_t errlen);
 
 /* ---- id_pods.c: the pod list, indexed by runtime id ---- */
 
@@ -108,10 +111,11 @@ struct id_pod_index {
 /* Index status.{containerStatuses,initContainerStatuses,ephemeralContainerStatuses}[].
  * containerID ("<runtime>://<64 [a-z0-9]>") of every pod of a PodList. Entries without an id or
  * with a malformed one are skipped. On error (-EBADMSG: not a pod list; -ENOMEM) *out is empty. */
-int id_pods_parse(const char *json, size_t len, struct id_pod_index *out, char *err, size_t errlen);
+int pfr_identity_pods_parse(const char *json, size_t len, struct id_pod_index *out, char *err,
+                            size_t errlen);
 /* The entry of runtime id rid, or NULL. */
-const struct id_pod_entry *id_pods_find(const struct id_pod_index *ix, const char *rid);
-void id_pods_free(struct id_pod_index *ix);
+const struct id_pod_entry *pfr_identity_pods_find(const struct id_pod_index *ix, const char *rid);
+void pfr_identity_pods_free(struct id_pod_index *ix);
 
 /* ---- id_http.c: one bounded GET with libcurl ---- */
 
@@ -130,13 +134,14 @@ struct id_http_req {
  * 200; otherwise *body is NULL and: -ENOENT (HTTP 404), -EPROTO (another status), -ETIMEDOUT,
  * -EFBIG (body over max_body), -ECANCELED (stop), -ENOTCONN (no connection: no socket, EACCES,
  * refused; err names the system error) or -EIO, with a reason in err. */
-int id_http_get(const struct id_http_req *rq, char **body, size_t *len, char *err, size_t errlen);
+int pfr_identity_http_get(const struct id_http_req *rq, char **body, size_t *len, char *err,
+                          size_t errlen);
 
 /* ---- id_file.c ---- */
 
 /* Read a whole file of at most max bytes into a malloc'd NUL-terminated buffer owned by the
  * caller. -EFBIG if larger, -errno if it cannot be read. */
-int id_read_file(const char *path, size_t max, char **out, size_t *len);
+int pfr_identity_read_file(const char *path, size_t max, char **out, size_t *len);
 
 /* ---- id_cache.c: cgroup path -> entry, bounded, least recently used first out ---- */
 
@@ -161,14 +166,14 @@ struct id_cache {
     struct id_entry *head, *tail; /* recency list */
 };
 
-int id_cache_init(struct id_cache *c, size_t max);
-void id_cache_free(struct id_cache *c);
+int pfr_identity_cache_init(struct id_cache *c, size_t max);
+void pfr_identity_cache_free(struct id_cache *c);
 /* The entry of key (moved to the front of the recency list), or NULL. */
-struct id_entry *id_cache_get(struct id_cache *c, const char *key);
+struct id_entry *pfr_identity_cache_get(struct id_cache *c, const char *key);
 /* Add a new entry for key (not present), evicting the least recently used entries that are not
  * queued while the cache is full. *evicted counts them. NULL on ENOMEM. */
-struct id_entry *id_cache_add(struct id_cache *c, const char *key, uint64_t *evicted);
+struct id_entry *pfr_identity_cache_add(struct id_cache *c, const char *key, uint64_t *evicted);
 /* Set an entry's RESOLVED strings (NULL ids clear them). -ENOMEM leaves them cleared. */
-int id_entry_set_ids(struct id_entry *e, const char *container_id, const char *service);
+int pfr_identity_entry_set_ids(struct id_entry *e, const char *container_id, const char *service);
 
 #endif

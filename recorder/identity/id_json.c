@@ -4,7 +4,8 @@
 
 #include "id_internal.h"
 
-json_t *id_json_load(const char *json, size_t len, const char *what, char *err, size_t errlen)
+json_t *pfr_identity_json_load(const char *json, size_t len, const char *what, char *err,
+                               size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb(json, len, 0, &je);
@@ -13,7 +14,7 @@ json_t *id_json_load(const char *json, size_t len, const char *what, char *err, 
     return root;
 }
 
-const char *id_json_str(json_t *obj, const char *key)
+const char *pfr_identity_json_str(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
     return json_is_string(v) ? json_string_value(v) : NULL;

@@ -22,15 +22,16 @@ static void crio_labels(const char *text, struct id_meta *m)
     json_object_foreach(labels, key, v)
     {
         if (json_is_string(v))
-            id_meta_label(m, key, json_string_value(v));
+            pfr_identity_meta_label(m, key, json_string_value(v));
     }
     json_decref(labels);
 }
 
-int id_oci_parse(const char *json, size_t len, struct id_meta *m, char *err, size_t errlen)
+int pfr_identity_oci_parse(const char *json, size_t len, struct id_meta *m, char *err,
+                           size_t errlen)
 {
     memset(m, 0, sizeof(*m));
-    json_t *root = id_json_load(json, len, "OCI config", err, errlen);
+    json_t *root = pfr_identity_json_load(json, len, "OCI config", err, errlen);
     if (!root)
         return -EBADMSG;
     json_t *annotations = json_object_get(root, "annotations");
@@ -40,17 +41,17 @@ int id_oci_parse(const char *json, size_t len, struct id_meta *m, char *err, siz
         return -EBADMSG;
     }
     const char *v;
-    if ((v = id_json_str(annotations, "io.kubernetes.cri-o.Labels")))
+    if ((v = pfr_identity_json_str(annotations, "io.kubernetes.cri-o.Labels")))
         crio_labels(v, m);
-    if ((v = id_json_str(annotations, "io.kubernetes.cri.sandbox-name")))
-        id_meta_label(m, "io.kubernetes.pod.name", v);
-    if ((v = id_json_str(annotations, "io.kubernetes.cri.sandbox-namespace")))
-        id_meta_label(m, "io.kubernetes.pod.namespace", v);
-    if ((v = id_json_str(annotations, "io.kubernetes.cri.container-name")))
-        id_meta_label(m, "io.kubernetes.container.name", v);
-    const char *type = id_json_str(annotations, "io.kubernetes.cri.container-type");
+    if ((v = pfr_identity_json_str(annotations, "io.kubernetes.cri.sandbox-name")))
+        pfr_identity_meta_label(m, "io.kubernetes.pod.name", v);
+    if ((v = pfr_identity_json_str(annotations, "io.kubernetes.cri.sandbox-namespace")))
+        pfr_identity_meta_label(m, "io.kubernetes.pod.namespace", v);
+    if ((v = pfr_identity_json_str(annotations, "io.kubernetes.cri.container-name")))
+        pfr_identity_meta_label(m, "io.kubernetes.container.name", v);
+    const char *type = pfr_identity_json_str(annotations, "io.kubernetes.cri.container-type");
     if (!type)
-        type = id_json_str(annotations, "io.kubernetes.cri-o.ContainerType");
+        type = pfr_identity_json_str(annotations, "io.kubernetes.cri-o.ContainerType");
     if (type && strcmp(type, "sandbox") == 0)
         m->container[0] = '\0'; /* the pause container: no id */
     json_decref(root);

@@ -23,7 +23,7 @@ static const char *runtime_id(const char *cid)
         return NULL;
     const char *id = sep + 3;
     return strlen(id) == PFR_IDENTITY_RUNTIME_ID_LEN &&
-                   id_rid_run(id) == PFR_IDENTITY_RUNTIME_ID_LEN
+                   pfr_identity_rid_run(id) == PFR_IDENTITY_RUNTIME_ID_LEN
                ? id
                : NULL;
 }
@@ -50,8 +50,8 @@ static const char *put_str(struct builder *b, const char *s)
 
 static void add_status(struct builder *b, json_t *st, const char *ns, const char *pod)
 {
-    const char *name = id_json_str(st, "name");
-    const char *rid = runtime_id(id_json_str(st, "containerID"));
+    const char *name = pfr_identity_json_str(st, "name");
+    const char *rid = runtime_id(pfr_identity_json_str(st, "containerID"));
     if (!name || !rid)
         return;
     if (!b->ix->v) {
@@ -76,7 +76,8 @@ static void walk(json_t *items, struct builder *b)
     {
         json_t *meta = json_object_get(item, "metadata");
         json_t *status = json_object_get(item, "status");
-        const char *ns = id_json_str(meta, "namespace"), *pod = id_json_str(meta, "name");
+        const char *ns = pfr_identity_json_str(meta, "namespace"),
+                   *pod = pfr_identity_json_str(meta, "name");
         if (!ns || !pod || !*pod)
             continue;
         for (size_t l = 0; l < sizeof(status_lists) / sizeof(status_lists[0]); l++) {
@@ -93,10 +94,11 @@ static int by_rid(const void *a, const void *b)
     return strcmp(((const struct id_pod_entry *)a)->rid, ((const struct id_pod_entry *)b)->rid);
 }
 
-int id_pods_parse(const char *json, size_t len, struct id_pod_index *out, char *err, size_t errlen)
+int pfr_identity_pods_parse(const char *json, size_t len, struct id_pod_index *out, char *err,
+                            size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    json_t *root = id_json_load(json, len, "pod list", err, errlen);
+    json_t *root = pfr_identity_json_load(json, len, "pod list", err, errlen);
     if (!root)
         return -EBADMSG;
     json_t *items = json_object_get(root, "items");
@@ -111,7 +113,7 @@ int id_pods_parse(const char *json, size_t len, struct id_pod_index *out, char *
     ix.v = calloc(b.n ? b.n : 1, sizeof(*ix.v));
     ix.arena = malloc(b.bytes ? b.bytes : 1);
     if (!ix.v || !ix.arena) {
-        id_pods_free(&ix);
+        pfr_identity_pods_free(&ix);
         json_decref(root);
         snprintf(err, errlen, "out of memory for %zu pod list entries", b.n);
         return -ENOMEM;
@@ -125,17 +127,17 @@ int id_pods_parse(const char *json, size_t len, struct id_pod_index *out, char *
     return 0;
 }
 
-const struct id_pod_entry *id_pods_find(const struct id_pod_index *ix, const char *rid)
+const struct id_pod_entry *pfr_identity_pods_find(const struct id_pod_index *ix, const char *rid)
 {
     if (!ix->n)
         return NULL;
     struct id_pod_entry key;
-    if (id_copy(key.rid, sizeof(key.rid), rid) != 0)
+    if (pfr_identity_copy(key.rid, sizeof(key.rid), rid) != 0)
         return NULL;
     return bsearch(&key, ix->v, ix->n, sizeof(*ix->v), by_rid);
 }
 
-void id_pods_free(struct id_pod_index *ix)
+void pfr_identity_pods_free(struct id_pod_index *ix)
 {
     free(ix->v);
     free(ix->arena);

@@ -45,13 +45,13 @@ static void take_line(const char *line, size_t len, struct slot *slots)
     if (plen > LINE_PATH_MAX)
         return;
     char clean[LINE_PATH_MAX + 2];
-    id_path_clean(path, plen, clean);
+    pfr_identity_path_clean(path, plen, clean);
     if (strcmp(clean, "/") == 0 || strcmp(clean, "/init.scope") == 0)
         return;
     struct id_split sp = {c1 + 1, c2, false};
     const char *type;
     size_t n;
-    while (id_split_next(&sp, ',', &type, &n)) {
+    while (pfr_identity_split_next(&sp, ',', &type, &n)) {
         int s = slot_of(type, n);
         if (s >= 0) {
             slots[s].path = path;
@@ -65,7 +65,7 @@ static bool under_kubepods(const struct slot *s)
     if (!s->path)
         return false;
     char clean[LINE_PATH_MAX + 2];
-    id_path_clean(s->path, s->len, clean);
+    pfr_identity_path_clean(s->path, s->len, clean);
     return strncmp(clean, "/kubepods", 9) == 0;
 }
 
@@ -75,7 +75,7 @@ int pfr_identity_cgroup_from_proc(const char *text, size_t len, char *out, size_
     struct id_split sp = {text, text + len, false};
     const char *line;
     size_t n;
-    while (id_split_next(&sp, '\n', &line, &n))
+    while (pfr_identity_split_next(&sp, '\n', &line, &n))
         take_line(line, n, slots);
     const struct slot *pick = NULL;
     if (under_kubepods(&slots[SLOT_CPU]))
@@ -87,8 +87,8 @@ int pfr_identity_cgroup_from_proc(const char *text, size_t len, char *out, size_
             if (slots[i].path && slots[i].len)
                 pick = &slots[i];
     if (!pick)
-        return id_copy(out, outlen, "");
+        return pfr_identity_copy(out, outlen, "");
     char clean[LINE_PATH_MAX + 2];
-    id_path_clean(pick->path, pick->len, clean);
-    return id_copy(out, outlen, clean);
+    pfr_identity_path_clean(pick->path, pick->len, clean);
+    return pfr_identity_copy(out, outlen, clean);
 }

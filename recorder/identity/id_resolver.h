@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "id_internal.h"
+#include "pfr_clock.h"
 
 /* Attempts answered PENDING before an entry turns FAILED; until then the thread retries it by
  * itself, afterwards only a lookup past its backoff queues it again. */
@@ -51,19 +52,17 @@ struct pfr_identity {
     int64_t docker_socket_ok_ns; /* worker: do not use the socket before this */
 };
 
-/* CLOCK_MONOTONIC in ns. */
-int64_t id_mono_ns(void);
 /* Whether a pod list source is configured. */
-bool id_k8s_configured(const pfr_identity *id);
+bool pfr_identity_k8s_configured(const pfr_identity *id);
 /* Append e to the work queue (mu held); false (and not queued) if the queue is full. */
-bool id_enqueue(pfr_identity *id, struct id_entry *e);
+bool pfr_identity_enqueue(pfr_identity *id, struct id_entry *e);
 /* An id of a runtime container from the pod list (mu held): 1 = found (out is the id, possibly
  * "" for none), 0 = not in the list. */
-int id_from_pods(pfr_identity *id, const char *rid, char *out, size_t outlen);
+int pfr_identity_from_pods(pfr_identity *id, const char *rid, char *out, size_t outlen);
 /* Count c and remember err as the last error (mu not held). */
-void id_note(pfr_identity *id, uint64_t *c, const char *err);
+void pfr_identity_note(pfr_identity *id, uint64_t *c, const char *err);
 
 /* The resolver's thread (id_worker.c). */
-void *id_worker_main(void *arg);
+void *pfr_identity_worker_main(void *arg);
 
 #endif

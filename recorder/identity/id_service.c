@@ -113,9 +113,9 @@ int pfr_identity_service_name(const char *container_id, char *out, size_t outlen
             for (const char *p = id; (p = strstr(p, "/k8s/")) != NULL; p++) {
                 size_t n = match_at((enum owner)o, p);
                 if (n)
-                    return id_fmt(out, outlen, "%.*s", (int)n, p);
+                    return pfr_identity_fmt(out, outlen, "%.*s", (int)n, p);
             }
         }
     }
-    return id_copy(out, outlen, id);
+    return pfr_identity_copy(out, outlen, id);
 }

@@ -7,7 +7,7 @@
 #include "id_internal.h"
 
 /* The node agent builds every cgroup id with path.Join, so paths are compared clean. */
-void id_path_clean(const char *s, size_t n, char *out)
+void pfr_identity_path_clean(const char *s, size_t n, char *out)
 {
     if (n == 0) {
         out[0] = '\0';
@@ -49,7 +49,7 @@ void id_path_clean(const char *s, size_t n, char *out)
     out[w] = '\0';
 }
 
-int id_fmt(char *out, size_t outlen, const char *fmt, ...)
+int pfr_identity_fmt(char *out, size_t outlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -63,12 +63,12 @@ int id_fmt(char *out, size_t outlen, const char *fmt, ...)
     return 0;
 }
 
-int id_copy(char *out, size_t outlen, const char *s)
+int pfr_identity_copy(char *out, size_t outlen, const char *s)
 {
-    return id_fmt(out, outlen, "%s", s ? s : "");
+    return pfr_identity_fmt(out, outlen, "%s", s ? s : "");
 }
 
-bool id_split_next(struct id_split *s, char sep, const char **piece, size_t *n)
+bool pfr_identity_split_next(struct id_split *s, char sep, const char **piece, size_t *n)
 {
     if (s->done)
         return false;
@@ -82,15 +82,15 @@ bool id_split_next(struct id_split *s, char sep, const char **piece, size_t *n)
     return true;
 }
 
-bool id_is_rid_char(char c)
+bool pfr_identity_is_rid_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 
-size_t id_rid_run(const char *s)
+size_t pfr_identity_rid_run(const char *s)
 {
     size_t n = 0;
-    while (id_is_rid_char(s[n]))
+    while (pfr_identity_is_rid_char(s[n]))
         n++;
     return n;
 }

@@ -28,7 +28,7 @@ struct job {
 static int read_token(const char *path, char **out)
 {
     size_t len;
-    int rc = id_read_file(path, ID_TOKEN_MAX, out, &len);
+    int rc = pfr_identity_read_file(path, ID_TOKEN_MAX, out, &len);
     if (rc)
         return rc;
     while (len > 0 && (unsigned char)(*out)[len - 1] <= ' ')
@@ -44,7 +44,7 @@ static int read_token(const char *path, char **out)
 static int fetch_pods(pfr_identity *id, char **body, size_t *len, char *err)
 {
     if (id->pods_file) {
-        int rc = id_read_file(id->pods_file, ID_PODS_MAX_BODY, body, len);
+        int rc = pfr_identity_read_file(id->pods_file, ID_PODS_MAX_BODY, body, len);
         if (rc)
             snprintf(err, ERRLEN, "%s: %s", id->pods_file, strerror(-rc));
         return rc;
@@ -67,7 +67,7 @@ static int fetch_pods(pfr_identity *id, char **body, size_t *len, char *err)
         .stop = &id->stop,
     };
     char why[ERRLEN - 64];
-    int rc = id_http_get(&rq, body, len, why, sizeof(why));
+    int rc = pfr_identity_http_get(&rq, body, len, why, sizeof(why));
     free(token);
     if (rc)
         snprintf(err, ERRLEN, "pod list %s: %s", id->pods_url, why);
@@ -82,9 +82,9 @@ static void refresh_pods(pfr_identity *id)
     struct id_pod_index ix = {0};
     int rc = fetch_pods(id, &body, &len, err);
     if (!rc)
-        rc = id_pods_parse(body, len, &ix, err, sizeof(err));
+        rc = pfr_identity_pods_parse(body, len, &ix, err, sizeof(err));
     free(body);
-    int64_t now = id_mono_ns();
+    int64_t now = pfr_clock_mono_ns();
     id->k8s_fetched_ns = now;
     id->k8s_next_ns = now + id->k8s_refresh_ns;
     pthread_mutex_lock(&id->mu);
@@ -98,22 +98,22 @@ static void refresh_pods(pfr_identity *id)
         ix = old;
     }
     pthread_mutex_unlock(&id->mu);
-    id_pods_free(&ix);
+    pfr_identity_pods_free(&ix);
 }
 
 /* The id of a runtime container from the pod list, refreshing it once if the id is missing
  * and the last fetch is old enough. 1 = found (cid set, "" = none), 0 = not there. */
 static int from_pods(pfr_identity *id, const char *rid, char *cid)
 {
-    if (!id_k8s_configured(id))
+    if (!pfr_identity_k8s_configured(id))
         return 0;
     for (int pass = 0; pass < 2; pass++) {
         pthread_mutex_lock(&id->mu);
-        int found = id_from_pods(id, rid, cid, PFR_IDENTITY_ID_MAX);
+        int found = pfr_identity_from_pods(id, rid, cid, PFR_IDENTITY_ID_MAX);
         pthread_mutex_unlock(&id->mu);
         if (found)
             return 1;
-        if (pass == 0 && id_mono_ns() - id->k8s_fetched_ns >= id->k8s_min_refresh_ns)
+        if (pass == 0 && pfr_clock_mono_ns() - id->k8s_fetched_ns >= id->k8s_min_refresh_ns)
             refresh_pods(id);
         else
             break;
@@ -126,7 +126,7 @@ static int from_pods(pfr_identity *id, const char *rid, char *cid)
 static int docker_socket(pfr_identity *id, const char *rid, struct id_meta *m, char *err)
 {
     char url[128];
-    id_fmt(url, sizeof(url), "http://localhost/containers/%s/json", rid);
+    pfr_identity_fmt(url, sizeof(url), "http://localhost/containers/%s/json", rid);
     struct id_http_req rq = {
         .url = url,
         .unix_socket = id->docker_socket,
@@ -136,16 +136,16 @@ static int docker_socket(pfr_identity *id, const char *rid, struct id_meta *m, c
     };
     char *body = NULL, why[ERRLEN - 64];
     size_t len = 0;
-    int rc = id_http_get(&rq, &body, &len, why, sizeof(why));
+    int rc = pfr_identity_http_get(&rq, &body, &len, why, sizeof(why));
     if (!rc)
-        rc = id_docker_parse(body, len, m, why, sizeof(why));
+        rc = pfr_identity_docker_parse(body, len, m, why, sizeof(why));
     free(body);
     if (rc) {
         snprintf(err, ERRLEN, "docker inspect %.12s: %s", rid, why);
         /* no connection (EACCES for an unprivileged recorder) or a hung daemon: use the disk
          * for a while rather than pay for the socket at every container */
         if (rc == -ENOTCONN || rc == -ETIMEDOUT)
-            id->docker_socket_ok_ns = id_mono_ns() + ID_DOCKER_SOCKET_PAUSE_NS;
+            id->docker_socket_ok_ns = pfr_clock_mono_ns() + ID_DOCKER_SOCKET_PAUSE_NS;
     }
     return rc;
 }
@@ -157,7 +157,7 @@ static int json_file(const char *path, size_t max,
 {
     char *body = NULL, why[ERRLEN - 64] = "";
     size_t len = 0;
-    int rc = id_read_file(path, max, &body, &len);
+    int rc = pfr_identity_read_file(path, max, &body, &len);
     if (rc)
         snprintf(why, sizeof(why), "%s", strerror(-rc));
     else
@@ -171,23 +171,24 @@ static int json_file(const char *path, size_t max,
 /* Docker's metadata of rid: 1 = m filled, 0 = not had (err says why). */
 static int docker_meta(pfr_identity *id, const char *rid, struct id_meta *m, char *err)
 {
-    if (id->docker_socket && id_mono_ns() >= id->docker_socket_ok_ns) {
+    if (id->docker_socket && pfr_clock_mono_ns() >= id->docker_socket_ok_ns) {
         int rc = docker_socket(id, rid, m, err);
-        id_note(id, &id->st.docker_fetches, NULL);
+        pfr_identity_note(id, &id->st.docker_fetches, NULL);
         if (!rc)
             return 1;
-        id_note(id, &id->st.docker_failures, err);
+        pfr_identity_note(id, &id->st.docker_failures, err);
     }
     if (!id->docker_root)
         return 0;
     char path[4096];
-    if (id_fmt(path, sizeof(path), "%s/containers/%s/config.v2.json", id->docker_root, rid))
+    if (pfr_identity_fmt(path, sizeof(path), "%s/containers/%s/config.v2.json", id->docker_root,
+                         rid))
         return 0;
-    int rc = json_file(path, ID_DOCKER_MAX_BODY, id_docker_parse, m, err);
-    id_note(id, &id->st.docker_disk_reads, NULL);
+    int rc = json_file(path, ID_DOCKER_MAX_BODY, pfr_identity_docker_parse, m, err);
+    pfr_identity_note(id, &id->st.docker_disk_reads, NULL);
     if (!rc)
         return 1;
-    id_note(id, &id->st.docker_disk_failures, err);
+    pfr_identity_note(id, &id->st.docker_disk_failures, err);
     return 0;
 }
 
@@ -200,10 +201,10 @@ static int oci_meta(pfr_identity *id, const char *rid, struct id_meta *m, char *
                                         "%s/overlay-containers/%s/userdata/config.json"};
     for (int i = 0; i < 2; i++) {
         char path[4096];
-        if (!roots[i] || id_fmt(path, sizeof(path), fmts[i], roots[i], rid) != 0)
+        if (!roots[i] || pfr_identity_fmt(path, sizeof(path), fmts[i], roots[i], rid) != 0)
             continue;
-        if (json_file(path, ID_OCI_MAX_BODY, id_oci_parse, m, err) == 1) {
-            id_note(id, &id->st.oci_reads, NULL);
+        if (json_file(path, ID_OCI_MAX_BODY, pfr_identity_oci_parse, m, err) == 1) {
+            pfr_identity_note(id, &id->st.oci_reads, NULL);
             return 1;
         }
     }
@@ -218,13 +219,13 @@ static int environ_meta(pfr_identity *id, int pid, struct id_meta *m)
         return 0;
     char path[4096], *buf = NULL;
     size_t len = 0;
-    if (id_fmt(path, sizeof(path), "%s/%d/environ", id->proc_root, pid) != 0 ||
-        id_read_file(path, ID_ENVIRON_MAX_BODY, &buf, &len) != 0)
+    if (pfr_identity_fmt(path, sizeof(path), "%s/%d/environ", id->proc_root, pid) != 0 ||
+        pfr_identity_read_file(path, ID_ENVIRON_MAX_BODY, &buf, &len) != 0)
         return 0;
     memset(m, 0, sizeof(*m));
-    id_meta_environ(m, buf, len);
+    pfr_identity_meta_environ(m, buf, len);
     free(buf);
-    id_note(id, &id->st.environ_reads, NULL);
+    pfr_identity_note(id, &id->st.environ_reads, NULL);
     /* only a whole Nomad task counts: anything less says nothing about the container */
     char nid[PFR_IDENTITY_ID_MAX];
     return pfr_identity_nomad_id(m->nomad_alloc, m->nomad_group, m->nomad_job, m->nomad_ns,
@@ -255,7 +256,7 @@ static int resolve(pfr_identity *id, const struct job *j, char *cid, char *err)
     } else {
         found = docker_meta(id, rid, m, err) || environ_meta(id, j->pid, m);
     }
-    if (found && id_calc(m, time(NULL), cid, PFR_IDENTITY_ID_MAX) != 0)
+    if (found && pfr_identity_calc(m, time(NULL), cid, PFR_IDENTITY_ID_MAX) != 0)
         cid[0] = '\0'; /* an id too long for any buffer: none */
     free(m);
     return found;
@@ -277,16 +278,16 @@ static void apply(pfr_identity *id, struct id_entry *e, int found, const char *c
         char service[PFR_IDENTITY_ID_MAX];
         e->attempts = 0;
         if (cid[0] && pfr_identity_service_name(cid, service, sizeof(service)) == 0 &&
-            id_entry_set_ids(e, cid, service) == 0) {
+            pfr_identity_entry_set_ids(e, cid, service) == 0) {
             e->state = PFR_IDENTITY_RESOLVED;
         } else {
-            id_entry_set_ids(e, NULL, NULL);
+            pfr_identity_entry_set_ids(e, NULL, NULL);
             e->state = PFR_IDENTITY_NONE;
         }
         return;
     }
     e->attempts++;
-    e->next_try_ns = id_mono_ns() + backoff_ns(id, e->attempts);
+    e->next_try_ns = pfr_clock_mono_ns() + backoff_ns(id, e->attempts);
     if (err[0])
         snprintf(id->st.last_error, sizeof(id->st.last_error), "%s", err);
     if (e->attempts < ID_PENDING_ATTEMPTS) {
@@ -310,7 +311,7 @@ static int64_t promote_delayed(pfr_identity *id, int64_t now)
         if (e->next_try_ns <= now) {
             *pp = e->qnext;
             id->qlen--;
-            id_enqueue(id, e); /* cannot be full: e's place was just freed */
+            pfr_identity_enqueue(id, e); /* cannot be full: e's place was just freed */
         } else {
             if (e->next_try_ns < earliest)
                 earliest = e->next_try_ns;
@@ -340,13 +341,13 @@ static void work_one(pfr_identity *id, struct id_entry *e)
     apply(id, e, found, cid, err);
 }
 
-void *id_worker_main(void *arg)
+void *pfr_identity_worker_main(void *arg)
 {
     pfr_identity *id = arg;
     pthread_mutex_lock(&id->mu);
     while (!atomic_load(&id->stop)) {
-        int64_t now = id_mono_ns();
-        if (id_k8s_configured(id) && now >= id->k8s_next_ns) {
+        int64_t now = pfr_clock_mono_ns();
+        if (pfr_identity_k8s_configured(id) && now >= id->k8s_next_ns) {
             pthread_mutex_unlock(&id->mu);
             refresh_pods(id);
             pthread_mutex_lock(&id->mu);
@@ -362,7 +363,7 @@ void *id_worker_main(void *arg)
             work_one(id, e);
             continue;
         }
-        if (id_k8s_configured(id) && id->k8s_next_ns < next)
+        if (pfr_identity_k8s_configured(id) && id->k8s_next_ns < next)
             next = id->k8s_next_ns;
         wait_until(id, next);
     }

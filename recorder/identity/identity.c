@@ -13,14 +13,7 @@
 
 #define MS 1000000ll
 
-int64_t id_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-bool id_k8s_configured(const pfr_identity *id)
+bool pfr_identity_k8s_configured(const pfr_identity *id)
 {
     return id->pods_url || id->pods_file;
 }
@@ -150,7 +143,7 @@ static int start_thread(pfr_identity *id)
         pthread_cond_destroy(&id->wake);
         return -rc;
     }
-    rc = pthread_create(&id->thread, NULL, id_worker_main, id);
+    rc = pthread_create(&id->thread, NULL, pfr_identity_worker_main, id);
     if (rc) {
         pthread_mutex_destroy(&id->mu);
         pthread_cond_destroy(&id->wake);
@@ -181,13 +174,13 @@ int pfr_identity_new(const pfr_identity_opts *o, pfr_identity **out, char *err, 
     if (!rc)
         rc = pods_url(id, o, err, errlen);
     if (!rc)
-        rc = id_cache_init(&id->cache, id->cache_max);
+        rc = pfr_identity_cache_init(&id->cache, id->cache_max);
     if (!rc && (rc = start_thread(id)) != 0)
         snprintf(err, errlen, "cannot start the resolver's thread: %s", strerror(-rc));
     if (rc) {
         if (rc == -ENOMEM && errlen && !err[0])
             snprintf(err, errlen, "out of memory");
-        id_cache_free(&id->cache);
+        pfr_identity_cache_free(&id->cache);
         free_settings(id);
         free(id);
         curl_global_cleanup();
@@ -208,8 +201,8 @@ void pfr_identity_free(pfr_identity *id)
     pthread_join(id->thread, NULL);
     pthread_mutex_destroy(&id->mu);
     pthread_cond_destroy(&id->wake);
-    id_cache_free(&id->cache);
-    id_pods_free(&id->pods);
+    pfr_identity_cache_free(&id->cache);
+    pfr_identity_pods_free(&id->pods);
     free_settings(id);
     free(id);
     curl_global_cleanup();
@@ -217,7 +210,7 @@ void pfr_identity_free(pfr_identity *id)
 
 /* ---- lookups ---- */
 
-bool id_enqueue(pfr_identity *id, struct id_entry *e)
+bool pfr_identity_enqueue(pfr_identity *id, struct id_entry *e)
 {
     if (id->qlen >= id->cache_max) {
         id->st.queue_full++;
@@ -235,9 +228,9 @@ bool id_enqueue(pfr_identity *id, struct id_entry *e)
     return true;
 }
 
-int id_from_pods(pfr_identity *id, const char *rid, char *out, size_t outlen)
+int pfr_identity_from_pods(pfr_identity *id, const char *rid, char *out, size_t outlen)
 {
-    const struct id_pod_entry *pe = id_pods_find(&id->pods, rid);
+    const struct id_pod_entry *pe = pfr_identity_pods_find(&id->pods, rid);
     if (!pe)
         return 0;
     if (pfr_identity_k8s_id(pe->ns, pe->pod, pe->container, time(NULL), out, outlen) != 0)
@@ -245,7 +238,7 @@ int id_from_pods(pfr_identity *id, const char *rid, char *out, size_t outlen)
     return 1;
 }
 
-void id_note(pfr_identity *id, uint64_t *c, const char *err)
+void pfr_identity_note(pfr_identity *id, uint64_t *c, const char *err)
 {
     pthread_mutex_lock(&id->mu);
     if (c)
@@ -266,8 +259,8 @@ static void settle(struct id_entry *e, const char *cid)
 {
     char service[PFR_IDENTITY_ID_MAX];
     if (!cid[0] || pfr_identity_service_name(cid, service, sizeof(service)) != 0 ||
-        id_entry_set_ids(e, cid, service) != 0) {
-        id_entry_set_ids(e, NULL, NULL);
+        pfr_identity_entry_set_ids(e, cid, service) != 0) {
+        pfr_identity_entry_set_ids(e, NULL, NULL);
         e->state = PFR_IDENTITY_NONE;
         return;
     }
@@ -289,12 +282,12 @@ static void first_answer(pfr_identity *id, struct id_entry *e)
         }
     }
     char cid[PFR_IDENTITY_ID_MAX];
-    if (e->cg.kubepods && id_from_pods(id, e->cg.runtime_id, cid, sizeof(cid))) {
+    if (e->cg.kubepods && pfr_identity_from_pods(id, e->cg.runtime_id, cid, sizeof(cid))) {
         settle(e, cid);
         return;
     }
     e->state = PFR_IDENTITY_PENDING;
-    id_enqueue(id, e);
+    pfr_identity_enqueue(id, e);
 }
 
 static void answer(const struct id_entry *e, pfr_identity_result *out)
@@ -304,25 +297,25 @@ static void answer(const struct id_entry *e, pfr_identity_result *out)
     out->state = e->state;
     memcpy(out->runtime_id, e->cg.runtime_id, sizeof(out->runtime_id));
     if (e->state == PFR_IDENTITY_RESOLVED) {
-        id_copy(out->container_id, sizeof(out->container_id), e->container_id);
-        id_copy(out->service, sizeof(out->service), e->service);
+        pfr_identity_copy(out->container_id, sizeof(out->container_id), e->container_id);
+        pfr_identity_copy(out->service, sizeof(out->service), e->service);
     }
 }
 
 void pfr_identity_lookup(pfr_identity *id, const char *cgroup, int pid, pfr_identity_result *out)
 {
     const char *key = cgroup ? cgroup : "";
-    int64_t now = id_mono_ns();
+    int64_t now = pfr_clock_mono_ns();
     pthread_mutex_lock(&id->mu);
     id->st.lookups++;
-    struct id_entry *e = id_cache_get(&id->cache, key);
+    struct id_entry *e = pfr_identity_cache_get(&id->cache, key);
     if (e) {
         id->st.cache_hits++;
         if (pid > 0)
             e->pid = pid;
         if ((e->state == PFR_IDENTITY_PENDING || e->state == PFR_IDENTITY_FAILED) && !e->queued &&
             now >= e->next_try_ns)
-            id_enqueue(id, e);
+            pfr_identity_enqueue(id, e);
         answer(e, out);
         pthread_mutex_unlock(&id->mu);
         return;
@@ -334,8 +327,8 @@ void pfr_identity_lookup(pfr_identity *id, const char *cgroup, int pid, pfr_iden
     pfr_identity_classify(key, &cg);
 
     pthread_mutex_lock(&id->mu);
-    e = id_cache_get(&id->cache, key); /* another thread may have added it meanwhile */
-    if (!e && (e = id_cache_add(&id->cache, key, &id->st.evictions)) != NULL) {
+    e = pfr_identity_cache_get(&id->cache, key); /* another thread may have added it meanwhile */
+    if (!e && (e = pfr_identity_cache_add(&id->cache, key, &id->st.evictions)) != NULL) {
         e->cg = cg;
         e->pid = pid > 0 ? pid : 0;
         first_answer(id, e);
@@ -348,7 +341,7 @@ void pfr_identity_lookup(pfr_identity *id, const char *cgroup, int pid, pfr_iden
         out->state = needs_runtime(cg.kind) ? PFR_IDENTITY_FAILED : PFR_IDENTITY_NONE;
         if (cg.kind == PFR_IDENTITY_KIND_SYSTEMD || cg.kind == PFR_IDENTITY_KIND_TALOS) {
             out->state = PFR_IDENTITY_RESOLVED;
-            id_copy(out->container_id, sizeof(out->container_id), cg.id);
+            pfr_identity_copy(out->container_id, sizeof(out->container_id), cg.id);
             pfr_identity_service_name(cg.id, out->service, sizeof(out->service));
         }
     }

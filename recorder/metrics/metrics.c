@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfr_hash.h"
+
 #define NBUCKETS 256u /* hash chains per family */
 
 struct pfr_metric {
@@ -187,11 +189,10 @@ int pfr_metrics_family(pfr_metrics *m, const char *name, const char *help,
 
 static uint64_t labels_hash(const char *const *v, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = PFR_HASH_FNV_OFFSET;
     for (size_t i = 0; i < n; i++) {
-        for (const char *p = v[i] ? v[i] : ""; *p; p++)
-            h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-        h = (h ^ 0xff) * 0x100000001b3ull; /* separator: ("a","bc") != ("ab","c") */
+        h = pfr_hash_fnv1a_str(h, v[i] ? v[i] : "");
+        h = pfr_hash_fnv1a(h, "\xff", 1); /* separator: ("a","bc") != ("ab","c") */
     }
     return h;
 }

@@ -129,12 +129,12 @@ static void target_free(struct sc_target *t)
 {
     if (!t)
         return;
-    sc_want_free(&t->w);
+    pfr_scrape_want_free(&t->w);
     if (t->netns_fd >= 0)
         close(t->netns_fd);
     for (int i = 0; i < PFR_SCRAPE_NUM_ENDPOINTS; i++) {
         free(t->urls[i]);
-        sc_series_free(&t->ep[i].series);
+        pfr_scrape_series_free(&t->ep[i].series);
     }
     free(t);
 }
@@ -151,7 +151,8 @@ static void item_free(struct sc_item *it)
 static int build_k8s_url(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err, size_t errlen)
 {
     if (k->kubelet_url && k->apiserver_url) {
-        sc_errf(err, errlen, "kubernetes: set the kubelet URL or the API server URL, not both");
+        pfr_scrape_errf(err, errlen,
+                        "kubernetes: set the kubelet URL or the API server URL, not both");
         return -EINVAL;
     }
     const char *base = k->kubelet_url ? k->kubelet_url : k->apiserver_url;
@@ -161,7 +162,7 @@ static int build_k8s_url(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err,
     while (bl > 0 && base[bl - 1] == '/')
         bl--;
     if (bl == 0 || bl > SC_MAX_URL) {
-        sc_errf(err, errlen, "kubernetes: bad URL");
+        pfr_scrape_errf(err, errlen, "kubernetes: bad URL");
         return -EINVAL;
     }
     if (k->kubelet_url) {
@@ -170,7 +171,7 @@ static int build_k8s_url(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err,
         return 0;
     }
     if (!k->node_name || !*k->node_name) {
-        sc_errf(err, errlen, "kubernetes: the API server needs the node name");
+        pfr_scrape_errf(err, errlen, "kubernetes: the API server needs the node name");
         return -EINVAL;
     }
     char *node = curl_easy_escape(NULL, k->node_name, 0);
@@ -190,14 +191,14 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     if (o->interval_ns < 0 || o->connect_timeout_ms < 0 || o->timeout_ms < 0 ||
         o->backoff_max_ns < 0 || o->cpu_seconds > 3600 ||
         (o->endpoints & ~PFR_SCRAPE_ALL_ENDPOINTS)) {
-        sc_errf(err, errlen, "scrape: bad option value");
+        pfr_scrape_errf(err, errlen, "scrape: bad option value");
         return -EINVAL;
     }
     pfr_scrape *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     /* the namespace to come back to: the creating thread's, which is the process's */
-    sc_netns_init(&s->netns, o->other_netns != PFR_SCRAPE_NETNS_OFF);
+    pfr_scrape_netns_init(&s->netns, o->other_netns != PFR_SCRAPE_NETNS_OFF);
     /* from here on pfr_scrape_free undoes everything */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     pthread_mutex_init(&s->mu, NULL);
@@ -215,8 +216,9 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
         s->endpoints &= ~(1u << PFR_SCRAPE_CPU);
     if ((s->endpoints & (1u << PFR_SCRAPE_CPU)) &&
         (int64_t)s->cpu_seconds * SC_NS_PER_SEC > s->interval) {
-        sc_errf(err, errlen, "scrape: the CPU profile (%d s) must not be longer than the interval",
-                s->cpu_seconds);
+        pfr_scrape_errf(err, errlen,
+                        "scrape: the CPU profile (%d s) must not be longer than the interval",
+                        s->cpu_seconds);
         pfr_scrape_free(s);
         return -EINVAL;
     }
@@ -249,9 +251,9 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     s->queue = calloc(s->max_queued, sizeof(*s->queue));
     int rc = ok && s->queue ? build_k8s_url(s, &o->k8s, err, errlen) : -ENOMEM;
     if (!rc)
-        rc = sc_http_new(&s->http);
+        rc = pfr_scrape_http_new(&s->http);
     if (!rc)
-        sc_http_set_netns(s->http, &s->netns);
+        pfr_scrape_http_set_netns(s->http, &s->netns);
     s->exes = o->exes;
     s->exes_max_age_ns = o->exes_max_age_ns;
     if (!rc && !s->exes) {
@@ -278,12 +280,12 @@ void pfr_scrape_free(pfr_scrape *s)
     for (size_t i = 0; s->queue && i < s->qlen; i++)
         item_free(&s->queue[(s->qhead + i) % s->max_queued]);
     free(s->queue);
-    sc_wantlist_free(&s->statics);
-    sc_wantlist_free(&s->k8s_last);
-    sc_local_free(s->local);
+    pfr_scrape_wantlist_free(&s->statics);
+    pfr_scrape_wantlist_free(&s->k8s_last);
+    pfr_scrape_local_free(s->local);
     pfr_exe_scan_free(s->own_exes);
-    sc_http_free(s->http);
-    sc_netns_close(&s->netns);
+    pfr_scrape_http_free(s->http);
+    pfr_scrape_netns_close(&s->netns);
     curl_global_cleanup();
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -302,17 +304,17 @@ void pfr_scrape_free(pfr_scrape *s)
 int pfr_scrape_add_target(pfr_scrape *s, const pfr_scrape_target *t, char *err, size_t errlen)
 {
     struct sc_want w;
-    int rc = sc_want_make(&w, t->url, t->service, t->labels, t->nlabels, PFR_SCRAPE_STATIC, 0, 0,
-                          err, errlen);
+    int rc = pfr_scrape_want_make(&w, t->url, t->service, t->labels, t->nlabels, PFR_SCRAPE_STATIC,
+                                  0, 0, err, errlen);
     if (rc)
         return rc;
     pthread_mutex_lock(&s->mu);
-    if (sc_wantlist_find(&s->statics, w.key) >= 0) {
-        sc_errf(err, errlen, "target %s (service %s) is listed twice", w.base, w.service);
-        sc_want_free(&w);
+    if (pfr_scrape_wantlist_find(&s->statics, w.key) >= 0) {
+        pfr_scrape_errf(err, errlen, "target %s (service %s) is listed twice", w.base, w.service);
+        pfr_scrape_want_free(&w);
         rc = -EEXIST;
     } else {
-        rc = sc_wantlist_push(&s->statics, &w);
+        rc = pfr_scrape_wantlist_push(&s->statics, &w);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -335,17 +337,18 @@ int pfr_scrape_set_targets(pfr_scrape *s, const pfr_scrape_target *t, size_t n, 
     struct sc_wantlist fresh = {0};
     for (size_t i = 0; i < n; i++) {
         struct sc_want w;
-        int rc = sc_want_make(&w, t[i].url, t[i].service, t[i].labels, t[i].nlabels,
-                              PFR_SCRAPE_STATIC, 0, 0, err, errlen);
-        if (!rc && sc_wantlist_find(&fresh, w.key) >= 0) {
-            sc_errf(err, errlen, "target %s (service %s) is listed twice", w.base, w.service);
-            sc_want_free(&w);
+        int rc = pfr_scrape_want_make(&w, t[i].url, t[i].service, t[i].labels, t[i].nlabels,
+                                      PFR_SCRAPE_STATIC, 0, 0, err, errlen);
+        if (!rc && pfr_scrape_wantlist_find(&fresh, w.key) >= 0) {
+            pfr_scrape_errf(err, errlen, "target %s (service %s) is listed twice", w.base,
+                            w.service);
+            pfr_scrape_want_free(&w);
             rc = -EEXIST;
         }
         if (!rc)
-            rc = sc_wantlist_push(&fresh, &w);
+            rc = pfr_scrape_wantlist_push(&fresh, &w);
         if (rc) {
-            sc_wantlist_free(&fresh);
+            pfr_scrape_wantlist_free(&fresh);
             return rc;
         }
     }
@@ -353,7 +356,7 @@ int pfr_scrape_set_targets(pfr_scrape *s, const pfr_scrape_target *t, size_t n, 
     struct sc_wantlist old = s->statics;
     s->statics = fresh;
     pthread_mutex_unlock(&s->mu);
-    sc_wantlist_free(&old);
+    pfr_scrape_wantlist_free(&old);
     return 0;
 }
 
@@ -368,7 +371,7 @@ static bool k8s_configured(const pfr_scrape *s)
 static int read_token(const char *path, char **out)
 {
     size_t len;
-    int rc = sc_read_file(path, TOKEN_MAX, out, &len);
+    int rc = pfr_scrape_read_file(path, TOKEN_MAX, out, &len);
     if (rc)
         return rc;
     while (len > 0 && (unsigned char)(*out)[len - 1] <= ' ')
@@ -386,16 +389,16 @@ static int read_token(const char *path, char **out)
 static int fetch_pods(pfr_scrape *s, char **body, size_t *len, char *err, size_t errlen)
 {
     if (s->k8s_file) {
-        int rc = sc_read_file(s->k8s_file, SC_K8S_MAX_BODY, body, len);
+        int rc = pfr_scrape_read_file(s->k8s_file, SC_K8S_MAX_BODY, body, len);
         if (rc)
-            sc_errf(err, errlen, "%s: %s", s->k8s_file, strerror(-rc));
+            pfr_scrape_errf(err, errlen, "%s: %s", s->k8s_file, strerror(-rc));
         return rc;
     }
     char *token = NULL;
     if (s->k8s_token) {
         int rc = read_token(s->k8s_token, &token);
         if (rc) {
-            sc_errf(err, errlen, "token %s: %s", s->k8s_token, strerror(-rc));
+            pfr_scrape_errf(err, errlen, "token %s: %s", s->k8s_token, strerror(-rc));
             return rc;
         }
     }
@@ -409,20 +412,20 @@ static int fetch_pods(pfr_scrape *s, char **body, size_t *len, char *err, size_t
         .ca_file = s->k8s_ca,
         .insecure = s->k8s_insecure,
     };
-    int rc = sc_http_run(s->http, &r, 1, 1, 1, NULL, NULL);
+    int rc = pfr_scrape_http_run(s->http, &r, 1, 1, 1, NULL, NULL);
     free(token);
     if (!rc && r.fail != SC_OK) {
-        sc_errf(err, errlen, "%s: %s", s->k8s_url, r.error);
+        pfr_scrape_errf(err, errlen, "%s: %s", s->k8s_url, r.error);
         rc = -EIO;
     }
     if (rc) {
-        sc_req_clear(&r);
+        pfr_scrape_req_clear(&r);
         return rc;
     }
     /* NUL-terminate for the parser's error messages; there is room or we grow by one */
     unsigned char *b = realloc(r.body, r.len + 1);
     if (!b) {
-        sc_req_clear(&r);
+        pfr_scrape_req_clear(&r);
         return -ENOMEM;
     }
     b[r.len] = '\0';
@@ -435,38 +438,38 @@ static void discover_k8s(pfr_scrape *s, struct sc_wantlist *want)
 {
     char err[256] = "";
     int64_t now = s->round_start;
-    if (sc_backoff_due(&s->k8s_bo, now, s->interval)) {
+    if (pfr_scrape_backoff_due(&s->k8s_bo, now, s->interval)) {
         char *body = NULL;
         size_t len = 0;
         int rc = fetch_pods(s, &body, &len, err, sizeof(err));
         struct sc_wantlist fresh = {0};
         struct sc_k8s_counts c = {0};
         if (!rc)
-            rc = sc_k8s_parse_pods(body, len, s->k8s_node, &fresh, &c, err, sizeof(err));
+            rc = pfr_scrape_k8s_parse_pods(body, len, s->k8s_node, &fresh, &c, err, sizeof(err));
         free(body);
         if (rc == -ECANCELED) {
-            sc_wantlist_free(&fresh);
+            pfr_scrape_wantlist_free(&fresh);
         } else if (rc) {
-            sc_wantlist_free(&fresh);
+            pfr_scrape_wantlist_free(&fresh);
             pthread_mutex_lock(&s->mu);
             s->stats.discovery_errors++;
             pthread_mutex_unlock(&s->mu);
-            if (sc_backoff_fail(&s->k8s_bo, now, s->interval, s->backoff_max))
+            if (pfr_scrape_backoff_fail(&s->k8s_bo, now, s->interval, s->backoff_max))
                 emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, rc, err, &s->k8s_bo);
         } else {
-            sc_wantlist_free(&s->k8s_last);
+            pfr_scrape_wantlist_free(&s->k8s_last);
             s->k8s_last = fresh;
             pthread_mutex_lock(&s->mu);
             s->stats.k8s_pods = c.pods;
             s->stats.k8s_bad_annotations = c.bad;
             pthread_mutex_unlock(&s->mu);
-            if (sc_backoff_ok(&s->k8s_bo))
+            if (pfr_scrape_backoff_ok(&s->k8s_bo))
                 emit_event(s, PFR_SCRAPE_EV_RECOVERED, NULL, -1, 0, "kubernetes pod list", NULL);
         }
     }
     /* a failed fetch keeps the last good list: a flaky API server does not drop targets */
     for (size_t i = 0; i < s->k8s_last.n; i++)
-        sc_wantlist_push_copy(want, &s->k8s_last.v[i]);
+        pfr_scrape_wantlist_push_copy(want, &s->k8s_last.v[i]);
 }
 
 /* Report once that other network namespaces cannot be entered, with the reason. */
@@ -499,13 +502,13 @@ static void check_netns(pfr_scrape *s)
 
 static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
 {
-    if (!s->local && sc_local_new(s->proc_root, &s->netns, &s->local) < 0)
+    if (!s->local && pfr_scrape_local_new(s->proc_root, &s->netns, &s->local) < 0)
         return;
     struct sc_local_scan_stats st;
     pfr_exe_list exes;
     int rc = pfr_exe_scan_get(s->exes, s->exes_max_age_ns, &exes);
     if (!rc)
-        rc = sc_local_scan(s->local, &exes, s->allow_pid, s->discovery_ctx, &st);
+        rc = pfr_scrape_local_scan(s->local, &exes, s->allow_pid, s->discovery_ctx, &st);
     pfr_exe_list_free(&exes);
     if (rc) {
         char msg[600];
@@ -513,13 +516,13 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
         pthread_mutex_lock(&s->mu);
         s->stats.discovery_errors++;
         pthread_mutex_unlock(&s->mu);
-        if (sc_backoff_fail(&s->local_bo, s->round_start, s->interval, s->backoff_max))
+        if (pfr_scrape_backoff_fail(&s->local_bo, s->round_start, s->interval, s->backoff_max))
             emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, rc, msg, &s->local_bo);
         return;
     }
-    sc_backoff_ok(&s->local_bo);
+    pfr_scrape_backoff_ok(&s->local_bo);
     const struct sc_local_probe *pr;
-    size_t n = sc_local_probes(s->local, &pr);
+    size_t n = pfr_scrape_local_probes(s->local, &pr);
     uint64_t nsfail = 0;
     if (n) {
         struct sc_req *reqs = calloc(n, sizeof(*reqs));
@@ -536,15 +539,15 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
                 .netns_fd = pr[i].netns_fd,
             };
         }
-        rc = sc_http_run(s->http, reqs, n, s->max_parallel, 1, NULL, NULL);
+        rc = pfr_scrape_http_run(s->http, reqs, n, s->max_parallel, 1, NULL, NULL);
         for (size_t i = 0; i < n; i++) {
             nsfail += reqs[i].fail == SC_NETNS;
             if (rc == 0) {
                 bool ok = reqs[i].fail == SC_OK;
-                sc_local_probe_result(s->local, &pr[i], ok ? reqs[i].body : NULL,
-                                      ok ? reqs[i].len : 0);
+                pfr_scrape_local_probe_result(s->local, &pr[i], ok ? reqs[i].body : NULL,
+                                              ok ? reqs[i].len : 0);
             }
-            sc_req_clear(&reqs[i]);
+            pfr_scrape_req_clear(&reqs[i]);
         }
         free(reqs);
     }
@@ -556,7 +559,7 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
     s->stats.netns_failures += nsfail;
     pthread_mutex_unlock(&s->mu);
     check_netns(s);
-    sc_local_wants(s->local, s->service_for_pid, s->discovery_ctx, want);
+    pfr_scrape_local_wants(s->local, s->service_for_pid, s->discovery_ctx, want);
 }
 
 static void discover(pfr_scrape *s, struct sc_wantlist *want)
@@ -564,7 +567,7 @@ static void discover(pfr_scrape *s, struct sc_wantlist *want)
     pthread_mutex_lock(&s->mu);
     size_t nstatic = s->statics.n;
     for (size_t i = 0; i < s->statics.n; i++)
-        sc_wantlist_push_copy(want, &s->statics.v[i]);
+        pfr_scrape_wantlist_push_copy(want, &s->statics.v[i]);
     pthread_mutex_unlock(&s->mu);
     bool k8s = k8s_configured(s);
     if (k8s)
@@ -726,7 +729,7 @@ static void time_range(const pfr_scrape *s, const struct sc_ep *e, int ep, const
             *start = *end - d;
         else
             *start = r->start_ns;
-    } else if (sc_convert_cumulative(ep) && e->last_end_ns > 0 && e->last_end_ns < *end) {
+    } else if (pfr_scrape_convert_cumulative(ep) && e->last_end_ns > 0 && e->last_end_ns < *end) {
         *start = e->last_end_ns; /* a delta covers everything since the previous scrape */
     } else {
         *start = *end - s->interval;
@@ -749,14 +752,14 @@ static int process_body(pfr_scrape *s, struct sc_target *t, int ep, const struct
         if (rc == -EBADMSG) {
             char why[SC_ERROR_LEN];
             snprintf(why, sizeof(why), "%s", err);
-            sc_errf(err, errlen, "not a pprof profile: %s", why);
+            pfr_scrape_errf(err, errlen, "not a pprof profile: %s", why);
         }
         return rc;
     }
     struct sc_ep *e = &t->ep[ep];
     time_range(s, e, ep, r, src, start, end);
     struct sc_convert_result res;
-    rc = sc_convert(ep, src, &e->series, *start, *end, &res, err, errlen);
+    rc = pfr_scrape_convert(ep, src, &e->series, *start, *end, &res, err, errlen);
     pfr_profile_free(src);
     if (rc)
         return rc;
@@ -821,7 +824,7 @@ static bool on_done(struct sc_req *r, void *ctx)
         snprintf(err, sizeof(err), "%s", r->error);
     }
 
-    int64_t now = s->round_start, real = sc_now_real();
+    int64_t now = s->round_start, real = pfr_clock_real_ns();
     bool step = false, recovered = false, give_up = false, dropped = false, t_recovered = false;
     struct sc_backoff *bo = &e->bo;
     pthread_mutex_lock(&s->mu);
@@ -832,8 +835,8 @@ static bool on_done(struct sc_req *r, void *ctx)
         e->info.scrapes++;
         e->info.last_success_ns = real;
         t->last_success_ns = real;
-        recovered = sc_backoff_ok(&e->bo);
-        t_recovered = sc_backoff_ok(&t->bo);
+        recovered = pfr_scrape_backoff_ok(&e->bo);
+        t_recovered = pfr_scrape_backoff_ok(&t->bo);
         if (reset)
             s->stats.restarts++;
         if (p) {
@@ -853,10 +856,10 @@ static bool on_done(struct sc_req *r, void *ctx)
             give_up = true;
             bo = &t->bo;
             if (!t->down)
-                step = sc_backoff_fail(&t->bo, now, s->interval, s->backoff_max);
+                step = pfr_scrape_backoff_fail(&t->bo, now, s->interval, s->backoff_max);
             t->down = true;
         } else {
-            step = sc_backoff_fail(&e->bo, now, s->interval, s->backoff_max);
+            step = pfr_scrape_backoff_fail(&e->bo, now, s->interval, s->backoff_max);
         }
         e->info.consecutive_failures = e->bo.consecutive;
     }
@@ -900,8 +903,8 @@ static int scrape_targets(pfr_scrape *s)
             continue;
         for (size_t i = 0; i < s->ntargets; i++) {
             struct sc_target *t = s->targets[i];
-            if (!sc_backoff_due(&t->bo, now, s->interval) ||
-                !sc_backoff_due(&t->ep[ep].bo, now, s->interval)) {
+            if (!pfr_scrape_backoff_due(&t->bo, now, s->interval) ||
+                !pfr_scrape_backoff_due(&t->ep[ep].bo, now, s->interval)) {
                 skipped++;
                 continue;
             }
@@ -925,26 +928,26 @@ static int scrape_targets(pfr_scrape *s)
     pthread_mutex_lock(&s->mu);
     s->stats.skipped_backoff += skipped;
     pthread_mutex_unlock(&s->mu);
-    int rc = sc_http_run(s->http, reqs, n, s->max_parallel, s->per_target, on_done, s);
+    int rc = pfr_scrape_http_run(s->http, reqs, n, s->max_parallel, s->per_target, on_done, s);
     for (size_t i = 0; i < n; i++)
-        sc_req_clear(&reqs[i]);
+        pfr_scrape_req_clear(&reqs[i]);
     free(reqs);
     return rc;
 }
 
 static int do_round(pfr_scrape *s)
 {
-    int64_t t0 = sc_now_mono();
+    int64_t t0 = pfr_clock_mono_ns();
     s->round_start = t0;
     struct sc_wantlist want = {0};
     discover(s, &want);
     apply_targets(s, &want);
-    sc_wantlist_free(&want);
+    pfr_scrape_wantlist_free(&want);
     int rc = scrape_targets(s);
     check_netns(s);
     pthread_mutex_lock(&s->mu);
     s->stats.rounds++;
-    s->stats.last_round_ns = sc_now_mono() - t0;
+    s->stats.last_round_ns = pfr_clock_mono_ns() - t0;
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -970,14 +973,14 @@ static void *thread_main(void *arg)
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         pthread_mutex_unlock(&s->mu);
-        int64_t start = sc_now_mono();
+        int64_t start = pfr_clock_mono_ns();
         atomic_store(&s->in_round, true);
         do_round(s);
         atomic_store(&s->in_round, false);
         int64_t next = start + s->interval;
         struct timespec ts = {.tv_sec = next / SC_NS_PER_SEC, .tv_nsec = next % SC_NS_PER_SEC};
         pthread_mutex_lock(&s->mu);
-        while (!s->stop && sc_now_mono() < next)
+        while (!s->stop && pfr_clock_mono_ns() < next)
             pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
     pthread_mutex_unlock(&s->mu);
@@ -998,7 +1001,7 @@ int pfr_scrape_start(pfr_scrape *s)
         return -EBUSY;
     }
     s->stop = false;
-    sc_http_uncancel(s->http);
+    pfr_scrape_http_uncancel(s->http);
     int rc = pthread_create(&s->thread, NULL, thread_main, s);
     if (rc == 0)
         s->running = true;
@@ -1016,12 +1019,12 @@ void pfr_scrape_stop(pfr_scrape *s)
     s->stop = true;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    sc_http_cancel(s->http);
+    pfr_scrape_http_cancel(s->http);
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&s->mu);
     s->running = false;
     pthread_mutex_unlock(&s->mu);
-    sc_http_uncancel(s->http);
+    pfr_scrape_http_uncancel(s->http);
 }
 
 /* ---- output ---- */
@@ -1085,7 +1088,7 @@ int pfr_scrape_targets(pfr_scrape *s, int (*cb)(const pfr_scrape_target_info *t,
                        void *ctx)
 {
     int rc = 0;
-    int64_t mono = sc_now_mono(), real = sc_now_real();
+    int64_t mono = pfr_clock_mono_ns(), real = pfr_clock_real_ns();
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->ntargets && !rc; i++) {
         const struct sc_target *t = s->targets[i];

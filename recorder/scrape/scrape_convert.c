@@ -55,7 +55,7 @@ static const struct {
                           {PFR_SCRAPE_TYPE_MUTEX_CONTENTIONS, PFR_SCRAPE_TYPE_MUTEX_DELAY}},
 };
 
-size_t sc_convert_types(int ep, const char *const **names)
+size_t pfr_scrape_convert_types(int ep, const char *const **names)
 {
     if (ep < 0 || ep >= PFR_SCRAPE_NUM_ENDPOINTS) {
         *names = NULL;
@@ -65,7 +65,7 @@ size_t sc_convert_types(int ep, const char *const **names)
     return endpoint_types[ep].n;
 }
 
-bool sc_convert_cumulative(int ep)
+bool pfr_scrape_convert_cumulative(int ep)
 {
     if (ep < 0 || ep >= PFR_SCRAPE_NUM_ENDPOINTS)
         return false;
@@ -75,7 +75,7 @@ bool sc_convert_cumulative(int ep)
     return false;
 }
 
-void sc_series_free(struct sc_series *s)
+void pfr_scrape_series_free(struct sc_series *s)
 {
     free(s->hashes);
     free(s->values);
@@ -133,16 +133,16 @@ static int location_hash(struct conv *c, uint32_t loc, uint64_t *out)
     int rc = location_frames(c, loc, &n);
     if (rc)
         return rc;
-    uint64_t h = SC_HASH_SEED;
+    uint64_t h = PFR_HASH_FNV_OFFSET;
     for (size_t i = 0; i < n; i++) {
         const pfr_frame *f = &c->frames[i];
-        h = sc_hash_bytes(h, f->function, strlen(f->function) + 1);
-        h = sc_hash_bytes(h, f->file, strlen(f->file) + 1);
-        h = sc_hash_bytes(h, &f->line, sizeof(f->line));
+        h = pfr_hash_fnv1a(h, f->function, strlen(f->function) + 1);
+        h = pfr_hash_fnv1a(h, f->file, strlen(f->file) + 1);
+        h = pfr_hash_fnv1a(h, &f->line, sizeof(f->line));
         if (!*f->function && !*f->file)
-            h = sc_hash_bytes(h, &f->address, sizeof(f->address));
+            h = pfr_hash_fnv1a(h, &f->address, sizeof(f->address));
     }
-    h = sc_hash_mix(h);
+    h = pfr_mix64(h);
     c->loc_hash[loc] = h ? h : 1;
     *out = c->loc_hash[loc];
     return 0;
@@ -199,8 +199,8 @@ static int find_columns(int ep, const pfr_profile *src, int *col, char *err, siz
             }
         }
         if (col[i] < 0) {
-            sc_errf(err, errlen, "not a %s profile: no %s/%s sample type",
-                    pfr_scrape_endpoint_name(ep), t[i].src_type, t[i].src_unit);
+            pfr_scrape_errf(err, errlen, "not a %s profile: no %s/%s sample type",
+                            pfr_scrape_endpoint_name(ep), t[i].src_type, t[i].src_unit);
             return -EBADMSG;
         }
     }
@@ -218,7 +218,7 @@ static int aggregate(struct conv *c, int ep, const int *col, struct agg **out, s
     for (size_t i = 0; i < ns; i++) {
         size_t nl;
         const uint32_t *locs = pfr_profile_sample_locations(c->src, i, &nl);
-        uint64_t h = SC_HASH_SEED;
+        uint64_t h = PFR_HASH_FNV_OFFSET;
         for (size_t j = 0; j < nl; j++) {
             uint64_t lh;
             int rc = location_hash(c, locs[j], &lh);
@@ -226,16 +226,16 @@ static int aggregate(struct conv *c, int ep, const int *col, struct agg **out, s
                 free(a);
                 return rc;
             }
-            h = sc_hash_bytes(h, &lh, sizeof(lh));
+            h = pfr_hash_fnv1a(h, &lh, sizeof(lh));
         }
-        a[i].hash = sc_hash_mix(h ^ nl);
+        a[i].hash = pfr_mix64(h ^ nl);
         a[i].sample = i;
         const int64_t *v = pfr_profile_sample_values(c->src, i);
         for (size_t t = 0; t < nt; t++) {
             a[i].v[t] = v[col[t]];
             if (a[i].v[t] < 0) {
-                sc_errf(err, errlen, "negative value in a %s profile",
-                        pfr_scrape_endpoint_name(ep));
+                pfr_scrape_errf(err, errlen, "negative value in a %s profile",
+                                pfr_scrape_endpoint_name(ep));
                 free(a);
                 return -EBADMSG;
             }
@@ -247,8 +247,8 @@ static int aggregate(struct conv *c, int ep, const int *col, struct agg **out, s
         if (n > 0 && a[n - 1].hash == a[i].hash) {
             for (size_t t = 0; t < nt; t++) {
                 if (__builtin_add_overflow(a[n - 1].v[t], a[i].v[t], &a[n - 1].v[t])) {
-                    sc_errf(err, errlen, "value overflow in a %s profile",
-                            pfr_scrape_endpoint_name(ep));
+                    pfr_scrape_errf(err, errlen, "value overflow in a %s profile",
+                                    pfr_scrape_endpoint_name(ep));
                     free(a);
                     return -EBADMSG;
                 }
@@ -381,8 +381,8 @@ static int build_output(struct conv *c, int ep, const struct agg *a, size_t n,
     return 0;
 }
 
-int sc_convert(int ep, const pfr_profile *src, struct sc_series *st, int64_t start_ns,
-               int64_t end_ns, struct sc_convert_result *res, char *err, size_t errlen)
+int pfr_scrape_convert(int ep, const pfr_profile *src, struct sc_series *st, int64_t start_ns,
+                       int64_t end_ns, struct sc_convert_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof(*res));
     if (ep < 0 || ep >= PFR_SCRAPE_NUM_ENDPOINTS || end_ns <= start_ns)

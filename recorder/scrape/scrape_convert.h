@@ -20,7 +20,7 @@
 #include "pfr_profile.h"
 
 /* The previous values of a cumulative series, sorted by stack hash. Owned by the caller's
- * target; zero-initialise, release with sc_series_free. */
+ * target; zero-initialise, release with pfr_scrape_series_free. */
 struct sc_series {
     uint64_t *hashes;
     int64_t *values; /* ncum per stack */
@@ -28,7 +28,7 @@ struct sc_series {
     unsigned ncum;
     bool have; /* a baseline exists */
 };
-void sc_series_free(struct sc_series *s);
+void pfr_scrape_series_free(struct sc_series *s);
 
 struct sc_convert_result {
     pfr_profile *profile; /* NULL when there is nothing to write; owned by the caller */
@@ -38,14 +38,14 @@ struct sc_convert_result {
 };
 
 /* Number of sample types endpoint ep writes, and their names (NULL if ep is unknown). */
-size_t sc_convert_types(int ep, const char *const **names);
+size_t pfr_scrape_convert_types(int ep, const char *const **names);
 /* Does ep have cumulative types? */
-bool sc_convert_cumulative(int ep);
+bool pfr_scrape_convert_cumulative(int ep);
 
 /* Convert src (the body of endpoint ep) into res->profile covering [start_ns, end_ns), updating
  * st. -EBADMSG with a reason in err if src is not a profile of that endpoint (a required sample
  * type is missing, a value is negative or overflows); st is untouched then. */
-int sc_convert(int ep, const pfr_profile *src, struct sc_series *st, int64_t start_ns,
-               int64_t end_ns, struct sc_convert_result *res, char *err, size_t errlen);
+int pfr_scrape_convert(int ep, const pfr_profile *src, struct sc_series *st, int64_t start_ns,
+                       int64_t end_ns, struct sc_convert_result *res, char *err, size_t errlen);
 
 #endif

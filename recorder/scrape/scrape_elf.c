@@ -29,7 +29,7 @@ static ssize_t fd_pread(void *ctx, void *buf, size_t len, uint64_t off)
     }
 }
 
-struct sc_file sc_fd_file(int fd, uint64_t size)
+struct sc_file pfr_scrape_fd_file(int fd, uint64_t size)
 {
     struct sc_file f = {.ctx = (void *)(intptr_t)fd, .pread = fd_pread, .size = size};
     return f;
@@ -134,7 +134,7 @@ static int symtab_has(const struct sc_file *f, const Elf64_Shdr *sym, const uint
 
 static int bad(char *err, size_t errlen, const char *why)
 {
-    sc_errf(err, errlen, "malformed ELF: %s", why);
+    pfr_scrape_errf(err, errlen, "malformed ELF: %s", why);
     return -EBADMSG;
 }
 
@@ -185,7 +185,8 @@ static bool section_ok(const struct sc_file *f, const Elf64_Shdr *s)
     return s->sh_type != SHT_NOBITS && in_file(f, s->sh_offset, s->sh_size);
 }
 
-int sc_elf_inspect(const struct sc_file *f, struct sc_elf_info *out, char *err, size_t errlen)
+int pfr_scrape_elf_inspect(const struct sc_file *f, struct sc_elf_info *out, char *err,
+                           size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     Elf64_Ehdr eh;

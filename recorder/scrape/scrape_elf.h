@@ -26,7 +26,7 @@ struct sc_file {
     uint64_t size;
 };
 /* A file over an open descriptor (ctx is the fd). */
-struct sc_file sc_fd_file(int fd, uint64_t size);
+struct sc_file pfr_scrape_fd_file(int fd, uint64_t size);
 
 struct sc_elf_info {
     bool is_go;        /* .go.buildinfo with its magic */
@@ -42,6 +42,7 @@ struct sc_elf_info {
 
 /* Inspect f. 0 for a well-formed little-endian ELF64 (is_go false for a non-Go one), -ENOEXEC if
  * it is not one, -EBADMSG if malformed (reason in err), or the reader's negative errno. */
-int sc_elf_inspect(const struct sc_file *f, struct sc_elf_info *out, char *err, size_t errlen);
+int pfr_scrape_elf_inspect(const struct sc_file *f, struct sc_elf_info *out, char *err,
+                           size_t errlen);
 
 #endif

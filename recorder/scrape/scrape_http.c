@@ -19,7 +19,7 @@ struct sc_http {
 
 enum { PENDING = 0, RUNNING, FINISHED };
 
-int sc_http_new(struct sc_http **out)
+int pfr_scrape_http_new(struct sc_http **out)
 {
     struct sc_http *h = calloc(1, sizeof(*h));
     if (!h)
@@ -34,7 +34,7 @@ int sc_http_new(struct sc_http **out)
     return 0;
 }
 
-void sc_http_free(struct sc_http *h)
+void pfr_scrape_http_free(struct sc_http *h)
 {
     if (!h)
         return;
@@ -42,23 +42,23 @@ void sc_http_free(struct sc_http *h)
     free(h);
 }
 
-void sc_http_set_netns(struct sc_http *h, struct sc_netns *ns)
+void pfr_scrape_http_set_netns(struct sc_http *h, struct sc_netns *ns)
 {
     h->ns = ns;
 }
 
-void sc_http_cancel(struct sc_http *h)
+void pfr_scrape_http_cancel(struct sc_http *h)
 {
     atomic_store(&h->cancel, true);
     curl_multi_wakeup(h->multi);
 }
 
-void sc_http_uncancel(struct sc_http *h)
+void pfr_scrape_http_uncancel(struct sc_http *h)
 {
     atomic_store(&h->cancel, false);
 }
 
-void sc_req_clear(struct sc_req *r)
+void pfr_scrape_req_clear(struct sc_req *r)
 {
     free(r->body);
     r->body = NULL;
@@ -104,8 +104,8 @@ static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_soc
     (void)purpose;
     int fd;
     if (h->ns) {
-        fd = sc_netns_socket(h->ns, r->netns ? r->netns_fd : -1, a->family, a->socktype,
-                             a->protocol);
+        fd = pfr_scrape_netns_socket(h->ns, r->netns ? r->netns_fd : -1, a->family, a->socktype,
+                                     a->protocol);
     } else if (r->netns) {
         fd = -EPERM;
     } else {
@@ -169,7 +169,7 @@ static int start(struct sc_http *h, struct sc_req *r)
         }
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdr);
     }
-    r->start_ns = sc_now_real();
+    r->start_ns = pfr_clock_real_ns();
     if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
         curl_slist_free_all(hdr);
         curl_easy_cleanup(e);
@@ -211,16 +211,16 @@ static void snippet(const struct sc_req *r, char *out, size_t cap)
 static void classify(struct sc_req *r, CURLcode rc)
 {
     CURL *e = r->easy;
-    r->end_ns = sc_now_real();
+    r->end_ns = pfr_clock_real_ns();
     const char *detail = r->curl_err[0] ? r->curl_err : curl_easy_strerror(rc);
     if (r->netns_err) {
         r->fail = SC_NETNS;
         if (r->netns_err == ENOTRECOVERABLE)
-            sc_errf(r->error, sizeof(r->error),
-                    "the scrape thread could not return to its own network namespace");
+            pfr_scrape_errf(r->error, sizeof(r->error),
+                            "the scrape thread could not return to its own network namespace");
         else
-            sc_errf(r->error, sizeof(r->error), "cannot enter the network namespace: %s",
-                    strerror(r->netns_err));
+            pfr_scrape_errf(r->error, sizeof(r->error), "cannot enter the network namespace: %s",
+                            strerror(r->netns_err));
         return;
     }
     if (rc == CURLE_OK) {
@@ -232,7 +232,8 @@ static void classify(struct sc_req *r, CURLcode rc)
         char text[128];
         snippet(r, text, sizeof(text));
         r->fail = SC_HTTP;
-        sc_errf(r->error, sizeof(r->error), "HTTP %ld%s%s", r->status, text[0] ? ": " : "", text);
+        pfr_scrape_errf(r->error, sizeof(r->error), "HTTP %ld%s%s", r->status, text[0] ? ": " : "",
+                        text);
         return;
     }
     switch (rc) {
@@ -240,11 +241,11 @@ static void classify(struct sc_req *r, CURLcode rc)
     case CURLE_FILESIZE_EXCEEDED:
         if (r->too_large || rc == CURLE_FILESIZE_EXCEEDED) {
             r->fail = SC_TOO_LARGE;
-            sc_errf(r->error, sizeof(r->error), "body larger than %zu bytes", r->max_body);
+            pfr_scrape_errf(r->error, sizeof(r->error), "body larger than %zu bytes", r->max_body);
             return;
         }
         r->fail = SC_OTHER;
-        sc_errf(r->error, sizeof(r->error), "out of memory reading the body");
+        pfr_scrape_errf(r->error, sizeof(r->error), "out of memory reading the body");
         return;
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -255,7 +256,7 @@ static void classify(struct sc_req *r, CURLcode rc)
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_UNSUPPORTED_PROTOCOL:
         r->fail = SC_CONNECT;
-        sc_errf(r->error, sizeof(r->error), "cannot connect: %s", detail);
+        pfr_scrape_errf(r->error, sizeof(r->error), "cannot connect: %s", detail);
         return;
     case CURLE_OPERATION_TIMEDOUT: {
         /* sent the request (on a new or a reused connection)? then it was connected */
@@ -263,17 +264,17 @@ static void classify(struct sc_req *r, CURLcode rc)
         curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
         if (sent == 0) {
             r->fail = SC_CONNECT;
-            sc_errf(r->error, sizeof(r->error), "cannot connect: %s", detail);
+            pfr_scrape_errf(r->error, sizeof(r->error), "cannot connect: %s", detail);
         } else {
             r->fail = SC_TIMEOUT;
-            sc_errf(r->error, sizeof(r->error), "timed out after %lld ms (%zu bytes read)",
-                    (long long)r->timeout_ms, r->len);
+            pfr_scrape_errf(r->error, sizeof(r->error), "timed out after %lld ms (%zu bytes read)",
+                            (long long)r->timeout_ms, r->len);
         }
         return;
     }
     default:
         r->fail = SC_OTHER;
-        sc_errf(r->error, sizeof(r->error), "%s", detail);
+        pfr_scrape_errf(r->error, sizeof(r->error), "%s", detail);
         return;
     }
 }
@@ -281,12 +282,12 @@ static void classify(struct sc_req *r, CURLcode rc)
 static void fail_now(struct sc_req *r, enum sc_fail f, const char *msg)
 {
     r->fail = f;
-    r->start_ns = r->end_ns = sc_now_real();
-    sc_errf(r->error, sizeof(r->error), "%s", msg);
+    r->start_ns = r->end_ns = pfr_clock_real_ns();
+    pfr_scrape_errf(r->error, sizeof(r->error), "%s", msg);
 }
 
-int sc_http_run(struct sc_http *h, struct sc_req *reqs, size_t n, unsigned max_parallel,
-                unsigned per_group, sc_http_done_fn done, void *ctx)
+int pfr_scrape_http_run(struct sc_http *h, struct sc_req *reqs, size_t n, unsigned max_parallel,
+                        unsigned per_group, sc_http_done_fn done, void *ctx)
 {
     if (n == 0)
         return 0;

@@ -4,7 +4,7 @@
  * maximum body size, no redirects, no proxies, TLS verification on unless asked otherwise.
  * Connections are kept between batches (keep-alive to the same targets every round).
  *
- * One thread uses an sc_http at a time; sc_http_cancel may be called from any thread.
+ * One thread uses an sc_http at a time; pfr_scrape_http_cancel may be called from any thread.
  */
 #ifndef PFR_SCRAPE_HTTP_H
 #define PFR_SCRAPE_HTTP_H
@@ -21,7 +21,7 @@ enum sc_fail {
     SC_TOO_LARGE, /* the body passed max_body */
     SC_OTHER,     /* anything else (connection reset, malformed response) */
     SC_SKIPPED,   /* not started: its group was given up (see sc_http_done_fn) */
-    SC_CANCELED,  /* not started or aborted by sc_http_cancel */
+    SC_CANCELED,  /* not started or aborted by pfr_scrape_http_cancel */
     SC_NETNS,     /* no socket in the target's network namespace (scrape_netns.h) */
 };
 
@@ -41,7 +41,7 @@ struct sc_req {
     int netns_fd;
     void *user;
     /* out */
-    unsigned char *body; /* owned: sc_req_clear frees it */
+    unsigned char *body; /* owned: pfr_scrape_req_clear frees it */
     size_t len, cap;
     long status;
     enum sc_fail fail;
@@ -57,27 +57,27 @@ struct sc_req {
 };
 
 /* Free a request's body and reset its outputs. */
-void sc_req_clear(struct sc_req *r);
+void pfr_scrape_req_clear(struct sc_req *r);
 
 struct sc_http;
 struct sc_netns;
-int sc_http_new(struct sc_http **out);
+int pfr_scrape_http_new(struct sc_http **out);
 /* Create every socket through ns (borrowed; NULL = plain sockets, netns requests fail). */
-void sc_http_set_netns(struct sc_http *h, struct sc_netns *ns);
-void sc_http_free(struct sc_http *h);
+void pfr_scrape_http_set_netns(struct sc_http *h, struct sc_netns *ns);
+void pfr_scrape_http_free(struct sc_http *h);
 
 /* Called as each request finishes (with r->fail set). Returning true gives up r's group: its
  * requests not started yet finish as SC_SKIPPED. */
 typedef bool (*sc_http_done_fn)(struct sc_req *r, void *ctx);
 
 /* Run every request to completion (or cancellation). done may be NULL. Returns 0, -ECANCELED if
- * sc_http_cancel was called, or -ENOMEM. */
-int sc_http_run(struct sc_http *h, struct sc_req *reqs, size_t n, unsigned max_parallel,
-                unsigned per_group, sc_http_done_fn done, void *ctx);
+ * pfr_scrape_http_cancel was called, or -ENOMEM. */
+int pfr_scrape_http_run(struct sc_http *h, struct sc_req *reqs, size_t n, unsigned max_parallel,
+                        unsigned per_group, sc_http_done_fn done, void *ctx);
 
-/* Make a running (or the next) sc_http_run return soon with -ECANCELED; thread-safe. */
-void sc_http_cancel(struct sc_http *h);
+/* Make a running (or the next) pfr_scrape_http_run return soon with -ECANCELED; thread-safe. */
+void pfr_scrape_http_cancel(struct sc_http *h);
 /* Clear a cancellation (before a new round). */
-void sc_http_uncancel(struct sc_http *h);
+void pfr_scrape_http_uncancel(struct sc_http *h);
 
 #endif

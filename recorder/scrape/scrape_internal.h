@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pfr_clock.h"
+#include "pfr_hash.h"
 #include "pfr_scrape.h"
 
 #define SC_NS_PER_SEC  1000000000ll
@@ -20,14 +22,12 @@
 #define SC_MAX_LABELS 32
 #define SC_ERROR_LEN  160
 
-int64_t sc_now_real(void); /* CLOCK_REALTIME, ns */
-int64_t sc_now_mono(void); /* CLOCK_MONOTONIC, ns */
-
 /* snprintf that never fails loudly (truncates); a no-op when len == 0. */
-void sc_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void pfr_scrape_errf(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Copy src into dst (cap bytes), truncating; dst is always terminated. */
-void sc_copy(char *dst, size_t cap, const char *src);
+void pfr_scrape_copy(char *dst, size_t cap, const char *src);
 
 /* A target as a discovery source describes it. Every string is owned (malloc'ed). */
 struct sc_want {
@@ -47,26 +47,26 @@ struct sc_wantlist {
     size_t n, cap;
 };
 
-void sc_want_free(struct sc_want *w);
-void sc_wantlist_free(struct sc_wantlist *l);
-void sc_wantlist_clear(struct sc_wantlist *l);
+void pfr_scrape_want_free(struct sc_want *w);
+void pfr_scrape_wantlist_free(struct sc_wantlist *l);
+void pfr_scrape_wantlist_clear(struct sc_wantlist *l);
 /* Deep copy of w appended to l. */
-int sc_wantlist_push_copy(struct sc_wantlist *l, const struct sc_want *w);
+int pfr_scrape_wantlist_push_copy(struct sc_wantlist *l, const struct sc_want *w);
 /* Append w, taking ownership of its strings (w is zeroed); on failure w is freed. */
-int sc_wantlist_push(struct sc_wantlist *l, struct sc_want *w);
+int pfr_scrape_wantlist_push(struct sc_wantlist *l, struct sc_want *w);
 /* Index of the want with this key, or -1. */
-ssize_t sc_wantlist_find(const struct sc_wantlist *l, const char *key);
+ssize_t pfr_scrape_wantlist_find(const struct sc_wantlist *l, const char *key);
 
 /* Build a want: normalise url into a base, validate service and labels, add an instance label
  * (host:port of the URL) unless labels have one, sort labels, compute the key. */
-int sc_want_make(struct sc_want *w, const char *url, const char *service, const pfr_kv *labels,
-                 size_t nlabels, enum pfr_scrape_source source, pid_t pid, uint64_t starttime,
-                 char *err, size_t errlen);
+int pfr_scrape_want_make(struct sc_want *w, const char *url, const char *service,
+                         const pfr_kv *labels, size_t nlabels, enum pfr_scrape_source source,
+                         pid_t pid, uint64_t starttime, char *err, size_t errlen);
 
 /* Label keys: [A-Za-z_][A-Za-z0-9_.]*; values: 1..SC_MAX_LABEL bytes of printable non-space
  * ASCII or UTF-8. */
-bool sc_label_key_ok(const char *k);
-bool sc_label_value_ok(const char *v);
+bool pfr_scrape_label_key_ok(const char *k);
+bool pfr_scrape_label_value_ok(const char *v);
 
 /* Exponential backoff of a target or endpoint. */
 struct sc_backoff {
@@ -76,19 +76,14 @@ struct sc_backoff {
 };
 /* A failure at now: the wait doubles from interval up to max. Returns true when this is a new
  * backoff step (the first failure, or the wait grew), i.e. worth one log line. */
-bool sc_backoff_fail(struct sc_backoff *b, int64_t now, int64_t interval, int64_t max);
+bool pfr_scrape_backoff_fail(struct sc_backoff *b, int64_t now, int64_t interval, int64_t max);
 /* A success: returns true if it was failing (worth a "recovered" line). */
-bool sc_backoff_ok(struct sc_backoff *b);
+bool pfr_scrape_backoff_ok(struct sc_backoff *b);
 /* Is an attempt due at now? Rounds do not start exactly on time, so a quarter interval early
  * counts as due. */
-bool sc_backoff_due(const struct sc_backoff *b, int64_t now, int64_t interval);
-
-/* 64-bit hashing of frame strings (FNV-1a then a final mix). */
-uint64_t sc_hash_bytes(uint64_t h, const void *data, size_t len);
-uint64_t sc_hash_mix(uint64_t h);
-#define SC_HASH_SEED 0xcbf29ce484222325ull
+bool pfr_scrape_backoff_due(const struct sc_backoff *b, int64_t now, int64_t interval);
 
 /* Read a whole small file (at most max bytes) into a NUL-terminated malloc'ed buffer. */
-int sc_read_file(const char *path, size_t max, char **out, size_t *len);
+int pfr_scrape_read_file(const char *path, size_t max, char **out, size_t *len);
 
 #endif

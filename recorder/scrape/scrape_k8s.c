@@ -146,29 +146,32 @@ static int pod_target(json_t *item, const char *node_filter, struct sc_wantlist 
     if (cid[0])
         labels[nlabels++] = (pfr_kv){"container.id", cid};
     struct sc_want w;
-    int rc = sc_want_make(&w, url, service, labels, nlabels, PFR_SCRAPE_KUBERNETES, 0, 0, NULL, 0);
+    int rc = pfr_scrape_want_make(&w, url, service, labels, nlabels, PFR_SCRAPE_KUBERNETES, 0, 0,
+                                  NULL, 0);
     if (rc == -ENOMEM)
         return rc;
     if (rc)
         return -1;
-    rc = sc_wantlist_push(out, &w);
+    rc = pfr_scrape_wantlist_push(out, &w);
     return rc ? rc : 1;
 }
 
-int sc_k8s_parse_pods(const char *json, size_t len, const char *node, struct sc_wantlist *out,
-                      struct sc_k8s_counts *counts, char *err, size_t errlen)
+int pfr_scrape_k8s_parse_pods(const char *json, size_t len, const char *node,
+                              struct sc_wantlist *out, struct sc_k8s_counts *counts, char *err,
+                              size_t errlen)
 {
     memset(counts, 0, sizeof(*counts));
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        sc_errf(err, errlen, "pod list is not JSON: %s (line %d)", je.text, je.line);
+        pfr_scrape_errf(err, errlen, "pod list is not JSON: %s (line %d)", je.text, je.line);
         return -EBADMSG;
     }
     json_t *items = json_object_get(root, "items");
     if (!json_is_array(items)) {
         const char *kind = str_at(root, "kind");
-        sc_errf(err, errlen, "not a pod list (kind %s, no items array)", kind ? kind : "missing");
+        pfr_scrape_errf(err, errlen, "not a pod list (kind %s, no items array)",
+                        kind ? kind : "missing");
         json_decref(root);
         return -EBADMSG;
     }

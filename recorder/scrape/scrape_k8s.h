@@ -32,7 +32,8 @@ struct sc_k8s_counts {
 
 /* Parse a PodList. node (may be NULL) keeps only pods scheduled on it. Targets are appended to
  * out. -EBADMSG with a reason if the text is not a pod list. */
-int sc_k8s_parse_pods(const char *json, size_t len, const char *node, struct sc_wantlist *out,
-                      struct sc_k8s_counts *counts, char *err, size_t errlen);
+int pfr_scrape_k8s_parse_pods(const char *json, size_t len, const char *node,
+                              struct sc_wantlist *out, struct sc_k8s_counts *counts, char *err,
+                              size_t errlen);
 
 #endif

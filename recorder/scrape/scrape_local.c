@@ -68,7 +68,7 @@ static void proc_reset(struct lproc *p, pid_t pid, uint64_t start)
     p->netns_fd = -1;
 }
 
-int sc_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out)
+int pfr_scrape_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out)
 {
     struct sc_local *l = calloc(1, sizeof(*l));
     if (!l)
@@ -83,7 +83,7 @@ int sc_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **o
     return 0;
 }
 
-void sc_local_free(struct sc_local *l)
+void pfr_scrape_local_free(struct sc_local *l)
 {
     if (!l)
         return;
@@ -97,7 +97,7 @@ void sc_local_free(struct sc_local *l)
     free(l);
 }
 
-bool sc_local_is_pprof_index(const unsigned char *body, size_t len)
+bool pfr_scrape_local_is_pprof_index(const unsigned char *body, size_t len)
 {
     return body && memmem(body, len, "/debug/pprof/", 13) && memmem(body, len, "goroutine", 9);
 }
@@ -107,7 +107,7 @@ static int read_starttime(const char *root, pid_t pid, uint64_t *start)
 {
     char path[512], *text = NULL;
     snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
-    int rc = sc_read_file(path, 4096, &text, NULL);
+    int rc = pfr_scrape_read_file(path, 4096, &text, NULL);
     if (rc)
         return rc;
     char *p = strrchr(text, ')');
@@ -138,17 +138,17 @@ static void exe_base(const char *root, pid_t pid, char *buf, size_t len)
         if (del && del[10] == '\0')
             *del = '\0';
         const char *b = strrchr(target, '/');
-        sc_copy(buf, len, b ? b + 1 : target);
+        pfr_scrape_copy(buf, len, b ? b + 1 : target);
     }
-    if (!buf[0] || !sc_label_value_ok(buf)) {
+    if (!buf[0] || !pfr_scrape_label_value_ok(buf)) {
         char *comm = NULL;
         snprintf(path, sizeof(path), "%s/%d/comm", root, (int)pid);
-        if (sc_read_file(path, 256, &comm, NULL) == 0) {
+        if (pfr_scrape_read_file(path, 256, &comm, NULL) == 0) {
             comm[strcspn(comm, "\n")] = '\0';
             for (char *c = comm; *c; c++)
                 if ((unsigned char)*c <= ' ' || *c == 0x7f)
                     *c = '_';
-            sc_copy(buf, len, comm);
+            pfr_scrape_copy(buf, len, comm);
             free(comm);
         }
     }
@@ -178,9 +178,9 @@ static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_
         close(fd); /* exec'ed since the scan: the next scan tells */
         return -1;
     }
-    struct sc_file f = sc_fd_file(fd, (uint64_t)sb->st_size);
+    struct sc_file f = pfr_scrape_fd_file(fd, (uint64_t)sb->st_size);
     struct sc_elf_info info;
-    int rc = sc_elf_inspect(&f, &info, NULL, 0);
+    int rc = pfr_scrape_elf_inspect(&f, &info, NULL, 0);
     close(fd);
     if (rc == -EBADMSG)
         st->bad_binaries++;
@@ -260,9 +260,9 @@ static int read_listen(const char *root, pid_t pid, struct sc_listen **v, size_t
     for (int i = 0; i < 2; i++) {
         char path[512], *text = NULL;
         snprintf(path, sizeof(path), "%s/%d/net/%s", root, (int)pid, files[i]);
-        if (sc_read_file(path, MAX_PROC_NET, &text, NULL) < 0)
+        if (pfr_scrape_read_file(path, MAX_PROC_NET, &text, NULL) < 0)
             continue; /* no IPv6, or the process is gone */
-        int rc = sc_procnet_parse(text, i == 1, v, n, MAX_LISTEN, NULL);
+        int rc = pfr_scrape_procnet_parse(text, i == 1, v, n, MAX_LISTEN, NULL);
         free(text);
         if (rc)
             return rc;
@@ -294,12 +294,12 @@ static void update_ports(struct sc_local *l, struct lproc *p)
     for (size_t i = 0; i < p->nports; i++)
         p->ports[i].listening = false;
     if (read_listen(l->proc_root, p->pid, &ls, &nls) == 0 && nls > 0 &&
-        sc_proc_socket_inodes(l->proc_root, p->pid, &inodes, &nino, MAX_FDS) == 0) {
+        pfr_scrape_proc_socket_inodes(l->proc_root, p->pid, &inodes, &nino, MAX_FDS) == 0) {
         for (size_t i = 0; i < nls; i++) {
             if (!has_inode(inodes, nino, ls[i].inode))
                 continue;
             char host[64];
-            if (!sc_listen_host(&ls[i], host, sizeof(host)))
+            if (!pfr_scrape_listen_host(&ls[i], host, sizeof(host)))
                 continue;
             size_t j;
             for (j = 0; j < p->nports; j++)
@@ -310,7 +310,7 @@ static void update_ports(struct sc_local *l, struct lproc *p)
                     continue;
                 struct lport *np = &p->ports[p->nports++];
                 memset(np, 0, sizeof(*np));
-                sc_copy(np->host, sizeof(np->host), host);
+                pfr_scrape_copy(np->host, sizeof(np->host), host);
                 np->port = ls[i].port;
             }
             p->ports[j].listening = true;
@@ -351,8 +351,9 @@ static int add_probe(struct sc_local *l, size_t proc, size_t port)
     return 0;
 }
 
-int sc_local_scan(struct sc_local *l, const pfr_exe_list *exes, bool (*allow)(void *ctx, pid_t pid),
-                  void *ctx, struct sc_local_scan_stats *st)
+int pfr_scrape_local_scan(struct sc_local *l, const pfr_exe_list *exes,
+                          bool (*allow)(void *ctx, pid_t pid), void *ctx,
+                          struct sc_local_scan_stats *st)
 {
     memset(st, 0, sizeof(*st));
     l->nprobes = 0;
@@ -418,29 +419,29 @@ int sc_local_scan(struct sc_local *l, const pfr_exe_list *exes, bool (*allow)(vo
     return 0;
 }
 
-size_t sc_local_probes(struct sc_local *l, const struct sc_local_probe **out)
+size_t pfr_scrape_local_probes(struct sc_local *l, const struct sc_local_probe **out)
 {
     *out = l->probes;
     return l->nprobes;
 }
 
-void sc_local_probe_result(struct sc_local *l, const struct sc_local_probe *pr,
-                           const unsigned char *body, size_t len)
+void pfr_scrape_local_probe_result(struct sc_local *l, const struct sc_local_probe *pr,
+                                   const unsigned char *body, size_t len)
 {
     if (pr->proc >= l->nprocs || pr->port >= l->procs[pr->proc].nports)
         return;
     struct lproc *p = &l->procs[pr->proc];
     p->ports[pr->port].probed = true;
-    if (!sc_local_is_pprof_index(body, len))
+    if (!pfr_scrape_local_is_pprof_index(body, len))
         return;
     /* several answering ports: the lowest wins, so the choice does not depend on timing */
     if (p->confirmed < 0 || p->ports[pr->port].port < p->ports[p->confirmed].port)
         p->confirmed = (int)pr->port;
 }
 
-int sc_local_wants(struct sc_local *l,
-                   int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t), void *ctx,
-                   struct sc_wantlist *out)
+int pfr_scrape_local_wants(struct sc_local *l,
+                           int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t),
+                           void *ctx, struct sc_wantlist *out)
 {
     for (size_t i = 0; i < l->nprocs; i++) {
         const struct lproc *p = &l->procs[i];
@@ -451,15 +452,15 @@ int sc_local_wants(struct sc_local *l,
         snprintf(url, sizeof(url), "http://%s:%u", lp->host, lp->port);
         if (!service_for_pid ||
             service_for_pid(ctx, p->pid, service, sizeof(service), cid, sizeof(cid)) != 0 ||
-            !sc_label_value_ok(service)) {
-            sc_copy(service, sizeof(service), p->exe_base);
+            !pfr_scrape_label_value_ok(service)) {
+            pfr_scrape_copy(service, sizeof(service), p->exe_base);
             cid[0] = '\0';
         }
         pfr_kv label = {"container.id", cid};
-        bool in_container = cid[0] && sc_label_value_ok(cid);
+        bool in_container = cid[0] && pfr_scrape_label_value_ok(cid);
         struct sc_want w;
-        int rc = sc_want_make(&w, url, service, &label, in_container ? 1 : 0, PFR_SCRAPE_LOCAL,
-                              p->pid, p->start, NULL, 0);
+        int rc = pfr_scrape_want_make(&w, url, service, &label, in_container ? 1 : 0,
+                                      PFR_SCRAPE_LOCAL, p->pid, p->start, NULL, 0);
         if (rc == -ENOMEM)
             return rc;
         if (rc)
@@ -467,14 +468,14 @@ int sc_local_wants(struct sc_local *l,
         if (p->netns) { /* the same address in another namespace is another target */
             char *key = NULL;
             if (asprintf(&key, "%s\x1fnetns:%llu", w.key, (unsigned long long)p->netns) < 0) {
-                sc_want_free(&w);
+                pfr_scrape_want_free(&w);
                 return -ENOMEM;
             }
             free(w.key);
             w.key = key;
             w.netns = p->netns;
         }
-        rc = sc_wantlist_push(out, &w);
+        rc = pfr_scrape_wantlist_push(out, &w);
         if (rc)
             return rc;
     }

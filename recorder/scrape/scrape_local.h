@@ -12,7 +12,8 @@
  * process's target. A process that restarts (a new start time under the same pid) is a new process.
  * Nothing is sent to a process that is not a Go program linking net/http/pprof.
  *
- * The caller does the probing (with its HTTP client) between sc_local_scan and sc_local_wants.
+ * The caller does the probing (with its HTTP client) between pfr_scrape_local_scan and
+ * pfr_scrape_local_wants.
  */
 #ifndef PFR_SCRAPE_LOCAL_H
 #define PFR_SCRAPE_LOCAL_H
@@ -42,29 +43,30 @@ struct sc_local_scan_stats {
 };
 
 /* ns (borrowed, may be NULL = skip other namespaces) says whether namespaces may be entered. */
-int sc_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out);
-void sc_local_free(struct sc_local *l);
+int pfr_scrape_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out);
+void pfr_scrape_local_free(struct sc_local *l);
 
 /* One look at the processes exes lists (a /proc scan). allow (may be NULL) says whether a
  * process may be probed. Returns 0 or -ENOMEM. */
-int sc_local_scan(struct sc_local *l, const pfr_exe_list *exes, bool (*allow)(void *ctx, pid_t pid),
-                  void *ctx, struct sc_local_scan_stats *st);
+int pfr_scrape_local_scan(struct sc_local *l, const pfr_exe_list *exes,
+                          bool (*allow)(void *ctx, pid_t pid), void *ctx,
+                          struct sc_local_scan_stats *st);
 
 /* The probes the last scan calls for (owned by l, valid until the next scan). */
-size_t sc_local_probes(struct sc_local *l, const struct sc_local_probe **out);
+size_t pfr_scrape_local_probes(struct sc_local *l, const struct sc_local_probe **out);
 /* The answer to a probe: body is what /debug/pprof/ returned with status 200 (NULL if the probe
  * failed). */
-void sc_local_probe_result(struct sc_local *l, const struct sc_local_probe *p,
-                           const unsigned char *body, size_t len);
+void pfr_scrape_local_probe_result(struct sc_local *l, const struct sc_local_probe *p,
+                                   const unsigned char *body, size_t len);
 
 /* Append a want for every process with a confirmed pprof port. service_for_pid (may be NULL)
  * names it and gives its container.id label; the default is the executable's base name. A process
  * in another network namespace gets want.netns = the namespace's inode (and that in its key). */
-int sc_local_wants(struct sc_local *l,
-                   int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t), void *ctx,
-                   struct sc_wantlist *out);
+int pfr_scrape_local_wants(struct sc_local *l,
+                           int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t),
+                           void *ctx, struct sc_wantlist *out);
 
 /* Does this body look like Go's /debug/pprof/ index page? */
-bool sc_local_is_pprof_index(const unsigned char *body, size_t len);
+bool pfr_scrape_local_is_pprof_index(const unsigned char *body, size_t len);
 
 #endif

@@ -16,26 +16,26 @@ static void init_common(struct sc_netns *n, int fd, enum sc_netns_state st)
     n->last_errno = 0;
 }
 
-void sc_netns_init(struct sc_netns *n, bool enabled)
+void pfr_scrape_netns_init(struct sc_netns *n, bool enabled)
 {
     /* thread-self: the namespace of the thread creating the scraper, which is the process's */
     int fd = enabled ? open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
     init_common(n, fd, fd >= 0 ? SC_NETNS_USABLE : SC_NETNS_OFF);
 }
 
-void sc_netns_init_fd(struct sc_netns *n, int self_fd)
+void pfr_scrape_netns_init_fd(struct sc_netns *n, int self_fd)
 {
     init_common(n, self_fd, self_fd >= 0 ? SC_NETNS_USABLE : SC_NETNS_OFF);
 }
 
-void sc_netns_close(struct sc_netns *n)
+void pfr_scrape_netns_close(struct sc_netns *n)
 {
     if (n->self_fd >= 0)
         close(n->self_fd);
     n->self_fd = -1;
 }
 
-int sc_netns_socket(struct sc_netns *n, int ns_fd, int domain, int type, int proto)
+int pfr_scrape_netns_socket(struct sc_netns *n, int ns_fd, int domain, int type, int proto)
 {
     enum sc_netns_state st = sc_netns_get_state(n);
     if (st == SC_NETNS_BROKEN)

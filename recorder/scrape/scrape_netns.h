@@ -2,7 +2,7 @@
  * scrape_netns: sockets inside another process's network namespace, for scraping Go programs in
  * containers at the loopback address they listen on.
  *
- * sc_netns_socket() moves the calling thread into the target namespace (setns(fd,
+ * pfr_scrape_netns_socket() moves the calling thread into the target namespace (setns(fd,
  * CLONE_NEWNET)), creates the socket there (a socket keeps its namespace for life) and moves the
  * thread back to the scraper's own namespace (a descriptor opened when the scraper was made).
  * Only the calling thread moves; the rest of the process never leaves its namespace.
@@ -43,10 +43,10 @@ struct sc_netns {
 };
 
 /* Open this thread's network namespace as the one to return to. enabled false: OFF. */
-void sc_netns_init(struct sc_netns *n, bool enabled);
+void pfr_scrape_netns_init(struct sc_netns *n, bool enabled);
 /* Tests: return to self_fd (taken over) instead. */
-void sc_netns_init_fd(struct sc_netns *n, int self_fd);
-void sc_netns_close(struct sc_netns *n);
+void pfr_scrape_netns_init_fd(struct sc_netns *n, int self_fd);
+void pfr_scrape_netns_close(struct sc_netns *n);
 
 static inline enum sc_netns_state sc_netns_get_state(struct sc_netns *n)
 {
@@ -56,6 +56,6 @@ static inline enum sc_netns_state sc_netns_get_state(struct sc_netns *n)
 /* socket(domain, type | SOCK_CLOEXEC, proto) inside the network namespace of ns_fd, or here when
  * ns_fd < 0. Returns the descriptor, or a negative errno: -EPERM (not permitted, or DENIED/OFF),
  * -ENOTRECOVERABLE (BROKEN), another setns or socket error. */
-int sc_netns_socket(struct sc_netns *n, int ns_fd, int domain, int type, int proto);
+int pfr_scrape_netns_socket(struct sc_netns *n, int ns_fd, int domain, int type, int proto);
 
 #endif

@@ -49,7 +49,7 @@ static const char *skip_field(const char *p)
     return skip_space(p);
 }
 
-int sc_procnet_parse_line(const char *line, bool v6, struct sc_listen *out)
+int pfr_scrape_procnet_parse_line(const char *line, bool v6, struct sc_listen *out)
 {
     const char *p = skip_space(line);
     if (!*p || *p == '\n' || strncmp(p, "sl", 2) == 0)
@@ -100,8 +100,8 @@ int sc_procnet_parse_line(const char *line, bool v6, struct sc_listen *out)
     return 1;
 }
 
-int sc_procnet_parse(const char *text, bool v6, struct sc_listen **v, size_t *n, size_t max,
-                     size_t *bad)
+int pfr_scrape_procnet_parse(const char *text, bool v6, struct sc_listen **v, size_t *n, size_t max,
+                             size_t *bad)
 {
     size_t cap = *n;
     const char *p = text;
@@ -113,7 +113,7 @@ int sc_procnet_parse(const char *text, bool v6, struct sc_listen **v, size_t *n,
             memcpy(line, p, len);
             line[len] = '\0';
             struct sc_listen l;
-            int rc = sc_procnet_parse_line(line, v6, &l);
+            int rc = pfr_scrape_procnet_parse_line(line, v6, &l);
             if (rc < 0 && bad)
                 (*bad)++;
             if (rc == 1) {
@@ -137,7 +137,7 @@ int sc_procnet_parse(const char *text, bool v6, struct sc_listen **v, size_t *n,
     return 0;
 }
 
-bool sc_listen_host(const struct sc_listen *l, char *buf, size_t len)
+bool pfr_scrape_listen_host(const struct sc_listen *l, char *buf, size_t len)
 {
     static const uint8_t zero[16] = {0};
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -174,7 +174,8 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int sc_proc_socket_inodes(const char *proc_root, pid_t pid, uint64_t **out, size_t *n, size_t max)
+int pfr_scrape_proc_socket_inodes(const char *proc_root, pid_t pid, uint64_t **out, size_t *n,
+                                  size_t max)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%d/fd", proc_root, (int)pid);

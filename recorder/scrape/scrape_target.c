@@ -40,16 +40,16 @@ int pfr_scrape_parse_endpoints(const char *list, unsigned *mask, char *err, size
             }
         }
         if (!found) {
-            sc_errf(err, errlen,
-                    "unknown profile endpoint '%.*s' (cpu, heap, goroutine, block, "
-                    "mutex or all)",
-                    (int)(n > 40 ? 40 : n), p);
+            pfr_scrape_errf(err, errlen,
+                            "unknown profile endpoint '%.*s' (cpu, heap, goroutine, block, "
+                            "mutex or all)",
+                            (int)(n > 40 ? 40 : n), p);
             return -EINVAL;
         }
         p += n;
     }
     if (!m) {
-        sc_errf(err, errlen, "no profile endpoint listed");
+        pfr_scrape_errf(err, errlen, "no profile endpoint listed");
         return -EINVAL;
     }
     *mask = m;
@@ -98,7 +98,7 @@ int pfr_scrape_parse_netns_mode(const char *s, enum pfr_scrape_netns_mode *out)
     return 0;
 }
 
-bool sc_label_key_ok(const char *k)
+bool pfr_scrape_label_key_ok(const char *k)
 {
     if (!k || !*k || strlen(k) > SC_MAX_LABEL)
         return false;
@@ -110,7 +110,7 @@ bool sc_label_key_ok(const char *k)
     return true;
 }
 
-bool sc_label_value_ok(const char *v)
+bool pfr_scrape_label_value_ok(const char *v)
 {
     if (!v || !*v || strlen(v) > SC_MAX_LABEL)
         return false;
@@ -122,7 +122,7 @@ bool sc_label_value_ok(const char *v)
 
 /* ---- wants ---- */
 
-void sc_want_free(struct sc_want *w)
+void pfr_scrape_want_free(struct sc_want *w)
 {
     if (!w)
         return;
@@ -137,28 +137,28 @@ void sc_want_free(struct sc_want *w)
     memset(w, 0, sizeof(*w));
 }
 
-void sc_wantlist_clear(struct sc_wantlist *l)
+void pfr_scrape_wantlist_clear(struct sc_wantlist *l)
 {
     for (size_t i = 0; i < l->n; i++)
-        sc_want_free(&l->v[i]);
+        pfr_scrape_want_free(&l->v[i]);
     l->n = 0;
 }
 
-void sc_wantlist_free(struct sc_wantlist *l)
+void pfr_scrape_wantlist_free(struct sc_wantlist *l)
 {
-    sc_wantlist_clear(l);
+    pfr_scrape_wantlist_clear(l);
     free(l->v);
     l->v = NULL;
     l->cap = 0;
 }
 
-int sc_wantlist_push(struct sc_wantlist *l, struct sc_want *w)
+int pfr_scrape_wantlist_push(struct sc_wantlist *l, struct sc_want *w)
 {
     if (l->n == l->cap) {
         size_t ncap = l->cap ? l->cap * 2 : 8;
         struct sc_want *nv = realloc(l->v, ncap * sizeof(*nv));
         if (!nv) {
-            sc_want_free(w);
+            pfr_scrape_want_free(w);
             return -ENOMEM;
         }
         l->v = nv;
@@ -169,7 +169,7 @@ int sc_wantlist_push(struct sc_wantlist *l, struct sc_want *w)
     return 0;
 }
 
-int sc_wantlist_push_copy(struct sc_wantlist *l, const struct sc_want *w)
+int pfr_scrape_wantlist_push_copy(struct sc_wantlist *l, const struct sc_want *w)
 {
     struct sc_want c = *w;
     c.base = strdup(w->base);
@@ -185,13 +185,13 @@ int sc_wantlist_push_copy(struct sc_wantlist *l, const struct sc_want *w)
         ok = c.labels[i].key && c.labels[i].value;
     }
     if (!ok) {
-        sc_want_free(&c);
+        pfr_scrape_want_free(&c);
         return -ENOMEM;
     }
-    return sc_wantlist_push(l, &c);
+    return pfr_scrape_wantlist_push(l, &c);
 }
 
-ssize_t sc_wantlist_find(const struct sc_wantlist *l, const char *key)
+ssize_t pfr_scrape_wantlist_find(const struct sc_wantlist *l, const char *key)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->v[i].key, key) == 0)
@@ -204,12 +204,12 @@ static int normalize_url(const char *url, char **base, char **instance, char *er
 {
     *base = *instance = NULL;
     if (!url || !*url || strlen(url) > SC_MAX_URL) {
-        sc_errf(err, errlen, "target URL is empty or longer than %d bytes", SC_MAX_URL);
+        pfr_scrape_errf(err, errlen, "target URL is empty or longer than %d bytes", SC_MAX_URL);
         return -EINVAL;
     }
     for (const unsigned char *p = (const unsigned char *)url; *p; p++) {
         if (*p <= ' ' || *p == 0x7f) {
-            sc_errf(err, errlen, "target URL contains a space or control character");
+            pfr_scrape_errf(err, errlen, "target URL contains a space or control character");
             return -EINVAL;
         }
     }
@@ -221,24 +221,25 @@ static int normalize_url(const char *url, char **base, char **instance, char *er
     int rc = -EINVAL;
     CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, 0);
     if (uc != CURLUE_OK) {
-        sc_errf(err, errlen, "bad target URL '%.200s': %s", url, curl_url_strerror(uc));
+        pfr_scrape_errf(err, errlen, "bad target URL '%.200s': %s", url, curl_url_strerror(uc));
         goto out;
     }
     if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
-        sc_errf(err, errlen, "target URL '%.200s' is not http or https", url);
+        pfr_scrape_errf(err, errlen, "target URL '%.200s' is not http or https", url);
         goto out;
     }
     if (curl_url_get(u, CURLUPART_USER, &x, 0) == CURLUE_OK ||
         curl_url_get(u, CURLUPART_QUERY, &x, 0) == CURLUE_OK ||
         curl_url_get(u, CURLUPART_FRAGMENT, &x, 0) == CURLUE_OK) {
-        sc_errf(err, errlen, "target URL '%.200s' may not have a user, query or fragment", url);
+        pfr_scrape_errf(err, errlen, "target URL '%.200s' may not have a user, query or fragment",
+                        url);
         goto out;
     }
     if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host ||
         curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
-        sc_errf(err, errlen, "target URL '%.200s' has no host", url);
+        pfr_scrape_errf(err, errlen, "target URL '%.200s' has no host", url);
         goto out;
     }
     size_t pl = strlen(path);
@@ -255,7 +256,7 @@ static int normalize_url(const char *url, char **base, char **instance, char *er
     if (curl_url_set(u, CURLUPART_PATH, newpath, 0) != CURLUE_OK ||
         curl_url_set(u, CURLUPART_PORT, port, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_URL, &full, 0) != CURLUE_OK) {
-        sc_errf(err, errlen, "target URL '%.200s' cannot be rebuilt", url);
+        pfr_scrape_errf(err, errlen, "target URL '%.200s' cannot be rebuilt", url);
         goto out;
     }
     char *inst = NULL;
@@ -304,35 +305,38 @@ static int make_key(struct sc_want *w)
     return 0;
 }
 
-int sc_want_make(struct sc_want *w, const char *url, const char *service, const pfr_kv *labels,
-                 size_t nlabels, enum pfr_scrape_source source, pid_t pid, uint64_t starttime,
-                 char *err, size_t errlen)
+int pfr_scrape_want_make(struct sc_want *w, const char *url, const char *service,
+                         const pfr_kv *labels, size_t nlabels, enum pfr_scrape_source source,
+                         pid_t pid, uint64_t starttime, char *err, size_t errlen)
 {
     memset(w, 0, sizeof(*w));
-    if (!service || !sc_label_value_ok(service)) {
-        sc_errf(err, errlen, "target '%.200s': service name missing or invalid", url ? url : "");
+    if (!service || !pfr_scrape_label_value_ok(service)) {
+        pfr_scrape_errf(err, errlen, "target '%.200s': service name missing or invalid",
+                        url ? url : "");
         return -EINVAL;
     }
     if (nlabels > SC_MAX_LABELS) {
-        sc_errf(err, errlen, "target '%.200s': more than %d labels", url, SC_MAX_LABELS);
+        pfr_scrape_errf(err, errlen, "target '%.200s': more than %d labels", url, SC_MAX_LABELS);
         return -EINVAL;
     }
     bool have_instance = false;
     for (size_t i = 0; i < nlabels; i++) {
-        if (!sc_label_key_ok(labels[i].key) || !sc_label_value_ok(labels[i].value)) {
-            sc_errf(err, errlen, "target '%.200s': bad label '%.64s'", url ? url : "",
-                    labels[i].key ? labels[i].key : "");
+        if (!pfr_scrape_label_key_ok(labels[i].key) ||
+            !pfr_scrape_label_value_ok(labels[i].value)) {
+            pfr_scrape_errf(err, errlen, "target '%.200s': bad label '%.64s'", url ? url : "",
+                            labels[i].key ? labels[i].key : "");
             return -EINVAL;
         }
         if (strcmp(labels[i].key, "service.name") == 0) {
-            sc_errf(err, errlen, "target '%.200s': use service= rather than a service.name label",
-                    url ? url : "");
+            pfr_scrape_errf(err, errlen,
+                            "target '%.200s': use service= rather than a service.name label",
+                            url ? url : "");
             return -EINVAL;
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(labels[i].key, labels[j].key) == 0) {
-                sc_errf(err, errlen, "target '%.200s': label '%.64s' given twice", url,
-                        labels[i].key);
+                pfr_scrape_errf(err, errlen, "target '%.200s': label '%.64s' given twice", url,
+                                labels[i].key);
                 return -EINVAL;
             }
         }
@@ -373,7 +377,7 @@ int sc_want_make(struct sc_want *w, const char *url, const char *service, const 
     return 0;
 nomem:
     free(instance);
-    sc_want_free(w);
+    pfr_scrape_want_free(w);
     return -ENOMEM;
 }
 
@@ -383,12 +387,12 @@ int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err
 {
     *out = NULL;
     if (!line) {
-        sc_errf(err, errlen, "empty target");
+        pfr_scrape_errf(err, errlen, "empty target");
         return -EINVAL;
     }
     size_t linelen = strlen(line);
     if (linelen > 8192) {
-        sc_errf(err, errlen, "target line longer than 8192 bytes");
+        pfr_scrape_errf(err, errlen, "target line longer than 8192 bytes");
         return -EINVAL;
     }
     /* One block: the struct, the label array, then a copy of the line cut into tokens. */
@@ -397,7 +401,7 @@ int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err
         if (!isspace((unsigned char)line[i]) && (i == 0 || isspace((unsigned char)line[i - 1])))
             ntok++;
     if (ntok == 0) {
-        sc_errf(err, errlen, "empty target");
+        pfr_scrape_errf(err, errlen, "empty target");
         return -EINVAL;
     }
     size_t size = sizeof(pfr_scrape_target) + ntok * sizeof(pfr_kv) + linelen + 1;
@@ -419,14 +423,14 @@ int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err
         }
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok || !eq[1]) {
-            sc_errf(err, errlen, "'%.64s': expected key=value after the URL", tok);
+            pfr_scrape_errf(err, errlen, "'%.64s': expected key=value after the URL", tok);
             rc = -EINVAL;
             break;
         }
         *eq = '\0';
         if (strcmp(tok, "service") == 0 || strcmp(tok, "service.name") == 0) {
             if (t->service) {
-                sc_errf(err, errlen, "service given twice");
+                pfr_scrape_errf(err, errlen, "service given twice");
                 rc = -EINVAL;
                 break;
             }
@@ -438,7 +442,7 @@ int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err
         nl++;
     }
     if (!rc && !t->service) {
-        sc_errf(err, errlen, "target '%.200s': service=NAME is required", t->url);
+        pfr_scrape_errf(err, errlen, "target '%.200s': service=NAME is required", t->url);
         rc = -EINVAL;
     }
     if (!rc) {
@@ -446,8 +450,9 @@ int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err
         struct sc_want w;
         t->labels = labels;
         t->nlabels = nl;
-        rc = sc_want_make(&w, t->url, t->service, labels, nl, PFR_SCRAPE_STATIC, 0, 0, err, errlen);
-        sc_want_free(&w);
+        rc = pfr_scrape_want_make(&w, t->url, t->service, labels, nl, PFR_SCRAPE_STATIC, 0, 0, err,
+                                  errlen);
+        pfr_scrape_want_free(&w);
     }
     if (rc) {
         free(t);

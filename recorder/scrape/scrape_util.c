@@ -1,34 +1,15 @@
-/* Small helpers of pfr_scrape: clocks, error text, backoff, hashing, bounded file reads. */
+/* Small helpers of pfr_scrape: error text, backoff, bounded file reads. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "pfr_hash.h"
 #include "scrape_internal.h"
 
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * SC_NS_PER_SEC + ts.tv_nsec;
-}
-
-int64_t sc_now_real(void)
-{
-    return clock_ns(CLOCK_REALTIME);
-}
-
-int64_t sc_now_mono(void)
-{
-    return clock_ns(CLOCK_MONOTONIC);
-}
-
-void sc_errf(char *err, size_t len, const char *fmt, ...)
+void pfr_scrape_errf(char *err, size_t len, const char *fmt, ...)
 {
     if (!err || len == 0)
         return;
@@ -38,7 +19,7 @@ void sc_errf(char *err, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-void sc_copy(char *dst, size_t cap, const char *src)
+void pfr_scrape_copy(char *dst, size_t cap, const char *src)
 {
     if (cap == 0)
         return;
@@ -47,7 +28,7 @@ void sc_copy(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-bool sc_backoff_fail(struct sc_backoff *b, int64_t now, int64_t interval, int64_t max)
+bool pfr_scrape_backoff_fail(struct sc_backoff *b, int64_t now, int64_t interval, int64_t max)
 {
     int64_t prev = b->delay_ns;
     b->consecutive++;
@@ -61,7 +42,7 @@ bool sc_backoff_fail(struct sc_backoff *b, int64_t now, int64_t interval, int64_
     return b->consecutive == 1 || d != prev;
 }
 
-bool sc_backoff_ok(struct sc_backoff *b)
+bool pfr_scrape_backoff_ok(struct sc_backoff *b)
 {
     bool was = b->consecutive > 0;
     b->consecutive = 0;
@@ -70,27 +51,12 @@ bool sc_backoff_ok(struct sc_backoff *b)
     return was;
 }
 
-bool sc_backoff_due(const struct sc_backoff *b, int64_t now, int64_t interval)
+bool pfr_scrape_backoff_due(const struct sc_backoff *b, int64_t now, int64_t interval)
 {
     return b->consecutive == 0 || now + interval / 4 >= b->until_mono;
 }
 
-uint64_t sc_hash_bytes(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-uint64_t sc_hash_mix(uint64_t h)
-{
-    return pfr_mix64(h);
-}
-
-int sc_read_file(const char *path, size_t max, char **out, size_t *len)
+int pfr_scrape_read_file(const char *path, size_t max, char **out, size_t *len)
 {
     *out = NULL;
     if (len)

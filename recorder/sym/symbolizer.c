@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_clock.h"
+
 #define DEFAULT_CACHE_BYTES (32u << 20)
 #define MIN_KEPT_FDS        16   /* descriptors kept by cached files (names, DWARF): at least */
 #define MAX_KEPT_FDS        4096 /* and at most; else half the soft RLIMIT_NOFILE */
@@ -96,13 +98,6 @@ struct pfr_symbolizer {
     char err[256];
     char jit_err[256]; /* why the last perf map was refused or unreadable */
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- the cache: two segments, DWARF dropped before symbols ----
  *
@@ -204,7 +199,7 @@ static void drop_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, bool reopen)
     pfr_sym_dwarf_close(f->dwarf);
     f->dwarf = NULL;
     f->dwarf_state = reopen ? 0 : -1;
-    f->dwarf_retry_ns = now_ns() + DWARF_BACKOFF_NS;
+    f->dwarf_retry_ns = pfr_clock_mono_ns() + DWARF_BACKOFF_NS;
     s->st.dwarf_evictions++;
     set_bytes(s, f);
 }
@@ -292,7 +287,7 @@ static void backoff_dwarf(struct pfr_sym_file *f)
     if (f->dwarf_backoffs < 7)
         f->dwarf_backoffs++;
     f->dwarf_state = 0;
-    f->dwarf_retry_ns = now_ns() + (DWARF_BACKOFF_NS << f->dwarf_backoffs);
+    f->dwarf_retry_ns = pfr_clock_mono_ns() + (DWARF_BACKOFF_NS << f->dwarf_backoffs);
 }
 
 /* After f grew (or was added): hold the caps on its DWARF and on all DWARF, then the bound by
@@ -647,7 +642,7 @@ static bool names_need_fd(const struct pfr_sym_file *f)
 static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
                          const struct pfr_sym_maps *maps, const struct pfr_sym_map *m)
 {
-    if (f->dwarf_state != 0 || (f->dwarf_retry_ns && now_ns() < f->dwarf_retry_ns))
+    if (f->dwarf_state != 0 || (f->dwarf_retry_ns && pfr_clock_mono_ns() < f->dwarf_retry_ns))
         return;
     f->dwarf_state = -1;
     int fd = f->fd;
@@ -832,7 +827,7 @@ static void free_proc(pfr_symbolizer *s, struct sym_proc *p)
  * process is gone. */
 static bool jit_update(pfr_symbolizer *s, struct sym_proc *p)
 {
-    int64_t now = now_ns();
+    int64_t now = pfr_clock_mono_ns();
     if (s->no_perf_maps || p->jit_refused ||
         (p->jit_read_ns && now - p->jit_read_ns < JIT_REFRESH_NS))
         return false;
@@ -986,7 +981,7 @@ static bool same_program(const struct pfr_sym_maps *a, const struct pfr_sym_maps
  * recent), and code beyond its snapshot stays unnamed otherwise until the next drain. */
 static bool refresh(pfr_symbolizer *s, struct sym_proc *p)
 {
-    int64_t now = now_ns();
+    int64_t now = pfr_clock_mono_ns();
     if (p->gone || p->maps.n == 0 || (p->refreshed && now - p->last_read_ns < REFRESH_NS))
         return false;
     p->last_read_ns = now;
@@ -1092,7 +1087,7 @@ static struct sym_proc *set_maps(pfr_symbolizer *s, pid_t pid, struct pfr_sym_ma
     p->maps = *maps;
     p->gone = gone;
     p->refreshed = false;
-    p->last_read_ns = now_ns();
+    p->last_read_ns = pfr_clock_mono_ns();
     return p;
 }
 

@@ -21,6 +21,7 @@
 #include "pfr_vec.h"
 #include "sym_maps.h"
 #include "unwind_table.h"
+#include "pfr_clock.h"
 
 #ifndef ENOTSUPP
 #define ENOTSUPP 524 /* the kernel's own "operation not supported" */
@@ -89,13 +90,6 @@ struct pfr_unwinder {
     uint32_t gen;           /* of the last table loaded */
     bool batch_unsupported; /* the kernel refused batched array updates once */
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- row extents ---- */
 
@@ -183,7 +177,7 @@ static void forget_asked(pfr_unwinder *u, const struct pfr_file_key *k)
 /* The sampler's clock (bpf_ktime_get_ns(), CLOCK_MONOTONIC) in last_used units. */
 static uint32_t sampler_now(void)
 {
-    return (uint32_t)((uint64_t)mono_ns() >> 30);
+    return (uint32_t)((uint64_t)pfr_clock_mono_ns() >> 30);
 }
 
 /* Each loaded file's last_used as the sampler wrote it: one read per file before a round of
@@ -243,7 +237,7 @@ static void evict(pfr_unwinder *u, size_t i)
  * open a while ago, so their files are asked for again. */
 static void expire(pfr_unwinder *u)
 {
-    int64_t now = mono_ns();
+    int64_t now = pfr_clock_mono_ns();
     for (size_t i = u->nfiles; i-- > 0;)
         if (u->files[i].retry_ns && u->files[i].retry_ns <= now)
             drop(u, i);
@@ -261,7 +255,7 @@ static void retry_later(pfr_unwinder *u, const struct pfr_file_key *k)
         forget_asked(u, k);
         return;
     }
-    u->failed[u->nfailed++] = (struct failed){*k, mono_ns() + RETRY_FAILED_NS};
+    u->failed[u->nfailed++] = (struct failed){*k, pfr_clock_mono_ns() + RETRY_FAILED_NS};
 }
 
 static void grace(void)
@@ -431,7 +425,7 @@ static int build_vdso(pfr_unwind_table *t, char *err, size_t errlen)
 
 static void count(pfr_unwinder *u, uint64_t *field, int64_t t0)
 {
-    uint64_t dt = (uint64_t)(mono_ns() - t0);
+    uint64_t dt = (uint64_t)(pfr_clock_mono_ns() - t0);
     pthread_mutex_lock(&u->mu);
     (*field)++;
     u->st.build_ns += dt;
@@ -443,7 +437,7 @@ static void count(pfr_unwinder *u, uint64_t *field, int64_t t0)
 static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
 {
     struct pfr_file_key key = {.ino = r->ino, .dev = r->dev};
-    int64_t t0 = mono_ns();
+    int64_t t0 = pfr_clock_mono_ns();
     pfr_unwind_table t = {0};
     char err[256];
     int rc;
@@ -476,7 +470,7 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
     rc = load(u, &key, with_rows ? &t : NULL, 0);
     if (rc && with_rows) { /* frame pointers for this file: for a while if only for want of room */
         outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
-        rc = load(u, &key, NULL, rc == -ENOSPC ? mono_ns() + u->retry_ns : 0);
+        rc = load(u, &key, NULL, rc == -ENOSPC ? pfr_clock_mono_ns() + u->retry_ns : 0);
     }
     pfr_unwind_table_free(&t);
     if (rc)

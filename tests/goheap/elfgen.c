@@ -47,7 +47,7 @@ static void add_sym(blob *sy, uint32_t name, uint64_t value)
     put(sy, &s, sizeof(s));
 }
 
-int elfgen_build(const elfgen_opts *o, uint8_t **out, size_t *len)
+int pfr_goheap_elfgen_build(const elfgen_opts *o, uint8_t **out, size_t *len)
 {
     blob f = {0}, strtab = {0}, symtab = {0}, shstr = {0}, bi = {0};
     put(&f, NULL, sizeof(Elf64_Ehdr) + 2 * sizeof(Elf64_Phdr));

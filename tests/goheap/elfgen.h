@@ -23,6 +23,6 @@ typedef struct elfgen_opts {
 #define ELFGEN_RATE     (ELFGEN_DATA + 0x108)
 
 /* A malloc'ed file image in *out. 0 or -1. */
-int elfgen_build(const elfgen_opts *o, uint8_t **out, size_t *len);
+int pfr_goheap_elfgen_build(const elfgen_opts *o, uint8_t **out, size_t *len);
 
 #endif

@@ -19,14 +19,14 @@ typedef struct fakemem {
 } fakemem;
 
 /* A zeroed space of cap bytes at base; the two variables come first (rate set to 524288). */
-int fakemem_init(fakemem *f, uint64_t base, size_t cap);
-void fakemem_free(fakemem *f);
+int pfr_fakemem_init(fakemem *f, uint64_t base, size_t cap);
+void pfr_fakemem_free(fakemem *f);
 /* Append a memory bucket and make it the list head (allnext = the old head). Returns its
  * address, or 0 when the space is full. */
-uint64_t fakemem_bucket(fakemem *f, uint64_t size, const uint64_t *pcs, uint32_t nstk,
-                        uint64_t allocs, uint64_t frees);
-void fakemem_put64(fakemem *f, uint64_t addr, uint64_t v);
-uint64_t fakemem_get64(const fakemem *f, uint64_t addr);
+uint64_t pfr_fakemem_bucket(fakemem *f, uint64_t size, const uint64_t *pcs, uint32_t nstk,
+                            uint64_t allocs, uint64_t frees);
+void pfr_fakemem_put64(fakemem *f, uint64_t addr, uint64_t v);
+uint64_t pfr_fakemem_get64(const fakemem *f, uint64_t addr);
 /* Offsets of a bucket's fields */
 #define FAKE_ALLNEXT 8
 #define FAKE_TYP     16

@@ -13,14 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *gohelp_toolchain(const char *version, char *buf, size_t cap)
+const char *pfr_gohelp_toolchain(const char *version, char *buf, size_t cap)
 {
     snprintf(buf, cap, "/usr/lib/go-%s/bin/go", version);
     return access(buf, X_OK) == 0 ? buf : NULL;
 }
 
-int gohelp_build(const char *go, const char *src_dir, const char *flags, const char *out,
-                 const char *work_dir)
+int pfr_gohelp_build(const char *go, const char *src_dir, const char *flags, const char *out,
+                     const char *work_dir)
 {
     char lock[4096], cmd[8192];
     mkdir(work_dir, 0755);
@@ -52,7 +52,7 @@ int gohelp_build(const char *go, const char *src_dir, const char *flags, const c
     return 0;
 }
 
-int gohelp_start(gohelp_proc *p, char *const argv[])
+int pfr_gohelp_start(gohelp_proc *p, char *const argv[])
 {
     int in[2], out[2];
     memset(p, 0, sizeof(*p));
@@ -88,7 +88,7 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int gohelp_line(gohelp_proc *p, char *line, size_t cap, int timeout_ms)
+int pfr_gohelp_line(gohelp_proc *p, char *line, size_t cap, int timeout_ms)
 {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
@@ -115,12 +115,12 @@ int gohelp_line(gohelp_proc *p, char *line, size_t cap, int timeout_ms)
     }
 }
 
-int gohelp_expect(gohelp_proc *p, const char *prefix, char *line, size_t cap, int timeout_ms)
+int pfr_gohelp_expect(gohelp_proc *p, const char *prefix, char *line, size_t cap, int timeout_ms)
 {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         long long left = deadline - now_ms();
-        int rc = gohelp_line(p, line, cap, left > 0 ? (int)left : 0);
+        int rc = pfr_gohelp_line(p, line, cap, left > 0 ? (int)left : 0);
         if (rc < 0)
             return rc;
         if (strncmp(line, prefix, strlen(prefix)) == 0)
@@ -128,14 +128,14 @@ int gohelp_expect(gohelp_proc *p, const char *prefix, char *line, size_t cap, in
     }
 }
 
-int gohelp_send(gohelp_proc *p, const char *cmd)
+int pfr_gohelp_send(gohelp_proc *p, const char *cmd)
 {
     char buf[1024];
     int n = snprintf(buf, sizeof(buf), "%s\n", cmd);
     return write(p->in, buf, (size_t)n) == n ? 0 : -EPIPE;
 }
 
-void gohelp_kill(gohelp_proc *p)
+void pfr_gohelp_kill(gohelp_proc *p)
 {
     if (p->pid > 0) {
         kill(p->pid, SIGKILL);

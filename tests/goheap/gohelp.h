@@ -11,8 +11,8 @@
 
 /* Build the Go package in src_dir into out with `go build <flags> -o out .` (flags may be "").
  * Serialised per toolchain with a lock file in work_dir. 0, or -1 with the output on stderr. */
-int gohelp_build(const char *go, const char *src_dir, const char *flags, const char *out,
-                 const char *work_dir);
+int pfr_gohelp_build(const char *go, const char *src_dir, const char *flags, const char *out,
+                     const char *work_dir);
 
 typedef struct gohelp_proc {
     pid_t pid;
@@ -22,17 +22,17 @@ typedef struct gohelp_proc {
 } gohelp_proc;
 
 /* Start argv[0] with pipes on stdin/stdout (stderr inherited). 0 or -errno. */
-int gohelp_start(gohelp_proc *p, char *const argv[]);
+int pfr_gohelp_start(gohelp_proc *p, char *const argv[]);
 /* Next output line (without newline) into line; 0, -ETIMEDOUT, or -EPIPE at EOF. */
-int gohelp_line(gohelp_proc *p, char *line, size_t cap, int timeout_ms);
+int pfr_gohelp_line(gohelp_proc *p, char *line, size_t cap, int timeout_ms);
 /* Read lines until one starts with prefix; copies it to line. */
-int gohelp_expect(gohelp_proc *p, const char *prefix, char *line, size_t cap, int timeout_ms);
+int pfr_gohelp_expect(gohelp_proc *p, const char *prefix, char *line, size_t cap, int timeout_ms);
 /* Write a command line to its stdin. */
-int gohelp_send(gohelp_proc *p, const char *cmd);
+int pfr_gohelp_send(gohelp_proc *p, const char *cmd);
 /* SIGKILL and reap (idempotent). */
-void gohelp_kill(gohelp_proc *p);
+void pfr_gohelp_kill(gohelp_proc *p);
 
 /* The toolchain for version ("1.19") under /usr/lib/go-<version>/bin/go, or NULL. */
-const char *gohelp_toolchain(const char *version, char *buf, size_t cap);
+const char *pfr_gohelp_toolchain(const char *version, char *buf, size_t cap);
 
 #endif

@@ -24,24 +24,24 @@ static void save(const char *dir, const char *name, const void *p, size_t n)
 static void walk_seed(const char *dir, const char *name, int n, int loop, uint64_t bad_nstk)
 {
     fakemem f;
-    fakemem_init(&f, 0x10000, 64 + (size_t)n * 240);
+    pfr_fakemem_init(&f, 0x10000, 64 + (size_t)n * 240);
     for (int i = 0; i < n; i++) {
         uint64_t pcs[3] = {0x401000 + (uint64_t)i, 0x402000, 0x403000};
-        fakemem_bucket(&f, 64 << (i % 4), pcs, (uint32_t)(1 + i % 3), (uint64_t)(10 + i),
-                       (uint64_t)i);
+        pfr_fakemem_bucket(&f, 64 << (i % 4), pcs, (uint32_t)(1 + i % 3), (uint64_t)(10 + i),
+                           (uint64_t)i);
     }
-    uint64_t head = fakemem_get64(&f, f.mbuckets);
+    uint64_t head = pfr_fakemem_get64(&f, f.mbuckets);
     if (loop && n > 1)
-        fakemem_put64(&f, fakemem_get64(&f, head + FAKE_ALLNEXT) + FAKE_ALLNEXT, head);
+        pfr_fakemem_put64(&f, pfr_fakemem_get64(&f, head + FAKE_ALLNEXT) + FAKE_ALLNEXT, head);
     if (bad_nstk)
-        fakemem_put64(&f, head + FAKE_NSTK, bad_nstk);
+        pfr_fakemem_put64(&f, head + FAKE_NSTK, bad_nstk);
     /* the last bytes (an unused future cycle of the oldest record) pick generous limits */
     f.len = f.len < 64 + 8 ? 64 + 8 : f.len;
     f.buf[f.len - 1] = 0x3f;
     f.buf[f.len - 2] = 0x7f;
     f.buf[f.len - 3] = 0x80;
     save(dir, name, f.buf, f.len);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 int main(int argc, char **argv)
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(elfs) / sizeof(elfs[0]); i++) {
         uint8_t *img;
         size_t len;
-        if (elfgen_build(&elfs[i].o, &img, &len) < 0)
+        if (pfr_goheap_elfgen_build(&elfs[i].o, &img, &len) < 0)
             return 1;
         save(elf, elfs[i].name, img, len);
         free(img);

@@ -54,7 +54,7 @@ static void build(const char *pkg, const char *flags, const char *name, char *ou
     mkdir(work_dir, 0755);
     mkdir(wd, 0755);
     REQUIRE(snprintf(out, cap, "%s/%s", wd, name) < (int)cap, "path");
-    REQUIRE(gohelp_build(go_bin, src, flags, out, wd) == 0, "building %s", name);
+    REQUIRE(pfr_gohelp_build(go_bin, src, flags, out, wd) == 0, "building %s", name);
 }
 
 static gohelp_proc proc;
@@ -64,10 +64,10 @@ static void start_alloc(const char *bin)
 {
     char *argv[] = {(char *)bin, NULL};
     char line[256];
-    REQUIRE(gohelp_start(&proc, argv) == 0, "start %s", bin);
+    REQUIRE(pfr_gohelp_start(&proc, argv) == 0, "start %s", bin);
     port = 0;
     for (;;) {
-        REQUIRE(gohelp_line(&proc, line, sizeof(line), 10000) == 0, "no output from %s", bin);
+        REQUIRE(pfr_gohelp_line(&proc, line, sizeof(line), 10000) == 0, "no output from %s", bin);
         if (sscanf(line, "port %d", &port) == 1)
             continue;
         if (strcmp(line, "ready") == 0)
@@ -78,13 +78,13 @@ static void start_alloc(const char *bin)
 static void run_phase(void)
 {
     char line[256];
-    REQUIRE(gohelp_send(&proc, "phase") == 0, "send");
-    REQUIRE(gohelp_expect(&proc, "done", line, sizeof(line), 60000) == 0, "phase did not end");
+    REQUIRE(pfr_gohelp_send(&proc, "phase") == 0, "send");
+    REQUIRE(pfr_gohelp_expect(&proc, "done", line, sizeof(line), 60000) == 0, "phase did not end");
 }
 
 static void on_exit_kill(void)
 {
-    gohelp_kill(&proc);
+    pfr_gohelp_kill(&proc);
 }
 
 /* ---- collecting ---- */
@@ -584,7 +584,7 @@ static void act_exec(void)
 {
     char exe[64], target[256] = "", line[256];
     snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)proc.pid);
-    gohelp_send(&proc, "exec /bin/sleep 30");
+    pfr_gohelp_send(&proc, "exec /bin/sleep 30");
     for (int i = 0; i < 400; i++) { /* wait for the new image */
         ssize_t n = readlink(exe, target, sizeof(target) - 1);
         target[n > 0 ? n : 0] = '\0';
@@ -621,7 +621,7 @@ static void case_exec(void)
     pfr_goheap_get_stats(c, &st);
     CHECK(cap.nprofiles == 0 && st.walk_errors == 1, "not a Go process any more");
     pfr_goheap_free(c);
-    gohelp_kill(&proc);
+    pfr_gohelp_kill(&proc);
 
     /* 2: exec itself between collections: state is reset, not diffed across images */
     start_alloc(bin);
@@ -631,8 +631,8 @@ static void case_exec(void)
     REQUIRE(cap.nprofiles == 1, "profile before exec");
     char cmd[1100];
     snprintf(cmd, sizeof(cmd), "exec %s", bin);
-    gohelp_send(&proc, cmd);
-    REQUIRE(gohelp_expect(&proc, "ready", line, sizeof(line), 10000) == 0, "re-exec'ed");
+    pfr_gohelp_send(&proc, cmd);
+    REQUIRE(pfr_gohelp_expect(&proc, "ready", line, sizeof(line), 10000) == 0, "re-exec'ed");
     run_phase();
     collect(c, proc.pid, &cap);
     pfr_goheap_get_stats(c, &st);
@@ -652,8 +652,8 @@ static void case_heavy(void)
     char bin[1024], line[256];
     build("many", "", "many", bin, sizeof(bin));
     char *argv[] = {bin, "3000", "churn", NULL};
-    REQUIRE(gohelp_start(&proc, argv) == 0, "start many");
-    REQUIRE(gohelp_expect(&proc, "ready", line, sizeof(line), 30000) == 0, "many ready");
+    REQUIRE(pfr_gohelp_start(&proc, argv) == 0, "start many");
+    REQUIRE(pfr_gohelp_expect(&proc, "ready", line, sizeof(line), 30000) == 0, "many ready");
     capture cap = {0};
     pfr_goheap *c = collector(PFR_GOHEAP_ENABLED, NULL);
     size_t last = 0;
@@ -700,7 +700,7 @@ int main(int argc, char **argv)
     go_version = argv[2];
     src_dir = argv[3];
     work_dir = argv[4];
-    if (!gohelp_toolchain(go_version, go_bin, sizeof(go_bin))) {
+    if (!pfr_gohelp_toolchain(go_version, go_bin, sizeof(go_bin))) {
         printf("SKIP: Go %s is not installed (%s)\n", go_version, go_bin);
         return GOHELP_SKIP;
     }
@@ -724,7 +724,7 @@ int main(int argc, char **argv)
             found = 1;
         }
     }
-    gohelp_kill(&proc);
+    pfr_gohelp_kill(&proc);
     pfr_symbolizer_free(sym);
     if (!found) {
         fprintf(stderr, "unknown case %s\n", argv[1]);

@@ -26,10 +26,10 @@
 /* A list of n buckets of 3 PCs each, bucket i allocating i+1 objects of 64 bytes. */
 static void make_list(fakemem *f, size_t n)
 {
-    assert_int_equal(fakemem_init(f, 0x7f0000010000ull, 64 + n * 256 + 4096), 0);
+    assert_int_equal(pfr_fakemem_init(f, 0x7f0000010000ull, 64 + n * 256 + 4096), 0);
     for (size_t i = 0; i < n; i++) {
         uint64_t pcs[3] = {0x401000 + i, 0x402000, 0x403000};
-        assert_true(fakemem_bucket(f, 64, pcs, 3, i + 1, 0) != 0);
+        assert_true(pfr_fakemem_bucket(f, 64, pcs, 3, i + 1, 0) != 0);
     }
 }
 
@@ -61,7 +61,7 @@ static void test_walk_basic(void **state)
     assert_int_equal(w.pcs[w.buckets[0].stk], 0x401002);
     assert_int_equal(w.pcs[w.buckets[2].stk + 2], 0x403000);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_empty(void **state)
@@ -73,7 +73,7 @@ static void test_walk_empty(void **state)
     assert_int_equal(walk(&f, &w, NULL), 0);
     assert_int_equal(w.nbuckets, 0);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_loop(void **state)
@@ -82,19 +82,19 @@ static void test_walk_loop(void **state)
     fakemem f;
     make_list(&f, 5);
     /* the oldest bucket points back at the head */
-    uint64_t a = fakemem_get64(&f, f.mbuckets), last = a;
-    while (fakemem_get64(&f, last + FAKE_ALLNEXT))
-        last = fakemem_get64(&f, last + FAKE_ALLNEXT);
-    fakemem_put64(&f, last + FAKE_ALLNEXT, a);
+    uint64_t a = pfr_fakemem_get64(&f, f.mbuckets), last = a;
+    while (pfr_fakemem_get64(&f, last + FAKE_ALLNEXT))
+        last = pfr_fakemem_get64(&f, last + FAKE_ALLNEXT);
+    pfr_fakemem_put64(&f, last + FAKE_ALLNEXT, a);
     pfr_goheap_walk w = {0};
     assert_int_equal(walk(&f, &w, NULL), -ELOOP);
     assert_int_equal(w.nbuckets, 5);
     assert_non_null(strstr(w.err, "loop"));
     /* a bucket pointing to itself */
-    fakemem_put64(&f, a + FAKE_ALLNEXT, a);
+    pfr_fakemem_put64(&f, a + FAKE_ALLNEXT, a);
     assert_int_equal(walk(&f, &w, NULL), -ELOOP);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_absurd_nstk(void **state)
@@ -102,9 +102,9 @@ static void test_walk_absurd_nstk(void **state)
     (void)state;
     fakemem f;
     make_list(&f, 4);
-    uint64_t a = fakemem_get64(&f, f.mbuckets);
-    uint64_t second = fakemem_get64(&f, a + FAKE_ALLNEXT);
-    fakemem_put64(&f, second + FAKE_NSTK, 1ull << 40);
+    uint64_t a = pfr_fakemem_get64(&f, f.mbuckets);
+    uint64_t second = pfr_fakemem_get64(&f, a + FAKE_ALLNEXT);
+    pfr_fakemem_put64(&f, second + FAKE_NSTK, 1ull << 40);
     pfr_goheap_walk w = {0};
     time_t t0 = time(NULL);
     assert_int_equal(walk(&f, &w, NULL), -EBADMSG);
@@ -112,11 +112,11 @@ static void test_walk_absurd_nstk(void **state)
     assert_int_equal(w.nbuckets, 1);
     assert_non_null(strstr(w.err, "stack depth"));
     /* deeper than the configured bound, though plausible */
-    fakemem_put64(&f, second + FAKE_NSTK, 3);
+    pfr_fakemem_put64(&f, second + FAKE_NSTK, 3);
     pfr_goheap_walk_limits lim = {.max_nstk = 2};
     assert_int_equal(walk(&f, &w, &lim), -EBADMSG);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_garbage_pointers(void **state)
@@ -124,7 +124,7 @@ static void test_walk_garbage_pointers(void **state)
     (void)state;
     fakemem f;
     make_list(&f, 3);
-    uint64_t a = fakemem_get64(&f, f.mbuckets);
+    uint64_t a = pfr_fakemem_get64(&f, f.mbuckets);
     pfr_goheap_walk w = {0};
     static const struct {
         uint64_t ptr;
@@ -136,18 +136,18 @@ static void test_walk_garbage_pointers(void **state)
         {0x7f0000010000ull + 8, -EBADMSG}, /* mapped but the rate variable: typ is 0 */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        fakemem_put64(&f, a + FAKE_ALLNEXT, cases[i].ptr);
+        pfr_fakemem_put64(&f, a + FAKE_ALLNEXT, cases[i].ptr);
         assert_int_equal(walk(&f, &w, NULL), cases[i].err);
         assert_int_equal(w.nbuckets, 1);
     }
     /* the head pointer itself is garbage */
-    fakemem_put64(&f, f.mbuckets, 0x1000);
+    pfr_fakemem_put64(&f, f.mbuckets, 0x1000);
     assert_int_equal(walk(&f, &w, NULL), -EFAULT);
     /* a bucket running off the end of the mapping */
-    fakemem_put64(&f, f.mbuckets, f.base + f.cap - 24);
+    pfr_fakemem_put64(&f, f.mbuckets, f.base + f.cap - 24);
     assert_int_equal(walk(&f, &w, NULL), -EFAULT);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_wrong_type(void **state)
@@ -155,13 +155,13 @@ static void test_walk_wrong_type(void **state)
     (void)state;
     fakemem f;
     make_list(&f, 2);
-    uint64_t a = fakemem_get64(&f, f.mbuckets);
-    fakemem_put64(&f, a + FAKE_TYP, 2); /* a block-profile bucket is not ours */
+    uint64_t a = pfr_fakemem_get64(&f, f.mbuckets);
+    pfr_fakemem_put64(&f, a + FAKE_TYP, 2); /* a block-profile bucket is not ours */
     pfr_goheap_walk w = {0};
     assert_int_equal(walk(&f, &w, NULL), -EBADMSG);
     assert_int_equal(w.nbuckets, 0);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_bounds(void **state)
@@ -182,7 +182,7 @@ static void test_walk_bounds(void **state)
     assert_int_equal(walk(&f, &w, NULL), 0);
     assert_int_equal(w.nbuckets, 200);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_few_reads(void **state)
@@ -199,7 +199,7 @@ static void test_walk_few_reads(void **state)
     assert_true(f.bm.reads <= blocks + 4);
     assert_int_equal(w.reads, f.bm.reads);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 static void test_walk_mapping_mid_block(void **state)
@@ -207,15 +207,15 @@ static void test_walk_mapping_mid_block(void **state)
     (void)state;
     /* the mapping starts 12 KiB into a 64 KiB block: the block's start is unreadable */
     fakemem f;
-    assert_int_equal(fakemem_init(&f, 0x7f0000013000ull, 8192), 0);
+    assert_int_equal(pfr_fakemem_init(&f, 0x7f0000013000ull, 8192), 0);
     uint64_t pcs[2] = {1, 2};
     for (int i = 0; i < 10; i++)
-        fakemem_bucket(&f, 32, pcs, 2, 1, 0);
+        pfr_fakemem_bucket(&f, 32, pcs, 2, 1, 0);
     pfr_goheap_walk w = {0};
     assert_int_equal(walk(&f, &w, NULL), 0);
     assert_int_equal(w.nbuckets, 10);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 /* A reader that fails with ESRCH from the nth call on: the process exited mid-walk. */
@@ -245,7 +245,7 @@ static void test_walk_process_exits(void **state)
     assert_true(w.nbuckets > 0 && w.nbuckets < 2000);
     assert_non_null(strstr(w.err, "gone"));
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 /* ---- deltas and scaling ---- */
@@ -296,10 +296,10 @@ static void test_delta(void **state)
     /* 10 more allocations in the oldest bucket, one new bucket */
     uint64_t oldest = w.buckets[2].addr;
     uint64_t rec = oldest + PFR_GOHEAP_BUCKET_HDR + 3 * 8;
-    fakemem_put64(&f, rec, 11);
-    fakemem_put64(&f, rec + 16, 11 * 64);
+    pfr_fakemem_put64(&f, rec, 11);
+    pfr_fakemem_put64(&f, rec + 16, 11 * 64);
     uint64_t pcs[1] = {0x405000};
-    fakemem_bucket(&f, 128, pcs, 1, 4, 1);
+    pfr_fakemem_bucket(&f, 128, pcs, 1, 4, 1);
     assert_int_equal(walk(&f, &w, NULL), 0);
     assert_int_equal(pfr_goheap_delta_update(&d, &w, 1, false, v, &t), 0);
     assert_int_equal(w.nbuckets, 4);
@@ -312,11 +312,11 @@ static void test_delta(void **state)
     assert_int_equal(t.delta_objects, 14);
 
     /* counters going backwards: another incarnation at that address, counted from zero */
-    fakemem_put64(&f, rec, 2);
-    fakemem_put64(&f, rec + 16, 2 * 64);
+    pfr_fakemem_put64(&f, rec, 2);
+    pfr_fakemem_put64(&f, rec + 16, 2 * 64);
     /* a torn read: more frees than allocs */
-    fakemem_put64(&f, rec + 8, 5);
-    fakemem_put64(&f, rec + 24, 5 * 64);
+    pfr_fakemem_put64(&f, rec + 8, 5);
+    pfr_fakemem_put64(&f, rec + 24, 5 * 64);
     assert_int_equal(walk(&f, &w, NULL), 0);
     assert_int_equal(pfr_goheap_delta_update(&d, &w, 1, false, v, &t), 0);
     assert_int_equal(v[3].alloc_objects, 2);
@@ -330,7 +330,7 @@ static void test_delta(void **state)
     assert_int_equal(t.delta_objects, t.alloc_objects);
     pfr_goheap_delta_free(&d);
     pfr_goheap_walk_free(&w);
-    fakemem_free(&f);
+    pfr_fakemem_free(&f);
 }
 
 /* ---- ELF ---- */
@@ -364,7 +364,7 @@ static void test_elf_go(void **state)
     size_t len;
     elfgen_opts o = {
         .go = true, .version = "go1.21.13", .symtab = true, .with_targets = true, .fillers = 10};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     pfr_goheap_elfinfo in;
     char err[128];
     assert_int_equal(inspect(img, len, &in, err, sizeof(err)), 0);
@@ -386,7 +386,7 @@ static void test_elf_stripped_and_plain(void **state)
     pfr_goheap_elfinfo in;
     char err[128];
     elfgen_opts o = {.go = true, .version = "go1.19.8"};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     assert_int_equal(inspect(img, len, &in, err, sizeof(err)), 0);
     assert_true(in.is_go);
     assert_false(in.has_symtab);
@@ -394,7 +394,7 @@ static void test_elf_stripped_and_plain(void **state)
     free(img);
     /* symbols present but not the two we need */
     o = (elfgen_opts){.go = true, .symtab = true, .fillers = 5};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     assert_int_equal(inspect(img, len, &in, err, sizeof(err)), 0);
     assert_true(in.has_symtab);
     assert_int_equal(in.mbuckets, 0);
@@ -402,7 +402,7 @@ static void test_elf_stripped_and_plain(void **state)
     free(img);
     /* not Go: the symbol table is not even read */
     o = (elfgen_opts){.symtab = true, .with_targets = true, .fillers = 50000};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     assert_int_equal(inspect(img, len, &in, err, sizeof(err)), 0);
     assert_false(in.is_go);
     assert_int_equal(in.mbuckets, 0);
@@ -421,7 +421,7 @@ static void test_elf_streaming(void **state)
     char err[128];
     /* ~700 KB of names and ~480 KB of symbols before ours: read in 64 KiB blocks */
     elfgen_opts o = {.go = true, .symtab = true, .with_targets = true, .fillers = 20000};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     assert_int_equal(inspect(img, len, &in, err, sizeof(err)), 0);
     assert_int_equal(in.mbuckets, ELFGEN_MBUCKETS);
     assert_int_equal(in.mem_profile_rate, ELFGEN_RATE);
@@ -430,7 +430,7 @@ static void test_elf_streaming(void **state)
     /* the name straddles a block boundary, at every alignment around it */
     for (size_t at = 65536 - 30; at <= 65536 + 2; at++) {
         o = (elfgen_opts){.go = true, .symtab = true, .with_targets = true, .name_at = at};
-        assert_int_equal(elfgen_build(&o, &img, &len), 0);
+        assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
         assert_int_equal(inspect(img, len, &in, err, sizeof(err)), 0);
         assert_int_equal(in.mbuckets, ELFGEN_MBUCKETS);
         assert_int_equal(in.mem_profile_rate, ELFGEN_RATE);
@@ -445,7 +445,7 @@ static void test_elf_truncated(void **state)
     size_t len;
     elfgen_opts o = {
         .go = true, .version = "go1.22.1", .symtab = true, .with_targets = true, .fillers = 100};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     int bad = 0;
     for (size_t cut = 0; cut < len; cut += 37) {
         pfr_goheap_elfinfo in;
@@ -539,7 +539,7 @@ static void add_second_process(void)
     char cmd[900];
     snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, target);
     assert_int_equal(system(cmd), 0);
-    assert_int_equal(fakemem_init(&env.f2, ELFGEN_MBUCKETS, 1 << 16), 0);
+    assert_int_equal(pfr_fakemem_init(&env.f2, ELFGEN_MBUCKETS, 1 << 16), 0);
 }
 
 /* PCs: 0x401xxx are runtime.mallocgc, 0x409000 runtime.goexit, others main.fN */
@@ -589,7 +589,7 @@ static int setup_env(void **state)
     uint8_t *img;
     size_t len;
     elfgen_opts o = {.go = true, .version = "go1.22.12", .symtab = true, .with_targets = true};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     FILE *fp = fopen(env.bin, "wb");
     fwrite(img, 1, len, fp);
     fclose(fp);
@@ -598,7 +598,7 @@ static int setup_env(void **state)
     assert_int_equal(symlink(env.bin, path), 0);
     write_stat(1, 7000);
     /* the runtime's two variables sit where the ELF says; buckets follow them */
-    assert_int_equal(fakemem_init(&env.f, ELFGEN_MBUCKETS, 1 << 20), 0);
+    assert_int_equal(pfr_fakemem_init(&env.f, ELFGEN_MBUCKETS, 1 << 20), 0);
     return 0;
 }
 
@@ -608,9 +608,9 @@ static int teardown_env(void **state)
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", env.root);
     assert_int_equal(system(cmd), 0);
-    fakemem_free(&env.f);
+    pfr_fakemem_free(&env.f);
     if (env.f2.buf)
-        fakemem_free(&env.f2);
+        pfr_fakemem_free(&env.f2);
     pfr_profile_free(env.last);
     return 0;
 }
@@ -639,8 +639,8 @@ static void test_collector(void **state)
     /* leaf first: mallocgc, main.f402, main.f403, goexit */
     uint64_t pcs_a[4] = {0x401010, 0x402020, 0x403030, 0x409010};
     uint64_t pcs_b[2] = {0x404040, 0x409010};
-    uint64_t a = fakemem_bucket(&env.f, 64, pcs_a, 4, 100, 40);
-    fakemem_bucket(&env.f, 1 << 20, pcs_b, 2, 5, 0);
+    uint64_t a = pfr_fakemem_bucket(&env.f, 64, pcs_a, 4, 100, 40);
+    pfr_fakemem_bucket(&env.f, 1 << 20, pcs_b, 2, 5, 0);
     pfr_goheap *c = fake_collector(PFR_GOHEAP_ENABLED);
 
     collect_fake(c, 1000000000000);
@@ -672,8 +672,8 @@ static void test_collector(void **state)
 
     /* 1000 more objects in bucket a */
     uint64_t rec = a + PFR_GOHEAP_BUCKET_HDR + 4 * 8;
-    fakemem_put64(&env.f, rec, 1100);
-    fakemem_put64(&env.f, rec + 16, 1100 * 64);
+    pfr_fakemem_put64(&env.f, rec, 1100);
+    pfr_fakemem_put64(&env.f, rec + 16, 1100 * 64);
     collect_fake(c, 1030000000000);
     assert_int_equal(env.profiles, 2);
     assert_false(env.info.baseline);
@@ -691,13 +691,13 @@ static void test_collector(void **state)
     assert_int_equal(env.profiles, 3);
 
     /* a loop in its memory: an event, no profile, and recovery once it is gone */
-    uint64_t head = fakemem_get64(&env.f, env.f.mbuckets);
-    uint64_t second = fakemem_get64(&env.f, head + FAKE_ALLNEXT);
-    fakemem_put64(&env.f, second + FAKE_ALLNEXT, head);
+    uint64_t head = pfr_fakemem_get64(&env.f, env.f.mbuckets);
+    uint64_t second = pfr_fakemem_get64(&env.f, head + FAKE_ALLNEXT);
+    pfr_fakemem_put64(&env.f, second + FAKE_ALLNEXT, head);
     collect_fake(c, 1090000000000);
     assert_int_equal(env.profiles, 3);
     assert_int_equal(env.events[PFR_GOHEAP_EV_WALK_ERROR], 1);
-    fakemem_put64(&env.f, second + FAKE_ALLNEXT, 0);
+    pfr_fakemem_put64(&env.f, second + FAKE_ALLNEXT, 0);
     collect_fake(c, 1120000000000);
     assert_int_equal(env.profiles, 4);
 
@@ -714,33 +714,33 @@ static void test_collector_modes(void **state)
 {
     (void)state;
     uint64_t pcs[2] = {0x402000, 0x403000};
-    fakemem_put64(&env.f, env.f.rate, 0);
+    pfr_fakemem_put64(&env.f, env.f.rate, 0);
     pfr_goheap *c = fake_collector(PFR_GOHEAP_ENABLED);
     collect_fake(c, 1000000000000);
     assert_int_equal(env.profiles, 0);
     pfr_goheap_stats st;
     pfr_goheap_get_stats(c, &st);
     assert_int_equal(st.not_sampling, 1);
-    assert_int_equal(fakemem_get64(&env.f, env.f.rate), 0);
+    assert_int_equal(pfr_fakemem_get64(&env.f, env.f.rate), 0);
     pfr_goheap_free(c);
 
     /* two processes of one executable, both at 0: each read is its own, each gets the write */
     add_second_process();
-    fakemem_put64(&env.f2, env.f2.rate, 0);
+    pfr_fakemem_put64(&env.f2, env.f2.rate, 0);
     c = fake_collector(PFR_GOHEAP_FORCE);
     collect_fake(c, 1000000000000);
-    assert_int_equal(fakemem_get64(&env.f, env.f.rate), 524288);
-    assert_int_equal(fakemem_get64(&env.f2, env.f2.rate), 524288);
+    assert_int_equal(pfr_fakemem_get64(&env.f, env.f.rate), 524288);
+    assert_int_equal(pfr_fakemem_get64(&env.f2, env.f2.rate), 524288);
     assert_int_equal(env.events[PFR_GOHEAP_EV_RATE_FORCED], 2);
     assert_int_equal(env.profiles, 0);
     pfr_goheap_free(c);
     c = fake_collector(PFR_GOHEAP_FORCE);
-    fakemem_put64(&env.f2, env.f2.rate, 0);
-    fakemem_put64(&env.f, env.f.rate, 0);
+    pfr_fakemem_put64(&env.f2, env.f2.rate, 0);
+    pfr_fakemem_put64(&env.f, env.f.rate, 0);
     /* sampling began with our write: the first counts are all the interval's */
     collect_fake(c, 1000000000000);
     assert_int_equal(env.events[PFR_GOHEAP_EV_RATE_FORCED], 4);
-    fakemem_bucket(&env.f, 4096, pcs, 2, 7, 0);
+    pfr_fakemem_bucket(&env.f, 4096, pcs, 2, 7, 0);
     collect_fake(c, 1060000000000);
     assert_int_equal(env.profiles, 2); /* 4242 with its bucket, 4243 with an empty list */
     assert_int_equal(env.info_by_pid[0].buckets, 1);
@@ -768,7 +768,7 @@ static void test_collector_stripped(void **state)
     uint8_t *img;
     size_t len;
     elfgen_opts o = {.go = true, .version = "go1.22.12"};
-    assert_int_equal(elfgen_build(&o, &img, &len), 0);
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
     FILE *fp = fopen(env.bin, "wb");
     fwrite(img, 1, len, fp);
     fclose(fp);

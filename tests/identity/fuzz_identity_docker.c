@@ -9,7 +9,7 @@
 static void check_id(const struct id_meta *m)
 {
     char out[PFR_IDENTITY_ID_MAX];
-    int rc = id_calc(m, 1700000000, out, sizeof(out));
+    int rc = pfr_identity_calc(m, 1700000000, out, sizeof(out));
     if (memchr(out, '\0', sizeof(out)) == NULL || (rc != 0 && out[0] != '\0'))
         __builtin_trap();
     char svc[PFR_IDENTITY_ID_MAX];
@@ -21,11 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct id_meta m;
     char err[256];
-    if (id_docker_parse((const char *)data, size, &m, err, sizeof(err)) == 0)
+    if (pfr_identity_docker_parse((const char *)data, size, &m, err, sizeof(err)) == 0)
         check_id(&m);
     else if (m.name[0] || m.pod[0])
         __builtin_trap(); /* nothing half-filled on error */
-    if (id_oci_parse((const char *)data, size, &m, err, sizeof(err)) >= 0)
+    if (pfr_identity_oci_parse((const char *)data, size, &m, err, sizeof(err)) >= 0)
         check_id(&m);
     return 0;
 }

@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct id_pod_index ix;
     char err[256];
-    if (id_pods_parse((const char *)data, size, &ix, err, sizeof(err)) != 0) {
+    if (pfr_identity_pods_parse((const char *)data, size, &ix, err, sizeof(err)) != 0) {
         if (ix.n || ix.v || ix.arena)
             __builtin_trap();
         return 0;
@@ -22,12 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap();
         if (i && strcmp(ix.v[i - 1].rid, e->rid) > 0)
             __builtin_trap(); /* sorted */
-        const struct id_pod_entry *f = id_pods_find(&ix, e->rid);
+        const struct id_pod_entry *f = pfr_identity_pods_find(&ix, e->rid);
         if (!f || strcmp(f->rid, e->rid) != 0)
             __builtin_trap();
         char out[PFR_IDENTITY_ID_MAX];
         pfr_identity_k8s_id(e->ns, e->pod, e->container, 1700000000, out, sizeof(out));
     }
-    id_pods_free(&ix);
+    pfr_identity_pods_free(&ix);
     return 0;
 }

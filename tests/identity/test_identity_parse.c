@@ -23,13 +23,13 @@
 static int docker(const char *json, struct id_meta *m)
 {
     char err[256] = "";
-    return id_docker_parse(json, strlen(json), m, err, sizeof(err));
+    return pfr_identity_docker_parse(json, strlen(json), m, err, sizeof(err));
 }
 
 static const char *calc(const struct id_meta *m)
 {
     static char out[PFR_IDENTITY_ID_MAX];
-    assert_int_equal(id_calc(m, NOW, out, sizeof(out)), 0);
+    assert_int_equal(pfr_identity_calc(m, NOW, out, sizeof(out)), 0);
     return out;
 }
 
@@ -126,7 +126,7 @@ static void test_docker_bad(void **state)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char err[256] = "";
-        int rc = id_docker_parse(bad[i], strlen(bad[i]), m, err, sizeof(err));
+        int rc = pfr_identity_docker_parse(bad[i], strlen(bad[i]), m, err, sizeof(err));
         if (rc != -EBADMSG)
             fail_msg("%s: rc %d", bad[i], rc);
         assert_true(err[0] != '\0');
@@ -140,7 +140,7 @@ static void test_docker_bad(void **state)
     assert_int_equal(docker(big, m), 0);
     assert_true(m->too_long);
     char out[PFR_IDENTITY_ID_MAX];
-    assert_int_equal(id_calc(m, NOW, out, sizeof(out)), -ENAMETOOLONG);
+    assert_int_equal(pfr_identity_calc(m, NOW, out, sizeof(out)), -ENAMETOOLONG);
     assert_string_equal(out, "");
     free(m);
 }
@@ -178,38 +178,40 @@ static void test_pods(void **state)
     (void)state;
     struct id_pod_index ix;
     char err[256] = "";
-    assert_int_equal(id_pods_parse(pods_json, strlen(pods_json), &ix, err, sizeof(err)), 0);
+    assert_int_equal(pfr_identity_pods_parse(pods_json, strlen(pods_json), &ix, err, sizeof(err)),
+                     0);
     assert_int_equal(ix.n, 3);
-    const struct id_pod_entry *e = id_pods_find(&ix, ID1);
+    const struct id_pod_entry *e = pfr_identity_pods_find(&ix, ID1);
     assert_non_null(e);
     assert_string_equal(e->ns, "prod");
     assert_string_equal(e->pod, "api-5d9c7b6f4-x2x7q");
     assert_string_equal(e->container, "api");
-    e = id_pods_find(&ix, ID2);
+    e = pfr_identity_pods_find(&ix, ID2);
     assert_non_null(e);
     assert_string_equal(e->container, "migrate");
-    e = id_pods_find(&ix, ID3);
+    e = pfr_identity_pods_find(&ix, ID3);
     assert_non_null(e);
     assert_string_equal(e->ns, "data");
     assert_string_equal(e->pod, "db-0");
     assert_string_equal(e->container, "debugger");
-    assert_null(
-        id_pods_find(&ix, "0000000000000000000000000000000000000000000000000000000000000000"));
-    assert_null(id_pods_find(&ix, "short"));
-    id_pods_free(&ix);
+    assert_null(pfr_identity_pods_find(
+        &ix, "0000000000000000000000000000000000000000000000000000000000000000"));
+    assert_null(pfr_identity_pods_find(&ix, "short"));
+    pfr_identity_pods_free(&ix);
 
     /* an empty list is a list */
     const char *empty = "{\"kind\":\"PodList\",\"items\":[]}";
-    assert_int_equal(id_pods_parse(empty, strlen(empty), &ix, err, sizeof(err)), 0);
+    assert_int_equal(pfr_identity_pods_parse(empty, strlen(empty), &ix, err, sizeof(err)), 0);
     assert_int_equal(ix.n, 0);
-    assert_null(id_pods_find(&ix, ID1));
-    id_pods_free(&ix);
+    assert_null(pfr_identity_pods_find(&ix, ID1));
+    pfr_identity_pods_free(&ix);
 
     static const char *const bad[] = {
         "", "{", "[]", "{\"kind\":\"Status\",\"code\":403}", "{\"items\":{}}", "{\"items\":null}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';
-        assert_int_equal(id_pods_parse(bad[i], strlen(bad[i]), &ix, err, sizeof(err)), -EBADMSG);
+        assert_int_equal(pfr_identity_pods_parse(bad[i], strlen(bad[i]), &ix, err, sizeof(err)),
+                         -EBADMSG);
         assert_true(err[0] != '\0');
         assert_int_equal(ix.n, 0);
         assert_null(ix.v);
@@ -219,7 +221,7 @@ static void test_pods(void **state)
 static int oci(const char *json, struct id_meta *m)
 {
     char err[256] = "";
-    return id_oci_parse(json, strlen(json), m, err, sizeof(err));
+    return pfr_identity_oci_parse(json, strlen(json), m, err, sizeof(err));
 }
 
 static void test_oci(void **state)
@@ -277,13 +279,13 @@ static void test_environ(void **state)
     static const char env[] = "HOME=/root\0NOMAD_ALLOC_ID=0b4c\0NOMAD_GROUP_NAME=api\0"
                               "NOMAD_JOB_NAME=shop\0NOMAD_NAMESPACE=default\0"
                               "NOMAD_TASK_NAME=server\0NOMAD_TASK_NAME_X=no\0=\0junk";
-    id_meta_environ(m, env, sizeof(env) - 1);
+    pfr_identity_meta_environ(m, env, sizeof(env) - 1);
     assert_string_equal(m->nomad_alloc, "0b4c");
     assert_string_equal(m->nomad_task, "server");
     assert_string_equal(calc(m), "/nomad/default/shop/api/0b4c/server");
     /* a value split at the buffer's end is cut there, not read past it */
     memset(m, 0, sizeof(*m));
-    id_meta_environ(m, "NOMAD_TASK_NAME=serverXYZ", 22);
+    pfr_identity_meta_environ(m, "NOMAD_TASK_NAME=serverXYZ", 22);
     assert_string_equal(m->nomad_task, "server");
     free(m);
 }

@@ -392,7 +392,7 @@ static void test_path_clean(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char out[64];
-        id_path_clean(cases[i][0], strlen(cases[i][0]), out);
+        pfr_identity_path_clean(cases[i][0], strlen(cases[i][0]), out);
         if (strcmp(out, cases[i][1]) != 0)
             fail_msg("clean(%s): got %s, want %s", cases[i][0], out, cases[i][1]);
     }

@@ -55,11 +55,37 @@ expect_exit 2 "$PFR" nosuch
 expect_exit 2 "$PFR" --store "$R" flame --bogus
 expect_exit 2 "$PFR" --store "$R" ls --from -1h
 expect_exit 2 "$PFR" --store "$R" flame --format gif
+check "a bad --format names the formats of flame" grep -q 'expected folded, pprof, svg, html, json or top' "$W/err"
+expect_exit 2 "$PFR" --store "$R" diff --format folded
+check "... and of diff" grep -q 'expected svg, html, json or top' "$W/err"
+expect_exit 2 "$PFR" --store "$R" ls --format top
+check "... and of ls" grep -q 'expected json or text' "$W/err"
+expect_exit 0 "$PFR" flame --help
+check "flame --help lists the formats and their extensions" grep -q 'pprof .*\*\.pb\.gz \*\.pprof' "$W/out"
 expect_exit 2 "$PFR" --store "$R" flame --label novalue
 expect_exit 2 "$PFR" --store "$R" flame --from yesterdayish
 check "bad time shows the accepted forms" grep -q "RFC 3339" "$W/err"
 check "bad time names the input" grep -q "yesterdayish" "$W/err"
 expect_exit 2 "$PFR" --store "$R" flame --from -1h --to -2h
+# the options as tables: bounds, a flag of another command, operands, no config file
+expect_exit 2 "$PFR" --store "$R" flame --width 5
+check "--width below its bound says the bound" grep -q -- "--width.*10" "$W/err"
+expect_exit 2 "$PFR" --store "$R" flame --min-width 100
+check "--min-width 100 is refused as a percentage" grep -q "percentage below 100" "$W/err"
+expect_exit 2 "$PFR" --store "$R" flame --min-width 1x
+expect_exit 2 "$PFR" --store "$R" flame $(for i in $(seq 33); do printf -- '--label k%d=v ' "$i"; done)
+check "at most 32 labels" grep -q "at most 32 labels" "$W/err"
+expect_exit 2 "$PFR" --store "$R" flame --step 1m
+check "a flag of another command is unknown" grep -q "unknown option '--step'" "$W/err"
+expect_exit 2 "$PFR" --store "$R" flame extra
+check "an operand is refused" grep -q 'unexpected argument "extra"' "$W/err"
+expect_exit 2 "$PFR" --store "$R" ls --config /dev/null
+expect_exit 2 "$PFR" --store "$R" serve --timeout 7x
+expect_exit 2 "$PFR" --store "$R" serve --max-queries 65
+expect_exit 2 "$PFR" flame --store "$R"
+expect_exit 0 env PFR_STORE="$R" "$PFR" ls --values 1
+expect_exit 0 "$PFR" --store="$R" flame --format=folded --from=$T0 --to=$((T0 + 60)) --label comm=nosuch --label pid=1 -o "$W/two-labels.folded"
+check "two --label flags both filter" test ! -s "$W/two-labels.folded"
 expect_exit 1 "$PFR" --store "$W/none.db" ls
 check "missing ring is named" grep -q "none.db" "$W/err"
 
@@ -138,6 +164,12 @@ check "-o .svg writes svg" grep -q "<svg" "$W/f.svg"
 check "svg prints the range and filters" grep -q "2024-05-01 12:00:00 +0000 to 2024-05-01 12:10:00 +0000 (10m) · service svc-0, type ebpf:cpu:nanoseconds" "$W/f.svg"
 expect_exit 0 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) -o "$W/f.html"
 check "-o .html writes html" grep -q "<!DOCTYPE html>" "$W/f.html"
+expect_exit 0 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) -o "$W/f.pb.gz"
+check "-o .pb.gz writes gzip'd pprof" bash -c "head -c2 '$W/f.pb.gz' | od -An -tx1 | grep -q '1f 8b'"
+expect_exit 0 "$PFR" --store "$R" flame --service svc-0 --from $T0 --to $((T0 + 600)) -o "$W/f.folded"
+check "-o .folded writes folded stacks" grep -qE '^main\.main;.* [0-9]+$' "$W/f.folded"
+expect_exit 0 "$PFR" --store "$W/shift.db" diff --service app --from $((T0 + 300)) --to $((T0 + 600)) -o "$W/d.htm"
+check "diff -o .htm writes html" grep -q "<!DOCTYPE html>" "$W/d.htm"
 # -o never destroys what it names: a device that fails (like /dev/full), a symlink to it, and a
 # symlink to a file whose rewrite fails all survive; a good write keeps a symlink a symlink.
 rm -f "$W/full" "$W/to-full" "$W/to-svg"
@@ -203,6 +235,18 @@ expect_exit 0 "$PFR" --store "$S" timeline --service app --from $T0 --to $((T0 +
 check "timeline json sums to the total" python3 -c "
 import json; d=json.load(open('$W/out')); assert abs(sum(p['value'] for p in d['points']) - 330e9) < 1"
 expect_exit 2 "$PFR" --store "$S" timeline --service app --step 0s
+# one duration syntax (pfr_units.h): units, compound terms, a bare number as seconds
+expect_exit 0 "$PFR" --store "$S" timeline --service app --from $T0 --to $((T0 + 600)) --step 1m0s
+check "--step 1m0s = --step 1m" test "$(grep -c ' 33 s █' "$W/out")" = 10
+expect_exit 0 "$PFR" --store "$S" timeline --service app --from $T0 --to $((T0 + 600)) --step 60
+check "--step 60 = --step 1m" test "$(grep -c ' 33 s █' "$W/out")" = 10
+expect_exit 0 "$PFR" --store "$S" timeline --service app --from $T0 --to $((T0 + 600)) --step 0.5m --format json
+check "--step 0.5m gives 20 intervals" python3 -c "
+import json; d=json.load(open('$W/out')); assert len(d['points']) == 20, len(d['points'])"
+expect_exit 2 "$PFR" --store "$S" timeline --service app --step 10x
+check "a bad --step names the flag and the syntax" grep -q -- "--step.*1m30s" "$W/err"
+expect_exit 3 "$PFR" --store "$S" timeline --service app --from "now-1m30s" --to now
+check "a relative time takes the same syntax (parsed: no data, not a usage error)" grep -q "no data from" "$W/err"
 
 # ---- service names as Coroot gives them, and hostile ones (FX_NAMES in ring_fixture.h) ----
 N=$W/names.db

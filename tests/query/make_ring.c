@@ -9,7 +9,7 @@
  * per chunk "service start_ns end_ns total" (the generator's own sums, not the store's) and
  * --pprof-dir writes every chunk as a gzip'd pprof file too (for go tool pprof).
  * shift: the hot function changes half-way (hot_before, then hot_after).
- * names: Coroot-style and hostile service names (FX_NAMES in ring_fixture.h). */
+ * names: Coroot-style and hostile service names (pfr_fx_names in ring_fixture.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +61,7 @@ static int testgen(pfr_store *s, int argc, char **argv)
                 break;
             }
             const char *svc = pfr_testgen_service(gens[k]);
-            rc = fx_append(s, svc, NULL, 0, t, interval, p);
+            rc = pfr_fx_append(s, svc, NULL, 0, t, interval, p);
             if (totals)
                 fprintf(totals, "%s %lld %lld %lld\n", svc, (long long)t, (long long)(t + interval),
                         (long long)pfr_testgen_total(p));
@@ -87,18 +87,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: make_ring RING testgen|shift|names [options]\n");
         return 2;
     }
-    pfr_store *s = fx_open(argv[1]);
+    pfr_store *s = pfr_fx_open(argv[1]);
     int rc;
     if (strcmp(argv[2], "testgen") == 0)
         rc = testgen(s, argc, argv);
     else if (strcmp(argv[2], "shift") == 0)
-        rc = fx_shift_ring(
+        rc = pfr_fx_shift_ring(
             s, arg_str(argc, argv, "--service") ? arg_str(argc, argv, "--service") : "app",
             arg_num(argc, argv, "--start", 1714564800) * FX_S,
             (int)arg_num(argc, argv, "--chunks", 60));
     else if (strcmp(argv[2], "names") == 0)
-        rc = fx_names_ring(s, arg_num(argc, argv, "--start", 1714564800) * FX_S,
-                           (int)arg_num(argc, argv, "--chunks", 60));
+        rc = pfr_fx_names_ring(s, arg_num(argc, argv, "--start", 1714564800) * FX_S,
+                               (int)arg_num(argc, argv, "--chunks", 60));
     else {
         fprintf(stderr, "unknown scenario %s\n", argv[2]);
         rc = -EINVAL;

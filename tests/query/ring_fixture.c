@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-pfr_profile *fx_profile(const char *type)
+pfr_profile *pfr_fx_profile(const char *type)
 {
     pfr_profile *p = pfr_profile_new();
     const char *unit = strrchr(type, ':');
@@ -17,7 +17,7 @@ pfr_profile *fx_profile(const char *type)
     return p;
 }
 
-int fx_sample(pfr_profile *p, const char *folded, int64_t value, int64_t pid, const char *comm)
+int pfr_fx_sample(pfr_profile *p, const char *folded, int64_t value, int64_t pid, const char *comm)
 {
     char buf[1024];
     const char *names[128];
@@ -44,7 +44,7 @@ int fx_sample(pfr_profile *p, const char *folded, int64_t value, int64_t pid, co
     return rc < 0 ? (int)rc : 0;
 }
 
-pfr_store *fx_open(const char *path)
+pfr_store *pfr_fx_open(const char *path)
 {
     pfr_store *s = NULL;
     char err[256] = "";
@@ -57,8 +57,8 @@ pfr_store *fx_open(const char *path)
     return s;
 }
 
-int fx_append(pfr_store *s, const char *service, const pfr_kv *labels, size_t nlabels,
-              int64_t start, int64_t len, const pfr_profile *p)
+int pfr_fx_append(pfr_store *s, const char *service, const pfr_kv *labels, size_t nlabels,
+                  int64_t start, int64_t len, const pfr_profile *p)
 {
     pfr_chunk_in in = {.service = service,
                        .labels = labels,
@@ -69,20 +69,20 @@ int fx_append(pfr_store *s, const char *service, const pfr_kv *labels, size_t nl
     return pfr_store_append(s, &in, NULL);
 }
 
-int fx_shift_ring(pfr_store *s, const char *service, int64_t start, int nchunks)
+int pfr_fx_shift_ring(pfr_store *s, const char *service, int64_t start, int nchunks)
 {
     for (int i = 0; i < nchunks; i++) {
-        pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
+        pfr_profile *p = pfr_fx_profile("ebpf:cpu:nanoseconds");
         if (!p)
             return -ENOMEM;
         bool second = i >= nchunks / 2;
-        int rc = fx_sample(p, "main;serve;steady_work", 2 * FX_S, 100, "app");
+        int rc = pfr_fx_sample(p, "main;serve;steady_work", 2 * FX_S, 100, "app");
         if (!rc)
-            rc = fx_sample(p, "main;serve;hot_before", (second ? 1 : 6) * FX_S / 2, 100, "app");
+            rc = pfr_fx_sample(p, "main;serve;hot_before", (second ? 1 : 6) * FX_S / 2, 100, "app");
         if (!rc)
-            rc = fx_sample(p, "main;serve;hot_after", (second ? 6 : 1) * FX_S / 2, 100, "app");
+            rc = pfr_fx_sample(p, "main;serve;hot_after", (second ? 6 : 1) * FX_S / 2, 100, "app");
         if (!rc)
-            rc = fx_append(s, service, NULL, 0, start + (int64_t)i * 10 * FX_S, 10 * FX_S, p);
+            rc = pfr_fx_append(s, service, NULL, 0, start + (int64_t)i * 10 * FX_S, 10 * FX_S, p);
         pfr_profile_free(p);
         if (rc)
             return rc;
@@ -90,7 +90,7 @@ int fx_shift_ring(pfr_store *s, const char *service, int64_t start, int nchunks)
     return 0;
 }
 
-const fx_named FX_NAMES[] = {
+const fx_named pfr_fx_names[] = {
     {"/system.slice/nginx.service", "/system.slice/nginx.service", "nginx_worker", 3 * FX_S},
     {"/docker/web", "/docker/web", "web_handler", 2 * FX_S},
     {"/k8s/default/api", "/k8s/default/api-7d4f9c6b8d-x2b5k/app", "api_x2b5k", 4 * FX_S},
@@ -105,24 +105,24 @@ const fx_named FX_NAMES[] = {
     {"semi;colon\nnew line\x1b[31mred\x1b[0m", NULL, "hostile_control", 1 * FX_S},
     {FX_LONG_NAME, NULL, "long_fn", 1 * FX_S},
 };
-const size_t FX_NNAMES = sizeof(FX_NAMES) / sizeof(FX_NAMES[0]);
+const size_t pfr_fx_nnames = sizeof(pfr_fx_names) / sizeof(pfr_fx_names[0]);
 
-int fx_names_ring(pfr_store *s, int64_t start, int nchunks)
+int pfr_fx_names_ring(pfr_store *s, int64_t start, int nchunks)
 {
     for (int i = 0; i < nchunks; i++) {
-        for (size_t k = 0; k < FX_NNAMES; k++) {
-            const fx_named *n = &FX_NAMES[k];
+        for (size_t k = 0; k < pfr_fx_nnames; k++) {
+            const fx_named *n = &pfr_fx_names[k];
             pfr_kv cid = {"container.id", n->container_id};
             char stack[256];
             snprintf(stack, sizeof(stack), "main;%s", n->leaf);
-            pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
+            pfr_profile *p = pfr_fx_profile("ebpf:cpu:nanoseconds");
             if (!p)
                 return -ENOMEM;
-            int rc = fx_sample(p, stack, n->value, 100 + (int64_t)k, "app");
+            int rc = pfr_fx_sample(p, stack, n->value, 100 + (int64_t)k, "app");
             if (!rc)
-                rc =
-                    fx_append(s, n->service, n->container_id ? &cid : NULL, n->container_id ? 1 : 0,
-                              start + (int64_t)i * 10 * FX_S, 10 * FX_S, p);
+                rc = pfr_fx_append(s, n->service, n->container_id ? &cid : NULL,
+                                   n->container_id ? 1 : 0, start + (int64_t)i * 10 * FX_S,
+                                   10 * FX_S, p);
             pfr_profile_free(p);
             if (rc)
                 return rc;

@@ -37,7 +37,7 @@ static int setup(void **state)
     if (!mkdtemp(f->dir))
         return -1;
     snprintf(f->path, sizeof(f->path), "%s/ring.db", f->dir);
-    f->w = fx_open(f->path);
+    f->w = pfr_fx_open(f->path);
     *state = f;
     return 0;
 }
@@ -114,7 +114,8 @@ static void test_folded_totals(void **state)
         pfr_profile *p = pfr_testgen_next(g, T0 + i * 10 * FX_S, 10 * FX_S);
         totals[i] = pfr_testgen_total(p);
         assert_int_equal(
-            fx_append(f->w, pfr_testgen_service(g), NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
+            pfr_fx_append(f->w, pfr_testgen_service(g), NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p),
+            0);
         pfr_profile_free(p);
     }
     pfr_store *s = reader(f);
@@ -163,7 +164,7 @@ static void test_self_diff_neutral(void **state)
     pfr_testgen *g = pfr_testgen_new(3, 0, NULL);
     for (int i = 0; i < 12; i++) {
         pfr_profile *p = pfr_testgen_next(g, T0 + i * 10 * FX_S, 10 * FX_S);
-        assert_int_equal(fx_append(f->w, "svc", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
+        assert_int_equal(pfr_fx_append(f->w, "svc", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
         pfr_profile_free(p);
     }
     pfr_store *s = reader(f);
@@ -196,7 +197,7 @@ static void test_self_diff_neutral(void **state)
 static void test_shift_red(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(fx_shift_ring(f->w, "app", T0, 60), 0);
+    assert_int_equal(pfr_fx_shift_ring(f->w, "app", T0, 60), 0);
     pfr_store *s = reader(f);
     pfr_query_plan *p = plan(s, "app", NULL, NULL, 0);
     int64_t cf = T0 + 300 * FX_S, ct = T0 + 600 * FX_S, bf, bt;
@@ -248,11 +249,11 @@ static void test_labels(void **state)
     fixture *f = *state;
     static const pfr_kv h1[] = {{"host.name", "h1"}}, h2[] = {{"host.name", "h2"}};
     for (int i = 0; i < 4; i++) {
-        pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
-        assert_int_equal(fx_sample(p, "main;a", 100, 1, "alpha"), 0);
-        assert_int_equal(fx_sample(p, "main;b", 10, 2, "beta"), 0);
+        pfr_profile *p = pfr_fx_profile("ebpf:cpu:nanoseconds");
+        assert_int_equal(pfr_fx_sample(p, "main;a", 100, 1, "alpha"), 0);
+        assert_int_equal(pfr_fx_sample(p, "main;b", 10, 2, "beta"), 0);
         assert_int_equal(
-            fx_append(f->w, "api", i % 2 ? h2 : h1, 1, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
+            pfr_fx_append(f->w, "api", i % 2 ? h2 : h1, 1, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
         pfr_profile_free(p);
     }
     pfr_store *s = reader(f);
@@ -286,13 +287,13 @@ static void test_labels(void **state)
 static void test_no_data(void **state)
 {
     fixture *f = *state;
-    pfr_profile *p = fx_profile("go:heap_alloc_space:bytes");
-    assert_int_equal(fx_sample(p, "main;alloc", 1000, -1, NULL), 0);
-    assert_int_equal(fx_append(f->w, "worker", NULL, 0, T0, 10 * FX_S, p), 0);
+    pfr_profile *p = pfr_fx_profile("go:heap_alloc_space:bytes");
+    assert_int_equal(pfr_fx_sample(p, "main;alloc", 1000, -1, NULL), 0);
+    assert_int_equal(pfr_fx_append(f->w, "worker", NULL, 0, T0, 10 * FX_S, p), 0);
     pfr_profile_free(p);
-    p = fx_profile("go:heap_alloc_objects:count");
-    assert_int_equal(fx_sample(p, "main;alloc", 3, -1, NULL), 0);
-    assert_int_equal(fx_append(f->w, "worker", NULL, 0, T0, 10 * FX_S, p), 0);
+    p = pfr_fx_profile("go:heap_alloc_objects:count");
+    assert_int_equal(pfr_fx_sample(p, "main;alloc", 3, -1, NULL), 0);
+    assert_int_equal(pfr_fx_append(f->w, "worker", NULL, 0, T0, 10 * FX_S, p), 0);
     pfr_profile_free(p);
 
     pfr_store *s = reader(f);
@@ -335,15 +336,16 @@ static void test_services_and_gauge(void **state)
 {
     fixture *f = *state;
     for (int i = 0; i < 4; i++) {
-        pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
-        assert_int_equal(fx_sample(p, "main;x", 5, 1, "a"), 0);
-        assert_int_equal(
-            fx_append(f->w, i % 2 ? "svc-b" : "svc-a", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p),
-            0);
+        pfr_profile *p = pfr_fx_profile("ebpf:cpu:nanoseconds");
+        assert_int_equal(pfr_fx_sample(p, "main;x", 5, 1, "a"), 0);
+        assert_int_equal(pfr_fx_append(f->w, i % 2 ? "svc-b" : "svc-a", NULL, 0, T0 + i * 10 * FX_S,
+                                       10 * FX_S, p),
+                         0);
         pfr_profile_free(p);
-        p = fx_profile("go:heap_inuse_space:bytes");
-        assert_int_equal(fx_sample(p, "main;cache", 100 * (i + 1), -1, NULL), 0);
-        assert_int_equal(fx_append(f->w, "heapy", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
+        p = pfr_fx_profile("go:heap_inuse_space:bytes");
+        assert_int_equal(pfr_fx_sample(p, "main;cache", 100 * (i + 1), -1, NULL), 0);
+        assert_int_equal(pfr_fx_append(f->w, "heapy", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p),
+                         0);
         pfr_profile_free(p);
     }
     pfr_store *s = reader(f);
@@ -380,7 +382,7 @@ static void test_services_and_gauge(void **state)
 static void test_timeline(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(fx_shift_ring(f->w, "app", T0, 60), 0);
+    assert_int_equal(pfr_fx_shift_ring(f->w, "app", T0, 60), 0);
     pfr_store *s = reader(f);
     pfr_query_plan *p = plan(s, "app", NULL, NULL, 0);
     pfr_timeline *tl = NULL;
@@ -423,9 +425,9 @@ static void test_ls(void **state)
     for (int i = 0; i < 30; i++) {
         if (i >= 10 && i < 20)
             continue; /* the recorder was down for 100 s */
-        pfr_profile *p = fx_profile("ebpf:cpu:nanoseconds");
-        assert_int_equal(fx_sample(p, "main", 1, 1, "a"), 0);
-        assert_int_equal(fx_append(f->w, "api", lab, 2, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
+        pfr_profile *p = pfr_fx_profile("ebpf:cpu:nanoseconds");
+        assert_int_equal(pfr_fx_sample(p, "main", 1, 1, "a"), 0);
+        assert_int_equal(pfr_fx_append(f->w, "api", lab, 2, T0 + i * 10 * FX_S, 10 * FX_S, p), 0);
         pfr_profile_free(p);
     }
     pfr_store *s = reader(f);
@@ -591,7 +593,7 @@ static void test_merge_fast_path(void **state)
     for (int i = 0; i < N; i++) {
         if (i == N / 2) { /* a new writer starts every stream's chain over */
             pfr_store_close(f->w);
-            f->w = fx_open(f->path);
+            f->w = pfr_fx_open(f->path);
         }
         int64_t t = T0 + i * 10 * FX_S;
         pfr_profile *a = pfr_testgen_next(g0, t, 10 * FX_S),
@@ -600,8 +602,8 @@ static void test_merge_fast_path(void **state)
             assert_true(pfr_profile_sample_label_num(a, 0, "pid", &pid0));
             assert_true(pfr_profile_sample_label_num(b, 0, "pid", &pid1));
         }
-        assert_int_equal(fx_append(f->w, "svc-0", i % 3 ? h1 : h2, 1, t, 10 * FX_S, a), 0);
-        assert_int_equal(fx_append(f->w, "svc-1", h1, 1, t, 10 * FX_S, b), 0);
+        assert_int_equal(pfr_fx_append(f->w, "svc-0", i % 3 ? h1 : h2, 1, t, 10 * FX_S, a), 0);
+        assert_int_equal(pfr_fx_append(f->w, "svc-1", h1, 1, t, 10 * FX_S, b), 0);
         pfr_profile_free(a);
         pfr_profile_free(b);
     }
@@ -832,12 +834,12 @@ static void assert_no_controls(const char *text)
 static void test_names(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(fx_names_ring(f->w, T0, 3), 0);
+    assert_int_equal(pfr_fx_names_ring(f->w, T0, 3), 0);
     pfr_store *s = reader(f);
     pfr_ls *ls = NULL;
     char err[1024];
     assert_int_equal(pfr_query_ls(s, &ls, err, sizeof(err)), 0);
-    assert_int_equal(ls->nservices, FX_NNAMES - 1);
+    assert_int_equal(ls->nservices, pfr_fx_nnames - 1);
     char *text = written(0, ls_text, ls);
     assert_no_controls(text);
     assert_non_null(strstr(text, "\nservice /k8s/default/api\n"));
@@ -852,7 +854,7 @@ static void test_names(void **state)
     json_t *doc = json_loads(text, 0, &jerr);
     assert_non_null(doc);
     json_t *svcs = json_object_get(doc, "services");
-    assert_int_equal(json_array_size(svcs), FX_NNAMES - 1);
+    assert_int_equal(json_array_size(svcs), pfr_fx_nnames - 1);
     for (size_t i = 0; i < ls->nservices; i++) {
         const char *name = json_string_value(json_object_get(json_array_get(svcs, i), "name"));
         if (strncmp(ls->services[i].name, "bytes", 5) == 0)
@@ -864,8 +866,8 @@ static void test_names(void **state)
     free(text);
     pfr_ls_free(ls);
 
-    for (size_t k = 0; k < FX_NNAMES; k++) {
-        const fx_named *n = &FX_NAMES[k];
+    for (size_t k = 0; k < pfr_fx_nnames; k++) {
+        const fx_named *n = &pfr_fx_names[k];
         pfr_query_plan *p = plan(s, n->service, NULL, NULL, 0);
         assert_int_equal(p->nservices, 1);
         assert_string_equal(p->services[0], n->service);
@@ -894,13 +896,13 @@ static void test_names(void **state)
         pfr_query_plan_free(p);
     }
     /* the profile label of one instance selects its streams */
-    pfr_kv cid = {"container.id", FX_NAMES[3].container_id};
+    pfr_kv cid = {"container.id", pfr_fx_names[3].container_id};
     pfr_query_plan *p = plan(s, "/k8s/default/api", NULL, &cid, 1);
     assert_int_equal(p->nprofile_labels, 1);
     pfr_tree *t = pfr_tree_new();
     assert_int_equal(pfr_query_tree(s, p, T0, T0 + 30 * FX_S, t, 0, NULL, err, sizeof(err)), 0);
     assert_int_equal(pfr_tree_finish(t), 0);
-    assert_true(folded_sum(t) == 3.0 * (double)FX_NAMES[3].value);
+    assert_true(folded_sum(t) == 3.0 * (double)pfr_fx_names[3].value);
     child_named(t, child_named(t, 0, "main"), "api_q9zzm");
     pfr_tree_free(t);
     pfr_query_plan_free(p);

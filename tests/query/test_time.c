@@ -49,6 +49,8 @@ static void test_relative(void **state)
     assert_true(parse_ok("-250ms") == NOW - 250000000LL);
     assert_true(parse_ok("-2d") == NOW - 2 * 86400 * S);
     assert_true(parse_ok("-1w") == NOW - 7 * 86400 * S);
+    assert_true(parse_ok("-1m30s") == NOW - 90 * S); /* the syntax of pfr_units.h */
+    assert_true(parse_ok("now-10us") == NOW - 10000);
     parse_bad("-15");
     parse_bad("-15x");
     parse_bad("now-");
@@ -123,7 +125,18 @@ static void test_duration(void **state)
     assert_true(v == 5400 * S);
     assert_int_equal(pfr_duration_parse("0s", &v, err, sizeof(err)), -22);
     assert_int_equal(pfr_duration_parse("10", &v, err, sizeof(err)), -22);
-    assert_non_null(strstr(err, "1h30m"));
+    assert_non_null(strstr(err, "1m30s"));
+    /* the one syntax of pfr_units.h: every unit, fractions, terms in any size order */
+    assert_int_equal(pfr_duration_parse("250ms", &v, err, sizeof(err)), 0);
+    assert_true(v == S / 4);
+    assert_int_equal(pfr_duration_parse("1m30s", &v, err, sizeof(err)), 0);
+    assert_true(v == 90 * S);
+    assert_int_equal(pfr_duration_parse("0.5d", &v, err, sizeof(err)), 0);
+    assert_true(v == 43200 * S);
+    assert_int_equal(pfr_duration_parse("1w", &v, err, sizeof(err)), 0);
+    assert_true(v == 7 * 86400 * S);
+    assert_int_equal(pfr_duration_parse("10us", &v, err, sizeof(err)), 0);
+    assert_true(v == 10000);
     assert_int_equal(pfr_duration_parse("100000000w", &v, err, sizeof(err)), -22);
 }
 

@@ -508,7 +508,7 @@ def test_config(args, tmp):
     bad = os.path.join(tmp, "bad.ini")
     write_config(bad, "[recorder]\nstore = /tmp/x.db\ncpu_hzz = 100\n")
     r = run_cli(args, [args.recorder, "--config", bad])
-    check(r.returncode == 2 and ("%s:3: unknown setting 'cpu_hzz'" % bad) in r.stderr,
+    check(r.returncode == 2 and ("%s:3: unknown key 'cpu_hzz'" % bad) in r.stderr,
           "bad key: %d %r" % (r.returncode, r.stderr))
     r = run_cli(args, [args.recorder, "--cpu-hz", "abc"])
     check(r.returncode == 2 and "--cpu-hz: 'abc'" in r.stderr, "bad flag: %r" % r.stderr)

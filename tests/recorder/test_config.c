@@ -11,11 +11,30 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "cpu_profiler.h"
+#include "cpu_source.h"
+#include "goheap_source.h"
 #include "pfr_goheap.h"
 #include "pfr_scrape.h"
+#include "scrape_source.h"
+
+/* Each source's settings, through the source table. */
+static const pfr_cpu_config *cpu_of(const pfr_config *c)
+{
+    return pfr_config_source(c, &pfr_cpu_source_desc);
+}
+
+static const pfr_goheap_config *goheap_of(const pfr_config *c)
+{
+    return pfr_config_source(c, &pfr_goheap_source_desc);
+}
+
+static const pfr_scrape_config *scrape_of(const pfr_config *c)
+{
+    return pfr_config_source(c, &pfr_scrape_source_desc);
+}
 
 static const char *env_names[] = {"PFR_STORE",
+                                  "PFR_SCRAPE_INTERVAL",
                                   "PFR_INTERVAL",
                                   "PFR_CPU_HZ",
                                   "PFR_MAX_STORE_BYTES",
@@ -74,13 +93,13 @@ static void source_settings(void **state)
     char err[512] = "";
     char *argv0[] = {"pfr-recorder", NULL};
     assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
-    assert_int_equal(c.go_heap_mode, PFR_GOHEAP_ENABLED);
-    assert_true(c.go_heap_interval_ns == 60000000000ll);
+    assert_int_equal(goheap_of(&c)->mode, PFR_GOHEAP_ENABLED);
+    assert_true(goheap_of(&c)->interval_ns == 60000000000ll);
     assert_string_equal(c.metrics_listen, "127.0.0.1:9465");
-    assert_int_equal(c.scrape_local, PFR_SCRAPE_LOCAL_AUTO);
-    assert_int_equal(c.scrape_other_netns, PFR_SCRAPE_NETNS_AUTO);
-    assert_int_equal(c.scrape_cpu_seconds, 10);
-    assert_int_equal(c.nscrape_targets, 0);
+    assert_int_equal(scrape_of(&c)->local, PFR_SCRAPE_LOCAL_AUTO);
+    assert_int_equal(scrape_of(&c)->other_netns, PFR_SCRAPE_NETNS_AUTO);
+    assert_int_equal(scrape_of(&c)->cpu_seconds, 10);
+    assert_int_equal(scrape_of(&c)->targets.n, 0);
     pfr_config_free(&c);
 
     char *path = write_file("[recorder]\ngo_heap_interval = 30\nscrape_endpoints = heap,cpu\n"
@@ -100,21 +119,22 @@ static void source_settings(void **state)
                      "0",
                      NULL};
     assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
-    assert_int_equal(c.go_heap_mode, PFR_GOHEAP_FORCE);
-    assert_true(c.go_heap_interval_ns == 30000000000ll);
+    assert_int_equal(goheap_of(&c)->mode, PFR_GOHEAP_FORCE);
+    assert_true(goheap_of(&c)->interval_ns == 30000000000ll);
     assert_string_equal(c.metrics_listen, "");
-    assert_int_equal(c.scrape_local, PFR_SCRAPE_LOCAL_OFF);
-    assert_int_equal(c.scrape_other_netns, PFR_SCRAPE_NETNS_OFF);
-    assert_int_equal(c.scrape_cpu_seconds, 0);
-    assert_int_equal(c.scrape_endpoints, (1u << PFR_SCRAPE_HEAP) | (1u << PFR_SCRAPE_CPU));
-    assert_int_equal(c.nscrape_targets, 2);
-    assert_string_equal(c.scrape_targets[0], "http://127.0.0.1:7070 service=web"); /* flags first */
-    assert_string_equal(c.scrape_targets[1], "http://10.0.0.5:6060 service=api team=core");
+    assert_int_equal(scrape_of(&c)->local, PFR_SCRAPE_LOCAL_OFF);
+    assert_int_equal(scrape_of(&c)->other_netns, PFR_SCRAPE_NETNS_OFF);
+    assert_int_equal(scrape_of(&c)->cpu_seconds, 0);
+    assert_int_equal(scrape_of(&c)->endpoints, (1u << PFR_SCRAPE_HEAP) | (1u << PFR_SCRAPE_CPU));
+    assert_int_equal(scrape_of(&c)->targets.n, 2);
+    assert_string_equal(scrape_of(&c)->targets.v[0],
+                        "http://127.0.0.1:7070 service=web"); /* flags first */
+    assert_string_equal(scrape_of(&c)->targets.v[1], "http://10.0.0.5:6060 service=api team=core");
     pfr_config_free(&c);
     /* PFR_GO_HEAP_PROFILER wins over Coroot's name */
     setenv("PFR_GO_HEAP_PROFILER", "disabled", 1);
     assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
-    assert_int_equal(c.go_heap_mode, PFR_GOHEAP_DISABLED);
+    assert_int_equal(goheap_of(&c)->mode, PFR_GOHEAP_DISABLED);
     pfr_config_free(&c);
     unlink(path);
     free(path);
@@ -158,9 +178,9 @@ static void defaults(void **state)
     assert_int_equal(load(&c, argv, err, sizeof(err)), 0);
     assert_string_equal(c.store_path, "/var/lib/pfr/ring.db");
     assert_int_equal(c.interval_ns, 10000000000ll);
-    assert_int_equal(c.cpu_hz, 100);
+    assert_int_equal(cpu_of(&c)->cpu_hz, 100);
     assert_int_equal(c.log_level, PFR_LOG_INFO);
-    assert_true(c.dwarf);
+    assert_true(cpu_of(&c)->dwarf);
     assert_int_equal(c.rules.n, 0);
     pfr_config_free(&c);
 }
@@ -181,10 +201,10 @@ static void layering(void **state)
     assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
     assert_string_equal(c.store_path, "/tmp/from-file.db");
     assert_int_equal(c.interval_ns, 5000000000ll);
-    assert_int_equal(c.cpu_hz, 49);
+    assert_int_equal(cpu_of(&c)->cpu_hz, 49);
     assert_int_equal(c.log_level, PFR_LOG_WARN);
     assert_int_equal(c.max_store_bytes, 64ull << 20);
-    assert_false(c.dwarf);
+    assert_false(cpu_of(&c)->dwarf);
     assert_int_equal(c.rules.n, 1);
     pfr_config_free(&c);
 
@@ -192,7 +212,7 @@ static void layering(void **state)
     setenv("PFR_CPU_HZ", "77", 1);
     setenv("PFR_INTERVAL", "0.5", 1);
     assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
-    assert_int_equal(c.cpu_hz, 77);
+    assert_int_equal(cpu_of(&c)->cpu_hz, 77);
     assert_int_equal(c.interval_ns, 500000000ll);
     assert_string_equal(c.store_path, "/tmp/from-file.db");
     pfr_config_free(&c);
@@ -204,7 +224,7 @@ static void layering(void **state)
                      "--service-rule",    "exe /x/* from-flag",
                      "--log-level=debug", NULL};
     assert_int_equal(load(&c, argv2, err, sizeof(err)), 0);
-    assert_int_equal(c.cpu_hz, 99);
+    assert_int_equal(cpu_of(&c)->cpu_hz, 99);
     assert_string_equal(c.store_path, "/tmp/flag.db");
     assert_int_equal(c.log_level, PFR_LOG_DEBUG);
     assert_int_equal(c.rules.n, 2);
@@ -221,7 +241,7 @@ static void layering(void **state)
 
     /* reload reads it all again */
     assert_int_equal(pfr_config_reload(&c, 2, argv1, err, sizeof(err)), 0);
-    assert_int_equal(c.cpu_hz, 77);
+    assert_int_equal(cpu_of(&c)->cpu_hz, 77);
     pfr_config_free(&c);
     clear_env(NULL);
     unlink(path);
@@ -245,8 +265,8 @@ static void file_errors(void **state)
     struct {
         const char *text, *needle;
     } cases[] = {
-        {"[recorder]\nbogus = 1\n", ":2: unknown setting 'bogus'"},
-        {"[recorder]\n\ncpu_hz = fast\n", ":3: cpu_hz: 'fast' is not an integer"},
+        {"[recorder]\nbogus = 1\n", ":2: unknown key 'bogus'"},
+        {"[recorder]\n\ncpu_hz = fast\n", ":3: cpu_hz: 'fast' is not"},
         {"[recorder]\ncpu_hz = 0\n", "cpu_hz"},
         {"[recorder]\ninterval = 0.01\n", "interval"},
         {"[recorder]\nmax_store_bytes = 12Q\n", "max_store_bytes"},
@@ -334,7 +354,7 @@ static void flag_and_env_errors(void **state)
     expect_error(a7, "empty path");
     setenv("PFR_CPU_HZ", "lots", 1);
     char *a8[] = {"pfr-recorder", NULL};
-    expect_error(a8, "environment PFR_CPU_HZ");
+    expect_error(a8, "PFR_CPU_HZ: ");
     clear_env(NULL);
 }
 
@@ -363,23 +383,24 @@ static void set_values(void **state)
 {
     (void)state;
     pfr_config c;
-    memset(&c, 0, sizeof(c));
     char err[256];
+    char *argv0[] = {"pfr-recorder", NULL};
+    assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
     assert_int_equal(pfr_config_set(&c, "max_store_bytes", "2GiB", err, sizeof(err)), 0);
     assert_int_equal(c.max_store_bytes, 2ull << 30);
     assert_int_equal(pfr_config_set(&c, "sym_cache_bytes", "1k", err, sizeof(err)), -EINVAL);
     assert_int_equal(pfr_config_set(&c, "sym_cache_bytes", "8m", err, sizeof(err)), 0);
-    assert_int_equal(c.sym_cache_bytes, 8ull << 20);
+    assert_int_equal(cpu_of(&c)->sym_cache_bytes, 8ull << 20);
     assert_int_equal(pfr_config_set(&c, "stack_map_entries", "100000000", err, sizeof(err)),
                      -EINVAL);
     assert_int_equal(pfr_config_set(&c, "count_map_entries", "4096", err, sizeof(err)), 0);
-    assert_int_equal(c.count_map_entries, 4096);
+    assert_int_equal(cpu_of(&c)->count_map_entries, 4096);
     assert_int_equal(
         pfr_config_set(&c, "max_store_bytes", "99999999999999999999G", err, sizeof(err)), -EINVAL);
     assert_int_equal(pfr_config_set(&c, "interval", "nan", err, sizeof(err)), -EINVAL);
     assert_int_equal(pfr_config_set(&c, "interval", "3600", err, sizeof(err)), 0);
     assert_int_equal(pfr_config_set(&c, "symbolize_budget", "2.5", err, sizeof(err)), 0);
-    assert_int_equal(c.symbolize_budget_ns, 2500000000ll);
+    assert_int_equal(cpu_of(&c)->symbolize_budget_ns, 2500000000ll);
     assert_int_equal(pfr_config_set(&c, "symbolize_budget", "-1", err, sizeof(err)), -EINVAL);
     pfr_config_free(&c);
 }
@@ -394,7 +415,7 @@ static void disk_reserve_settings(void **state)
     char err[256];
     char *argv0[] = {"pfr-recorder", NULL};
     assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
-    assert_int_equal(c.disk_reserve_mode, AUTO);
+    assert_int_equal(c.disk_reserve.mode, AUTO);
     const struct {
         const char *v;
         int mode;
@@ -410,13 +431,13 @@ static void disk_reserve_settings(void **state)
               {"auto", AUTO, 0, 0}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         assert_int_equal(pfr_config_set(&c, "disk_reserve", ok[i].v, err, sizeof(err)), 0);
-        assert_int_equal(c.disk_reserve_mode, ok[i].mode);
+        assert_int_equal(c.disk_reserve.mode, ok[i].mode);
         if (ok[i].mode == BYTES)
-            assert_int_equal(c.disk_reserve_bytes, ok[i].bytes);
+            assert_int_equal(c.disk_reserve.bytes, ok[i].bytes);
         if (ok[i].mode == PERCENT)
-            assert_true(c.disk_reserve_percent == ok[i].percent);
+            assert_true(c.disk_reserve.percent == ok[i].percent);
     }
-    const char *bad[] = {"", "-1", "0%", "51%", "%", "5%%", "abc", "1T", "nan%", "1e999%"};
+    const char *bad[] = {"", "-1", "0%", "51%", "%", "5%%", "abc", "1Q", "nan%", "1e999%"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(pfr_config_set(&c, "disk_reserve", bad[i], err, sizeof(err)), -EINVAL);
         assert_non_null(strstr(err, "disk_reserve"));
@@ -424,12 +445,12 @@ static void disk_reserve_settings(void **state)
     pfr_config_free(&c);
     setenv("PFR_DISK_RESERVE", "10%", 1);
     assert_int_equal(load(&c, argv0, err, sizeof(err)), 0);
-    assert_int_equal(c.disk_reserve_mode, PERCENT);
+    assert_int_equal(c.disk_reserve.mode, PERCENT);
     pfr_config_free(&c);
     char *argv1[] = {"pfr-recorder", "--disk-reserve", "1G", NULL};
     assert_int_equal(load(&c, argv1, err, sizeof(err)), 0);
-    assert_int_equal(c.disk_reserve_mode, BYTES);
-    assert_int_equal(c.disk_reserve_bytes, 1ull << 30);
+    assert_int_equal(c.disk_reserve.mode, BYTES);
+    assert_int_equal(c.disk_reserve.bytes, 1ull << 30);
     pfr_config_free(&c);
     unsetenv("PFR_DISK_RESERVE");
 }
@@ -442,27 +463,27 @@ static void unwind_settings(void **state)
     char err[256];
     char *a0[] = {"pfr-recorder", NULL};
     assert_int_equal(load(&c, a0, err, sizeof(err)), 0);
-    assert_int_equal(c.unwind, PFR_UNWIND_AUTO);
-    assert_int_equal(c.unwind_table_bytes, 16ull << 20);
+    assert_int_equal(cpu_of(&c)->unwind, PFR_UNWIND_AUTO);
+    assert_int_equal(cpu_of(&c)->unwind_table_bytes, 16ull << 20);
     pfr_config_free(&c);
 
     char *path = write_file("[recorder]\nunwind = dwarf\nunwind_table_bytes = 64M\n");
     char *a1[] = {"pfr-recorder", "--config", path, NULL};
     assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
-    assert_int_equal(c.unwind, PFR_UNWIND_DWARF);
-    assert_int_equal(c.unwind_table_bytes, 64ull << 20);
+    assert_int_equal(cpu_of(&c)->unwind, PFR_UNWIND_DWARF);
+    assert_int_equal(cpu_of(&c)->unwind_table_bytes, 64ull << 20);
     pfr_config_free(&c);
 
     setenv("PFR_UNWIND", "fp", 1); /* environment over the file */
     assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
-    assert_int_equal(c.unwind, PFR_UNWIND_FP);
+    assert_int_equal(cpu_of(&c)->unwind, PFR_UNWIND_FP);
     pfr_config_free(&c);
 
     char *a2[] = {"pfr-recorder",         "--config", path, "--unwind", "auto",
                   "--unwind-table-bytes", "2M",       NULL}; /* flags over both */
     assert_int_equal(load(&c, a2, err, sizeof(err)), 0);
-    assert_int_equal(c.unwind, PFR_UNWIND_AUTO);
-    assert_int_equal(c.unwind_table_bytes, 2ull << 20);
+    assert_int_equal(cpu_of(&c)->unwind, PFR_UNWIND_AUTO);
+    assert_int_equal(cpu_of(&c)->unwind_table_bytes, 2ull << 20);
     pfr_config_free(&c);
     unsetenv("PFR_UNWIND");
 
@@ -472,7 +493,7 @@ static void unwind_settings(void **state)
     pfr_config_free(&c);
     char *a4[] = {"pfr-recorder", "--unwind-table-bytes", "100k", NULL};
     assert_int_equal(load(&c, a4, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "1M to 2G"));
+    assert_non_null(strstr(err, "below 1M"));
     pfr_config_free(&c);
     unlink(path);
     free(path);
@@ -481,24 +502,165 @@ static void unwind_settings(void **state)
 static void map_sizes(void **state)
 {
     (void)state;
-    pfr_config c;
-    memset(&c, 0, sizeof(c));
-    c.cpu_hz = 100;
-    c.interval_ns = 10000000000ll;
+    pfr_cpu_config cc = {.cpu_hz = 100};
+    int64_t interval = 10000000000ll;
     unsigned st, ct;
-    pfr_config_map_sizes(&c, 2, &st, &ct); /* 2000 samples: the floor */
+    pfr_cpu_config_map_sizes(&cc, interval, 2, &st, &ct); /* 2000 samples: the floor */
     assert_int_equal(st, 8192);
     assert_int_equal(ct, 16384);
-    pfr_config_map_sizes(&c, 64, &st, &ct); /* 64000 samples */
+    pfr_cpu_config_map_sizes(&cc, interval, 64, &st, &ct); /* 64000 samples */
     assert_int_equal(st, 32768);
     assert_int_equal(ct, 65536);
-    pfr_config_map_sizes(&c, 1024, &st, &ct); /* capped */
+    pfr_cpu_config_map_sizes(&cc, interval, 1024, &st, &ct); /* capped */
     assert_int_equal(st, 65536);
-    c.stack_map_entries = 1000;
-    c.count_map_entries = 3000;
-    pfr_config_map_sizes(&c, 64, &st, &ct); /* configured wins */
+    cc.stack_map_entries = 1000;
+    cc.count_map_entries = 3000;
+    pfr_cpu_config_map_sizes(&cc, interval, 64, &st, &ct); /* configured wins */
     assert_int_equal(st, 1000);
     assert_int_equal(ct, 3000);
+}
+
+/* Every key of before the settings tables, in each layer: the file ([recorder] key), the
+ * environment (PFR_KEY) and the flag (--key-with-dashes). A good value loads; a bad one (where a
+ * key has bad values) is refused naming the key in every layer, so no key is silently ignored. */
+static void every_old_key(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *good, *bad;
+    } keys[] = {
+        {"store", "/tmp/k.db", ""},
+        {"interval", "5", "5x"},
+        {"cpu_hz", "49", "0"},
+        {"max_store_bytes", "64M", "1k"},
+        {"disk_reserve", "5%", "60%"},
+        {"log_level", "debug", "loud"},
+        {"stack_map_entries", "4096", "10"},
+        {"count_map_entries", "8192", "10"},
+        {"sym_cache_bytes", "8M", "1k"},
+        {"dwarf", "false", "maybe"},
+        {"perf_maps", "off", "maybe"},
+        {"unwind", "fp", "frame-pointers"},
+        {"unwind_table_bytes", "2M", "100k"},
+        {"symbolize_budget", "2", "-1"},
+        {"go_heap_profiler", "disabled", "sometimes"},
+        {"go_heap_interval", "30", "0"},
+        {"metrics_listen", "off", "9465"},
+        {"scrape_interval", "30", "0"},
+        {"scrape_local", "off", "maybe"},
+        {"scrape_other_netns", "off", "sometimes"},
+        {"scrape_endpoints", "heap", "disk"},
+        {"scrape_cpu_seconds", "0", "301"},
+        {"scrape_ca_file", "/tmp/ca.pem", NULL},
+        {"scrape_insecure", "true", "maybe"},
+        {"kubelet_url", "https://127.0.0.1:10250", NULL},
+        {"k8s_apiserver_url", "https://10.0.0.1", NULL},
+        {"k8s_node_name", "node-1", NULL},
+        {"k8s_token_file", "/tmp/token", NULL},
+        {"k8s_ca_file", "/tmp/k8s-ca.pem", NULL},
+        {"k8s_insecure", "yes", "maybe"},
+        {"docker_socket", "off", NULL},
+        {"docker_root", "/tmp/docker", NULL},
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        char env[64] = "PFR_", flag[64] = "--", text[256];
+        size_t k;
+        for (k = 0; keys[i].key[k]; k++) {
+            char ch = keys[i].key[k];
+            env[4 + k] = (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
+            flag[2 + k] = ch == '_' ? '-' : ch;
+        }
+        env[4 + k] = flag[2 + k] = '\0';
+        const char *values[2] = {keys[i].good, keys[i].bad};
+        for (int v = 0; v < 2; v++) {
+            if (!values[v])
+                continue;
+            int want = v == 0 ? 0 : -EINVAL;
+            pfr_config c;
+            char err[512] = "";
+            /* the file */
+            snprintf(text, sizeof(text), "[recorder]\n%s = %s\n", keys[i].key, values[v]);
+            char *path = write_file(text);
+            char *a1[] = {"pfr-recorder", "--config", path, NULL};
+            if (load(&c, a1, err, sizeof(err)) != want || (v && !strstr(err, keys[i].key)))
+                fail_msg("file %s = '%s': '%s'", keys[i].key, values[v], err);
+            pfr_config_free(&c);
+            unlink(path);
+            free(path);
+            /* the environment */
+            setenv(env, values[v], 1);
+            char *a2[] = {"pfr-recorder", NULL};
+            if (load(&c, a2, err, sizeof(err)) != want || (v && !strstr(err, env)))
+                fail_msg("%s='%s': '%s'", env, values[v], err);
+            pfr_config_free(&c);
+            unsetenv(env);
+            /* the flag */
+            char *a3[] = {"pfr-recorder", flag, (char *)values[v], NULL};
+            if (load(&c, a3, err, sizeof(err)) != want || (v && !strstr(err, flag)))
+                fail_msg("%s '%s': '%s'", flag, values[v], err);
+            pfr_config_free(&c);
+        }
+    }
+}
+
+/* Durations take units everywhere; a bare number stays seconds. */
+static void durations_with_units(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        int64_t ns;
+    } cases[] = {{"10s", 10000000000ll},
+                 {"1m30s", 90000000000ll},
+                 {"2.5", 2500000000ll},
+                 {"1500ms", 1500000000ll},
+                 {"2m", 120000000000ll}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *v = cases[i].value;
+        pfr_config c;
+        char err[512] = "";
+        char text[256];
+        snprintf(text, sizeof(text), "[recorder]\ninterval = %s\ngo_heap_interval = %s\n", v, v);
+        char *path = write_file(text);
+        setenv("PFR_SCRAPE_INTERVAL", v, 1);
+        char *argv[] = {"pfr-recorder", "--config", path, "--symbolize-budget", (char *)v, NULL};
+        assert_int_equal(load(&c, argv, err, sizeof(err)), 0);
+        assert_true(c.interval_ns == cases[i].ns);
+        assert_true(goheap_of(&c)->interval_ns == cases[i].ns);
+        assert_true(scrape_of(&c)->interval_ns == cases[i].ns);
+        assert_true(cpu_of(&c)->symbolize_budget_ns == cases[i].ns);
+        pfr_config_free(&c);
+        unsetenv("PFR_SCRAPE_INTERVAL");
+        unlink(path);
+        free(path);
+    }
+    char *a1[] = {"pfr-recorder", "--interval", "250ms", NULL};
+    pfr_config c;
+    char err[512] = "";
+    assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
+    assert_true(c.interval_ns == 250000000ll);
+    pfr_config_free(&c);
+    char *a2[] = {"pfr-recorder", "--interval", "100ms", NULL}; /* below 0.2 s */
+    expect_error(a2, "--interval");
+    char *a3[] = {"pfr-recorder", "--go-heap-interval", "10 parsecs", NULL};
+    expect_error(a3, "--go-heap-interval");
+}
+
+/* --no-dwarf, and the flags of the list settings. */
+static void special_flags(void **state)
+{
+    (void)state;
+    pfr_config c;
+    char err[512] = "";
+    char *a1[] = {"pfr-recorder", "--no-dwarf", NULL};
+    assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
+    assert_false(cpu_of(&c)->dwarf);
+    pfr_config_free(&c);
+    char *path = write_file("[recorder]\nno_dwarf = 1\n"); /* a flag, not a key */
+    char *a2[] = {"pfr-recorder", "--config", path, NULL};
+    expect_error(a2, "no_dwarf");
+    unlink(path);
+    free(path);
 }
 
 int main(void)
@@ -515,6 +677,9 @@ int main(void)
         cmocka_unit_test(map_sizes),
         cmocka_unit_test_setup(unwind_settings, clear_env),
         cmocka_unit_test_setup(disk_reserve_settings, clear_env),
+        cmocka_unit_test_setup(every_old_key, clear_env),
+        cmocka_unit_test_setup(durations_with_units, clear_env),
+        cmocka_unit_test_setup(special_flags, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* Small recorder modules: u64map, host identity, BPF diagnosis, CPU lists, /proc parsing. */
+/* Small recorder modules: the common map as the recorder uses it, host identity, BPF diagnosis, CPU
+ * lists, /proc parsing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,16 +20,16 @@
 #include "cpu_profiler.h"
 #include "host.h"
 #include "process_info.h"
-#include "u64map.h"
+#include "pfr_map.h"
 
-static void u64map_matches_reference(void **state)
+static void map_matches_reference(void **state)
 {
     (void)state;
     enum { N = 5000 };
     static uint64_t ref[N];
     static bool present[N];
     memset(present, 0, sizeof(present));
-    pfr_u64map m = {0};
+    pfr_map m = {0};
     srand(7);
     for (int round = 0; round < 40000; round++) {
         int k = rand() % N;
@@ -36,18 +37,18 @@ static void u64map_matches_reference(void **state)
         int op = rand() % 3;
         if (op < 2) {
             uint64_t v = (uint64_t)rand();
-            assert_int_equal(pfr_u64map_put(&m, key, v), 0);
+            assert_int_equal(pfr_map_put(&m, key, v), 0);
             ref[k] = v;
             present[k] = true;
         } else {
-            assert_int_equal(pfr_u64map_del(&m, key), present[k]);
+            assert_int_equal(pfr_map_del(&m, key), present[k]);
             present[k] = false;
         }
     }
     size_t live = 0;
     for (int k = 0; k < N; k++) {
         uint64_t key = (uint64_t)k * 0x1000 + 0xffff000000000000ull;
-        uint64_t *v = pfr_u64map_get(&m, key);
+        uint64_t *v = pfr_map_get(&m, key);
         if (present[k]) {
             live++;
             assert_non_null(v);
@@ -59,19 +60,19 @@ static void u64map_matches_reference(void **state)
     assert_int_equal(m.n, live);
     size_t pos = 0, seen = 0;
     uint64_t k, v;
-    while (pfr_u64map_next(&m, &pos, &k, &v))
+    while (pfr_map_next(&m, &pos, &k, &v))
         seen++;
     assert_int_equal(seen, live);
-    pfr_u64map_clear(&m);
+    pfr_map_clear(&m);
     assert_int_equal(m.n, 0);
-    assert_null(pfr_u64map_get(&m, 0xffff000000000000ull));
+    assert_null(pfr_map_get(&m, 0xffff000000000000ull));
     /* key 0 is an ordinary key */
-    assert_int_equal(pfr_u64map_put(&m, 0, 42), 0);
-    assert_int_equal(*pfr_u64map_get(&m, 0), 42);
-    pfr_u64map_free(&m);
-    pfr_u64map empty = {0};
-    assert_null(pfr_u64map_get(&empty, 1));
-    assert_false(pfr_u64map_del(&empty, 1));
+    assert_int_equal(pfr_map_put(&m, 0, 42), 0);
+    assert_int_equal(*pfr_map_get(&m, 0), 42);
+    pfr_map_free(&m);
+    pfr_map empty = {0};
+    assert_null(pfr_map_get(&empty, 1));
+    assert_false(pfr_map_del(&empty, 1));
 }
 
 static void machine_id(void **state)
@@ -457,14 +458,10 @@ static void frame_cache(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(u64map_matches_reference),
-        cmocka_unit_test(machine_id),
-        cmocka_unit_test(bpf_precheck),
-        cmocka_unit_test(cpu_lists),
-        cmocka_unit_test(stat_kthread),
-        cmocka_unit_test(facts_from_fake_proc),
-        cmocka_unit_test(facts_from_hints),
-        cmocka_unit_test(fair_lock_fifo),
+        cmocka_unit_test(map_matches_reference), cmocka_unit_test(machine_id),
+        cmocka_unit_test(bpf_precheck),          cmocka_unit_test(cpu_lists),
+        cmocka_unit_test(stat_kthread),          cmocka_unit_test(facts_from_fake_proc),
+        cmocka_unit_test(facts_from_hints),      cmocka_unit_test(fair_lock_fifo),
         cmocka_unit_test(frame_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,7 +92,7 @@ static void gen_elf(const char *path, const char *tag, unsigned id, size_t nsyms
     long shstr_off = str_off + (long)strlen_;
     long sh_off = (shstr_off + (long)sizeof(shstr) + 7) & ~7L;
 
-    Elf64_Ehdr eh = elfgen_ehdr((uint64_t)sh_off, 1, 6, 5);
+    Elf64_Ehdr eh = pfr_elfgen_ehdr((uint64_t)sh_off, 1, 6, 5);
     Elf64_Phdr ph = {PT_LOAD, PF_R | PF_X, 0, 0, 0, TEXT + text_size, TEXT + text_size, 0x1000};
     Elf64_Shdr sh[6] = {{0}};
     sh[1] = (Elf64_Shdr){

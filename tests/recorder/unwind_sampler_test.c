@@ -138,7 +138,7 @@ static void on_event(const struct pfr_event *ev, void *ctx)
 }
 
 /* Run the workload under a profiler of these options: warm-up (tables asked for and built),
- * then a measured second and a half; t->kernel says which samples to count. */
+ * then a measured second and a half or more; t->kernel says which samples to count. */
 static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct child *c,
                              struct tally *t, pfr_cpu_counters *cnt, pfr_unwinder_stats *us,
                              bool *tables)
@@ -161,7 +161,9 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
     struct tally warm = {.kernel = kernel};
     tally_drain(cp, c, &warm); /* the warm-up's samples: some before the tables */
     *t = (struct tally){.kernel = kernel};
-    for (int i = 0; i < 3; i++) {
+    /* a second and a half, longer (up to 10 s) until 300 samples: a loaded host gives the
+     * workload a part of a core */
+    for (int i = 0; i < 20 && (i < 3 || t->samples < 300); i++) {
         sleep_ms(500);
         pfr_cpu_profiler_poll_events(cp, 0);
         tally_drain(cp, c, t);

@@ -31,13 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sc_series st = {0};
     for (int round = 0; round < 2; round++) {
         struct sc_convert_result res;
-        if (sc_convert(ep, src, &st, 1000 * round, 1000 * round + 1000, &res, err, sizeof(err)) ==
-            0) {
+        if (pfr_scrape_convert(ep, src, &st, 1000 * round, 1000 * round + 1000, &res, err,
+                               sizeof(err)) == 0) {
             check(res.profile);
             pfr_profile_free(res.profile);
         }
     }
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
     pfr_profile_free(src);
     return 0;
 }

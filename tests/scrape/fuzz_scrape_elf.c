@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sc_file f = {.ctx = &m, .pread = mem_pread, .size = size};
     struct sc_elf_info info;
     char err[128];
-    int rc = sc_elf_inspect(&f, &info, err, sizeof(err));
+    int rc = pfr_scrape_elf_inspect(&f, &info, err, sizeof(err));
     if (rc != 0 && rc != -ENOEXEC && rc != -EBADMSG && rc != -ENOMEM)
         __builtin_trap();
     if (info.pprof && !info.is_go)

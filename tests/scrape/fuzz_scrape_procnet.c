@@ -15,12 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int v6 = 0; v6 < 2; v6++) {
         struct sc_listen *v = NULL;
         size_t n = 0, bad = 0;
-        sc_procnet_parse(text, v6, &v, &n, 1000, &bad);
+        pfr_scrape_procnet_parse(text, v6, &v, &n, 1000, &bad);
         for (size_t i = 0; i < n; i++) {
             char host[64];
             if (v[i].port == 0 || v[i].port > 65535 || v[i].inode == 0)
                 __builtin_trap();
-            sc_listen_host(&v[i], host, sizeof(host));
+            pfr_scrape_listen_host(&v[i], host, sizeof(host));
         }
         free(v);
     }

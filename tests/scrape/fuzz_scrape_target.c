@@ -18,12 +18,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (pfr_scrape_parse_target(line, &t, err, sizeof(err)) == 0) {
         struct sc_want w;
         /* what the parser accepted, adding accepts too */
-        if (sc_want_make(&w, t->url, t->service, t->labels, t->nlabels, PFR_SCRAPE_STATIC, 0, 0,
-                         err, sizeof(err)) != 0)
+        if (pfr_scrape_want_make(&w, t->url, t->service, t->labels, t->nlabels, PFR_SCRAPE_STATIC,
+                                 0, 0, err, sizeof(err)) != 0)
             __builtin_trap();
         if (strstr(w.base, "/debug/pprof") == NULL)
             __builtin_trap();
-        sc_want_free(&w);
+        pfr_scrape_want_free(&w);
         free(t);
     }
     free(line);

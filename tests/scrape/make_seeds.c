@@ -21,24 +21,24 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(elf_flags) / sizeof(elf_flags[0]); i++) {
         uint8_t *b;
         size_t len;
-        if (eg_go_binary(elf_flags[i], SC_PPROF_SYMBOL, 0, &b, &len))
+        if (pfr_eg_go_binary(elf_flags[i], SC_PPROF_SYMBOL, 0, &b, &len))
             return 1;
         snprintf(path, sizeof(path), "%s/elf/seed-%zu", argv[1], i);
-        if (tu_write_file(path, b, len))
+        if (pfr_tu_write_file(path, b, len))
             return 1;
         free(b);
     }
     for (int ep = 0; ep < PFR_SCRAPE_NUM_ENDPOINTS; ep++) {
         uint8_t *b;
         size_t len;
-        if (tu_make_profile(ep, 3, &b, &len))
+        if (pfr_tu_make_profile(ep, 3, &b, &len))
             return 1;
         uint8_t *out = malloc(len + 1);
         out[0] = (uint8_t)ep;
         for (size_t i = 0; i < len; i++)
             out[i + 1] = b[i];
         snprintf(path, sizeof(path), "%s/convert/%s", argv[1], pfr_scrape_endpoint_name(ep));
-        if (tu_write_file(path, out, len + 1))
+        if (pfr_tu_write_file(path, out, len + 1))
             return 1;
         free(out);
         free(b);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int eg_build(const struct eg_section *secs, size_t n, uint8_t **out, size_t *len)
+int pfr_eg_build(const struct eg_section *secs, size_t n, uint8_t **out, size_t *len)
 {
     size_t names = 1 + strlen(".shstrtab") + 1;
     for (size_t i = 0; i < n; i++)
@@ -65,7 +65,7 @@ int eg_build(const struct eg_section *secs, size_t n, uint8_t **out, size_t *len
     return 0;
 }
 
-int eg_go_binary(unsigned flags, const char *symbol, size_t pad, uint8_t **out, size_t *len)
+int pfr_eg_go_binary(unsigned flags, const char *symbol, size_t pad, uint8_t **out, size_t *len)
 {
     struct eg_section secs[4];
     size_t n = 0;
@@ -110,7 +110,7 @@ int eg_go_binary(unsigned flags, const char *symbol, size_t pad, uint8_t **out, 
     } else if (flags & EG_PCLNTAB) {
         secs[n++] = (struct eg_section){".gopclntab", SHT_PROGBITS, tab, tl, 0, 0};
     }
-    int rc = eg_build(secs, n, out, len);
+    int rc = pfr_eg_build(secs, n, out, len);
     free(tab);
     return rc;
 }

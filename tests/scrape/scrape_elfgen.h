@@ -16,7 +16,7 @@ struct eg_section {
 };
 
 /* *out is malloc'ed. Section i of secs is section i + 1 of the file. */
-int eg_build(const struct eg_section *secs, size_t n, uint8_t **out, size_t *len);
+int pfr_eg_build(const struct eg_section *secs, size_t n, uint8_t **out, size_t *len);
 
 /* A Go-like executable: .go.buildinfo (with its magic unless bad_magic), and, per flags,
  * a .symtab/.strtab naming `symbol` (as a function unless as_object), or a .gopclntab holding
@@ -29,6 +29,6 @@ enum {
     EG_BAD_MAGIC = 1u << 4,
     EG_NO_LEADING_NUL = 1u << 5,
 };
-int eg_go_binary(unsigned flags, const char *symbol, size_t pad, uint8_t **out, size_t *len);
+int pfr_eg_go_binary(unsigned flags, const char *symbol, size_t pad, uint8_t **out, size_t *len);
 
 #endif

@@ -24,12 +24,12 @@
 
 static int spawn(tu_proc *p, char *const argv[], bool netns);
 
-int tu_spawn(tu_proc *p, char *const argv[])
+int pfr_tu_spawn(tu_proc *p, char *const argv[])
 {
     return spawn(p, argv, false);
 }
 
-int tu_spawn_netns(tu_proc *p, char *const argv[])
+int pfr_tu_spawn_netns(tu_proc *p, char *const argv[])
 {
     return spawn(p, argv, true);
 }
@@ -79,7 +79,7 @@ static int spawn(tu_proc *p, char *const argv[], bool netns)
     return 0;
 }
 
-bool tu_read_value(tu_proc *p, const char *key, char *buf, size_t len, int timeout_ms)
+bool pfr_tu_read_value(tu_proc *p, const char *key, char *buf, size_t len, int timeout_ms)
 {
     char line[512];
     size_t n = 0;
@@ -113,7 +113,7 @@ bool tu_read_value(tu_proc *p, const char *key, char *buf, size_t len, int timeo
     }
 }
 
-void tu_kill(tu_proc *p)
+void pfr_tu_kill(tu_proc *p)
 {
     if (p->pid > 0) {
         kill(p->pid, SIGKILL);
@@ -125,7 +125,7 @@ void tu_kill(tu_proc *p)
     p->out = -1;
 }
 
-unsigned tu_port_of(const char *hostport)
+unsigned pfr_tu_port_of(const char *hostport)
 {
     const char *c = strrchr(hostport, ':');
     return c ? (unsigned)atoi(c + 1) : 0;
@@ -141,7 +141,7 @@ static int64_t add_stack(pfr_profile *p, const char *leaf, const int64_t *v)
     return pfr_profile_add_sample(p, locs, 2, v, NULL, 0);
 }
 
-int tu_make_profile(int ep, int64_t n, uint8_t **out, size_t *len)
+int pfr_tu_make_profile(int ep, int64_t n, uint8_t **out, size_t *len)
 {
     pfr_profile *p = pfr_profile_new();
     if (!p)
@@ -290,7 +290,7 @@ static enum MHD_Result good_reply(struct MHD_Connection *c, int ep, int64_t n)
         return reply(c, 200, "<html>/debug/pprof/ goroutine</html>", 36, MHD_RESPMEM_PERSISTENT);
     uint8_t *body;
     size_t len;
-    if (tu_make_profile(ep, n, &body, &len) != 0)
+    if (pfr_tu_make_profile(ep, n, &body, &len) != 0)
         return reply(c, 500, "oom", 3, MHD_RESPMEM_PERSISTENT);
     return reply(c, 200, body, len, MHD_RESPMEM_MUST_FREE);
 }
@@ -391,7 +391,7 @@ static char *slurp(const char *path)
     return buf;
 }
 
-int tu_server_start(tu_server **out, const char *cert, const char *key)
+int pfr_tu_server_start(tu_server **out, const char *cert, const char *key)
 {
     tu_server *s = calloc(1, sizeof(*s));
     if (!s)
@@ -402,7 +402,7 @@ int tu_server_start(tu_server **out, const char *cert, const char *key)
         s->cert = slurp(cert);
         s->key = slurp(key);
         if (!s->cert || !s->key) {
-            tu_server_stop(s);
+            pfr_tu_server_stop(s);
             return -ENOENT;
         }
         s->d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handle, s,
@@ -412,7 +412,7 @@ int tu_server_start(tu_server **out, const char *cert, const char *key)
         s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_END);
     }
     if (!s->d) {
-        tu_server_stop(s);
+        pfr_tu_server_stop(s);
         return -EIO;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -421,7 +421,7 @@ int tu_server_start(tu_server **out, const char *cert, const char *key)
     return 0;
 }
 
-void tu_server_stop(tu_server *s)
+void pfr_tu_server_stop(tu_server *s)
 {
     if (!s)
         return;
@@ -435,19 +435,19 @@ void tu_server_stop(tu_server *s)
     free(s);
 }
 
-unsigned tu_server_port(const tu_server *s)
+unsigned pfr_tu_server_port(const tu_server *s)
 {
     return s->port;
 }
 
-void tu_server_set_flaky(tu_server *s, int failures)
+void pfr_tu_server_set_flaky(tu_server *s, int failures)
 {
     pthread_mutex_lock(&s->mu);
     s->flaky_failures = failures;
     pthread_mutex_unlock(&s->mu);
 }
 
-void tu_server_set_pods(tu_server *s, const char *body, const char *token)
+void pfr_tu_server_set_pods(tu_server *s, const char *body, const char *token)
 {
     pthread_mutex_lock(&s->mu);
     free(s->pods);
@@ -465,7 +465,7 @@ static int mode_by_name(const char *mode)
     return NMODES - 1;
 }
 
-unsigned tu_server_requests(tu_server *s, const char *mode)
+unsigned pfr_tu_server_requests(tu_server *s, const char *mode)
 {
     pthread_mutex_lock(&s->mu);
     unsigned v = s->requests[mode_by_name(mode)];
@@ -473,7 +473,7 @@ unsigned tu_server_requests(tu_server *s, const char *mode)
     return v;
 }
 
-unsigned tu_server_max_inflight(tu_server *s, const char *mode)
+unsigned pfr_tu_server_max_inflight(tu_server *s, const char *mode)
 {
     pthread_mutex_lock(&s->mu);
     unsigned v = s->max_inflight[mode_by_name(mode)];
@@ -483,7 +483,7 @@ unsigned tu_server_max_inflight(tu_server *s, const char *mode)
 
 /* ---- store ---- */
 
-int tu_store_open(char *dir, pfr_store **out)
+int pfr_tu_store_open(char *dir, pfr_store **out)
 {
     snprintf(dir, PATH_MAX, "/tmp/pfr-scrape-test-XXXXXX");
     if (!mkdtemp(dir))
@@ -505,12 +505,12 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
     return remove(path);
 }
 
-void tu_store_remove(char *dir)
+void pfr_tu_store_remove(char *dir)
 {
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int64_t tu_value_of(const pfr_profile *p, int t, const char *fn)
+int64_t pfr_tu_value_of(const pfr_profile *p, int t, const char *fn)
 {
     int64_t sum = 0;
     pfr_frame frames[256];
@@ -528,7 +528,7 @@ int64_t tu_value_of(const pfr_profile *p, int t, const char *fn)
     return sum;
 }
 
-int tu_write_file(const char *path, const void *data, size_t len)
+int pfr_tu_write_file(const char *path, const void *data, size_t len)
 {
     FILE *f = fopen(path, "wb");
     if (!f)

@@ -66,8 +66,8 @@ static void start_go(tu_proc *p, const char *prog, const char *flag1, const char
     char *argv[4] = {path, (char *)flag1, (char *)flag2, NULL};
     if (!flag1)
         argv[1] = NULL;
-    assert_int_equal(tu_spawn(p, argv), 0);
-    assert_true(tu_read_value(p, key, addr, len, 10000));
+    assert_int_equal(pfr_tu_spawn(p, argv), 0);
+    assert_true(pfr_tu_read_value(p, key, addr, len, 10000));
 }
 
 struct body {
@@ -144,7 +144,7 @@ static int on_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 static struct chunks *store_and_read(pfr_scrape *s, char *dir)
 {
     pfr_store *st;
-    assert_int_equal(tu_store_open(dir, &st), 0);
+    assert_int_equal(pfr_tu_store_open(dir, &st), 0);
     size_t written;
     assert_int_equal(pfr_scrape_store(s, st, &written), 0);
     struct chunks *cs = calloc(1, sizeof(*cs));
@@ -173,7 +173,7 @@ static int64_t sum_of(const struct chunks *cs, const char *type0, int t, const c
         if (strcmp(cs->v[i].type0, type0) != 0)
             continue;
         (*nchunks)++;
-        int64_t v = tu_value_of(cs->v[i].p, t, fn);
+        int64_t v = pfr_tu_value_of(cs->v[i].p, t, fn);
         sum += v;
         if (v > 0)
             (*hits)++;
@@ -233,7 +233,7 @@ static void test_static(void **state)
     assert_int_equal(pfr_profile_decode((uint8_t *)b.data, b.len, 0, &cum, err, sizeof(err)), 0);
     free(b.data);
     int64_t cum_block =
-        tu_value_of(cum, pfr_profile_find_sample_type(cum, "contentions"), "main.blockSite");
+        pfr_tu_value_of(cum, pfr_profile_find_sample_type(cum, "contentions"), "main.blockSite");
     pfr_profile_free(cum);
 
     char dir[PATH_MAX];
@@ -292,7 +292,7 @@ static void test_static(void **state)
     assert_int_equal(pfr_profile_encode(block, true, &enc, &len), 0);
     char file[PATH_MAX + 32], cmd[6 * PATH_MAX];
     snprintf(file, sizeof(file), "%s/block.pb.gz", dir);
-    assert_int_equal(tu_write_file(file, enc, len), 0);
+    assert_int_equal(pfr_tu_write_file(file, enc, len), 0);
     free(enc);
     snprintf(cmd, sizeof(cmd), "HOME=%s GOCACHE=%s/gocache '%s' tool pprof -raw '%s' 2>&1", dir,
              dir, go_tool, file);
@@ -307,9 +307,9 @@ static void test_static(void **state)
     assert_non_null(strstr(out, "main.blockSite"));
 
     chunks_free(cs);
-    tu_store_remove(dir);
+    pfr_tu_store_remove(dir);
     pfr_scrape_free(s);
-    tu_kill(&go);
+    pfr_tu_kill(&go);
 }
 
 /* ---- restart: counters going down reset the deltas ---- */
@@ -350,7 +350,7 @@ static void test_restart(void **state)
     assert_int_equal(ev.restarted, 0);
 
     /* the program restarts on the same port: its counters start from zero */
-    tu_kill(&a);
+    pfr_tu_kill(&a);
     snprintf(flag, sizeof(flag), "-addr=%s", addr);
     start_go(&b, "pprofsrv", flag, NULL, "pprof", addr2, sizeof(addr2));
     assert_string_equal(addr, addr2);
@@ -370,7 +370,7 @@ static void test_restart(void **state)
                      0);
     free(body.data);
     int64_t cum_b =
-        tu_value_of(cum, pfr_profile_find_sample_type(cum, "contentions"), "main.blockSite");
+        pfr_tu_value_of(cum, pfr_profile_find_sample_type(cum, "contentions"), "main.blockSite");
     pfr_profile_free(cum);
     size_t restarted = ev.restarted;
     usleep(1000 * 1000);
@@ -384,16 +384,16 @@ static void test_restart(void **state)
     size_t nb = 0;
     for (size_t i = 0; i < cs->n && nb < 8; i++)
         if (!strcmp(cs->v[i].type0, PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS))
-            block[nb++] = tu_value_of(cs->v[i].p, 0, "main.blockSite");
+            block[nb++] = pfr_tu_value_of(cs->v[i].p, 0, "main.blockSite");
     fprintf(stderr, "block deltas: %lld %lld %lld (B cumulative %lld)\n", (long long)block[0],
             (long long)block[1], (long long)block[2], (long long)cum_b);
     assert_int_equal(nb, 3);
     assert_true(block[0] > 0 && block[1] > 0 && block[2] > 0);
     assert_true(block[1] <= cum_b);
     chunks_free(cs);
-    tu_store_remove(dir);
+    pfr_tu_store_remove(dir);
     pfr_scrape_free(s);
-    tu_kill(&b);
+    pfr_tu_kill(&b);
 }
 
 /* ---- local discovery ---- */
@@ -508,10 +508,10 @@ static void check_binary(const char *name, bool is_go, bool pprof, bool from_pcl
     assert_true(fd >= 0);
     struct stat sb;
     fstat(fd, &sb);
-    struct sc_file f = sc_fd_file(fd, (uint64_t)sb.st_size);
+    struct sc_file f = pfr_scrape_fd_file(fd, (uint64_t)sb.st_size);
     struct sc_elf_info info;
     char err[128];
-    assert_int_equal(sc_elf_inspect(&f, &info, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_elf_inspect(&f, &info, err, sizeof(err)), 0);
     close(fd);
     fprintf(stderr, "%s: go %d pprof %d (pclntab %d), %u reads\n", name, info.is_go, info.pprof,
             info.from_pclntab, info.reads);
@@ -531,7 +531,7 @@ static void test_local(void **state)
     tu_proc go, stripped, plain;
     char addr[64], app[64], saddr[64], paddr[64];
     start_go(&go, "pprofsrv", "-app-addr=127.0.0.1:0", NULL, "app", app, sizeof(app));
-    assert_true(tu_read_value(&go, "pprof", addr, sizeof(addr), 10000));
+    assert_true(pfr_tu_read_value(&go, "pprof", addr, sizeof(addr), 10000));
     start_go(&stripped, "pprofsrv-stripped", NULL, NULL, "pprof", saddr, sizeof(saddr));
     start_go(&plain, "plainsrv", NULL, NULL, "addr", paddr, sizeof(paddr));
     struct listener cl;
@@ -577,7 +577,7 @@ static void test_local(void **state)
     assert_int_equal(per[0], 3 + 5); /* baseline round without block and mutex, then all */
     assert_int_equal(per[1], 3 + 5);
     chunks_free(cs);
-    tu_store_remove(dir);
+    pfr_tu_store_remove(dir);
 
     /* nothing ever reached the Go server without pprof or the C listener */
     char url[128];
@@ -590,7 +590,7 @@ static void test_local(void **state)
     assert_int_equal(errno, EAGAIN);
 
     /* a program that exits is dropped */
-    tu_kill(&go);
+    pfr_tu_kill(&go);
     assert_int_equal(pfr_scrape_run_once(s), 0);
     assert_int_equal(ev.removed, 1);
     fl.n = 0;
@@ -598,8 +598,8 @@ static void test_local(void **state)
     assert_int_equal(fl.n, 1);
 
     pfr_scrape_free(s);
-    tu_kill(&stripped);
-    tu_kill(&plain);
+    pfr_tu_kill(&stripped);
+    pfr_tu_kill(&plain);
     kill(cl.pid, SIGKILL);
     waitpid(cl.pid, NULL, 0);
     close(cl.accepts);
@@ -636,8 +636,8 @@ static void check_other_netns(void)
     snprintf(flag, sizeof(flag), "-addr=%s", haddr);
     snprintf(path, sizeof(path), "%s/pprofsrv", go_bin_dir);
     char *argv[] = {path, flag, NULL};
-    assert_int_equal(tu_spawn_netns(&inns, argv), 0);
-    assert_true(tu_read_value(&inns, "pprof", naddr, sizeof(naddr), 10000));
+    assert_int_equal(pfr_tu_spawn_netns(&inns, argv), 0);
+    assert_true(pfr_tu_read_value(&inns, "pprof", naddr, sizeof(naddr), 10000));
     assert_string_equal(naddr, haddr);
     netns_pid = inns.pid;
     struct allowed al = {.pids = {host.pid, inns.pid}, .n = 2};
@@ -696,10 +696,10 @@ static void check_other_netns(void)
     fprintf(stderr, "netns: %zu chunks of %s (pid %d), %zu of the host's twin\n", per[0], ctr,
             (int)inns.pid, per[1]);
     chunks_free(cs);
-    tu_store_remove(dir);
+    pfr_tu_store_remove(dir);
 
     /* the process goes: its target goes (and its namespace descriptor with it) */
-    tu_kill(&inns);
+    pfr_tu_kill(&inns);
     assert_int_equal(pfr_scrape_run_once(s), 0);
     fl.n = 0;
     pfr_scrape_targets(s, list_target, &fl);
@@ -707,7 +707,7 @@ static void check_other_netns(void)
     assert_int_equal(fl.v[0].pid, host.pid);
     assert_int_equal(ev.discovery, 0);
     pfr_scrape_free(s);
-    tu_kill(&host);
+    pfr_tu_kill(&host);
 }
 
 /* Without CAP_SYS_ADMIN (dropped from this thread's effective set: capabilities are per thread)
@@ -741,8 +741,8 @@ static void check_denied(void)
     start_go(&host, "pprofsrv-stripped", NULL, NULL, "pprof", haddr, sizeof(haddr));
     snprintf(path, sizeof(path), "%s/pprofsrv", go_bin_dir);
     char *argv[] = {path, NULL};
-    assert_int_equal(tu_spawn_netns(&inns, argv), 0);
-    assert_true(tu_read_value(&inns, "pprof", naddr, sizeof(naddr), 10000));
+    assert_int_equal(pfr_tu_spawn_netns(&inns, argv), 0);
+    assert_true(pfr_tu_read_value(&inns, "pprof", naddr, sizeof(naddr), 10000));
     netns_pid = inns.pid;
     struct allowed al = {.pids = {host.pid, inns.pid}, .n = 2};
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -778,8 +778,8 @@ static void check_denied(void)
     assert_int_equal(fl.n, 1);
     assert_int_equal(fl.v[0].pid, host.pid);
     pfr_scrape_free(s);
-    tu_kill(&inns);
-    tu_kill(&host);
+    pfr_tu_kill(&inns);
+    pfr_tu_kill(&host);
 }
 
 /* A namespace descriptor that is not a network namespace (a fake /proc whose PID/ns/net is a
@@ -805,7 +805,7 @@ static void check_not_a_netns(void)
     snprintf(p2, sizeof(p2), "%s/%d/ns", root, (int)host.pid);
     assert_int_equal(mkdir(p2, 0700), 0);
     snprintf(p2, sizeof(p2), "%s/%d/ns/net", root, (int)host.pid);
-    assert_int_equal(tu_write_file(p2, "net:[0]\n", 8), 0);
+    assert_int_equal(pfr_tu_write_file(p2, "net:[0]\n", 8), 0);
 
     struct allowed al = {.pids = {host.pid}, .n = 1};
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -827,8 +827,8 @@ static void check_not_a_netns(void)
     assert_int_equal(st.targets, 0);
     assert_int_equal(ev.discovery, 0);
     pfr_scrape_free(s);
-    tu_store_remove(root); /* FTW_PHYS: the links, never what they point to */
-    tu_kill(&host);
+    pfr_tu_store_remove(root); /* FTW_PHYS: the links, never what they point to */
+    pfr_tu_kill(&host);
 }
 
 /* The thread cannot return to its own namespace (its "own" descriptor is not one): the state
@@ -843,11 +843,11 @@ static void *broken_thread(void *arg)
 {
     struct broken_run *b = arg;
     struct sc_netns n;
-    sc_netns_init_fd(&n, open("/dev/null", O_RDONLY | O_CLOEXEC));
-    b->rc1 = sc_netns_socket(&n, b->ns_fd, AF_INET, SOCK_STREAM, 0);
-    b->rc2 = sc_netns_socket(&n, -1, AF_INET, SOCK_STREAM, 0);
+    pfr_scrape_netns_init_fd(&n, open("/dev/null", O_RDONLY | O_CLOEXEC));
+    b->rc1 = pfr_scrape_netns_socket(&n, b->ns_fd, AF_INET, SOCK_STREAM, 0);
+    b->rc2 = pfr_scrape_netns_socket(&n, -1, AF_INET, SOCK_STREAM, 0);
     b->st = sc_netns_get_state(&n);
-    sc_netns_close(&n);
+    pfr_scrape_netns_close(&n);
     return NULL; /* this thread stays in the other namespace and ends */
 }
 
@@ -857,8 +857,8 @@ static void check_broken(void)
     char naddr[64], path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/plainsrv", go_bin_dir);
     char *argv[] = {path, NULL};
-    assert_int_equal(tu_spawn_netns(&inns, argv), 0);
-    assert_true(tu_read_value(&inns, "addr", naddr, sizeof(naddr), 10000));
+    assert_int_equal(pfr_tu_spawn_netns(&inns, argv), 0);
+    assert_true(pfr_tu_read_value(&inns, "addr", naddr, sizeof(naddr), 10000));
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)inns.pid);
     struct stat before, after;
     assert_int_equal(stat("/proc/thread-self/ns/net", &before), 0);
@@ -874,7 +874,7 @@ static void check_broken(void)
     /* only that thread moved */
     assert_int_equal(stat("/proc/thread-self/ns/net", &after), 0);
     assert_true(before.st_ino == after.st_ino);
-    tu_kill(&inns);
+    pfr_tu_kill(&inns);
 }
 
 static void test_netns(void **state)

@@ -210,9 +210,9 @@ static void test_faults(void **state)
 {
     (void)state;
     tu_server *srv;
-    assert_int_equal(tu_server_start(&srv, NULL, NULL), 0);
-    unsigned port = tu_server_port(srv);
-    tu_server_set_flaky(srv, 2);
+    assert_int_equal(pfr_tu_server_start(&srv, NULL, NULL), 0);
+    unsigned port = pfr_tu_server_port(srv);
+    pfr_tu_server_set_flaky(srv, 2);
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
     const int64_t interval = S_NS;
     pfr_scrape_opts o = {
@@ -272,19 +272,19 @@ static void test_faults(void **state)
         assert_string_equal(k->instance, instance);
         assert_true(k->start < k->end);
         if (!strcmp(k->type0, PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS)) {
-            assert_int_equal(tu_value_of(k->p, 0, "main.goodBlock"), 3);
-            assert_int_equal(tu_value_of(k->p, 1, "main.goodBlock"), 3000);
+            assert_int_equal(pfr_tu_value_of(k->p, 0, "main.goodBlock"), 3);
+            assert_int_equal(pfr_tu_value_of(k->p, 1, "main.goodBlock"), 3000);
             if (prev_end[PFR_SCRAPE_BLOCK]) /* consecutive deltas tile time */
                 assert_int_equal(k->start, prev_end[PFR_SCRAPE_BLOCK]);
             prev_end[PFR_SCRAPE_BLOCK] = k->end;
         } else if (!strcmp(k->type0, PFR_SCRAPE_TYPE_MUTEX_CONTENTIONS)) {
-            assert_int_equal(tu_value_of(k->p, 0, "main.goodMutex"), 3);
+            assert_int_equal(pfr_tu_value_of(k->p, 0, "main.goodMutex"), 3);
         } else if (!strcmp(k->type0, PFR_SCRAPE_TYPE_HEAP_ALLOC_OBJECTS)) {
-            assert_int_equal(tu_value_of(k->p, 0, "main.goodAlloc"), heap_seen ? 10 : 0);
-            assert_int_equal(tu_value_of(k->p, 3, "main.goodAlloc"), 5120);
+            assert_int_equal(pfr_tu_value_of(k->p, 0, "main.goodAlloc"), heap_seen ? 10 : 0);
+            assert_int_equal(pfr_tu_value_of(k->p, 3, "main.goodAlloc"), 5120);
             heap_seen++;
         } else if (!strcmp(k->type0, PFR_SCRAPE_TYPE_CPU)) {
-            assert_int_equal(tu_value_of(k->p, 0, "main.goodCPU"), 100000000);
+            assert_int_equal(pfr_tu_value_of(k->p, 0, "main.goodCPU"), 100000000);
             assert_int_equal(pfr_profile_num_sample_types(k->p), 1); /* "samples" dropped */
             assert_int_equal(k->end - k->start, S_NS); /* the profile's own duration */
         }
@@ -325,7 +325,8 @@ static void test_faults(void **state)
     }
     /* the refused target is backed off as a whole, with one event per step */
     char refused_url[64];
-    snprintf(refused_url, sizeof(refused_url), ":%u/debug", tu_port_of(strtok(refused + 7, " ")));
+    snprintf(refused_url, sizeof(refused_url), ":%u/debug",
+             pfr_tu_port_of(strtok(refused + 7, " ")));
     struct tinfo ti = target_info(s, refused_url);
     assert_true(ti.found);
     assert_true(ti.t.consecutive_failures >= 3 && ti.t.consecutive_failures <= 5);
@@ -354,13 +355,13 @@ static void test_faults(void **state)
     for (int e = 0; e < PFR_SCRAPE_NUM_ENDPOINTS; e++)
         good_scrapes += good.t.endpoints[e].scrapes;
     assert_int_equal(good_scrapes, (uint64_t)rounds * PFR_SCRAPE_NUM_ENDPOINTS);
-    assert_int_equal(tu_server_requests(srv, "good"), good_scrapes);
+    assert_int_equal(pfr_tu_server_requests(srv, "good"), good_scrapes);
     assert_int_equal(good.t.failures, 0);
     assert_non_null(strstr(good.labels, "env=test;"));
     assert_non_null(strstr(good.labels, "instance=127.0.0.1:"));
     /* at most per_target_parallel (2) requests to one target at a time */
-    assert_true(tu_server_max_inflight(srv, "good") <= 2);
-    assert_true(tu_server_max_inflight(srv, "good") >= 1);
+    assert_true(pfr_tu_server_max_inflight(srv, "good") <= 2);
+    assert_true(pfr_tu_server_max_inflight(srv, "good") >= 1);
 
     pfr_scrape_stats st;
     pfr_scrape_get_stats(s, &st);
@@ -379,7 +380,7 @@ static void test_faults(void **state)
     chunks_free(cs);
     free(cs);
     pfr_scrape_free(s);
-    tu_server_stop(srv);
+    pfr_tu_server_stop(srv);
 }
 
 /* The queue is bounded (oldest dropped, told once) and a failing emit loses nothing. */
@@ -387,7 +388,7 @@ static void test_queue(void **state)
 {
     (void)state;
     tu_server *srv;
-    assert_int_equal(tu_server_start(&srv, NULL, NULL), 0);
+    assert_int_equal(pfr_tu_server_start(&srv, NULL, NULL), 0);
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
     pfr_scrape_opts o = {.interval_ns = S_NS,
                          .cpu_seconds = 1,
@@ -397,7 +398,7 @@ static void test_queue(void **state)
                          .event_ctx = &ev};
     pfr_scrape *s;
     assert_int_equal(pfr_scrape_new(&o, &s, NULL, 0), 0);
-    add(s, tu_server_port(srv), "good", "good");
+    add(s, pfr_tu_server_port(srv), "good", "good");
     assert_int_equal(pfr_scrape_run_once(s), 0); /* 3 profiles (block, mutex: baseline) */
     assert_int_equal(pfr_scrape_run_once(s), 0); /* 5 more: 4 fit */
     pfr_scrape_stats st;
@@ -418,7 +419,7 @@ static void test_queue(void **state)
     chunks_free(cs);
     free(cs);
     pfr_scrape_free(s);
-    tu_server_stop(srv);
+    pfr_tu_server_stop(srv);
 }
 
 struct scan_result {
@@ -429,7 +430,7 @@ static int scan_block(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 {
     struct scan_result *r = ctx;
     r->chunks++;
-    if (tu_value_of(p, 0, "main.goodBlock") != 3 || m->ntypes != 2 ||
+    if (pfr_tu_value_of(p, 0, "main.goodBlock") != 3 || m->ntypes != 2 ||
         strcmp(kv(m->labels, m->nlabels, "zone"), "a") != 0 ||
         strcmp(kv(m->labels, m->nlabels, "env"), "") != 0 || m->start_ns >= m->end_ns)
         r->bad++;
@@ -442,8 +443,8 @@ static void test_thread_store_reload(void **state)
 {
     (void)state;
     tu_server *srv;
-    assert_int_equal(tu_server_start(&srv, NULL, NULL), 0);
-    unsigned port = tu_server_port(srv);
+    assert_int_equal(pfr_tu_server_start(&srv, NULL, NULL), 0);
+    unsigned port = pfr_tu_server_port(srv);
     pfr_scrape_opts o = {.interval_ns = S_NS / 2,
                          .cpu_seconds = 1, /* longer than the interval: refused */
                          .timeout_ms = 30000,
@@ -495,7 +496,7 @@ static void test_thread_store_reload(void **state)
 
     char dir[PATH_MAX];
     pfr_store *st;
-    assert_int_equal(tu_store_open(dir, &st), 0);
+    assert_int_equal(pfr_tu_store_open(dir, &st), 0);
     size_t written = 0;
     assert_int_equal(pfr_scrape_store(s, st, &written), 0);
     assert_true(written >= 8);
@@ -511,9 +512,9 @@ static void test_thread_store_reload(void **state)
     assert_int_equal(r.bad, 0);
     assert_int_equal(ss.corrupt, 0);
     pfr_store_close(st);
-    tu_store_remove(dir);
+    pfr_tu_store_remove(dir);
     pfr_scrape_free(s);
-    tu_server_stop(srv);
+    pfr_tu_server_stop(srv);
 }
 
 /* https: the certificate is verified unless told otherwise. */
@@ -530,14 +531,14 @@ static void test_tls(void **state)
              "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
              key, cert);
     if (system(cmd) != 0) {
-        tu_store_remove(dir);
+        pfr_tu_store_remove(dir);
         fail_msg(
             "openssl could not make a certificate (scripts/install-deps.sh --test installs it)");
     }
     tu_server *srv;
-    assert_int_equal(tu_server_start(&srv, cert, key), 0);
+    assert_int_equal(pfr_tu_server_start(&srv, cert, key), 0);
     char line[256];
-    snprintf(line, sizeof(line), "https://127.0.0.1:%u/good service=tls", tu_server_port(srv));
+    snprintf(line, sizeof(line), "https://127.0.0.1:%u/good service=tls", pfr_tu_server_port(srv));
     for (int mode = 0; mode < 3; mode++) {
         pfr_scrape_opts o = {.interval_ns = S_NS,
                              .endpoints = 1u << PFR_SCRAPE_GOROUTINE,
@@ -563,8 +564,8 @@ static void test_tls(void **state)
         free(cs);
         pfr_scrape_free(s);
     }
-    tu_server_stop(srv);
-    tu_store_remove(dir);
+    pfr_tu_server_stop(srv);
+    pfr_tu_store_remove(dir);
 }
 
 /* A kubelet pod list: api (coroot.com annotations), cart (pyroscope.io, when with_cart) and a
@@ -606,16 +607,16 @@ static void test_k8s_http(void **state)
 {
     (void)state;
     tu_server *srv;
-    assert_int_equal(tu_server_start(&srv, NULL, NULL), 0);
-    unsigned port = tu_server_port(srv);
+    assert_int_equal(pfr_tu_server_start(&srv, NULL, NULL), 0);
+    unsigned port = pfr_tu_server_port(srv);
     char dir[] = "/tmp/pfr-scrape-k8s-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char token[256], kubelet[64];
     snprintf(token, sizeof(token), "%s/token", dir);
-    assert_int_equal(tu_write_file(token, "secret-token\n", 13), 0);
+    assert_int_equal(pfr_tu_write_file(token, "secret-token\n", 13), 0);
     snprintf(kubelet, sizeof(kubelet), "http://127.0.0.1:%u/", port);
     char *json = pods_json(port, true);
-    tu_server_set_pods(srv, json, "secret-token");
+    pfr_tu_server_set_pods(srv, json, "secret-token");
 
     struct events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
     const int64_t interval = S_NS / 2;
@@ -651,10 +652,10 @@ static void test_k8s_http(void **state)
     assert_non_null(strstr(ti.labels, "node=node-1;"));
 
     /* the kubelet fails (500, then a wrong token): targets stay, one event per step */
-    tu_server_set_pods(srv, NULL, NULL);
+    pfr_tu_server_set_pods(srv, NULL, NULL);
     int64_t t0 = mono_ns();
     assert_int_equal(pfr_scrape_run_once(s), 0);
-    tu_server_set_pods(srv, json, "another-token");
+    pfr_tu_server_set_pods(srv, json, "another-token");
     for (int i = 1; i <= 4; i++) {
         sleep_until(t0 + i * interval);
         assert_int_equal(pfr_scrape_run_once(s), 0);
@@ -672,7 +673,7 @@ static void test_k8s_http(void **state)
     /* back, without the cart pod */
     free(json);
     json = pods_json(port, false);
-    tu_server_set_pods(srv, json, "secret-token");
+    pfr_tu_server_set_pods(srv, json, "secret-token");
     t0 = mono_ns();
     for (int i = 0; i < 8 && count_events(&ev, PFR_SCRAPE_EV_TARGET_REMOVED, "", -1) == 0; i++) {
         sleep_until(t0 + i * interval);
@@ -685,8 +686,8 @@ static void test_k8s_http(void **state)
     free(cs);
     free(json);
     pfr_scrape_free(s);
-    tu_server_stop(srv);
-    tu_store_remove(dir);
+    pfr_tu_server_stop(srv);
+    pfr_tu_store_remove(dir);
 }
 
 int main(void)

@@ -94,30 +94,30 @@ static void test_want_urls(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct sc_want w;
         char err[256];
-        assert_int_equal(sc_want_make(&w, cases[i].url, "svc", NULL, 0, PFR_SCRAPE_STATIC, 0, 0,
-                                      err, sizeof(err)),
+        assert_int_equal(pfr_scrape_want_make(&w, cases[i].url, "svc", NULL, 0, PFR_SCRAPE_STATIC,
+                                              0, 0, err, sizeof(err)),
                          0);
         assert_string_equal(w.base, cases[i].base);
         assert_string_equal(label(w.labels, w.nlabels, "instance"), cases[i].instance);
-        sc_want_free(&w);
+        pfr_scrape_want_free(&w);
     }
     /* a configured instance wins; labels come out sorted; keys tell targets apart */
     pfr_kv l[2] = {{"zone", "a"}, {"instance", "mine"}};
     struct sc_want a, b;
-    assert_int_equal(sc_want_make(&a, "http://h:1", "svc", l, 2, PFR_SCRAPE_STATIC, 0, 0, NULL, 0),
-                     0);
+    assert_int_equal(
+        pfr_scrape_want_make(&a, "http://h:1", "svc", l, 2, PFR_SCRAPE_STATIC, 0, 0, NULL, 0), 0);
     assert_int_equal(a.nlabels, 2);
     assert_string_equal(a.labels[0].key, "instance");
     assert_string_equal(a.labels[0].value, "mine");
-    assert_int_equal(sc_want_make(&b, "http://h:1", "svc", l, 1, PFR_SCRAPE_STATIC, 0, 0, NULL, 0),
-                     0);
-    assert_string_not_equal(a.key, b.key);
-    sc_want_free(&a);
-    sc_want_free(&b);
-    pfr_kv reserved = {"service.name", "x"};
     assert_int_equal(
-        sc_want_make(&a, "http://h:1", "svc", &reserved, 1, PFR_SCRAPE_STATIC, 0, 0, NULL, 0),
-        -EINVAL);
+        pfr_scrape_want_make(&b, "http://h:1", "svc", l, 1, PFR_SCRAPE_STATIC, 0, 0, NULL, 0), 0);
+    assert_string_not_equal(a.key, b.key);
+    pfr_scrape_want_free(&a);
+    pfr_scrape_want_free(&b);
+    pfr_kv reserved = {"service.name", "x"};
+    assert_int_equal(pfr_scrape_want_make(&a, "http://h:1", "svc", &reserved, 1, PFR_SCRAPE_STATIC,
+                                          0, 0, NULL, 0),
+                     -EINVAL);
 }
 
 static void test_endpoints_and_modes(void **state)
@@ -150,25 +150,26 @@ static void test_backoff(void **state)
     (void)state;
     struct sc_backoff b = {0};
     const int64_t s = SC_NS_PER_SEC;
-    assert_true(sc_backoff_due(&b, 0, 10 * s));
+    assert_true(pfr_scrape_backoff_due(&b, 0, 10 * s));
     /* steps 10, 20, 40, then the 40 s cap: only growing waits are new steps */
-    assert_true(sc_backoff_fail(&b, 0, 10 * s, 40 * s));
+    assert_true(pfr_scrape_backoff_fail(&b, 0, 10 * s, 40 * s));
     assert_int_equal(b.delay_ns, 10 * s);
-    assert_true(sc_backoff_fail(&b, 0, 10 * s, 40 * s));
+    assert_true(pfr_scrape_backoff_fail(&b, 0, 10 * s, 40 * s));
     assert_int_equal(b.delay_ns, 20 * s);
-    assert_true(sc_backoff_fail(&b, 0, 10 * s, 40 * s));
+    assert_true(pfr_scrape_backoff_fail(&b, 0, 10 * s, 40 * s));
     assert_int_equal(b.delay_ns, 40 * s);
-    assert_false(sc_backoff_fail(&b, 0, 10 * s, 40 * s));
-    assert_false(sc_backoff_fail(&b, 0, 10 * s, 40 * s));
+    assert_false(pfr_scrape_backoff_fail(&b, 0, 10 * s, 40 * s));
+    assert_false(pfr_scrape_backoff_fail(&b, 0, 10 * s, 40 * s));
     assert_int_equal(b.consecutive, 5);
-    assert_false(sc_backoff_due(&b, 20 * s, 10 * s));
-    assert_true(sc_backoff_due(&b, 38 * s, 10 * s)); /* a quarter interval early is on time */
+    assert_false(pfr_scrape_backoff_due(&b, 20 * s, 10 * s));
+    assert_true(
+        pfr_scrape_backoff_due(&b, 38 * s, 10 * s)); /* a quarter interval early is on time */
     for (int i = 0; i < 100; i++)
-        sc_backoff_fail(&b, 0, 10 * s, 40 * s); /* no overflow */
+        pfr_scrape_backoff_fail(&b, 0, 10 * s, 40 * s); /* no overflow */
     assert_int_equal(b.delay_ns, 40 * s);
-    assert_true(sc_backoff_ok(&b));
-    assert_false(sc_backoff_ok(&b));
-    assert_true(sc_backoff_due(&b, 0, 10 * s));
+    assert_true(pfr_scrape_backoff_ok(&b));
+    assert_false(pfr_scrape_backoff_ok(&b));
+    assert_true(pfr_scrape_backoff_due(&b, 0, 10 * s));
 }
 
 /* ---- conversion ---- */
@@ -221,20 +222,21 @@ static void test_convert_cpu(void **state)
     struct sc_series st = {0};
     struct sc_convert_result res;
     char err[128];
-    assert_int_equal(sc_convert(PFR_SCRAPE_CPU, src, &st, 1000, 2000, &res, err, sizeof(err)), 0);
+    assert_int_equal(
+        pfr_scrape_convert(PFR_SCRAPE_CPU, src, &st, 1000, 2000, &res, err, sizeof(err)), 0);
     assert_non_null(res.profile);
     assert_int_equal(pfr_profile_num_sample_types(res.profile), 1);
     const char *unit;
     assert_string_equal(pfr_profile_sample_type(res.profile, 0, &unit), PFR_SCRAPE_TYPE_CPU);
     assert_string_equal(unit, "nanoseconds");
-    assert_int_equal(tu_value_of(res.profile, 0, "main.a"), 30000000);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.a"), 30000000);
     assert_int_equal(pfr_profile_time_nanos(res.profile), 1000);
     assert_int_equal(pfr_profile_duration_nanos(res.profile), 1000);
     const char *pt, *pu;
     assert_int_equal(pfr_profile_period(res.profile, &pt, &pu), 10000000);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
 }
 
 static void test_convert_deltas(void **state)
@@ -249,7 +251,7 @@ static void test_convert_deltas(void **state)
     /* first scrape: a baseline, nothing to write */
     int64_t v1[6] = {10, 1000, 5, 500, 1, 100}; /* main.a twice: 11 */
     pfr_profile *src = go_profile(ep, leaves, v1, 3);
-    assert_int_equal(sc_convert(ep, src, &st, 0, 10, &res, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_convert(ep, src, &st, 0, 10, &res, err, sizeof(err)), 0);
     assert_true(res.baseline);
     assert_false(res.reset);
     assert_null(res.profile);
@@ -259,7 +261,7 @@ static void test_convert_deltas(void **state)
     /* second: the differences, with Coroot's names; unchanged stacks are left out */
     int64_t v2[6] = {15, 1600, 5, 500, 1, 100};
     src = go_profile(ep, leaves, v2, 3);
-    assert_int_equal(sc_convert(ep, src, &st, 10, 20, &res, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_convert(ep, src, &st, 10, 20, &res, err, sizeof(err)), 0);
     assert_false(res.baseline);
     assert_false(res.reset);
     assert_non_null(res.profile);
@@ -267,29 +269,29 @@ static void test_convert_deltas(void **state)
                         PFR_SCRAPE_TYPE_BLOCK_CONTENTIONS);
     assert_string_equal(pfr_profile_sample_type(res.profile, 1, NULL), PFR_SCRAPE_TYPE_BLOCK_DELAY);
     assert_int_equal(pfr_profile_num_samples(res.profile), 1);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.a"), 5); /* 15 + 1 - (10 + 1) */
-    assert_int_equal(tu_value_of(res.profile, 1, "main.a"), 600);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.b"), 0);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.a"), 5); /* 15 + 1 - (10 + 1) */
+    assert_int_equal(pfr_tu_value_of(res.profile, 1, "main.a"), 600);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.b"), 0);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
 
     /* a counter that went down: the program restarted; its values are all since then */
     int64_t v3[6] = {2, 200, 6, 600, 0, 0};
     src = go_profile(ep, leaves, v3, 3);
-    assert_int_equal(sc_convert(ep, src, &st, 20, 30, &res, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_convert(ep, src, &st, 20, 30, &res, err, sizeof(err)), 0);
     assert_true(res.reset);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.a"), 2);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.b"), 6);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.a"), 2);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.b"), 6);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
 
     /* then deltas again from the new baseline */
     int64_t v4[6] = {3, 300, 6, 600, 0, 0};
     src = go_profile(ep, leaves, v4, 3);
-    assert_int_equal(sc_convert(ep, src, &st, 30, 40, &res, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_convert(ep, src, &st, 30, 40, &res, err, sizeof(err)), 0);
     assert_false(res.reset);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.a"), 1);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.b"), 0);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.a"), 1);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.b"), 0);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
 
@@ -297,12 +299,12 @@ static void test_convert_deltas(void **state)
     const char *one[1] = {"main.a"};
     int64_t v5[2] = {100, 10000};
     src = go_profile(ep, one, v5, 1);
-    assert_int_equal(sc_convert(ep, src, &st, 40, 50, &res, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_convert(ep, src, &st, 40, 50, &res, err, sizeof(err)), 0);
     assert_true(res.reset);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.a"), 100);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.a"), 100);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
 }
 
 /* Go writes one location per PC: two PCs on the same line are the same stack to Coroot, and
@@ -327,7 +329,7 @@ static void test_convert_aggregates(void **state)
     assert_int_equal(pfr_profile_num_samples(p), 2);
     struct sc_series st = {.have = true, .ncum = 2}; /* an empty baseline */
     struct sc_convert_result res;
-    assert_int_equal(sc_convert(PFR_SCRAPE_BLOCK, p, &st, 0, 10, &res, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_convert(PFR_SCRAPE_BLOCK, p, &st, 0, 10, &res, NULL, 0), 0);
     assert_int_equal(res.stacks, 1);
     assert_int_equal(pfr_profile_num_samples(res.profile), 1);
     assert_int_equal(pfr_profile_sample_values(res.profile, 0)[0], 3);
@@ -336,7 +338,7 @@ static void test_convert_aggregates(void **state)
     assert_int_equal(pfr_profile_sample_labels(res.profile, 0, &labels), 0);
     pfr_profile_free(res.profile);
     pfr_profile_free(p);
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
 }
 
 static void test_convert_heap(void **state)
@@ -348,7 +350,7 @@ static void test_convert_heap(void **state)
     /* first scrape: in-use values at once, alloc_* zero (baseline) */
     int64_t v1[4] = {100, 6400, 4, 256};
     pfr_profile *src = go_profile(PFR_SCRAPE_HEAP, leaves, v1, 1);
-    assert_int_equal(sc_convert(PFR_SCRAPE_HEAP, src, &st, 0, 10, &res, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_convert(PFR_SCRAPE_HEAP, src, &st, 0, 10, &res, NULL, 0), 0);
     assert_true(res.baseline);
     assert_non_null(res.profile);
     assert_int_equal(pfr_profile_num_sample_types(res.profile), 4);
@@ -356,35 +358,36 @@ static void test_convert_heap(void **state)
                         PFR_SCRAPE_TYPE_HEAP_ALLOC_OBJECTS);
     assert_string_equal(pfr_profile_sample_type(res.profile, 3, NULL),
                         PFR_SCRAPE_TYPE_HEAP_INUSE_SPACE);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.alloc"), 0);
-    assert_int_equal(tu_value_of(res.profile, 3, "main.alloc"), 256);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.alloc"), 0);
+    assert_int_equal(pfr_tu_value_of(res.profile, 3, "main.alloc"), 256);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
     /* then alloc_* are deltas, inuse_* as they are (in-use going down is no restart) */
     int64_t v2[4] = {150, 9600, 1, 64};
     src = go_profile(PFR_SCRAPE_HEAP, leaves, v2, 1);
-    assert_int_equal(sc_convert(PFR_SCRAPE_HEAP, src, &st, 10, 20, &res, NULL, 0), 0);
+    assert_int_equal(pfr_scrape_convert(PFR_SCRAPE_HEAP, src, &st, 10, 20, &res, NULL, 0), 0);
     assert_false(res.reset);
-    assert_int_equal(tu_value_of(res.profile, 0, "main.alloc"), 50);
-    assert_int_equal(tu_value_of(res.profile, 1, "main.alloc"), 3200);
-    assert_int_equal(tu_value_of(res.profile, 2, "main.alloc"), 1);
+    assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.alloc"), 50);
+    assert_int_equal(pfr_tu_value_of(res.profile, 1, "main.alloc"), 3200);
+    assert_int_equal(pfr_tu_value_of(res.profile, 2, "main.alloc"), 1);
     pfr_profile_free(res.profile);
     pfr_profile_free(src);
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
 
     /* goroutines: a snapshot, never a delta */
     const char *g[1] = {"main.park"};
     int64_t gv[1] = {8};
     src = go_profile(PFR_SCRAPE_GOROUTINE, g, gv, 1);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(sc_convert(PFR_SCRAPE_GOROUTINE, src, &st, 0, 10, &res, NULL, 0), 0);
-        assert_int_equal(tu_value_of(res.profile, 0, "main.park"), 8);
+        assert_int_equal(pfr_scrape_convert(PFR_SCRAPE_GOROUTINE, src, &st, 0, 10, &res, NULL, 0),
+                         0);
+        assert_int_equal(pfr_tu_value_of(res.profile, 0, "main.park"), 8);
         assert_string_equal(pfr_profile_sample_type(res.profile, 0, NULL),
                             PFR_SCRAPE_TYPE_GOROUTINES);
         pfr_profile_free(res.profile);
     }
     pfr_profile_free(src);
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
 }
 
 static void test_convert_rejects(void **state)
@@ -397,26 +400,29 @@ static void test_convert_rejects(void **state)
     const char *leaves[1] = {"main.x"};
     int64_t v[4] = {1, 2, 3, 4};
     pfr_profile *src = go_profile(PFR_SCRAPE_HEAP, leaves, v, 1);
-    assert_int_equal(sc_convert(PFR_SCRAPE_CPU, src, &st, 0, 10, &res, err, sizeof(err)), -EBADMSG);
+    assert_int_equal(pfr_scrape_convert(PFR_SCRAPE_CPU, src, &st, 0, 10, &res, err, sizeof(err)),
+                     -EBADMSG);
     assert_non_null(strstr(err, "cpu/nanoseconds"));
     assert_null(res.profile);
     pfr_profile_free(src);
     /* negative values */
     int64_t neg[2] = {-1, 5};
     src = go_profile(PFR_SCRAPE_MUTEX, leaves, neg, 1);
-    assert_int_equal(sc_convert(PFR_SCRAPE_MUTEX, src, &st, 0, 10, &res, err, sizeof(err)),
+    assert_int_equal(pfr_scrape_convert(PFR_SCRAPE_MUTEX, src, &st, 0, 10, &res, err, sizeof(err)),
                      -EBADMSG);
     assert_false(st.have); /* the series is untouched */
     pfr_profile_free(src);
     /* an empty profile of the right kind is fine: nothing to write */
     src = go_profile(PFR_SCRAPE_GOROUTINE, NULL, NULL, 0);
-    assert_int_equal(sc_convert(PFR_SCRAPE_GOROUTINE, src, &st, 0, 10, &res, err, sizeof(err)), 0);
+    assert_int_equal(
+        pfr_scrape_convert(PFR_SCRAPE_GOROUTINE, src, &st, 0, 10, &res, err, sizeof(err)), 0);
     assert_null(res.profile);
-    assert_int_equal(sc_convert(99, src, &st, 0, 10, &res, err, sizeof(err)), -EINVAL);
-    assert_int_equal(sc_convert(PFR_SCRAPE_GOROUTINE, src, &st, 10, 10, &res, err, sizeof(err)),
-                     -EINVAL); /* an empty interval */
+    assert_int_equal(pfr_scrape_convert(99, src, &st, 0, 10, &res, err, sizeof(err)), -EINVAL);
+    assert_int_equal(
+        pfr_scrape_convert(PFR_SCRAPE_GOROUTINE, src, &st, 10, 10, &res, err, sizeof(err)),
+        -EINVAL); /* an empty interval */
     pfr_profile_free(src);
-    sc_series_free(&st);
+    pfr_scrape_series_free(&st);
 }
 
 /* ---- /proc/net/tcp ---- */
@@ -440,18 +446,18 @@ static void test_procnet(void **state)
         "   0 0 1\n";
     struct sc_listen *v = NULL;
     size_t n = 0, bad = 0;
-    assert_int_equal(sc_procnet_parse(tcp, false, &v, &n, 100, &bad), 0);
+    assert_int_equal(pfr_scrape_procnet_parse(tcp, false, &v, &n, 100, &bad), 0);
     assert_int_equal(n, 3); /* established and inode 0 are not listeners */
     assert_int_equal(bad, 1);
     char host[64];
     assert_int_equal(v[0].port, 8080);
     assert_int_equal(v[0].inode, 12345);
-    assert_true(sc_listen_host(&v[0], host, sizeof(host)));
+    assert_true(pfr_scrape_listen_host(&v[0], host, sizeof(host)));
     assert_string_equal(host, "127.0.0.1");
-    assert_true(sc_listen_host(&v[1], host, sizeof(host)));
+    assert_true(pfr_scrape_listen_host(&v[1], host, sizeof(host)));
     assert_string_equal(host, "127.0.0.1"); /* 0.0.0.0 */
     assert_int_equal(v[1].port, 22);
-    assert_true(sc_listen_host(&v[2], host, sizeof(host)));
+    assert_true(pfr_scrape_listen_host(&v[2], host, sizeof(host)));
     assert_string_equal(host, "10.0.0.5");
     free(v);
 
@@ -467,20 +473,20 @@ static void test_procnet(void **state)
         "00000000:00000000 00:00000000 00000000     0        0 780 1\n";
     v = NULL;
     n = 0;
-    assert_int_equal(sc_procnet_parse(tcp6, true, &v, &n, 100, NULL), 0);
+    assert_int_equal(pfr_scrape_procnet_parse(tcp6, true, &v, &n, 100, NULL), 0);
     assert_int_equal(n, 4);
-    assert_true(sc_listen_host(&v[0], host, sizeof(host)));
+    assert_true(pfr_scrape_listen_host(&v[0], host, sizeof(host)));
     assert_string_equal(host, "[::1]");
-    assert_true(sc_listen_host(&v[1], host, sizeof(host)));
+    assert_true(pfr_scrape_listen_host(&v[1], host, sizeof(host)));
     assert_string_equal(host, "[::1]");
-    assert_true(sc_listen_host(&v[2], host, sizeof(host)));
+    assert_true(pfr_scrape_listen_host(&v[2], host, sizeof(host)));
     assert_string_equal(host, "127.0.0.1");
-    assert_false(sc_listen_host(&v[3], host, sizeof(host))); /* link-local */
+    assert_false(pfr_scrape_listen_host(&v[3], host, sizeof(host))); /* link-local */
     free(v);
     /* the bound is kept */
     v = NULL;
     n = 0;
-    assert_int_equal(sc_procnet_parse(tcp, false, &v, &n, 1, NULL), 0);
+    assert_int_equal(pfr_scrape_procnet_parse(tcp, false, &v, &n, 1, NULL), 0);
     assert_int_equal(n, 1);
     free(v);
 }
@@ -507,7 +513,7 @@ static int inspect(const uint8_t *b, size_t len, struct sc_elf_info *info)
     struct membuf m = {b, len};
     struct sc_file f = {.ctx = &m, .pread = mem_pread, .size = len};
     char err[128];
-    return sc_elf_inspect(&f, info, err, sizeof(err));
+    return pfr_scrape_elf_inspect(&f, info, err, sizeof(err));
 }
 
 static void check_elf(unsigned flags, size_t pad, int want_rc, bool is_go, bool pprof,
@@ -515,7 +521,7 @@ static void check_elf(unsigned flags, size_t pad, int want_rc, bool is_go, bool 
 {
     uint8_t *b;
     size_t len;
-    assert_int_equal(eg_go_binary(flags, SC_PPROF_SYMBOL, pad, &b, &len), 0);
+    assert_int_equal(pfr_eg_go_binary(flags, SC_PPROF_SYMBOL, pad, &b, &len), 0);
     struct sc_elf_info info;
     int rc = inspect(b, len, &info);
     if (rc != want_rc || info.is_go != is_go || info.pprof != pprof)
@@ -549,14 +555,14 @@ static void test_elf(void **state)
     /* a longer name that merely starts like it does not count */
     uint8_t *b;
     size_t len;
-    assert_int_equal(eg_go_binary(EG_GO | EG_PCLNTAB, SC_PPROF_SYMBOL "Extra", 0, &b, &len), 0);
+    assert_int_equal(pfr_eg_go_binary(EG_GO | EG_PCLNTAB, SC_PPROF_SYMBOL "Extra", 0, &b, &len), 0);
     struct sc_elf_info info;
     assert_int_equal(inspect(b, len, &info), 0);
     assert_false(info.pprof);
     free(b);
 
     /* truncations and corruptions: an error or a clean "no", never a crash */
-    assert_int_equal(eg_go_binary(EG_GO | EG_SYMTAB, SC_PPROF_SYMBOL, 0, &b, &len), 0);
+    assert_int_equal(pfr_eg_go_binary(EG_GO | EG_SYMTAB, SC_PPROF_SYMBOL, 0, &b, &len), 0);
     for (size_t cut = 0; cut < len; cut += 7) {
         int rc = inspect(b, cut, &info);
         assert_true(rc == 0 || rc == -ENOEXEC || rc == -EBADMSG);
@@ -578,9 +584,9 @@ static void test_pprof_index(void **state)
 {
     (void)state;
     static const char page[] = "<html><title>/debug/pprof/</title><a href='goroutine?debug=1'>";
-    assert_true(sc_local_is_pprof_index((const unsigned char *)page, sizeof(page) - 1));
-    assert_false(sc_local_is_pprof_index((const unsigned char *)"404 page not found", 18));
-    assert_false(sc_local_is_pprof_index(NULL, 0));
+    assert_true(pfr_scrape_local_is_pprof_index((const unsigned char *)page, sizeof(page) - 1));
+    assert_false(pfr_scrape_local_is_pprof_index((const unsigned char *)"404 page not found", 18));
+    assert_false(pfr_scrape_local_is_pprof_index(NULL, 0));
 }
 
 /* ---- Kubernetes ---- */
@@ -590,7 +596,7 @@ static char *read_fixture(const char *name, size_t *len)
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s", SCRAPE_FIXTURES, name);
     char *text = NULL;
-    assert_int_equal(sc_read_file(path, 1 << 20, &text, len), 0);
+    assert_int_equal(pfr_scrape_read_file(path, 1 << 20, &text, len), 0);
     return text;
 }
 
@@ -612,7 +618,7 @@ static void test_k8s_fixture(void **state)
     struct sc_wantlist l = {0};
     struct sc_k8s_counts c;
     char err[256];
-    assert_int_equal(sc_k8s_parse_pods(json, len, "node-1", &l, &c, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_k8s_parse_pods(json, len, "node-1", &l, &c, err, sizeof(err)), 0);
     assert_int_equal(c.pods, 13);
     assert_int_equal(c.targets, 4);
     assert_int_equal(c.bad, 4); /* bad port, no port, port 70000, bad IP */
@@ -647,29 +653,31 @@ static void test_k8s_fixture(void **state)
                                               "elsewhere-1",      "port-too-big", "bad-ip"};
     for (size_t i = 0; i < sizeof(not_targets) / sizeof(not_targets[0]); i++)
         assert_null(want_by_pod(&l, not_targets[i]));
-    sc_wantlist_free(&l);
+    pfr_scrape_wantlist_free(&l);
 
     /* without a node filter, the other node's pod is a target too */
-    assert_int_equal(sc_k8s_parse_pods(json, len, NULL, &l, &c, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_k8s_parse_pods(json, len, NULL, &l, &c, err, sizeof(err)), 0);
     assert_int_equal(c.targets, 5);
     assert_non_null(want_by_pod(&l, "elsewhere-1"));
-    sc_wantlist_free(&l);
+    pfr_scrape_wantlist_free(&l);
     free(json);
 
     static const char *const bad[] = {
         "", "[]", "{\"kind\":\"Status\"}", "{\"items\":{}}", "{\"items\":[", "null"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(sc_k8s_parse_pods(bad[i], strlen(bad[i]), NULL, &l, &c, err, sizeof(err)),
-                         -EBADMSG);
+        assert_int_equal(
+            pfr_scrape_k8s_parse_pods(bad[i], strlen(bad[i]), NULL, &l, &c, err, sizeof(err)),
+            -EBADMSG);
         assert_int_equal(l.n, 0);
     }
     /* odd shapes inside items are skipped, not fatal */
     static const char odd[] = "{\"items\":[1,\"x\",{},{\"metadata\":[]},{\"metadata\":{"
                               "\"annotations\":{\"coroot.com/profile-scrape\":true}}}]}";
-    assert_int_equal(sc_k8s_parse_pods(odd, strlen(odd), NULL, &l, &c, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_k8s_parse_pods(odd, strlen(odd), NULL, &l, &c, err, sizeof(err)),
+                     0);
     assert_int_equal(c.pods, 5);
     assert_int_equal(l.n, 0);
-    sc_wantlist_free(&l);
+    pfr_scrape_wantlist_free(&l);
 }
 
 int main(void)

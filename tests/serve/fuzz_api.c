@@ -37,8 +37,8 @@ static const char *ring(void)
     if (!mkdtemp(ring_dir))
         abort();
     snprintf(ring_path, sizeof(ring_path), "%s/ring.db", ring_dir);
-    pfr_store *s = fx_open(ring_path);
-    if (fx_shift_ring(s, "app", T0, 12) != 0 || fx_names_ring(s, T0, 12) != 0)
+    pfr_store *s = pfr_fx_open(ring_path);
+    if (pfr_fx_shift_ring(s, "app", T0, 12) != 0 || pfr_fx_names_ring(s, T0, 12) != 0)
         abort();
     pfr_store_close(s);
     atexit(remove_ring);

@@ -29,28 +29,28 @@ typedef struct fixture {
     char dir[64];
     char shift[128]; /* "app": 60 chunks of 10 s from T0, hot_before then hot_after */
     char types[128]; /* "heap": two level types; "api": testgen CPU, 120 chunks */
-    char names[128]; /* Coroot-style and hostile service names (FX_NAMES), 30 chunks from T0 */
+    char names[128]; /* Coroot-style and hostile service names (pfr_fx_names), 30 chunks from T0 */
     pfr_serve_api api;
 } fixture;
 
 static int make_types_ring(const char *path)
 {
-    pfr_store *s = fx_open(path);
+    pfr_store *s = pfr_fx_open(path);
     int rc = 0;
     for (int i = 0; i < 6 && rc == 0; i++) {
         const char *types[] = {"go:heap_alloc_space:bytes", "go:heap_inuse_space:bytes"};
         for (int k = 0; k < 2 && rc == 0; k++) {
-            pfr_profile *p = fx_profile(types[k]);
-            rc = p ? fx_sample(p, "main;alloc", 1000 * (k + 1), 7, "heapy") : -ENOMEM;
+            pfr_profile *p = pfr_fx_profile(types[k]);
+            rc = p ? pfr_fx_sample(p, "main;alloc", 1000 * (k + 1), 7, "heapy") : -ENOMEM;
             if (rc == 0)
-                rc = fx_append(s, "heap", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p);
+                rc = pfr_fx_append(s, "heap", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p);
             pfr_profile_free(p);
         }
     }
     pfr_testgen *g = pfr_testgen_new(7, 0, NULL);
     for (int i = 0; i < 120 && rc == 0 && g; i++) {
         pfr_profile *p = pfr_testgen_next(g, T0 + i * 10 * FX_S, 10 * FX_S);
-        rc = p ? fx_append(s, "api", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p) : -ENOMEM;
+        rc = p ? pfr_fx_append(s, "api", NULL, 0, T0 + i * 10 * FX_S, 10 * FX_S, p) : -ENOMEM;
         pfr_profile_free(p);
     }
     pfr_testgen_free(g);
@@ -67,11 +67,11 @@ static int setup(void **state)
     snprintf(f->shift, sizeof(f->shift), "%s/shift.db", f->dir);
     snprintf(f->types, sizeof(f->types), "%s/types.db", f->dir);
     snprintf(f->names, sizeof(f->names), "%s/names.db", f->dir);
-    pfr_store *s = fx_open(f->shift);
-    int rc = fx_shift_ring(s, "app", T0, 60);
+    pfr_store *s = pfr_fx_open(f->shift);
+    int rc = pfr_fx_shift_ring(s, "app", T0, 60);
     pfr_store_close(s);
-    s = fx_open(f->names);
-    rc = rc ? rc : fx_names_ring(s, T0, 30);
+    s = pfr_fx_open(f->names);
+    rc = rc ? rc : pfr_fx_names_ring(s, T0, 30);
     pfr_store_close(s);
     if (rc || make_types_ring(f->types))
         return -1;
@@ -277,17 +277,17 @@ static void test_names(void **state)
     json_t *d = call_api(&api, "/api/ls", &st, NULL);
     assert_int_equal(st, 200);
     json_t *svcs = json_object_get(json_object_get(d, "ls"), "services");
-    assert_int_equal(json_array_size(svcs), FX_NNAMES - 1); /* two instances of one service */
+    assert_int_equal(json_array_size(svcs), pfr_fx_nnames - 1); /* two instances of one service */
     bool seen_bytes = false;
     for (size_t i = 0; i < json_array_size(svcs); i++)
         seen_bytes |= strcmp(json_string_value(json_object_get(json_array_get(svcs, i), "name")),
                              "bytes" PFR_UTF8_REPLACEMENT PFR_UTF8_REPLACEMENT) == 0;
     assert_true(seen_bytes); /* not UTF-8 in the ring: listed, bytes replaced */
     json_decref(d);
-    for (size_t k = 0; k < FX_NNAMES; k++) {
-        const fx_named *n = &FX_NAMES[k];
+    for (size_t k = 0; k < pfr_fx_nnames; k++) {
+        const fx_named *n = &pfr_fx_names[k];
         if (strncmp(n->service, "bytes", 5) == 0 ||
-            (k > 0 && strcmp(n->service, FX_NAMES[k - 1].service) == 0))
+            (k > 0 && strcmp(n->service, pfr_fx_names[k - 1].service) == 0))
             continue; /* no UTF-8 to ask for it with; the other api instance */
         pfr_kv q[] = {{"service", n->service}, {"from", "1714564800"}, {"to", "1714565100"}};
         d = call_kv(&api, "/api/flame", &st, q, 3);
@@ -313,7 +313,7 @@ static void test_names(void **state)
     }
     /* one instance of the Deployment: Coroot's per-instance view filters on container.id */
     for (int inst = 0; inst < 2; inst++) {
-        const fx_named *n = &FX_NAMES[2 + inst];
+        const fx_named *n = &pfr_fx_names[2 + inst];
         char label[128];
         snprintf(label, sizeof(label), "container.id=%s", n->container_id);
         pfr_kv q[] = {{"service", n->service},
@@ -527,10 +527,10 @@ static void test_cache(void **state)
     r.status = 200;
 
     /* a write to the ring makes a new key: the old answer is never served again */
-    pfr_store *w = fx_open(f->types);
-    pfr_profile *p = fx_profile("go:heap_alloc_space:bytes");
-    assert_int_equal(fx_sample(p, "main;more", 5, 7, "heapy"), 0);
-    assert_int_equal(fx_append(w, "heap", NULL, 0, T0 + 3600 * FX_S, 10 * FX_S, p), 0);
+    pfr_store *w = pfr_fx_open(f->types);
+    pfr_profile *p = pfr_fx_profile("go:heap_alloc_space:bytes");
+    assert_int_equal(pfr_fx_sample(p, "main;more", 5, 7, "heapy"), 0);
+    assert_int_equal(pfr_fx_append(w, "heap", NULL, 0, T0 + 3600 * FX_S, 10 * FX_S, p), 0);
     pfr_profile_free(p);
     pfr_store_close(w);
     assert_int_equal(pfr_serve_cache_key(f->types, "/api/flame", abs, 2, &k3), 0);
@@ -745,7 +745,7 @@ static void test_http_names(void **state)
     char err[256] = "", q[768], label[256];
     assert_int_equal(pfr_serve_start(&cfg, &s, err, sizeof(err)), 0);
     http_result r;
-    const fx_named *weird = &FX_NAMES[7], *api = &FX_NAMES[3];
+    const fx_named *weird = &pfr_fx_names[7], *api = &pfr_fx_names[3];
     snprintf(label, sizeof(label), "container.id=%s", api->container_id);
     CURL *c = curl_easy_init();
     char *svc = curl_easy_escape(c, weird->service, 0), *a = curl_easy_escape(c, api->service, 0),

@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ch_answer.h"
-#include "ch_error.h"
-#include "ch_lastseen.h"
+#include "sinks/clickhouse/ch_schema.h"
+#include "sinks/clickhouse/ch_error_codes.h"
+#include "sinks/clickhouse/ch_lastseen.h"
 #include "config.h"
-#include "coroot_fmt.h"
+#include "sinks/coroot_conventions.h"
 #include "http.h"
-#include "parse.h"
+#include "fmt.h"
+#include "pfr_units.h"
 #include "pfr_time.h"
 #include "redact.h"
 #include "retry.h"
@@ -41,8 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pfr_retry_after_ms(s, 1714557600);
         int64_t ms, t;
         uint64_t v;
-        pfr_parse_duration_ms(s, &ms);
-        pfr_parse_size(s, &v);
+        pfr_parse_duration(s, &ms, err, sizeof(err));
+        pfr_parse_size(s, &v, err, sizeof(err));
         pfr_time_parse(s, 1714557600ll * 1000000000, &t, err, sizeof(err));
         break;
     }
@@ -54,17 +55,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pfr_ch_layout_read(s, &l);
         pfr_ch_layout_clustered(&l, err, sizeof(err));
         /* an answer to the stacks' LastSeen question */
-        pfr_chcols c = {0};
+        pfr_ch_columns c = {0};
         pfr_ch_lastseen *ls = NULL;
         pfr_buf q = {0};
-        pfr_chcols_stack(&c, "a", 1, 5);
-        pfr_chcols_stack(&c, "b", 2, 5);
+        pfr_ch_columns_stack(&c, "a", 1, 5);
+        pfr_ch_columns_stack(&c, "b", 2, 5);
         if (!c.err && pfr_ch_lastseen_new(&c, 0, &ls) == 0 &&
             pfr_ch_lastseen_query(ls, "profiling_stacks", 8, &q) == 0)
             pfr_ch_lastseen_apply(ls, s, err, sizeof(err));
         pfr_ch_lastseen_free(ls);
         pfr_buf_free(&q);
-        pfr_chcols_free(&c);
+        pfr_ch_columns_free(&c);
         break;
     }
     case 3: {

@@ -35,3 +35,24 @@ grep -q "dup2.ini:3: section \[sink co\] given again" "$T/dup2.log" ||
     fail "a 5000-byte line was accepted"
 grep -q "huge.ini:3: line is too long" "$T/huge.log" || fail "long line: $(cat "$T/huge.log")"
 say "duplicates and over-long lines refused with file and line"
+
+# The settings tables (issue 25): the sink from the environment alone, durations with units in
+# the environment, the file and flags, and a bad value refused with its flag and exit status 2.
+mkring --services 1 --intervals 2
+printf '[shipper]\npoll_interval = 250ms\nbackoff_max = 1m30s\n' >"$T/units.ini"
+env PFR_SHIPPER_SINK=coroot PFR_SHIPPER_URL="http://127.0.0.1:$CO_PORT" \
+    PFR_SHIPPER_API_KEY_FILE="$T/cokey" PFR_SHIPPER_LOG_LEVEL=debug \
+    "$SHIPPER" --config "$T/units.ini" --store "$T/ring.db" --state "$T/s5.db" --once \
+    --batch-age 0s --timeout 1m30s --connect-timeout 1500ms --deadline 0.5m >"$T/env.log" 2>&1 ||
+    fail "a sink from the environment, durations with units: $(tail -3 "$T/env.log")"
+grep -q "sink coroot: coroot http://127.0.0.1:$CO_PORT" "$T/env.log" ||
+    fail "the sink from the environment: $(head -5 "$T/env.log")"
+grep -q "debug" "$T/env.log" || fail "PFR_SHIPPER_LOG_LEVEL=debug was not applied"
+set +e
+"$SHIPPER" --config "$T/units.ini" --sink coroot --url http://a/ --api-key-file "$T/cokey" \
+    --store "$T/ring.db" --state "$T/s6.db" --once --timeout 10parsecs >"$T/bad.log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "a bad duration: exit $rc, not 2"
+grep -q -- "--timeout" "$T/bad.log" || fail "a bad duration: the flag is not named: $(cat "$T/bad.log")"
+say "the environment's sink, durations with units everywhere, a bad one refused by name"

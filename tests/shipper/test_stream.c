@@ -16,12 +16,12 @@
 #include <sqlite3.h>
 #include <zlib.h>
 
-#include "ch_lastseen.h"
-#include "chcols.h"
-#include "chenc.h"
+#include "sinks/clickhouse/ch_lastseen.h"
+#include "sinks/clickhouse/ch_columns.h"
+#include "sinks/clickhouse/ch_rows.h"
 #include "chunksrc.h"
-#include "coroot_fmt.h"
-#include "gzstream.h"
+#include "sinks/coroot_conventions.h"
+#include "pfr_gzip.h"
 #include "pfr_testgen.h"
 
 static const int64_t S0 = 1714557600ll * 1000000000, IV = 10ll * 1000000000;
@@ -185,51 +185,49 @@ static void test_gzstream(void **st)
         in[i] = (uint8_t)(i % 7 ? 'a' + x % 4 : x); /* compressible, not trivially */
     }
     /* three pieces (one empty), the last ends the stream */
-    pfr_gzstream g = {0};
+    pfr_gzip_stream g = {0};
     pfr_buf out = {0};
-    assert_int_equal(pfr_gzstream_put(&g, 1, in, n / 3, false, &out), 0);
-    assert_int_equal(pfr_gzstream_put(&g, 1, in, 0, false, &out), 0);
-    assert_int_equal(pfr_gzstream_put(&g, 1, in + n / 3, n - n / 3, true, &out), 0);
+    assert_int_equal(pfr_gzip_stream_put(&g, 1, in, n / 3, false, &out), 0);
+    assert_int_equal(pfr_gzip_stream_put(&g, 1, in, 0, false, &out), 0);
+    assert_int_equal(pfr_gzip_stream_put(&g, 1, in + n / 3, n - n / 3, true, &out), 0);
     assert_null(g.z);
     assert_true(out.len < n);
     assert_int_equal(gunzip(&out, back, n + 1), n);
     assert_memory_equal(back, in, n);
     /* one piece: what pfr_gzip makes */
-    uint8_t *one;
-    size_t len;
-    assert_int_equal(pfr_gzip(in, 1000, 6, &one, &len), 0);
-    pfr_buf o = {.data = one, .len = len, .cap = len};
+    pfr_buf o = {0};
+    assert_int_equal(pfr_gzip(in, 1000, 6, &o), 0);
     assert_int_equal(gunzip(&o, back, n), 1000);
     assert_memory_equal(back, in, 1000);
     /* an empty body is a valid stream; a stream dropped half way frees its state */
     pfr_buf_reset(&out);
-    assert_int_equal(pfr_gzstream_put(&g, 1, NULL, 0, true, &out), 0);
+    assert_int_equal(pfr_gzip_stream_put(&g, 1, NULL, 0, true, &out), 0);
     assert_int_equal(gunzip(&out, back, n), 0);
-    assert_int_equal(pfr_gzstream_put(&g, 1, in, 100, false, &out), 0);
+    assert_int_equal(pfr_gzip_stream_put(&g, 1, in, 100, false, &out), 0);
     assert_non_null(g.z);
-    pfr_gzstream_end(&g);
+    pfr_gzip_stream_end(&g);
     assert_null(g.z);
-    free(one);
+    pfr_buf_free(&o);
     pfr_buf_free(&out);
     free(in);
     free(back);
 }
 
-/* ---- chcols: one table's rows at a time ---- */
+/* ---- ch_columns: one table's rows at a time ---- */
 
-static void add_stack(pfr_chcols *c, const char *svc, uint64_t hash)
+static void add_stack(pfr_ch_columns *c, const char *svc, uint64_t hash)
 {
-    assert_int_equal(pfr_chcols_stack(c, svc, hash, S0), 0);
-    pfr_chcols_stack_str(c, "main a.c:1", 10);
+    assert_int_equal(pfr_ch_columns_stack(c, svc, hash, S0), 0);
+    pfr_ch_columns_stack_str(c, "main a.c:1", 10);
 }
 
-static void add_samples(pfr_chcols *c, const char *svc, size_t nrows)
+static void add_samples(pfr_ch_columns *c, const char *svc, size_t nrows)
 {
     pfr_kv lab[] = {{"host.name", "h"}};
-    uint32_t l = pfr_chcols_labels(c, lab, 1);
+    uint32_t l = pfr_ch_columns_labels(c, lab, 1);
     uint64_t *h;
     int64_t *v;
-    assert_int_equal(pfr_chcols_group(c, svc, "cpu", S0, S0 + IV, l, 1, nrows, &h, &v), 0);
+    assert_int_equal(pfr_ch_columns_group(c, svc, "cpu", S0, S0 + IV, l, 1, nrows, &h, &v), 0);
     for (size_t i = 0; i < nrows; i++)
         h[i] = i, v[i] = 1;
 }
@@ -237,42 +235,42 @@ static void add_samples(pfr_chcols *c, const char *svc, size_t nrows)
 static void test_chcols_tables(void **st)
 {
     (void)st;
-    pfr_chcols c = {0};
+    pfr_ch_columns c = {0};
     pfr_buf a = {0}, b = {0};
     add_stack(&c, "s1", 7);
     add_samples(&c, "s2", 3);
     add_stack(&c, "s2", 9);
     assert_true(c.est_stacks > 0 && c.est_samples > 0);
-    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, NULL, &a), 0);
+    assert_int_equal(pfr_ch_columns_render_stacks(&c, PFR_CH_NATIVE, NULL, &a), 0);
     /* the samples go: the stacks render as before */
-    pfr_chcols_reset_samples(&c);
-    assert_int_equal(pfr_chcols_sample_rows(&c), 0);
+    pfr_ch_columns_reset_samples(&c);
+    assert_int_equal(pfr_ch_columns_sample_rows(&c), 0);
     assert_int_equal(c.est_samples, 0);
-    assert_int_equal(pfr_chcols_stack_rows(&c), 2);
-    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, NULL, &b), 0);
+    assert_int_equal(pfr_ch_columns_stack_rows(&c), 2);
+    assert_int_equal(pfr_ch_columns_render_stacks(&c, PFR_CH_NATIVE, NULL, &b), 0);
     assert_int_equal(a.len, b.len);
     assert_memory_equal(a.data, b.data, a.len);
-    assert_int_equal(pfr_chcols_render_samples(&c, PFR_CH_NATIVE, &b), 0);
+    assert_int_equal(pfr_ch_columns_render_samples(&c, PFR_CH_NATIVE, &b), 0);
     assert_int_equal(b.len, 0);
     /* new samples with the stacks still there; then the stacks go, the samples stay */
     add_samples(&c, "s3", 2);
-    assert_int_equal(pfr_chcols_render_samples(&c, PFR_CH_NATIVE, &a), 0);
-    pfr_chcols_reset_stacks(&c);
-    assert_int_equal(pfr_chcols_stack_rows(&c), 0);
+    assert_int_equal(pfr_ch_columns_render_samples(&c, PFR_CH_NATIVE, &a), 0);
+    pfr_ch_columns_reset_stacks(&c);
+    assert_int_equal(pfr_ch_columns_stack_rows(&c), 0);
     assert_int_equal(c.est_stacks, 0);
-    assert_int_equal(pfr_chcols_sample_rows(&c), 2);
-    assert_int_equal(pfr_chcols_render_samples(&c, PFR_CH_NATIVE, &b), 0);
+    assert_int_equal(pfr_ch_columns_sample_rows(&c), 2);
+    assert_int_equal(pfr_ch_columns_render_samples(&c, PFR_CH_NATIVE, &b), 0);
     assert_int_equal(a.len, b.len);
     assert_memory_equal(a.data, b.data, a.len);
     /* both gone: nothing left, the dictionaries too */
-    pfr_chcols_reset_samples(&c);
+    pfr_ch_columns_reset_samples(&c);
     assert_int_equal(c.svcs.n, 0);
     pfr_buf_free(&a);
     pfr_buf_free(&b);
-    pfr_chcols_free(&c);
+    pfr_ch_columns_free(&c);
 }
 
-/* ---- chenc: a bounded memory of stacks ---- */
+/* ---- ch_rows: a bounded memory of stacks ---- */
 
 /* A chunk of service k at interval i of generator g's profiles. */
 static pfr_profile *chunk(pfr_testgen *g, int i, pfr_chunk_meta *m, const char **types)
@@ -293,31 +291,31 @@ static void memory_run(uint64_t cache_bytes, size_t *first, size_t *again0, size
     const char *types[] = {"ebpf:cpu:nanoseconds"};
     pfr_testgen_opts go = {.nstacks = 1000, .drift_permille = 1000};
     pfr_testgen *g = pfr_testgen_new(11, 0, &go);
-    pfr_chenc_opts o = {.stack_refresh_ns = 3600ll * 1000000000, .cache_bytes = cache_bytes};
-    pfr_chenc *e;
-    assert_int_equal(pfr_chenc_new(&o, &e), 0);
+    pfr_ch_rows_opts o = {.stack_refresh_ns = 3600ll * 1000000000, .cache_bytes = cache_bytes};
+    pfr_ch_rows *e;
+    assert_int_equal(pfr_ch_rows_new(&o, &e), 0);
     pfr_chunk_meta m[6];
     pfr_profile *p[6];
     for (int i = 0; i < 6; i++) {
         p[i] = chunk(g, i, &m[i], types);
-        pfr_chenc_begin(e);
-        assert_int_equal(pfr_chenc_add(e, &m[i], p[i]), 0);
+        pfr_ch_rows_begin(e);
+        assert_int_equal(pfr_ch_rows_add(e, &m[i], p[i]), 0);
         if (!i)
-            *first = pfr_chenc_stack_rows(e);
-        pfr_chenc_commit(e);
+            *first = pfr_ch_rows_stack_rows(e);
+        pfr_ch_rows_commit(e);
     }
     m[0].start_ns = m[5].start_ns, m[0].end_ns = m[5].end_ns;
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m[0], p[0]), 0);
-    *again0 = pfr_chenc_stack_rows(e);
-    pfr_chenc_commit(e);
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m[5], p[5]), 0);
-    *again5 = pfr_chenc_stack_rows(e);
-    pfr_chenc_commit(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m[0], p[0]), 0);
+    *again0 = pfr_ch_rows_stack_rows(e);
+    pfr_ch_rows_commit(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m[5], p[5]), 0);
+    *again5 = pfr_ch_rows_stack_rows(e);
+    pfr_ch_rows_commit(e);
     for (int i = 0; i < 6; i++)
         pfr_profile_free(p[i]);
-    pfr_chenc_free(e);
+    pfr_ch_rows_free(e);
     pfr_testgen_free(g);
 }
 
@@ -346,35 +344,35 @@ static void test_chenc_stored(void **st)
     const int64_t hour = 3600ll * 1000000000;
     pfr_testgen_opts go = {.no_drift = true, .nstacks = 20};
     pfr_testgen *g = pfr_testgen_new(4, 2, &go);
-    pfr_chenc_opts o = {.stack_refresh_ns = hour};
-    pfr_chenc *e;
-    assert_int_equal(pfr_chenc_new(&o, &e), 0);
+    pfr_ch_rows_opts o = {.stack_refresh_ns = hour};
+    pfr_ch_rows *e;
+    assert_int_equal(pfr_ch_rows_new(&o, &e), 0);
     pfr_chunk_meta m;
     pfr_profile *p = chunk(g, 0, &m, types);
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m, p), 0);
-    pfr_chcols *c = pfr_chenc_cols(e);
-    size_t n = pfr_chcols_stack_rows(c);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m, p), 0);
+    pfr_ch_columns *c = pfr_ch_rows_cols(e);
+    size_t n = pfr_ch_columns_stack_rows(c);
     assert_true(n > 1);
     /* ClickHouse holds the first stack until 10 minutes after this chunk */
     int64_t held = m.end_ns + hour / 6;
     assert_true(c->strows[0].tag > 0);
-    pfr_chenc_stored(e, c->strows[0].tag, held);
-    pfr_chenc_stored(e, 0, held); /* a row the encoder does not remember: nothing */
-    pfr_chenc_commit(e);
+    pfr_ch_rows_stored(e, c->strows[0].tag, held);
+    pfr_ch_rows_stored(e, 0, held); /* a row the encoder does not remember: nothing */
+    pfr_ch_rows_commit(e);
     /* a chunk before that: no rows; a chunk after it (within the hour): that stack's row */
     m.start_ns = held - 2 * IV, m.end_ns = held - IV;
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m, p), 0);
-    assert_int_equal(pfr_chenc_stack_rows(e), 0);
-    pfr_chenc_commit(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m, p), 0);
+    assert_int_equal(pfr_ch_rows_stack_rows(e), 0);
+    pfr_ch_rows_commit(e);
     m.start_ns = held, m.end_ns = held + IV;
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m, p), 0);
-    assert_int_equal(pfr_chenc_stack_rows(e), 1);
-    pfr_chenc_commit(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m, p), 0);
+    assert_int_equal(pfr_ch_rows_stack_rows(e), 1);
+    pfr_ch_rows_commit(e);
     pfr_profile_free(p);
-    pfr_chenc_free(e);
+    pfr_ch_rows_free(e);
     pfr_testgen_free(g);
 }
 
@@ -383,12 +381,12 @@ static void test_chenc_stored(void **st)
 static void test_lastseen_covered(void **st)
 {
     (void)st;
-    pfr_chcols c = {0};
+    pfr_ch_columns c = {0};
     /* LastSeen = chunk end + 100 */
-    assert_int_equal(pfr_chcols_stack(&c, "a", 1, 300), 0); /* chunk end 200 */
-    assert_int_equal(pfr_chcols_stack(&c, "a", 2, 300), 0);
-    assert_int_equal(pfr_chcols_stack(&c, "a", 3, 300), 0);
-    assert_int_equal(pfr_chcols_stack(&c, "a", 4, 300), 0);
+    assert_int_equal(pfr_ch_columns_stack(&c, "a", 1, 300), 0); /* chunk end 200 */
+    assert_int_equal(pfr_ch_columns_stack(&c, "a", 2, 300), 0);
+    assert_int_equal(pfr_ch_columns_stack(&c, "a", 3, 300), 0);
+    assert_int_equal(pfr_ch_columns_stack(&c, "a", 4, 300), 0);
     pfr_ch_lastseen *l;
     pfr_buf q = {0};
     char what[128];
@@ -416,7 +414,7 @@ static void test_lastseen_covered(void **st)
     assert_int_equal(pfr_ch_lastseen_skip(l)[0], 0);
     pfr_ch_lastseen_free(l);
     pfr_buf_free(&q);
-    pfr_chcols_free(&c);
+    pfr_ch_columns_free(&c);
 }
 
 int main(void)

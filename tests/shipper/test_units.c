@@ -2,7 +2,10 @@
  * bandwidth pacer, RowBinary primitives, Coroot's stack hash and pprof re-timing, the ClickHouse
  * row encoder (RowBinary and Native bodies, profile and ring-samples paths), ClickHouse answers
  * and error codes, secrets kept out of messages, configuration layers, and the state file. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,79 +21,79 @@
 #include <cmocka.h>
 
 #include "batch.h"
-#include "buf.h"
-#include "ch_answer.h"
-#include "ch_lastseen.h"
-#include "ch_error.h"
-#include "chenc.h"
+#include "pfr_buf.h"
+#include "sinks/clickhouse/ch_schema.h"
+#include "sinks/clickhouse/ch_lastseen.h"
+#include "sinks/clickhouse/ch_error_codes.h"
+#include "sinks/clickhouse/ch_rows.h"
 #include "config.h"
-#include "coroot_fmt.h"
+#include "sinks/coroot_conventions.h"
 #include "http.h"
-#include "parse.h"
+#include "fmt.h"
+#include "pfr_units.h"
 #include "pfr_time.h"
 #include "pfr_testgen.h"
 #include "redact.h"
 #include "retry.h"
 #include "sink.h"
+#include "sinks/clickhouse/clickhouse_sink.h"
+#include "sinks/coroot/coroot_sink.h"
 #include "state.h"
-#include "svcname.h"
+#include "sinks/service_name.h"
 
 /* ---- parse ---- */
 
+/* The shipper's settings take common/pfr_units.h's syntaxes: every form it took before. */
 static void test_durations(void **st)
 {
     (void)st;
-    int64_t ms;
-    assert_int_equal(pfr_parse_duration_ms("250ms", &ms), 0);
-    assert_int_equal(ms, 250);
-    assert_int_equal(pfr_parse_duration_ms("10s", &ms), 0);
-    assert_int_equal(ms, 10000);
-    assert_int_equal(pfr_parse_duration_ms("1.5", &ms), 0);
-    assert_int_equal(ms, 1500);
-    assert_int_equal(pfr_parse_duration_ms("5m", &ms), 0);
-    assert_int_equal(ms, 300000);
-    assert_int_equal(pfr_parse_duration_ms("2h", &ms), 0);
-    assert_int_equal(ms, 7200000);
-    assert_int_equal(pfr_parse_duration_ms(" 1d ", &ms), 0);
-    assert_int_equal(ms, 86400000);
-    assert_int_equal(pfr_parse_duration_ms("-1s", &ms), -EINVAL);
-    assert_int_equal(pfr_parse_duration_ms("10 parsecs", &ms), -EINVAL);
-    assert_int_equal(pfr_parse_duration_ms("", &ms), -EINVAL);
-    assert_int_equal(pfr_parse_duration_ms("s", &ms), -EINVAL);
-    assert_int_equal(pfr_parse_duration_ms("1e300h", &ms), -EINVAL);
+    static const struct {
+        const char *in;
+        int64_t ms;
+    } ok[] = {{"250ms", 250},  {"10s", 10000},   {"1.5", 1500},    {"5m", 300000},
+              {"2h", 7200000}, {"1d", 86400000}, {"1m30s", 90000}, {"0", 0}};
+    char err[256];
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        int64_t ns = -1;
+        if (pfr_parse_duration(ok[i].in, &ns, err, sizeof(err)) || ns != ok[i].ms * 1000000)
+            fail_msg("%s: %lld (%s)", ok[i].in, (long long)ns, err);
+    }
+    static const char *const bad[] = {"-1s", "10 parsecs", "", "s", "1e300h"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t ns;
+        if (pfr_parse_duration(bad[i], &ns, err, sizeof(err)) >= 0)
+            fail_msg("accepted: '%s'", bad[i]);
+    }
 }
 
 static void test_sizes(void **st)
 {
     (void)st;
+    static const struct {
+        const char *in;
+        uint64_t v;
+    } ok[] = {{"4096", 4096},     {"512k", 512 * 1024}, {"8M", 8u << 20},
+              {"1GiB", 1u << 30}, {"2KB", 2048},        {"12B", 12}};
+    char err[256];
     uint64_t v;
-    assert_int_equal(pfr_parse_size("4096", &v), 0);
-    assert_int_equal(v, 4096);
-    assert_int_equal(pfr_parse_size("512k", &v), 0);
-    assert_int_equal(v, 512 * 1024);
-    assert_int_equal(pfr_parse_size("8M", &v), 0);
-    assert_int_equal(v, 8u << 20);
-    assert_int_equal(pfr_parse_size("1GiB", &v), 0);
-    assert_int_equal(v, 1u << 30);
-    assert_int_equal(pfr_parse_size("2KB", &v), 0);
-    assert_int_equal(v, 2048);
-    assert_int_equal(pfr_parse_size("12B", &v), 0);
-    assert_int_equal(v, 12);
-    assert_int_equal(pfr_parse_size("3X", &v), -EINVAL);
-    assert_int_equal(pfr_parse_size("-3", &v), -EINVAL);
-    assert_int_equal(pfr_parse_size("99999999999999999999", &v), -ERANGE);
-    assert_int_equal(pfr_parse_size("20000000000T", &v), -ERANGE);
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        if (pfr_parse_size(ok[i].in, &v, err, sizeof(err)) || v != ok[i].v)
+            fail_msg("%s: %llu (%s)", ok[i].in, (unsigned long long)v, err);
+    assert_int_equal(pfr_parse_size("3X", &v, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_parse_size("-3", &v, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_parse_size("99999999999999999999", &v, err, sizeof(err)), -ERANGE);
+    assert_int_equal(pfr_parse_size("20000000000T", &v, err, sizeof(err)), -ERANGE);
     bool b;
-    assert_int_equal(pfr_parse_bool("Yes", &b), 0);
+    assert_int_equal(pfr_parse_bool("Yes", &b, err, sizeof(err)), 0);
     assert_true(b);
-    assert_int_equal(pfr_parse_bool("off", &b), 0);
+    assert_int_equal(pfr_parse_bool("off", &b, err, sizeof(err)), 0);
     assert_false(b);
-    assert_int_equal(pfr_parse_bool("maybe", &b), -EINVAL);
+    assert_int_equal(pfr_parse_bool("maybe", &b, err, sizeof(err)), -EINVAL);
     uint64_t u;
-    assert_int_equal(pfr_parse_uint("12", 100, &u), 0);
+    assert_int_equal(pfr_parse_count("12", 100, &u, err, sizeof(err)), 0);
     assert_int_equal(u, 12);
-    assert_int_equal(pfr_parse_uint("101", 100, &u), -ERANGE);
-    assert_int_equal(pfr_parse_uint("1x", 100, &u), -EINVAL);
+    assert_int_equal(pfr_parse_count("101", 100, &u, err, sizeof(err)), -ERANGE);
+    assert_int_equal(pfr_parse_count("1x", 100, &u, err, sizeof(err)), -EINVAL);
 }
 
 static void test_times(void **st)
@@ -259,7 +263,7 @@ static void test_buf(void **st)
     assert_int_equal(b.len, sizeof(want));
     assert_memory_equal(b.data, want, sizeof(want));
     pfr_buf_reset(&b);
-    pfr_buf_chstr(&b, "abc", 3);
+    pfr_ch_string(&b, "abc", 3);
     pfr_buf_u64le(&b, 0x0102030405060708ull);
     const uint8_t w2[] = {3, 'a', 'b', 'c', 8, 7, 6, 5, 4, 3, 2, 1};
     assert_memory_equal(b.data, w2, sizeof(w2));
@@ -275,12 +279,12 @@ static void test_fnv(void **st)
 {
     (void)st;
     /* FNV-1a 64 reference values */
-    assert_true(pfr_fnv1a64(PFR_FNV64_OFFSET, "", 0) == 0xcbf29ce484222325ull);
-    assert_true(pfr_fnv1a64(PFR_FNV64_OFFSET, "a", 1) == 0xaf63dc4c8601ec8cull);
-    assert_true(pfr_fnv1a64(PFR_FNV64_OFFSET, "foobar", 6) == 0x85944171f73967e8ull);
+    assert_true(pfr_hash_fnv1a(PFR_HASH_FNV_OFFSET, "", 0) == 0xcbf29ce484222325ull);
+    assert_true(pfr_hash_fnv1a(PFR_HASH_FNV_OFFSET, "a", 1) == 0xaf63dc4c8601ec8cull);
+    assert_true(pfr_hash_fnv1a(PFR_HASH_FNV_OFFSET, "foobar", 6) == 0x85944171f73967e8ull);
     /* the strings concatenated with no separator: piecewise equals whole */
-    uint64_t h = pfr_fnv1a64(PFR_FNV64_OFFSET, "foo", 3);
-    assert_true(pfr_fnv1a64(h, "bar", 3) == 0x85944171f73967e8ull);
+    uint64_t h = pfr_hash_fnv1a(PFR_HASH_FNV_OFFSET, "foo", 3);
+    assert_true(pfr_hash_fnv1a(h, "bar", 3) == 0x85944171f73967e8ull);
     pfr_buf b = {0};
     pfr_frame f = {.function = "main.work", .file = "/src/main.go", .line = 42};
     pfr_coroot_frame(&b, &f);
@@ -372,12 +376,12 @@ static uint64_t expect_hash(const pfr_profile *p, size_t i)
     pfr_frame fr[512];
     size_t n = pfr_profile_sample_frames(p, i, fr, 512);
     assert_true(n <= 512);
-    uint64_t h = PFR_FNV64_OFFSET;
+    uint64_t h = PFR_HASH_FNV_OFFSET;
     for (size_t k = 0; k < n; k++) {
         char s[2048];
         int len =
             snprintf(s, sizeof(s), "%s %s:%lld", fr[k].function, fr[k].file, (long long)fr[k].line);
-        h = pfr_fnv1a64(h, s, (size_t)len);
+        h = pfr_hash_fnv1a(h, s, (size_t)len);
     }
     return h;
 }
@@ -429,11 +433,11 @@ static size_t decode_stacks(const pfr_buf *b, const char *svc, int64_t last_seen
         free(s);
         uint64_t hash = rd_u64(&r);
         assert_int_equal((int64_t)rd_u64(&r), last_seen);
-        uint64_t n = rd_varint(&r), h = PFR_FNV64_OFFSET;
+        uint64_t n = rd_varint(&r), h = PFR_HASH_FNV_OFFSET;
         for (uint64_t i = 0; i < n; i++) {
             char *f = rd_str(&r);
             assert_non_null(strchr(f, ':'));
-            h = pfr_fnv1a64(h, f, strlen(f));
+            h = pfr_hash_fnv1a(h, f, strlen(f));
             free(f);
         }
         assert_true(h == hash);
@@ -460,17 +464,17 @@ static void test_chenc(void **st)
                         .end_ns = s0 + iv,
                         .types = types,
                         .ntypes = 1};
-    pfr_chenc *e;
-    pfr_chenc_opts o = {.stack_refresh_ns = hour};
-    assert_int_equal(pfr_chenc_new(&o, &e), 0);
+    pfr_ch_rows *e;
+    pfr_ch_rows_opts o = {.stack_refresh_ns = hour};
+    assert_int_equal(pfr_ch_rows_new(&o, &e), 0);
     static struct decoded d;
 
     /* first chunk: one row per distinct stack, sums equal, hashes are Coroot's */
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m, p1), 0);
-    decode_samples(pfr_chenc_samples(e), &m, &d);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m, p1), 0);
+    decode_samples(pfr_ch_rows_samples(e), &m, &d);
     assert_int_equal(d.sum, pfr_testgen_total(p1));
-    assert_int_equal(pfr_chenc_sample_rows(e), d.rows);
+    assert_int_equal(pfr_ch_rows_sample_rows(e), d.rows);
     size_t distinct = 0;
     for (size_t i = 0; i < pfr_profile_num_samples(p1); i++) {
         uint64_t h = expect_hash(p1, i);
@@ -483,53 +487,53 @@ static void test_chenc(void **st)
         distinct += !seen_before;
     }
     assert_int_equal(d.rows, distinct);
-    size_t nst = decode_stacks(pfr_chenc_stacks(e), m.service, m.end_ns + hour);
+    size_t nst = decode_stacks(pfr_ch_rows_stacks(e), m.service, m.end_ns + hour);
     assert_int_equal(nst, distinct);
-    assert_int_equal(pfr_chenc_stack_rows(e), nst);
+    assert_int_equal(pfr_ch_rows_stack_rows(e), nst);
 
     /* a batch that is discarded leaves the stacks unwritten: they come again */
-    pfr_chenc_discard(e);
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m, p1), 0);
-    assert_int_equal(pfr_chenc_stack_rows(e), distinct);
-    pfr_chenc_commit(e);
+    pfr_ch_rows_discard(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m, p1), 0);
+    assert_int_equal(pfr_ch_rows_stack_rows(e), distinct);
+    pfr_ch_rows_commit(e);
 
     /* the next chunk (same stacks, within the refresh): samples only */
     pfr_chunk_meta m2 = m;
     m2.id = 2;
     m2.start_ns += iv;
     m2.end_ns += iv;
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m2, p2), 0);
-    decode_samples(pfr_chenc_samples(e), &m2, &d);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m2, p2), 0);
+    decode_samples(pfr_ch_rows_samples(e), &m2, &d);
     assert_int_equal(d.sum, pfr_testgen_total(p2));
-    assert_int_equal(pfr_chenc_stack_rows(e), 0);
-    pfr_chenc_commit(e);
+    assert_int_equal(pfr_ch_rows_stack_rows(e), 0);
+    pfr_ch_rows_commit(e);
 
     /* a chunk past the refresh writes its stacks again, with the new LastSeen */
     pfr_chunk_meta m3 = m;
     m3.id = 3;
     m3.start_ns += 2 * hour;
     m3.end_ns += 2 * hour;
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m3, p2), 0);
-    assert_true(pfr_chenc_stack_rows(e) > 0);
-    decode_stacks(pfr_chenc_stacks(e), m.service, m3.end_ns + hour);
-    pfr_chenc_commit(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m3, p2), 0);
+    assert_true(pfr_ch_rows_stack_rows(e) > 0);
+    decode_stacks(pfr_ch_rows_stacks(e), m.service, m3.end_ns + hour);
+    pfr_ch_rows_commit(e);
 
     /* another service with the same stacks: its own stack rows */
     pfr_chunk_meta m4 = m3;
     m4.id = 4;
     m4.service = "other";
-    pfr_chenc_begin(e);
-    assert_int_equal(pfr_chenc_add(e, &m4, p2), 0);
-    assert_true(pfr_chenc_stack_rows(e) > 0);
-    pfr_chenc_commit(e);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m4, p2), 0);
+    assert_true(pfr_ch_rows_stack_rows(e) > 0);
+    pfr_ch_rows_commit(e);
 
     pfr_chunk_meta bad = m;
     bad.service = "";
-    assert_int_equal(pfr_chenc_add(e, &bad, p1), -EINVAL);
-    pfr_chenc_free(e);
+    assert_int_equal(pfr_ch_rows_add(e, &bad, p1), -EINVAL);
+    pfr_ch_rows_free(e);
     pfr_profile_free(p1);
     pfr_profile_free(p2);
     pfr_testgen_free(g);
@@ -767,18 +771,18 @@ static void assert_rows_equal(const struct rows *a, const struct rows *b)
 }
 
 /* Both encoders got the same chunks: the same rows in the same order. */
-static void assert_same_bodies(pfr_chenc *rb, pfr_chenc *nat)
+static void assert_same_bodies(pfr_ch_rows *rb, pfr_ch_rows *nat)
 {
     struct rows a = {0}, b = {0};
-    rb_samples(pfr_chenc_samples(rb), &a);
-    nat_samples(pfr_chenc_samples(nat), &b);
-    assert_int_equal(a.n, pfr_chenc_sample_rows(nat));
+    rb_samples(pfr_ch_rows_samples(rb), &a);
+    nat_samples(pfr_ch_rows_samples(nat), &b);
+    assert_int_equal(a.n, pfr_ch_rows_sample_rows(nat));
     assert_rows_equal(&a, &b);
     rows_free(&a);
     rows_free(&b);
-    rb_stacks(pfr_chenc_stacks(rb), &a);
-    nat_stacks(pfr_chenc_stacks(nat), &b);
-    assert_int_equal(a.n, pfr_chenc_stack_rows(nat));
+    rb_stacks(pfr_ch_rows_stacks(rb), &a);
+    nat_stacks(pfr_ch_rows_stacks(nat), &b);
+    assert_int_equal(a.n, pfr_ch_rows_stack_rows(nat));
     assert_rows_equal(&a, &b);
     rows_free(&a);
     rows_free(&b);
@@ -790,19 +794,19 @@ static void test_chenc_native(void **st)
     const int64_t s0 = 1714557600ll * 1000000000, iv = 10ll * 1000000000;
     pfr_testgen_opts go = {.nstacks = 30, .max_depth = 20};
     pfr_testgen *g = pfr_testgen_new(5, 2, &go);
-    pfr_chenc *rb, *nat;
-    pfr_chenc_opts o = {.format = PFR_CH_ROWBINARY};
-    assert_int_equal(pfr_chenc_new(&o, &rb), 0);
+    pfr_ch_rows *rb, *nat;
+    pfr_ch_rows_opts o = {.format = PFR_CH_ROWBINARY};
+    assert_int_equal(pfr_ch_rows_new(&o, &rb), 0);
     o.format = PFR_CH_NATIVE;
-    assert_int_equal(pfr_chenc_new(&o, &nat), 0);
+    assert_int_equal(pfr_ch_rows_new(&o, &nat), 0);
     const char *types[] = {"ebpf:cpu:nanoseconds"};
     pfr_kv labels[] = {{"host.name", "h1"}, {"container.id", "/c/1"}, {"pod", ""}};
     /* An empty batch: empty bodies. */
-    pfr_chenc_begin(rb);
-    pfr_chenc_begin(nat);
-    assert_int_equal(pfr_chenc_samples(nat)->len, 0);
-    assert_int_equal(pfr_chenc_stacks(nat)->len, 0);
-    assert_int_equal(pfr_chenc_bytes(nat), 0);
+    pfr_ch_rows_begin(rb);
+    pfr_ch_rows_begin(nat);
+    assert_int_equal(pfr_ch_rows_samples(nat)->len, 0);
+    assert_int_equal(pfr_ch_rows_stacks(nat)->len, 0);
+    assert_int_equal(pfr_ch_rows_bytes(nat), 0);
     /* 300 services (two-byte dictionary indices), label sets of 0..3 entries. */
     for (int i = 0; i < 300; i++) {
         pfr_profile *p = pfr_testgen_next(g, s0 + i * iv, iv);
@@ -816,21 +820,21 @@ static void test_chenc_native(void **st)
                             .end_ns = s0 + (i + 1) * iv,
                             .types = types,
                             .ntypes = 1};
-        assert_int_equal(pfr_chenc_add(rb, &m, p), 0);
-        assert_int_equal(pfr_chenc_add(nat, &m, p), 0);
+        assert_int_equal(pfr_ch_rows_add(rb, &m, p), 0);
+        assert_int_equal(pfr_ch_rows_add(nat, &m, p), 0);
         pfr_profile_free(p);
         if (i == 0) /* one chunk, no labels: a map with no entries at all */
             assert_same_bodies(rb, nat);
     }
     assert_same_bodies(rb, nat);
-    uint64_t est = pfr_chenc_bytes(nat),
-             real = pfr_chenc_samples(nat)->len + pfr_chenc_stacks(nat)->len;
+    uint64_t est = pfr_ch_rows_bytes(nat),
+             real = pfr_ch_rows_samples(nat)->len + pfr_ch_rows_stacks(nat)->len;
     assert_true(est > real / 2 && est < real * 2);
     /* Rendering again after more rows. */
-    pfr_chenc_commit(rb);
-    pfr_chenc_commit(nat);
-    pfr_chenc_free(rb);
-    pfr_chenc_free(nat);
+    pfr_ch_rows_commit(rb);
+    pfr_ch_rows_commit(nat);
+    pfr_ch_rows_free(rb);
+    pfr_ch_rows_free(nat);
     pfr_testgen_free(g);
 }
 
@@ -869,15 +873,15 @@ static void test_chenc_order(void **st)
     const int64_t s0 = 1714557600ll * 1000000000, iv = 10ll * 1000000000;
     pfr_testgen_opts go = {.nstacks = 40, .max_depth = 12};
     pfr_testgen *g = pfr_testgen_new(3, 1, &go);
-    pfr_chenc *e;
+    pfr_ch_rows *e;
     /* A refresh of one interval: a stack used in chunks two intervals apart gets a second row
      * in the same batch, which the body must not carry twice. */
-    pfr_chenc_opts o = {.stack_refresh_ns = iv};
-    assert_int_equal(pfr_chenc_new(&o, &e), 0);
+    pfr_ch_rows_opts o = {.stack_refresh_ns = iv};
+    assert_int_equal(pfr_ch_rows_new(&o, &e), 0);
     const char *types[] = {"ebpf:cpu:nanoseconds"};
     const char *svcs[] = {"svc-c", "svc-a", "svc-b", "svc-a2"};
     pfr_kv labels[] = {{"host.name", "h1"}};
-    pfr_chenc_begin(e);
+    pfr_ch_rows_begin(e);
     for (int i = 0; i < 12; i++)
         for (int k = 0; k < 4; k++) {
             pfr_profile *p = pfr_testgen_next(g, s0 + i * iv, iv);
@@ -891,14 +895,14 @@ static void test_chenc_order(void **st)
                                 .end_ns = s0 + (i + 1) * iv + off,
                                 .types = types,
                                 .ntypes = 1};
-            assert_int_equal(pfr_chenc_add(e, &m, p), 0);
+            assert_int_equal(pfr_ch_rows_add(e, &m, p), 0);
             pfr_profile_free(p);
         }
     struct rows sa = {0}, stk = {0};
-    rb_samples(pfr_chenc_samples(e), &sa);
-    rb_stacks(pfr_chenc_stacks(e), &stk);
-    assert_int_equal(sa.n, pfr_chenc_sample_rows(e));
-    assert_true(stk.n < pfr_chenc_stack_rows(e)); /* some keys came twice */
+    rb_samples(pfr_ch_rows_samples(e), &sa);
+    rb_stacks(pfr_ch_rows_stacks(e), &stk);
+    assert_int_equal(sa.n, pfr_ch_rows_sample_rows(e));
+    assert_true(stk.n < pfr_ch_rows_stack_rows(e)); /* some keys came twice */
     /* samples: by ServiceName, Type, Start, End (whole seconds) */
     for (size_t i = 1; i < sa.n; i++) {
         char *a = field(sa.line[i - 1], 0), *b = field(sa.line[i], 0);
@@ -947,14 +951,14 @@ static void test_chenc_order(void **st)
     }
     rows_free(&sa);
     rows_free(&stk);
-    pfr_chenc_free(e);
+    pfr_ch_rows_free(e);
     pfr_testgen_free(g);
 }
 
 /* ---- the ClickHouse encoder: the ring's samples path gives the profile path's rows ---- */
 
 struct both {
-    pfr_chenc *a, *b; /* profile path, samples path */
+    pfr_ch_rows *a, *b; /* profile path, samples path */
     int64_t ids[64];
     size_t n, nb;
 };
@@ -964,7 +968,7 @@ static int profile_add(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     struct both *x = ctx;
     assert_true(x->n < 64);
     x->ids[x->n++] = m->id;
-    return pfr_chenc_add(x->a, m, p);
+    return pfr_ch_rows_add(x->a, m, p);
 }
 
 static int samples_add(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
@@ -972,16 +976,16 @@ static int samples_add(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void
     struct both *x = ctx;
     assert_true(x->nb < x->n && x->ids[x->nb] == m->id);
     x->nb++;
-    return pfr_chenc_add_samples(x->b, m, v);
+    return pfr_ch_rows_add_samples(x->b, m, v);
 }
 
-static void assert_same_rb(pfr_chenc *a, pfr_chenc *b)
+static void assert_same_rb(pfr_ch_rows *a, pfr_ch_rows *b)
 {
-    const pfr_buf *x = pfr_chenc_samples(a), *y = pfr_chenc_samples(b);
+    const pfr_buf *x = pfr_ch_rows_samples(a), *y = pfr_ch_rows_samples(b);
     assert_int_equal(x->len, y->len);
     assert_memory_equal(x->data, y->data, x->len);
-    x = pfr_chenc_stacks(a);
-    y = pfr_chenc_stacks(b);
+    x = pfr_ch_rows_stacks(a);
+    y = pfr_ch_rows_stacks(b);
     assert_int_equal(x->len, y->len);
     if (x->len)
         assert_memory_equal(x->data, y->data, x->len);
@@ -1011,34 +1015,34 @@ static void test_chenc_samples(void **st)
             pfr_profile_free(p);
         }
     /* A short refresh: stack rows come again every few batches. */
-    pfr_chenc_opts o = {.stack_refresh_ns = 60 * iv / 10};
+    pfr_ch_rows_opts o = {.stack_refresh_ns = 60 * iv / 10};
     struct both x = {0};
-    assert_int_equal(pfr_chenc_new(&o, &x.a), 0);
-    assert_int_equal(pfr_chenc_new(&o, &x.b), 0);
+    assert_int_equal(pfr_ch_rows_new(&o, &x.a), 0);
+    assert_int_equal(pfr_ch_rows_new(&o, &x.b), 0);
     int64_t after = 0;
     for (int batch = 0; after < 120; batch++) {
         pfr_store_filter f = {.after_id = after, .limit = 7};
         x.n = x.nb = 0;
-        pfr_chenc_begin(x.a);
-        pfr_chenc_begin(x.b);
+        pfr_ch_rows_begin(x.a);
+        pfr_ch_rows_begin(x.b);
         assert_int_equal(pfr_store_scan(s, &f, 0, profile_add, &x, NULL), 0);
         assert_int_equal(pfr_store_scan_samples(s, &f, 0, samples_add, &x, NULL), 0);
         assert_int_equal(x.nb, x.n);
         assert_same_rb(x.a, x.b);
         if (batch % 5 == 2) {
             /* A batch that did not arrive: the same rows next time. */
-            pfr_chenc_discard(x.a);
-            pfr_chenc_discard(x.b);
+            pfr_ch_rows_discard(x.a);
+            pfr_ch_rows_discard(x.b);
             continue;
         }
-        pfr_chenc_commit(x.a);
-        pfr_chenc_commit(x.b);
+        pfr_ch_rows_commit(x.a);
+        pfr_ch_rows_commit(x.b);
         after = x.ids[x.n - 1];
     }
     pfr_chunk_meta bad = {.service = ""};
-    assert_int_equal(pfr_chenc_add_samples(x.b, &bad, NULL), -EINVAL);
-    pfr_chenc_free(x.a);
-    pfr_chenc_free(x.b);
+    assert_int_equal(pfr_ch_rows_add_samples(x.b, &bad, NULL), -EINVAL);
+    pfr_ch_rows_free(x.a);
+    pfr_ch_rows_free(x.b);
     for (unsigned k = 0; k < 3; k++)
         pfr_testgen_free(g[k]);
     pfr_store_close(s);
@@ -1227,15 +1231,15 @@ static void test_quote(void **st)
 
     /* A sink's message: its secrets redacted, whatever wrote it. */
     pfr_sink_conf conf;
-    memset(&conf, 0, sizeof(conf));
-    pfr_sink_conf_defaults(&conf, PFR_SINK_CLICKHOUSE);
-    conf.name = "ch";
-    conf.url = "http://ops:urlpass@127.0.0.1:1";
-    conf.api_key = "chpw";
-    conf.user = "pfr";
+    char err[128];
+    assert_int_equal(pfr_sink_conf_init(&conf, &pfr_sink_clickhouse, err, sizeof(err)), 0);
+    assert_int_equal(
+        pfr_sink_conf_set(&conf, "url", "http://ops:urlpass@127.0.0.1:1", err, sizeof(err)), 0);
+    assert_int_equal(pfr_sink_conf_set(&conf, "user", "pfr", err, sizeof(err)), 0);
+    conf.name = strdup("ch");
+    conf.api_key = strdup("chpw");
     pfr_http_opts ho = {0};
     pfr_sink *s;
-    char err[128];
     assert_int_equal(pfr_sink_new(&conf, &ho, &s, err, sizeof(err)), 0);
     char m[256];
     snprintf(m, sizeof(m),
@@ -1244,9 +1248,76 @@ static void test_quote(void **st)
     pfr_sink_scrub(s, m);
     assert_string_equal(m, "HTTP 403: X-ClickHouse-Key: ***; Authorization: Basic *** *** ***?");
     pfr_sink_free(s);
+    pfr_sink_conf_release(&conf);
 }
 
 /* ---- http helpers ---- */
+
+/* A server of one answer: accepts one connection, reads the request's head, sends answer. */
+struct one_answer {
+    int fd;
+    const char *answer;
+};
+
+static void *serve_one(void *arg)
+{
+    struct one_answer *o = arg;
+    int c = accept(o->fd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    char req[4096];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof(req) - 1 && (r = read(c, req + n, sizeof(req) - 1 - n)) > 0) {
+        n += (size_t)r;
+        req[n] = 0;
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    assert_true(write(c, o->answer, strlen(o->answer)) == (ssize_t)strlen(o->answer));
+    close(c);
+    return NULL;
+}
+
+/* http.h keeps the answer headers a request names (a sink's server's own), printable and with
+ * the client's secrets redacted, and knows none itself. */
+static void test_http_kept_headers(void **st)
+{
+    (void)st;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 1), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    struct one_answer o = {.fd = fd,
+                           .answer = "HTTP/1.1 200 OK\r\nx-clickhouse-exception-code: 62\r\n"
+                                     "X-Echo: key s3cret\x01\r\nX-ClickHouse-Summary: {}\r\n"
+                                     "Content-Length: 2\r\nConnection: close\r\n\r\nok"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, serve_one, &o), 0);
+    pfr_secrets k = {0};
+    assert_int_equal(pfr_secrets_add(&k, "s3cret"), 0);
+    pfr_http_opts ho = {.secrets = &k};
+    pfr_http *h;
+    assert_int_equal(pfr_http_new(&ho, &h), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", ntohs(a.sin_port));
+    static const char *const keep[] = {"X-Echo", "X-ClickHouse-Exception-Code", "X-Absent"};
+    pfr_http_req req = {.url = url, .keep_headers = keep, .nkeep_headers = 3};
+    pfr_http_resp resp;
+    assert_int_equal(pfr_http_do(h, &req, &resp), PFR_OUT_OK);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.kept[0], "key ***?");
+    assert_string_equal(resp.kept[1], "62");
+    assert_string_equal(resp.kept[2], "");
+    assert_string_equal(resp.kept[3], ""); /* not asked for */
+    pfr_http_resp_free(&resp);
+    pfr_http_free(h);
+    pfr_secrets_free(&k);
+    pthread_join(t, NULL);
+    close(fd);
+}
 
 static void test_http_helpers(void **st)
 {
@@ -1265,176 +1336,6 @@ static void test_http_helpers(void **st)
     pfr_http_snippet("abcdefghijklmnopqrstuvwxyz", 26, small, sizeof(small));
     assert_true(strlen(small) < sizeof(small));
     assert_non_null(strstr(small, "..."));
-}
-
-/* ---- configuration ---- */
-
-static void test_config_ini(void **st)
-{
-    (void)st;
-    pfr_shipper_conf c = {0};
-    char err[512];
-    const char *ini = "[shipper]\n"
-                      "store = /tmp/r.db\n"
-                      "batch_age = 3s\n"
-                      "[sink coroot]\n"
-                      "type = coroot\n"
-                      "url = https://coroot.example\n"
-                      "api_key_env = MY_KEY\n"
-                      "[sink:ch]\n"
-                      "type = clickhouse\n"
-                      "url = http://ch:8123\n"
-                      "database = coroot\n"
-                      "create_tables = yes\n"
-                      "batch_chunks = 500\n"
-                      "batch_memory = 48M\n"
-                      "bandwidth = 256k\n";
-    assert_int_equal(pfr_shipper_conf_parse_ini(&c, ini, err, sizeof(err)), 0);
-    assert_string_equal(c.store_path, "/tmp/r.db");
-    assert_int_equal(c.nsinks, 2);
-    pfr_sink_conf *s = pfr_shipper_conf_sink(&c, "coroot");
-    assert_non_null(s);
-    assert_int_equal(s->kind, PFR_SINK_COROOT);
-    assert_int_equal(s->batch.max_age_ms, 3000);
-    assert_int_equal(s->batch.max_chunks, 100);
-    assert_int_equal(s->batch.max_memory, 32 << 20);
-    assert_string_equal(s->api_key_env, "MY_KEY");
-    s = pfr_shipper_conf_sink(&c, "ch");
-    assert_non_null(s);
-    assert_int_equal(s->kind, PFR_SINK_CLICKHOUSE);
-    assert_string_equal(s->database, "coroot");
-    assert_string_equal(s->user, "default");
-    assert_true(s->create_tables);
-    assert_int_equal(s->batch.max_chunks, 500);
-    assert_int_equal(s->batch.max_memory, 48 << 20);
-    assert_int_equal(s->bandwidth, 256 * 1024);
-    /* the ring's cache of dictionaries: an eighth of the largest batch_memory */
-    assert_int_equal(pfr_shipper_ring_cache(&c), 6 << 20);
-    pfr_shipper_conf_free(&c);
-
-    const char *bad[] = {
-        "[sink x]\ntype = coroot\nurl = http://a\napi_key = hunter2\n",     /* inline secret */
-        "[sink x]\ntype = kafka\nurl = http://a\n",                         /* unknown type */
-        "[sink x]\nurl = http://a\n",                                       /* no type */
-        "[sink x]\ntype = coroot\n",                                        /* no url */
-        "[sink x]\ntype = coroot\nurl = ftp://a\n",                         /* bad url */
-        "[sink x]\ntype = coroot\nurl = http://a\nbatch_age = soon\n",      /* bad value */
-        "[sink x]\ntype = coroot\nurl = http://a\nfrobnicate = 1\n",        /* unknown key */
-        "[sink b@d]\ntype = coroot\nurl = http://a\n",                      /* bad name */
-        "[elsewhere]\nx = 1\n",                                             /* unknown section */
-        "[shipper]\nlog_level = loud\n",                                    /* bad level */
-        "[sink x]\ntype = clickhouse\nurl = http://a\ndatabase = a;b\n",    /* bad database */
-        "[sink x]\ntype = clickhouse\nurl = http://a\nbatch_memory = 1M\n", /* too little */
-        "[sink x\ntype = coroot\n",                                         /* syntax */
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        memset(&c, 0, sizeof(c));
-        err[0] = 0;
-        int rc = pfr_shipper_conf_parse_ini(&c, bad[i], err, sizeof(err));
-        if (rc == 0)
-            fail_msg("accepted: %s", bad[i]);
-        assert_true(err[0] != 0);
-        assert_null(strstr(err, "hunter2"));
-        pfr_shipper_conf_free(&c);
-    }
-}
-
-static int load(pfr_shipper_conf *c, char *err, size_t errlen, ...)
-{
-    char *argv[32] = {"pfr-shipper"};
-    int argc = 1;
-    va_list ap;
-    va_start(ap, errlen);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) && argc < 31)
-        argv[argc++] = (char *)a;
-    va_end(ap);
-    FILE *devnull = fopen("/dev/null", "w");
-    int rc = pfr_shipper_conf_load(c, argc, argv, 1714557600ll * 1000000000, devnull, err, errlen);
-    fclose(devnull);
-    return rc;
-}
-
-static void test_config_flags(void **st)
-{
-    (void)st;
-    pfr_shipper_conf c;
-    char err[512];
-    unsetenv("PFR_SHIPPER_CONFIG");
-    setenv("PFR_SHIPPER_API_KEY", "k-from-env", 1);
-    assert_int_equal(load(&c, err, sizeof(err), "--store", "/tmp/r.db", "--state", "/tmp/s.db",
-                          "--sink", "coroot", "--url", "http://c:8080", "--once", "--backoff-max",
-                          "2s", "--batch-chunks", "7", NULL),
-                     0);
-    assert_true(c.once);
-    assert_int_equal(c.nsinks, 1);
-    assert_string_equal(c.sinks[0].name, "coroot");
-    assert_string_equal(c.sinks[0].api_key, "k-from-env");
-    assert_int_equal(c.sinks[0].backoff.max_ms, 2000);
-    assert_int_equal(c.sinks[0].batch.max_chunks, 7);
-    assert_int_equal(c.deadline_ms, 600000);
-    pfr_shipper_conf_free(&c);
-    unsetenv("PFR_SHIPPER_API_KEY");
-
-    /* a key file: first line, trimmed */
-    char keyfile[] = "/tmp/pfr-shipper-key-XXXXXX";
-    int fd = mkstemp(keyfile);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "  s3cret \nsecond line\n", 22), 22);
-    close(fd);
-    assert_int_equal(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h:8123",
-                          "--api-key-file", keyfile, "--user", "bob", "--database", "coroot",
-                          "--create-tables", NULL),
-                     0);
-    assert_string_equal(c.sinks[0].api_key, "s3cret");
-    assert_string_equal(c.sinks[0].user, "bob");
-    assert_true(c.sinks[0].create_tables);
-    assert_int_equal(c.deadline_ms, 0); /* daemon: no deadline */
-    pfr_shipper_conf_free(&c);
-    unlink(keyfile);
-
-    /* secrets never on the command line */
-    assert_true(load(&c, err, sizeof(err), "--sink", "coroot", "--url", "http://c", "--api-key",
-                     "hunter2", NULL) < 0);
-    assert_null(strstr(err, "hunter2"));
-    pfr_shipper_conf_free(&c);
-    /* Coroot without a key */
-    assert_true(load(&c, err, sizeof(err), "--sink", "coroot", "--url", "http://c", NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    /* no sink */
-    assert_true(load(&c, err, sizeof(err), "--once", NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    /* backfill needs a whole range (none: from = to = 0, the whole of a ring slice, which
-     * main.c checks once the store is open) and a sink that exists */
-    setenv("PFR_SHIPPER_API_KEY", "k", 1);
-    assert_true(load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c",
-                     "--from", "-2h", NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    assert_int_equal(
-        load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c", NULL), 0);
-    assert_true(c.from_ns == 0 && c.to_ns == 0);
-    pfr_shipper_conf_free(&c);
-    assert_int_equal(load(&c, err, sizeof(err), "backfill", "--sink", "coroot", "--url", "http://c",
-                          "--from", "-2h", "--to", "now", NULL),
-                     0);
-    assert_int_equal(c.cmd, PFR_CMD_BACKFILL);
-    assert_int_equal(c.to_ns - c.from_ns, 7200ll * 1000000000);
-    pfr_shipper_conf_free(&c);
-    assert_true(load(&c, err, sizeof(err), "backfill", "--sink", "nosuch", "--from", "-2h", "--to",
-                     "now", NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    assert_true(load(&c, err, sizeof(err), "status", "--from", "-2h", NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    assert_true(load(&c, err, sizeof(err), "frobnicate", NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    assert_true(load(&c, err, sizeof(err), "--sink", "coroot", "--url", "http://c", "--user", "x",
-                     NULL) < 0);
-    pfr_shipper_conf_free(&c);
-    unsetenv("PFR_SHIPPER_API_KEY");
-    assert_int_equal(load(&c, err, sizeof(err), "--help", NULL), PFR_CONF_EXIT);
-    pfr_shipper_conf_free(&c);
-    assert_int_equal(load(&c, err, sizeof(err), "status", NULL), 0);
-    pfr_shipper_conf_free(&c);
 }
 
 /* ---- state ---- */
@@ -1540,91 +1441,21 @@ static void test_svcname(void **st)
 {
     (void)st;
     pfr_buf b = {0};
-    assert_string_equal(pfr_svcname(NULL, "/k8s/ns/app", &b), "/k8s/ns/app");
-    assert_string_equal(pfr_svcname("", "/k8s/ns/app", &b), "/k8s/ns/app");
-    assert_string_equal(pfr_svcname("site1-", "/k8s/ns/app", &b), "site1-/k8s/ns/app");
-    assert_string_equal(pfr_svcname("site1-", "nginx.service", &b), "site1-nginx.service");
-    assert_null(pfr_svcname("site1-", "", &b)); /* no service stays none */
-    assert_null(pfr_svcname("site1-", NULL, &b));
+    assert_string_equal(pfr_sink_service_name(NULL, "/k8s/ns/app", &b), "/k8s/ns/app");
+    assert_string_equal(pfr_sink_service_name("", "/k8s/ns/app", &b), "/k8s/ns/app");
+    assert_string_equal(pfr_sink_service_name("site1-", "/k8s/ns/app", &b), "site1-/k8s/ns/app");
+    assert_string_equal(pfr_sink_service_name("site1-", "nginx.service", &b),
+                        "site1-nginx.service");
+    assert_null(pfr_sink_service_name("site1-", "", &b)); /* no service stays none */
+    assert_null(pfr_sink_service_name("site1-", NULL, &b));
     pfr_buf_free(&b);
-    assert_true(pfr_svcname_prefix_ok("site1-"));
-    assert_true(pfr_svcname_prefix_ok(""));
-    assert_false(pfr_svcname_prefix_ok("a\tb"));
-    char big[PFR_SVCNAME_PREFIX_MAX + 2];
+    assert_true(pfr_service_name_prefix_ok("site1-"));
+    assert_true(pfr_service_name_prefix_ok(""));
+    assert_false(pfr_service_name_prefix_ok("a\tb"));
+    char big[PFR_SERVICE_NAME_PREFIX_MAX + 2];
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = 0;
-    assert_false(pfr_svcname_prefix_ok(big));
-
-    pfr_shipper_conf c = {0};
-    char err[512];
-    const char *ini = "[shipper]\nservice_prefix = dc2-\n"
-                      "[sink co]\ntype = coroot\nurl = http://c\n"
-                      "[sink ch]\ntype = clickhouse\nurl = http://h\nservice_prefix = site1-\n";
-    assert_int_equal(pfr_shipper_conf_parse_ini(&c, ini, err, sizeof(err)), 0);
-    assert_string_equal(pfr_shipper_conf_sink(&c, "co")->service_prefix, "dc2-");
-    assert_string_equal(pfr_shipper_conf_sink(&c, "ch")->service_prefix, "site1-");
-    pfr_shipper_conf_free(&c);
-    memset(&c, 0, sizeof(c));
-    assert_true(pfr_shipper_conf_parse_ini(
-                    &c, "[sink co]\ntype = coroot\nurl = http://c\nservice_prefix = a\x01\n", err,
-                    sizeof(err)) < 0);
-    assert_non_null(strstr(err, "service_prefix"));
-    pfr_shipper_conf_free(&c);
-    setenv("PFR_SHIPPER_API_KEY", "k", 1);
-    unsetenv("PFR_SHIPPER_CONFIG");
-    assert_int_equal(load(&c, err, sizeof(err), "--sink", "coroot", "--url", "http://c",
-                          "--service-prefix", "eu-", NULL),
-                     0);
-    assert_string_equal(c.sinks[0].service_prefix, "eu-");
-    pfr_shipper_conf_free(&c);
-    unsetenv("PFR_SHIPPER_API_KEY");
-}
-
-/* The config parser's verdict on a clickhouse sink with create_tables into db (and
- * create_tables_any_database when any). */
-static int create_into(const char *db, bool any, char *err, size_t errlen)
-{
-    char ini[512];
-    pfr_shipper_conf c = {0};
-    snprintf(ini, sizeof(ini),
-             "[sink ch]\ntype = clickhouse\nurl = http://h\ndatabase = %s\n"
-             "create_tables = true\n%s",
-             db, any ? "create_tables_any_database = true\n" : "");
-    int rc = pfr_shipper_conf_parse_ini(&c, ini, err, errlen);
-    pfr_shipper_conf_free(&c);
-    return rc;
-}
-
-static void test_ch_dbnames(void **st)
-{
-    (void)st;
-    const char *ok[] = {"coroot", "coroot_1elggi7o", "coroot_abc"};
-    const char *bad[] = {"default", "pfr", "coroot_", "coroot_ABC", "corootx", "Coroot"};
-    char err[512];
-    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-        if (create_into(ok[i], false, err, sizeof(err)))
-            fail_msg("refused %s: %s", ok[i], err);
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        if (!create_into(bad[i], false, err, sizeof(err)))
-            fail_msg("accepted create_tables into %s", bad[i]);
-        assert_non_null(strstr(err, "create_tables_any_database"));
-        assert_int_equal(create_into(bad[i], true, err, sizeof(err)), 0); /* told so */
-    }
-    pfr_shipper_conf c = {0};
-    /* the default database, without --database */
-    assert_true(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h",
-                     "--create-tables", NULL) < 0);
-    assert_non_null(strstr(err, "'default'"));
-    pfr_shipper_conf_free(&c);
-    assert_int_equal(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h",
-                          "--create-tables", "--create-tables-any-database", NULL),
-                     0);
-    assert_true(c.sinks[0].create_tables_any_db);
-    pfr_shipper_conf_free(&c);
-    assert_int_equal(load(&c, err, sizeof(err), "--sink", "clickhouse", "--url", "http://h",
-                          "--database", "pfr", NULL),
-                     0);
-    pfr_shipper_conf_free(&c);
+    assert_false(pfr_service_name_prefix_ok(big));
 }
 
 static void test_ch_layout(void **st)
@@ -1672,18 +1503,18 @@ static void test_ch_layout(void **st)
 }
 
 /* A stack row of one frame: "f<n> file.go:<n>". */
-static void one_stack(pfr_chcols *c, const char *svc, uint64_t hash, int64_t last_seen)
+static void one_stack(pfr_ch_columns *c, const char *svc, uint64_t hash, int64_t last_seen)
 {
     char s[32];
     int n = snprintf(s, sizeof(s), "f%llu file.go:1", (unsigned long long)hash);
-    assert_int_equal(pfr_chcols_stack(c, svc, hash, last_seen), 0);
-    pfr_chcols_stack_str(c, s, (size_t)n);
+    assert_int_equal(pfr_ch_columns_stack(c, svc, hash, last_seen), 0);
+    pfr_ch_columns_stack_str(c, s, (size_t)n);
 }
 
 static void test_ch_lastseen(void **st)
 {
     (void)st;
-    pfr_chcols c = {0}, kept = {0};
+    pfr_ch_columns c = {0}, kept = {0};
     /* a:1 twice (the later row counts), a:2, a:3, b'x:1 (same hash, other service), b'x:4 */
     one_stack(&c, "a", 1, 100);
     one_stack(&c, "a", 2, 200);
@@ -1723,12 +1554,12 @@ static void test_ch_lastseen(void **st)
     assert_int_equal(q.len, 0); /* every key asked */
     /* The body: the rows of a table holding only a:2, a:3, b'x:4. */
     pfr_buf got = {0}, want = {0};
-    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_ROWBINARY, pfr_ch_lastseen_skip(l), &got),
-                     0);
+    assert_int_equal(
+        pfr_ch_columns_render_stacks(&c, PFR_CH_ROWBINARY, pfr_ch_lastseen_skip(l), &got), 0);
     one_stack(&kept, "a", 2, 200);
     one_stack(&kept, "b'x", 4, 400);
     one_stack(&kept, "a", 3, 300);
-    assert_int_equal(pfr_chcols_render_stacks(&kept, PFR_CH_ROWBINARY, NULL, &want), 0);
+    assert_int_equal(pfr_ch_columns_render_stacks(&kept, PFR_CH_ROWBINARY, NULL, &want), 0);
     struct rows a = {0}, b = {0};
     rb_stacks(&got, &a);
     rb_stacks(&want, &b);
@@ -1738,13 +1569,13 @@ static void test_ch_lastseen(void **st)
     pfr_ch_lastseen_free(l);
     /* Every row left out: no body. */
     uint8_t all[6] = {1, 1, 1, 1, 1, 1};
-    assert_int_equal(pfr_chcols_render_stacks(&c, PFR_CH_NATIVE, all, &got), 0);
+    assert_int_equal(pfr_ch_columns_render_stacks(&c, PFR_CH_NATIVE, all, &got), 0);
     assert_int_equal(got.len, 0);
     pfr_buf_free(&got);
     pfr_buf_free(&want);
     pfr_buf_free(&q);
-    pfr_chcols_free(&kept);
-    pfr_chcols_free(&c);
+    pfr_ch_columns_free(&kept);
+    pfr_ch_columns_free(&c);
 
     /* Many keys: queries of at most PFR_CH_LASTSEEN_KEYS keys, each within 192 KiB. */
     for (uint64_t h = 0; h < 5000; h++)
@@ -1761,7 +1592,7 @@ static void test_ch_lastseen(void **st)
     assert_int_equal(nq, (5000 + PFR_CH_LASTSEEN_KEYS - 1) / PFR_CH_LASTSEEN_KEYS);
     pfr_ch_lastseen_free(l);
     pfr_buf_free(&q);
-    pfr_chcols_free(&c);
+    pfr_ch_columns_free(&c);
 }
 
 int main(void)
@@ -1775,11 +1606,10 @@ int main(void)
         cmocka_unit_test(test_retime),       cmocka_unit_test(test_chenc),
         cmocka_unit_test(test_chenc_native), cmocka_unit_test(test_chenc_samples),
         cmocka_unit_test(test_chenc_order),  cmocka_unit_test(test_ch_answers),
-        cmocka_unit_test(test_http_helpers), cmocka_unit_test(test_config_ini),
-        cmocka_unit_test(test_config_flags), cmocka_unit_test(test_state),
-        cmocka_unit_test(test_ch_verdicts),  cmocka_unit_test(test_redact),
-        cmocka_unit_test(test_quote),        cmocka_unit_test(test_svcname),
-        cmocka_unit_test(test_ch_dbnames),   cmocka_unit_test(test_ch_layout),
+        cmocka_unit_test(test_http_helpers), cmocka_unit_test(test_http_kept_headers),
+        cmocka_unit_test(test_state),        cmocka_unit_test(test_ch_verdicts),
+        cmocka_unit_test(test_redact),       cmocka_unit_test(test_quote),
+        cmocka_unit_test(test_svcname),      cmocka_unit_test(test_ch_layout),
         cmocka_unit_test(test_ch_lastseen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -253,9 +253,9 @@ struct env {
 static int group_setup(void **state)
 {
     struct env *e = calloc(1, sizeof(*e));
-    e->dir = tu_tmpdir("slice");
-    e->ring = tu_path(e->dir, "ring.db");
-    e->slice = tu_path(e->dir, SLICE);
+    e->dir = pfr_tu_tmpdir("slice");
+    e->ring = pfr_tu_path(e->dir, "ring.db");
+    e->slice = pfr_tu_path(e->dir, SLICE);
     make_ring(e->ring);
     *state = e;
     return 0;
@@ -264,7 +264,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     struct env *e = *state;
-    tu_rmdir(e->dir);
+    pfr_tu_rmdir(e->dir);
     free(e->dir);
     free(e->ring);
     free(e->slice);
@@ -329,7 +329,7 @@ static void test_slice_content(void **state)
     snprintf(wal, sizeof(wal), "%s-wal", e->slice);
     assert_int_not_equal(access(wal, F_OK), 0);
     assert_int_equal(header_byte(e->slice, 18), 1); /* 1: rollback journal, 2: WAL */
-    assert_true(st.bytes * 4 < tu_file_size(e->ring));
+    assert_true(st.bytes * 4 < pfr_tu_file_size(e->ring));
 
     /* the same content cut again is the same slice (its id drives the shipper's tokens) */
     assert_int_equal(
@@ -370,11 +370,11 @@ static void test_slice_refusals(void **state)
     pfr_store_filter all = {0};
     assert_int_equal(
         pfr_store_slice_write(r, &all, e->slice, PFR_SLICE_FORCE, NULL, err, sizeof(err)), 0);
-    uint64_t size = tu_file_size(e->slice);
+    uint64_t size = pfr_tu_file_size(e->slice);
     pfr_store_filter hour = {.from_ns = T0, .to_ns = T0 + 3600 * 1000000000ll};
     assert_int_equal(pfr_store_slice_write(r, &hour, e->slice, 0, NULL, err, sizeof(err)), -EEXIST);
     assert_non_null(strstr(err, "exists"));
-    assert_int_equal(tu_file_size(e->slice), size);
+    assert_int_equal(pfr_tu_file_size(e->slice), size);
 
     pfr_store_filter none = {.from_ns = T0 - 7200 * 1000000000ll, .to_ns = T0 - 3600000000000ll};
     unlink(e->slice);
@@ -391,15 +391,15 @@ static void test_slice_refusals(void **state)
     pfr_store_filter backwards = {.from_ns = T0 + 10, .to_ns = T0};
     assert_int_equal(pfr_store_slice_write(r, &backwards, e->slice, 0, NULL, err, sizeof(err)),
                      -EINVAL);
-    uint64_t ring_size = tu_file_size(e->ring);
+    uint64_t ring_size = pfr_tu_file_size(e->ring);
     assert_int_equal(
         pfr_store_slice_write(r, &all, e->ring, PFR_SLICE_FORCE, NULL, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "the ring itself"));
-    assert_int_equal(tu_file_size(e->ring), ring_size);
-    char *nodir = tu_path(e->dir, "no/such/dir/x.db");
+    assert_int_equal(pfr_tu_file_size(e->ring), ring_size);
+    char *nodir = pfr_tu_path(e->dir, "no/such/dir/x.db");
     assert_int_equal(pfr_store_slice_write(r, &all, nodir, 0, NULL, err, sizeof(err)), -ENOTDIR);
     free(nodir);
-    char *dirpath = tu_path(e->dir, "sub/");
+    char *dirpath = pfr_tu_path(e->dir, "sub/");
     assert_int_equal(pfr_store_slice_write(r, &all, dirpath, 0, NULL, err, sizeof(err)), -EINVAL);
     free(dirpath);
     assert_int_equal(stray_files(e->dir, stray, sizeof(stray)), 0);
@@ -412,7 +412,7 @@ static void test_slice_refusals(void **state)
 static void test_slice_corrupt(void **state)
 {
     struct env *e = *state;
-    char *path = tu_path(e->dir, "ring.db.broken"), *copy = ring_copy(e->ring, path);
+    char *path = pfr_tu_path(e->dir, "ring.db.broken"), *copy = ring_copy(e->ring, path);
     char sql[512];
     free(path);
     /* svc-0's first chain: a middle layer, and a payload of a chunk before that layer */
@@ -490,7 +490,7 @@ static int interfere(void *ctx)
 static void test_slice_snapshot(void **state)
 {
     struct env *e = *state;
-    char *path = tu_path(e->dir, "ring.db.evicting"), *copy = ring_copy(e->ring, path);
+    char *path = pfr_tu_path(e->dir, "ring.db.evicting"), *copy = ring_copy(e->ring, path);
     char err[512];
     free(path);
     pfr_store *r = open_ro(copy);
@@ -549,15 +549,15 @@ static void test_slice_during_writes(void **state)
 {
     const struct live_case *lc = *state;
     bool evicting = lc->max_bytes < (64ull << 20);
-    char *dir = tu_tmpdir("slice-live");
-    char *ring = tu_path(dir, "ring.db"), *slice = tu_path(dir, SLICE);
+    char *dir = pfr_tu_tmpdir("slice-live");
+    char *ring = pfr_tu_path(dir, "ring.db"), *slice = pfr_tu_path(dir, SLICE);
     struct writer_run w;
-    assert_int_equal(writer_start(&w, lc->writer, ring, 5, 1500, lc->max_bytes, true), 0);
+    assert_int_equal(pfr_writer_start(&w, lc->writer, ring, 5, 1500, lc->max_bytes, true), 0);
     struct committed *rep = NULL;
     size_t nrep = 0, cap = 0;
     int eof = 0, during = 0, rounds = 0;
     while (!eof) {
-        eof = writer_read(&w, 5, &rep, &nrep, &cap);
+        eof = pfr_writer_read(&w, 5, &rep, &nrep, &cap);
         if (nrep < 50) {
             usleep(2000);
             continue;
@@ -571,13 +571,13 @@ static void test_slice_during_writes(void **state)
         int rc = pfr_store_slice_write(r, &f, slice, PFR_SLICE_FORCE, &st, err, sizeof(err));
         if (rc)
             fail_msg("slice during writes: %s", err);
-        eof = writer_read(&w, 5, &rep, &nrep, &cap);
+        eof = pfr_writer_read(&w, 5, &rep, &nrep, &cap);
         check_live_slice(r, slice, &f, &st, evicting);
         pfr_store_close(r);
         during += !eof;
         rounds++;
     }
-    assert_int_equal(writer_wait(&w), 0);
+    assert_int_equal(pfr_writer_wait(&w), 0);
     assert_int_equal(nrep, 1500);
     print_message("cap %llu: %d slices, %d of them cut while the writer appended\n",
                   (unsigned long long)lc->max_bytes, rounds, during);
@@ -592,7 +592,7 @@ static void test_slice_during_writes(void **state)
     free(rep);
     free(ring);
     free(slice);
-    tu_rmdir(dir);
+    pfr_tu_rmdir(dir);
     free(dir);
 }
 

@@ -32,8 +32,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: make_store_seeds DIR\n");
         return 2;
     }
-    char *tmp = tu_tmpdir("seeds");
-    char *db = tu_path(tmp, "ring.db");
+    char *tmp = pfr_tu_tmpdir("seeds");
+    char *db = pfr_tu_path(tmp, "ring.db");
     pfr_store *s;
     char err[256];
     if (pfr_store_open(db, NULL, &s, err, sizeof(err)))
@@ -48,7 +48,7 @@ int main(int argc, char **argv)
         pfr_profile_free(p);
     }
     pfr_testgen_free(g);
-    pfr_profile *p = tu_small_profile(1, 4, "go:heap_alloc_space:bytes");
+    pfr_profile *p = pfr_tu_small_profile(1, 4, "go:heap_alloc_space:bytes");
     pfr_chunk_in in = {"svc2", NULL, 0, 1, 2, p};
     pfr_store_append(s, &in, NULL);
     pfr_profile_free(p);
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     }
     sqlite3_finalize(st);
     sqlite3_close(h);
-    tu_rmdir(tmp);
+    pfr_tu_rmdir(tmp);
     free(tmp);
     free(db);
     printf("wrote %d seeds\n", i);

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *tu_tmpdir(const char *tag)
+char *pfr_tu_tmpdir(const char *tag)
 {
     const char *base = getenv("TMPDIR");
     char *path;
@@ -29,12 +29,12 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return remove(path);
 }
 
-void tu_rmdir(const char *dir)
+void pfr_tu_rmdir(const char *dir)
 {
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-char *tu_path(const char *dir, const char *name)
+char *pfr_tu_path(const char *dir, const char *name)
 {
     char *p;
     if (asprintf(&p, "%s/%s", dir, name) < 0)
@@ -42,13 +42,13 @@ char *tu_path(const char *dir, const char *name)
     return p;
 }
 
-uint64_t tu_file_size(const char *path)
+uint64_t pfr_tu_file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-pfr_profile *tu_small_profile(unsigned variant, size_t nsamples, const char *type_name)
+pfr_profile *pfr_tu_small_profile(unsigned variant, size_t nsamples, const char *type_name)
 {
     pfr_profile *p = pfr_profile_new();
     pfr_profile_add_sample_type(p, type_name, "nanoseconds");
@@ -94,7 +94,7 @@ static int str_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-char *tu_canon(const pfr_profile *p)
+char *pfr_tu_canon(const pfr_profile *p)
 {
     size_t nt = pfr_profile_num_sample_types(p), ns = pfr_profile_num_samples(p);
     struct line *lines = calloc(ns + 1, sizeof(*lines));
@@ -173,9 +173,9 @@ char *tu_canon(const pfr_profile *p)
     return out;
 }
 
-bool tu_profiles_equal(const pfr_profile *a, const pfr_profile *b, char *why, size_t whylen)
+bool pfr_tu_profiles_equal(const pfr_profile *a, const pfr_profile *b, char *why, size_t whylen)
 {
-    char *ca = tu_canon(a), *cb = tu_canon(b);
+    char *ca = pfr_tu_canon(a), *cb = pfr_tu_canon(b);
     bool eq = strcmp(ca, cb) == 0;
     if (!eq && why && whylen) {
         size_t i = 0;
@@ -217,7 +217,7 @@ static int dsample_cmp(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
-uint64_t tu_digest(const pfr_profile *p)
+uint64_t pfr_tu_digest(const pfr_profile *p)
 {
     size_t nt = pfr_profile_num_sample_types(p), ns = pfr_profile_num_samples(p);
     uint64_t h = 1469598103934665603ull;

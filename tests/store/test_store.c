@@ -27,8 +27,8 @@ struct fx {
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    f->dir = tu_tmpdir("store");
-    f->db = tu_path(f->dir, "ring.db");
+    f->dir = pfr_tu_tmpdir("store");
+    f->db = pfr_tu_path(f->dir, "ring.db");
     char err[256];
     pfr_store_opts o = {.max_bytes = 64ull << 20};
     int rc = pfr_store_open(f->db, &o, &f->s, err, sizeof(err));
@@ -44,7 +44,7 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     pfr_store_close(f->s);
-    tu_rmdir(f->dir);
+    pfr_tu_rmdir(f->dir);
     free(f->dir);
     free(f->db);
     free(f);
@@ -88,7 +88,7 @@ static int collect_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
         assert_true(m->id > s->ids[s->n - 1]);
     s->ids[s->n] = m->id;
     s->starts[s->n] = m->start_ns;
-    s->canon[s->n] = p ? tu_canon(p) : NULL;
+    s->canon[s->n] = p ? pfr_tu_canon(p) : NULL;
     s->totals[s->n] = m->ntypes ? m->totals[0] : 0;
     snprintf(s->service[s->n], sizeof(s->service[0]), "%s", m->service);
     if (p) {
@@ -132,7 +132,7 @@ static void test_roundtrip_realistic(void **state)
         for (int k = 0; k < 2; k++) {
             int64_t start = T0 + i * 10 * SEC;
             pfr_profile *p = pfr_testgen_next(g[k], start, 10 * SEC);
-            canon[2 * i + k] = tu_canon(p);
+            canon[2 * i + k] = pfr_tu_canon(p);
             ids[2 * i + k] =
                 append_profile(f->s, pfr_testgen_service(g[k]), labels[k], 2, start, p);
             pfr_profile_free(p);
@@ -215,7 +215,7 @@ static void test_roundtrip_edge_profiles(void **state)
     append_profile(f->s, "svc", NULL, 0, T0, p);
     struct seen *s = scan_all(f->s, NULL, 0, NULL);
     assert_int_equal(s->n, 1);
-    char *want = tu_canon(p);
+    char *want = pfr_tu_canon(p);
     assert_string_equal(s->canon[0], want);
     free(want);
     seen_free(s);
@@ -236,7 +236,7 @@ static void test_roundtrip_edge_profiles(void **state)
 static void test_bad_input(void **state)
 {
     struct fx *f = *state;
-    pfr_profile *p = tu_small_profile(0, 5, "ebpf:cpu:nanoseconds");
+    pfr_profile *p = pfr_tu_small_profile(0, 5, "ebpf:cpu:nanoseconds");
     pfr_chunk_in in = {"svc", NULL, 0, T0, T0, p}; /* empty interval */
     assert_int_equal(pfr_store_append(f->s, &in, NULL), -EINVAL);
     in.end_ns = T0 + 1;
@@ -262,12 +262,12 @@ static void test_bad_input(void **state)
     char err[256];
     pfr_store *r = NULL;
     pfr_store_opts ro = {.read_only = true};
-    char *missing = tu_path(f->dir, "nope.db");
+    char *missing = pfr_tu_path(f->dir, "nope.db");
     assert_int_equal(pfr_store_open(missing, &ro, &r, err, sizeof(err)), -ENOENT);
     assert_non_null(strstr(err, "no store"));
     free(missing);
     /* A file that is not a database. */
-    char *junk = tu_path(f->dir, "junk.db");
+    char *junk = pfr_tu_path(f->dir, "junk.db");
     FILE *j = fopen(junk, "w");
     for (int i = 0; i < 3000; i++)
         fputs("not a database at all ", j);
@@ -277,7 +277,7 @@ static void test_bad_input(void **state)
     assert_true(strlen(err) > 0);
     free(junk);
     /* Another program's SQLite database. */
-    char *other = tu_path(f->dir, "other.db");
+    char *other = pfr_tu_path(f->dir, "other.db");
     sqlite3 *db;
     sqlite3_open(other, &db);
     sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL);
@@ -286,7 +286,7 @@ static void test_bad_input(void **state)
     assert_non_null(strstr(err, "not a pfr store"));
     free(other);
     pfr_store_opts tiny = {.max_bytes = 1000};
-    char *t = tu_path(f->dir, "tiny.db");
+    char *t = pfr_tu_path(f->dir, "tiny.db");
     assert_int_equal(pfr_store_open(t, &tiny, &r, err, sizeof(err)), -EINVAL);
     free(t);
 }
@@ -302,14 +302,14 @@ static void fill_small(pfr_store *s)
     size_t n = 0;
     for (int i = 0; i < 20; i++) {
         int64_t start = T0 + i * 10 * SEC;
-        ps[n] = tu_small_profile((unsigned)i, 12, "ebpf:cpu:nanoseconds");
+        ps[n] = pfr_tu_small_profile((unsigned)i, 12, "ebpf:cpu:nanoseconds");
         in[n] = (pfr_chunk_in){"svc-a", &h1, 1, start, start + 10 * SEC, ps[n]};
         n++;
-        ps[n] = tu_small_profile((unsigned)i + 100, 9, "ebpf:cpu:nanoseconds");
+        ps[n] = pfr_tu_small_profile((unsigned)i + 100, 9, "ebpf:cpu:nanoseconds");
         in[n] = (pfr_chunk_in){"svc-b", &h2, 1, start, start + 10 * SEC, ps[n]};
         n++;
         if (i % 2 == 0) {
-            ps[n] = tu_small_profile((unsigned)i, 4, "go:goroutine_goroutine:count");
+            ps[n] = pfr_tu_small_profile((unsigned)i, 4, "go:goroutine_goroutine:count");
             in[n] = (pfr_chunk_in){"svc-a", &h1, 1, start, start + 10 * SEC, ps[n]};
             n++;
         }
@@ -459,7 +459,7 @@ static void check_merge(pfr_store *s, const pfr_store_filter *f, unsigned flags)
     assert_int_equal(pfr_store_merge(s, f, flags, &got, &st), 0);
     assert_int_equal(st.corrupt, 0);
     char why[512];
-    if (!tu_profiles_equal(got, ref.m, why, sizeof(why))) {
+    if (!pfr_tu_profiles_equal(got, ref.m, why, sizeof(why))) {
         fprintf(stderr, "merge differs: %s\n", why);
         fail();
     }
@@ -476,7 +476,7 @@ static int digest_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 {
     (void)m;
     struct digests *d = ctx;
-    assert_true(tu_digest(p) == d->want[d->n]);
+    assert_true(pfr_tu_digest(p) == d->want[d->n]);
     d->n++;
     return 0;
 }
@@ -501,7 +501,7 @@ static void test_merge_equals_profile_merge(void **state)
         for (int j = 0; j < 50; j++) {
             int64_t start = T0 + (i + j) * 10 * SEC;
             ps[j] = pfr_testgen_next(g, start, 10 * SEC);
-            digests[i + j] = tu_digest(ps[j]);
+            digests[i + j] = pfr_tu_digest(ps[j]);
             in[j] = (pfr_chunk_in){"svc-1", NULL, 0, start, start + 10 * SEC, ps[j]};
         }
         assert_int_equal(pfr_store_append_batch(f->s, in, 50, NULL), 0);
@@ -630,7 +630,7 @@ static void test_cursors(void **state)
     }
     assert_int_equal(pfr_store_cursor_set(f->s, "neg", -1), -EINVAL);
     /* A corrupt cursor file reads as an error, not as a value. */
-    char *path = tu_path(f->dir, "ring.db-cursors/junk");
+    char *path = pfr_tu_path(f->dir, "ring.db-cursors/junk");
     FILE *j = fopen(path, "w");
     fputs("12abc", j);
     fclose(j);
@@ -642,7 +642,7 @@ static void test_cursors(void **state)
 static void test_eviction_and_lost(void **state)
 {
     struct fx *f = *state;
-    char *db = tu_path(f->dir, "small.db");
+    char *db = pfr_tu_path(f->dir, "small.db");
     pfr_store *s = NULL;
     char err[256];
     pfr_store_opts o = {.max_bytes = 384u << 10};
@@ -671,10 +671,11 @@ static void test_eviction_and_lost(void **state)
         /* The database and its WAL stay within the cap (plus a chunk and SQLite's pages). */
         char wal[512];
         snprintf(wal, sizeof(wal), "%s-wal", db);
-        if (tu_file_size(db) + tu_file_size(wal) > (384u << 10) + (32u << 10))
-            fprintf(stderr, "at %d: db %llu wal %llu\n", i, (unsigned long long)tu_file_size(db),
-                    (unsigned long long)tu_file_size(wal));
-        assert_true(tu_file_size(db) + tu_file_size(wal) <= (384u << 10) + (32u << 10));
+        if (pfr_tu_file_size(db) + pfr_tu_file_size(wal) > (384u << 10) + (32u << 10))
+            fprintf(stderr, "at %d: db %llu wal %llu\n", i,
+                    (unsigned long long)pfr_tu_file_size(db),
+                    (unsigned long long)pfr_tu_file_size(wal));
+        assert_true(pfr_tu_file_size(db) + pfr_tu_file_size(wal) <= (384u << 10) + (32u << 10));
     }
     pfr_testgen_free(g);
     pfr_store_stats st, quick;
@@ -753,7 +754,7 @@ static void test_eviction_and_lost(void **state)
     }
     pfr_testgen_free(g);
     pfr_store_close(s);
-    assert_true(tu_file_size(db) <= (256u << 10) + (32u << 10));
+    assert_true(pfr_tu_file_size(db) <= (256u << 10) + (32u << 10));
     free(db);
 }
 
@@ -918,7 +919,7 @@ static void test_corrupt_rows(void **state)
     fill_small(f->s);
     pfr_store_close(f->s);
     f->s = NULL;
-    char *pristine = tu_path(f->dir, "pristine.db");
+    char *pristine = pfr_tu_path(f->dir, "pristine.db");
     copy_file(f->db, pristine, -1);
     const size_t total = 80;
     struct ro_result r = read_all(f->db);
@@ -1008,7 +1009,7 @@ static void test_corrupt_rows(void **state)
     free(x);
     assert_int_equal(sql_int(f->db, "SELECT value FROM meta WHERE key = 'corrupt'"), 1);
     /* and keeps appending to a stream whose old rows are damaged */
-    pfr_profile *p = tu_small_profile(1, 5, "ebpf:cpu:nanoseconds");
+    pfr_profile *p = pfr_tu_small_profile(1, 5, "ebpf:cpu:nanoseconds");
     append_profile(f->s, "svc-0", NULL, 0, T0 + 1000 * SEC, p);
     pfr_profile_free(p);
     free(pristine);
@@ -1027,9 +1028,9 @@ static void test_truncated_file(void **state)
     pfr_testgen_free(g);
     pfr_store_close(f->s);
     f->s = NULL;
-    char *pristine = tu_path(f->dir, "pristine.db");
+    char *pristine = pfr_tu_path(f->dir, "pristine.db");
     copy_file(f->db, pristine, -1);
-    off_t size = (off_t)tu_file_size(pristine);
+    off_t size = (off_t)pfr_tu_file_size(pristine);
     off_t cuts[] = {0, 1, 100, 4096, 4097, 8192, size / 3, size / 2, size - 4096, size - 1};
     for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
         reset_db(pristine, f->db, cuts[i]);
@@ -1064,7 +1065,7 @@ static void test_truncated_file(void **state)
         reset_db(pristine, f->db, cuts[i]);
         pfr_store_opts o = {.max_bytes = 64ull << 20};
         if (pfr_store_open(f->db, &o, &s, err, sizeof(err)) == 0) {
-            pfr_profile *p = tu_small_profile(3, 4, "ebpf:cpu:nanoseconds");
+            pfr_profile *p = pfr_tu_small_profile(3, 4, "ebpf:cpu:nanoseconds");
             pfr_chunk_in in = {"svc-t", NULL, 0, T0, T0 + SEC, p};
             pfr_store_append(s, &in, NULL);
             pfr_profile_free(p);

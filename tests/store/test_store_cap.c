@@ -48,9 +48,9 @@ int main(int argc, char **argv)
 {
     long appends = argc > 1 ? atol(argv[1]) : 1000000;
     uint64_t cap = argc > 2 ? strtoull(argv[2], NULL, 10) : 2u << 20;
-    char *dir = tu_tmpdir("cap");
-    char *db = tu_path(dir, "ring.db");
-    char *wal = tu_path(dir, "ring.db-wal");
+    char *dir = pfr_tu_tmpdir("cap");
+    char *db = pfr_tu_path(dir, "ring.db");
+    char *wal = pfr_tu_path(dir, "ring.db-wal");
     pfr_store *s;
     char err[256];
     pfr_store_opts o = {.max_bytes = cap};
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
             cursor = ids[0];
             REQUIRE(pfr_store_cursor_set(s, "shipper", cursor) == 0, "cursor");
         }
-        uint64_t d = tu_file_size(db), w = tu_file_size(wal);
+        uint64_t d = pfr_tu_file_size(db), w = pfr_tu_file_size(wal);
         max_db = d > max_db ? d : max_db;
         max_wal = w > max_wal ? w : max_wal;
         max_sum = d + w > max_sum ? d + w : max_sum;
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     pfr_store_close(s);
     for (int i = 0; i < NVARIANTS; i++)
         pfr_profile_free(variants[i]);
-    tu_rmdir(dir);
+    pfr_tu_rmdir(dir);
     free(dir);
     free(db);
     free(wal);

@@ -43,7 +43,7 @@ static int seen_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
         s->hash = realloc(s->hash, s->cap * sizeof(*s->hash));
     }
     s->ids[s->n] = m->id;
-    s->hash[s->n] = tu_digest(p);
+    s->hash[s->n] = pfr_tu_digest(p);
     s->n++;
     return 0;
 }
@@ -55,17 +55,17 @@ int main(int argc, char **argv)
         return 2;
     }
     long count = argc > 2 ? atol(argv[2]) : 300;
-    char *dir = tu_tmpdir("concurrent");
-    char *db = tu_path(dir, "ring.db");
+    char *dir = pfr_tu_tmpdir("concurrent");
+    char *db = pfr_tu_path(dir, "ring.db");
     struct writer_run w;
-    REQUIRE(writer_start(&w, argv[1], db, SEED, count, 256ull << 20, true) == 0, "spawn");
+    REQUIRE(pfr_writer_start(&w, argv[1], db, SEED, count, 256ull << 20, true) == 0, "spawn");
     struct committed *rep = NULL;
     size_t nrep = 0, cap = 0;
     struct seen seen = {0};
     pfr_store *s = NULL;
     int scans = 0, merges = 0, eof = 0;
     while (!eof || !s) {
-        eof = writer_read(&w, SEED, &rep, &nrep, &cap);
+        eof = pfr_writer_read(&w, SEED, &rep, &nrep, &cap);
         if (!s) {
             char err[256];
             pfr_store_opts ro = {.read_only = true};
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
             merges++;
         }
     }
-    int status = writer_wait(&w);
+    int status = pfr_writer_wait(&w);
     REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer failed (status %d)", status);
     /* Last pass after the writer is done. */
     pfr_store_filter f = {.after_id = seen.last_id};
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
         REQUIRE(rep[i].n == (long)i && rep[i].id == seen.ids[i], "order of chunk %zu", i);
         pfr_profile *p = pfr_testgen_next(g, WRITER_PROC_T0 + (int64_t)i * WRITER_PROC_INTERVAL,
                                           WRITER_PROC_INTERVAL);
-        REQUIRE(tu_digest(p) == seen.hash[i], "chunk %lld read while writing differs",
+        REQUIRE(pfr_tu_digest(p) == seen.hash[i], "chunk %lld read while writing differs",
                 (long long)rep[i].id);
         pfr_profile_free(p);
     }
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
     free(rep);
     free(seen.ids);
     free(seen.hash);
-    tu_rmdir(dir);
+    pfr_tu_rmdir(dir);
     free(dir);
     free(db);
     return 0;

@@ -39,7 +39,7 @@ static int got_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     struct got *g = ctx;
     REQUIRE(g->n == 0, "two chunks with id %lld", (long long)m->id);
     g->id = m->id;
-    g->digest = tu_digest(p);
+    g->digest = pfr_tu_digest(p);
     g->n++;
     return 0;
 }
@@ -63,7 +63,7 @@ static int drain(struct writer_run *w, uint64_t seed, struct committed **all, si
 {
     struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
     poll(&pfd, 1, ms);
-    return writer_read(w, seed, all, n, cap);
+    return pfr_writer_read(w, seed, all, n, cap);
 }
 
 static int cmp_committed(const void *a, const void *b)
@@ -90,7 +90,7 @@ static size_t verify(pfr_store *s, struct committed *recs, size_t n)
                 p = pfr_testgen_next(g, start, WRITER_PROC_INTERVAL);
                 next++;
             }
-            uint64_t want = tu_digest(p), got;
+            uint64_t want = pfr_tu_digest(p), got;
             pfr_profile_free(p);
             REQUIRE(read_chunk(s, recs[i].id, &got),
                     "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
@@ -114,15 +114,15 @@ int main(int argc, char **argv)
     unsigned seed = argc > 3 ? (unsigned)atoi(argv[3]) : (unsigned)time(NULL);
     srand(seed);
     printf("crash test: %d rounds, random seed %u\n", rounds, seed);
-    char *dir = tu_tmpdir("crash");
-    char *db = tu_path(dir, "ring.db");
+    char *dir = pfr_tu_tmpdir("crash");
+    char *db = pfr_tu_path(dir, "ring.db");
     struct committed *all = NULL;
     size_t nall = 0, cap = 0, verified = 0;
     int killed_before_any = 0;
     for (int r = 0; r < rounds; r++) {
         struct writer_run w;
         uint64_t wseed = 1000 + (uint64_t)r;
-        REQUIRE(writer_start(&w, argv[1], db, wseed, 0, 256ull << 20, true) == 0, "spawn");
+        REQUIRE(pfr_writer_start(&w, argv[1], db, wseed, 0, 256ull << 20, true) == 0, "spawn");
         size_t first = nall;
         long delay_us;
         if (r % 5 == 0) {
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         kill(w.pid, SIGKILL);
         while (!drain(&w, wseed, &all, &nall, &cap, 1000))
             ;
-        int status = writer_wait(&w);
+        int status = pfr_writer_wait(&w);
         REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                 "round %d: writer ended by itself (status %d)", r, status);
         if (nall == first)
@@ -181,7 +181,7 @@ int main(int argc, char **argv)
            "round, %zu again at the end; ring has %" PRIu64 " chunks\n",
            rounds, killed_before_any, verified, final, st.chunks);
     free(all);
-    tu_rmdir(dir);
+    pfr_tu_rmdir(dir);
     free(dir);
     free(db);
     return 0;

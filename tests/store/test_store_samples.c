@@ -43,8 +43,8 @@ static int64_t append(pfr_store *s, const char *svc, const pfr_kv *labels, size_
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    f->dir = tu_tmpdir("store-samples");
-    f->db = tu_path(f->dir, "ring.db");
+    f->dir = pfr_tu_tmpdir("store-samples");
+    f->db = pfr_tu_path(f->dir, "ring.db");
     char err[256];
     pfr_store_opts o = {.max_bytes = 64ull << 20};
     if (pfr_store_open(f->db, &o, &f->s, err, sizeof(err)))
@@ -58,7 +58,7 @@ static int setup(void **state)
             append(f->s, pfr_testgen_service(g[k]), labels, 2, start, p);
             pfr_profile_free(p);
         }
-        pfr_profile *p = tu_small_profile((unsigned)i, 12, "ebpf:cpu:nanoseconds");
+        pfr_profile *p = pfr_tu_small_profile((unsigned)i, 12, "ebpf:cpu:nanoseconds");
         append(f->s, "svc-small", labels, 1, start, p);
         pfr_profile_free(p);
         f->nchunks += 3;
@@ -73,7 +73,7 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     pfr_store_close(f->s);
-    tu_rmdir(f->dir);
+    pfr_tu_rmdir(f->dir);
     free(f->dir);
     free(f->db);
     free(f);

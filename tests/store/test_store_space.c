@@ -98,15 +98,15 @@ struct fx {
 
 static int mount_tmpfs(struct fx *f, const char *size)
 {
-    f->dir = tu_tmpdir("space");
+    f->dir = pfr_tu_tmpdir("space");
     char opts[64];
     snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
     if (mount("tmpfs", f->dir, "tmpfs", 0, opts) != 0) {
         fprintf(stderr, "mount tmpfs on %s: %s (the test needs root)\n", f->dir, strerror(errno));
         return -1;
     }
-    f->db = tu_path(f->dir, "ring.db");
-    f->fill = tu_path(f->dir, "filler");
+    f->db = pfr_tu_path(f->dir, "ring.db");
+    f->fill = pfr_tu_path(f->dir, "filler");
     pfr_testgen_opts go = {.nstacks = 150, .drift_permille = 300};
     for (int i = 0; i < 2; i++)
         f->gen[i] = pfr_testgen_new(24, (unsigned)i, &go);
@@ -136,7 +136,7 @@ static int teardown(void **state)
         pfr_testgen_free(f->gen[i]);
     if (f->dir) {
         umount2(f->dir, MNT_DETACH);
-        tu_rmdir(f->dir);
+        pfr_tu_rmdir(f->dir);
     }
     free(f->dir);
     free(f->db);
@@ -177,7 +177,7 @@ static uint64_t ring_files(const struct fx *f)
     char wal[512], spare[512];
     snprintf(wal, sizeof(wal), "%s-wal", f->db);
     snprintf(spare, sizeof(spare), "%s-spare", f->db);
-    return tu_file_size(f->db) + tu_file_size(wal) + tu_file_size(spare);
+    return pfr_tu_file_size(f->db) + pfr_tu_file_size(wal) + pfr_tu_file_size(spare);
 }
 
 static uint64_t fs_avail(const struct fx *f)
@@ -245,7 +245,7 @@ static void test_full_disk_gives_up_oldest(void **state)
         assert_int_equal(append_interval(f, ids), 0);
     char spare[512];
     snprintf(spare, sizeof(spare), "%s-spare", f->db);
-    assert_true(tu_file_size(spare) > 0); /* made while the disk had room */
+    assert_true(pfr_tu_file_size(spare) > 0); /* made while the disk had room */
     fill(f, UINT64_MAX);
     assert_true(fs_avail(f) < 64 * 1024);
     pfr_store_stats before = stats(f);

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int writer_start(struct writer_run *w, const char *exe, const char *db, uint64_t seed, long count,
-                 uint64_t max_bytes, bool nonblock)
+int pfr_writer_start(struct writer_run *w, const char *exe, const char *db, uint64_t seed,
+                     long count, uint64_t max_bytes, bool nonblock)
 {
     int p[2];
     memset(w, 0, sizeof(*w));
@@ -37,7 +37,8 @@ int writer_start(struct writer_run *w, const char *exe, const char *db, uint64_t
     return 0;
 }
 
-int writer_read(struct writer_run *w, uint64_t seed, struct committed **out, size_t *n, size_t *cap)
+int pfr_writer_read(struct writer_run *w, uint64_t seed, struct committed **out, size_t *n,
+                    size_t *cap)
 {
     for (;;) {
         ssize_t r = read(w->fd, w->buf + w->len, sizeof(w->buf) - 1 - w->len);
@@ -68,7 +69,7 @@ int writer_read(struct writer_run *w, uint64_t seed, struct committed **out, siz
     }
 }
 
-int writer_wait(struct writer_run *w)
+int pfr_writer_wait(struct writer_run *w)
 {
     int status = 0;
     waitpid(w->pid, &status, 0);

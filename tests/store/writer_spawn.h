@@ -21,13 +21,13 @@ struct writer_run {
 };
 
 /* Start `exe db seed count max_bytes`; stdout is a pipe (non-blocking if nonblock). */
-int writer_start(struct writer_run *w, const char *exe, const char *db, uint64_t seed, long count,
-                 uint64_t max_bytes, bool nonblock);
+int pfr_writer_start(struct writer_run *w, const char *exe, const char *db, uint64_t seed,
+                     long count, uint64_t max_bytes, bool nonblock);
 /* Read the lines available (all of them until EOF if the pipe blocks) and append records to
  * *out (grown with realloc). Returns 1 at EOF, 0 otherwise. */
-int writer_read(struct writer_run *w, uint64_t seed, struct committed **out, size_t *n,
-                size_t *cap);
+int pfr_writer_read(struct writer_run *w, uint64_t seed, struct committed **out, size_t *n,
+                    size_t *cap);
 /* waitpid; returns the raw status. */
-int writer_wait(struct writer_run *w);
+int pfr_writer_wait(struct writer_run *w);
 
 #endif

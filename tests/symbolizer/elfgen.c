@@ -30,7 +30,7 @@ static Elf64_Sym sym(uint32_t name, uint64_t value, uint64_t size, int bind, int
     return s;
 }
 
-Elf64_Ehdr elfgen_ehdr(uint64_t shoff, unsigned phnum, unsigned shnum, unsigned shstrndx)
+Elf64_Ehdr pfr_elfgen_ehdr(uint64_t shoff, unsigned phnum, unsigned shnum, unsigned shstrndx)
 {
     Elf64_Ehdr eh = {0};
     memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -51,7 +51,7 @@ Elf64_Ehdr elfgen_ehdr(uint64_t shoff, unsigned phnum, unsigned shnum, unsigned 
     return eh;
 }
 
-size_t elfgen_build(uint8_t *buf, enum elfgen_variant v)
+size_t pfr_sym_elfgen_build(uint8_t *buf, enum elfgen_variant v)
 {
     struct gen g = {buf, 0};
     memset(buf, 0, ELFGEN_MAX_SIZE);
@@ -112,7 +112,7 @@ size_t elfgen_build(uint8_t *buf, enum elfgen_variant v)
     if (v != ELFGEN_NOSECTIONS)
         sh_off = put(&g, sh, sizeof(sh), 8);
 
-    eh = elfgen_ehdr(sh_off, 2, v == ELFGEN_NOSECTIONS ? 0 : 6, v == ELFGEN_NOSECTIONS ? 0 : 5);
+    eh = pfr_elfgen_ehdr(sh_off, 2, v == ELFGEN_NOSECTIONS ? 0 : 6, v == ELFGEN_NOSECTIONS ? 0 : 5);
     memcpy(buf, &eh, sizeof(eh));
     Elf64_Phdr ph[2] = {
         {PT_LOAD, PF_R | PF_X, 0, 0, 0, load_end, load_end, 0x1000},
@@ -131,7 +131,7 @@ static void put64(uint8_t *b, size_t at, uint64_t v)
     memcpy(b + at, &v, 8);
 }
 
-size_t gopclngen_build(uint8_t *b)
+size_t pfr_gopclngen_build(uint8_t *b)
 {
     memset(b, 0, GOPCLNGEN_MAX_SIZE);
     enum { NAMES = 72, CU = 88, FILES = 92, PCTAB = 104, PCLN = 128 };

@@ -14,7 +14,7 @@ int main(int argc, char **argv)
     }
     for (int v = 0; v < ELFGEN_COUNT; v++) {
         uint8_t buf[ELFGEN_MAX_SIZE];
-        size_t len = elfgen_build(buf, (enum elfgen_variant)v);
+        size_t len = pfr_sym_elfgen_build(buf, (enum elfgen_variant)v);
         char path[4096];
         snprintf(path, sizeof(path), "%s/elf/%s", argv[1], names[v]);
         FILE *f = fopen(path, "wb");
@@ -24,7 +24,7 @@ int main(int argc, char **argv)
         }
     }
     uint8_t buf[GOPCLNGEN_MAX_SIZE];
-    size_t len = gopclngen_build(buf);
+    size_t len = pfr_gopclngen_build(buf);
     char path[4096];
     snprintf(path, sizeof(path), "%s/gopcln/gen-go118.bin", argv[1]);
     FILE *f = fopen(path, "wb");

@@ -40,7 +40,7 @@ static int marker(const char *src, const char *m)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", SYM_PROGS, src);
-    int line = tu_marker_line(path, m);
+    int line = pfr_tu_marker_line(path, m);
     assert_true(line > 0);
     return line;
 }
@@ -49,37 +49,37 @@ static int build_all(void **state)
 {
     (void)state;
     const char *w = SYM_WORK, *p = SYM_PROGS, *cc = SYM_GCC;
-    if (tu_sh("rm -rf '%s' && mkdir -p '%s/mnt'", w, w))
+    if (pfr_tu_sh("rm -rf '%s' && mkdir -p '%s/mnt'", w, w))
         return -1;
     int rc = 0;
-    rc |= tu_sh("%s -O2 -g -fPIE -pie -o %s/t_pie %s/target.c", cc, w, p);
-    rc |= tu_sh("%s -O2 -g -fno-pie -no-pie -o %s/t_nopie %s/target.c", cc, w, p);
-    rc |= tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget.so %s/libtarget.c", cc, w, p);
-    rc |= tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib %s/target.c -L%s -ltarget -Wl,-rpath,%s", cc, w,
-                p, w, w);
+    rc |= pfr_tu_sh("%s -O2 -g -fPIE -pie -o %s/t_pie %s/target.c", cc, w, p);
+    rc |= pfr_tu_sh("%s -O2 -g -fno-pie -no-pie -o %s/t_nopie %s/target.c", cc, w, p);
+    rc |= pfr_tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget.so %s/libtarget.c", cc, w, p);
+    rc |= pfr_tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib %s/target.c -L%s -ltarget -Wl,-rpath,%s", cc,
+                    w, p, w, w);
     /* objdump's address of the puts stub is the oracle for the PLT names */
-    rc |= tu_sh("%s -O0 -o %s/t_plt %s/plt.c && objdump -d %s/t_plt | "
-                "sed -n 's/^0*\\([0-9a-f]*\\) <puts@plt>:$/\\1/p' > %s/t_plt.addr",
-                cc, w, p, w, w);
+    rc |= pfr_tu_sh("%s -O0 -o %s/t_plt %s/plt.c && objdump -d %s/t_plt | "
+                    "sed -n 's/^0*\\([0-9a-f]*\\) <puts@plt>:$/\\1/p' > %s/t_plt.addr",
+                    cc, w, p, w, w);
     /* stripped: the executable loses everything; the library keeps its .dynsym */
-    rc |= tu_sh("cp %s/t_pie %s/t_strip && strip --strip-all %s/t_strip", w, w, w);
-    rc |= tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget2.so %s/libtarget.c && "
-                "strip --strip-all %s/libtarget2.so",
-                cc, w, p, w);
-    rc |= tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib2 %s/target.c -L%s -ltarget2 -Wl,-rpath,%s", cc, w,
-                p, w, w);
+    rc |= pfr_tu_sh("cp %s/t_pie %s/t_strip && strip --strip-all %s/t_strip", w, w, w);
+    rc |= pfr_tu_sh("%s -O2 -g -fPIC -shared -o %s/libtarget2.so %s/libtarget.c && "
+                    "strip --strip-all %s/libtarget2.so",
+                    cc, w, p, w);
+    rc |= pfr_tu_sh("%s -O2 -g -DWITH_LIB -o %s/t_lib2 %s/target.c -L%s -ltarget2 -Wl,-rpath,%s",
+                    cc, w, p, w, w);
     if (rc)
         return -1;
-    have_cxx = SYM_GXX[0] && tu_sh("%s -O2 -g -o %s/t_cpp %s/target.cpp", SYM_GXX, w, p) == 0;
+    have_cxx = SYM_GXX[0] && pfr_tu_sh("%s -O2 -g -o %s/t_cpp %s/target.cpp", SYM_GXX, w, p) == 0;
     if (SYM_GO[0]) {
         const char *env = "CGO_ENABLED=0 GOFLAGS= GO111MODULE=off";
         have_go =
-            tu_sh("cd %s && %s GOCACHE=%s/gocache GOPATH=%s/gopath HOME=%s %s build -o %s/t_go "
-                  "target.go && %s GOCACHE=%s/gocache GOPATH=%s/gopath HOME=%s %s build "
-                  "-buildmode=pie -o %s/t_gopie target.go && %s GOCACHE=%s/gocache "
-                  "GOPATH=%s/gopath HOME=%s %s build -ldflags='-s -w' -o %s/t_gostrip target.go",
-                  p, env, w, w, w, SYM_GO, w, env, w, w, w, SYM_GO, w, env, w, w, w, SYM_GO,
-                  w) == 0;
+            pfr_tu_sh(
+                "cd %s && %s GOCACHE=%s/gocache GOPATH=%s/gopath HOME=%s %s build -o %s/t_go "
+                "target.go && %s GOCACHE=%s/gocache GOPATH=%s/gopath HOME=%s %s build "
+                "-buildmode=pie -o %s/t_gopie target.go && %s GOCACHE=%s/gocache "
+                "GOPATH=%s/gopath HOME=%s %s build -ldflags='-s -w' -o %s/t_gostrip target.go",
+                p, env, w, w, w, SYM_GO, w, env, w, w, w, SYM_GO, w, env, w, w, w, SYM_GO, w) == 0;
     }
     if (!have_cxx)
         fprintf(stderr, "no g++: C++ tests skipped\n");
@@ -91,7 +91,7 @@ static int build_all(void **state)
 static int cleanup(void **state)
 {
     (void)state;
-    tu_sh("umount %s/mnt 2>/dev/null; rm -rf '%s'", SYM_WORK, SYM_WORK);
+    pfr_tu_sh("umount %s/mnt 2>/dev/null; rm -rf '%s'", SYM_WORK, SYM_WORK);
     return 0;
 }
 
@@ -106,7 +106,7 @@ static pfr_symbolizer *new_sym(size_t max_bytes, bool no_dwarf)
 static void run(struct tu_child *c, const char *path)
 {
     char *argv[] = {(char *)path, NULL};
-    assert_int_equal(tu_start(c, argv), 0);
+    assert_int_equal(pfr_tu_start(c, argv), 0);
 }
 
 /* Start the test program name and snapshot it in a new symbolizer (the caller's). */
@@ -128,7 +128,7 @@ static void expect_frame(pfr_symbolizer *s, pid_t pid, uint64_t addr, const char
     const pfr_sym_frame *f = &fr[n - 1];
     if (strcmp(f->function, fn) != 0)
         fail_msg("0x%" PRIx64 ": got %s, want %s", addr, f->function, fn);
-    if (file_suffix && !tu_ends_with(f->file, file_suffix))
+    if (file_suffix && !pfr_tu_ends_with(f->file, file_suffix))
         fail_msg("%s: file %s, want *%s", fn, f->file, file_suffix);
     if (!file_suffix)
         assert_string_equal(f->file, "");
@@ -143,7 +143,7 @@ static void expect_inline(pfr_symbolizer *s, pid_t pid, uint64_t ret)
     int n = pfr_symbolize_user(s, pid, ret - 1, fr, 8);
     assert_int_equal(n, 2);
     assert_string_equal(fr[0].function, "inlined_helper");
-    assert_true(tu_ends_with(fr[0].file, "target.c"));
+    assert_true(pfr_tu_ends_with(fr[0].file, "target.c"));
     assert_int_equal(fr[0].line, marker("target.c", "INLINE_CALL_LINE"));
     assert_string_equal(fr[1].function, "outer_function");
     assert_int_equal(fr[1].line, marker("target.c", "OUTER_CALL_LINE"));
@@ -156,23 +156,23 @@ static void check_c_target(const char *name)
 {
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, name, false);
-    uint64_t leaf = tu_addr(&c, "leaf_function");
+    uint64_t leaf = pfr_tu_addr(&c, "leaf_function");
     int line = marker("target.c", "LEAF_LINE");
     expect_frame(s, c.pid, leaf, "leaf_function", "target.c", line);
     expect_frame(s, c.pid, leaf + 3, "leaf_function", "target.c", line);
-    expect_inline(s, c.pid, tu_addr(&c, "probe_ret"));
+    expect_inline(s, c.pid, pfr_tu_addr(&c, "probe_ret"));
     pfr_sym_frame fr[2];
     assert_int_equal(pfr_symbolize_user(s, c.pid, leaf, fr, 2), 1);
-    assert_true(tu_ends_with(fr[0].module, name));
+    assert_true(pfr_tu_ends_with(fr[0].module, name));
     uint64_t start, pgoff;
-    assert_true(tu_mapping(c.pid, leaf, &start, &pgoff));
+    assert_true(pfr_tu_mapping(c.pid, leaf, &start, &pgoff));
     assert_true(fr[0].offset == leaf - start + pgoff);
     pfr_sym_stats st;
     pfr_symbolizer_stats(s, &st);
     assert_true(st.files_parsed >= 2); /* the program and at least libc */
     assert_true(st.cache_bytes > 0);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 /* A PLT stub is named after the function it jumps to, as perf and objdump name it. */
@@ -222,16 +222,16 @@ static void test_c_shared(void **state)
     (void)state;
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, "t_lib", false);
-    uint64_t lib = tu_addr(&c, "lib_function");
+    uint64_t lib = pfr_tu_addr(&c, "lib_function");
     expect_frame(s, c.pid, lib + 1, "lib_function", "libtarget.c",
                  marker("libtarget.c", "LIB_LINE"));
     pfr_sym_frame fr[2];
     pfr_symbolize_user(s, c.pid, lib, fr, 2);
-    assert_true(tu_ends_with(fr[0].module, "/libtarget.so"));
-    expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", "target.c",
+    assert_true(pfr_tu_ends_with(fr[0].module, "/libtarget.so"));
+    expect_frame(s, c.pid, pfr_tu_addr(&c, "leaf_function"), "leaf_function", "target.c",
                  marker("target.c", "LEAF_LINE"));
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 /* A file the snapshot maps is found by its device and inode: the executable under the path
@@ -256,14 +256,14 @@ static void test_file_path(void **state)
     assert_int_equal(stat(bin("libtarget.so"), &lib), 0);
     assert_int_equal(pfr_symbolizer_file_path(s, c.pid, lib.st_dev, lib.st_ino, got, sizeof(got)),
                      0);
-    assert_true(tu_ends_with(got, "/libtarget.so"));
+    assert_true(pfr_tu_ends_with(got, "/libtarget.so"));
     assert_int_equal(stat(SYM_PROGS "/target.c", &other), 0); /* not mapped */
     assert_int_equal(
         pfr_symbolizer_file_path(s, c.pid, other.st_dev, other.st_ino, got, sizeof(got)), -ENOENT);
     assert_int_equal(
         pfr_symbolizer_file_path(s, getpid(), exe.st_dev, exe.st_ino, got, sizeof(got)), -ENOENT);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 /* pid's executable mappings as the kernel would list them at its exit (read from its maps). */
@@ -308,8 +308,8 @@ static void test_exit_maps(void **state)
     size_t n = exit_maps_of(b.pid, v, 63);
     assert_true(n >= 4); /* t_lib, libtarget.so, libc, ld.so */
     pid_t pid = b.pid;
-    uint64_t leaf = tu_addr(&b, "leaf_function"), lib = tu_addr(&b, "lib_function");
-    assert_int_equal(tu_stop(&b), 0);
+    uint64_t leaf = pfr_tu_addr(&b, "leaf_function"), lib = pfr_tu_addr(&b, "lib_function");
+    assert_int_equal(pfr_tu_stop(&b), 0);
     /* a file no snapshot has seen, mapped past the others */
     v[n++] = (pfr_sym_exit_map){.start = 0x7fff00000000ull,
                                 .end = 0x7fff00001000ull,
@@ -324,7 +324,7 @@ static void test_exit_maps(void **state)
     expect_frame(s, pid, lib + 1, "lib_function", "libtarget.c", marker("libtarget.c", "LIB_LINE"));
     pfr_sym_frame fr[2];
     assert_int_equal(pfr_symbolize_user(s, pid, lib, fr, 2), 1);
-    assert_true(tu_ends_with(fr[0].module, "/libtarget.so"));
+    assert_true(pfr_tu_ends_with(fr[0].module, "/libtarget.so"));
     assert_int_equal(pfr_symbolize_user(s, pid, 0x7fff00000010ull, fr, 2), 1);
     assert_string_equal(fr[0].module, "");
     /* the paths snapshots saw, by file */
@@ -332,18 +332,18 @@ static void test_exit_maps(void **state)
     char path[4096];
     assert_int_equal(stat(bin("libtarget.so"), &so), 0);
     assert_int_equal(pfr_symbolizer_known_path(s, so.st_dev, so.st_ino, path, sizeof(path)), 0);
-    assert_true(tu_ends_with(path, "/libtarget.so"));
+    assert_true(pfr_tu_ends_with(path, "/libtarget.so"));
     assert_int_equal(pfr_symbolizer_known_path(s, so.st_dev, so.st_ino, path, 4), -ENOENT);
     assert_int_equal(pfr_symbolizer_known_path(s, 1, 12345, path, sizeof(path)), -ENOENT);
     /* a snapshot naming more files stays */
     assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, 1), 0);
-    expect_frame(s, a.pid, tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
+    expect_frame(s, a.pid, pfr_tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
                  marker("libtarget.c", "LIB_LINE"));
     /* out of order */
     pfr_sym_exit_map swapped[2] = {v[1], v[0]};
     assert_int_equal(pfr_symbolizer_set_exit_maps(s, 424242, swapped, 2), -EINVAL);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&a), 0);
+    assert_int_equal(pfr_tu_stop(&a), 0);
 }
 
 /* Code a process mapped after its snapshot (a dlopen) from a file no snapshot saw: its exit's
@@ -374,8 +374,8 @@ static void test_exit_learned_path(void **state)
     assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, n), (int)had + 1);
     pfr_sym_frame fr[2];
     assert_int_equal(pfr_symbolize_user(s, a.pid, 0x10010, fr, 2), 1);
-    assert_true(tu_ends_with(fr[0].module, "/t_pie"));
-    expect_frame(s, a.pid, tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
+    assert_true(pfr_tu_ends_with(fr[0].module, "/t_pie"));
+    expect_frame(s, a.pid, pfr_tu_addr(&a, "lib_function") + 1, "lib_function", "libtarget.c",
                  marker("libtarget.c", "LIB_LINE"));
     /* the files it names now, for the sampler */
     pfr_sym_file_id ids[8];
@@ -387,7 +387,7 @@ static void test_exit_learned_path(void **state)
     assert_true(found);
     assert_int_equal(pfr_symbolizer_named_files(s, 424242, ids, 8), 0);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&a), 0);
+    assert_int_equal(pfr_tu_stop(&a), 0);
 }
 
 /* A program on overlayfs (a container's root): snapshots see the overlay's file, while the
@@ -402,11 +402,12 @@ static void test_exit_overlay(void **state)
     snprintf(merged, sizeof(merged), "%s/merged", dir);
     snprintf(lower, sizeof(lower), "%s/lower/t_pie", dir);
     assert_int_equal(
-        tu_sh("cd '%s' && mkdir lower upper work merged && cp '%s' lower/", dir, bin("t_pie")), 0);
-    if (tu_sh("mount -t overlay overlay -o lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work "
-              "'%s'",
-              dir, dir, dir, merged) != 0) {
-        tu_sh("rm -rf '%s'", dir);
+        pfr_tu_sh("cd '%s' && mkdir lower upper work merged && cp '%s' lower/", dir, bin("t_pie")),
+        0);
+    if (pfr_tu_sh("mount -t overlay overlay -o lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work "
+                  "'%s'",
+                  dir, dir, dir, merged) != 0) {
+        pfr_tu_sh("rm -rf '%s'", dir);
         skip(); /* no overlayfs here */
     }
     snprintf(prog, sizeof(prog), "%s/t_pie", merged);
@@ -431,7 +432,7 @@ static void test_exit_overlay(void **state)
     assert_true(swapped > 0);
     size_t others = (size_t)pfr_symbolizer_set_exit_maps(s, b.pid, v, n); /* libc, ld.so */
     pfr_sym_frame fr[2];
-    uint64_t leaf = tu_addr(&b, "leaf_function");
+    uint64_t leaf = pfr_tu_addr(&b, "leaf_function");
     assert_int_equal(pfr_symbolize_user(s, b.pid, leaf, fr, 2), 1);
     assert_string_not_equal(fr[0].function, "leaf_function");
     /* a path that is not the end of the overlay file's: not taken for it */
@@ -451,9 +452,9 @@ static void test_exit_overlay(void **state)
     assert_int_equal(pfr_symbolize_user(s, b.pid, leaf, fr, 2), 1);
     assert_string_equal(fr[0].module, prog);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&a), 0);
-    assert_int_equal(tu_stop(&b), 0);
-    assert_int_equal(tu_sh("umount '%s' && rm -rf '%s'", merged, dir), 0);
+    assert_int_equal(pfr_tu_stop(&a), 0);
+    assert_int_equal(pfr_tu_stop(&b), 0);
+    assert_int_equal(pfr_tu_sh("umount '%s' && rm -rf '%s'", merged, dir), 0);
 }
 
 /* Writes pid's maps into dir/PID/maps, without the lines naming skip (if not NULL). */
@@ -486,7 +487,7 @@ static void test_refresh_after_snapshot(void **state)
     assert_int_equal(mkdir(sub, 0700), 0);
     snprintf(root, sizeof(root), "%s/root", sub);
     assert_int_equal(symlink("/", root), 0);
-    uint64_t lib = tu_addr(&c, "lib_function") + 1;
+    uint64_t lib = pfr_tu_addr(&c, "lib_function") + 1;
     pfr_sym_opts o = {.proc_root = dir};
     pfr_sym_frame fr[2];
     for (int round = 0; round < 2; round++) {
@@ -507,8 +508,8 @@ static void test_refresh_after_snapshot(void **state)
             assert_string_equal(fr[0].module, ""); /* within REFRESH_NS of the last re-read */
         pfr_symbolizer_free(s);
     }
-    tu_sh("rm -rf '%s'", dir);
-    assert_int_equal(tu_stop(&c), 0);
+    pfr_tu_sh("rm -rf '%s'", dir);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 static void test_c_stripped(void **state)
@@ -516,8 +517,8 @@ static void test_c_stripped(void **state)
     (void)state;
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, "t_strip", false);
-    uint64_t leaf = tu_addr(&c, "leaf_function"), start, pgoff;
-    assert_true(tu_mapping(c.pid, leaf, &start, &pgoff));
+    uint64_t leaf = pfr_tu_addr(&c, "leaf_function"), start, pgoff;
+    assert_true(pfr_tu_mapping(c.pid, leaf, &start, &pgoff));
     char want[64];
     snprintf(want, sizeof(want), "t_strip+0x%" PRIx64, leaf - start + pgoff);
     pfr_sym_stats before, after;
@@ -526,15 +527,15 @@ static void test_c_stripped(void **state)
     pfr_symbolizer_stats(s, &after);
     assert_true(after.unresolved_frames == before.unresolved_frames + 1);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 
     /* a stripped library still names its exported functions from .dynsym */
     run(&c, bin("t_lib2"));
     s = new_sym(0, false);
     assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
-    expect_frame(s, c.pid, tu_addr(&c, "lib_function") + 2, "lib_function", NULL, 0);
+    expect_frame(s, c.pid, pfr_tu_addr(&c, "lib_function") + 2, "lib_function", NULL, 0);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 static void test_no_dwarf(void **state)
@@ -542,12 +543,12 @@ static void test_no_dwarf(void **state)
     (void)state;
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, "t_pie", true);
-    expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", NULL, 0);
+    expect_frame(s, c.pid, pfr_tu_addr(&c, "leaf_function"), "leaf_function", NULL, 0);
     pfr_sym_frame fr[8];
-    assert_int_equal(pfr_symbolize_user(s, c.pid, tu_addr(&c, "probe_ret") - 1, fr, 8), 1);
+    assert_int_equal(pfr_symbolize_user(s, c.pid, pfr_tu_addr(&c, "probe_ret") - 1, fr, 8), 1);
     assert_string_equal(fr[0].function, "outer_function");
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 static void test_cpp(void **state)
@@ -557,12 +558,12 @@ static void test_cpp(void **state)
         fail_msg("g++ missing: the C++ target was not built");
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, "t_cpp", false);
-    expect_frame(s, c.pid, tu_addr(&c, "make"), "ns::Widget::make(int)", "target.cpp",
+    expect_frame(s, c.pid, pfr_tu_addr(&c, "make"), "ns::Widget::make(int)", "target.cpp",
                  marker("target.cpp", "CPP_LINE"));
-    expect_frame(s, c.pid, tu_addr(&c, "twice") + 1, "long ns::twice<long>(long)", "target.cpp",
+    expect_frame(s, c.pid, pfr_tu_addr(&c, "twice") + 1, "long ns::twice<long>(long)", "target.cpp",
                  marker("target.cpp", "return v + v;"));
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 static void check_go(const char *name, bool no_dwarf)
@@ -571,7 +572,7 @@ static void check_go(const char *name, bool no_dwarf)
         fail_msg("go missing: the Go targets were not built");
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, name, no_dwarf);
-    uint64_t hot = tu_addr(&c, "hotFunction"), method = tu_addr(&c, "method");
+    uint64_t hot = pfr_tu_addr(&c, "hotFunction"), method = pfr_tu_addr(&c, "method");
     const char *file = no_dwarf ? NULL : "target.go";
     expect_frame(s, c.pid, hot, "main.hotFunction", file,
                  no_dwarf ? 0 : marker("target.go", "GO_LINE"));
@@ -583,7 +584,7 @@ static void check_go(const char *name, bool no_dwarf)
     int n = pfr_symbolize_user(s, c.pid, hot - 0x40, fr, 8);
     assert_true(n >= 1 && strchr(fr[n - 1].function, '.') != NULL);
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 static void test_go(void **state)
@@ -614,13 +615,13 @@ static void test_exited(void **state)
     struct tu_child c;
     pfr_symbolizer *s = run_snapped(&c, "t_lib", false);
     pid_t pid = c.pid;
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
     char proc[64];
     snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
     assert_int_not_equal(access(proc, F_OK), 0);
     expect_frame(s, pid, c.addrs[0], "leaf_function", "target.c", marker("target.c", "LEAF_LINE"));
-    expect_inline(s, pid, tu_addr(&c, "probe_ret"));
-    expect_frame(s, pid, tu_addr(&c, "lib_function"), "lib_function", "libtarget.c",
+    expect_inline(s, pid, pfr_tu_addr(&c, "probe_ret"));
+    expect_frame(s, pid, pfr_tu_addr(&c, "lib_function"), "lib_function", "libtarget.c",
                  marker("libtarget.c", "LIB_LINE"));
     pfr_symbolizer_free(s);
 }
@@ -629,17 +630,17 @@ static void test_exited(void **state)
 static void test_deleted(void **state)
 {
     (void)state;
-    assert_int_equal(tu_sh("cp %s %s", bin("t_pie"), bin("t_del")), 0);
+    assert_int_equal(pfr_tu_sh("cp %s %s", bin("t_pie"), bin("t_del")), 0);
     struct tu_child c;
     run(&c, bin("t_del"));
     assert_int_equal(unlink(bin("t_del")), 0);
     pfr_symbolizer *s = new_sym(0, false);
     assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
-    uint64_t leaf = tu_addr(&c, "leaf_function");
+    uint64_t leaf = pfr_tu_addr(&c, "leaf_function");
     expect_frame(s, c.pid, leaf, "leaf_function", "target.c", marker("target.c", "LEAF_LINE"));
     pfr_sym_frame fr[2];
     pfr_symbolize_user(s, c.pid, leaf, fr, 2);
-    assert_true(tu_ends_with(fr[0].module, "/t_del")); /* without " (deleted)" */
+    assert_true(pfr_tu_ends_with(fr[0].module, "/t_del")); /* without " (deleted)" */
     char proc[64], path[4096];
     struct stat st;
     snprintf(proc, sizeof(proc), "/proc/%d/exe", (int)c.pid);
@@ -648,7 +649,7 @@ static void test_deleted(void **state)
                      0);
     assert_string_equal(path, bin("t_del"));
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 /* A binary only visible in the process's own mount namespace (as in a container). */
@@ -660,20 +661,20 @@ static void test_mount_namespace(void **state)
              "exec unshare -m --propagation private sh -c 'mount -t tmpfs none %s/mnt && "
              "cp %s %s/mnt/t_ns && exec %s/mnt/t_ns'",
              SYM_WORK, bin("t_pie"), SYM_WORK, SYM_WORK);
-    if (tu_sh("unshare -m --propagation private true 2>/dev/null") != 0)
+    if (pfr_tu_sh("unshare -m --propagation private true 2>/dev/null") != 0)
         skip();
     char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct tu_child c;
-    assert_int_equal(tu_start(&c, argv), 0);
+    assert_int_equal(pfr_tu_start(&c, argv), 0);
     char host_path[512];
     snprintf(host_path, sizeof(host_path), "%s/mnt/t_ns", SYM_WORK);
     assert_int_not_equal(access(host_path, F_OK), 0); /* not on the host */
     pfr_symbolizer *s = new_sym(0, false);
     assert_int_equal(pfr_symbolizer_add_process(s, c.pid), 0);
-    expect_frame(s, c.pid, tu_addr(&c, "leaf_function"), "leaf_function", "target.c",
+    expect_frame(s, c.pid, pfr_tu_addr(&c, "leaf_function"), "leaf_function", "target.c",
                  marker("target.c", "LEAF_LINE"));
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&c), 0);
+    assert_int_equal(pfr_tu_stop(&c), 0);
 }
 
 static void test_kernel(void **state)
@@ -795,7 +796,7 @@ static void test_cache_bound(void **state)
     cache_pass(c, n_c, peak * 6 / 10, false, &ev);
     assert_true(ev > 0);
     for (int i = 0; i < n; i++)
-        assert_int_equal(tu_stop(&c[i]), 0);
+        assert_int_equal(pfr_tu_stop(&c[i]), 0);
 }
 
 /* Files are shared: a second process of the same program parses nothing new. */
@@ -814,11 +815,11 @@ static void test_shared_cache(void **state)
     assert_true(st2.files_parsed == st1.files_parsed);
     assert_true(st2.cache_hits > st1.cache_hits);
     assert_int_equal(st2.processes, 2);
-    expect_frame(s, b.pid, tu_addr(&b, "lib_function"), "lib_function", "libtarget.c",
+    expect_frame(s, b.pid, pfr_tu_addr(&b, "lib_function"), "lib_function", "libtarget.c",
                  marker("libtarget.c", "LIB_LINE"));
     pfr_symbolizer_free(s);
-    assert_int_equal(tu_stop(&a), 0);
-    assert_int_equal(tu_stop(&b), 0);
+    assert_int_equal(pfr_tu_stop(&a), 0);
+    assert_int_equal(pfr_tu_stop(&b), 0);
 }
 
 int main(void)

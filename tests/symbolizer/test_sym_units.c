@@ -367,7 +367,7 @@ static const char *sym_at(const struct pfr_sym_elf_syms *s, uint64_t a)
 static void check_generated(enum elfgen_variant v)
 {
     uint8_t buf[ELFGEN_MAX_SIZE];
-    size_t len = elfgen_build(buf, v);
+    size_t len = pfr_sym_elfgen_build(buf, v);
     Elf *e = elf_of(buf, len);
     struct pfr_sym_elf_info info;
     char err[128];
@@ -527,7 +527,7 @@ static void test_elf_names_in_file(void **state)
     assert_int_equal(sizeof(struct pfr_sym_elf_sym), 16);
     for (int v = ELFGEN_SYMTAB; v <= ELFGEN_DYNSYM; v++) {
         uint8_t buf[ELFGEN_MAX_SIZE];
-        size_t len = elfgen_build(buf, (enum elfgen_variant)v);
+        size_t len = pfr_sym_elfgen_build(buf, (enum elfgen_variant)v);
         char path[300], name[64];
         snprintf(path, sizeof(path), "%s/names%d.so", tmpdir, v);
         write_all(path, buf, len);
@@ -568,7 +568,7 @@ static void test_elf_names_file_changed(void **state)
 {
     (void)state;
     uint8_t buf[ELFGEN_MAX_SIZE];
-    size_t len = elfgen_build(buf, ELFGEN_SYMTAB);
+    size_t len = pfr_sym_elfgen_build(buf, ELFGEN_SYMTAB);
     char path[300], other[300], name[64];
     snprintf(path, sizeof(path), "%s/changed.so", tmpdir);
     snprintf(other, sizeof(other), "%s/changed.so.new", tmpdir);
@@ -622,7 +622,7 @@ static void test_gopcln(void **state)
 {
     (void)state;
     uint8_t buf[GOPCLNGEN_MAX_SIZE];
-    size_t len = gopclngen_build(buf);
+    size_t len = pfr_gopclngen_build(buf);
     struct pfr_sym_gopcln *g;
     char err[128];
     assert_int_equal(pfr_sym_gopcln_open_mem(buf, len, 0, &g, err, sizeof(err)), 0);
@@ -751,7 +751,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    return tu_sh("rm -rf '%s'", tmpdir) == 0 ? 0 : -1;
+    return pfr_tu_sh("rm -rf '%s'", tmpdir) == 0 ? 0 : -1;
 }
 
 int main(void)

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int tu_sh(const char *fmt, ...)
+int pfr_tu_sh(const char *fmt, ...)
 {
     char cmd[8192];
     va_list ap;
@@ -27,7 +27,7 @@ int tu_sh(const char *fmt, ...)
     return WEXITSTATUS(st);
 }
 
-int tu_start(struct tu_child *c, char *const argv[])
+int pfr_tu_start(struct tu_child *c, char *const argv[])
 {
     int in[2], out[2];
     memset(c, 0, sizeof(*c));
@@ -68,11 +68,11 @@ int tu_start(struct tu_child *c, char *const argv[])
     if (f)
         fclose(f);
     if (rc)
-        tu_stop(c);
+        pfr_tu_stop(c);
     return rc;
 }
 
-uint64_t tu_addr(const struct tu_child *c, const char *name)
+uint64_t pfr_tu_addr(const struct tu_child *c, const char *name)
 {
     for (int i = 0; i < c->nsyms; i++)
         if (strcmp(c->names[i], name) == 0)
@@ -80,7 +80,7 @@ uint64_t tu_addr(const struct tu_child *c, const char *name)
     return 0;
 }
 
-int tu_stop(struct tu_child *c)
+int pfr_tu_stop(struct tu_child *c)
 {
     int st = -1;
     if (c->in_fd >= 0)
@@ -93,7 +93,7 @@ int tu_stop(struct tu_child *c)
     return -1;
 }
 
-int tu_marker_line(const char *path, const char *marker)
+int pfr_tu_marker_line(const char *path, const char *marker)
 {
     FILE *f = fopen(path, "r");
     char line[1024];
@@ -110,7 +110,7 @@ int tu_marker_line(const char *path, const char *marker)
     return found;
 }
 
-bool tu_mapping(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *pgoff)
+bool pfr_tu_mapping(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *pgoff)
 {
     char path[64], line[4096];
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
@@ -131,7 +131,7 @@ bool tu_mapping(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *pgoff)
     return ok;
 }
 
-bool tu_ends_with(const char *s, const char *suffix)
+bool pfr_tu_ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;

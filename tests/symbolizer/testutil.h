@@ -19,18 +19,18 @@ struct tu_child {
 };
 
 /* Runs a shell command; returns its exit status (or -1). */
-int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int pfr_tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Starts argv[0] with pipes and reads "name 0xaddr" lines until "ready". 0 or -1. */
-int tu_start(struct tu_child *c, char *const argv[]);
+int pfr_tu_start(struct tu_child *c, char *const argv[]);
 /* The address printed under name (0 if none). */
-uint64_t tu_addr(const struct tu_child *c, const char *name);
+uint64_t pfr_tu_addr(const struct tu_child *c, const char *name);
 /* Closes its stdin and reaps it; returns its exit status. */
-int tu_stop(struct tu_child *c);
+int pfr_tu_stop(struct tu_child *c);
 /* 1-based line of the first line of path containing marker, or -1. */
-int tu_marker_line(const char *path, const char *marker);
+int pfr_tu_marker_line(const char *path, const char *marker);
 /* start and file offset of pid's mapping holding addr (read independently of the symbolizer). */
-bool tu_mapping(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *pgoff);
+bool pfr_tu_mapping(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *pgoff);
 /* Does s end with suffix? */
-bool tu_ends_with(const char *s, const char *suffix);
+bool pfr_tu_ends_with(const char *s, const char *suffix);
 
 #endif

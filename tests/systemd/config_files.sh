@@ -63,7 +63,7 @@ keys_help=$(grep -E '^\s+--' "$T/help.txt" | grep -oE -- '--[a-z][a-z0-9-]*' |
     grep -vxE -- '--(config|service-rule|scrape-target|help|version)' |
     sed 's/^--//; s/^no-dwarf$/dwarf/; s/-/_/g' | sort -u)
 grep -q "is also a" "$T/help.txt" || fail "pfr-recorder --help no longer says which options are keys"
-keys_ini=$(sed -n -E 's/^#?([a-z0-9_]+) = .*/\1/p' "$etc/recorder.ini" | grep -vxE 'rule|target' | sort -u)
+keys_ini=$(sed -n -E 's/^#?([a-z0-9_]+) =( .*)?$/\1/p' "$etc/recorder.ini" | grep -vxE 'rule|target' | sort -u)
 [ -n "$keys_help" ] || fail "no options in pfr-recorder --help"
 [ "$keys_help" = "$keys_ini" ] ||
     fail "recorder.ini keys differ from --help: $(diff <(echo "$keys_help") <(echo "$keys_ini") | tr '\n' ' ')"

@@ -93,15 +93,16 @@ static void part_a(const char *go, const char *src, const char *work, int nbucke
     char bin[1024], pkg[1024], line[256], arg[32];
     snprintf(pkg, sizeof(pkg), "%s/many", src);
     snprintf(bin, sizeof(bin), "%s/many-pprof", work);
-    if (gohelp_build(go, pkg, "-tags withpprof", bin, work) < 0)
+    if (pfr_gohelp_build(go, pkg, "-tags withpprof", bin, work) < 0)
         exit(1);
     snprintf(arg, sizeof(arg), "%d", nbuckets);
     char *argv[] = {bin, arg, NULL};
     gohelp_proc p;
     int port = 0;
-    if (gohelp_start(&p, argv) < 0 || gohelp_expect(&p, "port", line, sizeof(line), 10000) < 0 ||
+    if (pfr_gohelp_start(&p, argv) < 0 ||
+        pfr_gohelp_expect(&p, "port", line, sizeof(line), 10000) < 0 ||
         sscanf(line, "port %d", &port) != 1 ||
-        gohelp_expect(&p, "ready", line, sizeof(line), 60000) < 0) {
+        pfr_gohelp_expect(&p, "ready", line, sizeof(line), 60000) < 0) {
         fprintf(stderr, "many did not start\n");
         exit(1);
     }
@@ -138,7 +139,7 @@ static void part_a(const char *go, const char *src, const char *work, int nbucke
            peer_bytes, w / g);
     pfr_goheap_free(c);
     pfr_goheap_free(raw);
-    gohelp_kill(&p);
+    pfr_gohelp_kill(&p);
 }
 
 /* utime + stime of pid, in seconds */
@@ -173,15 +174,15 @@ static void part_b(const char *go, const char *src, const char *work, int nprocs
     char bin[1024], pkg[1024], line[256];
     snprintf(pkg, sizeof(pkg), "%s/alloc", src);
     snprintf(bin, sizeof(bin), "%s/alloc-plain", work);
-    if (gohelp_build(go, pkg, "", bin, work) < 0)
+    if (pfr_gohelp_build(go, pkg, "", bin, work) < 0)
         exit(1);
     gohelp_proc *ps = calloc((size_t)nprocs, sizeof(*ps));
     char *argv[] = {bin, NULL};
     for (int i = 0; i < nprocs; i++) {
-        if (gohelp_start(&ps[i], argv) < 0 ||
-            gohelp_expect(&ps[i], "ready", line, sizeof(line), 10000) < 0 ||
-            gohelp_send(&ps[i], "trickle") < 0 ||
-            gohelp_expect(&ps[i], "trickling", line, sizeof(line), 10000) < 0) {
+        if (pfr_gohelp_start(&ps[i], argv) < 0 ||
+            pfr_gohelp_expect(&ps[i], "ready", line, sizeof(line), 10000) < 0 ||
+            pfr_gohelp_send(&ps[i], "trickle") < 0 ||
+            pfr_gohelp_expect(&ps[i], "trickling", line, sizeof(line), 10000) < 0) {
             fprintf(stderr, "alloc %d did not start\n", i);
             exit(1);
         }
@@ -246,7 +247,7 @@ static void part_b(const char *go, const char *src, const char *work, int nprocs
     pfr_goheap_free(c);
     pfr_goheap_free(all);
     for (int i = 0; i < nprocs; i++)
-        gohelp_kill(&ps[i]);
+        pfr_gohelp_kill(&ps[i]);
     free(ps);
     free(pids);
 }
@@ -260,7 +261,7 @@ int main(int argc, char **argv)
     const char *ver = argc > 3 ? argv[3] : "1.19";
     int nprocs = argc > 4 ? atoi(argv[4]) : 50, nbuckets = argc > 5 ? atoi(argv[5]) : 10000;
     char go[256];
-    if (!gohelp_toolchain(ver, go, sizeof(go))) {
+    if (!pfr_gohelp_toolchain(ver, go, sizeof(go))) {
         printf("SKIP: Go %s not installed\n", ver);
         return GOHELP_SKIP;
     }

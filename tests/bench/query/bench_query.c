@@ -78,15 +78,15 @@ static int make_data(const char *ring, const char *pprof_dir, int chunks)
     unlink(ring);
     mkdir(pprof_dir, 0755);
     fprintf(stderr, "making %d chunks of 10 s (ring and pprof files)...\n", chunks);
-    pfr_store *s = fx_open(ring);
+    pfr_store *s = pfr_fx_open(ring);
     pfr_testgen *g = pfr_testgen_new(42, 0, NULL);
     int rc = 0;
     for (int i = 0; i < chunks && rc == 0; i++) {
         pfr_profile *p = pfr_testgen_next(g, T0 + (int64_t)i * 10 * FX_S, 10 * FX_S);
         char path[4200];
         snprintf(path, sizeof(path), "%s/c%05d.pb.gz", pprof_dir, i);
-        rc = p ? fx_append(s, pfr_testgen_service(g), NULL, 0, T0 + (int64_t)i * 10 * FX_S,
-                           10 * FX_S, p)
+        rc = p ? pfr_fx_append(s, pfr_testgen_service(g), NULL, 0, T0 + (int64_t)i * 10 * FX_S,
+                               10 * FX_S, p)
                : -ENOMEM;
         if (rc == 0)
             rc = pfr_testgen_write_pprof(p, path);

@@ -46,7 +46,7 @@ static int pick_addrs(pid_t pid, const char *suffix, uint64_t *out)
         char perms[8], file[4000] = "";
         if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %*s %3999s", &a, &b, perms, file) >=
                 3 &&
-            perms[2] == 'x' && tu_ends_with(file, suffix)) {
+            perms[2] == 'x' && pfr_tu_ends_with(file, suffix)) {
             s = a;
             e = b;
             break;
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     }
     int passes = argc > 3 ? atoi(argv[3]) : 21;
     /* The go build below runs in the source folder: WORKDIR must be an absolute path. */
-    if (tu_sh("mkdir -p %s", argv[2]) != 0)
+    if (pfr_tu_sh("mkdir -p %s", argv[2]) != 0)
         return 1;
     char *work = realpath(argv[2], NULL);
     if (!work) {
@@ -188,19 +188,19 @@ int main(int argc, char **argv)
     }
     char gobin[4096];
     snprintf(gobin, sizeof(gobin), "%s/gobig", work);
-    if (tu_sh("mkdir -p %s && cd %s && CGO_ENABLED=0 GO111MODULE=off GOCACHE=%s/gocache "
-              "GOPATH=%s/gopath HOME=%s %s build -o %s gobig.go",
-              work, BENCH_SRC, work, work, work, argv[1], gobin) != 0)
+    if (pfr_tu_sh("mkdir -p %s && cd %s && CGO_ENABLED=0 GO111MODULE=off GOCACHE=%s/gocache "
+                  "GOPATH=%s/gopath HOME=%s %s build -o %s gobig.go",
+                  work, BENCH_SRC, work, work, work, argv[1], gobin) != 0)
         return 1;
     struct tu_child go, sl;
     char *goargv[] = {gobin, NULL};
     char *slargv[] = {"/bin/sh", "-c", "echo ready; exec cat >/dev/null", NULL};
-    if (tu_start(&go, goargv) || tu_start(&sl, slargv))
+    if (pfr_tu_start(&go, goargv) || pfr_tu_start(&sl, slargv))
         return 1;
     compare("Go service binary", go.pid, "/gobig", passes);
     compare("libc (in cat)", sl.pid, "libc.so.6", passes);
-    tu_stop(&go);
-    tu_stop(&sl);
+    pfr_tu_stop(&go);
+    pfr_tu_stop(&sl);
     free(work);
     return 0;
 }

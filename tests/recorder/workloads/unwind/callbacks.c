@@ -69,11 +69,11 @@ UW_NOINLINE void lib_round(void)
 
 UW_NOINLINE void run(double seconds)
 {
-    double end = uw_now() + seconds;
+    uw_deadline end = uw_deadline_in(seconds);
     unsigned long long seed = uw_seed();
     for (int i = 0; i < N; i++)
         values[i] = i;
-    while (uw_now() < end) {
+    while (uw_before(&end)) {
         unit = uw_unit(&seed, 400);
         sort_round(&seed);
         while (2 * work_search < work_sort)

@@ -14,7 +14,8 @@
 
 #include <stdexcept>
 
-namespace uw {
+namespace uw
+{
 
 struct Engine {
     unsigned long unit = 0;
@@ -48,10 +49,10 @@ struct Engine {
 
 UW_NOINLINE unsigned long run(uw::Engine &e, double seconds)
 {
-    double end = uw_now() + seconds;
+    uw_deadline end = uw_deadline_in(seconds);
     unsigned long long seed = uw_seed();
     unsigned long caught = 0;
-    while (uw_now() < end) {
+    while (uw_before(&end)) {
         e.unit = uw_unit(&seed, 40000);
         e.heavy();
         try {

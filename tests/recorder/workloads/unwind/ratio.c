@@ -24,9 +24,9 @@ UW_NOINLINE void caller_b(unsigned long unit)
 
 UW_NOINLINE void run(double seconds)
 {
-    double end = uw_now() + seconds;
+    uw_deadline end = uw_deadline_in(seconds);
     unsigned long long seed = uw_seed();
-    while (uw_now() < end) {
+    while (uw_before(&end)) {
         unsigned long unit = uw_unit(&seed, 40000);
         caller_a(unit);
         caller_b(unit);

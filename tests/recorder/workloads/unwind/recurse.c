@@ -43,9 +43,9 @@ UW_NOINLINE unsigned long descend_b(int depth, unsigned long unit)
 
 UW_NOINLINE void run(double seconds)
 {
-    double end = uw_now() + seconds;
+    uw_deadline end = uw_deadline_in(seconds);
     unsigned long long seed = uw_seed();
-    while (uw_now() < end) {
+    while (uw_before(&end)) {
         unsigned long unit = uw_unit(&seed, 40000);
         uw_sink += descend_a(DEPTH, unit);
         uw_sink += descend_b(DEPTH, unit);

@@ -43,9 +43,9 @@ UW_NOINLINE void run(double seconds)
     struct itimerval it = {{0, 2000}, {0, 2000}};
     setitimer(ITIMER_PROF, &it, NULL);
 
-    double end = uw_now() + seconds;
+    uw_deadline end = uw_deadline_in(seconds);
     unsigned long long seed = uw_seed();
-    while (uw_now() < end)
+    while (uw_before(&end))
         main_path(uw_unit(&seed, 40000));
 
     struct itimerval off = {{0, 0}, {0, 0}};

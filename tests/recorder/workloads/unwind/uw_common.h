@@ -53,6 +53,30 @@ static inline double uw_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A run's end: seconds of this process's CPU time, so that a loaded machine (where the workload
+ * gets a part of a core) still gives the profilers as many samples; and, whatever the load, at
+ * most four times that in wall time. */
+typedef struct uw_deadline {
+    double cpu_end, wall_end;
+} uw_deadline;
+
+static inline double uw_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inline uw_deadline uw_deadline_in(double seconds)
+{
+    return (uw_deadline){uw_cpu_now() + seconds, uw_now() + 4 * seconds};
+}
+
+static inline int uw_before(const uw_deadline *d)
+{
+    return uw_cpu_now() < d->cpu_end && uw_now() < d->wall_end;
+}
+
 /* The run time from argv[1] in seconds (default 5). */
 static inline double uw_seconds(int argc, char **argv)
 {

@@ -1,0 +1,90 @@
+/*
+ * cpu_source: the eBPF CPU profiler as a recorder source. Owns the BPF sampler, the process
+ * table, the symbolizer and a thread that handles process notifications (snapshot of a new
+ * process's mappings within milliseconds of its first sample, so short-lived processes are
+ * named).
+ */
+#ifndef PFR_RECORDER_CPU_SOURCE_H
+#define PFR_RECORDER_CPU_SOURCE_H
+
+#include "cpu_profiler.h"
+#include "profile_builder.h"
+#include "source.h"
+#include "symbolizer.h"
+#include "unwinder.h"
+
+typedef struct pfr_cpu_source pfr_cpu_source;
+
+/* Its settings ([recorder] keys; rows in cpu_source.c). */
+typedef struct pfr_cpu_config {
+    unsigned cpu_hz;             /* samples per second per CPU */
+    unsigned stack_map_entries;  /* per buffer; 0 = sized at start */
+    unsigned count_map_entries;  /* per buffer; 0 = sized at start */
+    uint64_t sym_cache_bytes;    /* symbol cache bound */
+    int64_t symbolize_budget_ns; /* per interval; 0 = half the interval, at most 5 s */
+    bool dwarf;                  /* file:line from DWARF */
+    bool perf_maps;              /* JIT code named from /tmp/perf-PID.map */
+    int unwind;                  /* enum pfr_unwind_mode (cpu_profiler.h) */
+    uint64_t unwind_table_bytes; /* cap of the sampler's unwind tables */
+} pfr_cpu_config;
+
+/* Counters kept for metrics; cumulative since start. */
+typedef struct pfr_cpu_source_stats {
+    pfr_cpu_counters bpf;
+    bool unwind_tables;        /* user stacks walked with unwind tables */
+    pfr_unwinder_stats unwind; /* their figures, when they are */
+    pfr_build_stats build;     /* summed over intervals */
+    pfr_sym_stats sym;
+    uint64_t intervals;
+    uint64_t profiles; /* profiles emitted */
+    uint64_t emit_errors;
+    uint64_t processes_seen; /* notifications of new processes */
+    uint64_t processes_live; /* records held now */
+    uint64_t processes_forgotten;
+    uint64_t snapshot_failures; /* process gone before its mappings were read */
+    uint64_t exiting_named;     /* processes sampled only while exiting, named by their cgroup */
+    uint64_t renamed;           /* processes named again once their cgroup's metadata came */
+    /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
+     * its snapshot (they name more files than the one it had, if any), or not needed */
+    uint64_t exit_maps_taken, exit_maps_unneeded;
+    /* paths of files exits mapped code from that no snapshot saw: learned, or refused (cut by
+     * the sampler, or not a clean absolute path) */
+    uint64_t exit_paths_learned, exit_paths_refused;
+    uint64_t snapshots_deferred; /* new processes left for the drain or their exit (DEFER_MAX) */
+    uint64_t snapshots;          /* mappings snapshots taken (first looks and second looks) */
+    uint64_t snapshot_ns, snapshot_max_ns; /* time spent taking them (files parsed included) */
+    uint64_t event_wait_max_ns;            /* longest wait of a notification for the lock */
+    uint64_t frame_cache_bytes, frame_cache_hits, frame_cache_misses, frame_cache_resets;
+    uint64_t cgroup_hits, cgroup_reads; /* process cgroups known by id / read from /proc */
+    uint64_t cgroup_walks;              /* ... / found by walking the tree (gone processes) */
+    uint64_t exe_hits, exe_reads;       /* executables found in the mappings / read from /proc */
+    uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
+} pfr_cpu_source_stats;
+
+/* identity (borrowed, may be NULL) gives processes their cgroup's Coroot identity. */
+int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr_cpu_source **out,
+                       char *err, size_t errlen);
+pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
+void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
+/* The CPU profiler's symbolizer, lent to the other sources so every profile shares one symbol
+ * cache. Use it only between acquire and release: the notification thread uses it too. */
+pfr_symbolizer *pfr_cpu_source_symbolizer_acquire(pfr_cpu_source *cs);
+void pfr_cpu_source_symbolizer_release(pfr_cpu_source *cs);
+/* Drop pid's mappings snapshot that another source took (call while holding the symbolizer),
+ * unless the CPU profiler tracks that process itself and will drop it after its last drain. */
+void pfr_cpu_source_symbolizer_forget(pfr_cpu_source *cs, pid_t pid);
+
+/* CPUs the sampler is attached to. */
+int pfr_cpu_source_ncpus(const pfr_cpu_source *cs);
+
+/* BPF map sizes: the configured ones, or (when 0) sized for one interval at the sampling rate
+ * on ncpus CPUs: CPUs x rate x interval / 2 stacks rounded up to a power of two in
+ * [8192, 65536], twice as many counts. */
+void pfr_cpu_config_map_sizes(const pfr_cpu_config *cc, int64_t interval_ns, unsigned ncpus,
+                              unsigned *stacks, unsigned *counts);
+
+/* Its row of the source table: required; its start sets env->cpu. Its config struct is a
+ * pfr_cpu_config. */
+extern const pfr_source_desc pfr_cpu_source_desc;
+
+#endif

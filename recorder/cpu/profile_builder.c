@@ -1,0 +1,372 @@
+/* Building per-service CPU profiles from drained samples. */
+#include "profile_builder.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_INLINE     16
+#define MAX_STACK_LOCS (2 * PFR_MAX_STACK_DEPTH + 2)
+
+/* Per-profile caches for one build: address -> location index. */
+typedef struct group {
+    pfr_map kernel_locs; /* kernel ip -> location */
+    pfr_map user_by_pid; /* tgid -> pfr_map * (ip -> location) */
+    int64_t special[4];  /* locations of marker frames, -1 until made */
+} group;
+
+typedef struct build {
+    const pfr_build_input *in;
+    bool late; /* deadline passed */
+    pfr_profile_set *out;
+    group *groups;
+    size_t cap;
+    pfr_build_stats *st;
+} build;
+
+enum { MARK_KLOST, MARK_ULOST, MARK_MISSING, MARK_EMPTY };
+static const char *const mark_names[] = {"[kernel stack lost]", "[user stack lost]",
+                                         "[stack missing]", "[no stack]"};
+
+static int64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void pfr_profile_set_free(pfr_profile_set *set)
+{
+    for (size_t i = 0; i < set->n; i++)
+        pfr_profile_free(set->v[i].profile);
+    free(set->v);
+    set->v = NULL;
+    set->n = 0;
+}
+
+static void group_free(group *g)
+{
+    size_t pos = 0;
+    uint64_t k, v;
+    while (pfr_map_next(&g->user_by_pid, &pos, &k, &v)) {
+        pfr_map *m = (pfr_map *)(uintptr_t)v;
+        pfr_map_free(m);
+        free(m);
+    }
+    pfr_map_free(&g->user_by_pid);
+    pfr_map_free(&g->kernel_locs);
+}
+
+static pfr_profile *new_profile(const pfr_build_input *in)
+{
+    pfr_profile *p = pfr_profile_new();
+    if (!p)
+        return NULL;
+    pfr_profile_add_sample_type(p, PFR_CPU_PROFILE_TYPE, "nanoseconds");
+    pfr_profile_set_period(p, "cpu", "nanoseconds", in->period_ns);
+    pfr_profile_set_time(p, in->start_ns, in->end_ns - in->start_ns);
+    if (pfr_profile_error(p)) {
+        pfr_profile_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Index of the group for (service, container), created if needed; -1 on allocation failure. */
+static ssize_t find_group(build *b, const char *service, const char *container)
+{
+    for (size_t i = 0; i < b->out->n; i++)
+        if (!strcmp(b->out->v[i].service, service) && !strcmp(b->out->v[i].container_id, container))
+            return (ssize_t)i;
+    if (b->out->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 8;
+        pfr_service_profile *v = realloc(b->out->v, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        b->out->v = v;
+        group *g = realloc(b->groups, cap * sizeof(*g));
+        if (!g)
+            return -1;
+        b->groups = g;
+        b->cap = cap;
+    }
+    pfr_profile *p = new_profile(b->in);
+    if (!p)
+        return -1;
+    size_t i = b->out->n++;
+    pfr_service_profile *sp = &b->out->v[i];
+    memset(sp, 0, sizeof(*sp));
+    snprintf(sp->service, sizeof(sp->service), "%s", service);
+    snprintf(sp->container_id, sizeof(sp->container_id), "%s", container);
+    sp->profile = p;
+    memset(&b->groups[i], 0, sizeof(group));
+    for (int m = 0; m < 4; m++)
+        b->groups[i].special[m] = -1;
+    return (ssize_t)i;
+}
+
+static int64_t marker_loc(pfr_profile *p, group *g, int which)
+{
+    if (g->special[which] < 0)
+        g->special[which] = pfr_profile_add_frame(p, mark_names[which], "", 0);
+    return g->special[which];
+}
+
+/* A location from frames (innermost first) with one line per frame. */
+static int64_t frames_loc(pfr_profile *p, uint64_t ip, const pfr_cached_frame *fr, size_t n)
+{
+    pfr_line lines[MAX_INLINE];
+    if (n > MAX_INLINE)
+        n = MAX_INLINE;
+    for (size_t i = 0; i < n; i++) {
+        int64_t fn = pfr_profile_add_function(p, fr[i].function, fr[i].function, fr[i].file, 0);
+        if (fn < 0)
+            return -ENOMEM;
+        lines[i] = (pfr_line){.function = (uint32_t)fn, .line = fr[i].line};
+    }
+    int64_t map = pfr_profile_add_mapping(p, 0, 0, 0, fr[0].module, "");
+    if (map < 0)
+        return -ENOMEM;
+    return pfr_profile_add_location(p, map, ip, lines, n);
+}
+
+/* Frames of (tgid, ip) from the cross-interval cache, or from the symbolizer (then cached,
+ * unless the address was outside every known mapping or is JIT code: a later look may find
+ * it, or other code there). Returns the
+ * count (>= 1) or a negative errno; *out points to frames valid until the next call. */
+static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf,
+                   const pfr_cached_frame **out, pfr_cached_frame *tmp)
+{
+    /* return addresses point after the call: look up the call itself */
+    uint64_t addr = leaf ? ip : ip - 1;
+    uint32_t key = kernel ? PFR_FRAME_CACHE_KERNEL : tgid;
+    pfr_frame_cache *fc = b->in->frames;
+    if (fc) {
+        size_t n = pfr_frame_cache_get(fc, key, addr, out);
+        if (n > 0)
+            return (int)n;
+    }
+    pfr_sym_frame fr[MAX_INLINE];
+    int n = kernel ? pfr_symbolize_kernel(b->in->sym, addr, fr)
+                   : pfr_symbolize_user(b->in->sym, (pid_t)tgid, addr, fr, MAX_INLINE);
+    if (n <= 0) {
+        tmp[0] = (pfr_cached_frame){.function = "[unknown]", .file = "", .module = ""};
+        *out = tmp;
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        tmp[i] = (pfr_cached_frame){.function = fr[i].function,
+                                    .file = fr[i].file ? fr[i].file : "",
+                                    .module = fr[i].module ? fr[i].module : "",
+                                    .line = fr[i].line};
+    *out = tmp;
+    bool unmapped = !tmp[0].module[0] && !strcmp(tmp[0].function, "[unknown]");
+    if (fc && !unmapped && !fr[0].transient && pfr_frame_cache_put(fc, key, addr, tmp, (size_t)n))
+        return -ENOMEM;
+    if (kernel)
+        b->st->kernel_frames++;
+    else
+        b->st->user_frames++;
+    return n;
+}
+
+static int64_t kernel_loc(build *b, pfr_profile *p, group *g, uint64_t ip, int leaf)
+{
+    uint64_t *c = pfr_map_get(&g->kernel_locs, ip);
+    if (c)
+        return (int64_t)*c;
+    pfr_cached_frame tmp[MAX_INLINE];
+    const pfr_cached_frame *fr;
+    int n = resolve(b, 0, ip, true, leaf, &fr, tmp);
+    if (n < 0)
+        return n;
+    int64_t loc = frames_loc(p, ip, fr, (size_t)n);
+    if (loc >= 0 && pfr_map_put(&g->kernel_locs, ip, (uint64_t)loc))
+        return -ENOMEM;
+    return loc;
+}
+
+/* The address -> location map of process tgid in group g, created if needed; NULL if out of
+ * memory. Looked up once per stack, not once per frame. */
+static pfr_map *user_locs(group *g, uint32_t tgid)
+{
+    uint64_t *pm = pfr_map_get(&g->user_by_pid, tgid);
+    if (pm)
+        return (pfr_map *)(uintptr_t)*pm;
+    pfr_map *m = calloc(1, sizeof(*m));
+    if (!m || pfr_map_put(&g->user_by_pid, tgid, (uint64_t)(uintptr_t)m)) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uint64_t ip, int leaf)
+{
+    uint64_t *c = pfr_map_get(m, ip);
+    if (c)
+        return (int64_t)*c;
+    pfr_cached_frame tmp[MAX_INLINE];
+    const pfr_cached_frame *fr = NULL;
+    int n = 0;
+    if (b->late && b->in->frames) {
+        /* past the deadline: only what is already known */
+        const pfr_cached_frame *cf;
+        size_t k = pfr_frame_cache_get(b->in->frames, tgid, leaf ? ip : ip - 1, &cf);
+        if (k > 0) {
+            fr = cf;
+            n = (int)k;
+        }
+    } else if (!b->late) {
+        n = resolve(b, tgid, ip, false, leaf, &fr, tmp);
+        if (n < 0)
+            return n;
+    }
+    if (n == 0) {
+        /* past the deadline, an unknown frame still says which file it is in, as a frame that
+         * cannot be named does: finding the mapping reads no file */
+        b->st->late_frames++;
+        pfr_sym_frame sf;
+        if (pfr_symbolize_user_mapping(b->in->sym, (pid_t)tgid, leaf ? ip : ip - 1, &sf) == 1) {
+            tmp[0] = (pfr_cached_frame){.function = sf.function, .file = "", .module = sf.module};
+            fr = tmp;
+            n = 1;
+        }
+    }
+    int64_t loc;
+    if (n == 0) {
+        char name[32];
+        snprintf(name, sizeof(name), "0x%llx", (unsigned long long)ip);
+        loc = pfr_profile_add_frame(p, name, "", 0);
+    } else {
+        loc = frames_loc(p, ip, fr, (size_t)n);
+    }
+    if (loc >= 0 && pfr_map_put(m, ip, (uint64_t)loc))
+        return -ENOMEM;
+    return loc;
+}
+
+/* Append the locations of one stack (kernel or user) to locs. */
+static int add_stack(build *b, pfr_profile *p, group *g, uint32_t tgid, uint64_t id, bool kernel,
+                     uint32_t *locs, size_t *n)
+{
+    if (id == 0)
+        return 0;
+    int64_t loc;
+    if (id == PFR_STACK_ERROR) {
+        b->st->lost_stacks++;
+        loc = marker_loc(p, g, kernel ? MARK_KLOST : MARK_ULOST);
+        if (loc < 0)
+            return (int)loc;
+        locs[(*n)++] = (uint32_t)loc;
+        return 0;
+    }
+    size_t nf = 0;
+    const uint64_t *ips = b->in->stack(b->in->stack_ctx, id, &nf);
+    if (!ips || nf == 0) {
+        b->st->lost_stacks++;
+        loc = marker_loc(p, g, MARK_MISSING);
+        if (loc < 0)
+            return (int)loc;
+        locs[(*n)++] = (uint32_t)loc;
+        return 0;
+    }
+    pfr_map *m = kernel ? NULL : user_locs(g, tgid);
+    if (!kernel && !m)
+        return -ENOMEM;
+    for (size_t i = 0; i < nf && *n < MAX_STACK_LOCS - 1; i++) {
+        loc =
+            kernel ? kernel_loc(b, p, g, ips[i], i == 0) : user_loc(b, p, m, tgid, ips[i], i == 0);
+        if (loc < 0)
+            return (int)loc;
+        locs[(*n)++] = (uint32_t)loc;
+    }
+    return 0;
+}
+
+static int add_one(build *b, const pfr_cpu_sample *s)
+{
+    const pfr_build_input *in = b->in;
+    pfr_proc *proc = pfr_proc_table_get(in->procs, s->tgid);
+    char comm[16];
+    const char *service = "unknown", *container = "";
+    if (proc) {
+        proc->sampled_gen = in->gen;
+        service = proc->service;
+        container = proc->container_id;
+        /* bounded: the label must end in a NUL whatever the table holds */
+        memcpy(comm, proc->comm, sizeof(comm) - 1);
+        comm[sizeof(comm) - 1] = '\0';
+    } else {
+        b->st->unknown_processes++;
+        memcpy(comm, "?", 2);
+    }
+    ssize_t gi = find_group(b, service, container);
+    if (gi < 0)
+        return -ENOMEM;
+    pfr_profile *p = b->out->v[gi].profile;
+    group *g = &b->groups[gi];
+
+    uint32_t locs[MAX_STACK_LOCS];
+    size_t n = 0;
+    /* pprof stacks are leaf first: the kernel part (if the sample was in the kernel), then the
+     * user part that called into it */
+    int rc = add_stack(b, p, g, s->tgid, s->kstack, true, locs, &n);
+    if (rc == 0)
+        rc = add_stack(b, p, g, s->tgid, s->ustack, false, locs, &n);
+    if (rc)
+        return rc;
+    if (n == 0) {
+        int64_t loc = marker_loc(p, g, MARK_EMPTY);
+        if (loc < 0)
+            return (int)loc;
+        locs[n++] = (uint32_t)loc;
+    }
+    int64_t value = (int64_t)s->count * in->period_ns;
+    pfr_label labels[2] = {
+        {.key = "pid", .num = (int64_t)s->tgid},
+        {.key = "comm", .str = comm},
+    };
+    int64_t r = pfr_profile_add_sample(p, locs, n, &value, labels, 2);
+    if (r < 0)
+        return (int)r;
+    b->st->samples++;
+    return 0;
+}
+
+int pfr_build_cpu_profiles(const pfr_build_input *in, pfr_profile_set *out, pfr_build_stats *st)
+{
+    build b = {.in = in, .out = out, .st = st};
+    memset(out, 0, sizeof(*out));
+    int rc = 0;
+    if (in->lock)
+        pfr_fair_lock_acquire(in->lock);
+    for (size_t i = 0; i < in->nsamples && rc == 0; i++) {
+        /* the clock is read every 8 samples: a sample costs microseconds, the budget seconds */
+        if (in->deadline_ns && !b.late && (i & 7) == 0 && mono_now() > in->deadline_ns)
+            b.late = true;
+        /* between samples, let anyone waiting go first (process notifications must be handled
+         * within milliseconds, or short-lived processes exit before their mappings are read);
+         * once late, finish quickly instead: no symbolizer calls are left to make */
+        if (in->lock && !b.late && (i & 7) == 7 && pfr_fair_lock_contended(in->lock)) {
+            pfr_fair_lock_release(in->lock);
+            pfr_fair_lock_acquire(in->lock);
+            if (in->deadline_ns && mono_now() > in->deadline_ns)
+                b.late = true;
+        }
+        rc = add_one(&b, &in->samples[i]);
+    }
+    if (in->lock)
+        pfr_fair_lock_release(in->lock);
+    for (size_t i = 0; i < out->n; i++) {
+        if (rc == 0 && pfr_profile_error(out->v[i].profile))
+            rc = pfr_profile_error(out->v[i].profile);
+        group_free(&b.groups[i]);
+    }
+    free(b.groups);
+    if (rc)
+        pfr_profile_set_free(out);
+    return rc;
+}

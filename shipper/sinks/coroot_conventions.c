@@ -1,0 +1,122 @@
+#include "sinks/coroot_conventions.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pfr_gzip.h"
+
+/* ":<line>" in decimal into num (at least 22 bytes); returns the length. */
+static size_t line_suffix(char *num, int64_t line)
+{
+    char rev[20];
+    uint64_t v = line < 0 ? 0 - (uint64_t)line : (uint64_t)line;
+    size_t n = 0, k = 0;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    num[k++] = ':';
+    if (line < 0)
+        num[k++] = '-';
+    while (n)
+        num[k++] = rev[--n];
+    return k;
+}
+
+void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f)
+{
+    char num[24];
+    size_t n = line_suffix(num, f->line);
+    pfr_buf_puts(b, f->function);
+    pfr_buf_putc(b, ' ');
+    pfr_buf_puts(b, f->file);
+    pfr_buf_put(b, num, n);
+}
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return -EBADMSG;
+        uint8_t c = *(*p)++;
+        x |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -EBADMSG;
+}
+
+/* Skip one field's payload of wire type wt. */
+static int skip_field(const uint8_t **p, const uint8_t *end, unsigned wt)
+{
+    uint64_t v;
+    switch (wt) {
+    case 0:
+        return read_varint(p, end, &v);
+    case 1:
+        if (end - *p < 8)
+            return -EBADMSG;
+        *p += 8;
+        return 0;
+    case 2:
+        if (read_varint(p, end, &v) || v > (uint64_t)(end - *p))
+            return -EBADMSG;
+        *p += v;
+        return 0;
+    case 5:
+        if (end - *p < 4)
+            return -EBADMSG;
+        *p += 4;
+        return 0;
+    default:
+        return -EBADMSG;
+    }
+}
+
+int pfr_pprof_retime(const uint8_t *raw, size_t len, int64_t time_ns, int64_t dur_ns, bool gzip,
+                     int level, uint8_t **out, size_t *out_len)
+{
+    pfr_buf b = {0};
+    if (pfr_buf_reserve(&b, len + 24) < 0)
+        return -ENOMEM;
+    const uint8_t *p = raw, *end = raw + len;
+    while (p < end) {
+        const uint8_t *start = p;
+        uint64_t key;
+        if (read_varint(&p, end, &key) || (key >> 3) == 0 || skip_field(&p, end, key & 7)) {
+            pfr_buf_free(&b);
+            return -EBADMSG;
+        }
+        uint64_t field = key >> 3;
+        if (field == 9 || field == 10) /* time_nanos, duration_nanos */
+            continue;
+        pfr_buf_put(&b, start, (size_t)(p - start));
+    }
+    pfr_buf_uvarint(&b, 9 << 3);
+    pfr_buf_uvarint(&b, (uint64_t)time_ns);
+    pfr_buf_uvarint(&b, 10 << 3);
+    pfr_buf_uvarint(&b, (uint64_t)dur_ns);
+    if (b.oom) {
+        pfr_buf_free(&b);
+        return -ENOMEM;
+    }
+    if (!gzip) {
+        *out = b.data;
+        *out_len = b.len;
+        return 0;
+    }
+    pfr_buf gz = {0};
+    int rc = pfr_gzip(b.data, b.len, level, &gz);
+    pfr_buf_free(&b);
+    if (rc) {
+        pfr_buf_free(&gz);
+        return rc;
+    }
+    *out = pfr_buf_steal(&gz, out_len);
+    return 0;
+}
