@@ -274,6 +274,20 @@ void pfr_config_free(pfr_config *c)
     memset(c, 0, sizeof(*c));
 }
 
+static const char sample_header[] =
+    "/etc/pfr/recorder.ini: pfr-recorder's configuration (docs/configuration.md).\n"
+    "\n"
+    "Every key is shown commented out with its built-in default. Layers, later wins: built-in "
+    "defaults < this file < environment (PFR_<KEY>, e.g. PFR_CPU_HZ) < command-line flags "
+    "(--<key with dashes>, e.g. --cpu-hz). An unknown key or a bad value stops the daemon at "
+    "start with the file and line (exit status 2). Sections [recorder], [service] and [scrape] "
+    "are read; others are ignored.\n"
+    "\n"
+    "`systemctl reload pfr-recorder` (SIGHUP) applies log_level, the [service] rules and the "
+    "[scrape] targets at once; the other keys take effect on restart.\n"
+    "\n"
+    "Durations: 250ms, 10s, 1m30s or a bare number of seconds. Sizes: 65536, 512K, 8M, 1G.";
+
 /* The settings of c: its core groups, then each source's, bound to their structs (defaults). */
 static int bind_all(pfr_config *c, char *err, size_t errlen)
 {
@@ -281,6 +295,7 @@ static int bind_all(pfr_config *c, char *err, size_t errlen)
     c->settings = pfr_settings_new("pfr-recorder", "PFR_", usage);
     if (!c->settings)
         return -ENOMEM;
+    pfr_settings_set_sample_header(c->settings, sample_header);
     const pfr_settings_group *core[] = {&core_group, &identity_group, &service_group};
     for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
         int rc = pfr_settings_bind(c->settings, core[i], c, err, errlen);
