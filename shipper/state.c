@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pfr_store.h"
+
 #define STATE_VERSION 1
 
 struct pfr_state {
@@ -37,32 +39,6 @@ static const char schema[] =
     " last_id INTEGER NOT NULL, done INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
     " PRIMARY KEY (sink, from_ns, to_ns)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);";
-
-static int sq_errno(int rc)
-{
-    switch (rc & 0xff) {
-    case SQLITE_OK:
-    case SQLITE_DONE:
-    case SQLITE_ROW:
-        return 0;
-    case SQLITE_NOMEM:
-        return -ENOMEM;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return -EBUSY;
-    case SQLITE_READONLY:
-        return -EROFS;
-    case SQLITE_CANTOPEN:
-        return -ENOENT;
-    case SQLITE_FULL:
-        return -ENOSPC;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-        return -EBADMSG;
-    default:
-        return -EIO;
-    }
-}
 
 /* Files SQLite keeps beside the database; it creates them with the database file's mode. */
 static const char *const side_files[] = {"", "-wal", "-shm", "-journal"};
@@ -131,7 +107,7 @@ int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err,
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "state %s: cannot %s: %s", path, what,
                  st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
-        int e = sq_errno(rc);
+        int e = pfr_store_errno(rc);
         pfr_state_close(st);
         return e ? e : -EIO;
     }
@@ -149,7 +125,7 @@ void pfr_state_close(pfr_state *st)
 
 static int exec(pfr_state *st, const char *sql)
 {
-    return sq_errno(sqlite3_exec(st->db, sql, NULL, NULL, NULL));
+    return pfr_store_errno(sqlite3_exec(st->db, sql, NULL, NULL, NULL));
 }
 
 int pfr_state_begin(pfr_state *st)
@@ -169,7 +145,7 @@ void pfr_state_rollback(pfr_state *st)
 
 static int prep(pfr_state *st, const char *sql, sqlite3_stmt **s)
 {
-    return sq_errno(sqlite3_prepare_v2(st->db, sql, -1, s, NULL));
+    return pfr_store_errno(sqlite3_prepare_v2(st->db, sql, -1, s, NULL));
 }
 
 static void copy_text(char *dst, size_t cap, const unsigned char *src)
@@ -218,7 +194,7 @@ int pfr_state_sink_get(pfr_state *st, const char *name, const char *kind, pfr_si
         int step = sqlite3_step(s);
         if (step == SQLITE_ROW)
             row_to_state(s, out);
-        rc = sq_errno(sqlite3_finalize(s));
+        rc = pfr_store_errno(sqlite3_finalize(s));
         if (rc)
             return rc;
         if (step == SQLITE_ROW)
@@ -230,7 +206,7 @@ int pfr_state_sink_get(pfr_state *st, const char *name, const char *kind, pfr_si
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, kind ? kind : "", -1, SQLITE_STATIC);
         sqlite3_step(s);
-        if ((rc = sq_errno(sqlite3_finalize(s))))
+        if ((rc = pfr_store_errno(sqlite3_finalize(s))))
             return rc;
     }
     return -ENOENT;
@@ -267,7 +243,7 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
     sqlite3_bind_int64(s, i++, (int64_t)o->corrupt_chunks);
     sqlite3_bind_int64(s, i++, (int64_t)o->retries);
     sqlite3_step(s);
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_sinks(pfr_state *st, int (*cb)(const pfr_sink_state *s, void *ctx), void *ctx)
@@ -282,7 +258,7 @@ int pfr_state_sinks(pfr_state *st, int (*cb)(const pfr_sink_state *s, void *ctx)
         row_to_state(s, &o);
         r = cb(&o, ctx);
     }
-    rc = sq_errno(sqlite3_finalize(s));
+    rc = pfr_store_errno(sqlite3_finalize(s));
     return r ? r : rc;
 }
 
@@ -303,10 +279,10 @@ int pfr_state_reject(pfr_state *st, const char *sink, const int64_t *ids, size_t
         sqlite3_bind_int64(s, 3, status);
         sqlite3_bind_text(s, 4, reason ? reason : "", -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 5, now_ns);
-        rc = sq_errno(sqlite3_step(s));
+        rc = pfr_store_errno(sqlite3_step(s));
         sqlite3_reset(s);
     }
-    int rc2 = sq_errno(sqlite3_finalize(s));
+    int rc2 = pfr_store_errno(sqlite3_finalize(s));
     return rc ? rc : rc2;
 }
 
@@ -326,7 +302,7 @@ int pfr_state_rejected(pfr_state *st, const char *sink, int64_t after_id, int64_
     sqlite3_bind_int64(s, 3, (int64_t)cap);
     while (*n < cap && sqlite3_step(s) == SQLITE_ROW)
         ids[(*n)++] = sqlite3_column_int64(s, 0);
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size_t n)
@@ -338,10 +314,10 @@ int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size
     for (size_t i = 0; i < n && !rc; i++) {
         sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 2, ids[i]);
-        rc = sq_errno(sqlite3_step(s));
+        rc = pfr_store_errno(sqlite3_step(s));
         sqlite3_reset(s);
     }
-    int rc2 = sq_errno(sqlite3_finalize(s));
+    int rc2 = pfr_store_errno(sqlite3_finalize(s));
     return rc ? rc : rc2;
 }
 
@@ -353,7 +329,7 @@ int pfr_state_rejected_count(pfr_state *st, const char *sink, uint64_t *n)
         return rc;
     sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
     *n = sqlite3_step(s) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_rejected_drop_below(pfr_state *st, const char *sink, int64_t below, uint64_t *n,
@@ -375,14 +351,14 @@ int pfr_state_rejected_drop_below(pfr_state *st, const char *sink, int64_t below
         *first = sqlite3_column_int64(s, 1);
         *last = sqlite3_column_int64(s, 2);
     }
-    if ((rc = sq_errno(sqlite3_finalize(s))) || !*n)
+    if ((rc = pfr_store_errno(sqlite3_finalize(s))) || !*n)
         return rc;
     if ((rc = prep(st, "DELETE FROM rejected WHERE sink = ? AND chunk_id < ?", &s)))
         return rc;
     sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, below);
     sqlite3_step(s);
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_rejected_last(pfr_state *st, const char *sink, char *reason, size_t cap,
@@ -402,7 +378,7 @@ int pfr_state_rejected_last(pfr_state *st, const char *sink, char *reason, size_
             reason[0] = 0;
         *at_ns = 0;
     }
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_backfill_get(pfr_state *st, const char *sink, int64_t from, int64_t to,
@@ -422,7 +398,7 @@ int pfr_state_backfill_get(pfr_state *st, const char *sink, int64_t from, int64_
         *last_id = sqlite3_column_int64(s, 0);
         *done = sqlite3_column_int(s, 1) != 0;
     }
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_backfill_put(pfr_state *st, const char *sink, int64_t from, int64_t to,
@@ -442,7 +418,7 @@ int pfr_state_backfill_put(pfr_state *st, const char *sink, int64_t from, int64_
     sqlite3_bind_int(s, 5, done);
     sqlite3_bind_int64(s, 6, now_ns);
     sqlite3_step(s);
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_meta_get(pfr_state *st, const char *key, char *value, size_t cap)
@@ -455,7 +431,7 @@ int pfr_state_meta_get(pfr_state *st, const char *key, char *value, size_t cap)
     bool found = sqlite3_step(s) == SQLITE_ROW;
     if (found)
         copy_text(value, cap, sqlite3_column_text(s, 0));
-    rc = sq_errno(sqlite3_finalize(s));
+    rc = pfr_store_errno(sqlite3_finalize(s));
     return rc ? rc : found ? 0 : -ENOENT;
 }
 
@@ -468,5 +444,5 @@ int pfr_state_meta_put(pfr_state *st, const char *key, const char *value)
     sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, value, -1, SQLITE_STATIC);
     sqlite3_step(s);
-    return sq_errno(sqlite3_finalize(s));
+    return pfr_store_errno(sqlite3_finalize(s));
 }

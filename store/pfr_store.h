@@ -258,6 +258,11 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *st);
  * -EBADMSG otherwise with the first problem in err. *bad_chunks (may be NULL) gets the count. */
 int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen);
 
+/* An SQLite result code as 0 or a negative errno (-ENOSPC for SQLITE_FULL, -EBADMSG for a
+ * corrupt file, ...): the ring's mapping, for programs that keep their own SQLite file beside
+ * it (the shipper's state). */
+int pfr_store_errno(int sqlite_rc);
+
 /* Added by the store: append n chunks in one transaction (one fsync), all or none. ids_out (may
  * be NULL) gets n ids. For writers that produce several chunks at once (the recorder's streams
  * at the end of an interval) and for bulk loads. */

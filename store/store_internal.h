@@ -81,8 +81,6 @@ struct pfr_store {
     struct store_space space; /* disk space: the reserve, the spare file (store_space.c) */
 };
 
-/* SQLite result code -> negative errno. */
-int pfr_store_errno(int rc);
 /* Fill err with msg and SQLite's message; returns e. */
 int pfr_store_fail(pfr_store *s, int e, char *err, size_t errlen, const char *msg);
 int pfr_store_exec(pfr_store *s, const char *sql);
