@@ -143,6 +143,19 @@ int pfr_store_space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve,
     return 0;
 }
 
+bool pfr_store_space_growth_fits(pfr_store *s, uint64_t db_bytes)
+{
+    uint64_t file = size_of(s->path);
+    if (db_bytes <= file)
+        return true;
+    struct statvfs v;
+    if (statvfs(s->path, &v) != 0)
+        return true; /* not measured: the disk decides, as before */
+    /* The WAL may still take its budget before the checkpoint extends the file. */
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    return db_bytes - file <= sat_sub(avail, s->wal_budget);
+}
+
 /* journal_size_limit: the WAL's budget, or off while the disk is starved. */
 static void wal_keep(pfr_store *s, bool keep)
 {

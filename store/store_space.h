@@ -56,6 +56,12 @@ int pfr_store_space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve,
  * hardly any room the WAL keeps its blocks (journal_size_limit off) until there is room again. */
 void pfr_store_space_plan(pfr_store *s);
 
+/* Whether a database of db_bytes (its page count at commit) can be checkpointed: the pages past
+ * the file's end are written to it only by the checkpoint, which a full disk then fails for
+ * good (the WAL can never be reset, so no later transaction fits either). The growth must fit
+ * the free space less the WAL's budget. */
+bool pfr_store_space_growth_fits(pfr_store *s, uint64_t db_bytes);
+
 /* After a commit: the WAL's size, which sizes the spare file (it must hold a transaction). */
 void pfr_store_space_note_wal(pfr_store *s, uint64_t wal_bytes);
 

@@ -1122,8 +1122,10 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
 {
     struct writer *w = s->w;
     /* Within a transaction, measure pages only when the estimated room is used up (measuring
-     * is a good part of a small append's cost). est_bytes over-counts a chunk's pages. */
-    if (w->room >= need_bytes && w->room >= est_bytes) {
+     * is a good part of a small append's cost). est_bytes over-counts a chunk's pages, but not
+     * always: when the disk bounds the ring, measure at every chunk, since a batch that outran
+     * the estimate would grow the file before evicting and commit_fits would refuse it. */
+    if (!s->space.disk_bound && w->room >= need_bytes && w->room >= est_bytes) {
         w->room -= est_bytes;
         return 0;
     }
@@ -1462,6 +1464,21 @@ static int txn_meta(pfr_store *s)
     return rc;
 }
 
+/* Before a commit: a transaction whose pages the disk could not take at the checkpoint fails
+ * (-ENOSPC, rolled back) instead, like one the WAL could not take. Eviction's measure is an
+ * estimate (B-tree splits, a batch that runs out of free pages before it evicts): this is the
+ * exact check. */
+static int commit_fits(pfr_store *s)
+{
+    uint64_t used, pages, freep;
+    int rc = used_bytes(s, &used, &pages, &freep);
+    if (rc)
+        return rc;
+    if (pfr_store_space_growth_fits(s, pages * s->page_size))
+        return 0;
+    return -ENOSPC;
+}
+
 /* One write transaction: the chunks (evicting as pfr_store_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
@@ -1479,6 +1496,8 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
         rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
     if (!rc)
         rc = txn_meta(s);
+    if (!rc)
+        rc = commit_fits(s);
     if (!rc) {
         sqlite3_stmt *commit = pfr_store_stmt(s, ST_COMMIT);
         rc = commit ? pfr_store_step_done(commit) : db_err(s);
@@ -1508,6 +1527,8 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
         return rc;
     struct evict_ctx x = {.for_disk = true};
     rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
+    if (!rc)
+        rc = commit_fits(s);
     if (!rc)
         rc = pfr_store_exec(s, "COMMIT");
     if (rc) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "pfr_store.h"
 #include "pfr_testgen.h"
@@ -187,6 +188,33 @@ static uint64_t fs_avail(const struct fx *f)
     return (uint64_t)v.f_bavail * v.f_frsize;
 }
 
+static int64_t pragma_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The database as committed (its pages in the WAL included) fits its file and the free space
+ * less the WAL's room: a checkpoint can always write it back, so the WAL can always be reset.
+ * A commit that grew the database past that left the WAL stuck for good on a full disk. */
+static void assert_checkpointable(const struct fx *f)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    uint64_t bytes =
+        (uint64_t)(pragma_int(db, "PRAGMA page_count") * pragma_int(db, "PRAGMA page_size"));
+    sqlite3_close(db);
+    uint64_t file = pfr_tu_file_size(f->db), avail = fs_avail(f);
+    if (bytes > file + avail)
+        fprintf(stderr, "database %llu B, file %llu B, free %llu B\n", (unsigned long long)bytes,
+                (unsigned long long)file, (unsigned long long)avail);
+    assert_true(bytes <= file + avail);
+}
+
 /* Another program writes the filler until it holds bytes or the disk is full. */
 static void fill(const struct fx *f, uint64_t bytes)
 {
@@ -258,6 +286,7 @@ static void test_full_disk_gives_up_oldest(void **state)
         pfr_store_stats st;
         assert_int_equal(pfr_store_stats_quick(f->s, &st), 0);
         assert_int_equal(st.max_id, ids[1]);
+        assert_checkpointable(f);
     }
     pfr_store_stats full = stats(f);
     assert_true(full.evicted_disk > before.evicted_disk);
