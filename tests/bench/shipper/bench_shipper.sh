@@ -39,7 +39,9 @@ if [ -n "${OLD_SHIPPER:-}" ]; then
 else
     ref=${OLD_REF:-}
     if [ -z "$ref" ]; then
-        added=$(git -C "$REPO" log --format=%H -1 -S 'table_read' -- shipper/sink_clickhouse.c)
+        # the first commit with streamed inserts (the file moved to shipper/sinks/ later)
+        added=$(git -C "$REPO" log --format=%H --reverse -S 'table_read' -- shipper/sink_clickhouse.c |
+            head -1)
         ref=${added:+$added~}
         ref=${ref:-HEAD}
     fi
