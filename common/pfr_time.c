@@ -1,6 +1,7 @@
 /* Time expressions: relative, RFC 3339, local wall-clock, unix seconds. */
 #include "pfr_time.h"
 
+#include "pfr_clock.h"
 #include "pfr_units.h"
 
 #include <ctype.h>
@@ -286,9 +287,7 @@ int pfr_time_parse(const char *s, int64_t now_ns, int64_t *out_ns, char *err, si
 
 int64_t pfr_time_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+    return pfr_clock_real_ns();
 }
 
 static time_t floor_seconds(int64_t ns)

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_clock.h"
 #include "store_internal.h"
 
 /* Keys of the slice's meta rows (the ring's counters are rows of the same table). */
@@ -75,13 +76,6 @@ static int fail(struct slicer *x, int e, sqlite3 *db, const char *fmt, ...)
             snprintf(x->err + n, x->errlen - (size_t)n, ": %s", sqlite3_errmsg(db));
     }
     return e;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int col_index(sqlite3_stmt *st, const char *name)
@@ -488,7 +482,7 @@ static int write_meta(struct slicer *x)
         {META_SLICE_ID, (int64_t)pfr_hash_bytes(x->ident.data, x->ident.len)},
         {META_SLICE_FROM, x->f->from_ns},
         {META_SLICE_TO, x->f->to_ns},
-        {META_SLICE_CREATED, now_ns()},
+        {META_SLICE_CREATED, pfr_clock_real_ns()},
         {META_SLICE_SRC_MAX, x->source_max_id},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && !rc; i++)

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "pfr_clock.h"
+
 #define MAX_INLINE     16
 #define MAX_STACK_LOCS (2 * PFR_MAX_STACK_DEPTH + 2)
 
@@ -29,13 +31,6 @@ typedef struct build {
 enum { MARK_KLOST, MARK_ULOST, MARK_MISSING, MARK_EMPTY };
 static const char *const mark_names[] = {"[kernel stack lost]", "[user stack lost]",
                                          "[stack missing]", "[no stack]"};
-
-static int64_t mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void pfr_profile_set_free(pfr_profile_set *set)
 {
@@ -345,7 +340,7 @@ int pfr_build_cpu_profiles(const pfr_build_input *in, pfr_profile_set *out, pfr_
         pfr_fair_lock_acquire(in->lock);
     for (size_t i = 0; i < in->nsamples && rc == 0; i++) {
         /* the clock is read every 8 samples: a sample costs microseconds, the budget seconds */
-        if (in->deadline_ns && !b.late && (i & 7) == 0 && mono_now() > in->deadline_ns)
+        if (in->deadline_ns && !b.late && (i & 7) == 0 && pfr_clock_mono_ns() > in->deadline_ns)
             b.late = true;
         /* between samples, let anyone waiting go first (process notifications must be handled
          * within milliseconds, or short-lived processes exit before their mappings are read);
@@ -353,7 +348,7 @@ int pfr_build_cpu_profiles(const pfr_build_input *in, pfr_profile_set *out, pfr_
         if (in->lock && !b.late && (i & 7) == 7 && pfr_fair_lock_contended(in->lock)) {
             pfr_fair_lock_release(in->lock);
             pfr_fair_lock_acquire(in->lock);
-            if (in->deadline_ns && mono_now() > in->deadline_ns)
+            if (in->deadline_ns && pfr_clock_mono_ns() > in->deadline_ns)
                 b.late = true;
         }
         rc = add_one(&b, &in->samples[i]);

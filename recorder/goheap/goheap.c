@@ -21,6 +21,7 @@
 #include "goheap_memo.h"
 #include "goheap_proc.h"
 #include "goheap_walk.h"
+#include "pfr_clock.h"
 
 enum bin_kind { BIN_NOT_GO, BIN_GO, BIN_STRIPPED, BIN_BAD };
 
@@ -74,13 +75,6 @@ struct pfr_goheap {
     pfr_goheap_stats st;
 };
 
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int pfr_goheap_parse_mode(const char *s, enum pfr_goheap_mode *out)
 {
     static const char *names[] = {"disabled", "enabled", "force"};
@@ -123,7 +117,7 @@ int pfr_goheap_new(const pfr_goheap_opts *opts, pfr_goheap **out)
     c->clk_tck = sysconf(_SC_CLK_TCK);
     if (c->clk_tck <= 0)
         c->clk_tck = 100;
-    c->prev_boot_ns = clock_ns(CLOCK_BOOTTIME);
+    c->prev_boot_ns = pfr_clock_ns(CLOCK_BOOTTIME);
     if (!c->o.exes) {
         int rc = pfr_exe_scan_new(c->proc_root, &c->own_exes);
         if (rc) {
@@ -768,7 +762,7 @@ static int visit_all(pfr_goheap *c, int64_t now_ns, const pfr_goheap_sink *sink)
 int pfr_goheap_collect(pfr_goheap *c, int64_t now_ns, const pid_t *pids, size_t npids,
                        const pfr_goheap_sink *sink)
 {
-    int64_t t0 = clock_ns(CLOCK_MONOTONIC), boot0 = clock_ns(CLOCK_BOOTTIME);
+    int64_t t0 = pfr_clock_ns(CLOCK_MONOTONIC), boot0 = pfr_clock_ns(CLOCK_BOOTTIME);
     c->st.collections++;
     c->tick++;
     int rc = 0;
@@ -782,6 +776,6 @@ int pfr_goheap_collect(pfr_goheap *c, int64_t now_ns, const pid_t *pids, size_t 
     }
 out:
     c->prev_boot_ns = boot0;
-    c->st.collect_ns += (uint64_t)(clock_ns(CLOCK_MONOTONIC) - t0);
+    c->st.collect_ns += (uint64_t)(pfr_clock_ns(CLOCK_MONOTONIC) - t0);
     return rc;
 }
