@@ -41,7 +41,7 @@ if [ "$TEST" = 1 ]; then
 fi
 BPLIST=/etc/apt/sources.list.d/pfr-bookworm-backports.list
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep "install ok installed" >/dev/null; }
 
 missing=()
 for p in "${PKGS[@]}"; do installed "$p" || missing+=("$p"); done

@@ -49,7 +49,7 @@ T=$(mktemp -d /tmp/pfr-deb.XXXXXX)
 chmod 0755 "$T"
 PIDS=()
 
-known() { dpkg-query -W -f='${Status}\n' pfr 2>/dev/null | grep -qv not-installed; }
+known() { dpkg-query -W -f='${Status}\n' pfr 2>/dev/null | grep -v not-installed >/dev/null; }
 # dpkg_do ARGS...: dpkg, waiting for the lock apt or another dpkg may hold; output in $T/dpkg.log
 dpkg_do() {
     for _ in $(seq 1 60); do
@@ -169,7 +169,7 @@ users_and_folders() {
         getent passwd "$u" | cut -d: -f1,5,6,7 | sed 's/,,,:/:/'
         [ "$(id -gn "$u")" = "$u" ] || fail "$u's group is $(id -gn "$u")"
     done
-    id -nG pfr-shipper | tr ' ' '\n' | grep -qx pfr || fail "pfr-shipper is not in group pfr"
+    id -nG pfr-shipper | tr ' ' '\n' | grep -x pfr >/dev/null || fail "pfr-shipper is not in group pfr"
     want /var/lib/pfr "750 pfr pfr"
     want /var/lib/pfr/ring.db-cursors "2770 pfr pfr"
     want /etc/pfr/credentials "700 root root"
@@ -266,7 +266,7 @@ systemctl enable pfr-recorder.service >/dev/null 2>&1 || fail "systemctl enable 
 [ -L "$WANTS/pfr-recorder.service" ] || fail "systemctl enable made no link"
 dpkg_do -r pfr || fail "dpkg -r: $(cat "$T/dpkg.log")"
 ! grep -Ei "warning|error" "$T/dpkg.log" || fail "dpkg -r printed the lines above"
-dpkg-query -W -f='${Status}\n' pfr | grep -qx "deinstall ok config-files" ||
+dpkg-query -W -f='${Status}\n' pfr | grep -x "deinstall ok config-files" >/dev/null ||
     fail "after dpkg -r: $(dpkg-query -W -f='${Status}' pfr)"
 while read -r f; do
     if grep -qx "$f" "$T/conffiles"; then

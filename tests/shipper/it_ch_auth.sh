@@ -35,7 +35,7 @@ ship_ch_as db.db "$T/chkey" --database coroot_p1 --once --deadline 2s >"$T/db.lo
 grep -q "refused by the sink (nothing set aside): .*HTTP 404: Code: 81\..*UNKNOWN_DATABASE" "$T/db.log" ||
     fail "ClickHouse's UNKNOWN_DATABASE is not logged: $(grep -m2 failed "$T/db.log")"
 [ "$(status_of db.db set_aside_chunks)" = 0 ] || fail "chunks set aside for an unknown database"
-status_of db.db last_error | grep -q "UNKNOWN_DATABASE" || fail "status does not show UNKNOWN_DATABASE"
+status_of db.db last_error | grep "UNKNOWN_DATABASE" >/dev/null || fail "status does not show UNKNOWN_DATABASE"
 ship_ch_as db.db "$T/chkey" --database coroot_p1 --create-tables --once >"$T/db2.log" 2>&1 ||
     fail "--create-tables into the new database failed: $(tail -3 "$T/db2.log")"
 got=$(curl -sS --fail-with-body -u pfr:chpw "http://127.0.0.1:$CH_PORT/?database=coroot_p1" \
@@ -51,7 +51,7 @@ ship_ch_as state.db "$T/badpw" --database coroot --create-tables --once --deadli
 grep -q "refused by the sink (nothing set aside): .*HTTP 403: Code: 516\. DB::Exception: Authentication failed" \
     "$T/badpw.log" || fail "AUTHENTICATION_FAILED is not logged: $(grep -m2 failed "$T/badpw.log")"
 [ "$(status_field clickhouse set_aside_chunks)" = 0 ] || fail "chunks set aside on a wrong password"
-status_field clickhouse last_error | grep -q "AUTHENTICATION_FAILED" || fail "status does not show 516"
+status_field clickhouse last_error | grep "AUTHENTICATION_FAILED" >/dev/null || fail "status does not show 516"
 
 say "password rotated on the server while the daemon inserts"
 ship_ch_bg >"$T/daemon.log" 2>&1 &
@@ -63,7 +63,7 @@ wait_until 60 caught_up "$n" || fail "the daemon did not deliver the ring: $(tai
 ch_fault "password=rotated"
 mkring --services 2 --intervals 3 --stacks 60 --seed 52 --end-ago-s 0
 n2=$(ring_chunks)
-refused() { status_field clickhouse last_error | grep -q AUTHENTICATION_FAILED &&
+refused() { status_field clickhouse last_error | grep AUTHENTICATION_FAILED >/dev/null &&
     [ "$(status_field clickhouse attempts)" -ge 2 ]; }
 wait_until 30 refused || fail "the daemon did not retry the refused inserts: $(tail -3 "$T/daemon.log")"
 grep -q "attempt 1 failed, refused by the sink (nothing set aside): .*HTTP 403: Code: 516" "$T/daemon.log" ||

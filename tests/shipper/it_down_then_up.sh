@@ -49,7 +49,7 @@ say "CPU while both sinks were down: $((t1 - t0)) ticks in 3 s (CLK_TCK $hz)"
 [ $((t1 - t0)) -le $((hz / 2)) ] || fail "the shipper used $((t1 - t0)) ticks of CPU in 3 s while the sinks were down"
 grep -q "sink co: attempt 1 failed" "$T/ship.log" || fail "no failed attempt logged for co"
 grep -q "sink ch: attempt 1 failed" "$T/ship.log" || fail "no failed attempt logged for ch"
-"$SHIPPER" status --config "$T/shipper.ini" | grep -q "retrying" || fail "status does not show the retries"
+"$SHIPPER" status --config "$T/shipper.ini" | grep "retrying" >/dev/null || fail "status does not show the retries"
 
 mkring --services 2 --intervals 2 --stacks 60 --seed 22 --end-ago-s 0 # more arrive meanwhile
 start_front

@@ -20,7 +20,7 @@ to=$((from + 3600))
     --interval-s 10 --stacks 60 --seed 8 --end-ago-s 0 >/dev/null &
 WRITER=$!
 PIDS+=("$WRITER")
-wait_until 20 sh -c "\"$RINGTOOL\" chunks --store \"$T/ring.db\" | grep -q svc-2" ||
+wait_until 20 sh -c "\"$RINGTOOL\" chunks --store \"$T/ring.db\" | grep svc-2 >/dev/null" ||
     fail "the second writer did not start"
 during=0 n=0
 while kill -0 "$WRITER" 2>/dev/null; do
