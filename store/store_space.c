@@ -46,6 +46,12 @@ static uint64_t percent_of(uint64_t bytes, double percent)
     return (uint64_t)((double)bytes * percent / 100.0);
 }
 
+static uint64_t size_of(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 uint64_t pfr_store_reserve_bytes(const pfr_store_reserve *r, uint64_t fs_bytes)
 {
     uint64_t v;
@@ -99,6 +105,9 @@ int pfr_store_space_open(pfr_store *s, const pfr_store_reserve *reserve)
         s->space.spare_path = NULL;
         return -ENOMEM;
     }
+    /* The largest WAL seen outlives a restart as the spare file's size. */
+    if (!s->read_only)
+        pfr_store_space_note_wal(s, size_of(s->space.spare_path));
     return 0;
 }
 
@@ -106,12 +115,6 @@ void pfr_store_space_close(pfr_store *s)
 {
     free(s->space.spare_path);
     s->space.spare_path = NULL;
-}
-
-static uint64_t size_of(const char *path)
-{
-    struct stat st;
-    return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 int pfr_store_space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve,
@@ -172,7 +175,12 @@ void pfr_store_space_plan(pfr_store *s)
 {
     struct store_space *sp = &s->space;
     uint64_t room = s->wal_budget + sp->spare_bytes; /* the WAL's and the spare file's */
-    sp->db_target = sat_sub(s->max_bytes, room);
+    /* Under the configured cap the WAL is counted at its peak: between a commit and the
+     * checkpoint that follows it, the WAL holds the whole transaction, which may be more than
+     * the budget (the largest seen is the spare file's size). A reader that stats the files at
+     * that moment then still finds them within the cap. */
+    uint64_t wal_peak = sp->spare_bytes > s->wal_budget ? sp->spare_bytes : s->wal_budget;
+    sp->db_target = sat_sub(s->max_bytes, wal_peak + sp->spare_bytes);
     sp->disk_bound = sp->tight = sp->starved = false;
     struct space_now n;
     if (pfr_store_space_measure(s, s->max_bytes, UINT64_MAX, &n) != 0)
