@@ -177,10 +177,10 @@ void pfr_store_space_plan(pfr_store *s)
     uint64_t room = s->wal_budget + sp->spare_bytes; /* the WAL's and the spare file's */
     /* Under the configured cap the WAL is counted at its peak: between a commit and the
      * checkpoint that follows it, the WAL holds the whole transaction, which may be more than
-     * the budget (the largest seen is the spare file's size). A reader that stats the files at
-     * that moment then still finds them within the cap. */
-    uint64_t wal_peak = sp->spare_bytes > s->wal_budget ? sp->spare_bytes : s->wal_budget;
-    sp->db_target = sat_sub(s->max_bytes, wal_peak + sp->spare_bytes);
+     * the budget. The largest seen is the spare file's size (never below the budget), so the
+     * WAL and the spare file take two of it. A reader that stats the files at that moment
+     * then still finds them within the cap. */
+    sp->db_target = sat_sub(s->max_bytes, 2 * sp->spare_bytes);
     sp->disk_bound = sp->tight = sp->starved = false;
     struct space_now n;
     if (pfr_store_space_measure(s, s->max_bytes, UINT64_MAX, &n) != 0)
