@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -686,7 +687,11 @@ static int run_serve(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
     fflush(stdout);
     int sig = 0;
     sigwait(&stop, &sig);
-    pfr_info("pfr serve: %s, stopping", strsignal(sig));
+    uint64_t cut, evicted, refused;
+    pfr_serve_conn_stats(srv, &cut, &evicted, &refused);
+    pfr_info("pfr serve: %s, stopping; connections shut down: %" PRIu64 " past their deadline, "
+             "%" PRIu64 " idle ones for room, %" PRIu64 " refused (no room, none idle)",
+             strsignal(sig), cut, evicted, refused);
     pfr_serve_stop(srv);
     return PFR_EXIT_OK;
 }

@@ -37,7 +37,8 @@ typedef struct pfr_serve_limits {
                                    for a slot); default 2 */
     size_t max_points;          /* timeline intervals per request; default 2000 */
     size_t max_top;             /* rows of the top-functions table; default 200 */
-    unsigned max_conns;         /* open connections; default 64 */
+    unsigned max_conns;         /* open connections; default 64 (at the limit, the one idle
+                                   longest is closed for a new one) */
     unsigned idle_timeout_s;    /* an idle connection is closed after this; default 30 */
     unsigned max_conns_per_ip;  /* open connections of one client address; default a quarter
                                    of max_conns */
@@ -142,6 +143,9 @@ int pfr_serve_start(const pfr_serve_config *cfg, pfr_serve **out, char *err, siz
 unsigned pfr_serve_port(const pfr_serve *s);
 const char *pfr_serve_url(const pfr_serve *s);
 bool pfr_serve_loopback(const pfr_serve *s);
+/* Connections shut down so far: past their deadline, idle ones closed to make room for a new
+ * one, new ones refused (no room and none idle). */
+void pfr_serve_conn_stats(pfr_serve *s, uint64_t *cut, uint64_t *evicted, uint64_t *refused);
 /* Stop accepting, finish the requests in flight, free. */
 void pfr_serve_stop(pfr_serve *s);
 

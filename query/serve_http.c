@@ -392,9 +392,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 {
     pfr_serve *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci =
+        const union MHD_ConnectionInfo *fd =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? pfr_serve_guard_open(s->guard, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *addr =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context =
+            fd ? pfr_serve_guard_open(s->guard, fd->connect_fd, addr ? addr->client_addr : NULL)
+               : NULL;
     } else {
         pfr_serve_guard_close(s->guard, *socket_context);
         *socket_context = NULL;
@@ -443,7 +447,7 @@ int pfr_serve_start(const pfr_serve_config *cfg, pfr_serve **out, char *err, siz
     s->loopback = pfr_serve_is_loopback(&sa);
     s->jobs = pfr_serve_jobs_new(&s->api);
     const pfr_serve_limits *l = &s->api.limits;
-    int fd = s->jobs ? pfr_serve_guard_new(l->max_conns, l->header_timeout_ns,
+    int fd = s->jobs ? pfr_serve_guard_new(l->max_conns, l->max_conns_per_ip, l->header_timeout_ns,
                                            l->request_timeout_ns, &s->guard)
                      : -ENOMEM;
     if (fd == 0)
@@ -457,12 +461,14 @@ int pfr_serve_start(const pfr_serve_config *cfg, pfr_serve **out, char *err, siz
     format_url(s, &sa);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    s->mhd = MHD_start_daemon(
-        flags, (uint16_t)s->port, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, l->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        l->max_conns_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, l->idle_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    /* The connection limits are the guard's (it closes idle connections to make room, where
+     * libmicrohttpd would refuse the new one): its own limit is only the guard's capacity. */
+    s->mhd = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, handle, s,
+                              MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                              pfr_serve_guard_capacity(s->guard), MHD_OPTION_CONNECTION_TIMEOUT,
+                              l->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                              (size_t)(128 * 1024), MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) { /* libmicrohttpd closes the socket it was given */
         snprintf(err, errlen, "cannot start the HTTP server (libmicrohttpd)");
         pfr_serve_stop(s);
@@ -485,6 +491,14 @@ const char *pfr_serve_url(const pfr_serve *s)
 bool pfr_serve_loopback(const pfr_serve *s)
 {
     return s->loopback;
+}
+
+void pfr_serve_conn_stats(pfr_serve *s, uint64_t *cut, uint64_t *evicted, uint64_t *refused)
+{
+    pfr_serve_guard_stats st = pfr_serve_guard_get_stats(s->guard);
+    *cut = st.cut;
+    *evicted = st.evicted;
+    *refused = st.refused;
 }
 
 void pfr_serve_stop(pfr_serve *s)

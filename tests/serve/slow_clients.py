@@ -8,14 +8,13 @@ without the slow clients (measured first, in the same run), and the slow connect
 cut once past the request deadline (10 s) instead of holding their slots.
 Usage: slow_clients.py PFR MAKE_RING WORKDIR
 """
-import os
-import re
 import socket
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
+
+import serve_proc
 
 SLOW = 80
 FAILS = []
@@ -79,27 +78,12 @@ def pct(v, p):
 
 def main():
     pfr, make_ring, work = sys.argv[1:4]
-    os.makedirs(work, exist_ok=True)
-    ring = os.path.join(work, "ring.db")
-    if os.path.exists(ring):
-        os.unlink(ring)
-    subprocess.run([make_ring, ring, "shift", "--chunks", "60", "--start", "1714564800"],
-                   check=True, stdout=subprocess.DEVNULL)
-    out = open(os.path.join(work, "serve.out"), "w")
-    srv = subprocess.Popen([pfr, "--store", ring, "serve", "--listen", "127.0.0.1:0"],
-                           stdout=out, stderr=subprocess.STDOUT)
+    srv, port, _ = serve_proc.start(pfr, make_ring, work, 60)
     try:
-        base = None
-        for _ in range(100):
-            m = re.search(r"http://127\.0\.0\.1:(\d+)/", open(out.name).read())
-            if m:
-                base = m.group(0)
-                break
-            time.sleep(0.1)
-        if not base:
+        if not port:
             fail("pfr serve printed no URL")
             return 1
-        port = int(re.search(r":(\d+)/", base).group(1))
+        base = "http://127.0.0.1:%d/" % port
 
         before = probe(base, 4)
         results = [None] * SLOW
