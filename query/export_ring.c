@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "pfr_log.h"
+#include "pfr_query.h"
 #include "pfr_time.h"
 
 /* Label keys of the ring's streams (profile labels), gathered by pfr_store_streams. */
@@ -63,7 +64,7 @@ static int exit_for(int rc)
     }
 }
 
-int pfr_export_ring(pfr_store *s, const char *path, bool force, const pfr_store_filter *f)
+static int export_slice(pfr_store *s, const char *path, bool force, const pfr_store_filter *f)
 {
     int rc = check_labels(s, f);
     if (rc)
@@ -93,4 +94,25 @@ int pfr_export_ring(pfr_store *s, const char *path, bool force, const pfr_store_
             pfr_time_format(st.last_ns, false, b, sizeof(b)), (unsigned long long)st.streams,
             (unsigned long long)st.layers, (double)st.bytes / (1 << 20));
     return fflush(stdout) == 0 ? PFR_EXIT_OK : PFR_EXIT_ERROR;
+}
+
+int pfr_export_ring(pfr_store *s, const char *path, bool force, const pfr_store_filter *given)
+{
+    /* the names as printed (pfr_names.h) back to the ring's bytes, as every other query does */
+    pfr_query q = {.service = given->service,
+                   .type = given->type,
+                   .labels = given->labels,
+                   .nlabels = given->nlabels};
+    pfr_query_names names;
+    if (pfr_query_read_names(&q, &names) < 0) {
+        pfr_err("out of memory");
+        return PFR_EXIT_ERROR;
+    }
+    pfr_store_filter f = *given;
+    f.service = names.q.service;
+    f.type = names.q.type;
+    f.labels = names.q.labels;
+    int rc = export_slice(s, path, force, &f);
+    pfr_query_names_free(&names);
+    return rc;
 }

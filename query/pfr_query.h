@@ -31,6 +31,9 @@ extern "C" {
 /* The default type when a service has several: CPU time from the eBPF sampler. */
 #define PFR_QUERY_DEFAULT_TYPE "ebpf:cpu:nanoseconds"
 
+/* The names (service, type, label keys and values) are given as pfr prints them (pfr_names.h,
+ * PFR_NAME_JSON): "\\" and \xHH (HH 80-ff) stand for a backslash and a byte, any other text for
+ * itself; pfr_query_plan_new reads them so. */
 typedef struct pfr_query {
     const char *service;  /* NULL = every service that has the type */
     const char *type;     /* NULL = the only type, or PFR_QUERY_DEFAULT_TYPE if present */
@@ -61,6 +64,17 @@ bool pfr_query_type_is_gauge(const char *type);
 
 int pfr_query_plan_new(pfr_store *s, const pfr_query *q, pfr_query_plan **out, char *err,
                        size_t errlen);
+
+/* A query's names read back to the bytes the ring holds (for the store's own filters, which take
+ * bytes). out->q is the query with those names; it borrows in's strings where they read as
+ * themselves. Free with pfr_query_names_free (also after an error). 0 or -ENOMEM. */
+typedef struct pfr_query_names {
+    pfr_query q;
+    pfr_kv *labels; /* q.labels */
+    char **owned;   /* 2 + 2 * q.nlabels names that read as other bytes, else NULL */
+} pfr_query_names;
+int pfr_query_read_names(const pfr_query *in, pfr_query_names *out);
+void pfr_query_names_free(pfr_query_names *n);
 void pfr_query_plan_free(pfr_query_plan *p);
 
 /* Human summary of a plan's filters, e.g. "service api, type ebpf:cpu:nanoseconds, pid=42". */

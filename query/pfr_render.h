@@ -63,7 +63,9 @@ const char *pfr_type_unit(const char *type);
 enum {
     PFR_TEXT_QUOTE = 1,     /* a name that is empty or has a space, '"', '\' or anything escaped
                                is put in double quotes, with \" and \\: lists stay unambiguous */
-    PFR_TEXT_SEMICOLON = 2, /* ';' written as \x3b (folded stacks separate frames with ';') */
+    PFR_TEXT_SEMICOLON = 2, /* folded stacks: ';' written as \x3b (frames are separated by ';'),
+                               and in a name that is escaped every '\' as \\, so that each
+                               name reads back to its bytes (pfr_names.h, PFR_NAME_FOLDED) */
 };
 /* The escaped name (flags: PFR_TEXT_*) in buf, NUL-terminated; a name too long for it is cut
  * before an escape or a character and ends with "...". Returns buf. */

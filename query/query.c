@@ -1,4 +1,5 @@
 /* Query planning (type, services, label kinds) and running a plan into a tree or a profile. */
+#include "pfr_names.h"
 #include "pfr_query.h"
 #include "pfr_time.h"
 #include "render_internal.h"
@@ -238,12 +239,53 @@ static int choose_type(plan_ctx *c, const pfr_query *q, char *err, size_t errlen
     return 0;
 }
 
-int pfr_query_plan_new(pfr_store *s, const pfr_query *q, pfr_query_plan **out, char *err,
+/* ---- names as the query gives them: as pfr prints them (pfr_names.h) ---- */
+static int read_name(const char *in, const char **out, char **owned)
+{
+    int err = 0;
+    *owned = in ? pfr_name_parse(in, PFR_NAME_JSON, &err) : NULL;
+    *out = *owned ? *owned : in;
+    return err;
+}
+
+void pfr_query_names_free(pfr_query_names *r)
+{
+    for (size_t i = 0; r->owned && i < 2 + 2 * r->q.nlabels; i++)
+        free(r->owned[i]);
+    free(r->owned);
+    free(r->labels);
+    memset(r, 0, sizeof(*r));
+}
+
+int pfr_query_read_names(const pfr_query *in, pfr_query_names *r)
+{
+    *r = (pfr_query_names){.q = *in};
+    r->owned = calloc(2 + 2 * in->nlabels, sizeof(*r->owned));
+    r->labels = calloc(in->nlabels ? in->nlabels : 1, sizeof(*r->labels));
+    if (!r->owned || !r->labels) {
+        pfr_query_names_free(r);
+        return -ENOMEM;
+    }
+    r->q.labels = r->labels;
+    int rc = read_name(in->service, &r->q.service, &r->owned[0]);
+    rc = rc ? rc : read_name(in->type, &r->q.type, &r->owned[1]);
+    for (size_t i = 0; i < in->nlabels && rc == 0; i++) {
+        rc = read_name(in->labels[i].key, &r->labels[i].key, &r->owned[2 + 2 * i]);
+        rc = rc ? rc : read_name(in->labels[i].value, &r->labels[i].value, &r->owned[3 + 2 * i]);
+    }
+    if (rc)
+        pfr_query_names_free(r);
+    return rc;
+}
+
+int pfr_query_plan_new(pfr_store *s, const pfr_query *given, pfr_query_plan **out, char *err,
                        size_t errlen)
 {
+    pfr_query_names names = {.q = {0}};
+    const pfr_query *q = &names.q;
     plan_ctx c = {.q = q};
     pfr_query_plan *p = calloc(1, sizeof(*p));
-    int rc = p ? 0 : -ENOMEM;
+    int rc = p ? pfr_query_read_names(given, &names) : -ENOMEM;
     for (size_t i = 0; i < q->nlabels && rc == 0; i++)
         if (!q->labels[i].key || !q->labels[i].key[0] || !q->labels[i].value) {
             set_err(err, errlen, "bad label filter: expected key=value");
@@ -289,6 +331,7 @@ int pfr_query_plan_new(pfr_store *s, const pfr_query *q, pfr_query_plan **out, c
     strset_free(&c.all_services);
     strset_free(&c.types);
     strset_free(&c.services);
+    pfr_query_names_free(&names);
     if (rc < 0) {
         pfr_query_plan_free(p);
         return rc;

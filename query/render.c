@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pfr_names.h"
 #include "pfr_utf8.h"
 
 /* GCC clone suffixes (foo.part.0, bar.cold) mark plain C names, not Go packages. */
@@ -226,6 +227,9 @@ static void sink_put(text_sink *k, const char *s, size_t n)
     k->buf[k->used] = '\0';
 }
 
+/* Not one of PFR_TEXT_*: a backslash is written \\ (folded names that are escaped). */
+#define TEXT_BACKSLASH 0x100
+
 /* The escape of the character at s (len bytes, code point cp; len 0: a byte that is not UTF-8)
  * into e, or false when it is written as it is. */
 static bool text_escape_char(const unsigned char *s, size_t len, int32_t cp, unsigned flags,
@@ -243,7 +247,8 @@ static bool text_escape_char(const unsigned char *s, size_t len, int32_t cp, uns
         snprintf(e, 8, "\\x%02x", (unsigned)cp);
     else if (cp >= 0x80 && cp < 0xa0)
         snprintf(e, 8, "\\u%04x", (unsigned)cp);
-    else if ((cp == '"' || cp == '\\') && (flags & PFR_TEXT_QUOTE))
+    else if ((cp == '"' && (flags & PFR_TEXT_QUOTE)) ||
+             (cp == '\\' && (flags & (PFR_TEXT_QUOTE | TEXT_BACKSLASH))))
         snprintf(e, 8, "\\%c", (char)cp);
     else
         return false;
@@ -269,10 +274,27 @@ static bool text_plain(const unsigned char *s, size_t n, unsigned flags)
 {
     bool q = flags & PFR_TEXT_QUOTE, semi = flags & PFR_TEXT_SEMICOLON;
     for (size_t i = 0; i < n; i++)
-        if (s[i] < 0x20 || s[i] >= 0x7f || (semi && s[i] == ';') ||
+        if (s[i] < 0x20 || s[i] >= 0x7f || (semi && (s[i] == ';' || s[i] == '\\')) ||
             (q && (s[i] == ' ' || s[i] == '"' || s[i] == '\\')))
             return false;
     return n > 0 || !q;
+}
+
+/* A folded name that needs no escape and holds no text a reader takes for one (pfr_names.h):
+ * written as it is, backslashes included. */
+static bool folded_plain(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0, len; i < n; i += len ? len : 1) {
+        int32_t cp = 0;
+        char e[8], dec[4];
+        size_t declen;
+        len = pfr_utf8_seq(s + i, n - i, &cp);
+        if (text_escape_char(s + i, len, cp, PFR_TEXT_SEMICOLON, e) ||
+            (cp == '\\' &&
+             pfr_name_escape_at((const char *)s + i, n - i, PFR_NAME_FOLDED, dec, &declen)))
+            return false;
+    }
+    return true;
 }
 
 static void text_write(text_sink *k, const char *name, unsigned flags)
@@ -283,6 +305,8 @@ static void text_write(text_sink *k, const char *name, unsigned flags)
         sink_put(k, (const char *)s, n);
         return;
     }
+    if ((flags & PFR_TEXT_SEMICOLON) && !folded_plain(s, n))
+        flags |= TEXT_BACKSLASH;
     bool quote = (flags & PFR_TEXT_QUOTE) && text_needs_quotes(s, n, flags);
     if (quote)
         sink_put(k, "\"", 1);

@@ -1,6 +1,7 @@
 /* JSON renderer: metadata, package colours and the nested flame tree. */
 #include "pfr_buf.h"
 #include "pfr_diff.h"
+#include "pfr_names.h"
 #include "pfr_utf8.h"
 #include "render_internal.h"
 
@@ -21,7 +22,7 @@ double pfr_render_node_width(const pfr_tree_node *n, const pfr_render_opts *o)
 json_t *pfr_json_text(const char *s)
 {
     int err;
-    char *fixed = pfr_utf8_lossy(s, &err);
+    char *fixed = pfr_name_json(s, &err);
     if (err)
         return NULL;
     json_t *j = json_string(fixed ? fixed : s);
@@ -32,7 +33,7 @@ json_t *pfr_json_text(const char *s)
 int pfr_json_set_text_key(json_t *obj, const char *key, json_t *value)
 {
     int err;
-    char *fixed = pfr_utf8_lossy(key, &err);
+    char *fixed = pfr_name_json(key, &err);
     int rc = err ? -1 : json_object_set_new(obj, fixed ? fixed : key, value);
     if (err)
         json_decref(value);
@@ -65,7 +66,7 @@ static int64_t package_index(json_ctx *c, const pfr_tree *t, const pfr_tree_node
     const char *name = pfr_tree_str(t, n->name), *module = pfr_tree_str(t, n->module);
     pfr_frame_package(name, module, pkg, sizeof(pkg));
     int err;
-    char *fixed = pfr_utf8_lossy(pkg, &err); /* object keys must be UTF-8 too */
+    char *fixed = pfr_name_json(pkg, &err); /* object keys must be UTF-8 too */
     if (err)
         return err;
     const char *key = fixed ? fixed : pkg;
@@ -233,14 +234,21 @@ static int wb_err(const pfr_buf *b)
 
 #define WB_LIT(b, s) pfr_buf_put(b, s, sizeof(s) - 1)
 
-/* A JSON string as jansson's dump writes it (no JSON_ENSURE_ASCII) for pfr_json_text(str): a
- * byte that does not start well-formed UTF-8 is written as U+FFFD. */
-static int wb_str(pfr_buf *b, const char *str, bool escape_slash)
+/* A JSON string as jansson's dump writes it (no JSON_ENSURE_ASCII) for pfr_json_text(str): the
+ * name's JSON form (pfr_names.h), valid UTF-8. */
+static int wb_str(pfr_buf *b, const char *name, bool escape_slash)
 {
+    int err;
+    char *printed = pfr_name_json(name, &err);
+    if (err)
+        return err;
+    const char *str = printed ? printed : name;
     const unsigned char *s = (const unsigned char *)str;
     size_t n = strlen(str);
-    if (pfr_buf_reserve(b, n + 2) < 0)
+    if (pfr_buf_reserve(b, n + 2) < 0) {
+        free(printed);
         return -ENOMEM;
+    }
     pfr_buf_putc(b, '"');
     size_t i = 0;
     while (i < n) {
@@ -252,13 +260,8 @@ static int wb_str(pfr_buf *b, const char *str, bool escape_slash)
         i = run;
         if (i == n)
             break;
-        int32_t cp;
+        int32_t cp = 0;
         size_t len = pfr_utf8_seq(s + i, n - i, &cp);
-        if (!len) {
-            WB_LIT(b, PFR_UTF8_REPLACEMENT);
-            i++;
-            continue;
-        }
         if (cp >= 0x80) {
             pfr_buf_put(b, str + i, len);
         } else {
@@ -294,8 +297,9 @@ static int wb_str(pfr_buf *b, const char *str, bool escape_slash)
             }
             pfr_buf_put(b, text, strlen(text));
         }
-        i += len;
+        i += len ? len : 1; /* len 0 cannot be: the JSON form is UTF-8 */
     }
+    free(printed);
     WB_LIT(b, "\"");
     return wb_err(b);
 }

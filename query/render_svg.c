@@ -1,7 +1,7 @@
 /* SVG renderer: frames laid out here (so the picture shows without a script), plus an inline
  * script for tooltips, click-to-zoom and search. Root at the bottom. */
 #include "pfr_diff.h"
-#include "pfr_utf8.h"
+#include "pfr_names.h"
 #include "render_internal.h"
 
 #include <errno.h>
@@ -16,9 +16,10 @@
 
 void pfr_render_xml_escape(FILE *out, const char *text)
 {
-    /* XML must be well-formed UTF-8: a browser refuses the whole picture otherwise. */
+    /* XML must be well-formed UTF-8: a browser refuses the whole picture otherwise. Names are
+     * shown in their JSON form (pfr_names.h), as the page and the JSON show them. */
     int err;
-    char *fixed = pfr_utf8_lossy(text, &err);
+    char *fixed = pfr_name_json(text, &err);
     const char *s = fixed ? fixed : text;
     for (; *s; s++) {
         switch (*s) {

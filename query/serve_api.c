@@ -13,6 +13,7 @@
 #include "pfr_query.h"
 #include "pfr_render.h"
 #include "pfr_time.h"
+#include "pfr_names.h"
 #include "pfr_utf8.h"
 #include "render_internal.h"
 
@@ -610,6 +611,28 @@ static int cmp_label_value(const void *a, const void *b)
     return strcmp(x->value, y->value);
 }
 
+/* Add v to the label's sum in acc; key and value in their JSON form (pfr_names.h): comm and
+ * friends are bytes, and the page gives the value back to select it. 0 or -ENOMEM. */
+static int add_label_value(json_t *acc, const pfr_label *l, double v)
+{
+    char num[32];
+    if (!l->str)
+        snprintf(num, sizeof(num), "%lld", (long long)l->num);
+    int kerr, verr;
+    char *pk = pfr_name_json(l->key, &kerr), *pv = l->str ? pfr_name_json(l->str, &verr) : NULL;
+    const char *key = pk ? pk : l->key, *val = pv ? pv : l->str ? l->str : num;
+    int rc = kerr || (l->str && verr) ? -ENOMEM : 0;
+    json_t *m = rc ? NULL : json_object_get(acc, key);
+    if (!rc && !m && json_object_set_new(acc, key, m = json_object()))
+        rc = -ENOMEM;
+    json_t *cur = rc ? NULL : json_object_get(m, val);
+    if (!rc && json_object_set_new(m, val, json_real((cur ? json_real_value(cur) : 0) + v)))
+        rc = -ENOMEM;
+    free(pk);
+    free(pv);
+    return rc;
+}
+
 /* Sum each (key, value)'s sample values, in a JSON object of objects used as a map. */
 static int collect_labels(const pfr_profile *p, int ti, json_t *acc)
 {
@@ -618,23 +641,9 @@ static int collect_labels(const pfr_profile *p, int ti, json_t *acc)
         const pfr_label *l;
         size_t nl = pfr_profile_sample_labels(p, i, &l);
         double v = (double)pfr_profile_sample_values(p, i)[ti];
-        for (size_t k = 0; k < nl; k++) {
-            char key[256], val[512]; /* comm and friends are bytes, JSON wants UTF-8 */
-            snprintf(key, sizeof(key), "%s", l[k].key);
-            if (l[k].str)
-                snprintf(val, sizeof(val), "%s", l[k].str);
-            else
-                snprintf(val, sizeof(val), "%lld", (long long)l[k].num);
-            make_utf8(key);
-            make_utf8(val);
-            json_t *m = json_object_get(acc, key);
-            if (!m && json_object_set_new(acc, key, m = json_object()))
+        for (size_t k = 0; k < nl; k++)
+            if (add_label_value(acc, &l[k], v) < 0)
                 return -ENOMEM;
-            json_t *cur = json_object_get(m, val);
-            double sum = (cur ? json_real_value(cur) : 0) + v;
-            if (json_object_set_new(m, val, json_real(sum)))
-                return -ENOMEM;
-        }
     }
     return 0;
 }

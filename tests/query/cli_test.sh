@@ -269,7 +269,7 @@ d = json.load(open(sys.argv[1]))
 names = [s['name'] for s in d['services']]
 want = ['/docker/web', '/k8s-cronjob/ns/backup', '/k8s/default/api', '/k8s/long/' + 'x' * 2000,
         '/k8s/prod/db-0/postgres', '/system.slice/nginx.service', '/weird/a+b %2F c?d=e&f#g:8080',
-        '<!--<script><img src=x onerror=alert(1)>"\'&amp;</script>', 'bytes\ufffd\ufffd', 'nginx',
+        '<!--<script><img src=x onerror=alert(1)>"\'&amp;</script>', r'bytes\xff\xfe', 'nginx',
         'semi;colon\nnew line\x1b[31mred\x1b[0m']
 assert names == want, names
 api = d['services'][2]['labels']['container.id']
@@ -336,7 +336,10 @@ for s in "$HOSTILE" $'semi;colon\nnew line\x1b[31mred\x1b[0m' $'bytes\xff\xfe' "
     expect_exit 0 "$PFR" --store "$N" timeline "${svc[@]}" $NR --format json -o "$W/ht$i.json"
     python3 - "$W" $i "$s" <<'EOF2' && ok "hostile name $i: svg is XML, json exact, html data inert" || bad "hostile name $i"
 import json, os, sys, xml.etree.ElementTree as ET
-w, i, name = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3]).decode('utf-8', 'replace')
+w, i = sys.argv[1], sys.argv[2]
+# the name's JSON form (docs/query.md): bad bytes as \xHH (none of these has a backslash)
+name = ''.join('\\x%02x' % (ord(c) - 0xdc00) if 0xdc80 <= ord(c) <= 0xdcff else c
+               for c in os.fsencode(sys.argv[3]).decode('utf-8', 'surrogateescape'))
 ET.parse(f'{w}/h{i}.svg')
 d = json.load(open(f'{w}/h{i}.json'))
 assert d['service'] == (name or None), (d['service'], name)
@@ -349,6 +352,62 @@ for page in (f'{w}/h{i}.html', f'{w}/hd{i}.html'):
     assert json.loads(data)['service'] == (name or None)
 EOF2
 done
+
+# ---- names that need escapes (pfr_fx_escapes in ring_fixture.c): printed, they select ----
+E=$W/escapes.db
+"$MK" "$E" escapes --chunks 3 --start $T0 || exit 1
+python3 - "$PFR" "$E" $T0 <<'EOF2' && ok "escaped names: ls json selects, folded reads back" || bad "escaped names"
+import json, re, subprocess, sys
+pfr, ring, t0 = sys.argv[1], sys.argv[2], sys.argv[3]
+rng = ['--from', t0, '--to', str(int(t0) + 30)]
+# (service, container.id, leaf, value) as the fixture writes them: bytes
+want = [(b'comm\xff\xfe', b'id\xc3(', b'leaf\xc3(\xed\xa0\x80', 1), (b'a\\x3bb', b'a\\x3bb', b'fn\\x3bb', 2),
+        (b'a;b', b'a;b', b'fn;b', 3), (b'with space', b'with space', b'fn with space', 4),
+        (b'new\nline', b'new\nline', b'fn\nline\t\x1b', 5),
+        (b'dev-disk-by\\x2duuid.device', b'by\\x2duuid', b'by\\x2dfn', 6),
+        (b'two\\\\back\\xff', b'\\xFF\\', b'C:\\dir\\\\x80\\u0041', 7), (b'\\', b'\\\xff', b'\\', 8)]
+
+def run(*args):
+    r = subprocess.run([pfr, '--store', ring, *args], capture_output=True)
+    assert r.returncode == 0, (args, r.stderr)
+    return r.stdout
+
+def read_folded(t):
+    """A folded frame back to its bytes, as docs/query.md says a reader does."""
+    def one(m):
+        e = m.group(0)
+        if e == b'\\\\': return b'\\'
+        if e[1:2] in b'ntr': return {b'n': b'\n', b't': b'\t', b'r': b'\r'}[e[1:2]]
+        if e[1:2] == b'x': return bytes([int(e[2:], 16)])
+        return chr(int(e[2:], 16)).encode()
+    return re.sub(rb'\\(\\|[ntr]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})', one, t)
+
+ls = json.loads(run('ls', '--format', 'json'))['services']
+assert len(ls) == len(want), [s['name'] for s in ls]
+seen = set()
+for s in ls:
+    name, cid = s['name'], s['labels']['container.id'][0]
+    lines = run('flame', '--service', name, '--label', 'container.id=' + cid, *rng,
+                '--format', 'folded').splitlines()
+    assert len(lines) == 1 and lines[0].startswith(b'main;'), (name, lines)
+    frames, value = lines[0].rsplit(b' ', 1)
+    leaf = read_folded(frames[5:])
+    hit = [w for w in want if w[2] == leaf and int(value) == 3 * w[3] * 10**9]
+    assert len(hit) == 1, (name, lines)
+    seen.add(hit[0][0])
+    assert json.loads(run('timeline', '--service', name, *rng, '--format', 'json'))['service'] == name
+assert seen == {w[0] for w in want}, seen
+# a slice of one service, named as ls printed it
+bad = next(s['name'] for s in ls if s['name'].startswith('comm'))
+run('export', '--ring', ring + '.slice', '--force', '--service', bad, *rng)
+sl = subprocess.run([pfr, '--store', ring + '.slice', 'ls', '--format', 'json'], capture_output=True)
+assert [s['name'] for s in json.loads(sl.stdout)['services']] == [bad], sl
+# every service at once: the service is the first frame; "a\x3bb" and "a;b" two lines apart
+lines = run('flame', *rng, '--format', 'folded').splitlines()
+assert b'a\\\\x3bb;main;fn\\\\x3bb 6000000000' in lines and b'a\\x3bb;main;fn\\x3bb 9000000000' in lines, lines
+got = sorted(tuple(read_folded(f) for f in l.rsplit(b' ', 1)[0].split(b';')) for l in lines)
+assert got == sorted((w[0], b'main', w[2]) for w in want), got
+EOF2
 
 # ---- read-only while a writer appends ----
 "$MK" "$W/live.db" testgen --chunks 150 --start $T0 >/dev/null 2>&1 &

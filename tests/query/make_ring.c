@@ -84,7 +84,7 @@ static int testgen(pfr_store *s, int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: make_ring RING testgen|shift|names [options]\n");
+        fprintf(stderr, "usage: make_ring RING testgen|shift|names|escapes [options]\n");
         return 2;
     }
     pfr_store *s = pfr_fx_open(argv[1]);
@@ -96,6 +96,9 @@ int main(int argc, char **argv)
             s, arg_str(argc, argv, "--service") ? arg_str(argc, argv, "--service") : "app",
             arg_num(argc, argv, "--start", 1714564800) * FX_S,
             (int)arg_num(argc, argv, "--chunks", 60));
+    else if (strcmp(argv[2], "escapes") == 0)
+        rc = pfr_fx_escapes_ring(s, arg_num(argc, argv, "--start", 1714564800) * FX_S,
+                                 (int)arg_num(argc, argv, "--chunks", 60));
     else if (strcmp(argv[2], "names") == 0)
         rc = pfr_fx_names_ring(s, arg_num(argc, argv, "--start", 1714564800) * FX_S,
                                (int)arg_num(argc, argv, "--chunks", 60));

@@ -130,3 +130,44 @@ int pfr_fx_names_ring(pfr_store *s, int64_t start, int nchunks)
     }
     return 0;
 }
+
+const fx_named pfr_fx_escapes[] = {
+    {"comm\xff\xfe", "id\xc3(", "leaf\xc3(\xed\xa0\x80", 1 * FX_S},
+    {"a\\x3bb", "a\\x3bb", "fn\\x3bb", 2 * FX_S},
+    {"a;b", "a;b", "fn;b", 3 * FX_S},
+    {"with space", "with space", "fn with space", 4 * FX_S},
+    {"new\nline", "new\nline", "fn\nline\t\x1b", 5 * FX_S},
+    {"dev-disk-by\\x2duuid.device", "by\\x2duuid", "by\\x2dfn", 6 * FX_S},
+    {"two\\\\back\\xff", "\\xFF\\", "C:\\dir\\\\x80\\u0041", 7 * FX_S},
+    {"\\", "\\\xff", "\\", 8 * FX_S},
+};
+const size_t pfr_fx_nescapes = sizeof(pfr_fx_escapes) / sizeof(pfr_fx_escapes[0]);
+
+int pfr_fx_escapes_ring(pfr_store *s, int64_t start, int nchunks)
+{
+    for (int i = 0; i < nchunks; i++) {
+        for (size_t k = 0; k < pfr_fx_nescapes; k++) {
+            const fx_named *n = &pfr_fx_escapes[k];
+            pfr_kv cid = {"container.id", n->container_id};
+            pfr_profile *p = pfr_fx_profile("ebpf:cpu:nanoseconds");
+            if (!p)
+                return -ENOMEM;
+            /* frames by hand: pfr_fx_sample would split the leaf at its ';' */
+            int64_t leaf = pfr_profile_add_frame(p, n->leaf, "src.c", 2);
+            int64_t root = pfr_profile_add_frame(p, "main", "src.c", 1);
+            pfr_label comm = {.key = "comm", .str = n->service};
+            int64_t rc = leaf < 0 ? leaf : root;
+            if (rc >= 0) {
+                uint32_t locs[2] = {(uint32_t)leaf, (uint32_t)root};
+                rc = pfr_profile_add_sample(p, locs, 2, &n->value, &comm, 1);
+            }
+            if (rc >= 0)
+                rc = pfr_fx_append(s, n->service, &cid, 1, start + (int64_t)i * 10 * FX_S,
+                                   10 * FX_S, p);
+            pfr_profile_free(p);
+            if (rc < 0)
+                return (int)rc;
+        }
+    }
+    return 0;
+}

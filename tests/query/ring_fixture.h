@@ -46,4 +46,12 @@ extern const size_t pfr_fx_nnames;
 #define FX_LONG_NAME "/k8s/long/" FX_X1000 FX_X1000
 int pfr_fx_names_ring(pfr_store *s, int64_t start, int nchunks);
 
+/* Names that need escapes, or hold text that reads as one (pfr_names.h), as service,
+ * container.id, leaf function and comm (= the service): bytes that are not UTF-8, a literal
+ * "a\x3bb" beside "a;b", a space, a newline, systemd's "\x2d", doubled backslashes, a lone one.
+ * Chunks of 10 s from start, service k holding "main;<leaf>" with pfr_fx_escapes[k].value. */
+extern const fx_named pfr_fx_escapes[];
+extern const size_t pfr_fx_nescapes;
+int pfr_fx_escapes_ring(pfr_store *s, int64_t start, int nchunks);
+
 #endif

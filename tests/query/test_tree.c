@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "pfr_names.h"
 #include "pfr_profile.h"
 #include "pfr_render.h"
 #include "pfr_tree.h"
@@ -399,6 +400,91 @@ static void test_text_escape(void **state)
     pfr_tree_free(t);
 }
 
+/* name's JSON form (pfr_names.h), malloc'ed */
+static char *json_form(const char *name)
+{
+    int err;
+    char *p = pfr_name_json(name, &err);
+    assert_int_equal(err, 0);
+    return p ? p : strdup(name);
+}
+
+/* what printed reads back to in form f, malloc'ed */
+static char *read_back(const char *printed, pfr_name_form f)
+{
+    pfr_buf b = {0};
+    assert_int_equal(pfr_name_read(printed, strlen(printed), f, &b), 0);
+    pfr_buf_cstr(&b);
+    return (char *)pfr_buf_steal(&b, NULL);
+}
+
+/* A name in JSON form and in folded form: plain names unchanged (systemd's \x2d included), the
+ * rest escaped whole, and every one read back to its bytes. */
+static void test_name_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *json, *folded;
+    } cases[] = {
+        {"/system.slice/nginx.service", NULL, NULL},
+        {"with space", NULL, NULL},
+        {"été ✓", NULL, NULL},
+        {"dev-disk-by\\x2duuid.device", NULL, "dev-disk-by\\\\x2duuid.device"},
+        {"C:\\dir\\file", NULL, NULL}, /* no backslash there reads as an escape */
+        {"\\", NULL, NULL},
+        {"a;b", NULL, "a\\x3bb"},
+        {"a\\x3bb", NULL, "a\\\\x3bb"},
+        {"new\nline\t\x1b", NULL, "new\\nline\\t\\x1b"},
+        {"bad\xff\xc3(", "bad\\xff\\xc3(", "bad\\xff\\xc3("},
+        {"a\\xffb", "a\\\\xffb", "a\\\\xffb"},
+        {"a\\xFFb", "a\\\\xFFb", "a\\\\xFFb"},
+        {"two\\\\", "two\\\\\\\\", "two\\\\\\\\"},
+        {"\\\xff", "\\\\\\xff", "\\\\\\xff"},
+        {"c1\xc2\x9b\\u0041", NULL, "c1\\u009b\\\\u0041"},
+    };
+    char b[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *name = cases[i].name;
+        const char *json = cases[i].json ? cases[i].json : name;
+        const char *folded = cases[i].folded ? cases[i].folded : name;
+        char *j = json_form(name);
+        assert_string_equal(j, json);
+        assert_string_equal(pfr_text_escape(name, PFR_TEXT_SEMICOLON, b, sizeof(b)), folded);
+        char *back = read_back(j, PFR_NAME_JSON);
+        assert_string_equal(back, name);
+        free(back);
+        back = read_back(b, PFR_NAME_FOLDED);
+        assert_string_equal(back, name);
+        free(back);
+        int err;
+        char *parsed = pfr_name_parse(j, PFR_NAME_JSON, &err);
+        assert_int_equal(err, 0);
+        assert_string_equal(parsed ? parsed : j, name);
+        assert_true(!parsed == !cases[i].json); /* parsed: only a name that was escaped */
+        free(parsed);
+        free(j);
+    }
+
+    /* folded: a literal "a\x3bb" and "a;b" are two frames apart, each read back to its bytes */
+    pfr_tree *t = pfr_tree_new();
+    const char *lit[] = {"main", "a\\x3bb"}, *semi[] = {"main", "a;b"};
+    assert_int_equal(pfr_tree_add_stack(t, 0, lit, NULL, 2, 1), 0);
+    assert_int_equal(pfr_tree_add_stack(t, 0, semi, NULL, 2, 2), 0);
+    pfr_tree_finish(t);
+    char *out = render(pfr_render_folded, t, NULL);
+    assert_non_null(strstr(out, "main;a\\\\x3bb 1\n"));
+    assert_non_null(strstr(out, "main;a\\x3bb 2\n"));
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        char *value = strrchr(line, ' ');
+        *value++ = '\0';
+        char *back = read_back(strchr(line, ';') + 1, PFR_NAME_FOLDED);
+        assert_string_equal(back, strcmp(value, "1") == 0 ? lit[1] : semi[1]);
+        free(back);
+    }
+    free(out);
+    pfr_tree_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,7 +493,7 @@ int main(void)
         cmocka_unit_test(test_top),          cmocka_unit_test(test_json),
         cmocka_unit_test(test_from_profile), cmocka_unit_test(test_package_rule),
         cmocka_unit_test(test_format_value), cmocka_unit_test(test_pictures_self_contained),
-        cmocka_unit_test(test_text_escape),
+        cmocka_unit_test(test_text_escape),  cmocka_unit_test(test_name_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,7 @@
 
 #include "pfr_serve.h"
 #include "pfr_testgen.h"
-#include "pfr_utf8.h"
+#include "pfr_names.h"
 #include "ring_fixture.h"
 
 #define T0  (1714564800LL * FX_S)
@@ -30,6 +30,7 @@ typedef struct fixture {
     char shift[128]; /* "app": 60 chunks of 10 s from T0, hot_before then hot_after */
     char types[128]; /* "heap": two level types; "api": testgen CPU, 120 chunks */
     char names[128]; /* Coroot-style and hostile service names (pfr_fx_names), 30 chunks from T0 */
+    char escapes[128]; /* names that need escapes (pfr_fx_escapes), 30 chunks from T0 */
     pfr_serve_api api;
 } fixture;
 
@@ -67,11 +68,15 @@ static int setup(void **state)
     snprintf(f->shift, sizeof(f->shift), "%s/shift.db", f->dir);
     snprintf(f->types, sizeof(f->types), "%s/types.db", f->dir);
     snprintf(f->names, sizeof(f->names), "%s/names.db", f->dir);
+    snprintf(f->escapes, sizeof(f->escapes), "%s/escapes.db", f->dir);
     pfr_store *s = pfr_fx_open(f->shift);
     int rc = pfr_fx_shift_ring(s, "app", T0, 60);
     pfr_store_close(s);
     s = pfr_fx_open(f->names);
     rc = rc ? rc : pfr_fx_names_ring(s, T0, 30);
+    pfr_store_close(s);
+    s = pfr_fx_open(f->escapes);
+    rc = rc ? rc : pfr_fx_escapes_ring(s, T0, 30);
     pfr_store_close(s);
     if (rc || make_types_ring(f->types))
         return -1;
@@ -267,6 +272,15 @@ static const char *flame_str(json_t *d, const char *key)
     return json_string_value(json_object_get(json_object_get(d, "flame"), key));
 }
 
+/* A name as the API prints it (pfr_names.h), malloc'ed. */
+static char *json_form(const char *name)
+{
+    int err;
+    char *p = pfr_name_json(name, &err);
+    assert_int_equal(err, 0);
+    return p ? p : strdup(name);
+}
+
 /* Every service of the names ring, by its exact name: the flame graph, the timeline and the diff
  * answer for that service and no other. */
 static void test_names(void **state)
@@ -281,35 +295,36 @@ static void test_names(void **state)
     bool seen_bytes = false;
     for (size_t i = 0; i < json_array_size(svcs); i++)
         seen_bytes |= strcmp(json_string_value(json_object_get(json_array_get(svcs, i), "name")),
-                             "bytes" PFR_UTF8_REPLACEMENT PFR_UTF8_REPLACEMENT) == 0;
-    assert_true(seen_bytes); /* not UTF-8 in the ring: listed, bytes replaced */
+                             "bytes\\xff\\xfe") == 0;
+    assert_true(seen_bytes); /* not UTF-8 in the ring: listed with its bad bytes as \xHH */
     json_decref(d);
     for (size_t k = 0; k < pfr_fx_nnames; k++) {
         const fx_named *n = &pfr_fx_names[k];
-        if (strncmp(n->service, "bytes", 5) == 0 ||
-            (k > 0 && strcmp(n->service, pfr_fx_names[k - 1].service) == 0))
-            continue; /* no UTF-8 to ask for it with; the other api instance */
-        pfr_kv q[] = {{"service", n->service}, {"from", "1714564800"}, {"to", "1714565100"}};
+        if (k > 0 && strcmp(n->service, pfr_fx_names[k - 1].service) == 0)
+            continue; /* the other api instance */
+        char *name = json_form(n->service), *leaf = json_form(n->leaf);
+        pfr_kv q[] = {{"service", name}, {"from", "1714564800"}, {"to", "1714565100"}};
         d = call_kv(&api, "/api/flame", &st, q, 3);
         if (st != 200)
-            fail_msg("%s: %u %s", n->service, st, json_dumps(d, 0));
-        assert_string_equal(flame_str(d, "service"), n->service);
-        assert_string_equal(top_name(d, 0), n->leaf);
+            fail_msg("%s: %u %s", name, st, json_dumps(d, 0));
+        assert_string_equal(flame_str(d, "service"), name);
+        assert_string_equal(top_name(d, 0), leaf);
         json_decref(d);
         d = call_kv(&api, "/api/timeline", &st, q, 3);
         assert_int_equal(st, 200);
         assert_string_equal(
-            json_string_value(json_object_get(json_object_get(d, "timeline"), "service")),
-            n->service);
+            json_string_value(json_object_get(json_object_get(d, "timeline"), "service")), name);
         assert_int_equal(json_integer_value(json_object_get(d, "chunks")),
                          strcmp(n->service, "/k8s/default/api") == 0 ? 60 : 30);
         json_decref(d);
-        pfr_kv dq[] = {{"service", n->service}, {"from", "1714564950"}, {"to", "1714565100"}};
+        pfr_kv dq[] = {{"service", name}, {"from", "1714564950"}, {"to", "1714565100"}};
         d = call_kv(&api, "/api/diff", &st, dq, 3);
         assert_int_equal(st, 200);
-        assert_string_equal(flame_str(d, "service"), n->service);
+        assert_string_equal(flame_str(d, "service"), name);
         assert_string_equal(flame_str(d, "kind"), "diff");
         json_decref(d);
+        free(name);
+        free(leaf);
     }
     /* one instance of the Deployment: Coroot's per-instance view filters on container.id */
     for (int inst = 0; inst < 2; inst++) {
@@ -347,9 +362,70 @@ static void test_names(void **state)
     assert_int_equal(st, 200);
     bool seen = false;
     for (size_t i = 0; top_name(d, i); i++)
-        seen |= strcmp(top_name(d, i), "bytes_fn" PFR_UTF8_REPLACEMENT) == 0;
+        seen |= strcmp(top_name(d, i), "bytes_fn\\xff") == 0;
     assert_true(seen);
     json_decref(d);
+}
+
+/* Names that need escapes (pfr_fx_escapes): each name /api/ls prints, service or container.id,
+ * and each comm value /api/labels prints, selects its own stream in /api/flame and
+ * /api/timeline as it is; frames come in the same form. */
+static void test_escaped_names(void **state)
+{
+    fixture *f = *state;
+    pfr_serve_api api = {.store_path = f->escapes, .limits = f->api.limits};
+    unsigned st;
+    json_t *ls = call_api(&api, "/api/ls", &st, NULL);
+    assert_int_equal(st, 200);
+    json_t *svcs = json_object_get(json_object_get(ls, "ls"), "services");
+    assert_int_equal(json_array_size(svcs), pfr_fx_nescapes);
+    for (size_t i = 0; i < json_array_size(svcs); i++) {
+        json_t *svc = json_array_get(svcs, i);
+        const char *name = json_string_value(json_object_get(svc, "name"));
+        const char *cid = json_string_value(
+            json_array_get(json_object_get(json_object_get(svc, "labels"), "container.id"), 0));
+        const fx_named *n = NULL;
+        for (size_t k = 0; k < pfr_fx_nescapes && !n; k++) {
+            char *want = json_form(pfr_fx_escapes[k].service);
+            n = strcmp(want, name) == 0 ? &pfr_fx_escapes[k] : NULL;
+            free(want);
+        }
+        if (!n)
+            fail_msg("/api/ls printed \"%s\", no service's JSON form", name);
+        char *leaf = json_form(n->leaf), label[256], *want_cid = json_form(n->container_id);
+        assert_string_equal(cid, want_cid);
+        snprintf(label, sizeof(label), "container.id=%s", cid);
+        pfr_kv q[] = {
+            {"service", name}, {"label", label}, {"from", "1714564800"}, {"to", "1714565100"}};
+        json_t *d = call_kv(&api, "/api/flame", &st, q, 4);
+        if (st != 200)
+            fail_msg("%s: %u %s", name, st, json_dumps(d, 0));
+        assert_string_equal(flame_str(d, "service"), name);
+        assert_string_equal(top_name(d, 0), leaf);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "flame"), "total")),
+                         30 * n->value);
+        json_decref(d);
+        d = call_kv(&api, "/api/timeline", &st, q, 4);
+        assert_int_equal(st, 200);
+        assert_int_equal(json_integer_value(json_object_get(d, "chunks")), 30);
+        json_decref(d);
+        /* the comm value /api/labels prints selects the same samples, with no service given */
+        d = call_kv(&api, "/api/labels", &st, q, 1);
+        assert_int_equal(st, 200);
+        json_t *comm = json_object_get(json_object_get(d, "sample_labels"), "comm");
+        assert_int_equal(json_array_size(comm), 1);
+        snprintf(label, sizeof(label), "comm=%s",
+                 json_string_value(json_object_get(json_array_get(comm, 0), "value")));
+        json_decref(d);
+        pfr_kv cq[] = {{"label", label}, {"from", "1714564800"}, {"to", "1714565100"}};
+        d = call_kv(&api, "/api/flame", &st, cq, 3);
+        assert_int_equal(st, 200);
+        assert_string_equal(top_name(d, 0), leaf);
+        json_decref(d);
+        free(leaf);
+        free(want_cid);
+    }
+    json_decref(ls);
 }
 
 /* Everything a page or a person can get wrong: a JSON 4xx, never a crash. */
@@ -787,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_http),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_escaped_names),
         cmocka_unit_test(test_http_names),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
