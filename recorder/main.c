@@ -24,6 +24,7 @@
 #include "exe_scan.h"
 #include "host.h"
 #include "pfr_clock.h"
+#include "pfr_fsguard.h"
 #include "pfr_identity.h"
 #include "pfr_log.h"
 #include "pfr_store.h"
@@ -45,6 +46,7 @@ typedef struct writer {
     uint64_t intervals;
     pfr_daemon_metrics *metrics;
     pfr_identity *identity;     /* NULL: none */
+    pfr_fsguard *fsguard;       /* files of remote file systems */
     uint64_t identity_errors;   /* metadata failures already logged */
     pfr_collector **collectors; /* one per source */
     size_t ncollectors;
@@ -187,6 +189,24 @@ static int arm_timer(int tfd, int64_t at_ns)
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* The guard of other processes' files on remote file systems; copies go beside the ring (an
+ * unlinked file: page cache, not the recorder's own memory). */
+static int fsguard_new(const pfr_config *cfg, pfr_fsguard **out)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", cfg->store_path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
+    pfr_fsguard_opts o = {.remote = (enum pfr_fsguard_remote)cfg->remote_files,
+                          .timeout_ns = cfg->remote_file_timeout_ns,
+                          .max_copy_bytes = cfg->remote_file_max_bytes,
+                          .copy_dir = dir};
+    return pfr_fsguard_new(&o, out);
+}
+
 /* The resolver of Coroot identities, with the metadata sources the configuration gives. */
 static int identity_new(const pfr_config *cfg, pfr_identity **out, char *err, size_t errlen)
 {
@@ -264,10 +284,34 @@ static void collector_metrics(writer *w)
     }
 }
 
+/* Files of remote file systems: what the guard did with them. */
+static void fsguard_metrics(writer *w)
+{
+    static const char help[] = "files of other processes on remote file systems (FUSE, NFS, "
+                               "...), by what the recorder did with them";
+    static const char *const names[] = {"copied",  "skipped", "avoided",
+                                        "too_big", "error",   "abandoned"};
+    pfr_fsguard_stats st;
+    pfr_fsguard_stats_get(w->fsguard, &st);
+    const uint64_t v[] = {st.copies,          st.refused_skip, st.refused_avoided,
+                          st.refused_too_big, st.copy_errors,  st.abandoned};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        pfr_daemon_metrics_put1(w->metrics, "pfr_remote_files_total", help, PFR_METRIC_COUNTER,
+                                "result", names[i], (double)v[i]);
+    pfr_daemon_metrics_put(w->metrics, "pfr_remote_file_workers_stuck",
+                           "copy workers still blocked in the kernel past their deadline",
+                           PFR_METRIC_GAUGE, (double)st.stuck_now);
+    pfr_daemon_metrics_put(w->metrics, "pfr_remote_file_lookups_total",
+                           "mapped files found on a remote (or unknown) file system before they "
+                           "were opened",
+                           PFR_METRIC_COUNTER, (double)st.remote_lookups);
+}
+
 /* The main thread's own metrics (the sources mirror theirs from their collectors' threads). */
 static void update_metrics(writer *w)
 {
     collector_metrics(w);
+    fsguard_metrics(w);
     if (w->identity) {
         pfr_identity_stats is;
         pfr_identity_get_stats(w->identity, &is);
@@ -569,14 +613,26 @@ int main(int argc, char **argv)
     pfr_exe_scan *exes = NULL;
     if (pfr_exe_scan_new("/proc", &exes))
         exes = NULL;
+    pfr_fsguard *fsguard = NULL;
+    rc = fsguard_new(&cfg, &fsguard);
+    if (rc) {
+        pfr_err("cannot set up the file system guard: %s", strerror(-rc));
+        pfr_exe_scan_free(exes);
+        pfr_identity_free(identity);
+        pfr_daemon_metrics_free(metrics);
+        pfr_config_free(&cfg);
+        return 1;
+    }
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
-    pfr_source_env env = {.cfg = &cfg, .exes = exes, .metrics = metrics, .identity = identity};
+    pfr_source_env env = {
+        .cfg = &cfg, .exes = exes, .metrics = metrics, .identity = identity, .fsguard = fsguard};
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);
         stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
+        pfr_fsguard_free(fsguard);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
@@ -597,12 +653,17 @@ int main(int argc, char **argv)
         pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
         stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
+        pfr_fsguard_free(fsguard);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
     }
-    writer w = {.store = store, .host = &host, .metrics = metrics, .identity = identity};
+    writer w = {.store = store,
+                .host = &host,
+                .metrics = metrics,
+                .identity = identity,
+                .fsguard = fsguard};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     int64_t start = pfr_clock_real_ns();
@@ -673,6 +734,7 @@ stop:
     stop_sources(sources, nsrc);
     pfr_exe_scan_free(exes);
     pfr_identity_free(identity); /* after the sources: they look identities up */
+    pfr_fsguard_free(fsguard);
     pfr_daemon_metrics_free(metrics);
     if (efd >= 0)
         close(efd);

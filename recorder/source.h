@@ -17,6 +17,7 @@
 
 struct pfr_cpu_source;
 struct pfr_exe_scan;
+struct pfr_fsguard;
 struct pfr_identity;
 
 /* Called by a source with the profiles it produced (all of an interval at once, so they are
@@ -53,6 +54,9 @@ typedef struct pfr_source_env {
     struct pfr_exe_scan *exes; /* the shared /proc scan; NULL: each source scans on its own */
     pfr_daemon_metrics *metrics;
     struct pfr_identity *identity; /* NULL: processes named from their cgroup paths alone */
+    /* Which file systems the sources' threads may open other processes' files on, and the
+     * copies of remote ones (pfr_fsguard.h); never NULL. */
+    struct pfr_fsguard *fsguard;
 } pfr_source_env;
 
 /* One row of the source table. */
