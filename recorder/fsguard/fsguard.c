@@ -356,12 +356,6 @@ int pfr_fsguard_new(const pfr_fsguard_opts *opts, pfr_fsguard **out)
     g->avoid_ns = o.avoid_ns > 0 ? o.avoid_ns : DEFAULT_AVOID;
     g->max_copy = o.max_copy_bytes ? o.max_copy_bytes : DEFAULT_MAX_COPY;
     g->max_stuck = o.max_stuck ? o.max_stuck : DEFAULT_STUCK;
-    g->stuck = calloc(1, sizeof(*g->stuck));
-    if (!g->stuck) {
-        free(g);
-        return -ENOMEM;
-    }
-    atomic_init(&g->stuck->refs, 1);
     pthread_mutex_init(&g->lock, NULL);
     *out = g;
     return 0;
@@ -371,17 +365,11 @@ void pfr_fsguard_free(pfr_fsguard *g)
 {
     if (!g)
         return;
+    pfr_fsguard_jobs_free(g);
     pfr_map_free(&g->cache);
     pfr_map_free(&g->avoided);
-    pfr_fsguard_stuck_unref(g->stuck);
     pthread_mutex_destroy(&g->lock);
     free(g);
-}
-
-void pfr_fsguard_stuck_unref(pfr_fsguard_stuck *s)
-{
-    if (atomic_fetch_sub(&s->refs, 1) == 1)
-        free(s);
 }
 
 void pfr_fsguard_avoid(pfr_fsguard *g, uint64_t dev)
@@ -404,8 +392,8 @@ bool pfr_fsguard_avoided_locked(pfr_fsguard *g, uint64_t dev, int64_t now)
 
 void pfr_fsguard_stats_get(pfr_fsguard *g, pfr_fsguard_stats *st)
 {
+    pfr_fsguard_sweep(g);
     pthread_mutex_lock(&g->lock);
     *st = g->st;
     pthread_mutex_unlock(&g->lock);
-    st->stuck_now = atomic_load(&g->stuck->n);
 }

@@ -1,51 +1,99 @@
-/* pfr_fsguard_copy: a remote file read by a worker thread with a deadline (see pfr_fsguard.h).
+/* pfr_fsguard_copy: a remote file read by a worker with a deadline (see pfr_fsguard.h).
  *
- * One thread per copy (remote files are few, and each is copied once: the symbolizer and the
- * unwinder keep what they parsed). The job is shared by the caller and the worker; whichever
- * lets go last frees it, so a caller that gave up never waits for a worker blocked in the
- * kernel. */
+ * The worker is a child process, not a thread: a request that a FUSE server has read and never
+ * answers holds its caller in the kernel even against SIGKILL, and a thread held so would keep
+ * the recorder itself from ever exiting. A child held so is left behind (counted) and the
+ * recorder goes on and can stop; it is reaped whenever the server answers or goes away.
+ *
+ * Nobody waits for a copy: the first call forks the worker and answers -EINPROGRESS, a later
+ * call for the same file takes the finished copy. The copy is written to a descriptor the
+ * parent made before the fork (an unlinked O_TMPFILE file, else a memfd), so nothing but an
+ * exit status crosses back. Jobs past their deadline are abandoned at the next call (or
+ * statistics), and their file system avoided. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fsguard_internal.h"
 #include "pfr_clock.h"
 
 #define COPY_CHUNK (64u << 10)
+#define DST_FD     3 /* the copy's descriptor in the child */
 
-typedef struct copy_job {
-    pfr_fsguard_stuck *stuck; /* a reference of the job's own */
-    char path[4200];
-    char copy_dir[4096];
-    uint64_t dev, ino;
-    size_t max;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int refs; /* caller + worker */
-    bool done, abandoned;
-    int result; /* the copy's descriptor or -errno */
-    size_t bytes;
-} copy_job;
+/* ---- the child: only system calls from here (it forked a threaded process) ---- */
 
-static void job_unref(copy_job *j)
+static int child_write_all(int fd, const char *buf, size_t n)
 {
-    pthread_mutex_lock(&j->lock);
-    bool last = --j->refs == 0;
-    pthread_mutex_unlock(&j->lock);
-    if (!last)
-        return;
-    if (j->done && j->abandoned && j->result >= 0)
-        close(j->result);
-    pfr_fsguard_stuck_unref(j->stuck);
-    pthread_cond_destroy(&j->cond);
-    pthread_mutex_destroy(&j->lock);
-    free(j);
+    while (n) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }
+
+/* Open, check, copy. Returns 0 or an errno (the exit status). */
+static int child_copy(const char *path, uint64_t dev, uint64_t ino, size_t max)
+{
+    int src = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (src < 0)
+        return errno;
+    struct stat st;
+    if (fstat(src, &st) != 0)
+        return errno;
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_dev != dev || (ino && (uint64_t)st.st_ino != ino))
+        return ESTALE;
+    if ((uint64_t)st.st_size > max)
+        return EFBIG;
+    static char buf[COPY_CHUNK]; /* the child's own copy of the page: no malloc after fork */
+    size_t total = 0;
+    for (;;) {
+        ssize_t n = read(src, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno;
+        if (n == 0)
+            return 0;
+        total += (size_t)n;
+        if (total > max) /* it grew while read */
+            return EFBIG;
+        int rc = child_write_all(DST_FD, buf, (size_t)n);
+        if (rc)
+            return rc;
+    }
+}
+
+static void child_main(int dst, const char *path, uint64_t dev, uint64_t ino, size_t max)
+{
+    /* the recorder's signals were blocked for its signalfd: a child stopped by the unit's
+     * SIGTERM is fine; none of the recorder's descriptors (BPF maps, the ring) stays held by a
+     * child that may block for ever */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (dup2(dst, DST_FD) < 0)
+        _exit(EBADF);
+    syscall(SYS_close_range, DST_FD + 1, ~0U, 0);
+    int rc = child_copy(path, dev, ino, max);
+    _exit(rc > 0 && rc < 256 ? rc : (rc ? EIO : 0));
+}
+
+/* ---- the parent ---- */
+
+typedef pfr_fsguard_job copy_job;
 
 static int make_copy_file(const char *dir)
 {
@@ -57,189 +105,158 @@ static int make_copy_file(const char *dir)
     return fd < 0 ? -errno : fd;
 }
 
-/* Write all of buf, or -errno. */
-static int write_all(int fd, const char *buf, size_t n)
+/* A read-only descriptor of the copy at offset 0, like the file it stands for. */
+static int reopen_ro(int fd)
 {
-    while (n) {
-        ssize_t w = write(fd, buf, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? -errno : -EIO;
-        buf += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* The worker's part: open, check, copy. Returns the copy's descriptor or -errno. */
-static int copy_file(copy_job *j)
-{
-    int src = open(j->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (src < 0)
-        return -errno;
-    struct stat st;
-    int rc = 0;
-    if (fstat(src, &st) != 0)
-        rc = -errno;
-    else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_dev != j->dev ||
-             (j->ino && (uint64_t)st.st_ino != j->ino))
-        rc = -ESTALE;
-    else if ((uint64_t)st.st_size > j->max)
-        rc = -EFBIG;
-    int dst = rc ? -1 : make_copy_file(j->copy_dir);
-    if (!rc && dst < 0)
-        rc = dst;
-    char *buf = rc ? NULL : malloc(COPY_CHUNK);
-    if (!rc && !buf)
-        rc = -ENOMEM;
-    size_t total = 0;
-    while (!rc) {
-        ssize_t n = read(src, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = -errno;
-            break;
-        }
-        if (n == 0)
-            break;
-        total += (size_t)n;
-        if (total > j->max) { /* it grew while read */
-            rc = -EFBIG;
-            break;
-        }
-        rc = write_all(dst, buf, (size_t)n);
-    }
-    free(buf);
-    close(src);
-    if (rc) {
-        if (dst >= 0)
-            close(dst);
-        return rc;
-    }
-    j->bytes = total;
-    /* the caller gets it read-only at offset 0, like the file it stands for */
     char self[64];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", dst);
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
     int ro = open(self, O_RDONLY | O_CLOEXEC);
-    close(dst);
     return ro < 0 ? -errno : ro;
 }
 
-static void *worker(void *arg)
+/* Whether the worker ended: its result (a descriptor or -errno) in *rc. */
+static bool job_ended(copy_job *j, int *rc)
 {
-    copy_job *j = arg;
-    int rc = copy_file(j);
-    pthread_mutex_lock(&j->lock);
-    j->result = rc;
-    j->done = true;
-    bool abandoned = j->abandoned;
-    pthread_cond_broadcast(&j->cond);
-    pthread_mutex_unlock(&j->lock);
-    if (abandoned) /* counted as stuck when the caller gave up on it */
-        atomic_fetch_sub(&j->stuck->n, 1);
-    job_unref(j);
-    return NULL;
+    int status;
+    pid_t p = waitpid(j->pid, &status, WNOHANG);
+    if (p == 0)
+        return false;
+    if (p < 0)
+        *rc = -ECHILD; /* reaped by someone else: its result is unknown */
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        *rc = reopen_ro(j->dst);
+    else
+        *rc = WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+    return true;
 }
 
-/* May a copy start? 0, or the refusal's errno (counted). */
-static int admit(pfr_fsguard *g, uint64_t dev)
+static void count_result_locked(pfr_fsguard *g, int rc, const copy_job *j)
 {
-    int rc = 0;
-    pthread_mutex_lock(&g->lock);
-    if (g->remote == PFR_FSGUARD_REMOTE_SKIP) {
-        g->st.refused_skip++;
-        rc = -EREMOTE;
-    } else if (pfr_fsguard_avoided_locked(g, dev, pfr_clock_mono_ns()) ||
-               atomic_load(&g->stuck->n) >= g->max_stuck) {
-        g->st.refused_avoided++;
-        rc = -EAGAIN;
-    }
-    pthread_mutex_unlock(&g->lock);
-    return rc;
-}
-
-static copy_job *job_new(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino)
-{
-    copy_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return NULL;
-    snprintf(j->path, sizeof(j->path), "%s", path);
-    snprintf(j->copy_dir, sizeof(j->copy_dir), "%s", g->copy_dir);
-    j->stuck = g->stuck;
-    atomic_fetch_add(&g->stuck->refs, 1);
-    j->dev = dev;
-    j->ino = ino;
-    j->max = g->max_copy;
-    j->refs = 2;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&j->lock, NULL);
-    pthread_cond_init(&j->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    return j;
-}
-
-static void count_result(pfr_fsguard *g, int rc, size_t bytes)
-{
-    pthread_mutex_lock(&g->lock);
+    struct stat st;
     if (rc >= 0) {
         g->st.copies++;
-        g->st.copy_bytes += bytes;
+        g->st.copy_bytes += fstat(j->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
     } else if (rc == -EFBIG) {
         g->st.refused_too_big++;
     } else {
         g->st.copy_errors++;
     }
+}
+
+static void job_remove_locked(pfr_fsguard *g, size_t i)
+{
+    close(g->jobs[i].dst);
+    g->jobs[i] = g->jobs[--g->njobs];
+}
+
+/* Reap the abandoned workers that ended at last. Call with g->lock held. */
+static void reap_stuck_locked(pfr_fsguard *g)
+{
+    for (size_t i = 0; i < g->nstuck;) {
+        if (waitpid(g->stuck[i], NULL, WNOHANG) != 0)
+            g->stuck[i] = g->stuck[--g->nstuck];
+        else
+            i++;
+    }
+}
+
+/* Give up on the jobs past their deadline: their workers stay blocked in the kernel (counted),
+ * their file systems are avoided. Call with g->lock held. */
+static void sweep_locked(pfr_fsguard *g, int64_t now)
+{
+    reap_stuck_locked(g);
+    for (size_t i = 0; i < g->njobs;) {
+        copy_job *j = &g->jobs[i];
+        if (j->deadline > now) {
+            i++;
+            continue;
+        }
+        int rc;
+        if (job_ended(j, &rc)) { /* ended, never taken: let it go */
+            if (rc >= 0)
+                close(rc);
+            job_remove_locked(g, i);
+            continue;
+        }
+        kill(j->pid, SIGKILL); /* ends it unless the kernel holds it */
+        if (g->nstuck < PFR_FSGUARD_MAX_JOBS)
+            g->stuck[g->nstuck++] = j->pid;
+        pfr_map_put(&g->avoided, j->dev, (uint64_t)(now + g->avoid_ns));
+        g->st.abandoned++;
+        job_remove_locked(g, i);
+    }
+    g->st.stuck_now = g->nstuck;
+}
+
+void pfr_fsguard_sweep(pfr_fsguard *g)
+{
+    pthread_mutex_lock(&g->lock);
+    sweep_locked(g, pfr_clock_mono_ns());
     pthread_mutex_unlock(&g->lock);
+}
+
+void pfr_fsguard_jobs_free(pfr_fsguard *g)
+{
+    for (size_t i = 0; i < g->njobs; i++) {
+        kill(g->jobs[i].pid, SIGKILL);
+        waitpid(g->jobs[i].pid, NULL, WNOHANG);
+        close(g->jobs[i].dst);
+    }
+    g->njobs = 0;
+}
+
+/* May a copy start? 0, or the refusal's errno (counted). Call with g->lock held. */
+static int admit_locked(pfr_fsguard *g, uint64_t dev, int64_t now)
+{
+    if (g->remote == PFR_FSGUARD_REMOTE_SKIP) {
+        g->st.refused_skip++;
+        return -EREMOTE;
+    }
+    if (pfr_fsguard_avoided_locked(g, dev, now) || g->nstuck >= g->max_stuck ||
+        g->njobs == PFR_FSGUARD_MAX_JOBS) {
+        g->st.refused_avoided++;
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+static int start_locked(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino, int64_t now)
+{
+    int dst = make_copy_file(g->copy_dir);
+    if (dst < 0)
+        return dst;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(dst);
+        return -e;
+    }
+    if (pid == 0)
+        child_main(dst, path, dev, ino, g->max_copy);
+    g->jobs[g->njobs++] =
+        (copy_job){.dev = dev, .ino = ino, .pid = pid, .dst = dst, .deadline = now + g->timeout_ns};
+    return -EINPROGRESS;
 }
 
 int pfr_fsguard_copy(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino)
 {
-    int rc = admit(g, dev);
-    if (rc)
-        return rc;
-    copy_job *j = job_new(g, path, dev, ino);
-    if (!j)
-        return -ENOMEM;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    rc = pthread_create(&t, &attr, worker, j);
-    pthread_attr_destroy(&attr);
-    if (rc) {
-        pthread_mutex_lock(&j->lock);
-        j->refs = 1; /* no worker */
-        pthread_mutex_unlock(&j->lock);
-        job_unref(j);
-        return -rc;
-    }
-    int64_t deadline = pfr_clock_mono_ns() + g->timeout_ns;
-    struct timespec ts = {.tv_sec = deadline / 1000000000, .tv_nsec = deadline % 1000000000};
-    pthread_mutex_lock(&j->lock);
-    int w = 0;
-    while (!j->done && w != ETIMEDOUT)
-        w = pthread_cond_timedwait(&j->cond, &j->lock, &ts);
-    bool done = j->done;
-    if (!done) {
-        j->abandoned = true;
-        atomic_fetch_add(&j->stuck->n, 1); /* under the job's lock: before the worker looks */
-    }
-    rc = done ? j->result : -ETIMEDOUT;
-    size_t bytes = j->bytes;
-    pthread_mutex_unlock(&j->lock);
-    if (done) {
-        count_result(g, rc, bytes);
+    int64_t now = pfr_clock_mono_ns();
+    pthread_mutex_lock(&g->lock);
+    sweep_locked(g, now);
+    int rc = -EINPROGRESS;
+    size_t i = 0;
+    while (i < g->njobs && !(g->jobs[i].dev == dev && g->jobs[i].ino == ino))
+        i++;
+    if (i < g->njobs) {
+        if (job_ended(&g->jobs[i], &rc)) {
+            count_result_locked(g, rc, &g->jobs[i]);
+            job_remove_locked(g, i);
+        }
     } else {
-        /* blocked in the kernel: leave it, and its file system alone for a while */
-        pfr_fsguard_avoid(g, dev);
-        pthread_mutex_lock(&g->lock);
-        g->st.abandoned++;
-        pthread_mutex_unlock(&g->lock);
+        rc = admit_locked(g, dev, now);
+        if (rc == 0)
+            rc = start_locked(g, path, dev, ino, now);
     }
-    job_unref(j);
+    pthread_mutex_unlock(&g->lock);
     return rc;
 }

@@ -3,19 +3,19 @@
 #define PFR_FSGUARD_INTERNAL_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 
 #include "pfr_fsguard.h"
 #include "pfr_map.h"
 
-/* Workers blocked past their deadline, counted by the guard (when it gives up on one) and by
- * the worker (when it ends at last): shared by both, freed by whichever lets go last. */
-typedef struct pfr_fsguard_stuck {
-    atomic_uint n;    /* workers blocked now */
-    atomic_uint refs; /* the guard + each worker */
-} pfr_fsguard_stuck;
+#define PFR_FSGUARD_MAX_JOBS 64 /* copies in flight or not taken yet */
 
-void pfr_fsguard_stuck_unref(pfr_fsguard_stuck *s);
+/* A copy being made by its worker (a child process: fsguard_copy.c). */
+typedef struct pfr_fsguard_job {
+    uint64_t dev, ino;
+    pid_t pid;        /* the worker */
+    int dst;          /* the copy, read-write: the worker writes it */
+    int64_t deadline; /* monotonic */
+} pfr_fsguard_job;
 
 struct pfr_fsguard {
     char proc_root[256];
@@ -28,8 +28,16 @@ struct pfr_fsguard {
     pfr_map cache;        /* dev -> (expiry in ms << 2 | kind) */
     pfr_map avoided;      /* dev -> until (monotonic ns) */
     pfr_fsguard_stats st;
-    pfr_fsguard_stuck *stuck;
+    pfr_fsguard_job jobs[PFR_FSGUARD_MAX_JOBS]; /* copies started, not taken yet */
+    size_t njobs;
+    pid_t stuck[PFR_FSGUARD_MAX_JOBS]; /* abandoned workers not reaped yet */
+    size_t nstuck;
 };
+
+/* Give up on the copies past their deadline (the statistics call it too). */
+void pfr_fsguard_sweep(pfr_fsguard *g);
+/* At the end: let go of every job (running ones are left to end by themselves). */
+void pfr_fsguard_jobs_free(pfr_fsguard *g);
 
 /* Whether dev is avoided now (an expired entry is dropped). Call with g->lock held. */
 bool pfr_fsguard_avoided_locked(pfr_fsguard *g, uint64_t dev, int64_t now);

@@ -5,19 +5,21 @@
  * user can mount one (FUSE, in a user namespace of their own) and map a file from it.
  *
  * The recorder's threads with deadlines (the collectors, the unwind table builder) open only
- * files the guard calls local. A remote file is read, if the policy allows, by a worker thread
- * of its own with a deadline (pfr_fsguard_copy): the file is copied to an unlinked temporary
- * file (or memory), and the caller parses the copy. A worker still blocked at its deadline is
- * abandoned (counted; it ends whenever the server answers), and its file system is avoided for
- * a while.
+ * files the guard calls local. A remote file is read, if the policy allows, by a worker of its
+ * own with a deadline (pfr_fsguard_copy), which nobody waits for: a child process (a thread
+ * blocked in a FUSE request cannot be killed, and would keep the recorder from exiting) copies
+ * the file to an unlinked temporary file (or memory), and the caller parses the copy at a
+ * later call. A worker still blocked at its deadline is abandoned (counted; it is reaped
+ * whenever the server answers), and its file system is avoided for a while.
  *
  * A file system is known by its device number (st_dev; the field /proc/PID/maps and
  * mountinfo give), looked up in /proc/PID/mountinfo of a process that maps it (mounts differ
  * between mount namespaces) and cached for a short time (anonymous device numbers are reused
  * after an unmount). A device no mount table names is handled as remote.
  *
- * Thread-safe. Constructor pfr_fsguard_new, destructor pfr_fsguard_free (workers still stuck are
- * left to free their own memory). Functions return 0 or a negative errno; none prints.
+ * Thread-safe. Constructor pfr_fsguard_new, destructor pfr_fsguard_free (workers still blocked
+ * are killed if they can be, else left behind). Functions return 0 or a negative errno; none
+ * prints.
  */
 #ifndef PFR_FSGUARD_H
 #define PFR_FSGUARD_H
@@ -92,12 +94,14 @@ enum pfr_fs_kind pfr_fsguard_path_kind(pfr_fsguard *g, pid_t pid, const char *pa
  * -errno. */
 int pfr_fsguard_open_local(pfr_fsguard *g, pid_t pid, int root_fd, const char *path, int flags);
 
-/* Copy the remote file at path (a /proc/PID/map_files link or a path under /proc/PID/root) in
- * a worker with the guard's deadline, when the policy allows and its file system is not
- * avoided. The file must be a regular file with device dev and inode ino (0: any) and at most
- * max_copy_bytes. @return a read-only descriptor of the copy (the caller's), or -EREMOTE
- * (policy skip), -EAGAIN (avoided, or too many workers stuck), -EFBIG, -ESTALE (not that file),
- * -ETIMEDOUT (abandoned: dev is now avoided), -errno of open/read. */
+/* A copy of the remote file at path (a /proc/PID/map_files link or a path under
+ * /proc/PID/root), made by a worker with the guard's deadline. Nobody waits: the first call
+ * starts the worker and returns -EINPROGRESS; a later call for the same dev:ino takes the
+ * result. The file must be a regular file with device dev and inode ino (0: any) and at most
+ * max_copy_bytes. A worker still blocked at its deadline is abandoned at the next call (or
+ * statistics) and its file system avoided. @return a read-only descriptor of the copy (the
+ * caller's), or -EINPROGRESS (ask again later), -EREMOTE (policy skip), -EAGAIN (avoided, too
+ * many workers stuck or in flight), -EFBIG, -ESTALE (not that file), -errno of open/read. */
 int pfr_fsguard_copy(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino);
 
 /* Mark dev's file system as avoided for the guard's avoid time (e.g. a read past a deadline). */

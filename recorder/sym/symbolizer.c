@@ -562,6 +562,8 @@ static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
         return NULL;
     s->st.cache_misses++;
     int fd = open_mapped(s, pid, maps, m);
+    if (fd == -EINPROGRESS)
+        return NULL; /* a remote file being copied: named once the copy is there */
     struct pfr_sym_file *f = fd >= 0 ? load_fd(s, fd) : NULL;
     if (!f || link_devino(s, f, m) != 0) {
         if (fd >= 0)
