@@ -25,8 +25,9 @@
 #include "fsguard_internal.h"
 #include "pfr_clock.h"
 
-#define COPY_CHUNK (64u << 10)
-#define DST_FD     3 /* the copy's descriptor in the child */
+#define COPY_CHUNK  (64u << 10)
+#define DST_FD      3                   /* the copy's descriptor in the child */
+#define DONE_TTL_NS (10 * 1000000000LL) /* a finished copy (or its error) is kept this long */
 
 /* ---- the child: only system calls from here (it forked a threaded process) ---- */
 
@@ -114,33 +115,38 @@ static int reopen_ro(int fd)
     return ro < 0 ? -errno : ro;
 }
 
-/* Whether the worker ended: its result (a descriptor or -errno) in *rc. */
-static bool job_ended(copy_job *j, int *rc)
+static void count_result_locked(pfr_fsguard *g, const copy_job *j)
 {
+    struct stat st;
+    if (j->result == 0) {
+        g->st.copies++;
+        g->st.copy_bytes += fstat(j->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
+    } else if (j->result == -EFBIG) {
+        g->st.refused_too_big++;
+    } else {
+        g->st.copy_errors++;
+    }
+}
+
+/* Whether the worker has ended (reaping it, setting j->result and counting it once). */
+static bool job_ended_locked(pfr_fsguard *g, copy_job *j, int64_t now)
+{
+    if (!j->pid)
+        return true;
     int status;
     pid_t p = waitpid(j->pid, &status, WNOHANG);
     if (p == 0)
         return false;
     if (p < 0)
-        *rc = -ECHILD; /* reaped by someone else: its result is unknown */
-    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        *rc = reopen_ro(j->dst);
+        j->result = -ECHILD; /* reaped by someone else: its result is unknown */
+    else if (WIFEXITED(status))
+        j->result = -WEXITSTATUS(status);
     else
-        *rc = WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+        j->result = -EINTR;
+    j->pid = 0;
+    j->deadline = now + DONE_TTL_NS;
+    count_result_locked(g, j);
     return true;
-}
-
-static void count_result_locked(pfr_fsguard *g, int rc, const copy_job *j)
-{
-    struct stat st;
-    if (rc >= 0) {
-        g->st.copies++;
-        g->st.copy_bytes += fstat(j->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
-    } else if (rc == -EFBIG) {
-        g->st.refused_too_big++;
-    } else {
-        g->st.copy_errors++;
-    }
 }
 
 static void job_remove_locked(pfr_fsguard *g, size_t i)
@@ -160,29 +166,26 @@ static void reap_stuck_locked(pfr_fsguard *g)
     }
 }
 
-/* Give up on the jobs past their deadline: their workers stay blocked in the kernel (counted),
- * their file systems are avoided. Call with g->lock held. */
+/* Let go of the finished copies kept long enough, and give up on the workers past their
+ * deadline: they stay blocked in the kernel (counted), their file systems are avoided. Call
+ * with g->lock held. */
 static void sweep_locked(pfr_fsguard *g, int64_t now)
 {
     reap_stuck_locked(g);
     for (size_t i = 0; i < g->njobs;) {
         copy_job *j = &g->jobs[i];
+        bool ended = job_ended_locked(g, j, now);
         if (j->deadline > now) {
             i++;
             continue;
         }
-        int rc;
-        if (job_ended(j, &rc)) { /* ended, never taken: let it go */
-            if (rc >= 0)
-                close(rc);
-            job_remove_locked(g, i);
-            continue;
+        if (!ended) {
+            kill(j->pid, SIGKILL); /* ends it unless the kernel holds it */
+            if (g->nstuck < PFR_FSGUARD_MAX_JOBS)
+                g->stuck[g->nstuck++] = j->pid;
+            pfr_map_put(&g->avoided, j->dev, (uint64_t)(now + g->avoid_ns));
+            g->st.abandoned++;
         }
-        kill(j->pid, SIGKILL); /* ends it unless the kernel holds it */
-        if (g->nstuck < PFR_FSGUARD_MAX_JOBS)
-            g->stuck[g->nstuck++] = j->pid;
-        pfr_map_put(&g->avoided, j->dev, (uint64_t)(now + g->avoid_ns));
-        g->st.abandoned++;
         job_remove_locked(g, i);
     }
     g->st.stuck_now = g->nstuck;
@@ -198,8 +201,10 @@ void pfr_fsguard_sweep(pfr_fsguard *g)
 void pfr_fsguard_jobs_free(pfr_fsguard *g)
 {
     for (size_t i = 0; i < g->njobs; i++) {
-        kill(g->jobs[i].pid, SIGKILL);
-        waitpid(g->jobs[i].pid, NULL, WNOHANG);
+        if (g->jobs[i].pid) {
+            kill(g->jobs[i].pid, SIGKILL);
+            waitpid(g->jobs[i].pid, NULL, WNOHANG);
+        }
         close(g->jobs[i].dst);
     }
     g->njobs = 0;
@@ -248,10 +253,10 @@ int pfr_fsguard_copy(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t in
     while (i < g->njobs && !(g->jobs[i].dev == dev && g->jobs[i].ino == ino))
         i++;
     if (i < g->njobs) {
-        if (job_ended(&g->jobs[i], &rc)) {
-            count_result_locked(g, rc, &g->jobs[i]);
-            job_remove_locked(g, i);
-        }
+        /* every caller gets a descriptor of its own of the one copy */
+        copy_job *j = &g->jobs[i];
+        if (job_ended_locked(g, j, now))
+            rc = j->result ? j->result : reopen_ro(j->dst);
     } else {
         rc = admit_locked(g, dev, now);
         if (rc == 0)

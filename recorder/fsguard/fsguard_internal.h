@@ -12,9 +12,11 @@
 /* A copy being made by its worker (a child process: fsguard_copy.c). */
 typedef struct pfr_fsguard_job {
     uint64_t dev, ino;
-    pid_t pid;        /* the worker */
+    pid_t pid;        /* the worker; 0 once reaped */
     int dst;          /* the copy, read-write: the worker writes it */
-    int64_t deadline; /* monotonic */
+    int64_t deadline; /* monotonic: the worker's, then the finished copy's (it is kept a while
+                         for every caller that asks: the symbolizer and the unwinder both) */
+    int result;       /* once the worker ended: 0 (dst is the copy) or -errno */
 } pfr_fsguard_job;
 
 struct pfr_fsguard {

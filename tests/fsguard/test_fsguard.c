@@ -240,9 +240,19 @@ static void copies(void **state)
     assert_int_equal(s.copies, 1);
     assert_int_equal(s.copy_bytes, sizeof(data));
     assert_int_equal(s.copy_errors, 3);
-    /* an avoided file system is not touched */
+    /* the copy made is every caller's (the symbolizer's and the unwinder's): no second worker */
+    fd = pfr_fsguard_copy(g, path, st.st_dev, st.st_ino);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, back, 10, 0), 10);
+    assert_memory_equal(back, data, 10);
+    close(fd);
+    pfr_fsguard_stats_get(g, &s);
+    assert_int_equal(s.copies, 1);
+    /* an avoided file system is not touched again */
     pfr_fsguard_avoid(g, st.st_dev);
-    assert_int_equal(copy_wait(g, path, st.st_dev, st.st_ino), -EAGAIN);
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino + 2), -EAGAIN);
+    pfr_fsguard_stats_get(g, &s);
+    assert_int_equal(s.refused_avoided, 1);
     pfr_fsguard_free(g);
 
     /* too big; policy skip; the memfd fallback */

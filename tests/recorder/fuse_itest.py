@@ -29,6 +29,12 @@ def metric(text, name, labels=""):
     return float(m.group(1)) if m else None
 
 
+def folded(text):
+    """Intervals each source folded into its next collection (it was still collecting)."""
+    return dict(re.findall(r'^pfr_source_intervals_folded_total\{source="(\w+)"\} (\S+)$', text,
+                           re.M))
+
+
 def wait_path(path, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -53,21 +59,35 @@ def newest_cpu_end(args, store):
     return max(ends) / 1e9 if ends else 0.0
 
 
-def run(args, tmp, procs):
-    mnt = os.path.join(tmp, "mnt")
+def serve(args, tmp, name, procs, mounts):
+    """A FUSE mount serving the workload as prog, and the workload run from it by nobody."""
+    mnt = os.path.join(tmp, name)
     os.mkdir(mnt)
     fuse = subprocess.Popen([args.fuse, args.workload, mnt, "-o",
                              "allow_other,attr_timeout=0,entry_timeout=0,negative_timeout=0"])
-    procs.append(fuse)
+    procs.insert(0, fuse)  # servers first at the end: killing one ends what it holds
+    mounts.append(mnt)
     prog = os.path.join(mnt, "prog")
-    if not ri.check(wait_path(prog, 10), "the FUSE file system did not come up"):
-        return mnt
-    # run from the mount by an unprivileged user, then the server stops answering
+    if not wait_path(prog, 10):
+        raise RuntimeError("the FUSE file system %s did not come up" % name)
     work = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                              prog, "120"])
     procs.append(work)
+    return fuse, work, prog
+
+
+def named(samples):
+    """Samples whose frames name the workload's functions (pfr_heavy, pfr_light, ...)."""
+    return [s for s in samples if any(f["function"].startswith("pfr_") for f in s["frames"])]
+
+
+def run(args, tmp, procs, mounts):
+    # one mount answers (its program is read as a copy), the other stops answering
+    _, good, _ = serve(args, tmp, "good", procs, mounts)
+    fuse, work, prog = serve(args, tmp, "hung", procs, mounts)
     time.sleep(1.0)
-    ri.check(work.poll() is None, "the workload did not start from the mount")
+    ri.check(work.poll() is None and good.poll() is None,
+             "the workloads did not start from the mounts")
     fuse.send_signal(signal.SIGUSR1)
     ri.check(blocked(prog, procs), "the FUSE server still answers after SIGUSR1")
 
@@ -79,8 +99,10 @@ def run(args, tmp, procs):
     # intervals on time: at each look, the newest CPU interval ended at most an interval and a
     # second (two under the sanitizers) before the look began
     slack = 2.0 if args.sanitized else 1.0
-    worst, looks, t_end = 0.0, 0, time.time() + 12
-    time.sleep(INTERVAL + slack + 0.5)  # the first interval
+    worst, looks = 0.0, 0
+    time.sleep(INTERVAL + slack + 0.5)  # the first interval (a cold cache: it may run long)
+    folded0 = folded(ri.fetch_metrics(port))
+    t_end = time.time() + 12
     while time.time() < t_end:
         t = time.time()
         age = t - newest_cpu_end(args, rec.store)
@@ -97,21 +119,27 @@ def run(args, tmp, procs):
     ri.log("remote files: abandoned=%s avoided=%s stuck=%s" % (abandoned, avoided, stuck))
     ri.check(abandoned is not None and abandoned >= 1, "no copy worker was abandoned")
     ri.check(stuck is not None and stuck >= 1, "no copy worker is counted as stuck")
-    folded = re.findall(r'^pfr_source_intervals_folded_total\{source="(\w+)"\} (\S+)$', text, re.M)
-    ri.log("intervals folded: %r" % folded)
-    ri.check(all(float(v) == 0 for _, v in folded), "a source fell behind: %r" % folded)
+    folded1 = folded(text)
+    ri.log("intervals folded while looked at: before %r, after %r" % (folded0, folded1))
+    ri.check(folded1 == folded0, "a source fell behind")
 
-    # the program was profiled (its frames left as file+offset)
+    # both programs were profiled; the answering mount's is named from its copy, the hung
+    # one's is left as file+offset
     chunks = ri.dump(args, rec.store)
     ss = [s for c in chunks for s in c["samples"] if s["pid"] == work.pid]
-    ri.log("samples of the program on the hung mount: %d" % len(ss))
+    gs = [s for c in chunks for s in c["samples"] if s["pid"] == good.pid]
+    ri.log("samples: hung mount %d (%d named), answering mount %d (%d named)"
+           % (len(ss), len(named(ss)), len(gs), len(named(gs))))
     ri.check(len(ss) > 0, "the program on the hung mount was not profiled")
+    ri.check(not named(ss), "frames of the hung mount's program were named")
+    ri.check(len(named(gs)) > len(gs) / 2, "the answering mount's program was not named")
+    copied = metric(text, "pfr_remote_files_total", '{result="copied"}')
+    ri.check(copied is not None and copied >= 1, "no remote file was copied")
 
     rc, secs, _ = rec.stop(timeout=30)
     ri.log("SIGTERM: exit %d after %.2f s" % (rc, secs))
     ri.check(rc == 0, "recorder exit code %d" % rc)
     ri.check(secs < 8, "SIGTERM took %.2f s" % secs)
-    return mnt
 
 
 def main():
@@ -124,20 +152,20 @@ def main():
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="pfr-fuse-")
     os.chmod(tmp, 0o755)
-    procs, mnt = [], None
+    procs, mounts = [], []
     try:
-        mnt = run(args, tmp, procs)
+        run(args, tmp, procs, mounts)
     except Exception as e:  # a crash of the harness is a failure with its reason
         ri.FAILURES.append(repr(e))
         print("ERROR: %r" % e, flush=True)
     finally:
-        # the server first: killing it ends the requests it holds (nothing else can)
-        for p in procs[:1] + ri.LIVE + procs[1:]:
+        # the servers first: killing one ends the requests it holds (nothing else can)
+        for p in procs + ri.LIVE:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        if mnt:
-            subprocess.run(["umount", "-l", mnt], capture_output=True)
+        for m in mounts:
+            subprocess.run(["umount", "-l", m], capture_output=True)
     if ri.FAILURES:
         logp = os.path.join(tmp, "recorder.log")
         if os.path.exists(logp):
