@@ -135,6 +135,15 @@ static const pfr_setting core_rows[] = {
              "gives its oldest chunks up (never below 4 MiB); a size (2G), a percentage of "
              "the file system (5%, at most 50), off (the ring yields only to a full disk), "
              "or auto. Never more than half the file system"},
+    {.key = "memory_budget",
+     .type = PFR_SET_SIZE,
+     F(memory_budget),
+     .def = "64M",
+     .metavar = "SIZE",
+     .help = "the recorder's resident memory: near it new symbol and unwind tables and Go heap "
+             "walks are paid only when small, over it not at all (frames stay file+offset, "
+             "stacks are walked by frame pointers) and freed memory goes back to the system; "
+             "0 = no budget (keep it below the unit's MemoryMax)"},
     {.key = "log_level",
      .type = PFR_SET_ENUM,
      F(log_level),

@@ -26,6 +26,7 @@
 #include "pfr_clock.h"
 #include "pfr_fsguard.h"
 #include "pfr_identity.h"
+#include "pfr_membudget.h"
 #include "pfr_log.h"
 #include "pfr_store.h"
 #include "source.h"
@@ -47,6 +48,8 @@ typedef struct writer {
     pfr_daemon_metrics *metrics;
     pfr_identity *identity;     /* NULL: none */
     pfr_fsguard *fsguard;       /* files of remote file systems */
+    pfr_membudget *membudget;   /* the resident set's budget */
+    int mem_level;              /* the budget's level, as last logged */
     uint64_t identity_errors;   /* metadata failures already logged */
     pfr_collector **collectors; /* one per source */
     size_t ncollectors;
@@ -207,6 +210,25 @@ static int fsguard_new(const pfr_config *cfg, pfr_fsguard **out)
     return pfr_fsguard_new(&o, out);
 }
 
+/* The budget of the resident set; a sanitized build (whose shadow memory and quarantine are
+ * most of its resident set) has none. */
+static uint64_t memory_budget(const pfr_config *cfg)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)cfg;
+    return 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    (void)cfg;
+    return 0;
+#else
+    return cfg->memory_budget;
+#endif
+#else
+    return cfg->memory_budget;
+#endif
+}
+
 /* The resolver of Coroot identities, with the metadata sources the configuration gives. */
 static int identity_new(const pfr_config *cfg, pfr_identity **out, char *err, size_t errlen)
 {
@@ -307,11 +329,60 @@ static void fsguard_metrics(writer *w)
                            PFR_METRIC_COUNTER, (double)st.remote_lookups);
 }
 
+static void membudget_metrics(writer *w)
+{
+    pfr_membudget_stats st;
+    pfr_membudget_stats_get(w->membudget, &st);
+    pfr_daemon_metrics *m = w->metrics;
+    pfr_daemon_metrics_put(m, "pfr_memory_budget_bytes",
+                           "the recorder's resident memory budget (memory_budget; 0: off)",
+                           PFR_METRIC_GAUGE, (double)st.budget_bytes);
+    pfr_daemon_metrics_put(m, "pfr_memory_resident_bytes", "the recorder's resident memory",
+                           PFR_METRIC_GAUGE, (double)st.rss_bytes);
+    pfr_daemon_metrics_put(m, "pfr_memory_resident_peak_bytes", "the most resident memory measured",
+                           PFR_METRIC_GAUGE, (double)st.peak_bytes);
+    pfr_daemon_metrics_put(m, "pfr_memory_budget_level",
+                           "0: within the budget; 1: near it (only small new costs paid); 2: "
+                           "over it (no new cost paid)",
+                           PFR_METRIC_GAUGE, (double)st.level);
+    static const char help[] = "new costs refused for the memory budget, by what would have "
+                               "paid them (frames left unnamed, stacks walked by frame pointers, "
+                               "heaps not read)";
+    static const char *const users[PFR_MEM_NUSERS] = {"symbols", "unwind", "goheap"};
+    for (int i = 0; i < PFR_MEM_NUSERS; i++)
+        pfr_daemon_metrics_put1(m, "pfr_memory_refused_total", help, PFR_METRIC_COUNTER, "user",
+                                users[i], (double)st.refused[i]);
+}
+
+/* Measure the resident set against the budget; near or over it, give freed memory back. */
+static void check_memory(writer *w)
+{
+    int level = pfr_membudget_update(w->membudget);
+    if (level < 0)
+        return;
+    if (level != w->mem_level) {
+        pfr_membudget_stats st;
+        pfr_membudget_stats_get(w->membudget, &st);
+        if (level == PFR_MEM_OVER)
+            pfr_warn("memory: %.1f MiB resident, over the %.1f MiB budget: no new symbol or "
+                     "unwind tables until it falls",
+                     (double)st.rss_bytes / 1048576.0, (double)st.budget_bytes / 1048576.0);
+        else
+            pfr_info("memory: %.1f MiB resident of the %.1f MiB budget (%s)",
+                     (double)st.rss_bytes / 1048576.0, (double)st.budget_bytes / 1048576.0,
+                     level == PFR_MEM_TIGHT ? "near it: only small new costs" : "within it");
+        w->mem_level = level;
+    }
+    if (level != PFR_MEM_OK)
+        malloc_trim(0);
+}
+
 /* The main thread's own metrics (the sources mirror theirs from their collectors' threads). */
 static void update_metrics(writer *w)
 {
     collector_metrics(w);
     fsguard_metrics(w);
+    membudget_metrics(w);
     if (w->identity) {
         pfr_identity_stats is;
         pfr_identity_get_stats(w->identity, &is);
@@ -330,6 +401,7 @@ static void update_metrics(writer *w)
  * interval (said once until it ends) folds this one into its next collection. */
 static void post_interval(writer *w, int64_t end)
 {
+    check_memory(w);
     if (w->interval_open)
         update_metrics(w); /* a collection is late: the metrics still move */
     for (size_t i = 0; i < w->ncollectors; i++) {
@@ -614,9 +686,13 @@ int main(int argc, char **argv)
     if (pfr_exe_scan_new("/proc", &exes))
         exes = NULL;
     pfr_fsguard *fsguard = NULL;
+    pfr_membudget *membudget = NULL;
     rc = fsguard_new(&cfg, &fsguard);
+    if (rc == 0)
+        rc = pfr_membudget_new(memory_budget(&cfg), NULL, &membudget);
     if (rc) {
-        pfr_err("cannot set up the file system guard: %s", strerror(-rc));
+        pfr_err("cannot set up the file system guard or the memory budget: %s", strerror(-rc));
+        pfr_fsguard_free(fsguard);
         pfr_exe_scan_free(exes);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
@@ -633,6 +709,7 @@ int main(int argc, char **argv)
         stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
         pfr_fsguard_free(fsguard);
+        pfr_membudget_free(membudget);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
@@ -654,6 +731,7 @@ int main(int argc, char **argv)
         stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
         pfr_fsguard_free(fsguard);
+        pfr_membudget_free(membudget);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
@@ -663,7 +741,8 @@ int main(int argc, char **argv)
                 .host = &host,
                 .metrics = metrics,
                 .identity = identity,
-                .fsguard = fsguard};
+                .fsguard = fsguard,
+                .membudget = membudget};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     int64_t start = pfr_clock_real_ns();
@@ -735,6 +814,7 @@ stop:
     pfr_exe_scan_free(exes);
     pfr_identity_free(identity); /* after the sources: they look identities up */
     pfr_fsguard_free(fsguard);
+    pfr_membudget_free(membudget);
     pfr_daemon_metrics_free(metrics);
     if (efd >= 0)
         close(efd);
