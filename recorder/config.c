@@ -135,6 +135,15 @@ static const pfr_setting core_rows[] = {
              "gives its oldest chunks up (never below 4 MiB); a size (2G), a percentage of "
              "the file system (5%, at most 50), off (the ring yields only to a full disk), "
              "or auto. Never more than half the file system"},
+    {.key = "memory_budget",
+     .type = PFR_SET_SIZE,
+     F(memory_budget),
+     .def = "64M",
+     .metavar = "SIZE",
+     .help = "the recorder's resident memory: near it new symbol and unwind tables and Go heap "
+             "walks are paid only when small, over it not at all (frames stay file+offset, "
+             "stacks are walked by frame pointers) and freed memory goes back to the system; "
+             "0 = no budget (keep it below the unit's MemoryMax)"},
     {.key = "log_level",
      .type = PFR_SET_ENUM,
      F(log_level),
@@ -152,6 +161,39 @@ static const pfr_setting core_rows[] = {
      .help = "Prometheus metrics at /metrics (numeric address, [IPv6]:PORT too; port 0 picks "
              "one; off = none); a port that cannot be bound is logged and the daemon carries "
              "on"},
+};
+
+static const char *const remote_modes[] = {"copy", "skip", NULL};
+
+static const pfr_setting files_rows[] = {
+    {.key = "remote_files",
+     .type = PFR_SET_ENUM,
+     F(remote_files),
+     .def = "copy",
+     .choices = remote_modes,
+     .metavar = "MODE",
+     .help = "mapped files on file systems a server answers for (FUSE, NFS, CIFS, 9p, Ceph, "
+             "...: known from the mount table before they are opened): copy (a worker with a "
+             "deadline copies the file, and the copy is read; a worker still blocked at its "
+             "deadline is abandoned and the file system avoided for 10 minutes) or skip (never "
+             "touched: their frames stay file+offset). No thread that samples, writes or "
+             "handles signals ever opens them"},
+    {.key = "remote_file_timeout",
+     .type = PFR_SET_DURATION,
+     F(remote_file_timeout_ns),
+     .def = "2s",
+     .min = 0.01,
+     .max = 60,
+     .metavar = "DURATION",
+     .help = "deadline of one remote file's copy"},
+    {.key = "remote_file_max_bytes",
+     .type = PFR_SET_SIZE,
+     F(remote_file_max_bytes),
+     .def = "32M",
+     .min = 4096,
+     .metavar = "SIZE",
+     .help = "remote files larger than this are not copied (the copy is an unlinked file in "
+             "the ring's folder while it is used)"},
 };
 
 static const pfr_setting identity_rows[] = {
@@ -239,6 +281,14 @@ static const pfr_settings_group identity_group = {
     .nrows = sizeof(identity_rows) / sizeof(identity_rows[0]),
 };
 
+static const pfr_settings_group files_group = {
+    .name = "files",
+    .section = "recorder",
+    .intro = "Other processes' files: what the recorder may open, and how.",
+    .rows = files_rows,
+    .nrows = sizeof(files_rows) / sizeof(files_rows[0]),
+};
+
 static const pfr_settings_group service_group = {
     .name = "service",
     .section = "service",
@@ -268,6 +318,7 @@ void pfr_config_free(pfr_config *c)
     }
     pfr_settings_release(&core_group, c);
     pfr_settings_release(&identity_group, c);
+    pfr_settings_release(&files_group, c);
     pfr_settings_release(&service_group, c);
     pfr_settings_free(c->settings);
     free(c->config_path);
@@ -296,7 +347,7 @@ static int bind_all(pfr_config *c, char *err, size_t errlen)
     if (!c->settings)
         return -ENOMEM;
     pfr_settings_set_sample_header(c->settings, sample_header);
-    const pfr_settings_group *core[] = {&core_group, &identity_group, &service_group};
+    const pfr_settings_group *core[] = {&core_group, &files_group, &identity_group, &service_group};
     for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
         int rc = pfr_settings_bind(c->settings, core[i], c, err, errlen);
         if (rc)

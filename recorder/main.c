@@ -5,22 +5,28 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "collector.h"
 #include "config.h"
 #include "daemon_metrics.h"
 #include "exe_scan.h"
 #include "host.h"
 #include "pfr_clock.h"
+#include "pfr_fsguard.h"
 #include "pfr_identity.h"
+#include "pfr_membudget.h"
 #include "pfr_log.h"
 #include "pfr_store.h"
 #include "source.h"
@@ -28,6 +34,11 @@
 #define MAX_SOURCES   8
 #define TRIM_EVERY    6     /* intervals between looks at what malloc holds free */
 #define RECORDER_NICE (-10) /* see main */
+/* SIGTERM: how long the last collections may take, then how long the sources' threads may take
+ * to stop, before the recorder exits without them (one stuck on a hung mount never returns) */
+#define STOP_COLLECT_NS  (4 * 1000000000LL)
+#define STOP_THREADS_SEC 3
+#define RELOAD_WAIT_NS   (2 * 1000000000LL)
 
 typedef struct writer {
     pfr_store *store;
@@ -35,10 +46,15 @@ typedef struct writer {
     uint64_t chunks, errors;
     uint64_t intervals;
     pfr_daemon_metrics *metrics;
-    pfr_identity *identity;   /* NULL: none */
-    uint64_t identity_errors; /* metadata failures already logged */
-    const pfr_source *sources;
-    size_t nsources;
+    pfr_identity *identity;     /* NULL: none */
+    pfr_fsguard *fsguard;       /* files of remote file systems */
+    pfr_membudget *membudget;   /* the resident set's budget */
+    int mem_level;              /* the budget's level, as last logged */
+    uint64_t identity_errors;   /* metadata failures already logged */
+    pfr_collector **collectors; /* one per source */
+    size_t ncollectors;
+    bool interval_open;      /* an interval was posted and not all collections ended */
+    uint32_t late;           /* collectors found busy at an interval's end (logged) */
     bool disk_full;          /* profiles lost to a full disk, logged; until a write succeeds */
     uint64_t disk_full_lost; /* profiles lost in this episode */
     int cap_reason;          /* the ring's cap in force, as last logged */
@@ -176,6 +192,43 @@ static int arm_timer(int tfd, int64_t at_ns)
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* The guard of other processes' files on remote file systems; copies go beside the ring (an
+ * unlinked file: page cache, not the recorder's own memory). */
+static int fsguard_new(const pfr_config *cfg, pfr_fsguard **out)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", cfg->store_path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
+    pfr_fsguard_opts o = {.remote = (enum pfr_fsguard_remote)cfg->remote_files,
+                          .timeout_ns = cfg->remote_file_timeout_ns,
+                          .max_copy_bytes = cfg->remote_file_max_bytes,
+                          .copy_dir = dir};
+    return pfr_fsguard_new(&o, out);
+}
+
+/* The budget of the resident set; a sanitized build (whose shadow memory and quarantine are
+ * most of its resident set) has none. */
+static uint64_t memory_budget(const pfr_config *cfg)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)cfg;
+    return 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    (void)cfg;
+    return 0;
+#else
+    return cfg->memory_budget;
+#endif
+#else
+    return cfg->memory_budget;
+#endif
+}
+
 /* The resolver of Coroot identities, with the metadata sources the configuration gives. */
 static int identity_new(const pfr_config *cfg, pfr_identity **out, char *err, size_t errlen)
 {
@@ -231,11 +284,105 @@ static void log_ring_cap(writer *w, const pfr_store_stats *st)
                  (double)st->max_bytes / 1048576.0);
 }
 
+/* The collectors' own figures: how long each source's collection took, how many intervals a
+ * collection still running made it fold into the next. */
+static void collector_metrics(writer *w)
+{
+    for (size_t i = 0; i < w->ncollectors; i++) {
+        pfr_collector_stats cs;
+        pfr_collector_stats_get(w->collectors[i], &cs);
+        const char *name = pfr_collector_name(w->collectors[i]);
+        pfr_daemon_metrics_put1(w->metrics, "pfr_source_intervals_folded_total",
+                                "intervals a source's collection was still running at the end "
+                                "of, folded into its next collection",
+                                PFR_METRIC_COUNTER, "source", name, (double)cs.folded);
+        pfr_daemon_metrics_put1(w->metrics, "pfr_source_collect_seconds",
+                                "how long the source's last collection took", PFR_METRIC_GAUGE,
+                                "source", name, (double)cs.last_ns / 1e9);
+        pfr_daemon_metrics_put1(w->metrics, "pfr_source_collect_running_seconds",
+                                "how long the source's collection now running has run (0: "
+                                "idle); one stuck in the kernel grows here",
+                                PFR_METRIC_GAUGE, "source", name, (double)cs.running_for_ns / 1e9);
+    }
+}
+
+/* Files of remote file systems: what the guard did with them. */
+static void fsguard_metrics(writer *w)
+{
+    static const char help[] = "files of other processes on remote file systems (FUSE, NFS, "
+                               "...), by what the recorder did with them";
+    static const char *const names[] = {"copied",  "skipped", "avoided",
+                                        "too_big", "error",   "abandoned"};
+    pfr_fsguard_stats st;
+    pfr_fsguard_stats_get(w->fsguard, &st);
+    const uint64_t v[] = {st.copies,          st.refused_skip, st.refused_avoided,
+                          st.refused_too_big, st.copy_errors,  st.abandoned};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        pfr_daemon_metrics_put1(w->metrics, "pfr_remote_files_total", help, PFR_METRIC_COUNTER,
+                                "result", names[i], (double)v[i]);
+    pfr_daemon_metrics_put(w->metrics, "pfr_remote_file_workers_stuck",
+                           "copy workers still blocked in the kernel past their deadline",
+                           PFR_METRIC_GAUGE, (double)st.stuck_now);
+    pfr_daemon_metrics_put(w->metrics, "pfr_remote_file_lookups_total",
+                           "mapped files found on a remote (or unknown) file system before they "
+                           "were opened",
+                           PFR_METRIC_COUNTER, (double)st.remote_lookups);
+}
+
+static void membudget_metrics(writer *w)
+{
+    pfr_membudget_stats st;
+    pfr_membudget_stats_get(w->membudget, &st);
+    pfr_daemon_metrics *m = w->metrics;
+    pfr_daemon_metrics_put(m, "pfr_memory_budget_bytes",
+                           "the recorder's resident memory budget (memory_budget; 0: off)",
+                           PFR_METRIC_GAUGE, (double)st.budget_bytes);
+    pfr_daemon_metrics_put(m, "pfr_memory_resident_bytes", "the recorder's resident memory",
+                           PFR_METRIC_GAUGE, (double)st.rss_bytes);
+    pfr_daemon_metrics_put(m, "pfr_memory_resident_peak_bytes", "the most resident memory measured",
+                           PFR_METRIC_GAUGE, (double)st.peak_bytes);
+    pfr_daemon_metrics_put(m, "pfr_memory_budget_level",
+                           "0: within the budget; 1: near it (only small new costs paid); 2: "
+                           "over it (no new cost paid)",
+                           PFR_METRIC_GAUGE, (double)st.level);
+    static const char help[] = "new costs refused for the memory budget, by what would have "
+                               "paid them (frames left unnamed, stacks walked by frame pointers, "
+                               "heaps not read)";
+    static const char *const users[PFR_MEM_NUSERS] = {"symbols", "unwind", "goheap"};
+    for (int i = 0; i < PFR_MEM_NUSERS; i++)
+        pfr_daemon_metrics_put1(m, "pfr_memory_refused_total", help, PFR_METRIC_COUNTER, "user",
+                                users[i], (double)st.refused[i]);
+}
+
+/* Measure the resident set against the budget; near or over it, give freed memory back. */
+static void check_memory(writer *w)
+{
+    int level = pfr_membudget_update(w->membudget);
+    if (level < 0)
+        return;
+    if (level != w->mem_level) {
+        pfr_membudget_stats st;
+        pfr_membudget_stats_get(w->membudget, &st);
+        if (level == PFR_MEM_OVER)
+            pfr_warn("memory: %.1f MiB resident, over the %.1f MiB budget: no new symbol or "
+                     "unwind tables until it falls",
+                     (double)st.rss_bytes / 1048576.0, (double)st.budget_bytes / 1048576.0);
+        else
+            pfr_info("memory: %.1f MiB resident of the %.1f MiB budget (%s)",
+                     (double)st.rss_bytes / 1048576.0, (double)st.budget_bytes / 1048576.0,
+                     level == PFR_MEM_TIGHT ? "near it: only small new costs" : "within it");
+        w->mem_level = level;
+    }
+    if (level != PFR_MEM_OK)
+        malloc_trim(0);
+}
+
+/* The main thread's own metrics (the sources mirror theirs from their collectors' threads). */
 static void update_metrics(writer *w)
 {
-    for (size_t i = 0; i < w->nsources; i++)
-        if (w->sources[i].ops->export_metrics)
-            w->sources[i].ops->export_metrics(w->sources[i].self, w->metrics);
+    collector_metrics(w);
+    fsguard_metrics(w);
+    membudget_metrics(w);
     if (w->identity) {
         pfr_identity_stats is;
         pfr_identity_get_stats(w->identity, &is);
@@ -250,18 +397,38 @@ static void update_metrics(writer *w)
     }
 }
 
-static void collect_all(pfr_source *src, size_t nsrc, int64_t start, int64_t end, writer *w)
+/* An interval's end: each source collects on its own thread; one still busy with an earlier
+ * interval (said once until it ends) folds this one into its next collection. */
+static void post_interval(writer *w, int64_t end)
 {
-    uint64_t before = w->chunks;
-    for (size_t i = 0; i < nsrc; i++) {
-        int rc = src[i].ops->collect(src[i].self, start, end, write_chunks, w);
-        if (rc) {
-            pfr_warn("source %s: interval lost: %s", src[i].ops->name, strerror(-rc));
-            pfr_daemon_metrics_error(w->metrics, src[i].ops->name, strerror(-rc));
+    check_memory(w);
+    if (w->interval_open)
+        update_metrics(w); /* a collection is late: the metrics still move */
+    for (size_t i = 0; i < w->ncollectors; i++) {
+        uint32_t bit = 1u << i;
+        if (pfr_collector_post(w->collectors[i], end) == 0) {
+            w->late &= ~bit;
+            continue;
         }
-        if (src[i].ops->log_stats)
-            src[i].ops->log_stats(src[i].self);
+        if (!(w->late & bit))
+            pfr_warn("source %s: still collecting an earlier interval; this one is folded into "
+                     "its next collection",
+                     pfr_collector_name(w->collectors[i]));
+        w->late |= bit;
     }
+    w->interval_open = true;
+}
+
+/* Write what the collectors hand over. When the interval's collections have all ended: the
+ * metrics, and memory given back. Returns whether every collector is idle. */
+static bool serve_collectors(writer *w)
+{
+    bool idle = true;
+    for (size_t i = 0; i < w->ncollectors; i++)
+        idle &= pfr_collector_serve(w->collectors[i], write_chunks, w);
+    if (!idle || !w->interval_open)
+        return idle;
+    w->interval_open = false;
     update_metrics(w);
     /* give back what the last intervals' work freed, when it is worth it: trimming costs a TLB
      * shootdown on every CPU, and mallinfo2 a walk of the free lists, so look every few */
@@ -270,12 +437,104 @@ static void collect_all(pfr_source *src, size_t nsrc, int64_t start, int64_t end
         if (mi.fordblks > 8u << 20)
             malloc_trim(0);
     }
-    pfr_debug("interval %.3f s: %llu profiles written (%llu total, %llu write errors)",
-              (double)(end - start) / 1e9, (unsigned long long)(w->chunks - before),
+    pfr_debug("interval ended: %llu profiles written in all, %llu write errors",
               (unsigned long long)w->chunks, (unsigned long long)w->errors);
+    return true;
 }
 
-static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size_t nsrc)
+static void drain_wake(int efd)
+{
+    uint64_t v;
+    if (read(efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        pfr_warn("collectors' eventfd: %s", strerror(errno));
+}
+
+/* Serve the collectors until all are idle or timeout_ns passed. Returns whether all are idle. */
+static bool wait_collectors(writer *w, int efd, int64_t timeout_ns)
+{
+    int64_t deadline = pfr_clock_mono_ns() + timeout_ns;
+    for (;;) {
+        if (serve_collectors(w))
+            return true;
+        int64_t left = deadline - pfr_clock_mono_ns();
+        if (left <= 0)
+            return false;
+        struct pollfd p = {.fd = efd, .events = POLLIN};
+        int ms = (int)(left / 1000000) + 1;
+        if (poll(&p, 1, ms) > 0)
+            drain_wake(efd);
+    }
+}
+
+/* SIGTERM: the last interval of every source, within STOP_COLLECT_NS in all. A source still
+ * busy with the one before gets its last collection once that ends, if time is left. */
+static void finish_intervals(writer *w, int efd)
+{
+    int64_t deadline = pfr_clock_mono_ns() + STOP_COLLECT_NS;
+    int64_t end = pfr_clock_real_ns();
+    for (;;) {
+        bool waiting = false; /* a source whose last collection could not be posted yet */
+        for (size_t i = 0; i < w->ncollectors; i++) {
+            pfr_collector *c = w->collectors[i];
+            if (pfr_collector_next_start(c) >= end)
+                continue;
+            if (pfr_collector_busy(c))
+                waiting = true;
+            else if (pfr_collector_post(c, end) == 0)
+                w->interval_open = true;
+        }
+        int64_t left = deadline - pfr_clock_mono_ns();
+        bool idle = wait_collectors(w, efd, left > 0 ? left : 0);
+        if (idle && !waiting)
+            return;
+        if (pfr_clock_mono_ns() >= deadline)
+            break;
+    }
+    for (size_t i = 0; i < w->ncollectors; i++)
+        if (pfr_collector_busy(w->collectors[i]))
+            pfr_err("source %s: its collection did not end within %lld s of the signal; its "
+                    "last interval is lost",
+                    pfr_collector_name(w->collectors[i]),
+                    (long long)(STOP_COLLECT_NS / 1000000000LL));
+}
+
+/* Returns 0 when every collector's thread ended, else -ETIMEDOUT (some are left running). */
+static int stop_collectors(writer *w)
+{
+    int rc = 0;
+    for (size_t i = 0; i < w->ncollectors; i++) {
+        if (pfr_collector_stop(w->collectors[i], 500 * 1000000LL) != 0)
+            rc = -ETIMEDOUT;
+        w->collectors[i] = NULL;
+    }
+    w->ncollectors = 0;
+    return rc;
+}
+
+/* The sources' own threads (the unwinder's, the notification thread) are joined when they are
+ * destroyed; one stuck in the kernel would hold SIGTERM up forever. The ring is closed by then,
+ * so past STOP_THREADS_SEC the process exits without them. */
+static void *stop_watchdog(void *arg)
+{
+    int code = (int)(intptr_t)arg;
+    sleep(STOP_THREADS_SEC);
+    pfr_err("the sources' threads did not stop within %d s: exiting without them",
+            STOP_THREADS_SEC);
+    _exit(code);
+    return NULL;
+}
+
+static void start_stop_watchdog(int exit_code)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, stop_watchdog, (void *)(intptr_t)exit_code) == 0)
+        pthread_detach(t);
+}
+
+/* SIGHUP. A source's settings change only while it is not collecting: the collectors are given
+ * a moment to end; one still busy after it keeps its settings (said in the log). */
+static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size_t nsrc, writer *w,
+                   int efd)
 {
     pfr_config fresh;
     char err[512];
@@ -286,9 +545,16 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
         return;
     }
     pfr_log_set_level((enum pfr_log_level)fresh.log_level);
-    for (size_t i = 0; i < nsrc; i++)
-        if (src[i].ops->reload && src[i].ops->reload(src[i].self, &fresh))
+    wait_collectors(w, efd, RELOAD_WAIT_NS);
+    for (size_t i = 0; i < nsrc; i++) {
+        if (!src[i].ops->reload)
+            continue;
+        if (pfr_collector_busy(w->collectors[i]))
+            pfr_warn("SIGHUP: source %s is still collecting: it keeps its settings",
+                     src[i].ops->name);
+        else if (src[i].ops->reload(src[i].self, &fresh))
             pfr_warn("SIGHUP: source %s did not take the new configuration", src[i].ops->name);
+    }
     if (strcmp(fresh.store_path, cur->store_path) || fresh.interval_ns != cur->interval_ns ||
         fresh.max_store_bytes != cur->max_store_bytes ||
         fresh.disk_reserve.mode != cur->disk_reserve.mode ||
@@ -340,6 +606,7 @@ int main(int argc, char **argv)
 {
     pfr_config cfg;
     char err[1024] = "";
+    int exit_code = 0;
     int rc = pfr_config_load(&cfg, argc, argv, stdout, err, sizeof(err));
     if (rc == PFR_CONFIG_EXIT) {
         pfr_config_free(&cfg);
@@ -418,14 +685,31 @@ int main(int argc, char **argv)
     pfr_exe_scan *exes = NULL;
     if (pfr_exe_scan_new("/proc", &exes))
         exes = NULL;
+    pfr_fsguard *fsguard = NULL;
+    pfr_membudget *membudget = NULL;
+    rc = fsguard_new(&cfg, &fsguard);
+    if (rc == 0)
+        rc = pfr_membudget_new(memory_budget(&cfg), NULL, &membudget);
+    if (rc) {
+        pfr_err("cannot set up the file system guard or the memory budget: %s", strerror(-rc));
+        pfr_fsguard_free(fsguard);
+        pfr_exe_scan_free(exes);
+        pfr_identity_free(identity);
+        pfr_daemon_metrics_free(metrics);
+        pfr_config_free(&cfg);
+        return 1;
+    }
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
-    pfr_source_env env = {.cfg = &cfg, .exes = exes, .metrics = metrics, .identity = identity};
+    pfr_source_env env = {
+        .cfg = &cfg, .exes = exes, .metrics = metrics, .identity = identity, .fsguard = fsguard};
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);
         stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
+        pfr_fsguard_free(fsguard);
+        pfr_membudget_free(membudget);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
@@ -446,6 +730,8 @@ int main(int argc, char **argv)
         pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
         stop_sources(sources, nsrc);
         pfr_exe_scan_free(exes);
+        pfr_fsguard_free(fsguard);
+        pfr_membudget_free(membudget);
         pfr_identity_free(identity);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
@@ -455,20 +741,33 @@ int main(int argc, char **argv)
                 .host = &host,
                 .metrics = metrics,
                 .identity = identity,
-                .sources = sources,
-                .nsources = nsrc};
+                .fsguard = fsguard,
+                .membudget = membudget};
+    pfr_collector *collectors[MAX_SOURCES] = {0};
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int64_t start = pfr_clock_real_ns();
+    rc = efd < 0 ? -errno : 0;
+    for (size_t i = 0; i < nsrc && rc == 0; i++) {
+        rc = pfr_collector_start(&sources[i], start, efd, metrics, &collectors[i]);
+        w.ncollectors += rc == 0;
+    }
+    w.collectors = collectors;
+    if (rc) {
+        pfr_err("cannot start the sources' collectors: %s", strerror(-rc));
+        exit_code = 1;
+        goto stop;
+    }
 
     /* "sampling": the line that says the recorder is up (tests and scripts wait for it) */
     pfr_info("pfr-recorder %s: sampling with %zu sources, %.3g s intervals, ring %s, host %s",
              PFR_VERSION, nsrc, (double)cfg.interval_ns / 1e9, cfg.store_path, host.name);
 
-    int64_t start = pfr_clock_real_ns();
-    int64_t next = next_boundary(start, cfg.interval_ns);
-    arm_timer(tfd, next);
-    int exit_code = 0;
+    arm_timer(tfd, next_boundary(start, cfg.interval_ns));
     for (;;) {
-        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = tfd, .events = POLLIN}};
-        int n = poll(pfd, 2, -1);
+        struct pollfd pfd[3] = {{.fd = sfd, .events = POLLIN},
+                                {.fd = tfd, .events = POLLIN},
+                                {.fd = efd, .events = POLLIN}};
+        int n = poll(pfd, 3, -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -476,37 +775,49 @@ int main(int argc, char **argv)
             exit_code = 1;
             break;
         }
+        if (pfd[2].revents & POLLIN) {
+            drain_wake(efd);
+            serve_collectors(&w);
+        }
         if (pfd[1].revents & POLLIN) {
             uint64_t ticks;
             if (read(tfd, &ticks, sizeof(ticks)) < 0 && errno != ECANCELED)
                 pfr_warn("timer: %s", strerror(errno));
-            int64_t now = pfr_clock_real_ns();
-            collect_all(sources, nsrc, start, now, &w);
-            start = now;
-            next = next_boundary(pfr_clock_real_ns(), cfg.interval_ns);
-            arm_timer(tfd, next);
+            post_interval(&w, pfr_clock_real_ns());
+            arm_timer(tfd, next_boundary(pfr_clock_real_ns(), cfg.interval_ns));
         }
         if (pfd[0].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) != sizeof(si))
                 continue;
             if (si.ssi_signo == SIGHUP) {
-                reload(argc, argv, &cfg, sources, nsrc);
+                reload(argc, argv, &cfg, sources, nsrc, &w, efd);
                 continue;
             }
             pfr_info("%s: writing the current interval and exiting",
                      si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-            int64_t now = pfr_clock_real_ns();
-            if (now > start)
-                collect_all(sources, nsrc, start, now, &w);
+            finish_intervals(&w, efd);
             break;
         }
     }
+stop:
+    if (stop_collectors(&w) != 0) {
+        /* a source is stuck in the kernel (a hung mount): what could be written is, the ring is
+         * closed; its threads cannot be stopped, and the process goes without them */
+        pfr_store_close(store);
+        pfr_err("exiting with a source's thread stuck");
+        _exit(exit_code);
+    }
+    pfr_store_close(store);
+    start_stop_watchdog(exit_code);
     stop_sources(sources, nsrc);
     pfr_exe_scan_free(exes);
     pfr_identity_free(identity); /* after the sources: they look identities up */
+    pfr_fsguard_free(fsguard);
+    pfr_membudget_free(membudget);
     pfr_daemon_metrics_free(metrics);
-    pfr_store_close(store);
+    if (efd >= 0)
+        close(efd);
     close(sfd);
     close(tfd);
     pfr_config_free(&cfg);

@@ -17,7 +17,9 @@
 
 struct pfr_cpu_source;
 struct pfr_exe_scan;
+struct pfr_fsguard;
 struct pfr_identity;
+struct pfr_membudget;
 
 /* Called by a source with the profiles it produced (all of an interval at once, so they are
  * written in one transaction); chunks[i].labels are the source's own labels (e.g.
@@ -53,6 +55,12 @@ typedef struct pfr_source_env {
     struct pfr_exe_scan *exes; /* the shared /proc scan; NULL: each source scans on its own */
     pfr_daemon_metrics *metrics;
     struct pfr_identity *identity; /* NULL: processes named from their cgroup paths alone */
+    /* Which file systems the sources' threads may open other processes' files on, and the
+     * copies of remote ones (pfr_fsguard.h); never NULL. */
+    struct pfr_fsguard *fsguard;
+    /* The recorder's memory budget, asked before a cost is paid (pfr_membudget.h); never
+     * NULL (a budget of 0 allows everything). */
+    struct pfr_membudget *membudget;
 } pfr_source_env;
 
 /* One row of the source table. */

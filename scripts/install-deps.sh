@@ -29,7 +29,7 @@ BACKPORTS=()
 if [ "$TEST" = 1 ]; then
   PKGS+=(
     clang-format libzstd-dev sqlite3
-    libcmocka-dev libclang-rt-14-dev
+    libcmocka-dev libclang-rt-14-dev fuse3 libfuse3-dev
     golang-1.19-go linux-perf bpftrace xz-utils libc6-dbg
     chromium python3 procps util-linux libcap2-bin systemd iproute2 curl openssl
     # the .deb (cmake/Packaging.cmake, tests/package): dpkg-shlibdeps, lintian

@@ -31,11 +31,12 @@ enum pfr_unwind_mode {
 };
 
 typedef struct pfr_cpu_profiler_opts {
-    unsigned hz;                /* samples per second per CPU */
-    unsigned stack_map_entries; /* distinct stacks, per buffer; 0 = 8192 */
-    unsigned count_map_entries; /* per buffer; 0 = 16384 */
-    int unwind;                 /* enum pfr_unwind_mode */
-    uint32_t unwind_rows;       /* cap of the unwind tables, rows; 0 = PFR_UNWIND_ROWS_DEFAULT */
+    unsigned hz;                 /* samples per second per CPU */
+    unsigned stack_map_entries;  /* distinct stacks, per buffer; 0 = 8192 */
+    unsigned count_map_entries;  /* per buffer; 0 = 16384 */
+    int unwind;                  /* enum pfr_unwind_mode */
+    uint32_t unwind_rows;        /* cap of the unwind tables, rows; 0 = PFR_UNWIND_ROWS_DEFAULT */
+    struct pfr_fsguard *fsguard; /* the unwinder's guard of remote files; NULL: none */
 } pfr_cpu_profiler_opts;
 
 /* Cumulative counters since open. */

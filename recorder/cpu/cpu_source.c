@@ -870,8 +870,8 @@ pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs)
     return (pfr_source){.ops = &cpu_ops, .self = cs};
 }
 
-int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr_cpu_source **out,
-                       char *err, size_t errlen)
+int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
+                       struct pfr_fsguard *fsguard, pfr_cpu_source **out, char *err, size_t errlen)
 {
     pfr_cpu_source *cs = calloc(1, sizeof(*cs));
     if (!cs)
@@ -911,6 +911,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr
         .proc_root = "/proc",
         .no_dwarf = !cc->dwarf,
         .no_perf_maps = !cc->perf_maps,
+        .fsguard = fsguard,
     };
     rc = pfr_symbolizer_new(&so, &cs->sym);
     if (rc) {
@@ -930,6 +931,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr
         .count_map_entries = cc->count_map_entries,
         .unwind = cc->unwind,
         .unwind_rows = (uint32_t)(cc->unwind_table_bytes / sizeof(struct pfr_unwind_row)),
+        .fsguard = fsguard,
     };
     pfr_cpu_config_map_sizes(cc, cfg->interval_ns, (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
                              &po.stack_map_entries, &po.count_map_entries);
@@ -965,7 +967,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr
 static int cpu_start(pfr_source_env *env, pfr_source *out, char *err, size_t errlen)
 {
     pfr_cpu_source *cs = NULL;
-    int rc = pfr_cpu_source_new(env->cfg, env->identity, &cs, err, errlen);
+    int rc = pfr_cpu_source_new(env->cfg, env->identity, env->fsguard, &cs, err, errlen);
     if (rc)
         return rc;
     pfr_info("cpu: sampling %d CPUs at %u Hz", pfr_cpu_source_ncpus(cs), cs->conf.cpu_hz);

@@ -61,9 +61,12 @@ typedef struct pfr_cpu_source_stats {
     uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
 } pfr_cpu_source_stats;
 
-/* identity (borrowed, may be NULL) gives processes their cgroup's Coroot identity. */
-int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity, pfr_cpu_source **out,
-                       char *err, size_t errlen);
+struct pfr_fsguard;
+/* identity (borrowed, may be NULL) gives processes their cgroup's Coroot identity; fsguard
+ * (borrowed, may be NULL) keeps files on remote file systems away from the threads with
+ * deadlines (pfr_fsguard.h). */
+int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
+                       struct pfr_fsguard *fsguard, pfr_cpu_source **out, char *err, size_t errlen);
 pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
 void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
 /* The CPU profiler's symbolizer, lent to the other sources so every profile shares one symbol

@@ -1,4 +1,5 @@
 #include "exe_scan.h"
+#include "pfr_fsguard.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -82,7 +83,8 @@ static int scan(const char *proc_root, pfr_exe_list *out)
         char path[32];
         snprintf(path, sizeof(path), "%d/exe", (int)pid);
         struct stat st;
-        if (fstatat(dirfd(d), path, &st, 0) < 0)
+        /* the kernel's cached attributes: a hung FUSE or NFS server is never asked */
+        if (pfr_fsguard_stat_cached(dirfd(d), path, &st) < 0)
             continue; /* gone, or a kernel thread */
         if (out->n == cap) {
             size_t ncap = cap ? cap * 2 : 256;

@@ -1,5 +1,6 @@
 /* The collector: which processes are Go, their per-process state, and the profiles. */
 #include "pfr_goheap.h"
+#include "pfr_fsguard.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -248,16 +249,24 @@ static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
     }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%d/exe", c->proc_root, (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* an executable on a remote file system is read only as a copy the guard's worker made
+     * (it checks dev:inode itself; the copy stands for the file) */
+    bool remote = c->o.fsguard && !pfr_fsguard_local(c->o.fsguard, pid, st->st_dev);
+    int fd = remote ? pfr_fsguard_copy(c->o.fsguard, path, st->st_dev, st->st_ino)
+                    : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return NULL;
+        return NULL; /* counted by the guard when remote */
     struct stat fst;
     gbin *b = NULL;
-    if (fstat(fd, &fst) < 0 || !bin_is(&(gbin){.dev = st->st_dev,
-                                               .ino = st->st_ino,
-                                               .size = st->st_size,
-                                               .mtime_ns = mtime_ns(st)},
-                                       &fst))
+    if (fstat(fd, &fst) < 0)
+        goto out;
+    if (remote)
+        fst = *st;
+    else if (!bin_is(&(gbin){.dev = st->st_dev,
+                             .ino = st->st_ino,
+                             .size = st->st_size,
+                             .mtime_ns = mtime_ns(st)},
+                     &fst))
         goto out; /* replaced between stat and open: next time */
     bin_evict(c);
     if (c->nbins == c->cap_bins) {
@@ -735,7 +744,7 @@ static void visit(pfr_goheap *c, pid_t pid, int64_t now_ns, const pfr_goheap_sin
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%d/exe", c->proc_root, (int)pid);
     struct stat st;
-    if (stat(path, &st) < 0) {
+    if (pfr_fsguard_stat_cached(AT_FDCWD, path, &st) < 0) { /* never asks a hung server */
         c->st.processes_checked++;
         pfr_goheap_forget(c, pid); /* gone (or a kernel thread, never tracked) */
         return;

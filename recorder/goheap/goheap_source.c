@@ -352,10 +352,14 @@ static pfr_source pfr_goheap_source_as_source(pfr_goheap_source *g)
     return (pfr_source){.ops = &goheap_ops, .self = g};
 }
 
-static int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr_exe_scan *exes,
-                                 pfr_daemon_metrics *metrics, struct pfr_identity *identity,
-                                 pfr_goheap_source **out, char *err, size_t errlen)
+static int pfr_goheap_source_new(const pfr_source_env *env, pfr_goheap_source **out, char *err,
+                                 size_t errlen)
 {
+    const pfr_config *cfg = env->cfg;
+    pfr_cpu_source *cpu = env->cpu;
+    pfr_exe_scan *exes = env->exes;
+    pfr_daemon_metrics *metrics = env->metrics;
+    struct pfr_identity *identity = env->identity;
     pfr_goheap_source *g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
@@ -379,6 +383,7 @@ static int pfr_goheap_source_new(const pfr_config *cfg, pfr_cpu_source *cpu, pfr
             .resolver = {.ctx = g, .begin = track_begin, .resolve = track_resolve},
             .exes = exes,
             .exes_max_age_ns = PFR_EXES_MAX_AGE(gc->interval_ns),
+            .fsguard = env->fsguard,
         };
         rc = pfr_goheap_new(&o, &g->collector);
     }
@@ -401,8 +406,7 @@ static int goheap_start(pfr_source_env *env, pfr_source *out, char *err, size_t 
 {
     const pfr_config *cfg = env->cfg;
     pfr_goheap_source *g = NULL;
-    int rc = pfr_goheap_source_new(cfg, env->cpu, env->exes, env->metrics, env->identity, &g, err,
-                                   errlen);
+    int rc = pfr_goheap_source_new(env, &g, err, errlen);
     if (rc)
         return rc;
     const pfr_goheap_config *gc = pfr_config_source(cfg, &pfr_goheap_source_desc);

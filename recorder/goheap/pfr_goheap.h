@@ -90,6 +90,9 @@ typedef struct pfr_goheap_opts {
     /* Testing hook: called with each process's reader before it is used; may wrap it. */
     void (*mem_hook)(void *ctx, pid_t pid, pfr_goheap_mem *mem);
     void *mem_hook_ctx;
+    /* Executables on remote file systems are read only as copies its workers make
+     * (pfr_fsguard.h); NULL: opened directly. Borrowed. */
+    struct pfr_fsguard *fsguard;
 } pfr_goheap_opts;
 
 /* What the daemon needs to name and label a profile. Strings valid during the callback. */

@@ -177,6 +177,9 @@ typedef struct pfr_scrape_opts {
      * be to serve a round; NULL: a scan of its own each round. */
     struct pfr_exe_scan *exes;
     int64_t exes_max_age_ns;
+    /* Executables on remote file systems are read only as copies its workers make
+     * (pfr_fsguard.h); NULL: opened directly. Borrowed. */
+    struct pfr_fsguard *fsguard;
 
     pfr_scrape_k8s_opts k8s;
 

@@ -61,6 +61,7 @@ struct pfr_scrape {
     char *proc_root;
     pfr_exe_scan *exes, *own_exes; /* the shared /proc scan; own_exes when none was given */
     int64_t exes_max_age_ns;
+    struct pfr_fsguard *fsguard; /* borrowed; NULL: executables opened directly */
     int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t);
     bool (*allow_pid)(void *, pid_t);
     void *discovery_ctx;
@@ -241,6 +242,7 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     s->k8s_insecure = o->k8s.insecure;
     s->event = o->event;
     s->event_ctx = o->event_ctx;
+    s->fsguard = o->fsguard;
     bool ok = true;
     s->ca_file = dup_opt(o->ca_file, &ok);
     s->proc_root = dup_opt(o->proc_root ? o->proc_root : "/proc", &ok);
@@ -502,7 +504,7 @@ static void check_netns(pfr_scrape *s)
 
 static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
 {
-    if (!s->local && pfr_scrape_local_new(s->proc_root, &s->netns, &s->local) < 0)
+    if (!s->local && pfr_scrape_local_new(s->proc_root, s->fsguard, &s->netns, &s->local) < 0)
         return;
     struct sc_local_scan_stats st;
     pfr_exe_list exes;

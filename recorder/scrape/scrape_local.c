@@ -10,6 +10,7 @@
 
 #include "scrape_elf.h"
 #include "scrape_local.h"
+#include "pfr_fsguard.h"
 #include "scrape_netns.h"
 #include "scrape_procnet.h"
 
@@ -48,6 +49,7 @@ struct exe_verdict {
 
 struct sc_local {
     char *proc_root;
+    struct pfr_fsguard *fsguard; /* borrowed; NULL: executables opened directly */
     struct sc_netns *ns;
     struct lproc *procs;
     size_t nprocs, cap_procs;
@@ -68,12 +70,14 @@ static void proc_reset(struct lproc *p, pid_t pid, uint64_t start)
     p->netns_fd = -1;
 }
 
-int pfr_scrape_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out)
+int pfr_scrape_local_new(const char *proc_root, struct pfr_fsguard *fsguard, struct sc_netns *ns,
+                         struct sc_local **out)
 {
     struct sc_local *l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
     l->ns = ns;
+    l->fsguard = fsguard;
     l->proc_root = strdup(proc_root ? proc_root : "/proc");
     if (!l->proc_root) {
         free(l);
@@ -170,11 +174,14 @@ static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_
     }
     char path[512];
     snprintf(path, sizeof(path), "%s/%d/exe", l->proc_root, (int)x->pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* on a remote file system only the guard's worker touches it (and checks dev:inode) */
+    bool remote = l->fsguard && !pfr_fsguard_local(l->fsguard, x->pid, sb->st_dev);
+    int fd = remote ? pfr_fsguard_copy(l->fsguard, path, sb->st_dev, sb->st_ino)
+                    : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     struct stat now;
-    if (fstat(fd, &now) < 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino) {
+    if (!remote && (fstat(fd, &now) < 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)) {
         close(fd); /* exec'ed since the scan: the next scan tells */
         return -1;
     }

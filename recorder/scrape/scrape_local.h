@@ -43,7 +43,10 @@ struct sc_local_scan_stats {
 };
 
 /* ns (borrowed, may be NULL = skip other namespaces) says whether namespaces may be entered. */
-int pfr_scrape_local_new(const char *proc_root, struct sc_netns *ns, struct sc_local **out);
+struct pfr_fsguard;
+/* fsguard (borrowed, may be NULL): executables on remote file systems are read as its copies. */
+int pfr_scrape_local_new(const char *proc_root, struct pfr_fsguard *fsguard, struct sc_netns *ns,
+                         struct sc_local **out);
 void pfr_scrape_local_free(struct sc_local *l);
 
 /* One look at the processes exes lists (a /proc scan). allow (may be NULL) says whether a

@@ -241,10 +241,13 @@ static pfr_source pfr_scraper_source_as_source(pfr_scraper_source *s)
     return (pfr_source){.ops = &scrape_ops, .self = s};
 }
 
-static int pfr_scraper_source_new(const pfr_config *cfg, pfr_exe_scan *exes,
-                                  pfr_daemon_metrics *metrics, struct pfr_identity *identity,
-                                  pfr_scraper_source **out, char *err, size_t errlen)
+static int pfr_scraper_source_new(const pfr_source_env *env, pfr_scraper_source **out, char *err,
+                                  size_t errlen)
 {
+    const pfr_config *cfg = env->cfg;
+    pfr_exe_scan *exes = env->exes;
+    pfr_daemon_metrics *metrics = env->metrics;
+    struct pfr_identity *identity = env->identity;
     pfr_scraper_source *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
@@ -269,6 +272,7 @@ static int pfr_scraper_source_new(const pfr_config *cfg, pfr_exe_scan *exes,
         .discovery_ctx = s,
         .exes = exes,
         .exes_max_age_ns = PFR_EXES_MAX_AGE(sc->interval_ns),
+        .fsguard = env->fsguard,
         .k8s =
             {
                 .kubelet_url = cfg->k8s_kubelet_url,
@@ -308,8 +312,7 @@ static int scrape_start(pfr_source_env *env, pfr_source *out, char *err, size_t 
     const pfr_scrape_config *sc = pfr_config_source(cfg, &pfr_scrape_source_desc);
     pfr_scraper_source *s = NULL;
     char why[512];
-    int rc =
-        pfr_scraper_source_new(cfg, env->exes, env->metrics, env->identity, &s, why, sizeof(why));
+    int rc = pfr_scraper_source_new(env, &s, why, sizeof(why));
     if (rc) {
         snprintf(err, errlen, "pprof scraping: %s", why);
         return rc;

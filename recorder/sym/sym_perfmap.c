@@ -1,4 +1,5 @@
 #include "sym_perfmap.h"
+#include "pfr_fsguard.h"
 #include "sym_lines.h"
 
 #include <errno.h>
@@ -277,6 +278,12 @@ static int read_status(const char *proc_root, pid_t pid, uid_t *euid, long *nspi
 int pfr_sym_perfmap_open(struct pfr_sym_perfmap *m, const char *proc_root, pid_t pid, char *err,
                          size_t errlen)
 {
+    return pfr_sym_perfmap_open_guarded(m, proc_root, pid, NULL, err, errlen);
+}
+
+int pfr_sym_perfmap_open_guarded(struct pfr_sym_perfmap *m, const char *proc_root, pid_t pid,
+                                 struct pfr_fsguard *guard, char *err, size_t errlen)
+{
     uid_t euid = 0;
     long nspid = 0;
     int rc = read_status(proc_root, pid, &euid, &nspid, err, errlen);
@@ -289,11 +296,15 @@ int pfr_sym_perfmap_open(struct pfr_sym_perfmap *m, const char *proc_root, pid_t
         return errno == ENOENT ? -ESRCH : -errno;
     char name[64];
     snprintf(name, sizeof(name), "tmp/perf-%ld.map", nspid);
-    /* resolved as if root were "/": the process's symlinks cannot lead to the host's files */
+    /* resolved as if root were "/": the process's symlinks cannot lead to the host's files;
+     * with a guard, only on a local file system, never crossing into another mount */
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(SYS_openat2, root, name, &how, sizeof(how));
-    rc = fd < 0 ? -errno : 0;
+    char abs[80];
+    snprintf(abs, sizeof(abs), "/%s", name);
+    int fd = guard ? pfr_fsguard_open_local(guard, pid, root, abs, (int)how.flags)
+                   : (int)syscall(SYS_openat2, root, name, &how, sizeof(how));
+    rc = fd < 0 ? (guard ? fd : -errno) : 0;
     close(root);
     if (rc) {
         if (rc != -ENOENT)

@@ -61,6 +61,12 @@ int pfr_sym_perfmap_feed(struct pfr_sym_perfmap *m, const char *data, size_t len
  * none, -ESRCH when it is gone, or another negative errno with a reason in err. */
 int pfr_sym_perfmap_open(struct pfr_sym_perfmap *m, const char *proc_root, pid_t pid, char *err,
                          size_t errlen);
+struct pfr_fsguard;
+/* The same, opening the map only on a local file system of the process, without crossing a
+ * mount from its mount point (pfr_fsguard_open_local): -EREMOTE otherwise. guard NULL: as
+ * pfr_sym_perfmap_open. */
+int pfr_sym_perfmap_open_guarded(struct pfr_sym_perfmap *m, const char *proc_root, pid_t pid,
+                                 struct pfr_fsguard *guard, char *err, size_t errlen);
 /* Read what was appended to the open file since the last read. 0 or a negative errno. */
 int pfr_sym_perfmap_update(struct pfr_sym_perfmap *m, size_t max_bytes, char *err, size_t errlen);
 

@@ -8,6 +8,7 @@
  * then a binary search of its symbols or a memo hit; no system call once a file is cached.
  */
 #include "symbolizer.h"
+#include "pfr_fsguard.h"
 #include "sym_dwarf.h"
 #include "sym_elf.h"
 #include "sym_file.h"
@@ -65,6 +66,7 @@ struct seg_list {
 
 struct pfr_symbolizer {
     char *proc_root;
+    struct pfr_fsguard *fsguard; /* NULL: files opened directly */
     size_t max_bytes;
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
@@ -338,9 +340,31 @@ static int open_checked(const char *path, const struct pfr_sym_map *m, bool *mat
 /* The file behind a mapping: through the process's root (containers), then its map_files link
  * (deleted files, other mount namespaces), then the host path when the process is gone (only if
  * dev:inode still match, so a replaced file is never used for the old mapping). */
+/* A file on a remote file system: never opened here, but copied by the guard's worker (its map
+ * link, else its path under the process's root), which checks dev:inode itself. */
+static int open_remote(pfr_symbolizer *s, pid_t pid, const struct pfr_sym_maps *maps,
+                       const struct pfr_sym_map *m)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, (int)pid,
+             m->start, m->end);
+    int fd = pfr_fsguard_copy(s->fsguard, path, m->dev, m->ino);
+    const char *mpath = pfr_sym_map_path(maps, m);
+    /* map_files wants CAP_SYS_ADMIN */
+    if (fd == -EPERM || fd == -ENOENT || fd == -EACCES) {
+        if (m->deleted || mpath[0] != '/')
+            return fd;
+        snprintf(path, sizeof(path), "%s/%d/root%s", s->proc_root, (int)pid, mpath);
+        fd = pfr_fsguard_copy(s->fsguard, path, m->dev, m->ino);
+    }
+    return fd;
+}
+
 static int open_mapped(pfr_symbolizer *s, pid_t pid, const struct pfr_sym_maps *maps,
                        const struct pfr_sym_map *m)
 {
+    if (s->fsguard && !pfr_fsguard_local(s->fsguard, pid, m->dev))
+        return open_remote(s, pid, maps, m);
     char path[PATH_MAX + 64];
     const char *mpath = pfr_sym_map_path(maps, m);
     bool matched = false;
@@ -538,6 +562,8 @@ static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
         return NULL;
     s->st.cache_misses++;
     int fd = open_mapped(s, pid, maps, m);
+    if (fd == -EINPROGRESS)
+        return NULL; /* a remote file being copied: named once the copy is there */
     struct pfr_sym_file *f = fd >= 0 ? load_fd(s, fd) : NULL;
     if (!f || link_devino(s, f, m) != 0) {
         if (fd >= 0)
@@ -839,7 +865,8 @@ static bool jit_update(pfr_symbolizer *s, struct sym_proc *p)
     }
     struct pfr_sym_perfmap *m = p->jit;
     if (m->fd < 0) {
-        int rc = pfr_sym_perfmap_open(m, s->proc_root, p->pid, s->jit_err, sizeof(s->jit_err));
+        int rc = pfr_sym_perfmap_open_guarded(m, s->proc_root, p->pid, s->fsguard, s->jit_err,
+                                              sizeof(s->jit_err));
         if (rc == -ESRCH) {
             p->gone = true;
         } else if (rc && rc != -ENOENT) { /* not written yet is worth another look; this not */
@@ -1022,6 +1049,7 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     s->max_bytes = opts && opts->max_cache_bytes ? opts->max_cache_bytes : DEFAULT_CACHE_BYTES;
     s->no_dwarf = opts && opts->no_dwarf;
     s->no_perf_maps = opts && opts->no_perf_maps;
+    s->fsguard = opts ? opts->fsguard : NULL;
     s->max_dwarf = s->max_bytes / 2;
     s->max_dwarf_file = s->max_bytes / 2;
     s->max_protected = s->max_bytes / 4 * 3;

@@ -24,12 +24,17 @@
 #include <sys/types.h>
 
 typedef struct pfr_symbolizer pfr_symbolizer;
+struct pfr_fsguard;
 
 typedef struct pfr_sym_opts {
     size_t max_cache_bytes; /* bound on cached symbol data; 0 = 32 MiB */
     const char *proc_root;  /* "/proc" unless testing */
     bool no_dwarf;          /* skip file:line lookup */
     bool no_perf_maps;      /* leave JIT code unnamed rather than read /tmp/perf-PID.map */
+    /* Files on remote file systems (FUSE, NFS, ...) are read only through the guard's copy
+     * workers, and perf maps only from local ones (pfr_fsguard.h). NULL: every file is opened
+     * directly (tests, offline tools). Not owned; outlives the symbolizer. */
+    struct pfr_fsguard *fsguard;
 } pfr_sym_opts;
 
 typedef struct pfr_sym_frame {

@@ -15,9 +15,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #include <bpf/bpf.h>
 
+#include "pfr_fsguard.h"
 #include "pfr_vec.h"
 #include "sym_maps.h"
 #include "unwind_table.h"
@@ -64,6 +66,7 @@ struct loaded {
 struct pfr_unwinder {
     pfr_unwinder_opts opts;
     char proc[64];
+    struct pfr_fsguard *fsguard; /* NULL: files opened directly */
     int rows_fd, files_fd, asked_fd;
     int64_t retry_ns; /* of a "no room" entry */
     pthread_t thread;
@@ -391,6 +394,20 @@ static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r)
     char path[4096 + 128];
     snprintf(path, sizeof(path), "%s/%" PRIu32 "/map_files/%llx-%llx", u->proc, r->ev.tgid,
              (unsigned long long)r->start, (unsigned long long)r->end);
+    uint64_t dev = makedev(r->dev >> 20, r->dev & 0xfffff); /* the kernel's dev_t */
+    if (u->fsguard && !pfr_fsguard_local(u->fsguard, (pid_t)r->ev.tgid, dev)) {
+        /* a remote file system: only the guard's worker touches it */
+        int fd = pfr_fsguard_copy(u->fsguard, path, dev, r->ino);
+        if (fd == -EPERM || fd == -ENOENT || fd == -EACCES) { /* map_files wants CAP_SYS_ADMIN */
+            char maps[128], rel[4096];
+            snprintf(maps, sizeof(maps), "%s/%" PRIu32 "/maps", u->proc, r->ev.tgid);
+            if (mapped_path(maps, r, rel, sizeof(rel)) == 0) {
+                snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", u->proc, r->ev.tgid, rel);
+                fd = pfr_fsguard_copy(u->fsguard, path, dev, r->ino);
+            }
+        }
+        return fd;
+    }
     int fd = open_checked(path, r->ino);
     if (fd >= 0)
         return fd;
@@ -561,6 +578,7 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
     }
     u->opts = *opts;
     snprintf(u->proc, sizeof(u->proc), "%s", opts->proc ? opts->proc : "/proc");
+    u->fsguard = opts->fsguard;
     u->rows_fd = rows_fd;
     u->files_fd = files_fd;
     u->asked_fd = asked_fd;

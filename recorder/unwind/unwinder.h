@@ -28,13 +28,16 @@
 #include "cpu_profile.h"
 
 typedef struct pfr_unwinder pfr_unwinder;
+struct pfr_fsguard;
 
 typedef struct pfr_unwinder_opts {
-    uint32_t max_rows;         /* rows unwind_rows holds (its max_entries) */
-    unsigned build_flags;      /* pfr_unwind_table_build() flags */
-    const char *proc;          /* "/proc" unless a test says otherwise */
-    unsigned no_room_retry_ms; /* how long a file refused for want of room keeps 0 rows before
-                                * it is asked for again; 0 = 30 s */
+    uint32_t max_rows;           /* rows unwind_rows holds (its max_entries) */
+    unsigned build_flags;        /* pfr_unwind_table_build() flags */
+    const char *proc;            /* "/proc" unless a test says otherwise */
+    unsigned no_room_retry_ms;   /* how long a file refused for want of room keeps 0 rows before
+                                  * it is asked for again; 0 = 30 s */
+    struct pfr_fsguard *fsguard; /* files on remote file systems are read only as copies made
+                                    by its workers; NULL: opened directly. Not owned. */
 } pfr_unwinder_opts;
 
 typedef struct pfr_unwinder_stats {

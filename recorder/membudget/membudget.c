@@ -1,0 +1,115 @@
+/* pfr_membudget: the recorder's one memory budget (see pfr_membudget.h). */
+#include "pfr_membudget.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct pfr_membudget {
+    uint64_t budget;  /* bytes; 0 = off */
+    char statm[256];  /* where the resident set is read */
+    uint64_t page;    /* bytes a page */
+    atomic_int level; /* enum pfr_mem_level */
+    atomic_uint_fast64_t rss, peak, over;
+    atomic_uint_fast64_t refused[PFR_MEM_NUSERS];
+};
+
+enum pfr_mem_level pfr_membudget_next_level(enum pfr_mem_level prev, uint64_t rss, uint64_t budget)
+{
+    if (budget == 0)
+        return PFR_MEM_OK;
+    if (rss > budget)
+        return PFR_MEM_OVER;
+    if (rss > budget / 8 * 7)
+        return prev == PFR_MEM_OVER ? PFR_MEM_OVER : PFR_MEM_TIGHT;
+    if (rss > budget / 4 * 3)
+        return prev == PFR_MEM_OK ? PFR_MEM_OK : PFR_MEM_TIGHT;
+    return PFR_MEM_OK;
+}
+
+int pfr_membudget_new(uint64_t budget_bytes, const char *statm_path, pfr_membudget **out)
+{
+    pfr_membudget *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->budget = budget_bytes;
+    snprintf(b->statm, sizeof(b->statm), "%s", statm_path ? statm_path : "/proc/self/statm");
+    long page = sysconf(_SC_PAGESIZE);
+    b->page = page > 0 ? (uint64_t)page : 4096;
+    *out = b;
+    return 0;
+}
+
+void pfr_membudget_free(pfr_membudget *b)
+{
+    free(b);
+}
+
+/* The resident set in bytes (statm's second field, in pages), or -errno. */
+static int64_t read_rss(const pfr_membudget *b)
+{
+    int fd = open(b->statm, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    int e = errno;
+    close(fd);
+    if (n <= 0)
+        return n < 0 ? -e : -EINVAL;
+    buf[n] = '\0';
+    unsigned long long size, resident;
+    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return -EINVAL;
+    return (int64_t)(resident * b->page);
+}
+
+int pfr_membudget_update(pfr_membudget *b)
+{
+    int64_t rss = read_rss(b);
+    if (rss < 0)
+        return (int)rss;
+    atomic_store(&b->rss, (uint64_t)rss);
+    if ((uint64_t)rss > atomic_load(&b->peak))
+        atomic_store(&b->peak, (uint64_t)rss);
+    enum pfr_mem_level l = pfr_membudget_next_level((enum pfr_mem_level)atomic_load(&b->level),
+                                                    (uint64_t)rss, b->budget);
+    if (l == PFR_MEM_OVER)
+        atomic_fetch_add(&b->over, 1);
+    atomic_store(&b->level, (int)l);
+    return (int)l;
+}
+
+enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b)
+{
+    return b ? (enum pfr_mem_level)atomic_load(&b->level) : PFR_MEM_OK;
+}
+
+bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes)
+{
+    if (!b || b->budget == 0)
+        return true;
+    enum pfr_mem_level l = pfr_membudget_level(b);
+    bool ok = l == PFR_MEM_OK || (l == PFR_MEM_TIGHT && bytes <= b->budget / 64);
+    if (!ok && user >= 0 && user < PFR_MEM_NUSERS)
+        atomic_fetch_add(&b->refused[user], 1);
+    return ok;
+}
+
+void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (!b)
+        return;
+    st->budget_bytes = b->budget;
+    st->rss_bytes = atomic_load(&b->rss);
+    st->peak_bytes = atomic_load(&b->peak);
+    st->level = atomic_load(&b->level);
+    st->over_intervals = atomic_load(&b->over);
+    for (int i = 0; i < PFR_MEM_NUSERS; i++)
+        st->refused[i] = atomic_load(&b->refused[i]);
+}

@@ -1,0 +1,68 @@
+/*
+ * pfr_membudget: one memory budget for the whole recorder (its resident set, as the kernel
+ * counts it for the unit's MemoryMax), and the level that tells every cache and builder how to
+ * behave: pay new costs freely (OK), only small ones (TIGHT), or none (OVER). The daemon's main
+ * thread measures at each interval's end; the sources' threads ask before they pay for a file
+ * (a symbol table, an unwind table, a Go heap walk) and count what they refused. So the
+ * recorder degrades (names fewer frames, walks stacks by frame pointers, drops cold caches)
+ * instead of growing past the budget, and says so in its metrics.
+ *
+ * Levels (with hysteresis, so a recorder near its budget does not flap):
+ *   OVER   resident set above the budget;
+ *   TIGHT  above 7/8 of it (or OVER until it falls below that);
+ *   OK     below 3/4 of it (or TIGHT until it falls below that).
+ *
+ * Thread-safe: pfr_membudget_update from one thread (the daemon's), the rest from any.
+ * Constructor pfr_membudget_new, destructor pfr_membudget_free. A NULL budget (tests, offline
+ * tools) or a budget of 0 bytes (off) allows everything.
+ */
+#ifndef PFR_MEMBUDGET_H
+#define PFR_MEMBUDGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pfr_membudget pfr_membudget;
+
+enum pfr_mem_level { PFR_MEM_OK = 0, PFR_MEM_TIGHT = 1, PFR_MEM_OVER = 2 };
+
+/* Who asked, for the refusal counters. */
+enum pfr_mem_user {
+    PFR_MEM_SYMBOLS = 0, /* a file's symbol table (or DWARF, perf map) */
+    PFR_MEM_UNWIND,      /* a file's unwind table */
+    PFR_MEM_GOHEAP,      /* a Go process's heap profile */
+    PFR_MEM_NUSERS
+};
+
+typedef struct pfr_membudget_stats {
+    uint64_t budget_bytes;   /* 0: off */
+    uint64_t rss_bytes;      /* at the last measure */
+    uint64_t peak_bytes;     /* the most measured */
+    int level;               /* enum pfr_mem_level */
+    uint64_t over_intervals; /* measures found OVER */
+    uint64_t refused[PFR_MEM_NUSERS];
+} pfr_membudget_stats;
+
+/* budget_bytes 0: off. statm_path NULL: "/proc/self/statm" (a test gives its own).
+ * @return 0 or -ENOMEM. */
+int pfr_membudget_new(uint64_t budget_bytes, const char *statm_path, pfr_membudget **out);
+void pfr_membudget_free(pfr_membudget *b);
+
+/* Measure the resident set now and set the level. @return the level, or a negative errno when
+ * it cannot be read (the level stays). */
+int pfr_membudget_update(pfr_membudget *b);
+
+/* The level at the last measure (OK when b is NULL or off). */
+enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b);
+
+/* May `user` pay for something of about `bytes` now? OK: yes; TIGHT: only if it is small (at
+ * most 1/64 of the budget); OVER: no. A refusal is counted. b NULL: yes. */
+bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
+
+void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st);
+
+/* The level a resident set gives, from the level before (exposed for tests). */
+enum pfr_mem_level pfr_membudget_next_level(enum pfr_mem_level prev, uint64_t rss, uint64_t budget);
+
+#endif

@@ -1,0 +1,98 @@
+/* pfr_membudget: levels with hysteresis, what each level allows, the resident set read from
+ * a statm file, refusals counted by user. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pfr_membudget.h"
+
+#define MiB (1024ull * 1024)
+
+static void levels(void **state)
+{
+    (void)state;
+    const uint64_t b = 64 * MiB;
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OK, 40 * MiB, b), PFR_MEM_OK);
+    /* between 3/4 and 7/8: stays where it was (OK stays OK, TIGHT stays TIGHT) */
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OK, 50 * MiB, b), PFR_MEM_OK);
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_TIGHT, 50 * MiB, b), PFR_MEM_TIGHT);
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OVER, 50 * MiB, b), PFR_MEM_TIGHT);
+    /* between 7/8 and the budget: TIGHT, or OVER until it falls below 7/8 */
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OK, 60 * MiB, b), PFR_MEM_TIGHT);
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OVER, 60 * MiB, b), PFR_MEM_OVER);
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OK, 65 * MiB, b), PFR_MEM_OVER);
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OVER, 47 * MiB, b), PFR_MEM_OK);
+    assert_int_equal(pfr_membudget_next_level(PFR_MEM_OVER, 900 * MiB, 0), PFR_MEM_OK);
+}
+
+static void write_statm(const char *path, unsigned long long pages)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%llu %llu 100 10 0 200 0\n", pages * 2, pages);
+    fclose(f);
+}
+
+static void measured(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pfr-statm-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    pfr_membudget *b;
+    assert_int_equal(pfr_membudget_new(64 * MiB, path, &b), 0);
+    write_statm(path, 10 * MiB / page);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
+    assert_true(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 30 * MiB));
+    write_statm(path, 60 * MiB / page);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_TIGHT);
+    assert_true(pfr_membudget_allow(b, PFR_MEM_UNWIND, MiB));      /* small: yes */
+    assert_false(pfr_membudget_allow(b, PFR_MEM_UNWIND, 2 * MiB)); /* over 1/64: no */
+    write_statm(path, 70 * MiB / page);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OVER);
+    assert_false(pfr_membudget_allow(b, PFR_MEM_GOHEAP, 1));
+    assert_false(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 1));
+    pfr_membudget_stats st;
+    pfr_membudget_stats_get(b, &st);
+    assert_int_equal(st.rss_bytes, 70 * MiB / page * page);
+    assert_int_equal(st.peak_bytes, 70 * MiB / page * page);
+    assert_int_equal(st.level, PFR_MEM_OVER);
+    assert_int_equal(st.over_intervals, 1);
+    assert_int_equal(st.refused[PFR_MEM_SYMBOLS], 1);
+    assert_int_equal(st.refused[PFR_MEM_UNWIND], 1);
+    assert_int_equal(st.refused[PFR_MEM_GOHEAP], 1);
+    write_statm(path, 20 * MiB / page);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
+    pfr_membudget_stats_get(b, &st);
+    assert_int_equal(st.peak_bytes, 70 * MiB / page * page);
+    /* unreadable: the level stays */
+    unlink(path);
+    assert_true(pfr_membudget_update(b) < 0);
+    assert_int_equal(pfr_membudget_level(b), PFR_MEM_OK);
+    pfr_membudget_free(b);
+    /* the real one, off: everything allowed whatever the resident set */
+    assert_int_equal(pfr_membudget_new(0, NULL, &b), 0);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
+    pfr_membudget_stats_get(b, &st);
+    assert_true(st.rss_bytes > 0);
+    assert_true(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 1ull << 40));
+    pfr_membudget_free(b);
+    assert_true(pfr_membudget_allow(NULL, PFR_MEM_SYMBOLS, 1ull << 40));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(levels),
+        cmocka_unit_test(measured),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
