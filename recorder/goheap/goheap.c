@@ -1,6 +1,7 @@
 /* The collector: which processes are Go, their per-process state, and the profiles. */
 #include "pfr_goheap.h"
 #include "pfr_fsguard.h"
+#include "pfr_membudget.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -27,6 +28,10 @@
 enum bin_kind { BIN_NOT_GO, BIN_GO, BIN_STRIPPED, BIN_BAD };
 
 /* One executable, identified by device, inode, size and mtime. */
+/* What a typical heap walk holds while it runs (buckets, stacks, the profile being built),
+ * for the memory budget: allowed near the budget, refused over it. */
+#define WALK_COST_BYTES (1u << 20)
+
 typedef struct gbin {
     dev_t dev;
     ino_t ino;
@@ -728,6 +733,9 @@ static void visit_exe(pfr_goheap *c, pid_t pid, const struct stat *st, int64_t n
             return;
         }
     }
+    /* a walk holds its buckets and stacks: not while the recorder is over its memory budget */
+    if (!pfr_membudget_allow(c->o.membudget, PFR_MEM_GOHEAP, WALK_COST_BYTES))
+        return;
     pfr_goheap_procmem pm;
     pfr_goheap_procmem_init(&pm, pid, c->proc_root);
     pfr_goheap_mem mem = pfr_goheap_procmem_reader(&pm);

@@ -384,6 +384,7 @@ static int pfr_goheap_source_new(const pfr_source_env *env, pfr_goheap_source **
             .exes = exes,
             .exes_max_age_ns = PFR_EXES_MAX_AGE(gc->interval_ns),
             .fsguard = env->fsguard,
+            .membudget = env->membudget,
         };
         rc = pfr_goheap_new(&o, &g->collector);
     }

@@ -93,6 +93,9 @@ typedef struct pfr_goheap_opts {
     /* Executables on remote file systems are read only as copies its workers make
      * (pfr_fsguard.h); NULL: opened directly. Borrowed. */
     struct pfr_fsguard *fsguard;
+    /* Heap walks are skipped while the recorder is over its memory budget (counted there);
+     * NULL: no budget. Borrowed. */
+    struct pfr_membudget *membudget;
 } pfr_goheap_opts;
 
 /* What the daemon needs to name and label a profile. Strings valid during the callback. */
