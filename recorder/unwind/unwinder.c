@@ -445,10 +445,15 @@ static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, const char 
     pthread_mutex_unlock(&u->mu);
     if (!u->opts.on_refused)
         return;
+    /* a map_files link names the file as its process sees it: the log says that */
+    char real[4096];
+    ssize_t n = readlink(path, real, sizeof(real) - 1);
+    if (n > 0)
+        real[n] = '\0';
     pfr_unwind_refused f = {.pid = r->ev.tgid,
                             .dev = r->dev,
                             .ino = r->ino,
-                            .path = path,
+                            .path = n > 0 ? real : path,
                             .reason = reason,
                             .why = why};
     u->opts.on_refused(u->opts.ctx, &f);
