@@ -1272,6 +1272,28 @@ static void test_limit_held(void **state)
     assert_int_equal(build_both_lim(packed, &lim, err, sizeof(err)), 0);
 }
 
+/* max_fdes on .debug_frame's path: a quarter of it (libdw keeps each FDE it reads there). */
+static void test_limit_debug_fdes(void **state)
+{
+    (void)state;
+    char plain[600], err[256];
+    snprintf(plain, sizeof(plain), "%s-dbgfdes", nostd);
+    sh("'%s' " NOSTD_FLAGS " -g -fno-asynchronous-unwind-tables -o '%s' '%s/uw_nostd.c'",
+       UNWIND_GCC, plain, UNWIND_PROGS);
+    pfr_unwind_table t;
+    build_ok(plain, &t);
+    assert_true(t.stats.debug_frame);
+    uint64_t n = t.stats.fdes;
+    pfr_unwind_table_free(&t);
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_fdes = 4 * n;
+    assert_int_equal(build_both_lim(plain, &lim, err, sizeof(err)), 0);
+    lim.max_fdes = 4 * n - 1;
+    assert_int_equal(build_both_lim(plain, &lim, err, sizeof(err)), -EOVERFLOW);
+    assert_non_null(strstr(err, "in .debug_frame"));
+}
+
 /* max_cpu_ns: a build past its CPU time is refused; within it, the same table. */
 static void test_limit_cpu(void **state)
 {
@@ -1397,6 +1419,7 @@ int main(void)
         cmocka_unit_test(test_limit_fdes),
         cmocka_unit_test(test_limit_eh_frame),
         cmocka_unit_test(test_limit_held),
+        cmocka_unit_test(test_limit_debug_fdes),
         cmocka_unit_test(test_limit_cpu),
         cmocka_unit_test(test_cpu_share),
         cmocka_unit_test(test_hostile_bomb),
