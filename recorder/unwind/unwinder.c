@@ -433,9 +433,9 @@ static void count(pfr_unwinder *u, uint64_t *field, int64_t t0)
     pthread_mutex_unlock(&u->mu);
 }
 
-/* A refused file: counted by reason and told to the caller (its log). */
-static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, const char *path, int rc,
-                    const char *why)
+/* A refused file, open at fd: counted by reason and told to the caller (its log). */
+static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, int fd, const char *path,
+                    int rc, const char *why)
 {
     int reason = pfr_unwind_refusal(rc);
     if (reason < 0)
@@ -445,9 +445,11 @@ static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, const char 
     pthread_mutex_unlock(&u->mu);
     if (!u->opts.on_refused)
         return;
-    /* a map_files link names the file as its process sees it: the log says that */
-    char real[4096];
-    ssize_t n = readlink(path, real, sizeof(real) - 1);
+    /* the file's name, from our descriptor (its process may be gone by now); a container's
+     * file is named as the recorder sees it */
+    char fdlink[64], real[4096];
+    snprintf(fdlink, sizeof(fdlink), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(fdlink, real, sizeof(real) - 1);
     if (n > 0)
         real[n] = '\0';
     pfr_unwind_refused f = {.pid = r->ev.tgid,
@@ -481,8 +483,8 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
         lim.max_rows = u->opts.max_rows ? u->opts.max_rows : 1;
         lim.cpu_share = u->opts.cpu_share ? u->opts.cpu_share : PFR_UNWINDER_CPU_SHARE;
         rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, &t, err, sizeof(err));
+        refused(u, r, fd, path, rc, err);
         close(fd);
-        refused(u, r, path, rc, err);
     }
     uint64_t *outcome = &u->st.tables;
     if (rc == -ENOMEM) {

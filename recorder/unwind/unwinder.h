@@ -37,7 +37,7 @@ typedef struct pfr_unwinder pfr_unwinder;
 typedef struct pfr_unwind_refused {
     uint32_t pid; /* the process that asked */
     uint64_t dev, ino;
-    const char *path; /* as that process names it (else through /proc/PID/root) */
+    const char *path; /* as the recorder opened it (else as /proc names it) */
     int reason;       /* enum pfr_unwind_refusal */
     const char *why;  /* the builder's sentence */
 } pfr_unwind_refused;
