@@ -5,7 +5,8 @@
  * 'R' pointer encoding), walks each FDE row by row with dwarf_cfi_addrframe(), and maps each
  * row's rules onto the few the sampler can follow. The input is any file mapped executable by
  * any process on the host, so every length and offset is checked, and the work per file is
- * bounded (MAX_FDE_ROWS, MAX_REPLAY, MAX_CFI_*) whatever the file says.
+ * bounded (MAX_FDE_ROWS, MAX_REPLAY, MAX_CFI_*, and the caller's pfr_unwind_limits: sizes and
+ * counts checked before they are paid, CPU time as it goes) whatever the file says.
  *
  * Memory, for files as large as ClickHouse's library (680k FDEs, 35 MB of .eh_frame): the FDEs
  * are kept in 16 bytes each and sorted in place; libdw walks them CFI_CHUNK at a time, each
