@@ -170,14 +170,16 @@ __attribute__((format(printf, 3, 4))) static int fail(builder *b, int rc, const 
     return rc;
 }
 
-/* Every TICK_EVERY calls: the build refused past its CPU time budget, and a nap when it has
- * used more than its share of a core since the last one. */
+/* Every TICK_EVERY calls: the build cancelled, or refused past its CPU time budget, and a nap
+ * when it has used more than its share of a core since the last one. */
 static int tick(builder *b)
 {
     if (++b->ticks % TICK_EVERY)
         return 0;
-    int64_t now = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     const pfr_unwind_limits *l = b->lim;
+    if (l->cancel && atomic_load_explicit(l->cancel, memory_order_relaxed))
+        return fail(b, -ECANCELED, "cancelled");
+    int64_t now = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (l->max_cpu_ns && now - b->cpu0 > (int64_t)l->max_cpu_ns)
         return fail(b, -ETIME, "past its CPU time budget (%.1f s)", (double)l->max_cpu_ns / 1e9);
     unsigned share = l->cpu_share;

@@ -23,6 +23,7 @@
 #ifndef PFR_UNWIND_TABLE_H
 #define PFR_UNWIND_TABLE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,8 @@ typedef struct pfr_unwind_limits {
     uint64_t max_cpu_ns;         /* CPU time of the thread building: -ETIME past it (0: none) */
     unsigned cpu_share;          /* percent of a core a build takes on average: past it, it sleeps
                                   * in proportion to the CPU it used (0 or 100: never sleeps) */
+    const atomic_bool *cancel;   /* set (by another thread): the build stops, -ECANCELED, within
+                                  * a slice (NULL: never) */
 } pfr_unwind_limits;
 
 /* The defaults, which real files pass: libLLVM-15 (98k FDEs, 5 MB of .eh_frame, 0.98M rows,
@@ -100,7 +103,8 @@ const char *pfr_unwind_refusal_name(int refusal);
  * call-frame information; -ENOTSUP a Go program with no .eh_frame (without
  * PFR_UNWIND_BUILD_GO) or executable segments whose p_vaddr - p_offset differ; -EFBIG code
  * spans 4 GiB or more, or a size past lim; -E2BIG more rows than lim->max_rows (no table);
- * -EOVERFLOW more FDEs than lim->max_fdes; -ETIME past lim->max_cpu_ns; -EBADF, -EIO the
+ * -EOVERFLOW more FDEs than lim->max_fdes; -ETIME past lim->max_cpu_ns; -ECANCELED
+ * lim->cancel was set; -EBADF, -EIO the
  * descriptor cannot be read; -ENOMEM. */
 int pfr_unwind_table_build_limited(int fd, unsigned flags, const pfr_unwind_limits *lim,
                                    pfr_unwind_table *out, char *err, size_t errlen);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ struct pfr_unwinder {
     size_t qlen;
     uint64_t queued, handled;
     bool stop;
+    atomic_bool cancel; /* stop, for the build under way */
     pfr_unwinder_stats st;
     /* thread only: */
     struct extent *free; /* free row extents, by start, never adjacent */
@@ -482,11 +484,14 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
         pfr_unwind_limits_default(&lim);
         lim.max_rows = u->opts.max_rows ? u->opts.max_rows : 1;
         lim.cpu_share = u->opts.cpu_share ? u->opts.cpu_share : PFR_UNWINDER_CPU_SHARE;
+        lim.cancel = &u->cancel;
         rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, &t, err, sizeof(err));
         refused(u, r, fd, path, rc, err);
         close(fd);
     }
     uint64_t *outcome = &u->st.tables;
+    if (rc == -ECANCELED) /* the unwinder is stopping */
+        return;
     if (rc == -ENOMEM) {
         forget_asked(u, &key);
         count(u, &u->st.open_failed, t0);
@@ -659,6 +664,7 @@ void pfr_unwinder_free(pfr_unwinder *u)
     if (u->started) {
         pthread_mutex_lock(&u->mu);
         u->stop = true;
+        atomic_store(&u->cancel, true);
         pthread_cond_broadcast(&u->cv);
         pthread_cond_broadcast(&u->done);
         pthread_mutex_unlock(&u->mu);

@@ -1306,6 +1306,11 @@ static void test_limit_cpu(void **state)
     assert_non_null(strstr(err, "CPU time budget"));
     lim.max_cpu_ns = 120ull * 1000000000;
     assert_int_equal(build_both_lim(many, &lim, err, sizeof(err)), 0);
+    /* cancelled (by a stopping recorder): no table */
+    atomic_bool cancel = true;
+    lim.cancel = &cancel;
+    assert_int_equal(build_both_lim(many, &lim, err, sizeof(err)), -ECANCELED);
+    assert_int_equal(pfr_unwind_refusal(-ECANCELED), -1);
 }
 
 /* cpu_share: a build at 25 % of a core sleeps three times as long as it runs. */
