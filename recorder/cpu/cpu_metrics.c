@@ -113,6 +113,11 @@ static void unwind_counters(pfr_daemon_metrics *m, const pfr_cpu_source_stats *s
     put1(m, "pfr_unwind_files_total", files_help, "outcome", "no_room", (double)u->no_room);
     put1(m, "pfr_unwind_files_total", files_help, "outcome", "bad_file", (double)u->bad_files);
     put1(m, "pfr_unwind_files_total", files_help, "outcome", "open_failed", (double)u->open_failed);
+    static const char refused_help[] = "files whose unwind table was refused, by why (also "
+                                       "counted as no_table or bad_file)";
+    for (int r = 0; r < PFR_UW_REFUSALS; r++)
+        put1(m, "pfr_unwind_files_refused_total", refused_help, "reason",
+             pfr_unwind_refusal_name(r), (double)u->refused[r]);
     put(m, "pfr_unwind_table_files", "files with an unwind table loaded", G,
         (double)u->files_with_rows);
     put(m, "pfr_unwind_table_bytes", "kernel memory used by unwind table rows", G,

@@ -18,6 +18,7 @@
 #include "cpu_profile.h"
 
 struct pfr_unwinder_stats; /* unwind/unwinder.h */
+struct pfr_unwind_refused; /* unwind/unwinder.h */
 
 typedef struct pfr_cpu_profiler pfr_cpu_profiler;
 
@@ -31,11 +32,14 @@ enum pfr_unwind_mode {
 };
 
 typedef struct pfr_cpu_profiler_opts {
-    unsigned hz;                 /* samples per second per CPU */
-    unsigned stack_map_entries;  /* distinct stacks, per buffer; 0 = 8192 */
-    unsigned count_map_entries;  /* per buffer; 0 = 16384 */
-    int unwind;                  /* enum pfr_unwind_mode */
-    uint32_t unwind_rows;        /* cap of the unwind tables, rows; 0 = PFR_UNWIND_ROWS_DEFAULT */
+    unsigned hz;                /* samples per second per CPU */
+    unsigned stack_map_entries; /* distinct stacks, per buffer; 0 = 8192 */
+    unsigned count_map_entries; /* per buffer; 0 = 16384 */
+    int unwind;                 /* enum pfr_unwind_mode */
+    uint32_t unwind_rows;       /* cap of the unwind tables, rows; 0 = PFR_UNWIND_ROWS_DEFAULT */
+    /* a file whose unwind table was refused (unwinder.h), on the unwinder's thread; NULL: none */
+    void (*unwind_refused)(void *ctx, const struct pfr_unwind_refused *r);
+    void *unwind_refused_ctx;
     struct pfr_fsguard *fsguard; /* the unwinder's guard of remote files; NULL: none */
 } pfr_cpu_profiler_opts;
 

@@ -399,6 +399,21 @@ static void on_exit_event(pfr_cpu_source *cs, const struct pfr_event *ev)
         take_exit_maps(cs, p, (const struct pfr_exit_maps *)ev);
 }
 
+/* A file the unwinder refused (once per file: it then has no table and is not asked for again):
+ * its stacks are walked by frame pointers. Past a limit it is a warning (a file that large, or
+ * one made to cost the recorder); a file libdw cannot read is common enough for info. */
+static void log_unwind_refused(void *ctx, const pfr_unwind_refused *r)
+{
+    (void)ctx;
+    const char *reason = pfr_unwind_refusal_name(r->reason);
+    if (r->reason == PFR_UW_REFUSED_BAD_FILE)
+        pfr_info("cpu: no unwind table for %s (pid %u): %s: %s", r->path, r->pid, reason, r->why);
+    else
+        pfr_warn("cpu: unwind table of %s (pid %u) refused, %s: %s; its stacks are walked by "
+                 "frame pointers",
+                 r->path, r->pid, reason, r->why);
+}
+
 static void on_event(const struct pfr_event *ev, void *ctx)
 {
     pfr_cpu_source *cs = ctx;
@@ -932,6 +947,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         .unwind = cc->unwind,
         .unwind_rows = (uint32_t)(cc->unwind_table_bytes / sizeof(struct pfr_unwind_row)),
         .fsguard = fsguard,
+        .unwind_refused = log_unwind_refused,
     };
     pfr_cpu_config_map_sizes(cc, cfg->interval_ns, (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
                              &po.stack_map_entries, &po.count_map_entries);

@@ -31,10 +31,12 @@ typedef struct fill {
     pfr_uw_image *im;
     struct span spans[MAX_SPANS]; /* copied at once */
     size_t nspans;
-    bool untold;     /* more ranges than spans holds: no window */
-    struct span eh;  /* .eh_frame and its tail; lo == hi none */
-    uint64_t eh_end; /* the end of .eh_frame itself (without its tail) */
-    struct span hdr; /* .eh_frame_hdr, which the builder writes */
+    bool untold;         /* more ranges than spans holds: no window */
+    struct span eh;      /* .eh_frame and its tail; lo == hi none */
+    uint64_t eh_end;     /* the end of .eh_frame itself (without its tail) */
+    struct span hdr;     /* .eh_frame_hdr, which the builder writes */
+    uint64_t room;       /* bytes that may still be copied at once (the caller's max_held) */
+    uint64_t max_window; /* the caller's */
 } fill;
 
 /* [off, off + len + PFR_UW_IMAGE_TAIL) clipped to the file. */
@@ -69,6 +71,9 @@ static int fill_copy(fill *f, uint64_t off, uint64_t len)
     struct span s = span_of(f->im, off, len);
     if (s.lo == s.hi)
         return 0;
+    if (s.hi - s.lo > f->room)
+        return -EFBIG; /* checked before anything of it is copied */
+    f->room -= s.hi - s.lo;
     if (f->nspans < MAX_SPANS)
         f->spans[f->nspans++] = s;
     else
@@ -191,19 +196,21 @@ static int fill_window(fill *f)
     struct span w = f->eh;
     if (w.lo == w.hi)
         return 0;
+    if (f->eh_end - w.lo > f->max_window)
+        return -EFBIG; /* the section's size (its pages' marks and sums: 9 bytes a page) */
     /* the builder's writes in .eh_frame_hdr must never be copied over: a window stops where
      * .eh_frame_hdr starts right after the section (lld's layout), and there is none when the
      * two overlap */
     if (overlap(w, f->hdr) && f->hdr.lo >= f->eh_end)
         w.hi = f->hdr.lo;
     if (f->untold || overlap(w, f->hdr))
-        return copy_range(im, w.lo, w.hi);
+        return w.hi - w.lo > f->room ? -EFBIG : copy_range(im, w.lo, w.hi);
     uint64_t pg = im->page;
     uint64_t first = w.lo / pg, npages = (w.hi - 1) / pg - first + 1;
     im->resident = calloc(npages, 1);
     im->sums = calloc(npages, sizeof(*im->sums));
     if (!im->resident || !im->sums)
-        return copy_range(im, w.lo, w.hi); /* copied whole: less to lose than the build */
+        return w.hi - w.lo > f->room ? -ENOMEM : copy_range(im, w.lo, w.hi); /* copied whole */
     im->win_lo = w.lo;
     im->win_hi = w.hi;
     im->first_page = first;
@@ -228,7 +235,8 @@ static int fill_window(fill *f)
     return 0;
 }
 
-int pfr_uw_image_load(pfr_uw_image *im, int fd, uint64_t size)
+int pfr_uw_image_load(pfr_uw_image *im, int fd, uint64_t size, uint64_t max_held,
+                      uint64_t max_window)
 {
     memset(im, 0, sizeof(*im));
     im->fd = fd;
@@ -243,7 +251,7 @@ int pfr_uw_image_load(pfr_uw_image *im, int fd, uint64_t size)
     if (p == MAP_FAILED)
         return -ENOMEM;
     im->p = (uint8_t *)p + PFR_UW_IMAGE_PREFIX;
-    fill f = {.im = im};
+    fill f = {.im = im, .room = max_held, .max_window = max_window};
     Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     int rc = e ? fill_find(&f, e) : fill_copy(&f, 0, sizeof(Elf64_Ehdr));
     if (e)

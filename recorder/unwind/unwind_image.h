@@ -57,9 +57,13 @@ typedef struct pfr_uw_image {
     bool all;            /* the whole window was asked for: nothing is dropped any more */
 } pfr_uw_image;
 
-/* Map the image of the regular file at fd, size bytes, and copy what the builder reads.
- * @return 0; -ENOMEM the image cannot be mapped; -EIO, or the errno of pread. */
-int pfr_uw_image_load(pfr_uw_image *im, int fd, uint64_t size);
+/* Map the image of the regular file at fd, size bytes, and copy what the builder reads: at most
+ * max_held bytes copied at once (all but the window), checked before each copy, and a window of
+ * at most max_window bytes.
+ * @return 0; -EFBIG more to copy than max_held, or a larger window; -ENOMEM the image cannot be
+ * mapped; -EIO, or the errno of pread. */
+int pfr_uw_image_load(pfr_uw_image *im, int fd, uint64_t size, uint64_t max_held,
+                      uint64_t max_window);
 
 /* Make [at, at + len) of the image (a pointer into it) hold the file's bytes, and the
  * PFR_UW_IMAGE_TAIL bytes after them. A no-op outside the window, or with im NULL.

@@ -5,7 +5,8 @@
  * 'R' pointer encoding), walks each FDE row by row with dwarf_cfi_addrframe(), and maps each
  * row's rules onto the few the sampler can follow. The input is any file mapped executable by
  * any process on the host, so every length and offset is checked, and the work per file is
- * bounded (MAX_FDE_ROWS, MAX_REPLAY, MAX_CFI_*) whatever the file says.
+ * bounded (MAX_FDE_ROWS, MAX_REPLAY, MAX_CFI_*, and the caller's pfr_unwind_limits: sizes and
+ * counts checked before they are paid, CPU time as it goes) whatever the file says.
  *
  * Memory, for files as large as ClickHouse's library (680k FDEs, 35 MB of .eh_frame): the FDEs
  * are kept in 16 bytes each and sorted in place; libdw walks them CFI_CHUNK at a time, each
@@ -43,6 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pfr_clock.h"
 #include "pfr_vec.h"
 #include "unwind_image.h"
 
@@ -84,6 +86,15 @@
 #define SCAN_HELD_MAX 256u
 #endif
 
+/* The CPU time budget and share are looked at every TICK_EVERY entries or FDEs (a few
+ * microseconds of work each), the share in slices of SLICE_NS of CPU: a build that takes a
+ * share of 50 % runs 10 ms, sleeps 10 ms. */
+#define TICK_EVERY 64u
+#define SLICE_NS   (10 * 1000000ll)
+/* CIEs a file may have per FDE it may have: ld merges equal CIEs (a handful in .eh_frame); an
+ * unlinked .debug_frame has one per compilation unit. */
+#define CIES_PER_FDES 16u
+
 #ifndef NT_GO_BUILD_ID
 #define NT_GO_BUILD_ID 4
 #endif
@@ -118,6 +129,10 @@ typedef struct builder {
     size_t img_size;
     pfr_uw_image *im; /* its .eh_frame window, NULL: all of it is there */
     size_t max_rows;  /* 0: no cap */
+    const pfr_unwind_limits *lim;
+    uint64_t inflate;     /* declared sizes of the sections libdw would inflate, added up */
+    int64_t cpu0, slice0; /* the thread's CPU time at the start, and at the last nap */
+    unsigned ticks;
     pfr_unwind_table *out;
     char *err;
     size_t errlen;
@@ -153,6 +168,29 @@ __attribute__((format(printf, 3, 4))) static int fail(builder *b, int rc, const 
         va_end(ap);
     }
     return rc;
+}
+
+/* Every TICK_EVERY calls: the build cancelled, or refused past its CPU time budget, and a nap
+ * when it has used more than its share of a core since the last one. */
+static int tick(builder *b)
+{
+    if (++b->ticks % TICK_EVERY)
+        return 0;
+    const pfr_unwind_limits *l = b->lim;
+    if (l->cancel && atomic_load_explicit(l->cancel, memory_order_relaxed))
+        return fail(b, -ECANCELED, "cancelled");
+    int64_t now = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (l->max_cpu_ns && now - b->cpu0 > (int64_t)l->max_cpu_ns)
+        return fail(b, -ETIME, "past its CPU time budget (%.1f s)", (double)l->max_cpu_ns / 1e9);
+    unsigned share = l->cpu_share;
+    if (share == 0 || share >= 100 || now - b->slice0 < SLICE_NS)
+        return 0;
+    int64_t nap = (now - b->slice0) * (100 - share) / share;
+    struct timespec ts = {nap / 1000000000, nap % 1000000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    b->slice0 = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    return 0;
 }
 
 /* ---- the ELF file: kind, executable segments, Go ---- */
@@ -237,6 +275,45 @@ static void drop_search_table(Elf_Scn *scn)
         ((uint8_t *)d->d_buf)[2] = DW_EH_PE_omit;
 }
 
+static bool read_encoded(const uint8_t **p, const uint8_t *end, int fmt, uint64_t *v);
+
+/* The FDEs .eh_frame_hdr says .eh_frame has: a file saying more than the limit is refused
+ * before its FDEs are read (one that lies is stopped at the limit as it is read). */
+static int check_hdr_count(builder *b, Elf_Scn *scn)
+{
+    Elf_Data *d = elf_rawdata(scn, NULL);
+    if (!d || !d->d_buf || d->d_size < 4 || ((const uint8_t *)d->d_buf)[0] != 1)
+        return 0;
+    const uint8_t *h = d->d_buf, *p = h + 4, *end = h + d->d_size;
+    uint64_t ptr, count;
+    if (!read_encoded(&p, end, h[1], &ptr) || !read_encoded(&p, end, h[2], &count) ||
+        count <= b->lim->max_fdes)
+        return 0;
+    return fail(b, -EOVERFLOW, ".eh_frame_hdr counts %llu FDEs (the limit: %llu)",
+                (unsigned long long)count, (unsigned long long)b->lim->max_fdes);
+}
+
+/* What libdw would inflate of a section (dwarf_begin_elf() inflates every compressed section it
+ * knows, each whole): the declared size of an SHF_COMPRESSED section or of a .zdebug one
+ * ("ZLIB" and a big-endian size), 0 for one not compressed. Sections not named .debug_* or
+ * .zdebug_* are counted too: what libdw knows changes with its version. */
+static uint64_t inflated_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
+{
+    if (sh->sh_flags & SHF_COMPRESSED) {
+        GElf_Chdr ch;
+        return gelf_getchdr(scn, &ch) ? ch.ch_size : 0; /* (libelf cannot inflate it either) */
+    }
+    if (strncmp(name, ".zdebug", 7) != 0)
+        return 0;
+    Elf_Data *d = elf_rawdata(scn, NULL);
+    if (!d || !d->d_buf || d->d_size < 12 || memcmp(d->d_buf, "ZLIB", 4) != 0)
+        return 0;
+    uint64_t v = 0;
+    for (int i = 4; i < 12; i++)
+        v = v << 8 | ((const uint8_t *)d->d_buf)[i];
+    return v;
+}
+
 /* The sections the builder needs (by name), and the marks of a Go program. */
 static int read_sections(builder *b, Elf_Scn **eh_frame, Elf_Scn **debug_frame, bool *is_go)
 {
@@ -260,15 +337,24 @@ static int read_sections(builder *b, Elf_Scn **eh_frame, Elf_Scn **debug_frame, 
             *is_go = true;
         if (sh.sh_type == SHT_NOBITS || sh.sh_size == 0)
             continue;
+        uint64_t inflated = inflated_size(scn, &sh, name);
+        b->inflate = inflated > UINT64_MAX - b->inflate ? UINT64_MAX : b->inflate + inflated;
         if (sh.sh_type == SHT_NOTE && !*is_go && strcmp(name, ".note.go.buildid") == 0)
             *is_go = note_is_go(elf_getdata(scn, NULL));
         else if (strcmp(name, ".eh_frame") == 0) {
             if (*eh_frame) /* libdw and we must read the same one: no linker writes two */
                 return fail(b, -ENOEXEC, "two .eh_frame sections");
+            if (sh.sh_size > b->lim->max_eh_frame_bytes)
+                return fail(b, -EFBIG, "an .eh_frame of %llu bytes (the limit: %llu)",
+                            (unsigned long long)sh.sh_size,
+                            (unsigned long long)b->lim->max_eh_frame_bytes);
             *eh_frame = scn;
         } else if (strcmp(name, ".eh_frame_hdr") == 0) {
             if (seen_hdr++)
                 return fail(b, -ENOEXEC, "two .eh_frame_hdr sections");
+            int rc = check_hdr_count(b, scn);
+            if (rc < 0)
+                return rc;
             drop_search_table(scn);
         } else if (!*debug_frame && strcmp(name, ".debug_frame") == 0) {
             *debug_frame = scn;
@@ -504,6 +590,8 @@ static struct cie_info read_cie(const builder *b, Dwarf_Off off, const Dwarf_CIE
 
 static int add_cie(builder *b, Dwarf_Off off, const Dwarf_CIE *cie)
 {
+    if (b->ncies >= b->lim->max_fdes / CIES_PER_FDES + CIES_PER_FDES)
+        return fail(b, -EOVERFLOW, "more than %zu CIEs", b->ncies);
     if (PFR_VEC_RESERVE(b->cies, b->cies_cap, b->ncies + 1))
         return fail(b, -ENOMEM, "out of memory");
     b->cies[b->ncies++] = read_cie(b, off, cie);
@@ -583,7 +671,11 @@ static bool fde_fields(const builder *b, const struct cie_info *ci, const Dwarf_
  * them for an address. */
 static int decode_fde(builder *b, const unsigned char *ident, Dwarf_Off off, const Dwarf_FDE *fde)
 {
-    b->out->stats.fdes++;
+    /* libdw keeps every FDE of .debug_frame it reads (.eh_frame's are walked a chunk at a time) */
+    uint64_t max = b->eh_frame ? b->lim->max_fdes : b->lim->max_fdes / 4;
+    if (++b->out->stats.fdes > max)
+        return fail(b, -EOVERFLOW, "more than %llu FDEs in %s (the limit)", (unsigned long long)max,
+                    b->eh_frame ? ".eh_frame" : ".debug_frame");
     struct cie_info ci;
     int found = find_cie(b, ident, fde->CIE_pointer, &ci);
     if (found <= 0)
@@ -650,6 +742,8 @@ static int collect_fdes(builder *b, Elf_Scn *scn, bool eh_frame)
         if (pfr_uw_image_held(b->im) > SCAN_HELD_MAX)
             pfr_uw_image_drop(b->im); /* nothing points into it between two entries */
         int rc = eh_frame ? need_entry(b, off) : 0;
+        if (rc == 0)
+            rc = tick(b);
         if (rc < 0)
             return rc;
         next = (Dwarf_Off)-1; /* not set by an error before the entry's length is read */
@@ -1111,7 +1205,8 @@ static int walk_all(builder *b)
             if (fde_end(fd) <= covered)
                 continue; /* inside an earlier FDE: the first one wins */
             uint64_t replay;
-            if (fd->start > covered)
+            rc = tick(b);
+            if (rc == 0 && fd->start > covered)
                 rc = push_row(b, covered, NONE_RULE); /* a gap between FDEs */
             if (rc == 0)
                 rc = prepare_fde(b, fd, &replay);
@@ -1187,7 +1282,15 @@ static int build(builder *b, unsigned flags)
         return fail(b, -ENOTSUP, "a Go program without C code (its code keeps frame pointers)");
     if (rc == 0 && b->nfdes == 0 && dbg) {
         /* no .eh_frame (or none for the code): .debug_frame, through a Dwarf handle, which
-         * also decompresses the section in place */
+         * also decompresses the section in place, and every other compressed one it knows */
+        GElf_Shdr sh = {0};
+        uint64_t held = gelf_getshdr(dbg, &sh) ? sh.sh_size : 0;
+        held = b->inflate > UINT64_MAX - held ? UINT64_MAX : held + b->inflate;
+        if (held > b->lim->max_held_bytes)
+            return fail(b, -EFBIG,
+                        "a .debug_frame of %llu bytes with %llu more to inflate (the limit: %llu)",
+                        (unsigned long long)sh.sh_size, (unsigned long long)b->inflate,
+                        (unsigned long long)b->lim->max_held_bytes);
         b->out->stats.fdes = 0;
         b->dw = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
         b->cfi = b->dw ? dwarf_getcfi(b->dw) : NULL;
@@ -1232,6 +1335,45 @@ static int build_elf(builder *b, unsigned flags)
 
 /* ---- the entry points ---- */
 
+void pfr_unwind_limits_default(pfr_unwind_limits *lim)
+{
+    *lim = (pfr_unwind_limits){.max_rows = PFR_UNWIND_MAX_ROWS_DEFAULT,
+                               .max_fdes = PFR_UNWIND_MAX_FDES_DEFAULT,
+                               .max_held_bytes = PFR_UNWIND_MAX_HELD_DEFAULT,
+                               .max_eh_frame_bytes = PFR_UNWIND_MAX_EH_FRAME_DEFAULT,
+                               .max_cpu_ns = PFR_UNWIND_MAX_CPU_NS_DEFAULT};
+}
+
+int pfr_unwind_refusal(int rc)
+{
+    switch (rc) {
+    case -EFBIG:
+        return PFR_UW_REFUSED_TOO_BIG;
+    case -EOVERFLOW:
+        return PFR_UW_REFUSED_TOO_MANY_FDES;
+    case -E2BIG:
+        return PFR_UW_REFUSED_TOO_MANY_ROWS;
+    case -ETIME:
+        return PFR_UW_REFUSED_TIME_BUDGET;
+    case -ENOEXEC:
+        return PFR_UW_REFUSED_BAD_FILE;
+    default:
+        return -1;
+    }
+}
+
+const char *pfr_unwind_refusal_name(int refusal)
+{
+    static const char *const names[PFR_UW_REFUSALS] = {
+        [PFR_UW_REFUSED_TOO_BIG] = "too_big",
+        [PFR_UW_REFUSED_TOO_MANY_FDES] = "too_many_fdes",
+        [PFR_UW_REFUSED_TOO_MANY_ROWS] = "too_many_rows",
+        [PFR_UW_REFUSED_TIME_BUDGET] = "time_budget",
+        [PFR_UW_REFUSED_BAD_FILE] = "bad_file",
+    };
+    return refusal >= 0 && refusal < PFR_UW_REFUSALS ? names[refusal] : "";
+}
+
 static void start(pfr_unwind_table *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -1241,16 +1383,20 @@ static void start(pfr_unwind_table *out, char *err, size_t errlen)
 }
 
 /* Build from an image (unwind_image.h: why libelf never reads the file itself); im is its
- * window, NULL when all of it is there. */
-static int build_image(uint8_t *img, size_t size, pfr_uw_image *im, unsigned flags, size_t max_rows,
-                       pfr_unwind_table *out, char *err, size_t errlen)
+ * window, NULL when all of it is there. cpu0: the thread's CPU time when the build began. */
+static int build_image(uint8_t *img, size_t size, pfr_uw_image *im, unsigned flags,
+                       const pfr_unwind_limits *lim, int64_t cpu0, pfr_unwind_table *out, char *err,
+                       size_t errlen)
 {
     Elf *elf = elf_memory((char *)img, size);
     builder b = {.elf = elf,
                  .img = img,
                  .img_size = size,
                  .im = im,
-                 .max_rows = max_rows,
+                 .max_rows = lim->max_rows,
+                 .lim = lim,
+                 .cpu0 = cpu0,
+                 .slice0 = cpu0,
                  .out = out,
                  .err = err,
                  .errlen = errlen};
@@ -1260,9 +1406,15 @@ static int build_image(uint8_t *img, size_t size, pfr_uw_image *im, unsigned fla
     return rc;
 }
 
-int pfr_unwind_table_build_capped(int fd, unsigned flags, size_t max_rows, pfr_unwind_table *out,
-                                  char *err, size_t errlen)
+int pfr_unwind_table_build_limited(int fd, unsigned flags, const pfr_unwind_limits *lim,
+                                   pfr_unwind_table *out, char *err, size_t errlen)
 {
+    int64_t cpu0 = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    pfr_unwind_limits dflt;
+    if (!lim) {
+        pfr_unwind_limits_default(&dflt);
+        lim = &dflt;
+    }
     start(out, err, errlen);
     builder b = {.out = out, .err = err, .errlen = errlen};
     struct stat st;
@@ -1273,25 +1425,47 @@ int pfr_unwind_table_build_capped(int fd, unsigned flags, size_t max_rows, pfr_u
     if ((uint64_t)st.st_size > SIZE_MAX - PFR_UW_IMAGE_PREFIX - PFR_UW_IMAGE_PAD)
         return fail(&b, -EFBIG, "a file of %llu bytes", (unsigned long long)st.st_size);
     pfr_uw_image im;
-    int rc = pfr_uw_image_load(&im, fd, (uint64_t)st.st_size);
+    int rc = pfr_uw_image_load(&im, fd, (uint64_t)st.st_size, lim->max_held_bytes,
+                               lim->max_eh_frame_bytes);
     if (rc == -ENOMEM)
         rc = fail(&b, rc, "cannot map %llu bytes", (unsigned long long)st.st_size);
+    else if (rc == -EFBIG)
+        rc = fail(
+            &b, rc, "its headers and sections pass %llu bytes, or .eh_frame %llu (the limits)",
+            (unsigned long long)lim->max_held_bytes, (unsigned long long)lim->max_eh_frame_bytes);
     else if (rc < 0)
         rc = fail(&b, rc, "cannot read the file: %s", strerror(-rc));
     else
-        rc = build_image(im.p, (size_t)im.size, &im, flags, max_rows, out, err, errlen);
+        rc = build_image(im.p, (size_t)im.size, &im, flags, lim, cpu0, out, err, errlen);
     pfr_uw_image_free(&im);
     return rc;
 }
 
-int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
+int pfr_unwind_table_build_capped(int fd, unsigned flags, size_t max_rows, pfr_unwind_table *out,
+                                  char *err, size_t errlen)
 {
-    return pfr_unwind_table_build_capped(fd, flags, 0, out, err, errlen);
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    if (max_rows)
+        lim.max_rows = max_rows;
+    return pfr_unwind_table_build_limited(fd, flags, &lim, out, err, errlen);
 }
 
-int pfr_unwind_table_build_mem(const void *data, size_t size, unsigned flags, pfr_unwind_table *out,
-                               char *err, size_t errlen)
+int pfr_unwind_table_build(int fd, unsigned flags, pfr_unwind_table *out, char *err, size_t errlen)
 {
+    return pfr_unwind_table_build_limited(fd, flags, NULL, out, err, errlen);
+}
+
+int pfr_unwind_table_build_mem_limited(const void *data, size_t size, unsigned flags,
+                                       const pfr_unwind_limits *lim, pfr_unwind_table *out,
+                                       char *err, size_t errlen)
+{
+    int64_t cpu0 = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    pfr_unwind_limits dflt;
+    if (!lim) {
+        pfr_unwind_limits_default(&dflt);
+        lim = &dflt;
+    }
     start(out, err, errlen);
     builder b = {.out = out, .err = err, .errlen = errlen};
     if (size > SIZE_MAX - PFR_UW_IMAGE_PREFIX - PFR_UW_IMAGE_PAD)
@@ -1302,9 +1476,15 @@ int pfr_unwind_table_build_mem(const void *data, size_t size, unsigned flags, pf
         return fail(&b, -ENOMEM, "out of memory");
     if (size)
         memcpy(buf + PFR_UW_IMAGE_PREFIX, data, size);
-    int rc = build_image(buf + PFR_UW_IMAGE_PREFIX, size, NULL, flags, 0, out, err, errlen);
+    int rc = build_image(buf + PFR_UW_IMAGE_PREFIX, size, NULL, flags, lim, cpu0, out, err, errlen);
     free(buf);
     return rc;
+}
+
+int pfr_unwind_table_build_mem(const void *data, size_t size, unsigned flags, pfr_unwind_table *out,
+                               char *err, size_t errlen)
+{
+    return pfr_unwind_table_build_mem_limited(data, size, flags, NULL, out, err, errlen);
 }
 
 void pfr_unwind_table_free(pfr_unwind_table *t)

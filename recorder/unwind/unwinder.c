@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,7 @@ struct pfr_unwinder {
     size_t qlen;
     uint64_t queued, handled;
     bool stop;
+    atomic_bool cancel; /* stop, for the build under way */
     pfr_unwinder_stats st;
     /* thread only: */
     struct extent *free; /* free row extents, by start, never adjacent */
@@ -389,10 +391,9 @@ static int mapped_path(const char *maps, const struct pfr_unwind_req *r, char *o
 /* Open the file the sampler asked about, as the asking process maps it: its map_files link
  * (exact, needs CAP_SYS_ADMIN), else its path in /proc/PID/maps under the process's root (a
  * container's file too), checked by inode. A descriptor or -errno. */
-static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r)
+static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r, char *path, size_t pathlen)
 {
-    char path[4096 + 128];
-    snprintf(path, sizeof(path), "%s/%" PRIu32 "/map_files/%llx-%llx", u->proc, r->ev.tgid,
+    snprintf(path, pathlen, "%s/%" PRIu32 "/map_files/%llx-%llx", u->proc, r->ev.tgid,
              (unsigned long long)r->start, (unsigned long long)r->end);
     uint64_t dev = makedev(r->dev >> 20, r->dev & 0xfffff); /* the kernel's dev_t */
     if (u->fsguard && !pfr_fsguard_local(u->fsguard, (pid_t)r->ev.tgid, dev)) {
@@ -416,7 +417,7 @@ static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r)
     int rc = mapped_path(maps, r, rel, sizeof(rel));
     if (rc)
         return rc;
-    snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", u->proc, r->ev.tgid, rel);
+    snprintf(path, pathlen, "%s/%" PRIu32 "/root%s", u->proc, r->ev.tgid, rel);
     return open_checked(path, r->ino);
 }
 
@@ -451,28 +452,63 @@ static void count(pfr_unwinder *u, uint64_t *field, int64_t t0)
     pthread_mutex_unlock(&u->mu);
 }
 
+/* A refused file, open at fd: counted by reason and told to the caller (its log). */
+static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, int fd, const char *path,
+                    int rc, const char *why)
+{
+    int reason = pfr_unwind_refusal(rc);
+    if (reason < 0)
+        return;
+    pthread_mutex_lock(&u->mu);
+    u->st.refused[reason]++;
+    pthread_mutex_unlock(&u->mu);
+    if (!u->opts.on_refused)
+        return;
+    /* the file's name, from our descriptor (its process may be gone by now); a container's
+     * file is named as the recorder sees it */
+    char fdlink[64], real[4096];
+    snprintf(fdlink, sizeof(fdlink), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(fdlink, real, sizeof(real) - 1);
+    if (n > 0)
+        real[n] = '\0';
+    pfr_unwind_refused f = {.pid = r->ev.tgid,
+                            .dev = r->dev,
+                            .ino = r->ino,
+                            .path = n > 0 ? real : path,
+                            .reason = reason,
+                            .why = why};
+    u->opts.on_refused(u->opts.ctx, &f);
+}
+
 static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
 {
     struct pfr_file_key key = {.ino = r->ino, .dev = r->dev};
     int64_t t0 = pfr_clock_mono_ns();
     pfr_unwind_table t = {0};
-    char err[256];
+    char err[256], path[4096 + 128];
     int rc;
     if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
         rc = build_vdso(&t, err, sizeof(err));
     } else {
-        int fd = open_mapped(u, r);
+        int fd = open_mapped(u, r, path, sizeof(path));
         if (fd < 0) {
             retry_later(u, &key); /* another process mapping it will ask again */
             count(u, &u->st.open_failed, t0);
             return;
         }
         /* a table larger than the whole map could never be loaded: its build stops there */
-        size_t cap = u->opts.max_rows ? u->opts.max_rows : 1;
-        rc = pfr_unwind_table_build_capped(fd, u->opts.build_flags, cap, &t, err, sizeof(err));
+        pfr_unwind_limits lim;
+        pfr_unwind_limits_default(&lim);
+        lim.max_rows = u->opts.max_rows ? u->opts.max_rows : 1;
+        lim.cpu_share = u->opts.cpu_share ? u->opts.cpu_share : PFR_UNWINDER_CPU_SHARE;
+        lim.cancel = &u->cancel;
+        rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, &t, err, sizeof(err));
+        refused(u, r, fd, path, rc, err);
         close(fd);
     }
     uint64_t *outcome = &u->st.tables;
+    if (rc == -ECANCELED) /* the unwinder is stopping */
+        return;
     if (rc == -ENOMEM) {
         forget_asked(u, &key);
         count(u, &u->st.open_failed, t0);
@@ -482,7 +518,8 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
         outcome = &u->st.bad_files;
     else if (rc || t.nrows > u->opts.max_rows) /* -E2BIG: past the cap */
         outcome = &u->st.no_table;
-    bool large = rc == -E2BIG || t.nrows >= TRIM_AFTER_ROWS;
+    /* (a file refused past a limit may have held up to it) */
+    bool large = (rc != -ENOEXEC && pfr_unwind_refusal(rc) >= 0) || t.nrows >= TRIM_AFTER_ROWS;
     bool with_rows = outcome == &u->st.tables;
     rc = load(u, &key, with_rows ? &t : NULL, 0);
     if (rc && with_rows) { /* frame pointers for this file: for a while if only for want of room */
@@ -492,7 +529,7 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
     pfr_unwind_table_free(&t);
     if (rc)
         forget_asked(u, &key);
-    /* a large file's build (or one refused past the cap) leaves small blocks free in the heap:
+    /* a large file's build (or one refused past a limit) leaves small blocks free in the heap:
      * give them back (libLLVM's table takes 10 MiB to build; the recorder runs in ~45) */
     if (large)
         malloc_trim(0);
@@ -645,6 +682,7 @@ void pfr_unwinder_free(pfr_unwinder *u)
     if (u->started) {
         pthread_mutex_lock(&u->mu);
         u->stop = true;
+        atomic_store(&u->cancel, true);
         pthread_cond_broadcast(&u->cv);
         pthread_cond_broadcast(&u->done);
         pthread_mutex_unlock(&u->mu);

@@ -11,8 +11,10 @@
  * another: when they fill the cap, the new file gets 0 rows for a while (30 s), then is asked
  * again.
  * A file with no usable table (none in the file, a Go program, a corrupt file, a table larger
- * than the whole cap) gets an entry of 0 rows: walked by frame pointers, not asked again. A
- * table larger than the cap is given up as soon as it passes it (counted in no_table).
+ * than the whole cap, a file past the builder's limits) gets an entry of 0 rows: walked by frame
+ * pointers, not asked again. A table larger than the cap is given up as soon as it passes it
+ * (counted in no_table). Builds run within unwind_table.h's default limits, at most
+ * opts.cpu_share of a core; a refused file is counted by reason and told to opts.on_refused.
  *
  * Errors: functions return 0 or a negative errno with a sentence in err; nothing is printed.
  * Ownership: pfr_unwinder_new() returns a handle freed by pfr_unwinder_free(); the map
@@ -26,35 +28,59 @@
 #include <stdint.h>
 
 #include "cpu_profile.h"
+#include "unwind_table.h"
 
 typedef struct pfr_unwinder pfr_unwinder;
 struct pfr_fsguard;
 
+/* A file whose table was refused (unwind_table.h's limits, or a bad file), for the caller's log:
+ * called once per build, on the unwinder's thread. */
+typedef struct pfr_unwind_refused {
+    uint32_t pid; /* the process that asked */
+    uint64_t dev, ino;
+    const char *path; /* as the recorder opened it (else as /proc names it) */
+    int reason;       /* enum pfr_unwind_refusal */
+    const char *why;  /* the builder's sentence */
+} pfr_unwind_refused;
+
 typedef struct pfr_unwinder_opts {
-    uint32_t max_rows;           /* rows unwind_rows holds (its max_entries) */
-    unsigned build_flags;        /* pfr_unwind_table_build() flags */
-    const char *proc;            /* "/proc" unless a test says otherwise */
-    unsigned no_room_retry_ms;   /* how long a file refused for want of room keeps 0 rows before
-                                  * it is asked for again; 0 = 30 s */
+    uint32_t max_rows;         /* rows unwind_rows holds (its max_entries) */
+    unsigned build_flags;      /* pfr_unwind_table_build() flags */
+    const char *proc;          /* "/proc" unless a test says otherwise */
+    unsigned no_room_retry_ms; /* how long a file refused for want of room keeps 0 rows before
+                                * it is asked for again; 0 = 30 s */
+    unsigned cpu_share;        /* percent of a core a build takes on average (unwind_table.h);
+                                * 0 = PFR_UNWINDER_CPU_SHARE */
+    void (*on_refused)(void *ctx, const pfr_unwind_refused *r); /* NULL: none */
+    void *ctx;
     struct pfr_fsguard *fsguard; /* files on remote file systems are read only as copies made
                                     by its workers; NULL: opened directly. Not owned. */
 } pfr_unwinder_opts;
 
+/* A build takes half a core at most on average (it sleeps as long as it ran, in 10 ms slices):
+ * the recorder's own threads keep a core's other half to end intervals on time even on a
+ * one-CPU host, and the host's programs are not run behind a recorder busy with one hostile
+ * file (the thread's nice value weighs it only against the recorder's others and lower). Real
+ * tables take twice as long to come: libLLVM-15's 0.3 s, 0.6 s. */
+#define PFR_UNWINDER_CPU_SHARE 50u
+
 typedef struct pfr_unwinder_stats {
-    uint64_t requests;     /* files asked for by the sampler */
-    uint64_t queue_full;   /* requests dropped (queue full); the sampler asks again */
-    uint64_t tables;       /* tables built and loaded */
-    uint64_t no_table;     /* files given 0 rows: no call-frame information, Go, or larger than
-                            * the cap (-E2BIG) */
-    uint64_t no_room;      /* files given 0 rows for a while: the tables in use fill the cap */
-    uint64_t bad_files;    /* files that could not be parsed (corrupt, truncated, not x86-64) */
-    uint64_t open_failed;  /* files that could not be opened (process gone, no permission) */
-    uint64_t evictions;    /* tables evicted to make room */
-    uint64_t build_ns;     /* time spent building and loading tables */
-    uint64_t build_max_ns; /* the longest */
-    uint64_t rows;         /* rows in use */
-    uint64_t max_rows;     /* the cap */
-    uint64_t files;        /* files with an entry (a table or 0 rows) */
+    uint64_t requests;    /* files asked for by the sampler */
+    uint64_t queue_full;  /* requests dropped (queue full); the sampler asks again */
+    uint64_t tables;      /* tables built and loaded */
+    uint64_t no_table;    /* files given 0 rows: no call-frame information, Go, or larger than
+                           * the cap (-E2BIG) */
+    uint64_t no_room;     /* files given 0 rows for a while: the tables in use fill the cap */
+    uint64_t bad_files;   /* files that could not be parsed (corrupt, truncated, not x86-64) */
+    uint64_t open_failed; /* files that could not be opened (process gone, no permission) */
+    uint64_t refused[PFR_UW_REFUSALS]; /* files refused, by reason (enum pfr_unwind_refusal); each
+                                        * is counted in bad_files or no_table too */
+    uint64_t evictions;                /* tables evicted to make room */
+    uint64_t build_ns;                 /* time spent building and loading tables */
+    uint64_t build_max_ns;             /* the longest */
+    uint64_t rows;                     /* rows in use */
+    uint64_t max_rows;                 /* the cap */
+    uint64_t files;                    /* files with an entry (a table or 0 rows) */
     uint64_t files_with_rows;
 } pfr_unwinder_stats;
 

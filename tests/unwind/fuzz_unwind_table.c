@@ -1,6 +1,8 @@
 /* libFuzzer target: the unwind table builder over arbitrary bytes (forged and truncated ELF
  * files), from memory and from a descriptor. Either both fail or both give the same table, and a
- * table is always sorted, merged, searchable and ends with a NONE row. */
+ * table is always sorted, merged, searchable and ends with a NONE row. The builder's limits are
+ * the defaults (the .eh_frame_hdr count and compressed sections' declared sizes are read before
+ * the rest), but for the CPU time, which would differ between the two builds. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,7 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pfr_unwind_table m, f;
     char err[256];
-    int rm = pfr_unwind_table_build_mem(data, size, PFR_UNWIND_BUILD_GO, &m, err, sizeof(err));
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_cpu_ns = 0;
+    int rm = pfr_unwind_table_build_mem_limited(data, size, PFR_UNWIND_BUILD_GO, &lim, &m, err,
+                                                sizeof(err));
     if (rm == 0)
         check(&m);
     else if (m.rows || m.nrows || !err[0])
@@ -39,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     int fd = memfd_create("fuzz-unwind", MFD_CLOEXEC);
     if (fd >= 0 && (size == 0 || write(fd, data, size) == (ssize_t)size)) {
-        int rf = pfr_unwind_table_build(fd, PFR_UNWIND_BUILD_GO, &f, err, sizeof(err));
+        int rf =
+            pfr_unwind_table_build_limited(fd, PFR_UNWIND_BUILD_GO, &lim, &f, err, sizeof(err));
         if ((rf == 0) != (rm == 0))
             abort();
         if (rf == 0) {

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Writes the fuzz seed corpus (corpus/) from progs/uw_nostd.c and progs/uw_main.c: small ELF
-# files, each a different path through the builder. Run by hand when the builder learns a new
-# case: tests/unwind/make_seeds.sh [gcc]
+# files, each a different path through the builder, and two small hostile ones from make_hostile
+# (built with the tests). Run by hand when the builder learns a new case:
+#   tests/unwind/make_seeds.sh [gcc [build/tests/unwind/make_hostile]]
 set -eu
 cc=${1:-gcc}
+hostile=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/corpus
 tmp=$(mktemp -d)
@@ -38,4 +40,9 @@ head -c 64 "$tmp/eh_frame" >"$tmp/header_only"
 for f in eh_frame drap signal odd go_note debug_frame debug_frame_z pie_plt header_only; do
     cp "$tmp/$f" "$out/$f"
 done
+# an .eh_frame_hdr that counts the FDEs, and a .debug_frame compressed 1000 to 1
+if [ -n "$hostile" ]; then
+    "$hostile" fdes 8 hdr "$out/fdes_hdr"
+    "$hostile" bomb 3145728 "$out/bomb"
+fi
 ls -l "$out"

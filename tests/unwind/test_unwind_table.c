@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -49,6 +50,9 @@
 #endif
 #ifndef UNWIND_MAKE_MANY
 #define UNWIND_MAKE_MANY "make_many_fdes.sh"
+#endif
+#ifndef UNWIND_MAKE_HOSTILE
+#define UNWIND_MAKE_HOSTILE "make_hostile"
 #endif
 
 /* the programs, built once by setup(): [0] with UNWIND_CC, [1] with gcc */
@@ -168,15 +172,23 @@ static int build_buf(const void *buf, size_t size, unsigned flags, pfr_unwind_ta
 
 /* Address and size of a symbol (.symtab, else .dynsym), or of a section when name starts with
  * a dot. Fails the test when absent. */
-static void lookup(const char *path, const char *name, uint64_t *addr, uint64_t *size)
+/* The ELF file at path read by libelf (its descriptor in *fd), and its section names' index. */
+static Elf *elf_at(const char *path, int *fd, size_t *shstrndx)
 {
     elf_version(EV_CURRENT);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    assert_true(fd >= 0);
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(*fd >= 0);
+    Elf *e = elf_begin(*fd, ELF_C_READ, NULL);
     assert_non_null(e);
+    assert_int_equal(elf_getshdrstrndx(e, shstrndx), 0);
+    return e;
+}
+
+static void lookup(const char *path, const char *name, uint64_t *addr, uint64_t *size)
+{
+    int fd;
     size_t shstrndx;
-    assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+    Elf *e = elf_at(path, &fd, &shstrndx);
     bool found = false;
     for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn)) != NULL;) {
         GElf_Shdr sh;
@@ -1013,8 +1025,9 @@ static void test_table_cap(void **state)
     pfr_unwind_table_free(&all);
 }
 
-/* Peak RSS growth, in KiB, of a build of path capped at max_rows, in a child process. */
-static long build_rss_kib(const char *path, size_t max_rows, int *rc)
+/* Peak RSS growth, in KiB, of a build of path within lim (NULL: the defaults), in a child
+ * process; *rc its result. */
+static long build_rss_kib_lim(const char *path, const pfr_unwind_limits *lim, int *rc)
 {
     int p[2];
     assert_int_equal(pipe(p), 0);
@@ -1026,7 +1039,7 @@ static long build_rss_kib(const char *path, size_t max_rows, int *rc)
         pfr_unwind_table t;
         char err[256];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        long res[2] = {pfr_unwind_table_build_capped(fd, 0, max_rows, &t, err, sizeof(err)), 0};
+        long res[2] = {pfr_unwind_table_build_limited(fd, 0, lim, &t, err, sizeof(err)), 0};
         getrusage(RUSAGE_SELF, &r1);
         res[1] = r1.ru_maxrss - r0.ru_maxrss;
         _exit(write(p[1], res, sizeof(res)) == sizeof(res) ? 0 : 1);
@@ -1040,6 +1053,15 @@ static long build_rss_kib(const char *path, size_t max_rows, int *rc)
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     *rc = (int)res[0];
     return res[1];
+}
+
+/* The same, capped at max_rows (0: no cap). */
+static long build_rss_kib(const char *path, size_t max_rows, int *rc)
+{
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_rows = max_rows;
+    return build_rss_kib_lim(path, &lim, rc);
 }
 
 /* What a build holds at its peak: its FDEs (16 bytes each), its rows (8 bytes each), and about
@@ -1075,7 +1097,7 @@ static void test_image_window(void **state)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, buf, size), (ssize_t)size);
     pfr_uw_image im;
-    assert_int_equal(pfr_uw_image_load(&im, fd, size), 0);
+    assert_int_equal(pfr_uw_image_load(&im, fd, size, 1 << 20, size), 0);
     assert_int_equal(im.win_lo, off);
     assert_true(im.win_hi >= off + len && im.drop_lo < im.drop_hi);
     assert_memory_equal(im.p, buf, 64);       /* the headers are there at once */
@@ -1104,6 +1126,274 @@ static void test_image_window(void **state)
     free(buf);
 }
 
+/* ---- the limits of a build (issue 30): each refused just past it, not at it ---- */
+
+/* Build path from its descriptor and from memory within lim; both give rc (returned). */
+static int build_both_lim(const char *path, const pfr_unwind_limits *lim, char *err, size_t errlen)
+{
+    pfr_unwind_table t, m;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    int rc = pfr_unwind_table_build_limited(fd, 0, lim, &t, err, errlen);
+    close(fd);
+    size_t size;
+    void *buf = slurp(path, &size);
+    char merr[256];
+    int rm = pfr_unwind_table_build_mem_limited(buf, size, 0, lim, &m, merr, sizeof(merr));
+    free(buf);
+    if (rc != rm)
+        fail_msg("%s: %d from the file (%s), %d from memory (%s)", path, rc, err, rm, merr);
+    if (rc == 0) {
+        check_rows(&t);
+        assert_int_equal(t.nrows, m.nrows);
+    } else {
+        assert_null(t.rows);
+        assert_true(err[0] != '\0');
+    }
+    pfr_unwind_table_free(&t);
+    pfr_unwind_table_free(&m);
+    return rc;
+}
+
+static void hostile(const char *args, char *path, size_t pathlen, const char *name)
+{
+    snprintf(path, pathlen, "%s/%s", UNWIND_WORK, name);
+    sh("'%s' %s '%s'", UNWIND_MAKE_HOSTILE, args, path);
+}
+
+static void test_refusal_names(void **state)
+{
+    (void)state;
+    assert_int_equal(pfr_unwind_refusal(-EFBIG), PFR_UW_REFUSED_TOO_BIG);
+    assert_int_equal(pfr_unwind_refusal(-EOVERFLOW), PFR_UW_REFUSED_TOO_MANY_FDES);
+    assert_int_equal(pfr_unwind_refusal(-E2BIG), PFR_UW_REFUSED_TOO_MANY_ROWS);
+    assert_int_equal(pfr_unwind_refusal(-ETIME), PFR_UW_REFUSED_TIME_BUDGET);
+    assert_int_equal(pfr_unwind_refusal(-ENOEXEC), PFR_UW_REFUSED_BAD_FILE);
+    assert_int_equal(pfr_unwind_refusal(0), -1);
+    assert_int_equal(pfr_unwind_refusal(-ENOENT), -1);
+    assert_string_equal(pfr_unwind_refusal_name(PFR_UW_REFUSED_TOO_BIG), "too_big");
+    assert_string_equal(pfr_unwind_refusal_name(PFR_UW_REFUSED_TOO_MANY_FDES), "too_many_fdes");
+    assert_string_equal(pfr_unwind_refusal_name(PFR_UW_REFUSED_TIME_BUDGET), "time_budget");
+    assert_string_equal(pfr_unwind_refusal_name(PFR_UW_REFUSALS), "");
+}
+
+/* max_fdes: N FDEs pass a limit of N, not of N - 1; with an .eh_frame_hdr that counts them, the
+ * file is refused before they are read. */
+static void test_limit_fdes(void **state)
+{
+    (void)state;
+    char plain[600], hdr[600], err[256];
+    hostile("fdes 1000", plain, sizeof(plain), "fdes-1000");
+    hostile("fdes 1000 hdr", hdr, sizeof(hdr), "fdes-1000-hdr");
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_fdes = 1000;
+    assert_int_equal(build_both_lim(plain, &lim, err, sizeof(err)), 0);
+    assert_int_equal(build_both_lim(hdr, &lim, err, sizeof(err)), 0);
+    lim.max_fdes = 999;
+    assert_int_equal(build_both_lim(plain, &lim, err, sizeof(err)), -EOVERFLOW);
+    assert_non_null(strstr(err, "more than 999 FDEs"));
+    assert_int_equal(build_both_lim(hdr, &lim, err, sizeof(err)), -EOVERFLOW);
+    assert_non_null(strstr(err, ".eh_frame_hdr counts 1000 FDEs"));
+}
+
+/* max_eh_frame_bytes: the section's size, at the limit or over it. */
+static void test_limit_eh_frame(void **state)
+{
+    (void)state;
+    char path[600], err[256];
+    hostile("fdes 1000", path, sizeof(path), "fdes-1000");
+    uint64_t addr, size;
+    lookup(path, ".eh_frame", &addr, &size);
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_eh_frame_bytes = size;
+    assert_int_equal(build_both_lim(path, &lim, err, sizeof(err)), 0);
+    lim.max_eh_frame_bytes = size - 1;
+    assert_int_equal(build_both_lim(path, &lim, err, sizeof(err)), -EFBIG);
+}
+
+/* What .debug_frame's path would hold: the section and what libdw would inflate of every
+ * compressed section (their declared sizes), from the headers alone. */
+static uint64_t debug_held(const char *path)
+{
+    int fd;
+    size_t shstrndx;
+    Elf *e = elf_at(path, &fd, &shstrndx);
+    uint64_t held = 0;
+    unsigned compressed = 0;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn)) != NULL;) {
+        GElf_Shdr sh;
+        assert_non_null(gelf_getshdr(scn, &sh));
+        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+        if (name && strcmp(name, ".debug_frame") == 0)
+            held += sh.sh_size;
+        GElf_Chdr ch;
+        if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch)) {
+            held += ch.ch_size;
+            compressed++;
+        }
+    }
+    elf_end(e);
+    close(fd);
+    assert_true(compressed > 1); /* .debug_frame and the others */
+    return held;
+}
+
+/* max_held_bytes, on .debug_frame's path: a program compressed with -gz passes at what it would
+ * hold, not a byte under; from a descriptor, the copies of the headers and sections count too. */
+static void test_limit_held(void **state)
+{
+    (void)state;
+    char packed[600], err[256];
+    snprintf(packed, sizeof(packed), "%s-held", nostd);
+    sh("'%s' " NOSTD_FLAGS " -g -gz=zlib -fno-asynchronous-unwind-tables -o '%s' "
+       "'%s/uw_nostd.c'",
+       UNWIND_GCC, packed, UNWIND_PROGS);
+    uint64_t held = debug_held(packed);
+    size_t size;
+    void *buf = slurp(packed, &size);
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    pfr_unwind_table t;
+    lim.max_held_bytes = held;
+    assert_int_equal(pfr_unwind_table_build_mem_limited(buf, size, 0, &lim, &t, err, sizeof(err)),
+                     0);
+    assert_true(t.stats.debug_frame);
+    pfr_unwind_table_free(&t);
+    lim.max_held_bytes = held - 1;
+    assert_int_equal(pfr_unwind_table_build_mem_limited(buf, size, 0, &lim, &t, err, sizeof(err)),
+                     -EFBIG);
+    assert_non_null(strstr(err, "more to inflate"));
+    free(buf);
+    lim.max_held_bytes = 256; /* not even the headers */
+    assert_int_equal(build_both_lim(packed, &lim, err, sizeof(err)), -EFBIG);
+    lim.max_held_bytes = 1 << 20;
+    assert_int_equal(build_both_lim(packed, &lim, err, sizeof(err)), 0);
+}
+
+/* max_fdes on .debug_frame's path: a quarter of it (libdw keeps each FDE it reads there). */
+static void test_limit_debug_fdes(void **state)
+{
+    (void)state;
+    char plain[600], err[256];
+    snprintf(plain, sizeof(plain), "%s-dbgfdes", nostd);
+    sh("'%s' " NOSTD_FLAGS " -g -fno-asynchronous-unwind-tables -o '%s' '%s/uw_nostd.c'",
+       UNWIND_GCC, plain, UNWIND_PROGS);
+    pfr_unwind_table t;
+    build_ok(plain, &t);
+    assert_true(t.stats.debug_frame);
+    uint64_t n = t.stats.fdes;
+    pfr_unwind_table_free(&t);
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_fdes = 4 * n;
+    assert_int_equal(build_both_lim(plain, &lim, err, sizeof(err)), 0);
+    lim.max_fdes = 4 * n - 1;
+    assert_int_equal(build_both_lim(plain, &lim, err, sizeof(err)), -EOVERFLOW);
+    assert_non_null(strstr(err, "in .debug_frame"));
+}
+
+/* max_cpu_ns: a build past its CPU time is refused; within it, the same table. */
+static void test_limit_cpu(void **state)
+{
+    (void)state;
+    char err[256];
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_cpu_ns = 1;
+    assert_int_equal(build_both_lim(many, &lim, err, sizeof(err)), -ETIME);
+    assert_non_null(strstr(err, "CPU time budget"));
+    lim.max_cpu_ns = 120ull * 1000000000;
+    assert_int_equal(build_both_lim(many, &lim, err, sizeof(err)), 0);
+    /* cancelled (by a stopping recorder): no table */
+    atomic_bool cancel = true;
+    lim.cancel = &cancel;
+    assert_int_equal(build_both_lim(many, &lim, err, sizeof(err)), -ECANCELED);
+    assert_int_equal(pfr_unwind_refusal(-ECANCELED), -1);
+}
+
+/* cpu_share: a build at 25 % of a core sleeps three times as long as it runs. */
+static void test_cpu_share(void **state)
+{
+    (void)state;
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.cpu_share = 25;
+    pfr_unwind_table t;
+    char err[256];
+    int fd = open(many, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    struct timespec c0, c1, w0, w1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    assert_int_equal(pfr_unwind_table_build_limited(fd, 0, &lim, &t, err, sizeof(err)), 0);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    close(fd);
+    check_rows(&t);
+    pfr_unwind_table_free(&t);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+    double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
+    print_message("cpu %.3f s, wall %.3f s at a share of 25 %%\n", cpu, wall);
+    assert_true(cpu > 0.05); /* several slices */
+    /* it sleeps 3 times what it ran, but for the last slice (10 ms) */
+    assert_true(wall >= 4 * cpu - 4 * 0.010 - 0.001);
+}
+
+/* Issue 30's first file: a 1 MB .debug_frame that inflates to 1 GiB (the recorder went from 72
+ * to 1,091 MB). Refused before anything is inflated. */
+static void test_hostile_bomb(void **state)
+{
+    (void)state;
+    char path[600];
+    hostile("bomb 1073741824", path, sizeof(path), "bomb");
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size < 2 << 20);
+    int rc;
+    long kib = build_rss_kib_lim(path, NULL, &rc);
+    print_message("1 GiB bomb: refused (%d), peak RSS growth %ld KiB\n", rc, kib);
+    assert_int_equal(rc, -EFBIG);
+    assert_int_equal(pfr_unwind_refusal(rc), PFR_UW_REFUSED_TOO_BIG);
+    assert_true(kib < (UNDER_ASAN ? 64 : 8) * 1024);
+    /* what the limit stops: the same file, allowed 2 GiB, is inflated (a 16 MiB one, to keep
+     * the test small) */
+    hostile("bomb 16777216", path, sizeof(path), "bomb-16m");
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_held_bytes = 2ull << 30;
+    kib = build_rss_kib_lim(path, &lim, &rc);
+    assert_int_equal(rc, -ENOENT); /* zeros: no CFI */
+    assert_true(kib >= 16 * 1024);
+}
+
+/* Issue 30's second file: .eh_frame of more small FDEs than the limit (15 million took 240 MB
+ * and 14 s). Refused once past it, holding no more than its FDEs; at once when .eh_frame_hdr
+ * says so. */
+static void test_hostile_fdes(void **state)
+{
+    (void)state;
+    char plain[600], hdr[600], args[64];
+    snprintf(args, sizeof(args), "fdes %u", PFR_UNWIND_MAX_FDES_DEFAULT + 1);
+    hostile(args, plain, sizeof(plain), "fdes-over");
+    snprintf(args, sizeof(args), "fdes %u hdr", PFR_UNWIND_MAX_FDES_DEFAULT + 1);
+    hostile(args, hdr, sizeof(hdr), "fdes-over-hdr");
+    int rc;
+    long kib = build_rss_kib_lim(plain, NULL, &rc);
+    long fdes_kib = 16l * PFR_UNWIND_MAX_FDES_DEFAULT / 1024;
+    print_message("%u FDEs: refused (%d), peak RSS growth %ld KiB (the FDEs: %ld KiB)\n",
+                  PFR_UNWIND_MAX_FDES_DEFAULT + 1, rc, kib, fdes_kib);
+    assert_int_equal(rc, -EOVERFLOW);
+    assert_int_equal(pfr_unwind_refusal(rc), PFR_UW_REFUSED_TOO_MANY_FDES);
+    if (!UNDER_ASAN)
+        assert_true(kib < fdes_kib + 4 * 1024);
+    kib = build_rss_kib_lim(hdr, NULL, &rc);
+    print_message("the same, counted by .eh_frame_hdr: refused (%d), %ld KiB\n", rc, kib);
+    assert_int_equal(rc, -EOVERFLOW);
+    assert_true(kib < (UNDER_ASAN ? 16 : 2) * 1024);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1130,6 +1420,15 @@ int main(void)
         cmocka_unit_test(test_table_cap),
         cmocka_unit_test(test_build_memory),
         cmocka_unit_test(test_image_window),
+        cmocka_unit_test(test_refusal_names),
+        cmocka_unit_test(test_limit_fdes),
+        cmocka_unit_test(test_limit_eh_frame),
+        cmocka_unit_test(test_limit_held),
+        cmocka_unit_test(test_limit_debug_fdes),
+        cmocka_unit_test(test_limit_cpu),
+        cmocka_unit_test(test_cpu_share),
+        cmocka_unit_test(test_hostile_bomb),
+        cmocka_unit_test(test_hostile_fdes),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

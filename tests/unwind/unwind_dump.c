@@ -41,7 +41,9 @@ static int dump(const char *path, unsigned flags, size_t max_rows, int quiet)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     if (rc < 0) {
-        fprintf(stderr, "%s: %s (%s)\n", path, err, strerror(-rc));
+        int why = pfr_unwind_refusal(rc);
+        fprintf(stderr, "%s: %s (%s)%s%s\n", path, err, strerror(-rc),
+                why >= 0 ? ", refused: " : "", why >= 0 ? pfr_unwind_refusal_name(why) : "");
         fprintf(stderr, "  after %.1f ms, peak rss %ld KiB (this process so far)\n", ms,
                 ru.ru_maxrss);
         return 1;
@@ -89,11 +91,13 @@ int main(int argc, char **argv)
             break;
     }
     if (i >= argc || (end && *end)) {
-        fprintf(stderr, "usage: unwind_dump [-q] [--go] [--max-rows N] FILE...\n"
-                        "  -q              the figures only, not the rows\n"
-                        "  --go            build Go programs' tables too\n"
-                        "  --max-rows N    give up past N rows, as the recorder does past its\n"
-                        "                  map's capacity (default: no cap)\n");
+        fprintf(stderr,
+                "usage: unwind_dump [-q] [--go] [--max-rows N] FILE...\n"
+                "  -q              the figures only, not the rows\n"
+                "  --go            build Go programs' tables too\n"
+                "  --max-rows N    give up past N rows, as the recorder does past its\n"
+                "                  map's capacity (default: the library's, 2Mi)\n"
+                "The other limits are the library's (unwind_table.h), as in the recorder.\n");
         return 2;
     }
     for (; i < argc; i++)

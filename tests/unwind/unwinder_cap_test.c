@@ -3,9 +3,12 @@
  * build is given up as soon as the rows pass the cap (never built whole), the file gets an
  * entry of 0 rows (walked by frame pointers, not asked again) counted in no_table, and the
  * refused build's peak RSS growth stays under its FDEs plus 3 MiB (builds without ASan). The
- * same file under a map it fits is loaded, row for row the table built directly.
+ * same file under a map it fits is loaded, row for row the table built directly. Refusals are
+ * counted by reason and told to on_refused once per file: past the cap (too_many_rows), and a
+ * 1 MB .debug_frame that inflates to 1 GiB (too_big, before anything is inflated).
  *
- * unwinder_cap_test: generates its file of many FDEs with make_many_fdes.sh (UNWIND_MAKE_MANY).
+ * unwinder_cap_test: generates its file of many FDEs with make_many_fdes.sh (UNWIND_MAKE_MANY),
+ * the other with make_hostile (UNWIND_MAKE_HOSTILE).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +66,38 @@ static void ask(pfr_unwinder *u, const struct maps *m, const struct pfr_unwind_r
     pfr_unwinder_sync(u);
 }
 
+/* What on_refused was told. */
+struct told {
+    int calls, reason;
+    char path[600], why[256];
+};
+
+static void on_refused(void *ctx, const pfr_unwind_refused *r)
+{
+    struct told *t = ctx;
+    t->calls++;
+    t->reason = r->reason;
+    snprintf(t->path, sizeof(t->path), "%s", r->path);
+    snprintf(t->why, sizeof(t->why), "%s", r->why);
+}
+
+/* The file at path mapped executable by this process, and the sampler's request for it. */
+static struct pfr_unwind_req map_it(int fd, void **at, size_t *len)
+{
+    struct stat st;
+    REQUIRE(fstat(fd, &st) == 0, "stat");
+    *len = (size_t)st.st_size;
+    *at = mmap(NULL, *len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    REQUIRE(*at != MAP_FAILED, "mmap: %s", strerror(errno));
+    return (struct pfr_unwind_req){.ev.type = PFR_EV_UNWIND,
+                                   .ev.tgid = (uint32_t)getpid(),
+                                   .start = (uint64_t)(uintptr_t)*at,
+                                   .end = (uint64_t)(uintptr_t)*at +
+                                          (((uint64_t)st.st_size + 4095) & ~4095ull),
+                                   .ino = st.st_ino,
+                                   .dev = major(st.st_dev) << 20 | minor(st.st_dev)};
+}
+
 static long maxrss_kib(void)
 {
     struct rusage ru;
@@ -82,17 +117,9 @@ int main(void)
     char err[256];
 
     /* the file mapped executable by this process, as the request names it */
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "stat");
-    void *at = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
-    REQUIRE(at != MAP_FAILED, "mmap: %s", strerror(errno));
-    struct pfr_unwind_req req = {.ev.type = PFR_EV_UNWIND,
-                                 .ev.tgid = (uint32_t)getpid(),
-                                 .start = (uint64_t)(uintptr_t)at,
-                                 .end = (uint64_t)(uintptr_t)at +
-                                        (((uint64_t)st.st_size + 4095) & ~4095ull),
-                                 .ino = st.st_ino,
-                                 .dev = major(st.st_dev) << 20 | minor(st.st_dev)};
+    void *at;
+    size_t len;
+    struct pfr_unwind_req req = map_it(fd, &at, &len);
     struct pfr_file_key key = {.ino = req.ino, .dev = req.dev};
     struct pfr_unwind_file f;
     pfr_unwinder_stats s;
@@ -101,7 +128,8 @@ int main(void)
      * raises the peak RSS this measures) */
     uint32_t cap = MANY + 1;
     struct maps small = maps_new(cap);
-    pfr_unwinder_opts o = {.max_rows = cap};
+    struct told told = {0};
+    pfr_unwinder_opts o = {.max_rows = cap, .on_refused = on_refused, .ctx = &told};
     pfr_unwinder *u = NULL;
     REQUIRE(pfr_unwinder_new(&o, small.rows, small.files, small.asked, &u, err, sizeof(err)) == 0,
             "%s", err);
@@ -124,6 +152,40 @@ int main(void)
           "a file too large for the map must stay asked: never built again");
     if (!UNDER_ASAN)
         CHECK(grew < fdes_kib + 3072, "the refused build grew RSS by %ld KiB", grew);
+    CHECK(s.refused[PFR_UW_REFUSED_TOO_MANY_ROWS] == 1, "refused too_many_rows: %llu",
+          (unsigned long long)s.refused[PFR_UW_REFUSED_TOO_MANY_ROWS]);
+    CHECK(told.calls == 1 && told.reason == PFR_UW_REFUSED_TOO_MANY_ROWS &&
+              strcmp(told.path, path) == 0 && strstr(told.why, "more than"),
+          "on_refused: %d calls, reason %d, %s: %s", told.calls, told.reason, told.path, told.why);
+
+    /* a 1 MB .debug_frame that inflates to 1 GiB: refused as it is, nothing inflated */
+    char bomb[600];
+    snprintf(bomb, sizeof(bomb), "%s/bomb", UNWIND_WORK);
+    snprintf(cmd, sizeof(cmd), "'%s' bomb %llu '%s'", UNWIND_MAKE_HOSTILE, 1ull << 30, bomb);
+    REQUIRE(system(cmd) == 0, "%s", cmd);
+    int bfd = open(bomb, O_RDONLY | O_CLOEXEC);
+    REQUIRE(bfd >= 0, "open %s", bomb);
+    void *bat;
+    size_t blen;
+    struct pfr_unwind_req breq = map_it(bfd, &bat, &blen);
+    before = maxrss_kib();
+    ask(u, &small, &breq);
+    grew = maxrss_kib() - before;
+    pfr_unwinder_stats_get(u, &s);
+    printf("bomb: refused too_big %llu, peak RSS growth %ld KiB: %s\n",
+           (unsigned long long)s.refused[PFR_UW_REFUSED_TOO_BIG], grew, told.why);
+    CHECK(s.refused[PFR_UW_REFUSED_TOO_BIG] == 1 && s.no_table == 2 &&
+              bpf_map_lookup_elem(
+                  small.files, &(struct pfr_file_key){.ino = breq.ino, .dev = breq.dev}, &f) == 0 &&
+              f.nrows == 0,
+          "bomb: refused too_big %llu, no_table %llu (and an entry of 0 rows)",
+          (unsigned long long)s.refused[PFR_UW_REFUSED_TOO_BIG], (unsigned long long)s.no_table);
+    CHECK(told.calls == 2 && told.reason == PFR_UW_REFUSED_TOO_BIG && strcmp(told.path, bomb) == 0,
+          "on_refused: %d calls, %s", told.calls,
+          told.path); /* (its entry of 0 rows keeps the sampler from asking again) */
+    CHECK(grew < (UNDER_ASAN ? 64 : 8) * 1024, "the bomb grew RSS by %ld KiB", grew);
+    munmap(bat, blen);
+    close(bfd);
     pfr_unwinder_free(u);
     maps_close(&small);
 
@@ -153,7 +215,7 @@ int main(void)
     pfr_unwinder_free(u);
     maps_close(&big);
 
-    munmap(at, (size_t)st.st_size);
+    munmap(at, len);
     close(fd);
     pfr_unwind_table_free(&want);
     if (check_failures) {
