@@ -331,6 +331,7 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
             .max_rows = rows,
             .build_flags = opts->unwind == PFR_UNWIND_DWARF ? PFR_UNWIND_BUILD_GO : 0,
             .fsguard = opts->fsguard,
+            .membudget = opts->membudget,
             .on_refused = opts->unwind_refused,
             .ctx = opts->unwind_refused_ctx,
         };

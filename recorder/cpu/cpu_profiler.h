@@ -40,7 +40,8 @@ typedef struct pfr_cpu_profiler_opts {
     /* a file whose unwind table was refused (unwinder.h), on the unwinder's thread; NULL: none */
     void (*unwind_refused)(void *ctx, const struct pfr_unwind_refused *r);
     void *unwind_refused_ctx;
-    struct pfr_fsguard *fsguard; /* the unwinder's guard of remote files; NULL: none */
+    struct pfr_fsguard *fsguard;     /* the unwinder's guard of remote files; NULL: none */
+    struct pfr_membudget *membudget; /* the unwinder's memory budget; NULL: none */
 } pfr_cpu_profiler_opts;
 
 /* Cumulative counters since open. */

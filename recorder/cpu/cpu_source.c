@@ -886,7 +886,8 @@ pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs)
 }
 
 int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
-                       struct pfr_fsguard *fsguard, pfr_cpu_source **out, char *err, size_t errlen)
+                       struct pfr_fsguard *fsguard, struct pfr_membudget *membudget,
+                       pfr_cpu_source **out, char *err, size_t errlen)
 {
     pfr_cpu_source *cs = calloc(1, sizeof(*cs));
     if (!cs)
@@ -947,6 +948,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         .unwind = cc->unwind,
         .unwind_rows = (uint32_t)(cc->unwind_table_bytes / sizeof(struct pfr_unwind_row)),
         .fsguard = fsguard,
+        .membudget = membudget,
         .unwind_refused = log_unwind_refused,
     };
     pfr_cpu_config_map_sizes(cc, cfg->interval_ns, (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
@@ -983,7 +985,8 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
 static int cpu_start(pfr_source_env *env, pfr_source *out, char *err, size_t errlen)
 {
     pfr_cpu_source *cs = NULL;
-    int rc = pfr_cpu_source_new(env->cfg, env->identity, env->fsguard, &cs, err, errlen);
+    int rc =
+        pfr_cpu_source_new(env->cfg, env->identity, env->fsguard, env->membudget, &cs, err, errlen);
     if (rc)
         return rc;
     pfr_info("cpu: sampling %d CPUs at %u Hz", pfr_cpu_source_ncpus(cs), cs->conf.cpu_hz);

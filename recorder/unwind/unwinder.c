@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 
 #include "pfr_fsguard.h"
+#include "pfr_membudget.h"
 #include "pfr_vec.h"
 #include "sym_maps.h"
 #include "unwind_table.h"
@@ -480,6 +481,16 @@ static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, int fd, con
     u->opts.on_refused(u->opts.ctx, &f);
 }
 
+/* What building a file's table holds at its peak, roughly, for the memory budget: an eighth
+ * of the file (libLLVM-15, 120 MB, took 10 MiB), within the builder's own limits. */
+static uint64_t build_cost(int fd)
+{
+    struct stat sb;
+    uint64_t size = fstat(fd, &sb) == 0 && sb.st_size > 0 ? (uint64_t)sb.st_size : 0;
+    uint64_t cost = size / 8;
+    return cost < (64u << 10) ? 64u << 10 : cost > (32u << 20) ? 32u << 20 : cost;
+}
+
 static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
 {
     struct pfr_file_key key = {.ino = r->ino, .dev = r->dev};
@@ -494,6 +505,13 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
         if (fd < 0) {
             retry_later(u, &key); /* another process mapping it will ask again */
             count(u, &u->st.open_failed, t0);
+            return;
+        }
+        if (!pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, build_cost(fd))) {
+            /* over the recorder's memory budget: frame pointers until it is asked again */
+            close(fd);
+            retry_later(u, &key);
+            count(u, &u->st.no_room, t0);
             return;
         }
         /* a table larger than the whole map could never be loaded: its build stops there */

@@ -53,8 +53,10 @@ typedef struct pfr_unwinder_opts {
                                 * 0 = PFR_UNWINDER_CPU_SHARE */
     void (*on_refused)(void *ctx, const pfr_unwind_refused *r); /* NULL: none */
     void *ctx;
-    struct pfr_fsguard *fsguard; /* files on remote file systems are read only as copies made
-                                    by its workers; NULL: opened directly. Not owned. */
+    struct pfr_fsguard *fsguard;     /* files on remote file systems are read only as copies made
+                                        by its workers; NULL: opened directly. Not owned. */
+    struct pfr_membudget *membudget; /* no build while the recorder is over its memory budget
+                                        (counted in no_room); NULL: none. Not owned. */
 } pfr_unwinder_opts;
 
 /* A build takes half a core at most on average (it sleeps as long as it ran, in 10 ms slices):
