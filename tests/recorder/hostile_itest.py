@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Files a local attacker maps, under the real recorder held to the unit's MemoryMax.
+
+Each variant is a small program run by nobody whose ELF sections lie: a compressed .debug_frame
+declaring 1 GiB (a real zlib bomb of zeros, ~1 MB, with no .eh_frame so the unwind table
+builder reads it), compressed .debug_info/.debug_line bombs (the symbolizer's DWARF), and
+headers that declare more than the file holds. The recorder runs in a cgroup with
+memory.max = 256 MiB (the packaged unit's MemoryMax): it must never be OOM-killed, its
+intervals must stay on time, and its metrics must name what it refused. In the release build
+(not --sanitized) its resident memory must also stay within its 64 MiB budget.
+
+Usage: hostile_itest.py --recorder BIN --dump BIN --spin BIN [--sanitized]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recorder_itest as ri  # noqa: E402
+
+INTERVAL = 1
+SHF_COMPRESSED = 0x800
+GIB = 1 << 30
+
+
+def zlib_bomb(size):
+    """An ELF compression header declaring size bytes, then a zlib stream of size zeros."""
+    z = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    parts = [z.compress(chunk) for _ in range(size // len(chunk))]
+    parts.append(z.flush())
+    return struct.pack("<IIQQ", 1, 0, size, 1) + b"".join(parts)
+
+
+def sections(data):
+    """(name, header offset) of each section of an ELF64 file."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    str_off, = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)
+    out = []
+    for i in range(shnum):
+        h = shoff + i * shentsize
+        name_off, = struct.unpack_from("<I", data, h)
+        end = data.index(b"\0", str_off + name_off)
+        out.append((data[str_off + name_off:end].decode(), h))
+    return out
+
+
+def mark_compressed(path, names):
+    data = bytearray(open(path, "rb").read())
+    for name, h in sections(data):
+        if name in names:
+            flags, = struct.unpack_from("<Q", data, h + 8)
+            struct.pack_into("<Q", data, h + 8, flags | SHF_COMPRESSED)
+    open(path, "wb").write(data)
+
+
+def make_variants(spin, tmp):
+    bomb = os.path.join(tmp, "bomb.bin")
+    with open(bomb, "wb") as f:
+        f.write(zlib_bomb(GIB))
+    out = {}
+    # the unwind table builder's: no .eh_frame, a .debug_frame that inflates to 1 GiB
+    p = os.path.join(tmp, "pfr-hostile-frame")
+    subprocess.run(["objcopy", "--remove-section", ".eh_frame", "--remove-section",
+                    ".eh_frame_hdr", "--remove-section", ".debug_frame",
+                    "--add-section", ".debug_frame=" + bomb, spin, p], check=True)
+    mark_compressed(p, {".debug_frame"})
+    out["frame"] = p
+    # the symbolizer's: its DWARF inflates to 1 GiB a section
+    p = os.path.join(tmp, "pfr-hostile-dwarf")
+    subprocess.run(["objcopy", "--remove-section", ".debug_info", "--remove-section",
+                    ".debug_line", "--add-section", ".debug_info=" + bomb,
+                    "--add-section", ".debug_line=" + bomb, spin, p], check=True)
+    mark_compressed(p, {".debug_info", ".debug_line"})
+    out["dwarf"] = p
+    for p in out.values():
+        os.chmod(p, 0o755)
+        ri.log("%s: %d bytes" % (p, os.path.getsize(p)))
+    return out
+
+
+def mounts():
+    with open("/proc/mounts") as f:
+        return [line.split() for line in f]
+
+
+def memory_cgroup(name):
+    """A child cgroup with the memory controller and the unit's limit: cgroup v2 when its memory
+    controller is there (beside this process's own cgroup if need be), else v1's memory
+    hierarchy. Returns (path, "v1" or "v2")."""
+    limit = str(256 << 20)
+    v2 = next((m[1] for m in mounts() if m[2] == "cgroup2"), None)
+    if v2 and "memory" in open(os.path.join(v2, "cgroup.controllers")).read().split():
+        with open("/proc/self/cgroup") as f:
+            own = [l.split("::", 1)[1].strip() for l in f if l.startswith("0::")][0]
+        parent = os.path.join(v2, own.lstrip("/"))
+        for _ in range(2):
+            ctl = os.path.join(parent, "cgroup.subtree_control")
+            try:
+                with open(ctl, "w") as f:
+                    f.write("+memory")
+            except OSError:
+                pass
+            if "memory" in open(ctl).read().split():
+                break
+            parent = os.path.dirname(parent)
+        cg = os.path.join(parent, name)
+        os.mkdir(cg)
+        write(cg, "memory.max", limit)
+        write(cg, "memory.swap.max", "0")
+        return cg, "v2"
+    v1 = next((m[1] for m in mounts() if m[2] == "cgroup" and "memory" in m[3].split(",")), None)
+    if not v1:
+        raise RuntimeError("no cgroup memory controller (v2 or v1)")
+    with open("/proc/self/cgroup") as f:
+        own = [l.split(":", 2)[2].strip() for l in f if "memory" in l.split(":")[1].split(",")][0]
+    cg = os.path.join(v1, own.lstrip("/"), name)
+    os.mkdir(cg)
+    write(cg, "memory.limit_in_bytes", limit)
+    if os.path.exists(os.path.join(cg, "memory.memsw.limit_in_bytes")):
+        write(cg, "memory.memsw.limit_in_bytes", limit)
+    return cg, "v1"
+
+
+def write(cg, fname, value):
+    with open(os.path.join(cg, fname), "w") as f:
+        f.write(value)
+
+
+def cg_read(cg, fname, key=None):
+    try:
+        text = open(os.path.join(cg, fname)).read()
+    except OSError:
+        return None
+    if key is None:
+        return int(text.split()[0])
+    m = re.search(r"^%s (\d+)$" % key, text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def cg_oom_kills(cg, kind):
+    return cg_read(cg, "memory.events" if kind == "v2" else "memory.oom_control", "oom_kill")
+
+
+def cg_peak(cg, kind):
+    return cg_read(cg, "memory.peak" if kind == "v2" else "memory.max_usage_in_bytes")
+
+
+def metric_sum(text, name):
+    vals = re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(name), text, re.M)
+    return sum(float(v) for v in vals)
+
+
+def run(args, tmp, procs, cg, kind):
+    variants = make_variants(args.spin, tmp)
+    port = ri.free_port()
+    store = os.path.join(tmp, "ring.db")
+    logp = os.path.join(tmp, "recorder.log")
+    env = dict(os.environ)
+    if args.sanitized:
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    with open(logp, "w") as logf:
+        rec = subprocess.Popen(["sh", "-c", 'echo $$ >"$0/cgroup.procs" && shift && exec "$@"',
+                                cg, "x", args.recorder, "--store", store, "--interval",
+                                str(INTERVAL), "--metrics-listen", "127.0.0.1:%d" % port],
+                               stdout=logf, stderr=subprocess.STDOUT, env=env)
+    ri.LIVE.append(rec)
+    end = time.time() + 30
+    while time.time() < end and "sampling" not in open(logp).read():
+        if rec.poll() is not None:
+            break
+        time.sleep(0.1)
+    if not ri.check(rec.poll() is None, "the recorder did not start"):
+        return logp
+    time.sleep(INTERVAL + 1.5)  # past the first (cold) interval
+    for name, path in variants.items():
+        procs.append(subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
+                                       "--clear-groups", path, "25"]))
+    slack = 2.0 if args.sanitized else 1.0
+    worst, looks, hwm = 0.0, 0, 0
+    t_end = time.time() + 20
+    while time.time() < t_end and rec.poll() is None:
+        age = time.time() - newest_cpu_end(args, store)
+        worst = max(worst, age - INTERVAL)
+        looks += 1
+        hwm = max(hwm, vm_hwm(rec.pid))
+        time.sleep(0.25)
+    ri.check(rec.poll() is None, "the recorder died (exit %r)" % rec.poll())
+    kills = cg_oom_kills(cg, kind)
+    peak = cg_peak(cg, kind)
+    ri.log("%d looks: worst lateness %.2f s; recorder VmHWM %d KiB; cgroup peak %s MiB, "
+           "OOM kills %s" % (looks, worst, hwm, peak >> 20 if peak else "?", kills))
+    ri.check(kills == 0, "the recorder was OOM-killed %s times" % kills)
+    ri.check(worst <= slack, "an interval was written %.2f s late" % worst)
+    if not args.sanitized:
+        ri.check(hwm < 64 * 1024, "resident memory peaked at %d KiB, over the 64 MiB budget" % hwm)
+    text = ri.fetch_metrics(port)
+    unwind = metric_sum(text, "pfr_unwind_files_refused_total")
+    symbols = metric_sum(text, "pfr_symbol_files_refused_total")
+    ri.log("refused: unwind %s, symbols %s" % (unwind, symbols))
+    for line in text.splitlines():
+        if "refused_total{" in line and not line.endswith(" 0"):
+            ri.log("  " + line)
+    ri.check(unwind >= 1, "no unwind table was refused")
+    ri.check(symbols >= 1, "no symbol file was refused")
+    # the programs were still profiled, their frames named from .symtab
+    chunks = ri.dump(args, store)
+    for name, path in variants.items():
+        base = os.path.basename(path)
+        ss = [s for c in chunks for s in c["samples"] if s["comm"] == base[:15]]
+        named = [s for s in ss if any(f["function"] == "pfr_hostile_leaf" for f in s["frames"])]
+        ri.log("%s: %d samples, %d with pfr_hostile_leaf" % (base, len(ss), len(named)))
+        ri.check(len(named) > 0, "%s was not profiled with its frames named" % base)
+    rec.send_signal(signal.SIGTERM)
+    rc = rec.wait(timeout=30)
+    ri.check(rc == 0, "recorder exit code %d" % rc)
+    return logp
+
+
+def newest_cpu_end(args, store):
+    try:
+        ends = [c["end_ns"] for c in ri.dump(args, store, "--meta")
+                if c["types"] == ["ebpf:cpu:nanoseconds"]]
+    except subprocess.CalledProcessError:
+        return 0.0
+    return max(ends) / 1e9 if ends else 0.0
+
+
+def vm_hwm(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--recorder", required=True)
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--spin", required=True)
+    ap.add_argument("--sanitized", action="store_true")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="pfr-hostile-")
+    os.chmod(tmp, 0o755)
+    procs, cg, logp = [], None, None
+    try:
+        cg, kind = memory_cgroup(os.path.basename(tmp))
+        logp = run(args, tmp, procs, cg, kind)
+    except Exception as e:  # a crash of the harness is a failure with its reason
+        ri.FAILURES.append(repr(e))
+        print("ERROR: %r" % e, flush=True)
+    finally:
+        for p in procs + ri.LIVE:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if cg:
+            for _ in range(50):
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+    if ri.FAILURES:
+        if logp and os.path.exists(logp):
+            with open(logp) as f:
+                print("---- recorder log (tail) ----\n" + "".join(f.readlines()[-40:]))
+        print("%d failure(s); files kept in %s" % (len(ri.FAILURES), tmp))
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
