@@ -10,8 +10,8 @@ the running kernel's layout; a struct here needs only the fields the programs to
 kernel's names. The ABI types (the perf_event context, the register set, the vma iterator) are
 copied whole: their layout is fixed and read without relocation.
 
---btf: the BTF to read (default /sys/kernel/btf/vmlinux); its architecture must be this
-machine's (the register set differs per architecture). --check BUILD_DIR: afterwards rebuild the
+--btf: the BTF to read (default /sys/kernel/btf/vmlinux); --arch: its kernel's architecture
+(default this machine's; the register set differs per architecture). --check BUILD_DIR: afterwards rebuild the
 BPF objects of that configured tree with the new header (a type or field missing from the lists
 fails there). A program that needs a new field: add it to STRUCTS, run this, commit the header.
 """
@@ -69,8 +69,11 @@ ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "a
 
 class Btf:
     def __init__(self, path):
-        out = subprocess.run(["bpftool", "btf", "dump", "file", path, "-j"], check=True,
-                             capture_output=True, text=True).stdout
+        r = subprocess.run(["bpftool", "btf", "dump", "file", path, "-j"], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            sys.exit(f"gen-vmlinux: cannot read the BTF of {path}: {(r.stderr or r.stdout).strip()}")
+        out = r.stdout
         self.types = {t["id"]: t for t in json.loads(out)["types"]}
         self.by_name = {}
         for t in self.types.values():
@@ -207,11 +210,12 @@ class Writer:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--btf", default="/sys/kernel/btf/vmlinux")
+    ap.add_argument("--arch", default=platform.machine())
     ap.add_argument("--check", metavar="BUILD_DIR")
     args = ap.parse_args()
-    arch = ARCHES.get(platform.machine())
+    arch = ARCHES.get(args.arch)
     if not arch:
-        sys.exit(f"gen-vmlinux: no BPF target for {platform.machine()}")
+        sys.exit(f"gen-vmlinux: no BPF target for {args.arch}")
     btf = Btf(args.btf)
     w = Writer(btf)
     for name in WHOLE:
