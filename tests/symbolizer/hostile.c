@@ -2,6 +2,7 @@
 
 #include "hostile.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -130,6 +131,22 @@ int pfr_hg_write(const char *path, const struct hg_sec *secs, size_t n, const st
     free(sh);
     free(names);
     return rc;
+}
+
+void pfr_hg_rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[4096];
+    while (d && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
 }
 
 void *pfr_hg_zeros_z(uint64_t n, size_t *len)

@@ -34,6 +34,9 @@ struct hg_opts {
 /* Writes the file; 0 or -errno. */
 int pfr_hg_write(const char *path, const struct hg_sec *secs, size_t n, const struct hg_opts *o);
 
+/* Removes the files of dir, then dir. */
+void pfr_hg_rm_dir(const char *dir);
+
 /* A zlib stream of n zero bytes (malloc'ed, *len bytes): a bomb of ratio ~1000. */
 void *pfr_hg_zeros_z(uint64_t n, size_t *len);
 /* An ELF compression header (ELFCOMPRESS_ZLIB, ch_size) followed by z: a SHF_COMPRESSED
