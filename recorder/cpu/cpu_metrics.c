@@ -170,6 +170,11 @@ static void symbolizer_counters(pfr_daemon_metrics *m, const pfr_sym_stats *st)
         (double)st->name_errors);
     put(m, "pfr_symbol_errors_total", "files or maps the symbolizer could not use", C,
         (double)st->errors);
+    static const char refused_help[] = "mapped files (or a table, a unit's lines of one) refused "
+                                       "before they were paid for, by reason";
+    for (int k = PFR_REFUSED_NONE + 1; k < PFR_NREFUSALS; k++)
+        put1(m, "pfr_symbol_files_refused_total", refused_help, "reason", pfr_refusal_name(k),
+             (double)st->files_refused[k]);
     put(m, "pfr_symbol_jit_frames_total", "frames of JIT code named from a perf map", C,
         (double)st->jit_frames);
     put(m, "pfr_symbol_perf_maps_opened_total", "processes whose /tmp/perf-PID.map was opened", C,

@@ -120,7 +120,7 @@ static int each_mount(pfr_fsguard *g, pid_t pid,
                       int (*fn)(void *ctx, uint64_t dev, const char *mnt, const char *fstype),
                       void *ctx)
 {
-    char path[64];
+    char path[sizeof(g->proc_root) + 32];
     if (pid > 0)
         snprintf(path, sizeof(path), "%s/%d/mountinfo", g->proc_root, (int)pid);
     else

@@ -205,9 +205,13 @@ static bool bin_is(const gbin *b, const struct stat *st)
            b->mtime_ns == mtime_ns(st);
 }
 
+/* An executable's inspection is abandoned past this (a file's tables are at most 512 MiB). */
+#define INSPECT_BUDGET_NS 2000000000LL
+
 static void bin_classify(gbin *b, int fd)
 {
     pfr_goheap_file f = pfr_goheap_fd_file(fd, (uint64_t)b->size);
+    f.deadline_ns = pfr_clock_mono_ns() + INSPECT_BUDGET_NS;
     int rc = pfr_goheap_elf_inspect(&f, &b->info, b->why, sizeof(b->why));
     b->err = rc;
     if (rc == -ENOEXEC || (rc == 0 && !b->info.is_go)) {
@@ -297,6 +301,8 @@ static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
         goto out;
     }
     c->st.binaries_parsed++;
+    if (b->info.refused > 0 && b->info.refused < PFR_NREFUSALS)
+        c->st.files_refused[b->info.refused]++;
     c->bins[c->nbins++] = b;
 out:
     close(fd);

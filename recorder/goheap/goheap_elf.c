@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pfr_clock.h"
+
 #define BLOCK        65536u
 #define MAX_SECTIONS 4096u /* Go binaries have ~30; far more means garbage */
 #define MAX_PHDRS    256u
@@ -52,6 +54,14 @@ static int read_at(reader *r, void *buf, size_t len, uint64_t off)
             return -EBADMSG;
         done += (size_t)n;
     }
+    return 0;
+}
+
+/* -ETIME once the file's deadline has passed (checked once a block). */
+static int check_time(reader *r)
+{
+    if (r->f->deadline_ns && pfr_clock_mono_ns() > r->f->deadline_ns)
+        return fail(r, -ETIME, "not inspected within the time budget");
     return 0;
 }
 
@@ -108,7 +118,9 @@ static int scan_strtab(reader *r, const Elf64_Shdr *st, uint8_t *blk, cands *c)
     uint64_t pos = 0;
     while (pos < st->sh_size) {
         size_t len = st->sh_size - pos < BLOCK ? (size_t)(st->sh_size - pos) : BLOCK;
-        int rc = read_at(r, blk, len, st->sh_offset + pos);
+        int rc = check_time(r);
+        if (rc == 0)
+            rc = read_at(r, blk, len, st->sh_offset + pos);
         if (rc < 0)
             return rc;
         bool last = pos + len >= st->sh_size;
@@ -158,7 +170,9 @@ static int scan_symtab(reader *r, const Elf64_Shdr *sy, uint8_t *blk, const cand
     uint64_t count = sy->sh_size / sizeof(Elf64_Sym);
     for (uint64_t i = 0; i < count;) {
         size_t n = count - i < per ? (size_t)(count - i) : per;
-        int rc = read_at(r, blk, n * sizeof(Elf64_Sym), sy->sh_offset + i * sizeof(Elf64_Sym));
+        int rc = check_time(r);
+        if (rc == 0)
+            rc = read_at(r, blk, n * sizeof(Elf64_Sym), sy->sh_offset + i * sizeof(Elf64_Sym));
         if (rc < 0)
             return rc;
         for (size_t k = 0; k < n; k++) {
@@ -218,6 +232,16 @@ static int find_symbols(reader *r, const Elf64_Shdr *sh, unsigned nsh, const Elf
     const Elf64_Shdr *strtab = &sh[symtab->sh_link];
     if (strtab->sh_type != SHT_STRTAB || !in_file(r, strtab->sh_offset, strtab->sh_size))
         return fail(r, -EBADMSG, ".symtab's string table is inconsistent");
+    if (symtab->sh_size > PFR_GOHEAP_MAX_TABLE) {
+        r->out->refused = PFR_REFUSED_TOO_MANY_SYMBOLS;
+        return fail(r, -EFBIG, ".symtab of %" PRIu64 " bytes, over %llu", symtab->sh_size,
+                    PFR_GOHEAP_MAX_TABLE);
+    }
+    if (strtab->sh_size > PFR_GOHEAP_MAX_TABLE) {
+        r->out->refused = PFR_REFUSED_TOO_BIG;
+        return fail(r, -EFBIG, ".strtab of %" PRIu64 " bytes, over %llu", strtab->sh_size,
+                    PFR_GOHEAP_MAX_TABLE);
+    }
     uint8_t *blk = malloc(BLOCK);
     if (!blk)
         return -ENOMEM;
@@ -231,10 +255,8 @@ static int find_symbols(reader *r, const Elf64_Shdr *sh, unsigned nsh, const Elf
     return rc;
 }
 
-int pfr_goheap_elf_inspect(const pfr_goheap_file *f, pfr_goheap_elfinfo *out, char *err,
-                           size_t errlen)
+static int inspect(const pfr_goheap_file *f, pfr_goheap_elfinfo *out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof(*out));
     if (errlen)
         err[0] = '\0';
     reader r = {f, out, err, errlen};
@@ -302,6 +324,18 @@ int pfr_goheap_elf_inspect(const pfr_goheap_file *f, pfr_goheap_elfinfo *out, ch
 out:
     free(shstr);
     free(sh);
+    return rc;
+}
+
+int pfr_goheap_elf_inspect(const pfr_goheap_file *f, pfr_goheap_elfinfo *out, char *err,
+                           size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = inspect(f, out, err, errlen);
+    if (rc == -EBADMSG)
+        out->refused = PFR_REFUSED_BAD_FILE;
+    else if (rc == -ETIME)
+        out->refused = PFR_REFUSED_TIME_BUDGET;
     return rc;
 }
 

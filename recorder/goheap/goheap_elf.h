@@ -16,11 +16,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pfr_refusal.h"
+
 /* A file to read: pread semantics (bytes read, 0 at end, negative errno). */
 typedef struct pfr_goheap_file {
     void *ctx;
     ssize_t (*pread)(void *ctx, void *buf, size_t len, uint64_t off);
     uint64_t size;
+    int64_t deadline_ns; /* monotonic: the inspection is abandoned past it (-ETIME); 0: none */
 } pfr_goheap_file;
 
 typedef struct pfr_goheap_elfinfo {
@@ -34,11 +37,19 @@ typedef struct pfr_goheap_elfinfo {
     uint64_t mbuckets;         /* link-time address of runtime.mbuckets, 0 if not found */
     uint64_t mem_profile_rate; /* link-time address of runtime.MemProfileRate, 0 if not found */
     uint32_t reads;            /* pread calls made */
+    int refused;               /* why the file was refused (enum pfr_refusal), or 0 */
 } pfr_goheap_elfinfo;
 
+/* The largest .symtab (too_many_symbols) and .strtab (too_big) scanned: Go's own are a few
+ * MiB (kubectl: 4 MiB of .symtab); a bigger one is refused before a byte of it is read, so
+ * a file no bigger than its declared tables (sparse) costs no time. */
+#define PFR_GOHEAP_MAX_TABLE (256ull << 20)
+
 /* Inspect f. Returns 0 for a well-formed 64-bit little-endian x86-64 ELF (is_go false for a
- * non-Go one), -ENOEXEC if f is not such an ELF, -EBADMSG if it is malformed (reason in err),
- * or the reader's negative errno. */
+ * non-Go one), -ENOEXEC if f is not such an ELF, -EBADMSG if it is malformed (bad_file),
+ * -EFBIG if a table it would scan is over PFR_GOHEAP_MAX_TABLE (too_big, too_many_symbols),
+ * -ETIME past f's deadline (time_budget), with the reason in err and out->refused; or the
+ * reader's negative errno. */
 int pfr_goheap_elf_inspect(const pfr_goheap_file *f, pfr_goheap_elfinfo *out, char *err,
                            size_t errlen);
 

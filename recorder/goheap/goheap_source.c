@@ -319,6 +319,11 @@ static void goheap_export_metrics(void *self, pfr_daemon_metrics *m)
     put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "bad_bucket",
          (double)st->bad_buckets);
     put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "timeout", (double)st->timeouts);
+    static const char refused_help[] =
+        "Go executables refused before they were read through, by reason";
+    for (int k = PFR_REFUSED_NONE + 1; k < PFR_NREFUSALS; k++)
+        put1(m, "pfr_goheap_files_refused_total", refused_help, "reason", pfr_refusal_name(k),
+             (double)st->files_refused[k]);
     put(m, "pfr_goheap_collect_seconds_total", "time spent collecting Go heap profiles", C,
         (double)st->collect_ns / 1e9);
 }

@@ -36,6 +36,7 @@
 
 #include "goheap_mem.h"
 #include "pfr_profile.h"
+#include "pfr_refusal.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -159,8 +160,9 @@ typedef struct pfr_goheap_stats {
     uint64_t buckets_read;
     uint64_t mem_reads; /* system calls spent reading process memory */
     uint64_t mem_bytes;
-    uint64_t resolver_calls; /* addresses resolved (memo misses) */
-    uint64_t collect_ns;     /* wall time spent in pfr_goheap_collect */
+    uint64_t resolver_calls;               /* addresses resolved (memo misses) */
+    uint64_t collect_ns;                   /* wall time spent in pfr_goheap_collect */
+    uint64_t files_refused[PFR_NREFUSALS]; /* executables refused, by reason (pfr_refusal.h) */
 } pfr_goheap_stats;
 
 int pfr_goheap_new(const pfr_goheap_opts *opts, pfr_goheap **out);

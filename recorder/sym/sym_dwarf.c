@@ -1,4 +1,5 @@
 #include "sym_dwarf.h"
+#include "sym_dwline.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -9,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE_COST      48 /* bytes libdw keeps per line-table row, roughly */
+#define LINE_COST 48 /* bytes libdw keeps per line-table row, roughly */
+/* bytes libdw holds per row while building a table: 1.29 GB for 12.6 M rows (measured) */
+#define LINE_PEAK      112
 #define MAX_NEST       16 /* namespaces and classes holding function definitions */
 #define MAX_DIE_VISITS 100000
 
@@ -38,7 +41,11 @@ struct pfr_sym_dwarf {
     size_t nunits;
     struct range *ur; /* unit ranges, sorted */
     size_t nur;
-    size_t bytes;
+    size_t bytes, max_bytes;
+    const unsigned char *line; /* .debug_line as libdw holds it (inflated), to size a unit's */
+    size_t line_size;
+    bool swap;        /* the file's byte order is not the host's */
+    uint32_t refused; /* line tables not read: over max_bytes (since the last take) */
 };
 
 struct vec {
@@ -111,7 +118,7 @@ static size_t compressed_size(Elf *e, const GElf_Shdr *sh)
         return sh->sh_size;
     Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)sh->sh_offset, hsz, ELF_T_CHDR);
     if (!d || !d->d_buf || d->d_size < hsz)
-        return sh->sh_size * 4;
+        return SIZE_MAX; /* unreadable: libelf could not inflate it, so count it over any cap */
     if (is64) {
         Elf64_Chdr ch;
         memcpy(&ch, d->d_buf, sizeof(ch));
@@ -120,6 +127,29 @@ static size_t compressed_size(Elf *e, const GElf_Shdr *sh)
     Elf32_Chdr ch;
     memcpy(&ch, d->d_buf, sizeof(ch));
     return ch.ch_size;
+}
+
+/* The size a .zdebug section declares: "ZLIB" then the inflated size, big-endian. */
+static size_t zdebug_size(Elf *e, const GElf_Shdr *sh)
+{
+    if (sh->sh_size < 12)
+        return sh->sh_size;
+    Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)sh->sh_offset, 12, ELF_T_BYTE);
+    if (!d || !d->d_buf || d->d_size < 12 || memcmp(d->d_buf, "ZLIB", 4) != 0)
+        return sh->sh_size; /* libelf will not inflate it either */
+    const unsigned char *p = (const unsigned char *)d->d_buf + 4;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++)
+        n = n << 8 | p[i];
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+/* Sections libdw reads: .debug_*, .zdebug_* (GNU-compressed), and the LTO ones it takes in
+ * their place (.gnu.debuglto_.debug_*). */
+static bool is_debug_name(const char *name)
+{
+    return strncmp(name, ".debug", 6) == 0 || strncmp(name, ".zdebug", 7) == 0 ||
+           strncmp(name, ".gnu.debuglto_", 14) == 0;
 }
 
 static size_t debug_bytes(Elf *e)
@@ -136,14 +166,14 @@ static size_t debug_bytes(Elf *e)
         if (!name)
             continue;
         size_t size = sh.sh_size;
-        if (strncmp(name, ".zdebug", 7) == 0) {
-            size *= 4; /* old-style compressed: no cheap way to read the real size */
-        } else if (strncmp(name, ".debug", 6) == 0) {
-            if (sh.sh_flags & SHF_COMPRESSED)
-                size = compressed_size(e, &sh);
-        } else {
+        if (!is_debug_name(name))
             continue;
-        }
+        if (sh.sh_flags & SHF_COMPRESSED)
+            size = compressed_size(e, &sh);
+        else if (strncmp(name, ".zdebug", 7) == 0)
+            size = zdebug_size(e, &sh);
+        /* the declared size is what libelf allocates to inflate into (it fails on a stream
+         * that inflates to anything else), so it bounds the inflated bytes */
         total = total + size < total ? SIZE_MAX : total + size;
     }
     return total;
@@ -158,7 +188,7 @@ size_t pfr_sym_dwarf_size(int fd)
     return n;
 }
 
-static int build_unit_index(struct pfr_sym_dwarf *d)
+static int build_unit_index(struct pfr_sym_dwarf *d, struct pfr_sym_budget *b)
 {
     struct vec units = {NULL, 0, 0, sizeof(struct unit)};
     struct vec ranges = {NULL, 0, 0, sizeof(struct range)};
@@ -166,7 +196,12 @@ static int build_unit_index(struct pfr_sym_dwarf *d)
     Dwarf_Die cudie;
     uint8_t type;
     int rc = 0;
+    size_t seen = 0;
     while (dwarf_get_units(d->dbg, cu, &cu, NULL, &type, &cudie, NULL) == 0) {
+        if (++seen % 256 == 0 && pfr_sym_budget_over(b)) {
+            rc = -ETIME;
+            break;
+        }
         if (type != DW_UT_compile && type != DW_UT_partial && type != DW_UT_skeleton)
             continue;
         if (units.n >= UINT32_MAX)
@@ -200,8 +235,37 @@ static int build_unit_index(struct pfr_sym_dwarf *d)
     return 0;
 }
 
-int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_dwarf **out, char *err,
-                       size_t errlen)
+/* .debug_line as libdw read it (inflated in place: no copy), for sizing line programs. */
+static void find_line_section(struct pfr_sym_dwarf *d)
+{
+    size_t shstrndx;
+    if (elf_getshdrstrndx(d->elf, &shstrndx) != 0)
+        return;
+    const char *ident = elf_getident(d->elf, NULL);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    d->swap = ident && ident[EI_DATA] == ELFDATA2MSB;
+#else
+    d->swap = ident && ident[EI_DATA] == ELFDATA2LSB;
+#endif
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(d->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        const char *name;
+        if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(d->elf, shstrndx, sh.sh_name)) ||
+            (strcmp(name, ".debug_line") != 0 && strcmp(name, ".zdebug_line") != 0 &&
+             strcmp(name, ".gnu.debuglto_.debug_line") != 0))
+            continue;
+        Elf_Data *data = elf_getdata(scn, NULL);
+        if (data && data->d_buf) {
+            d->line = data->d_buf;
+            d->line_size = data->d_size;
+        }
+        return;
+    }
+}
+
+int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_budget *b,
+                       struct pfr_sym_dwarf **out, char *err, size_t errlen)
 {
     *out = NULL;
     struct pfr_sym_dwarf *d = calloc(1, sizeof(*d));
@@ -221,9 +285,10 @@ int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_dwarf **out, cha
     }
     if (d->bytes > max_bytes) {
         snprintf(err, errlen, "debug sections take %zu bytes, over %zu", d->bytes, max_bytes);
-        rc = -EFBIG;
+        rc = pfr_sym_refuse(b, PFR_REFUSED_TOO_BIG, -EFBIG);
         goto fail;
     }
+    d->max_bytes = max_bytes;
     d->dbg = dwarf_begin_elf(d->elf, DWARF_C_READ, NULL);
     if (!d->dbg) {
         snprintf(err, errlen, "no usable DWARF: %s", dwarf_errmsg(-1));
@@ -232,7 +297,10 @@ int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_dwarf **out, cha
     }
     /* libdw has read every debug section; the descriptor is not needed any more */
     elf_cntl(d->elf, ELF_C_FDDONE);
-    rc = build_unit_index(d);
+    find_line_section(d);
+    rc = build_unit_index(d, b);
+    if (rc == -ETIME)
+        snprintf(err, errlen, "DWARF units not indexed within the time budget");
     if (rc)
         goto fail;
     *out = d;
@@ -367,6 +435,37 @@ static int inline_chain(Dwarf_Die *fn, uint64_t pc, Dwarf_Die *chain, int max)
     return depth;
 }
 
+/* What a unit's line table would cost libdw to build (LINE_PEAK a row), or SIZE_MAX when its
+ * program is malformed or over the room (counting stops there). 0 without a table. */
+static size_t line_peak(const struct pfr_sym_dwarf *d, struct unit *u, size_t room)
+{
+    Dwarf_Attribute a;
+    Dwarf_Word off;
+    if (!dwarf_attr(&u->die, DW_AT_stmt_list, &a))
+        return 0;
+    if (dwarf_formudata(&a, &off) != 0)
+        return SIZE_MAX;
+    uint64_t rows = pfr_sym_dwline_rows(d->line, d->line_size, off, d->swap, room / LINE_PEAK);
+    return rows == PFR_DWLINE_BAD || rows > SIZE_MAX / LINE_PEAK ? SIZE_MAX
+                                                                 : (size_t)rows * LINE_PEAK;
+}
+
+/* Whether the unit's line table may be built: its cost fits the room left under the cap. A
+ * unit refused keeps its function names, without file:line. */
+static bool lines_allowed(struct pfr_sym_dwarf *d, struct unit *u)
+{
+    if (u->lines_counted)
+        return u->lines_counted > 0;
+    size_t room = d->max_bytes > d->bytes ? d->max_bytes - d->bytes : 0;
+    size_t peak = line_peak(d, u, room);
+    if (peak > room) {
+        u->lines_counted = -1;
+        d->refused++;
+        return false;
+    }
+    return true;
+}
+
 static void count_lines(struct pfr_sym_dwarf *d, struct unit *u)
 {
     Dwarf_Lines *lines;
@@ -387,8 +486,10 @@ int pfr_sym_dwarf_lookup(struct pfr_sym_dwarf *d, uint64_t pc, struct pfr_sym_dw
     if (!u)
         return 0;
     struct pfr_sym_dwarf_frame leaf = {NULL, NULL, 0};
-    Dwarf_Line *l = dwarf_getsrc_die(&u->die, pc);
-    count_lines(d, u);
+    bool lines = lines_allowed(d, u);
+    Dwarf_Line *l = lines ? dwarf_getsrc_die(&u->die, pc) : NULL;
+    if (lines)
+        count_lines(d, u);
     int lineno;
     if (l) {
         leaf.file = dwarf_linesrc(l, NULL, NULL);
@@ -411,9 +512,20 @@ int pfr_sym_dwarf_lookup(struct pfr_sym_dwarf *d, uint64_t pc, struct pfr_sym_dw
     for (int k = depth - 1; k >= 0; k--) {
         struct pfr_sym_dwarf_frame *f = &out[depth - k];
         f->name = die_name(k ? &chain[k - 1] : fn);
-        call_site(&u->die, &chain[k], &f->file, &f->line);
+        if (lines)
+            call_site(&u->die, &chain[k], &f->file, &f->line);
+        else
+            f->file = NULL, f->line = 0;
     }
     return depth + 1;
+}
+
+uint32_t pfr_sym_dwarf_take_refused(struct pfr_sym_dwarf *d)
+{
+    uint32_t n = d ? d->refused : 0;
+    if (d)
+        d->refused = 0;
+    return n;
 }
 
 size_t pfr_sym_dwarf_bytes(const struct pfr_sym_dwarf *d)

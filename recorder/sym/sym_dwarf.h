@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sym_refusal.h"
+
 #define PFR_DWARF_MAX_INLINE 32
 
 struct pfr_sym_dwarf;
@@ -25,9 +27,16 @@ struct pfr_sym_dwarf_frame {
 };
 
 /* Reads the DWARF of the ELF file open at fd (the fd stays the caller's and may be closed after).
- * -ENODATA when the file has no DWARF, -EFBIG when its debug sections exceed max_bytes. */
-int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_dwarf **out, char *err,
-                       size_t errlen);
+ * -ENODATA when the file has no DWARF, -EFBIG when its debug sections exceed max_bytes (their
+ * sizes as declared, compressed ones' inflated size included: nothing is inflated then), -ETIME
+ * when indexing its units passes b's deadline (b may be NULL). Later, a unit's line table is
+ * built only if its cost (its rows, counted first: sym_dwline.h) fits under max_bytes with
+ * what is held: else that unit's frames go without file:line (pfr_sym_dwarf_take_refused). */
+int pfr_sym_dwarf_open(int fd, size_t max_bytes, struct pfr_sym_budget *b,
+                       struct pfr_sym_dwarf **out, char *err, size_t errlen);
+
+/* Line tables refused for their size since the last call (then 0 again). */
+uint32_t pfr_sym_dwarf_take_refused(struct pfr_sym_dwarf *d);
 
 /* The bytes pfr_sym_dwarf_open() would read for the ELF file open at fd (its debug sections,
  * uncompressed), from the section headers alone: 0 when it has no DWARF. Lets the caller make

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_SECTIONS (1u << 20)
+#define MAX_SECTIONS PFR_SYM_MAX_SECTIONS
 #define MAX_PHDRS    4096
 
 #ifndef NT_GNU_BUILD_ID
@@ -61,7 +61,9 @@ static void read_sections(Elf *e, struct pfr_sym_elf_info *out)
             out->has_debug = true;
         if (strcmp(name, ".gopclntab") == 0 || strcmp(name, ".go.buildinfo") == 0)
             out->is_go = true;
-        if (sh.sh_type == SHT_NOTE && has_bits) {
+        if (sh.sh_type == SHT_NOTE && has_bits && sh.sh_size > PFR_SYM_MAX_NOTE) {
+            out->refused = PFR_REFUSED_TOO_BIG; /* libelf would read it whole: no build-id there */
+        } else if (sh.sh_type == SHT_NOTE && has_bits) {
             Elf_Data *d = elf_getdata(scn, NULL);
             if (d && d->d_buf && (d->d_type == ELF_T_NHDR || d->d_type == ELF_T_NHDR8))
                 take_note_id(out, d);
@@ -84,6 +86,8 @@ static void read_phdrs(Elf *e, struct pfr_sym_elf_info *out, bool want_notes)
             ph.p_offset + ph.p_filesz > ph.p_offset) {
             out->segs[out->nsegs++] =
                 (struct pfr_sym_elf_seg){ph.p_offset, ph.p_vaddr, ph.p_filesz};
+        } else if (ph.p_type == PT_NOTE && want_notes && ph.p_filesz > PFR_SYM_MAX_NOTE) {
+            out->refused = PFR_REFUSED_TOO_BIG;
         } else if (ph.p_type == PT_NOTE && want_notes && ph.p_filesz > 0) {
             /* files without section headers still carry their build-id in PT_NOTE */
             Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
@@ -323,7 +327,12 @@ struct collect {
     struct names_tab nt[PFR_ELF_MAX_STRTABS];
     size_t nnt;
     uint64_t next_base;
+    size_t max_bytes;
+    struct pfr_sym_budget *b;
 };
+
+/* Checked every this many entries of a table (a clock read is ~20 ns; 1024 entries ~10 us). */
+#define DEADLINE_EVERY 1024u
 
 static int push_cand(struct collect *c, uint64_t addr, uint64_t end, uint32_t name, uint32_t rank)
 {
@@ -362,9 +371,12 @@ static struct names_tab *names_tab(struct collect *c, Elf *e, size_t link, bool 
     t->plt = plt;
     Elf_Scn *scn = elf_getscn(e, link);
     GElf_Shdr sh;
-    if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB || sh.sh_size == 0 ||
-        !table_ok(c->src, &sh, 1) || sh.sh_size >= UINT32_MAX - c->next_base)
+    if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB || sh.sh_size == 0)
         return NULL;
+    if (!table_ok(c->src, &sh, 1))
+        return pfr_sym_refuse(c->b, PFR_REFUSED_BAD_FILE, 0), NULL;
+    if (sh.sh_size > PFR_ELF_MAX_STRTAB(c->max_bytes) || sh.sh_size >= UINT32_MAX - c->next_base)
+        return pfr_sym_refuse(c->b, PFR_REFUSED_TOO_BIG, 0), NULL;
     win_init(&t->w, c->src, sh.sh_offset, sh.sh_size);
     t->base = (uint32_t)c->next_base;
     c->next_base += sh.sh_size;
@@ -375,7 +387,7 @@ static struct names_tab *names_tab(struct collect *c, Elf *e, size_t link, bool 
 }
 
 /* One pass over the table: a bit per non-NUL byte, and the last NUL. */
-static bool scan_names(struct names_tab *t)
+static bool scan_names(struct names_tab *t, struct pfr_sym_budget *b)
 {
     if (t->scanned)
         return t->nonzero != NULL;
@@ -388,7 +400,7 @@ static bool scan_names(struct names_tab *t)
     for (uint64_t at = 0; at < size;) {
         size_t chunk = size - at < WIN_BYTES ? (size_t)(size - at) : WIN_BYTES;
         const unsigned char *p = win_get(&t->w, at, chunk);
-        if (!p) {
+        if (!p || pfr_sym_budget_over(b)) {
             free(bits);
             return false;
         }
@@ -423,9 +435,9 @@ static bool scan_names(struct names_tab *t)
     return true;
 }
 
-static bool name_usable(struct names_tab *t, uint32_t off)
+static bool name_usable(struct names_tab *t, uint32_t off, struct pfr_sym_budget *b)
 {
-    if (!t || !scan_names(t) || off > t->last_nul)
+    if (!t || !scan_names(t, b) || off > t->last_nul)
         return false;
     return t->nonzero[off / 8] >> (off & 7) & 1;
 }
@@ -435,13 +447,21 @@ static int read_table(Elf *e, const GElf_Shdr *sh, uint32_t table_rank, const st
 {
     size_t entsz = sym_entsize(c->src);
     struct win w;
-    if (!table_ok(c->src, sh, entsz) || !win_init(&w, c->src, sh->sh_offset, sh->sh_size))
+    if (sh->sh_size == 0)
         return 0;
+    if (!table_ok(c->src, sh, entsz) || !win_init(&w, c->src, sh->sh_offset, sh->sh_size))
+        return pfr_sym_refuse(c->b, PFR_REFUSED_BAD_FILE, 0); /* the other table may still do */
     size_t count = sh->sh_size / entsz;
+    if (count > PFR_ELF_MAX_ENTRIES(c->max_bytes))
+        return pfr_sym_refuse(c->b, PFR_REFUSED_TOO_MANY_SYMBOLS, -EFBIG);
     struct names_tab *nt = NULL;
     bool nt_tried = false;
     int rc = 0;
     for (size_t i = 1; i < count && rc == 0; i++) {
+        if (i % DEADLINE_EVERY == 0 && pfr_sym_budget_over(c->b)) {
+            rc = -ETIME;
+            break;
+        }
         const unsigned char *p = win_get(&w, i * entsz, entsz);
         if (!p)
             break;
@@ -456,7 +476,7 @@ static int read_table(Elf *e, const GElf_Shdr *sh, uint32_t table_rank, const st
             nt = names_tab(c, e, sh->sh_link, false);
             nt_tried = true;
         }
-        if (!name_usable(nt, sym.name))
+        if (!name_usable(nt, sym.name, c->b))
             continue;
         uint32_t rank =
             (sym.size ? 0 : RANK_NO_SIZE) + table_rank * 4 + bind_rank(GELF_ST_BIND(sym.info));
@@ -534,10 +554,16 @@ static int read_plt(Elf *e, struct collect *c)
         return 0;
     uint64_t end = l.stubs_sh.sh_addr + l.stubs_sh.sh_size;
     size_t n = l.rela_sh.sh_size / relsz, nsyms = dsh.sh_size / entsz;
+    if (n > PFR_ELF_MAX_ENTRIES(c->max_bytes))
+        return pfr_sym_refuse(c->b, PFR_REFUSED_TOO_MANY_SYMBOLS, -EFBIG);
     struct names_tab *nt = NULL;
     bool nt_tried = false;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (i % DEADLINE_EVERY == DEADLINE_EVERY - 1 && pfr_sym_budget_over(c->b)) {
+            rc = -ETIME;
+            break;
+        }
         uint64_t addr = l.first + i * l.entsize;
         const unsigned char *rp;
         if (addr < l.first || addr + l.entsize > end || !(rp = win_get(&rw, i * relsz, relsz)))
@@ -654,13 +680,13 @@ static int read_ref(const struct pfr_sym_elf_strtab *tabs, size_t ntabs, const s
 }
 
 static int read_syms(Elf *e, const struct src *src, struct pfr_sym_elf_syms *out, size_t max_bytes,
-                     char *err, size_t errlen)
+                     struct pfr_sym_budget *b, char *err, size_t errlen)
 {
     size_t nsec = 0;
     struct sec *secs = section_table(e, &nsec);
     if (!secs)
         return 0; /* no section headers: no symbols, frames fall back to module+offset */
-    struct collect c = {.src = src, .out = out};
+    struct collect c = {.src = src, .out = out, .max_bytes = max_bytes, .b = b};
     /* candidates (duplicates of .symtab in .dynsym, aliases) are transient: up to twice the
      * bound in them; what is kept is checked after */
     c.max = max_bytes / sizeof(struct cand) * 2;
@@ -701,8 +727,12 @@ static int read_syms(Elf *e, const struct src *src, struct pfr_sym_elf_syms *out
     }
     free(c.v);
     if (rc) {
-        if (rc == -EFBIG)
+        if (rc == -EFBIG) {
+            pfr_sym_refuse(b, PFR_REFUSED_TOO_MANY_SYMBOLS, rc);
             snprintf(err, errlen, "symbol table larger than %zu bytes", max_bytes);
+        } else if (rc == -ETIME) {
+            snprintf(err, errlen, "symbol tables not read within the time budget");
+        }
         pfr_sym_elf_syms_free(out);
     }
     return rc;
@@ -723,8 +753,8 @@ static bool src_init(Elf *e, struct src *s)
     return true;
 }
 
-int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes, char *err,
-                          size_t errlen)
+int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes,
+                          struct pfr_sym_budget *b, char *err, size_t errlen)
 {
     size_t size = 0;
     struct src s = {.fd = -1};
@@ -734,7 +764,7 @@ int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes
     s.size = size;
     if (!s.img)
         return 0;
-    int rc = read_syms(e, &s, out, max_bytes, err, errlen);
+    int rc = read_syms(e, &s, out, max_bytes, b, err, errlen);
     if (rc)
         return rc;
     /* copy the names kept; the references become offsets in names */
@@ -760,7 +790,7 @@ int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes
 }
 
 int pfr_sym_elf_read_syms_fd(Elf *e, int fd, struct pfr_sym_elf_syms *out, size_t max_bytes,
-                             char *err, size_t errlen)
+                             struct pfr_sym_budget *b, char *err, size_t errlen)
 {
     struct stat st;
     struct src s = {.fd = fd};
@@ -772,7 +802,7 @@ int pfr_sym_elf_read_syms_fd(Elf *e, int fd, struct pfr_sym_elf_syms *out, size_
         return rc;
     }
     s.size = (uint64_t)st.st_size;
-    int rc = read_syms(e, &s, out, max_bytes, err, errlen);
+    int rc = read_syms(e, &s, out, max_bytes, b, err, errlen);
     if (rc)
         return rc;
     out->lazy = true;
@@ -878,4 +908,90 @@ void pfr_sym_elf_id_hex(const struct pfr_sym_elf_info *i, char *buf, size_t len)
     }
     if (len)
         buf[w < len ? w : len - 1] = '\0';
+}
+
+/* ---- the headers, before libelf reads them ---- */
+
+struct hdr {
+    int fd;
+    uint64_t size;
+    bool is64, swap;
+};
+
+static bool hdr_read(const struct hdr *h, uint64_t off, void *buf, size_t len)
+{
+    if (off > h->size || len > h->size - off)
+        return false;
+    return pread_full(h->fd, buf, len, off);
+}
+
+static uint64_t hdr_field(const struct hdr *h, const unsigned char *p, size_t len)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++)
+        v |= (uint64_t)p[h->swap ? len - 1 - i : i] << (8 * i);
+    return v;
+}
+
+#define FIELD(h, p, T32, T64, f)                                                                   \
+    ((h)->is64 ? hdr_field(h, (p) + offsetof(T64, f), sizeof(((T64 *)0)->f))                       \
+               : hdr_field(h, (p) + offsetof(T32, f), sizeof(((T32 *)0)->f)))
+
+static int precheck_fail(struct pfr_sym_budget *b, int reason, char *err, size_t errlen,
+                         const char *what)
+{
+    snprintf(err, errlen, "%s", what);
+    return pfr_sym_refuse(b, reason, reason == PFR_REFUSED_TOO_BIG ? -EFBIG : -EBADMSG);
+}
+
+int pfr_sym_elf_precheck(int fd, struct pfr_sym_budget *b, char *err, size_t errlen)
+{
+    struct stat st;
+    unsigned char eh[sizeof(Elf64_Ehdr)], sh0[sizeof(Elf64_Shdr)], shs[sizeof(Elf64_Shdr)];
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    struct hdr h = {.fd = fd, .size = (uint64_t)st.st_size};
+    if (!hdr_read(&h, 0, eh, EI_NIDENT) || memcmp(eh, ELFMAG, SELFMAG) != 0 ||
+        (eh[EI_CLASS] != ELFCLASS32 && eh[EI_CLASS] != ELFCLASS64))
+        return precheck_fail(NULL, PFR_REFUSED_NONE, err, errlen, "not an ELF file"), -ENOEXEC;
+    h.is64 = eh[EI_CLASS] == ELFCLASS64;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    h.swap = eh[EI_DATA] == ELFDATA2MSB;
+#else
+    h.swap = eh[EI_DATA] == ELFDATA2LSB;
+#endif
+    size_t ehsz = h.is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
+    size_t shsz = h.is64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
+    if (!hdr_read(&h, 0, eh, ehsz))
+        return precheck_fail(NULL, PFR_REFUSED_NONE, err, errlen, "not an ELF file"), -ENOEXEC;
+    uint64_t shoff = FIELD(&h, eh, Elf32_Ehdr, Elf64_Ehdr, e_shoff);
+    uint64_t shnum = FIELD(&h, eh, Elf32_Ehdr, Elf64_Ehdr, e_shnum);
+    uint64_t phnum = FIELD(&h, eh, Elf32_Ehdr, Elf64_Ehdr, e_phnum);
+    uint64_t shstrndx = FIELD(&h, eh, Elf32_Ehdr, Elf64_Ehdr, e_shstrndx);
+    if (shoff == 0)
+        shnum = 0;
+    else if (!hdr_read(&h, shoff, sh0, shsz))
+        return precheck_fail(b, PFR_REFUSED_BAD_FILE, err, errlen,
+                             "section headers outside the file");
+    /* extended numbering: the real counts are in section header 0 */
+    if (shoff && shnum == 0)
+        shnum = FIELD(&h, sh0, Elf32_Shdr, Elf64_Shdr, sh_size);
+    if (shoff && phnum == PN_XNUM)
+        phnum = FIELD(&h, sh0, Elf32_Shdr, Elf64_Shdr, sh_info);
+    if (shoff && shstrndx == SHN_XINDEX)
+        shstrndx = FIELD(&h, sh0, Elf32_Shdr, Elf64_Shdr, sh_link);
+    if (shnum > PFR_SYM_MAX_SECTIONS || phnum > MAX_PHDRS)
+        return precheck_fail(b, PFR_REFUSED_TOO_BIG, err, errlen,
+                             "too many section or program headers");
+    if (shoff && (shoff > h.size || shnum * shsz > h.size - shoff))
+        return precheck_fail(b, PFR_REFUSED_BAD_FILE, err, errlen,
+                             "section headers outside the file");
+    if (shnum == 0 || shstrndx == SHN_UNDEF || shstrndx >= shnum)
+        return 0;
+    if (!hdr_read(&h, shoff + shstrndx * shsz, shs, shsz))
+        return precheck_fail(b, PFR_REFUSED_BAD_FILE, err, errlen,
+                             "section headers outside the file");
+    if (FIELD(&h, shs, Elf32_Shdr, Elf64_Shdr, sh_size) > PFR_SYM_MAX_SHSTRTAB)
+        return precheck_fail(b, PFR_REFUSED_TOO_BIG, err, errlen, "section names over their limit");
+    return 0;
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sym_refusal.h"
 #include "sym_strpool.h"
 
 #define PFR_ELF_MAX_SEGS    16
@@ -37,6 +38,7 @@ struct pfr_sym_elf_info {
     bool has_symtab; /* a non-empty .symtab: not stripped */
     bool has_debug;  /* .debug_info or .zdebug_info with contents */
     bool is_go;      /* .gopclntab, .go.buildinfo or a Go build-id note */
+    int refused;     /* a part not read for its size (a huge note): enum pfr_refusal */
 };
 
 /* One function symbol: 16 bytes, what a lookup needs. The name is not copied at parse time:
@@ -75,6 +77,13 @@ struct pfr_sym_elf_syms {
     int64_t mtime_ns;
 };
 
+/* The headers of the ELF file open at fd, checked before libelf reads them (elf_begin keeps a
+ * struct per section header, elf_strptr reads the section names whole): at most
+ * PFR_SYM_MAX_SECTIONS sections, section names of at most PFR_SYM_MAX_SHSTRTAB bytes, tables
+ * inside the file. 0, or -EFBIG / -EBADMSG with the reason in b and err; -ENOEXEC for a file
+ * that is no ELF (not counted as refused). */
+int pfr_sym_elf_precheck(int fd, struct pfr_sym_budget *b, char *err, size_t errlen);
+
 /* Segments, build-id and flags. Returns 0 or -EINVAL (not an ELF we can use) with a reason. */
 int pfr_sym_elf_read_info(Elf *e, struct pfr_sym_elf_info *out, char *err, size_t errlen);
 
@@ -82,15 +91,28 @@ int pfr_sym_elf_read_info(Elf *e, struct pfr_sym_elf_info *out, char *err, size_
  * names .symtab lacks, plus "name@plt" for PLT stubs. Fails with -EFBIG when the table would
  * take more than max_bytes. out must be zeroed; on error it is left empty.
  *
+ * Limits, checked before a table is read (b, which may be NULL, gets the first refusal): a
+ * table of more than PFR_ELF_MAX_ENTRIES(max_bytes) entries fails the file (-EFBIG,
+ * too_many_symbols), as do more candidates than the bound holds; a string table over
+ * PFR_ELF_MAX_STRTAB(max_bytes) bytes (its names are not read: too_big) or a table outside the
+ * file, compressed or of broken entries (bad_file) is skipped; past b's deadline the parse stops
+ * (-ETIME, time_budget).
+ *
  * pfr_sym_elf_read_syms copies the names of the symbols kept into out->names (e is read from
  * memory, or the whole file is read in: for small images, the vDSO, tests).
  * pfr_sym_elf_read_syms_fd reads the tables from fd (the file e was opened from) in small
  * pieces and keeps no name: only 16 bytes per symbol stay, and names are read from fd when
  * needed (pfr_sym_elf_read_name), so fd must stay open as long as names may be asked for. */
-int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes, char *err,
-                          size_t errlen);
+int pfr_sym_elf_read_syms(Elf *e, struct pfr_sym_elf_syms *out, size_t max_bytes,
+                          struct pfr_sym_budget *b, char *err, size_t errlen);
 int pfr_sym_elf_read_syms_fd(Elf *e, int fd, struct pfr_sym_elf_syms *out, size_t max_bytes,
-                             char *err, size_t errlen);
+                             struct pfr_sym_budget *b, char *err, size_t errlen);
+
+/* Entries of one symbol table read at most (4x the candidates max_bytes holds), and the largest
+ * string table whose names are read (a bit per byte of it is kept while parsing: at most
+ * max_bytes). */
+#define PFR_ELF_MAX_ENTRIES(max_bytes) ((max_bytes) / 24 * 8)
+#define PFR_ELF_MAX_STRTAB(max_bytes)  ((uint64_t)(max_bytes) * 8)
 
 #define PFR_ELF_MAX_NAME 65536 /* longest name read from a file, NUL included */
 

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PCDATA_INLTREE 2
 #define MAX_STEPS      (1u << 20) /* pc-value pairs decoded for one lookup */
@@ -97,17 +99,16 @@ static int parse_header(struct pfr_sym_gopcln *g, char *err, size_t errlen)
     return 0;
 }
 
-int pfr_sym_gopcln_open_mem(const uint8_t *data, size_t size, uint64_t text_start,
-                            struct pfr_sym_gopcln **out, char *err, size_t errlen)
+/* A table over d (malloc'ed, size bytes, taken over: freed on failure). */
+static int take(uint8_t *d, size_t size, uint64_t text_start, struct pfr_sym_gopcln **out,
+                char *err, size_t errlen)
 {
-    *out = NULL;
     struct pfr_sym_gopcln *g = calloc(1, sizeof(*g));
-    if (!g || !(g->d = malloc(size ? size : 1))) {
-        free(g);
+    if (!g) {
+        free(d);
         return -ENOMEM;
     }
-    if (size)
-        memcpy(g->d, data, size);
+    g->d = d;
     g->size = size;
     g->text = text_start;
     int rc = parse_header(g, err, errlen);
@@ -119,8 +120,41 @@ int pfr_sym_gopcln_open_mem(const uint8_t *data, size_t size, uint64_t text_star
     return 0;
 }
 
-int pfr_sym_gopcln_open(Elf *e, size_t max_bytes, struct pfr_sym_gopcln **out, char *err,
-                        size_t errlen)
+int pfr_sym_gopcln_open_mem(const uint8_t *data, size_t size, uint64_t text_start,
+                            struct pfr_sym_gopcln **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    uint8_t *d = malloc(size ? size : 1);
+    if (!d)
+        return -ENOMEM;
+    if (size)
+        memcpy(d, data, size);
+    return take(d, size, text_start, out, err, errlen);
+}
+
+/* The section's bytes from fd into a new buffer; NULL when outside the file or unreadable. */
+static uint8_t *read_section(int fd, const GElf_Shdr *sh)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || sh->sh_offset > (uint64_t)st.st_size ||
+        sh->sh_size > (uint64_t)st.st_size - sh->sh_offset)
+        return NULL;
+    uint8_t *d = malloc(sh->sh_size ? sh->sh_size : 1);
+    for (size_t got = 0; d && got < sh->sh_size;) {
+        ssize_t r = pread(fd, d + got, sh->sh_size - got, (off_t)(sh->sh_offset + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(d);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    return d;
+}
+
+int pfr_sym_gopcln_open(Elf *e, int fd, size_t max_bytes, struct pfr_sym_budget *b,
+                        struct pfr_sym_gopcln **out, char *err, size_t errlen)
 {
     *out = NULL;
     size_t shstrndx;
@@ -143,14 +177,25 @@ int pfr_sym_gopcln_open(Elf *e, size_t max_bytes, struct pfr_sym_gopcln **out, c
     GElf_Shdr sh;
     if (!gelf_getshdr(pcln, &sh) || sh.sh_size > max_bytes) {
         snprintf(err, errlen, ".gopclntab larger than %zu bytes", max_bytes);
-        return -EFBIG;
+        return pfr_sym_refuse(b, PFR_REFUSED_TOO_BIG, -EFBIG);
     }
-    Elf_Data *d = elf_rawdata(pcln, NULL);
-    if (!d || !d->d_buf) {
-        snprintf(err, errlen, "cannot read .gopclntab: %s", elf_errmsg(-1));
-        return -EINVAL;
+    int rc;
+    if (fd >= 0) {
+        uint8_t *d = read_section(fd, &sh);
+        if (!d) {
+            snprintf(err, errlen, "cannot read .gopclntab: outside the file or unreadable");
+            return pfr_sym_refuse(b, PFR_REFUSED_BAD_FILE, -EINVAL);
+        }
+        rc = take(d, sh.sh_size, text, out, err, errlen);
+    } else {
+        Elf_Data *d = elf_rawdata(pcln, NULL);
+        if (!d || !d->d_buf) {
+            snprintf(err, errlen, "cannot read .gopclntab: %s", elf_errmsg(-1));
+            return pfr_sym_refuse(b, PFR_REFUSED_BAD_FILE, -EINVAL);
+        }
+        rc = pfr_sym_gopcln_open_mem(d->d_buf, d->d_size, text, out, err, errlen);
     }
-    return pfr_sym_gopcln_open_mem(d->d_buf, d->d_size, text, out, err, errlen);
+    return rc == -EINVAL ? pfr_sym_refuse(b, PFR_REFUSED_BAD_FILE, rc) : rc;
 }
 
 static bool uvarint(const struct pfr_sym_gopcln *g, uint64_t *p, uint32_t *v)

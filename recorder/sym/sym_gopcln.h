@@ -13,6 +13,8 @@
 #define PFR_SYM_GOPCLN_H
 
 #include <gelf.h>
+
+#include "sym_refusal.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,9 +26,13 @@ struct pfr_sym_gopcln_frame {
     int64_t line;     /* 0 when unknown */
 };
 
-/* -ENODATA without a .gopclntab, -ENOTSUP for an unknown format, -EFBIG over max_bytes. */
-int pfr_sym_gopcln_open(Elf *e, size_t max_bytes, struct pfr_sym_gopcln **out, char *err,
-                        size_t errlen);
+/* The .gopclntab of e, read from fd (the file e was opened from: pread straight into the one
+ * copy kept; with fd < 0, through libelf, which holds a second copy until elf_end). Its size is
+ * checked before anything is read: -EFBIG over max_bytes (too_big in b, which may be NULL).
+ * -ENODATA without a .gopclntab, -ENOTSUP for an unknown format, -EINVAL for a header whose
+ * counts or offsets do not fit the section (bad_file). */
+int pfr_sym_gopcln_open(Elf *e, int fd, size_t max_bytes, struct pfr_sym_budget *b,
+                        struct pfr_sym_gopcln **out, char *err, size_t errlen);
 /* Parse a table already in memory (copied), for tests and fuzzing; text_start is the address
  * of .text, used when the header leaves it to a relocation. */
 int pfr_sym_gopcln_open_mem(const uint8_t *data, size_t size, uint64_t text_start,

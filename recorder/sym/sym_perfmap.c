@@ -106,27 +106,33 @@ static void push_newest(struct pfr_perfmap_ent *out, size_t *w, const struct pfr
     out[(*w)++] = *e;
 }
 
-/* Merge the batch add[0..nadd) (lines newer than every entry) into m->v. */
+/* Merge the batch add[0..nadd) (lines newer than every entry) into m->v, in place: the old
+ * entries move to the tail of the grown array and are merged to its front (no more written
+ * than read: a write never passes the next old entry), so the peak is the entries, not twice
+ * them. */
 static int merge(struct pfr_sym_perfmap *m, struct pfr_perfmap_ent *add, size_t nadd)
 {
     if (nadd == 0)
         return 0;
     qsort(add, nadd, sizeof(*add), by_start_newest);
-    size_t total = m->n + nadd;
-    struct pfr_perfmap_ent *out = malloc(total * sizeof(*out));
-    if (!out)
-        return -ENOMEM;
-    size_t i = 0, j = 0, w = 0;
-    while (i < m->n || j < nadd) {
-        bool old = j == nadd || (i < m->n && by_start_newest(&m->v[i], &add[j]) <= 0);
-        push_newest(out, &w, old ? &m->v[i++] : &add[j++]);
+    size_t n = m->n, total = n + nadd;
+    if (total > m->cap) {
+        struct pfr_perfmap_ent *nv = realloc(m->v, total * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        m->v = nv;
+        m->cap = total;
     }
-    free(m->v);
-    m->v = out;
+    struct pfr_perfmap_ent *v = m->v, *old = v + nadd;
+    memmove(old, v, n * sizeof(*v));
+    size_t i = 0, j = 0, w = 0;
+    while (i < n || j < nadd) {
+        bool take_old = j == nadd || (i < n && by_start_newest(&old[i], &add[j]) <= 0);
+        push_newest(v, &w, take_old ? &old[i++] : &add[j++]);
+    }
     m->n = w;
-    m->cap = total;
-    if (w < total / 2 && w > 0) { /* give back what overwritten entries held */
-        struct pfr_perfmap_ent *small = realloc(out, w * sizeof(*out));
+    if (w < m->cap / 2 && w > 0) { /* give back what overwritten entries held */
+        struct pfr_perfmap_ent *small = realloc(v, w * sizeof(*v));
         if (small) {
             m->v = small;
             m->cap = w;

@@ -71,6 +71,7 @@ struct pfr_symbolizer {
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
     bool no_perf_maps;
+    int64_t parse_budget_ns;
     size_t jit_bytes;           /* held by the perf maps of all processes */
     bool no_maps_query;         /* PROCMAP_QUERY refused once: read the maps text */
     struct pfr_sym_hmap procs;  /* pid -> struct sym_proc * */
@@ -491,18 +492,39 @@ static int insert_file(pfr_symbolizer *s, struct pfr_sym_file *f)
     return 0;
 }
 
-static void load_gopcln(pfr_symbolizer *s, struct pfr_sym_file *f, Elf *e)
+/* A parse's budget: its deadline from now. */
+static struct pfr_sym_budget parse_budget(const pfr_symbolizer *s)
+{
+    return (struct pfr_sym_budget){pfr_clock_mono_ns() + s->parse_budget_ns, PFR_REFUSED_NONE};
+}
+
+static void count_refusal(pfr_symbolizer *s, int reason)
+{
+    if (reason > PFR_REFUSED_NONE && reason < PFR_NREFUSALS)
+        s->st.files_refused[reason]++;
+}
+
+static void load_gopcln(pfr_symbolizer *s, struct pfr_sym_file *f, Elf *e, int fd)
 {
     size_t used = pfr_symfile_bytes(f);
     size_t budget = s->max_bytes > used ? s->max_bytes - used : 0;
-    int rc = pfr_sym_gopcln_open(e, budget, &f->gopcln, s->err, sizeof(s->err));
+    struct pfr_sym_budget b = parse_budget(s);
+    int rc = pfr_sym_gopcln_open(e, fd, budget, &b, &f->gopcln, s->err, sizeof(s->err));
     if (rc && rc != -ENODATA)
         s->st.errors++;
+    count_refusal(s, b.refused);
 }
 
 /* The cached file for fd (found by key, or parsed now). fd is consumed. */
 static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
 {
+    /* headers libelf would pay for at elf_begin (a struct per section) are checked first */
+    struct pfr_sym_budget b = parse_budget(s);
+    if (pfr_sym_elf_precheck(fd, &b, s->err, sizeof(s->err)) < 0) {
+        count_refusal(s, b.refused);
+        close(fd);
+        return NULL;
+    }
     Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     struct pfr_sym_file *f = e ? parse_elf(s, e, fd) : NULL;
     if (!f) {
@@ -525,10 +547,11 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
     make_room(s, NULL, need < s->max_bytes / 8 ? need : s->max_bytes / 8, false, ROOM_COLD_FILES);
     make_fd_room(s);
     /* 16 bytes per symbol; the names stay in the file, read through fd when first looked up */
-    int rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, s->err, sizeof(s->err));
+    int rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
+    count_refusal(s, b.refused ? b.refused : f->info.refused);
     /* Go: names of a stripped binary, lines when there is no DWARF to get them from */
     if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
-        load_gopcln(s, f, e);
+        load_gopcln(s, f, e, fd);
     elf_end(e);
     if (rc == 0 && (f->syms.n || (f->info.has_debug && !s->no_dwarf))) {
         f->fd = fd; /* names, and DWARF on first use, even after the process is gone */
@@ -585,7 +608,7 @@ static struct pfr_sym_file *vdso_file(pfr_symbolizer *s)
     char *img = pfr_sym_vdso_copy(&size);
     Elf *e = img ? elf_memory(img, size) : NULL;
     struct pfr_sym_file *f = e ? parse_elf(s, e, -1) : NULL;
-    if (f && pfr_sym_elf_read_syms(e, &f->syms, s->max_bytes, s->err, sizeof(s->err)) == 0) {
+    if (f && pfr_sym_elf_read_syms(e, &f->syms, s->max_bytes, NULL, s->err, sizeof(s->err)) == 0) {
         f->pinned = true;
         snprintf(f->key, sizeof(f->key), "vdso");
         f->kh1 = pfr_sym_hash("vdso", 4, 0);
@@ -636,14 +659,21 @@ static size_t hot_dwarf_bytes(const pfr_symbolizer *s, const struct pfr_sym_file
  *   waits instead (-ENOSPC), each time longer; those files' lines stay. */
 static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
 {
+    struct pfr_sym_budget b = parse_budget(s);
+    if (pfr_sym_elf_precheck(fd, &b, s->err, sizeof(s->err)) < 0) {
+        count_refusal(s, b.refused);
+        return b.refused ? -EFBIG : -ENODATA;
+    }
     size_t need = pfr_sym_dwarf_size(fd);
     if (need == 0)
         return -ENODATA;
-    size_t grown = need + need / DWARF_GROWTH_SHARE;
+    size_t grown =
+        need > SIZE_MAX - need / DWARF_GROWTH_SHARE ? SIZE_MAX : need + need / DWARF_GROWTH_SHARE;
     if (grown > s->max_dwarf_file) {
         snprintf(s->err, sizeof(s->err), "debug sections take %zu bytes, near or over %zu", need,
                  s->max_dwarf_file);
         s->st.dwarf_too_big++;
+        count_refusal(s, PFR_REFUSED_TOO_BIG);
         return -EFBIG;
     }
     if (grown > s->max_dwarf || hot_dwarf_bytes(s, f) > s->max_dwarf - grown) {
@@ -652,7 +682,11 @@ static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
     }
     make_room(s, f, grown, true, ROOM_COLD_DWARF); /* its growth too: not from DWARF in use */
     make_room(s, f, need, false, ROOM_HOT_FILES);
-    int rc = pfr_sym_dwarf_open(fd, s->max_dwarf_file, &f->dwarf, s->err, sizeof(s->err));
+    /* the sections fit the per-file cap (checked above, and again when its line tables grow:
+     * reaccount); building one unit's line table may take up to the whole cache's bound
+     * transiently, never more (sym_dwarf.h) */
+    int rc = pfr_sym_dwarf_open(fd, s->max_bytes, &b, &f->dwarf, s->err, sizeof(s->err));
+    count_refusal(s, b.refused);
     if (rc == 0) {
         f->dwarf_loads++;
         s->st.dwarf_loads++;
@@ -687,7 +721,7 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
             /* DWARF over budget or unreadable: Go's own table still gives lines */
             Elf *e = elf_begin(fd, ELF_C_READ, NULL);
             if (e)
-                load_gopcln(s, f, e);
+                load_gopcln(s, f, e, fd);
             elf_end(e);
         }
         if (fd != f->fd)
@@ -747,6 +781,7 @@ static const struct pfr_sym_rec *rich_recs(pfr_symbolizer *s, struct pfr_sym_fil
     struct pfr_sym_dwarf_frame df[PFR_DWARF_MAX_INLINE + 1];
     int nd = f->dwarf ? pfr_sym_dwarf_lookup(f->dwarf, vaddr, df, PFR_DWARF_MAX_INLINE + 1)
                       : gopcln_frames(s, f, vaddr, df);
+    s->st.files_refused[PFR_REFUSED_TOO_BIG] += pfr_sym_dwarf_take_refused(f->dwarf);
     const struct pfr_sym_elf_sym *sym = pfr_sym_elf_find(&f->syms, vaddr);
     if (nd <= 0) {
         df[0] = (struct pfr_sym_dwarf_frame){NULL, NULL, 0};
@@ -1050,6 +1085,8 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     s->no_dwarf = opts && opts->no_dwarf;
     s->no_perf_maps = opts && opts->no_perf_maps;
     s->fsguard = opts ? opts->fsguard : NULL;
+    s->parse_budget_ns =
+        opts && opts->parse_budget_ns > 0 ? opts->parse_budget_ns : PFR_SYM_PARSE_NS;
     s->max_dwarf = s->max_bytes / 2;
     s->max_dwarf_file = s->max_bytes / 2;
     s->max_protected = s->max_bytes / 4 * 3;

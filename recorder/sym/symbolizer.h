@@ -23,14 +23,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sym_refusal.h"
+
 typedef struct pfr_symbolizer pfr_symbolizer;
 struct pfr_fsguard;
 
 typedef struct pfr_sym_opts {
-    size_t max_cache_bytes; /* bound on cached symbol data; 0 = 32 MiB */
-    const char *proc_root;  /* "/proc" unless testing */
-    bool no_dwarf;          /* skip file:line lookup */
-    bool no_perf_maps;      /* leave JIT code unnamed rather than read /tmp/perf-PID.map */
+    size_t max_cache_bytes;  /* bound on cached symbol data; 0 = 32 MiB */
+    const char *proc_root;   /* "/proc" unless testing */
+    bool no_dwarf;           /* skip file:line lookup */
+    bool no_perf_maps;       /* leave JIT code unnamed rather than read /tmp/perf-PID.map */
+    int64_t parse_budget_ns; /* time budget of one file's parse (symbols, DWARF index); 0 = 2 s */
     /* Files on remote file systems (FUSE, NFS, ...) are read only through the guard's copy
      * workers, and perf maps only from local ones (pfr_fsguard.h). NULL: every file is opened
      * directly (tests, offline tools). Not owned; outlives the symbolizer. */
@@ -71,6 +74,9 @@ typedef struct pfr_sym_stats {
     uint64_t perf_maps_full;     /* maps no longer read: their share of the cache was used up */
     uint64_t perf_map_errors;    /* maps that could not be opened (not the process's own regular
                                     file, ...) or read */
+    /* files (or parts: a table, a unit's lines) refused before they were paid for, by reason
+     * (enum pfr_refusal, pfr_refusal.h; [PFR_REFUSED_NONE] stays 0) */
+    uint64_t files_refused[PFR_NREFUSALS];
 } pfr_sym_stats;
 
 int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);

@@ -404,7 +404,7 @@ static int open_mapped(pfr_unwinder *u, const struct pfr_unwind_req *r, char *pa
             char maps[128], rel[4096];
             snprintf(maps, sizeof(maps), "%s/%" PRIu32 "/maps", u->proc, r->ev.tgid);
             if (mapped_path(maps, r, rel, sizeof(rel)) == 0) {
-                snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", u->proc, r->ev.tgid, rel);
+                snprintf(path, pathlen, "%s/%" PRIu32 "/root%s", u->proc, r->ev.tgid, rel);
                 fd = pfr_fsguard_copy(u->fsguard, path, dev, r->ino);
             }
         }

@@ -24,7 +24,7 @@ static ssize_t mf_pread(void *ctx, void *buf, size_t len, uint64_t off)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     memfile m = {data, size};
-    pfr_goheap_file f = {&m, mf_pread, size};
+    pfr_goheap_file f = {&m, mf_pread, size, 0};
     pfr_goheap_elfinfo in;
     char err[128];
     pfr_goheap_elf_inspect(&f, &in, err, sizeof(err));

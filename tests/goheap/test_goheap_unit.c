@@ -335,25 +335,30 @@ static void test_delta(void **state)
 
 /* ---- ELF ---- */
 
+/* A file of vlen bytes (len when 0): the image, then zeros (a sparse file's hole). */
 typedef struct memfile {
     const uint8_t *p;
     size_t len;
+    uint64_t vlen;
 } memfile;
 
 static ssize_t mf_pread(void *ctx, void *buf, size_t len, uint64_t off)
 {
     memfile *m = ctx;
-    if (off >= m->len)
+    uint64_t size = m->vlen ? m->vlen : m->len;
+    if (off >= size)
         return 0;
-    size_t n = m->len - off < len ? m->len - off : len;
-    memcpy(buf, m->p + off, n);
+    size_t n = size - off < len ? (size_t)(size - off) : len;
+    size_t real = off < m->len ? (m->len - off < n ? m->len - off : n) : 0;
+    memcpy(buf, m->p + off, real);
+    memset((uint8_t *)buf + real, 0, n - real);
     return (ssize_t)n;
 }
 
 static int inspect(const uint8_t *p, size_t len, pfr_goheap_elfinfo *in, char *err, size_t el)
 {
-    memfile m = {p, len};
-    pfr_goheap_file f = {&m, mf_pread, len};
+    memfile m = {p, len, 0};
+    pfr_goheap_file f = {&m, mf_pread, len, 0};
     return pfr_goheap_elf_inspect(&f, in, err, el);
 }
 
@@ -464,6 +469,81 @@ static void test_elf_truncated(void **state)
     pfr_goheap_elfinfo in;
     char err[128];
     assert_int_equal(inspect(img, len, &in, err, sizeof(err)), -EBADMSG);
+    free(img);
+}
+
+/* ---- ELF: limits (issue 30) ---- */
+
+/* The section header of the given type in an elfgen image. */
+static Elf64_Shdr *shdr_of(uint8_t *img, uint32_t type)
+{
+    Elf64_Ehdr *eh = (Elf64_Ehdr *)img;
+    Elf64_Shdr *sh = (Elf64_Shdr *)(img + eh->e_shoff);
+    for (unsigned i = 0; i < eh->e_shnum; i++)
+        if (sh[i].sh_type == type)
+            return &sh[i];
+    return NULL;
+}
+
+/* A Go image whose .symtab (or its .strtab) is declared size bytes, moved to the end of a
+ * file that is a hole past the image; inspected with the deadline given. */
+static int inspect_table(uint32_t type, uint64_t size, int64_t deadline, pfr_goheap_elfinfo *in)
+{
+    uint8_t *img;
+    size_t len;
+    elfgen_opts o = {.go = true, .symtab = true, .with_targets = true, .fillers = 10};
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
+    Elf64_Shdr *sh = shdr_of(img, SHT_SYMTAB);
+    assert_non_null(sh);
+    if (type == SHT_STRTAB)
+        sh = &((Elf64_Shdr *)(img + ((Elf64_Ehdr *)img)->e_shoff))[sh->sh_link];
+    uint64_t keep = sh->sh_size;
+    sh->sh_size = size > keep ? size : keep;
+    memfile v = {img, len, sh->sh_offset + sh->sh_size};
+    if (v.vlen < len)
+        v.vlen = len;
+    pfr_goheap_file f = {&v, mf_pread, v.vlen, deadline};
+    char err[128];
+    int rc = pfr_goheap_elf_inspect(&f, in, err, sizeof(err));
+    free(img);
+    return rc;
+}
+
+static void test_elf_limits(void **state)
+{
+    (void)state;
+    pfr_goheap_elfinfo in;
+    /* at the limit: read (the symbols are found in its first block) */
+    assert_int_equal(inspect_table(SHT_SYMTAB, PFR_GOHEAP_MAX_TABLE, 0, &in), 0);
+    assert_int_equal(in.refused, PFR_REFUSED_NONE);
+    assert_int_equal(in.mbuckets, ELFGEN_MBUCKETS);
+    /* one entry over: refused before a byte of it is read */
+    assert_int_equal(inspect_table(SHT_SYMTAB, PFR_GOHEAP_MAX_TABLE + sizeof(Elf64_Sym), 0, &in),
+                     -EFBIG);
+    assert_int_equal(in.refused, PFR_REFUSED_TOO_MANY_SYMBOLS);
+    assert_string_equal(pfr_refusal_name(in.refused), "too_many_symbols");
+    assert_true(in.reads < 8);
+    assert_int_equal(inspect_table(SHT_STRTAB, PFR_GOHEAP_MAX_TABLE, 0, &in), 0);
+    assert_int_equal(inspect_table(SHT_STRTAB, PFR_GOHEAP_MAX_TABLE + 1, 0, &in), -EFBIG);
+    assert_int_equal(in.refused, PFR_REFUSED_TOO_BIG);
+    /* a deadline already passed: abandoned at the first block */
+    assert_int_equal(inspect_table(SHT_SYMTAB, 0, 1, &in), -ETIME);
+    assert_int_equal(in.refused, PFR_REFUSED_TIME_BUDGET);
+    assert_string_equal(pfr_refusal_name(in.refused), "time_budget");
+}
+
+static void test_elf_lying_count(void **state)
+{
+    (void)state;
+    uint8_t *img;
+    size_t len;
+    elfgen_opts o = {.go = true, .symtab = true, .with_targets = true, .fillers = 10};
+    assert_int_equal(pfr_goheap_elfgen_build(&o, &img, &len), 0);
+    shdr_of(img, SHT_SYMTAB)->sh_size = 50000000ull * sizeof(Elf64_Sym); /* past the end */
+    pfr_goheap_elfinfo in;
+    char err[128];
+    assert_int_equal(inspect(img, len, &in, err, sizeof(err)), -EBADMSG);
+    assert_int_equal(in.refused, PFR_REFUSED_BAD_FILE);
     free(img);
 }
 
@@ -803,6 +883,8 @@ int main(void)
         cmocka_unit_test(test_elf_stripped_and_plain),
         cmocka_unit_test(test_elf_streaming),
         cmocka_unit_test(test_elf_truncated),
+        cmocka_unit_test(test_elf_limits),
+        cmocka_unit_test(test_elf_lying_count),
         cmocka_unit_test(test_parse_stat),
         cmocka_unit_test_setup_teardown(test_collector, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_collector_modes, setup_env, teardown_env),

@@ -953,9 +953,10 @@ def test_metrics(args, tmp):
         end = time.time() + 30
         want = ["pfr_cpu_samples_total", "pfr_store_bytes", "pfr_store_chunks_evicted_total",
                 "pfr_store_chunks_lost_unshipped_total", "pfr_processes_symbolized_total",
-                "pfr_cpu_samples_lost_total"]
+                "pfr_cpu_samples_lost_total", 'pfr_symbol_files_refused_total{reason="too_big"}']
         if go:
             want.append('container_go_alloc_bytes_total{')
+            want.append('pfr_goheap_files_refused_total{reason="bad_file"}')
         while time.time() < end:
             try:
                 text = fetch_metrics(port)

@@ -372,7 +372,7 @@ static void build_prog(void)
     Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     struct pfr_sym_elf_syms syms = {0};
     char err[128];
-    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, err, sizeof(err)), 0);
+    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, NULL, err, sizeof(err)), 0);
     for (size_t i = 0; i < syms.n; i++)
         if (strcmp(pfr_sym_strpool_get(&syms.names, syms.v[i].name), "target_fn") == 0)
             prog_fn = syms.v[i].addr;

@@ -32,7 +32,7 @@ static void from_memory(const uint8_t *data, size_t size)
     struct pfr_sym_elf_syms syms = {0};
     char err[128];
     if (e && pfr_sym_elf_read_info(e, &info, err, sizeof(err)) == 0 &&
-        pfr_sym_elf_read_syms(e, &syms, 16u << 20, err, sizeof(err)) == 0) {
+        pfr_sym_elf_read_syms(e, &syms, 16u << 20, NULL, err, sizeof(err)) == 0) {
         char hex[2 * PFR_ELF_MAX_BUILDID + 1];
         pfr_sym_elf_id_hex(&info, hex, sizeof(hex));
         for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
@@ -60,12 +60,17 @@ static void from_file(const uint8_t *data, size_t size)
         close(fd);
         return;
     }
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    /* as the symbolizer does: the headers are checked before libelf reads them */
+    struct pfr_sym_budget b = {0};
+    char err[128], name[256];
+    int pre = pfr_sym_elf_precheck(fd, &b, err, sizeof(err));
+    if (pre < 0 && pre != -ENOEXEC && (b.refused <= PFR_REFUSED_NONE || b.refused >= PFR_NREFUSALS))
+        abort(); /* a refusal always says why */
+    Elf *e = pre == 0 || pre == -ENOEXEC ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
     struct pfr_sym_elf_info info;
     struct pfr_sym_elf_syms syms = {0};
-    char err[128], name[256];
     if (e && pfr_sym_elf_read_info(e, &info, err, sizeof(err)) == 0 &&
-        pfr_sym_elf_read_syms_fd(e, fd, &syms, 16u << 20, err, sizeof(err)) == 0) {
+        pfr_sym_elf_read_syms_fd(e, fd, &syms, 16u << 20, &b, err, sizeof(err)) == 0) {
         check_find(&syms);
         /* every kept name is there, not empty, and terminated within the buffer */
         for (size_t i = 0; i < syms.n && i < 4096; i++) {

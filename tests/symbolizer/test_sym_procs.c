@@ -193,7 +193,7 @@ static void test_plt_stub(void **state)
     assert_non_null(e);
     struct pfr_sym_elf_syms syms = {0};
     char err[128];
-    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, err, sizeof(err)), 0);
+    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, NULL, err, sizeof(err)), 0);
     const struct pfr_sym_elf_sym *stub = pfr_sym_elf_find(&syms, want + 4);
     assert_non_null(stub);
     assert_string_equal(pfr_sym_strpool_get(&syms.names, stub->name), "puts@plt");

@@ -381,7 +381,7 @@ static void check_generated(enum elfgen_variant v)
     assert_true(pfr_sym_elf_off_to_vaddr(&info, 0x150, &va));
     assert_true(va == 0x150);
     struct pfr_sym_elf_syms syms = {0};
-    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, err, sizeof(err)), 0);
+    assert_int_equal(pfr_sym_elf_read_syms(e, &syms, 1 << 20, NULL, err, sizeof(err)), 0);
     if (v == ELFGEN_NOSECTIONS) {
         assert_int_equal(syms.n, 0);
     } else {
@@ -411,7 +411,7 @@ static void read_all(Elf *e)
     struct pfr_sym_elf_syms syms = {0};
     char err[128];
     if (pfr_sym_elf_read_info(e, &info, err, sizeof(err)) == 0 &&
-        pfr_sym_elf_read_syms(e, &syms, 64 << 20, err, sizeof(err)) == 0) {
+        pfr_sym_elf_read_syms(e, &syms, 64 << 20, NULL, err, sizeof(err)) == 0) {
         for (size_t i = 0; i < syms.n; i += 1 + syms.n / 64)
             assert_non_null(pfr_sym_elf_find(&syms, syms.v[i].addr));
     }
@@ -476,7 +476,7 @@ static void test_elf_truncated(void **state)
         assert_true(write(fd, whole, cuts[i]) == (ssize_t)cuts[i]);
         struct pfr_sym_dwarf *d = NULL;
         char err[128];
-        if (pfr_sym_dwarf_open(fd, 256 << 20, &d, err, sizeof(err)) == 0) {
+        if (pfr_sym_dwarf_open(fd, 256 << 20, NULL, &d, err, sizeof(err)) == 0) {
             struct pfr_sym_dwarf_frame fr[4];
             pfr_sym_dwarf_lookup(d, (uint64_t)(uintptr_t)test_elf_truncated, fr, 4);
             pfr_sym_dwarf_close(d);
@@ -505,7 +505,7 @@ static int parse_fd(const char *path, struct pfr_sym_elf_syms *syms)
     assert_non_null(e);
     char err[128];
     memset(syms, 0, sizeof(*syms));
-    assert_int_equal(pfr_sym_elf_read_syms_fd(e, fd, syms, 1 << 20, err, sizeof(err)), 0);
+    assert_int_equal(pfr_sym_elf_read_syms_fd(e, fd, syms, 1 << 20, NULL, err, sizeof(err)), 0);
     elf_end(e);
     return fd;
 }
@@ -539,7 +539,7 @@ static void test_elf_names_in_file(void **state)
         assert_int_equal(pfr_sym_elf_syms_bytes(&lazy), 3 * 16);
         char err[128];
         Elf *e = elf_of(buf, len);
-        assert_int_equal(pfr_sym_elf_read_syms(e, &copied, 1 << 20, err, sizeof(err)), 0);
+        assert_int_equal(pfr_sym_elf_read_syms(e, &copied, 1 << 20, NULL, err, sizeof(err)), 0);
         assert_int_equal(copied.n, lazy.n);
         for (size_t i = 0; i < lazy.n; i++) {
             assert_true(lazy.v[i].addr == copied.v[i].addr);
