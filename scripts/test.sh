@@ -27,5 +27,5 @@ python3 scripts/check_skips.py "$BUILD/Testing/Temporary/LastTest.log" "$log" \
 # sanitized tree cannot measure: checked there, alone, after the rest.
 if [ "$#" -eq 0 ]; then
   ctest --test-dir "$GCC_BUILD" --output-on-failure --timeout 300 \
-    -R '^(recorder_daemon_stress|shipper_memory_cgroup|symbolizer_limits)$'
+    -R '^(recorder_daemon_stress|shipper_memory_cgroup|symbolizer_limits|recorder_hostile_files|recorder_fuse_hang)$'
 fi
