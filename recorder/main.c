@@ -39,6 +39,7 @@
 #define STOP_COLLECT_NS  (4 * 1000000000LL)
 #define STOP_THREADS_SEC 3
 #define RELOAD_WAIT_NS   (2 * 1000000000LL)
+#define MEMORY_CHECK_NS  1000000000LL /* how often the resident set is measured */
 
 typedef struct writer {
     pfr_store *store;
@@ -401,7 +402,6 @@ static void update_metrics(writer *w)
  * interval (said once until it ends) folds this one into its next collection. */
 static void post_interval(writer *w, int64_t end)
 {
-    check_memory(w);
     if (w->interval_open)
         update_metrics(w); /* a collection is late: the metrics still move */
     for (size_t i = 0; i < w->ncollectors; i++) {
@@ -701,8 +701,12 @@ int main(int argc, char **argv)
     }
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
-    pfr_source_env env = {
-        .cfg = &cfg, .exes = exes, .metrics = metrics, .identity = identity, .fsguard = fsguard};
+    pfr_source_env env = {.cfg = &cfg,
+                          .exes = exes,
+                          .metrics = metrics,
+                          .identity = identity,
+                          .fsguard = fsguard,
+                          .membudget = membudget};
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);
@@ -763,11 +767,19 @@ int main(int argc, char **argv)
              PFR_VERSION, nsrc, (double)cfg.interval_ns / 1e9, cfg.store_path, host.name);
 
     arm_timer(tfd, next_boundary(start, cfg.interval_ns));
+    int64_t next_mem_check = 0;
     for (;;) {
         struct pollfd pfd[3] = {{.fd = sfd, .events = POLLIN},
                                 {.fd = tfd, .events = POLLIN},
                                 {.fd = efd, .events = POLLIN}};
-        int n = poll(pfd, 3, -1);
+        /* the memory budget is measured every second: a host that starts many programs can
+         * make the sources pay for many files within one interval */
+        int64_t now_mono = pfr_clock_mono_ns();
+        if (now_mono >= next_mem_check) {
+            check_memory(&w);
+            next_mem_check = now_mono + MEMORY_CHECK_NS;
+        }
+        int n = poll(pfd, 3, (int)((next_mem_check - now_mono) / 1000000) + 1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -1,5 +1,6 @@
 /* The eBPF CPU profiler source: sampler + process notifications + per-interval profiles. */
 #include "cpu_source.h"
+#include "pfr_membudget.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -54,6 +55,7 @@ struct deferred {
 };
 
 struct pfr_cpu_source {
+    struct pfr_membudget *membudget; /* the recorder's memory budget (borrowed), or NULL */
     pfr_cpu_profiler *cp;
     pfr_symbolizer *sym;
     pfr_proc_table procs;
@@ -610,6 +612,9 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
      * the buffer that becomes active, so it is kept until the next drain. */
     pfr_fair_lock_acquire(&cs->lock);
     uint64_t gen = ++cs->gen;
+    /* over the recorder's memory budget: the symbol cache gives back what is cold */
+    if (pfr_membudget_level(cs->membudget) == PFR_MEM_OVER)
+        pfr_symbolizer_trim(cs->sym, cs->conf.sym_cache_bytes / 2);
     pfr_fair_lock_release(&cs->lock);
 
     int64_t t0 = pfr_clock_mono_ns();
@@ -892,6 +897,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
     pfr_cpu_source *cs = calloc(1, sizeof(*cs));
     if (!cs)
         return -ENOMEM;
+    cs->membudget = membudget;
     cs->wake_fd = -1;
     pfr_fair_lock_init(&cs->lock);
     atomic_init(&cs->stop, false);
@@ -928,6 +934,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         .no_dwarf = !cc->dwarf,
         .no_perf_maps = !cc->perf_maps,
         .fsguard = fsguard,
+        .membudget = membudget,
     };
     rc = pfr_symbolizer_new(&so, &cs->sym);
     if (rc) {

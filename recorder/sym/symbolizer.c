@@ -9,6 +9,7 @@
  */
 #include "symbolizer.h"
 #include "pfr_fsguard.h"
+#include "pfr_membudget.h"
 #include "sym_dwarf.h"
 #include "sym_elf.h"
 #include "sym_file.h"
@@ -66,7 +67,8 @@ struct seg_list {
 
 struct pfr_symbolizer {
     char *proc_root;
-    struct pfr_fsguard *fsguard; /* NULL: files opened directly */
+    struct pfr_fsguard *fsguard;     /* NULL: files opened directly */
+    struct pfr_membudget *membudget; /* NULL: no budget */
     size_t max_bytes;
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
@@ -229,6 +231,16 @@ static void drop_file(pfr_symbolizer *s, struct pfr_sym_file *f)
     pfr_symfile_free(f);
 }
 
+/* What parsing a file holds, roughly, for the memory budget: a sixteenth of it (symbols are 16
+ * bytes each plus names read later; DWARF is capped apart), within 64 KiB .. 16 MiB. */
+static uint64_t parse_cost(int fd)
+{
+    struct stat st;
+    uint64_t size = fstat(fd, &st) == 0 && st.st_size > 0 ? (uint64_t)st.st_size : 0;
+    uint64_t cost = size / 16;
+    return cost < (64u << 10) ? 64u << 10 : cost > (16u << 20) ? 16u << 20 : cost;
+}
+
 static bool over(const pfr_symbolizer *s, size_t need)
 {
     return s->cache_bytes + need > s->max_bytes;
@@ -320,6 +332,13 @@ static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
         f->nrecs = f->caprecs = 0;
         set_bytes(s, f);
     }
+}
+
+void pfr_symbolizer_trim(pfr_symbolizer *s, size_t keep_bytes)
+{
+    if (keep_bytes >= s->max_bytes || s->cache_bytes <= keep_bytes)
+        return;
+    make_room(s, NULL, s->max_bytes - keep_bytes, false, ROOM_COLD_FILES);
 }
 
 /* ---- opening a mapped file ---- */
@@ -587,6 +606,10 @@ static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
     int fd = open_mapped(s, pid, maps, m);
     if (fd == -EINPROGRESS)
         return NULL; /* a remote file being copied: named once the copy is there */
+    if (fd >= 0 && !pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, parse_cost(fd))) {
+        close(fd); /* over the memory budget: asked again when the file is met again */
+        return NULL;
+    }
     struct pfr_sym_file *f = fd >= 0 ? load_fd(s, fd) : NULL;
     if (!f || link_devino(s, f, m) != 0) {
         if (fd >= 0)
@@ -1085,6 +1108,7 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     s->no_dwarf = opts && opts->no_dwarf;
     s->no_perf_maps = opts && opts->no_perf_maps;
     s->fsguard = opts ? opts->fsguard : NULL;
+    s->membudget = opts ? opts->membudget : NULL;
     s->parse_budget_ns =
         opts && opts->parse_budget_ns > 0 ? opts->parse_budget_ns : PFR_SYM_PARSE_NS;
     s->max_dwarf = s->max_bytes / 2;

@@ -27,6 +27,7 @@
 
 typedef struct pfr_symbolizer pfr_symbolizer;
 struct pfr_fsguard;
+struct pfr_membudget;
 
 typedef struct pfr_sym_opts {
     size_t max_cache_bytes;  /* bound on cached symbol data; 0 = 32 MiB */
@@ -38,6 +39,9 @@ typedef struct pfr_sym_opts {
      * workers, and perf maps only from local ones (pfr_fsguard.h). NULL: every file is opened
      * directly (tests, offline tools). Not owned; outlives the symbolizer. */
     struct pfr_fsguard *fsguard;
+    /* Asked before a new file is parsed: over the recorder's memory budget its frames stay
+     * module+offset until it is met again (pfr_membudget.h). NULL: none. Not owned. */
+    struct pfr_membudget *membudget;
 } pfr_sym_opts;
 
 typedef struct pfr_sym_frame {
@@ -78,6 +82,11 @@ typedef struct pfr_sym_stats {
      * (enum pfr_refusal, pfr_refusal.h; [PFR_REFUSED_NONE] stays 0) */
     uint64_t files_refused[PFR_NREFUSALS];
 } pfr_sym_stats;
+
+/* Give memory back: drop DWARF, then the files used only once, coldest first, until the cache
+ * holds at most keep_bytes (files used more than once stay). For a recorder over its memory
+ * budget. */
+void pfr_symbolizer_trim(pfr_symbolizer *s, size_t keep_bytes);
 
 int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);
 void pfr_symbolizer_free(pfr_symbolizer *s);

@@ -227,6 +227,46 @@ def run(args, tmp, procs, cg, kind):
     return logp
 
 
+def run_budget(args, tmp, procs):
+    """A recorder whose memory budget is below what it needs: it degrades and says so, and
+    still writes every interval (the release build; a sanitized one has no budget)."""
+    port = ri.free_port()
+    store = os.path.join(tmp, "ring.db")
+    logp = os.path.join(tmp, "recorder.log")
+    with open(logp, "w") as logf:
+        rec = subprocess.Popen([args.recorder, "--store", store, "--interval", str(INTERVAL),
+                                "--memory-budget", "8M", "--metrics-listen",
+                                "127.0.0.1:%d" % port], stdout=logf, stderr=subprocess.STDOUT)
+    ri.LIVE.append(rec)
+    end = time.time() + 30
+    while time.time() < end and "sampling" not in open(logp).read() and rec.poll() is None:
+        time.sleep(0.1)
+    time.sleep(1.5)  # measured (every second) and found over: then the program starts
+    procs.append(subprocess.Popen([args.spin, "12"]))
+    time.sleep(5)
+    text = ri.fetch_metrics(port)
+    budget = metric_sum(text, "pfr_memory_budget_bytes")
+    level = metric_sum(text, "pfr_memory_budget_level")
+    refused = metric_sum(text, "pfr_memory_refused_total")
+    ri.log("budget %s, level %s, refused %s" % (budget, level, refused))
+    chunks = ri.dump(args, store)
+    ss = [s for c in chunks for s in c["samples"] if s["comm"] == "pfr-hostile-spi"]
+    named = [s for s in ss if any(f["function"] == "pfr_hostile_leaf" for f in s["frames"])]
+    ri.log("pfr-hostile-spin: %d samples, %d named" % (len(ss), len(named)))
+    ri.check(len(ss) > 0, "the program was not profiled")
+    if args.sanitized:
+        ri.check(budget == 0 and level == 0, "a sanitized recorder has a memory budget")
+    else:
+        ri.check(budget == 8 << 20, "budget %s, not 8 MiB" % budget)
+        ri.check(level == 2, "level %s: not over an 8 MiB budget" % level)
+        ri.check(refused >= 1, "nothing refused for the budget")
+        ri.check(not named, "frames were named over the budget (its symbol table was paid for)")
+        ri.check("over the 8.0 MiB budget" in open(logp).read(), "no log line for the budget")
+    rec.send_signal(signal.SIGTERM)
+    ri.check(rec.wait(timeout=30) == 0, "recorder exit code")
+    return logp
+
+
 def newest_cpu_end(args, store):
     try:
         ends = [c["end_ns"] for c in ri.dump(args, store, "--meta")
@@ -253,14 +293,18 @@ def main():
     ap.add_argument("--dump", required=True)
     ap.add_argument("--spin", required=True)
     ap.add_argument("--sanitized", action="store_true")
+    ap.add_argument("--budget", action="store_true", help="the memory budget's check instead")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="pfr-hostile-")
     os.chmod(tmp, 0o755)
     procs, cg, logp = [], None, None
     try:
-        limit = (1 << 30) if args.sanitized else (256 << 20)
-        cg, kind = memory_cgroup(os.path.basename(tmp), limit)
-        logp = run(args, tmp, procs, cg, kind)
+        if args.budget:
+            logp = run_budget(args, tmp, procs)
+        else:
+            limit = (1 << 30) if args.sanitized else (256 << 20)
+            cg, kind = memory_cgroup(os.path.basename(tmp), limit)
+            logp = run(args, tmp, procs, cg, kind)
     except Exception as e:  # a crash of the harness is a failure with its reason
         ri.FAILURES.append(repr(e))
         print("ERROR: %r" % e, flush=True)
