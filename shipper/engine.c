@@ -901,7 +901,7 @@ static void judge_rejection(struct lane *l, pfr_sink_result *r)
     } else if (!p.status) {
         char m[sizeof(r->message)];
         snprintf(m, sizeof(m),
-                 "%.300s; no answer to a request without a chunk (%.150s): not set aside on that "
+                 "%.250s; no answer to a request without a chunk (%.120s): not set aside on that "
                  "evidence",
                  r->message, p.message);
         snprintf(r->message, sizeof(r->message), "%s", m);

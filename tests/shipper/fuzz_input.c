@@ -4,7 +4,6 @@
  * walk. The first byte picks the parser. */
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pfr_http_snippet(s, n, out, sizeof(out));
         /* and how it is judged: an HTML page or not, and the gist of its quote */
         pfr_http_resp resp = {.status = 400, .body = s, .body_len = n};
-        snprintf(resp.quote, sizeof(resp.quote), "%s", out);
+        pfr_http_snippet(s, n, resp.quote, sizeof(resp.quote));
         char gist[PFR_HTTP_QUOTE_MAX];
         if (pfr_sink_page_answer(&resp))
             pfr_sink_page_title(resp.quote, gist, sizeof(gist));
