@@ -215,7 +215,7 @@ static const pfr_setting export_rows[] = {
      .type = PFR_SET_BOOL,
      F(force),
      .flags = PFR_SETF_NO_ARG,
-     .help = "--ring: replace FILE if it exists"},
+     .help = "--ring: replace FILE if it exists and is a regular file (a symlink: its target)"},
 };
 
 static const pfr_setting serve_rows[] = {

@@ -880,6 +880,41 @@ fail:
     return rc;
 }
 
+/* A rejection that would set chunks aside is first checked against the sink's answer to a
+ * request that carries no chunk (ops.probe): a server that answers everything alike (a proxy's
+ * "400 Bad Request", a server of another kind) gives both the same answer, and then it is about
+ * the sink: r becomes PFR_OUT_SINK and nothing is set aside. A healthy sink answers the probe
+ * otherwise (Coroot: "service.name is empty"; ClickHouse: SELECT 1), and the chunk goes aside.
+ * No answer to the probe: nothing is set aside on that evidence, the batch is tried again later.
+ * A rejection that narrows a batch down sets nothing aside: not checked. */
+static void judge_rejection(struct lane *l, pfr_sink_result *r)
+{
+    if (!l->sink->ops->probe || (!r->one_chunk && r->split && l->src.n > 1))
+        return;
+    if (r->one_chunk && r->ndone > 0)
+        return; /* chunks before it in the same batch arrived: it is about this one */
+    pfr_sink_result p;
+    l->sink->ops->probe(l->sink, &p);
+    pfr_sink_scrub(l->sink, p.message);
+    if (p.outcome == PFR_OUT_ABORTED) {
+        r->outcome = PFR_OUT_ABORTED;
+    } else if (!p.status) {
+        char m[sizeof(r->message)];
+        snprintf(m, sizeof(m),
+                 "%.250s; no answer to a request without a chunk (%.120s): not set aside on that "
+                 "evidence",
+                 r->message, p.message);
+        snprintf(r->message, sizeof(r->message), "%s", m);
+        r->outcome = PFR_OUT_RETRY;
+    } else if (p.status == r->status && !strcmp(p.message, r->message)) {
+        size_t n = strlen(r->message);
+        snprintf(r->message + n, sizeof(r->message) - n,
+                 " (the same answer to a request without any chunk: about the sink, not the "
+                 "chunk)");
+        r->outcome = PFR_OUT_SINK;
+    }
+}
+
 /* A failure that is not about the chunks (transient, or the sink refusing every request):
  * back off and send the same batch again; nothing is set aside. */
 static void on_retry(struct lane *l, const pfr_sink_result *r)
@@ -892,6 +927,7 @@ static void on_retry(struct lane *l, const pfr_sink_result *r)
     l->retry_at = now + d * 1000000;
     l->st.next_attempt_ns = pfr_clock_real_ns() + d * 1000000;
     bool refused = r->outcome == PFR_OUT_SINK;
+    l->st.sink_failures += refused;
     if (refused) {
         char m[sizeof(l->st.last_error)];
         snprintf(m, sizeof(m), "refused by the sink (nothing set aside): %.460s", r->message);
@@ -1034,8 +1070,16 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     case PFR_OUT_ABORTED:
         return 0;
     case PFR_OUT_REJECT:
-        rc = on_rejected(l, &r);
-        break;
+        judge_rejection(l, &r);
+        if (r.outcome == PFR_OUT_ABORTED)
+            return 0;
+        if (r.outcome == PFR_OUT_REJECT) {
+            rc = on_rejected(l, &r);
+            break;
+        }
+        on_retry(l, &r);
+        *next_ns = l->retry_at;
+        return 0;
     case PFR_OUT_RETRY:
     case PFR_OUT_SINK:
     default:

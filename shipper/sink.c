@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sinks/sinks.h"
 
@@ -25,11 +26,43 @@ void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,
         return;
     }
     r->outcome = pfr_outcome_of_status(resp->status);
-    if (r->outcome == PFR_OUT_OK)
+    if (r->outcome == PFR_OUT_OK) {
         r->message[0] = 0;
-    else
+    } else if (r->outcome == PFR_OUT_REJECT && pfr_sink_page_answer(resp)) {
+        char gist[PFR_HTTP_QUOTE_MAX];
+        r->outcome = PFR_OUT_SINK;
+        snprintf(r->message, sizeof(r->message),
+                 "HTTP %ld: %s (an HTML page, not the sink's answer about the content: a proxy's "
+                 "or another server's; check the URL's scheme http/https and its port)",
+                 resp->status, pfr_sink_page_title(resp->quote, gist, sizeof(gist)));
+    } else {
         snprintf(r->message, sizeof(r->message), "HTTP %ld: %s", resp->status,
                  resp->quote[0] ? resp->quote : "(empty answer)");
+    }
+}
+
+bool pfr_sink_page_answer(const pfr_http_resp *resp)
+{
+    /* 413 and 414 name the request's size, which is the content's */
+    if (resp->status == 413 || resp->status == 414)
+        return false;
+    if (!strncasecmp(resp->content_type, "text/html", 9))
+        return true;
+    size_t i = 0;
+    while (i < resp->body_len && strchr(" \t\r\n", resp->body[i]))
+        i++;
+    return i < resp->body_len && resp->body[i] == '<';
+}
+
+const char *pfr_sink_page_title(const char *quote, char *out, size_t cap)
+{
+    const char *t = strcasestr(quote, "<title>");
+    const char *end = t ? strcasestr(t, "</title>") : NULL;
+    if (t && end && end > t + 7)
+        snprintf(out, cap, "%.*s", (int)(end - t - 7), t + 7);
+    else
+        snprintf(out, cap, "%s", quote[0] ? quote : "(empty answer)");
+    return out;
 }
 
 void pfr_sink_scrub(const pfr_sink *s, char *msg)

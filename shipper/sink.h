@@ -3,7 +3,8 @@
  * planned from their metadata; the sink reads the chunks itself while it sends them, and again
  * at every attempt, so it holds one request's worth of a batch at a time, never the batch. The
  * sink judges the answer: delivered, retry later, refused by the sink as a whole (retried too:
- * nothing set aside), or rejected for good (then the engine sets the chunks aside).
+ * nothing set aside), or rejected for good (then the engine sets the chunks aside, once the
+ * sink's answer to its probe shows the rejection was about them).
  */
 #ifndef PFR_SHIP_SINK_H
 #define PFR_SHIP_SINK_H
@@ -54,6 +55,10 @@ struct pfr_sink_ops {
      * or corrupt). token names the batch for idempotent retries (the same chunks always get the
      * same token). */
     void (*send)(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_result *r);
+    /* A request that carries no chunk and changes nothing, whose answer from a healthy sink
+     * differs from any answer about a chunk's content: the engine compares it with a rejection
+     * before it sets chunks aside (engine.c, judge_rejection). NULL: none. */
+    void (*probe)(pfr_sink *s, pfr_sink_result *r);
     void (*free)(pfr_sink *s);
 };
 
@@ -76,6 +81,14 @@ void pfr_sink_result_reset(pfr_sink_result *r);
 /* Fill r from a transport outcome and answer: status class, Retry-After, server message. */
 void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,
                                const pfr_http_resp *resp);
+/* An answer that says nothing about the content sent: an HTML page (Content-Type text/html, or
+ * a body starting with '<'), as a proxy or a server of another kind answers (nginx's "400 The
+ * plain HTTP request was sent to HTTPS port"). pfr_sink_result_from_http makes such a 4xx
+ * (but 413 and 414, which are about the request's size) a failure of the sink: nothing is set
+ * aside. */
+bool pfr_sink_page_answer(const pfr_http_resp *resp);
+/* What a page's quote says in a few words: its <title>, or the quote itself. Returns out. */
+const char *pfr_sink_page_title(const char *quote, char *out, size_t cap);
 /* Make msg (NUL-terminated) fit to write down: the sink's secrets redacted, bytes that are not
  * printable ASCII replaced. The engine passes every result through it. */
 void pfr_sink_scrub(const pfr_sink *s, char *msg);

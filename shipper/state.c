@@ -15,6 +15,7 @@
 struct pfr_state {
     sqlite3 *db;
     bool read_only;
+    bool has_failures; /* sink.sink_failures exists (added to files of older shippers) */
 };
 
 static const char schema[] =
@@ -29,7 +30,8 @@ static const char schema[] =
     " last_error_ns INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',"
     " delivered_chunks INTEGER NOT NULL DEFAULT 0, delivered_bytes INTEGER NOT NULL DEFAULT 0,"
     " rejected_chunks INTEGER NOT NULL DEFAULT 0, lost_chunks INTEGER NOT NULL DEFAULT 0,"
-    " corrupt_chunks INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0);"
+    " corrupt_chunks INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0,"
+    " sink_failures INTEGER NOT NULL DEFAULT 0);"
     "CREATE TABLE IF NOT EXISTS rejected ("
     " sink TEXT NOT NULL, chunk_id INTEGER NOT NULL, status INTEGER NOT NULL,"
     " reason TEXT NOT NULL, at_ns INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 1,"
@@ -55,6 +57,24 @@ static void make_private(const char *path)
             (sb.st_mode & 077))
             chmod(p, 0600);
     }
+}
+
+/* A column added later: a file of an older shipper gets it (still readable by that shipper,
+ * which names its columns); read as it is (read-only), it counts 0. */
+static int failures_column(pfr_state *st)
+{
+    sqlite3_stmt *s = NULL;
+    st->has_failures =
+        sqlite3_prepare_v2(st->db, "SELECT sink_failures FROM sink", -1, &s, NULL) == SQLITE_OK;
+    sqlite3_finalize(s);
+    if (st->has_failures || st->read_only)
+        return SQLITE_OK;
+    int rc = sqlite3_exec(st->db,
+                          "ALTER TABLE sink ADD COLUMN sink_failures INTEGER NOT NULL "
+                          "DEFAULT 0",
+                          NULL, NULL, NULL);
+    st->has_failures = rc == SQLITE_OK;
+    return rc;
 }
 
 int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err, size_t errlen)
@@ -104,6 +124,8 @@ int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err,
         if (rc == SQLITE_OK)
             rc = sqlite3_exec(st->db, "PRAGMA user_version=1", NULL, NULL, NULL);
     }
+    if (rc == SQLITE_OK)
+        rc = failures_column(st);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "state %s: cannot %s: %s", path, what,
                  st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
@@ -181,13 +203,23 @@ static void row_to_state(sqlite3_stmt *s, pfr_sink_state *o)
     o->lost_chunks = (uint64_t)sqlite3_column_int64(s, 17);
     o->corrupt_chunks = (uint64_t)sqlite3_column_int64(s, 18);
     o->retries = (uint64_t)sqlite3_column_int64(s, 19);
+    o->sink_failures = (uint64_t)sqlite3_column_int64(s, 20);
+}
+
+/* SELECT the sink columns, then tail. */
+static int prep_sinks(pfr_state *st, const char *tail, sqlite3_stmt **s)
+{
+    char sql[512];
+    snprintf(sql, sizeof(sql), "SELECT " SINK_COLS ", %s FROM sink %s",
+             st->has_failures ? "sink_failures" : "0", tail);
+    return prep(st, sql, s);
 }
 
 int pfr_state_sink_get(pfr_state *st, const char *name, const char *kind, pfr_sink_state *out)
 {
     for (int pass = 0; pass < 2; pass++) {
         sqlite3_stmt *s;
-        int rc = prep(st, "SELECT " SINK_COLS " FROM sink WHERE name = ?", &s);
+        int rc = prep_sinks(st, "WHERE name = ?", &s);
         if (rc)
             return rc;
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
@@ -216,8 +248,8 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
 {
     sqlite3_stmt *s;
     int rc = prep(st,
-                  "INSERT OR REPLACE INTO sink (" SINK_COLS ") VALUES "
-                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  "INSERT OR REPLACE INTO sink (" SINK_COLS ", sink_failures) VALUES "
+                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                   &s);
     if (rc)
         return rc;
@@ -242,6 +274,7 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
     sqlite3_bind_int64(s, i++, (int64_t)o->lost_chunks);
     sqlite3_bind_int64(s, i++, (int64_t)o->corrupt_chunks);
     sqlite3_bind_int64(s, i++, (int64_t)o->retries);
+    sqlite3_bind_int64(s, i++, (int64_t)o->sink_failures);
     sqlite3_step(s);
     return pfr_store_errno(sqlite3_finalize(s));
 }
@@ -249,7 +282,7 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
 int pfr_state_sinks(pfr_state *st, int (*cb)(const pfr_sink_state *s, void *ctx), void *ctx)
 {
     sqlite3_stmt *s;
-    int rc = prep(st, "SELECT " SINK_COLS " FROM sink ORDER BY name", &s);
+    int rc = prep_sinks(st, "ORDER BY name", &s);
     if (rc)
         return rc;
     int r = 0;

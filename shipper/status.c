@@ -124,9 +124,11 @@ static void print_text(FILE *o, const struct sinkrow *r, const pfr_store_stats *
     } else {
         fprintf(o, "  last error    none\n");
     }
-    fprintf(o, "  delivered     %" PRIu64 " chunks, %s (%" PRIu64 " retries)\n",
+    fprintf(o,
+            "  delivered     %" PRIu64 " chunks, %s (%" PRIu64 " retries, %" PRIu64
+            " of them answers about the sink: nothing set aside)\n",
             r->st.delivered_chunks, pfr_fmt_bytes(r->st.delivered_bytes, b, sizeof(b)),
-            r->st.retries);
+            r->st.retries, r->st.sink_failures);
     fprintf(o, "  set aside     %" PRIu64 " chunks%s%s\n", r->rejected,
             r->rejected ? " (pfr-shipper --retry-rejected); last: " : "",
             r->rejected ? r->rejected_why : "");
@@ -171,6 +173,7 @@ static json_t *row_json(const struct sinkrow *r, const pfr_store_stats *rs)
     json_object_set_new(j, "delivered_chunks", json_integer((json_int_t)r->st.delivered_chunks));
     json_object_set_new(j, "delivered_bytes", json_integer((json_int_t)r->st.delivered_bytes));
     json_object_set_new(j, "retries", json_integer((json_int_t)r->st.retries));
+    json_object_set_new(j, "sink_failures", json_integer((json_int_t)r->st.sink_failures));
     json_object_set_new(j, "set_aside_chunks", json_integer((json_int_t)r->rejected));
     json_object_set_new(j, "rejected_total", json_integer((json_int_t)r->st.rejected_chunks));
     json_object_set_new(j, "lost_chunks", json_integer((json_int_t)r->st.lost_chunks));

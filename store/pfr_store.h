@@ -279,7 +279,9 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
  * or -shm), so it is read from a read-only medium too. Its meta table says it is a slice
  * (pfr_store_slice_info). */
 enum pfr_slice_flags {
-    PFR_SLICE_FORCE = 1u << 0, /* replace an existing destination file */
+    /* replace an existing destination that is a regular file, or a symlink to one (its target
+     * is replaced, the link stays); anything else is never replaced */
+    PFR_SLICE_FORCE = 1u << 0,
 };
 
 typedef struct pfr_slice_stats {
@@ -295,7 +297,8 @@ typedef struct pfr_slice_stats {
 /* Write the chunks of s that match f to a new slice file at path. f selects by time range,
  * service, type and profile labels (from_ns..nlabels); its sample label filter, after_id, max_id
  * and limit must be unset (a slice keeps whole chunks). Errors: -EEXIST (path exists and no
- * PFR_SLICE_FORCE), -ENOENT (no chunk matches: nothing is written), -EINVAL, -ENOTDIR (no such
+ * PFR_SLICE_FORCE, or it is not a regular file nor a symlink to one: a device, folder, FIFO,
+ * socket or dangling link, left untouched), -ENOENT (no chunk matches: nothing is written), -EINVAL, -ENOTDIR (no such
  * folder), -errno of the destination folder (-EACCES, -EROFS, -ENOSPC...), others from the
  * store; on error nothing is left at path or beside it. st may be NULL. */
 int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *path, unsigned flags,

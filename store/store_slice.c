@@ -46,9 +46,10 @@ struct slicer {
     pfr_store *s;
     const pfr_store_filter *f;
     sqlite3 *out;
-    char tmp[PATH_MAX]; /* the file being written (a template until made) */
-    bool made;          /* tmp exists and is ours to remove */
-    char dir[PATH_MAX]; /* the destination's folder */
+    char tmp[PATH_MAX];  /* the file being written (a template until made) */
+    bool made;           /* tmp exists and is ours to remove */
+    char dir[PATH_MAX];  /* the destination's folder */
+    char dest[PATH_MAX]; /* the file renamed over: the path, or a symlink's target */
     struct scand *c;
     size_t nc, capc;
     struct sbase *b;
@@ -509,6 +510,26 @@ static int copy_all(struct slicer *x)
 
 /* ---- finishing ---- */
 
+static const char *file_kind(mode_t m)
+{
+    switch (m & S_IFMT) {
+    case S_IFDIR:
+        return "a folder";
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFIFO:
+        return "a FIFO";
+    case S_IFSOCK:
+        return "a socket";
+    case S_IFLNK:
+        return "a symlink";
+    default:
+        return "not a regular file";
+    }
+}
+
 static int fsync_path(const char *path, bool dir)
 {
     int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
@@ -538,12 +559,18 @@ static int verify(struct slicer *x)
 static int publish(struct slicer *x, const char *path, bool force)
 {
     int rc = 0;
+    struct stat sb;
+    if (force && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        /* it changed since check_args looked: still never over anything but a regular file */
+        rc = -EEXIST;
+        return fail(x, rc, NULL, "%s is %s now, not a regular file: not replaced", path,
+                    file_kind(sb.st_mode));
+    }
     if (force) {
         rc = rename(x->tmp, path) ? -errno : 0;
     } else if (renameat2(AT_FDCWD, x->tmp, AT_FDCWD, path, RENAME_NOREPLACE) != 0) {
         rc = -errno;
         if (rc == -EINVAL || rc == -ENOSYS) { /* a file system without RENAME_NOREPLACE */
-            struct stat sb;
             rc = lstat(path, &sb) == 0 ? -EEXIST : rename(x->tmp, path) ? -errno : 0;
         }
     }
@@ -572,6 +599,41 @@ static void slicer_free(struct slicer *x)
     pfr_buf_free(&x->ident);
 }
 
+/* What the slice is renamed over (x->dest). A rename replaces whatever the name holds, so an
+ * existing destination is replaced only with force and only when it is a regular file, or a
+ * symlink to one: then its target is written and the link stays as it was (as `cp` and a
+ * shell's `>` do). A device (/dev/full), folder, FIFO, socket or a link to nothing is refused
+ * and left untouched. */
+static int destination(struct slicer *x, const char *path, bool force)
+{
+    struct stat ls, sb;
+    int n = snprintf(x->dest, sizeof(x->dest), "%s", path);
+    if (n < 0 || (size_t)n >= sizeof(x->dest))
+        return fail(x, -ENAMETOOLONG, NULL, "%s: path too long", path);
+    if (lstat(path, &ls) != 0)
+        return 0; /* a new file (or a folder that is not there: split_path's caller says so) */
+    if (stat(path, &sb) != 0)
+        return fail(x, -EEXIST, NULL,
+                    "%s is a symlink to nothing that can be read (%s): not "
+                    "replaced",
+                    path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return fail(x, -EEXIST, NULL, "%s is %s%s, not a regular file: not replaced", path,
+                    S_ISLNK(ls.st_mode) ? "a symlink to " : "", file_kind(sb.st_mode));
+    if (!force)
+        return fail(x, -EEXIST, NULL, "%s exists (give --force to replace it)", path);
+    if (S_ISLNK(ls.st_mode)) {
+        char *target = realpath(path, NULL);
+        if (!target)
+            return fail(x, -errno, NULL, "%s: %s", path, strerror(errno));
+        n = snprintf(x->dest, sizeof(x->dest), "%s", target);
+        free(target);
+        if (n < 0 || (size_t)n >= sizeof(x->dest))
+            return fail(x, -ENAMETOOLONG, NULL, "%s: path too long", path);
+    }
+    return 0;
+}
+
 static int check_args(struct slicer *x, const pfr_store_filter *f, const char *path, unsigned flags)
 {
     if (!path || !*path)
@@ -586,9 +648,9 @@ static int check_args(struct slicer *x, const pfr_store_filter *f, const char *p
     if (stat(path, &sb) == 0 && stat(x->s->path, &ring) == 0 && sb.st_dev == ring.st_dev &&
         sb.st_ino == ring.st_ino)
         return fail(x, -EINVAL, NULL, "%s is the ring itself", path);
-    if (!(flags & PFR_SLICE_FORCE) && lstat(path, &sb) == 0)
-        return fail(x, -EEXIST, NULL, "%s exists (give --force to replace it)", path);
-    int rc = split_path(x, path);
+    int rc = destination(x, path, flags & PFR_SLICE_FORCE);
+    if (!rc)
+        rc = split_path(x, x->dest);
     if (rc)
         return rc;
     /* -ENOTDIR, not -ENOENT: that one says "no data" */
@@ -628,7 +690,7 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
     if (!rc && stat(x.tmp, &sb) == 0)
         x.st.bytes = (uint64_t)sb.st_size;
     if (!rc)
-        rc = publish(&x, path, flags & PFR_SLICE_FORCE);
+        rc = publish(&x, x.dest, flags & PFR_SLICE_FORCE);
     if (st)
         *st = x.st;
     slicer_free(&x);

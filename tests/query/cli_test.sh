@@ -9,18 +9,7 @@ PFR=$1
 MK=$2
 W=$3
 GO=${4:-/usr/lib/go-1.19/bin/go}
-rm -rf "$W"
-mkdir -p "$W"
-export HOME=$W TZ=UTC
-passes=0
-fails=0
-ok() { echo "ok   $*"; passes=$((passes + 1)); }
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
+source "$(dirname "$0")/lib.sh"
 expect_exit() { # expect_exit CODE COMMAND...: runs it, stdout in $W/out, stderr in $W/err
     local want=$1
     shift

@@ -17,6 +17,8 @@
  *   lost     execute, then close the connection without an answer
  *   garbage  answer 200 with an HTML page (nothing executed): a lying sink
  *   reject   answer 400 like a parse error (nothing executed)
+ *   tls400   answer 400 with nginx's page for a plain HTTP request on its TLS port (no code)
+ *   plain400 answer 400 "Bad Request" in plain text (no code): a proxy
  *   echo     answer 403 AUTHENTICATION_FAILED whose text echoes every request header (a server
  *            that quotes the credentials back)
  * count: how many matching requests get the fault (0 = all); match: a substring of the query.
@@ -46,6 +48,7 @@
 #include <zlib.h>
 
 #include "echo_headers.h"
+#include "nginx_answers.h"
 
 /* ---- the chdb C API (its header is not in the npm package; these are its declarations) ---- */
 typedef struct chdb_connection_ {
@@ -576,6 +579,12 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, struct 
             const char *m = "Code: 27. DB::Exception: Cannot parse input: injected fault. "
                             "(CANNOT_PARSE_INPUT_ASSERTION_FAILED)\n";
             return answer(c, 400, m, strlen(m), NULL, 27, 0, 0);
+        }
+        if (!strcmp(mode, "tls400") || !strcmp(mode, "plain400")) {
+            free(q);
+            bool page = !strcmp(mode, "tls400");
+            const char *m = page ? NGINX_TLS_400 : "Bad Request\n";
+            return answer(c, 400, m, strlen(m), page ? "text/html" : "text/plain", 0, 0, 0);
         }
         if (!strcmp(mode, "echo")) {
             free(q);

@@ -12,7 +12,9 @@
  *   reset (close while the request arrives), 503 (with Retry-After), slow (wait delay_ms, then
  *   store and answer), lost (store, then close without an answer), html (200 with an HTML page,
  *   nothing stored: a lying sink), reject (400), echo401 (401 whose body echoes every request
- *   header, the API key included: a careless proxy). match: a substring of the query string.
+ *   header, the API key included: a careless proxy), tls400 (400 with nginx's page for a plain
+ *   HTTP request on its TLS port), plain400 (400 "Bad Request" for every request: a proxy).
+ *   match: a substring of the query string.
  * --no-save 1: check and count bodies without keeping them (benchmarks; GET /__stats).
  * --reject-service NAME: profiles of that service get 400 (a chunk Coroot refuses for good);
  * GET /__fault?reject_service= changes it.
@@ -33,6 +35,7 @@
 #include <zlib.h>
 
 #include "echo_headers.h"
+#include "nginx_answers.h"
 
 struct fault {
     char mode[16];
@@ -320,6 +323,10 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const c
                           "text/html; charset=utf-8", 0);
         if (!strcmp(f.mode, "reject"))
             return answer(c, 400, "injected rejection\n", NULL, 0);
+        if (!strcmp(f.mode, "tls400"))
+            return answer(c, 400, NGINX_TLS_400, "text/html", 0);
+        if (!strcmp(f.mode, "plain400"))
+            return answer(c, 400, "Bad Request\n", "text/plain", 0);
         if (!strcmp(f.mode, "echo401")) {
             char b[4096] = "unauthorized; your request was:\r\n";
             echo_headers(c, b, sizeof(b));

@@ -1,7 +1,7 @@
 /* Fuzz target for what pfr-shipper reads from outside: config files (INI), and the network's
  * answers (Retry-After, ClickHouse's schema, survey and LastSeen answers and exception codes,
- * answer snippets for logs with secrets redacted), plus the pprof re-timing walk. The first byte
- * picks the parser. */
+ * answer snippets for logs with secrets redacted, HTML pages told apart), plus the pprof re-timing
+ * walk. The first byte picks the parser. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@
 #include "pfr_time.h"
 #include "redact.h"
 #include "retry.h"
+#include "sink.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -78,6 +79,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t n = pfr_redact(s, strlen(s), &k);
         n = pfr_redact_cut(s, n, &k);
         pfr_http_snippet(s, n, out, sizeof(out));
+        /* and how it is judged: an HTML page or not, and the gist of its quote */
+        pfr_http_resp resp = {.status = 400, .body = s, .body_len = n};
+        pfr_http_snippet(s, n, resp.quote, sizeof(resp.quote));
+        char gist[PFR_HTTP_QUOTE_MAX];
+        if (pfr_sink_page_answer(&resp))
+            pfr_sink_page_title(resp.quote, gist, sizeof(gist));
         pfr_text_printable(s);
         pfr_secrets_free(&k);
         break;

@@ -166,6 +166,47 @@ static void test_outcomes(void **st)
     assert_string_equal(pfr_outcome_name(PFR_OUT_SINK), "refused by the sink");
 }
 
+/* An answer's outcome from pfr_sink_result_from_http: status, Content-Type, body. */
+static enum pfr_outcome answer_outcome(long status, const char *ctype, const char *body, char *msg,
+                                       size_t cap)
+{
+    pfr_http_resp resp = {.status = status, .retry_after_ms = -1};
+    snprintf(resp.content_type, sizeof(resp.content_type), "%s", ctype);
+    resp.body = (char *)body;
+    resp.body_len = strlen(body);
+    pfr_http_snippet(body, strlen(body), resp.quote, sizeof(resp.quote));
+    pfr_sink_result r;
+    pfr_sink_result_reset(&r);
+    pfr_sink_result_from_http(&r, PFR_OUT_OK, &resp);
+    snprintf(msg, cap, "%s", r.message);
+    return r.outcome;
+}
+
+/* A 4xx page says nothing about the content: the sink's failure, not the chunk's (but 413 and
+ * 414, the request's size). Plain words stay the content's. */
+static void test_page_answers(void **st)
+{
+    (void)st;
+    char m[512];
+    const char *nginx = "<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS "
+                        "port</title></head>\r\n<body>...</body>\r\n</html>\r\n";
+    assert_int_equal(answer_outcome(400, "text/html", nginx, m, sizeof(m)), PFR_OUT_SINK);
+    assert_non_null(strstr(m, "HTTP 400: 400 The plain HTTP request was sent to HTTPS port (an "
+                              "HTML page"));
+    assert_int_equal(answer_outcome(400, "", "  \n<!DOCTYPE html><p>no", m, sizeof(m)),
+                     PFR_OUT_SINK);
+    assert_int_equal(answer_outcome(422, "text/html; charset=utf-8", "oops", m, sizeof(m)),
+                     PFR_OUT_SINK);
+    assert_int_equal(answer_outcome(413, "text/html", nginx, m, sizeof(m)), PFR_OUT_REJECT);
+    assert_int_equal(answer_outcome(414, "text/html", nginx, m, sizeof(m)), PFR_OUT_REJECT);
+    assert_int_equal(
+        answer_outcome(400, "text/plain", "decoding profile: unexpected EOF\n", m, sizeof(m)),
+        PFR_OUT_REJECT);
+    assert_string_equal(m, "HTTP 400: decoding profile: unexpected EOF");
+    assert_int_equal(answer_outcome(500, "text/html", nginx, m, sizeof(m)), PFR_OUT_RETRY);
+    assert_int_equal(answer_outcome(200, "text/html", nginx, m, sizeof(m)), PFR_OUT_OK);
+}
+
 static void test_backoff(void **st)
 {
     (void)st;
@@ -1340,6 +1381,54 @@ static void test_http_helpers(void **st)
 
 /* ---- state ---- */
 
+/* A state file of a shipper from before sink_failures: read as it is (status, read-only) the
+ * count is 0; opened to write, it gains the column, keeps its rows and counts. */
+static void test_state_old_file(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/pfr-shipper-state-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], cmd[2048];
+    snprintf(path, sizeof(path), "%s/s.db", dir);
+    snprintf(cmd, sizeof(cmd),
+             "sqlite3 %s \"CREATE TABLE sink (name TEXT PRIMARY KEY, kind TEXT NOT NULL, cursor "
+             "INTEGER NOT NULL DEFAULT 0, pending_after INTEGER NOT NULL DEFAULT 0, pending_max "
+             "INTEGER NOT NULL DEFAULT 0, pending_limit INTEGER NOT NULL DEFAULT 0, pending_token "
+             "TEXT NOT NULL DEFAULT '', batch_limit INTEGER NOT NULL DEFAULT 0, attempts INTEGER "
+             "NOT NULL DEFAULT 0, next_attempt_ns INTEGER NOT NULL DEFAULT 0, last_attempt_ns "
+             "INTEGER NOT NULL DEFAULT 0, last_success_ns INTEGER NOT NULL DEFAULT 0, "
+             "last_error_ns INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '', "
+             "delivered_chunks INTEGER NOT NULL DEFAULT 0, delivered_bytes INTEGER NOT NULL "
+             "DEFAULT 0, rejected_chunks INTEGER NOT NULL DEFAULT 0, lost_chunks INTEGER NOT NULL "
+             "DEFAULT 0, corrupt_chunks INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL "
+             "DEFAULT 0); INSERT INTO sink (name, kind, cursor, retries) VALUES ('co', 'coroot', "
+             "17, 5); PRAGMA user_version=1;\"",
+             path);
+    assert_int_equal(system(cmd), 0);
+    pfr_state *s;
+    char err[256];
+    pfr_sink_state a;
+    assert_int_equal(pfr_state_open(path, true, &s, err, sizeof(err)), 0);
+    assert_int_equal(pfr_state_sink_get(s, "co", NULL, &a), 0);
+    assert_int_equal(a.cursor, 17);
+    assert_int_equal(a.retries, 5);
+    assert_int_equal(a.sink_failures, 0);
+    pfr_state_close(s);
+    assert_int_equal(pfr_state_open(path, false, &s, err, sizeof(err)), 0);
+    assert_int_equal(pfr_state_sink_get(s, "co", "coroot", &a), 0);
+    assert_int_equal(a.cursor, 17);
+    a.sink_failures = 3;
+    assert_int_equal(pfr_state_sink_put(s, &a), 0);
+    pfr_state_close(s);
+    assert_int_equal(pfr_state_open(path, true, &s, err, sizeof(err)), 0);
+    assert_int_equal(pfr_state_sink_get(s, "co", NULL, &a), 0);
+    assert_int_equal(a.retries, 5);
+    assert_int_equal(a.sink_failures, 3);
+    pfr_state_close(s);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_state(void **st)
 {
     (void)st;
@@ -1598,18 +1687,32 @@ static void test_ch_lastseen(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_durations),    cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_times),        cmocka_unit_test(test_outcomes),
-        cmocka_unit_test(test_backoff),      cmocka_unit_test(test_retry_after),
-        cmocka_unit_test(test_batch_wait),   cmocka_unit_test(test_pacer),
-        cmocka_unit_test(test_buf),          cmocka_unit_test(test_fnv),
-        cmocka_unit_test(test_retime),       cmocka_unit_test(test_chenc),
-        cmocka_unit_test(test_chenc_native), cmocka_unit_test(test_chenc_samples),
-        cmocka_unit_test(test_chenc_order),  cmocka_unit_test(test_ch_answers),
-        cmocka_unit_test(test_http_helpers), cmocka_unit_test(test_http_kept_headers),
-        cmocka_unit_test(test_state),        cmocka_unit_test(test_ch_verdicts),
-        cmocka_unit_test(test_redact),       cmocka_unit_test(test_quote),
-        cmocka_unit_test(test_svcname),      cmocka_unit_test(test_ch_layout),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_times),
+        cmocka_unit_test(test_outcomes),
+        cmocka_unit_test(test_page_answers),
+        cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_batch_wait),
+        cmocka_unit_test(test_pacer),
+        cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_fnv),
+        cmocka_unit_test(test_retime),
+        cmocka_unit_test(test_chenc),
+        cmocka_unit_test(test_chenc_native),
+        cmocka_unit_test(test_chenc_samples),
+        cmocka_unit_test(test_chenc_order),
+        cmocka_unit_test(test_ch_answers),
+        cmocka_unit_test(test_http_helpers),
+        cmocka_unit_test(test_http_kept_headers),
+        cmocka_unit_test(test_state),
+        cmocka_unit_test(test_state_old_file),
+        cmocka_unit_test(test_ch_verdicts),
+        cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_quote),
+        cmocka_unit_test(test_svcname),
+        cmocka_unit_test(test_ch_layout),
         cmocka_unit_test(test_ch_lastseen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

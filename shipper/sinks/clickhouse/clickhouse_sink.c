@@ -120,6 +120,41 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
+/* An error answer: its exception code says whether it is about the rows (ch_error_codes.c). */
+static void judge_error(struct ch_conn *k, const pfr_http_resp *resp, const char *code,
+                        pfr_sink_result *r)
+{
+    if (r->outcome == PFR_OUT_SINK && pfr_outcome_of_status(resp->status) == PFR_OUT_REJECT)
+        return; /* a page, not ClickHouse's answer (sink.c) */
+    long ec = pfr_ch_exception_code(code, resp->body);
+    if (!ec && resp->status == 400) {
+        /* ClickHouse names every error it answers (X-ClickHouse-Exception-Code, "Code: N.
+         * DB::Exception"): a bare 400 is another server's, and the same for every insert. */
+        size_t n = strlen(r->message);
+        snprintf(r->message + n, sizeof(r->message) - n,
+                 " (no ClickHouse exception code: not ClickHouse's answer about the rows; check "
+                 "the URL's scheme http/https and its port)");
+        r->outcome = PFR_OUT_SINK;
+        return;
+    }
+    switch (pfr_ch_verdict_of(resp->status, ec)) {
+    case PFR_CH_DATA:
+        r->outcome = PFR_OUT_REJECT;
+        r->split = true; /* one bad chunk may spoil the insert: narrow it down */
+        break;
+    case PFR_CH_SCHEMA:
+        k->schema = true; /* check the tables again (create them), then wait */
+        r->outcome = PFR_OUT_SINK;
+        break;
+    case PFR_CH_SINK:
+        r->outcome = PFR_OUT_SINK;
+        break;
+    case PFR_CH_RETRY:
+        r->outcome = PFR_OUT_RETRY;
+        break;
+    }
+}
+
 /* One request on connection k; r gets the outcome. settings: more URL parameters (query
  * settings), or NULL. data: the body (NULL: none; a stream comes gzip'd already when the sink
  * compresses). Answers of SELECTs go to *out (malloc'ed) when out != NULL.
@@ -191,24 +226,7 @@ static void ch_request(struct ch_sink *c, struct ch_conn *k, const char *query, 
             resp.body = NULL;
         }
     } else if (resp.status) {
-        /* An error answer: its exception code says whether it is about the rows (ch_error_codes.c).
-         */
-        switch (pfr_ch_verdict_of(resp.status, pfr_ch_exception_code(code, resp.body))) {
-        case PFR_CH_DATA:
-            r->outcome = PFR_OUT_REJECT;
-            r->split = true; /* one bad chunk may spoil the insert: narrow it down */
-            break;
-        case PFR_CH_SCHEMA:
-            k->schema = true; /* check the tables again (create them), then wait */
-            r->outcome = PFR_OUT_SINK;
-            break;
-        case PFR_CH_SINK:
-            r->outcome = PFR_OUT_SINK;
-            break;
-        case PFR_CH_RETRY:
-            r->outcome = PFR_OUT_RETRY;
-            break;
-        }
+        judge_error(k, &resp, code, r);
     }
     pfr_http_resp_free(&resp);
 }
@@ -897,6 +915,16 @@ static void ch_free(pfr_sink *s)
     free(c);
 }
 
+/* SELECT 1: a ClickHouse that answers it refuses rows for what they are. */
+static void ch_probe(pfr_sink *s, pfr_sink_result *r)
+{
+    struct ch_sink *c = (struct ch_sink *)s;
+    char *ans = NULL;
+    pfr_sink_result_reset(r);
+    ch_request(c, &c->conn[0], "SELECT 1", NULL, NULL, false, NULL, &ans, r);
+    free(ans);
+}
+
 static const struct pfr_sink_ops clickhouse_ops = {
     .kind = "clickhouse",
     /* Native rows per byte of a chunk's stored samples (pfr_testgen's rings: Coroot's stack
@@ -905,6 +933,7 @@ static const struct pfr_sink_ops clickhouse_ops = {
     .prepare = ch_prepare,
     .check = ch_check,
     .send = ch_send,
+    .probe = ch_probe,
     .free = ch_free,
 };
 

@@ -2,7 +2,8 @@
  * chunk, X-API-Key, each encoded from the ring just before it goes (one body held at a time).
  * Coroot reads End = time_nanos, so each body is re-timed to the chunk's end. Coroot has no
  * idempotency key: a request whose answer was lost is sent again (at least once). Answers: 400 is
- * about the profile (set aside); 404 (unknown key, wrong path), 401 and 403 are about the sink
+ * about the profile (set aside), unless it is a page (sink.c) or the answer to a post without
+ * service.name too (c_probe); 404 (unknown key, wrong path), 401 and 403 are about the sink
  * (retried, nothing set aside): retry.c's status table. */
 #include <ctype.h>
 #include <errno.h>
@@ -141,15 +142,16 @@ static void explain(pfr_sink_result *r)
     snprintf(r->message + n, sizeof(r->message) - n, " (%s)", hint);
 }
 
-/* Post the chunk in c->url / c->body; r gets the outcome. */
-static void post(struct coroot_sink *c, pfr_sink_result *r)
+/* Post body to url with the key; r gets the outcome. */
+static void post(struct coroot_sink *c, const char *url, const void *body, size_t len,
+                 pfr_sink_result *r)
 {
     const char *headers[] = {c->key_header, "Content-Type: application/octet-stream"};
-    pfr_http_req req = {.url = (const char *)c->url.data,
+    pfr_http_req req = {.url = url,
                         .headers = c->key_header ? headers : headers + 1,
                         .nheaders = c->key_header ? 2 : 1,
-                        .body = c->body,
-                        .body_len = c->len};
+                        .body = body,
+                        .body_len = len};
     pfr_http_resp resp;
     enum pfr_outcome t = pfr_http_do(c->base.http, &req, &resp);
     pfr_sink_result_from_http(r, t, &resp);
@@ -168,7 +170,7 @@ static void c_send(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_r
     for (size_t i = 0; i < src->n; i++) {
         int rc = pfr_chunksrc_read_profile(src, i, encode_cb, c);
         if (!rc && src->state[i] == PFR_CHUNK_READ) {
-            post(c, r);
+            post(c, (const char *)c->url.data, c->body, c->len, r);
             if (r->outcome == PFR_OUT_OK)
                 r->body_bytes += c->len;
         } else if (rc == -EINVAL) {
@@ -190,6 +192,16 @@ static void c_send(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_r
         }
     }
     r->ndone = src->n;
+}
+
+/* A profile without service.name, which Coroot refuses before it reads anything ("400
+ * service.name is empty"; 404 for an unknown key): a server that gives the same answer as to a
+ * chunk answers alike whatever it gets. */
+static void c_probe(pfr_sink *s, pfr_sink_result *r)
+{
+    struct coroot_sink *c = (struct coroot_sink *)s;
+    pfr_sink_result_reset(r);
+    post(c, c->endpoint, "", 0, r);
 }
 
 static void c_free(pfr_sink *s)
@@ -214,6 +226,7 @@ static const struct pfr_sink_ops coroot_ops = {
     .prepare = c_prepare,
     .check = c_check,
     .send = c_send,
+    .probe = c_probe,
     .free = c_free,
 };
 
