@@ -1,8 +1,5 @@
 #include "pfr_utf8.h"
 
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 
 size_t pfr_utf8_seq(const unsigned char *s, size_t n, int32_t *cp)
 {
@@ -37,39 +34,4 @@ size_t pfr_utf8_seq(const unsigned char *s, size_t n, int32_t *cp)
         return 0;
     *cp = v;
     return len;
-}
-
-char *pfr_utf8_lossy(const char *str, int *err)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t n = strlen(str), i = 0, bad = 0;
-    int32_t cp;
-    *err = 0;
-    while (i < n) {
-        size_t len = s[i] < 0x80 ? 1 : pfr_utf8_seq(s + i, n - i, &cp);
-        bad += len == 0;
-        i += len ? len : 1;
-    }
-    if (!bad)
-        return NULL;
-    char *out = malloc(n + bad * 2 + 1); /* each bad byte grows to 3 */
-    if (!out) {
-        *err = -ENOMEM;
-        return NULL;
-    }
-    size_t o = 0;
-    for (i = 0; i < n;) {
-        size_t len = s[i] < 0x80 ? 1 : pfr_utf8_seq(s + i, n - i, &cp);
-        if (len) {
-            memcpy(out + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(out + o, PFR_UTF8_REPLACEMENT, 3);
-            o += 3;
-            i++;
-        }
-    }
-    out[o] = 0;
-    return out;
 }

@@ -6,17 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The replacement character U+FFFD, UTF-8 encoded: what an invalid byte becomes. */
-#define PFR_UTF8_REPLACEMENT "\xEF\xBF\xBD"
-
 /* Length of the well-formed UTF-8 sequence at s (at most n bytes, n > 0) and its code point in
  * *cp; 0 if the byte at s does not start one (overlong forms, surrogates and values past
  * U+10FFFF are not well-formed). */
 size_t pfr_utf8_seq(const unsigned char *s, size_t n, int32_t *cp);
-
-/* NULL if s is well-formed UTF-8; otherwise a malloc'ed copy (the caller's) with every byte that
- * does not start a well-formed sequence replaced by U+FFFD. *err is -ENOMEM if the copy could not
- * be made, else 0. */
-char *pfr_utf8_lossy(const char *s, int *err);
 
 #endif
