@@ -67,8 +67,8 @@ struct pfr_unwinder {
     char proc[64];
     int rows_fd, files_fd, asked_fd;
     bool rows_mmapable; /* unwind_rows made with BPF_F_MMAPABLE: rows written by copy */
-    size_t page;
-    int64_t retry_ns; /* of a "no room" entry */
+    size_t page;        /* the windows of unwind_rows are mapped at page boundaries */
+    int64_t retry_ns;   /* of a "no room" entry */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;                     /* guards the queue, stop, handled and st */
