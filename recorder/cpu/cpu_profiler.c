@@ -270,7 +270,12 @@ static int unwind_setup(pfr_cpu_profiler *cp, const pfr_cpu_profiler_opts *opts,
     bpf_program__set_autoload(cp->skel->progs.pfr_sample, *rows == 0);
     bpf_program__set_autoload(cp->skel->progs.pfr_sample_uw, *rows != 0);
     cp->sampler = *rows ? cp->skel->progs.pfr_sample_uw : cp->skel->progs.pfr_sample;
-    bpf_map__set_max_entries(cp->skel->maps.unwind_rows, *rows ? *rows : 1);
+    struct bpf_map *m = cp->skel->maps.unwind_rows;
+    bpf_map__set_max_entries(m, *rows ? *rows : 1);
+    /* the unwinder writes rows by copy into a mapping of the array, not one update per row
+     * (Linux 5.5; the table walk needs 5.17) */
+    if (*rows)
+        bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_MMAPABLE);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -35,7 +36,7 @@
  * The smallest mapping is served first: a program's own table (milliseconds) must not wait for
  * a burst of huge libraries (libLLVM: seconds each). */
 #define QUEUE_MAX 512
-/* Rows written to the array map per syscall. */
+/* Rows written to the array map per syscall, or per window of it mapped (64 KiB). */
 #define WRITE_BATCH 8192
 /* After evicting, wait this long before the rows are written over: a sample that looked the
  * file up just before it went is still reading them (a sample's walk takes microseconds). */
@@ -70,7 +71,9 @@ struct pfr_unwinder {
     char proc[64];
     struct pfr_fsguard *fsguard; /* NULL: files opened directly */
     int rows_fd, files_fd, asked_fd;
-    int64_t retry_ns; /* of a "no room" entry */
+    bool rows_mmapable; /* unwind_rows made with BPF_F_MMAPABLE: rows written by copy */
+    size_t page;        /* the windows of unwind_rows are mapped at page boundaries */
+    int64_t retry_ns;   /* of a "no room" entry */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;                     /* guards the queue, stop, handled and st */
@@ -144,8 +147,33 @@ static int extent_free(pfr_unwinder *u, uint32_t start, uint32_t n)
 
 /* ---- the sampler's maps ---- */
 
+/* Rows written through a window of the map mapped into the recorder (BPF_F_MMAPABLE): a copy.
+ * An update syscall, even batched, copies and checks each 8-byte row on its own: it cost as much
+ * CPU as building the table. One window at a time, so the recorder's RSS never holds more of
+ * the map than WRITE_BATCH rows. */
+static int write_rows_mapped(pfr_unwinder *u, uint32_t first, const struct pfr_unwind_row *rows,
+                             size_t n)
+{
+    for (size_t done = 0; done < n;) {
+        size_t cnt = n - done < WRITE_BATCH ? n - done : WRITE_BATCH;
+        uint64_t off = ((uint64_t)first + done) * sizeof(*rows);
+        uint64_t start = off & ~(uint64_t)(u->page - 1);
+        size_t len = (size_t)(off + cnt * sizeof(*rows) - start);
+        len = (len + u->page - 1) & ~(u->page - 1);
+        void *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, (off_t)start);
+        if (w == MAP_FAILED)
+            return -errno;
+        memcpy((char *)w + (off - start), rows + done, cnt * sizeof(*rows));
+        munmap(w, len);
+        done += cnt;
+    }
+    return 0;
+}
+
 static int write_rows(pfr_unwinder *u, uint32_t first, const struct pfr_unwind_row *rows, size_t n)
 {
+    if (u->rows_mmapable)
+        return write_rows_mapped(u, first, rows, n);
     uint32_t *keys = malloc(WRITE_BATCH * sizeof(*keys));
     if (!keys)
         return -ENOMEM;
@@ -637,6 +665,11 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
     u->rows_fd = rows_fd;
     u->files_fd = files_fd;
     u->asked_fd = asked_fd;
+    struct bpf_map_info info = {0};
+    uint32_t ilen = sizeof(info);
+    u->rows_mmapable =
+        bpf_obj_get_info_by_fd(rows_fd, &info, &ilen) == 0 && (info.map_flags & BPF_F_MMAPABLE);
+    u->page = (size_t)sysconf(_SC_PAGESIZE);
     u->st.max_rows = opts->max_rows;
     u->retry_ns =
         (int64_t)(opts->no_room_retry_ms ? opts->no_room_retry_ms : NO_ROOM_RETRY_MS) * 1000000;

@@ -145,8 +145,11 @@ int main(void)
     REQUIRE(small.rows > 0 && big.rows > small.rows, "unexpected table sizes");
     /* room for the big table and half the small one: the two never fit together */
     uint32_t cap = (uint32_t)(big.rows + small.rows / 2);
+    /* mmapable, as the recorder makes it: rows written by copy (unwind_unwinder_cap's map is
+     * not: rows written by update syscalls) */
+    LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE);
     int rows_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_rows", sizeof(uint32_t),
-                                 sizeof(struct pfr_unwind_row), cap, NULL);
+                                 sizeof(struct pfr_unwind_row), cap, &mo);
     int files_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "unwind_files", sizeof(struct pfr_file_key),
                                   sizeof(struct pfr_unwind_file), PFR_UNWIND_FILES_MAX, NULL);
     int asked_fd = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "unwind_asked",
@@ -201,6 +204,19 @@ int main(void)
                                   .dev = 0};
     ask(u, asked_fd, &vdso);
     CHECK(entry(files_fd, &vdso, &f) && f.nrows > 0, "no rows for the vDSO");
+    /* its rows start right after libc's, inside a page of them: written, in order, and libc's
+     * left as they were */
+    uint32_t prev_pc = 0;
+    size_t unordered = 0;
+    for (uint32_t i = 0; i < f.nrows; i++) {
+        uint32_t k = f.first + i;
+        struct pfr_unwind_row row;
+        if (bpf_map_lookup_elem(rows_fd, &k, &row) || (i > 0 && row.pc <= prev_pc))
+            unordered++;
+        prev_pc = row.pc;
+    }
+    CHECK(unordered == 0, "vDSO: %zu of %u rows unwritten or out of order", unordered, f.nrows);
+    check_rows(rows_fd, files_fd, &big);
 
     /* a mapping that is not there */
     struct pfr_unwind_req gone = small.req;

@@ -11,11 +11,14 @@ holds perf's stack walks, which no CPU figure of the perf process shows, so "pro
 interrupts" is the like-for-like figure), its whole-life CPU, its peak RSS (VmHWM) and the
 workload's work rate against a run with no profiler, per second and per CPU-second of the
 spinners. Each round starts one tool later than the one before. With --churn-rate, bench_churn
-also starts that many short-lived processes a second (a busy host). Prints medians over the
-rounds and the ratios. bench_sample_cost.py runs the three at the same time instead.
+also starts that many short-lived processes a second (a busy host). With --old-recorder, an
+earlier pfr-recorder takes its turn too, at 100 Hz like the new one: before and after in one
+run. Prints medians over the rounds and the ratios. bench_sample_cost.py runs the three at the
+same time instead.
 
 Usage: bench_recorder.py --recorder BIN --spinner BIN --idler BIN [--seconds 60] [--warmup 45]
-                         [--rounds 3] [--idlers 300] [--churn BIN --churn-rate N] [--markdown]
+                         [--rounds 3] [--idlers 300] [--churn BIN --churn-rate N]
+                         [--old-recorder BIN] [--markdown]
 """
 import argparse
 import os
@@ -92,7 +95,8 @@ def make_tools(args, tmp):
         Tool("perf record", ["perf", "record", "-F", "99", "-a", "-g", "-q", "-o",
                              os.path.join(tmp, "perf.data")], None, signal.SIGINT, 99),
         Tool("bpftrace", ["bpftrace", "-e", bt], "Attaching", signal.SIGINT, 99),
-    ]
+    ] + ([recorder_tool("pfr (old)", args.old_recorder, os.path.join(tmp, "old.db"), 100)]
+         if args.old_recorder else [])
 
 
 def reap_cpu_s(proc, timeout):
@@ -218,6 +222,7 @@ def main():
     ap.set_defaults(seconds=60)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--old-recorder", help="an earlier pfr-recorder, in turn with the others")
     args = ap.parse_args()
     why = host_unready(ap, args)
     if why:
@@ -254,7 +259,8 @@ def main():
     base = med["baseline"]["work_per_s"]
     base_cpu = med["baseline"]["work_per_cpu_s"]
     machine = NCPU * 60.0
-    names = ("pfr-recorder", "perf record", "bpftrace")
+    names = ("pfr-recorder", "perf record", "bpftrace") + (("pfr (old)",) if args.old_recorder
+                                                         else ())
     print()
     print("Recorder overhead, %d CPUs, %d spinners + %d idle processes%s, %d rounds x %.0f s,"
           " medians" % (NCPU, NCPU, args.idlers,
@@ -299,7 +305,7 @@ def main():
     print("rounds where pfr's process + interrupts is the lower: %s"
           % ", ".join("%d of %d against %s" % (w, args.rounds, peer) for peer, w in wins.items()))
     ok = p["full"] <= 0.003 * machine and p["rss_mib"] < 64 and \
-        all(p["full"] < med[x]["full"] for x in names[1:])
+        all(p["full"] < med[x]["full"] for x in ("perf record", "bpftrace"))
     print("target (process + interrupts <= 0.3 %% of the machine and below both peers', RSS"
           " < 64 MiB): %s" % ("met" if ok else "NOT met"))
     return 0
