@@ -89,6 +89,9 @@ def run(args, tmp, procs, mounts):
     ri.check(work.poll() is None and good.poll() is None,
              "the workloads did not start from the mounts")
     fuse.send_signal(signal.SIGUSR1)
+    # the handler runs when one of the server's threads next wakes: a request read before it
+    # would still be answered
+    time.sleep(0.5)
     ri.check(blocked(prog, procs), "the FUSE server still answers after SIGUSR1")
 
     port = ri.free_port()
