@@ -226,7 +226,8 @@ def test_profiles(args, tmp):
     flavours = {"pfr-calltree-pie": ("pfr_heavy", "pfr_light"),
                 "pfr-calltree-nopie": ("pfr_heavy", "pfr_light"),
                 "pfr-calltree-shared": ("pfr_heavy", "pfr_light"),
-                "pfr-calltree-cpp": ("pfrtest::Worker::heavy()", "pfrtest::Worker::light()"),
+                "pfr-calltree-cpp": ("pfrtest::Worker::heavy(long long)",
+                                     "pfrtest::Worker::light(long long)"),
                 "pfr-calltree-go": ("main.heavy", "main.light")}
     for svc, (heavy, light) in flavours.items():
         if svc not in dict(variants):
