@@ -897,7 +897,7 @@ def check_jit(args, rec, port, tmp):
         return
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads",
                           "jit_calltree.js")
-    # 2.5 s of CPU time (at most 10 s of wall time): ~250 samples at 100 Hz, whatever the load
+    # 2.5 s of CPU time (at most 20 s of wall time): ~250 samples at 100 Hz, whatever the load
     p = subprocess.Popen([node, "--perf-basic-prof", "--interpreted-frames-native-stack", script,
                           "2.5"], cwd=tmp)  # where V8 may write its log
     try:

@@ -1,6 +1,6 @@
 // A JIT-compiled call tree for the recorder's tests: each round, pfrJitWork calls pfrJitHeavy for
 // three units of CPU time and pfrJitLight for one, so 3/4 of the time under the two is under
-// pfrJitHeavy; for the CPU seconds given (default 3), and at most four times that in wall time (a
+// pfrJitHeavy; for the CPU seconds given (default 3), and at most eight times that in wall time (a
 // loaded machine still gives the profiler as many samples). Run it with `node --perf-basic-prof`
 // so V8 writes /tmp/perf-PID.map.
 //
@@ -37,7 +37,7 @@ function pfrJitWork(start, unit) {
 
 const secs = Number(process.argv[2] || 3);
 const cpuEnd = cpuUs() + secs * 1e6;
-const wallEnd = Date.now() + 4 * secs * 1000;
+const wallEnd = Date.now() + 8 * secs * 1000;
 let slot = cpuUs();
 let x = 0;
 while (cpuUs() < cpuEnd && Date.now() < wallEnd) {
