@@ -176,9 +176,12 @@ def test_profiles(args, tmp):
     # a high rate so each of the concurrent workloads gets enough samples for +-5 points
     hz = 997
     # names are what this test checks: no symbolizing budget and a symbol cache large enough for
-    # whatever else runs on the machine (a loaded machine, a sanitizer build)
+    # whatever else runs on the machine (a loaded machine, a sanitizer build). CPU chunks only:
+    # any Go program on the host with heap sampling on would add its heap chunks (one did, on a
+    # machine shared with other builds)
     rec = Recorder(args, tmp, ["--interval", "2", "--cpu-hz", str(hz), "--log-level", "debug",
-                               "--symbolize-budget", "600", "--sym-cache-bytes", "512M"])
+                               "--symbolize-budget", "600", "--sym-cache-bytes", "512M",
+                               "--go-heap-profiler", "disabled", "--scrape-local", "off"])
     secs = "120"  # stopped once they have enough samples
     variants = [("pfr-calltree-pie", ["pfr-calltree-pie", secs]),
                 ("pfr-calltree-nopie", ["pfr-calltree-nopie", secs]),
