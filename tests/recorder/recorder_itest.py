@@ -6,6 +6,7 @@ TEST is one of: profiles, stress, signals, config, goheap, scrape, metrics. Exit
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -859,6 +860,12 @@ def check_dlopen(args, rec, port, tmp):
           % (m.group(0) if m else "metric missing"))
 
 
+# test_metrics' sampling rate: node's 2.5 CPU seconds give ~1000 samples under the JIT check's
+# two functions, and still ~200 when a loaded host leaves it a fifth of that
+METRICS_HZ = 499
+METRICS_PERIOD = 1000000000 // METRICS_HZ
+
+
 def check_overlay(args, rec, tmp):
     """A program on overlayfs, as in a container: its processes after the first are named from
     their exits (no snapshot), where the kernel names the layer's file, not the overlay's that
@@ -885,7 +892,7 @@ def check_overlay(args, rec, tmp):
         ratio, n = split_ratio(ss, "pfr_heavy", "pfr_light")
         total = sum(s["value"] for s in ss)
         log("overlayfs: %d samples of the later runs, %.0f%% under pfr_heavy/pfr_light"
-            % (total // 10000000, 100 * n / total if total else 0))
+            % (total // METRICS_PERIOD, 100 * n / total if total else 0))
         check(total and n / total > 0.9, "frames of a program on overlayfs not named: %d of %d"
               % (n, total))
     finally:
@@ -900,7 +907,7 @@ def check_jit(args, rec, port, tmp):
         return
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads",
                           "jit_calltree.js")
-    # 2.5 s of CPU time (at most 20 s of wall time): ~250 samples at 100 Hz, whatever the load
+    # 2.5 s of CPU time, at most 20 s of wall time
     p = subprocess.Popen([node, "--perf-basic-prof", "--interpreted-frames-native-stack", script,
                           "2.5"], cwd=tmp)  # where V8 may write its log
     try:
@@ -920,7 +927,7 @@ def check_jit(args, rec, port, tmp):
     work = sum(s["value"] for s in ss if jit(s, "pfrJitWork"))
     unknown = sum(s["value"] for s in ss
                   if s["frames"] and s["frames"][0]["function"] == "[unknown]")
-    ns = 10000000  # a sample at the default 100 Hz
+    ns = METRICS_PERIOD
     log("JIT code: %d samples of node, %d under pfrJitWork, %d in pfrJitHeavy, %d in "
         "pfrJitLight (%.1f%% heavy), %d with an unnamed leaf"
         % (total // ns, work // ns, heavy // ns, light // ns,
@@ -928,11 +935,14 @@ def check_jit(args, rec, port, tmp):
     check(total > 0 and work >= 0.5 * total and unknown <= 0.1 * total,
           "JIT frames not named: %d of %d under pfrJitWork, %d unnamed leaves"
           % (work, total, unknown))
-    # the true split is 3:1 in CPU time (the workload keeps it on its CPU clock); +-15 points is
-    # 5 standard errors at ~200 samples under the two
-    check(heavy + light > 0 and abs(heavy / (heavy + light) - 0.75) <= 0.15,
-          "pfrJitHeavy's share of the two: %d and %d samples, expected 75 +- 15%%"
-          % (heavy // ns, light // ns))
+    # the true split is 3:1 in CPU time (the workload keeps it on the process's CPU clock, which
+    # also counts V8's helper threads: 3 points for those), within 4 standard errors of the
+    # samples taken (a loaded host leaves node fewer)
+    n = (heavy + light) // ns
+    tol = 3 + 400 * math.sqrt(0.75 * 0.25 / n) if n else 0
+    check(n >= 50 and abs(100 * heavy / (heavy + light) - 75) <= tol,
+          "pfrJitHeavy's share of the two: %d and %d samples, expected 75 +- %.1f%% (and 50 "
+          "samples)" % (heavy // ns, light // ns, tol))
     m = re.search(r"^pfr_symbol_jit_frames_total (\S+)$", fetch_metrics(port), re.M)
     check(m and float(m.group(1)) > 0, "pfr_symbol_jit_frames_total: %s"
           % (m.group(0) if m else "missing"))
@@ -952,7 +962,7 @@ def test_metrics(args, tmp):
         # JIT check below wants to see them named
         rec = Recorder(args, tmp, ["--interval", "1", "--go-heap-profiler", "force",
                                    "--go-heap-interval", "1", "--scrape-local", "off",
-                                   "--symbolize-budget", "30s",
+                                   "--symbolize-budget", "30s", "--cpu-hz", str(METRICS_HZ),
                                    "--metrics-listen", "127.0.0.1:%d" % port])
         if go:
             time.sleep(2)
