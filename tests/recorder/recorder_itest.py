@@ -194,6 +194,13 @@ def test_profiles(args, tmp):
         check(os.path.exists(os.path.join(args.workloads, opt)), "%s not built" % opt)
         variants.append((opt, [opt, secs]))
     procs = run_workloads(args, variants)
+    # the host may run other programs of these names (another checkout's tests): only the
+    # processes started here count
+    pid_of = {name: p.pid for name, p in procs}
+
+    def ours(svc):
+        return [s for s in samples_of(chunks, svc) if s["pid"] == pid_of[svc]]
+
     # 1200 samples: the standard error of a 75/25 split is 1.25 points
     wait_for_samples(args, rec.store, [v[0] for v in variants], hz, 1200, 45)
     for _, p in procs:
@@ -236,7 +243,7 @@ def test_profiles(args, tmp):
     for svc, (heavy, light) in flavours.items():
         if svc not in dict(variants):
             continue
-        ss = samples_of(chunks, svc)
+        ss = ours(svc)
         if not check(ss, "no samples for service %s" % svc):
             continue
         ratio, n = split_ratio(ss, heavy, light)
@@ -251,7 +258,7 @@ def test_profiles(args, tmp):
         own = sum(s["value"] for s in ss if s["comm"] == svc[:15])
         check(own >= 0.99 * total, "%s: comm labels %r" % (svc, {s["comm"] for s in ss}))
     # leaf-first order: burn, heavy, work loop, main
-    for s in samples_of(chunks, "pfr-calltree-pie"):
+    for s in ours("pfr-calltree-pie"):
         fs = names(s)
         if "pfr_heavy" in fs and "pfr_burn" in fs:
             order = [fs.index(x) for x in ("pfr_burn", "pfr_heavy", "pfr_work_loop", "main")
@@ -260,7 +267,7 @@ def test_profiles(args, tmp):
                   "pfr-calltree-pie stack not leaf first: %r" % fs)
             break
     # shared library frames name the library
-    for s in samples_of(chunks, "pfr-calltree-shared"):
+    for s in ours("pfr-calltree-shared"):
         for f in s["frames"]:
             if f["function"] == "pfr_heavy":
                 check(f["module"].endswith("libpfrcalltree.so"), "pfr_heavy module %r" % f["module"])
@@ -269,13 +276,13 @@ def test_profiles(args, tmp):
             continue
         break
     # DWARF file:line for the C workload
-    lines = {(f["file"], f["line"]) for s in samples_of(chunks, "pfr-calltree-pie")
+    lines = {(f["file"], f["line"]) for s in ours("pfr-calltree-pie")
              for f in s["frames"] if f["function"] == "pfr_heavy"}
     check(any(fl[0].endswith("calltree_lib.c") and fl[1] > 0 for fl in lines),
           "pfr_heavy has no file:line from DWARF: %r" % lines)
 
     # stripped: module+0xoffset frames, and the split shows through the callers' offsets
-    ss = samples_of(chunks, "pfr-calltree-stripped")
+    ss = ours("pfr-calltree-stripped")
     if check(ss, "no samples for pfr-calltree-stripped"):
         pat = re.compile(r"pfr-calltree-stripped\+0x[0-9a-f]+$")
         total = sum(s["value"] for s in ss)
@@ -295,7 +302,7 @@ def test_profiles(args, tmp):
             check(abs(r - 0.75) <= 0.05, "stripped: split %.1f%%, expected 75 +- 5" % (100 * r))
 
     # syscalls: kernel frames, leaf first, before the user frames
-    ss = samples_of(chunks, "pfr-syscalls")
+    ss = ours("pfr-syscalls")
     if check(ss, "no samples for pfr-syscalls"):
         total = sum(s["value"] for s in ss)
         kern = [s for s in ss if any(f["module"] == "[kernel]" for f in s["frames"])]
