@@ -804,6 +804,16 @@ def fetch_metrics(port):
         return r.read().decode()
 
 
+def wait_drained(args, store, limit=60):
+    """Until an interval that starts after now is in the store: the one holding now has been
+    drained (2.5 s on an idle host; a loaded one leaves the recorder behind by more)."""
+    now = time.time_ns()
+    end = time.time() + limit
+    time.sleep(2.5)
+    while time.time() < end and not any(c["start_ns"] >= now for c in dump(args, store, "--meta")):
+        time.sleep(0.5)
+
+
 def check_deferred(args, rec, port):
     """Once exits carry mappings, a program already seen is not snapshotted at its first sample,
     and then its new processes do not wake the recorder: a run that outlives the drain is
@@ -817,7 +827,7 @@ def check_deferred(args, rec, port):
     time.sleep(1.5)
     run = subprocess.Popen([exe, "3"])
     run.wait()
-    time.sleep(2.5)  # the last interval's drain
+    wait_drained(args, rec.store)
     m = re.search(r"^pfr_process_snapshots_deferred_total (\S+)$", fetch_metrics(port), re.M)
     check(m and float(m.group(1)) > 0, "no snapshot deferred: %s" % (m.group(0) if m else "none"))
     ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] == run.pid]
@@ -841,7 +851,7 @@ def check_dlopen(args, rec, port, tmp):
         p = subprocess.Popen([exe, lib, "50", "0.25"])
         pids.append(p.pid)
         check(p.wait() == 0, "pfr-dlopen-late failed")
-    time.sleep(2.5)  # the last interval's drain
+    wait_drained(args, rec.store)
     ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] in pids]
     total = sum(s["value"] for s in ss)
     in_lib = sum(s["value"] for s in ss
@@ -894,7 +904,7 @@ def check_overlay(args, rec, tmp):
             pids.append(p.pid)
             check(p.wait() == 0, "pfr-calltree-pie failed")
             time.sleep(0.3)
-        time.sleep(2.5)  # the last interval's drain
+        wait_drained(args, rec.store)
         ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] in pids[1:]]
         ratio, n = split_ratio(ss, "pfr_heavy", "pfr_light")
         total = sum(s["value"] for s in ss)
@@ -923,7 +933,7 @@ def check_jit(args, rec, port, tmp):
         perf_map = "/tmp/perf-%d.map" % p.pid
         if os.path.exists(perf_map):
             os.unlink(perf_map)
-    time.sleep(2.5)  # the last interval's drain
+    wait_drained(args, rec.store)
     ss = [s for c in dump(args, rec.store) for s in c["samples"] if s["pid"] == p.pid]
     total = sum(s["value"] for s in ss)
 
