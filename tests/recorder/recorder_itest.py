@@ -924,11 +924,9 @@ def check_jit(args, rec, port, tmp):
         return
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads",
                           "jit_calltree.js")
-    # 2.5 s of CPU time, at most 20 s of wall time; V8 without helper threads, so that the
-    # process's CPU clock the workload splits by is its main thread's
-    p = subprocess.Popen([node, "--single-threaded", "--perf-basic-prof",
-                          "--interpreted-frames-native-stack", script, "2.5"],
-                         cwd=tmp)  # where V8 may write its log
+    # 2.5 s of CPU time, at most 20 s of wall time
+    p = subprocess.Popen([node, "--perf-basic-prof", "--interpreted-frames-native-stack", script,
+                          "2.5"], cwd=tmp)  # where V8 may write its log
     try:
         check(p.wait(timeout=60) == 0, "node failed")
     finally:
@@ -954,8 +952,9 @@ def check_jit(args, rec, port, tmp):
     check(total > 0 and work >= 0.5 * total and unknown <= 0.1 * total,
           "JIT frames not named: %d of %d under pfrJitWork, %d unnamed leaves"
           % (work, total, unknown))
-    # the true split is 3:1 in CPU time (the workload keeps it on the process's CPU clock; 3
-    # points for node's other threads), within 4 standard errors of the samples taken: ~240 give +-15 points; a host that left node a tenth of a CPU gave it 45
+    # the true split is 3:1 in CPU time (the workload keeps it on the process's CPU clock, which
+    # also counts V8's helper threads: 3 points for those), within 4 standard errors of the
+    # samples taken: ~240 give +-15 points; a host that left node a tenth of a CPU gave it 45
     # samples, +-29, which checks little more than the two being told apart. Under 25, nothing.
     n = (heavy + light) // ns
     tol = 3 + 400 * math.sqrt(0.75 * 0.25 / n) if n else 0

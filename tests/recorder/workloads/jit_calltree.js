@@ -6,8 +6,8 @@
 //
 // As in calltree_lib.c, the split is a schedule on a CPU clock, not a count of iterations: V8 may
 // compile two loops, or one loop at two moments, into code of different speed (issue 35). Node 20
-// has no thread CPU clock: this is the process's, so run it with `--single-threaded` (no V8
-// helper threads, whose CPU time would shorten the slot they fall in).
+// has no thread CPU clock: this is the process's, which also counts V8's helper threads; they
+// work mostly at start-up, at random against the slots, so the split holds on average.
 "use strict";
 
 const CHUNK = 20000; // iterations between two reads of the clock: 0.1-0.5 ms
