@@ -4,7 +4,7 @@
 --interpreted-frames-native-stack) is profiled at the same time by each recorder given and by
 `perf record -F 99 -g -p PID` (perf reads the same /tmp/perf-PID.map when it reports). For each:
 the node samples, the share whose leaf frame is unnamed, the share under pfrJitWork, and
-pfrJitHeavy's share of pfrJitHeavy + pfrJitLight (3:1 in loop iterations); for the recorders also
+pfrJitHeavy's share of pfrJitHeavy + pfrJitLight (3:1 in CPU time); for the recorders also
 their CPU time per minute from the node start to the drain after its exit (from a cgroup of its
 own, as the other recorder benches; else its threads' /proc/PID/task/*/schedstat), so the cost
 of reading the map shows against a recorder that does not (--perf-maps false).
