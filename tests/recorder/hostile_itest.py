@@ -166,7 +166,7 @@ def run(args, tmp, procs, cg, kind):
     port = ri.free_port()
     store = os.path.join(tmp, "ring.db")
     logp = os.path.join(tmp, "recorder.log")
-    env = dict(os.environ)
+    env = dict(os.environ, PFR_CONFIG=ri.empty_config(tmp))
     if args.sanitized:
         env["ASAN_OPTIONS"] = "detect_leaks=0"
     with open(logp, "w") as logf:
@@ -236,7 +236,8 @@ def run_budget(args, tmp, procs):
     with open(logp, "w") as logf:
         rec = subprocess.Popen([args.recorder, "--store", store, "--interval", str(INTERVAL),
                                 "--memory-budget", "8M", "--metrics-listen",
-                                "127.0.0.1:%d" % port], stdout=logf, stderr=subprocess.STDOUT)
+                                "127.0.0.1:%d" % port], stdout=logf, stderr=subprocess.STDOUT,
+                               env=dict(os.environ, PFR_CONFIG=ri.empty_config(tmp)))
     ri.LIVE.append(rec)
     end = time.time() + 30
     while time.time() < end and "sampling" not in open(logp).read() and rec.poll() is None:

@@ -37,6 +37,13 @@ def log(msg):
 LIVE = []
 
 
+def empty_config(tmp):
+    """An empty config file: a test's recorder takes its settings from the test alone."""
+    path = os.path.join(tmp, "empty.ini")
+    open(path, "w").close()
+    return path
+
+
 class Recorder:
     """A pfr-recorder process writing to a store in a temp dir."""
 
@@ -48,6 +55,8 @@ class Recorder:
         e = dict(os.environ)
         if env:
             e.update(env)
+        if "--config" not in extra and "PFR_CONFIG" not in e:
+            e["PFR_CONFIG"] = empty_config(tmp)  # not the host's /etc/pfr/recorder.ini
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e)
         LIVE.append(self.proc)
