@@ -11,7 +11,6 @@ Usage: fuse_itest.py --recorder BIN --dump BIN --fuse BIN --workload BIN [--sani
 import argparse
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -169,16 +168,7 @@ def main():
                 p.wait()
         for m in mounts:
             subprocess.run(["umount", "-l", m], capture_output=True)
-    if ri.FAILURES:
-        logp = os.path.join(tmp, "recorder.log")
-        if os.path.exists(logp):
-            with open(logp) as f:
-                print("---- recorder log (tail) ----\n" + "".join(f.readlines()[-40:]))
-        print("%d failure(s); files kept in %s" % (len(ri.FAILURES), tmp))
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
-    return 0
+    return ri.verdict(tmp)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Usage: hostile_itest.py --recorder BIN --dump BIN --spin BIN [--sanitized]
 import argparse
 import os
 import re
-import shutil
 import signal
 import struct
 import subprocess
@@ -298,14 +297,14 @@ def main():
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="pfr-hostile-")
     os.chmod(tmp, 0o755)
-    procs, cg, logp = [], None, None
+    procs, cg = [], None
     try:
         if args.budget:
-            logp = run_budget(args, tmp, procs)
+            run_budget(args, tmp, procs)
         else:
             limit = (1 << 30) if args.sanitized else (256 << 20)
             cg, kind = memory_cgroup(os.path.basename(tmp), limit)
-            logp = run(args, tmp, procs, cg, kind)
+            run(args, tmp, procs, cg, kind)
     except Exception as e:  # a crash of the harness is a failure with its reason
         ri.FAILURES.append(repr(e))
         print("ERROR: %r" % e, flush=True)
@@ -321,15 +320,7 @@ def main():
                     break
                 except OSError:
                     time.sleep(0.1)
-    if ri.FAILURES:
-        if logp and os.path.exists(logp):
-            with open(logp) as f:
-                print("---- recorder log (tail) ----\n" + "".join(f.readlines()[-40:]))
-        print("%d failure(s); files kept in %s" % (len(ri.FAILURES), tmp))
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
-    return 0
+    return ri.verdict(tmp)
 
 
 if __name__ == "__main__":

@@ -1056,6 +1056,21 @@ def test_metrics(args, tmp):
             go.wait()
 
 
+def verdict(tmp):
+    """The exit code of a test run in tmp: on failures the recorder's log tail is printed and
+    tmp kept, else tmp is removed."""
+    if FAILURES:
+        logp = os.path.join(tmp, "recorder.log")
+        if os.path.exists(logp):
+            with open(logp) as f:
+                print("---- recorder log (tail) ----\n" + "".join(f.readlines()[-40:]))
+        print("%d failure(s); files kept in %s" % (len(FAILURES), tmp))
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
@@ -1079,16 +1094,7 @@ def main():
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    if FAILURES:
-        logp = os.path.join(tmp, "recorder.log")
-        if os.path.exists(logp):
-            with open(logp) as f:
-                print("---- recorder log (tail) ----\n" + "".join(f.readlines()[-40:]))
-        print("%d failure(s); files kept in %s" % (len(FAILURES), tmp))
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
-    return 0
+    return verdict(tmp)
 
 
 if __name__ == "__main__":
