@@ -69,6 +69,8 @@ struct pfr_symbolizer {
     char *proc_root;
     struct pfr_fsguard *fsguard;     /* NULL: files opened directly */
     struct pfr_membudget *membudget; /* NULL: no budget */
+    bool file_pending; /* the last file_for_map() was put off, not refused: frames of it are
+                          good for this interval only */
     size_t max_bytes;
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
@@ -594,6 +596,7 @@ static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
                                          const struct pfr_sym_map *m)
 {
     uint64_t v;
+    s->file_pending = false;
     if (pfr_sym_hmap_get(&s->devino, m->dev, m->ino, &v)) {
         struct pfr_sym_file *f = (struct pfr_sym_file *)(uintptr_t)v;
         touch(s, f);
@@ -604,12 +607,16 @@ static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
         return NULL;
     s->st.cache_misses++;
     int fd = open_mapped(s, pid, maps, m);
-    if (fd == -EINPROGRESS)
-        return NULL; /* a remote file being copied: named once the copy is there */
+    /* a remote file being copied, or one the memory budget puts off: asked again when it is
+     * met again */
+    s->file_pending = fd == -EINPROGRESS || fd == -EAGAIN;
     if (fd >= 0 && !pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, parse_cost(fd))) {
-        close(fd); /* over the memory budget: asked again when the file is met again */
+        close(fd);
+        s->file_pending = true;
         return NULL;
     }
+    if (s->file_pending)
+        return NULL;
     struct pfr_sym_file *f = fd >= 0 ? load_fd(s, fd) : NULL;
     if (!f || link_devino(s, f, m) != 0) {
         if (fd >= 0)
@@ -1392,6 +1399,13 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
     else
         return unknown(s, out, module, off);
     uint64_t vaddr;
+    if (!f && m->kind == PFR_MAP_FILE && s->file_pending) {
+        /* its file comes later (a remote copy being made, the memory budget): good for this
+         * interval only, so it is named once the file is had */
+        int k = unnamed(s, out, module, off);
+        out->transient = true;
+        return k;
+    }
     if (!f || !pfr_sym_elf_off_to_vaddr(&f->info, off, &vaddr))
         return unnamed(s, out, module, off);
     struct pfr_sym_rec tmp[PFR_DWARF_MAX_INLINE + 1];
