@@ -52,12 +52,6 @@ def blocked(path, procs):
     return p.poll() is None
 
 
-def newest_cpu_end(args, store):
-    ends = [c["end_ns"] for c in ri.dump(args, store, "--meta")
-            if c["types"] == ["ebpf:cpu:nanoseconds"]]
-    return max(ends) / 1e9 if ends else 0.0
-
-
 def serve(args, tmp, name, procs, mounts):
     """A FUSE mount serving the workload as prog, and the workload run from it by nobody."""
     mnt = os.path.join(tmp, name)
@@ -101,16 +95,9 @@ def run(args, tmp, procs, mounts):
     # intervals on time: at each look, the newest CPU interval ended at most an interval and a
     # second (two under the sanitizers) before the look began
     slack = 2.0 if args.sanitized else 1.0
-    worst, looks = 0.0, 0
     time.sleep(INTERVAL + slack + 0.5)  # the first interval (a cold cache: it may run long)
     folded0 = folded(ri.fetch_metrics(port))
-    t_end = time.time() + 12
-    while time.time() < t_end:
-        t = time.time()
-        age = t - newest_cpu_end(args, rec.store)
-        worst = max(worst, age - INTERVAL)
-        looks += 1
-        time.sleep(0.25)
+    worst, looks = ri.lateness(args, rec.store, INTERVAL, 12)
     ri.log("%d looks: the newest interval was at worst %.2f s late" % (looks, worst))
     ri.check(worst <= slack, "an interval was written %.2f s late" % worst)
 

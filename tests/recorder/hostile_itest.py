@@ -186,14 +186,13 @@ def run(args, tmp, procs, cg, kind):
         procs.append(subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
                                        "--clear-groups", path, "25"]))
     slack = 2.0 if args.sanitized else 1.0
-    worst, looks, hwm = 0.0, 0, 0
-    t_end = time.time() + 20
-    while time.time() < t_end and rec.poll() is None:
-        age = time.time() - newest_cpu_end(args, store)
-        worst = max(worst, age - INTERVAL)
-        looks += 1
-        hwm = max(hwm, vm_hwm(rec.pid))
-        time.sleep(0.25)
+    hwm = [0]
+
+    def watch():
+        hwm[0] = max(hwm[0], vm_hwm(rec.pid))
+
+    worst, looks = ri.lateness(args, store, INTERVAL, 20, watch)
+    hwm = hwm[0]
     ri.check(rec.poll() is None, "the recorder died (exit %r)" % rec.poll())
     kills = cg_oom_kills(cg, kind)
     peak = cg_peak(cg, kind)
@@ -265,15 +264,6 @@ def run_budget(args, tmp, procs):
     rec.send_signal(signal.SIGTERM)
     ri.check(rec.wait(timeout=30) == 0, "recorder exit code")
     return logp
-
-
-def newest_cpu_end(args, store):
-    try:
-        ends = [c["end_ns"] for c in ri.dump(args, store, "--meta")
-                if c["types"] == ["ebpf:cpu:nanoseconds"]]
-    except subprocess.CalledProcessError:
-        return 0.0
-    return max(ends) / 1e9 if ends else 0.0
 
 
 def vm_hwm(pid):

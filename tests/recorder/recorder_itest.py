@@ -99,6 +99,38 @@ def dump(args, store, mode="--samples"):
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
+def newest_cpu_end(args, store):
+    """The end (seconds) of the newest CPU interval in the ring, or None when the ring cannot
+    tell at this moment (the dump failed, or no CPU interval yet): said in the log."""
+    try:
+        ends = [c["end_ns"] for c in dump(args, store, "--meta")
+                if c["types"] == ["ebpf:cpu:nanoseconds"]]
+    except subprocess.CalledProcessError as e:
+        log("the ring could not be read: %s" % (e.stderr or "").strip()[:200])
+        return None
+    return max(ends) / 1e9 if ends else None
+
+
+def lateness(args, store, interval, seconds, watch=None):
+    """Look at the ring every 0.25 s for seconds: how late the newest CPU interval was at worst
+    (its age at a look, less an interval), and how many looks could tell. watch() runs at each
+    look."""
+    worst, looks, told = 0.0, 0, 0
+    end = time.time() + seconds
+    while time.time() < end:
+        t = time.time()
+        newest = newest_cpu_end(args, store)
+        looks += 1
+        if newest is not None:
+            told += 1
+            worst = max(worst, t - newest - interval)
+        if watch:
+            watch()
+        time.sleep(0.25)
+    check(told >= looks // 2, "only %d of %d looks could read the ring" % (told, looks))
+    return worst, told
+
+
 def host_id():
     try:
         with open("/etc/machine-id") as f:
