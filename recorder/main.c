@@ -51,6 +51,7 @@ typedef struct writer {
     pfr_fsguard *fsguard;       /* files of remote file systems */
     pfr_membudget *membudget;   /* the resident set's budget */
     int mem_level;              /* the budget's level, as last logged */
+    uint64_t mem_checks;        /* measures near or over the budget (every few trims memory) */
     uint64_t identity_errors;   /* metadata failures already logged */
     pfr_collector **collectors; /* one per source */
     size_t ncollectors;
@@ -374,7 +375,9 @@ static void check_memory(writer *w)
                      level == PFR_MEM_TIGHT ? "near it: only small new costs" : "within it");
         w->mem_level = level;
     }
-    if (level != PFR_MEM_OK)
+    /* near or over the budget, what was freed goes back; not every second (a trim costs a TLB
+     * shootdown on every CPU) */
+    if (level != PFR_MEM_OK && ++w->mem_checks % TRIM_EVERY == 1)
         malloc_trim(0);
 }
 
