@@ -149,10 +149,7 @@ def main():
         print("ERROR: %r" % e, flush=True)
     finally:
         # the servers first: killing one ends the requests it holds (nothing else can)
-        for p in procs + ri.LIVE:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        ri.kill_all(procs + ri.LIVE)
         for m in mounts:
             subprocess.run(["umount", "-l", m], capture_output=True)
     return ri.verdict(tmp)

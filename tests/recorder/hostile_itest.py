@@ -189,7 +189,7 @@ def run(args, tmp, procs, cg, kind):
     hwm = [0]
 
     def watch():
-        hwm[0] = max(hwm[0], vm_hwm(rec.pid))
+        hwm[0] = max(hwm[0], ri.proc_status_kib(rec.pid, "VmHWM"))
 
     worst, looks = ri.lateness(args, store, INTERVAL, 20, watch)
     hwm = hwm[0]
@@ -266,17 +266,6 @@ def run_budget(args, tmp, procs):
     return logp
 
 
-def vm_hwm(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
@@ -299,10 +288,7 @@ def main():
         ri.FAILURES.append(repr(e))
         print("ERROR: %r" % e, flush=True)
     finally:
-        for p in procs + ri.LIVE:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        ri.kill_all(procs + ri.LIVE)
         if cg:
             for _ in range(50):
                 try:

@@ -44,6 +44,26 @@ def empty_config(tmp):
     return path
 
 
+def proc_status_kib(pid, key):
+    """A KiB figure of /proc/PID/status (VmRSS, VmHWM), 0 when the process is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def kill_all(procs):
+    """Kill and reap what is still running, in the order given."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class Recorder:
     """A pfr-recorder process writing to a store in a temp dir."""
 
@@ -77,14 +97,7 @@ class Recorder:
         raise RuntimeError("recorder did not log %r; log:\n%s" % (needle, self.log_text()))
 
     def rss_kib(self):
-        try:
-            with open("/proc/%d/status" % self.proc.pid) as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return proc_status_kib(self.proc.pid, "VmRSS")
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         t = time.time()
@@ -1122,10 +1135,7 @@ def main():
         FAILURES.append(repr(e))
         print("ERROR: %r" % e, flush=True)
     finally:
-        for p in LIVE:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_all(LIVE)
     return verdict(tmp)
 
 
