@@ -1,26 +1,43 @@
 #!/usr/bin/env python3
 """Write bpf/vmlinux/ARCH/vmlinux.h: the kernel types pfr's BPF programs use, and only those.
 
-    scripts/gen-vmlinux.py [--btf FILE] [--check BUILD_DIR]
+    scripts/gen-vmlinux.py (--package NAME[=VERSION] | --deb FILE | --btf FILE [--arch ARCH])
+                           [--check BUILD_DIR]
 
-The header is generated once, from a kernel's BTF, and committed (a build never reads the build
-host's kernel). It holds only the structs, fields and enumerators listed below: the programs are
-CO-RE, so every struct carries preserve_access_index and libbpf relocates each field access to
-the running kernel's layout; a struct here needs only the fields the programs touch, under the
-kernel's names. The ABI types (the perf_event context, the register set, the vma iterator) are
-copied whole: their layout is fixed and read without relocation.
+The header is generated once per architecture, from a kernel's BTF, and committed (a build never
+reads the build host's kernel). It holds only the structs, fields and enumerators listed below:
+the programs are CO-RE, so every struct carries preserve_access_index and libbpf relocates each
+field access to the running kernel's layout; a struct here needs only the fields the programs
+touch, under the kernel's names. The ABI types (the perf_event context, the register set, the vma
+iterator) are copied whole: their layout is fixed and read without relocation.
 
---btf: the BTF to read (default /sys/kernel/btf/vmlinux); --arch: its kernel's architecture
-(default this machine's; the register set differs per architecture). --check BUILD_DIR: afterwards rebuild the
-BPF objects of that configured tree with the new header (a type or field missing from the lists
-fails there). A program that needs a new field: add it to STRUCTS, run this, commit the header.
+The committed headers come from Debian kernel packages, so anyone can make them again on any host:
+--package NAME[=VERSION]: a Debian kernel image package of any architecture (say
+linux-image-6.12.95+deb12-arm64; --arch when its name does not end with it), fetched with
+apt-get download from this machine's configured sources through a private apt state (the
+machine's own apt is left as it is). --deb FILE: such a package already downloaded. The BTF is
+cut out of the package's /boot/vmlinuz (a raw or compressed arm64 Image, an x86 bzImage) and the
+header names the package, its version and its SHA-256; the package and the kernel stay in a
+temporary folder.
+--btf FILE: a raw BTF file (say /sys/kernel/btf/vmlinux; --arch: its kernel's architecture,
+default this machine's; the register set differs per architecture).
+--check BUILD_DIR: afterwards rebuild the BPF objects of that configured tree with the new header
+(a type or field missing from the lists fails there). A program that needs a new field: add it to
+STRUCTS, run this for every architecture, commit the headers.
 """
 import argparse
+import hashlib
 import json
+import lzma
 import os
 import platform
+import re
+import struct
 import subprocess
 import sys
+import tarfile
+import tempfile
+import zlib
 
 # struct -> the fields the programs use ("a.b": field b of the by-value member a).
 STRUCTS = {
@@ -64,7 +81,10 @@ typedef __u32 __wsum;
 typedef _Bool bool;
 enum { false = 0, true = 1 };
 """
+# Machine or Debian architecture -> the folder under bpf/vmlinux (bpf/CMakeLists.txt picks it).
 ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+# That folder -> the Debian architecture of its kernel packages.
+DEBIAN_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 
 
 class Btf:
@@ -207,28 +227,164 @@ class Writer:
         return out
 
 
+# A BTF header: magic 0xeB9F (little-endian), version 1, flags 0, then hdr_len, type_off,
+# type_len, str_off, str_len.
+BTF_MAGIC = b"\x9f\xeb\x01\x00"
+
+
+def find_btf(image):
+    """The kernel's .BTF section in an uncompressed kernel image: the largest well-formed BTF
+    (a 24-byte header, the types, then the strings, which start with an empty one) there."""
+    best = b""
+    i = image.find(BTF_MAGIC)
+    while i >= 0:
+        if i + 24 <= len(image):
+            hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<5I", image, i + 4)
+            end = i + hdr_len + str_off + str_len
+            if (hdr_len == 24 and type_off == 0 and str_off == type_len and str_len and
+                    end <= len(image) and image[i + hdr_len + str_off] == 0 and
+                    end - i > len(best)):
+                best = image[i:end]
+        i = image.find(BTF_MAGIC, i + 1)
+    return best
+
+
+def decompress(blob):
+    """blob decompressed by its magic (gzip, xz or zstd; what follows the stream is ignored), or
+    None when it is none of those."""
+    if blob[:2] == b"\x1f\x8b":
+        return zlib.decompressobj(wbits=31).decompress(blob)
+    if blob[:6] == b"\xfd7zXZ\x00":
+        return lzma.LZMADecompressor().decompress(blob)
+    if blob[:4] == b"\x28\xb5\x2f\xfd":
+        # zstd refuses bytes after the frame: the kernel appends the size (4 bytes) to its payloads
+        for cut in (0, 4):
+            r = subprocess.run(["zstd", "-dcq"], input=blob[:len(blob) - cut], capture_output=True)
+            if r.returncode == 0:
+                return r.stdout
+        sys.exit(f"gen-vmlinux: zstd cannot decompress the kernel: {r.stderr.decode().strip()}")
+    return None
+
+
+def kernel_image(vmlinuz):
+    """The uncompressed kernel of a vmlinuz: an x86 bzImage's payload, an arm64 EFI zboot image's
+    payload, a compressed arm64 Image (Image.gz), or the file itself (a raw arm64 Image)."""
+    if vmlinuz[0x202:0x206] == b"HdrS":  # x86 boot protocol: the payload at 0x248 (2.08 on)
+        setup = ((vmlinuz[0x1F1] or 4) + 1) * 512
+        off, length = struct.unpack_from("<II", vmlinuz, 0x248)
+        payload = decompress(vmlinuz[setup + off:setup + off + length])
+        if payload is None:
+            sys.exit("gen-vmlinux: the bzImage's payload is not gzip, xz or zstd")
+        return payload
+    if vmlinuz[:2] == b"MZ" and vmlinuz[4:8] == b"zimg":  # EFI zboot: payload offset, size
+        off, length = struct.unpack_from("<II", vmlinuz, 8)
+        payload = decompress(vmlinuz[off:off + length])
+        if payload is None:
+            sys.exit("gen-vmlinux: the zboot image's payload is not gzip, xz or zstd")
+        return payload
+    return decompress(vmlinuz) or vmlinuz
+
+
+def deb_field(deb, name):
+    r = subprocess.run(["dpkg-deb", "-f", deb, name], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"gen-vmlinux: {deb} is not a Debian package: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def deb_vmlinuz(deb):
+    """(release, bytes) of the /boot/vmlinuz-RELEASE in the Debian package deb."""
+    p = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE)
+    found = None
+    with tarfile.open(fileobj=p.stdout, mode="r|") as tar:  # read to the end: dpkg-deb checks
+        for m in tar:
+            name = re.fullmatch(r"(?:\./)?boot/vmlinuz-(.+)", m.name)
+            if name and m.isfile() and not found:
+                found = (name.group(1), tar.extractfile(m).read())
+    p.stdout.close()
+    p.wait()
+    if not found:
+        sys.exit(f"gen-vmlinux: no /boot/vmlinuz-* in {deb}")
+    return found
+
+
+def download(spec, debian_arch, tmp):
+    """Path of the .deb of spec (NAME or NAME=VERSION) for debian_arch, fetched into tmp by apt
+    from this machine's sources but with its own lists: the machine's apt state is not touched
+    (no foreign architecture added, no lock taken)."""
+    state = os.path.join(tmp, "apt")
+    for d in ("lists/partial", "cache/archives/partial"):
+        os.makedirs(os.path.join(state, d))
+    apt = ["-o", f"APT::Architecture={debian_arch}", "-o", f"APT::Architectures::={debian_arch}",
+           "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::Cache={state}/cache",
+           "-o", "Dir::State::status=/dev/null", "-o", "APT::Sandbox::User=root", "-q"]
+    update = subprocess.run(["apt-get", *apt, "update"], capture_output=True, text=True)
+    r = subprocess.run(["apt-get", *apt, "download", spec], cwd=tmp, capture_output=True, text=True)
+    debs = [f for f in os.listdir(tmp) if f.endswith(".deb")]
+    if r.returncode != 0 or len(debs) != 1:
+        sys.exit(f"gen-vmlinux: apt-get download {spec} ({debian_arch}) failed: "
+                 f"{r.stderr.strip()}\n{update.stderr.strip()}")
+    return os.path.join(tmp, debs[0])
+
+
+def from_deb(deb, tmp):
+    """(raw BTF path, architecture folder, release, source line) of a kernel image package."""
+    debian_arch = deb_field(deb, "Architecture")
+    arch = ARCHES.get(debian_arch)
+    if not arch:
+        sys.exit(f"gen-vmlinux: no BPF target for Debian architecture {debian_arch}")
+    release, vmlinuz = deb_vmlinuz(deb)
+    btf = find_btf(kernel_image(vmlinuz))
+    if not btf:
+        sys.exit(f"gen-vmlinux: no BTF in {deb}'s vmlinuz-{release} (a kernel without "
+                 "CONFIG_DEBUG_INFO_BTF?)")
+    path = os.path.join(tmp, "vmlinux.btf")
+    with open(path, "wb") as f:
+        f.write(btf)
+    with open(deb, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    pkg, version = deb_field(deb, "Package"), deb_field(deb, "Version")
+    source = (f"Debian package {pkg} {version} ({debian_arch}),\n"
+              f" * .deb SHA-256 {sha};\n"
+              f" * again: scripts/gen-vmlinux.py --package {pkg}={version}")
+    return path, arch, release, source
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--btf", default="/sys/kernel/btf/vmlinux")
-    ap.add_argument("--arch", default=platform.machine())
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--package", metavar="NAME[=VERSION]")
+    src.add_argument("--deb", metavar="FILE")
+    src.add_argument("--btf", metavar="FILE")
+    ap.add_argument("--arch", help="of --package (default: the one its name ends with) and "
+                    "--btf (default: this machine's)")
     ap.add_argument("--check", metavar="BUILD_DIR")
     args = ap.parse_args()
-    arch = ARCHES.get(args.arch)
+    named = re.search(r"-(amd64|arm64)(=|$)", args.package or "")
+    machine = args.arch or (named.group(1) if named else platform.machine())
+    arch = ARCHES.get(machine)
     if not arch:
-        sys.exit(f"gen-vmlinux: no BPF target for {args.arch}")
-    btf = Btf(args.btf)
+        sys.exit(f"gen-vmlinux: no BPF target for {machine}")
+    with tempfile.TemporaryDirectory(prefix="gen-vmlinux.") as tmp:
+        if args.btf:
+            path, source = args.btf, f"the BTF file {args.btf}"
+            release = platform.release() if args.btf == "/sys/kernel/btf/vmlinux" else args.btf
+        else:
+            deb = args.deb or download(args.package, DEBIAN_ARCH[arch], tmp)
+            path, arch, release, source = from_deb(deb, tmp)
+        btf = Btf(path)
     w = Writer(btf)
     for name in WHOLE:
         w.define(btf.struct(name), None)
     for name, fields in STRUCTS.items():
         w.define(btf.struct(name), fields)
-    release = platform.release() if args.btf == "/sys/kernel/btf/vmlinux" else args.btf
     fwd = "".join(f"{kw} {n};\n" for kw, n in sorted(w.declared))
     text = (
         "/* SPDX-License-Identifier: GPL-2.0 */\n"
         f"/* Generated by scripts/gen-vmlinux.py from the BTF of Linux {release} ({arch}): only\n"
         " * the kernel types and fields pfr's BPF programs use. CO-RE relocates every field\n"
-        " * access to the running kernel's layout. Edit the script's lists, not this file. */\n"
+        " * access to the running kernel's layout. Edit the script's lists, not this file.\n"
+        f" * From {source} */\n"
         "#ifndef __VMLINUX_H__\n#define __VMLINUX_H__\n\n" + PRELUDE + "\n" +
         "\n".join(w.enums(ENUMERATORS)) + "\n\n"
         "#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)\n\n"
