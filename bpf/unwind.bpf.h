@@ -22,12 +22,9 @@
 #ifndef PFR_UNWIND_BPF_H
 #define PFR_UNWIND_BPF_H
 
-#if defined(__TARGET_ARCH_x86)
-
-#ifndef ENOENT
-#define ENOENT 2
-#endif
-
+/* The maps are declared on every architecture, so that the skeleton user space is built against
+ * has the same members everywhere; only x86-64 walks with them (elsewhere the loader sizes
+ * unwind_rows to one row and loads pfr_sample, which does not use them). */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 1); /* set by the loader: the configured cap */
@@ -51,6 +48,20 @@ struct {
     __type(value, __u8);
 } unwind_asked SEC(".maps");
 
+/* Mappings met by the walk, per process (see struct pfr_uw_proc). */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct pfr_uw_proc);
+} uw_procs SEC(".maps");
+
+#if defined(__TARGET_ARCH_x86)
+
+#ifndef ENOENT
+#define ENOENT 2
+#endif
+
 /* Offsets in the x86-64 rt_sigframe as a signal handler returns into the trampoline (pretcode
  * popped, rsp at the ucontext): uc_mcontext is at 40, its rbp, rsp and rip at 80, 120, 128. */
 #define PFR_SIG_RBP 120
@@ -59,14 +70,6 @@ struct {
 
 /* Bits of the binary search: rows per file at most 2^24. */
 #define PFR_UW_SEARCH_STEPS 24
-
-/* Mappings met by the walk, per process (see struct pfr_uw_proc). */
-struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, 4096);
-    __type(key, __u32);
-    __type(value, struct pfr_uw_proc);
-} uw_procs SEC(".maps");
 
 static const struct pfr_uw_proc uw_proc_zero;
 

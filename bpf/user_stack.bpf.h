@@ -3,8 +3,8 @@
  * User stacks walked by the sampler itself (x86-64): the frame-pointer walk of the kernel's
  * perf_callchain_user, frame for frame, with fewer copies from user memory. Shared by the
  * sampler (cpu_profile.bpf.c) and the test that holds it to the kernel's walk on live processes
- * (tests/recorder/walk_check.bpf.c). Needs vmlinux.h, bpf_helpers.h, bpf_core_read.h and
- * cpu_profile.h before it.
+ * (tests/recorder/walk_check.bpf.c). Needs vmlinux.h, bpf_helpers.h, bpf_core_read.h,
+ * bpf_tracing.h and cpu_profile.h before it.
  *
  * Not the same as the kernel's in two rare cases: a uretprobe's trampoline address is not
  * replaced by the real return address, and a uprobe at a function's first instruction does not
@@ -98,16 +98,17 @@ static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct tas
 {
 #if defined(__TARGET_ARCH_x86)
     __u64 cs;
+    /* ip, frame pointer and sp by bpf_tracing.h's names; cs (64-bit user code?) is x86's own */
     if (umode == 1) {
-        *ip = ctx->regs.ip;
-        *fp = ctx->regs.bp;
-        *sp = ctx->regs.sp;
+        *ip = PT_REGS_IP(&ctx->regs);
+        *fp = PT_REGS_FP(&ctx->regs);
+        *sp = PT_REGS_SP(&ctx->regs);
         cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
     } else if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
         struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
-        *ip = BPF_CORE_READ(r, ip);
-        *fp = BPF_CORE_READ(r, bp);
-        *sp = BPF_CORE_READ(r, sp);
+        *ip = PT_REGS_IP_CORE(r);
+        *fp = PT_REGS_FP_CORE(r);
+        *sp = PT_REGS_SP_CORE(r);
         cs = BPF_CORE_READ(r, cs);
     } else {
         return -1;
