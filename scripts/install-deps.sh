@@ -34,6 +34,8 @@ if [ "$TEST" = 1 ]; then
     chromium python3 procps util-linux libcap2-bin systemd iproute2 curl openssl
     # the .deb (cmake/Packaging.cmake, tests/package): dpkg-shlibdeps, lintian
     dpkg-dev lintian
+    # scripts/gen-vmlinux.py: an x86 kernel's zstd-compressed payload
+    zstd
   )
   # Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from
   # bookworm-backports, which Debian pins low: adding it moves no other package.
