@@ -298,9 +298,10 @@ typedef struct pfr_slice_stats {
  * service, type and profile labels (from_ns..nlabels); its sample label filter, after_id, max_id
  * and limit must be unset (a slice keeps whole chunks). Errors: -EEXIST (path exists and no
  * PFR_SLICE_FORCE, or it is not a regular file nor a symlink to one: a device, folder, FIFO,
- * socket or dangling link, left untouched), -ENOENT (no chunk matches: nothing is written), -EINVAL, -ENOTDIR (no such
- * folder), -errno of the destination folder (-EACCES, -EROFS, -ENOSPC...), others from the
- * store; on error nothing is left at path or beside it. st may be NULL. */
+ * socket or dangling link, left untouched), -ENOENT (no chunk matches: nothing is written),
+ * -EINVAL, -ENOTDIR (no such folder), -errno of the destination folder (-EACCES, -EROFS,
+ * -ENOSPC...), others from the store; on error nothing is left at path or beside it. st may be
+ * NULL. */
 int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *path, unsigned flags,
                           pfr_slice_stats *st, char *err, size_t errlen);
 

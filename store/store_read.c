@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_internal.h"
+#include "store_build.h"
+#include "store_handle.h"
 
 /* A chunk found by the metadata pass. */
 struct cand {
@@ -74,6 +75,15 @@ static int cands_push(struct cands *c, sqlite3_stmt *st, bool with_totals)
     return 0;
 }
 
+/* A listed chunk through the one decoder (store_dict.h). */
+static int load_chunk(pfr_store *s, const struct cand *c, const struct rstream *r,
+                      struct dchunk *dc, const struct chain **chain_out)
+{
+    struct store_chunk_ref ref = {c->id,       c->stream_id, c->base_id, c->dict_id,
+                                  c->start_ns, c->end_ns,    c->crc};
+    return store_chunk_load(&s->dict, &ref, r, dc, chain_out);
+}
+
 static void time_bounds(const pfr_store_filter *f, int64_t *from, int64_t *to)
 {
     *from = f && f->from_ns ? f->from_ns : INT64_MIN;
@@ -88,7 +98,7 @@ static bool restricts_streams(const pfr_store_filter *f)
 /* Metadata pass, inside the caller's read transaction. */
 static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
 {
-    int rc = pfr_store_streams_refresh(s);
+    int rc = store_streams_refresh(&s->dict);
     if (rc)
         return rc;
     int64_t from, to;
@@ -99,28 +109,28 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
 
     /* Few matching streams among many: walk each stream's (stream_id, end_ns) index. */
     size_t nmatch = 0;
-    for (size_t i = 0; i < s->nstreams; i++)
-        nmatch += pfr_store_stream_matches(&s->streams[i], f);
-    bool per_stream = restricts_streams(f) && nmatch <= 64 && nmatch < s->nstreams / 2;
+    for (size_t i = 0; i < s->dict.nstreams; i++)
+        nmatch += store_stream_matches(&s->dict.streams[i], f);
+    bool per_stream = restricts_streams(f) && nmatch <= 64 && nmatch < s->dict.nstreams / 2;
 
     const char *sql = per_stream ? "SELECT " CAND_COLS " FROM chunks WHERE stream_id = ?5 AND"
                                    " end_ns > ?3 AND start_ns < ?4 AND id > ?1 AND id <= ?2"
                                  : "SELECT " CAND_COLS " FROM chunks WHERE id > ?1 AND id <= ?2 AND"
                                    " end_ns > ?3 AND start_ns < ?4 ORDER BY id";
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return pfr_store_errno(sqlite3_errcode(s->db));
+    if (sqlite3_prepare_v2(s->sql.db, sql, -1, &st, NULL) != SQLITE_OK)
+        return store_db_err(&s->sql);
     sqlite3_bind_int64(st, 1, after);
     sqlite3_bind_int64(st, 2, max_id);
     sqlite3_bind_int64(st, 3, from);
     sqlite3_bind_int64(st, 4, to);
     int step = SQLITE_DONE;
     if (per_stream) {
-        for (size_t i = 0; i < s->nstreams && !rc; i++) {
-            if (!pfr_store_stream_matches(&s->streams[i], f))
+        for (size_t i = 0; i < s->dict.nstreams && !rc; i++) {
+            if (!store_stream_matches(&s->dict.streams[i], f))
                 continue;
             sqlite3_reset(st);
-            sqlite3_bind_int64(st, 5, s->streams[i].id);
+            sqlite3_bind_int64(st, 5, s->dict.streams[i].id);
             while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
                 rc = cands_push(out, st, true);
             if (!rc && step != SQLITE_DONE)
@@ -135,10 +145,10 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     } else {
         bool narrowed = restricts_streams(f);
         while (!rc && out->n < limit && (step = sqlite3_step(st)) == SQLITE_ROW) {
-            const struct rstream *r = pfr_store_stream_get(s, sqlite3_column_int64(st, 1));
+            const struct rstream *r = store_stream_get(&s->dict, sqlite3_column_int64(st, 1));
             /* A chunk of an unknown stream is corrupt: report it unless a filter rules it
              * out for sure. */
-            if (r ? !pfr_store_stream_matches(r, f) : narrowed)
+            if (r ? !store_stream_matches(r, f) : narrowed)
                 continue;
             rc = cands_push(out, st, true);
         }
@@ -149,62 +159,6 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     return rc;
 }
 
-/* ---- loading one chunk (inside the caller's read transaction) ---- */
-enum { LOAD_OK = 0, LOAD_VANISHED = 1 };
-
-static int load_chunk(pfr_store *s, const struct cand *c, const struct rstream *r,
-                      struct dchunk *dc, const struct chain **chain_out)
-{
-    if (!r || r->bad)
-        return -EBADMSG;
-    sqlite3_stmt *st = pfr_store_stmt(s, ST_CHUNK_DATA);
-    if (!st)
-        return pfr_store_errno(sqlite3_errcode(s->db));
-    sqlite3_bind_int64(st, 1, c->id);
-    int step = sqlite3_step(st);
-    if (step == SQLITE_DONE) {
-        sqlite3_reset(st);
-        /* Evicted since the metadata pass, or a missing payload (corrupt)? */
-        sqlite3_stmt *ex = pfr_store_stmt(s, ST_CHUNK_EXISTS);
-        if (!ex)
-            return pfr_store_errno(sqlite3_errcode(s->db));
-        sqlite3_bind_int64(ex, 1, c->id);
-        int e = sqlite3_step(ex);
-        sqlite3_reset(ex);
-        if (e == SQLITE_DONE)
-            return LOAD_VANISHED;
-        return e == SQLITE_ROW ? -EBADMSG : pfr_store_errno(e);
-    }
-    if (step != SQLITE_ROW) {
-        sqlite3_reset(st);
-        int e = pfr_store_errno(step);
-        return e ? e : -EIO;
-    }
-    bool corrupt;
-    int err;
-    uint32_t dict_n[T_N];
-    const struct chain *ch =
-        pfr_store_chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
-    if (!ch) {
-        sqlite3_reset(st);
-        return corrupt ? -EBADMSG : err;
-    }
-    const uint8_t *blob = sqlite3_column_blob(st, 0);
-    size_t len = (size_t)sqlite3_column_bytes(st, 0);
-    int rc = sqlite3_column_type(st, 0) == SQLITE_BLOB
-                 ? pfr_store_chunk_row_unpack(s, blob, len, c->stream_id, c->base_id, c->dict_id,
-                                              c->start_ns, c->end_ns, c->crc)
-                 : -EBADMSG;
-    sqlite3_reset(st);
-    if (rc)
-        return rc;
-    rc = pfr_store_chunk_decode(s->raw.data, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);
-    if (rc)
-        return rc;
-    *chain_out = ch;
-    return LOAD_OK;
-}
-
 /* Totals from the metadata row must equal the decoded samples' sums. */
 static int check_totals(const struct cands *cs, const struct cand *c, const struct dchunk *dc)
 {
@@ -213,7 +167,7 @@ static int check_totals(const struct cands *cs, const struct cand *c, const stru
     int64_t t[64], *tp = t;
     if (dc->ntypes > 64 && !(tp = malloc(dc->ntypes * sizeof(*tp))))
         return -ENOMEM;
-    int rc = pfr_store_totals_decode(cs->tot.data + c->tot_off, c->tot_len, dc->ntypes, tp);
+    int rc = store_totals_decode(cs->tot.data + c->tot_off, c->tot_len, dc->ntypes, tp);
     if (!rc && memcmp(tp, dc->totals, dc->ntypes * sizeof(*tp)) != 0)
         rc = -EBADMSG;
     if (tp != t)
@@ -227,179 +181,12 @@ static void persist_corrupt(pfr_store *s, uint64_t n)
     if (s->read_only || !n)
         return;
     /* Best effort: the count is a diagnostic, the scan's result does not depend on it. */
-    if (pfr_store_exec(s, "BEGIN IMMEDIATE") == 0) {
-        if (pfr_store_meta_add(s, "corrupt", (int64_t)n) == 0)
-            pfr_store_exec(s, "COMMIT");
+    if (store_exec(&s->sql, "BEGIN IMMEDIATE") == 0) {
+        if (store_meta_add(&s->sql, "corrupt", (int64_t)n) == 0)
+            store_exec(&s->sql, "COMMIT");
         else
-            pfr_store_exec(s, "ROLLBACK");
+            store_exec(&s->sql, "ROLLBACK");
     }
-}
-
-/* ---- sample label filters ---- */
-static const char *str_at(const struct tabs *d, const struct tabs *delta, uint32_t i)
-{
-    size_t len;
-    return (const char *)tabs2_key(d, delta, T_STR, i, &len);
-}
-
-static bool lset_matches(const struct tabs *d, const struct tabs *delta, uint32_t ls,
-                         const pfr_store_filter *f)
-{
-    size_t len;
-    const struct nlabel *l = (const struct nlabel *)tabs2_key(d, delta, T_LSET, ls, &len);
-    size_t n = len / sizeof(*l);
-    for (size_t i = 0; i < f->nsample_labels; i++) {
-        bool ok = false;
-        for (size_t j = 0; j < n && !ok; j++) {
-            if (strcmp(str_at(d, delta, l[j].key), f->sample_labels[i].key) != 0)
-                continue;
-            if (l[j].str != LABEL_NUM) {
-                ok = strcmp(str_at(d, delta, l[j].str), f->sample_labels[i].value) == 0;
-            } else {
-                char num[32];
-                snprintf(num, sizeof(num), "%" PRId64, l[j].num);
-                ok = strcmp(num, f->sample_labels[i].value) == 0;
-            }
-        }
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* ---- a chunk as a pfr_profile ---- */
-static int64_t add_loc(pfr_profile *p, const struct tabs *d, const struct tabs *delta, uint32_t loc,
-                       pfr_line **lines, size_t *cap)
-{
-    size_t len;
-    const struct nloc *l = (const struct nloc *)tabs2_key(d, delta, T_LOC, loc, &len);
-    const struct nline *ln = (const struct nline *)(l + 1);
-    if (VEC_RESERVE(*lines, *cap, l->nlines ? l->nlines : 1))
-        return -ENOMEM;
-    for (uint32_t i = 0; i < l->nlines; i++) {
-        const struct nfunc *f = (const struct nfunc *)tabs2_key(d, delta, T_FUNC, ln[i].func, &len);
-        const char *name = str_at(d, delta, f->name);
-        int64_t fi = pfr_profile_add_function(p, name, name, str_at(d, delta, f->file), 0);
-        if (fi < 0)
-            return fi;
-        (*lines)[i] = (pfr_line){(uint32_t)fi, ln[i].line};
-    }
-    const char *module = str_at(d, delta, l->module);
-    int64_t m = -1;
-    if (module[0] && (m = pfr_profile_add_mapping(p, 0, 0, 0, module, "")) < 0)
-        return m;
-    return pfr_profile_add_location(p, m, l->addr, *lines, l->nlines);
-}
-
-static void set_header(pfr_profile *p, const struct tabs *d, const struct dchunk *c)
-{
-    const char *pt = str_at(d, &c->delta, c->period_type);
-    const char *pu = str_at(d, &c->delta, c->period_unit);
-    if (c->period || pt[0] || pu[0])
-        pfr_profile_set_period(p, pt, pu, c->period);
-    if (c->time_nanos || c->duration)
-        pfr_profile_set_time(p, c->time_nanos, c->duration);
-}
-
-void pfr_store_build_scratch_free(struct build_scratch *b)
-{
-    free(b->locmap);
-    free(b->lsok);
-    free(b->stack);
-    free(b->lines);
-    free(b->labels);
-}
-
-/* pfr_label array of label set ls (pointers into the tables). */
-static int lset_labels(const struct tabs *d, const struct tabs *delta, uint32_t ls, pfr_label **out,
-                       size_t *cap, size_t *n)
-{
-    size_t len;
-    const struct nlabel *l = (const struct nlabel *)tabs2_key(d, delta, T_LSET, ls, &len);
-    *n = len / sizeof(*l);
-    if (VEC_RESERVE(*out, *cap, *n ? *n : 1))
-        return -ENOMEM;
-    for (size_t j = 0; j < *n; j++) {
-        pfr_label *o = &(*out)[j];
-        o->key = str_at(d, delta, l[j].key);
-        if (l[j].str == LABEL_NUM) {
-            o->str = NULL;
-            o->num = l[j].num;
-            o->unit = l[j].unit ? str_at(d, delta, l[j].unit) : NULL;
-        } else {
-            o->str = str_at(d, delta, l[j].str);
-            o->num = 0;
-            o->unit = NULL;
-        }
-    }
-    return 0;
-}
-
-int pfr_store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
-                            const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out)
-{
-    *out = NULL;
-    pfr_profile *p = pfr_profile_new();
-    if (!p)
-        return -ENOMEM;
-    for (size_t i = 0; i < r->ntypes; i++)
-        pfr_profile_add_sample_type(p, r->types[i], r->units[i]);
-    set_header(p, d, c);
-    size_t nloc = (size_t)c->base[T_LOC] + c->delta.t[T_LOC].n;
-    size_t nls = (size_t)c->base[T_LSET] + c->delta.t[T_LSET].n;
-    if (VEC_RESERVE(b->locmap, b->cap_loc, nloc ? nloc : 1) ||
-        VEC_RESERVE(b->lsok, b->cap_ls, nls ? nls : 1)) {
-        pfr_profile_free(p);
-        return -ENOMEM;
-    }
-    memset(b->locmap, 0, nloc * sizeof(*b->locmap));
-    memset(b->lsok, 0, nls);
-    bool filter = f && f->nsample_labels;
-    int rc = 0;
-    for (size_t i = 0; i < c->nsamples && !rc; i++) {
-        uint32_t ls = c->lset[i];
-        if (filter) {
-            if (!b->lsok[ls])
-                b->lsok[ls] = lset_matches(d, &c->delta, ls, f) ? 1 : 2;
-            if (b->lsok[ls] == 2)
-                continue;
-        }
-        size_t len;
-        const uint32_t *locs =
-            (const uint32_t *)tabs2_key(d, &c->delta, T_STACK, c->stack[i], &len);
-        size_t n = len / 4;
-        if (VEC_RESERVE(b->stack, b->cap_stack, n ? n : 1)) {
-            rc = -ENOMEM;
-            break;
-        }
-        for (size_t j = 0; j < n && !rc; j++) {
-            if (!b->locmap[locs[j]]) {
-                int64_t x = add_loc(p, d, &c->delta, locs[j], &b->lines, &b->cap_lines);
-                if (x < 0)
-                    rc = (int)x;
-                else
-                    b->locmap[locs[j]] = (uint32_t)x + 1;
-            }
-            b->stack[j] = b->locmap[locs[j]] - 1;
-        }
-        size_t nl;
-        if (!rc)
-            rc = lset_labels(d, &c->delta, ls, &b->labels, &b->cap_labels, &nl);
-        if (!rc) {
-            int64_t x =
-                pfr_profile_add_sample(p, b->stack, n, &c->values[i * c->ntypes], b->labels, nl);
-            if (x < 0)
-                rc = (int)x;
-        }
-    }
-    if (!rc)
-        rc = pfr_profile_error(p);
-    if (rc) {
-        pfr_profile_free(p);
-        return rc;
-    }
-    *out = p;
-    return 0;
 }
 
 static void fill_meta(pfr_chunk_meta *m, const struct cand *c, const struct rstream *r,
@@ -420,185 +207,15 @@ static void fill_meta(pfr_chunk_meta *m, const struct cand *c, const struct rstr
     };
 }
 
-/* ---- a chunk's samples against its dictionary ---- */
-struct pfr_chunk_samples {
-    const struct tabs *d;   /* the stream's dictionary chain (may hold later layers too) */
-    const struct dchunk *c; /* the chunk: its delta and samples */
-    int64_t dict;           /* the chain's base layer id */
-    const uint32_t *keep;   /* sample indices that pass the sample label filter */
-    size_t n;
-};
-
-/* Entry i of table k: the dictionary below the chunk's base, the chunk's delta above. */
-static const uint8_t *view_key(const pfr_chunk_samples *v, int k, uint32_t i, size_t *len)
-{
-    if (i < v->c->base[k])
-        return ktab_key(&v->d->t[k], i, len);
-    return ktab_key(&v->c->delta.t[k], i - v->c->base[k], len);
-}
-
-static const char *view_str(const pfr_chunk_samples *v, uint32_t i)
-{
-    size_t len;
-    return (const char *)view_key(v, T_STR, i, &len);
-}
-
-static uint32_t view_count(const pfr_chunk_samples *v, int k)
-{
-    return v->c->base[k] + v->c->delta.t[k].n;
-}
-
-int64_t pfr_samples_dict(const pfr_chunk_samples *v, uint32_t *stable_stacks,
-                         uint32_t *stable_locations)
-{
-    if (stable_stacks)
-        *stable_stacks = v->c->base[T_STACK];
-    if (stable_locations)
-        *stable_locations = v->c->base[T_LOC];
-    return v->dict;
-}
-
-size_t pfr_samples_count(const pfr_chunk_samples *v)
-{
-    return v->n;
-}
-
-uint32_t pfr_samples_num_stacks(const pfr_chunk_samples *v)
-{
-    return view_count(v, T_STACK);
-}
-
-uint32_t pfr_samples_stack(const pfr_chunk_samples *v, size_t i)
-{
-    return i < v->n ? v->c->stack[v->keep[i]] : UINT32_MAX;
-}
-
-uint32_t pfr_samples_label_set(const pfr_chunk_samples *v, size_t i)
-{
-    return i < v->n ? v->c->lset[v->keep[i]] : UINT32_MAX;
-}
-
-const int64_t *pfr_samples_values(const pfr_chunk_samples *v, size_t i)
-{
-    return i < v->n ? &v->c->values[(size_t)v->keep[i] * v->c->ntypes] : NULL;
-}
-
-const uint32_t *pfr_samples_stack_locations(const pfr_chunk_samples *v, uint32_t stack, size_t *n)
-{
-    *n = 0;
-    if (stack >= view_count(v, T_STACK))
-        return NULL;
-    size_t len;
-    const uint32_t *locs = (const uint32_t *)view_key(v, T_STACK, stack, &len);
-    *n = len / sizeof(*locs);
-    return locs;
-}
-
-size_t pfr_samples_location_frames(const pfr_chunk_samples *v, uint32_t loc, pfr_frame *out,
-                                   size_t cap)
-{
-    if (loc >= view_count(v, T_LOC))
-        return 0;
-    size_t len;
-    const struct nloc *l = (const struct nloc *)view_key(v, T_LOC, loc, &len);
-    const struct nline *ln = (const struct nline *)(l + 1);
-    const char *module = view_str(v, l->module);
-    if (l->nlines == 0) {
-        /* An unsymbolized location is still one frame (as in pfr_profile_location_frames). */
-        if (cap > 0)
-            out[0] = (pfr_frame){"", "", 0, l->addr, module};
-        return 1;
-    }
-    for (uint32_t i = 0; i < l->nlines && i < cap; i++) {
-        const struct nfunc *f = (const struct nfunc *)view_key(v, T_FUNC, ln[i].func, &len);
-        out[i] =
-            (pfr_frame){view_str(v, f->name), view_str(v, f->file), ln[i].line, l->addr, module};
-    }
-    return l->nlines;
-}
-
-size_t pfr_samples_stack_frames(const pfr_chunk_samples *v, uint32_t stack, pfr_frame *out,
-                                size_t cap)
-{
-    size_t n, total = 0;
-    const uint32_t *locs = pfr_samples_stack_locations(v, stack, &n);
-    for (size_t j = 0; j < n; j++) {
-        size_t room = total < cap ? cap - total : 0;
-        total += pfr_samples_location_frames(v, locs[j], room ? out + total : NULL, room);
-    }
-    return total;
-}
-
-size_t pfr_samples_labels(const pfr_chunk_samples *v, uint32_t lset, pfr_label *out, size_t cap)
-{
-    if (lset >= view_count(v, T_LSET))
-        return 0;
-    size_t len;
-    const struct nlabel *l = (const struct nlabel *)view_key(v, T_LSET, lset, &len);
-    size_t n = len / sizeof(*l);
-    for (size_t j = 0; j < n && j < cap; j++) {
-        pfr_label *o = &out[j];
-        o->key = view_str(v, l[j].key);
-        if (l[j].str == LABEL_NUM) {
-            o->str = NULL;
-            o->num = l[j].num;
-            o->unit = l[j].unit ? view_str(v, l[j].unit) : NULL;
-        } else {
-            o->str = view_str(v, l[j].str);
-            o->num = 0;
-            o->unit = NULL;
-        }
-    }
-    return n;
-}
-
-/* The samples of c that pass f's sample label filter, as indices into b->stack (reused). */
-static int view_init(pfr_chunk_samples *v, const struct tabs *d, int64_t dict,
-                     const struct dchunk *c, const pfr_store_filter *f, struct build_scratch *b)
-{
-    *v = (pfr_chunk_samples){.d = d, .c = c, .dict = dict};
-    size_t nls = view_count(v, T_LSET);
-    if (VEC_RESERVE(b->stack, b->cap_stack, c->nsamples ? c->nsamples : 1) ||
-        VEC_RESERVE(b->lsok, b->cap_ls, nls ? nls : 1))
-        return -ENOMEM;
-    memset(b->lsok, 0, nls);
-    bool filter = f && f->nsample_labels;
-    for (size_t i = 0; i < c->nsamples; i++) {
-        uint32_t ls = c->lset[i];
-        if (filter && !b->lsok[ls]) {
-            struct tabs dv = *v->d; /* the dictionary as of the chunk's layer */
-            for (int k = 0; k < T_N; k++)
-                dv.t[k].n = c->base[k];
-            b->lsok[ls] = lset_matches(&dv, &c->delta, ls, f) ? 1 : 2;
-        }
-        if (!filter || b->lsok[ls] == 1)
-            b->stack[v->n++] = (uint32_t)i;
-    }
-    v->keep = b->stack;
-    return 0;
-}
-
-int pfr_store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
-                           const pfr_store_filter *f, struct build_scratch *b,
-                           const pfr_chunk_meta *m, pfr_samples_cb cb, void *ctx)
-{
-    pfr_chunk_samples v;
-    int rc = view_init(&v, d, dict, c, f, b);
-    return rc ? rc : cb(m, &v, ctx);
-}
-
-/* ---- scan ---- */
-
-/* Hand one loaded chunk to the reader: as a profile (pcb) or as samples (scb). */
 static int deliver(const struct rstream *r, const struct chain *d, const struct dchunk *dc,
                    const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
                    pfr_chunk_cb pcb, pfr_samples_cb scb, void *ctx)
 {
     int rc;
     if (scb)
-        return pfr_store_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
+        return store_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
     pfr_profile *p;
-    if ((rc = pfr_store_build_profile(r, &d->t, dc, f, b, &p)) != 0)
+    if ((rc = store_build_profile(r, &d->t, dc, f, b, &p)) != 0)
         return rc;
     rc = pcb(m, p, ctx);
     pfr_profile_free(p);
@@ -613,18 +230,18 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         st = &local;
     *st = (pfr_scan_stats){0};
     struct cands cs = {0};
-    int rc = pfr_store_begin_read(s);
+    int rc = store_begin_read(&s->sql);
     if (rc)
         return rc;
     rc = collect(s, f, &cs);
-    pfr_store_end_read(s);
+    store_end_read(&s->sql);
     struct dchunk dc = {0};
     struct build_scratch b = {0};
     int64_t *totals = NULL;
     size_t cap_totals = 0;
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
-        const struct rstream *r = pfr_store_stream_get(s, c->stream_id);
+        const struct rstream *r = store_stream_get(&s->dict, c->stream_id);
         st->last_id = c->id;
         if (!r || r->bad) {
             st->corrupt++;
@@ -636,7 +253,7 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         }
         pfr_chunk_meta m;
         if (flags & PFR_SCAN_META_ONLY) {
-            if (pfr_store_totals_decode(cs.tot.data + c->tot_off, c->tot_len, r->ntypes, totals)) {
+            if (store_totals_decode(cs.tot.data + c->tot_off, c->tot_len, r->ntypes, totals)) {
                 st->corrupt++;
                 continue;
             }
@@ -646,13 +263,13 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
             continue;
         }
         const struct chain *d = NULL;
-        if ((rc = pfr_store_begin_read(s)) != 0)
+        if ((rc = store_begin_read(&s->sql)) != 0)
             break;
         int lr = load_chunk(s, c, r, &dc, &d);
-        if (lr == LOAD_OK)
+        if (lr == STORE_LOAD_OK)
             lr = check_totals(&cs, c, &dc);
-        pfr_store_end_read(s);
-        if (lr == LOAD_VANISHED)
+        store_end_read(&s->sql);
+        if (lr == STORE_LOAD_VANISHED)
             continue;
         if (lr == -EBADMSG) {
             st->corrupt++;
@@ -669,8 +286,8 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
     }
     persist_corrupt(s, st->corrupt);
     free(totals);
-    pfr_store_build_scratch_free(&b);
-    pfr_store_dchunk_free(&dc);
+    store_build_scratch_free(&b);
+    store_dchunk_free(&dc);
     cands_free(&cs);
     return rc;
 }
@@ -731,8 +348,8 @@ static void merger_free(struct merger *m)
 {
     pfr_profile_free(m->p);
     free(m->tmap);
-    pfr_store_ktab_free(&m->stacks);
-    pfr_store_ktab_free(&m->lsets);
+    store_ktab_free(&m->stacks);
+    store_ktab_free(&m->lsets);
     pfr_map_free(&m->acc);
     free(m->vals);
     free(m->keys);
@@ -808,8 +425,8 @@ static int64_t m_func(struct merger *m, struct mdict *md, const struct tabs *d,
         return *slot - 1;
     size_t len;
     const struct nfunc *f = (const struct nfunc *)tabs2_key(d, &c->delta, T_FUNC, fn, &len);
-    const char *name = str_at(d, &c->delta, f->name);
-    int64_t x = pfr_profile_add_function(m->p, name, name, str_at(d, &c->delta, f->file), 0);
+    const char *name = store_str_at(d, &c->delta, f->name);
+    int64_t x = pfr_profile_add_function(m->p, name, name, store_str_at(d, &c->delta, f->file), 0);
     if (x >= 0 && slot)
         *slot = (uint32_t)x + 1;
     return x;
@@ -825,7 +442,7 @@ static int m_map(struct merger *m, struct mdict *md, const struct tabs *d, const
         *out = (int64_t)*slot - 2;
         return 0;
     }
-    const char *module = str_at(d, &c->delta, str);
+    const char *module = store_str_at(d, &c->delta, str);
     int64_t x = -1;
     if (module[0] && (x = pfr_profile_add_mapping(m->p, 0, 0, 0, module, "")) < 0)
         return (int)x;
@@ -888,7 +505,7 @@ static int64_t m_stack(struct merger *m, struct mdict *md, const struct tabs *d,
     }
     if (pfr_buf_err(&m->key))
         return pfr_buf_err(&m->key);
-    int64_t id = pfr_store_ktab_intern(&m->stacks, m->key.data, m->key.len, NULL);
+    int64_t id = store_ktab_intern(&m->stacks, m->key.data, m->key.len, NULL);
     if (id >= 0)
         *slot = (uint32_t)id + 1;
     return id;
@@ -901,7 +518,7 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
     uint32_t *slot = ls < c->base[T_LSET] ? &md->lset[ls] : &m->dlset[ls - c->base[T_LSET]];
     if (*slot)
         return *slot == LS_FILTERED ? LS_FILTERED : *slot - 1;
-    if (m->f && m->f->nsample_labels && !lset_matches(d, &c->delta, ls, m->f)) {
+    if (m->f && m->f->nsample_labels && !store_lset_matches(d, &c->delta, ls, m->f)) {
         *slot = LS_FILTERED;
         return LS_FILTERED;
     }
@@ -911,14 +528,14 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
         const struct nlabel *l = (const struct nlabel *)tabs2_key(d, &c->delta, T_LSET, ls, &len);
         m->key.len = 0;
         for (size_t j = 0; j < len / sizeof(*l); j++) {
-            const char *k = str_at(d, &c->delta, l[j].key);
+            const char *k = store_str_at(d, &c->delta, l[j].key);
             pfr_buf_put(&m->key, k, strlen(k) + 1);
             if (l[j].str != LABEL_NUM) {
-                const char *v = str_at(d, &c->delta, l[j].str);
+                const char *v = store_str_at(d, &c->delta, l[j].str);
                 pfr_buf_u8(&m->key, 's');
                 pfr_buf_put(&m->key, v, strlen(v) + 1);
             } else {
-                const char *u = l[j].unit ? str_at(d, &c->delta, l[j].unit) : "";
+                const char *u = l[j].unit ? store_str_at(d, &c->delta, l[j].unit) : "";
                 pfr_buf_u8(&m->key, 'n');
                 pfr_buf_put(&m->key, &l[j].num, sizeof(l[j].num));
                 pfr_buf_put(&m->key, u, strlen(u) + 1);
@@ -926,7 +543,7 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
         }
         if (pfr_buf_err(&m->key))
             return pfr_buf_err(&m->key);
-        id = pfr_store_ktab_intern(&m->lsets, m->key.data, m->key.len, NULL);
+        id = store_ktab_intern(&m->lsets, m->key.data, m->key.len, NULL);
         if (id < 0)
             return id;
     }
@@ -936,8 +553,8 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
 
 static void m_header(struct merger *m, const struct tabs *d, const struct dchunk *c)
 {
-    const char *pt = str_at(d, &c->delta, c->period_type);
-    const char *pu = str_at(d, &c->delta, c->period_unit);
+    const char *pt = store_str_at(d, &c->delta, c->period_type);
+    const char *pu = store_str_at(d, &c->delta, c->period_unit);
     if (!m->have_period && (c->period || pt[0] || pu[0])) {
         pfr_profile_set_period(m->p, pt, pu, c->period);
         m->have_period = true;
@@ -1096,7 +713,7 @@ static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
     const struct rstream *ref = NULL;
     bool uniform = true;
     for (size_t i = 0; i < cs->n; i++) {
-        const struct rstream *r = pfr_store_stream_get(s, cs->v[i].stream_id);
+        const struct rstream *r = store_stream_get(&s->dict, cs->v[i].stream_id);
         if (!r || r->bad)
             continue;
         if (!ref)
@@ -1115,7 +732,7 @@ static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
     if (!m->f || !m->f->type)
         return -EINVAL;
     for (size_t i = 0; i < cs->n; i++) {
-        const struct rstream *r = pfr_store_stream_get(s, cs->v[i].stream_id);
+        const struct rstream *r = store_stream_get(&s->dict, cs->v[i].stream_id);
         for (size_t t = 0; r && !r->bad && t < r->ntypes; t++) {
             if (strcmp(r->types[t], m->f->type) == 0) {
                 pfr_profile_add_sample_type(m->p, r->types[t], r->units[t]);
@@ -1139,9 +756,9 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     struct cands cs = {0};
     struct dchunk dc = {0};
     m.p = pfr_profile_new();
-    if (!m.p || pfr_store_ktab_intern(&m.lsets, "", 0, NULL) != 0)
+    if (!m.p || store_ktab_intern(&m.lsets, "", 0, NULL) != 0)
         return -ENOMEM;
-    int rc = pfr_store_begin_read(s);
+    int rc = store_begin_read(&s->sql);
     if (rc) {
         merger_free(&m);
         return rc;
@@ -1164,24 +781,24 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     }
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
-        const struct rstream *r = pfr_store_stream_get(s, c->stream_id);
+        const struct rstream *r = store_stream_get(&s->dict, c->stream_id);
         const struct chain *d = NULL;
         st->last_id = c->id;
         uint32_t k = store_map_get(&top, (uint64_t)c->base_id);
         if (r && !r->bad && k != UINT32_MAX && tops[k]) {
             /* Read the chain's layers up to the last one the range needs in one statement, not
              * one layer per chunk. Whatever this finds (a broken layer, an error) the chunk's
-             * own pfr_store_chain_get below finds again. */
+             * own store_chain_get below finds again. */
             uint32_t n[T_N];
             bool corrupt;
             int err;
-            pfr_store_chain_get(s, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
+            store_chain_get(&s->dict, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
             tops[k] = 0;
         }
         int lr = load_chunk(s, c, r, &dc, &d);
-        if (lr == LOAD_OK)
+        if (lr == STORE_LOAD_OK)
             lr = check_totals(&cs, c, &dc);
-        if (lr == LOAD_VANISHED)
+        if (lr == STORE_LOAD_VANISHED)
             continue;
         if (lr == -EBADMSG) {
             st->corrupt++;
@@ -1194,7 +811,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         rc = m_chunk(&m, r, d, &dc);
         st->chunks++;
     }
-    pfr_store_end_read(s);
+    store_end_read(&s->sql);
     pfr_map_free(&top);
     free(tops);
     persist_corrupt(s, st->corrupt);
@@ -1207,7 +824,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         m.p = NULL;
     }
     merger_free(&m);
-    pfr_store_dchunk_free(&dc);
+    store_dchunk_free(&dc);
     cands_free(&cs);
     return rc;
 }
@@ -1220,7 +837,7 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     if (err && errlen)
         err[0] = 0;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, "PRAGMA integrity_check(20)", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(s->sql.db, "PRAGMA integrity_check(20)", -1, &st, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *msg = (const char *)sqlite3_column_text(st, 0);
         if (!msg || strcmp(msg, "ok") != 0) {
@@ -1234,14 +851,14 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     if (rc != SQLITE_OK && rc != SQLITE_DONE) {
         int e = pfr_store_errno(rc);
         if (e != -EBADMSG)
-            return pfr_store_fail(s, e, err, errlen, "integrity_check failed to run");
+            return store_fail(&s->sql, e, err, errlen, "integrity_check failed to run");
         problem = true;
-        pfr_store_fail(s, e, err, errlen, "integrity_check");
+        store_fail(&s->sql, e, err, errlen, "integrity_check");
     }
-    pfr_store_chain_cache_clear(s);
+    store_chain_cache_clear(&s->dict);
     struct cands cs = {0};
     struct dchunk dc = {0};
-    rc = pfr_store_begin_read(s);
+    rc = store_begin_read(&s->sql);
     if (!rc)
         rc = collect(s, NULL, &cs);
     if (rc == -EBADMSG) {
@@ -1254,10 +871,10 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
         const struct chain *d;
-        int lr = load_chunk(s, c, pfr_store_stream_get(s, c->stream_id), &dc, &d);
-        if (lr == LOAD_OK)
+        int lr = load_chunk(s, c, store_stream_get(&s->dict, c->stream_id), &dc, &d);
+        if (lr == STORE_LOAD_OK)
             lr = check_totals(&cs, c, &dc);
-        if (lr == LOAD_VANISHED)
+        if (lr == STORE_LOAD_VANISHED)
             continue;
         if (lr == -EBADMSG) {
             if (!bad && err && errlen && !err[0])
@@ -1268,75 +885,14 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
         }
         rc = lr;
     }
-    pfr_store_end_read(s);
-    pfr_store_dchunk_free(&dc);
+    store_end_read(&s->sql);
+    store_dchunk_free(&dc);
     cands_free(&cs);
     if (bad_chunks)
         *bad_chunks = bad;
     if (rc)
-        return pfr_store_fail(s, rc, err, errlen, "check failed");
+        return store_fail(&s->sql, rc, err, errlen, "check failed");
     return problem || bad ? -EBADMSG : 0;
 }
 
 /* ---- migrations ---- */
-
-/* 1 -> 2: chunks get their per-type totals, so timelines need not decode payloads. */
-static int migrate_1_2(pfr_store *s)
-{
-    int rc = pfr_store_exec(s, "ALTER TABLE chunks ADD COLUMN totals BLOB NOT NULL DEFAULT x''");
-    if (rc || (rc = pfr_store_streams_refresh(s)) != 0)
-        return rc;
-    struct cands cs = {0};
-    struct dchunk dc = {0};
-    pfr_buf tot = {0};
-    sqlite3_stmt *sel = NULL, *upd = NULL;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, stream_id, base_id, dict_id, start_ns, end_ns, crc, nbytes"
-                           " FROM chunks ORDER BY id",
-                           -1, &sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(s->db, "UPDATE chunks SET totals = ?2 WHERE id = ?1", -1, &upd, NULL) !=
-            SQLITE_OK)
-        rc = pfr_store_errno(sqlite3_errcode(s->db));
-    int step;
-    while (!rc && (step = sqlite3_step(sel)) == SQLITE_ROW)
-        rc = cands_push(&cs, sel, false);
-    if (!rc && step != SQLITE_DONE)
-        rc = pfr_store_errno(step);
-    for (size_t i = 0; i < cs.n && !rc; i++) {
-        const struct chain *d;
-        int lr = load_chunk(s, &cs.v[i], pfr_store_stream_get(s, cs.v[i].stream_id), &dc, &d);
-        if (lr)
-            continue; /* corrupt: left with no totals, readers will count it */
-        pfr_store_totals_encode(&tot, dc.totals, dc.ntypes);
-        if (pfr_buf_err(&tot)) {
-            rc = pfr_buf_err(&tot);
-            break;
-        }
-        sqlite3_reset(upd);
-        sqlite3_bind_int64(upd, 1, cs.v[i].id);
-        sqlite3_bind_blob(upd, 2, tot.data, (int)tot.len, SQLITE_STATIC);
-        rc = pfr_store_step_done(upd);
-    }
-    sqlite3_finalize(sel);
-    sqlite3_finalize(upd);
-    pfr_buf_free(&tot);
-    pfr_store_dchunk_free(&dc);
-    cands_free(&cs);
-    return rc ? rc : pfr_store_exec(s, "PRAGMA user_version = 2");
-}
-
-int pfr_store_migrate(pfr_store *s, int from, char *err, size_t errlen)
-{
-    static int (*const steps[])(pfr_store *) = {
-        [1] = migrate_1_2,
-    };
-    for (int v = from; v < PFR_STORE_SCHEMA_VERSION; v++) {
-        int rc = steps[v](s);
-        if (rc) {
-            char msg[96];
-            snprintf(msg, sizeof(msg), "migrating the store from schema %d to %d", v, v + 1);
-            return pfr_store_fail(s, rc, err, errlen, msg);
-        }
-    }
-    return 0;
-}

@@ -22,7 +22,8 @@
 #include <unistd.h>
 
 #include "pfr_clock.h"
-#include "store_internal.h"
+#include "store_handle.h"
+#include "store_migrate.h"
 
 /* Keys of the slice's meta rows (the ring's counters are rows of the same table). */
 #define META_SLICE_ID      "slice_id"
@@ -109,15 +110,15 @@ static int add_base(struct slicer *x, const struct scand *c)
 static int collect(struct slicer *x)
 {
     pfr_store *s = x->s;
-    int rc = pfr_store_streams_refresh(s);
+    int rc = store_streams_refresh(&s->dict);
     if (rc)
-        return fail(x, rc, s->db, "cannot read the ring's streams");
+        return fail(x, rc, s->sql.db, "cannot read the ring's streams");
     int64_t from = x->f->from_ns ? x->f->from_ns : INT64_MIN;
     int64_t to = x->f->to_ns ? x->f->to_ns : INT64_MAX;
-    sqlite3_stmt *st = pfr_store_prepare(s, "SELECT id, stream_id, base_id, dict_id FROM chunks"
-                                            " WHERE end_ns > ?1 AND start_ns < ?2 ORDER BY id");
+    sqlite3_stmt *st = store_prepare(&s->sql, "SELECT id, stream_id, base_id, dict_id FROM chunks"
+                                              " WHERE end_ns > ?1 AND start_ns < ?2 ORDER BY id");
     if (!st)
-        return fail(x, pfr_store_errno(sqlite3_errcode(s->db)), s->db, "cannot list the chunks");
+        return fail(x, store_db_err(&s->sql), s->sql.db, "cannot list the chunks");
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
     /* A chunk of a missing or broken stream is corrupt, as readers of the ring count it (unless
@@ -127,8 +128,8 @@ static int collect(struct slicer *x)
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         struct scand c = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                           sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
-        const struct rstream *r = pfr_store_stream_get(s, c.stream_id);
-        if (r ? !pfr_store_stream_matches(r, x->f) : narrowed)
+        const struct rstream *r = store_stream_get(&s->dict, c.stream_id);
+        if (r ? !store_stream_matches(r, x->f) : narrowed)
             continue;
         if (!r || r->bad) {
             x->st.corrupt++;
@@ -140,13 +141,13 @@ static int collect(struct slicer *x)
             x->c[x->nc++] = c;
     }
     if (!rc && step != SQLITE_DONE)
-        rc = fail(x, pfr_store_errno(step), s->db, "cannot list the chunks");
+        rc = fail(x, pfr_store_errno(step), s->sql.db, "cannot list the chunks");
     sqlite3_finalize(st);
     if (rc)
         return rc;
-    st = pfr_store_prepare(s, "SELECT max(id) FROM chunks");
+    st = store_prepare(&s->sql, "SELECT max(id) FROM chunks");
     if (!st)
-        return fail(x, pfr_store_errno(sqlite3_errcode(s->db)), s->db, "cannot read the ring");
+        return fail(x, store_db_err(&s->sql), s->sql.db, "cannot read the ring");
     if (sqlite3_step(st) == SQLITE_ROW)
         x->source_max_id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -214,7 +215,7 @@ static int open_out(struct slicer *x)
         return fail(x, pfr_store_errno(rc), x->out, "cannot open %s", x->tmp);
     sqlite3_extended_result_codes(x->out, 1);
     int64_t vac = 0;
-    sqlite3_stmt *st = pfr_store_prepare(s, "PRAGMA auto_vacuum");
+    sqlite3_stmt *st = store_prepare(&s->sql, "PRAGMA auto_vacuum");
     if (st && sqlite3_step(st) == SQLITE_ROW)
         vac = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -227,17 +228,16 @@ static int open_out(struct slicer *x)
         return rc;
     /* Tables first, then their indices; SQLite's own tables (sqlite_sequence) come by
      * themselves. */
-    st = pfr_store_prepare(s, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND"
-                              " name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-                              " ORDER BY type <> 'table', rowid");
+    st = store_prepare(&s->sql, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND"
+                                " name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+                                " ORDER BY type <> 'table', rowid");
     if (!st)
-        return fail(x, pfr_store_errno(sqlite3_errcode(s->db)), s->db,
-                    "cannot read the ring's schema");
+        return fail(x, store_db_err(&s->sql), s->sql.db, "cannot read the ring's schema");
     int step = SQLITE_DONE;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
         rc = out_exec(x, (const char *)sqlite3_column_text(st, 0));
     if (!rc && step != SQLITE_DONE)
-        rc = fail(x, pfr_store_errno(step), s->db, "cannot read the ring's schema");
+        rc = fail(x, pfr_store_errno(step), s->sql.db, "cannot read the ring's schema");
     sqlite3_finalize(st);
     return rc;
 }
@@ -277,10 +277,11 @@ static int copier_open(struct slicer *x, struct copier *cp, const char *table, c
 {
     char sql[256];
     snprintf(sql, sizeof(sql), "SELECT * FROM %s WHERE %s", table, where);
-    cp->sel = pfr_store_prepare(x->s, sql);
+    cp->sel = store_prepare(&x->s->sql, sql);
     cp->ins = cp->sel ? insert_like(x, table, cp->sel) : NULL;
     if (!cp->sel)
-        return fail(x, pfr_store_errno(sqlite3_errcode(x->s->db)), x->s->db, "reading %s", table);
+        return fail(x, pfr_store_errno(sqlite3_errcode(x->s->sql.db)), x->s->sql.db, "reading %s",
+                    table);
     if (!cp->ins)
         return fail(x, pfr_store_errno(sqlite3_errcode(x->out)), x->out, "writing %s", table);
     return 0;
@@ -318,7 +319,7 @@ static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *
         int64_t fields[3] = {stream, b->base_id, parent};
         bool linked = prev ? parent == prev : parent == 0 && id == b->base_id;
         if (!linked || stream != b->stream_id || sqlite3_column_type(cp->sel, cd) != SQLITE_BLOB ||
-            pfr_store_row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
+            store_row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
             break;
         bool found;
         if ((rc = copy_row(x, cp->sel, cp->ins)) != 0)
@@ -329,7 +330,7 @@ static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *
         prev = id;
     }
     if (!rc && step != SQLITE_ROW && step != SQLITE_DONE && pfr_store_errno(step) != -EBADMSG)
-        rc = fail(x, pfr_store_errno(step), x->s->db, "reading dictionary layers");
+        rc = fail(x, pfr_store_errno(step), x->s->sql.db, "reading dictionary layers");
     sqlite3_reset(cp->sel);
     return rc;
 }
@@ -371,7 +372,7 @@ static int copy_chunk(struct slicer *x, struct copier *chunk, struct copier *dat
         const uint8_t *blob = sqlite3_column_blob(data->sel, cd);
         size_t len = (size_t)sqlite3_column_bytes(data->sel, cd);
         uint32_t crc = (uint32_t)sqlite3_column_int64(m, cc);
-        if (!blob || pfr_store_row_crc(blob, len, fields, 5) != crc)
+        if (!blob || store_row_crc(blob, len, fields, 5) != crc)
             goto out; /* corrupt: left out */
         if ((rc = copy_row(x, chunk->sel, chunk->ins)) || (rc = copy_row(x, data->sel, data->ins)))
             goto out;
@@ -392,7 +393,7 @@ static int copy_chunk(struct slicer *x, struct copier *chunk, struct copier *dat
     } else if ((a != SQLITE_ROW && a != SQLITE_DONE) || (b != SQLITE_ROW && b != SQLITE_DONE)) {
         int e = pfr_store_errno(a != SQLITE_ROW && a != SQLITE_DONE ? a : b);
         if (e != -EBADMSG) /* a corrupt page: the chunk is left out */
-            rc = fail(x, e, x->s->db, "reading chunk %lld", (long long)c->id);
+            rc = fail(x, e, x->s->sql.db, "reading chunk %lld", (long long)c->id);
     }
 out:
     sqlite3_reset(chunk->sel);
@@ -431,7 +432,7 @@ static int copy_streams(struct slicer *x)
         sqlite3_bind_int64(cp.sel, 1, x->streams[i]);
         int step = sqlite3_step(cp.sel);
         if (step != SQLITE_ROW) {
-            rc = fail(x, step == SQLITE_DONE ? -EBADMSG : pfr_store_errno(step), x->s->db,
+            rc = fail(x, step == SQLITE_DONE ? -EBADMSG : pfr_store_errno(step), x->s->sql.db,
                       "reading stream %lld", (long long)x->streams[i]);
             break;
         }
@@ -471,7 +472,7 @@ static int write_meta(struct slicer *x)
     while (!rc && (step = sqlite3_step(cp.sel)) == SQLITE_ROW)
         rc = copy_row(x, cp.sel, cp.ins);
     if (!rc && step != SQLITE_DONE)
-        rc = fail(x, pfr_store_errno(step), x->s->db, "reading the ring's meta table");
+        rc = fail(x, pfr_store_errno(step), x->s->sql.db, "reading the ring's meta table");
     copier_close(&cp);
     const struct {
         const char *key;
@@ -669,14 +670,14 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
     int rc = check_args(&x, f, path, flags);
     if (rc)
         return rc;
-    if ((rc = pfr_store_begin_read(s)) != 0)
-        return fail(&x, rc, s->db, "cannot read the ring");
+    if ((rc = store_begin_read(&s->sql)) != 0)
+        return fail(&x, rc, s->sql.db, "cannot read the ring");
     rc = collect(&x);
     if (!rc && !x.nc)
         rc = fail(&x, -ENOENT, NULL, "no chunk of the ring matches");
     if (!rc && !(rc = create_tmp(&x)) && !(rc = open_out(&x)) && !(rc = copy_all(&x)))
         rc = out_exec(&x, "COMMIT");
-    pfr_store_end_read(s);
+    store_end_read(&s->sql);
     if (!rc && !x.st.chunks)
         rc = fail(&x, -ENOENT, NULL, "every chunk of the range is corrupt");
     if (x.out && sqlite3_close(x.out) != SQLITE_OK && !rc)
@@ -700,14 +701,15 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
 int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out)
 {
     memset(out, 0, sizeof(*out));
-    int rc = pfr_store_begin_read(s);
+    int rc = store_begin_read(&s->sql);
     if (rc)
         return rc;
-    sqlite3_stmt *st = pfr_store_prepare(s, "SELECT key, value FROM meta WHERE key LIKE 'slice\\_%'"
-                                            " ESCAPE '\\'");
+    sqlite3_stmt *st =
+        store_prepare(&s->sql, "SELECT key, value FROM meta WHERE key LIKE 'slice\\_%'"
+                               " ESCAPE '\\'");
     if (!st) {
-        rc = pfr_store_errno(sqlite3_errcode(s->db));
-        pfr_store_end_read(s);
+        rc = store_db_err(&s->sql);
+        store_end_read(&s->sql);
         return rc;
     }
     int step = SQLITE_DONE;
@@ -731,7 +733,7 @@ int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out)
     }
     rc = step == SQLITE_DONE ? 0 : pfr_store_errno(step);
     sqlite3_finalize(st);
-    pfr_store_end_read(s);
+    store_end_read(&s->sql);
     if (!out->is_slice)
         memset(out, 0, sizeof(*out));
     return rc;

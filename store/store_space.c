@@ -1,10 +1,9 @@
 /*
- * Disk space: the ring yields to the file system it lives on. The cap in force is max_bytes or,
- * when the file system's free space is short of the reserve, what the ring holds plus what is
- * free beyond the reserve (never below a floor of its own). The spare file keeps room for the
- * WAL, as large as the largest WAL seen: a disk filled up by another program still lets the
- * writer commit the transactions that give the oldest chunks up and write the newest. Why this
- * shape: docs/store.md, "Disk space".
+ * Disk space: the ring yields to the file system it lives on. store_policy.c decides from what
+ * this file measures (statvfs, the ring's files); this file applies it: the WAL's size limit and
+ * the spare file that keeps room for the WAL, so that a disk filled up by another program still
+ * lets the writer commit the transactions that give the oldest chunks up and write the newest.
+ * Why this shape: docs/store.md, "Disk space".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,36 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "store_internal.h"
-
-const char *pfr_store_cap_reason_name(int reason)
-{
-    return reason == PFR_STORE_CAP_DISK_RESERVE ? "disk free space reserve" : "configured";
-}
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-    return a < b ? a : b;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static uint64_t sat_sub(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : 0;
-}
-
-static uint64_t percent_of(uint64_t bytes, double percent)
-{
-    if (!(percent > 0))
-        return 0;
-    if (percent >= 100)
-        return bytes;
-    return (uint64_t)((double)bytes * percent / 100.0);
-}
+#include "store_space.h"
 
 static uint64_t size_of(const char *path)
 {
@@ -52,173 +22,129 @@ static uint64_t size_of(const char *path)
     return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-uint64_t pfr_store_reserve_bytes(const pfr_store_reserve *r, uint64_t fs_bytes)
+int store_space_open(struct store_space *sp, const char *path, uint64_t max_bytes, bool read_only,
+                     const pfr_store_reserve *reserve)
 {
-    uint64_t v;
-    switch (r ? r->mode : PFR_STORE_RESERVE_AUTO) {
-    case PFR_STORE_RESERVE_OFF:
-        return 0;
-    case PFR_STORE_RESERVE_BYTES:
-        v = r->bytes;
-        break;
-    case PFR_STORE_RESERVE_PERCENT:
-        v = percent_of(fs_bytes, r->percent);
-        break;
-    default:
-        v = percent_of(fs_bytes, PFR_STORE_RESERVE_AUTO_PERCENT);
-        if (v < PFR_STORE_RESERVE_AUTO_BYTES)
-            v = PFR_STORE_RESERVE_AUTO_BYTES;
-    }
-    return min_u64(v, fs_bytes / 2); /* a small disk still records */
-}
-
-uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint64_t avail_bytes,
-                                 uint64_t reserve_bytes, enum pfr_store_cap_reason *reason)
-{
-    uint64_t room = sat_add(files_bytes, avail_bytes);
-    uint64_t allowed = sat_sub(room, reserve_bytes);
-    /* The floor is kept, or taken where the disk has room for it, whatever the reserve. */
-    uint64_t floor = min_u64(min_u64(room, max_bytes), PFR_STORE_SPACE_FLOOR);
-    uint64_t cap = allowed > floor ? allowed : floor;
-    bool disk = cap < max_bytes;
-    if (reason)
-        *reason = disk ? PFR_STORE_CAP_DISK_RESERVE : PFR_STORE_CAP_CONFIGURED;
-    return disk ? cap : max_bytes;
-}
-
-uint64_t pfr_store_space_wal_budget(uint64_t max_bytes)
-{
-    uint64_t b = max_bytes / 16;
-    if (b < (64u << 10))
-        b = 64u << 10;
-    if (b > (4u << 20))
-        b = 4u << 20;
-    return b;
-}
-
-int pfr_store_space_open(pfr_store *s, const pfr_store_reserve *reserve)
-{
+    sp->max_bytes = max_bytes;
+    sp->read_only = read_only;
     if (reserve)
-        s->space.reserve = *reserve;
-    s->space.spare_bytes = s->wal_budget;
-    if (asprintf(&s->space.spare_path, "%s-spare", s->path) < 0) {
-        s->space.spare_path = NULL;
+        sp->reserve = *reserve;
+    if (!(sp->db_path = strdup(path)) || asprintf(&sp->wal_path, "%s-wal", path) < 0 ||
+        asprintf(&sp->spare_path, "%s-spare", path) < 0) {
+        sp->wal_path = sp->spare_path = NULL;
         return -ENOMEM;
     }
     /* The largest WAL seen outlives a restart as the spare file's size. */
-    if (!s->read_only)
-        pfr_store_space_note_wal(s, size_of(s->space.spare_path));
+    if (!read_only)
+        store_space_note_wal(sp, size_of(sp->spare_path));
     return 0;
 }
 
-void pfr_store_space_close(pfr_store *s)
+void store_space_close(struct store_space *sp)
 {
-    free(s->space.spare_path);
-    s->space.spare_path = NULL;
+    free(sp->db_path);
+    free(sp->wal_path);
+    free(sp->spare_path);
+    sp->db_path = sp->wal_path = sp->spare_path = NULL;
 }
 
-int pfr_store_space_measure(pfr_store *s, uint64_t max_bytes, uint64_t reserve,
-                            struct space_now *out)
+uint64_t store_space_files(const struct store_space *sp)
 {
-    memset(out, 0, sizeof(*out));
+    return size_of(sp->db_path) + size_of(sp->wal_path) + size_of(sp->spare_path);
+}
+
+int store_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t reserve,
+                        struct space_now *now, struct store_policy_out *out)
+{
+    memset(now, 0, sizeof(*now));
     struct statvfs v;
-    if (statvfs(s->path, &v) != 0)
+    if (statvfs(sp->db_path, &v) != 0)
         return -errno;
-    out->fs_bytes = (uint64_t)v.f_blocks * v.f_frsize;
-    out->fs_avail = (uint64_t)v.f_bavail * v.f_frsize;
-    out->reserve =
-        reserve != UINT64_MAX ? reserve : pfr_store_reserve_bytes(&s->space.reserve, out->fs_bytes);
-    char wal[4200];
-    snprintf(wal, sizeof(wal), "%s-wal", s->path);
-    uint64_t db = size_of(s->path), w = size_of(wal), spare = size_of(s->space.spare_path);
-    out->files = db + w + spare;
-    /* The WAL and the spare file are counted at their budget, or more when they hold more: the
-     * room they may still take is not free for the database, nor what they hold (on a full disk
-     * the WAL keeps its blocks). A reader counts the spare file as it finds it, at least at the
-     * WAL's budget (the writer sizes it by the WAL it has seen). */
-    uint64_t budget = pfr_store_space_wal_budget(max_bytes);
-    uint64_t spare_budget = s->read_only ? budget : s->space.spare_bytes;
-    uint64_t w_b = w > budget ? w : budget, spare_b = spare > spare_budget ? spare : spare_budget;
-    uint64_t avail = sat_sub(sat_sub(out->fs_avail, w_b - w), spare_b - spare);
-    out->shares = w_b + spare_b;
-    out->cap =
-        pfr_store_effective_cap(max_bytes, db + w_b + spare_b, avail, out->reserve, &out->reason);
+    struct store_policy_in in = {
+        .max_bytes = max_bytes,
+        .fs_bytes = (uint64_t)v.f_blocks * v.f_frsize,
+        .fs_avail = (uint64_t)v.f_bavail * v.f_frsize,
+        .db_file = size_of(sp->db_path),
+        .wal_file = size_of(sp->wal_path),
+        .spare_file = size_of(sp->spare_path),
+        .wal_seen = sp->wal_seen,
+        .reader = sp->read_only,
+    };
+    in.reserve =
+        reserve != UINT64_MAX ? reserve : pfr_store_reserve_bytes(&sp->reserve, in.fs_bytes);
+    store_policy_decide(&in, out);
+    now->fs_bytes = in.fs_bytes;
+    now->fs_avail = in.fs_avail;
+    now->reserve = in.reserve;
+    now->cap = out->cap;
+    now->reason = out->reason;
     return 0;
 }
 
-bool pfr_store_space_growth_fits(pfr_store *s, uint64_t db_bytes)
+bool store_space_growth_fits(struct store_space *sp, uint64_t db_bytes)
 {
-    uint64_t file = size_of(s->path);
+    uint64_t file = size_of(sp->db_path);
     if (db_bytes <= file)
         return true;
     struct statvfs v;
-    if (statvfs(s->path, &v) != 0)
+    if (statvfs(sp->db_path, &v) != 0)
         return true; /* not measured: the disk decides, as before */
     /* The WAL may still take its budget before the checkpoint extends the file. */
     uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
-    return db_bytes - file <= sat_sub(avail, s->wal_budget);
+    return db_bytes - file <= (avail > sp->now.wal_budget ? avail - sp->now.wal_budget : 0);
 }
 
 /* journal_size_limit: the WAL's budget, or off while the disk is starved. */
-static void wal_keep(pfr_store *s, bool keep)
+static void wal_limit(struct store_space *sp, struct store_db *sql, bool keep, uint64_t budget)
 {
-    if (keep == s->space.wal_kept)
+    uint64_t want = keep ? UINT64_MAX : budget;
+    if (want == sp->wal_limit)
         return;
-    char sql[64];
-    snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %lld",
-             keep ? -1ll : (long long)s->wal_budget);
-    if (pfr_store_exec(s, sql) == 0)
-        s->space.wal_kept = keep;
-}
-
-void pfr_store_space_plan(pfr_store *s)
-{
-    struct store_space *sp = &s->space;
-    uint64_t room = s->wal_budget + sp->spare_bytes; /* the WAL's and the spare file's */
-    /* Under the configured cap the WAL is counted at its peak: between a commit and the
-     * checkpoint that follows it, the WAL holds the whole transaction, which may be more than
-     * the budget. The largest seen is the spare file's size (never below the budget), so the
-     * WAL and the spare file take two of it. A reader that stats the files at that moment
-     * then still finds them within the cap. */
-    sp->db_target = sat_sub(s->max_bytes, 2 * sp->spare_bytes);
-    sp->disk_bound = sp->tight = sp->starved = false;
-    struct space_now n;
-    if (pfr_store_space_measure(s, s->max_bytes, UINT64_MAX, &n) != 0)
-        return;
-    sp->reserve_bytes = n.reserve;
-    uint64_t disk = sat_sub(n.cap, n.shares);
-    if (disk < sp->db_target) {
-        sp->db_target = disk;
-        sp->disk_bound = true;
+    char q[64];
+    snprintf(q, sizeof(q), "PRAGMA journal_size_limit = %lld", keep ? -1ll : (long long)budget);
+    if (store_exec(sql, q) == 0) {
+        sp->wal_limit = want;
+        sp->wal_kept = keep;
     }
-    sp->tight = n.fs_avail < sat_add(n.reserve, 2 * room);
-    sp->starved = n.fs_avail < room;
-    wal_keep(s, sp->starved);
 }
 
-void pfr_store_space_note_wal(pfr_store *s, uint64_t wal_bytes)
+void store_space_plan(struct store_space *sp, struct store_db *sql)
 {
-    uint64_t top = s->max_bytes / 8 > s->wal_budget ? s->max_bytes / 8 : s->wal_budget;
-    if (wal_bytes > s->space.spare_bytes)
-        s->space.spare_bytes = wal_bytes < top ? wal_bytes : top;
+    struct space_now n;
+    if (store_space_measure(sp, sp->max_bytes, UINT64_MAX, &n, &sp->now) != 0) {
+        /* not measured: the configured cap's shares */
+        struct store_policy_in in = {
+            .max_bytes = sp->max_bytes, .fs_avail = UINT64_MAX, .wal_seen = sp->wal_seen};
+        store_policy_decide(&in, &sp->now);
+        sp->now.tight = sp->now.starved = false;
+        return;
+    }
+    sp->reserve_bytes = n.reserve;
+    wal_limit(sp, sql, sp->now.starved, sp->now.wal_budget);
 }
 
-void pfr_store_space_spare_make(pfr_store *s)
+void store_space_note_wal(struct store_space *sp, uint64_t wal_bytes)
 {
-    struct store_space *sp = &s->space;
-    if (!sp->spare_path || sp->starved || size_of(sp->spare_path) >= sp->spare_bytes)
+    if (wal_bytes > sp->wal_seen)
+        sp->wal_seen = wal_bytes;
+}
+
+void store_space_spare_make(struct store_space *sp)
+{
+    uint64_t want = sp->now.spare_bytes;
+    if (!sp->spare_path || sp->now.starved || !want || size_of(sp->spare_path) >= want)
         return;
     int fd = open(sp->spare_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
     if (fd < 0)
         return;
-    int rc = posix_fallocate(fd, 0, (off_t)sp->spare_bytes);
+    int rc = posix_fallocate(fd, 0, (off_t)want);
     close(fd);
     if (rc != 0)
         unlink(sp->spare_path); /* no half spare: it would be counted as held */
 }
 
-void pfr_store_space_spare_drop(pfr_store *s)
+void store_space_spare_drop(struct store_space *sp)
 {
-    if (s->space.spare_path)
-        unlink(s->space.spare_path);
+    if (sp->spare_path)
+        unlink(sp->spare_path);
 }

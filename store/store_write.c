@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "store_internal.h"
+#include "store_cursor.h"
+#include "store_handle.h"
+#include "store_write.h"
 
 #define DICT_WINDOW    60  /* chunks: 10 minutes of 10 s chunks */
 #define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
@@ -156,7 +158,7 @@ struct writer {
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
 {
-    pfr_store_tabs_free(&s->tabs);
+    store_tabs_free(&s->tabs);
     free(s->fpm);
     s->fpm = NULL;
     s->fpm_mask = s->fpm_n = 0;
@@ -172,7 +174,7 @@ static void wstream_drop_tables(struct writer *w, struct wstream *s)
     s->resident = false;
 }
 
-void pfr_store_writer_free(struct writer *w)
+void store_writer_free(struct writer *w)
 {
     if (!w)
         return;
@@ -181,7 +183,7 @@ void pfr_store_writer_free(struct writer *w)
         free(w->ws[i]);
     }
     free(w->ws);
-    pfr_store_ktab_free(&w->keys);
+    store_ktab_free(&w->keys);
     for (int i = 0; i < W_N; i++)
         sqlite3_finalize(w->st[i]);
     free(w->locmap);
@@ -196,7 +198,7 @@ void pfr_store_writer_free(struct writer *w)
     free(w->vals);
     free(w->totals);
     free(w->undo);
-    pfr_store_tabs_free(&w->local);
+    store_tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
         free(w->pend_stamp[k]);
@@ -260,7 +262,7 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 {
     struct writer *w = s->w;
     if (!w->st[which])
-        w->st[which] = pfr_store_prepare(s, wsql[which]);
+        w->st[which] = store_prepare(&s->sql, wsql[which]);
     if (w->st[which]) {
         sqlite3_reset(w->st[which]);
         sqlite3_clear_bindings(w->st[which]);
@@ -270,14 +272,14 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 
 static int db_err(pfr_store *s)
 {
-    int e = pfr_store_errno(sqlite3_errcode(s->db));
+    int e = store_db_err(&s->sql);
     return e ? e : -EIO;
 }
 
 /* ---- mapping a profile into the stream's tables ---- */
 static int64_t intern_str(struct wstream *s, const char *str)
 {
-    return pfr_store_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
+    return store_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
 }
 
 static int mark_used(struct wstream *s, int k, uint32_t g, bool *first)
@@ -486,7 +488,7 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
         if (name < 0 || file < 0)
             return -ENOMEM;
         struct nfunc f = {(uint32_t)name, (uint32_t)file};
-        int64_t fi = pfr_store_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
+        int64_t fi = store_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
         if (fi < 0)
             return fi;
         struct nline ln = {(uint32_t)fi, 0, fr[i].line};
@@ -494,7 +496,7 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
     }
     if (pfr_buf_err(&w->tmp))
         return pfr_buf_err(&w->tmp);
-    int64_t x = pfr_store_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
+    int64_t x = store_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
     if (x >= 0 && fpmap_put(s, h, (uint32_t)x))
         return -ENOMEM;
     return x;
@@ -580,7 +582,7 @@ static int64_t map_labels(struct writer *w, struct wstream *s, const pfr_profile
     }
     /* Label sets are sets: one order for all. */
     qsort(w->labs, n, sizeof(*w->labs), nlabel_cmp);
-    int64_t x = pfr_store_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
+    int64_t x = store_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
     if (x >= 0 && n <= 4) {
         struct lscache_ent *e = &w->lsc[w->lsc_next];
         w->lsc_next = (w->lsc_next + 1) % LSCACHE;
@@ -628,7 +630,7 @@ static int map_profile(struct writer *w, struct wstream *s, const pfr_profile *p
         uint32_t *stack = (uint32_t *)w->tmp2.data;
         for (size_t j = 0; j < n; j++)
             stack[j] = w->locmap[locs[j]] - 1;
-        int64_t st = pfr_store_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
+        int64_t st = store_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
         if (st < 0)
             return (int)st;
         int64_t ls = map_labels(w, s, p, i);
@@ -763,7 +765,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
                         l[j].str = remap(cm, T_STR, l[j].str);
                 }
             }
-            int64_t x = pfr_store_ktab_add(&nt.t[k], b.data, b.len);
+            int64_t x = store_ktab_add(&nt.t[k], b.data, b.len);
             if (x < 0) {
                 rc = (int)x;
                 break;
@@ -780,15 +782,15 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     }
     pfr_buf_free(&b);
     if (rc) {
-        pfr_store_tabs_free(&nt);
+        store_tabs_free(&nt);
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
         return rc;
     }
-    pfr_store_tabs_free(&s->tabs);
+    store_tabs_free(&s->tabs);
     s->tabs = nt;
     if (locfp_rebuild(s)) {
-        pfr_store_tabs_free(&s->tabs);
+        store_tabs_free(&s->tabs);
         memset(s->dict_n, 0, sizeof(s->dict_n));
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
@@ -826,7 +828,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
     int64_t x;
     switch (k) {
     case T_STR:
-        x = pfr_store_ktab_add(&w->local.t[k], key, len);
+        x = store_ktab_add(&w->local.t[k], key, len);
         break;
     case T_FUNC: {
         struct nfunc f;
@@ -836,7 +838,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             return -ENOMEM;
         f.name = (uint32_t)a;
         f.file = (uint32_t)b;
-        x = pfr_store_ktab_add(&w->local.t[k], &f, sizeof(f));
+        x = store_ktab_add(&w->local.t[k], &f, sizeof(f));
         break;
     }
     case T_LOC: {
@@ -856,7 +858,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return f;
             ln[j].func = (uint32_t)f;
         }
-        x = pfr_store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
+        x = store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     case T_STACK: {
@@ -871,7 +873,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return l;
             locs[j] = (uint32_t)l;
         }
-        x = pfr_store_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
+        x = store_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
         break;
     }
     default: {
@@ -891,7 +893,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             else
                 l[j].str = (uint32_t)b;
         }
-        x = pfr_store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
+        x = store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     }
@@ -923,7 +925,7 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
                 memset(w->pend_stamp[k], 0, w->cap_pend[k] * sizeof(uint32_t));
         w->stamp = 1;
     }
-    pfr_store_tabs_reset(&w->local);
+    store_tabs_reset(&w->local);
     for (size_t i = 0; i < ns; i++) {
         int64_t st = need(w, s, T_STACK, w->cs[i].stack);
         int64_t ls = need(w, s, T_LSET, w->cs[i].lset);
@@ -968,9 +970,9 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
         .lset = w->clset,
         .values = w->vals,
     };
-    pfr_store_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
+    store_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
     w->raw.len = 0;
-    pfr_store_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
+    store_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
     return pfr_buf_err(&w->raw);
 }
 
@@ -991,7 +993,7 @@ static int used_bytes(pfr_store *s, uint64_t *used, uint64_t *pages, uint64_t *f
     *free_pages = (uint64_t)sqlite3_column_int64(b, 0);
     sqlite3_reset(a);
     sqlite3_reset(b);
-    *used = (*pages - (*free_pages < *pages ? *free_pages : *pages)) * s->page_size;
+    *used = (*pages - (*free_pages < *pages ? *free_pages : *pages)) * s->sql.page_size;
     return 0;
 }
 
@@ -1025,10 +1027,10 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
         if (!st)
             return db_err(s);
         sqlite3_bind_int64(st, 1, ids[i]);
-        int rc = pfr_store_step_done(st);
+        int rc = store_step_done(st);
         if (rc)
             return rc;
-        if (sqlite3_changes(s->db) > 0) {
+        if (sqlite3_changes(s->sql.db) > 0) {
             if (which == W_DEL_DICT)
                 forget_chain(s->w, ids[i]);
             else
@@ -1050,8 +1052,8 @@ struct evict_ctx {
 static uint64_t evict_slack(const pfr_store *s, uint64_t target)
 {
     uint64_t slack = target / 256;
-    if (slack < 4ull * s->page_size)
-        slack = 4ull * s->page_size;
+    if (slack < 4ull * s->sql.page_size)
+        slack = 4ull * s->sql.page_size;
     if (slack > (4u << 20))
         slack = 4u << 20;
     return slack;
@@ -1067,7 +1069,7 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
     *n_out = 0;
     int rc;
     if (!x->cursors_read) {
-        if ((rc = pfr_store_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
+        if ((rc = store_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
             return rc;
         x->cursors_read = true;
     }
@@ -1096,18 +1098,18 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
     if (!d1)
         return db_err(s);
     sqlite3_bind_int64(d1, 1, last);
-    if ((rc = pfr_store_step_done(d1)) != 0)
+    if ((rc = store_step_done(d1)) != 0)
         return rc;
     sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
     if (!d2)
         return db_err(s);
     sqlite3_bind_int64(d2, 1, last);
-    if ((rc = pfr_store_step_done(d2)) != 0 ||
+    if ((rc = store_step_done(d2)) != 0 ||
         (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
         (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
-        (rc = pfr_store_meta_add(s, "evicted", (int64_t)n)) != 0 ||
-        (lost && (rc = pfr_store_meta_add(s, "lost_unshipped", lost)) != 0) ||
-        (x->for_disk && (rc = pfr_store_meta_add(s, "evicted_disk", (int64_t)n)) != 0))
+        (rc = store_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
+        (lost && (rc = store_meta_add(&s->sql, "lost_unshipped", lost)) != 0) ||
+        (x->for_disk && (rc = store_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0))
         return rc;
     *n_out = n;
     return 0;
@@ -1115,7 +1117,7 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
 
 /* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
  * without chunks) until the pages in use plus need fit the database's target: its share of the
- * cap, or less when the disk's free space is short of the reserve (pfr_store_space_plan). Deleted
+ * cap, or less when the disk's free space is short of the reserve (store_space_plan). Deleted
  * pages go to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
 static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t protect_base,
                  int64_t protect_stream)
@@ -1125,12 +1127,12 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
      * is a good part of a small append's cost). est_bytes over-counts a chunk's pages, but not
      * always: when the disk bounds the ring, measure at every chunk, since a batch that outran
      * the estimate would grow the file before evicting and commit_fits would refuse it. */
-    if (!s->space.disk_bound && w->room >= need_bytes && w->room >= est_bytes) {
+    if (!s->space.now.disk_bound && w->room >= need_bytes && w->room >= est_bytes) {
         w->room -= est_bytes;
         return 0;
     }
-    uint64_t target = s->space.db_target, slack = evict_slack(s, target);
-    struct evict_ctx x = {.for_disk = s->space.disk_bound};
+    uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
+    struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
     uint64_t used, pages, freep;
     for (;;) {
         int rc = used_bytes(s, &used, &pages, &freep);
@@ -1144,7 +1146,7 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         if (rc)
             return rc;
         if (n == 0) /* the chunks alone do not fit the cap, or the disk */
-            return s->space.disk_bound ? -ENOSPC : -EFBIG;
+            return s->space.now.disk_bound ? -ENOSPC : -EFBIG;
     }
     w->room = used + est_bytes < target ? target - used - est_bytes : 0;
     return 0;
@@ -1158,27 +1160,27 @@ static void shrink_step(pfr_store *s, bool keep_used)
     uint64_t used, pages, freep;
     if (used_bytes(s, &used, &pages, &freep) != 0)
         return;
-    uint64_t keep = keep_used ? used : s->space.db_target;
+    uint64_t keep = keep_used ? used : s->space.now.db_target;
     keep += evict_slack(s, keep);
-    if (pages * s->page_size <= keep || freep == 0)
+    if (pages * s->sql.page_size <= keep || freep == 0)
         return;
-    uint64_t extra = pages - keep / s->page_size;
+    uint64_t extra = pages - keep / s->sql.page_size;
     if (extra > freep)
         extra = freep;
-    uint64_t step = s->wal_budget / 2 / s->page_size;
-    if (s->space.tight && extra > step)
+    uint64_t step = s->space.now.wal_budget / 2 / s->sql.page_size;
+    if (s->space.now.tight && extra > step)
         extra = step ? step : 1;
     char sql[64];
     snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)", (unsigned long long)extra);
-    pfr_store_exec(s, sql);
+    store_exec(&s->sql, sql);
 }
 
 /* ---- streams ---- */
 static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
 {
     struct writer *w = s->w;
-    *err = pfr_store_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key,
-                                   &w->lab, &w->types);
+    *err = store_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
+                               &w->types);
     if (*err)
         return NULL;
     if (w->nws >= MAX_WSTREAMS) {
@@ -1189,10 +1191,10 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         }
         w->nws = w->nundo = 0;
         w->undo_lost = true;
-        pfr_store_ktab_reset(&w->keys);
+        store_ktab_reset(&w->keys);
     }
     bool added;
-    int64_t i = pfr_store_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
+    int64_t i = store_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
     if (i < 0) {
         *err = (int)i;
         return NULL;
@@ -1201,7 +1203,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         if (VEC_RESERVE(w->ws, w->cap_ws, w->nws + 1) ||
             !(w->ws[w->nws] = calloc(1, sizeof(struct wstream)))) {
             /* keys and ws must stay aligned: forget everything. */
-            pfr_store_ktab_reset(&w->keys);
+            store_ktab_reset(&w->keys);
             for (size_t j = 0; j < w->nws; j++) {
                 wstream_drop_tables(w, w->ws[j]);
                 free(w->ws[j]);
@@ -1257,9 +1259,9 @@ static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
     sqlite3_bind_blob(st, 3, w->lab.data ? (const void *)w->lab.data : "", (int)w->lab.len,
                       SQLITE_STATIC);
     sqlite3_bind_blob(st, 4, w->types.data, (int)w->types.len, SQLITE_STATIC);
-    if ((rc = pfr_store_step_done(st)) != 0)
+    if ((rc = store_step_done(st)) != 0)
         return rc;
-    ws->id = sqlite3_last_insert_rowid(s->db);
+    ws->id = sqlite3_last_insert_rowid(s->sql.db);
     ws->base_id = ws->dict_id = 0;
     return 0;
 }
@@ -1296,8 +1298,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         ws->seq = 1;
     }
     int64_t s0;
-    if (ws->tabs.t[T_STR].n == 0 &&
-        (s0 = pfr_store_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
+    if (ws->tabs.t[T_STR].n == 0 && (s0 = store_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
         return s0 < 0 ? (int)s0 : -EIO;
     size_t nnew, ndistinct, ns = pfr_profile_num_samples(p);
     if ((rc = map_profile(w, ws, p, &nnew, &ndistinct)) != 0)
@@ -1339,26 +1340,26 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     }
     if (layer) {
         w->raw.len = 0;
-        pfr_store_layer_encode(&w->raw, &ws->tabs, from);
+        store_layer_encode(&w->raw, &ws->tabs, from);
         if (pfr_buf_err(&w->raw))
             return pfr_buf_err(&w->raw);
-        if ((rc = pfr_store_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
+        if ((rc = store_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
             return rc;
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
     }
     if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
-        (rc = pfr_store_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
+        (rc = store_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
         return rc;
     size_t nt = pfr_profile_num_sample_types(p);
-    pfr_store_totals_encode(&w->tot, w->totals, nt);
+    store_totals_encode(&w->tot, w->totals, nt);
     if (pfr_buf_err(&w->tot))
         return pfr_buf_err(&w->tot);
 
     uint64_t payload = w->blob.len + (layer ? w->dict_blob.len : 0) + 2 * ROW_OVERHEAD;
     /* need: room to insert now (B-tree splits may take a few pages); est: what the rows may
      * take on average at worst (half-full pages). */
-    uint64_t need_bytes = payload + 4ull * s->page_size, est_bytes = 2 * payload + 256;
+    uint64_t need_bytes = payload + 4ull * s->sql.page_size, est_bytes = 2 * payload + 256;
     /* Not rotating means the stream's row and chain exist, and eviction spares them. */
     if ((rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0 ||
         (rc = stream_row(s, ws, in)) != 0)
@@ -1374,11 +1375,11 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         sqlite3_bind_int64(st, 2, f[1]);
         sqlite3_bind_int64(st, 3, parent);
         sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
-        sqlite3_bind_int64(st, 5, pfr_store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+        sqlite3_bind_int64(st, 5, store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
         sqlite3_bind_blob(st, 6, w->dict_blob.data, (int)w->dict_blob.len, SQLITE_STATIC);
-        if ((rc = pfr_store_step_done(st)) != 0)
+        if ((rc = store_step_done(st)) != 0)
             return rc;
-        ws->dict_id = sqlite3_last_insert_rowid(s->db);
+        ws->dict_id = sqlite3_last_insert_rowid(s->sql.db);
         if (rotate) {
             /* A base is its own chain: base_id = its id, known only now. */
             f[1] = ws->dict_id;
@@ -1386,8 +1387,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
             if (!st)
                 return db_err(s);
             sqlite3_bind_int64(st, 1, ws->dict_id);
-            sqlite3_bind_int64(st, 2, pfr_store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
-            if ((rc = pfr_store_step_done(st)) != 0)
+            sqlite3_bind_int64(st, 2, store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+            if ((rc = store_step_done(st)) != 0)
                 return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
@@ -1403,18 +1404,18 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     sqlite3_bind_int64(st, 4, in->start_ns);
     sqlite3_bind_int64(st, 5, in->end_ns);
     sqlite3_bind_int64(st, 6, (int64_t)w->blob.len);
-    sqlite3_bind_int64(st, 7, pfr_store_row_crc(w->blob.data, w->blob.len, f, 5));
+    sqlite3_bind_int64(st, 7, store_row_crc(w->blob.data, w->blob.len, f, 5));
     sqlite3_bind_blob(st, 8, w->tot.data ? (const void *)w->tot.data : "", (int)w->tot.len,
                       SQLITE_STATIC);
-    if ((rc = pfr_store_step_done(st)) != 0)
+    if ((rc = store_step_done(st)) != 0)
         return rc;
-    int64_t id = sqlite3_last_insert_rowid(s->db);
+    int64_t id = sqlite3_last_insert_rowid(s->sql.db);
     st = wst(s, W_INS_DATA);
     if (!st)
         return db_err(s);
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_blob(st, 2, w->blob.data, (int)w->blob.len, SQLITE_STATIC);
-    if ((rc = pfr_store_step_done(st)) != 0)
+    if ((rc = store_step_done(st)) != 0)
         return rc;
     if (id_out)
         *id_out = id;
@@ -1426,11 +1427,11 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
  * then write from the WAL's start: on a tight disk they are the room those need. */
 static void wal_checkpoint(pfr_store *s, bool give_back)
 {
-    sqlite3_busy_timeout(s->db, 50);
-    sqlite3_wal_checkpoint_v2(s->db, NULL,
+    sqlite3_busy_timeout(s->sql.db, 50);
+    sqlite3_wal_checkpoint_v2(s->sql.db, NULL,
                               give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART,
                               NULL, NULL);
-    sqlite3_busy_timeout(s->db, s->busy_ms);
+    sqlite3_busy_timeout(s->sql.db, s->sql.busy_ms);
 }
 
 /* A transaction that freed or wrote many pages (a new base, an eviction batch) leaves the WAL
@@ -1444,10 +1445,10 @@ static void wal_trim(pfr_store *s)
     struct stat st;
     if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0)
         return;
-    pfr_store_space_note_wal(s, (uint64_t)st.st_size);
-    if ((uint64_t)st.st_size <= s->wal_budget)
+    store_space_note_wal(&s->space, (uint64_t)st.st_size);
+    if ((uint64_t)st.st_size <= s->space.now.wal_budget)
         return;
-    wal_checkpoint(s, !s->space.starved);
+    wal_checkpoint(s, !s->space.now.starved);
 }
 
 /* The counters and settings the transaction carries to the meta table: chunks refused for space
@@ -1457,10 +1458,10 @@ static int txn_meta(pfr_store *s)
     struct store_space *sp = &s->space;
     int rc = 0;
     if (sp->dropped_pending)
-        rc = pfr_store_meta_add(s, "dropped_disk", (int64_t)sp->dropped_pending);
+        rc = store_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
-        !(rc = pfr_store_meta_set(s, "max_bytes", (int64_t)s->max_bytes)))
-        rc = pfr_store_meta_set(s, "reserve_bytes", (int64_t)sp->reserve_bytes);
+        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)))
+        rc = store_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
     return rc;
 }
 
@@ -1474,19 +1475,19 @@ static int commit_fits(pfr_store *s)
     int rc = used_bytes(s, &used, &pages, &freep);
     if (rc)
         return rc;
-    if (pfr_store_space_growth_fits(s, pages * s->page_size))
+    if (store_space_growth_fits(&s->space, pages * s->sql.page_size))
         return 0;
     return -ENOSPC;
 }
 
-/* One write transaction: the chunks (evicting as pfr_store_space_plan said), committed; or rolled
+/* One write transaction: the chunks (evicting as store_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    sqlite3_stmt *begin = pfr_store_stmt(s, ST_BEGIN_IMM);
+    sqlite3_stmt *begin = store_stmt(&s->sql, ST_BEGIN_IMM);
     if (!begin)
         return db_err(s);
-    int rc = pfr_store_step_done(begin);
+    int rc = store_step_done(begin);
     if (rc)
         return rc;
     s->w->room = 0; /* another writer may have added pages since our last transaction */
@@ -1499,14 +1500,14 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     if (!rc)
         rc = commit_fits(s);
     if (!rc) {
-        sqlite3_stmt *commit = pfr_store_stmt(s, ST_COMMIT);
-        rc = commit ? pfr_store_step_done(commit) : db_err(s);
+        sqlite3_stmt *commit = store_stmt(&s->sql, ST_COMMIT);
+        rc = commit ? store_step_done(commit) : db_err(s);
     }
     if (rc) {
-        if (!sqlite3_get_autocommit(s->db)) {
-            sqlite3_stmt *rb = pfr_store_stmt(s, ST_ROLLBACK);
+        if (!sqlite3_get_autocommit(s->sql.db)) {
+            sqlite3_stmt *rb = store_stmt(&s->sql, ST_ROLLBACK);
             if (rb)
-                pfr_store_step_done(rb);
+                store_step_done(rb);
         }
         writer_undo(s->w);
         return rc;
@@ -1522,7 +1523,7 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
 static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n_out)
 {
     *n_out = 0;
-    int rc = pfr_store_exec(s, "BEGIN IMMEDIATE");
+    int rc = store_exec(&s->sql, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
     struct evict_ctx x = {.for_disk = true};
@@ -1530,11 +1531,11 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
     if (!rc)
         rc = commit_fits(s);
     if (!rc)
-        rc = pfr_store_exec(s, "COMMIT");
+        rc = store_exec(&s->sql, "COMMIT");
     if (rc) {
         *n_out = 0;
-        if (!sqlite3_get_autocommit(s->db))
-            pfr_store_exec(s, "ROLLBACK");
+        if (!sqlite3_get_autocommit(s->sql.db))
+            store_exec(&s->sql, "ROLLBACK");
     }
     return rc;
 }
@@ -1545,11 +1546,11 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
  * when not even giving up fits. */
 static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    pfr_store_space_spare_drop(s);
+    store_space_spare_drop(&s->space);
     wal_checkpoint(s, false);
-    pfr_store_space_plan(s);
+    store_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
-    uint64_t bytes = s->wal_budget;
+    uint64_t bytes = s->space.now.wal_budget;
     size_t max_n = 16;
     while (rc == -ENOSPC) {
         size_t given = 0;
@@ -1561,13 +1562,13 @@ static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *
         if (e != 0 || given == 0)
             break;
         wal_checkpoint(s, false);
-        pfr_store_space_plan(s);
+        store_space_plan(&s->space, &s->sql);
         if ((rc = append_txn(s, in, n, ids_out)) != -ENOSPC)
             break;
         /* The pages freed did not do: the WAL needs room on the disk. */
         shrink_step(s, true);
         wal_checkpoint(s, false);
-        pfr_store_space_plan(s);
+        store_space_plan(&s->space, &s->sql);
         rc = append_txn(s, in, n, ids_out);
         bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
         max_n = max_n < 256 ? max_n * 2 : 512;
@@ -1588,7 +1589,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     }
     if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
         return -ENOMEM;
-    pfr_store_space_plan(s);
+    store_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     if (rc == -ENOSPC)
         rc = append_full(s, in, n, ids_out);
@@ -1599,7 +1600,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     if (rc == 0) {
         shrink_step(s, false);
         wal_trim(s);
-        pfr_store_space_spare_make(s);
+        store_space_spare_make(&s->space);
     }
     return rc;
 }

@@ -22,7 +22,7 @@
 
 #include "pfr_store.h"
 #include "pfr_testgen.h"
-#include "store_internal.h" /* the handle's connection, to interfere with a slice being cut */
+#include "store_handle.h" /* the handle's connection, to interfere with a slice being cut */
 #include "store_test_util.h"
 #include "store_writer_proc.h"
 #include "writer_spawn.h"
@@ -496,11 +496,11 @@ static void test_slice_snapshot(void **state)
     pfr_store *r = open_ro(copy);
     struct seen_list want = read_chunks(r, NULL);
     struct interference in = {.ring = copy};
-    sqlite3_progress_handler(r->db, 10, interfere, &in);
+    sqlite3_progress_handler(r->sql.db, 10, interfere, &in);
     pfr_slice_stats st;
     unlink(e->slice);
     assert_int_equal(pfr_store_slice_write(r, NULL, e->slice, 0, &st, err, sizeof(err)), 0);
-    sqlite3_progress_handler(r->db, 0, NULL, NULL);
+    sqlite3_progress_handler(r->sql.db, 0, NULL, NULL);
     assert_true(in.done);
     assert_int_equal(st.corrupt, 0);
     assert_int_equal(sql_int(copy, "SELECT count(*) FROM chunks"), NSVC * NINT - 1200);

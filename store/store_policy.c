@@ -1,0 +1,112 @@
+/*
+ * Space policy (store_policy.h): pure functions of the measurements. The reserve and the cap in
+ * force are also public (pfr_store_reserve_bytes, pfr_store_effective_cap).
+ */
+#include "store_policy.h"
+
+const char *pfr_store_cap_reason_name(int reason)
+{
+    return reason == PFR_STORE_CAP_DISK_RESERVE ? "disk free space reserve" : "configured";
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+static uint64_t percent_of(uint64_t bytes, double percent)
+{
+    if (!(percent > 0))
+        return 0;
+    if (percent >= 100)
+        return bytes;
+    return (uint64_t)((double)bytes * percent / 100.0);
+}
+
+uint64_t pfr_store_reserve_bytes(const pfr_store_reserve *r, uint64_t fs_bytes)
+{
+    uint64_t v;
+    switch (r ? r->mode : PFR_STORE_RESERVE_AUTO) {
+    case PFR_STORE_RESERVE_OFF:
+        return 0;
+    case PFR_STORE_RESERVE_BYTES:
+        v = r->bytes;
+        break;
+    case PFR_STORE_RESERVE_PERCENT:
+        v = percent_of(fs_bytes, r->percent);
+        break;
+    default:
+        v = percent_of(fs_bytes, PFR_STORE_RESERVE_AUTO_PERCENT);
+        if (v < PFR_STORE_RESERVE_AUTO_BYTES)
+            v = PFR_STORE_RESERVE_AUTO_BYTES;
+    }
+    return min_u64(v, fs_bytes / 2); /* a small disk still records */
+}
+
+uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint64_t avail_bytes,
+                                 uint64_t reserve_bytes, enum pfr_store_cap_reason *reason)
+{
+    uint64_t room = sat_add(files_bytes, avail_bytes);
+    uint64_t allowed = sat_sub(room, reserve_bytes);
+    /* The floor is kept, or taken where the disk has room for it, whatever the reserve. */
+    uint64_t floor = min_u64(min_u64(room, max_bytes), PFR_STORE_SPACE_FLOOR);
+    uint64_t cap = allowed > floor ? allowed : floor;
+    bool disk = cap < max_bytes;
+    if (reason)
+        *reason = disk ? PFR_STORE_CAP_DISK_RESERVE : PFR_STORE_CAP_CONFIGURED;
+    return disk ? cap : max_bytes;
+}
+
+uint64_t store_policy_wal_budget(uint64_t cap)
+{
+    return min_u64(max_u64(cap / 16, 64u << 10), 4u << 20);
+}
+
+void store_policy_decide(const struct store_policy_in *in, struct store_policy_out *o)
+{
+    *o = (struct store_policy_out){0};
+    uint64_t budget = store_policy_wal_budget(in->max_bytes);
+    /* The spare file is as large as the largest WAL seen, from the budget to an eighth of the
+     * cap. A reader counts it as it finds it, at least at the WAL's budget. */
+    uint64_t top = max_u64(in->max_bytes / 8, budget);
+    uint64_t spare = in->reader ? budget : min_u64(max_u64(in->wal_seen, budget), top);
+    o->wal_budget = budget;
+    o->spare_bytes = spare;
+    /* The WAL and the spare file are counted at their share, or more when they hold more: the
+     * room they may still take is not free for the database, nor what they hold (on a full
+     * disk the WAL keeps its blocks). */
+    uint64_t w_b = max_u64(in->wal_file, budget), spare_b = max_u64(in->spare_file, spare);
+    uint64_t avail = sat_sub(sat_sub(in->fs_avail, w_b - in->wal_file), spare_b - in->spare_file);
+    o->shares = w_b + spare_b;
+    o->cap = pfr_store_effective_cap(in->max_bytes, in->db_file + o->shares, avail, in->reserve,
+                                     &o->reason);
+    /* Under the configured cap the WAL is counted at its peak: between a commit and the
+     * checkpoint that follows it, the WAL holds the whole transaction, which may be more than
+     * the budget. The largest seen is the spare file's size (never below the budget), so the
+     * WAL and the spare file take two of it. A reader that stats the files at that moment
+     * then still finds them within the cap. */
+    o->db_target = sat_sub(in->max_bytes, 2 * spare);
+    uint64_t disk = sat_sub(o->cap, o->shares);
+    if (disk < o->db_target) {
+        o->db_target = disk;
+        o->disk_bound = true;
+    }
+    uint64_t room = budget + spare;
+    o->tight = in->fs_avail < sat_add(in->reserve, 2 * room);
+    o->starved = in->fs_avail < room;
+}

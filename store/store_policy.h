@@ -1,0 +1,42 @@
+/*
+ * Space policy (layer 0, internal): a pure function from measurements (the file system's size
+ * and free space, the ring's files, the cap, the reserve, the largest WAL seen) to a decision
+ * (the cap in force and why, the WAL's budget, the spare file's size, the database's target,
+ * how tight the disk is). No I/O: store_space.c measures and applies, the unit tests
+ * (test_store_policy) feed it figures. Why this shape: docs/store.md, "Disk space".
+ */
+#ifndef PFR_STORE_POLICY_H
+#define PFR_STORE_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pfr_store.h"
+
+struct store_policy_in {
+    uint64_t max_bytes;                     /* the configured cap */
+    uint64_t fs_bytes, fs_avail;            /* the file system: size, free for the ring's user */
+    uint64_t db_file, wal_file, spare_file; /* the ring's files as they are */
+    uint64_t reserve;                       /* bytes to keep free (resolved) */
+    uint64_t wal_seen; /* the largest WAL a writer has seen (0: none yet, or a reader) */
+    bool reader;       /* a reader: it counts the spare file as it finds it */
+};
+
+struct store_policy_out {
+    uint64_t cap; /* the cap in force: the ring's files stay within it */
+    enum pfr_store_cap_reason reason;
+    uint64_t wal_budget;  /* the WAL's share: checkpointed every half, truncated to it */
+    uint64_t spare_bytes; /* the spare file's size: room for a WAL of the largest transaction */
+    uint64_t shares;      /* the WAL's and the spare file's shares: held or owed */
+    uint64_t db_target;   /* bytes of pages the database may hold */
+    bool disk_bound;      /* db_target is the disk's, below the configured cap's */
+    bool tight;           /* free space near or below the reserve: give back in small steps */
+    bool starved;         /* hardly any free space: keep the WAL's blocks, make no spare file */
+};
+
+/* The WAL's share of a cap (cap/16, 64 KiB to 4 MiB). */
+uint64_t store_policy_wal_budget(uint64_t cap);
+
+void store_policy_decide(const struct store_policy_in *in, struct store_policy_out *out);
+
+#endif
