@@ -24,8 +24,9 @@ struct pfr_trig_coalescer {
     uint32_t max_per_hour;
     struct slot *slots;
     size_t nslots, cap;
-    pfr_pin_request *ready; /* closed before their window ended: due at once */
-    size_t nready, cap_ready;
+    pfr_pin_request *parked; /* requests that may grow no more, handed over when their window
+                                ends */
+    size_t nparked, cap_parked;
 };
 
 int pfr_trig_coalescer_new(int64_t max_window_ns, uint32_t max_per_hour, pfr_trig_coalescer **out)
@@ -44,7 +45,7 @@ void pfr_trig_coalescer_free(pfr_trig_coalescer *c)
     if (!c)
         return;
     free(c->slots);
-    free(c->ready);
+    free(c->parked);
     free(c);
 }
 
@@ -127,19 +128,33 @@ static int start_new(pfr_trig_coalescer *c, struct slot *s, const pfr_pin_reques
     return PFR_TRIG_NEW;
 }
 
-/* A pending request that may grow no longer is handed over as it is, at the next look. */
-static int close_early(pfr_trig_coalescer *c, const pfr_pin_request *r)
+/* A pending request that may grow no more (its service has a new one) waits apart. */
+static int park(pfr_trig_coalescer *c, const pfr_pin_request *r)
 {
-    if (c->nready == c->cap_ready) {
-        size_t cap = c->cap_ready ? 2 * c->cap_ready : 4;
-        pfr_pin_request *v = realloc(c->ready, cap * sizeof(*v));
+    if (c->nparked == c->cap_parked) {
+        size_t cap = c->cap_parked ? 2 * c->cap_parked : 4;
+        pfr_pin_request *v = realloc(c->parked, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
-        c->ready = v;
-        c->cap_ready = cap;
+        c->parked = v;
+        c->cap_parked = cap;
     }
-    c->ready[c->nready++] = *r;
+    c->parked[c->nparked++] = *r;
     return 0;
+}
+
+/* A new request of a service whose pending one it does not extend: that one is parked first
+ * (unless the new one is suppressed). */
+static int start_parking(pfr_trig_coalescer *c, struct slot *s, const pfr_pin_request *r,
+                         int64_t now_ns)
+{
+    if (c->max_per_hour && starts_within_hour(s, now_ns) >= c->max_per_hour)
+        return PFR_TRIG_SUPPRESSED;
+    int rc = park(c, &s->req);
+    if (rc)
+        return rc;
+    s->pending = false;
+    return start_new(c, s, r, now_ns);
 }
 
 int pfr_trig_coalescer_offer(pfr_trig_coalescer *c, const pfr_pin_request *r, int64_t now_ns)
@@ -154,20 +169,16 @@ int pfr_trig_coalescer_offer(pfr_trig_coalescer *c, const pfr_pin_request *r, in
             extend(&s->req, r);
             return PFR_TRIG_EXTENDED;
         }
-        /* too long to grow: the pending one is handed over as it is and the rest of r's window
-         * starts a new one (counted against the rate limit) */
+        /* too long to grow: the pending one stays as it is and the rest of r's window starts a
+         * new one (counted against the rate limit) */
         pfr_pin_request rest = *r;
         if (rest.from_ns < s->req.to_ns)
             rest.from_ns = s->req.to_ns;
         if (rest.to_ns <= rest.from_ns) /* nothing of r lies past it */
             return PFR_TRIG_EXTENDED;
-        int rc = close_early(c, &s->req);
-        if (rc)
-            return rc;
-        s->pending = false;
-        return start_new(c, s, &rest, now_ns);
+        return start_parking(c, s, &rest, now_ns);
     }
-    return start_new(c, s, r, now_ns);
+    return s->pending ? start_parking(c, s, r, now_ns) : start_new(c, s, r, now_ns);
 }
 
 int pfr_trig_coalescer_extend(pfr_trig_coalescer *c, const pfr_pin_request *r)
@@ -190,10 +201,13 @@ int pfr_trig_coalescer_extend(pfr_trig_coalescer *c, const pfr_pin_request *r)
 
 bool pfr_trig_coalescer_take_due(pfr_trig_coalescer *c, int64_t now_ns, pfr_pin_request *out)
 {
-    if (c->nready) {
-        *out = c->ready[0];
-        memmove(c->ready, c->ready + 1, (c->nready - 1) * sizeof(*c->ready));
-        c->nready--;
+    size_t pi = SIZE_MAX;
+    for (size_t i = 0; i < c->nparked; i++)
+        if (c->parked[i].to_ns <= now_ns && (pi == SIZE_MAX || c->parked[i].to_ns < c->parked[pi].to_ns))
+            pi = i;
+    if (pi != SIZE_MAX) {
+        *out = c->parked[pi];
+        c->parked[pi] = c->parked[--c->nparked];
         return true;
     }
     struct slot *best = NULL;
@@ -211,7 +225,10 @@ bool pfr_trig_coalescer_take_due(pfr_trig_coalescer *c, int64_t now_ns, pfr_pin_
 
 int64_t pfr_trig_coalescer_next_due(const pfr_trig_coalescer *c)
 {
-    int64_t next = c->nready ? INT64_MIN : INT64_MAX;
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < c->nparked; i++)
+        if (c->parked[i].to_ns < next)
+            next = c->parked[i].to_ns;
     for (size_t i = 0; i < c->nslots; i++)
         if (c->slots[i].pending && c->slots[i].req.to_ns < next)
             next = c->slots[i].req.to_ns;
