@@ -34,7 +34,14 @@ def start(args, tmp, extra, port=None):
     CPU source, and only the triggers of the test (extra)."""
     flags = ["--interval", "1s", "--go-heap-profiler", "disabled", "--pin-before", "5s",
              "--pin-after", "1s", "--metrics-listen", "127.0.0.1:%d" % (port or ri.free_port())]
-    return ri.Recorder(args, tmp, flags + extra)
+    return up(ri.Recorder(args, tmp, flags + extra))
+
+
+def up(rec):
+    """rec once its triggers are running (Recorder waits for "sampling", which the CPU source
+    also logs, before the triggers start)."""
+    rec.wait_log("triggers: oom=", 30)
+    return rec
 
 
 def wait_line(rec, pattern, timeout):
@@ -194,11 +201,11 @@ def own_address():
 
 def test_pin(args, tmp):
     port = ri.free_port()
-    rec = ri.Recorder(args, tmp, ["--interval", "1s", "--go-heap-profiler", "disabled",
-                                  "--trigger-oom", "false", "--trigger-fatal-signal", "false",
-                                  "--trigger-pressure", "false", "--trigger-pressure-cgroups",
-                                  "false", "--max-pins-per-hour", "2",
-                                  "--metrics-listen", "0.0.0.0:%d" % port])
+    rec = up(ri.Recorder(args, tmp, ["--interval", "1s", "--go-heap-profiler", "disabled",
+                                     "--trigger-oom", "false", "--trigger-fatal-signal", "false",
+                                     "--trigger-pressure", "false", "--trigger-pressure-cgroups",
+                                     "false", "--max-pins-per-hour", "2",
+                                     "--metrics-listen", "0.0.0.0:%d" % port]))
     q = urllib.parse.urlencode
     # a range already over: handed over at once
     code, body = post(port, q({"service": "web", "reason": "alert HighLatency fired",
