@@ -70,6 +70,7 @@ typedef struct pfr_triggers_config {
     uint32_t cpu_percent, memory_percent; /* PSI some avg10 thresholds */
     int64_t cpu_for_ns, memory_for_ns;    /* ... held this long */
     int64_t pressure_poll_ns;             /* how often PSI is read */
+    int64_t pressure_rearm_ns;            /* between two pressure events of one host/cgroup */
     int64_t heap_min_gap_ns;              /* between two heap requests of one cgroup */
     uint32_t max_pins_per_hour;           /* per service */
     bool pin_endpoint;                    /* POST /pin */
@@ -115,7 +116,8 @@ typedef struct pfr_triggers_stats {
 
 typedef struct pfr_triggers pfr_triggers;
 
-/* Start the triggers the settings ask for (BPF program, thread). A BPF program that cannot be
+/* Start the triggers the settings ask for (BPF program, thread); *out is set before the thread
+ * starts, so the hooks may use it. A BPF program that cannot be
  * loaded leaves OOM and signal triggers off (said in err, rc 0 and *warned set); other failures
  * return a negative errno with a reason in err. Owner: the caller, pfr_triggers_free. */
 int pfr_triggers_new(const pfr_triggers_env *env, const pfr_triggers_hooks *hooks,

@@ -203,7 +203,8 @@ bool pfr_trig_coalescer_take_due(pfr_trig_coalescer *c, int64_t now_ns, pfr_pin_
 {
     size_t pi = SIZE_MAX;
     for (size_t i = 0; i < c->nparked; i++)
-        if (c->parked[i].to_ns <= now_ns && (pi == SIZE_MAX || c->parked[i].to_ns < c->parked[pi].to_ns))
+        if (c->parked[i].to_ns <= now_ns &&
+            (pi == SIZE_MAX || c->parked[i].to_ns < c->parked[pi].to_ns))
             pi = i;
     if (pi != SIZE_MAX) {
         *out = c->parked[pi];

@@ -52,18 +52,21 @@ int pfr_trig_psi_parse(const char *text, size_t len, pfr_psi *out);
 int pfr_trig_memory_events_high(const char *text, size_t len, uint64_t *high);
 
 /* A level held above a threshold for a while: one episode fires once, then extends while it
- * lasts, and re-arms only once the level dropped below the threshold. */
+ * lasts, and re-arms only once the level dropped below the threshold and rearm_ns passed
+ * since it fired. */
 typedef struct pfr_trig_sustain {
-    int64_t above_since; /* 0: below */
-    bool fired;          /* this episode fired */
+    int64_t above_since;  /* 0: below */
+    bool fired;           /* this episode fired */
+    int64_t last_fire_ns; /* 0: never */
 } pfr_trig_sustain;
 
 enum pfr_trig_level { PFR_TRIG_QUIET = 0, PFR_TRIG_FIRE, PFR_TRIG_HOLD };
 
 /* Feed one reading at now_ns (monotonic): FIRE when it has been at or above threshold for
- * for_ns, HOLD while a fired episode lasts, QUIET otherwise. */
+ * for_ns (and rearm_ns passed since the last FIRE), HOLD while a fired episode lasts, QUIET
+ * otherwise. */
 enum pfr_trig_level pfr_trig_sustain_update(pfr_trig_sustain *s, double level, double threshold,
-                                            int64_t for_ns, int64_t now_ns);
+                                            int64_t for_ns, int64_t rearm_ns, int64_t now_ns);
 
 /* ---- the BPF program (OOM victims, deaths by fatal signal) ---- */
 

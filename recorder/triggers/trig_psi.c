@@ -72,7 +72,7 @@ int pfr_trig_memory_events_high(const char *text, size_t len, uint64_t *high)
 }
 
 enum pfr_trig_level pfr_trig_sustain_update(pfr_trig_sustain *s, double level, double threshold,
-                                            int64_t for_ns, int64_t now_ns)
+                                            int64_t for_ns, int64_t rearm_ns, int64_t now_ns)
 {
     if (level < threshold) {
         s->above_since = 0;
@@ -83,8 +83,10 @@ enum pfr_trig_level pfr_trig_sustain_update(pfr_trig_sustain *s, double level, d
         s->above_since = now_ns ? now_ns : 1;
     if (s->fired)
         return PFR_TRIG_HOLD;
-    if (now_ns - s->above_since < for_ns)
+    if (now_ns - s->above_since < for_ns ||
+        (s->last_fire_ns && now_ns - s->last_fire_ns < rearm_ns))
         return PFR_TRIG_QUIET;
     s->fired = true;
+    s->last_fire_ns = now_ns;
     return PFR_TRIG_FIRE;
 }

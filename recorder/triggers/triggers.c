@@ -184,8 +184,8 @@ static enum pfr_trig_level check_psi(pfr_triggers *t, const char *root, const ch
     bool cpu = kind == PFR_PIN_PRESSURE_CPU;
     uint32_t threshold = cpu ? t->cfg.cpu_percent : t->cfg.memory_percent;
     int64_t for_ns = cpu ? t->cfg.cpu_for_ns : t->cfg.memory_for_ns;
-    enum pfr_trig_level lv =
-        pfr_trig_sustain_update(s, psi.some_avg10, threshold, for_ns, pfr_clock_mono_ns());
+    enum pfr_trig_level lv = pfr_trig_sustain_update(s, psi.some_avg10, threshold, for_ns,
+                                                     t->cfg.pressure_rearm_ns, pfr_clock_mono_ns());
     if (lv != PFR_TRIG_QUIET)
         pressure_event(t, lv, kind, is_cgroup ? path : NULL, psi.some_avg10, threshold, for_ns);
     return lv;
@@ -385,15 +385,17 @@ int pfr_triggers_new(const pfr_triggers_env *env, const pfr_triggers_hooks *hook
             *warned = true;
         }
     }
+    /* set before the thread starts: its hooks may ask for the stats at once */
+    *out = t;
     rc = pthread_create(&t->thread, NULL, run, t);
     if (rc) {
+        *out = NULL;
         snprintf(err, errlen, "triggers: cannot start their thread: %s", strerror(rc));
         pfr_triggers_free(t);
         return -rc;
     }
     pthread_setname_np(t->thread, "pfr-triggers");
     t->started = true;
-    *out = t;
     return 0;
 }
 

@@ -105,8 +105,7 @@ static void crash_loop_is_bounded(void **state)
         delivered++;
     assert_int_equal(counts[PFR_TRIG_NEW], 2);
     assert_true(counts[PFR_TRIG_SUPPRESSED] > 0);
-    assert_int_equal(counts[PFR_TRIG_NEW] + counts[PFR_TRIG_EXTENDED] +
-                         counts[PFR_TRIG_SUPPRESSED],
+    assert_int_equal(counts[PFR_TRIG_NEW] + counts[PFR_TRIG_EXTENDED] + counts[PFR_TRIG_SUPPRESSED],
                      120);
     assert_int_equal(delivered, 2);
     pfr_trig_coalescer_free(c);
@@ -184,20 +183,23 @@ static void psi_texts(void **state)
     assert_int_equal(pfr_trig_memory_events_high("high x\n", 7, &high), -EINVAL);
 }
 
-/* Fires once when the level held for the duration, holds while it lasts, re-arms below. */
+/* Fires once when the level held for the duration, holds while it lasts, re-arms below and
+ * once rearm passed. */
 static void sustained_level(void **state)
 {
     (void)state;
     pfr_trig_sustain s = {0};
-    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 100 * S), PFR_TRIG_QUIET);
-    assert_int_equal(pfr_trig_sustain_update(&s, 91, 90, 10 * S, 105 * S), PFR_TRIG_QUIET);
-    assert_int_equal(pfr_trig_sustain_update(&s, 92, 90, 10 * S, 110 * S), PFR_TRIG_FIRE);
-    assert_int_equal(pfr_trig_sustain_update(&s, 99, 90, 10 * S, 115 * S), PFR_TRIG_HOLD);
+    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 30 * S, 100 * S), PFR_TRIG_QUIET);
+    assert_int_equal(pfr_trig_sustain_update(&s, 91, 90, 10 * S, 30 * S, 105 * S), PFR_TRIG_QUIET);
+    assert_int_equal(pfr_trig_sustain_update(&s, 92, 90, 10 * S, 30 * S, 110 * S), PFR_TRIG_FIRE);
+    assert_int_equal(pfr_trig_sustain_update(&s, 99, 90, 10 * S, 30 * S, 115 * S), PFR_TRIG_HOLD);
     /* a dip below restarts the count */
-    assert_int_equal(pfr_trig_sustain_update(&s, 50, 90, 10 * S, 120 * S), PFR_TRIG_QUIET);
-    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 125 * S), PFR_TRIG_QUIET);
-    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 134 * S), PFR_TRIG_QUIET);
-    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 135 * S), PFR_TRIG_FIRE);
+    assert_int_equal(pfr_trig_sustain_update(&s, 50, 90, 10 * S, 30 * S, 120 * S), PFR_TRIG_QUIET);
+    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 30 * S, 125 * S), PFR_TRIG_QUIET);
+    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 30 * S, 129 * S), PFR_TRIG_QUIET);
+    /* held long enough, but within rearm (30 s) of the last fire (110 s): not yet */
+    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 30 * S, 135 * S), PFR_TRIG_QUIET);
+    assert_int_equal(pfr_trig_sustain_update(&s, 95, 90, 10 * S, 30 * S, 140 * S), PFR_TRIG_FIRE);
 }
 
 static const pfr_triggers_config cfg = {.before_ns = 10 * MIN, .after_ns = 2 * MIN};
@@ -293,14 +295,13 @@ static void cgroup2_mount(void **state)
     assert_int_equal(pfr_trig_cgroup2_root(path, root, sizeof(root)), 0);
     assert_string_equal(root, "/sys/fs/cgroup/unified");
     unlink(path);
-    assert_int_equal(pfr_trig_cgroup2_root("/nonexistent/mountinfo", root, sizeof(root)),
-                     -ENOENT);
+    assert_int_equal(pfr_trig_cgroup2_root("/nonexistent/mountinfo", root, sizeof(root)), -ENOENT);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(coalesce_overlapping), cmocka_unit_test(disjoint_windows),
+        cmocka_unit_test(coalesce_overlapping),  cmocka_unit_test(disjoint_windows),
         cmocka_unit_test(crash_loop_is_bounded), cmocka_unit_test(rate_limit_window),
         cmocka_unit_test(extend_only),           cmocka_unit_test(psi_texts),
         cmocka_unit_test(sustained_level),       cmocka_unit_test(pin_query),
