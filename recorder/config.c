@@ -354,10 +354,6 @@ static int bind_all(pfr_config *c, char *err, size_t errlen)
         if (rc)
             return rc;
     }
-    int rc =
-        pfr_settings_bind(c->settings, &pfr_triggers_settings_group, &c->triggers, err, errlen);
-    if (rc)
-        return rc;
     size_t n;
     const pfr_source_desc *const *table = pfr_recorder_sources(&n);
     if (n > PFR_CONFIG_MAX_SOURCES) {
@@ -376,7 +372,8 @@ static int bind_all(pfr_config *c, char *err, size_t errlen)
                 return rc;
         }
     }
-    return 0;
+    /* the triggers' [triggers] section, after the sources' */
+    return pfr_settings_bind(c->settings, &pfr_triggers_settings_group, &c->triggers, err, errlen);
 }
 
 /* The checks across fields, each source's own included. */
