@@ -74,11 +74,13 @@ def test_oom(args, tmp):
     rec = start(args, tmp, ["--trigger-fatal-signal", "false", "--trigger-pressure", "false",
                             "--trigger-pressure-cgroups", "false"], port)
     cg, kind = memory_cgroup(os.path.basename(tmp), 24 << 20)
+    victims = []
     try:
         ri.log("memory cgroup %s (%s), 24 MiB" % (cg, kind))
         # the victim joins the cgroup before it execs, so every byte it touches is charged there
         p = subprocess.Popen(["sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec "$2" alloc', "sh",
                               cg, args.victim])
+        victims.append(p)
         rc = p.wait(timeout=30)
         ri.check(rc == -signal.SIGKILL, "the victim was not OOM-killed (exit %r)" % rc)
         fired = wait_line(rec, r"trigger oom_kill: service=%s .*OOM kill: pid %d \(%s\)"
@@ -92,6 +94,7 @@ def test_oom(args, tmp):
         n = metric(port, "pfr_pins_requested_total", "oom_kill")
         ri.check(n is not None and n >= 1, "pfr_pins_requested_total{oom_kill} is %r" % n)
     finally:
+        ri.kill_all(victims)  # one the OOM killer spared must not outlive the test
         for _ in range(50):
             try:
                 os.rmdir(cg)

@@ -44,13 +44,19 @@ static int handled(void)
     return caught == 1000 ? 0 : 1;
 }
 
+/* Every block is chained to the one before, so no compiler can prove the memory unused and
+ * drop the allocations (clang removes a malloc whose block is never read). */
+static void *volatile last;
+
 static void alloc(void)
 {
     for (;;) {
-        char *p = malloc(1 << 20);
+        void **p = malloc(1 << 20);
         if (!p)
             continue;
         memset(p, 1, 1 << 20);
+        *p = last;
+        last = p;
     }
 }
 
