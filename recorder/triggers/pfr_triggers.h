@@ -75,6 +75,7 @@ typedef struct pfr_triggers_config {
     uint32_t max_pins_per_hour;           /* per service */
     bool pin_endpoint;                    /* POST /pin */
     bool pin_from_any_host;               /* POST /pin from non-loopback clients */
+    char *cgroup_root; /* cgroup v2's mount; NULL: found in /proc/self/mountinfo */
 } pfr_triggers_config;
 
 /* The settings group (section "triggers"), bound to a pfr_triggers_config. */
@@ -99,8 +100,8 @@ typedef struct pfr_triggers_env {
     const pfr_triggers_config *cfg;
     const pfr_service_rules *rules; /* copied */
     pfr_identity *identity;         /* NULL: cgroup paths alone; outlives the triggers */
-    /* Where the roots are (tests point them elsewhere); NULL: "/proc", the cgroup v2 mount */
-    const char *proc_root, *cgroup_root;
+    /* Where /proc is (tests point it elsewhere); NULL: "/proc" */
+    const char *proc_root;
 } pfr_triggers_env;
 
 typedef struct pfr_triggers_stats {

@@ -134,6 +134,13 @@ static const pfr_setting rows[] = {
      .max = 86400,
      .metavar = "DURATION",
      .help = "at most one such early heap profile per cgroup this often"},
+    {.key = "cgroup_root",
+     .type = PFR_SET_STRING,
+     F(cgroup_root),
+     .metavar = "DIR",
+     .def_doc = "the cgroup2 mount of /proc/self/mountinfo",
+     .help = "where cgroup v2 is mounted (a recorder in a container may see the host's "
+             "elsewhere); its cgroups' pressure files are read"},
     {.key = "pin_endpoint",
      .type = PFR_SET_BOOL,
      F(pin_endpoint),

@@ -355,6 +355,7 @@ int pfr_triggers_new(const pfr_triggers_env *env, const pfr_triggers_hooks *hook
     if (!t)
         return -ENOMEM;
     t->cfg = *env->cfg;
+    t->cfg.cgroup_root = NULL; /* the caller's string: copied into cgroups.root below */
     t->hooks = *hooks;
     t->identity = env->identity;
     t->wake_fd = -1;
@@ -370,8 +371,8 @@ int pfr_triggers_new(const pfr_triggers_env *env, const pfr_triggers_hooks *hook
         pfr_triggers_free(t);
         return rc;
     }
-    if (env->cgroup_root)
-        snprintf(t->cgroups.root, sizeof(t->cgroups.root), "%s", env->cgroup_root);
+    if (env->cfg->cgroup_root)
+        snprintf(t->cgroups.root, sizeof(t->cgroups.root), "%s", env->cfg->cgroup_root);
     else if (pfr_trig_cgroup2_root("/proc/self/mountinfo", t->cgroups.root,
                                    sizeof(t->cgroups.root)) != 0)
         t->cgroups.root[0] = '\0'; /* no cgroup v2: the host's pressure only */

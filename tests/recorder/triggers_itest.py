@@ -5,7 +5,10 @@ Usage: triggers_itest.py --recorder BIN --dump BIN --victim BIN TEST
 TEST: oom (a process OOM-killed in a cgroup with a small memory limit), signal (deaths by
 SIGSEGV and SIGABRT trigger; a handled SIGSEGV and an exit status of 11 do not), pressure (CPU
 hogs in a cgroup of their own past a low threshold), pin (POST /pin: good requests, coalescing,
-the rate limit, bad input, clients off the loopback).
+the rate limit, bad input, clients off the loopback), heap (a cgroup's memory.events "high"
+count rising, then its memory pressure, bring a Go program's heap profile before
+go_heap_interval; the cgroup is a fake cgroupfs the test writes, named by cgroup_root, since a
+real memory.high event needs cgroup v2's memory controller).
 Each test checks the recorder's log and metrics for its own processes' pids (other tests on the
 host crash programs too). Exit 0 = pass, 1 = fail.
 """
@@ -259,12 +262,79 @@ def test_pin(args, tmp):
     ri.check("from afar" not in text, "the refused request reached the triggers")
 
 
+def heap_chunks(args, store, pid):
+    return [c for c in ri.dump(args, store, "--meta") if c["labels"].get("pid") == str(pid)
+            and any(t.startswith("go_runtime:heap") for t in c["types"])]
+
+
+def wait_heap_chunks(args, store, pid, n, limit):
+    end = time.time() + limit
+    cs = heap_chunks(args, store, pid)
+    while len(cs) < n and time.time() < end:
+        time.sleep(0.3)
+        cs = heap_chunks(args, store, pid)
+    return cs
+
+
+def write_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_heap(args, tmp):
+    exe = os.path.join(os.path.dirname(args.victim), "pfr-goheap-alloc")
+    go = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        ri.check(go.stdout.readline().strip() == "ready", "pfr-goheap-alloc did not start")
+        # a cgroupfs of one cgroup holding the Go program, whose files the test writes
+        cg = os.path.join(tmp, "cgroupfs", "app")
+        os.makedirs(cg)
+        write_file(os.path.join(cg, "cgroup.procs"), "%d\n" % go.pid)
+        calm = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        write_file(os.path.join(cg, "cpu.pressure"), calm)
+        write_file(os.path.join(cg, "memory.pressure"), calm)
+        write_file(os.path.join(cg, "memory.events"), "low 0\nhigh 0\nmax 0\noom 0\n")
+        rec = up(ri.Recorder(args, tmp, [
+            "--interval", "1s", "--go-heap-profiler", "force", "--go-heap-interval", "1h",
+            "--metrics-listen", "off", "--trigger-oom", "false", "--trigger-fatal-signal",
+            "false", "--trigger-pressure", "false", "--cgroup-root",
+            os.path.join(tmp, "cgroupfs"), "--pressure-poll", "200ms",
+            "--pressure-memory-percent", "10", "--pressure-memory-for", "1s",
+            "--heap-min-gap", "1s", "--pin-before", "5s", "--pin-after", "1s"]))
+        # the first collection, at start; the next is due in an hour
+        first = wait_heap_chunks(args, rec.store, go.pid, 1, 20)
+        if not ri.check(first, "no heap profile of pid %d at start" % go.pid):
+            return
+        time.sleep(2)
+        ri.check(len(heap_chunks(args, rec.store, go.pid)) == len(first),
+                 "a heap profile came without a trigger")
+        write_file(os.path.join(cg, "memory.events"), "low 0\nhigh 3\nmax 0\noom 0\n")
+        ri.check(wait_line(rec, r"memory pressure in cgroup /app: Go heap profiles of its 1 "
+                           r"processes", 5), "memory.events high rising asked for no heap")
+        cs = wait_heap_chunks(args, rec.store, go.pid, len(first) + 1, 10)
+        ri.check(len(cs) > len(first), "no early heap profile after memory.events high rose")
+        # memory pressure: a trigger for the Go program's service, and its heap again
+        n = len(cs)
+        write_file(os.path.join(cg, "memory.pressure"),
+                   "some avg10=35.00 avg60=5.00 avg300=1.00 total=123\n")
+        ri.check(wait_line(rec, r"trigger pressure_memory: service=pfr-goheap-alloc \(new "
+                           r"request\): cgroup memory pressure: some avg10 35\.0% >= 10% for 1 s, "
+                           r"cgroup /app$", 10), "no memory pressure trigger for cgroup /app")
+        cs = wait_heap_chunks(args, rec.store, go.pid, n + 1, 10)
+        ri.check(len(cs) > n, "no early heap profile after memory pressure")
+        rc, _, _ = rec.stop()
+        ri.check(rc == 0, "the recorder exited %d" % rc)
+    finally:
+        go.kill()
+        go.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
     ap.add_argument("--dump", required=True)
     ap.add_argument("--victim", required=True)
-    ap.add_argument("test", choices=["oom", "signal", "pressure", "pin"])
+    ap.add_argument("test", choices=["oom", "signal", "pressure", "pin", "heap"])
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="pfr-triggers-%s-" % args.test)
     try:
