@@ -276,6 +276,13 @@ def wait_heap_chunks(args, store, pid, n, limit):
     return cs
 
 
+def phase(go):
+    """One round of the Go program's allocations."""
+    go.stdin.write("phase\n")
+    go.stdin.flush()
+    ri.check(go.stdout.readline().startswith("done"), "pfr-goheap-alloc's allocation phase")
+
+
 def write_file(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -301,11 +308,13 @@ def test_heap(args, tmp):
             os.path.join(tmp, "cgroupfs"), "--pressure-poll", "200ms",
             "--pressure-memory-percent", "10", "--pressure-memory-for", "1s",
             "--heap-min-gap", "1s", "--pin-before", "5s", "--pin-after", "1s"]))
-        # the first collection, at start; the next is due in an hour
-        first = wait_heap_chunks(args, rec.store, go.pid, 1, 20)
-        if not ri.check(first, "no heap profile of pid %d at start" % go.pid):
-            return
-        time.sleep(2)
+        # the first collection, at start, switches the program's heap sampling on; the next
+        # is due in an hour
+        ri.check(rec.wait_log("MemProfileRate was 0", 20), "pid %d not visited" % go.pid)
+        phase(go)
+        time.sleep(1)
+        first = heap_chunks(args, rec.store, go.pid)
+        time.sleep(1.5)  # more than an interval
         ri.check(len(heap_chunks(args, rec.store, go.pid)) == len(first),
                  "a heap profile came without a trigger")
         write_file(os.path.join(cg, "memory.events"), "low 0\nhigh 3\nmax 0\noom 0\n")
@@ -314,7 +323,8 @@ def test_heap(args, tmp):
         cs = wait_heap_chunks(args, rec.store, go.pid, len(first) + 1, 10)
         ri.check(len(cs) > len(first), "no early heap profile after memory.events high rose")
         # memory pressure: a trigger for the Go program's service, and its heap again
-        n = len(cs)
+        phase(go)
+        n = len(heap_chunks(args, rec.store, go.pid))
         write_file(os.path.join(cg, "memory.pressure"),
                    "some avg10=35.00 avg60=5.00 avg300=1.00 total=123\n")
         ri.check(wait_line(rec, r"trigger pressure_memory: service=pfr-goheap-alloc \(new "
