@@ -98,8 +98,12 @@ static enum MHD_Result handle_post(pfr_metrics_server *s, struct MHD_Connection 
     pthread_mutex_unlock(&s->lock);
     if (!found || a.overflow) {
         free(text);
-        return found ? reply(conn, MHD_HTTP_BAD_REQUEST, "too many parameters\n")
-                     : reply(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+        if (found)
+            return reply(conn, MHD_HTTP_BAD_REQUEST, "too many parameters\n");
+        /* the paths GET serves are there, but not for POST */
+        if (strcmp(url, "/") == 0 || strcmp(url, "/metrics") == 0)
+            return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n");
     }
     size_t len = strnlen(text, POST_REPLY_MAX - 2);
     text[len++] = '\n';
