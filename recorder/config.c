@@ -320,6 +320,7 @@ void pfr_config_free(pfr_config *c)
     pfr_settings_release(&identity_group, c);
     pfr_settings_release(&files_group, c);
     pfr_settings_release(&service_group, c);
+    pfr_settings_release(&pfr_triggers_settings_group, &c->triggers);
     pfr_settings_free(c->settings);
     free(c->config_path);
     memset(c, 0, sizeof(*c));
@@ -331,8 +332,8 @@ static const char sample_header[] =
     "Every key is shown commented out with its built-in default. Layers, later wins: built-in "
     "defaults < this file < environment (PFR_<KEY>, e.g. PFR_CPU_HZ) < command-line flags "
     "(--<key with dashes>, e.g. --cpu-hz). An unknown key or a bad value stops the daemon at "
-    "start with the file and line (exit status 2). Sections [recorder], [service] and [scrape] "
-    "are read; others are ignored.\n"
+    "start with the file and line (exit status 2). Sections [recorder], [service], [scrape] and "
+    "[triggers] are read; others are ignored.\n"
     "\n"
     "`systemctl reload pfr-recorder` (SIGHUP) applies log_level, the [service] rules and the "
     "[scrape] targets at once; the other keys take effect on restart.\n"
@@ -371,7 +372,8 @@ static int bind_all(pfr_config *c, char *err, size_t errlen)
                 return rc;
         }
     }
-    return 0;
+    /* the triggers' [triggers] section, after the sources' */
+    return pfr_settings_bind(c->settings, &pfr_triggers_settings_group, &c->triggers, err, errlen);
 }
 
 /* The checks across fields, each source's own included. */

@@ -15,6 +15,7 @@
 
 #include "pfr_log.h"
 #include "pfr_settings.h"
+#include "pfr_triggers.h"
 #include "service.h"
 
 #define PFR_RECORDER_DEFAULT_CONFIG "/etc/pfr/recorder.ini"
@@ -45,11 +46,12 @@ typedef struct pfr_config {
     char *k8s_kubelet_url, *k8s_apiserver_url, *k8s_node_name, *k8s_token_file, *k8s_ca_file;
     bool k8s_insecure;
     pfr_service_rules rules; /* [service] rule = KIND PATTERN SERVICE; --service-rule first */
-    uint64_t memory_budget; /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
+    uint64_t memory_budget;  /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
     /* Files of other processes on remote file systems (FUSE, NFS, ...; recorder/fsguard) */
     int remote_files;               /* enum pfr_fsguard_remote */
     int64_t remote_file_timeout_ns; /* a copy worker's deadline */
     uint64_t remote_file_max_bytes; /* larger remote files are not copied */
+    pfr_triggers_config triggers;   /* [triggers] (recorder/triggers) */
 
     void *source_conf[PFR_CONFIG_MAX_SOURCES]; /* each source's struct, in table order */
     pfr_settings *settings;                    /* the rows bound to the structs above */

@@ -46,6 +46,13 @@ unsigned pfr_daemon_metrics_port(const pfr_daemon_metrics *m)
     return m->server ? pfr_metrics_server_port(m->server) : 0;
 }
 
+void pfr_daemon_metrics_on_post(pfr_daemon_metrics *m, const char *path, pfr_metrics_post_fn fn,
+                                void *ctx)
+{
+    if (m->server)
+        pfr_metrics_server_on_post(m->server, path, fn, ctx);
+}
+
 void pfr_daemon_metrics_put(pfr_daemon_metrics *m, const char *name, const char *help,
                             enum pfr_metric_type t, double v)
 {

@@ -39,6 +39,10 @@ void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
                               unsigned long long write_errors);
 /* The Coroot identities' resolver: cgroups by state, metadata fetches. */
 void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats *st);
+/* Answer POST path on the metrics listener with fn (pfr_metrics_server_on_post); nothing when
+ * no listener is served. */
+void pfr_daemon_metrics_on_post(pfr_daemon_metrics *m, const char *path, pfr_metrics_post_fn fn,
+                                void *ctx);
 /* The newest error of a source ("cpu", "goheap", "scrape", "store"). */
 void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message);
 

@@ -21,6 +21,7 @@
 #include "collector.h"
 #include "config.h"
 #include "daemon_metrics.h"
+#include "daemon_triggers.h"
 #include "exe_scan.h"
 #include "host.h"
 #include "pfr_clock.h"
@@ -537,7 +538,7 @@ static void start_stop_watchdog(int exit_code)
 /* SIGHUP. A source's settings change only while it is not collecting: the collectors are given
  * a moment to end; one still busy after it keeps its settings (said in the log). */
 static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size_t nsrc, writer *w,
-                   int efd)
+                   int efd, pfr_daemon_triggers *trig)
 {
     pfr_config fresh;
     char err[512];
@@ -565,6 +566,7 @@ static void reload(int argc, char **argv, pfr_config *cur, pfr_source *src, size
         fresh.disk_reserve.percent != cur->disk_reserve.percent)
         pfr_warn("SIGHUP: store, interval, max_store_bytes and disk_reserve take effect on "
                  "restart");
+    pfr_daemon_triggers_reload(trig, &fresh);
     pfr_service_rules_free(&cur->rules);
     pfr_service_rules_copy(&cur->rules, &fresh.rules);
     cur->log_level = fresh.log_level;
@@ -751,6 +753,7 @@ int main(int argc, char **argv)
                 .fsguard = fsguard,
                 .membudget = membudget};
     pfr_collector *collectors[MAX_SOURCES] = {0};
+    pfr_daemon_triggers *trig = NULL;
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     int64_t start = pfr_clock_real_ns();
     rc = efd < 0 ? -errno : 0;
@@ -764,6 +767,10 @@ int main(int argc, char **argv)
         exit_code = 1;
         goto stop;
     }
+
+    /* Triggers: events the recorder sees become pin requests; what becomes of a request is
+     * daemon_triggers.c's on_pin_request. Without them the recorder records as before. */
+    pfr_daemon_triggers_start(&cfg, identity, metrics, sources, nsrc, &trig);
 
     /* "sampling": the line that says the recorder is up (tests and scripts wait for it) */
     pfr_info("pfr-recorder %s: sampling with %zu sources, %.3g s intervals, ring %s, host %s",
@@ -806,7 +813,7 @@ int main(int argc, char **argv)
             if (read(sfd, &si, sizeof(si)) != sizeof(si))
                 continue;
             if (si.ssi_signo == SIGHUP) {
-                reload(argc, argv, &cfg, sources, nsrc, &w, efd);
+                reload(argc, argv, &cfg, sources, nsrc, &w, efd, trig);
                 continue;
             }
             pfr_info("%s: writing the current interval and exiting",
@@ -816,6 +823,7 @@ int main(int argc, char **argv)
         }
     }
 stop:
+    pfr_daemon_triggers_stop(trig); /* its pending requests are handed over */
     if (stop_collectors(&w) != 0) {
         /* a source is stuck in the kernel (a hung mount): what could be written is, the ring is
          * closed; its threads cannot be stopped, and the process goes without them */

@@ -39,6 +39,9 @@ typedef struct pfr_source_ops {
      * May be NULL. */
     void (*export_metrics)(void *self, pfr_daemon_metrics *m);
     void (*destroy)(void *self);
+    /* A trigger wants these processes' profiles at the next collection rather than when they
+     * are next due (memory pressure brings the Go heap). Any thread; may be NULL. */
+    void (*collect_soon)(void *self, const int32_t *pids, size_t npids);
 } pfr_source_ops;
 
 typedef struct pfr_source {

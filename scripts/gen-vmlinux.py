@@ -41,7 +41,11 @@ import zlib
 
 # struct -> the fields the programs use ("a.b": field b of the by-value member a).
 STRUCTS = {
-    "task_struct": ["flags", "mm", "group_leader", "start_time", "comm", "signal", "in_execve"],
+    "task_struct": ["flags", "mm", "group_leader", "start_time", "comm", "signal", "in_execve",
+                    "pid", "tgid", "exit_code", "cgroups"],
+    "css_set": ["dfl_cgrp"],
+    "cgroup": ["kn"],
+    "kernfs_node": ["__parent", "name", "id"],
     "signal_struct": ["live.counter"],
     "mm_struct": ["exe_file", "context.vdso"],
     "vm_area_struct": ["vm_start", "vm_end", "vm_pgoff", "vm_flags", "vm_file", "vm_mm"],

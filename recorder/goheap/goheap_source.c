@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ struct pending {
 
 typedef struct pfr_goheap_source pfr_goheap_source;
 
+#define SOON_MAX 256 /* pids waiting for an early heap profile; more wait for the next minute */
+
 struct pfr_goheap_source {
     pfr_goheap *collector;
     pfr_cpu_source *cpu;
@@ -42,7 +45,12 @@ struct pfr_goheap_source {
     pfr_map seen, seen_before; /* pids profiled this collection and the one before */
     pfr_map resolved;          /* pids whose mappings this source asked the symbolizer for */
     int emit_rc;
-    char names[16384]; /* the last resolved frames' strings, valid until the next resolve */
+    /* pids a trigger wants profiled at the next collection (collect_soon, any thread) */
+    pthread_mutex_t soon_lock;
+    pid_t soon[SOON_MAX];
+    size_t nsoon;
+    uint64_t soon_collections; /* early collections made for them */
+    char names[16384];         /* the last resolved frames' strings, valid until the next resolve */
 };
 
 /* ---- resolver: the shared symbolizer, remembering which pids it snapshotted ---- */
@@ -239,21 +247,41 @@ static void free_pending(pfr_goheap_source *g)
     g->npending = 0;
 }
 
+/* The pids a trigger asked for since the last collection, taken (at most SOON_MAX). */
+static size_t take_soon(pfr_goheap_source *g, pid_t *pids)
+{
+    pthread_mutex_lock(&g->soon_lock);
+    size_t n = g->nsoon;
+    memcpy(pids, g->soon, n * sizeof(*pids));
+    g->nsoon = 0;
+    pthread_mutex_unlock(&g->soon_lock);
+    return n;
+}
+
 static int goheap_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn emit,
                           void *emit_ctx)
 {
     pfr_goheap_source *g = self;
+    pid_t soon[SOON_MAX];
+    size_t nsoon = take_soon(g, soon);
     /* Collections ride on the recorder's intervals, whose ends jitter by a little: due within
      * half an interval counts as due, or a 3 s heap interval would last 4 s half the time. */
-    if (end_ns + (end_ns - start_ns) / 2 < g->next_ns)
+    bool due = end_ns + (end_ns - start_ns) / 2 >= g->next_ns;
+    if (!due && nsoon == 0)
         return 0;
-    g->next_ns = end_ns + g->interval_ns;
+    if (due)
+        g->next_ns = end_ns + g->interval_ns;
+    else
+        g->soon_collections++;
     g->emit_rc = 0;
     pfr_goheap_sink sink = {.ctx = g, .profile = on_profile, .event = on_event};
-    int rc = pfr_goheap_collect(g->collector, end_ns, NULL, 0, &sink);
-    pfr_cpu_source_symbolizer_acquire(g->cpu);
-    forget_gone(g);
-    pfr_cpu_source_symbolizer_release(g->cpu);
+    /* an early collection visits only the pids asked for, and forgets nobody */
+    int rc = pfr_goheap_collect(g->collector, end_ns, due ? NULL : soon, due ? 0 : nsoon, &sink);
+    if (due) {
+        pfr_cpu_source_symbolizer_acquire(g->cpu);
+        forget_gone(g);
+        pfr_cpu_source_symbolizer_release(g->cpu);
+    }
     if (rc == 0)
         rc = g->emit_rc;
     int erc = emit_pending(g, emit, emit_ctx);
@@ -324,8 +352,25 @@ static void goheap_export_metrics(void *self, pfr_daemon_metrics *m)
     for (int k = PFR_REFUSED_NONE + 1; k < PFR_NREFUSALS; k++)
         put1(m, "pfr_goheap_files_refused_total", refused_help, "reason", pfr_refusal_name(k),
              (double)st->files_refused[k]);
+    put(m, "pfr_goheap_early_collections_total",
+        "heap collections made before they were due, for processes under memory pressure", C,
+        (double)g->soon_collections);
     put(m, "pfr_goheap_collect_seconds_total", "time spent collecting Go heap profiles", C,
         (double)st->collect_ns / 1e9);
+}
+
+static void goheap_collect_soon(void *self, const int32_t *pids, size_t npids)
+{
+    pfr_goheap_source *g = self;
+    pthread_mutex_lock(&g->soon_lock);
+    for (size_t i = 0; i < npids && g->nsoon < SOON_MAX; i++) {
+        bool have = false;
+        for (size_t j = 0; j < g->nsoon && !have; j++)
+            have = g->soon[j] == (pid_t)pids[i];
+        if (!have)
+            g->soon[g->nsoon++] = (pid_t)pids[i];
+    }
+    pthread_mutex_unlock(&g->soon_lock);
 }
 
 static void goheap_destroy(void *self)
@@ -333,6 +378,7 @@ static void goheap_destroy(void *self)
     pfr_goheap_source *g = self;
     if (!g)
         return;
+    pthread_mutex_destroy(&g->soon_lock);
     free_pending(g);
     free(g->pending);
     pfr_goheap_free(g->collector);
@@ -350,6 +396,7 @@ static const pfr_source_ops goheap_ops = {
     .log_stats = goheap_log_stats,
     .export_metrics = goheap_export_metrics,
     .destroy = goheap_destroy,
+    .collect_soon = goheap_collect_soon,
 };
 
 static pfr_source pfr_goheap_source_as_source(pfr_goheap_source *g)
@@ -368,6 +415,7 @@ static int pfr_goheap_source_new(const pfr_source_env *env, pfr_goheap_source **
     pfr_goheap_source *g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
+    pthread_mutex_init(&g->soon_lock, NULL);
     g->identity = identity;
     g->cpu = cpu;
     g->metrics = metrics;

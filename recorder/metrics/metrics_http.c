@@ -1,20 +1,66 @@
-/* The HTTP exporter: GET /metrics renders the registry. */
+/* The HTTP exporter: GET /metrics renders the registry; one POST path may be given a handler
+ * (the recorder's POST /pin). */
 #include "pfr_metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#define POST_MAX_ARGS  16
+#define POST_REPLY_MAX 2048
+
 struct pfr_metrics_server {
     pfr_metrics *m;
     struct MHD_Daemon *d;
     uint16_t port;
+    pthread_mutex_t lock; /* the POST handler */
+    char post_path[64];
+    pfr_metrics_post_fn post_fn;
+    void *post_ctx;
 };
+
+struct post_args {
+    const char *keys[POST_MAX_ARGS], *values[POST_MAX_ARGS];
+    size_t n;
+    bool overflow;
+};
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct post_args *a = cls;
+    if (a->n == POST_MAX_ARGS) {
+        a->overflow = true;
+        return MHD_NO;
+    }
+    a->keys[a->n] = key;
+    a->values[a->n++] = value;
+    return MHD_YES;
+}
+
+static bool from_loopback(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return false;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -26,7 +72,47 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const c
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
+    enum MHD_Result rc = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* POST: the handler's path only; the reply is a copy of the handler's text. */
+static enum MHD_Result handle_post(pfr_metrics_server *s, struct MHD_Connection *conn,
+                                   const char *url)
+{
+    struct post_args a = {0};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    char *text = malloc(POST_REPLY_MAX);
+    if (!text)
+        return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    text[0] = '\0';
+    /* the handler runs under the lock, so one taken away is not running after on_post returns */
+    pthread_mutex_lock(&s->lock);
+    bool found = s->post_fn && strcmp(url, s->post_path) == 0;
+    unsigned code = 0;
+    if (found && !a.overflow)
+        code = s->post_fn(s->post_ctx, a.keys, a.values, a.n, from_loopback(conn), text,
+                          POST_REPLY_MAX - 1);
+    pthread_mutex_unlock(&s->lock);
+    if (!found || a.overflow) {
+        free(text);
+        if (found)
+            return reply(conn, MHD_HTTP_BAD_REQUEST, "too many parameters\n");
+        /* the paths GET serves are there, but not for POST */
+        if (strcmp(url, "/") == 0 || strcmp(url, "/metrics") == 0)
+            return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    }
+    size_t len = strnlen(text, POST_REPLY_MAX - 2);
+    text[len++] = '\n';
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     enum MHD_Result rc = MHD_queue_response(conn, code, r);
     MHD_destroy_response(r);
     return rc;
@@ -42,6 +128,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     pfr_metrics_server *s = cls;
     if (*upload_size)
         *upload_size = 0; /* a body is ignored */
+    if (strcmp(method, MHD_HTTP_METHOD_POST) == 0)
+        return handle_post(s, conn, url);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
     if (strcmp(url, "/") == 0)
@@ -126,6 +214,7 @@ int pfr_metrics_serve(pfr_metrics *m, const char *listen, pfr_metrics_server **o
     if (!s)
         return -ENOMEM;
     s->m = m;
+    pthread_mutex_init(&s->lock, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
@@ -136,6 +225,7 @@ int pfr_metrics_serve(pfr_metrics *m, const char *listen, pfr_metrics_server **o
     if (!s->d) {
         rc = errno ? -errno : -EADDRINUSE;
         snprintf(err, errlen, "cannot listen on %s: %s", listen, strerror(-rc));
+        pthread_mutex_destroy(&s->lock);
         free(s);
         return rc;
     }
@@ -150,10 +240,21 @@ uint16_t pfr_metrics_server_port(const pfr_metrics_server *s)
     return s->port;
 }
 
+void pfr_metrics_server_on_post(pfr_metrics_server *s, const char *path, pfr_metrics_post_fn fn,
+                                void *ctx)
+{
+    pthread_mutex_lock(&s->lock);
+    snprintf(s->post_path, sizeof(s->post_path), "%s", fn ? path : "");
+    s->post_fn = fn;
+    s->post_ctx = ctx;
+    pthread_mutex_unlock(&s->lock);
+}
+
 void pfr_metrics_server_stop(pfr_metrics_server *s)
 {
     if (!s)
         return;
     MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -15,6 +15,7 @@
 #ifndef PFR_METRICS_H
 #define PFR_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,6 +92,16 @@ int pfr_metrics_serve(pfr_metrics *m, const char *listen, pfr_metrics_server **o
                       size_t errlen);
 /* The port actually bound (useful with port 0). */
 uint16_t pfr_metrics_server_port(const pfr_metrics_server *s);
+/* A POST handler: the query's arguments as n (key, value) pairs (a value may be NULL: "?k"),
+ * whether the client connected from the loopback; it writes its reply's text (a line) into
+ * reply and returns the HTTP status. Called on the server's thread. */
+typedef unsigned (*pfr_metrics_post_fn)(void *ctx, const char *const *keys,
+                                        const char *const *values, size_t n, bool loopback,
+                                        char *reply, size_t replylen);
+/* Answer POST path with fn (one path; NULL fn: none again, 404). Any thread; once it returns,
+ * a handler taken away is not running. POSTs are answered one at a time. */
+void pfr_metrics_server_on_post(pfr_metrics_server *s, const char *path, pfr_metrics_post_fn fn,
+                                void *ctx);
 /* Stop serving and free the server (the registry stays). */
 void pfr_metrics_server_stop(pfr_metrics_server *s);
 

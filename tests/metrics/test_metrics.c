@@ -273,6 +273,26 @@ static long fetch(const char *url, const char *method, body *b, char *ctype, siz
     return code;
 }
 
+struct post_seen {
+    char reason[64];
+    bool flag_null, loopback;
+};
+
+static unsigned on_post(void *ctx, const char *const *keys, const char *const *values, size_t n,
+                        bool loopback, char *reply, size_t replylen)
+{
+    struct post_seen *seen = ctx;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(keys[i], "reason") == 0)
+            snprintf(seen->reason, sizeof(seen->reason), "%s", values[i]);
+        if (strcmp(keys[i], "flag") == 0)
+            seen->flag_null = values[i] == NULL;
+    }
+    seen->loopback = loopback;
+    snprintf(reply, replylen, "got %zu", n);
+    return 202;
+}
+
 static void test_http(void **state)
 {
     (void)state;
@@ -308,6 +328,20 @@ static void test_http(void **state)
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/metrics", port);
     assert_int_equal(fetch(url, "POST", &b, NULL, 0), 405);
     free(b.p);
+    /* a POST path with its handler: the query's arguments, then taken away again */
+    struct post_seen seen = {0};
+    pfr_metrics_server_on_post(srv, "/pin", on_post, &seen);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/pin?reason=a%%20b&flag", port);
+    assert_int_equal(fetch(url, "POST", &b, NULL, 0), 202);
+    assert_string_equal(b.p, "got 2\n");
+    free(b.p);
+    assert_string_equal(seen.reason, "a b");
+    assert_true(seen.flag_null);
+    assert_true(seen.loopback);
+    pfr_metrics_server_on_post(srv, "/pin", NULL, NULL);
+    assert_int_equal(fetch(url, "POST", &b, NULL, 0), 404);
+    free(b.p);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/metrics", port);
 
     /* the same port again: refused with a reason */
     char listen[64];

@@ -363,7 +363,7 @@ static void help_version(void **state)
     (void)state;
     pfr_config c;
     char err[256];
-    char buf[8192] = "";
+    char buf[32768] = ""; /* the whole --help */
     FILE *out = fmemopen(buf, sizeof(buf) - 1, "w");
     char *a1[] = {"pfr-recorder", "--help", NULL};
     assert_int_equal(pfr_config_load(&c, 2, a1, out, err, sizeof(err)), PFR_CONFIG_EXIT);

@@ -1,0 +1,210 @@
+/* The daemon's side of the triggers: pin requests, POST /pin, early heaps, metrics. */
+#include "daemon_triggers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pfr_clock.h"
+#include "pfr_log.h"
+#include "pfr_triggers.h"
+
+struct pfr_daemon_triggers {
+    pfr_triggers *t;
+    pfr_triggers_config cfg;
+    pfr_daemon_metrics *metrics;
+    const pfr_source *sources;
+    size_t nsrc;
+};
+
+static void put_metrics(pfr_daemon_triggers *d)
+{
+    pfr_triggers_stats st;
+    pfr_triggers_stats_get(d->t, &st);
+    pfr_daemon_metrics *m = d->metrics;
+    for (int k = 0; k < PFR_PIN_NKINDS; k++) {
+        const char *reason = pfr_pin_kind_name((enum pfr_pin_kind)k);
+        pfr_daemon_metrics_put1(m, "pfr_triggers_fired_total",
+                                "events that asked for a pin, by reason", PFR_METRIC_COUNTER,
+                                "reason", reason, (double)st.fired[k]);
+        pfr_daemon_metrics_put1(m, "pfr_triggers_coalesced_total",
+                                "events that stretched a pending request of their service",
+                                PFR_METRIC_COUNTER, "reason", reason, (double)st.coalesced[k]);
+        pfr_daemon_metrics_put1(m, "pfr_triggers_suppressed_total",
+                                "new requests dropped: the service passed max_pins_per_hour",
+                                PFR_METRIC_COUNTER, "reason", reason, (double)st.suppressed[k]);
+        pfr_daemon_metrics_put1(m, "pfr_pins_requested_total",
+                                "pin requests handed over (windows ended), by the reason of "
+                                "their first event",
+                                PFR_METRIC_COUNTER, "reason", reason, (double)st.requested[k]);
+    }
+    pfr_daemon_metrics_put(m, "pfr_triggers_heap_requests_total",
+                           "cgroups under memory pressure whose Go heaps were asked for early",
+                           PFR_METRIC_COUNTER, (double)st.heap_requests);
+    pfr_daemon_metrics_put(m, "pfr_triggers_events_lost_total",
+                           "OOM and fatal-signal events the BPF ring buffer had no room for",
+                           PFR_METRIC_COUNTER, (double)st.bpf_lost);
+    pfr_daemon_metrics_put(m, "pfr_triggers_cgroups_watched",
+                           "cgroups holding processes whose pressure is read", PFR_METRIC_GAUGE,
+                           (double)st.cgroups_watched);
+}
+
+static void fmt_time(int64_t ns, char *out, size_t cap)
+{
+    time_t s = (time_t)(ns / 1000000000LL);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* THE place where a pin request ends up. Today it is logged and counted (pfr_pins_requested_total);
+ * when the ring has pins (issue 31, section 3), this is where the pin is made: the request's
+ * window, service, container id and reason, "made by trigger <kind>". Runs on the triggers'
+ * thread, never on the ring's writer: making a pin must not block the writer for long. */
+static void on_pin_request(void *ctx, const pfr_pin_request *r)
+{
+    pfr_daemon_triggers *d = ctx;
+    char from[32], to[32];
+    fmt_time(r->from_ns, from, sizeof(from));
+    fmt_time(r->to_ns, to, sizeof(to));
+    pfr_info("pin requested: %s service=%s from=%s to=%s events=%u: %s", pfr_pin_kind_name(r->kind),
+             r->service[0] ? r->service : "(every service)", from, to, r->events, r->reason);
+    put_metrics(d);
+}
+
+static void on_fired(void *ctx, const pfr_pin_request *r, int offer)
+{
+    pfr_daemon_triggers *d = ctx;
+    static const char *const what[] = {[PFR_TRIG_NEW] = "new request",
+                                       [PFR_TRIG_EXTENDED] = "extends the pending request",
+                                       [PFR_TRIG_SUPPRESSED] =
+                                           "suppressed: the service passed max_pins_per_hour"};
+    pfr_info("trigger %s: service=%s (%s): %s", pfr_pin_kind_name(r->kind),
+             r->service[0] ? r->service : "(every service)", what[offer], r->reason);
+    put_metrics(d);
+}
+
+/* Memory pressure brings the heap: every source that can collect early is asked. */
+static void on_heap_wanted(void *ctx, const char *cgroup, const int32_t *pids, size_t npids)
+{
+    pfr_daemon_triggers *d = ctx;
+    pfr_info("memory pressure in cgroup %s: Go heap profiles of its %zu processes at the next "
+             "interval's end",
+             cgroup, npids);
+    for (size_t i = 0; i < d->nsrc; i++)
+        if (d->sources[i].ops->collect_soon)
+            d->sources[i].ops->collect_soon(d->sources[i].self, pids, npids);
+    put_metrics(d);
+}
+
+/* POST /pin?service=S&reason=TEXT&from=T&to=T (or before=D&after=D). */
+static unsigned on_post_pin(void *ctx, const char *const *keys, const char *const *values, size_t n,
+                            bool loopback, char *reply, size_t replylen)
+{
+    pfr_daemon_triggers *d = ctx;
+    if (!loopback && !d->cfg.pin_from_any_host) {
+        snprintf(reply, replylen,
+                 "POST /pin is answered from the loopback only "
+                 "(pin_from_any_host)");
+        return 403;
+    }
+    pfr_pin_arg args[16];
+    for (size_t i = 0; i < n && i < 16; i++)
+        args[i] = (pfr_pin_arg){keys[i], values[i]};
+    pfr_pin_request *r = malloc(sizeof(*r));
+    if (!r) {
+        snprintf(reply, replylen, "out of memory");
+        return 500;
+    }
+    char err[512];
+    int rc = pfr_pin_query_parse(args, n < 16 ? n : 16, pfr_clock_real_ns(), &d->cfg, r, err,
+                                 sizeof(err));
+    unsigned code = 400;
+    if (rc) {
+        snprintf(reply, replylen, "bad request: %s", err);
+    } else {
+        rc = pfr_triggers_external(d->t, r);
+        if (rc == PFR_TRIG_SUPPRESSED) {
+            snprintf(reply, replylen, "suppressed: service '%s' passed max_pins_per_hour",
+                     r->service);
+            code = 429;
+        } else if (rc < 0) {
+            snprintf(reply, replylen, "error: %s", strerror(-rc));
+            code = 500;
+        } else {
+            snprintf(reply, replylen, "%s",
+                     rc == PFR_TRIG_NEW ? "accepted"
+                                        : "accepted: extends "
+                                          "a pending request");
+            code = 202;
+        }
+    }
+    free(r);
+    return code;
+}
+
+int pfr_daemon_triggers_start(const pfr_config *cfg, struct pfr_identity *identity,
+                              pfr_daemon_metrics *metrics, const pfr_source *sources, size_t nsrc,
+                              pfr_daemon_triggers **out)
+{
+    *out = NULL;
+    if (!pfr_triggers_config_any(&cfg->triggers))
+        return 0;
+    pfr_daemon_triggers *d = calloc(1, sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    d->cfg = cfg->triggers;
+    d->metrics = metrics;
+    d->sources = sources;
+    d->nsrc = nsrc;
+    pfr_triggers_env env = {.cfg = &cfg->triggers, .rules = &cfg->rules, .identity = identity};
+    pfr_triggers_hooks hooks = {
+        .ctx = d, .pin = on_pin_request, .heap_wanted = on_heap_wanted, .fired = on_fired};
+    char err[1024] = "";
+    bool warned = false;
+    int rc = pfr_triggers_new(&env, &hooks, &d->t, &warned, err, sizeof(err));
+    if (rc) {
+        pfr_err("%s", err);
+        pfr_daemon_metrics_error(metrics, "triggers", err);
+        free(d);
+        return rc;
+    }
+    if (warned) {
+        pfr_warn("%s", err);
+        pfr_daemon_metrics_error(metrics, "triggers", err);
+    }
+    if (cfg->triggers.pin_endpoint)
+        pfr_daemon_metrics_on_post(metrics, "/pin", on_post_pin, d);
+    put_metrics(d);
+    const pfr_triggers_config *c = &cfg->triggers;
+    pfr_info("triggers: oom=%s fatal_signal=%s pressure=%s cgroups=%s (cpu %u%% for %.0f s, "
+             "memory %u%% for %.0f s), window %.0f s before, %.0f s after, %u pins/h/service, "
+             "POST /pin %s",
+             c->oom && !warned ? "on" : "off", c->fatal_signal && !warned ? "on" : "off",
+             c->pressure ? "on" : "off", c->pressure_cgroups ? "on" : "off", c->cpu_percent,
+             (double)c->cpu_for_ns / 1e9, c->memory_percent, (double)c->memory_for_ns / 1e9,
+             (double)c->before_ns / 1e9, (double)c->after_ns / 1e9, c->max_pins_per_hour,
+             !c->pin_endpoint                    ? "off"
+             : !pfr_daemon_metrics_port(metrics) ? "off (no metrics listener)"
+             : c->pin_from_any_host              ? "on (any host)"
+                                                 : "on (loopback clients)");
+    *out = d;
+    return 0;
+}
+
+void pfr_daemon_triggers_reload(pfr_daemon_triggers *d, const pfr_config *cfg)
+{
+    if (d && pfr_triggers_set_rules(d->t, &cfg->rules))
+        pfr_warn("SIGHUP: the triggers keep their service rules (out of memory)");
+}
+
+void pfr_daemon_triggers_stop(pfr_daemon_triggers *d)
+{
+    if (!d)
+        return;
+    pfr_daemon_metrics_on_post(d->metrics, "/pin", NULL, NULL);
+    pfr_triggers_free(d->t); /* hands the pending requests to on_pin_request */
+    free(d);
+}

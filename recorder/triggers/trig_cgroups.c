@@ -1,0 +1,170 @@
+/* The cgroups whose pressure is watched: those holding processes, found by walking cgroupfs
+ * (the recorder's rule allows cgroupfs and procfs files of its own on this thread). */
+#include "trig_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_DEPTH 16
+
+int pfr_trig_cgroup2_root(const char *mountinfo_path, char *out, size_t outlen)
+{
+    FILE *f = fopen(mountinfo_path, "re");
+    if (!f)
+        return -errno;
+    char line[4096];
+    int rc = -ENOENT;
+    while (rc && fgets(line, sizeof(line), f)) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+        char *sep = strstr(line, " - ");
+        char mnt[4096];
+        if (!sep || strncmp(sep + 3, "cgroup2 ", 8) != 0 ||
+            sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+            continue;
+        snprintf(out, outlen, "%s", mnt);
+        rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+ssize_t pfr_trig_read_file(const char *root, const char *path, const char *file, char *buf,
+                           size_t cap)
+{
+    char p[8192];
+    snprintf(p, sizeof(p), "%s%s/%s", root, strcmp(path, "/") ? path : "", file);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, cap - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0)
+        return -e;
+    buf[n] = '\0';
+    return n;
+}
+
+size_t pfr_trig_cgroup_pids(const char *root, const char *path, int32_t *pids, size_t max)
+{
+    char buf[4096];
+    if (pfr_trig_read_file(root, path, "cgroup.procs", buf, sizeof(buf)) <= 0)
+        return 0;
+    size_t n = 0;
+    for (char *p = buf, *end; n < max && *p; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (v > 0)
+            pids[n++] = (int32_t)v;
+        while (*end == '\n')
+            end++;
+    }
+    return n;
+}
+
+static pfr_trig_cgroup *find(pfr_trig_cgroups *c, uint64_t ino)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].ino == ino)
+            return &c->v[i];
+    return NULL;
+}
+
+static int add(pfr_trig_cgroups *c, uint64_t ino, const char *path)
+{
+    pfr_trig_cgroup *g = find(c, ino);
+    if (g && strcmp(g->path, path) == 0) {
+        g->found = true;
+        return 0;
+    }
+    if (g) { /* the inode now names another cgroup */
+        free(g->path);
+        memset(g, 0, sizeof(*g));
+    } else {
+        if (c->n == c->cap) {
+            size_t cap = c->cap ? 2 * c->cap : 16;
+            pfr_trig_cgroup *v = realloc(c->v, cap * sizeof(*v));
+            if (!v)
+                return -ENOMEM;
+            c->v = v;
+            c->cap = cap;
+        }
+        g = &c->v[c->n++];
+        memset(g, 0, sizeof(*g));
+    }
+    g->ino = ino;
+    g->found = true;
+    if (!(g->path = strdup(path)))
+        return -ENOMEM;
+    return 0;
+}
+
+static bool holds_processes(const char *root, const char *path)
+{
+    int32_t pid;
+    return pfr_trig_cgroup_pids(root, path, &pid, 1) == 1;
+}
+
+static int walk(pfr_trig_cgroups *c, const char *path, int depth, size_t max, size_t *count)
+{
+    char dir[8192];
+    snprintf(dir, sizeof(dir), "%s%s", c->root, path);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0; /* removed meanwhile */
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && *count < max && (e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        char sub[4096];
+        int n = snprintf(sub, sizeof(sub), "%s/%s", strcmp(path, "/") ? path : "", e->d_name);
+        if (n < 0 || (size_t)n >= sizeof(sub))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (holds_processes(c->root, sub)) {
+            rc = add(c, (uint64_t)st.st_ino, sub);
+            (*count)++;
+        }
+        if (rc == 0 && depth < MAX_DEPTH)
+            rc = walk(c, sub, depth + 1, max, count);
+    }
+    closedir(d);
+    return rc;
+}
+
+int pfr_trig_cgroups_scan(pfr_trig_cgroups *c, size_t max_cgroups)
+{
+    for (size_t i = 0; i < c->n; i++)
+        c->v[i].found = false;
+    size_t count = 0;
+    int rc = walk(c, "/", 0, max_cgroups, &count);
+    /* those gone (or empty now) are forgotten */
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->v[i].found)
+            c->v[k++] = c->v[i];
+        else
+            free(c->v[i].path);
+    }
+    c->n = k;
+    return rc;
+}
+
+void pfr_trig_cgroups_free(pfr_trig_cgroups *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->v[i].path);
+    free(c->v);
+    c->v = NULL;
+    c->n = c->cap = 0;
+}
