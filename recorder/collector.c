@@ -32,6 +32,7 @@ struct pfr_collector {
     size_t emit_n;
     int emit_rc;
     pfr_collector_stats st;
+    void *stats; /* the source's stats, filled on this thread (desc->stats_size bytes, owned) */
     /* the main thread's only: */
     int64_t next_start;
 };
@@ -65,6 +66,18 @@ static int emit_to_main(const pfr_chunk_in *chunks, size_t n, void *ctx)
     return rc;
 }
 
+/* The source's counters through its descriptor's metric tables. */
+static void publish_stats(pfr_collector *c)
+{
+    const pfr_source_desc *d = c->src.desc;
+    if (!c->metrics || !c->stats || !d || !d->metrics)
+        return;
+    memset(c->stats, 0, d->stats_size);
+    c->src.ops->stats(c->src.self, c->stats);
+    for (const pfr_metric_table *const *t = d->metrics; *t; t++)
+        pfr_daemon_metrics_publish(c->metrics, *t, c->stats, NULL);
+}
+
 /* The daemon's top level, on this thread: the source's work, then its counters. */
 static void collect_one(pfr_collector *c, int64_t start, int64_t end)
 {
@@ -77,8 +90,7 @@ static void collect_one(pfr_collector *c, int64_t start, int64_t end)
     }
     if (ops->log_stats)
         ops->log_stats(c->src.self);
-    if (ops->export_metrics && c->metrics)
-        ops->export_metrics(c->src.self, c->metrics);
+    publish_stats(c);
 }
 
 static void *thread_main(void *arg)
@@ -113,6 +125,7 @@ static void *thread_main(void *arg)
         /* the main thread gave up on us and forgot the collector: ours to free */
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->lock);
+        free(c->stats);
         free(c);
     }
     return NULL;
@@ -126,6 +139,11 @@ int pfr_collector_start(const pfr_source *src, int64_t start_ns, int wake_fd,
         return -ENOMEM;
     c->src = *src;
     c->metrics = metrics;
+    if (src->ops->stats && src->desc && src->desc->stats_size &&
+        !(c->stats = calloc(1, src->desc->stats_size))) {
+        free(c);
+        return -ENOMEM;
+    }
     c->wake_fd = wake_fd;
     c->next_start = start_ns;
     snprintf(c->name, sizeof(c->name), "pfr-%s", src->ops->name);
@@ -139,6 +157,7 @@ int pfr_collector_start(const pfr_source *src, int64_t start_ns, int wake_fd,
     if (rc) {
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->lock);
+        free(c->stats);
         free(c);
         return -rc;
     }
@@ -230,6 +249,7 @@ int pfr_collector_stop(pfr_collector *c, int64_t timeout_ns)
     pthread_join(c->thread, NULL);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
+    free(c->stats);
     free(c);
     return 0;
 }

@@ -11,8 +11,8 @@
  * into the next collection (the source's counts cover the whole time since its last one).
  *
  * Threads: pfr_collector_post/serve/busy/stop are for the main thread only. The collector calls
- * the source's collect, log_stats and export_metrics on its own thread; nothing else of the
- * source runs there.
+ * the source's collect, log_stats and stats on its own thread, and publishes the stats through
+ * the descriptor's metric tables there; nothing else of the source runs there.
  *
  * Constructor pfr_collector_start, destructor pfr_collector_stop (which may leave a stuck thread
  * behind: see there).
@@ -37,8 +37,9 @@ typedef struct pfr_collector_stats {
 /* Start src's collector thread (named "pfr-<source>"), whose first collection will start at
  * start_ns. It writes 1 to wake_fd (an eventfd the
  * main thread polls) whenever it has chunks to hand over or has finished a collection.
- * metrics: where export_metrics mirrors the source's counters (may be NULL). The source, the
- * metrics and wake_fd must outlive the collector. @return 0 or a negative errno. */
+ * metrics: where the source's counters are published (may be NULL), through the tables of
+ * src->desc. The source, the metrics and wake_fd must outlive the collector. @return 0 or a
+ * negative errno. */
 int pfr_collector_start(const pfr_source *src, int64_t start_ns, int wake_fd,
                         pfr_daemon_metrics *metrics, pfr_collector **out);
 

@@ -1,9 +1,14 @@
-/* The recorder's health metrics: the ring, the identities, the sources' last errors. */
+/* The recorder's health metrics: the ring, the identities, the collectors, remote files, the
+ * memory budget, the sources' last errors; each a table of rows. */
 #include "daemon_metrics.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "collector.h"
+#include "pfr_fsguard.h"
+#include "pfr_membudget.h"
 
 struct pfr_daemon_metrics {
     pfr_metrics *reg;
@@ -53,96 +58,185 @@ void pfr_daemon_metrics_on_post(pfr_daemon_metrics *m, const char *path, pfr_met
         pfr_metrics_server_on_post(m->server, path, fn, ctx);
 }
 
-void pfr_daemon_metrics_put(pfr_daemon_metrics *m, const char *name, const char *help,
-                            enum pfr_metric_type t, double v)
+void pfr_daemon_metrics_publish(pfr_daemon_metrics *m, const pfr_metric_table *t, const void *stats,
+                                const char *instance)
 {
-    pfr_metric_family *f;
-    if (pfr_metrics_family(m->reg, name, help, t, NULL, 0, &f) == 0)
-        pfr_metrics_set(f, NULL, v);
+    /* a family that cannot be registered (out of memory) only loses its series */
+    (void)pfr_metrics_publish(m->reg, t, stats, instance);
 }
-
-void pfr_daemon_metrics_put1(pfr_daemon_metrics *m, const char *name, const char *help,
-                             enum pfr_metric_type t, const char *label, const char *value, double v)
-{
-    pfr_metric_family *f;
-    const char *names[1] = {label}, *values[1] = {value};
-    if (pfr_metrics_family(m->reg, name, help, t, names, 1, &f) == 0)
-        pfr_metrics_set(f, values, v);
-}
-
-#define put   pfr_daemon_metrics_put
-#define put1t pfr_daemon_metrics_put1
 
 #define C PFR_METRIC_COUNTER
 #define G PFR_METRIC_GAUGE
 
+/* ---- the ring ---- */
+
+/* What the store's rows read: its statistics and the daemon's failed writes. */
+typedef struct store_view {
+    pfr_store_stats st;
+    unsigned long long write_errors;
+} store_view;
+
+#define ST(f) PFR_METRIC_FIELD(store_view, st.f)
+
+static double store_disk_limited(const void *p)
+{
+    return ((const store_view *)p)->st.cap_reason == PFR_STORE_CAP_DISK_RESERVE ? 1 : 0;
+}
+
+static const pfr_metric_row store_rows[] = {
+    {"pfr_store_bytes", G, "ring file bytes on disk (database + WAL)", ST(file_bytes)},
+    {"pfr_store_max_bytes", G, "ring size cap", ST(max_bytes)},
+    {"pfr_store_chunks", G, "chunks in the ring", ST(chunks)},
+    {"pfr_store_oldest_timestamp_seconds", G, "start of the oldest chunk", ST(oldest_ns),
+     .divisor = 1e9},
+    {"pfr_store_chunks_evicted_total", C, "chunks evicted by the size cap", ST(evicted)},
+    {"pfr_store_chunks_lost_unshipped_total", C,
+     "chunks evicted before a registered consumer (the shipper) had taken them",
+     ST(lost_unshipped)},
+    {"pfr_store_write_errors_total", C, "profiles that could not be written",
+     PFR_METRIC_FIELD(store_view, write_errors)},
+    {"pfr_store_effective_max_bytes", G,
+     "the cap in force: pfr_store_max_bytes, or less while the file system's free space is "
+     "short of the reserve",
+     ST(effective_max_bytes)},
+    {"pfr_store_disk_limited", G,
+     "1 while the file system's free space lowers the cap in force (disk free space reserve)",
+     .get = store_disk_limited},
+    {"pfr_store_disk_reserve_bytes", G, "free space the ring leaves on its file system",
+     ST(reserve_bytes)},
+    {"pfr_store_disk_free_bytes", G, "free space on the ring's file system (for its user)",
+     ST(fs_free_bytes)},
+    {"pfr_store_chunks_evicted_disk_total", C,
+     "of pfr_store_chunks_evicted_total, chunks given up for disk space (the reserve, or a "
+     "full disk)",
+     ST(evicted_disk)},
+    {"pfr_store_chunks_dropped_disk_full_total", C,
+     "profiles not written: the disk was full and the ring had nothing older to give up",
+     ST(dropped_disk)},
+};
+const pfr_metric_table pfr_daemon_store_metrics = PFR_METRIC_TABLE("The ring", store_rows);
+
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
                               unsigned long long write_errors)
 {
-    put(m, "pfr_store_bytes", "ring file bytes on disk (database + WAL)", G,
-        (double)st->file_bytes);
-    put(m, "pfr_store_max_bytes", "ring size cap", G, (double)st->max_bytes);
-    put(m, "pfr_store_chunks", "chunks in the ring", G, (double)st->chunks);
-    put(m, "pfr_store_oldest_timestamp_seconds", "start of the oldest chunk", G,
-        (double)st->oldest_ns / 1e9);
-    put(m, "pfr_store_chunks_evicted_total", "chunks evicted by the size cap", C,
-        (double)st->evicted);
-    put(m, "pfr_store_chunks_lost_unshipped_total",
-        "chunks evicted before a registered consumer (the shipper) had taken them", C,
-        (double)st->lost_unshipped);
-    put(m, "pfr_store_write_errors_total", "profiles that could not be written", C,
-        (double)write_errors);
-    put(m, "pfr_store_effective_max_bytes",
-        "the cap in force: pfr_store_max_bytes, or less while the file system's free space is "
-        "short of the reserve",
-        G, (double)st->effective_max_bytes);
-    put(m, "pfr_store_disk_limited",
-        "1 while the file system's free space lowers the cap in force (disk free space reserve)", G,
-        st->cap_reason == PFR_STORE_CAP_DISK_RESERVE ? 1 : 0);
-    put(m, "pfr_store_disk_reserve_bytes", "free space the ring leaves on its file system", G,
-        (double)st->reserve_bytes);
-    put(m, "pfr_store_disk_free_bytes", "free space on the ring's file system (for its user)", G,
-        (double)st->fs_free_bytes);
-    put(m, "pfr_store_chunks_evicted_disk_total",
-        "of pfr_store_chunks_evicted_total, chunks given up for disk space (the reserve, or a "
-        "full disk)",
-        C, (double)st->evicted_disk);
-    put(m, "pfr_store_chunks_dropped_disk_full_total",
-        "profiles not written: the disk was full and the ring had nothing older to give up", C,
-        (double)st->dropped_disk);
+    store_view v = {*st, write_errors};
+    pfr_daemon_metrics_publish(m, &pfr_daemon_store_metrics, &v, NULL);
 }
 
-void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats *st)
+/* ---- the identities' resolver ---- */
+
+#define ID(f) PFR_METRIC_FIELD(pfr_identity_stats, f)
+
+/* metadata fetches that worked: all of them but the failed */
+static double docker_api_ok(const void *p)
 {
-    static const char cg_help[] =
-        "cgroups by Coroot identity state (pending, failed: named by what is known until their "
-        "metadata is had)";
-    static const char md_help[] = "container metadata fetches, by source and result";
-    static const char *const states[] = {"resolved", "none", "pending", "failed"};
-    const size_t counts[] = {st->resolved, st->none, st->pending, st->failed};
-    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-        put1t(m, "pfr_identity_cgroups", cg_help, G, "state", states[i], (double)counts[i]);
-    put(m, "pfr_identity_lookups_total", "identity lookups of processes' cgroups", C,
-        (double)st->lookups);
-    const struct {
-        const char *source;
-        uint64_t all, failed;
-    } fetches[] = {
-        {"docker_api", st->docker_fetches, st->docker_failures},
-        {"docker_disk", st->docker_disk_reads, st->docker_disk_failures},
-        {"kubernetes", st->k8s_fetches, st->k8s_failures},
-    };
-    pfr_metric_family *f;
-    const char *names[2] = {"source", "result"};
-    if (pfr_metrics_family(m->reg, "pfr_identity_metadata_fetches_total", md_help, C, names, 2,
-                           &f) == 0) {
-        for (size_t i = 0; i < sizeof(fetches) / sizeof(fetches[0]); i++) {
-            const char *ok[2] = {fetches[i].source, "ok"}, *bad[2] = {fetches[i].source, "error"};
-            pfr_metrics_set(f, ok, (double)(fetches[i].all - fetches[i].failed));
-            pfr_metrics_set(f, bad, (double)fetches[i].failed);
-        }
-    }
+    const pfr_identity_stats *st = p;
+    return (double)(st->docker_fetches - st->docker_failures);
 }
+
+static double docker_disk_ok(const void *p)
+{
+    const pfr_identity_stats *st = p;
+    return (double)(st->docker_disk_reads - st->docker_disk_failures);
+}
+
+static double kubernetes_ok(const void *p)
+{
+    const pfr_identity_stats *st = p;
+    return (double)(st->k8s_fetches - st->k8s_failures);
+}
+
+static const pfr_metric_row identity_rows[] = {
+    {"pfr_identity_cgroups", G,
+     "cgroups by Coroot identity state (pending, failed: named by what is known until their "
+     "metadata is had)",
+     .labels = {"state"},
+     .series = PFR_METRIC_SERIES({{"resolved"}, ID(resolved)}, {{"none"}, ID(none)},
+                                 {{"pending"}, ID(pending)}, {{"failed"}, ID(failed)})},
+    {"pfr_identity_lookups_total", C, "identity lookups of processes' cgroups", ID(lookups)},
+    {"pfr_identity_metadata_fetches_total", C, "container metadata fetches, by source and result",
+     .labels = {"source", "result"},
+     .series = PFR_METRIC_SERIES({{"docker_api", "ok"}, .get = docker_api_ok},
+                                 {{"docker_api", "error"}, ID(docker_failures)},
+                                 {{"docker_disk", "ok"}, .get = docker_disk_ok},
+                                 {{"docker_disk", "error"}, ID(docker_disk_failures)},
+                                 {{"kubernetes", "ok"}, .get = kubernetes_ok},
+                                 {{"kubernetes", "error"}, ID(k8s_failures)})},
+};
+const pfr_metric_table pfr_daemon_identity_metrics =
+    PFR_METRIC_TABLE("Coroot identities", identity_rows);
+
+/* ---- the collectors: one instance per source ---- */
+
+#define CS(f) PFR_METRIC_FIELD(pfr_collector_stats, f)
+
+static const pfr_metric_row collector_rows[] = {
+    {"pfr_source_intervals_folded_total", C,
+     "intervals a source's collection was still running at the end of, folded into its next "
+     "collection",
+     CS(folded), .labels = {"source"}, .doc_values = "each source"},
+    {"pfr_source_collect_seconds", G, "how long the source's last collection took", CS(last_ns),
+     .divisor = 1e9, .labels = {"source"}, .doc_values = "each source"},
+    {"pfr_source_collect_running_seconds", G,
+     "how long the source's collection now running has run (0: idle); one stuck in the kernel "
+     "grows here",
+     CS(running_for_ns), .divisor = 1e9, .labels = {"source"}, .doc_values = "each source"},
+};
+const pfr_metric_table pfr_daemon_collector_metrics =
+    PFR_METRIC_TABLE("The sources' collectors", collector_rows);
+
+/* ---- files on remote file systems ---- */
+
+#define FG(f) PFR_METRIC_FIELD(pfr_fsguard_stats, f)
+
+static const pfr_metric_row fsguard_rows[] = {
+    {"pfr_remote_files_total", C,
+     "files of other processes on remote file systems (FUSE, NFS, ...), by what the recorder "
+     "did with them",
+     .labels = {"result"},
+     .series =
+         PFR_METRIC_SERIES({{"copied"}, FG(copies)}, {{"skipped"}, FG(refused_skip)},
+                           {{"avoided"}, FG(refused_avoided)}, {{"too_big"}, FG(refused_too_big)},
+                           {{"error"}, FG(copy_errors)}, {{"abandoned"}, FG(abandoned)})},
+    {"pfr_remote_file_workers_stuck", G,
+     "copy workers still blocked in the kernel past their deadline", FG(stuck_now)},
+    {"pfr_remote_file_lookups_total", C,
+     "mapped files found on a remote (or unknown) file system before they were opened",
+     FG(remote_lookups)},
+};
+const pfr_metric_table pfr_daemon_fsguard_metrics =
+    PFR_METRIC_TABLE("Files on remote file systems", fsguard_rows);
+
+/* ---- the memory budget ---- */
+
+#define MB(f) PFR_METRIC_FIELD(pfr_membudget_stats, f)
+
+static const pfr_metric_row membudget_rows[] = {
+    {"pfr_memory_budget_bytes", G, "the recorder's resident memory budget (memory_budget; 0: off)",
+     MB(budget_bytes)},
+    {"pfr_memory_resident_bytes", G, "the recorder's resident memory", MB(rss_bytes)},
+    {"pfr_memory_resident_peak_bytes", G, "the most resident memory measured", MB(peak_bytes)},
+    {"pfr_memory_budget_level", G,
+     "0: within the budget; 1: near it (only small new costs paid); 2: over it (no new cost "
+     "paid)",
+     MB(level)},
+    {"pfr_memory_refused_total", C,
+     "new costs refused for the memory budget, by what would have paid them (frames left "
+     "unnamed, stacks walked by frame pointers, heaps not read)",
+     .labels = {"user"},
+     .series = PFR_METRIC_SERIES({{"symbols"}, MB(refused[PFR_MEM_SYMBOLS])},
+                                 {{"unwind"}, MB(refused[PFR_MEM_UNWIND])},
+                                 {{"goheap"}, MB(refused[PFR_MEM_GOHEAP])})},
+};
+const pfr_metric_table pfr_daemon_membudget_metrics =
+    PFR_METRIC_TABLE("The memory budget", membudget_rows);
+
+const pfr_metric_table *const pfr_daemon_metric_tables[] = {
+    &pfr_daemon_store_metrics,     &pfr_daemon_collector_metrics,
+    &pfr_daemon_membudget_metrics, &pfr_daemon_fsguard_metrics,
+    &pfr_daemon_identity_metrics,  &pfr_daemon_triggers_metrics,
+    &pfr_metrics_registry_table,   NULL,
+};
 
 void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message)
 {

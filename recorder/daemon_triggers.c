@@ -19,36 +19,42 @@ struct pfr_daemon_triggers {
     size_t nsrc;
 };
 
+static const char *kind_name(int k)
+{
+    return pfr_pin_kind_name((enum pfr_pin_kind)k);
+}
+
+#define C       PFR_METRIC_COUNTER
+#define F(f)    PFR_METRIC_FIELD(pfr_triggers_stats, f)
+#define BY_KIND .labels = {"reason"}, .name_of = kind_name, .first = 0, .end = PFR_PIN_NKINDS
+
+static const pfr_metric_row trigger_rows[] = {
+    {"pfr_triggers_fired_total", C, "events that asked for a pin, by reason", F(fired[0]), BY_KIND},
+    {"pfr_triggers_coalesced_total", C, "events that stretched a pending request of their service",
+     F(coalesced[0]), BY_KIND},
+    {"pfr_triggers_suppressed_total", C,
+     "new requests dropped: the service passed max_pins_per_hour", F(suppressed[0]), BY_KIND},
+    {"pfr_pins_requested_total", C,
+     "pin requests handed over (windows ended), by the reason of their first event",
+     F(requested[0]), BY_KIND},
+    {"pfr_triggers_heap_requests_total", C,
+     "cgroups under memory pressure whose Go heaps were asked for early", F(heap_requests)},
+    {"pfr_triggers_events_lost_total", C,
+     "OOM and fatal-signal events the BPF ring buffer had no room for", F(bpf_lost)},
+    {"pfr_triggers_cgroups_watched", PFR_METRIC_GAUGE,
+     "cgroups holding processes whose pressure is read", F(cgroups_watched)},
+};
+#undef BY_KIND
+#undef F
+#undef C
+const pfr_metric_table pfr_daemon_triggers_metrics =
+    PFR_METRIC_TABLE("Triggers (pins the recorder asks for)", trigger_rows);
+
 static void put_metrics(pfr_daemon_triggers *d)
 {
     pfr_triggers_stats st;
     pfr_triggers_stats_get(d->t, &st);
-    pfr_daemon_metrics *m = d->metrics;
-    for (int k = 0; k < PFR_PIN_NKINDS; k++) {
-        const char *reason = pfr_pin_kind_name((enum pfr_pin_kind)k);
-        pfr_daemon_metrics_put1(m, "pfr_triggers_fired_total",
-                                "events that asked for a pin, by reason", PFR_METRIC_COUNTER,
-                                "reason", reason, (double)st.fired[k]);
-        pfr_daemon_metrics_put1(m, "pfr_triggers_coalesced_total",
-                                "events that stretched a pending request of their service",
-                                PFR_METRIC_COUNTER, "reason", reason, (double)st.coalesced[k]);
-        pfr_daemon_metrics_put1(m, "pfr_triggers_suppressed_total",
-                                "new requests dropped: the service passed max_pins_per_hour",
-                                PFR_METRIC_COUNTER, "reason", reason, (double)st.suppressed[k]);
-        pfr_daemon_metrics_put1(m, "pfr_pins_requested_total",
-                                "pin requests handed over (windows ended), by the reason of "
-                                "their first event",
-                                PFR_METRIC_COUNTER, "reason", reason, (double)st.requested[k]);
-    }
-    pfr_daemon_metrics_put(m, "pfr_triggers_heap_requests_total",
-                           "cgroups under memory pressure whose Go heaps were asked for early",
-                           PFR_METRIC_COUNTER, (double)st.heap_requests);
-    pfr_daemon_metrics_put(m, "pfr_triggers_events_lost_total",
-                           "OOM and fatal-signal events the BPF ring buffer had no room for",
-                           PFR_METRIC_COUNTER, (double)st.bpf_lost);
-    pfr_daemon_metrics_put(m, "pfr_triggers_cgroups_watched",
-                           "cgroups holding processes whose pressure is read", PFR_METRIC_GAUGE,
-                           (double)st.cgroups_watched);
+    pfr_daemon_metrics_publish(d->metrics, &pfr_daemon_triggers_metrics, &st, NULL);
 }
 
 static void fmt_time(int64_t ns, char *out, size_t cap)

@@ -287,74 +287,23 @@ static void log_ring_cap(writer *w, const pfr_store_stats *st)
                  (double)st->max_bytes / 1048576.0);
 }
 
-/* The collectors' own figures: how long each source's collection took, how many intervals a
- * collection still running made it fold into the next. */
-static void collector_metrics(writer *w)
+/* The collectors' own figures (how long each source's collection took, how many intervals a
+ * collection still running made it fold into the next), what the guard did with remote files,
+ * the memory budget. */
+static void own_metrics(writer *w)
 {
     for (size_t i = 0; i < w->ncollectors; i++) {
         pfr_collector_stats cs;
         pfr_collector_stats_get(w->collectors[i], &cs);
-        const char *name = pfr_collector_name(w->collectors[i]);
-        pfr_daemon_metrics_put1(w->metrics, "pfr_source_intervals_folded_total",
-                                "intervals a source's collection was still running at the end "
-                                "of, folded into its next collection",
-                                PFR_METRIC_COUNTER, "source", name, (double)cs.folded);
-        pfr_daemon_metrics_put1(w->metrics, "pfr_source_collect_seconds",
-                                "how long the source's last collection took", PFR_METRIC_GAUGE,
-                                "source", name, (double)cs.last_ns / 1e9);
-        pfr_daemon_metrics_put1(w->metrics, "pfr_source_collect_running_seconds",
-                                "how long the source's collection now running has run (0: "
-                                "idle); one stuck in the kernel grows here",
-                                PFR_METRIC_GAUGE, "source", name, (double)cs.running_for_ns / 1e9);
+        pfr_daemon_metrics_publish(w->metrics, &pfr_daemon_collector_metrics, &cs,
+                                   pfr_collector_name(w->collectors[i]));
     }
-}
-
-/* Files of remote file systems: what the guard did with them. */
-static void fsguard_metrics(writer *w)
-{
-    static const char help[] = "files of other processes on remote file systems (FUSE, NFS, "
-                               "...), by what the recorder did with them";
-    static const char *const names[] = {"copied",  "skipped", "avoided",
-                                        "too_big", "error",   "abandoned"};
-    pfr_fsguard_stats st;
-    pfr_fsguard_stats_get(w->fsguard, &st);
-    const uint64_t v[] = {st.copies,          st.refused_skip, st.refused_avoided,
-                          st.refused_too_big, st.copy_errors,  st.abandoned};
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-        pfr_daemon_metrics_put1(w->metrics, "pfr_remote_files_total", help, PFR_METRIC_COUNTER,
-                                "result", names[i], (double)v[i]);
-    pfr_daemon_metrics_put(w->metrics, "pfr_remote_file_workers_stuck",
-                           "copy workers still blocked in the kernel past their deadline",
-                           PFR_METRIC_GAUGE, (double)st.stuck_now);
-    pfr_daemon_metrics_put(w->metrics, "pfr_remote_file_lookups_total",
-                           "mapped files found on a remote (or unknown) file system before they "
-                           "were opened",
-                           PFR_METRIC_COUNTER, (double)st.remote_lookups);
-}
-
-static void membudget_metrics(writer *w)
-{
-    pfr_membudget_stats st;
-    pfr_membudget_stats_get(w->membudget, &st);
-    pfr_daemon_metrics *m = w->metrics;
-    pfr_daemon_metrics_put(m, "pfr_memory_budget_bytes",
-                           "the recorder's resident memory budget (memory_budget; 0: off)",
-                           PFR_METRIC_GAUGE, (double)st.budget_bytes);
-    pfr_daemon_metrics_put(m, "pfr_memory_resident_bytes", "the recorder's resident memory",
-                           PFR_METRIC_GAUGE, (double)st.rss_bytes);
-    pfr_daemon_metrics_put(m, "pfr_memory_resident_peak_bytes", "the most resident memory measured",
-                           PFR_METRIC_GAUGE, (double)st.peak_bytes);
-    pfr_daemon_metrics_put(m, "pfr_memory_budget_level",
-                           "0: within the budget; 1: near it (only small new costs paid); 2: "
-                           "over it (no new cost paid)",
-                           PFR_METRIC_GAUGE, (double)st.level);
-    static const char help[] = "new costs refused for the memory budget, by what would have "
-                               "paid them (frames left unnamed, stacks walked by frame pointers, "
-                               "heaps not read)";
-    static const char *const users[PFR_MEM_NUSERS] = {"symbols", "unwind", "goheap"};
-    for (int i = 0; i < PFR_MEM_NUSERS; i++)
-        pfr_daemon_metrics_put1(m, "pfr_memory_refused_total", help, PFR_METRIC_COUNTER, "user",
-                                users[i], (double)st.refused[i]);
+    pfr_fsguard_stats fs;
+    pfr_fsguard_stats_get(w->fsguard, &fs);
+    pfr_daemon_metrics_publish(w->metrics, &pfr_daemon_fsguard_metrics, &fs, NULL);
+    pfr_membudget_stats ms;
+    pfr_membudget_stats_get(w->membudget, &ms);
+    pfr_daemon_metrics_publish(w->metrics, &pfr_daemon_membudget_metrics, &ms, NULL);
 }
 
 /* Measure the resident set against the budget; near or over it, give freed memory back. */
@@ -385,13 +334,11 @@ static void check_memory(writer *w)
 /* The main thread's own metrics (the sources mirror theirs from their collectors' threads). */
 static void update_metrics(writer *w)
 {
-    collector_metrics(w);
-    fsguard_metrics(w);
-    membudget_metrics(w);
+    own_metrics(w);
     if (w->identity) {
         pfr_identity_stats is;
         pfr_identity_get_stats(w->identity, &is);
-        pfr_daemon_metrics_identity(w->metrics, &is);
+        pfr_daemon_metrics_publish(w->metrics, &pfr_daemon_identity_metrics, &is, NULL);
         log_identity(&is, &w->identity_errors);
     }
     pfr_store_stats ss;
@@ -588,6 +535,7 @@ static int start_sources(pfr_source_env *env, pfr_source *sources, size_t *nsrc,
         char why[512] = "";
         int rc = d->start(env, &sources[*nsrc], why, sizeof(why));
         if (rc == 0) {
+            sources[*nsrc].desc = d; /* its metric tables */
             (*nsrc)++;
             continue;
         }

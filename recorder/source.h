@@ -1,7 +1,7 @@
 /*
  * source: what produces profiles for the recorder. The daemon starts the sources of its table
  * (sources.c: one row per source), calls every one once per interval (collect), writes what
- * they emit to the ring, and then has each mirror its counters into the daemon's metrics.
+ * they emit to the ring, and then publishes each one's counters through its metric tables.
  *
  * A new source is its own folder (recorder/NAME/) with its adapter NAME_source.c, which defines
  * a pfr_source_desc, plus one row in sources.c: no other module names it.
@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "daemon_metrics.h"
+#include "pfr_metric_rows.h"
 #include "pfr_store.h"
 
 struct pfr_cpu_source;
@@ -35,18 +36,22 @@ typedef struct pfr_source_ops {
     int (*reload)(void *self, const pfr_config *cfg);
     /* Log counters (debug level) after an interval. May be NULL. */
     void (*log_stats)(void *self);
-    /* Mirror the source's cumulative counters into the daemon's metrics, after each interval.
-     * May be NULL. */
-    void (*export_metrics)(void *self, pfr_daemon_metrics *m);
+    /* Fill out (the descriptor's stats_size bytes) with the source's cumulative counters, which
+     * the collector then publishes through the descriptor's metric tables after each interval.
+     * May be NULL (no metrics). */
+    void (*stats)(void *self, void *out);
     void (*destroy)(void *self);
     /* A trigger wants these processes' profiles at the next collection rather than when they
      * are next due (memory pressure brings the Go heap). Any thread; may be NULL. */
     void (*collect_soon)(void *self, const int32_t *pids, size_t npids);
 } pfr_source_ops;
 
+struct pfr_source_desc;
+
 typedef struct pfr_source {
     const pfr_source_ops *ops;
     void *self;
+    const struct pfr_source_desc *desc; /* the row it was started from (set by the daemon) */
 } pfr_source;
 
 /* What the daemon lends the sources it starts; everything outlives them. */
@@ -85,10 +90,18 @@ typedef struct pfr_source_desc {
     /* Start it (threads included) into *out, and log what it does. Returns 0 or a negative
      * errno with a reason in err. */
     int (*start)(pfr_source_env *env, pfr_source *out, char *err, size_t errlen);
+    /* Its metrics: tables of rows (pfr_metric_rows.h) read from the struct of stats_size bytes
+     * that ops.stats fills; NULL-terminated, or NULL for none. Also the docs' reference. */
+    const pfr_metric_table *const *metrics;
+    size_t stats_size;
 } pfr_source_desc;
 
 /* The table, in start order (sources.c). */
 const pfr_source_desc *const *pfr_recorder_sources(size_t *n);
+
+/* Every metric table of the recorder: the daemon's own, then each source's (sources.c). Up to
+ * max into out; returns how many there are. */
+size_t pfr_recorder_metric_tables(const pfr_metric_table **out, size_t max);
 
 /* The sources that look for programs (Go heap, pprof discovery) share one /proc scan
  * (exe_scan.h): a scan made by one serves the other if it is younger than half its interval,

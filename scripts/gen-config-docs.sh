@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The sample config files and the tables of docs/configuration.md, generated from the programs'
-# settings tables (common/pfr_settings.h) through their hidden --print-settings flag.
+# settings tables (common/pfr_settings.h) through their hidden --print-settings flag; and the
+# recorder's metric reference in docs/operations.md, from its metric tables
+# (recorder/metrics/pfr_metric_rows.h) through the build tool pfr-recorder-metrics.
 #
 #   scripts/gen-config-docs.sh [--check] BUILD_DIR
 #       pfr-recorder -> config/recorder.ini and its blocks in docs/configuration.md,
 #       pfr-shipper  -> config/shipper.ini  and its blocks,
-#       pfr          -> its blocks.
+#       pfr          -> its blocks,
+#       pfr-recorder-metrics -> the block metrics:pfr-recorder:reference in docs/operations.md.
 #   scripts/gen-config-docs.sh [--check] --program BIN SAMPLE|- DOC
 #       one program: its sample into SAMPLE ("-": none), its blocks into DOC.
 #
@@ -25,7 +28,7 @@ if [ "${1:-}" = "--check" ]; then
   shift
 fi
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -34,31 +37,32 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
 
-# Replace in doc ($1) the blocks of the reference ($2); python3 keeps it exact.
+# Replace in doc ($1) the blocks of the reference ($2) of program $3; $4 is the blocks' kind
+# (settings, metrics). python3 keeps it exact.
 splice() {
-  python3 - "$1" "$2" "$3" <<'EOF'
+  python3 - "$1" "$2" "$3" "${4:-settings}" <<'EOF'
 import re, sys
-doc_path, ref_path, program = sys.argv[1:4]
+doc_path, ref_path, program, kind = sys.argv[1:5]
 doc = open(doc_path, encoding="utf-8").read()
 ref = open(ref_path, encoding="utf-8").read()
-pat = r"<!-- settings:%s:([^ ]+) begin -->\n.*?<!-- settings:%s:\1 end -->\n" % (
-    re.escape(program), re.escape(program))
+pat = r"<!-- %s:%s:([^ ]+) begin -->\n.*?<!-- %s:%s:\1 end -->\n" % (
+    kind, re.escape(program), kind, re.escape(program))
 blocks = {m.group(1): m.group(0) for m in re.finditer(pat, ref, re.S)}
 if not blocks:
-    sys.exit("%s: --print-settings=reference printed no block" % program)
+    sys.exit("%s: its %s reference printed no block" % (program, kind))
 found = set()
 def put(m):
     name = m.group(1)
     if name not in blocks:
-        sys.exit("%s: block settings:%s:%s is no group of %s any more: remove its markers"
-                 % (doc_path, program, name, program))
+        sys.exit("%s: block %s:%s:%s is no group of %s any more: remove its markers"
+                 % (doc_path, kind, program, name, program))
     found.add(name)
     return blocks[name]
 out = re.sub(pat, put, doc, flags=re.S)
 missing = [n for n in blocks if n not in found]
 if missing:
-    sys.exit("%s: no markers for %s: add '<!-- settings:%s:%s begin -->' and '... end -->' "
-             "where the table belongs" % (doc_path, ", ".join(missing), program, missing[0]))
+    sys.exit("%s: no markers for %s: add '<!-- %s:%s:%s begin -->' and '... end -->' "
+             "where the table belongs" % (doc_path, ", ".join(missing), kind, program, missing[0]))
 open(doc_path, "w", encoding="utf-8").write(out)
 EOF
 }
@@ -84,8 +88,15 @@ generate() {
   splice "$doc" "$tmp/ref.md" "$program"
 }
 
+# The metric reference of the tool ($1) into doc ($2).
+generate_metrics() {
+  "$1" reference >"$tmp/metrics.md" || return 1
+  splice "$2" "$tmp/metrics.md" pfr-recorder metrics
+}
+
 # Each (bin sample doc) of the run, the paths relative to the tree.
 declare -a jobs=()
+metrics_tool=""
 if [ "$1" = "--program" ]; then
   [ $# -eq 4 ] || usage
   jobs+=("$2" "$3" "$4")
@@ -104,6 +115,11 @@ else
     fi
     jobs+=("$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" "$sample" "docs/configuration.md")
   done
+  metrics_tool=$build/recorder/pfr-recorder-metrics
+  if [ ! -x "$metrics_tool" ]; then
+    echo "gen-config-docs: no $metrics_tool (build it first)" >&2
+    exit 2
+  fi
   base=$root
 fi
 
@@ -113,6 +129,9 @@ if [ $check -eq 0 ]; then
   for ((i = 0; i < ${#jobs[@]}; i += 3)); do
     generate "$(abs "${jobs[i]}")" "$(abs "${jobs[i+1]}")" "$(abs "${jobs[i+2]}")" || status=1
   done
+  if [ -n "$metrics_tool" ]; then
+    generate_metrics "$metrics_tool" "$root/docs/operations.md" || status=1
+  fi
   exit $status
 fi
 
@@ -128,6 +147,12 @@ for ((i = 0; i < ${#jobs[@]}; i += 3)); do
     fi
   done
 done
+if [ -n "$metrics_tool" ]; then
+  src=$root/docs/operations.md
+  copy[$src]="$tmp/copy.${#copy[@]}.operations.md"
+  cp "$src" "${copy[$src]}"
+  generate_metrics "$metrics_tool" "${copy[$src]}" || status=1
+fi
 for ((i = 0; i < ${#jobs[@]}; i += 3)); do
   s=${jobs[i+1]}
   [ "$s" != "-" ] && s=${copy[$(abs "$s")]}

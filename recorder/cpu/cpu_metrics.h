@@ -1,11 +1,16 @@
-/* cpu_metrics: the CPU source's counters as the daemon's metrics (its descriptor's export). */
+/* cpu_metrics: the CPU source's counters as tables of metric rows (its descriptor's metrics):
+ * samples, processes and profiles; the symbolizer; the unwind tables. All read from one
+ * pfr_cpu_source_stats. */
 #ifndef PFR_RECORDER_CPU_METRICS_H
 #define PFR_RECORDER_CPU_METRICS_H
 
 #include "cpu_source.h"
-#include "daemon_metrics.h"
+#include "pfr_metric_rows.h"
 
-/* self: the pfr_cpu_source. */
-void pfr_cpu_source_export_metrics(void *self, pfr_daemon_metrics *m);
+/* NULL-terminated. */
+extern const pfr_metric_table *const pfr_cpu_metric_tables[];
+
+/* ops.stats: self the pfr_cpu_source, out a pfr_cpu_source_stats. */
+void pfr_cpu_source_stats_op(void *self, void *out);
 
 #endif

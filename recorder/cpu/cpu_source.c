@@ -859,7 +859,7 @@ static const pfr_source_ops cpu_ops = {
     .collect = cpu_collect,
     .reload = cpu_reload,
     .log_stats = cpu_log_stats,
-    .export_metrics = pfr_cpu_source_export_metrics,
+    .stats = pfr_cpu_source_stats_op,
     .destroy = cpu_destroy,
 };
 
@@ -1137,4 +1137,6 @@ const pfr_source_desc pfr_cpu_source_desc = {
     .conf_size = sizeof(pfr_cpu_config),
     .required = true,
     .start = cpu_start,
+    .metrics = pfr_cpu_metric_tables,
+    .stats_size = sizeof(pfr_cpu_source_stats),
 };

@@ -321,42 +321,49 @@ static void goheap_log_stats(void *self)
               (double)s.collect_ns / 1e6);
 }
 
-#define C   PFR_METRIC_COUNTER
-#define G   PFR_METRIC_GAUGE
-#define put pfr_daemon_metrics_put
-#define put1(m, name, help, label, value, v)                                                       \
-    pfr_daemon_metrics_put1(m, name, help, C, label, value, v)
+/* What the rows read: the collector's figures and the source's early collections. */
+typedef struct goheap_view {
+    pfr_goheap_stats st;
+    uint64_t soon_collections;
+} goheap_view;
 
-static void goheap_export_metrics(void *self, pfr_daemon_metrics *m)
+#define C    PFR_METRIC_COUNTER
+#define F(f) PFR_METRIC_FIELD(goheap_view, st.f)
+
+static const pfr_metric_row goheap_metric_rows[] = {
+    {"pfr_goheap_profiles_total", C, "Go heap profiles written", F(profiles)},
+    {"pfr_goheap_process_visits_total", C,
+     "visits of Go processes with symbols (one per process and collection)", F(go_processes)},
+    {"pfr_goheap_rates_forced_total", C, "MemProfileRate writes in force mode", F(rates_forced)},
+    {"pfr_goheap_stripped_binaries_total", C, "Go executables skipped: no .symtab",
+     F(stripped_binaries)},
+    {"pfr_goheap_walk_errors_total", C, "Go heap walks that failed, by reason",
+     .labels = {"reason"},
+     .series = PFR_METRIC_SERIES({{"read"}, F(read_errors)}, {{"loop"}, F(loop_errors)},
+                                 {{"limit"}, F(limit_errors)}, {{"bad_bucket"}, F(bad_buckets)},
+                                 {{"timeout"}, F(timeouts)})},
+    {"pfr_goheap_files_refused_total", C,
+     "Go executables refused before they were read through, by reason", .labels = {"reason"},
+     F(files_refused[0]), .name_of = pfr_refusal_name, .first = PFR_REFUSED_NONE + 1,
+     .end = PFR_NREFUSALS},
+    {"pfr_goheap_early_collections_total", C,
+     "heap collections made before they were due, for processes under memory pressure",
+     PFR_METRIC_FIELD(goheap_view, soon_collections)},
+    {"pfr_goheap_collect_seconds_total", C, "time spent collecting Go heap profiles", F(collect_ns),
+     .divisor = 1e9},
+};
+static const pfr_metric_table goheap_table =
+    PFR_METRIC_TABLE("Go heap profiles", goheap_metric_rows);
+static const pfr_metric_table *const goheap_tables[] = {&goheap_table, &pfr_metrics_go_alloc_table,
+                                                        NULL};
+#undef F
+
+static void goheap_stats(void *self, void *out)
 {
     pfr_goheap_source *g = self;
-    pfr_goheap_stats s;
-    pfr_goheap_get_stats(g->collector, &s);
-    const pfr_goheap_stats *st = &s;
-    static const char err_help[] = "Go heap walks that failed, by reason";
-    put(m, "pfr_goheap_profiles_total", "Go heap profiles written", C, (double)st->profiles);
-    put(m, "pfr_goheap_processes", "Go processes with symbols seen by the last collections", C,
-        (double)st->go_processes);
-    put(m, "pfr_goheap_rates_forced_total", "MemProfileRate writes in force mode", C,
-        (double)st->rates_forced);
-    put(m, "pfr_goheap_stripped_binaries_total", "Go executables skipped: no .symtab", C,
-        (double)st->stripped_binaries);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "read", (double)st->read_errors);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "loop", (double)st->loop_errors);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "limit", (double)st->limit_errors);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "bad_bucket",
-         (double)st->bad_buckets);
-    put1(m, "pfr_goheap_walk_errors_total", err_help, "reason", "timeout", (double)st->timeouts);
-    static const char refused_help[] =
-        "Go executables refused before they were read through, by reason";
-    for (int k = PFR_REFUSED_NONE + 1; k < PFR_NREFUSALS; k++)
-        put1(m, "pfr_goheap_files_refused_total", refused_help, "reason", pfr_refusal_name(k),
-             (double)st->files_refused[k]);
-    put(m, "pfr_goheap_early_collections_total",
-        "heap collections made before they were due, for processes under memory pressure", C,
-        (double)g->soon_collections);
-    put(m, "pfr_goheap_collect_seconds_total", "time spent collecting Go heap profiles", C,
-        (double)st->collect_ns / 1e9);
+    goheap_view *v = out;
+    pfr_goheap_get_stats(g->collector, &v->st);
+    v->soon_collections = g->soon_collections;
 }
 
 static void goheap_collect_soon(void *self, const int32_t *pids, size_t npids)
@@ -394,7 +401,7 @@ static const pfr_source_ops goheap_ops = {
     .collect = goheap_collect,
     .reload = goheap_reload,
     .log_stats = goheap_log_stats,
-    .export_metrics = goheap_export_metrics,
+    .stats = goheap_stats,
     .destroy = goheap_destroy,
     .collect_soon = goheap_collect_soon,
 };
@@ -512,4 +519,6 @@ const pfr_source_desc pfr_goheap_source_desc = {
     .conf_size = sizeof(pfr_goheap_config),
     .wanted = goheap_wanted,
     .start = goheap_start,
+    .metrics = goheap_tables,
+    .stats_size = sizeof(goheap_view),
 };

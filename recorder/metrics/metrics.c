@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pfr_hash.h"
+#include "pfr_metric_rows.h"
 
 #define NBUCKETS 256u /* hash chains per family */
 
@@ -106,7 +107,8 @@ static int family_locked(pfr_metrics *m, const char *name, const char *help,
     for (pfr_metric_family *f = m->first; f; f = f->next) {
         if (strcmp(f->name, name) != 0)
             continue;
-        if (f->type != type || f->nlabels != nlabels)
+        /* one name, one family: a second description of it is a mistake */
+        if (f->type != type || f->nlabels != nlabels || strcmp(f->help, help ? help : "") != 0)
             return -EINVAL;
         for (size_t i = 0; i < nlabels; i++)
             if (strcmp(f->labels[i], labels[i]) != 0)
@@ -136,6 +138,46 @@ static int family_locked(pfr_metrics *m, const char *name, const char *help,
     return 0;
 }
 
+/* The registry's own families, in the order pfr_metrics_new registers them. */
+static const pfr_metric_row registry_rows[] = {
+    {"pfr_metrics_series_dropped_total", PFR_METRIC_COUNTER,
+     "Series not created because their family reached its bound", .labels = {"family"},
+     .flags = PFR_METRIC_OWN, .doc_values = "the family"},
+    {"pfr_errors_total", PFR_METRIC_COUNTER, "Errors reported, by source", .labels = {"source"},
+     .flags = PFR_METRIC_OWN, .doc_values = "cpu, goheap, scrape, store, identity"},
+    {"pfr_last_error_info", PFR_METRIC_GAUGE, "The last error of each source (value 1)",
+     .labels = {"source", "message"}, .flags = PFR_METRIC_OWN,
+     .doc_values = "the source; its newest error"},
+    {"pfr_last_error_timestamp_seconds", PFR_METRIC_GAUGE,
+     "When the last error of each source happened", .labels = {"source"}, .flags = PFR_METRIC_OWN,
+     .doc_values = "the source"},
+};
+const pfr_metric_table pfr_metrics_registry_table =
+    PFR_METRIC_TABLE("Errors and the registry", registry_rows);
+
+static const pfr_metric_row go_alloc_rows[] = {
+    {PFR_METRIC_GO_ALLOC_BYTES, PFR_METRIC_COUNTER,
+     "Bytes allocated by a Go process since it started (estimated from the runtime's sampled "
+     "heap profile)",
+     .labels = {"service", "container_id", "pid", "exe"}, .flags = PFR_METRIC_OWN,
+     .doc_values = "each Go process"},
+    {PFR_METRIC_GO_ALLOC_OBJECTS, PFR_METRIC_COUNTER,
+     "Objects allocated by a Go process since it started (estimated from the runtime's sampled "
+     "heap profile)",
+     .labels = {"service", "container_id", "pid", "exe"}, .flags = PFR_METRIC_OWN,
+     .doc_values = "each Go process"},
+};
+const pfr_metric_table pfr_metrics_go_alloc_table =
+    PFR_METRIC_TABLE("Go allocations (per Go process)", go_alloc_rows);
+
+static int row_family_locked(pfr_metrics *m, const pfr_metric_row *r, pfr_metric_family **out)
+{
+    size_t n = 0;
+    while (n < PFR_METRIC_MAX_LABELS && r->labels[n])
+        n++;
+    return family_locked(m, r->name, r->help, r->type, r->labels, n, out);
+}
+
 int pfr_metrics_new(size_t max_series, pfr_metrics **out)
 {
     pfr_metrics *m = calloc(1, sizeof(*m));
@@ -143,20 +185,10 @@ int pfr_metrics_new(size_t max_series, pfr_metrics **out)
         return -ENOMEM;
     pthread_mutex_init(&m->lock, NULL);
     m->max_series = max_series ? max_series : 10000;
-    static const char *fam[] = {"family"}, *src[] = {"source"}, *srcmsg[] = {"source", "message"};
-    int rc = family_locked(m, "pfr_metrics_series_dropped_total",
-                           "Series not created because their family reached its bound",
-                           PFR_METRIC_COUNTER, fam, 1, &m->dropped);
-    if (rc == 0)
-        rc = family_locked(m, "pfr_errors_total", "Errors reported, by source", PFR_METRIC_COUNTER,
-                           src, 1, &m->err_count);
-    if (rc == 0)
-        rc = family_locked(m, "pfr_last_error_info", "The last error of each source (value 1)",
-                           PFR_METRIC_GAUGE, srcmsg, 2, &m->err_info);
-    if (rc == 0)
-        rc = family_locked(m, "pfr_last_error_timestamp_seconds",
-                           "When the last error of each source happened", PFR_METRIC_GAUGE, src, 1,
-                           &m->err_time);
+    pfr_metric_family **own[] = {&m->dropped, &m->err_count, &m->err_info, &m->err_time};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]) && rc == 0; i++)
+        rc = row_family_locked(m, &registry_rows[i], own[i]);
     if (rc < 0) {
         pfr_metrics_free(m);
         return rc;
@@ -416,17 +448,8 @@ int pfr_metrics_set_last_error(pfr_metrics *m, const char *source, const char *m
 int pfr_metrics_go_alloc_families(pfr_metrics *m, pfr_metric_family **bytes,
                                   pfr_metric_family **objects)
 {
-    static const char *labels[PFR_METRIC_GO_LABELS] = {"service", "container_id", "pid", "exe"};
-    int rc = pfr_metrics_family(m, PFR_METRIC_GO_ALLOC_BYTES,
-                                "Bytes allocated by a Go process since it started (estimated "
-                                "from the runtime's sampled heap profile)",
-                                PFR_METRIC_COUNTER, labels, PFR_METRIC_GO_LABELS, bytes);
-    if (rc == 0)
-        rc = pfr_metrics_family(m, PFR_METRIC_GO_ALLOC_OBJECTS,
-                                "Objects allocated by a Go process since it started (estimated "
-                                "from the runtime's sampled heap profile)",
-                                PFR_METRIC_COUNTER, labels, PFR_METRIC_GO_LABELS, objects);
-    return rc;
+    int rc = pfr_metrics_row_family(m, &go_alloc_rows[0], bytes);
+    return rc ? rc : pfr_metrics_row_family(m, &go_alloc_rows[1], objects);
 }
 
 /* ---- rendering ---- */

@@ -36,9 +36,10 @@ enum pfr_metric_type { PFR_METRIC_COUNTER = 0, PFR_METRIC_GAUGE };
 int pfr_metrics_new(size_t max_series, pfr_metrics **out);
 void pfr_metrics_free(pfr_metrics *m);
 
-/* Register a family, or find the one already registered under name (then type and label names
- * must match, else -EINVAL). Names follow Prometheus: [a-zA-Z_:][a-zA-Z0-9_:]* for the metric,
- * [a-zA-Z_][a-zA-Z0-9_]* for labels. nlabels may be 0. */
+/* Register a family, or find the one already registered under name (then type, help and label
+ * names must match, else -EINVAL: one name is one family). Names follow Prometheus:
+ * [a-zA-Z_:][a-zA-Z0-9_:]* for the metric, [a-zA-Z_][a-zA-Z0-9_]* for labels. nlabels may be 0.
+ * The recorder's parts register theirs from tables of rows (pfr_metric_rows.h). */
 int pfr_metrics_family(pfr_metrics *m, const char *name, const char *help,
                        enum pfr_metric_type type, const char *const *label_names, size_t nlabels,
                        pfr_metric_family **out);

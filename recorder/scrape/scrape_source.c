@@ -174,46 +174,41 @@ static void scrape_log_stats(void *self)
               (unsigned long long)st.dropped, (double)st.last_round_ns / 1e6);
 }
 
-#define C   PFR_METRIC_COUNTER
-#define G   PFR_METRIC_GAUGE
-#define put pfr_daemon_metrics_put
-#define put1(m, name, help, label, value, v)                                                       \
-    pfr_daemon_metrics_put1(m, name, help, C, label, value, v)
+#define C    PFR_METRIC_COUNTER
+#define G    PFR_METRIC_GAUGE
+#define F(f) PFR_METRIC_FIELD(pfr_scrape_stats, f)
 
-static void scrape_export_metrics(void *self, pfr_daemon_metrics *m)
+static const pfr_metric_row scrape_metric_rows[] = {
+    {"pfr_scrape_targets", G, "pprof targets scraped", F(targets)},
+    {"pfr_scrape_requests_total", C, "pprof requests completed", F(requests)},
+    {"pfr_scrape_failures_total", C, "pprof scrapes that failed, by reason", .labels = {"reason"},
+     .series = PFR_METRIC_SERIES({{"connect"}, F(connect_errors)}, {{"timeout"}, F(timeouts)},
+                                 {{"http"}, F(http_errors)}, {{"too_large"}, F(too_large)},
+                                 {{"invalid"}, F(invalid)}, {{"other"}, F(other_errors)})},
+    {"pfr_scrape_profiles_total", C, "profiles scraped and queued", F(profiles)},
+    {"pfr_scrape_profiles_dropped_total", C, "scraped profiles dropped from a full queue",
+     F(dropped)},
+    {"pfr_scrape_local_other_netns", G,
+     "local Go pprof processes in another network namespace (last round)", F(local_other_netns)},
+    {"pfr_scrape_local_netns_skipped", G,
+     "of those, skipped: scrape_other_netns = off or setns not permitted (last round)",
+     F(local_netns_skipped)},
+    {"pfr_scrape_netns_failures_total", C,
+     "requests that failed to open a socket in the target's network namespace", F(netns_failures)},
+    {"pfr_scrape_netns_denied_total", C,
+     "setns into a target's network namespace refused (no CAP_SYS_ADMIN)", F(netns_denied)},
+    {"pfr_scrape_netns_broken", G,
+     "1: the scrape thread could not return to its own network namespace (restart needed)",
+     F(netns_broken)},
+};
+static const pfr_metric_table scrape_table = PFR_METRIC_TABLE("pprof scrapes", scrape_metric_rows);
+static const pfr_metric_table *const scrape_tables[] = {&scrape_table, NULL};
+#undef F
+
+static void scrape_stats(void *self, void *out)
 {
     pfr_scraper_source *s = self;
-    pfr_scrape_stats sst;
-    pfr_scrape_get_stats(s->scraper, &sst);
-    const pfr_scrape_stats *st = &sst;
-    static const char fail_help[] = "pprof scrapes that failed, by reason";
-    put(m, "pfr_scrape_targets", "pprof targets scraped", G, (double)st->targets);
-    put(m, "pfr_scrape_requests_total", "pprof requests completed", C, (double)st->requests);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "connect",
-         (double)st->connect_errors);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "timeout", (double)st->timeouts);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "http", (double)st->http_errors);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "too_large", (double)st->too_large);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "invalid", (double)st->invalid);
-    put1(m, "pfr_scrape_failures_total", fail_help, "reason", "other", (double)st->other_errors);
-    put(m, "pfr_scrape_profiles_total", "profiles scraped and queued", C, (double)st->profiles);
-    put(m, "pfr_scrape_profiles_dropped_total", "scraped profiles dropped from a full queue", C,
-        (double)st->dropped);
-    put(m, "pfr_scrape_local_other_netns",
-        "local Go pprof processes in another network namespace (last round)", G,
-        (double)st->local_other_netns);
-    put(m, "pfr_scrape_local_netns_skipped",
-        "of those, skipped: scrape_other_netns = off or setns not permitted (last round)", G,
-        (double)st->local_netns_skipped);
-    put(m, "pfr_scrape_netns_failures_total",
-        "requests that failed to open a socket in the target's network namespace", C,
-        (double)st->netns_failures);
-    put(m, "pfr_scrape_netns_denied_total",
-        "setns into a target's network namespace refused (no CAP_SYS_ADMIN)", C,
-        (double)st->netns_denied);
-    put(m, "pfr_scrape_netns_broken",
-        "1: the scrape thread could not return to its own network namespace (restart needed)", G,
-        (double)st->netns_broken);
+    pfr_scrape_get_stats(s->scraper, out);
 }
 
 static void scrape_destroy(void *self)
@@ -232,7 +227,7 @@ static const pfr_source_ops scrape_ops = {
     .collect = scrape_collect,
     .reload = scrape_reload,
     .log_stats = scrape_log_stats,
-    .export_metrics = scrape_export_metrics,
+    .stats = scrape_stats,
     .destroy = scrape_destroy,
 };
 
@@ -481,4 +476,6 @@ const pfr_source_desc pfr_scrape_source_desc = {
     .conf_size = sizeof(pfr_scrape_config),
     .wanted = scrape_wanted,
     .start = scrape_start,
+    .metrics = scrape_tables,
+    .stats_size = sizeof(pfr_scrape_stats),
 };

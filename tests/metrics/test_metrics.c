@@ -6,13 +6,16 @@
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "pfr_metric_rows.h"
 #include "pfr_metrics.h"
 
 static char *render(pfr_metrics *m)
@@ -106,6 +109,8 @@ static void test_validation(void **state)
     assert_ptr_equal(f, g);
     assert_int_equal(pfr_metrics_family(m, "a:b_c", "", PFR_METRIC_COUNTER, ok, 1, &g), -EINVAL);
     assert_int_equal(pfr_metrics_family(m, "a:b_c", "", PFR_METRIC_GAUGE, NULL, 0, &g), -EINVAL);
+    /* one name, one family: the same name described with another help is a mistake */
+    assert_int_equal(pfr_metrics_family(m, "a:b_c", "other", PFR_METRIC_GAUGE, ok, 1, &g), -EINVAL);
     pfr_metric *s;
     assert_int_equal(pfr_metrics_series(f, NULL, &s), -EINVAL);
     pfr_metrics_free(m);
@@ -379,12 +384,190 @@ static void test_listen_addresses(void **state)
     pfr_metrics_free(m);
 }
 
+/* ---- tables of rows ---- */
+
+enum demo_reason { DEMO_A, DEMO_B, DEMO_C, DEMO_N };
+
+static const char *demo_reason_name(int k)
+{
+    static const char *const names[DEMO_N] = {"a", "b", "c"};
+    return k >= 0 && k < DEMO_N ? names[k] : "?";
+}
+
+/* A stats struct with a field of every kind PFR_METRIC_FIELD reads. */
+typedef struct demo_stats {
+    unsigned long long done;
+    uint64_t busy_ns;
+    int level;
+    bool on;
+    size_t hits, misses;
+    int64_t offset;
+    unsigned refused[DEMO_N];
+    long long wide;
+} demo_stats;
+
+#define DF(f) PFR_METRIC_FIELD(demo_stats, f)
+
+static double demo_lookups(const void *p)
+{
+    const demo_stats *st = p;
+    return (double)(st->hits + st->misses);
+}
+
+static const pfr_metric_row demo_rows[] = {
+    {"demo_done_total", PFR_METRIC_COUNTER, "jobs done", DF(done)},
+    {"demo_busy_seconds_total", PFR_METRIC_COUNTER, "time busy", DF(busy_ns), .divisor = 1e9},
+    {"demo_level", PFR_METRIC_GAUGE, "the level", DF(level)},
+    {"demo_on", PFR_METRIC_GAUGE, "1: on", DF(on)},
+    {"demo_offset", PFR_METRIC_GAUGE, "a signed figure", DF(offset)},
+    {"demo_wide", PFR_METRIC_GAUGE, "a long long", DF(wide)},
+    {"demo_lookups_total", PFR_METRIC_COUNTER, "lookups, by result", .labels = {"result"},
+     .series = PFR_METRIC_SERIES({{"hit"}, DF(hits)}, {{"miss"}, DF(misses)})},
+    {"demo_all_lookups_total", PFR_METRIC_COUNTER, "lookups", .get = demo_lookups},
+    {"demo_refused_total", PFR_METRIC_COUNTER, "refused, by reason", .labels = {"reason"},
+     DF(refused[0]), .name_of = demo_reason_name, .first = DEMO_B, .end = DEMO_N},
+    {"demo_runs_total", PFR_METRIC_COUNTER, "runs of each instance", .labels = {"instance"},
+     DF(done)},
+    {"demo_own_total", PFR_METRIC_COUNTER, "published elsewhere", .labels = {"pid"},
+     .flags = PFR_METRIC_OWN},
+};
+static const pfr_metric_table demo_table = PFR_METRIC_TABLE("Demo", demo_rows);
+
+static void test_rows_publish(void **state)
+{
+    (void)state;
+    pfr_metrics *m;
+    assert_int_equal(pfr_metrics_new(0, &m), 0);
+    demo_stats st = {.done = 7,
+                     .busy_ns = 1500000000,
+                     .level = 2,
+                     .on = true,
+                     .hits = 3,
+                     .misses = 4,
+                     .offset = -5,
+                     .refused = {100, 11, 12},
+                     .wide = 1ll << 40};
+    assert_int_equal(pfr_metrics_publish(m, &demo_table, &st, "x"), 0);
+    st.done = 9;
+    assert_int_equal(pfr_metrics_publish(m, &demo_table, &st, "y"), 0);
+    char *t = render(m);
+    assert_exposition_format(t);
+    static const char *const want[] = {
+        "# HELP demo_done_total jobs done\n# TYPE demo_done_total counter\ndemo_done_total 9\n",
+        "demo_busy_seconds_total 1.5\n",
+        "# TYPE demo_level gauge\ndemo_level 2\n",
+        "demo_on 1\n",
+        "demo_offset -5\n",
+        "demo_wide 1099511627776\n",
+        "demo_lookups_total{result=\"hit\"} 3\ndemo_lookups_total{result=\"miss\"} 4\n",
+        "demo_all_lookups_total 7\n",
+        "demo_refused_total{reason=\"b\"} 11\ndemo_refused_total{reason=\"c\"} 12\n",
+        "demo_runs_total{instance=\"x\"} 7\ndemo_runs_total{instance=\"y\"} 9\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (!strstr(t, want[i]))
+            fail_msg("missing:\n%s\nin:\n%s", want[i], t);
+    assert_null(strstr(t, "reason=\"a\""));   /* before .first */
+    assert_null(strstr(t, "demo_own_total")); /* its own code registers it */
+    free(t);
+
+    /* the table's rows check out, and the reference and the list name every row */
+    const pfr_metric_table *tables[] = {&demo_table};
+    char err[512];
+    assert_int_equal(pfr_metric_tables_check(tables, 1, err, sizeof(err)), 0);
+    char *ref = NULL, *list = NULL;
+    size_t reflen, listlen;
+    FILE *f = open_memstream(&ref, &reflen);
+    pfr_metric_tables_write_ref(tables, 1, "demo", f);
+    fclose(f);
+    f = open_memstream(&list, &listlen);
+    pfr_metric_tables_write_list(tables, 1, f);
+    fclose(f);
+    for (size_t i = 0; i < demo_table.nrows; i++) {
+        char cell[128];
+        snprintf(cell, sizeof(cell), "| `%s` |", demo_rows[i].name);
+        assert_non_null(strstr(ref, cell));
+        assert_non_null(strstr(list, demo_rows[i].name));
+    }
+    assert_non_null(strstr(ref, "<!-- metrics:demo:reference begin -->\n**Demo**\n"));
+    assert_non_null(strstr(ref, "| `demo_refused_total` | counter | `reason`: `b`, `c` |"));
+    assert_non_null(strstr(list, "demo_lookups_total counter result=hit|miss\n"));
+    assert_non_null(strstr(list, "demo_runs_total counter instance=*\n"));
+    free(ref);
+    free(list);
+
+    /* a row whose family clashes with one registered otherwise is skipped, and said */
+    pfr_metrics_free(m);
+    pfr_metric_family *clash;
+    assert_int_equal(pfr_metrics_new(0, &m), 0);
+    assert_int_equal(
+        pfr_metrics_family(m, "demo_level", "another help", PFR_METRIC_GAUGE, NULL, 0, &clash), 0);
+    assert_int_equal(pfr_metrics_publish(m, &demo_table, &st, "x"), -EINVAL);
+    t = render(m);
+    assert_non_null(strstr(t, "demo_done_total 9\n")); /* the other rows still are */
+    free(t);
+    pfr_metrics_free(m);
+}
+
+/* (at file scope: a compound literal in a function is no constant) */
+static const pfr_metric_row too_few_values[] = {
+    {"demo_v_total", PFR_METRIC_COUNTER, "v", .labels = {"a", "b"},
+     .series = PFR_METRIC_SERIES({{"only_a"}, DF(done)})}};
+
+/* The checks every table of the recorder passes (docs_metrics runs them on the real ones). */
+static void expect_mistake(const pfr_metric_row *rows, size_t n, const char *want)
+{
+    pfr_metric_table t = {"Bad", rows, n};
+    const pfr_metric_table *tables[] = {&t};
+    char err[512];
+    assert_int_equal(pfr_metric_tables_check(tables, 1, err, sizeof(err)), -EINVAL);
+    if (!strstr(err, want))
+        fail_msg("expected '%s' in: %s", want, err);
+}
+
+static void test_rows_check(void **state)
+{
+    (void)state;
+    static const pfr_metric_row counter_no_total[] = {
+        {"demo_done", PFR_METRIC_COUNTER, "jobs done", DF(done)}};
+    expect_mistake(counter_no_total, 1, "demo_done: a counter whose name does not end in _total");
+    static const pfr_metric_row gauge_total[] = {
+        {"demo_level_total", PFR_METRIC_GAUGE, "the level", DF(level)}};
+    expect_mistake(gauge_total, 1, "demo_level_total: not a counter, but its name ends in _total");
+    static const pfr_metric_row twice[] = {
+        {"demo_done_total", PFR_METRIC_COUNTER, "jobs done", DF(done)},
+        {"demo_done_total", PFR_METRIC_COUNTER, "jobs finished", DF(done)}};
+    expect_mistake(twice, 2, "demo_done_total: described twice");
+    static const pfr_metric_row retyped[] = {{"demo_x_total", PFR_METRIC_COUNTER, "x", DF(done)},
+                                             {"demo_x_total", PFR_METRIC_GAUGE, "x", DF(level)}};
+    expect_mistake(retyped, 2, "demo_x_total: described twice");
+    static const pfr_metric_row no_help[] = {{"demo_y_total", PFR_METRIC_COUNTER, "", DF(done)}};
+    expect_mistake(no_help, 1, "demo_y_total: no help");
+    static const pfr_metric_row bad_name[] = {{"demo-z", PFR_METRIC_GAUGE, "z", DF(level)}};
+    expect_mistake(bad_name, 1, "'demo-z': not a metric name");
+    expect_mistake(too_few_values, 1, "demo_v_total{only_a}: 1 label values for 2 labels");
+    static const pfr_metric_row no_value[] = {{"demo_w_total", PFR_METRIC_COUNTER, .help = "w"}};
+    expect_mistake(no_value, 1, "demo_w_total: no field or getter");
+    /* across tables too */
+    static const pfr_metric_row one[] = {{"demo_done_total", PFR_METRIC_COUNTER, "d", DF(done)}};
+    pfr_metric_table t1 = {"One", one, 1}, t2 = {"Two", one, 1};
+    const pfr_metric_table *both[] = {&t1, &t2};
+    char err[256];
+    assert_int_equal(pfr_metric_tables_check(both, 2, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "demo_done_total: described twice (One, Two)"));
+    /* the registry's own tables pass */
+    const pfr_metric_table *own[] = {&pfr_metrics_registry_table, &pfr_metrics_go_alloc_table};
+    assert_int_equal(pfr_metric_tables_check(own, 2, err, sizeof(err)), 0);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_rows_publish),
+        cmocka_unit_test(test_rows_check),
         cmocka_unit_test(test_series_bound_and_remove),
         cmocka_unit_test(test_last_error),
         cmocka_unit_test(test_threads),
