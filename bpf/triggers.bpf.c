@@ -20,9 +20,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SIGFPE  8
 #define SIGSEGV 11
 
-/* kernfs_node before Linux 6.15 named its parent "parent" */
-struct kernfs_node___old {
-    struct kernfs_node *parent;
+/* Linux 6.15 renamed kernfs_node's "parent" (the pinned vmlinux.h's, from 6.12) "__parent" */
+struct kernfs_node___new {
+    struct kernfs_node *__parent;
 } __attribute__((preserve_access_index));
 
 struct {
@@ -35,9 +35,10 @@ __u64 trig_lost;
 
 static struct kernfs_node *kn_parent(struct kernfs_node *kn)
 {
-    if (bpf_core_field_exists(kn->__parent))
-        return BPF_CORE_READ(kn, __parent);
-    return BPF_CORE_READ((struct kernfs_node___old *)kn, parent);
+    struct kernfs_node___new *kn_new = (void *)kn;
+    if (bpf_core_field_exists(kn_new->__parent))
+        return BPF_CORE_READ(kn_new, __parent);
+    return BPF_CORE_READ(kn, parent);
 }
 
 static void fill(struct pfr_trig_event *e, struct task_struct *task, __u32 kind)

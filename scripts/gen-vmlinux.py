@@ -45,7 +45,7 @@ STRUCTS = {
                     "pid", "tgid", "exit_code", "cgroups"],
     "css_set": ["dfl_cgrp"],
     "cgroup": ["kn"],
-    "kernfs_node": ["__parent", "name", "id"],
+    "kernfs_node": ["parent", "name", "id"],
     "signal_struct": ["live.counter"],
     "mm_struct": ["exe_file", "context.vdso"],
     "vm_area_struct": ["vm_start", "vm_end", "vm_pgoff", "vm_flags", "vm_file", "vm_mm"],

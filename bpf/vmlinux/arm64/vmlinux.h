@@ -73,6 +73,24 @@ struct task_struct {
     char comm[16];
     struct signal_struct *signal;
     unsigned int in_execve : 1;
+    int pid;
+    int tgid;
+    int exit_code;
+    struct css_set *cgroups;
+};
+
+struct css_set {
+    struct cgroup *dfl_cgrp;
+};
+
+struct cgroup {
+    struct kernfs_node *kn;
+};
+
+struct kernfs_node {
+    struct kernfs_node *parent;
+    const char *name;
+    long long unsigned int id;
 };
 
 struct signal_struct {

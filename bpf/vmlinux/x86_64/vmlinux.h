@@ -132,7 +132,7 @@ struct cgroup {
 };
 
 struct kernfs_node {
-    struct kernfs_node *__parent;
+    struct kernfs_node *parent;
     const char *name;
     long long unsigned int id;
 };
