@@ -14,7 +14,9 @@ Both run at nice 10 (the host is shared). The profilers, one per round, rounds r
 perf, bpftrace, then perf, bpftrace, pfr, ...):
   - pfr-recorder, default settings (an empty config file: not the host's), its own ring;
   - `perf record -F 99 -a -g` to a file;
-  - `bpftrace -e 'profile:hz:99 { @[kstack, ustack, comm] = count(); }'`.
+  - `bpftrace -e 'profile:hz:99 { @[kstack, ustack, comm] = count(); }'` (as the other recorder
+    benches, with its default limits: a map of 4,096 keys, so on a busy host the samples of
+    stacks past it are not counted; it names its stacks at exit, the "stopping" time printed).
 Per round: peak RSS (VmHWM; the sum over the processes of the profiler's cgroup), CPU seconds a
 minute of the measured window after the warm-up (process from a cgroup v2 group of its own, as
 bench_recorder.py, plus the run time of its BPF programs), and the share of sampled frames that
@@ -24,8 +26,9 @@ script` after the round (with the build's files still there), bpftrace from the 
 exit (a frame is unnamed when a bare address). For pfr also how late its intervals were written:
 the ring is read every --poll s (tests/recorder/store_dump --meta) from its start to its stop,
 and an interval (its end time, per profile type) is late by between [the previous read's start,
-the read that first shows it] less its end; an interval is counted late when even the lower
-bound is over a second. perf's stack walks run in its sampling interrupts, which no CPU figure
+the read that first shows it] less its end (for other sources than the CPU profiler, less the
+interval end after it: a scraped profile ends when its response came, and is written with the
+next interval); an interval is counted late when even the lower bound is over a second. perf's stack walks run in its sampling interrupts, which no CPU figure
 of its process shows (bench_recorder.py measures them with spinners; a build leaves no such
 clean workload), so its CPU figure here is a lower bound.
 
@@ -35,7 +38,8 @@ its CPU <= 1.5x bpftrace's (medians), no interval more than a second late. Exit 
 verdict, 1 when a run broke, 77 when the host cannot run it.
 
 Usage (as root): bench_busy_host.py --recorder BIN --dump BIN [--source DIR] [--rounds 2]
-                     [--seconds 75] [--warmup 30] [--poll 0.25] [--perf-pfr]
+                     [--seconds 75] [--warmup 30] [--poll 0.25] [--tools pfr,perf,bpftrace]
+                     [--perf-pfr]
 """
 import argparse
 import os
@@ -55,10 +59,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "recorder"), os.path.join(HERE, "..", "..", "recorder")]
 import pages  # noqa: E402
 import recorder_itest as ri  # noqa: E402
-from bench_recorder import TICK, Tool, forks, reap_cpu_s, tool_cpu_s, wait_for  # noqa: E402
+from bench_recorder import (TICK, Tool, forks, reap_cpu_s, tool_cpu_s,  # noqa: E402
+                            unready_for, wait_for)
 from bpfstats import CpuGroup, bpf_stats, loadavg, prog_run_ns  # noqa: E402
 BT = "profile:hz:99 { @[kstack, ustack, comm] = count(); }"
 RSS_MIB, CPU_RATIO, LATE_S = 64, 1.5, 1.0  # the targets
+CPU = ["ebpf:cpu:nanoseconds"]  # the type of the recorder's CPU chunks
+INTERVAL_S = 10  # the recorder's default interval: its intervals end on multiples of it
 UNNAMED_PFR = re.compile(r"\[unknown\]|.*\+0x[0-9a-f]+")
 # pfr's metrics kept with each round: where its memory and CPU went
 METRICS = ("pfr_memory_", "pfr_symbol_cache_bytes", "pfr_unwind_table_bytes",
@@ -181,9 +188,19 @@ class Lateness:
         goheap...) and end, (lo, hi, source, end_ns) each, oldest first."""
         self.halt.set()
         self.thread.join()
-        return [(lo - end / 1e9, hi - end / 1e9, types[-1].split(":")[1], end)
-                for (types, end), b in sorted(self.seen.items(), key=lambda kv: kv[0][1])
-                if b for lo, hi in [b]]
+        out = []
+        for (types, end), b in sorted(self.seen.items(), key=lambda kv: kv[0][1]):
+            if b:
+                due = end / 1e9 if list(types) == CPU else due_after(end)
+                out.append((b[0] - due, b[1] - due, types[-1].split(":")[1], end))
+        return out
+
+
+def due_after(end_ns):
+    """When the recorder writes a chunk of another source than its CPU profiler: at the first
+    interval end after the chunk's end (a scraped profile ends when its response came, a Go heap
+    walk when it was done; each source's chunks wait for the next interval to be written)."""
+    return -(-end_ns // (INTERVAL_S * 10**9)) * INTERVAL_S
 
 
 def frame_shares(samples):
@@ -204,7 +221,7 @@ def frame_shares(samples):
 def pfr_samples(args, store):
     out = []
     for c in ri.dump(args, store, "--samples"):
-        if c["types"] != ["ebpf:cpu:nanoseconds"]:
+        if c["types"] != CPU:
             continue
         for s in c["samples"]:
             out.append((s["value"] // c["period"],
@@ -284,6 +301,20 @@ def thread_cpu_s(pid):
     return out
 
 
+def rss_by_mapping(pid, top=8):
+    """Where a process's resident memory is (/proc/PID/smaps): KiB by mapping name (a file,
+    [heap], [anon] for the nameless), the largest first."""
+    by, name = {}, None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                name = head[5] if len(head) > 5 else "[anon]"
+            elif head[0] == "Rss:":
+                by[name] = by.get(name, 0) + int(head[1])
+    return sorted(by.items(), key=lambda kv: -kv[1])[:top]
+
+
 def perf_self(pid, data):
     """`perf record -g` of process pid into data, for --perf-pfr."""
     return subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(pid), "-o",
@@ -342,11 +373,17 @@ def run_round(tool, args, tmp, load):
             m["perf_self"] = perf_self_report(selfp, os.path.join(tmp, "perf.data.self"))
         m["rss_mib"] = group_vm_hwm_kib(group, proc.pid) / 1024
         if late:
+            m["rss_maps"] = rss_by_mapping(proc.pid)
             m["metrics"] = pfr_metrics(tool.port)
             m["late"] = late.stop()  # before the stop: the interval cut short at exit is not one
             m["late_reads"], m["late_failed"] = late.reads, late.failed
+        # bpftrace names its stacks only now, at exit: minutes on a busy host, outside the window
+        # but reported (stop_s, stop_cpu_s)
+        ts = time.time()
         proc.send_signal(tool.stop_sig)
-        reap_cpu_s(proc, 300)
+        life_cpu = reap_cpu_s(proc, 1800)
+        m["stop_s"] = time.time() - ts
+        m["stop_cpu_s"] = (group.usage_s() if group.path else life_cpu) - cpu1
         # perf ends itself by the signal it was stopped with, once its file is written
         status = os.waitstatus_to_exitcode(proc.returncode)
         if status not in (0, -tool.stop_sig):
@@ -397,10 +434,14 @@ def print_round(r, name, m):
              else "", late, ld["builds"], ld["build_pct"], ld["pages"],
              ", ".join(ld["pages_failed"]) or "none", m["load_cpu_per_min"], m["forks_per_s"],
              m["loadavg"]), flush=True)
+    print("    stopping took %.1f s, %.2f CPU s" % (m["stop_s"], m["stop_cpu_s"]))
     threads = ", ".join("%s %.3f" % kv for kv in sorted(m["threads"].items(),
                                                          key=lambda kv: -kv[1]) if kv[1])
     if threads:
         print("    threads, CPU s/min: " + threads)
+    if "rss_maps" in m:
+        print("    resident KiB by mapping: " + ", ".join("%s %d" % (os.path.basename(k), v)
+                                                        for k, v in m["rss_maps"]))
     for line in m.get("metrics", []) + m.get("perf_self", []):
         print("    " + line)
 
@@ -447,15 +488,6 @@ def report(res, args):
         print("target %s: %s (%s)" % (what, "PASS" if ok else "FAIL", fig))
 
 
-def host_unready():
-    if os.geteuid() != 0:
-        return "needs root"
-    for tool in ("perf", "bpftrace", "chromium", "cmake", "make", "git"):
-        if not shutil.which(tool):
-            return "%s missing (scripts/install-deps.sh --test)" % tool
-    return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -467,16 +499,18 @@ def main():
     ap.add_argument("--seconds", type=float, default=75)
     ap.add_argument("--warmup", type=float, default=30)
     ap.add_argument("--poll", type=float, default=0.25)
+    ap.add_argument("--tools", default="pfr,perf,bpftrace", type=lambda v: v.split(","),
+                    help="the profilers to run (a diagnosis of one; the table wants all three)")
     ap.add_argument("--perf-pfr", action="store_true",
                     help="in pfr's rounds, `perf record -g -p` of the recorder in the measured"
                     " window, its top symbols printed (adds perf's cost to pfr's figures)")
     args = ap.parse_args()
-    why = host_unready()
+    why = unready_for(("perf", "bpftrace", "chromium", "cmake", "make", "git"))
     if why:
         print("SKIP: " + why)
         return 77
     tmp = tempfile.mkdtemp(prefix="pfr-bench-busy-")
-    tools = make_tools(args, tmp)
+    tools = [t for t in make_tools(args, tmp) if t.name.split()[0].split("-")[0] in args.tools]
     res = {t.name: [] for t in tools}
     load = None
     try:
@@ -495,7 +529,8 @@ def main():
         if load:
             load.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    report(res, args)
+    if set(res) == {"pfr-recorder", "perf record", "bpftrace"}:
+        report(res, args)
     return 0
 
 

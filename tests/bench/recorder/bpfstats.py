@@ -114,8 +114,9 @@ class CpuGroup:
         with open(os.path.join(self.path, "cgroup.kill"), "w") as f:
             f.write("1")
         for _ in range(200):
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                if not f.read().strip():
+            # "populated 0" only once the last process is released: until then rmdir fails
+            with open(os.path.join(self.path, "cgroup.events")) as f:
+                if "populated 0" in f.read():
                     break
             time.sleep(0.05)
         return True
