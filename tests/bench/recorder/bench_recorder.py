@@ -205,11 +205,16 @@ def host_unready(ap, args):
     """Why this host cannot run the benchmark (printed as SKIP), or None."""
     if args.churn_rate > 0 and not args.churn:
         ap.error("--churn-rate needs --churn BIN (tests/bench/recorder/bench_churn)")
+    return unready_for(("perf", "bpftrace"))
+
+
+def unready_for(tools):
+    """Why this host cannot run a benchmark that runs the tools given as root, or None."""
     if os.geteuid() != 0:
         return "needs root"
-    for tool in ("perf", "bpftrace"):
+    for tool in tools:
         if not shutil.which(tool):
-            return "%s missing (install linux-perf, bpftrace)" % tool
+            return "%s missing (scripts/install-deps.sh --test)" % tool
     return None
 
 

@@ -105,6 +105,22 @@ class CpuGroup:
                     return int(line.split()[1]) / 1e6
         return None
 
+    def kill(self):
+        """Kills every process in the group (cgroup.kill, Linux 5.14) and waits until none is
+        left, also those that left the caller's process group or session; False when the group
+        cannot (no group, an older kernel)."""
+        if not self.path or not os.path.exists(os.path.join(self.path, "cgroup.kill")):
+            return False
+        with open(os.path.join(self.path, "cgroup.kill"), "w") as f:
+            f.write("1")
+        for _ in range(200):
+            # "populated 0" only once the last process is released: until then rmdir fails
+            with open(os.path.join(self.path, "cgroup.events")) as f:
+                if "populated 0" in f.read():
+                    break
+            time.sleep(0.05)
+        return True
+
     def close(self):
         if self.path:
             try:
@@ -141,9 +157,24 @@ def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0, spin=T
     churn program starting that many short-lived processes (`ls -l /usr/lib`) a second; yields
     a Workload (the spinners' files and pids). Everything is stopped and the statistics setting
     restored on the way out."""
+    with bpf_stats():
+        yield from _workload(idler, spinner, nidlers, tmp, churn, churn_rate, spin)
+
+
+@contextlib.contextmanager
+def bpf_stats():
+    """BPF programs' run-time statistics on (kernel.bpf_stats_enabled=1) inside the block, the
+    setting restored on the way out."""
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         old_stats = f.read().strip()
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=" + old_stats])
+
+
+def _workload(idler, spinner, nidlers, tmp, churn, churn_rate, spin):
     workers = []
     try:
         for _ in range(nidlers):
@@ -161,4 +192,3 @@ def host_workload(idler, spinner, nidlers, tmp, churn=None, churn_rate=0, spin=T
             w.kill()
         for w in workers:
             w.wait()
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=" + old_stats])
