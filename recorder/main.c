@@ -276,11 +276,22 @@ static void log_ring_cap(writer *w, const pfr_store_stats *st)
     if (st->cap_reason == w->cap_reason)
         return;
     w->cap_reason = st->cap_reason;
-    if (st->cap_reason == PFR_STORE_CAP_DISK_RESERVE)
+    double mib = 1048576.0;
+    if (st->cap_reason == PFR_STORE_CAP_DISK_RESERVE && st->fs_free_bytes < st->reserve_bytes)
         pfr_warn("ring: free space on its file system is %.1f MiB, short of the %.1f MiB reserve: "
-                 "cap %.1f MiB, effective %.1f MiB (%s); the oldest profiles are given up",
-                 (double)st->fs_free_bytes / 1048576.0, (double)st->reserve_bytes / 1048576.0,
-                 (double)st->max_bytes / 1048576.0, (double)st->effective_max_bytes / 1048576.0,
+                 "cap %.1f MiB, effective %.1f MiB (%s); the ring grows no further and gives "
+                 "its oldest profiles up for the new ones",
+                 (double)st->fs_free_bytes / mib, (double)st->reserve_bytes / mib,
+                 (double)st->max_bytes / mib, (double)st->effective_max_bytes / mib,
+                 pfr_store_cap_reason_name(st->cap_reason));
+    else if (st->cap_reason == PFR_STORE_CAP_DISK_RESERVE)
+        /* Free space above the reserve, but not enough for the whole cap beside it. */
+        pfr_warn("ring: its file system has room for %.1f MiB of the %.1f MiB cap (free space "
+                 "%.1f MiB, of which %.1f MiB is kept as the reserve): cap %.1f MiB, effective "
+                 "%.1f MiB (%s); past that the oldest profiles are given up for the new ones",
+                 (double)st->effective_max_bytes / mib, (double)st->max_bytes / mib,
+                 (double)st->fs_free_bytes / mib, (double)st->reserve_bytes / mib,
+                 (double)st->max_bytes / mib, (double)st->effective_max_bytes / mib,
                  pfr_store_cap_reason_name(st->cap_reason));
     else
         pfr_info("ring: its file system has room again, cap %.1f MiB",

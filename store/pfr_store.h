@@ -31,8 +31,9 @@ typedef struct pfr_store pfr_store;
 
 /* ---- Disk space: the ring yields to the file system it lives on (docs/store.md, "Disk
  * space"). Besides max_bytes, a writer keeps the file system's free space above a reserve: when
- * it is below, the ring stops growing and gives its oldest chunks up (down to a floor of
- * PFR_STORE_SPACE_FLOOR); a write that still finds the disk full evicts the oldest chunks and
+ * it is below, the ring stops growing and keeps what it holds, its oldest chunks given up for the
+ * new ones (it may still grow to PFR_STORE_SPACE_FLOOR where the disk has room); a write that
+ * still finds the disk full evicts the oldest chunks and
  * is retried, and fails (-ENOSPC) only when nothing older is left (pfr_store_stats counts
  * both). */
 
@@ -52,8 +53,8 @@ typedef struct pfr_store_reserve {
 
 #define PFR_STORE_RESERVE_AUTO_BYTES   (256ull << 20)
 #define PFR_STORE_RESERVE_AUTO_PERCENT 5.0
-/* What the reserve never takes from the ring (or its cap, when smaller), as far as the disk has
- * room for it. */
+/* What the ring may grow to whatever the reserve (or its cap, when smaller), as far as the disk
+ * has room for it. */
 #define PFR_STORE_SPACE_FLOOR (4ull << 20)
 
 /* Why the cap in force (pfr_store_stats.effective_max_bytes) is what it is. */
@@ -71,7 +72,8 @@ uint64_t pfr_store_reserve_bytes(const pfr_store_reserve *r, uint64_t fs_bytes);
 
 /* The cap in force for a ring whose files take files_bytes, on a file system where its user may
  * still use avail_bytes, keeping reserve_bytes free: max_bytes, or less when files + avail -
- * reserve is less, but not below min(max_bytes, PFR_STORE_SPACE_FLOOR, files + avail): the ring
+ * reserve is less, but not below files (a full disk costs no history) nor below
+ * min(max_bytes, PFR_STORE_SPACE_FLOOR, files + avail): the ring
  * keeps its last minutes, whatever the reserve. *reason (may be NULL) says which. */
 uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint64_t avail_bytes,
                                  uint64_t reserve_bytes, enum pfr_store_cap_reason *reason);

@@ -63,9 +63,12 @@ uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint6
 {
     uint64_t room = sat_add(files_bytes, avail_bytes);
     uint64_t allowed = sat_sub(room, reserve_bytes);
-    /* The floor is kept, or taken where the disk has room for it, whatever the reserve. */
+    /* Short of the reserve the ring stops growing, but keeps what it holds: a disk another
+     * program fills is no reason to give its history up. The next writes reuse the pages its
+     * oldest chunks leave (issue 31). It may grow to the floor where the disk has room for it,
+     * whatever the reserve, so that a small disk still records. */
     uint64_t floor = min_u64(min_u64(room, max_bytes), PFR_STORE_SPACE_FLOOR);
-    uint64_t cap = allowed > floor ? allowed : floor;
+    uint64_t cap = max_u64(max_u64(allowed, files_bytes), floor);
     bool disk = cap < max_bytes;
     if (reason)
         *reason = disk ? PFR_STORE_CAP_DISK_RESERVE : PFR_STORE_CAP_CONFIGURED;
@@ -80,33 +83,49 @@ uint64_t store_policy_wal_budget(uint64_t cap)
 void store_policy_decide(const struct store_policy_in *in, struct store_policy_out *o)
 {
     *o = (struct store_policy_out){0};
-    uint64_t budget = store_policy_wal_budget(in->max_bytes);
-    /* The spare file is as large as the largest WAL seen, from the budget to an eighth of the
-     * cap. A reader counts it as it finds it, at least at the WAL's budget. */
-    uint64_t top = max_u64(in->max_bytes / 8, budget);
-    uint64_t spare = in->reader ? budget : min_u64(max_u64(in->wal_seen, budget), top);
+    /* The shares are sized from the room the disk gives the ring (what its files hold, or what
+     * the reserve leaves, up to the configured cap), not from the cap alone: a 512 MiB cap's
+     * 4 MiB WAL budget and spare file would take all of a 12 MiB file system's room, or of a
+     * full disk's, and leave the database none. */
+    uint64_t held = sat_add(sat_add(in->db_file, in->wal_file), in->spare_file);
+    uint64_t room_cap =
+        pfr_store_effective_cap(in->max_bytes, held, in->fs_avail, in->reserve, NULL);
+    uint64_t budget = store_policy_wal_budget(room_cap);
+    /* The WAL's peak: between a commit and the checkpoint after it the WAL holds the whole
+     * transaction, the largest seen (up to an eighth of the configured cap). A full disk gives
+     * the WAL no more than the blocks it holds and the spare file's. */
+    uint64_t peak = min_u64(max_u64(in->wal_seen, budget), max_u64(in->max_bytes / 8, budget));
+    /* The spare file is as large as that peak, up to an eighth of the room (made while the disk
+     * has room, it is what the WAL may grow into once the disk is full). A reader counts it as
+     * it finds it, at least at the WAL's budget. */
+    uint64_t top = max_u64(room_cap / 8, budget);
+    uint64_t spare = in->reader ? budget : min_u64(peak, top);
     o->wal_budget = budget;
     o->spare_bytes = spare;
-    /* The WAL and the spare file are counted at their share, or more when they hold more: the
+    /* The WAL and the spare file are counted at their shares, or more when they hold more: the
      * room they may still take is not free for the database, nor what they hold (on a full
      * disk the WAL keeps its blocks). */
-    uint64_t w_b = max_u64(in->wal_file, budget), spare_b = max_u64(in->spare_file, spare);
-    uint64_t avail = sat_sub(sat_sub(in->fs_avail, w_b - in->wal_file), spare_b - in->spare_file);
+    uint64_t w_b = max_u64(in->wal_file, peak), spare_b = max_u64(in->spare_file, spare);
+    uint64_t owed = (w_b - in->wal_file) + (spare_b - in->spare_file);
+    uint64_t avail = sat_sub(in->fs_avail, owed);
     o->shares = w_b + spare_b;
-    o->cap = pfr_store_effective_cap(in->max_bytes, in->db_file + o->shares, avail, in->reserve,
-                                     &o->reason);
+    o->cap = pfr_store_effective_cap(in->max_bytes, sat_add(in->db_file, o->shares), avail,
+                                     in->reserve, &o->reason);
     /* Under the configured cap the WAL is counted at its peak: between a commit and the
      * checkpoint that follows it, the WAL holds the whole transaction, which may be more than
      * the budget. The largest seen is the spare file's size (never below the budget), so the
      * WAL and the spare file take two of it. A reader that stats the files at that moment
      * then still finds them within the cap. */
     o->db_target = sat_sub(in->max_bytes, 2 * spare);
+    /* Bound by the disk, the database keeps at least the pages its file holds: its free pages
+     * are the room the next chunks take, once the oldest are given up for them. */
     uint64_t disk = sat_sub(o->cap, o->shares);
     if (disk < o->db_target) {
         o->db_target = disk;
         o->disk_bound = true;
     }
-    uint64_t room = budget + spare;
-    o->tight = in->fs_avail < sat_add(in->reserve, 2 * room);
-    o->starved = in->fs_avail < room;
+    o->tight = in->fs_avail < sat_add(in->reserve, 2 * (budget + spare));
+    /* Hardly any room: the free space does not hold what the WAL and the spare file are owed,
+     * and a budget more. */
+    o->starved = in->fs_avail < sat_add(owed, budget);
 }

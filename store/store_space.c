@@ -48,6 +48,11 @@ void store_space_close(struct store_space *sp)
     sp->db_path = sp->wal_path = sp->spare_path = NULL;
 }
 
+uint64_t store_space_db_file(const struct store_space *sp)
+{
+    return size_of(sp->db_path);
+}
+
 uint64_t store_space_files(const struct store_space *sp)
 {
     return size_of(sp->db_path) + size_of(sp->wal_path) + size_of(sp->spare_path);
@@ -94,16 +99,20 @@ bool store_space_growth_fits(struct store_space *sp, uint64_t db_bytes)
     return db_bytes - file <= (avail > sp->now.wal_budget ? avail - sp->now.wal_budget : 0);
 }
 
-/* journal_size_limit: the WAL's budget, or off while the disk is starved. */
+/* journal_size_limit: the WAL's budget in force, or off while the disk is starved; the automatic
+ * checkpoint every half budget in force (a small disk's budget is a fraction of the cap's). */
 static void wal_limit(struct store_space *sp, struct store_db *sql, bool keep, uint64_t budget)
 {
     uint64_t want = keep ? UINT64_MAX : budget;
-    if (want == sp->wal_limit)
+    if (want == sp->wal_limit && budget == sp->wal_budget_set)
         return;
-    char q[64];
-    snprintf(q, sizeof(q), "PRAGMA journal_size_limit = %lld", keep ? -1ll : (long long)budget);
+    char q[128];
+    snprintf(q, sizeof(q), "PRAGMA journal_size_limit = %lld; PRAGMA wal_autocheckpoint = %llu",
+             keep ? -1ll : (long long)budget,
+             (unsigned long long)(budget / 2 / (sql->page_size ? sql->page_size : 4096) + 1));
     if (store_exec(sql, q) == 0) {
         sp->wal_limit = want;
+        sp->wal_budget_set = budget;
         sp->wal_kept = keep;
     }
 }

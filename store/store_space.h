@@ -23,6 +23,7 @@ struct store_space {
     uint64_t wal_seen;         /* the largest WAL seen (a restarted writer: the spare's size) */
     bool wal_kept;             /* journal_size_limit is off: the WAL keeps its blocks */
     uint64_t wal_limit;        /* journal_size_limit as last set (0: not yet) */
+    uint64_t wal_budget_set;   /* the budget wal_autocheckpoint was last set from */
     /* Set by store_space_plan() before each write transaction. */
     struct store_policy_out now;
     uint64_t reserve_bytes;   /* the reserve as last resolved */
@@ -67,6 +68,9 @@ void store_space_note_wal(struct store_space *sp, uint64_t wal_bytes);
  * the cap in force, reserve or not); drop it (its room goes to the WAL). Both best effort. */
 void store_space_spare_make(struct store_space *sp);
 void store_space_spare_drop(struct store_space *sp);
+
+/* The database file's bytes (its pages past the file's end, in the WAL, not counted). */
+uint64_t store_space_db_file(const struct store_space *sp);
 
 /* The ring's files' bytes: database, WAL and spare file. */
 uint64_t store_space_files(const struct store_space *sp);

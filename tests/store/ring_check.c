@@ -28,14 +28,15 @@ static void print_stats(const pfr_store_stats *st)
     printf("chunks=%llu\nappended=%llu\nevicted=%llu\nevicted_disk=%llu\ndropped_disk=%llu\n"
            "lost_unshipped=%llu\nmax_id=%" PRId64 "\nnewest_ns=%" PRId64 "\nfile_bytes=%llu\n"
            "max_bytes=%llu\neffective_max_bytes=%llu\ncap_reason=%s\nreserve_bytes=%llu\n"
-           "fs_free_bytes=%llu\n",
+           "fs_free_bytes=%llu\ndata_bytes=%llu\n",
            (unsigned long long)st->chunks, (unsigned long long)st->appended,
            (unsigned long long)st->evicted, (unsigned long long)st->evicted_disk,
            (unsigned long long)st->dropped_disk, (unsigned long long)st->lost_unshipped, st->max_id,
            st->newest_ns, (unsigned long long)st->file_bytes, (unsigned long long)st->max_bytes,
            (unsigned long long)st->effective_max_bytes,
            st->cap_reason == PFR_STORE_CAP_DISK_RESERVE ? "disk_reserve" : "configured",
-           (unsigned long long)st->reserve_bytes, (unsigned long long)st->fs_free_bytes);
+           (unsigned long long)st->reserve_bytes, (unsigned long long)st->fs_free_bytes,
+           (unsigned long long)st->data_bytes);
 }
 
 int main(int argc, char **argv)

@@ -55,10 +55,57 @@ static void test_configured(void **state)
     assert_int_equal(o.spare_bytes, 256 * KiB);
 }
 
+/* Issue 31, default cap (512 MiB): the shares scale to the room the disk gives, and a full disk
+ * leaves the database the pages its file holds (before: a 4 MiB WAL budget and spare file left a
+ * 12 MiB file system's ring a target of 0, and a full disk dropped the cap to the 4 MiB floor). */
+static void test_small_and_full_disk(void **state)
+{
+    (void)state;
+    /* a fresh ring on 12 MiB: the reserve (half of it) leaves 6 MiB */
+    struct store_policy_out o = decide((struct store_policy_in){.max_bytes = 512 * MiB,
+                                                                .fs_bytes = 12 * MiB,
+                                                                .fs_avail = 11 * MiB,
+                                                                .db_file = 96 * KiB,
+                                                                .reserve = 6 * MiB});
+    assert_int_equal(o.reason, PFR_STORE_CAP_DISK_RESERVE);
+    assert_true(o.cap >= 5 * MiB && o.cap <= 6 * MiB);
+    assert_true(o.wal_budget <= 6 * MiB / 16);
+    assert_true(o.db_target >= 4 * MiB);
+    assert_false(o.starved);
+    /* an hour-old ring (11 MB, the 4 MiB spare file) on a full 128 MiB file system: it keeps
+     * what its file holds, and makes no spare file */
+    struct store_policy_in full = {.max_bytes = 512 * MiB,
+                                   .fs_bytes = 128 * MiB,
+                                   .db_file = 11 * MiB,
+                                   .spare_file = 4 * MiB,
+                                   .wal_seen = 4 * MiB,
+                                   .reserve = 64 * MiB};
+    o = decide(full);
+    assert_true(o.disk_bound);
+    assert_int_equal(o.db_target, 11 * MiB);
+    assert_true(o.cap >= 15 * MiB);
+    assert_true(o.starved);
+    /* the same with the spare file given to the WAL: still all the file holds */
+    full.wal_file = full.spare_file;
+    full.spare_file = 0;
+    o = decide(full);
+    assert_int_equal(o.db_target, 11 * MiB);
+    /* free space short of the reserve, not full: no growth, nothing given back */
+    o = decide((struct store_policy_in){.max_bytes = 512 * MiB,
+                                        .fs_bytes = 128 * MiB,
+                                        .fs_avail = 20 * MiB,
+                                        .db_file = 30 * MiB,
+                                        .spare_file = 4 * MiB,
+                                        .wal_seen = 4 * MiB,
+                                        .reserve = 64 * MiB});
+    assert_int_equal(o.db_target, 30 * MiB);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_configured),
+        cmocka_unit_test(test_small_and_full_disk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,15 +67,20 @@ static void test_effective_cap(void **state)
     assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 300 * MiB, 256 * MiB, &why),
                      144 * MiB);
     assert_int_equal(why, PFR_STORE_CAP_DISK_RESERVE);
-    /* below the reserve: it gives space back ... */
+    /* below the reserve: it stops growing, and gives nothing back ... */
     assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 200 * MiB, 256 * MiB, &why),
-                     44 * MiB);
+                     100 * MiB);
     assert_int_equal(why, PFR_STORE_CAP_DISK_RESERVE);
-    /* ... down to the floor, or what it holds when less */
-    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 0, 256 * MiB, &why),
-                     PFR_STORE_SPACE_FLOOR);
+    /* ... a full disk included: the ring keeps what it holds (issue 31: it used to drop to the
+     * 4 MiB floor, giving up its history because another program filled the disk) */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 100 * MiB, 0, 256 * MiB, &why), 100 * MiB);
     assert_int_equal(why, PFR_STORE_CAP_DISK_RESERVE);
     assert_int_equal(pfr_store_effective_cap(512 * MiB, 3 * MiB, 0, 256 * MiB, &why), 3 * MiB);
+    /* below the floor it may grow to the floor where the disk has room, whatever the reserve */
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 1 * MiB, 2 * MiB, 256 * MiB, &why),
+                     3 * MiB);
+    assert_int_equal(pfr_store_effective_cap(512 * MiB, 1 * MiB, 9 * MiB, 256 * MiB, &why),
+                     PFR_STORE_SPACE_FLOOR);
     /* a cap under the floor is the floor */
     assert_int_equal(pfr_store_effective_cap(2 * MiB, 3 * MiB, 0, 256 * MiB, &why), 2 * MiB);
     assert_int_equal(why, PFR_STORE_CAP_CONFIGURED);
@@ -334,7 +339,9 @@ static void test_nothing_older_left(void **state)
     }
     assert_int_equal(rc, -ENOSPC);
     pfr_store_stats st = stats(f);
-    assert_int_equal(st.chunks, 0); /* everything older was given up first */
+    /* everything older was given up first, or giving up the last chunk did not fit the full
+     * disk either (the WAL holds what the refused writes left it; docs/store.md, step 3) */
+    assert_true(st.chunks <= 1);
     assert_int_equal(st.dropped_disk, 1);
     assert_true(st.evicted_disk >= 6);
     /* a second refused write counts once more */
@@ -355,8 +362,8 @@ static void test_nothing_older_left(void **state)
     assert_int_equal(rs.reserve_bytes, 0);
 }
 
-/* Free space short of the reserve: the ring stops growing, then gives space back down to what
- * the reserve allows (not below the floor), with no write lost; readers see the cap in force and
+/* Free space short of the reserve: the ring stops growing and keeps what it holds, its new
+ * chunks in the pages its oldest leave, with no write lost; readers see the cap in force and
  * why. With room again it grows up to its cap. */
 static void test_reserve(void **state)
 {
@@ -387,15 +394,21 @@ static void test_reserve(void **state)
     assert_int_equal(st.dropped_disk, 0);
     check_ring(f);
 
-    /* 3 MiB free: 9 below the reserve. The ring gives back to its floor. */
+    /* 3 MiB free: 9 below the reserve. The ring keeps what it holds (issue 31: it used to give
+     * its history back down to its 4 MiB floor): the new chunks take the pages the oldest
+     * leave, and the files neither grow nor shrink. */
     fill(f, fs_avail(f) - 3 * MiB);
-    for (int i = 0; i < 60; i++)
+    uint64_t short_files = ring_files(f);
+    pfr_store_stats before = stats(f);
+    for (int i = 0; i < 60 || (i < 1000 && stats(f).evicted_disk == before.evicted_disk); i++) {
         assert_int_equal(append_interval(f, ids), 0);
-    uint64_t floor_files = ring_files(f);
-    assert_true(floor_files <= PFR_STORE_SPACE_FLOOR + 256 * 1024);
-    assert_true(floor_files >= PFR_STORE_SPACE_FLOOR / 2);
+        assert_true(ring_files(f) <= short_files + 64 * 1024);
+    }
+    assert_true(ring_files(f) + 512 * 1024 >= short_files);
     st = stats(f);
     assert_int_equal(st.cap_reason, PFR_STORE_CAP_DISK_RESERVE);
+    assert_true(st.evicted_disk > before.evicted_disk);
+    assert_true(st.chunks + 16 >= before.chunks); /* what was written, it gave up, no more */
     assert_int_equal(st.dropped_disk, 0);
     assert_int_equal(st.max_id, ids[1]);
     check_ring(f);
