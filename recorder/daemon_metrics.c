@@ -103,6 +103,13 @@ void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
     put(m, "pfr_store_chunks_dropped_disk_full_total",
         "profiles not written: the disk was full and the ring had nothing older to give up", C,
         (double)st->dropped_disk);
+    put(m, "pfr_store_pins", "pins in the ring (pfr pins)", G, (double)st->pins);
+    put(m, "pfr_store_pin_max_bytes", "what pins may keep from eviction (pin_max_bytes)", G,
+        (double)st->pin_max_bytes);
+    put(m, "pfr_store_pins_released_total",
+        "pins released: automatic ones for the pin budget, any when only pinned chunks were "
+        "left to give up",
+        C, (double)st->pins_released);
 }
 
 void pfr_daemon_metrics_identity(pfr_daemon_metrics *m, const pfr_identity_stats *st)
