@@ -368,7 +368,9 @@ typedef struct pfr_pin_result {
     uint64_t budget;                        /* pin_max_bytes in force */
     size_t nreleased;                       /* automatic pins released to make room */
     int64_t released[PFR_PIN_RELEASED_MAX]; /* their ids (the first PFR_PIN_RELEASED_MAX) */
-    uint64_t lock_ns; /* how long the write transaction held the ring's write lock */
+    uint64_t lock_ns;        /* how long the write transaction held the ring's write lock */
+    uint32_t lock_preempted; /* times the scheduler took the CPU from the caller meanwhile (a
+                                loaded machine's time in lock_ns, not the pin's) */
 } pfr_pin_result;
 
 /* Add a pin. Errors (reason in err): -EINVAL (from >= to, reason empty or too long, bad origin
