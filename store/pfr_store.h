@@ -379,6 +379,11 @@ typedef struct pfr_pin_result {
  * access to the ring), others from SQLite. out may be NULL. */
 int pfr_store_pin_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *out, char *err,
                       size_t errlen);
+/* Widen pin id to cover [from_ns, to_ns) too (its range becomes the union): for triggers that
+ * coalesce overlapping windows of one service into one pin. The budget as for a new pin (the
+ * pin itself is never released for it). -ENOENT: no such pin. */
+int pfr_store_pin_extend(pfr_store *s, int64_t id, int64_t from_ns, int64_t to_ns,
+                         pfr_pin_result *out, char *err, size_t errlen);
 /* Every pin, oldest first, with the bytes it keeps now. A non-zero return from cb stops. */
 typedef int (*pfr_pin_cb)(const pfr_pin_info *pin, void *ctx);
 int pfr_store_pins(pfr_store *s, pfr_pin_cb cb, void *ctx);

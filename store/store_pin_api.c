@@ -138,9 +138,41 @@ static int service_known(struct store_dict *dict, const char *service)
     return -ENOENT;
 }
 
-/* The budget's decision, in a read transaction: the pins with the new one last, automatic pins
- * released oldest first while they all keep more than the budget. -ENOSPC when the manual pins
- * (or the new pin alone) still do. */
+/* The budget's decision for candidate cand of pins (id 0: a new pin, borrowed from the caller),
+ * in a read transaction: automatic pins released oldest first (never the candidate) while they
+ * all keep more than the budget. -ENOSPC when the manual pins (or the candidate alone) still
+ * do. */
+static int plan(pfr_store *s, struct store_pins *pins, int64_t cand, pfr_pin_result *r,
+                int64_t *released, size_t *nreleased, char *err, size_t errlen)
+{
+    r->budget = pin_budget(s);
+    uint64_t total = 0;
+    long v;
+    int rc;
+    while ((rc = store_pins_bytes(&s->dict, pins, &total)) == 0 && total > r->budget &&
+           (v = store_pins_victim(pins, false)) >= 0) {
+        if (*nreleased < PFR_PIN_RELEASED_MAX)
+            released[*nreleased] = pins->v[v].id;
+        ++*nreleased;
+        store_pins_drop(pins, (size_t)v);
+    }
+    for (size_t i = 0; i < pins->n; i++)
+        if (pins->v[i].id == cand)
+            r->bytes = pins->v[i].bytes;
+    r->pinned_bytes = total;
+    if (!rc && total > r->budget) {
+        char msg[320];
+        snprintf(msg, sizeof(msg),
+                 "the pin would keep %.1f MiB and all pins %.1f MiB, over their budget of %.1f "
+                 "MiB (pin_max_bytes), which manual pins hold: release one (pfr pins, pfr unpin "
+                 "ID) or pin a shorter range",
+                 r->bytes / 1048576.0, total / 1048576.0, r->budget / 1048576.0);
+        return store_fail(NULL, -ENOSPC, err, errlen, msg);
+    }
+    return rc ? store_fail(&s->sql, rc, err, errlen, "cannot measure the pinned chunks") : 0;
+}
+
+/* A new pin: the pins with it last (borrowed from in), planned. */
 static int plan_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *r, int64_t *released,
                     size_t *nreleased, char *err, size_t errlen)
 {
@@ -152,38 +184,15 @@ static int plan_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *r, int64
         store_pins_free(&pins);
         return -ENOMEM;
     }
-    /* the new pin, borrowed from in (mem NULL: nothing of it is freed) */
+    /* mem NULL: nothing of it is freed; not automatic: never released for itself */
     pins.v[pins.n++] = (struct store_pin){
         .from_ns = in->from_ns,
         .to_ns = in->to_ns,
         .service = (char *)in->service,
         .labels = (pfr_kv *)in->labels,
         .nlabels = in->nlabels,
-        .automatic = false, /* never released for itself */
     };
-    r->budget = pin_budget(s);
-    uint64_t total = 0;
-    long v;
-    while ((rc = store_pins_bytes(&s->dict, &pins, &total)) == 0 && total > r->budget &&
-           (v = store_pins_victim(&pins, false)) >= 0) {
-        if (*nreleased < PFR_PIN_RELEASED_MAX)
-            released[*nreleased] = pins.v[v].id;
-        ++*nreleased;
-        store_pins_drop(&pins, (size_t)v);
-    }
-    r->bytes = pins.v[pins.n - 1].bytes;
-    r->pinned_bytes = total;
-    if (!rc && total > r->budget) {
-        char msg[320];
-        snprintf(msg, sizeof(msg),
-                 "the pin would keep %.1f MiB and all pins %.1f MiB, over their budget of %.1f "
-                 "MiB (pin_max_bytes), which manual pins hold: release one (pfr pins, pfr unpin "
-                 "ID) or pin a shorter range",
-                 r->bytes / 1048576.0, total / 1048576.0, r->budget / 1048576.0);
-        rc = store_fail(NULL, -ENOSPC, err, errlen, msg);
-    } else if (rc) {
-        rc = store_fail(&s->sql, rc, err, errlen, "cannot measure the pinned chunks");
-    }
+    rc = plan(s, &pins, 0, r, released, nreleased, err, errlen);
     store_pins_free(&pins);
     return rc;
 }
@@ -250,6 +259,83 @@ int pfr_store_pin_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *out, c
     r.lock_preempted = csw > 0 ? (uint32_t)csw : 0;
     if (!rc && (rc = conn_sync(s, &c)) != 0)
         store_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL after writing the pin");
+    conn_close(&c);
+    r.nreleased = nrel;
+    memcpy(r.released, released,
+           sizeof(int64_t) * (nrel < PFR_PIN_RELEASED_MAX ? nrel : PFR_PIN_RELEASED_MAX));
+    if (!rc && out)
+        *out = r;
+    return rc;
+}
+
+int pfr_store_pin_extend(pfr_store *s, int64_t id, int64_t from_ns, int64_t to_ns,
+                         pfr_pin_result *out, char *err, size_t errlen)
+{
+    pfr_pin_result r = {.id = id};
+    if (err && errlen)
+        err[0] = 0;
+    if (from_ns >= to_ns)
+        return store_fail(NULL, -EINVAL, err, errlen, "the range is empty or backwards");
+    int64_t released[PFR_PIN_RELEASED_MAX];
+    size_t nrel = 0;
+    int64_t from = from_ns, to = to_ns;
+    struct store_pins pins;
+    int rc = store_begin_read(&s->sql);
+    if (rc)
+        return store_fail(&s->sql, rc, err, errlen, "cannot read the ring");
+    if ((rc = store_pins_load(&s->sql, &pins)) != 0) {
+        store_end_read(&s->sql);
+        return store_fail(&s->sql, rc, err, errlen, "cannot read the pins");
+    }
+    rc = -ENOENT;
+    for (size_t i = 0; i < pins.n; i++) {
+        struct store_pin *p = &pins.v[i];
+        if (p->id != id)
+            continue;
+        from = p->from_ns = p->from_ns < from_ns ? p->from_ns : from_ns;
+        to = p->to_ns = p->to_ns > to_ns ? p->to_ns : to_ns;
+        p->automatic = false; /* never released for itself */
+        rc = 0;
+    }
+    if (rc == -ENOENT) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no pin %lld (pfr pins lists them)", (long long)id);
+        store_fail(NULL, rc, err, errlen, msg);
+    } else {
+        rc = plan(s, &pins, id, &r, released, &nrel, err, errlen);
+    }
+    store_pins_free(&pins);
+    store_end_read(&s->sql);
+    if (rc)
+        return rc;
+    struct pin_conn c;
+    if ((rc = conn_open(s, &c, err, errlen)) != 0)
+        return rc;
+    if ((rc = store_exec(c.d, "BEGIN IMMEDIATE")) != 0) {
+        store_fail(c.d, rc, err, errlen, "cannot lock the ring to extend a pin");
+        conn_close(&c);
+        return rc;
+    }
+    int64_t t0 = now_ns(CLOCK_MONOTONIC);
+    size_t gone = 0;
+    for (size_t i = 0; i < nrel && i < PFR_PIN_RELEASED_MAX && !rc; i++) {
+        rc = store_pins_delete(c.d, released[i]);
+        if (rc == -ENOENT)
+            rc = 0;
+        else if (!rc)
+            gone++;
+    }
+    if (!rc)
+        rc = store_pins_set_range(c.d, id, from, to, r.bytes);
+    if (!rc && gone)
+        rc = store_meta_add(c.d, "pins_released", (int64_t)gone);
+    if (rc)
+        store_fail(c.d, rc, err, errlen,
+                   rc == -ENOENT ? "the pin was released meanwhile" : "cannot extend the pin");
+    rc = txn_end(c.d, rc);
+    r.lock_ns = (uint64_t)(now_ns(CLOCK_MONOTONIC) - t0);
+    if (!rc && (rc = conn_sync(s, &c)) != 0)
+        store_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL after extending the pin");
     conn_close(&c);
     r.nreleased = nrel;
     memcpy(r.released, released,

@@ -275,6 +275,25 @@ int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_
     return rc;
 }
 
+int store_pins_set_range(struct store_db *d, int64_t id, int64_t from_ns, int64_t to_ns,
+                         uint64_t bytes)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(d->db,
+                           "UPDATE pins SET from_ns = ?2, to_ns = ?3, bytes = ?4 WHERE id = ?1", -1,
+                           &st, NULL) != SQLITE_OK)
+        return store_db_err(d);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, from_ns);
+    sqlite3_bind_int64(st, 3, to_ns);
+    sqlite3_bind_int64(st, 4, (int64_t)bytes);
+    int rc = store_step_done(st);
+    if (!rc && sqlite3_changes(d->db) == 0)
+        rc = -ENOENT;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int store_pins_delete(struct store_db *d, int64_t id)
 {
     sqlite3_stmt *st = NULL;

@@ -60,5 +60,7 @@ int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_
                       int64_t *id_out);
 /* -ENOENT when there is no such pin. */
 int store_pins_delete(struct store_db *d, int64_t id);
+int store_pins_set_range(struct store_db *d, int64_t id, int64_t from_ns, int64_t to_ns,
+                         uint64_t bytes);
 
 #endif

@@ -61,6 +61,9 @@ check "export --ring --pin 1" "${P[@]}" export --ring "$W/pin1.db" --pin 1
 "$PFR" --store "$W/pin1.db" ls --format json >"$W/pin1.ls" 2>"$W/err"
 check "the pin's file has svc-1 only" js "$W/pin1.ls" "[s['name'] for s in j['services']] == ['svc-1']"
 check "the pin's file holds its 12 intervals" js "$W/pin1.ls" "j['services'][0]['chunks'] == 12"
+"$PFR" --store "$W/pin1.db" pins --format json >"$W/pin1.pins"
+check "the pin's file carries the pins over its range (1 and 3)" js "$W/pin1.pins" \
+    "[p['id'] for p in j] == [1, 3] and j[0]['reason'] == 'INC-1: latency spike'"
 check "export --ring --pins" "${P[@]}" export --ring "$W/pins.db" --pins
 fails "export --pin of no pin" 3 "no pin 9" "${P[@]}" export --ring "$W/x.db" --pin 9
 fails "export --pin with --service" 2 "the pin gives the range" \

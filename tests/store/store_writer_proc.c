@@ -61,6 +61,9 @@ static int pin_step(const char *db, pfr_store **pinner, int64_t *pinned, size_t 
     if (*npinned < 64)
         pinned[(*npinned)++] = r.id;
     if (++*npins % 3 == 0 && *npinned) {
+        /* said first: a kill between the release's commit and "unpin" leaves either state */
+        if ((rc = say("unpinning", pinned[0])) != 0)
+            return rc;
         if ((rc = pfr_store_pin_remove(*pinner, pinned[0], err, sizeof(err))) != 0) {
             fprintf(stderr, "store_writer_proc: unpin: %s\n", err);
             return rc;

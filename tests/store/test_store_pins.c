@@ -253,6 +253,43 @@ static void test_budget(void **state)
     assert_int_equal(st.pins, 2);
 }
 
+/* Extending a pin (triggers coalescing their windows): the range becomes the union, the
+ * budget is applied as for a new pin (an older automatic pin goes, never the pin itself). */
+static void test_extend(void **state)
+{
+    struct fx *f = *state;
+    fill(f->s, 0, 40, 30);
+    char err[256];
+    pfr_pin_result r, a1, a2, e;
+    assert_int_equal(pin(f->s, 0, 10, "svc-a", "manual:m", &r, err), 0);
+    uint64_t ten = r.bytes;
+    assert_int_equal(pfr_store_pin_remove(f->s, r.id, err, sizeof(err)), 0);
+    pfr_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(open_writer(f, 64ull << 20, ten * 25 / 10), 0);
+    assert_int_equal(pin(f->s, 0, 10, "svc-a", "trigger:oom", &a1, err), 0);
+    assert_int_equal(pin(f->s, 20, 25, "svc-a", "trigger:psi", &a2, err), 0);
+    /* a2 grows to 20..35: 10 + 15 > 25 intervals, so a1 (older, automatic) goes */
+    assert_int_equal(
+        pfr_store_pin_extend(f->s, a2.id, T0 + 300 * SEC, T0 + 350 * SEC, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.id, a2.id);
+    assert_int_equal(e.nreleased, 1);
+    assert_int_equal(e.released[0], a1.id);
+    struct pinlist l = list(f->s);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.v[0].from_ns, T0 + 200 * SEC);
+    assert_int_equal(l.v[0].to_ns, T0 + 350 * SEC);
+    assert_true(l.v[0].bytes > ten);
+    assert_int_equal(pfr_store_pin_extend(f->s, 999, T0, T0 + SEC, &e, err, sizeof(err)), -ENOENT);
+    assert_non_null(strstr(err, "no pin 999"));
+    assert_int_equal(pfr_store_pin_extend(f->s, a2.id, T0 + SEC, T0, &e, err, sizeof(err)),
+                     -EINVAL);
+    /* past the budget with nothing automatic left to release: refused, the pin unchanged */
+    assert_int_equal(pfr_store_pin_extend(f->s, a2.id, T0, T0 + 400 * SEC, &e, err, sizeof(err)),
+                     -ENOSPC);
+    assert_int_equal(list(f->s).v[0].from_ns, T0 + 200 * SEC);
+}
+
 /* Eviction passes pinned chunks; when pins are all that is left, they go too (counted). */
 static void test_eviction_skips_pins(void **state)
 {
@@ -358,6 +395,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extend, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_skips_pins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_pins_beside_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),

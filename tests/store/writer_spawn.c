@@ -61,6 +61,9 @@ int pfr_writer_read(struct writer_run *w, uint64_t seed, struct committed **out,
             } else if (sscanf(line, "unpin %lld", &id) == 1) {
                 idx = WRITER_UNPIN;
                 ok = true;
+            } else if (sscanf(line, "unpinning %lld", &id) == 1) {
+                idx = WRITER_UNPINNING;
+                ok = true;
             } else {
                 ok = sscanf(line, "%lld %ld", &id, &idx) == 2;
             }

@@ -8,8 +8,9 @@
 #include <sys/types.h>
 
 /* committed.n of a pin the writer made (pfr_store_pin_add returned), or released */
-#define WRITER_PIN   (-1L)
-#define WRITER_UNPIN (-2L)
+#define WRITER_PIN       (-1L)
+#define WRITER_UNPIN     (-2L)
+#define WRITER_UNPINNING (-3L) /* said before the release: it may or may not have committed */
 
 struct committed {
     int64_t id;
