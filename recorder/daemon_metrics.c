@@ -113,6 +113,13 @@ static const pfr_metric_row store_rows[] = {
     {"pfr_store_chunks_dropped_disk_full_total", C,
      "profiles not written: the disk was full and the ring had nothing older to give up",
      ST(dropped_disk)},
+    {"pfr_store_pins", G, "pins in the ring (pfr pins)", ST(pins)},
+    {"pfr_store_pin_max_bytes", G, "what pins may keep from eviction (pin_max_bytes)",
+     ST(pin_max_bytes)},
+    {"pfr_store_pins_released_total", C,
+     "pins released: automatic ones for the pin budget, any when only pinned chunks were left "
+     "to give up",
+     ST(pins_released)},
 };
 const pfr_metric_table pfr_daemon_store_metrics = PFR_METRIC_TABLE("The ring", store_rows);
 

@@ -14,6 +14,7 @@
 
 #include "store_handle.h"
 #include "store_migrate.h"
+#include "store_pins.h"
 #include "store_write.h"
 
 /* Decoded dictionary chains kept per handle. A realistic one is ~1-2 MB in memory. */
@@ -61,6 +62,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         return -ENOMEM;
     s->read_only = o.read_only;
     s->max_bytes = o.max_bytes;
+    s->pin_max_bytes = o.pin_max_bytes ? o.pin_max_bytes : o.max_bytes / 4;
     s->sql.busy_ms = o.busy_timeout_ms;
     s->dict.sql = &s->sql;
     s->dict.chain_max = o.cache_bytes ? o.cache_bytes : CHAIN_CACHE_BYTES;
@@ -193,6 +195,29 @@ static void stats_space(pfr_store *s, int64_t meta_max, int64_t meta_reserve, pf
     out->fs_free_bytes = n.fs_avail;
 }
 
+/* Pins: their number, the budget (the writer's, kept in meta; a quarter of its cap before it
+ * kept one) and those released. */
+static int stats_pins(pfr_store *s, int64_t meta_max, pfr_store_stats *out)
+{
+    int64_t n = 0, budget = 0, released = 0;
+    int rc = kept_row(s, ST_PIN_COUNT, NULL, &n, NULL);
+    if (!rc)
+        rc = kept_row(s, ST_META_GET, "pin_max_bytes", &budget, NULL);
+    if (!rc)
+        rc = kept_row(s, ST_META_GET, "pins_released", &released, NULL);
+    if (n < 0 || budget < 0 || released < 0)
+        out->bad_counters++;
+    out->pins = n > 0 ? (uint64_t)n : 0;
+    out->pins_released = released > 0 ? (uint64_t)released : 0;
+    if (!s->read_only)
+        out->pin_max_bytes = s->pin_max_bytes;
+    else if (budget > 0)
+        out->pin_max_bytes = (uint64_t)budget;
+    else
+        out->pin_max_bytes = (meta_max > 0 ? (uint64_t)meta_max : s->max_bytes) / 4;
+    return rc;
+}
+
 /* The counters kept in the database (cheap: no chunk row is read). */
 static int stats_counters(pfr_store *s, pfr_store_stats *out)
 {
@@ -224,6 +249,8 @@ static int stats_counters(pfr_store *s, pfr_store_stats *out)
     out->evicted_disk = (uint64_t)v[2];
     out->dropped_disk = (uint64_t)v[3] + s->space.dropped_pending;
     stats_space(s, v[4], v[5], out);
+    if (!rc)
+        rc = stats_pins(s, v[4], out);
     return rc;
 }
 
@@ -262,6 +289,11 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
         out->data_bytes += (uint64_t)v;
         if (!rc)
             rc = stats_counters(s, out);
+        struct store_pins pins;
+        if (!rc && out->pins && (rc = store_pins_load(&s->sql, &pins)) == 0) {
+            rc = store_pins_bytes(&s->dict, &pins, &out->pinned_bytes);
+            store_pins_free(&pins);
+        }
     } else {
         rc = pfr_store_errno(rc);
     }

@@ -20,6 +20,7 @@ static const char *const stmt_sql[ST_N] = {
     [ST_LAST_CHUNK] = "SELECT id, end_ns FROM chunks ORDER BY id DESC LIMIT 1",
     [ST_CHUNK_SEQ] = "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'",
     [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+    [ST_PIN_COUNT] = "SELECT count(*) FROM pins",
 };
 int pfr_store_errno(int rc)
 {

@@ -23,6 +23,7 @@ enum store_stmt {
     ST_LAST_CHUNK,
     ST_CHUNK_SEQ,
     ST_META_GET,
+    ST_PIN_COUNT,
     ST_N
 };
 

@@ -8,8 +8,17 @@
 
 #include "store_migrate.h"
 
-/* The current schema. Version 1 had no chunks.totals (timelines had to decode every chunk). */
-static const char schema_v2[] =
+/* Pins (version 3): ranges kept from eviction (store_pins.c). labels: "k=v" lines; bytes: what
+ * the pin kept when it was made (listings measure it again). */
+#define PINS_TABLE                                                                                 \
+    "CREATE TABLE pins(id INTEGER PRIMARY KEY AUTOINCREMENT, from_ns INTEGER NOT NULL,"            \
+    "  to_ns INTEGER NOT NULL, service TEXT, labels TEXT NOT NULL DEFAULT '',"                     \
+    "  reason TEXT NOT NULL, origin TEXT NOT NULL, created_ns INTEGER NOT NULL,"                   \
+    "  bytes INTEGER NOT NULL DEFAULT 0);"
+
+/* The current schema. Version 1 had no chunks.totals (timelines had to decode every chunk),
+ * version 2 no pins. */
+static const char schema_v3[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "INSERT INTO meta VALUES ('evicted', 0), ('lost_unshipped', 0), ('corrupt', 0);"
     "CREATE TABLE streams(id INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL UNIQUE,"
@@ -24,7 +33,7 @@ static const char schema_v2[] =
     "  totals BLOB NOT NULL);"
     "CREATE INDEX chunks_stream ON chunks(stream_id, end_ns, start_ns);"
     "CREATE INDEX chunks_base ON chunks(base_id);"
-    "CREATE TABLE chunk_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);";
+    "CREATE TABLE chunk_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);" PINS_TABLE;
 /* 1 -> 2: chunks get their per-type totals, so timelines need not decode payloads. */
 static int migrate_1_2(struct store_db *s, struct store_dict *dict)
 {
@@ -81,10 +90,19 @@ static int migrate_1_2(struct store_db *s, struct store_dict *dict)
     return rc ? rc : store_exec(s, "PRAGMA user_version = 2");
 }
 
+/* 2 -> 3: the pins table (empty: nothing was pinned before). */
+static int migrate_2_3(struct store_db *s, struct store_dict *dict)
+{
+    (void)dict;
+    int rc = store_exec(s, PINS_TABLE);
+    return rc ? rc : store_exec(s, "PRAGMA user_version = 3");
+}
+
 static int migrate(struct store_db *s, struct store_dict *dict, int from, char *err, size_t errlen)
 {
     static int (*const steps[])(struct store_db *, struct store_dict *) = {
         [1] = migrate_1_2,
+        [2] = migrate_2_3,
     };
     for (int v = from; v < PFR_STORE_SCHEMA_VERSION; v++) {
         int rc = steps[v](s, dict);
@@ -117,7 +135,7 @@ int store_schema_write(struct store_db *s, struct store_dict *dict, char *err, s
         char sql[128];
         snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d;",
                  PFR_STORE_APP_ID, PFR_STORE_SCHEMA_VERSION);
-        if ((rc = store_exec(s, schema_v2)) || (rc = store_exec(s, sql))) {
+        if ((rc = store_exec(s, schema_v3)) || (rc = store_exec(s, sql))) {
             store_fail(s, rc, err, errlen, "cannot create the schema");
             goto fail;
         }

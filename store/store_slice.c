@@ -492,6 +492,26 @@ static int write_meta(struct slicer *x)
     return rc;
 }
 
+/* The pins over the slice's range, as they are: a range carried out with its pin (pfr export
+ * --pin) is still pinned, with its reason, where it is read. */
+static int copy_pins(struct slicer *x)
+{
+    struct copier cp = {0};
+    int rc = copier_open(x, &cp, "pins", "to_ns > ?1 AND from_ns < ?2 ORDER BY id");
+    int step = SQLITE_DONE;
+    if (!rc) {
+        bool all = !x->f->from_ns && !x->f->to_ns;
+        sqlite3_bind_int64(cp.sel, 1, all ? INT64_MIN : x->f->from_ns);
+        sqlite3_bind_int64(cp.sel, 2, all ? INT64_MAX : x->f->to_ns);
+    }
+    while (!rc && (step = sqlite3_step(cp.sel)) == SQLITE_ROW)
+        rc = copy_row(x, cp.sel, cp.ins);
+    if (!rc && step != SQLITE_DONE)
+        rc = fail(x, pfr_store_errno(step), x->s->sql.db, "reading the ring's pins");
+    copier_close(&cp);
+    return rc;
+}
+
 /* Everything, inside the ring's read transaction. */
 static int copy_all(struct slicer *x)
 {
@@ -506,6 +526,8 @@ static int copy_all(struct slicer *x)
         rc = copy_streams(x);
     if (!rc && x->st.chunks)
         rc = write_meta(x);
+    if (!rc && x->st.chunks)
+        rc = copy_pins(x);
     return rc;
 }
 

@@ -17,6 +17,7 @@
 
 #include "store_cursor.h"
 #include "store_handle.h"
+#include "store_pins.h"
 #include "store_write.h"
 
 #define DICT_WINDOW    60  /* chunks: 10 minutes of 10 s chunks */
@@ -55,9 +56,10 @@ static const char *const wsql[W_N] = {
     [W_INS_DATA] = "INSERT INTO chunk_data(id, data) VALUES (?1, ?2)",
     [W_PAGE_COUNT] = "PRAGMA page_count",
     [W_FREELIST] = "PRAGMA freelist_count",
-    [W_OLDEST] = "SELECT id, stream_id, base_id, nbytes FROM chunks ORDER BY id LIMIT 512",
-    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id <= ?1",
-    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id <= ?1",
+    [W_OLDEST] = ("SELECT id, stream_id, base_id, nbytes, start_ns, end_ns FROM chunks"
+                  " WHERE id > ?1 ORDER BY id LIMIT 512"),
+    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id BETWEEN ?1 AND ?2",
+    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id BETWEEN ?1 AND ?2",
     [W_DEL_DICT] = ("DELETE FROM dicts WHERE base_id = ?1 AND NOT EXISTS"
                     " (SELECT 1 FROM chunks WHERE base_id = ?1)"),
     [W_DEL_STREAM] = ("DELETE FROM streams WHERE id = ?1 AND NOT EXISTS"
@@ -1045,7 +1047,43 @@ struct evict_ctx {
     bool cursors_read, any_cursor;
     int64_t min_cursor; /* registered consumers' smallest cursor */
     bool for_disk;      /* count the chunks as given up for disk space */
+    bool pins_read;
+    struct store_pins pins; /* the pins in force (store_pins.c) */
+    int64_t after;          /* chunks up to this id were looked at: pinned ones are passed */
 };
+
+static void evict_ctx_free(struct evict_ctx *x)
+{
+    store_pins_free(&x->pins);
+}
+
+/* Release pin i of x's (its row and the entry), counted in pins_released. */
+static int pin_release(pfr_store *s, struct evict_ctx *x, size_t i)
+{
+    int rc = store_pins_delete(&s->sql, x->pins.v[i].id);
+    if (rc && rc != -ENOENT)
+        return rc;
+    store_pins_drop(&x->pins, i);
+    x->after = 0; /* what it kept may go now */
+    return store_meta_add(&s->sql, "pins_released", 1);
+}
+
+/* The pins, read once per eviction: while they keep more than their budget (pins may reach into
+ * the future and grow after they are made), the oldest automatic ones are released. */
+static int pins_read(pfr_store *s, struct evict_ctx *x)
+{
+    x->pins_read = true;
+    int rc = store_pins_load(&s->sql, &x->pins);
+    if (rc || x->pins.n == 0)
+        return rc;
+    uint64_t total;
+    long v;
+    while ((rc = store_pins_bytes(&s->dict, &x->pins, &total)) == 0 && total > s->pin_max_bytes &&
+           (v = store_pins_victim(&x->pins, false)) >= 0)
+        if ((rc = pin_release(s, x, (size_t)v)) != 0)
+            break;
+    return rc;
+}
 
 /* Eviction frees a little more than asked (cap/256, 4 pages to 4 MiB), so it runs every so many
  * appends, not at each. */
@@ -1059,10 +1097,61 @@ static uint64_t evict_slack(const pfr_store *s, uint64_t target)
     return slack;
 }
 
-/* Delete the oldest chunks, at least over bytes of them in one batch of at most max_n (<= 512),
- * then the dictionary chains and streams left without chunks, and count them: evicted,
- * lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. *n_out: chunks
- * deleted, 0 when none is left. */
+/* The chunks a batch deletes: runs of consecutive ids (pinned chunks between them stay). */
+struct evict_pick {
+    int64_t dicts[512], streams[512];
+    int64_t run_from[512], run_to[512];
+    size_t n, nruns;
+    bool run_open;
+    int64_t lost;
+    uint64_t freed;
+};
+
+/* Pick the oldest chunks not pinned, from x->after on, until over bytes or max_n of them. */
+static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ctx *x,
+                      struct evict_pick *k)
+{
+    size_t seen;
+    do {
+        sqlite3_stmt *st = wst(s, W_OLDEST);
+        if (!st)
+            return db_err(s);
+        sqlite3_bind_int64(st, 1, x->after);
+        int rc = SQLITE_DONE;
+        seen = 0;
+        while (k->freed < over && k->n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t id = sqlite3_column_int64(st, 0), stream = sqlite3_column_int64(st, 1);
+            x->after = id;
+            seen++;
+            if (x->pins.n &&
+                store_pins_protects(&x->pins, store_stream_get(&s->dict, stream),
+                                    sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5))) {
+                k->run_open = false;
+                continue;
+            }
+            if (!k->run_open)
+                k->run_from[k->nruns++] = id;
+            k->run_open = true;
+            k->run_to[k->nruns - 1] = id;
+            k->streams[k->n] = stream;
+            k->dicts[k->n] = sqlite3_column_int64(st, 2);
+            k->freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
+            if (x->any_cursor && id > x->min_cursor)
+                k->lost++;
+            k->n++;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return pfr_store_errno(rc);
+    } while (seen > 0 && k->freed < over && k->n < max_n);
+    return 0;
+}
+
+/* Delete the oldest chunks no pin keeps, at least over bytes of them in one batch of at most
+ * max_n (<= 512), then the dictionary chains and streams left without chunks, and count them:
+ * evicted, lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. When
+ * only pinned chunks are left, the pins are the last thing left: the oldest is released
+ * (automatic ones first) and eviction goes on. *n_out: chunks deleted, 0 when none is left. */
 static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protect_base,
                        int64_t protect_stream, struct evict_ctx *x, size_t *n_out)
 {
@@ -1073,46 +1162,39 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
             return rc;
         x->cursors_read = true;
     }
-    sqlite3_stmt *st = wst(s, W_OLDEST);
-    if (!st)
-        return db_err(s);
-    int64_t dicts[512], streams[512];
-    size_t n = 0;
-    int64_t last = 0, lost = 0;
-    uint64_t freed = 0;
-    while (freed < over && n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        last = sqlite3_column_int64(st, 0);
-        streams[n] = sqlite3_column_int64(st, 1);
-        dicts[n] = sqlite3_column_int64(st, 2);
-        freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
-        if (x->any_cursor && last > x->min_cursor)
-            lost++;
-        n++;
+    if (!x->pins_read && (rc = pins_read(s, x)) != 0)
+        return rc;
+    struct evict_pick *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    long v;
+    while ((rc = evict_pick(s, over, max_n, x, k)) == 0 && k->n == 0 &&
+           (v = store_pins_victim(&x->pins, true)) >= 0)
+        if ((rc = pin_release(s, x, (size_t)v)) != 0)
+            break;
+    for (size_t r = 0; !rc && r < k->nruns; r++) {
+        for (int t = 0; t < 2 && !rc; t++) {
+            sqlite3_stmt *d = wst(s, t ? W_DEL_DATA : W_DEL_CHUNKS);
+            if (!d) {
+                rc = db_err(s);
+                break;
+            }
+            sqlite3_bind_int64(d, 1, k->run_from[r]);
+            sqlite3_bind_int64(d, 2, k->run_to[r]);
+            rc = store_step_done(d);
+        }
     }
-    sqlite3_reset(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return pfr_store_errno(rc);
-    if (n == 0)
-        return 0;
-    sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
-    if (!d1)
-        return db_err(s);
-    sqlite3_bind_int64(d1, 1, last);
-    if ((rc = store_step_done(d1)) != 0)
-        return rc;
-    sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
-    if (!d2)
-        return db_err(s);
-    sqlite3_bind_int64(d2, 1, last);
-    if ((rc = store_step_done(d2)) != 0 ||
-        (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
-        (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
-        (rc = store_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
-        (lost && (rc = store_meta_add(&s->sql, "lost_unshipped", lost)) != 0) ||
-        (x->for_disk && (rc = store_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0))
-        return rc;
-    *n_out = n;
-    return 0;
+    size_t n = k->n;
+    if (!rc && n > 0 &&
+        ((rc = delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
+         (rc = delete_orphans(s, k->streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
+         (rc = store_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
+         (k->lost && (rc = store_meta_add(&s->sql, "lost_unshipped", k->lost)) != 0) ||
+         (x->for_disk && (rc = store_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0)))
+        n = 0;
+    free(k);
+    *n_out = rc ? 0 : n;
+    return rc;
 }
 
 /* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
@@ -1134,20 +1216,25 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
     uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
     struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
     uint64_t used, pages, freep;
+    int rc;
     for (;;) {
-        int rc = used_bytes(s, &used, &pages, &freep);
-        if (rc)
-            return rc;
+        if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
+            break;
         if (used + need_bytes <= target)
             break;
         size_t n;
         rc = evict_batch(s, used + need_bytes - target + slack, 512, protect_base, protect_stream,
                          &x, &n);
         if (rc)
-            return rc;
-        if (n == 0) /* the chunks alone do not fit the cap, or the disk */
-            return s->space.now.disk_bound ? -ENOSPC : -EFBIG;
+            break;
+        if (n == 0) { /* the chunks alone do not fit the cap, or the disk */
+            rc = s->space.now.disk_bound ? -ENOSPC : -EFBIG;
+            break;
+        }
     }
+    evict_ctx_free(&x);
+    if (rc)
+        return rc;
     w->room = used + est_bytes < target ? target - used - est_bytes : 0;
     return 0;
 }
@@ -1460,7 +1547,8 @@ static int txn_meta(pfr_store *s)
     if (sp->dropped_pending)
         rc = store_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
-        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)))
+        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)) &&
+        !(rc = store_meta_set(&s->sql, "pin_max_bytes", (int64_t)s->pin_max_bytes)))
         rc = store_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
     return rc;
 }
@@ -1539,6 +1627,7 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
         return rc;
     struct evict_ctx x = {.for_disk = true};
     rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
+    evict_ctx_free(&x);
     if (!rc)
         rc = commit_fits(s);
     if (!rc)

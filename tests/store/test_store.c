@@ -766,15 +766,16 @@ static void test_migrate_v1(void **state)
     struct seen *before = scan_all(f->s, NULL, PFR_SCAN_META_ONLY, NULL);
     pfr_store_close(f->s);
     f->s = NULL;
-    /* Turn the file into a schema 1 store: no totals column. */
+    /* Turn the file into a schema 1 store: no totals column (and no pins table). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "DROP INDEX chunks_stream; ALTER TABLE chunks DROP COLUMN "
-                                  "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
-                                  "end_ns, start_ns); PRAGMA user_version = 1;",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "DROP TABLE pins; DROP INDEX chunks_stream; ALTER TABLE chunks DROP COLUMN "
+                     "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
+                     "end_ns, start_ns); PRAGMA user_version = 1;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     char err[256];
     pfr_store *r = NULL;
