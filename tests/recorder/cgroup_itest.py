@@ -136,9 +136,12 @@ def test(args, tmp):
         unit1 = "/system.slice/pfr-cg-v1-%s.service" % tag
         cg2 = make_cgroup(v2, unit2, undo)
         cg1 = make_cgroup(v1, unit1, undo)
+        # only what the test checks: CPU profiles (no heap, scrapes, triggers)
         rec = ri.Recorder(args, tmp, ["--interval", "1", "--cpu-hz", "199",
                                       "--go-heap-profiler", "disabled", "--scrape-local", "off",
-                                      "--metrics-listen", "off"])
+                                      "--metrics-listen", "off", "--trigger-oom", "false",
+                                      "--trigger-fatal-signal", "false", "--trigger-pressure",
+                                      "false", "--trigger-pressure-cgroups", "false"])
         # the v1 programs: nothing in the v2 root; with name=systemd, nothing in the v1 cpu and
         # memory roots either, for the agent reads those before name=systemd
         before = v1_roots(["cpu", "memory"]) if kind == "name=systemd" else []
