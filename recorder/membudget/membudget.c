@@ -100,6 +100,13 @@ bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t byte
     return ok;
 }
 
+int64_t pfr_membudget_headroom(const pfr_membudget *b)
+{
+    if (!b || b->budget == 0)
+        return INT64_MAX;
+    return (int64_t)(b->budget / 4 * 3) - (int64_t)atomic_load(&b->rss);
+}
+
 void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st)
 {
     memset(st, 0, sizeof(*st));

@@ -72,6 +72,7 @@ struct pfr_symbolizer {
     bool file_pending; /* the last file_for_map() was put off, not refused: frames of it are
                           good for this interval only */
     size_t max_bytes;
+    size_t bound; /* what the cache may hold now: max_bytes, or less near the memory budget */
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
     bool no_perf_maps;
@@ -245,7 +246,7 @@ static uint64_t parse_cost(int fd)
 
 static bool over(const pfr_symbolizer *s, size_t need)
 {
-    return s->cache_bytes + need > s->max_bytes;
+    return s->cache_bytes + need > s->bound;
 }
 
 static bool over_dwarf(const pfr_symbolizer *s, size_t need)
@@ -336,11 +337,11 @@ static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
     }
 }
 
-void pfr_symbolizer_trim(pfr_symbolizer *s, size_t keep_bytes)
+void pfr_symbolizer_set_bound(pfr_symbolizer *s, size_t bytes)
 {
-    if (keep_bytes >= s->max_bytes || s->cache_bytes <= keep_bytes)
-        return;
-    make_room(s, NULL, s->max_bytes - keep_bytes, false, ROOM_COLD_FILES);
+    s->bound = bytes && bytes < s->max_bytes ? bytes : s->max_bytes;
+    if (s->cache_bytes > s->bound)
+        make_room(s, NULL, 0, false, ROOM_COLD_FILES);
 }
 
 /* ---- opening a mapped file ---- */
@@ -1118,6 +1119,7 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     s->membudget = opts ? opts->membudget : NULL;
     s->parse_budget_ns =
         opts && opts->parse_budget_ns > 0 ? opts->parse_budget_ns : PFR_SYM_PARSE_NS;
+    s->bound = s->max_bytes;
     s->max_dwarf = s->max_bytes / 2;
     s->max_dwarf_file = s->max_bytes / 2;
     s->max_protected = s->max_bytes / 4 * 3;
@@ -1480,6 +1482,7 @@ void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st)
         return;
     *st = s->st;
     st->cache_bytes = s->cache_bytes;
+    st->bound_bytes = s->bound;
     st->dwarf_bytes = s->dwarf_bytes;
     st->protected_bytes = s->seg[SEG_PROTECTED].bytes;
     st->files_cached = s->nfiles;
