@@ -56,8 +56,9 @@ int pfr_membudget_update(pfr_membudget *b);
 /* The level at the last measure (OK when b is NULL or off). */
 enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b);
 
-/* May `user` pay for something of about `bytes` now? OK: yes; TIGHT: only if it is small (at
- * most 1/64 of the budget); OVER: no. A refusal is counted. b NULL: yes. */
+/* May `user` pay for something of about `bytes` now? Something small (at most 1/64 of the
+ * budget): unless OVER. Something larger: only at OK, and only if the resident set plus bytes
+ * stays below TIGHT (7/8 of the budget). A refusal is counted. b NULL: yes. */
 bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
 
 /* Bytes the resident set may still grow by, at the last measure, before it leaves OK (3/4 of
