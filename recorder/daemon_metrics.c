@@ -123,7 +123,7 @@ static const pfr_metric_row store_rows[] = {
     {"pfr_store_writer_tables_dropped_total", C,
      "streams' tables given up for memory (their next chunk writes a new base: more disk)",
      SM(tables_dropped)},
-    {"pfr_store_page_cache_bytes", G, "the writer's SQLite page cache (up to 16 MiB)",
+    {"pfr_store_page_cache_bytes", G, "the writer's SQLite page cache (up to 4 MiB)",
      SM(page_cache_bytes)},
 };
 const pfr_metric_table pfr_daemon_store_metrics = PFR_METRIC_TABLE("The ring", store_rows);

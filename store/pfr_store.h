@@ -269,7 +269,7 @@ typedef struct pfr_store_mem_stats {
     uint64_t table_bytes;      /* streams' dictionary tables kept in memory (at most 8 MiB) */
     uint64_t table_streams;    /* streams whose tables are kept (at most 256) */
     uint64_t tables_dropped;   /* streams' tables given up for either bound or pfr_store_trim */
-    uint64_t page_cache_bytes; /* SQLite's page cache (up to 16 MiB) */
+    uint64_t page_cache_bytes; /* SQLite's page cache (up to 4 MiB) */
 } pfr_store_mem_stats;
 
 void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out);
