@@ -171,10 +171,12 @@ static const pfr_setting core_rows[] = {
      F(memory_budget),
      .def = "64M",
      .metavar = "SIZE",
-     .help = "the recorder's resident memory: near it new symbol and unwind tables and Go heap "
-             "walks are paid only when small, over it not at all (frames stay file+offset, "
-             "stacks are walked by frame pointers) and freed memory goes back to the system; "
-             "0 = no budget (keep it below the unit's MemoryMax)"},
+     .help = "the recorder's resident memory: the symbol and frame caches grow only into "
+             "what is left of it; a large symbol or unwind table is built only if it fits; "
+             "near it only small ones, over it none (frames stay file+offset, stacks are "
+             "walked by frame pointers); near or over it the caches and the ring writer's "
+             "tables shrink and freed memory goes back to the system; 0 = no budget (keep it "
+             "below the unit's MemoryMax)"},
     {.key = "log_level",
      .type = PFR_SET_ENUM,
      F(log_level),

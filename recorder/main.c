@@ -358,10 +358,15 @@ static void check_memory(writer *w)
                      level == PFR_MEM_TIGHT ? "near it: only small new costs" : "within it");
         w->mem_level = level;
     }
-    /* near or over the budget, what was freed goes back; not every second (a trim costs a TLB
-     * shootdown on every CPU) */
-    if (level != PFR_MEM_OK && ++w->mem_checks % TRIM_EVERY == 1)
+    /* near or over the budget, the ring's writer gives back its coldest streams' tables (a half
+     * of them near it, three quarters over it) and its page cache, and what was freed goes back;
+     * not every second (a trim costs a TLB shootdown on every CPU) */
+    if (level != PFR_MEM_OK && ++w->mem_checks % TRIM_EVERY == 1) {
+        pfr_store_mem_stats sm;
+        pfr_store_mem_stats_get(w->store, &sm);
+        pfr_store_trim(w->store, sm.table_bytes / (level == PFR_MEM_OVER ? 4 : 2));
         malloc_trim(0);
+    }
 }
 
 /* The main thread's own metrics (the sources mirror theirs from their collectors' threads). */
@@ -377,7 +382,9 @@ static void update_metrics(writer *w)
     pfr_store_stats ss;
     /* not the full statistics: they read every chunk's row, 37 ms a time on a 200 MB ring */
     if (pfr_store_stats_quick(w->store, &ss) == 0) {
-        pfr_daemon_metrics_store(w->metrics, &ss, (unsigned long long)w->errors);
+        pfr_store_mem_stats sm;
+        pfr_store_mem_stats_get(w->store, &sm);
+        pfr_daemon_metrics_store(w->metrics, &ss, &sm, (unsigned long long)w->errors);
         log_ring_cap(w, &ss);
         log_pins_released(w, &ss);
     }

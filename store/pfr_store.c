@@ -32,10 +32,13 @@ static int set_pragmas_writer(pfr_store *s, bool fresh)
     uint64_t wal = store_policy_wal_budget(s->max_bytes);
     /* secure_delete FAST: evicted chunks' pages are not zeroed through the WAL (builds with
      * SQLITE_SECURE_DELETE do it by default): evicting then takes a few pages of WAL, not as
-     * many as it frees, which a full disk could not give (docs/store.md, "Disk space"). */
+     * many as it frees, which a full disk could not give (docs/store.md, "Disk space").
+     * A 4 MiB page cache: it holds a transaction's dirty pages until the commit, and an
+     * interval's transaction on a build host (a base for each of ~100 streams) filled 16 MiB,
+     * a quarter of the recorder's memory budget; pages read again come from the OS's cache. */
     snprintf(sql, sizeof(sql),
              "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = %llu;"
-             "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -16384;"
+             "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -4096;"
              "PRAGMA secure_delete = FAST;",
              (unsigned long long)wal, (unsigned long long)(wal / 2 / s->sql.page_size + 1));
     return store_exec(&s->sql, sql);

@@ -24,8 +24,12 @@
 #define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
 #define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
 #define MAX_RESIDENT   256 /* streams whose tables stay in memory */
-#define MAX_WSTREAMS   65536
-#define ROW_OVERHEAD   96 /* bytes of a chunk's two rows and index entries besides the payload */
+/* bytes of tables kept in memory between appends: past it the least recently appended streams'
+ * tables go (their next chunk writes a new base). On a build host, hundreds of short-lived
+ * programs each make a stream an interval: kept by count alone they held ~25 MiB. */
+#define MAX_TABLE_BYTES (8u << 20)
+#define MAX_WSTREAMS    65536
+#define ROW_OVERHEAD    96 /* bytes of a chunk's two rows and index entries besides the payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -85,6 +89,7 @@ struct wstream {
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
     uint64_t lru;
+    size_t bytes; /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
     /* Fast path to a location: its 128-bit content fingerprint -> location index. */
     struct fpmap_ent *fpm;
@@ -121,6 +126,9 @@ struct writer {
     struct wstream **ws;
     size_t nws, cap_ws, resident;
     uint64_t clock;
+    struct wstream *cur;     /* the stream being appended to */
+    size_t table_bytes;      /* the resident streams' tables (sum of their bytes) */
+    uint64_t tables_dropped; /* streams' tables given up for memory (pfr_store_mem_stats) */
     sqlite3_stmt *st[W_N];
 
     uint32_t *locmap; /* profile location -> ours + 1 (0: unused, UINT32_MAX: to map) */
@@ -174,6 +182,42 @@ static void wstream_drop_tables(struct writer *w, struct wstream *s)
     if (s->resident)
         w->resident--;
     s->resident = false;
+    w->table_bytes -= s->bytes;
+    s->bytes = 0;
+}
+
+/* What a stream's tables hold now: after each append, which may have grown or rebuilt them. */
+static void wstream_account(struct writer *w, struct wstream *s)
+{
+    size_t b = store_tabs_bytes(&s->tabs) + (s->fpm ? (s->fpm_mask + 1) * sizeof(*s->fpm) : 0);
+    for (int k = 0; k < T_N; k++)
+        b += s->cap_used[k] * sizeof(uint32_t);
+    w->table_bytes = w->table_bytes - s->bytes + b;
+    s->bytes = b;
+}
+
+/* The least recently appended stream with tables, other than keep; NULL if none. */
+static struct wstream *lru_resident(const struct writer *w, const struct wstream *keep)
+{
+    struct wstream *victim = NULL;
+    for (size_t j = 0; j < w->nws; j++)
+        if (w->ws[j]->resident && w->ws[j] != keep && (!victim || w->ws[j]->lru < victim->lru))
+            victim = w->ws[j];
+    return victim;
+}
+
+/* Drop the least recently appended streams' tables (not keep's) until at most max_bytes stay
+ * and fewer than max_n streams have them. Their next chunk writes a new base: nothing is lost. */
+static void drop_cold_tables(struct writer *w, const struct wstream *keep, size_t max_bytes,
+                             size_t max_n)
+{
+    while (w->table_bytes > max_bytes || w->resident > max_n) {
+        struct wstream *victim = lru_resident(w, keep);
+        if (!victim)
+            return;
+        wstream_drop_tables(w, victim);
+        w->tables_dropped++;
+    }
 }
 
 void store_writer_free(struct writer *w)
@@ -1304,15 +1348,9 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
     }
     struct wstream *ws = w->ws[i];
     ws->lru = ++w->clock;
+    w->cur = ws;
+    drop_cold_tables(w, ws, MAX_TABLE_BYTES, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
     if (!ws->resident) {
-        if (w->resident >= MAX_RESIDENT) {
-            struct wstream *victim = NULL;
-            for (size_t j = 0; j < w->nws; j++)
-                if (w->ws[j]->resident && (!victim || w->ws[j]->lru < victim->lru))
-                    victim = w->ws[j];
-            if (victim)
-                wstream_drop_tables(w, victim);
-        }
         ws->resident = true;
         w->resident++;
         ws->base_id = ws->dict_id = 0;
@@ -1592,8 +1630,12 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
-    for (size_t i = 0; i < n && !rc; i++)
+    for (size_t i = 0; i < n && !rc; i++) {
+        s->w->cur = NULL;
         rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
+        if (s->w->cur)
+            wstream_account(s->w, s->w->cur);
+    }
     if (!rc)
         rc = txn_meta(s);
     if (!rc)
@@ -1708,4 +1750,53 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
 int pfr_store_append(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
 {
     return pfr_store_append_batch(s, in, 1, id_out);
+}
+
+/* ---- memory ---- */
+void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out)
+{
+    *out = (pfr_store_mem_stats){0};
+    if (!s)
+        return;
+    if (s->w) {
+        out->table_bytes = s->w->table_bytes;
+        out->table_streams = s->w->resident;
+        out->tables_dropped = s->w->tables_dropped;
+    }
+    int cur = 0, hi = 0;
+    if (s->sql.db && sqlite3_db_status(s->sql.db, SQLITE_DBSTATUS_CACHE_USED, &cur, &hi, 0) == 0)
+        out->page_cache_bytes = (uint64_t)(cur > 0 ? cur : 0);
+}
+
+/* The per-append scratch is sized by the largest profile met; it grows back at the next one. */
+static void writer_free_scratch(struct writer *w)
+{
+    free(w->locmap);
+    w->locmap = NULL;
+    w->cap_locmap = 0;
+    free(w->lfp);
+    free(w->lidx);
+    w->lfp = NULL;
+    w->lidx = NULL;
+    w->cap_lfp = w->cap_lidx = 0;
+    free(w->frames);
+    free(w->fhash);
+    w->frames = NULL;
+    w->fhash = NULL;
+    w->cap_frames = w->cap_fhash = 0;
+    free(w->cs);
+    w->cs = NULL;
+    w->cap_cs = 0;
+}
+
+void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes)
+{
+    if (!s)
+        return;
+    if (s->w && sqlite3_get_autocommit(s->sql.db)) {
+        drop_cold_tables(s->w, NULL, keep_table_bytes, MAX_RESIDENT);
+        writer_free_scratch(s->w);
+    }
+    if (s->sql.db)
+        sqlite3_db_release_memory(s->sql.db);
 }
