@@ -37,10 +37,10 @@ static uint64_t pin_budget(pfr_store *s)
     if (!s->read_only)
         return s->pin_max_bytes;
     int64_t v = 0;
-    if (store_query_int(&s->sql, "SELECT value FROM meta WHERE key = 'pin_max_bytes'", &v) == 0 &&
+    if (pfr_st_query_int(&s->sql, "SELECT value FROM meta WHERE key = 'pin_max_bytes'", &v) == 0 &&
         v > 0)
         return (uint64_t)v;
-    if (store_query_int(&s->sql, "SELECT value FROM meta WHERE key = 'max_bytes'", &v) == 0 &&
+    if (pfr_st_query_int(&s->sql, "SELECT value FROM meta WHERE key = 'max_bytes'", &v) == 0 &&
         v > 0)
         return (uint64_t)v / 4;
     return s->max_bytes / 4;
@@ -87,8 +87,8 @@ static int conn_open(pfr_store *s, struct pin_conn *c, char *err, size_t errlen)
                  "cannot open %s to write a pin (pins need write access "
                  "to the ring: run as its owner or root)",
                  s->path);
-        rc = store_fail(&c->own, pfr_store_errno(rc), err, errlen, msg);
-        store_db_close(&c->own);
+        rc = pfr_st_fail(&c->own, pfr_store_errno(rc), err, errlen, msg);
+        pfr_st_db_close(&c->own);
         return rc;
     }
     c->d = &c->own;
@@ -115,21 +115,21 @@ static int conn_sync(pfr_store *s, struct pin_conn *c)
 static void conn_close(struct pin_conn *c)
 {
     if (c->d == &c->own)
-        store_db_close(&c->own);
+        pfr_st_db_close(&c->own);
 }
 
 static int txn_end(struct store_db *d, int rc)
 {
     if (!rc)
-        rc = store_exec(d, "COMMIT");
+        rc = pfr_st_exec(d, "COMMIT");
     if (rc && !sqlite3_get_autocommit(d->db))
-        store_exec(d, "ROLLBACK");
+        pfr_st_exec(d, "ROLLBACK");
     return rc;
 }
 
 static int service_known(struct store_dict *dict, const char *service)
 {
-    int rc = store_streams_refresh(dict);
+    int rc = pfr_st_streams_refresh(dict);
     if (rc)
         return rc;
     for (size_t i = 0; i < dict->nstreams; i++)
@@ -149,12 +149,12 @@ static int plan(pfr_store *s, struct store_pins *pins, int64_t cand, pfr_pin_res
     uint64_t total = 0;
     long v;
     int rc;
-    while ((rc = store_pins_bytes(&s->dict, pins, &total)) == 0 && total > r->budget &&
-           (v = store_pins_victim(pins, false)) >= 0) {
+    while ((rc = pfr_st_pins_bytes(&s->dict, pins, &total)) == 0 && total > r->budget &&
+           (v = pfr_st_pins_victim(pins, false)) >= 0) {
         if (*nreleased < PFR_PIN_RELEASED_MAX)
             released[*nreleased] = pins->v[v].id;
         ++*nreleased;
-        store_pins_drop(pins, (size_t)v);
+        pfr_st_pins_drop(pins, (size_t)v);
     }
     for (size_t i = 0; i < pins->n; i++)
         if (pins->v[i].id == cand)
@@ -167,9 +167,9 @@ static int plan(pfr_store *s, struct store_pins *pins, int64_t cand, pfr_pin_res
                  "MiB (pin_max_bytes), which manual pins hold: release one (pfr pins, pfr unpin "
                  "ID) or pin a shorter range",
                  r->bytes / 1048576.0, total / 1048576.0, r->budget / 1048576.0);
-        return store_fail(NULL, -ENOSPC, err, errlen, msg);
+        return pfr_st_fail(NULL, -ENOSPC, err, errlen, msg);
     }
-    return rc ? store_fail(&s->sql, rc, err, errlen, "cannot measure the pinned chunks") : 0;
+    return rc ? pfr_st_fail(&s->sql, rc, err, errlen, "cannot measure the pinned chunks") : 0;
 }
 
 /* A new pin: the pins with it last (borrowed from in), planned. */
@@ -177,11 +177,11 @@ static int plan_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *r, int64
                     size_t *nreleased, char *err, size_t errlen)
 {
     struct store_pins pins;
-    int rc = store_pins_load(&s->sql, &pins);
+    int rc = pfr_st_pins_load(&s->sql, &pins);
     if (rc)
-        return store_fail(&s->sql, rc, err, errlen, "cannot read the pins");
+        return pfr_st_fail(&s->sql, rc, err, errlen, "cannot read the pins");
     if (VEC_RESERVE(pins.v, pins.cap, pins.n + 1)) {
-        store_pins_free(&pins);
+        pfr_st_pins_free(&pins);
         return -ENOMEM;
     }
     /* mem NULL: nothing of it is freed; not automatic: never released for itself */
@@ -193,7 +193,7 @@ static int plan_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *r, int64
         .nlabels = in->nlabels,
     };
     rc = plan(s, &pins, 0, r, released, nreleased, err, errlen);
-    store_pins_free(&pins);
+    pfr_st_pins_free(&pins);
     return rc;
 }
 
@@ -203,24 +203,24 @@ int pfr_store_pin_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *out, c
     pfr_pin_result r = {0};
     if (err && errlen)
         err[0] = 0;
-    int rc = store_pins_validate(in, err, errlen);
+    int rc = pfr_st_pins_validate(in, err, errlen);
     if (rc)
         return rc;
     int64_t released[PFR_PIN_RELEASED_MAX];
     size_t nrel = 0;
-    if ((rc = store_begin_read(&s->sql)) != 0)
-        return store_fail(&s->sql, rc, err, errlen, "cannot read the ring");
+    if ((rc = pfr_st_begin_read(&s->sql)) != 0)
+        return pfr_st_fail(&s->sql, rc, err, errlen, "cannot read the ring");
     if (in->service && (rc = service_known(&s->dict, in->service)) != 0) {
-        store_end_read(&s->sql);
+        pfr_st_end_read(&s->sql);
         if (rc != -ENOENT)
-            return store_fail(&s->sql, rc, err, errlen, "cannot read the ring's streams");
+            return pfr_st_fail(&s->sql, rc, err, errlen, "cannot read the ring's streams");
         char msg[320];
         snprintf(msg, sizeof(msg), "no service \"%.200s\" in the ring (pfr ls lists them)",
                  in->service);
-        return store_fail(NULL, rc, err, errlen, msg);
+        return pfr_st_fail(NULL, rc, err, errlen, msg);
     }
     rc = plan_add(s, in, &r, released, &nrel, err, errlen);
-    store_end_read(&s->sql);
+    pfr_st_end_read(&s->sql);
     if (rc)
         return rc;
 
@@ -229,9 +229,9 @@ int pfr_store_pin_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *out, c
         return rc;
     /* The write lock is held from here to the commit: deletes, one insert, one counter. */
     int64_t t0 = now_ns(CLOCK_MONOTONIC);
-    rc = store_exec(c.d, "BEGIN IMMEDIATE");
+    rc = pfr_st_exec(c.d, "BEGIN IMMEDIATE");
     if (rc) {
-        store_fail(c.d, rc, err, errlen, "cannot lock the ring to write a pin");
+        pfr_st_fail(c.d, rc, err, errlen, "cannot lock the ring to write a pin");
         conn_close(&c);
         return rc;
     }
@@ -239,26 +239,26 @@ int pfr_store_pin_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *out, c
     long csw0 = involuntary_switches();
     size_t gone = 0;
     for (size_t i = 0; i < nrel && i < PFR_PIN_RELEASED_MAX && !rc; i++) {
-        rc = store_pins_delete(c.d, released[i]);
+        rc = pfr_st_pins_delete(c.d, released[i]);
         if (rc == -ENOENT) /* released meanwhile (by hand, or by eviction) */
             rc = 0;
         else if (!rc)
             gone++;
     }
     if (!rc)
-        rc = store_pins_insert(c.d, in, now_ns(CLOCK_REALTIME), r.bytes, &r.id);
+        rc = pfr_st_pins_insert(c.d, in, now_ns(CLOCK_REALTIME), r.bytes, &r.id);
     if (!rc && gone)
-        rc = store_meta_add(c.d, "pins_released", (int64_t)gone);
+        rc = pfr_st_meta_add(c.d, "pins_released", (int64_t)gone);
     if (rc)
-        store_fail(c.d, rc, err, errlen, "cannot write the pin");
+        pfr_st_fail(c.d, rc, err, errlen, "cannot write the pin");
     rc = txn_end(c.d, rc);
     if (rc && err && errlen && !err[0])
-        store_fail(c.d, rc, err, errlen, "cannot commit the pin");
+        pfr_st_fail(c.d, rc, err, errlen, "cannot commit the pin");
     r.lock_ns = (uint64_t)(now_ns(CLOCK_MONOTONIC) - t0);
     long csw = involuntary_switches() - csw0;
     r.lock_preempted = csw > 0 ? (uint32_t)csw : 0;
     if (!rc && (rc = conn_sync(s, &c)) != 0)
-        store_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL after writing the pin");
+        pfr_st_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL after writing the pin");
     conn_close(&c);
     r.nreleased = nrel;
     memcpy(r.released, released,
@@ -275,17 +275,17 @@ int pfr_store_pin_extend(pfr_store *s, int64_t id, int64_t from_ns, int64_t to_n
     if (err && errlen)
         err[0] = 0;
     if (from_ns >= to_ns)
-        return store_fail(NULL, -EINVAL, err, errlen, "the range is empty or backwards");
+        return pfr_st_fail(NULL, -EINVAL, err, errlen, "the range is empty or backwards");
     int64_t released[PFR_PIN_RELEASED_MAX];
     size_t nrel = 0;
     int64_t from = from_ns, to = to_ns;
     struct store_pins pins;
-    int rc = store_begin_read(&s->sql);
+    int rc = pfr_st_begin_read(&s->sql);
     if (rc)
-        return store_fail(&s->sql, rc, err, errlen, "cannot read the ring");
-    if ((rc = store_pins_load(&s->sql, &pins)) != 0) {
-        store_end_read(&s->sql);
-        return store_fail(&s->sql, rc, err, errlen, "cannot read the pins");
+        return pfr_st_fail(&s->sql, rc, err, errlen, "cannot read the ring");
+    if ((rc = pfr_st_pins_load(&s->sql, &pins)) != 0) {
+        pfr_st_end_read(&s->sql);
+        return pfr_st_fail(&s->sql, rc, err, errlen, "cannot read the pins");
     }
     rc = -ENOENT;
     for (size_t i = 0; i < pins.n; i++) {
@@ -300,42 +300,42 @@ int pfr_store_pin_extend(pfr_store *s, int64_t id, int64_t from_ns, int64_t to_n
     if (rc == -ENOENT) {
         char msg[96];
         snprintf(msg, sizeof(msg), "no pin %lld (pfr pins lists them)", (long long)id);
-        store_fail(NULL, rc, err, errlen, msg);
+        pfr_st_fail(NULL, rc, err, errlen, msg);
     } else {
         rc = plan(s, &pins, id, &r, released, &nrel, err, errlen);
     }
-    store_pins_free(&pins);
-    store_end_read(&s->sql);
+    pfr_st_pins_free(&pins);
+    pfr_st_end_read(&s->sql);
     if (rc)
         return rc;
     struct pin_conn c;
     if ((rc = conn_open(s, &c, err, errlen)) != 0)
         return rc;
-    if ((rc = store_exec(c.d, "BEGIN IMMEDIATE")) != 0) {
-        store_fail(c.d, rc, err, errlen, "cannot lock the ring to extend a pin");
+    if ((rc = pfr_st_exec(c.d, "BEGIN IMMEDIATE")) != 0) {
+        pfr_st_fail(c.d, rc, err, errlen, "cannot lock the ring to extend a pin");
         conn_close(&c);
         return rc;
     }
     int64_t t0 = now_ns(CLOCK_MONOTONIC);
     size_t gone = 0;
     for (size_t i = 0; i < nrel && i < PFR_PIN_RELEASED_MAX && !rc; i++) {
-        rc = store_pins_delete(c.d, released[i]);
+        rc = pfr_st_pins_delete(c.d, released[i]);
         if (rc == -ENOENT)
             rc = 0;
         else if (!rc)
             gone++;
     }
     if (!rc)
-        rc = store_pins_set_range(c.d, id, from, to, r.bytes);
+        rc = pfr_st_pins_set_range(c.d, id, from, to, r.bytes);
     if (!rc && gone)
-        rc = store_meta_add(c.d, "pins_released", (int64_t)gone);
+        rc = pfr_st_meta_add(c.d, "pins_released", (int64_t)gone);
     if (rc)
-        store_fail(c.d, rc, err, errlen,
-                   rc == -ENOENT ? "the pin was released meanwhile" : "cannot extend the pin");
+        pfr_st_fail(c.d, rc, err, errlen,
+                    rc == -ENOENT ? "the pin was released meanwhile" : "cannot extend the pin");
     rc = txn_end(c.d, rc);
     r.lock_ns = (uint64_t)(now_ns(CLOCK_MONOTONIC) - t0);
     if (!rc && (rc = conn_sync(s, &c)) != 0)
-        store_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL after extending the pin");
+        pfr_st_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL after extending the pin");
     conn_close(&c);
     r.nreleased = nrel;
     memcpy(r.released, released,
@@ -349,12 +349,12 @@ int pfr_store_pins(pfr_store *s, pfr_pin_cb cb, void *ctx)
 {
     struct store_pins pins = {0};
     uint64_t total;
-    int rc = store_begin_read(&s->sql);
+    int rc = pfr_st_begin_read(&s->sql);
     if (rc)
         return rc;
-    if ((rc = store_pins_load(&s->sql, &pins)) == 0)
-        rc = store_pins_bytes(&s->dict, &pins, &total);
-    store_end_read(&s->sql);
+    if ((rc = pfr_st_pins_load(&s->sql, &pins)) == 0)
+        rc = pfr_st_pins_bytes(&s->dict, &pins, &total);
+    pfr_st_end_read(&s->sql);
     for (size_t i = 0; !rc && i < pins.n; i++) {
         const struct store_pin *p = &pins.v[i];
         pfr_pin_info info = {
@@ -372,7 +372,7 @@ int pfr_store_pins(pfr_store *s, pfr_pin_cb cb, void *ctx)
         };
         rc = cb(&info, ctx);
     }
-    store_pins_free(&pins);
+    pfr_st_pins_free(&pins);
     return rc;
 }
 
@@ -384,24 +384,24 @@ int pfr_store_pin_remove(pfr_store *s, int64_t id, char *err, size_t errlen)
     int rc = conn_open(s, &c, err, errlen);
     if (rc)
         return rc;
-    if ((rc = store_exec(c.d, "BEGIN IMMEDIATE")) != 0) {
-        store_fail(c.d, rc, err, errlen, "cannot lock the ring to release a pin");
+    if ((rc = pfr_st_exec(c.d, "BEGIN IMMEDIATE")) != 0) {
+        pfr_st_fail(c.d, rc, err, errlen, "cannot lock the ring to release a pin");
         conn_close(&c);
         return rc;
     }
-    rc = store_pins_delete(c.d, id);
+    rc = pfr_st_pins_delete(c.d, id);
     if (rc == -ENOENT) {
         char msg[96];
         snprintf(msg, sizeof(msg), "no pin %lld (pfr pins lists them)", (long long)id);
-        store_fail(NULL, rc, err, errlen, msg);
+        pfr_st_fail(NULL, rc, err, errlen, msg);
     } else if (rc) {
-        store_fail(c.d, rc, err, errlen, "cannot release the pin");
+        pfr_st_fail(c.d, rc, err, errlen, "cannot release the pin");
     }
     rc = txn_end(c.d, rc);
     if (rc && err && errlen && !err[0])
-        store_fail(c.d, rc, err, errlen, "cannot commit");
+        pfr_st_fail(c.d, rc, err, errlen, "cannot commit");
     if (!rc && (rc = conn_sync(s, &c)) != 0)
-        store_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL");
+        pfr_st_fail(NULL, rc, err, errlen, "cannot sync the ring's WAL");
     conn_close(&c);
     return rc;
 }

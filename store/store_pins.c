@@ -87,7 +87,7 @@ static int pin_row(sqlite3_stmt *st, struct store_pin *p)
     return 0;
 }
 
-int store_pins_load(struct store_db *d, struct store_pins *out)
+int pfr_st_pins_load(struct store_db *d, struct store_pins *out)
 {
     *out = (struct store_pins){0};
     sqlite3_stmt *st = NULL;
@@ -95,7 +95,7 @@ int store_pins_load(struct store_db *d, struct store_pins *out)
                            "SELECT id, from_ns, to_ns, created_ns, service, labels, reason, origin"
                            " FROM pins ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
-        return store_db_err(d);
+        return pfr_st_db_err(d);
     int rc = 0, step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         if (VEC_RESERVE(out->v, out->cap, out->n + 1)) {
@@ -110,11 +110,11 @@ int store_pins_load(struct store_db *d, struct store_pins *out)
         rc = pfr_store_errno(step);
     sqlite3_finalize(st);
     if (rc)
-        store_pins_free(out);
+        pfr_st_pins_free(out);
     return rc;
 }
 
-void store_pins_free(struct store_pins *p)
+void pfr_st_pins_free(struct store_pins *p)
 {
     for (size_t i = 0; i < p->n; i++)
         free(p->v[i].mem);
@@ -122,7 +122,7 @@ void store_pins_free(struct store_pins *p)
     *p = (struct store_pins){0};
 }
 
-void store_pins_drop(struct store_pins *p, size_t i)
+void pfr_st_pins_drop(struct store_pins *p, size_t i)
 {
     if (i >= p->n)
         return;
@@ -141,11 +141,11 @@ static bool pin_keeps(const struct store_pin *pin, const struct rstream *r, int6
     if (!r)
         return false;
     pfr_store_filter f = {.service = pin->service, .labels = pin->labels, .nlabels = pin->nlabels};
-    return store_stream_matches(r, &f);
+    return pfr_st_stream_matches(r, &f);
 }
 
-bool store_pins_protects(const struct store_pins *p, const struct rstream *r, int64_t start_ns,
-                         int64_t end_ns)
+bool pfr_st_pins_protects(const struct store_pins *p, const struct rstream *r, int64_t start_ns,
+                          int64_t end_ns)
 {
     for (size_t i = 0; p && i < p->n; i++)
         if (pin_keeps(&p->v[i], r, start_ns, end_ns))
@@ -153,7 +153,7 @@ bool store_pins_protects(const struct store_pins *p, const struct rstream *r, in
     return false;
 }
 
-int store_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *total)
+int pfr_st_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *total)
 {
     *total = 0;
     if (p->n == 0)
@@ -164,7 +164,7 @@ int store_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *to
         lo = p->v[i].from_ns < lo ? p->v[i].from_ns : lo;
         hi = p->v[i].to_ns > hi ? p->v[i].to_ns : hi;
     }
-    int rc = store_streams_refresh(dict);
+    int rc = pfr_st_streams_refresh(dict);
     if (rc)
         return rc;
     /* Metadata only (the payloads are in chunk_data): a scan of the rows overlapping the pins'
@@ -174,12 +174,12 @@ int store_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *to
                            "SELECT stream_id, start_ns, end_ns, nbytes FROM chunks"
                            " WHERE end_ns > ?1 AND start_ns < ?2",
                            -1, &st, NULL) != SQLITE_OK)
-        return store_db_err(dict->sql);
+        return pfr_st_db_err(dict->sql);
     sqlite3_bind_int64(st, 1, lo);
     sqlite3_bind_int64(st, 2, hi);
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        const struct rstream *r = store_stream_get(dict, sqlite3_column_int64(st, 0));
+        const struct rstream *r = pfr_st_stream_get(dict, sqlite3_column_int64(st, 0));
         int64_t a = sqlite3_column_int64(st, 1), b = sqlite3_column_int64(st, 2);
         uint64_t nb = (uint64_t)sqlite3_column_int64(st, 3);
         bool any = false;
@@ -196,7 +196,7 @@ int store_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *to
     return rc;
 }
 
-long store_pins_victim(const struct store_pins *p, bool manual_too)
+long pfr_st_pins_victim(const struct store_pins *p, bool manual_too)
 {
     for (size_t i = 0; i < p->n; i++)
         if (p->v[i].automatic)
@@ -211,7 +211,7 @@ static int bad(char *err, size_t errlen, const char *msg)
     return -EINVAL;
 }
 
-int store_pins_validate(const pfr_pin_in *in, char *err, size_t errlen)
+int pfr_st_pins_validate(const pfr_pin_in *in, char *err, size_t errlen)
 {
     if (!in)
         return bad(err, errlen, "no pin");
@@ -245,8 +245,8 @@ int store_pins_validate(const pfr_pin_in *in, char *err, size_t errlen)
     return 0;
 }
 
-int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_ns, uint64_t bytes,
-                      int64_t *id_out)
+int pfr_st_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_ns, uint64_t bytes,
+                       int64_t *id_out)
 {
     pfr_buf lab = {0};
     int rc = labels_text(in->labels, in->nlabels, &lab);
@@ -255,7 +255,7 @@ int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_
                                   "INSERT INTO pins(from_ns, to_ns, service, labels, reason,"
                                   " origin, created_ns, bytes) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
                                   -1, &st, NULL) != SQLITE_OK)
-        rc = store_db_err(d);
+        rc = pfr_st_db_err(d);
     if (!rc) {
         sqlite3_bind_int64(st, 1, in->from_ns);
         sqlite3_bind_int64(st, 2, in->to_ns);
@@ -266,7 +266,7 @@ int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_
         sqlite3_bind_text(st, 6, in->origin, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 7, created_ns);
         sqlite3_bind_int64(st, 8, (int64_t)bytes);
-        rc = store_step_done(st);
+        rc = pfr_st_step_done(st);
     }
     if (!rc && id_out)
         *id_out = sqlite3_last_insert_rowid(d->db);
@@ -275,32 +275,32 @@ int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_
     return rc;
 }
 
-int store_pins_set_range(struct store_db *d, int64_t id, int64_t from_ns, int64_t to_ns,
-                         uint64_t bytes)
+int pfr_st_pins_set_range(struct store_db *d, int64_t id, int64_t from_ns, int64_t to_ns,
+                          uint64_t bytes)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(d->db,
                            "UPDATE pins SET from_ns = ?2, to_ns = ?3, bytes = ?4 WHERE id = ?1", -1,
                            &st, NULL) != SQLITE_OK)
-        return store_db_err(d);
+        return pfr_st_db_err(d);
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, from_ns);
     sqlite3_bind_int64(st, 3, to_ns);
     sqlite3_bind_int64(st, 4, (int64_t)bytes);
-    int rc = store_step_done(st);
+    int rc = pfr_st_step_done(st);
     if (!rc && sqlite3_changes(d->db) == 0)
         rc = -ENOENT;
     sqlite3_finalize(st);
     return rc;
 }
 
-int store_pins_delete(struct store_db *d, int64_t id)
+int pfr_st_pins_delete(struct store_db *d, int64_t id)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(d->db, "DELETE FROM pins WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
-        return store_db_err(d);
+        return pfr_st_db_err(d);
     sqlite3_bind_int64(st, 1, id);
-    int rc = store_step_done(st);
+    int rc = pfr_st_step_done(st);
     if (!rc && sqlite3_changes(d->db) == 0)
         rc = -ENOENT;
     sqlite3_finalize(st);

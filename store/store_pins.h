@@ -2,7 +2,7 @@
  * Pins (layer 4, internal; the public calls are in pfr_store.h): ranges of the ring kept from
  * eviction (and from roll-ups), within their own budget. Built on the floor (store_db.h) and the
  * dictionary layer's stream rows (store_dict.h), not on the handle, so the writer's eviction and
- * retention can both ask store_pins_protects. Layers and design: docs/store.md, "Pins".
+ * retention can both ask pfr_st_pins_protects. Layers and design: docs/store.md, "Pins".
  */
 #ifndef PFR_STORE_PINS_H
 #define PFR_STORE_PINS_H
@@ -23,7 +23,7 @@ struct store_pin {
     size_t nlabels;
     char *reason, *origin;
     bool automatic; /* origin "trigger:*": the budget releases it before any manual pin */
-    uint64_t bytes; /* filled by store_pins_bytes */
+    uint64_t bytes; /* filled by pfr_st_pins_bytes */
     char *mem;      /* owns the strings and labels above */
 };
 
@@ -33,34 +33,34 @@ struct store_pins {
 };
 
 /* The pins table (within the caller's transaction), oldest first. */
-int store_pins_load(struct store_db *d, struct store_pins *out);
-void store_pins_free(struct store_pins *p);
+int pfr_st_pins_load(struct store_db *d, struct store_pins *out);
+void pfr_st_pins_free(struct store_pins *p);
 /* Drop entry i (freeing it); the order of the others is kept. */
-void store_pins_drop(struct store_pins *p, size_t i);
+void pfr_st_pins_drop(struct store_pins *p, size_t i);
 
 /* Whether a pin of p keeps the range [start_ns, end_ns) of stream r: a pin's range overlaps it
  * and r matches the pin's selection (its service, its labels all among r's). */
-bool store_pins_protects(const struct store_pins *p, const struct rstream *r, int64_t start_ns,
-                         int64_t end_ns);
+bool pfr_st_pins_protects(const struct store_pins *p, const struct rstream *r, int64_t start_ns,
+                          int64_t end_ns);
 
 /* The bytes of the chunks each pin keeps (p->v[i].bytes) and that all keep together (*total,
  * a chunk counted once), within the caller's read transaction. */
-int store_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *total);
+int pfr_st_pins_bytes(struct store_dict *dict, struct store_pins *p, uint64_t *total);
 
 /* The pin the budget gives up first: the oldest automatic one, or with manual_too, the oldest
  * of any kind. -1 when there is none. */
-long store_pins_victim(const struct store_pins *p, bool manual_too);
+long pfr_st_pins_victim(const struct store_pins *p, bool manual_too);
 
 /* Check what a pin asks for (range, reason, origin, selection's syntax): 0 or -EINVAL with the
  * reason in err. */
-int store_pins_validate(const pfr_pin_in *in, char *err, size_t errlen);
+int pfr_st_pins_validate(const pfr_pin_in *in, char *err, size_t errlen);
 
 /* Rows, within the caller's write transaction. */
-int store_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_ns, uint64_t bytes,
-                      int64_t *id_out);
+int pfr_st_pins_insert(struct store_db *d, const pfr_pin_in *in, int64_t created_ns, uint64_t bytes,
+                       int64_t *id_out);
 /* -ENOENT when there is no such pin. */
-int store_pins_delete(struct store_db *d, int64_t id);
-int store_pins_set_range(struct store_db *d, int64_t id, int64_t from_ns, int64_t to_ns,
-                         uint64_t bytes);
+int pfr_st_pins_delete(struct store_db *d, int64_t id);
+int pfr_st_pins_set_range(struct store_db *d, int64_t id, int64_t from_ns, int64_t to_ns,
+                          uint64_t bytes);
 
 #endif

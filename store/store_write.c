@@ -168,7 +168,7 @@ struct writer {
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
 {
-    store_tabs_free(&s->tabs);
+    pfr_st_tabs_free(&s->tabs);
     free(s->fpm);
     s->fpm = NULL;
     s->fpm_mask = s->fpm_n = 0;
@@ -189,7 +189,7 @@ static void wstream_drop_tables(struct writer *w, struct wstream *s)
 /* What a stream's tables hold now: after each append, which may have grown or rebuilt them. */
 static void wstream_account(struct writer *w, struct wstream *s)
 {
-    size_t b = store_tabs_bytes(&s->tabs) + (s->fpm ? (s->fpm_mask + 1) * sizeof(*s->fpm) : 0);
+    size_t b = pfr_st_tabs_bytes(&s->tabs) + (s->fpm ? (s->fpm_mask + 1) * sizeof(*s->fpm) : 0);
     for (int k = 0; k < T_N; k++)
         b += s->cap_used[k] * sizeof(uint32_t);
     w->table_bytes = w->table_bytes - s->bytes + b;
@@ -220,7 +220,7 @@ static void drop_cold_tables(struct writer *w, const struct wstream *keep, size_
     }
 }
 
-void store_writer_free(struct writer *w)
+void pfr_st_writer_free(struct writer *w)
 {
     if (!w)
         return;
@@ -229,7 +229,7 @@ void store_writer_free(struct writer *w)
         free(w->ws[i]);
     }
     free(w->ws);
-    store_ktab_free(&w->keys);
+    pfr_st_ktab_free(&w->keys);
     for (int i = 0; i < W_N; i++)
         sqlite3_finalize(w->st[i]);
     free(w->locmap);
@@ -244,7 +244,7 @@ void store_writer_free(struct writer *w)
     free(w->vals);
     free(w->totals);
     free(w->undo);
-    store_tabs_free(&w->local);
+    pfr_st_tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
         free(w->pend_stamp[k]);
@@ -308,7 +308,7 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 {
     struct writer *w = s->w;
     if (!w->st[which])
-        w->st[which] = store_prepare(&s->sql, wsql[which]);
+        w->st[which] = pfr_st_prepare(&s->sql, wsql[which]);
     if (w->st[which]) {
         sqlite3_reset(w->st[which]);
         sqlite3_clear_bindings(w->st[which]);
@@ -318,14 +318,14 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 
 static int db_err(pfr_store *s)
 {
-    int e = store_db_err(&s->sql);
+    int e = pfr_st_db_err(&s->sql);
     return e ? e : -EIO;
 }
 
 /* ---- mapping a profile into the stream's tables ---- */
 static int64_t intern_str(struct wstream *s, const char *str)
 {
-    return store_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
+    return pfr_st_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
 }
 
 static int mark_used(struct wstream *s, int k, uint32_t g, bool *first)
@@ -534,7 +534,7 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
         if (name < 0 || file < 0)
             return -ENOMEM;
         struct nfunc f = {(uint32_t)name, (uint32_t)file};
-        int64_t fi = store_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
+        int64_t fi = pfr_st_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
         if (fi < 0)
             return fi;
         struct nline ln = {(uint32_t)fi, 0, fr[i].line};
@@ -542,7 +542,7 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
     }
     if (pfr_buf_err(&w->tmp))
         return pfr_buf_err(&w->tmp);
-    int64_t x = store_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
+    int64_t x = pfr_st_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
     if (x >= 0 && fpmap_put(s, h, (uint32_t)x))
         return -ENOMEM;
     return x;
@@ -628,7 +628,7 @@ static int64_t map_labels(struct writer *w, struct wstream *s, const pfr_profile
     }
     /* Label sets are sets: one order for all. */
     qsort(w->labs, n, sizeof(*w->labs), nlabel_cmp);
-    int64_t x = store_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
+    int64_t x = pfr_st_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
     if (x >= 0 && n <= 4) {
         struct lscache_ent *e = &w->lsc[w->lsc_next];
         w->lsc_next = (w->lsc_next + 1) % LSCACHE;
@@ -676,7 +676,7 @@ static int map_profile(struct writer *w, struct wstream *s, const pfr_profile *p
         uint32_t *stack = (uint32_t *)w->tmp2.data;
         for (size_t j = 0; j < n; j++)
             stack[j] = w->locmap[locs[j]] - 1;
-        int64_t st = store_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
+        int64_t st = pfr_st_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
         if (st < 0)
             return (int)st;
         int64_t ls = map_labels(w, s, p, i);
@@ -811,7 +811,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
                         l[j].str = remap(cm, T_STR, l[j].str);
                 }
             }
-            int64_t x = store_ktab_add(&nt.t[k], b.data, b.len);
+            int64_t x = pfr_st_ktab_add(&nt.t[k], b.data, b.len);
             if (x < 0) {
                 rc = (int)x;
                 break;
@@ -828,15 +828,15 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     }
     pfr_buf_free(&b);
     if (rc) {
-        store_tabs_free(&nt);
+        pfr_st_tabs_free(&nt);
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
         return rc;
     }
-    store_tabs_free(&s->tabs);
+    pfr_st_tabs_free(&s->tabs);
     s->tabs = nt;
     if (locfp_rebuild(s)) {
-        store_tabs_free(&s->tabs);
+        pfr_st_tabs_free(&s->tabs);
         memset(s->dict_n, 0, sizeof(s->dict_n));
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
@@ -874,7 +874,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
     int64_t x;
     switch (k) {
     case T_STR:
-        x = store_ktab_add(&w->local.t[k], key, len);
+        x = pfr_st_ktab_add(&w->local.t[k], key, len);
         break;
     case T_FUNC: {
         struct nfunc f;
@@ -884,7 +884,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             return -ENOMEM;
         f.name = (uint32_t)a;
         f.file = (uint32_t)b;
-        x = store_ktab_add(&w->local.t[k], &f, sizeof(f));
+        x = pfr_st_ktab_add(&w->local.t[k], &f, sizeof(f));
         break;
     }
     case T_LOC: {
@@ -904,7 +904,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return f;
             ln[j].func = (uint32_t)f;
         }
-        x = store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
+        x = pfr_st_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     case T_STACK: {
@@ -919,7 +919,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return l;
             locs[j] = (uint32_t)l;
         }
-        x = store_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
+        x = pfr_st_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
         break;
     }
     default: {
@@ -939,7 +939,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             else
                 l[j].str = (uint32_t)b;
         }
-        x = store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
+        x = pfr_st_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     }
@@ -971,7 +971,7 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
                 memset(w->pend_stamp[k], 0, w->cap_pend[k] * sizeof(uint32_t));
         w->stamp = 1;
     }
-    store_tabs_reset(&w->local);
+    pfr_st_tabs_reset(&w->local);
     for (size_t i = 0; i < ns; i++) {
         int64_t st = need(w, s, T_STACK, w->cs[i].stack);
         int64_t ls = need(w, s, T_LSET, w->cs[i].lset);
@@ -1016,9 +1016,9 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
         .lset = w->clset,
         .values = w->vals,
     };
-    store_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
+    pfr_st_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
     w->raw.len = 0;
-    store_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
+    pfr_st_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
     return pfr_buf_err(&w->raw);
 }
 
@@ -1073,7 +1073,7 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
         if (!st)
             return db_err(s);
         sqlite3_bind_int64(st, 1, ids[i]);
-        int rc = store_step_done(st);
+        int rc = pfr_st_step_done(st);
         if (rc)
             return rc;
         if (sqlite3_changes(s->sql.db) > 0) {
@@ -1098,18 +1098,18 @@ struct evict_ctx {
 
 static void evict_ctx_free(struct evict_ctx *x)
 {
-    store_pins_free(&x->pins);
+    pfr_st_pins_free(&x->pins);
 }
 
 /* Release pin i of x's (its row and the entry), counted in pins_released. */
 static int pin_release(pfr_store *s, struct evict_ctx *x, size_t i)
 {
-    int rc = store_pins_delete(&s->sql, x->pins.v[i].id);
+    int rc = pfr_st_pins_delete(&s->sql, x->pins.v[i].id);
     if (rc && rc != -ENOENT)
         return rc;
-    store_pins_drop(&x->pins, i);
+    pfr_st_pins_drop(&x->pins, i);
     x->after = 0; /* what it kept may go now */
-    return store_meta_add(&s->sql, "pins_released", 1);
+    return pfr_st_meta_add(&s->sql, "pins_released", 1);
 }
 
 /* The pins, read once per eviction: while they keep more than their budget (pins may reach into
@@ -1117,13 +1117,13 @@ static int pin_release(pfr_store *s, struct evict_ctx *x, size_t i)
 static int pins_read(pfr_store *s, struct evict_ctx *x)
 {
     x->pins_read = true;
-    int rc = store_pins_load(&s->sql, &x->pins);
+    int rc = pfr_st_pins_load(&s->sql, &x->pins);
     if (rc || x->pins.n == 0)
         return rc;
     uint64_t total;
     long v;
-    while ((rc = store_pins_bytes(&s->dict, &x->pins, &total)) == 0 && total > s->pin_max_bytes &&
-           (v = store_pins_victim(&x->pins, false)) >= 0)
+    while ((rc = pfr_st_pins_bytes(&s->dict, &x->pins, &total)) == 0 && total > s->pin_max_bytes &&
+           (v = pfr_st_pins_victim(&x->pins, false)) >= 0)
         if ((rc = pin_release(s, x, (size_t)v)) != 0)
             break;
     return rc;
@@ -1168,8 +1168,8 @@ static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ct
             x->after = id;
             seen++;
             if (x->pins.n &&
-                store_pins_protects(&x->pins, store_stream_get(&s->dict, stream),
-                                    sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5))) {
+                pfr_st_pins_protects(&x->pins, pfr_st_stream_get(&s->dict, stream),
+                                     sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5))) {
                 k->run_open = false;
                 continue;
             }
@@ -1202,7 +1202,7 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
     *n_out = 0;
     int rc;
     if (!x->cursors_read) {
-        if ((rc = store_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
+        if ((rc = pfr_st_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
             return rc;
         x->cursors_read = true;
     }
@@ -1213,7 +1213,7 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
         return -ENOMEM;
     long v;
     while ((rc = evict_pick(s, over, max_n, x, k)) == 0 && k->n == 0 &&
-           (v = store_pins_victim(&x->pins, true)) >= 0)
+           (v = pfr_st_pins_victim(&x->pins, true)) >= 0)
         if ((rc = pin_release(s, x, (size_t)v)) != 0)
             break;
     for (size_t r = 0; !rc && r < k->nruns; r++) {
@@ -1225,16 +1225,16 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
             }
             sqlite3_bind_int64(d, 1, k->run_from[r]);
             sqlite3_bind_int64(d, 2, k->run_to[r]);
-            rc = store_step_done(d);
+            rc = pfr_st_step_done(d);
         }
     }
     size_t n = k->n;
     if (!rc && n > 0 &&
         ((rc = delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
          (rc = delete_orphans(s, k->streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
-         (rc = store_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
-         (k->lost && (rc = store_meta_add(&s->sql, "lost_unshipped", k->lost)) != 0) ||
-         (x->for_disk && (rc = store_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0)))
+         (rc = pfr_st_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
+         (k->lost && (rc = pfr_st_meta_add(&s->sql, "lost_unshipped", k->lost)) != 0) ||
+         (x->for_disk && (rc = pfr_st_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0)))
         n = 0;
     free(k);
     *n_out = rc ? 0 : n;
@@ -1243,7 +1243,7 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
 
 /* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
  * without chunks) until the pages in use plus need fit the database's target: its share of the
- * cap, or less when the disk's free space is short of the reserve (store_space_plan). Deleted
+ * cap, or less when the disk's free space is short of the reserve (pfr_st_space_plan). Deleted
  * pages go to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
 static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t protect_base,
                  int64_t protect_stream)
@@ -1303,15 +1303,15 @@ static void shrink_step(pfr_store *s, bool keep_used)
         extra = step ? step : 1;
     char sql[64];
     snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)", (unsigned long long)extra);
-    store_exec(&s->sql, sql);
+    pfr_st_exec(&s->sql, sql);
 }
 
 /* ---- streams ---- */
 static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
 {
     struct writer *w = s->w;
-    *err = store_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
-                               &w->types);
+    *err = pfr_st_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
+                                &w->types);
     if (*err)
         return NULL;
     if (w->nws >= MAX_WSTREAMS) {
@@ -1322,10 +1322,10 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         }
         w->nws = w->nundo = 0;
         w->undo_lost = true;
-        store_ktab_reset(&w->keys);
+        pfr_st_ktab_reset(&w->keys);
     }
     bool added;
-    int64_t i = store_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
+    int64_t i = pfr_st_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
     if (i < 0) {
         *err = (int)i;
         return NULL;
@@ -1334,7 +1334,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         if (VEC_RESERVE(w->ws, w->cap_ws, w->nws + 1) ||
             !(w->ws[w->nws] = calloc(1, sizeof(struct wstream)))) {
             /* keys and ws must stay aligned: forget everything. */
-            store_ktab_reset(&w->keys);
+            pfr_st_ktab_reset(&w->keys);
             for (size_t j = 0; j < w->nws; j++) {
                 wstream_drop_tables(w, w->ws[j]);
                 free(w->ws[j]);
@@ -1384,7 +1384,7 @@ static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
     sqlite3_bind_blob(st, 3, w->lab.data ? (const void *)w->lab.data : "", (int)w->lab.len,
                       SQLITE_STATIC);
     sqlite3_bind_blob(st, 4, w->types.data, (int)w->types.len, SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     ws->id = sqlite3_last_insert_rowid(s->sql.db);
     ws->base_id = ws->dict_id = 0;
@@ -1423,7 +1423,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         ws->seq = 1;
     }
     int64_t s0;
-    if (ws->tabs.t[T_STR].n == 0 && (s0 = store_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
+    if (ws->tabs.t[T_STR].n == 0 && (s0 = pfr_st_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
         return s0 < 0 ? (int)s0 : -EIO;
     size_t nnew, ndistinct, ns = pfr_profile_num_samples(p);
     if ((rc = map_profile(w, ws, p, &nnew, &ndistinct)) != 0)
@@ -1465,19 +1465,19 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     }
     if (layer) {
         w->raw.len = 0;
-        store_layer_encode(&w->raw, &ws->tabs, from);
+        pfr_st_layer_encode(&w->raw, &ws->tabs, from);
         if (pfr_buf_err(&w->raw))
             return pfr_buf_err(&w->raw);
-        if ((rc = store_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
+        if ((rc = pfr_st_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
             return rc;
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
     }
     if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
-        (rc = store_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
+        (rc = pfr_st_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
         return rc;
     size_t nt = pfr_profile_num_sample_types(p);
-    store_totals_encode(&w->tot, w->totals, nt);
+    pfr_st_totals_encode(&w->tot, w->totals, nt);
     if (pfr_buf_err(&w->tot))
         return pfr_buf_err(&w->tot);
 
@@ -1500,9 +1500,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         sqlite3_bind_int64(st, 2, f[1]);
         sqlite3_bind_int64(st, 3, parent);
         sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
-        sqlite3_bind_int64(st, 5, store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+        sqlite3_bind_int64(st, 5, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
         sqlite3_bind_blob(st, 6, w->dict_blob.data, (int)w->dict_blob.len, SQLITE_STATIC);
-        if ((rc = store_step_done(st)) != 0)
+        if ((rc = pfr_st_step_done(st)) != 0)
             return rc;
         ws->dict_id = sqlite3_last_insert_rowid(s->sql.db);
         if (rotate) {
@@ -1512,8 +1512,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
             if (!st)
                 return db_err(s);
             sqlite3_bind_int64(st, 1, ws->dict_id);
-            sqlite3_bind_int64(st, 2, store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
-            if ((rc = store_step_done(st)) != 0)
+            sqlite3_bind_int64(st, 2, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+            if ((rc = pfr_st_step_done(st)) != 0)
                 return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
@@ -1529,10 +1529,10 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     sqlite3_bind_int64(st, 4, in->start_ns);
     sqlite3_bind_int64(st, 5, in->end_ns);
     sqlite3_bind_int64(st, 6, (int64_t)w->blob.len);
-    sqlite3_bind_int64(st, 7, store_row_crc(w->blob.data, w->blob.len, f, 5));
+    sqlite3_bind_int64(st, 7, pfr_st_row_crc(w->blob.data, w->blob.len, f, 5));
     sqlite3_bind_blob(st, 8, w->tot.data ? (const void *)w->tot.data : "", (int)w->tot.len,
                       SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     int64_t id = sqlite3_last_insert_rowid(s->sql.db);
     st = wst(s, W_INS_DATA);
@@ -1540,7 +1540,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         return db_err(s);
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_blob(st, 2, w->blob.data, (int)w->blob.len, SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     if (id_out)
         *id_out = id;
@@ -1570,7 +1570,7 @@ static void wal_trim(pfr_store *s)
     struct stat st;
     if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0)
         return;
-    store_space_note_wal(&s->space, (uint64_t)st.st_size);
+    pfr_st_space_note_wal(&s->space, (uint64_t)st.st_size);
     if ((uint64_t)st.st_size <= s->space.now.wal_budget)
         return;
     wal_checkpoint(s, !s->space.now.starved);
@@ -1583,11 +1583,11 @@ static int txn_meta(pfr_store *s)
     struct store_space *sp = &s->space;
     int rc = 0;
     if (sp->dropped_pending)
-        rc = store_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
+        rc = pfr_st_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
-        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)) &&
-        !(rc = store_meta_set(&s->sql, "pin_max_bytes", (int64_t)s->pin_max_bytes)))
-        rc = store_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
+        !(rc = pfr_st_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)) &&
+        !(rc = pfr_st_meta_set(&s->sql, "pin_max_bytes", (int64_t)s->pin_max_bytes)))
+        rc = pfr_st_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
     return rc;
 }
 
@@ -1601,8 +1601,8 @@ static int commit_fits(pfr_store *s)
     int rc = used_bytes(s, &used, &pages, &freep);
     if (rc)
         return rc;
-    uint64_t psz = s->sql.page_size, file = store_space_db_file(&s->space) / psz;
-    bool fits = store_space_growth_fits(&s->space, pages * psz);
+    uint64_t psz = s->sql.page_size, file = pfr_st_space_db_file(&s->space) / psz;
+    bool fits = pfr_st_space_growth_fits(&s->space, pages * psz);
     if (pages > file && freep > 0 && (!fits || s->space.now.disk_bound)) {
         /* The file grew while pages this transaction freed were left free (eviction made room
          * after the inserts took it: its measure is an estimate). Move the pages past the
@@ -1610,21 +1610,21 @@ static int commit_fits(pfr_store *s)
         char sql[64];
         snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)",
                  (unsigned long long)(pages - file < freep ? pages - file : freep));
-        if ((rc = store_exec(&s->sql, sql)) != 0 || (rc = used_bytes(s, &used, &pages, &freep)))
+        if ((rc = pfr_st_exec(&s->sql, sql)) != 0 || (rc = used_bytes(s, &used, &pages, &freep)))
             return rc;
-        fits = store_space_growth_fits(&s->space, pages * psz);
+        fits = pfr_st_space_growth_fits(&s->space, pages * psz);
     }
     return fits ? 0 : -ENOSPC;
 }
 
-/* One write transaction: the chunks (evicting as store_space_plan said), committed; or rolled
+/* One write transaction: the chunks (evicting as pfr_st_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    sqlite3_stmt *begin = store_stmt(&s->sql, ST_BEGIN_IMM);
+    sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
     if (!begin)
         return db_err(s);
-    int rc = store_step_done(begin);
+    int rc = pfr_st_step_done(begin);
     if (rc)
         return rc;
     s->w->room = 0; /* another writer may have added pages since our last transaction */
@@ -1641,14 +1641,14 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     if (!rc)
         rc = commit_fits(s);
     if (!rc) {
-        sqlite3_stmt *commit = store_stmt(&s->sql, ST_COMMIT);
-        rc = commit ? store_step_done(commit) : db_err(s);
+        sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
+        rc = commit ? pfr_st_step_done(commit) : db_err(s);
     }
     if (rc) {
         if (!sqlite3_get_autocommit(s->sql.db)) {
-            sqlite3_stmt *rb = store_stmt(&s->sql, ST_ROLLBACK);
+            sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
             if (rb)
-                store_step_done(rb);
+                pfr_st_step_done(rb);
         }
         writer_undo(s->w);
         return rc;
@@ -1664,7 +1664,7 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
 static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n_out)
 {
     *n_out = 0;
-    int rc = store_exec(&s->sql, "BEGIN IMMEDIATE");
+    int rc = pfr_st_exec(&s->sql, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
     struct evict_ctx x = {.for_disk = true};
@@ -1673,11 +1673,11 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
     if (!rc)
         rc = commit_fits(s);
     if (!rc)
-        rc = store_exec(&s->sql, "COMMIT");
+        rc = pfr_st_exec(&s->sql, "COMMIT");
     if (rc) {
         *n_out = 0;
         if (!sqlite3_get_autocommit(s->sql.db))
-            store_exec(&s->sql, "ROLLBACK");
+            pfr_st_exec(&s->sql, "ROLLBACK");
     }
     return rc;
 }
@@ -1688,9 +1688,9 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
  * when not even giving up fits. */
 static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    store_space_spare_drop(&s->space);
+    pfr_st_space_spare_drop(&s->space);
     wal_checkpoint(s, false);
-    store_space_plan(&s->space, &s->sql);
+    pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     uint64_t bytes = s->space.now.wal_budget;
     size_t max_n = 16;
@@ -1704,13 +1704,13 @@ static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *
         if (e != 0 || given == 0)
             break;
         wal_checkpoint(s, false);
-        store_space_plan(&s->space, &s->sql);
+        pfr_st_space_plan(&s->space, &s->sql);
         if ((rc = append_txn(s, in, n, ids_out)) != -ENOSPC)
             break;
         /* The pages freed did not do: the WAL needs room on the disk. */
         shrink_step(s, true);
         wal_checkpoint(s, false);
-        store_space_plan(&s->space, &s->sql);
+        pfr_st_space_plan(&s->space, &s->sql);
         rc = append_txn(s, in, n, ids_out);
         bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
         max_n = max_n < 256 ? max_n * 2 : 512;
@@ -1731,7 +1731,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     }
     if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
         return -ENOMEM;
-    store_space_plan(&s->space, &s->sql);
+    pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     if (rc == -ENOSPC)
         rc = append_full(s, in, n, ids_out);
@@ -1742,7 +1742,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     if (rc == 0) {
         shrink_step(s, false);
         wal_trim(s);
-        store_space_spare_make(&s->space);
+        pfr_st_space_spare_make(&s->space);
     }
     return rc;
 }

@@ -31,7 +31,7 @@ PIDS+=("$SP")
 wait_until 20 grep -q "attempt 1 failed" "$T/ship.log" || fail "no failed attempt while the sink was down"
 start_coroot
 # a SIGKILL once some chunks arrived, then a new shipper on the same state
-wait_until 60 sh -c "ls $T/bodies/*.pb.gz 2>/dev/null | wc -l | grep -qv '^[0-3]$'" ||
+wait_until 60 sh -c "ls $T/bodies/*.pb.gz 2>/dev/null | wc -l | grep -v '^[0-3]$' >/dev/null" ||
     fail "nothing arrived: $(tail -3 "$T/ship.log")"
 kill -KILL "$SP"
 wait "$SP" 2>/dev/null || true
