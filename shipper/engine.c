@@ -613,6 +613,8 @@ static int pinned_pick(struct lane *l, size_t cap)
     int rc = pfr_store_pins(l->e->o.store, pinned_range, &x);
     if (rc < 0)
         return rc;
+    if (l->npick == 0)
+        return 0; /* (no list yet: qsort takes no NULL) */
     qsort(l->pick, l->npick, sizeof(*l->pick), cmp_id);
     size_t k = 0;
     for (size_t i = 0; i < l->npick; i++)
