@@ -250,7 +250,7 @@ static void cmd_done(const cmd_spec *c, cmd_opts *o, pfr_settings *s)
 }
 
 /* ---- shared steps ---- */
-static int open_store(pfr_cli *cli, pfr_store **s)
+int pfr_cli_open_store(pfr_cli *cli, pfr_store **s)
 {
     char err[512] = "";
     pfr_store_opts so = {.read_only = true};
@@ -461,7 +461,7 @@ static int run_ls(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
         return PFR_EXIT_USAGE;
     pfr_store *s;
     int rc;
-    if ((rc = open_store(cli, &s)))
+    if ((rc = pfr_cli_open_store(cli, &s)))
         return rc;
     pfr_ls *ls = NULL;
     char err[512] = "";
@@ -530,7 +530,7 @@ static int run_flame(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
     int rc = parse_range(cli, o, &from, &to);
     pfr_store *s = NULL;
     pfr_query_plan *plan = NULL;
-    if (!rc && !(rc = open_store(cli, &s)) && !(rc = make_plan(s, o, &plan)))
+    if (!rc && !(rc = pfr_cli_open_store(cli, &s)) && !(rc = make_plan(s, o, &plan)))
         rc = (fmt->inputs & PFR_OUTPUT_TREE) ? flame_tree(s, plan, o, fmt, from, to)
                                              : flame_profile(s, plan, o, fmt, from, to);
     pfr_query_plan_free(plan);
@@ -551,7 +551,7 @@ static int run_export_ring(pfr_cli *cli, const cmd_opts *o)
         .service = o->service, .type = o->type, .labels = o->labels.kv, .nlabels = o->labels.n};
     pfr_store *s = NULL;
     int rc = parse_range(cli, o, &f.from_ns, &f.to_ns);
-    if (!rc && !(rc = open_store(cli, &s)))
+    if (!rc && !(rc = pfr_cli_open_store(cli, &s)))
         rc = pfr_export_ring(s, o->ring, o->force, &f);
     if (s)
         pfr_store_close(s);
@@ -582,7 +582,7 @@ static int run_timeline(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
     pfr_store *s = NULL;
     pfr_query_plan *plan = NULL;
     pfr_timeline *tl = NULL;
-    if (rc || (rc = parse_range(cli, o, &from, &to)) || (rc = open_store(cli, &s)) ||
+    if (rc || (rc = parse_range(cli, o, &from, &to)) || (rc = pfr_cli_open_store(cli, &s)) ||
         (rc = make_plan(s, o, &plan)))
         goto out;
     pfr_query_stats st = {0};
@@ -677,7 +677,7 @@ static int run_diff(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
     pfr_store *s = NULL;
     pfr_query_plan *plan = NULL;
     pfr_tree *t = NULL;
-    if (rc || (rc = open_store(cli, &s)) || (rc = make_plan(s, o, &plan)))
+    if (rc || (rc = pfr_cli_open_store(cli, &s)) || (rc = make_plan(s, o, &plan)))
         goto out;
     if (!(t = pfr_tree_new())) {
         rc = PFR_EXIT_ERROR;

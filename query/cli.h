@@ -36,6 +36,9 @@ int pfr_export_ring_filter(pfr_store *s, const char *path, bool force, const pfr
 
 /* pin.c: `pfr pin`, `pfr pins`, `pfr unpin ID`, and `pfr export --ring FILE --pin ID|--pins`. */
 struct cmd_opts;
+/* Open the ring of --store read-only; PFR_EXIT_ERROR (said in the log) when there is none or it
+ * cannot be opened. */
+int pfr_cli_open_store(pfr_cli *cli, pfr_store **s);
 int pfr_cli_pin(pfr_cli *cli, const struct cmd_opts *o);
 int pfr_cli_pins(pfr_cli *cli, const struct cmd_opts *o);
 int pfr_cli_unpin(pfr_cli *cli, const struct cmd_opts *o);

@@ -34,22 +34,6 @@ static void origin_of_user(char *buf, size_t len)
         snprintf(buf, len, "manual:%s (uid %u)", pw ? pw->pw_name : "?", (unsigned)uid);
 }
 
-static int open_ring(pfr_cli *cli, pfr_store **s)
-{
-    char err[512] = "";
-    pfr_store_opts so = {.read_only = true};
-    if (access(cli->store_path, F_OK) != 0) {
-        pfr_err("no ring at %s (give --store PATH or set PFR_STORE)", cli->store_path);
-        return PFR_EXIT_ERROR;
-    }
-    int rc = pfr_store_open(cli->store_path, &so, s, err, sizeof(err));
-    if (rc < 0) {
-        pfr_err("cannot open the ring %s: %s", cli->store_path, err[0] ? err : strerror(-rc));
-        return PFR_EXIT_ERROR;
-    }
-    return 0;
-}
-
 static void print_size(FILE *f, uint64_t b)
 {
     if (b >= 1048576)
@@ -96,7 +80,7 @@ int pfr_cli_pin(pfr_cli *cli, const cmd_opts *o)
                      .origin = origin};
     pfr_store *s = NULL;
     pfr_pin_result r = {0};
-    int rc = open_ring(cli, &s);
+    int rc = pfr_cli_open_store(cli, &s);
     if (!rc) {
         int e = pfr_store_pin_add(s, &in, &r, err, sizeof(err));
         if (e < 0) {
@@ -172,7 +156,7 @@ int pfr_cli_pins(pfr_cli *cli, const cmd_opts *o)
         return PFR_EXIT_USAGE;
     }
     pfr_store *s = NULL;
-    int rc = open_ring(cli, &s);
+    int rc = pfr_cli_open_store(cli, &s);
     if (rc)
         return rc;
     size_t n = 0;
@@ -206,7 +190,7 @@ int pfr_cli_unpin(pfr_cli *cli, const cmd_opts *o)
         return PFR_EXIT_USAGE;
     }
     pfr_store *s = NULL;
-    int rc = open_ring(cli, &s);
+    int rc = pfr_cli_open_store(cli, &s);
     if (rc)
         return rc;
     char err[512] = "";
@@ -275,7 +259,7 @@ int pfr_cli_export_pins(pfr_cli *cli, const cmd_opts *o)
         return PFR_EXIT_USAGE;
     }
     pfr_store *s = NULL;
-    int rc = open_ring(cli, &s);
+    int rc = pfr_cli_open_store(cli, &s);
     if (rc)
         return rc;
     pfr_store_filter f = {0};

@@ -343,10 +343,11 @@ int pfr_state_rejected(pfr_state *st, const char *sink, int64_t after_id, int64_
     return pfr_store_errno(sqlite3_finalize(s));
 }
 
-int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size_t n)
+/* Run sql (parameters: sink, chunk id) once for each of ids. */
+static int each_id(pfr_state *st, const char *sql, const char *sink, const int64_t *ids, size_t n)
 {
     sqlite3_stmt *s;
-    int rc = prep(st, "DELETE FROM rejected WHERE sink = ? AND chunk_id = ?", &s);
+    int rc = prep(st, sql, &s);
     if (rc)
         return rc;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -359,20 +360,15 @@ int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size
     return rc ? rc : rc2;
 }
 
+int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size_t n)
+{
+    return each_id(st, "DELETE FROM rejected WHERE sink = ? AND chunk_id = ?", sink, ids, n);
+}
+
 int pfr_state_ahead_put(pfr_state *st, const char *sink, const int64_t *ids, size_t n)
 {
-    sqlite3_stmt *s;
-    int rc = prep(st, "INSERT OR REPLACE INTO ahead(sink, chunk_id, sent) VALUES (?, ?, 0)", &s);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < n && !rc; i++) {
-        sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, ids[i]);
-        rc = pfr_store_errno(sqlite3_step(s));
-        sqlite3_reset(s);
-    }
-    int rc2 = pfr_store_errno(sqlite3_finalize(s));
-    return rc ? rc : rc2;
+    return each_id(st, "INSERT OR REPLACE INTO ahead(sink, chunk_id, sent) VALUES (?, ?, 0)", sink,
+                   ids, n);
 }
 
 int pfr_state_ahead_list(pfr_state *st, const char *sink, bool sent, int64_t after_id,
