@@ -66,6 +66,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     s->read_only = o.read_only;
     s->max_bytes = o.max_bytes;
     s->pin_max_bytes = o.pin_max_bytes ? o.pin_max_bytes : o.max_bytes / 4;
+    s->table_max_bytes = o.table_max_bytes ? o.table_max_bytes : PFR_STORE_TABLE_MAX_BYTES;
     s->sql.busy_ms = o.busy_timeout_ms;
     s->dict.sql = &s->sql;
     s->dict.chain_max = o.cache_bytes ? o.cache_bytes : CHAIN_CACHE_BYTES;

@@ -24,12 +24,8 @@
 #define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
 #define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
 #define MAX_RESIDENT   256 /* streams whose tables stay in memory */
-/* bytes of tables kept in memory between appends: past it the least recently appended streams'
- * tables go (their next chunk writes a new base). On a build host, hundreds of short-lived
- * programs each make a stream an interval: kept by count alone they held ~25 MiB. */
-#define MAX_TABLE_BYTES (8u << 20)
-#define MAX_WSTREAMS    65536
-#define ROW_OVERHEAD    96 /* bytes of a chunk's two rows and index entries besides the payload */
+#define MAX_WSTREAMS   65536
+#define ROW_OVERHEAD   96 /* bytes of a chunk's two rows and index entries besides the payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -88,8 +84,8 @@ struct wstream {
     uint32_t *used[T_N]; /* stacks and label sets: seq of the last chunk that used them */
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
-    uint64_t lru;
-    size_t bytes; /* its tables' memory, as last accounted (writer.table_bytes) */
+    uint64_t lru, prev_lru; /* writer clock at its last and the append before (0: none) */
+    size_t bytes;           /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
     /* Fast path to a location: its 128-bit content fingerprint -> location index. */
     struct fpmap_ent *fpm;
@@ -196,23 +192,48 @@ static void wstream_account(struct writer *w, struct wstream *s)
     s->bytes = b;
 }
 
-/* The least recently appended stream with tables, other than keep; NULL if none. */
-static struct wstream *lru_resident(const struct writer *w, const struct wstream *keep)
+/* When a stream is expected to append next: one period (the gap between its last two appends)
+ * after its last. A stream appended once, or that missed a whole period (its program is gone),
+ * is not expected again: UINT64_MAX. */
+static uint64_t next_use(const struct wstream *s, uint64_t now)
+{
+    if (!s->prev_lru)
+        return UINT64_MAX;
+    uint64_t period = s->lru - s->prev_lru;
+    if (s->lru + 2 * period < now)
+        return UINT64_MAX;
+    return s->lru + period;
+}
+
+/* The stream with tables (other than keep) expected to append last, the oldest of equals; NULL
+ * if none. Not the least recently appended: streams that append in turn every interval would
+ * each be dropped just before their turn when their tables outgrow the bound together, and every
+ * chunk would write a new base (a ring of 10 such services grew 5-fold, all of it dictionaries).
+ * Dropping the one needed last keeps most of them resident, as far ahead as memory allows. */
+static struct wstream *coldest_resident(const struct writer *w, const struct wstream *keep)
 {
     struct wstream *victim = NULL;
-    for (size_t j = 0; j < w->nws; j++)
-        if (w->ws[j]->resident && w->ws[j] != keep && (!victim || w->ws[j]->lru < victim->lru))
-            victim = w->ws[j];
+    uint64_t victim_next = 0;
+    for (size_t j = 0; j < w->nws; j++) {
+        struct wstream *s = w->ws[j];
+        if (!s->resident || s == keep)
+            continue;
+        uint64_t next = next_use(s, w->clock);
+        if (!victim || next > victim_next || (next == victim_next && s->lru < victim->lru)) {
+            victim = s;
+            victim_next = next;
+        }
+    }
     return victim;
 }
 
-/* Drop the least recently appended streams' tables (not keep's) until at most max_bytes stay
+/* Drop the coldest streams' tables (not keep's) until at most max_bytes stay
  * and fewer than max_n streams have them. Their next chunk writes a new base: nothing is lost. */
 static void drop_cold_tables(struct writer *w, const struct wstream *keep, size_t max_bytes,
                              size_t max_n)
 {
     while (w->table_bytes > max_bytes || w->resident > max_n) {
-        struct wstream *victim = lru_resident(w, keep);
+        struct wstream *victim = coldest_resident(w, keep);
         if (!victim)
             return;
         wstream_drop_tables(w, victim);
@@ -1347,9 +1368,11 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         w->nws++;
     }
     struct wstream *ws = w->ws[i];
+    ws->prev_lru = ws->lru;
     ws->lru = ++w->clock;
     w->cur = ws;
-    drop_cold_tables(w, ws, MAX_TABLE_BYTES, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
+    /* Past the tables' bound, the tables of the streams expected to append last go. */
+    drop_cold_tables(w, ws, s->table_max_bytes, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
     if (!ws->resident) {
         ws->resident = true;
         w->resident++;
