@@ -57,6 +57,7 @@ typedef struct cmd_spec {
     const cmd_format *formats;           /* what it renders (and --format's list in --help) */
     bool times;                          /* --help explains TIME */
     const char *tail;                    /* --help's end, or NULL */
+    bool operand;                        /* takes one operand (o->operand) */
 } cmd_spec;
 
 static const cmd_spec flame_cmd = {
@@ -67,7 +68,8 @@ static const cmd_spec flame_cmd = {
     {&pfr_cli_range, &pfr_cli_format, &pfr_cli_picture, &pfr_cli_flame, &pfr_cli_output},
     &flame_formats,
     true,
-    NULL};
+    NULL,
+    false};
 
 static const cmd_spec export_cmd = {
     "export",
@@ -85,7 +87,8 @@ static const cmd_spec export_cmd = {
     {&pfr_cli_range, &pfr_cli_export, &pfr_cli_output},
     &export_formats,
     true,
-    NULL};
+    NULL,
+    false};
 
 static const cmd_spec timeline_cmd = {
     "timeline",
@@ -95,7 +98,8 @@ static const cmd_spec timeline_cmd = {
     {&pfr_cli_range, &pfr_cli_timeline, &pfr_cli_format, &pfr_cli_output},
     &timeline_formats,
     true,
-    NULL};
+    NULL,
+    false};
 
 static const cmd_spec diff_cmd = {
     "diff",
@@ -107,7 +111,8 @@ static const cmd_spec diff_cmd = {
     {&pfr_cli_range, &pfr_cli_diff, &pfr_cli_format, &pfr_cli_picture, &pfr_cli_output},
     &diff_formats,
     true,
-    NULL};
+    NULL,
+    false};
 
 static const cmd_spec ls_cmd = {
     "ls",
@@ -117,7 +122,8 @@ static const cmd_spec ls_cmd = {
     {&pfr_cli_format, &pfr_cli_ls, &pfr_cli_output},
     &ls_formats,
     false,
-    NULL};
+    NULL,
+    false};
 
 static const cmd_spec serve_cmd = {
     "serve",
@@ -134,7 +140,46 @@ static const cmd_spec serve_cmd = {
     false,
     "The ring is the global --store PATH (default: $PFR_STORE, else " PFR_STORE_DEFAULT_PATH ").\n"
     "It prints the URL to open on stdout once listening. The JSON API (/api/ls,\n"
-    "/api/timeline, /api/flame, /api/diff, /api/labels) is described in docs/serve.md.\n"};
+    "/api/timeline, /api/flame, /api/diff, /api/labels) is described in docs/serve.md.\n",
+    false};
+
+static const cmd_spec pin_cmd = {
+    "pin",
+    "Usage: pfr [--store PATH] pin --from TIME --to TIME [--service S] [--label K=V]\n"
+    "                              --reason TEXT\n"
+    "Keep a range of the ring from eviction (an incident, before the ring overwrites it):\n"
+    "its profiles stay at full resolution until `pfr unpin ID`, while all pins keep at\n"
+    "most the recorder's pin_max_bytes (a quarter of the ring by default; past it the\n"
+    "oldest automatic pins are released first, manual ones never for a new pin). Works\n"
+    "while the recorder runs (a short write beside it) and while it is stopped; needs\n"
+    "write access to the ring. Carry a pin off the host with\n"
+    "`pfr export --ring FILE --pin ID`.\n",
+    {&pfr_cli_range, &pfr_cli_pin_group},
+    NULL,
+    true,
+    NULL,
+    false};
+
+static const cmd_spec pins_cmd = {
+    "pins",
+    "Usage: pfr [--store PATH] pins [--format text|json]\n"
+    "The pins of the ring: id, range, selection, the bytes they keep, who or what made\n"
+    "them (manual:USER, or trigger:KIND for the recorder's own) and why.\n",
+    {&pfr_cli_pins_format},
+    NULL,
+    false,
+    NULL,
+    false};
+
+static const cmd_spec unpin_cmd = {
+    "unpin",
+    "Usage: pfr [--store PATH] unpin ID\n"
+    "Release pin ID (pfr pins): its range is evicted again in turn, oldest first.\n",
+    {NULL},
+    NULL,
+    false,
+    NULL,
+    true};
 
 static bool has_group(const cmd_spec *c, const pfr_settings_group *g)
 {
@@ -186,6 +231,9 @@ static bool cmd_parse(const cmd_spec *c, int argc, char **argv, cmd_opts *o, pfr
         *rc = fflush(stdout) == 0 ? PFR_EXIT_OK : PFR_EXIT_ERROR;
     } else if (a.config) {
         pfr_err("pfr reads no config file: give its options as flags (see pfr %s --help)", c->name);
+    } else if (c->operand && a.first_operand == argc - 1) {
+        o->operand = argv[a.first_operand];
+        return true;
     } else if (a.first_operand < argc) {
         pfr_err("unexpected argument \"%s\" (see pfr %s --help)", argv[a.first_operand], c->name);
     } else {
@@ -512,6 +560,8 @@ static int run_export_ring(pfr_cli *cli, const cmd_opts *o)
 
 static int run_export(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
 {
+    if (o->pin || o->all_pins)
+        return pfr_cli_export_pins(cli, o);
     if (o->ring)
         return run_export_ring(cli, o);
     if (o->force) {
@@ -699,6 +749,24 @@ static int run_serve(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
 /* ---- the commands ---- */
 typedef int (*run_fn)(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c);
 
+static int run_pin(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
+{
+    (void)c;
+    return pfr_cli_pin(cli, o);
+}
+
+static int run_pins(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
+{
+    (void)c;
+    return pfr_cli_pins(cli, o);
+}
+
+static int run_unpin(pfr_cli *cli, const cmd_opts *o, const cmd_spec *c)
+{
+    (void)c;
+    return pfr_cli_unpin(cli, o);
+}
+
 static int run_cmd(const cmd_spec *c, run_fn run, pfr_cli *cli, int argc, char **argv)
 {
     cmd_opts o;
@@ -717,6 +785,7 @@ static const struct {
 } commands[] = {
     {&ls_cmd, run_ls},     {&flame_cmd, run_flame},   {&timeline_cmd, run_timeline},
     {&diff_cmd, run_diff}, {&export_cmd, run_export}, {&serve_cmd, run_serve},
+    {&pin_cmd, run_pin},   {&pins_cmd, run_pins},     {&unpin_cmd, run_unpin},
 };
 
 int pfr_cli_run(pfr_cli *cli, int argc, char **argv)

@@ -31,5 +31,14 @@ int pfr_cli_run(pfr_cli *cli, int argc, char **argv);
  * profile labels), as they are in the ring, written to a standalone ring file at path (replacing
  * it if force). Returns an exit code, after printing why. */
 int pfr_export_ring(pfr_store *s, const char *path, bool force, const pfr_store_filter *f);
+/* The same with f in the ring's own names (a pin's selection). */
+int pfr_export_ring_filter(pfr_store *s, const char *path, bool force, const pfr_store_filter *f);
+
+/* pin.c: `pfr pin`, `pfr pins`, `pfr unpin ID`, and `pfr export --ring FILE --pin ID|--pins`. */
+struct cmd_opts;
+int pfr_cli_pin(pfr_cli *cli, const struct cmd_opts *o);
+int pfr_cli_pins(pfr_cli *cli, const struct cmd_opts *o);
+int pfr_cli_unpin(pfr_cli *cli, const struct cmd_opts *o);
+int pfr_cli_export_pins(pfr_cli *cli, const struct cmd_opts *o);
 
 #endif

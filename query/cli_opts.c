@@ -211,6 +211,18 @@ static const pfr_setting export_rows[] = {
      F(ring),
      .metavar = "FILE",
      .help = "write a ring slice to FILE (not pprof)"},
+    {.key = "pin",
+     .type = PFR_SET_STRING,
+     F(pin),
+     .metavar = "ID",
+     .help = "--ring: the range and selection of pin ID (pfr pins), instead of --from/--to/"
+             "--service/--label"},
+    {.key = "pins",
+     .type = PFR_SET_BOOL,
+     F(all_pins),
+     .flags = PFR_SETF_NO_ARG,
+     .help = "--ring: every pin: the span from the earliest pin's start to the latest's end, "
+             "every service"},
     {.key = "force",
      .type = PFR_SET_BOOL,
      F(force),
@@ -250,6 +262,23 @@ static const pfr_setting serve_rows[] = {
      .help = "queries running at once; more wait for a slot, within --timeout"},
 };
 
+static const pfr_setting pin_rows[] = {
+    {.key = "reason",
+     .type = PFR_SET_STRING,
+     F(reason),
+     .metavar = "TEXT",
+     .help = "why the range is kept (required; at most 1024 bytes): what happened, a ticket"},
+};
+
+static const pfr_setting pins_rows[] = {
+    {.key = "format",
+     .type = PFR_SET_STRING,
+     F(format),
+     .def = "text",
+     .metavar = "FORMAT",
+     .help = "text or json"},
+};
+
 /* Every row is a flag only: no environment variable but the global PFR_STORE. */
 #define GROUP(n, title)                                                                            \
     {                                                                                              \
@@ -266,6 +295,8 @@ const pfr_settings_group pfr_cli_timeline = GROUP(timeline, "Timeline");
 const pfr_settings_group pfr_cli_ls = GROUP(ls, "Listing");
 const pfr_settings_group pfr_cli_export = GROUP(export, "Export");
 const pfr_settings_group pfr_cli_serve = GROUP(serve, "Server");
+const pfr_settings_group pfr_cli_pin_group = GROUP(pin, "Pin");
+const pfr_settings_group pfr_cli_pins_format = GROUP(pins, "Output");
 
 static const pfr_setting global_rows[] = {
     {.key = "store",

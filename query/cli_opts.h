@@ -21,7 +21,7 @@ typedef struct pfr_cli_labels {
 } pfr_cli_labels;
 
 /* Every command's options; a command binds the groups it takes (strings owned, NULL unset). */
-typedef struct cmd_opts {
+struct cmd_opts {
     char *from, *to, *service, *type; /* range and filters */
     pfr_cli_labels labels;
     char *output, *format;     /* -o FILE, --format */
@@ -36,11 +36,17 @@ typedef struct cmd_opts {
     char *listen;          /* serve */
     int64_t timeout_ns, max_range_ns;
     uint32_t max_queries;
-} cmd_opts;
+    char *reason;        /* pin */
+    char *pin;           /* export --pin ID */
+    bool all_pins;       /* export --pins */
+    const char *operand; /* unpin ID (argv's, not owned) */
+};
+typedef struct cmd_opts cmd_opts;
 
 /* The groups (cli_opts.c). */
 extern const pfr_settings_group pfr_cli_range, pfr_cli_output, pfr_cli_format, pfr_cli_picture,
-    pfr_cli_flame, pfr_cli_diff, pfr_cli_timeline, pfr_cli_ls, pfr_cli_export, pfr_cli_serve;
+    pfr_cli_flame, pfr_cli_diff, pfr_cli_timeline, pfr_cli_ls, pfr_cli_export, pfr_cli_serve,
+    pfr_cli_pin_group, pfr_cli_pins_format;
 
 /* The global options: `pfr [--store PATH]`. */
 typedef struct pfr_cli_global {

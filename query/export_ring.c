@@ -96,6 +96,11 @@ static int export_slice(pfr_store *s, const char *path, bool force, const pfr_st
     return fflush(stdout) == 0 ? PFR_EXIT_OK : PFR_EXIT_ERROR;
 }
 
+int pfr_export_ring_filter(pfr_store *s, const char *path, bool force, const pfr_store_filter *f)
+{
+    return export_slice(s, path, force, f);
+}
+
 int pfr_export_ring(pfr_store *s, const char *path, bool force, const pfr_store_filter *given)
 {
     /* the names as printed (pfr_names.h) back to the ring's bytes, as every other query does */

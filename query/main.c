@@ -12,7 +12,8 @@ extern char **environ;
 
 static const char usage[] =
     "Usage: pfr [--store PATH] COMMAND [options]\n"
-    "Read the profile ring on this machine (read-only; safe while the recorder writes).\n\n"
+    "Read the profile ring on this machine (read-only but for pin and unpin; safe while\n"
+    "the recorder writes).\n\n"
     "Commands:\n"
     "  ls         services, profile types, label values and time coverage\n"
     "  flame      flame graph of a time range: folded, pprof, svg, html, json, top\n"
@@ -20,6 +21,9 @@ static const char usage[] =
     "  diff       a range against a baseline range: red more, green less\n"
     "  export     pprof of a range (for go tool pprof, Go PGO default.pgo)\n"
     "  serve      the profiling page in a browser (chart, zoom, compare, flame graph)\n"
+    "  pin        keep a range from eviction (an incident), with a reason\n"
+    "  pins       the pins: range, selection, bytes, who made them and why\n"
+    "  unpin ID   release a pin\n"
     "  help CMD   help of a command (same as pfr CMD --help)\n";
 
 static const char exit_codes[] =

@@ -288,6 +288,74 @@ static int dump_json(FILE *f, json_t *v)
 }
 
 /* ---- /api/ls ---- */
+/* The busiest service of the ring's last hour: the most CPU (ebpf:cpu:nanoseconds), else the
+ * most chunks. The page opens on it (not on the first by name, which may be an idle one). */
+struct busy {
+    char *name[256];
+    int64_t cpu[256];
+    uint64_t chunks[256];
+    size_t n;
+};
+
+static int busy_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)p;
+    struct busy *b = ctx;
+    size_t i = 0;
+    while (i < b->n && strcmp(b->name[i], m->service) != 0)
+        i++;
+    if (i == b->n) {
+        if (b->n == 256 || !(b->name[i] = strdup(m->service)))
+            return 0; /* past 256 services: the first 256 compete */
+        b->n++;
+    }
+    b->chunks[i]++;
+    for (size_t t = 0; t < m->ntypes; t++)
+        if (strcmp(m->types[t], "ebpf:cpu:nanoseconds") == 0)
+            b->cpu[i] += m->totals[t];
+    return 0;
+}
+
+static json_t *busiest(pfr_store *s)
+{
+    pfr_store_stats st;
+    struct busy *b = calloc(1, sizeof(*b));
+    if (!b || pfr_store_stats_quick(s, &st) != 0 || !st.newest_ns) {
+        free(b);
+        return json_null();
+    }
+    pfr_store_filter f = {.from_ns = st.newest_ns - 3600 * 1000000000LL, .to_ns = st.newest_ns};
+    json_t *out = json_null();
+    if (pfr_store_scan(s, &f, PFR_SCAN_META_ONLY, busy_cb, b, NULL) >= 0 && b->n) {
+        size_t best = 0;
+        for (size_t i = 1; i < b->n; i++)
+            if (b->cpu[i] > b->cpu[best] ||
+                (b->cpu[i] == b->cpu[best] && b->chunks[i] > b->chunks[best]))
+                best = i;
+        out = pfr_json_text(b->name[best]);
+    }
+    for (size_t i = 0; i < b->n; i++)
+        free(b->name[i]);
+    free(b);
+    return out;
+}
+
+/* The pins (pfr pin, the recorder's triggers), for the page's timeline. */
+static int pin_cb(const pfr_pin_info *p, void *ctx)
+{
+    json_t *labels = json_object();
+    for (size_t i = 0; labels && i < p->nlabels; i++)
+        json_object_set_new(labels, p->labels[i].key, pfr_json_text(p->labels[i].value));
+    json_t *j =
+        json_pack("{s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:b, s:I, s:I}", "id", (json_int_t)p->id,
+                  "from_ns", (json_int_t)p->from_ns, "to_ns", (json_int_t)p->to_ns, "service",
+                  p->service ? pfr_json_text(p->service) : json_null(), "labels",
+                  labels ? labels : json_object(), "reason", pfr_json_text(p->reason), "origin",
+                  pfr_json_text(p->origin), "automatic", p->automatic, "created_ns",
+                  (json_int_t)p->created_ns, "bytes", (json_int_t)p->bytes);
+    return j && json_array_append_new(ctx, j) == 0 ? 0 : -ENOMEM;
+}
+
 static int api_ls(request *r)
 {
     static const char *const known[] = {NULL};
@@ -310,8 +378,21 @@ static int api_ls(request *r)
             (long long)r->now_ns, (long long)l->max_range_ns, l->max_points,
             (long long)l->timeout_ns);
     rc = pfr_ls_render_json(b.f, ls);
-    fputs("}", b.f);
     pfr_ls_free(ls);
+    json_t *pins = json_array();
+    if (!rc && pins && pfr_store_pins(r->store, pin_cb, pins) < 0)
+        json_array_clear(pins); /* a ring without pins to read: none shown */
+    if (!rc) {
+        fputs(",\"busiest\":", b.f);
+        rc = dump_json(b.f, busiest(r->store));
+    }
+    if (!rc) {
+        fputs(",\"pins\":", b.f);
+        rc = dump_json(b.f, pins);
+        pins = NULL;
+    }
+    json_decref(pins);
+    fputs("}", b.f);
     return body_finish(r, &b, rc);
 }
 

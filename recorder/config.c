@@ -82,6 +82,28 @@ bad:
     return -EINVAL;
 }
 
+/* A size (K/M/G) or a percentage of max_store_bytes ("25%", more than 0, at most 100). */
+static int parse_pin_max(const char *v, void *field, char *err, size_t errlen)
+{
+    pfr_pin_budget *b = field;
+    size_t n = strlen(v);
+    uint64_t u;
+    if (n > 1 && v[n - 1] == '%') {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (!errno && end == v + n - 1 && isfinite(d) && d > 0 && d <= 100) {
+            *b = (pfr_pin_budget){.percent = d};
+            return 0;
+        }
+    } else if (v[0] != '-' && pfr_parse_size(v, &u, NULL, 0) == 0 && u > 0) {
+        *b = (pfr_pin_budget){.bytes = u};
+        return 0;
+    }
+    snprintf(err, errlen, "'%s' is not a size (K/M/G) or a percentage of max_store_bytes", v);
+    return -EINVAL;
+}
+
 static int parse_rule(const char *v, void *field, char *err, size_t errlen)
 {
     return pfr_service_rules_add(field, v, err, errlen);
@@ -135,15 +157,26 @@ static const pfr_setting core_rows[] = {
              "gives its oldest chunks up (never below 4 MiB); a size (2G), a percentage of "
              "the file system (5%, at most 50), off (the ring yields only to a full disk), "
              "or auto. Never more than half the file system"},
+    {.key = "pin_max_bytes",
+     .type = PFR_SET_CUSTOM,
+     F(pin_max),
+     .def = "25%",
+     .parse = parse_pin_max,
+     .metavar = "SIZE",
+     .help = "what pins (pfr pin, and the recorder's triggers) may keep from eviction: a size "
+             "(128M) or a share of max_store_bytes (25%); past it, new pins release the oldest "
+             "automatic ones (docs/operations.md, After an incident)"},
     {.key = "memory_budget",
      .type = PFR_SET_SIZE,
      F(memory_budget),
      .def = "64M",
      .metavar = "SIZE",
-     .help = "the recorder's resident memory: near it new symbol and unwind tables and Go heap "
-             "walks are paid only when small, over it not at all (frames stay file+offset, "
-             "stacks are walked by frame pointers) and freed memory goes back to the system; "
-             "0 = no budget (keep it below the unit's MemoryMax)"},
+     .help = "the recorder's resident memory: the symbol and frame caches grow only into "
+             "what is left of it; a large symbol or unwind table is built only if it fits; "
+             "near it only small ones, over it none (frames stay file+offset, stacks are "
+             "walked by frame pointers); near or over it the caches and the ring writer's "
+             "tables shrink and freed memory goes back to the system; 0 = no budget (keep it "
+             "below the unit's MemoryMax)"},
     {.key = "log_level",
      .type = PFR_SET_ENUM,
      F(log_level),

@@ -31,15 +31,22 @@ typedef struct pfr_disk_reserve {
     double percent; /* PFR_STORE_RESERVE_PERCENT */
 } pfr_disk_reserve;
 
+/* What pins may keep of the ring: a share of max_store_bytes (percent > 0) or bytes. */
+typedef struct pfr_pin_budget {
+    uint64_t bytes;
+    double percent;
+} pfr_pin_budget;
+
 /* A loaded configuration is bound to its settings (they point into it): never copy one. */
 typedef struct pfr_config {
     char *store_path;
     int64_t interval_ns;      /* drain and write period */
     uint64_t max_store_bytes; /* 0 = the store's default */
     pfr_disk_reserve disk_reserve;
-    int log_level;        /* enum pfr_log_level */
-    char *metrics_listen; /* Prometheus metrics; "" = not served */
-    char *config_path;    /* the file read; NULL = none */
+    pfr_pin_budget pin_max; /* pin_max_bytes (docs/store.md, "Pins") */
+    int log_level;          /* enum pfr_log_level */
+    char *metrics_listen;   /* Prometheus metrics; "" = not served */
+    char *config_path;      /* the file read; NULL = none */
     /* Identities (recorder/identity): Docker's API socket (NULL = its default, "" = none) and
      * data root (NULL = its default); Kubernetes, also where the scraper finds pods */
     char *docker_socket, *docker_root;

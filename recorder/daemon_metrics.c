@@ -73,10 +73,12 @@ void pfr_daemon_metrics_publish(pfr_daemon_metrics *m, const pfr_metric_table *t
 /* What the store's rows read: its statistics and the daemon's failed writes. */
 typedef struct store_view {
     pfr_store_stats st;
+    pfr_store_mem_stats mem;
     unsigned long long write_errors;
 } store_view;
 
 #define ST(f) PFR_METRIC_FIELD(store_view, st.f)
+#define SM(f) PFR_METRIC_FIELD(store_view, mem.f)
 
 static double store_disk_limited(const void *p)
 {
@@ -113,13 +115,30 @@ static const pfr_metric_row store_rows[] = {
     {"pfr_store_chunks_dropped_disk_full_total", C,
      "profiles not written: the disk was full and the ring had nothing older to give up",
      ST(dropped_disk)},
+    {"pfr_store_pins", G, "pins in the ring (pfr pins)", ST(pins)},
+    {"pfr_store_pin_max_bytes", G, "what pins may keep from eviction (pin_max_bytes)",
+     ST(pin_max_bytes)},
+    {"pfr_store_pins_released_total", C,
+     "pins released: automatic ones for the pin budget, any when only pinned chunks were left "
+     "to give up",
+     ST(pins_released)},
+    {"pfr_store_writer_table_bytes", G,
+     "the writer's memory: streams' dictionary tables kept between chunks (at most 8 MiB)",
+     SM(table_bytes)},
+    {"pfr_store_writer_table_streams", G, "streams whose dictionary tables are kept",
+     SM(table_streams)},
+    {"pfr_store_writer_tables_dropped_total", C,
+     "streams' tables given up for memory (their next chunk writes a new base: more disk)",
+     SM(tables_dropped)},
+    {"pfr_store_page_cache_bytes", G, "the writer's SQLite page cache (up to 4 MiB)",
+     SM(page_cache_bytes)},
 };
 const pfr_metric_table pfr_daemon_store_metrics = PFR_METRIC_TABLE("The ring", store_rows);
 
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
-                              unsigned long long write_errors)
+                              const pfr_store_mem_stats *mem, unsigned long long write_errors)
 {
-    store_view v = {*st, write_errors};
+    store_view v = {*st, *mem, write_errors};
     pfr_daemon_metrics_publish(m, &pfr_daemon_store_metrics, &v, NULL);
 }
 

@@ -35,7 +35,7 @@ void pfr_daemon_metrics_publish(pfr_daemon_metrics *m, const pfr_metric_table *t
                                 const char *instance);
 /* The ring's figures, with the profiles the daemon could not write. */
 void pfr_daemon_metrics_store(pfr_daemon_metrics *m, const pfr_store_stats *st,
-                              unsigned long long write_errors);
+                              const pfr_store_mem_stats *mem, unsigned long long write_errors);
 /* Answer POST path on the metrics listener with fn (pfr_metrics_server_on_post); nothing when
  * no listener is served. */
 void pfr_daemon_metrics_on_post(pfr_daemon_metrics *m, const char *path, pfr_metrics_post_fn fn,

@@ -9,11 +9,17 @@
 
 #include "pfr_clock.h"
 #include "pfr_log.h"
+#include "pfr_store.h"
 #include "pfr_triggers.h"
 
 struct pfr_daemon_triggers {
     pfr_triggers *t;
     pfr_triggers_config cfg;
+    char *ring_path; /* the recorder's ring, where the pins go */
+    pfr_store *ring; /* a read-only handle of the triggers' own (pins take a short write
+                      * transaction of their own: the writer's handle stays the main thread's);
+                      * opened at the first request */
+    uint64_t pins_made, pins_failed;
     pfr_daemon_metrics *metrics;
     const pfr_source *sources;
     size_t nsrc;
@@ -24,8 +30,14 @@ static const char *kind_name(int k)
     return pfr_pin_kind_name((enum pfr_pin_kind)k);
 }
 
+/* What the rows read: the triggers' figures and the pins made of their requests. */
+typedef struct triggers_view {
+    pfr_triggers_stats st;
+    uint64_t pins_made, pins_failed;
+} triggers_view;
+
 #define C       PFR_METRIC_COUNTER
-#define F(f)    PFR_METRIC_FIELD(pfr_triggers_stats, f)
+#define F(f)    PFR_METRIC_FIELD(triggers_view, st.f)
 #define BY_KIND .labels = {"reason"}, .name_of = kind_name, .first = 0, .end = PFR_PIN_NKINDS
 
 static const pfr_metric_row trigger_rows[] = {
@@ -41,6 +53,11 @@ static const pfr_metric_row trigger_rows[] = {
      "cgroups under memory pressure whose Go heaps were asked for early", F(heap_requests)},
     {"pfr_triggers_events_lost_total", C,
      "OOM and fatal-signal events the BPF ring buffer had no room for", F(bpf_lost)},
+    {"pfr_trigger_pins_made_total", C, "pins made in the ring for the requests",
+     PFR_METRIC_FIELD(triggers_view, pins_made)},
+    {"pfr_trigger_pins_failed_total", C,
+     "requests no pin could be made for (the ring refused it: see the log and pfr_last_error_info)",
+     PFR_METRIC_FIELD(triggers_view, pins_failed)},
     {"pfr_triggers_cgroups_watched", PFR_METRIC_GAUGE,
      "cgroups holding processes whose pressure is read", F(cgroups_watched)},
 };
@@ -52,9 +69,9 @@ const pfr_metric_table pfr_daemon_triggers_metrics =
 
 static void put_metrics(pfr_daemon_triggers *d)
 {
-    pfr_triggers_stats st;
-    pfr_triggers_stats_get(d->t, &st);
-    pfr_daemon_metrics_publish(d->metrics, &pfr_daemon_triggers_metrics, &st, NULL);
+    triggers_view v = {.pins_made = d->pins_made, .pins_failed = d->pins_failed};
+    pfr_triggers_stats_get(d->t, &v.st);
+    pfr_daemon_metrics_publish(d->metrics, &pfr_daemon_triggers_metrics, &v, NULL);
 }
 
 static void fmt_time(int64_t ns, char *out, size_t cap)
@@ -65,18 +82,68 @@ static void fmt_time(int64_t ns, char *out, size_t cap)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* THE place where a pin request ends up. Today it is logged and counted (pfr_pins_requested_total);
- * when the ring has pins (issue 31, section 3), this is where the pin is made: the request's
- * window, service, container id and reason, "made by trigger <kind>". Runs on the triggers'
- * thread, never on the ring's writer: making a pin must not block the writer for long. */
+/* Pin r's window in the ring. A service the ring has no profile of (an OOM victim that never ran
+ * on a CPU while sampled) gets the whole host's window instead: what ran beside it is the
+ * evidence then. 0, or a negative errno with the reason in err. */
+static int make_pin(pfr_daemon_triggers *d, const pfr_pin_request *r, pfr_pin_result *res,
+                    char *err, size_t errlen)
+{
+    if (!d->ring) {
+        pfr_store_opts o = {.read_only = true};
+        int rc = pfr_store_open(d->ring_path, &o, &d->ring, err, errlen);
+        if (rc)
+            return rc;
+    }
+    char origin[64], reason[PFR_PIN_REASON_MAX + 1];
+    snprintf(origin, sizeof(origin), "trigger:%s", pfr_pin_kind_name(r->kind));
+    /* a request's reason (its events, "+N more") may pass the store's bound: cut, not refused */
+    if (snprintf(reason, sizeof(reason), "%s", r->reason) >= (int)sizeof(reason))
+        reason[sizeof(reason) - 1] = '\0';
+    pfr_pin_in in = {.from_ns = r->from_ns,
+                     .to_ns = r->to_ns,
+                     .service = r->service[0] ? r->service : NULL,
+                     .reason = reason,
+                     .origin = origin};
+    int rc = pfr_store_pin_add(d->ring, &in, res, err, errlen);
+    if (rc == -ENOENT && in.service) {
+        if (snprintf(reason, sizeof(reason),
+                     "%.700s (no profile of service %.200s in the ring: every service)", r->reason,
+                     r->service) >= (int)sizeof(reason))
+            reason[sizeof(reason) - 1] = '\0';
+        in.service = NULL;
+        rc = pfr_store_pin_add(d->ring, &in, res, err, errlen);
+    }
+    return rc;
+}
+
+/* Where a pin request ends up: the window is pinned in the ring, "made by trigger:<kind>".
+ * Runs on the triggers' thread (or at stop, on the main thread after that one ended), never on
+ * the ring's writer: the pin's write transaction holds the ring's lock for a row's insert. */
 static void on_pin_request(void *ctx, const pfr_pin_request *r)
 {
     pfr_daemon_triggers *d = ctx;
-    char from[32], to[32];
+    char from[32], to[32], err[512] = "";
     fmt_time(r->from_ns, from, sizeof(from));
     fmt_time(r->to_ns, to, sizeof(to));
     pfr_info("pin requested: %s service=%s from=%s to=%s events=%u: %s", pfr_pin_kind_name(r->kind),
              r->service[0] ? r->service : "(every service)", from, to, r->events, r->reason);
+    pfr_pin_result res = {0};
+    int rc = make_pin(d, r, &res, err, sizeof(err));
+    if (rc == 0) {
+        d->pins_made++;
+        pfr_info("pinned: pin %lld (%s), %.1f MiB kept, %zu automatic pin(s) released for the "
+                 "budget",
+                 (long long)res.id, pfr_pin_kind_name(r->kind), (double)res.bytes / 1048576.0,
+                 res.nreleased);
+    } else {
+        d->pins_failed++;
+        char msg[768];
+        snprintf(msg, sizeof(msg), "no pin for %s service=%s from=%s to=%s: %s",
+                 pfr_pin_kind_name(r->kind), r->service[0] ? r->service : "(every service)", from,
+                 to, err);
+        pfr_warn("%s", msg);
+        pfr_daemon_metrics_error(d->metrics, "triggers", msg);
+    }
     put_metrics(d);
 }
 
@@ -162,6 +229,11 @@ int pfr_daemon_triggers_start(const pfr_config *cfg, struct pfr_identity *identi
     if (!d)
         return -ENOMEM;
     d->cfg = cfg->triggers;
+    d->ring_path = strdup(cfg->store_path);
+    if (!d->ring_path) {
+        free(d);
+        return -ENOMEM;
+    }
     d->metrics = metrics;
     d->sources = sources;
     d->nsrc = nsrc;
@@ -174,6 +246,7 @@ int pfr_daemon_triggers_start(const pfr_config *cfg, struct pfr_identity *identi
     if (rc) {
         pfr_err("%s", err);
         pfr_daemon_metrics_error(metrics, "triggers", err);
+        free(d->ring_path);
         free(d);
         return rc;
     }
@@ -212,5 +285,7 @@ void pfr_daemon_triggers_stop(pfr_daemon_triggers *d)
         return;
     pfr_daemon_metrics_on_post(d->metrics, "/pin", NULL, NULL);
     pfr_triggers_free(d->t); /* hands the pending requests to on_pin_request */
+    pfr_store_close(d->ring);
+    free(d->ring_path);
     free(d);
 }

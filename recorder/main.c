@@ -61,6 +61,7 @@ typedef struct writer {
     bool disk_full;          /* profiles lost to a full disk, logged; until a write succeeds */
     uint64_t disk_full_lost; /* profiles lost in this episode */
     int cap_reason;          /* the ring's cap in force, as last logged */
+    uint64_t pins_released;  /* the ring's count, as last logged (UINT64_MAX: not read yet) */
 } writer;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -160,6 +161,15 @@ static int write_chunks(const pfr_chunk_in *in, size_t n, void *ctx)
 }
 
 /* Create the ring's directory (and its parents) if missing, as a daemon's state directory. */
+/* pin_max_bytes in bytes: a share of the cap, or a size (never more than the cap). */
+static uint64_t pin_budget_bytes(const pfr_config *cfg)
+{
+    uint64_t cap = cfg->max_store_bytes ? cfg->max_store_bytes : PFR_STORE_DEFAULT_MAX_BYTES;
+    uint64_t b = cfg->pin_max.percent > 0 ? (uint64_t)((double)cap * cfg->pin_max.percent / 100.0)
+                                          : cfg->pin_max.bytes;
+    return b > cap ? cap : b ? b : 1;
+}
+
 static int ensure_parent_dir(const char *path)
 {
     char dir[4096];
@@ -298,6 +308,18 @@ static void log_ring_cap(writer *w, const pfr_store_stats *st)
                  (double)st->max_bytes / 1048576.0);
 }
 
+/* Pins released by the ring (for the pin budget, or as the last thing left to give up). */
+static void log_pins_released(writer *w, const pfr_store_stats *st)
+{
+    if (w->pins_released != UINT64_MAX && st->pins_released > w->pins_released)
+        pfr_warn("ring: %llu pin(s) released (pins keep at most %.1f MiB, pin_max_bytes; "
+                 "automatic pins go first, manual ones only when nothing else is left); "
+                 "pfr pins lists those kept",
+                 (unsigned long long)(st->pins_released - w->pins_released),
+                 (double)st->pin_max_bytes / 1048576.0);
+    w->pins_released = st->pins_released;
+}
+
 /* The collectors' own figures (how long each source's collection took, how many intervals a
  * collection still running made it fold into the next), what the guard did with remote files,
  * the memory budget. */
@@ -336,10 +358,15 @@ static void check_memory(writer *w)
                      level == PFR_MEM_TIGHT ? "near it: only small new costs" : "within it");
         w->mem_level = level;
     }
-    /* near or over the budget, what was freed goes back; not every second (a trim costs a TLB
-     * shootdown on every CPU) */
-    if (level != PFR_MEM_OK && ++w->mem_checks % TRIM_EVERY == 1)
+    /* near or over the budget, the ring's writer gives back its coldest streams' tables (a half
+     * of them near it, three quarters over it) and its page cache, and what was freed goes back;
+     * not every second (a trim costs a TLB shootdown on every CPU) */
+    if (level != PFR_MEM_OK && ++w->mem_checks % TRIM_EVERY == 1) {
+        pfr_store_mem_stats sm;
+        pfr_store_mem_stats_get(w->store, &sm);
+        pfr_store_trim(w->store, sm.table_bytes / (level == PFR_MEM_OVER ? 4 : 2));
         malloc_trim(0);
+    }
 }
 
 /* The main thread's own metrics (the sources mirror theirs from their collectors' threads). */
@@ -355,8 +382,11 @@ static void update_metrics(writer *w)
     pfr_store_stats ss;
     /* not the full statistics: they read every chunk's row, 37 ms a time on a 200 MB ring */
     if (pfr_store_stats_quick(w->store, &ss) == 0) {
-        pfr_daemon_metrics_store(w->metrics, &ss, (unsigned long long)w->errors);
+        pfr_store_mem_stats sm;
+        pfr_store_mem_stats_get(w->store, &sm);
+        pfr_daemon_metrics_store(w->metrics, &ss, &sm, (unsigned long long)w->errors);
         log_ring_cap(w, &ss);
+        log_pins_released(w, &ss);
     }
 }
 
@@ -688,7 +718,8 @@ int main(int argc, char **argv)
     pfr_store_opts so = {.max_bytes = cfg.max_store_bytes,
                          .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve.mode,
                                      .bytes = cfg.disk_reserve.bytes,
-                                     .percent = cfg.disk_reserve.percent}};
+                                     .percent = cfg.disk_reserve.percent},
+                         .pin_max_bytes = pin_budget_bytes(&cfg)};
     rc = ensure_parent_dir(cfg.store_path);
     if (rc == 0)
         rc = pfr_store_open(cfg.store_path, &so, &store, err, sizeof(err));
@@ -710,7 +741,8 @@ int main(int argc, char **argv)
                 .metrics = metrics,
                 .identity = identity,
                 .fsguard = fsguard,
-                .membudget = membudget};
+                .membudget = membudget,
+                .pins_released = UINT64_MAX};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     pfr_daemon_triggers *trig = NULL;
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -60,17 +60,35 @@ static const char *cgroup_cached(const pfr_proc_table *t, uint64_t id)
     return v ? (const char *)(uintptr_t)*v : NULL;
 }
 
-/* Remember path as cgroup id's if the cgroup v2 directory of that path carries the id (its inode
- * number): a process moved to another cgroup after its notification, or a path from a v1
- * hierarchy, is not cached under a wrong id. */
-static void cgroup_remember(pfr_proc_table *t, uint64_t id, const char *path)
+/* Is dir (under the cgroup v2 mount) the cgroup whose id is id (its inode number)? */
+static bool cgroup_dir_is(const pfr_proc_table *t, const char *path, uint64_t id)
 {
     char dir[PATH_MAX];
     struct stat st;
-    if (!t->cgroup_root || !id || path[0] != '/' ||
-        snprintf(dir, sizeof(dir), "%s%s", t->cgroup_root, path) >= (int)sizeof(dir) ||
-        stat(dir, &st) != 0 || (uint64_t)st.st_ino != id)
-        return;
+    return t->cgroup_root && id && path[0] == '/' &&
+           snprintf(dir, sizeof(dir), "%s%s", t->cgroup_root, path) < (int)sizeof(dir) &&
+           stat(dir, &st) == 0 && (uint64_t)st.st_ino == id;
+}
+
+/* Does a cgroup v2 id alone tell which path the agent's rule picks, as the process's
+ * /proc/PID/cgroup picked path (has_v1: that text had cgroup v1 lines)? Only if it is checked
+ * against the cgroup's directory (a process moved to another cgroup after its notification is
+ * not cached under a wrong id), and:
+ * - on a cgroup v2 only host, always: the v2 path is all the text says ("" stands for "/" and
+ *   "/init.scope", which the rule passes over);
+ * - with v1 hierarchies, only when the rule took the v2 path itself. Where it passed over a v2
+ *   "/" or "/init.scope" for a v1 path (a hybrid host whose v2 tree is empty, a v1-only one),
+ *   processes of one v2 cgroup may be in many v1 ones: each has its own text read. */
+static bool cgroup_id_decides(const pfr_proc_table *t, uint64_t id, const char *path, bool has_v1)
+{
+    if (path[0])
+        return cgroup_dir_is(t, path, id);
+    return !has_v1 && (cgroup_dir_is(t, "/", id) || cgroup_dir_is(t, "/init.scope", id));
+}
+
+/* Remember path as cgroup id's. */
+static void cgroup_remember(pfr_proc_table *t, uint64_t id, const char *path)
+{
     if (t->cgroups.n >= CGROUP_CACHE_MAX)
         cgroups_clear(&t->cgroups);
     char *copy = strdup(path);
@@ -237,9 +255,9 @@ static int read_exe(const char *proc_root, uint32_t tgid, char *exe, size_t exel
     return 0;
 }
 
-int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t exelen,
-                           char *cgroup, size_t cgrouplen, char *comm, size_t commlen,
-                           bool *kthread)
+/* pfr_process_read_facts, also telling whether the cgroup text had cgroup v1 lines. */
+static int read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t exelen, char *cgroup,
+                      size_t cgrouplen, char *comm, size_t commlen, bool *kthread, bool *has_v1)
 {
     char path[256];
     char buf[4096];
@@ -249,14 +267,19 @@ int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size
         cgroup[0] = '\0';
     if (commlen)
         comm[0] = '\0';
+    *has_v1 = false;
 
     if (cgrouplen) {
         snprintf(path, sizeof(path), "%s/%u/cgroup", proc_root, tgid);
         ssize_t n = read_text(path, buf, sizeof(buf));
         if (n == -ENOENT || n == -ESRCH)
             return -ESRCH;
-        if (n > 0)
-            pfr_cgroup_from_proc_text(buf, cgroup, cgrouplen);
+        if (n > 0) {
+            /* the node agent's rule, so a process is named as the agent would name it on
+             * every kind of host (a path too long for cgroup is none: a plain process) */
+            pfr_identity_cgroup_from_proc(buf, (size_t)n, cgroup, cgrouplen);
+            *has_v1 = pfr_identity_proc_has_v1(buf, (size_t)n);
+        }
     }
 
     if (exelen) {
@@ -276,6 +299,15 @@ int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size
         *kthread = read_text(path, buf, sizeof(buf)) > 0 && pfr_stat_is_kthread(buf);
     }
     return 0;
+}
+
+int pfr_process_read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t exelen,
+                           char *cgroup, size_t cgrouplen, char *comm, size_t commlen,
+                           bool *kthread)
+{
+    bool has_v1;
+    return read_facts(proc_root, tgid, exe, exelen, cgroup, cgrouplen, comm, commlen, kthread,
+                      &has_v1);
 }
 
 static void name_it(pfr_proc_table *t, pfr_proc *p, const pfr_service_rules *rules)
@@ -322,9 +354,10 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
         const char *known = cgroup_cached(t, cgroup_id);
         bool ask_comm = !(trust_comm && have_comm);
         bool ask_exe = !(known_exe && known_exe[0]);
-        int rc = pfr_process_read_facts(t->proc_root, p->tgid, exe, ask_exe ? sizeof(exe) : 0,
-                                        cgroup, known ? 0 : sizeof(cgroup), now,
-                                        ask_comm ? sizeof(now) : 0, NULL);
+        bool has_v1;
+        int rc =
+            read_facts(t->proc_root, p->tgid, exe, ask_exe ? sizeof(exe) : 0, cgroup,
+                       known ? 0 : sizeof(cgroup), now, ask_comm ? sizeof(now) : 0, NULL, &has_v1);
         if (!ask_exe) {
             replace_str(&p->exe, known_exe);
             t->exe_hits++;
@@ -339,13 +372,16 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
         } else if (rc == 0) {
             replace_str(&p->cgroup, cgroup);
             t->cgroup_reads++;
-            if (cgroup_id && cgroup[0])
+            if (cgroup_id_decides(t, cgroup_id, cgroup, has_v1))
                 cgroup_remember(t, cgroup_id, cgroup);
         } else if (cgroup_find(t, cgroup_id, cgroup, sizeof(cgroup))) {
-            /* gone, and its cgroup not met before: the cgroup itself usually still exists */
+            /* gone, and its cgroup not met before: the cgroup itself usually still exists. Its
+             * v2 path is all there is; "/" and "/init.scope" are not remembered, for on a host
+             * with v1 hierarchies the processes of those are told apart by their v1 paths. */
             replace_str(&p->cgroup, cgroup);
             t->cgroup_walks++;
-            cgroup_remember(t, cgroup_id, cgroup);
+            if (strcmp(cgroup, "/") != 0 && strcmp(cgroup, "/init.scope") != 0)
+                cgroup_remember(t, cgroup_id, cgroup);
         }
         /* what /proc says now beats what a notification said earlier (the process may have
          * called exec since, its notification still queued) */

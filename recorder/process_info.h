@@ -34,10 +34,11 @@ typedef struct pfr_proc {
 typedef struct pfr_proc_table {
     pfr_map by_tgid; /* tgid -> pfr_proc * */
     char *proc_root; /* "/proc" */
-    /* cgroup v2 paths by cgroup id (char *, owned): the processes of a service share a cgroup,
+    /* cgroup paths by cgroup v2 id (char *, owned): the processes of a service share a cgroup,
      * so only the first of them has its /proc/PID/cgroup read, a read that walks every
-     * hierarchy with interrupts off and contends with forks. An id is cached only once the
-     * directory cgroup_root + path is seen to carry it. */
+     * hierarchy with interrupts off and contends with forks. An id is cached only when it
+     * decides the path (the node agent's rule took the v2 path, or there is no v1 hierarchy)
+     * and once the directory under cgroup_root is seen to carry it. */
     pfr_map cgroups;
     char *cgroup_root;             /* where cgroup v2 is mounted, or NULL: no caching */
     struct pfr_identity *identity; /* borrowed; NULL = identities from cgroup paths alone */

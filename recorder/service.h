@@ -69,8 +69,4 @@ bool pfr_systemd_unit_from_cgroup(const char *cgroup, char *unit, size_t unitlen
 void pfr_service_name(const pfr_service_rules *rules, const pfr_process_facts *f, char *service,
                       size_t servicelen, char *container_id);
 
-/* The cgroup v2 path from the text of /proc/PID/cgroup ("0::/path" line; on a v1-only host the
- * first line's path). Writes into out; false if none found. */
-bool pfr_cgroup_from_proc_text(const char *text, char *out, size_t outlen);
-
 #endif

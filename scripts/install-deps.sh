@@ -36,6 +36,8 @@ if [ "$TEST" = 1 ]; then
     dpkg-dev lintian
     # scripts/gen-vmlinux.py: an x86 kernel's zstd-compressed payload
     zstd
+    # tests/bench/busy/heap_owners.py: the recorder's heap by owner
+    heaptrack
   )
   # Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from
   # bookworm-backports, which Debian pins low: adding it moves no other package.

@@ -60,7 +60,18 @@ struct lane {
      * none yet) and whether it was an error. */
     uint64_t answer_seq;
     bool answer_failed;
+    /* Pinned ranges first (the live lane, catching up): chunks past the cursor taken out of
+     * order. The open batch may be of them (ahead: its ids are pick); those delivered so far
+     * (skip) are passed over when the cursor's own batches get there. Both are in the state
+     * file (pfr_state_ahead_*), so a restart resends exactly the batch in flight and never a
+     * delivered chunk. */
+    bool ahead;
+    int64_t *pick, *skip;
+    size_t npick, cap_pick, nskip, cap_skip;
 };
+
+/* pending_after of a batch of pinned chunks in flight (its ids are the state's ahead rows). */
+#define PENDING_AHEAD (-1)
 
 struct pfr_engine {
     pfr_engine_opts o;
@@ -150,6 +161,8 @@ static void lane_free(struct lane *l)
         return;
     pfr_sink_free(l->sink);
     pfr_chunksrc_free(&l->src);
+    free(l->pick);
+    free(l->skip);
     free(l->bad);
     free(l->group);
     free(l);
@@ -357,6 +370,21 @@ struct build {
     int64_t last_added;
 };
 
+static bool sorted_has(const int64_t *v, size_t n, int64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] == id)
+            return true;
+        if (v[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
 static bool in_group(const struct lane *l, int64_t id)
 {
     size_t lo = 0, hi = l->ngroup;
@@ -380,6 +408,12 @@ static int plan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     struct lane *l = b->l;
     if (l->mode == PFR_LANE_REJECTED && !in_group(l, m->id))
         return 0;
+    if (l->mode == PFR_LANE_LIVE && l->ahead && !sorted_has(l->pick, l->npick, m->id))
+        return 0; /* a batch of pinned chunks takes only those */
+    if (l->mode == PFR_LANE_LIVE && !l->ahead && sorted_has(l->skip, l->nskip, m->id)) {
+        b->last_added = m->id; /* delivered ahead of the cursor: the cursor passes it */
+        return 0;
+    }
     char why[256] = "";
     int rc = l->sink->ops->check(l->sink, m, why, sizeof(why));
     b->last_added = m->id;
@@ -400,6 +434,7 @@ static int plan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 static void batch_drop(struct lane *l)
 {
     l->built = false;
+    l->ahead = false;
     pfr_chunksrc_reset(&l->src);
     l->nbad = 0;
     l->corrupt = 0;
@@ -462,8 +497,13 @@ static void make_token(struct lane *l)
     pfr_engine *e = l->e;
     switch (l->mode) {
     case PFR_LANE_LIVE:
-        snprintf(l->token, sizeof(l->token), "pfr-%s-%s-%" PRId64 "-%" PRId64 "-%zu", e->instance,
-                 l->conf->name, l->b_after, l->b_max, l->src.n);
+        if (l->ahead)
+            snprintf(l->token, sizeof(l->token), "pfr-%s-%s-pin-%" PRId64 "-%" PRId64 "-%zu",
+                     e->instance, l->conf->name, l->src.n ? l->src.ids[0] : 0,
+                     l->src.n ? l->src.ids[l->src.n - 1] : 0, l->src.n);
+        else
+            snprintf(l->token, sizeof(l->token), "pfr-%s-%s-%" PRId64 "-%" PRId64 "-%zu",
+                     e->instance, l->conf->name, l->b_after, l->b_max, l->src.n);
         break;
     case PFR_LANE_REJECTED:
         snprintf(l->token, sizeof(l->token), "pfr-%s-%s-rj-%" PRId64 "-%" PRId64 "-%zu",
@@ -523,11 +563,149 @@ static int check_lost(struct lane *l, int64_t first_id)
     return 0;
 }
 
+/* ---- pinned ranges first ---- */
+struct pinned {
+    struct lane *l;
+    size_t cap;
+    size_t taken; /* of the pin being scanned */
+};
+
+static int pinned_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)p;
+    struct pinned *x = ctx;
+    struct lane *l = x->l;
+    if (sorted_has(l->skip, l->nskip, m->id))
+        return 0;
+    if (grow_ids(&l->pick, &l->cap_pick, l->npick + 1) < 0)
+        return -ENOMEM;
+    l->pick[l->npick++] = m->id;
+    return ++x->taken >= x->cap ? SCAN_STOP : 0; /* this pin's oldest cap are enough */
+}
+
+/* Each pin's chunks past the cursor not yet delivered (the pins' labels live during the
+ * callback only: the scan runs inside it). */
+static int pinned_range(const pfr_pin_info *pin, void *ctx)
+{
+    struct pinned *x = ctx;
+    pfr_store_filter f = {.from_ns = pin->from_ns,
+                          .to_ns = pin->to_ns,
+                          .service = pin->service,
+                          .labels = pin->labels,
+                          .nlabels = pin->nlabels,
+                          .after_id = x->l->st.cursor};
+    x->taken = 0;
+    int rc = pfr_store_scan(x->l->e->o.store, &f, PFR_SCAN_META_ONLY, pinned_chunk, x, NULL);
+    return rc < 0 ? rc : 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The oldest cap pinned chunks past the cursor not yet delivered, ascending, in l->pick. */
+static int pinned_pick(struct lane *l, size_t cap)
+{
+    l->npick = 0;
+    struct pinned x = {.l = l, .cap = cap};
+    int rc = pfr_store_pins(l->e->o.store, pinned_range, &x);
+    if (rc < 0)
+        return rc;
+    if (l->npick == 0)
+        return 0; /* (no list yet: qsort takes no NULL) */
+    qsort(l->pick, l->npick, sizeof(*l->pick), cmp_id);
+    size_t k = 0;
+    for (size_t i = 0; i < l->npick; i++)
+        if (k == 0 || l->pick[k - 1] != l->pick[i])
+            l->pick[k++] = l->pick[i];
+    l->npick = k < cap ? k : cap;
+    return 0;
+}
+
+/* A batch of pinned chunks, ahead of the cursor, when the lane is catching up (more than a
+ * batch waits: a link came back) and pins have chunks it has not delivered. Its ids go to the
+ * state file as in flight with the batch (pending_after PENDING_AHEAD) before it is sent.
+ * *built false: none. */
+static int build_ahead(struct lane *l, size_t cap, bool *built)
+{
+    *built = false;
+    int rc = pinned_pick(l, cap);
+    if (rc || !l->npick)
+        return rc;
+    l->ahead = true;
+    if ((rc = fill(l, l->pick[0] - 1, l->pick[l->npick - 1], l->npick)) != 0)
+        return rc;
+    /* what the batch holds: taken chunks and those the sink cannot send (set aside with it) */
+    size_t n = 0;
+    for (size_t i = 0; i < l->npick; i++)
+        if (sorted_has(l->src.ids, l->src.n, l->pick[i]) || sorted_has(l->bad, l->nbad, l->pick[i]))
+            l->pick[n++] = l->pick[i];
+    l->npick = n;
+    if (!n) {
+        batch_drop(l);
+        return 0;
+    }
+    make_token(l);
+    l->st.pending_after = PENDING_AHEAD;
+    l->st.pending_max = l->b_max;
+    l->st.pending_limit = n;
+    snprintf(l->st.pending_token, sizeof(l->st.pending_token), "%s", l->token);
+    pfr_state *st = l->e->o.state;
+    if ((rc = pfr_state_begin(st)) == 0 &&
+        (rc = pfr_state_ahead_put(st, l->conf->name, l->pick, n)) == 0 &&
+        (rc = pfr_state_sink_put(st, &l->st)) == 0)
+        rc = pfr_state_commit(st);
+    if (rc) {
+        pfr_state_rollback(st);
+        batch_drop(l);
+        return rc;
+    }
+    pfr_info("%s: %zu pinned chunks first (ids %lld..%lld), ahead of the backlog", l->label, n,
+             (long long)l->pick[0], (long long)l->pick[n - 1]);
+    *built = true;
+    return 0;
+}
+
+/* A batch of pinned chunks was in flight when we stopped: exactly it again, same token. */
+static int rebuild_ahead(struct lane *l)
+{
+    int rc = pfr_state_ahead_list(l->e->o.state, l->conf->name, false, 0, &l->pick, &l->npick,
+                                  &l->cap_pick);
+    if (rc)
+        return rc;
+    if (!l->npick) { /* nothing recorded: drop it, plan again */
+        l->st.pending_max = l->st.pending_after = 0;
+        l->st.pending_limit = 0;
+        return save(l);
+    }
+    l->ahead = true;
+    if ((rc = fill(l, l->pick[0] - 1, l->pick[l->npick - 1], l->npick)) != 0)
+        return rc;
+    l->b_max = l->st.pending_max;
+    size_t found = l->src.n + l->nbad;
+    if (found < l->npick) {
+        l->st.lost_chunks += l->npick - found;
+        pfr_warn("%s: %zu pinned chunks of the batch in flight were evicted from the ring before "
+                 "they were shipped",
+                 l->label, l->npick - found);
+    }
+    snprintf(l->token, sizeof(l->token), "%s", l->st.pending_token);
+    return 0;
+}
+
 /* Build the live lane's next batch if one is due. *wait_ms > 0: not yet. */
 static int build_live(struct lane *l, int64_t *wait_ms)
 {
     pfr_engine *e = l->e;
     *wait_ms = 0;
+    int rc = pfr_state_ahead_list(e->o.state, l->conf->name, true, l->st.cursor, &l->skip,
+                                  &l->nskip, &l->cap_skip);
+    if (rc)
+        return rc;
+    if (l->st.pending_max > 0 && l->st.pending_after == PENDING_AHEAD)
+        return rebuild_ahead(l);
     if (l->st.pending_max > 0) {
         /* A batch was in flight when we stopped: send exactly it again, same token. */
         int rc = fill(l, l->st.pending_after, l->st.pending_max, (size_t)l->st.pending_limit);
@@ -545,13 +723,22 @@ static int build_live(struct lane *l, int64_t *wait_ms)
         snprintf(l->token, sizeof(l->token), "%s", l->st.pending_token);
         return 0;
     }
+    if ((rc = pfr_state_ahead_forget(e->o.state, l->conf->name, l->st.cursor)) != 0)
+        return rc;
     struct look k = {.limit = batch_cap(l)};
     pfr_store_filter f = {.after_id = l->st.cursor, .limit = k.limit};
-    int rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, look_cb, &k, NULL);
+    rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, look_cb, &k, NULL);
     if (rc < 0)
         return rc;
     if (k.bl.chunks && (rc = check_lost(l, k.first_id)))
         return rc;
+    /* A full batch waits and more may follow: a link came back. Pinned chunks go first (not
+     * while a rejected chunk is being narrowed down: that takes the cursor's order). */
+    bool built = false;
+    if (k.bl.chunks >= k.limit && !l->st.batch_limit && (rc = build_ahead(l, k.limit, &built)))
+        return rc;
+    if (built)
+        return 0;
     bool draining = e->o.once || l->mode != PFR_LANE_LIVE;
     pfr_batch_limits lim = l->conf->batch;
     lim.max_chunks = k.limit;
@@ -642,6 +829,8 @@ static int advance(struct lane *l, int64_t to)
     int rc;
     switch (l->mode) {
     case PFR_LANE_LIVE:
+        if (l->ahead) /* pinned chunks ahead of the cursor: recorded, the cursor stays */
+            return (rc = pfr_state_ahead_sent(e->o.state, l->conf->name, to)) ? rc : save(l);
         l->st.cursor = to;
         if ((rc = save(l)))
             return rc;

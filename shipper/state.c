@@ -40,7 +40,12 @@ static const char schema[] =
     " sink TEXT NOT NULL, from_ns INTEGER NOT NULL, to_ns INTEGER NOT NULL,"
     " last_id INTEGER NOT NULL, done INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
     " PRIMARY KEY (sink, from_ns, to_ns)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);";
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    /* chunks past the cursor a sink took out of order (pinned ranges first): sent 0 = in the
+     * batch in flight, 1 = delivered (skipped when the cursor gets there, then forgotten) */
+    "CREATE TABLE IF NOT EXISTS ahead ("
+    " sink TEXT NOT NULL, chunk_id INTEGER NOT NULL, sent INTEGER NOT NULL,"
+    " PRIMARY KEY (sink, chunk_id)) WITHOUT ROWID;";
 
 /* Files SQLite keeps beside the database; it creates them with the database file's mode. */
 static const char *const side_files[] = {"", "-wal", "-shm", "-journal"};
@@ -352,6 +357,78 @@ int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size
     }
     int rc2 = pfr_store_errno(sqlite3_finalize(s));
     return rc ? rc : rc2;
+}
+
+int pfr_state_ahead_put(pfr_state *st, const char *sink, const int64_t *ids, size_t n)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "INSERT OR REPLACE INTO ahead(sink, chunk_id, sent) VALUES (?, ?, 0)", &s);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, ids[i]);
+        rc = pfr_store_errno(sqlite3_step(s));
+        sqlite3_reset(s);
+    }
+    int rc2 = pfr_store_errno(sqlite3_finalize(s));
+    return rc ? rc : rc2;
+}
+
+int pfr_state_ahead_list(pfr_state *st, const char *sink, bool sent, int64_t after_id,
+                         int64_t **ids, size_t *n, size_t *cap)
+{
+    sqlite3_stmt *s;
+    *n = 0;
+    int rc = prep(st,
+                  "SELECT chunk_id FROM ahead WHERE sink = ? AND sent = ? AND chunk_id > ?"
+                  " ORDER BY chunk_id",
+                  &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, sent);
+    sqlite3_bind_int64(s, 3, after_id);
+    while (!rc && sqlite3_step(s) == SQLITE_ROW) {
+        if (*n == *cap) {
+            size_t c = *cap ? *cap * 2 : 64;
+            int64_t *v = realloc(*ids, c * sizeof(*v));
+            if (!v) {
+                rc = -ENOMEM;
+                break;
+            }
+            *ids = v;
+            *cap = c;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    int rc2 = pfr_store_errno(sqlite3_finalize(s));
+    return rc ? rc : rc2;
+}
+
+int pfr_state_ahead_sent(pfr_state *st, const char *sink, int64_t up_to)
+{
+    sqlite3_stmt *s;
+    int rc =
+        prep(st, "UPDATE ahead SET sent = 1 WHERE sink = ? AND sent = 0 AND chunk_id <= ?", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, up_to);
+    sqlite3_step(s);
+    return pfr_store_errno(sqlite3_finalize(s));
+}
+
+int pfr_state_ahead_forget(pfr_state *st, const char *sink, int64_t cursor)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "DELETE FROM ahead WHERE sink = ? AND (sent = 0 OR chunk_id <= ?)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, sink, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, cursor);
+    sqlite3_step(s);
+    return pfr_store_errno(sqlite3_finalize(s));
 }
 
 int pfr_state_rejected_count(pfr_state *st, const char *sink, uint64_t *n)

@@ -62,6 +62,15 @@ int pfr_state_rejected(pfr_state *st, const char *sink, int64_t after_id, int64_
                        size_t *n);
 int pfr_state_unreject(pfr_state *st, const char *sink, const int64_t *ids, size_t n);
 int pfr_state_rejected_count(pfr_state *st, const char *sink, uint64_t *n);
+/* Chunks a sink takes out of order, ahead of its cursor (pinned ranges first, engine.c): put
+ * as the batch in flight (sent 0), marked delivered up to an id, listed (sent or in flight, ids
+ * > after_id ascending, *ids grown with realloc), and forgotten: the in-flight ones (their batch
+ * ended otherwise) and the delivered ones the cursor has passed. */
+int pfr_state_ahead_put(pfr_state *st, const char *sink, const int64_t *ids, size_t n);
+int pfr_state_ahead_sent(pfr_state *st, const char *sink, int64_t up_to);
+int pfr_state_ahead_list(pfr_state *st, const char *sink, bool sent, int64_t after_id,
+                         int64_t **ids, size_t *n, size_t *cap);
+int pfr_state_ahead_forget(pfr_state *st, const char *sink, int64_t cursor);
 /* Forget the set-aside chunks of sink with ids below below (INT64_MAX: all): the ring no longer
  * has them. *n gets how many there were, *first / *last their lowest and highest id. */
 int pfr_state_rejected_drop_below(pfr_state *st, const char *sink, int64_t below, uint64_t *n,

@@ -14,6 +14,7 @@
 
 #include "store_handle.h"
 #include "store_migrate.h"
+#include "store_pins.h"
 #include "store_write.h"
 
 /* Decoded dictionary chains kept per handle. A realistic one is ~1-2 MB in memory. */
@@ -24,20 +25,23 @@ static int set_pragmas_writer(pfr_store *s, bool fresh)
 {
     char sql[256];
     int rc;
-    if (fresh && (rc = store_exec(&s->sql, "PRAGMA auto_vacuum = INCREMENTAL")) != 0)
+    if (fresh && (rc = pfr_st_exec(&s->sql, "PRAGMA auto_vacuum = INCREMENTAL")) != 0)
         return rc;
     /* The WAL stays within a small budget: it is checkpointed every half budget and truncated
      * to the budget after a checkpoint (docs/store.md, "Size cap"). */
-    uint64_t wal = store_policy_wal_budget(s->max_bytes);
+    uint64_t wal = pfr_st_policy_wal_budget(s->max_bytes);
     /* secure_delete FAST: evicted chunks' pages are not zeroed through the WAL (builds with
      * SQLITE_SECURE_DELETE do it by default): evicting then takes a few pages of WAL, not as
-     * many as it frees, which a full disk could not give (docs/store.md, "Disk space"). */
+     * many as it frees, which a full disk could not give (docs/store.md, "Disk space").
+     * A 4 MiB page cache: it holds a transaction's dirty pages until the commit, and an
+     * interval's transaction on a build host (a base for each of ~100 streams) filled 16 MiB,
+     * a quarter of the recorder's memory budget; pages read again come from the OS's cache. */
     snprintf(sql, sizeof(sql),
              "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = %llu;"
-             "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -16384;"
+             "PRAGMA wal_autocheckpoint = %llu; PRAGMA cache_size = -4096;"
              "PRAGMA secure_delete = FAST;",
              (unsigned long long)wal, (unsigned long long)(wal / 2 / s->sql.page_size + 1));
-    return store_exec(&s->sql, sql);
+    return pfr_st_exec(&s->sql, sql);
 }
 
 int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out, char *err,
@@ -47,12 +51,12 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     if (err && errlen)
         err[0] = 0;
     if (!path || !path[0])
-        return store_fail(NULL, -EINVAL, err, errlen, "no store path");
+        return pfr_st_fail(NULL, -EINVAL, err, errlen, "no store path");
     pfr_store_opts o = opts ? *opts : (pfr_store_opts){0};
     if (!o.max_bytes)
         o.max_bytes = PFR_STORE_DEFAULT_MAX_BYTES;
     if (o.max_bytes < (256u << 10))
-        return store_fail(NULL, -EINVAL, err, errlen, "max_bytes below the 256 KiB minimum");
+        return pfr_st_fail(NULL, -EINVAL, err, errlen, "max_bytes below the 256 KiB minimum");
     if (!o.busy_timeout_ms)
         o.busy_timeout_ms = 5000;
 
@@ -61,6 +65,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         return -ENOMEM;
     s->read_only = o.read_only;
     s->max_bytes = o.max_bytes;
+    s->pin_max_bytes = o.pin_max_bytes ? o.pin_max_bytes : o.max_bytes / 4;
     s->sql.busy_ms = o.busy_timeout_ms;
     s->dict.sql = &s->sql;
     s->dict.chain_max = o.cache_bytes ? o.cache_bytes : CHAIN_CACHE_BYTES;
@@ -68,7 +73,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     if (s->path && asprintf(&s->cursor_dir, "%s-cursors", path) < 0)
         s->cursor_dir = NULL;
     if (!s->path || !s->cursor_dir ||
-        store_space_open(&s->space, path, o.max_bytes, o.read_only, &o.reserve) != 0) {
+        pfr_st_space_open(&s->space, path, o.max_bytes, o.read_only, &o.reserve) != 0) {
         pfr_store_close(s);
         return -ENOMEM;
     }
@@ -78,7 +83,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         char msg[512];
         snprintf(msg, sizeof(msg), "no store at %s", path);
         pfr_store_close(s);
-        return store_fail(NULL, -ENOENT, err, errlen, msg);
+        return pfr_st_fail(NULL, -ENOENT, err, errlen, msg);
     }
     if (!o.read_only && !exists) {
         /* Create the file ourselves: SQLite would make it 0644 (less the umask), and its -wal
@@ -92,7 +97,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
                 (o.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &s->sql.db, flags, NULL);
     if (rc != SQLITE_OK) {
-        rc = store_fail(&s->sql, pfr_store_errno(rc), err, errlen, "cannot open the store");
+        rc = pfr_st_fail(&s->sql, pfr_store_errno(rc), err, errlen, "cannot open the store");
         pfr_store_close(s);
         return rc;
     }
@@ -105,9 +110,9 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
         sqlite3_file_control(s->sql.db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     }
     int64_t psize, ntables;
-    if ((rc = store_query_int(&s->sql, "PRAGMA page_size", &psize)) != 0 ||
-        (rc = store_query_int(&s->sql, "SELECT count(*) FROM sqlite_master", &ntables)) != 0) {
-        rc = store_fail(&s->sql, rc, err, errlen, "cannot read the store (not a database?)");
+    if ((rc = pfr_st_query_int(&s->sql, "PRAGMA page_size", &psize)) != 0 ||
+        (rc = pfr_st_query_int(&s->sql, "SELECT count(*) FROM sqlite_master", &ntables)) != 0) {
+        rc = pfr_st_fail(&s->sql, rc, err, errlen, "cannot read the store (not a database?)");
         pfr_store_close(s);
         return rc;
     }
@@ -122,13 +127,14 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
             snprintf(mode, sizeof(mode), "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
         if (rc || strcmp(mode, "wal") != 0) {
-            rc = store_fail(&s->sql, rc ? rc : -EIO, err, errlen, "cannot switch the store to WAL");
+            rc =
+                pfr_st_fail(&s->sql, rc ? rc : -EIO, err, errlen, "cannot switch the store to WAL");
             pfr_store_close(s);
             return rc;
         }
-        rc = store_schema_write(&s->sql, &s->dict, err, errlen);
+        rc = pfr_st_schema_write(&s->sql, &s->dict, err, errlen);
     } else {
-        rc = store_schema_check(&s->sql, err, errlen);
+        rc = pfr_st_schema_check(&s->sql, err, errlen);
     }
     if (rc) {
         pfr_store_close(s);
@@ -142,10 +148,10 @@ void pfr_store_close(pfr_store *s)
 {
     if (!s)
         return;
-    store_writer_free(s->w);
-    store_db_close(&s->sql);
-    store_dict_free(&s->dict);
-    store_space_close(&s->space);
+    pfr_st_writer_free(s->w);
+    pfr_st_db_close(&s->sql);
+    pfr_st_dict_free(&s->dict);
+    pfr_st_space_close(&s->space);
     free(s->path);
     free(s->cursor_dir);
     free(s);
@@ -154,14 +160,14 @@ void pfr_store_close(pfr_store *s)
 /* ---- stats ---- */
 /* The first row of a kept statement, its key bound to ?1 if given: column 0 into a, and column
  * 1 into b if given (zeros when there is no row). */
-static int kept_row(pfr_store *s, enum store_stmt which, const char *key, int64_t *a, int64_t *b)
+static int kept_row(pfr_store *s, enum pfr_st_stmt which, const char *key, int64_t *a, int64_t *b)
 {
     *a = 0;
     if (b)
         *b = 0;
-    sqlite3_stmt *st = store_stmt(&s->sql, which);
+    sqlite3_stmt *st = pfr_st_stmt(&s->sql, which);
     if (!st)
-        return store_db_err(&s->sql);
+        return pfr_st_db_err(&s->sql);
     if (key)
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
@@ -183,14 +189,37 @@ static void stats_space(pfr_store *s, int64_t meta_max, int64_t meta_reserve, pf
     out->max_bytes = out->effective_max_bytes = max;
     struct space_now n;
     struct store_policy_out d;
-    if (store_space_measure(&s->space, max, theirs ? (uint64_t)meta_reserve : UINT64_MAX, &n, &d) !=
-        0)
+    if (pfr_st_space_measure(&s->space, max, theirs ? (uint64_t)meta_reserve : UINT64_MAX, &n,
+                             &d) != 0)
         return;
     out->effective_max_bytes = n.cap;
     out->cap_reason = (int)n.reason;
     out->reserve_bytes = n.reserve;
     out->fs_bytes = n.fs_bytes;
     out->fs_free_bytes = n.fs_avail;
+}
+
+/* Pins: their number, the budget (the writer's, kept in meta; a quarter of its cap before it
+ * kept one) and those released. */
+static int stats_pins(pfr_store *s, int64_t meta_max, pfr_store_stats *out)
+{
+    int64_t n = 0, budget = 0, released = 0;
+    int rc = kept_row(s, ST_PIN_COUNT, NULL, &n, NULL);
+    if (!rc)
+        rc = kept_row(s, ST_META_GET, "pin_max_bytes", &budget, NULL);
+    if (!rc)
+        rc = kept_row(s, ST_META_GET, "pins_released", &released, NULL);
+    if (n < 0 || budget < 0 || released < 0)
+        out->bad_counters++;
+    out->pins = n > 0 ? (uint64_t)n : 0;
+    out->pins_released = released > 0 ? (uint64_t)released : 0;
+    if (!s->read_only)
+        out->pin_max_bytes = s->pin_max_bytes;
+    else if (budget > 0)
+        out->pin_max_bytes = (uint64_t)budget;
+    else
+        out->pin_max_bytes = (meta_max > 0 ? (uint64_t)meta_max : s->max_bytes) / 4;
+    return rc;
 }
 
 /* The counters kept in the database (cheap: no chunk row is read). */
@@ -224,6 +253,8 @@ static int stats_counters(pfr_store *s, pfr_store_stats *out)
     out->evicted_disk = (uint64_t)v[2];
     out->dropped_disk = (uint64_t)v[3] + s->space.dropped_pending;
     stats_space(s, v[4], v[5], out);
+    if (!rc)
+        rc = stats_pins(s, v[4], out);
     return rc;
 }
 
@@ -232,14 +263,14 @@ static void stats_files(pfr_store *s, pfr_store_stats *out)
     memset(out, 0, sizeof(*out));
     out->max_bytes = s->max_bytes;
     out->corrupt = s->corrupt;
-    out->file_bytes = store_space_files(&s->space);
+    out->file_bytes = pfr_st_space_files(&s->space);
 }
 
 int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
 {
     stats_files(s, out);
     sqlite3_stmt *st = NULL;
-    int rc = store_exec(&s->sql, "BEGIN");
+    int rc = pfr_st_exec(&s->sql, "BEGIN");
     if (rc)
         return rc;
     rc = sqlite3_prepare_v2(s->sql.db,
@@ -258,21 +289,26 @@ int pfr_store_stats_get(pfr_store *s, pfr_store_stats *out)
     sqlite3_finalize(st);
     if (rc == SQLITE_OK) {
         int64_t v;
-        rc = store_query_int(&s->sql, "SELECT coalesce(sum(nbytes), 0) FROM dicts", &v);
+        rc = pfr_st_query_int(&s->sql, "SELECT coalesce(sum(nbytes), 0) FROM dicts", &v);
         out->data_bytes += (uint64_t)v;
         if (!rc)
             rc = stats_counters(s, out);
+        struct store_pins pins;
+        if (!rc && out->pins && (rc = pfr_st_pins_load(&s->sql, &pins)) == 0) {
+            rc = pfr_st_pins_bytes(&s->dict, &pins, &out->pinned_bytes);
+            pfr_st_pins_free(&pins);
+        }
     } else {
         rc = pfr_store_errno(rc);
     }
-    store_exec(&s->sql, "COMMIT");
+    pfr_st_exec(&s->sql, "COMMIT");
     return rc;
 }
 
 int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
 {
     stats_files(s, out);
-    int rc = store_begin_read(&s->sql);
+    int rc = pfr_st_begin_read(&s->sql);
     if (rc)
         return rc;
     rc = kept_row(s, ST_FIRST_CHUNK, NULL, &out->min_id, &out->oldest_ns);
@@ -282,14 +318,14 @@ int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
         rc = stats_counters(s, out);
     if (!rc)
         out->chunks = out->appended >= out->evicted ? out->appended - out->evicted : 0;
-    store_end_read(&s->sql);
+    pfr_st_end_read(&s->sql);
     return rc;
 }
 
 /* ---- streams listing ---- */
 int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
 {
-    int rc = store_exec(&s->sql, "BEGIN");
+    int rc = pfr_st_exec(&s->sql, "BEGIN");
     if (rc)
         return rc;
     sqlite3_stmt *st = NULL;
@@ -298,12 +334,12 @@ int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
         uint64_t chunks;
     } *rows = NULL;
     size_t n = 0, cap = 0;
-    rc = store_streams_refresh(&s->dict);
+    rc = pfr_st_streams_refresh(&s->dict);
     if (!rc && sqlite3_prepare_v2(s->sql.db,
                                   "SELECT stream_id, count(*), min(start_ns), max(end_ns)"
                                   " FROM chunks GROUP BY stream_id ORDER BY stream_id",
                                   -1, &st, NULL) != SQLITE_OK)
-        rc = store_db_err(&s->sql);
+        rc = pfr_st_db_err(&s->sql);
     int step;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         if (VEC_RESERVE(rows, cap, n + 1)) {
@@ -317,9 +353,9 @@ int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
     if (!rc && step != SQLITE_DONE)
         rc = pfr_store_errno(step);
     sqlite3_finalize(st);
-    store_exec(&s->sql, "COMMIT");
+    pfr_st_exec(&s->sql, "COMMIT");
     for (size_t i = 0; !rc && i < n; i++) {
-        const struct rstream *r = store_stream_get(&s->dict, rows[i].id);
+        const struct rstream *r = pfr_st_stream_get(&s->dict, rows[i].id);
         if (!r || r->bad)
             continue;
         pfr_stream_info info = {

@@ -84,6 +84,7 @@ typedef struct pfr_store_opts {
     int busy_timeout_ms;       /* 0 = 5000 */
     pfr_store_reserve reserve; /* writers: free space left on the file system (AUTO by default) */
     uint64_t cache_bytes;      /* readers: decoded dictionaries kept (0 = 128 MiB; at least one) */
+    uint64_t pin_max_bytes;    /* writers: what pins may keep from eviction (0 = max_bytes / 4) */
 } pfr_store_opts;
 
 /* A label: profile labels (host.name, container.id, ...) on chunks, or filters. */
@@ -156,6 +157,12 @@ typedef struct pfr_store_stats {
     uint64_t fs_free_bytes;       /* space the ring's user may still use there */
     uint64_t evicted_disk;        /* of evicted: given up for disk space (reserve or full disk) */
     uint64_t dropped_disk;        /* chunks not written: disk full, nothing older to give up */
+    /* Pins (pfr_store_pin_add): how many there are, their budget (the writer's), and pins
+     * released for it (the budget, or the ring having nothing else left to give up). */
+    uint64_t pins;
+    uint64_t pin_max_bytes;
+    uint64_t pins_released;
+    uint64_t pinned_bytes; /* chunk bytes the pins keep; pfr_store_stats_get only (a scan) */
 } pfr_store_stats;
 
 /* Like pfr_store_stats_get, without reading every chunk's row (tens of ms per 100,000 chunks):
@@ -265,6 +272,23 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
  * it (the shipper's state). */
 int pfr_store_errno(int sqlite_rc);
 
+/* A writer's memory: what it keeps between appends. Each stream's dictionary tables (so a chunk
+ * needs only what is new since the last) and SQLite's cache of the ring's pages. */
+typedef struct pfr_store_mem_stats {
+    uint64_t table_bytes;      /* streams' dictionary tables kept in memory (at most 8 MiB) */
+    uint64_t table_streams;    /* streams whose tables are kept (at most 256) */
+    uint64_t tables_dropped;   /* streams' tables given up for either bound or pfr_store_trim */
+    uint64_t page_cache_bytes; /* SQLite's page cache (up to 4 MiB) */
+} pfr_store_mem_stats;
+
+void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out);
+
+/* Give memory back (a daemon near its memory budget): the least recently appended streams'
+ * tables until at most keep_table_bytes stay, the append scratch, SQLite's unused cached pages.
+ * Nothing is lost: a stream without tables writes a new base with its next chunk (more disk and
+ * CPU for that chunk). Between appends, from the writer's thread. */
+void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes);
+
 /* Added by the store: append n chunks in one transaction (one fsync), all or none. ids_out (may
  * be NULL) gets n ids. For writers that produce several chunks at once (the recorder's streams
  * at the end of an interval) and for bulk loads. */
@@ -317,6 +341,73 @@ typedef struct pfr_slice_info {
 
 /* Whether the file open in s is a slice, and which. 0 or a negative errno. */
 int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out);
+
+/* ---- Pins (store_pins.c, docs/store.md "Pins"): ranges kept from eviction ----
+ *
+ * A pin keeps the chunks of a time range (of one service, and of streams with some labels, or of
+ * all) from eviction, while all pins together keep at most pin_max_bytes (the writer's budget, a
+ * share of the cap). When a new pin would pass the budget, the oldest automatic pins (origin
+ * "trigger:*") are released first; a manual pin is released only by pfr_store_pin_remove, or by
+ * eviction when the pinned chunks are the last thing left in a ring that must make room. Every
+ * release is counted (pfr_store_stats.pins_released).
+ *
+ * Pins work on any handle: on a read-only one (the query tool beside a running recorder) the
+ * call opens a read-write connection of its own for one short write transaction (the range's
+ * bytes are measured before it, in a read transaction, so the recorder's writer waits for at
+ * most a row insert and its commit). Needs write access to the ring's files. */
+#define PFR_PIN_REASON_MAX 1024 /* bytes */
+#define PFR_PIN_LABELS_MAX 16
+#define PFR_PIN_ORIGIN_MAX 256
+
+typedef struct pfr_pin_in {
+    int64_t from_ns, to_ns; /* unix ns, from < to */
+    const char *service;    /* NULL: every service; else a service the ring has */
+    const pfr_kv *labels;   /* profile labels the streams must have (keys without '=') */
+    size_t nlabels;
+    const char *reason; /* required, 1..PFR_PIN_REASON_MAX bytes, no NUL */
+    /* who or what made it: "manual:<user> (uid N)", or "trigger:<kind>" (automatic) */
+    const char *origin;
+} pfr_pin_in;
+
+typedef struct pfr_pin_info {
+    int64_t id, from_ns, to_ns, created_ns;
+    const char *service; /* NULL: every service */
+    const pfr_kv *labels;
+    size_t nlabels;
+    const char *reason, *origin;
+    bool automatic;
+    uint64_t bytes; /* chunk bytes in the ring that this pin keeps, now */
+} pfr_pin_info;
+
+#define PFR_PIN_RELEASED_MAX 16
+typedef struct pfr_pin_result {
+    int64_t id;                             /* the new pin */
+    uint64_t bytes;                         /* what it keeps */
+    uint64_t pinned_bytes;                  /* what all pins keep, with it */
+    uint64_t budget;                        /* pin_max_bytes in force */
+    size_t nreleased;                       /* automatic pins released to make room */
+    int64_t released[PFR_PIN_RELEASED_MAX]; /* their ids (the first PFR_PIN_RELEASED_MAX) */
+    uint64_t lock_ns;        /* how long the write transaction held the ring's write lock */
+    uint32_t lock_preempted; /* times the scheduler took the CPU from the caller meanwhile (a
+                                loaded machine's time in lock_ns, not the pin's) */
+} pfr_pin_result;
+
+/* Add a pin. Errors (reason in err): -EINVAL (from >= to, reason empty or too long, bad origin
+ * or label), -ENOENT (no such service in the ring), -ENOSPC (the pin would pass the budget
+ * even with every automatic pin released: the manual pins hold it), -EACCES / -EROFS (no write
+ * access to the ring), others from SQLite. out may be NULL. */
+int pfr_store_pin_add(pfr_store *s, const pfr_pin_in *in, pfr_pin_result *out, char *err,
+                      size_t errlen);
+/* Widen pin id to cover [from_ns, to_ns) too (its range becomes the union): for triggers that
+ * coalesce overlapping windows of one service into one pin. The budget as for a new pin (the
+ * pin itself is never released for it). -ENOENT: no such pin. */
+int pfr_store_pin_extend(pfr_store *s, int64_t id, int64_t from_ns, int64_t to_ns,
+                         pfr_pin_result *out, char *err, size_t errlen);
+/* Every pin, oldest first, with the bytes it keeps now. A non-zero return from cb stops. */
+typedef int (*pfr_pin_cb)(const pfr_pin_info *pin, void *ctx);
+int pfr_store_pins(pfr_store *s, pfr_pin_cb cb, void *ctx);
+/* Release a pin: -ENOENT when there is none with that id. */
+int pfr_store_pin_remove(pfr_store *s, int64_t id, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

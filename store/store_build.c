@@ -11,14 +11,14 @@
 #include "store_build.h"
 
 /* ---- sample label filters ---- */
-const char *store_str_at(const struct tabs *d, const struct tabs *delta, uint32_t i)
+const char *pfr_st_str_at(const struct tabs *d, const struct tabs *delta, uint32_t i)
 {
     size_t len;
     return (const char *)tabs2_key(d, delta, T_STR, i, &len);
 }
 
-bool store_lset_matches(const struct tabs *d, const struct tabs *delta, uint32_t ls,
-                        const pfr_store_filter *f)
+bool pfr_st_lset_matches(const struct tabs *d, const struct tabs *delta, uint32_t ls,
+                         const pfr_store_filter *f)
 {
     size_t len;
     const struct nlabel *l = (const struct nlabel *)tabs2_key(d, delta, T_LSET, ls, &len);
@@ -26,10 +26,10 @@ bool store_lset_matches(const struct tabs *d, const struct tabs *delta, uint32_t
     for (size_t i = 0; i < f->nsample_labels; i++) {
         bool ok = false;
         for (size_t j = 0; j < n && !ok; j++) {
-            if (strcmp(store_str_at(d, delta, l[j].key), f->sample_labels[i].key) != 0)
+            if (strcmp(pfr_st_str_at(d, delta, l[j].key), f->sample_labels[i].key) != 0)
                 continue;
             if (l[j].str != LABEL_NUM) {
-                ok = strcmp(store_str_at(d, delta, l[j].str), f->sample_labels[i].value) == 0;
+                ok = strcmp(pfr_st_str_at(d, delta, l[j].str), f->sample_labels[i].value) == 0;
             } else {
                 char num[32];
                 snprintf(num, sizeof(num), "%" PRId64, l[j].num);
@@ -53,13 +53,13 @@ static int64_t add_loc(pfr_profile *p, const struct tabs *d, const struct tabs *
         return -ENOMEM;
     for (uint32_t i = 0; i < l->nlines; i++) {
         const struct nfunc *f = (const struct nfunc *)tabs2_key(d, delta, T_FUNC, ln[i].func, &len);
-        const char *name = store_str_at(d, delta, f->name);
-        int64_t fi = pfr_profile_add_function(p, name, name, store_str_at(d, delta, f->file), 0);
+        const char *name = pfr_st_str_at(d, delta, f->name);
+        int64_t fi = pfr_profile_add_function(p, name, name, pfr_st_str_at(d, delta, f->file), 0);
         if (fi < 0)
             return fi;
         (*lines)[i] = (pfr_line){(uint32_t)fi, ln[i].line};
     }
-    const char *module = store_str_at(d, delta, l->module);
+    const char *module = pfr_st_str_at(d, delta, l->module);
     int64_t m = -1;
     if (module[0] && (m = pfr_profile_add_mapping(p, 0, 0, 0, module, "")) < 0)
         return m;
@@ -68,15 +68,15 @@ static int64_t add_loc(pfr_profile *p, const struct tabs *d, const struct tabs *
 
 static void set_header(pfr_profile *p, const struct tabs *d, const struct dchunk *c)
 {
-    const char *pt = store_str_at(d, &c->delta, c->period_type);
-    const char *pu = store_str_at(d, &c->delta, c->period_unit);
+    const char *pt = pfr_st_str_at(d, &c->delta, c->period_type);
+    const char *pu = pfr_st_str_at(d, &c->delta, c->period_unit);
     if (c->period || pt[0] || pu[0])
         pfr_profile_set_period(p, pt, pu, c->period);
     if (c->time_nanos || c->duration)
         pfr_profile_set_time(p, c->time_nanos, c->duration);
 }
 
-void store_build_scratch_free(struct build_scratch *b)
+void pfr_st_build_scratch_free(struct build_scratch *b)
 {
     free(b->locmap);
     free(b->lsok);
@@ -96,13 +96,13 @@ static int lset_labels(const struct tabs *d, const struct tabs *delta, uint32_t 
         return -ENOMEM;
     for (size_t j = 0; j < *n; j++) {
         pfr_label *o = &(*out)[j];
-        o->key = store_str_at(d, delta, l[j].key);
+        o->key = pfr_st_str_at(d, delta, l[j].key);
         if (l[j].str == LABEL_NUM) {
             o->str = NULL;
             o->num = l[j].num;
-            o->unit = l[j].unit ? store_str_at(d, delta, l[j].unit) : NULL;
+            o->unit = l[j].unit ? pfr_st_str_at(d, delta, l[j].unit) : NULL;
         } else {
-            o->str = store_str_at(d, delta, l[j].str);
+            o->str = pfr_st_str_at(d, delta, l[j].str);
             o->num = 0;
             o->unit = NULL;
         }
@@ -110,8 +110,8 @@ static int lset_labels(const struct tabs *d, const struct tabs *delta, uint32_t 
     return 0;
 }
 
-int store_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
-                        const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out)
+int pfr_st_build_profile(const struct rstream *r, const struct tabs *d, const struct dchunk *c,
+                         const pfr_store_filter *f, struct build_scratch *b, pfr_profile **out)
 {
     *out = NULL;
     pfr_profile *p = pfr_profile_new();
@@ -135,7 +135,7 @@ int store_build_profile(const struct rstream *r, const struct tabs *d, const str
         uint32_t ls = c->lset[i];
         if (filter) {
             if (!b->lsok[ls])
-                b->lsok[ls] = store_lset_matches(d, &c->delta, ls, f) ? 1 : 2;
+                b->lsok[ls] = pfr_st_lset_matches(d, &c->delta, ls, f) ? 1 : 2;
             if (b->lsok[ls] == 2)
                 continue;
         }
@@ -326,7 +326,7 @@ static int view_init(pfr_chunk_samples *v, const struct tabs *d, int64_t dict,
             struct tabs dv = *v->d; /* the dictionary as of the chunk's layer */
             for (int k = 0; k < T_N; k++)
                 dv.t[k].n = c->base[k];
-            b->lsok[ls] = store_lset_matches(&dv, &c->delta, ls, f) ? 1 : 2;
+            b->lsok[ls] = pfr_st_lset_matches(&dv, &c->delta, ls, f) ? 1 : 2;
         }
         if (!filter || b->lsok[ls] == 1)
             b->stack[v->n++] = (uint32_t)i;
@@ -335,9 +335,9 @@ static int view_init(pfr_chunk_samples *v, const struct tabs *d, int64_t dict,
     return 0;
 }
 
-int store_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
-                       const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
-                       pfr_samples_cb cb, void *ctx)
+int pfr_st_samples_call(const struct tabs *d, int64_t dict, const struct dchunk *c,
+                        const pfr_store_filter *f, struct build_scratch *b, const pfr_chunk_meta *m,
+                        pfr_samples_cb cb, void *ctx)
 {
     pfr_chunk_samples v;
     int rc = view_init(&v, d, dict, c, f, b);

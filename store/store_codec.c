@@ -8,19 +8,19 @@
 
 #include "store_codec.h"
 
-void store_tabs_free(struct tabs *t)
+void pfr_st_tabs_free(struct tabs *t)
 {
     for (int k = 0; k < T_N; k++)
-        store_ktab_free(&t->t[k]);
+        pfr_st_ktab_free(&t->t[k]);
 }
 
-void store_tabs_reset(struct tabs *t)
+void pfr_st_tabs_reset(struct tabs *t)
 {
     for (int k = 0; k < T_N; k++)
-        store_ktab_reset(&t->t[k]);
+        pfr_st_ktab_reset(&t->t[k]);
 }
 
-size_t store_tabs_bytes(const struct tabs *t)
+size_t pfr_st_tabs_bytes(const struct tabs *t)
 {
     size_t n = 0;
     for (int k = 0; k < T_N; k++)
@@ -83,7 +83,7 @@ static void enc_entry(pfr_buf *b, int k, const uint8_t *key, size_t len)
     }
 }
 
-void store_enc_tabs(pfr_buf *b, const struct tabs *t, const uint32_t *from)
+void pfr_st_enc_tabs(pfr_buf *b, const struct tabs *t, const uint32_t *from)
 {
     for (int k = 0; k < T_N; k++) {
         uint32_t i0 = from ? from[k] : 0;
@@ -119,7 +119,7 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
         uint32_t len = srd_count(r, 1);
         if (r->bad || memchr(r->p, 0, len))
             return -EBADMSG;
-        int64_t x = store_ktab_add(out, r->p, len);
+        int64_t x = pfr_st_ktab_add(out, r->p, len);
         r->p += len;
         return x < 0 ? (int)x : 0;
     }
@@ -176,14 +176,14 @@ static int dec_entry(struct srd *r, int k, const uint64_t lim[T_N], struct ktab 
         return -EBADMSG;
     if (pfr_buf_err(s))
         return pfr_buf_err(s);
-    int64_t x = store_ktab_add(out, s->data, s->len);
+    int64_t x = pfr_st_ktab_add(out, s->data, s->len);
     return x < 0 ? (int)x : 0;
 }
 
-int store_dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, pfr_buf *scratch)
+int pfr_st_dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, pfr_buf *scratch)
 {
     uint64_t lim[T_N];
-    store_tabs_reset(t);
+    pfr_st_tabs_reset(t);
     for (int k = 0; k < T_N; k++) {
         uint32_t n = srd_count(r, min_entry[k]);
         if (r->bad)
@@ -203,13 +203,13 @@ int store_dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, pfr_
 }
 
 /* ---- dictionary layers ---- */
-void store_layer_encode(pfr_buf *raw, const struct tabs *t, const uint32_t from[T_N])
+void pfr_st_layer_encode(pfr_buf *raw, const struct tabs *t, const uint32_t from[T_N])
 {
     pfr_buf_u8(raw, DICT_VERSION);
-    store_enc_tabs(raw, t, from);
+    pfr_st_enc_tabs(raw, t, from);
 }
 
-int store_layer_decode(const uint8_t *raw, size_t len, struct tabs *t, pfr_buf *scratch)
+int pfr_st_layer_decode(const uint8_t *raw, size_t len, struct tabs *t, pfr_buf *scratch)
 {
     if (!raw)
         return -EBADMSG;
@@ -237,7 +237,7 @@ int store_layer_decode(const uint8_t *raw, size_t len, struct tabs *t, pfr_buf *
         rc = -EBADMSG;
     if (rc)
         for (int k = 0; k < T_N; k++)
-            store_ktab_truncate(&t->t[k], n0[k]);
+            pfr_st_ktab_truncate(&t->t[k], n0[k]);
     return rc;
 }
 
@@ -257,14 +257,14 @@ static uint64_t mag(int64_t v)
     return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
 }
 
-void store_chunk_encode(pfr_buf *raw, const uint32_t base[T_N], const struct tabs *delta,
-                        const struct chunk_body *c)
+void pfr_st_chunk_encode(pfr_buf *raw, const uint32_t base[T_N], const struct tabs *delta,
+                         const struct chunk_body *c)
 {
     pfr_buf_u8(raw, CHUNK_VERSION);
     for (int k = 0; k < T_N; k++)
         pfr_buf_uvarint(raw, base[k]);
     pfr_buf_uvarint(raw, c->ntypes);
-    store_enc_tabs(raw, delta, NULL);
+    pfr_st_enc_tabs(raw, delta, NULL);
     pfr_buf_svarint(raw, c->time_nanos);
     pfr_buf_svarint(raw, c->duration);
     pfr_buf_uvarint(raw, c->period_type);
@@ -294,9 +294,9 @@ void store_chunk_encode(pfr_buf *raw, const uint32_t base[T_N], const struct tab
     }
 }
 
-void store_dchunk_free(struct dchunk *c)
+void pfr_st_dchunk_free(struct dchunk *c)
 {
-    store_tabs_free(&c->delta);
+    pfr_st_tabs_free(&c->delta);
     free(c->stack);
     free(c->lset);
     free(c->values);
@@ -305,7 +305,7 @@ void store_dchunk_free(struct dchunk *c)
     memset(c, 0, sizeof(*c));
 }
 
-void store_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals)
+void pfr_st_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals)
 {
     for (uint32_t t = 0; t < ntypes; t++) {
         uint64_t s = 0;
@@ -315,8 +315,8 @@ void store_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, i
     }
 }
 
-int store_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uint32_t ntypes,
-                       struct dchunk *c)
+int pfr_st_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uint32_t ntypes,
+                        struct dchunk *c)
 {
     if (!raw)
         return -EBADMSG;
@@ -331,7 +331,7 @@ int store_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N
     if (srd_uv(&r) != ntypes || r.bad || ntypes == 0 || ntypes > 4096)
         return -EBADMSG;
     c->ntypes = ntypes;
-    int rc = store_dec_tabs(&r, c->base, &c->delta, &c->scratch);
+    int rc = pfr_st_dec_tabs(&r, c->base, &c->delta, &c->scratch);
     if (rc)
         return rc;
     uint64_t nstr = (uint64_t)c->base[T_STR] + c->delta.t[T_STR].n;
@@ -375,12 +375,12 @@ int store_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N
     }
     if (r.bad || r.p != r.end)
         return -EBADMSG;
-    store_sum_totals(c->values, n, ntypes, c->totals);
+    pfr_st_sum_totals(c->values, n, ntypes, c->totals);
     return 0;
 }
 
 /* ---- blobs ---- */
-int store_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out)
+int pfr_st_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out)
 {
     out->len = 0;
     if (len > PFR_STORE_MAX_RAW)
@@ -407,7 +407,7 @@ int store_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out)
     return 0;
 }
 
-int store_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw)
+int pfr_st_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw)
 {
     if (!blob)
         return -EBADMSG;
@@ -436,7 +436,7 @@ int store_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw)
     return 0;
 }
 
-uint32_t store_row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields)
+uint32_t pfr_st_row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields)
 {
     uLong c = crc32(0L, Z_NULL, 0);
     while (len > 0) {
@@ -454,7 +454,7 @@ uint32_t store_row_crc(const uint8_t *blob, size_t len, const int64_t *fields, s
     return (uint32_t)c;
 }
 
-int store_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out)
+int pfr_st_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out)
 {
     struct srd r = {blob, (const uint8_t *)blob + len, false};
     for (size_t i = 0; i < ntypes; i++)
@@ -462,7 +462,7 @@ int store_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *ou
     return r.bad || r.p != r.end ? -EBADMSG : 0;
 }
 
-void store_totals_encode(pfr_buf *b, const int64_t *totals, size_t ntypes)
+void pfr_st_totals_encode(pfr_buf *b, const int64_t *totals, size_t ntypes)
 {
     b->len = 0;
     for (size_t i = 0; i < ntypes; i++)

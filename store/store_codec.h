@@ -56,22 +56,22 @@ struct nlabel {
 struct tabs {
     struct ktab t[T_N];
 };
-void store_tabs_free(struct tabs *t);
-void store_tabs_reset(struct tabs *t);
-size_t store_tabs_bytes(const struct tabs *t);
+void pfr_st_tabs_free(struct tabs *t);
+void pfr_st_tabs_reset(struct tabs *t);
+size_t pfr_st_tabs_bytes(const struct tabs *t);
 
 /* Sections of every table: entries from[k] and above (from NULL: all). */
-void store_enc_tabs(pfr_buf *b, const struct tabs *t, const uint32_t *from);
+void pfr_st_enc_tabs(pfr_buf *b, const struct tabs *t, const uint32_t *from);
 /* Decode the five sections into t (reset first). References may point below base[k] (into the
  * dictionary) or to entries decoded here (base[k] + i). */
-int store_dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, pfr_buf *scratch);
+int pfr_st_dec_tabs(struct srd *r, const uint32_t base[T_N], struct tabs *t, pfr_buf *scratch);
 
 /* A dictionary layer: version, then the entries from[k] and above of each table. A stream's
  * dictionary is a chain of layers, the base first; each layer appends to its parent's tables. */
-void store_layer_encode(pfr_buf *raw, const struct tabs *t, const uint32_t from[T_N]);
+void pfr_st_layer_encode(pfr_buf *raw, const struct tabs *t, const uint32_t from[T_N]);
 /* Append a layer's entries to t (references may point to any entry before them). On error t is
  * left as it was. */
-int store_layer_decode(const uint8_t *raw, size_t len, struct tabs *t, pfr_buf *scratch);
+int pfr_st_layer_decode(const uint8_t *raw, size_t len, struct tabs *t, pfr_buf *scratch);
 
 /* A chunk's samples and header, as encoded (indices in chunk space: dictionary + delta). */
 struct chunk_body {
@@ -82,8 +82,8 @@ struct chunk_body {
     const uint32_t *stack, *lset; /* stack sorted ascending, then lset */
     const int64_t *values;        /* nsamples * ntypes, row-major */
 };
-void store_chunk_encode(pfr_buf *raw, const uint32_t base[T_N], const struct tabs *delta,
-                        const struct chunk_body *body);
+void pfr_st_chunk_encode(pfr_buf *raw, const uint32_t base[T_N], const struct tabs *delta,
+                         const struct chunk_body *body);
 
 /* A decoded chunk; buffers are reused from one decode to the next. */
 struct dchunk {
@@ -99,25 +99,25 @@ struct dchunk {
     size_t cap_s, cap_l, cap_v, cap_t;
     pfr_buf scratch;
 };
-void store_dchunk_free(struct dchunk *c);
+void pfr_st_dchunk_free(struct dchunk *c);
 /* Decode raw chunk bytes against a dictionary of dict_n entries; ntypes must match. */
-int store_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uint32_t ntypes,
-                       struct dchunk *out);
+int pfr_st_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_N], uint32_t ntypes,
+                        struct dchunk *out);
 
 /* Sum values into totals the way the writer does (wrapping). */
-void store_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals);
+void pfr_st_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals);
 
 /* Stored blobs. hc selects LZ4 HC (dictionaries: written rarely, read often). */
-int store_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out);
+int pfr_st_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out);
 /* Decompress into raw (reset first). -EBADMSG on any inconsistency. */
-int store_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw);
+int pfr_st_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw);
 
 /* Checksum of a stored row: CRC-32 of the blob and then of the row's key fields. */
 /* Totals blob: ntypes zigzag varints. */
-int store_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out);
-void store_totals_encode(pfr_buf *b, const int64_t *totals, size_t ntypes);
+int pfr_st_totals_decode(const void *blob, size_t len, size_t ntypes, int64_t *out);
+void pfr_st_totals_encode(pfr_buf *b, const int64_t *totals, size_t ntypes);
 
-uint32_t store_row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields);
+uint32_t pfr_st_row_crc(const uint8_t *blob, size_t len, const int64_t *fields, size_t nfields);
 
 /* Accessors of entry i of kind k in a dictionary + delta pair (i < dict->t[k].n: dictionary). */
 static inline const uint8_t *tabs2_key(const struct tabs *dict, const struct tabs *delta, int k,

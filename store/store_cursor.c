@@ -120,7 +120,7 @@ int pfr_store_cursor_remove(pfr_store *s, const char *consumer)
 /* The smallest cursor of all registered consumers (the writer counts chunks above it as
  * lost-unshipped when it evicts them). An unreadable cursor file counts as 0: its consumer has
  * taken nothing we can prove. */
-int store_cursors_min(pfr_store *s, int64_t *min_cursor, bool *any)
+int pfr_st_cursors_min(pfr_store *s, int64_t *min_cursor, bool *any)
 {
     *any = false;
     *min_cursor = INT64_MAX;

@@ -8,6 +8,6 @@
 #include "store_handle.h"
 
 /* The registered consumers' smallest cursor (*any false when there is none). */
-int store_cursors_min(pfr_store *s, int64_t *min_cursor, bool *any);
+int pfr_st_cursors_min(pfr_store *s, int64_t *min_cursor, bool *any);
 
 #endif

@@ -20,6 +20,7 @@ static const char *const stmt_sql[ST_N] = {
     [ST_LAST_CHUNK] = "SELECT id, end_ns FROM chunks ORDER BY id DESC LIMIT 1",
     [ST_CHUNK_SEQ] = "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'",
     [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+    [ST_PIN_COUNT] = "SELECT count(*) FROM pins",
 };
 int pfr_store_errno(int rc)
 {
@@ -53,7 +54,7 @@ int pfr_store_errno(int rc)
     }
 }
 
-int store_fail(struct store_db *s, int e, char *err, size_t errlen, const char *msg)
+int pfr_st_fail(struct store_db *s, int e, char *err, size_t errlen, const char *msg)
 {
     if (err && errlen) {
         if (s && s->db && sqlite3_errcode(s->db) != SQLITE_OK)
@@ -64,12 +65,12 @@ int store_fail(struct store_db *s, int e, char *err, size_t errlen, const char *
     return e;
 }
 
-int store_exec(struct store_db *s, const char *sql)
+int pfr_st_exec(struct store_db *s, const char *sql)
 {
     return pfr_store_errno(sqlite3_exec(s->db, sql, NULL, NULL, NULL));
 }
 
-sqlite3_stmt *store_prepare(struct store_db *s, const char *sql)
+sqlite3_stmt *pfr_st_prepare(struct store_db *s, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
@@ -77,10 +78,10 @@ sqlite3_stmt *store_prepare(struct store_db *s, const char *sql)
     return st;
 }
 
-sqlite3_stmt *store_stmt(struct store_db *s, enum store_stmt which)
+sqlite3_stmt *pfr_st_stmt(struct store_db *s, enum pfr_st_stmt which)
 {
     if (!s->st[which])
-        s->st[which] = store_prepare(s, stmt_sql[which]);
+        s->st[which] = pfr_st_prepare(s, stmt_sql[which]);
     if (s->st[which]) {
         sqlite3_reset(s->st[which]);
         sqlite3_clear_bindings(s->st[which]);
@@ -88,20 +89,20 @@ sqlite3_stmt *store_stmt(struct store_db *s, enum store_stmt which)
     return s->st[which];
 }
 
-int store_begin_read(struct store_db *s)
+int pfr_st_begin_read(struct store_db *s)
 {
-    sqlite3_stmt *st = store_stmt(s, ST_BEGIN);
-    return st ? store_step_done(st) : pfr_store_errno(sqlite3_errcode(s->db));
+    sqlite3_stmt *st = pfr_st_stmt(s, ST_BEGIN);
+    return st ? pfr_st_step_done(st) : pfr_store_errno(sqlite3_errcode(s->db));
 }
 
-void store_end_read(struct store_db *s)
+void pfr_st_end_read(struct store_db *s)
 {
-    sqlite3_stmt *st = store_stmt(s, ST_COMMIT);
+    sqlite3_stmt *st = pfr_st_stmt(s, ST_COMMIT);
     if (st)
-        store_step_done(st);
+        pfr_st_step_done(st);
 }
 
-int store_step_done(sqlite3_stmt *st)
+int pfr_st_step_done(sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
@@ -109,7 +110,7 @@ int store_step_done(sqlite3_stmt *st)
 }
 
 /* A single integer from a query (0 when no row). */
-int store_query_int(struct store_db *s, const char *sql, int64_t *out)
+int pfr_st_query_int(struct store_db *s, const char *sql, int64_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
@@ -138,7 +139,7 @@ static int meta_upsert(struct store_db *s, const char *sql, const char *key, int
     return rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
-int store_meta_add(struct store_db *s, const char *key, int64_t delta)
+int pfr_st_meta_add(struct store_db *s, const char *key, int64_t delta)
 {
     return meta_upsert(s,
                        "INSERT INTO meta(key, value) VALUES (?1, ?2)"
@@ -146,7 +147,7 @@ int store_meta_add(struct store_db *s, const char *key, int64_t delta)
                        key, delta);
 }
 
-int store_meta_set(struct store_db *s, const char *key, int64_t value)
+int pfr_st_meta_set(struct store_db *s, const char *key, int64_t value)
 {
     return meta_upsert(s,
                        "INSERT INTO meta(key, value) VALUES (?1, ?2)"
@@ -154,12 +155,12 @@ int store_meta_set(struct store_db *s, const char *key, int64_t value)
                        key, value);
 }
 
-int store_db_err(struct store_db *d)
+int pfr_st_db_err(struct store_db *d)
 {
     return pfr_store_errno(sqlite3_errcode(d->db));
 }
 
-void store_db_close(struct store_db *d)
+void pfr_st_db_close(struct store_db *d)
 {
     for (int i = 0; i < ST_N; i++) {
         sqlite3_finalize(d->st[i]);

@@ -22,8 +22,8 @@ static int kv_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-int store_stream_encode(const char *service, const pfr_kv *labels, size_t nlabels,
-                        const pfr_profile *p, pfr_buf *key, pfr_buf *lab, pfr_buf *types)
+int pfr_st_stream_encode(const char *service, const pfr_kv *labels, size_t nlabels,
+                         const pfr_profile *p, pfr_buf *key, pfr_buf *lab, pfr_buf *types)
 {
     key->len = lab->len = types->len = 0;
     pfr_kv small[16], *sorted = small;
@@ -123,11 +123,11 @@ static int rstream_parse(struct rstream *r, const char *service, const uint8_t *
     return 0;
 }
 
-int store_streams_refresh(struct store_dict *s)
+int pfr_st_streams_refresh(struct store_dict *s)
 {
-    sqlite3_stmt *st = store_stmt(s->sql, ST_STREAMS_NEW);
+    sqlite3_stmt *st = pfr_st_stmt(s->sql, ST_STREAMS_NEW);
     if (!st)
-        return store_db_err(s->sql);
+        return pfr_st_db_err(s->sql);
     sqlite3_bind_int64(st, 1, s->streams_max_id);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -155,7 +155,7 @@ int store_streams_refresh(struct store_dict *s)
     return rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
-const struct rstream *store_stream_get(struct store_dict *s, int64_t id)
+const struct rstream *pfr_st_stream_get(struct store_dict *s, int64_t id)
 {
     size_t lo = 0, hi = s->nstreams;
     while (lo < hi) {
@@ -170,7 +170,7 @@ const struct rstream *store_stream_get(struct store_dict *s, int64_t id)
     return NULL;
 }
 
-bool store_stream_matches(const struct rstream *r, const pfr_store_filter *f)
+bool pfr_st_stream_matches(const struct rstream *r, const pfr_store_filter *f)
 {
     if (!f)
         return true;
@@ -201,13 +201,13 @@ static void chain_free(struct chain *c)
 {
     if (!c)
         return;
-    store_tabs_free(&c->t);
+    pfr_st_tabs_free(&c->t);
     free(c->layer_id);
     free(c->layer_n);
     free(c);
 }
 
-void store_chain_cache_clear(struct store_dict *s)
+void pfr_st_chain_cache_clear(struct store_dict *s)
 {
     for (size_t i = 0; i < s->nchains; i++)
         chain_free(s->chains[i]);
@@ -250,9 +250,9 @@ static ssize_t layer_pos(const struct chain *c, int64_t id)
  * errors other than corruption (which sets c->bad_from). */
 static int chain_extend(struct store_dict *s, struct chain *c, int64_t layer_id)
 {
-    sqlite3_stmt *st = store_stmt(s->sql, ST_LAYERS);
+    sqlite3_stmt *st = pfr_st_stmt(s->sql, ST_LAYERS);
     if (!st)
-        return store_db_err(s->sql);
+        return pfr_st_db_err(s->sql);
     int64_t top = c->nlayers ? c->layer_id[c->nlayers - 1] : 0;
     sqlite3_bind_int64(st, 1, c->base_id);
     sqlite3_bind_int64(st, 2, top);
@@ -272,10 +272,10 @@ static int chain_extend(struct store_dict *s, struct chain *c, int64_t layer_id)
             c->nlayers ? parent == c->layer_id[c->nlayers - 1] : parent == 0 && id == c->base_id;
         int lr = -EBADMSG;
         if (linked && stream == c->stream_id && sqlite3_column_type(st, 4) == SQLITE_BLOB &&
-            store_row_crc(blob, len, fields, 3) == crc) {
-            lr = store_blob_unpack(blob, len, &s->raw);
+            pfr_st_row_crc(blob, len, fields, 3) == crc) {
+            lr = pfr_st_blob_unpack(blob, len, &s->raw);
             if (!lr)
-                lr = store_layer_decode(s->raw.data, s->raw.len, &c->t, &scratch);
+                lr = pfr_st_layer_decode(s->raw.data, s->raw.len, &c->t, &scratch);
         }
         if (lr == -EBADMSG) {
             c->bad_from = id;
@@ -309,8 +309,8 @@ static int chain_extend(struct store_dict *s, struct chain *c, int64_t layer_id)
     return rc;
 }
 
-const struct chain *store_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
-                                    int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err)
+const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
+                                     int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err)
 {
     *corrupt = false;
     *err = 0;
@@ -337,7 +337,7 @@ const struct chain *store_chain_get(struct store_dict *s, int64_t base_id, int64
         size_t old = c->bytes;
         *err = chain_extend(s, c, layer_id);
         c->bytes =
-            sizeof(*c) + store_tabs_bytes(&c->t) + c->cap_layers * (sizeof(int64_t) + 4 * T_N);
+            sizeof(*c) + pfr_st_tabs_bytes(&c->t) + c->cap_layers * (sizeof(int64_t) + 4 * T_N);
         s->chain_bytes = s->chain_bytes - old + c->bytes;
         if (*err)
             return NULL;
@@ -358,28 +358,28 @@ static int chunk_row_unpack(struct store_dict *s, const uint8_t *blob, size_t le
                             int64_t end_ns, uint32_t crc)
 {
     int64_t fields[5] = {stream_id, base_id, dict_id, start_ns, end_ns};
-    if (!blob || store_row_crc(blob, len, fields, 5) != crc)
+    if (!blob || pfr_st_row_crc(blob, len, fields, 5) != crc)
         return -EBADMSG;
-    return store_blob_unpack(blob, len, &s->raw);
+    return pfr_st_blob_unpack(blob, len, &s->raw);
 }
 /* ---- the chunk decoder ---- */
 
-int store_chunk_load(struct store_dict *s, const struct store_chunk_ref *c, const struct rstream *r,
-                     struct dchunk *dc, const struct chain **chain_out)
+int pfr_st_chunk_load(struct store_dict *s, const struct store_chunk_ref *c,
+                      const struct rstream *r, struct dchunk *dc, const struct chain **chain_out)
 {
     if (!r || r->bad)
         return -EBADMSG;
-    sqlite3_stmt *st = store_stmt(s->sql, ST_CHUNK_DATA);
+    sqlite3_stmt *st = pfr_st_stmt(s->sql, ST_CHUNK_DATA);
     if (!st)
-        return store_db_err(s->sql);
+        return pfr_st_db_err(s->sql);
     sqlite3_bind_int64(st, 1, c->id);
     int step = sqlite3_step(st);
     if (step == SQLITE_DONE) {
         sqlite3_reset(st);
         /* Evicted since the metadata pass, or a missing payload (corrupt)? */
-        sqlite3_stmt *ex = store_stmt(s->sql, ST_CHUNK_EXISTS);
+        sqlite3_stmt *ex = pfr_st_stmt(s->sql, ST_CHUNK_EXISTS);
         if (!ex)
-            return store_db_err(s->sql);
+            return pfr_st_db_err(s->sql);
         sqlite3_bind_int64(ex, 1, c->id);
         int e = sqlite3_step(ex);
         sqlite3_reset(ex);
@@ -396,7 +396,7 @@ int store_chunk_load(struct store_dict *s, const struct store_chunk_ref *c, cons
     int err;
     uint32_t dict_n[T_N];
     const struct chain *ch =
-        store_chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
+        pfr_st_chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
     if (!ch) {
         sqlite3_reset(st);
         return corrupt ? -EBADMSG : err;
@@ -410,21 +410,21 @@ int store_chunk_load(struct store_dict *s, const struct store_chunk_ref *c, cons
     sqlite3_reset(st);
     if (rc)
         return rc;
-    rc = store_chunk_decode(s->raw.data, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);
+    rc = pfr_st_chunk_decode(s->raw.data, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);
     if (rc)
         return rc;
     *chain_out = ch;
     return STORE_LOAD_OK;
 }
 
-void store_dict_free(struct store_dict *s)
+void pfr_st_dict_free(struct store_dict *s)
 {
     for (size_t i = 0; i < s->nstreams; i++)
         rstream_free(&s->streams[i]);
     free(s->streams);
     s->streams = NULL;
     s->nstreams = s->cap_streams = 0;
-    store_chain_cache_clear(s);
+    pfr_st_chain_cache_clear(s);
     free(s->chains);
     s->chains = NULL;
     s->cap_chains = 0;

@@ -55,23 +55,23 @@ struct store_dict {
     pfr_buf raw; /* decompressed row scratch */
 };
 
-void store_dict_free(struct store_dict *s);
+void pfr_st_dict_free(struct store_dict *s);
 
 /* Streams: refresh the cache with rows added since the last call. */
-int store_streams_refresh(struct store_dict *s);
-const struct rstream *store_stream_get(struct store_dict *s, int64_t id);
+int pfr_st_streams_refresh(struct store_dict *s);
+const struct rstream *pfr_st_stream_get(struct store_dict *s, int64_t id);
 /* Canonical encodings of a stream's identity and columns. */
-int store_stream_encode(const char *service, const pfr_kv *labels, size_t nlabels,
-                        const pfr_profile *p, pfr_buf *key, pfr_buf *lab, pfr_buf *types);
-bool store_stream_matches(const struct rstream *r, const pfr_store_filter *f);
+int pfr_st_stream_encode(const char *service, const pfr_kv *labels, size_t nlabels,
+                         const pfr_profile *p, pfr_buf *key, pfr_buf *lab, pfr_buf *types);
+bool pfr_st_stream_matches(const struct rstream *r, const pfr_store_filter *f);
 
 /* The dictionary chain base_id decoded at least up to layer layer_id, from the cache or the
  * database (within the caller's read transaction); n gets the table sizes as of that layer.
  * NULL with *corrupt set when a layer is missing, fails its checksum or does not decode; NULL
  * with *err < 0 on other errors. Valid until the next call. */
-const struct chain *store_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
-                                    int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err);
-void store_chain_cache_clear(struct store_dict *s);
+const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
+                                     int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err);
+void pfr_st_chain_cache_clear(struct store_dict *s);
 
 /* A chunk row's key fields, as its metadata row gives them. */
 struct store_chunk_ref {
@@ -86,7 +86,7 @@ enum { STORE_LOAD_OK = 0, STORE_LOAD_VANISHED = 1 };
  * chain (*chain_out). STORE_LOAD_VANISHED when the row was deleted since the caller listed it,
  * -EBADMSG when it (or its stream, chain or payload) is corrupt, another negative errno on
  * other errors. */
-int store_chunk_load(struct store_dict *s, const struct store_chunk_ref *c, const struct rstream *r,
-                     struct dchunk *dc, const struct chain **chain_out);
+int pfr_st_chunk_load(struct store_dict *s, const struct store_chunk_ref *c,
+                      const struct rstream *r, struct dchunk *dc, const struct chain **chain_out);
 
 #endif

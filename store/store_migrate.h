@@ -11,12 +11,12 @@
 #include "store_db.h"
 #include "store_dict.h"
 
-#define PFR_STORE_SCHEMA_VERSION 2
+#define PFR_STORE_SCHEMA_VERSION 3
 #define PFR_STORE_APP_ID         0x70667221 /* "pfr!" in the SQLite header: our files, not others' */
 
 /* A writer: create the schema in an empty file or migrate an older one. */
-int store_schema_write(struct store_db *d, struct store_dict *dict, char *err, size_t errlen);
+int pfr_st_schema_write(struct store_db *d, struct store_dict *dict, char *err, size_t errlen);
 /* A reader: the file must be a pfr store of this schema version. */
-int store_schema_check(struct store_db *d, char *err, size_t errlen);
+int pfr_st_schema_check(struct store_db *d, char *err, size_t errlen);
 
 #endif

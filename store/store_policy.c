@@ -75,7 +75,7 @@ uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint6
     return disk ? cap : max_bytes;
 }
 
-uint64_t store_policy_wal_budget(uint64_t cap)
+uint64_t pfr_st_policy_wal_budget(uint64_t cap)
 {
     return min_u64(max_u64(cap / 16, 64u << 10), 4u << 20);
 }
@@ -114,7 +114,7 @@ static void decide_full(const struct store_policy_in *in, uint64_t held, uint64_
     o->starved = true;
 }
 
-void store_policy_decide(const struct store_policy_in *in, struct store_policy_out *o)
+void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_out *o)
 {
     *o = (struct store_policy_out){0};
     /* The shares are sized from the room the disk gives the ring (what its files hold, or what
@@ -124,7 +124,7 @@ void store_policy_decide(const struct store_policy_in *in, struct store_policy_o
     uint64_t held = sat_add(sat_add(in->db_file, in->wal_file), in->spare_file);
     uint64_t room_cap =
         pfr_store_effective_cap(in->max_bytes, held, in->fs_avail, in->reserve, NULL);
-    uint64_t budget = store_policy_wal_budget(room_cap);
+    uint64_t budget = pfr_st_policy_wal_budget(room_cap);
     /* The WAL's peak: between a commit and the checkpoint after it the WAL holds the whole
      * transaction, the largest seen (up to an eighth of the configured cap). A full disk gives
      * the WAL no more than the blocks it holds and the spare file's. */

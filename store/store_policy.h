@@ -46,8 +46,8 @@ struct store_policy_out {
 };
 
 /* The WAL's share of a cap (cap/16, 64 KiB to 4 MiB). */
-uint64_t store_policy_wal_budget(uint64_t cap);
+uint64_t pfr_st_policy_wal_budget(uint64_t cap);
 
-void store_policy_decide(const struct store_policy_in *in, struct store_policy_out *out);
+void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_out *out);
 
 #endif

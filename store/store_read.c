@@ -81,7 +81,7 @@ static int load_chunk(pfr_store *s, const struct cand *c, const struct rstream *
 {
     struct store_chunk_ref ref = {c->id,       c->stream_id, c->base_id, c->dict_id,
                                   c->start_ns, c->end_ns,    c->crc};
-    return store_chunk_load(&s->dict, &ref, r, dc, chain_out);
+    return pfr_st_chunk_load(&s->dict, &ref, r, dc, chain_out);
 }
 
 static void time_bounds(const pfr_store_filter *f, int64_t *from, int64_t *to)
@@ -98,7 +98,7 @@ static bool restricts_streams(const pfr_store_filter *f)
 /* Metadata pass, inside the caller's read transaction. */
 static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
 {
-    int rc = store_streams_refresh(&s->dict);
+    int rc = pfr_st_streams_refresh(&s->dict);
     if (rc)
         return rc;
     int64_t from, to;
@@ -110,7 +110,7 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     /* Few matching streams among many: walk each stream's (stream_id, end_ns) index. */
     size_t nmatch = 0;
     for (size_t i = 0; i < s->dict.nstreams; i++)
-        nmatch += store_stream_matches(&s->dict.streams[i], f);
+        nmatch += pfr_st_stream_matches(&s->dict.streams[i], f);
     bool per_stream = restricts_streams(f) && nmatch <= 64 && nmatch < s->dict.nstreams / 2;
 
     const char *sql = per_stream ? "SELECT " CAND_COLS " FROM chunks WHERE stream_id = ?5 AND"
@@ -119,7 +119,7 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
                                    " end_ns > ?3 AND start_ns < ?4 ORDER BY id";
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->sql.db, sql, -1, &st, NULL) != SQLITE_OK)
-        return store_db_err(&s->sql);
+        return pfr_st_db_err(&s->sql);
     sqlite3_bind_int64(st, 1, after);
     sqlite3_bind_int64(st, 2, max_id);
     sqlite3_bind_int64(st, 3, from);
@@ -127,7 +127,7 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     int step = SQLITE_DONE;
     if (per_stream) {
         for (size_t i = 0; i < s->dict.nstreams && !rc; i++) {
-            if (!store_stream_matches(&s->dict.streams[i], f))
+            if (!pfr_st_stream_matches(&s->dict.streams[i], f))
                 continue;
             sqlite3_reset(st);
             sqlite3_bind_int64(st, 5, s->dict.streams[i].id);
@@ -145,10 +145,10 @@ static int collect(pfr_store *s, const pfr_store_filter *f, struct cands *out)
     } else {
         bool narrowed = restricts_streams(f);
         while (!rc && out->n < limit && (step = sqlite3_step(st)) == SQLITE_ROW) {
-            const struct rstream *r = store_stream_get(&s->dict, sqlite3_column_int64(st, 1));
+            const struct rstream *r = pfr_st_stream_get(&s->dict, sqlite3_column_int64(st, 1));
             /* A chunk of an unknown stream is corrupt: report it unless a filter rules it
              * out for sure. */
-            if (r ? !store_stream_matches(r, f) : narrowed)
+            if (r ? !pfr_st_stream_matches(r, f) : narrowed)
                 continue;
             rc = cands_push(out, st, true);
         }
@@ -167,7 +167,7 @@ static int check_totals(const struct cands *cs, const struct cand *c, const stru
     int64_t t[64], *tp = t;
     if (dc->ntypes > 64 && !(tp = malloc(dc->ntypes * sizeof(*tp))))
         return -ENOMEM;
-    int rc = store_totals_decode(cs->tot.data + c->tot_off, c->tot_len, dc->ntypes, tp);
+    int rc = pfr_st_totals_decode(cs->tot.data + c->tot_off, c->tot_len, dc->ntypes, tp);
     if (!rc && memcmp(tp, dc->totals, dc->ntypes * sizeof(*tp)) != 0)
         rc = -EBADMSG;
     if (tp != t)
@@ -181,11 +181,11 @@ static void persist_corrupt(pfr_store *s, uint64_t n)
     if (s->read_only || !n)
         return;
     /* Best effort: the count is a diagnostic, the scan's result does not depend on it. */
-    if (store_exec(&s->sql, "BEGIN IMMEDIATE") == 0) {
-        if (store_meta_add(&s->sql, "corrupt", (int64_t)n) == 0)
-            store_exec(&s->sql, "COMMIT");
+    if (pfr_st_exec(&s->sql, "BEGIN IMMEDIATE") == 0) {
+        if (pfr_st_meta_add(&s->sql, "corrupt", (int64_t)n) == 0)
+            pfr_st_exec(&s->sql, "COMMIT");
         else
-            store_exec(&s->sql, "ROLLBACK");
+            pfr_st_exec(&s->sql, "ROLLBACK");
     }
 }
 
@@ -213,9 +213,9 @@ static int deliver(const struct rstream *r, const struct chain *d, const struct 
 {
     int rc;
     if (scb)
-        return store_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
+        return pfr_st_samples_call(&d->t, d->base_id, dc, f, b, m, scb, ctx);
     pfr_profile *p;
-    if ((rc = store_build_profile(r, &d->t, dc, f, b, &p)) != 0)
+    if ((rc = pfr_st_build_profile(r, &d->t, dc, f, b, &p)) != 0)
         return rc;
     rc = pcb(m, p, ctx);
     pfr_profile_free(p);
@@ -230,18 +230,18 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         st = &local;
     *st = (pfr_scan_stats){0};
     struct cands cs = {0};
-    int rc = store_begin_read(&s->sql);
+    int rc = pfr_st_begin_read(&s->sql);
     if (rc)
         return rc;
     rc = collect(s, f, &cs);
-    store_end_read(&s->sql);
+    pfr_st_end_read(&s->sql);
     struct dchunk dc = {0};
     struct build_scratch b = {0};
     int64_t *totals = NULL;
     size_t cap_totals = 0;
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
-        const struct rstream *r = store_stream_get(&s->dict, c->stream_id);
+        const struct rstream *r = pfr_st_stream_get(&s->dict, c->stream_id);
         st->last_id = c->id;
         if (!r || r->bad) {
             st->corrupt++;
@@ -253,7 +253,7 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
         }
         pfr_chunk_meta m;
         if (flags & PFR_SCAN_META_ONLY) {
-            if (store_totals_decode(cs.tot.data + c->tot_off, c->tot_len, r->ntypes, totals)) {
+            if (pfr_st_totals_decode(cs.tot.data + c->tot_off, c->tot_len, r->ntypes, totals)) {
                 st->corrupt++;
                 continue;
             }
@@ -263,12 +263,12 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
             continue;
         }
         const struct chain *d = NULL;
-        if ((rc = store_begin_read(&s->sql)) != 0)
+        if ((rc = pfr_st_begin_read(&s->sql)) != 0)
             break;
         int lr = load_chunk(s, c, r, &dc, &d);
         if (lr == STORE_LOAD_OK)
             lr = check_totals(&cs, c, &dc);
-        store_end_read(&s->sql);
+        pfr_st_end_read(&s->sql);
         if (lr == STORE_LOAD_VANISHED)
             continue;
         if (lr == -EBADMSG) {
@@ -286,8 +286,8 @@ static int scan_run(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr
     }
     persist_corrupt(s, st->corrupt);
     free(totals);
-    store_build_scratch_free(&b);
-    store_dchunk_free(&dc);
+    pfr_st_build_scratch_free(&b);
+    pfr_st_dchunk_free(&dc);
     cands_free(&cs);
     return rc;
 }
@@ -348,8 +348,8 @@ static void merger_free(struct merger *m)
 {
     pfr_profile_free(m->p);
     free(m->tmap);
-    store_ktab_free(&m->stacks);
-    store_ktab_free(&m->lsets);
+    pfr_st_ktab_free(&m->stacks);
+    pfr_st_ktab_free(&m->lsets);
     pfr_map_free(&m->acc);
     free(m->vals);
     free(m->keys);
@@ -425,8 +425,8 @@ static int64_t m_func(struct merger *m, struct mdict *md, const struct tabs *d,
         return *slot - 1;
     size_t len;
     const struct nfunc *f = (const struct nfunc *)tabs2_key(d, &c->delta, T_FUNC, fn, &len);
-    const char *name = store_str_at(d, &c->delta, f->name);
-    int64_t x = pfr_profile_add_function(m->p, name, name, store_str_at(d, &c->delta, f->file), 0);
+    const char *name = pfr_st_str_at(d, &c->delta, f->name);
+    int64_t x = pfr_profile_add_function(m->p, name, name, pfr_st_str_at(d, &c->delta, f->file), 0);
     if (x >= 0 && slot)
         *slot = (uint32_t)x + 1;
     return x;
@@ -442,7 +442,7 @@ static int m_map(struct merger *m, struct mdict *md, const struct tabs *d, const
         *out = (int64_t)*slot - 2;
         return 0;
     }
-    const char *module = store_str_at(d, &c->delta, str);
+    const char *module = pfr_st_str_at(d, &c->delta, str);
     int64_t x = -1;
     if (module[0] && (x = pfr_profile_add_mapping(m->p, 0, 0, 0, module, "")) < 0)
         return (int)x;
@@ -505,7 +505,7 @@ static int64_t m_stack(struct merger *m, struct mdict *md, const struct tabs *d,
     }
     if (pfr_buf_err(&m->key))
         return pfr_buf_err(&m->key);
-    int64_t id = store_ktab_intern(&m->stacks, m->key.data, m->key.len, NULL);
+    int64_t id = pfr_st_ktab_intern(&m->stacks, m->key.data, m->key.len, NULL);
     if (id >= 0)
         *slot = (uint32_t)id + 1;
     return id;
@@ -518,7 +518,7 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
     uint32_t *slot = ls < c->base[T_LSET] ? &md->lset[ls] : &m->dlset[ls - c->base[T_LSET]];
     if (*slot)
         return *slot == LS_FILTERED ? LS_FILTERED : *slot - 1;
-    if (m->f && m->f->nsample_labels && !store_lset_matches(d, &c->delta, ls, m->f)) {
+    if (m->f && m->f->nsample_labels && !pfr_st_lset_matches(d, &c->delta, ls, m->f)) {
         *slot = LS_FILTERED;
         return LS_FILTERED;
     }
@@ -528,14 +528,14 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
         const struct nlabel *l = (const struct nlabel *)tabs2_key(d, &c->delta, T_LSET, ls, &len);
         m->key.len = 0;
         for (size_t j = 0; j < len / sizeof(*l); j++) {
-            const char *k = store_str_at(d, &c->delta, l[j].key);
+            const char *k = pfr_st_str_at(d, &c->delta, l[j].key);
             pfr_buf_put(&m->key, k, strlen(k) + 1);
             if (l[j].str != LABEL_NUM) {
-                const char *v = store_str_at(d, &c->delta, l[j].str);
+                const char *v = pfr_st_str_at(d, &c->delta, l[j].str);
                 pfr_buf_u8(&m->key, 's');
                 pfr_buf_put(&m->key, v, strlen(v) + 1);
             } else {
-                const char *u = l[j].unit ? store_str_at(d, &c->delta, l[j].unit) : "";
+                const char *u = l[j].unit ? pfr_st_str_at(d, &c->delta, l[j].unit) : "";
                 pfr_buf_u8(&m->key, 'n');
                 pfr_buf_put(&m->key, &l[j].num, sizeof(l[j].num));
                 pfr_buf_put(&m->key, u, strlen(u) + 1);
@@ -543,7 +543,7 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
         }
         if (pfr_buf_err(&m->key))
             return pfr_buf_err(&m->key);
-        id = store_ktab_intern(&m->lsets, m->key.data, m->key.len, NULL);
+        id = pfr_st_ktab_intern(&m->lsets, m->key.data, m->key.len, NULL);
         if (id < 0)
             return id;
     }
@@ -553,8 +553,8 @@ static int64_t m_lset(struct merger *m, struct mdict *md, const struct tabs *d,
 
 static void m_header(struct merger *m, const struct tabs *d, const struct dchunk *c)
 {
-    const char *pt = store_str_at(d, &c->delta, c->period_type);
-    const char *pu = store_str_at(d, &c->delta, c->period_unit);
+    const char *pt = pfr_st_str_at(d, &c->delta, c->period_type);
+    const char *pu = pfr_st_str_at(d, &c->delta, c->period_unit);
     if (!m->have_period && (c->period || pt[0] || pu[0])) {
         pfr_profile_set_period(m->p, pt, pu, c->period);
         m->have_period = true;
@@ -713,7 +713,7 @@ static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
     const struct rstream *ref = NULL;
     bool uniform = true;
     for (size_t i = 0; i < cs->n; i++) {
-        const struct rstream *r = store_stream_get(&s->dict, cs->v[i].stream_id);
+        const struct rstream *r = pfr_st_stream_get(&s->dict, cs->v[i].stream_id);
         if (!r || r->bad)
             continue;
         if (!ref)
@@ -732,7 +732,7 @@ static int m_types(pfr_store *s, struct merger *m, const struct cands *cs)
     if (!m->f || !m->f->type)
         return -EINVAL;
     for (size_t i = 0; i < cs->n; i++) {
-        const struct rstream *r = store_stream_get(&s->dict, cs->v[i].stream_id);
+        const struct rstream *r = pfr_st_stream_get(&s->dict, cs->v[i].stream_id);
         for (size_t t = 0; r && !r->bad && t < r->ntypes; t++) {
             if (strcmp(r->types[t], m->f->type) == 0) {
                 pfr_profile_add_sample_type(m->p, r->types[t], r->units[t]);
@@ -756,9 +756,9 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     struct cands cs = {0};
     struct dchunk dc = {0};
     m.p = pfr_profile_new();
-    if (!m.p || store_ktab_intern(&m.lsets, "", 0, NULL) != 0)
+    if (!m.p || pfr_st_ktab_intern(&m.lsets, "", 0, NULL) != 0)
         return -ENOMEM;
-    int rc = store_begin_read(&s->sql);
+    int rc = pfr_st_begin_read(&s->sql);
     if (rc) {
         merger_free(&m);
         return rc;
@@ -781,18 +781,18 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
     }
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
-        const struct rstream *r = store_stream_get(&s->dict, c->stream_id);
+        const struct rstream *r = pfr_st_stream_get(&s->dict, c->stream_id);
         const struct chain *d = NULL;
         st->last_id = c->id;
         uint32_t k = store_map_get(&top, (uint64_t)c->base_id);
         if (r && !r->bad && k != UINT32_MAX && tops[k]) {
             /* Read the chain's layers up to the last one the range needs in one statement, not
              * one layer per chunk. Whatever this finds (a broken layer, an error) the chunk's
-             * own store_chain_get below finds again. */
+             * own pfr_st_chain_get below finds again. */
             uint32_t n[T_N];
             bool corrupt;
             int err;
-            store_chain_get(&s->dict, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
+            pfr_st_chain_get(&s->dict, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
             tops[k] = 0;
         }
         int lr = load_chunk(s, c, r, &dc, &d);
@@ -811,7 +811,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         rc = m_chunk(&m, r, d, &dc);
         st->chunks++;
     }
-    store_end_read(&s->sql);
+    pfr_st_end_read(&s->sql);
     pfr_map_free(&top);
     free(tops);
     persist_corrupt(s, st->corrupt);
@@ -824,7 +824,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
         m.p = NULL;
     }
     merger_free(&m);
-    store_dchunk_free(&dc);
+    pfr_st_dchunk_free(&dc);
     cands_free(&cs);
     return rc;
 }
@@ -851,14 +851,14 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     if (rc != SQLITE_OK && rc != SQLITE_DONE) {
         int e = pfr_store_errno(rc);
         if (e != -EBADMSG)
-            return store_fail(&s->sql, e, err, errlen, "integrity_check failed to run");
+            return pfr_st_fail(&s->sql, e, err, errlen, "integrity_check failed to run");
         problem = true;
-        store_fail(&s->sql, e, err, errlen, "integrity_check");
+        pfr_st_fail(&s->sql, e, err, errlen, "integrity_check");
     }
-    store_chain_cache_clear(&s->dict);
+    pfr_st_chain_cache_clear(&s->dict);
     struct cands cs = {0};
     struct dchunk dc = {0};
-    rc = store_begin_read(&s->sql);
+    rc = pfr_st_begin_read(&s->sql);
     if (!rc)
         rc = collect(s, NULL, &cs);
     if (rc == -EBADMSG) {
@@ -871,7 +871,7 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
     for (size_t i = 0; i < cs.n && !rc; i++) {
         const struct cand *c = &cs.v[i];
         const struct chain *d;
-        int lr = load_chunk(s, c, store_stream_get(&s->dict, c->stream_id), &dc, &d);
+        int lr = load_chunk(s, c, pfr_st_stream_get(&s->dict, c->stream_id), &dc, &d);
         if (lr == STORE_LOAD_OK)
             lr = check_totals(&cs, c, &dc);
         if (lr == STORE_LOAD_VANISHED)
@@ -885,13 +885,13 @@ int pfr_store_check(pfr_store *s, uint64_t *bad_chunks, char *err, size_t errlen
         }
         rc = lr;
     }
-    store_end_read(&s->sql);
-    store_dchunk_free(&dc);
+    pfr_st_end_read(&s->sql);
+    pfr_st_dchunk_free(&dc);
     cands_free(&cs);
     if (bad_chunks)
         *bad_chunks = bad;
     if (rc)
-        return store_fail(&s->sql, rc, err, errlen, "check failed");
+        return pfr_st_fail(&s->sql, rc, err, errlen, "check failed");
     return problem || bad ? -EBADMSG : 0;
 }
 

@@ -110,15 +110,15 @@ static int add_base(struct slicer *x, const struct scand *c)
 static int collect(struct slicer *x)
 {
     pfr_store *s = x->s;
-    int rc = store_streams_refresh(&s->dict);
+    int rc = pfr_st_streams_refresh(&s->dict);
     if (rc)
         return fail(x, rc, s->sql.db, "cannot read the ring's streams");
     int64_t from = x->f->from_ns ? x->f->from_ns : INT64_MIN;
     int64_t to = x->f->to_ns ? x->f->to_ns : INT64_MAX;
-    sqlite3_stmt *st = store_prepare(&s->sql, "SELECT id, stream_id, base_id, dict_id FROM chunks"
-                                              " WHERE end_ns > ?1 AND start_ns < ?2 ORDER BY id");
+    sqlite3_stmt *st = pfr_st_prepare(&s->sql, "SELECT id, stream_id, base_id, dict_id FROM chunks"
+                                               " WHERE end_ns > ?1 AND start_ns < ?2 ORDER BY id");
     if (!st)
-        return fail(x, store_db_err(&s->sql), s->sql.db, "cannot list the chunks");
+        return fail(x, pfr_st_db_err(&s->sql), s->sql.db, "cannot list the chunks");
     sqlite3_bind_int64(st, 1, from);
     sqlite3_bind_int64(st, 2, to);
     /* A chunk of a missing or broken stream is corrupt, as readers of the ring count it (unless
@@ -128,8 +128,8 @@ static int collect(struct slicer *x)
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         struct scand c = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                           sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
-        const struct rstream *r = store_stream_get(&s->dict, c.stream_id);
-        if (r ? !store_stream_matches(r, x->f) : narrowed)
+        const struct rstream *r = pfr_st_stream_get(&s->dict, c.stream_id);
+        if (r ? !pfr_st_stream_matches(r, x->f) : narrowed)
             continue;
         if (!r || r->bad) {
             x->st.corrupt++;
@@ -145,9 +145,9 @@ static int collect(struct slicer *x)
     sqlite3_finalize(st);
     if (rc)
         return rc;
-    st = store_prepare(&s->sql, "SELECT max(id) FROM chunks");
+    st = pfr_st_prepare(&s->sql, "SELECT max(id) FROM chunks");
     if (!st)
-        return fail(x, store_db_err(&s->sql), s->sql.db, "cannot read the ring");
+        return fail(x, pfr_st_db_err(&s->sql), s->sql.db, "cannot read the ring");
     if (sqlite3_step(st) == SQLITE_ROW)
         x->source_max_id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -215,7 +215,7 @@ static int open_out(struct slicer *x)
         return fail(x, pfr_store_errno(rc), x->out, "cannot open %s", x->tmp);
     sqlite3_extended_result_codes(x->out, 1);
     int64_t vac = 0;
-    sqlite3_stmt *st = store_prepare(&s->sql, "PRAGMA auto_vacuum");
+    sqlite3_stmt *st = pfr_st_prepare(&s->sql, "PRAGMA auto_vacuum");
     if (st && sqlite3_step(st) == SQLITE_ROW)
         vac = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -228,11 +228,11 @@ static int open_out(struct slicer *x)
         return rc;
     /* Tables first, then their indices; SQLite's own tables (sqlite_sequence) come by
      * themselves. */
-    st = store_prepare(&s->sql, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND"
-                                " name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-                                " ORDER BY type <> 'table', rowid");
+    st = pfr_st_prepare(&s->sql, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND"
+                                 " name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+                                 " ORDER BY type <> 'table', rowid");
     if (!st)
-        return fail(x, store_db_err(&s->sql), s->sql.db, "cannot read the ring's schema");
+        return fail(x, pfr_st_db_err(&s->sql), s->sql.db, "cannot read the ring's schema");
     int step = SQLITE_DONE;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
         rc = out_exec(x, (const char *)sqlite3_column_text(st, 0));
@@ -277,7 +277,7 @@ static int copier_open(struct slicer *x, struct copier *cp, const char *table, c
 {
     char sql[256];
     snprintf(sql, sizeof(sql), "SELECT * FROM %s WHERE %s", table, where);
-    cp->sel = store_prepare(&x->s->sql, sql);
+    cp->sel = pfr_st_prepare(&x->s->sql, sql);
     cp->ins = cp->sel ? insert_like(x, table, cp->sel) : NULL;
     if (!cp->sel)
         return fail(x, pfr_store_errno(sqlite3_errcode(x->s->sql.db)), x->s->sql.db, "reading %s",
@@ -319,7 +319,7 @@ static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *
         int64_t fields[3] = {stream, b->base_id, parent};
         bool linked = prev ? parent == prev : parent == 0 && id == b->base_id;
         if (!linked || stream != b->stream_id || sqlite3_column_type(cp->sel, cd) != SQLITE_BLOB ||
-            store_row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
+            pfr_st_row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
             break;
         bool found;
         if ((rc = copy_row(x, cp->sel, cp->ins)) != 0)
@@ -372,7 +372,7 @@ static int copy_chunk(struct slicer *x, struct copier *chunk, struct copier *dat
         const uint8_t *blob = sqlite3_column_blob(data->sel, cd);
         size_t len = (size_t)sqlite3_column_bytes(data->sel, cd);
         uint32_t crc = (uint32_t)sqlite3_column_int64(m, cc);
-        if (!blob || store_row_crc(blob, len, fields, 5) != crc)
+        if (!blob || pfr_st_row_crc(blob, len, fields, 5) != crc)
             goto out; /* corrupt: left out */
         if ((rc = copy_row(x, chunk->sel, chunk->ins)) || (rc = copy_row(x, data->sel, data->ins)))
             goto out;
@@ -492,6 +492,26 @@ static int write_meta(struct slicer *x)
     return rc;
 }
 
+/* The pins over the slice's range, as they are: a range carried out with its pin (pfr export
+ * --pin) is still pinned, with its reason, where it is read. */
+static int copy_pins(struct slicer *x)
+{
+    struct copier cp = {0};
+    int rc = copier_open(x, &cp, "pins", "to_ns > ?1 AND from_ns < ?2 ORDER BY id");
+    int step = SQLITE_DONE;
+    if (!rc) {
+        bool all = !x->f->from_ns && !x->f->to_ns;
+        sqlite3_bind_int64(cp.sel, 1, all ? INT64_MIN : x->f->from_ns);
+        sqlite3_bind_int64(cp.sel, 2, all ? INT64_MAX : x->f->to_ns);
+    }
+    while (!rc && (step = sqlite3_step(cp.sel)) == SQLITE_ROW)
+        rc = copy_row(x, cp.sel, cp.ins);
+    if (!rc && step != SQLITE_DONE)
+        rc = fail(x, pfr_store_errno(step), x->s->sql.db, "reading the ring's pins");
+    copier_close(&cp);
+    return rc;
+}
+
 /* Everything, inside the ring's read transaction. */
 static int copy_all(struct slicer *x)
 {
@@ -506,6 +526,8 @@ static int copy_all(struct slicer *x)
         rc = copy_streams(x);
     if (!rc && x->st.chunks)
         rc = write_meta(x);
+    if (!rc && x->st.chunks)
+        rc = copy_pins(x);
     return rc;
 }
 
@@ -670,14 +692,14 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
     int rc = check_args(&x, f, path, flags);
     if (rc)
         return rc;
-    if ((rc = store_begin_read(&s->sql)) != 0)
+    if ((rc = pfr_st_begin_read(&s->sql)) != 0)
         return fail(&x, rc, s->sql.db, "cannot read the ring");
     rc = collect(&x);
     if (!rc && !x.nc)
         rc = fail(&x, -ENOENT, NULL, "no chunk of the ring matches");
     if (!rc && !(rc = create_tmp(&x)) && !(rc = open_out(&x)) && !(rc = copy_all(&x)))
         rc = out_exec(&x, "COMMIT");
-    store_end_read(&s->sql);
+    pfr_st_end_read(&s->sql);
     if (!rc && !x.st.chunks)
         rc = fail(&x, -ENOENT, NULL, "every chunk of the range is corrupt");
     if (x.out && sqlite3_close(x.out) != SQLITE_OK && !rc)
@@ -701,15 +723,15 @@ int pfr_store_slice_write(pfr_store *s, const pfr_store_filter *f, const char *p
 int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out)
 {
     memset(out, 0, sizeof(*out));
-    int rc = store_begin_read(&s->sql);
+    int rc = pfr_st_begin_read(&s->sql);
     if (rc)
         return rc;
     sqlite3_stmt *st =
-        store_prepare(&s->sql, "SELECT key, value FROM meta WHERE key LIKE 'slice\\_%'"
-                               " ESCAPE '\\'");
+        pfr_st_prepare(&s->sql, "SELECT key, value FROM meta WHERE key LIKE 'slice\\_%'"
+                                " ESCAPE '\\'");
     if (!st) {
-        rc = store_db_err(&s->sql);
-        store_end_read(&s->sql);
+        rc = pfr_st_db_err(&s->sql);
+        pfr_st_end_read(&s->sql);
         return rc;
     }
     int step = SQLITE_DONE;
@@ -733,7 +755,7 @@ int pfr_store_slice_info(pfr_store *s, pfr_slice_info *out)
     }
     rc = step == SQLITE_DONE ? 0 : pfr_store_errno(step);
     sqlite3_finalize(st);
-    store_end_read(&s->sql);
+    pfr_st_end_read(&s->sql);
     if (!out->is_slice)
         memset(out, 0, sizeof(*out));
     return rc;

@@ -22,8 +22,8 @@ static uint64_t size_of(const char *path)
     return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-int store_space_open(struct store_space *sp, const char *path, uint64_t max_bytes, bool read_only,
-                     const pfr_store_reserve *reserve)
+int pfr_st_space_open(struct store_space *sp, const char *path, uint64_t max_bytes, bool read_only,
+                      const pfr_store_reserve *reserve)
 {
     sp->max_bytes = max_bytes;
     sp->read_only = read_only;
@@ -41,7 +41,7 @@ int store_space_open(struct store_space *sp, const char *path, uint64_t max_byte
     return 0;
 }
 
-void store_space_close(struct store_space *sp)
+void pfr_st_space_close(struct store_space *sp)
 {
     free(sp->db_path);
     free(sp->wal_path);
@@ -49,18 +49,18 @@ void store_space_close(struct store_space *sp)
     sp->db_path = sp->wal_path = sp->spare_path = NULL;
 }
 
-uint64_t store_space_db_file(const struct store_space *sp)
+uint64_t pfr_st_space_db_file(const struct store_space *sp)
 {
     return size_of(sp->db_path);
 }
 
-uint64_t store_space_files(const struct store_space *sp)
+uint64_t pfr_st_space_files(const struct store_space *sp)
 {
     return size_of(sp->db_path) + size_of(sp->wal_path) + size_of(sp->spare_path);
 }
 
-int store_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t reserve,
-                        struct space_now *now, struct store_policy_out *out)
+int pfr_st_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t reserve,
+                         struct space_now *now, struct store_policy_out *out)
 {
     memset(now, 0, sizeof(*now));
     struct statvfs v;
@@ -84,7 +84,7 @@ int store_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t res
     }
     in.reserve =
         reserve != UINT64_MAX ? reserve : pfr_store_reserve_bytes(&sp->reserve, in.fs_bytes);
-    store_policy_decide(&in, out);
+    pfr_st_policy_decide(&in, out);
     now->fs_bytes = in.fs_bytes;
     now->fs_avail = in.fs_avail;
     now->reserve = in.reserve;
@@ -93,7 +93,7 @@ int store_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t res
     return 0;
 }
 
-bool store_space_growth_fits(struct store_space *sp, uint64_t db_bytes)
+bool pfr_st_space_growth_fits(struct store_space *sp, uint64_t db_bytes)
 {
     uint64_t file = size_of(sp->db_path);
     if (db_bytes <= file)
@@ -108,12 +108,12 @@ bool store_space_growth_fits(struct store_space *sp, uint64_t db_bytes)
     return db_bytes - file <= (avail > wal ? avail - wal : 0);
 }
 
-uint64_t store_space_wal_file(const struct store_space *sp)
+uint64_t pfr_st_space_wal_file(const struct store_space *sp)
 {
     return size_of(sp->wal_path);
 }
 
-uint64_t store_space_wal_deficit(struct store_space *sp)
+uint64_t pfr_st_space_wal_deficit(struct store_space *sp)
 {
     struct statvfs v;
     if (!sp->now.starved || statvfs(sp->db_path, &v) != 0)
@@ -135,21 +135,21 @@ static void wal_limit(struct store_space *sp, struct store_db *sql, bool keep, u
     snprintf(q, sizeof(q), "PRAGMA journal_size_limit = %lld; PRAGMA wal_autocheckpoint = %llu",
              keep ? -1ll : (long long)budget,
              (unsigned long long)(budget / 2 / (sql->page_size ? sql->page_size : 4096) + 1));
-    if (store_exec(sql, q) == 0) {
+    if (pfr_st_exec(sql, q) == 0) {
         sp->wal_limit = want;
         sp->wal_budget_set = budget;
         sp->wal_kept = keep;
     }
 }
 
-void store_space_plan(struct store_space *sp, struct store_db *sql)
+void pfr_st_space_plan(struct store_space *sp, struct store_db *sql)
 {
     struct space_now n;
-    if (store_space_measure(sp, sp->max_bytes, UINT64_MAX, &n, &sp->now) != 0) {
+    if (pfr_st_space_measure(sp, sp->max_bytes, UINT64_MAX, &n, &sp->now) != 0) {
         /* not measured: the configured cap's shares */
         struct store_policy_in in = {
             .max_bytes = sp->max_bytes, .fs_avail = UINT64_MAX, .wal_seen = sp->wal_seen};
-        store_policy_decide(&in, &sp->now);
+        pfr_st_policy_decide(&in, &sp->now);
         sp->now.tight = sp->now.starved = false;
         return;
     }
@@ -166,14 +166,14 @@ void store_space_plan(struct store_space *sp, struct store_db *sql)
     wal_limit(sp, sql, sp->now.starved, sp->now.wal_budget);
 }
 
-void store_space_note_wal(struct store_space *sp, uint64_t wal_bytes)
+void pfr_st_space_note_wal(struct store_space *sp, uint64_t wal_bytes)
 {
     if (wal_bytes > sp->wal_seen)
         sp->wal_seen = wal_bytes;
     sp->wal_last[sp->wal_next++ % (sizeof(sp->wal_last) / sizeof(sp->wal_last[0]))] = wal_bytes;
 }
 
-void store_space_spare_make(struct store_space *sp)
+void pfr_st_space_spare_make(struct store_space *sp)
 {
     uint64_t want = sp->now.spare_bytes;
     if (!sp->spare_path || sp->now.starved || !want || size_of(sp->spare_path) >= want)
@@ -187,7 +187,7 @@ void store_space_spare_make(struct store_space *sp)
         unlink(sp->spare_path); /* no half spare: it would be counted as held */
 }
 
-void store_space_spare_drop(struct store_space *sp)
+void pfr_st_space_spare_drop(struct store_space *sp)
 {
     if (sp->spare_path)
         unlink(sp->spare_path);

@@ -27,7 +27,7 @@ struct store_space {
     bool wal_kept;           /* the disk is starved: the WAL keeps one transaction's blocks */
     uint64_t wal_limit;      /* journal_size_limit as last set (0: not yet) */
     uint64_t wal_budget_set; /* the budget wal_autocheckpoint was last set from */
-    /* Set by store_space_plan() before each write transaction. */
+    /* Set by pfr_st_space_plan() before each write transaction. */
     struct store_policy_out now;
     uint64_t reserve_bytes;   /* the reserve as last resolved */
     uint64_t meta_reserve;    /* reserve written to meta by this handle, + 1 (0: not yet) */
@@ -43,48 +43,48 @@ struct space_now {
 };
 
 /* A handle's state for the ring at path. 0 or -ENOMEM. */
-int store_space_open(struct store_space *sp, const char *path, uint64_t max_bytes, bool read_only,
-                     const pfr_store_reserve *reserve);
-void store_space_close(struct store_space *sp);
+int pfr_st_space_open(struct store_space *sp, const char *path, uint64_t max_bytes, bool read_only,
+                      const pfr_store_reserve *reserve);
+void pfr_st_space_close(struct store_space *sp);
 
 /* Measure the file system and the ring's files for a ring capped at max_bytes keeping reserve
  * bytes free (UINT64_MAX: resolve the writer's setting on this file system), and decide. 0 or
  * -errno of statvfs. */
-int store_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t reserve,
-                        struct space_now *now, struct store_policy_out *out);
+int pfr_st_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t reserve,
+                         struct space_now *now, struct store_policy_out *out);
 
 /* Before a write transaction: the policy's decision for now into sp->now. A file system that
  * cannot be measured leaves the configured cap's. On a disk with hardly any room the WAL keeps
  * its blocks (journal_size_limit off) until there is room again. */
-void store_space_plan(struct store_space *sp, struct store_db *sql);
+void pfr_st_space_plan(struct store_space *sp, struct store_db *sql);
 
 /* Whether a database of db_bytes (its page count at commit) can be checkpointed: the pages past
  * the file's end are written to it only by the checkpoint, which a full disk then fails for
  * good (the WAL can never be reset, so no later transaction fits either). The growth must fit
  * the free space less the WAL's budget. */
-bool store_space_growth_fits(struct store_space *sp, uint64_t db_bytes);
+bool pfr_st_space_growth_fits(struct store_space *sp, uint64_t db_bytes);
 
 /* The WAL file's bytes. */
-uint64_t store_space_wal_file(const struct store_space *sp);
+uint64_t pfr_st_space_wal_file(const struct store_space *sp);
 
 /* On a full disk: the bytes the WAL lacks for the largest recent transaction (its file and the
  * free space short of it), at most half of what it could take for a move of pages (its file and
  * the free space). 0 when the disk is not full or cannot be measured. */
-uint64_t store_space_wal_deficit(struct store_space *sp);
+uint64_t pfr_st_space_wal_deficit(struct store_space *sp);
 
 /* After a commit: the transaction's WAL bytes, which size the spare file and, on a full disk,
  * the WAL's blocks kept (it must hold a transaction). */
-void store_space_note_wal(struct store_space *sp, uint64_t wal_bytes);
+void pfr_st_space_note_wal(struct store_space *sp, uint64_t wal_bytes);
 
 /* Make the spare file if it is missing and the disk has room for it (its share is counted in
  * the cap in force, reserve or not); drop it (its room goes to the WAL). Both best effort. */
-void store_space_spare_make(struct store_space *sp);
-void store_space_spare_drop(struct store_space *sp);
+void pfr_st_space_spare_make(struct store_space *sp);
+void pfr_st_space_spare_drop(struct store_space *sp);
 
 /* The database file's bytes (its pages past the file's end, in the WAL, not counted). */
-uint64_t store_space_db_file(const struct store_space *sp);
+uint64_t pfr_st_space_db_file(const struct store_space *sp);
 
 /* The ring's files' bytes: database, WAL and spare file. */
-uint64_t store_space_files(const struct store_space *sp);
+uint64_t pfr_st_space_files(const struct store_space *sp);
 
 #endif

@@ -6,7 +6,7 @@
 #include "store_util.h"
 
 /* ---- ktab ---- */
-void store_ktab_free(struct ktab *t)
+void pfr_st_ktab_free(struct ktab *t)
 {
     free(t->arena);
     free(t->off);
@@ -14,7 +14,7 @@ void store_ktab_free(struct ktab *t)
     *t = (struct ktab){0};
 }
 
-void store_ktab_reset(struct ktab *t)
+void pfr_st_ktab_reset(struct ktab *t)
 {
     t->alen = 0;
     t->n = 0;
@@ -24,7 +24,7 @@ void store_ktab_reset(struct ktab *t)
         memset(t->slots, 0, (t->mask + 1) * sizeof(*t->slots));
 }
 
-void store_ktab_truncate(struct ktab *t, uint32_t n)
+void pfr_st_ktab_truncate(struct ktab *t, uint32_t n)
 {
     if (n >= t->n)
         return;
@@ -35,7 +35,7 @@ void store_ktab_truncate(struct ktab *t, uint32_t n)
     t->mask = 0;
 }
 
-int64_t store_ktab_add(struct ktab *t, const void *key, size_t len)
+int64_t pfr_st_ktab_add(struct ktab *t, const void *key, size_t len)
 {
     size_t cap = t->cap;
     size_t start = (t->alen + 7) & ~(size_t)7;
@@ -101,7 +101,7 @@ static int64_t ktab_lookup(struct ktab *t, const void *key, size_t len, uint64_t
     }
 }
 
-int64_t store_ktab_find(struct ktab *t, const void *key, size_t len)
+int64_t pfr_st_ktab_find(struct ktab *t, const void *key, size_t len)
 {
     if (!t->slots) {
         if (!t->n)
@@ -116,7 +116,7 @@ int64_t store_ktab_find(struct ktab *t, const void *key, size_t len)
     return ktab_lookup(t, key, len, pfr_hash_bytes(key, len), &slot);
 }
 
-int64_t store_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added)
+int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added)
 {
     if (!t->slots || ((size_t)t->n + 1) * 2 > t->mask + 1) {
         size_t ns = t->slots ? (t->mask + 1) * 2 : 64;
@@ -133,7 +133,7 @@ int64_t store_ktab_intern(struct ktab *t, const void *key, size_t len, bool *add
             *added = false;
         return i;
     }
-    i = store_ktab_add(t, key, len);
+    i = pfr_st_ktab_add(t, key, len);
     if (i < 0)
         return i;
     t->slots[slot] = (h & 0xffffffff00000000ull) | ((uint64_t)i + 1u);

@@ -94,17 +94,17 @@ struct ktab {
     size_t mask;     /* slots capacity - 1; slots == NULL when not indexed */
 };
 
-void store_ktab_free(struct ktab *t);
+void pfr_st_ktab_free(struct ktab *t);
 /* Forget entries, keep memory. */
-void store_ktab_reset(struct ktab *t);
+void pfr_st_ktab_reset(struct ktab *t);
 /* Drop entries n and above (an index, if any, is rebuilt at the next intern). */
-void store_ktab_truncate(struct ktab *t, uint32_t n);
+void pfr_st_ktab_truncate(struct ktab *t, uint32_t n);
 /* Append a key without indexing; returns its index or a negative errno. */
-int64_t store_ktab_add(struct ktab *t, const void *key, size_t len);
+int64_t pfr_st_ktab_add(struct ktab *t, const void *key, size_t len);
 /* Index of key, adding it if absent (*added set accordingly); builds the index if needed. */
-int64_t store_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added);
+int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added);
 /* Index of key or -1. */
-int64_t store_ktab_find(struct ktab *t, const void *key, size_t len);
+int64_t pfr_st_ktab_find(struct ktab *t, const void *key, size_t len);
 static inline const uint8_t *ktab_key(const struct ktab *t, uint32_t i, size_t *len)
 {
     size_t start = ((size_t)t->off[i] + 7) & ~(size_t)7;

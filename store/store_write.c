@@ -17,14 +17,19 @@
 #include "pfr_clock.h"
 #include "store_cursor.h"
 #include "store_handle.h"
+#include "store_pins.h"
 #include "store_write.h"
 
 #define DICT_WINDOW    60  /* chunks: 10 minutes of 10 s chunks */
 #define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
 #define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
 #define MAX_RESIDENT   256 /* streams whose tables stay in memory */
-#define MAX_WSTREAMS   65536
-#define ROW_OVERHEAD   96 /* bytes of a chunk's two rows and index entries besides the payload */
+/* bytes of tables kept in memory between appends: past it the least recently appended streams'
+ * tables go (their next chunk writes a new base). On a build host, hundreds of short-lived
+ * programs each make a stream an interval: kept by count alone they held ~25 MiB. */
+#define MAX_TABLE_BYTES (8u << 20)
+#define MAX_WSTREAMS    65536
+#define ROW_OVERHEAD    96 /* bytes of a chunk's two rows and index entries besides the payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -55,9 +60,10 @@ static const char *const wsql[W_N] = {
     [W_INS_DATA] = "INSERT INTO chunk_data(id, data) VALUES (?1, ?2)",
     [W_PAGE_COUNT] = "PRAGMA page_count",
     [W_FREELIST] = "PRAGMA freelist_count",
-    [W_OLDEST] = "SELECT id, stream_id, base_id, nbytes FROM chunks ORDER BY id LIMIT 512",
-    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id <= ?1",
-    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id <= ?1",
+    [W_OLDEST] = ("SELECT id, stream_id, base_id, nbytes, start_ns, end_ns FROM chunks"
+                  " WHERE id > ?1 ORDER BY id LIMIT 512"),
+    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id BETWEEN ?1 AND ?2",
+    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id BETWEEN ?1 AND ?2",
     [W_DEL_DICT] = ("DELETE FROM dicts WHERE base_id = ?1 AND NOT EXISTS"
                     " (SELECT 1 FROM chunks WHERE base_id = ?1)"),
     [W_DEL_STREAM] = ("DELETE FROM streams WHERE id = ?1 AND NOT EXISTS"
@@ -83,6 +89,7 @@ struct wstream {
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
     uint64_t lru;
+    size_t bytes; /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
     /* Fast path to a location: its 128-bit content fingerprint -> location index. */
     struct fpmap_ent *fpm;
@@ -119,6 +126,9 @@ struct writer {
     struct wstream **ws;
     size_t nws, cap_ws, resident;
     uint64_t clock;
+    struct wstream *cur;     /* the stream being appended to */
+    size_t table_bytes;      /* the resident streams' tables (sum of their bytes) */
+    uint64_t tables_dropped; /* streams' tables given up for memory (pfr_store_mem_stats) */
     sqlite3_stmt *st[W_N];
 
     uint32_t *locmap; /* profile location -> ours + 1 (0: unused, UINT32_MAX: to map) */
@@ -158,7 +168,7 @@ struct writer {
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
 {
-    store_tabs_free(&s->tabs);
+    pfr_st_tabs_free(&s->tabs);
     free(s->fpm);
     s->fpm = NULL;
     s->fpm_mask = s->fpm_n = 0;
@@ -172,9 +182,45 @@ static void wstream_drop_tables(struct writer *w, struct wstream *s)
     if (s->resident)
         w->resident--;
     s->resident = false;
+    w->table_bytes -= s->bytes;
+    s->bytes = 0;
 }
 
-void store_writer_free(struct writer *w)
+/* What a stream's tables hold now: after each append, which may have grown or rebuilt them. */
+static void wstream_account(struct writer *w, struct wstream *s)
+{
+    size_t b = pfr_st_tabs_bytes(&s->tabs) + (s->fpm ? (s->fpm_mask + 1) * sizeof(*s->fpm) : 0);
+    for (int k = 0; k < T_N; k++)
+        b += s->cap_used[k] * sizeof(uint32_t);
+    w->table_bytes = w->table_bytes - s->bytes + b;
+    s->bytes = b;
+}
+
+/* The least recently appended stream with tables, other than keep; NULL if none. */
+static struct wstream *lru_resident(const struct writer *w, const struct wstream *keep)
+{
+    struct wstream *victim = NULL;
+    for (size_t j = 0; j < w->nws; j++)
+        if (w->ws[j]->resident && w->ws[j] != keep && (!victim || w->ws[j]->lru < victim->lru))
+            victim = w->ws[j];
+    return victim;
+}
+
+/* Drop the least recently appended streams' tables (not keep's) until at most max_bytes stay
+ * and fewer than max_n streams have them. Their next chunk writes a new base: nothing is lost. */
+static void drop_cold_tables(struct writer *w, const struct wstream *keep, size_t max_bytes,
+                             size_t max_n)
+{
+    while (w->table_bytes > max_bytes || w->resident > max_n) {
+        struct wstream *victim = lru_resident(w, keep);
+        if (!victim)
+            return;
+        wstream_drop_tables(w, victim);
+        w->tables_dropped++;
+    }
+}
+
+void pfr_st_writer_free(struct writer *w)
 {
     if (!w)
         return;
@@ -183,7 +229,7 @@ void store_writer_free(struct writer *w)
         free(w->ws[i]);
     }
     free(w->ws);
-    store_ktab_free(&w->keys);
+    pfr_st_ktab_free(&w->keys);
     for (int i = 0; i < W_N; i++)
         sqlite3_finalize(w->st[i]);
     free(w->locmap);
@@ -198,7 +244,7 @@ void store_writer_free(struct writer *w)
     free(w->vals);
     free(w->totals);
     free(w->undo);
-    store_tabs_free(&w->local);
+    pfr_st_tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
         free(w->pend_stamp[k]);
@@ -262,7 +308,7 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 {
     struct writer *w = s->w;
     if (!w->st[which])
-        w->st[which] = store_prepare(&s->sql, wsql[which]);
+        w->st[which] = pfr_st_prepare(&s->sql, wsql[which]);
     if (w->st[which]) {
         sqlite3_reset(w->st[which]);
         sqlite3_clear_bindings(w->st[which]);
@@ -272,14 +318,14 @@ static sqlite3_stmt *wst(pfr_store *s, enum wstmt which)
 
 static int db_err(pfr_store *s)
 {
-    int e = store_db_err(&s->sql);
+    int e = pfr_st_db_err(&s->sql);
     return e ? e : -EIO;
 }
 
 /* ---- mapping a profile into the stream's tables ---- */
 static int64_t intern_str(struct wstream *s, const char *str)
 {
-    return store_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
+    return pfr_st_ktab_intern(&s->tabs.t[T_STR], str, strlen(str), NULL);
 }
 
 static int mark_used(struct wstream *s, int k, uint32_t g, bool *first)
@@ -488,7 +534,7 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
         if (name < 0 || file < 0)
             return -ENOMEM;
         struct nfunc f = {(uint32_t)name, (uint32_t)file};
-        int64_t fi = store_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
+        int64_t fi = pfr_st_ktab_intern(&s->tabs.t[T_FUNC], &f, sizeof(f), NULL);
         if (fi < 0)
             return fi;
         struct nline ln = {(uint32_t)fi, 0, fr[i].line};
@@ -496,7 +542,7 @@ static int64_t loc_slow(struct writer *w, struct wstream *s, struct loc_view v, 
     }
     if (pfr_buf_err(&w->tmp))
         return pfr_buf_err(&w->tmp);
-    int64_t x = store_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
+    int64_t x = pfr_st_ktab_intern(&s->tabs.t[T_LOC], w->tmp.data, w->tmp.len, NULL);
     if (x >= 0 && fpmap_put(s, h, (uint32_t)x))
         return -ENOMEM;
     return x;
@@ -582,7 +628,7 @@ static int64_t map_labels(struct writer *w, struct wstream *s, const pfr_profile
     }
     /* Label sets are sets: one order for all. */
     qsort(w->labs, n, sizeof(*w->labs), nlabel_cmp);
-    int64_t x = store_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
+    int64_t x = pfr_st_ktab_intern(&s->tabs.t[T_LSET], w->labs, n * sizeof(*w->labs), NULL);
     if (x >= 0 && n <= 4) {
         struct lscache_ent *e = &w->lsc[w->lsc_next];
         w->lsc_next = (w->lsc_next + 1) % LSCACHE;
@@ -630,7 +676,7 @@ static int map_profile(struct writer *w, struct wstream *s, const pfr_profile *p
         uint32_t *stack = (uint32_t *)w->tmp2.data;
         for (size_t j = 0; j < n; j++)
             stack[j] = w->locmap[locs[j]] - 1;
-        int64_t st = store_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
+        int64_t st = pfr_st_ktab_intern(&s->tabs.t[T_STACK], stack, n * sizeof(uint32_t), NULL);
         if (st < 0)
             return (int)st;
         int64_t ls = map_labels(w, s, p, i);
@@ -765,7 +811,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
                         l[j].str = remap(cm, T_STR, l[j].str);
                 }
             }
-            int64_t x = store_ktab_add(&nt.t[k], b.data, b.len);
+            int64_t x = pfr_st_ktab_add(&nt.t[k], b.data, b.len);
             if (x < 0) {
                 rc = (int)x;
                 break;
@@ -782,15 +828,15 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     }
     pfr_buf_free(&b);
     if (rc) {
-        store_tabs_free(&nt);
+        pfr_st_tabs_free(&nt);
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
         return rc;
     }
-    store_tabs_free(&s->tabs);
+    pfr_st_tabs_free(&s->tabs);
     s->tabs = nt;
     if (locfp_rebuild(s)) {
-        store_tabs_free(&s->tabs);
+        pfr_st_tabs_free(&s->tabs);
         memset(s->dict_n, 0, sizeof(s->dict_n));
         for (int k = 0; k < T_N; k++)
             free(nused[k]);
@@ -828,7 +874,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
     int64_t x;
     switch (k) {
     case T_STR:
-        x = store_ktab_add(&w->local.t[k], key, len);
+        x = pfr_st_ktab_add(&w->local.t[k], key, len);
         break;
     case T_FUNC: {
         struct nfunc f;
@@ -838,7 +884,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             return -ENOMEM;
         f.name = (uint32_t)a;
         f.file = (uint32_t)b;
-        x = store_ktab_add(&w->local.t[k], &f, sizeof(f));
+        x = pfr_st_ktab_add(&w->local.t[k], &f, sizeof(f));
         break;
     }
     case T_LOC: {
@@ -858,7 +904,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return f;
             ln[j].func = (uint32_t)f;
         }
-        x = store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
+        x = pfr_st_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     case T_STACK: {
@@ -873,7 +919,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
                 return l;
             locs[j] = (uint32_t)l;
         }
-        x = store_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
+        x = pfr_st_ktab_add(&w->local.t[k], w->tmp2.data, w->tmp2.len);
         break;
     }
     default: {
@@ -893,7 +939,7 @@ static int64_t need(struct writer *w, struct wstream *s, int k, uint32_t g)
             else
                 l[j].str = (uint32_t)b;
         }
-        x = store_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
+        x = pfr_st_ktab_add(&w->local.t[k], w->tmp.data, w->tmp.len);
         break;
     }
     }
@@ -925,7 +971,7 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
                 memset(w->pend_stamp[k], 0, w->cap_pend[k] * sizeof(uint32_t));
         w->stamp = 1;
     }
-    store_tabs_reset(&w->local);
+    pfr_st_tabs_reset(&w->local);
     for (size_t i = 0; i < ns; i++) {
         int64_t st = need(w, s, T_STACK, w->cs[i].stack);
         int64_t ls = need(w, s, T_LSET, w->cs[i].lset);
@@ -970,9 +1016,9 @@ static int encode_chunk(struct writer *w, struct wstream *s, const pfr_profile *
         .lset = w->clset,
         .values = w->vals,
     };
-    store_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
+    pfr_st_sum_totals(w->vals, n, (uint32_t)nt, w->totals);
     w->raw.len = 0;
-    store_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
+    pfr_st_chunk_encode(&w->raw, s->dict_n, &w->local, &body);
     return pfr_buf_err(&w->raw);
 }
 
@@ -1027,7 +1073,7 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
         if (!st)
             return db_err(s);
         sqlite3_bind_int64(st, 1, ids[i]);
-        int rc = store_step_done(st);
+        int rc = pfr_st_step_done(st);
         if (rc)
             return rc;
         if (sqlite3_changes(s->sql.db) > 0) {
@@ -1045,7 +1091,43 @@ struct evict_ctx {
     bool cursors_read, any_cursor;
     int64_t min_cursor; /* registered consumers' smallest cursor */
     bool for_disk;      /* count the chunks as given up for disk space */
+    bool pins_read;
+    struct store_pins pins; /* the pins in force (store_pins.c) */
+    int64_t after;          /* chunks up to this id were looked at: pinned ones are passed */
 };
+
+static void evict_ctx_free(struct evict_ctx *x)
+{
+    pfr_st_pins_free(&x->pins);
+}
+
+/* Release pin i of x's (its row and the entry), counted in pins_released. */
+static int pin_release(pfr_store *s, struct evict_ctx *x, size_t i)
+{
+    int rc = pfr_st_pins_delete(&s->sql, x->pins.v[i].id);
+    if (rc && rc != -ENOENT)
+        return rc;
+    pfr_st_pins_drop(&x->pins, i);
+    x->after = 0; /* what it kept may go now */
+    return pfr_st_meta_add(&s->sql, "pins_released", 1);
+}
+
+/* The pins, read once per eviction: while they keep more than their budget (pins may reach into
+ * the future and grow after they are made), the oldest automatic ones are released. */
+static int pins_read(pfr_store *s, struct evict_ctx *x)
+{
+    x->pins_read = true;
+    int rc = pfr_st_pins_load(&s->sql, &x->pins);
+    if (rc || x->pins.n == 0)
+        return rc;
+    uint64_t total;
+    long v;
+    while ((rc = pfr_st_pins_bytes(&s->dict, &x->pins, &total)) == 0 && total > s->pin_max_bytes &&
+           (v = pfr_st_pins_victim(&x->pins, false)) >= 0)
+        if ((rc = pin_release(s, x, (size_t)v)) != 0)
+            break;
+    return rc;
+}
 
 /* Eviction frees a little more than asked (cap/256, 4 pages to 4 MiB), so it runs every so many
  * appends, not at each. */
@@ -1059,65 +1141,109 @@ static uint64_t evict_slack(const pfr_store *s, uint64_t target)
     return slack;
 }
 
-/* Delete the oldest chunks, at least over bytes of them in one batch of at most max_n (<= 512),
- * then the dictionary chains and streams left without chunks, and count them: evicted,
- * lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. *n_out: chunks
- * deleted, 0 when none is left. */
+/* The chunks a batch deletes: runs of consecutive ids (pinned chunks between them stay). */
+struct evict_pick {
+    int64_t dicts[512], streams[512];
+    int64_t run_from[512], run_to[512];
+    size_t n, nruns;
+    bool run_open;
+    int64_t lost;
+    uint64_t freed;
+};
+
+/* Pick the oldest chunks not pinned, from x->after on, until over bytes or max_n of them. */
+static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ctx *x,
+                      struct evict_pick *k)
+{
+    size_t seen;
+    do {
+        sqlite3_stmt *st = wst(s, W_OLDEST);
+        if (!st)
+            return db_err(s);
+        sqlite3_bind_int64(st, 1, x->after);
+        int rc = SQLITE_DONE;
+        seen = 0;
+        while (k->freed < over && k->n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t id = sqlite3_column_int64(st, 0), stream = sqlite3_column_int64(st, 1);
+            x->after = id;
+            seen++;
+            if (x->pins.n &&
+                pfr_st_pins_protects(&x->pins, pfr_st_stream_get(&s->dict, stream),
+                                     sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5))) {
+                k->run_open = false;
+                continue;
+            }
+            if (!k->run_open)
+                k->run_from[k->nruns++] = id;
+            k->run_open = true;
+            k->run_to[k->nruns - 1] = id;
+            k->streams[k->n] = stream;
+            k->dicts[k->n] = sqlite3_column_int64(st, 2);
+            k->freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
+            if (x->any_cursor && id > x->min_cursor)
+                k->lost++;
+            k->n++;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return pfr_store_errno(rc);
+    } while (seen > 0 && k->freed < over && k->n < max_n);
+    return 0;
+}
+
+/* Delete the oldest chunks no pin keeps, at least over bytes of them in one batch of at most
+ * max_n (<= 512), then the dictionary chains and streams left without chunks, and count them:
+ * evicted, lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. When
+ * only pinned chunks are left, the pins are the last thing left: the oldest is released
+ * (automatic ones first) and eviction goes on. *n_out: chunks deleted, 0 when none is left. */
 static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protect_base,
                        int64_t protect_stream, struct evict_ctx *x, size_t *n_out)
 {
     *n_out = 0;
     int rc;
     if (!x->cursors_read) {
-        if ((rc = store_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
+        if ((rc = pfr_st_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
             return rc;
         x->cursors_read = true;
     }
-    sqlite3_stmt *st = wst(s, W_OLDEST);
-    if (!st)
-        return db_err(s);
-    int64_t dicts[512], streams[512];
-    size_t n = 0;
-    int64_t last = 0, lost = 0;
-    uint64_t freed = 0;
-    while (freed < over && n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        last = sqlite3_column_int64(st, 0);
-        streams[n] = sqlite3_column_int64(st, 1);
-        dicts[n] = sqlite3_column_int64(st, 2);
-        freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
-        if (x->any_cursor && last > x->min_cursor)
-            lost++;
-        n++;
+    if (!x->pins_read && (rc = pins_read(s, x)) != 0)
+        return rc;
+    struct evict_pick *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    long v;
+    while ((rc = evict_pick(s, over, max_n, x, k)) == 0 && k->n == 0 &&
+           (v = pfr_st_pins_victim(&x->pins, true)) >= 0)
+        if ((rc = pin_release(s, x, (size_t)v)) != 0)
+            break;
+    for (size_t r = 0; !rc && r < k->nruns; r++) {
+        for (int t = 0; t < 2 && !rc; t++) {
+            sqlite3_stmt *d = wst(s, t ? W_DEL_DATA : W_DEL_CHUNKS);
+            if (!d) {
+                rc = db_err(s);
+                break;
+            }
+            sqlite3_bind_int64(d, 1, k->run_from[r]);
+            sqlite3_bind_int64(d, 2, k->run_to[r]);
+            rc = pfr_st_step_done(d);
+        }
     }
-    sqlite3_reset(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return pfr_store_errno(rc);
-    if (n == 0)
-        return 0;
-    sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
-    if (!d1)
-        return db_err(s);
-    sqlite3_bind_int64(d1, 1, last);
-    if ((rc = store_step_done(d1)) != 0)
-        return rc;
-    sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
-    if (!d2)
-        return db_err(s);
-    sqlite3_bind_int64(d2, 1, last);
-    if ((rc = store_step_done(d2)) != 0 ||
-        (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
-        (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
-        (rc = store_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
-        (lost && (rc = store_meta_add(&s->sql, "lost_unshipped", lost)) != 0) ||
-        (x->for_disk && (rc = store_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0))
-        return rc;
-    *n_out = n;
-    return 0;
+    size_t n = k->n;
+    if (!rc && n > 0 &&
+        ((rc = delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
+         (rc = delete_orphans(s, k->streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
+         (rc = pfr_st_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
+         (k->lost && (rc = pfr_st_meta_add(&s->sql, "lost_unshipped", k->lost)) != 0) ||
+         (x->for_disk && (rc = pfr_st_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0)))
+        n = 0;
+    free(k);
+    *n_out = rc ? 0 : n;
+    return rc;
 }
 
 /* Make room for need bytes: delete the oldest chunks (and the dictionary chains and streams left
  * without chunks) until the pages in use plus need fit the database's target: its share of the
- * cap, or less when the disk's free space is short of the reserve (store_space_plan). Deleted
+ * cap, or less when the disk's free space is short of the reserve (pfr_st_space_plan). Deleted
  * pages go to SQLite's freelist and the next inserts reuse them, so the file stops growing. */
 static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t protect_base,
                  int64_t protect_stream)
@@ -1134,20 +1260,25 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
     uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
     struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
     uint64_t used, pages, freep;
+    int rc;
     for (;;) {
-        int rc = used_bytes(s, &used, &pages, &freep);
-        if (rc)
-            return rc;
+        if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
+            break;
         if (used + need_bytes <= target)
             break;
         size_t n;
         rc = evict_batch(s, used + need_bytes - target + slack, 512, protect_base, protect_stream,
                          &x, &n);
         if (rc)
-            return rc;
-        if (n == 0) /* the chunks alone do not fit the cap, or the disk */
-            return s->space.now.disk_bound ? -ENOSPC : -EFBIG;
+            break;
+        if (n == 0) { /* the chunks alone do not fit the cap, or the disk */
+            rc = s->space.now.disk_bound ? -ENOSPC : -EFBIG;
+            break;
+        }
     }
+    evict_ctx_free(&x);
+    if (rc)
+        return rc;
     w->room = used + est_bytes < target ? target - used - est_bytes : 0;
     return 0;
 }
@@ -1175,15 +1306,15 @@ static void shrink_step(pfr_store *s, bool keep_used, uint64_t at_least)
         extra = step ? step : 1;
     char sql[64];
     snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)", (unsigned long long)extra);
-    store_exec(&s->sql, sql);
+    pfr_st_exec(&s->sql, sql);
 }
 
 /* ---- streams ---- */
 static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
 {
     struct writer *w = s->w;
-    *err = store_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
-                               &w->types);
+    *err = pfr_st_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
+                                &w->types);
     if (*err)
         return NULL;
     if (w->nws >= MAX_WSTREAMS) {
@@ -1194,10 +1325,10 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         }
         w->nws = w->nundo = 0;
         w->undo_lost = true;
-        store_ktab_reset(&w->keys);
+        pfr_st_ktab_reset(&w->keys);
     }
     bool added;
-    int64_t i = store_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
+    int64_t i = pfr_st_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
     if (i < 0) {
         *err = (int)i;
         return NULL;
@@ -1206,7 +1337,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         if (VEC_RESERVE(w->ws, w->cap_ws, w->nws + 1) ||
             !(w->ws[w->nws] = calloc(1, sizeof(struct wstream)))) {
             /* keys and ws must stay aligned: forget everything. */
-            store_ktab_reset(&w->keys);
+            pfr_st_ktab_reset(&w->keys);
             for (size_t j = 0; j < w->nws; j++) {
                 wstream_drop_tables(w, w->ws[j]);
                 free(w->ws[j]);
@@ -1220,15 +1351,9 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
     }
     struct wstream *ws = w->ws[i];
     ws->lru = ++w->clock;
+    w->cur = ws;
+    drop_cold_tables(w, ws, MAX_TABLE_BYTES, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
     if (!ws->resident) {
-        if (w->resident >= MAX_RESIDENT) {
-            struct wstream *victim = NULL;
-            for (size_t j = 0; j < w->nws; j++)
-                if (w->ws[j]->resident && (!victim || w->ws[j]->lru < victim->lru))
-                    victim = w->ws[j];
-            if (victim)
-                wstream_drop_tables(w, victim);
-        }
         ws->resident = true;
         w->resident++;
         ws->base_id = ws->dict_id = 0;
@@ -1262,7 +1387,7 @@ static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
     sqlite3_bind_blob(st, 3, w->lab.data ? (const void *)w->lab.data : "", (int)w->lab.len,
                       SQLITE_STATIC);
     sqlite3_bind_blob(st, 4, w->types.data, (int)w->types.len, SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     ws->id = sqlite3_last_insert_rowid(s->sql.db);
     ws->base_id = ws->dict_id = 0;
@@ -1301,7 +1426,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         ws->seq = 1;
     }
     int64_t s0;
-    if (ws->tabs.t[T_STR].n == 0 && (s0 = store_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
+    if (ws->tabs.t[T_STR].n == 0 && (s0 = pfr_st_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
         return s0 < 0 ? (int)s0 : -EIO;
     size_t nnew, ndistinct, ns = pfr_profile_num_samples(p);
     if ((rc = map_profile(w, ws, p, &nnew, &ndistinct)) != 0)
@@ -1343,19 +1468,19 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     }
     if (layer) {
         w->raw.len = 0;
-        store_layer_encode(&w->raw, &ws->tabs, from);
+        pfr_st_layer_encode(&w->raw, &ws->tabs, from);
         if (pfr_buf_err(&w->raw))
             return pfr_buf_err(&w->raw);
-        if ((rc = store_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
+        if ((rc = pfr_st_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
             return rc;
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
     }
     if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
-        (rc = store_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
+        (rc = pfr_st_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
         return rc;
     size_t nt = pfr_profile_num_sample_types(p);
-    store_totals_encode(&w->tot, w->totals, nt);
+    pfr_st_totals_encode(&w->tot, w->totals, nt);
     if (pfr_buf_err(&w->tot))
         return pfr_buf_err(&w->tot);
 
@@ -1378,9 +1503,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         sqlite3_bind_int64(st, 2, f[1]);
         sqlite3_bind_int64(st, 3, parent);
         sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
-        sqlite3_bind_int64(st, 5, store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+        sqlite3_bind_int64(st, 5, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
         sqlite3_bind_blob(st, 6, w->dict_blob.data, (int)w->dict_blob.len, SQLITE_STATIC);
-        if ((rc = store_step_done(st)) != 0)
+        if ((rc = pfr_st_step_done(st)) != 0)
             return rc;
         ws->dict_id = sqlite3_last_insert_rowid(s->sql.db);
         if (rotate) {
@@ -1390,8 +1515,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
             if (!st)
                 return db_err(s);
             sqlite3_bind_int64(st, 1, ws->dict_id);
-            sqlite3_bind_int64(st, 2, store_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
-            if ((rc = store_step_done(st)) != 0)
+            sqlite3_bind_int64(st, 2, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
+            if ((rc = pfr_st_step_done(st)) != 0)
                 return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
@@ -1407,10 +1532,10 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     sqlite3_bind_int64(st, 4, in->start_ns);
     sqlite3_bind_int64(st, 5, in->end_ns);
     sqlite3_bind_int64(st, 6, (int64_t)w->blob.len);
-    sqlite3_bind_int64(st, 7, store_row_crc(w->blob.data, w->blob.len, f, 5));
+    sqlite3_bind_int64(st, 7, pfr_st_row_crc(w->blob.data, w->blob.len, f, 5));
     sqlite3_bind_blob(st, 8, w->tot.data ? (const void *)w->tot.data : "", (int)w->tot.len,
                       SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     int64_t id = sqlite3_last_insert_rowid(s->sql.db);
     st = wst(s, W_INS_DATA);
@@ -1418,7 +1543,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         return db_err(s);
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_blob(st, 2, w->blob.data, (int)w->blob.len, SQLITE_STATIC);
-    if ((rc = store_step_done(st)) != 0)
+    if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     if (id_out)
         *id_out = id;
@@ -1451,7 +1576,7 @@ static int wal_checkpoint(pfr_store *s, bool give_back)
  * which the disk may not give again (whoever fills it would take them). */
 static void wal_trim(pfr_store *s)
 {
-    if (store_space_wal_file(&s->space) <= s->space.now.wal_budget)
+    if (pfr_st_space_wal_file(&s->space) <= s->space.now.wal_budget)
         return;
     wal_checkpoint(s, !s->space.now.starved);
 }
@@ -1472,10 +1597,11 @@ static int txn_meta(pfr_store *s)
     struct store_space *sp = &s->space;
     int rc = 0;
     if (sp->dropped_pending)
-        rc = store_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
+        rc = pfr_st_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
-        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)))
-        rc = store_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
+        !(rc = pfr_st_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)) &&
+        !(rc = pfr_st_meta_set(&s->sql, "pin_max_bytes", (int64_t)s->pin_max_bytes)))
+        rc = pfr_st_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
     return rc;
 }
 
@@ -1489,8 +1615,8 @@ static int commit_fits(pfr_store *s)
     int rc = used_bytes(s, &used, &pages, &freep);
     if (rc)
         return rc;
-    uint64_t psz = s->sql.page_size, file = store_space_db_file(&s->space) / psz;
-    bool fits = store_space_growth_fits(&s->space, pages * psz);
+    uint64_t psz = s->sql.page_size, file = pfr_st_space_db_file(&s->space) / psz;
+    bool fits = pfr_st_space_growth_fits(&s->space, pages * psz);
     if (pages > file && freep > 0 && (!fits || s->space.now.disk_bound)) {
         /* The file grew while pages this transaction freed were left free (eviction made room
          * after the inserts took it: its measure is an estimate). Move the pages past the
@@ -1498,47 +1624,51 @@ static int commit_fits(pfr_store *s)
         char sql[64];
         snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%llu)",
                  (unsigned long long)(pages - file < freep ? pages - file : freep));
-        if ((rc = store_exec(&s->sql, sql)) != 0 || (rc = used_bytes(s, &used, &pages, &freep)))
+        if ((rc = pfr_st_exec(&s->sql, sql)) != 0 || (rc = used_bytes(s, &used, &pages, &freep)))
             return rc;
-        fits = store_space_growth_fits(&s->space, pages * psz);
+        fits = pfr_st_space_growth_fits(&s->space, pages * psz);
     }
     return fits ? 0 : -ENOSPC;
 }
 
-/* One write transaction: the chunks (evicting as store_space_plan said), committed; or rolled
+/* One write transaction: the chunks (evicting as pfr_st_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
-    sqlite3_stmt *begin = store_stmt(&s->sql, ST_BEGIN_IMM);
+    sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
     if (!begin)
         return db_err(s);
-    int rc = store_step_done(begin);
+    int rc = pfr_st_step_done(begin);
     if (rc)
         return rc;
     uint64_t frames = wal_frames_written(s);
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
-    for (size_t i = 0; i < n && !rc; i++)
+    for (size_t i = 0; i < n && !rc; i++) {
+        s->w->cur = NULL;
         rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
+        if (s->w->cur)
+            wstream_account(s->w, s->w->cur);
+    }
     if (!rc)
         rc = txn_meta(s);
     if (!rc)
         rc = commit_fits(s);
     if (!rc) {
-        sqlite3_stmt *commit = store_stmt(&s->sql, ST_COMMIT);
-        rc = commit ? store_step_done(commit) : db_err(s);
+        sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
+        rc = commit ? pfr_st_step_done(commit) : db_err(s);
     }
     /* The transaction's WAL, committed or not (a commit that found the disk full counts the
      * frames it tried to write): its frames, a page and a 24-byte header each, and the header. */
     uint64_t wrote = wal_frames_written(s) - frames;
     if (rc == 0 || rc == -ENOSPC)
-        store_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
+        pfr_st_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
     if (rc) {
         if (!sqlite3_get_autocommit(s->sql.db)) {
-            sqlite3_stmt *rb = store_stmt(&s->sql, ST_ROLLBACK);
+            sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
             if (rb)
-                store_step_done(rb);
+                pfr_st_step_done(rb);
         }
         writer_undo(s->w);
         return rc;
@@ -1554,19 +1684,20 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
 static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n_out)
 {
     *n_out = 0;
-    int rc = store_exec(&s->sql, "BEGIN IMMEDIATE");
+    int rc = pfr_st_exec(&s->sql, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
     struct evict_ctx x = {.for_disk = true};
     rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
+    evict_ctx_free(&x);
     if (!rc)
         rc = commit_fits(s);
     if (!rc)
-        rc = store_exec(&s->sql, "COMMIT");
+        rc = pfr_st_exec(&s->sql, "COMMIT");
     if (rc) {
         *n_out = 0;
         if (!sqlite3_get_autocommit(s->sql.db))
-            store_exec(&s->sql, "ROLLBACK");
+            pfr_st_exec(&s->sql, "ROLLBACK");
     }
     return rc;
 }
@@ -1585,7 +1716,7 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
 static int wal_restart_waiting(pfr_store *s, int64_t *waited_ms)
 {
     struct store_space *sp = &s->space;
-    bool give_back = sp->now.starved && store_space_wal_file(sp) > 2 * sp->now.wal_keep;
+    bool give_back = sp->now.starved && pfr_st_space_wal_file(sp) > 2 * sp->now.wal_keep;
     int rc = wal_checkpoint(s, give_back);
     if (rc != SQLITE_BUSY || *waited_ms >= FULL_READER_WAIT_MS)
         return rc;
@@ -1603,16 +1734,16 @@ static int wal_restart_waiting(pfr_store *s, int64_t *waited_ms)
 static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
     int64_t waited = 0;
-    store_space_spare_drop(&s->space);
-    store_space_plan(&s->space, &s->sql);
+    pfr_st_space_spare_drop(&s->space);
+    pfr_st_space_plan(&s->space, &s->sql);
     int ck = wal_restart_waiting(s, &waited);
-    store_space_plan(&s->space, &s->sql);
+    pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     uint64_t bytes = s->space.now.wal_budget;
     size_t max_n = 16;
     while (rc == -ENOSPC && ck != SQLITE_BUSY) {
         size_t given = 0;
-        uint64_t lack = store_space_wal_deficit(&s->space);
+        uint64_t lack = pfr_st_space_wal_deficit(&s->space);
         int e = evict_for_space(s, bytes > lack ? bytes : lack, max_n, &given);
         if (e == -ENOSPC && max_n > 1) {
             max_n = 1; /* a smaller transaction may fit where that one did not */
@@ -1624,11 +1755,11 @@ static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *
          * one that failed is counted): the pages freed go back to the file system for it, as
          * far as the WAL can take the move (about a frame per page). */
         ck = wal_restart_waiting(s, &waited);
-        store_space_plan(&s->space, &s->sql);
-        if ((lack = store_space_wal_deficit(&s->space)) > 0) {
+        pfr_st_space_plan(&s->space, &s->sql);
+        if ((lack = pfr_st_space_wal_deficit(&s->space)) > 0) {
             shrink_step(s, true, lack / s->sql.page_size + 1);
             ck = wal_restart_waiting(s, &waited);
-            store_space_plan(&s->space, &s->sql);
+            pfr_st_space_plan(&s->space, &s->sql);
         }
         rc = append_txn(s, in, n, ids_out);
         bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
@@ -1644,7 +1775,7 @@ static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *
 static void pad_step(pfr_store *s)
 {
     const struct store_policy_out *now = &s->space.now;
-    uint64_t file = store_space_db_file(&s->space), files = store_space_files(&s->space);
+    uint64_t file = pfr_st_space_db_file(&s->space), files = pfr_st_space_files(&s->space);
     if (now->db_pad <= file + evict_slack(s, now->db_pad) || files >= now->cap)
         return;
     uint64_t step = now->db_pad - file;
@@ -1655,8 +1786,8 @@ static void pad_step(pfr_store *s)
              "BEGIN IMMEDIATE; INSERT INTO meta(key, value) VALUES('pad', zeroblob(%llu));"
              "DELETE FROM meta WHERE key = 'pad'; COMMIT",
              (unsigned long long)step);
-    if (store_exec(&s->sql, sql) != 0 && !sqlite3_get_autocommit(s->sql.db))
-        store_exec(&s->sql, "ROLLBACK");
+    if (pfr_st_exec(&s->sql, sql) != 0 && !sqlite3_get_autocommit(s->sql.db))
+        pfr_st_exec(&s->sql, "ROLLBACK");
 }
 
 int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
@@ -1672,7 +1803,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     }
     if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
         return -ENOMEM;
-    store_space_plan(&s->space, &s->sql);
+    pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     if (rc == -ENOSPC)
         rc = append_full(s, in, n, ids_out);
@@ -1682,10 +1813,10 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
     }
     if (rc == 0) {
         /* on a full disk: what the WAL lacks for the next transaction, before it fails */
-        shrink_step(s, false, store_space_wal_deficit(&s->space) / s->sql.page_size);
+        shrink_step(s, false, pfr_st_space_wal_deficit(&s->space) / s->sql.page_size);
         pad_step(s);
         wal_trim(s);
-        store_space_spare_make(&s->space);
+        pfr_st_space_spare_make(&s->space);
     }
     return rc;
 }
@@ -1693,4 +1824,53 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
 int pfr_store_append(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
 {
     return pfr_store_append_batch(s, in, 1, id_out);
+}
+
+/* ---- memory ---- */
+void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out)
+{
+    *out = (pfr_store_mem_stats){0};
+    if (!s)
+        return;
+    if (s->w) {
+        out->table_bytes = s->w->table_bytes;
+        out->table_streams = s->w->resident;
+        out->tables_dropped = s->w->tables_dropped;
+    }
+    int cur = 0, hi = 0;
+    if (s->sql.db && sqlite3_db_status(s->sql.db, SQLITE_DBSTATUS_CACHE_USED, &cur, &hi, 0) == 0)
+        out->page_cache_bytes = (uint64_t)(cur > 0 ? cur : 0);
+}
+
+/* The per-append scratch is sized by the largest profile met; it grows back at the next one. */
+static void writer_free_scratch(struct writer *w)
+{
+    free(w->locmap);
+    w->locmap = NULL;
+    w->cap_locmap = 0;
+    free(w->lfp);
+    free(w->lidx);
+    w->lfp = NULL;
+    w->lidx = NULL;
+    w->cap_lfp = w->cap_lidx = 0;
+    free(w->frames);
+    free(w->fhash);
+    w->frames = NULL;
+    w->fhash = NULL;
+    w->cap_frames = w->cap_fhash = 0;
+    free(w->cs);
+    w->cs = NULL;
+    w->cap_cs = 0;
+}
+
+void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes)
+{
+    if (!s)
+        return;
+    if (s->w && sqlite3_get_autocommit(s->sql.db)) {
+        drop_cold_tables(s->w, NULL, keep_table_bytes, MAX_RESIDENT);
+        writer_free_scratch(s->w);
+    }
+    if (s->sql.db)
+        sqlite3_db_release_memory(s->sql.db);
 }

@@ -4,6 +4,6 @@
 
 struct writer;
 
-void store_writer_free(struct writer *w);
+void pfr_st_writer_free(struct writer *w);
 
 #endif

@@ -8,7 +8,7 @@
   const NS = 'http://www.w3.org/2000/svg';
   const PRESETS = [['15m', 900], ['1h', 3600], ['6h', 21600], ['24h', 86400], ['7d', 604800], ['All', 0]];
   const SAMPLE_KEYS = ['pid', 'comm'];
-  const CHART_H = 150, PAD_L = 64, PAD_R = 8, PAD_T = 8, PAD_B = 20;
+  const CHART_H = 156, PAD_L = 64, PAD_R = 8, PAD_T = 14, PAD_B = 20, PIN_H = 11;
 
   // The view: everything that goes into the URL. Times are unix seconds.
   const view = {
@@ -149,7 +149,8 @@
   function defaults() {
     const list = ls.ls.services;
     if (!list.length) return false;
-    if (!service()) view.service = list[0].name;
+    // the busiest service of the last hour (pfr serve says which), not the first by name
+    if (!service()) view.service = ls.busiest && list.some((s) => s.name === ls.busiest) ? ls.busiest : list[0].name;
     const s = service();
     if (s.types.indexOf(view.type) < 0) view.type = defaultType(s);
     if (view.from === null || view.to === null || view.to <= view.from) {
@@ -321,6 +322,7 @@
       if (b) root.appendChild(b);
       if (c) root.appendChild(c);
     }
+    drawPins(root, g);
     const selRect = svg('rect', { x: 0, y: g.y0, width: 0, height: g.y1 - g.y0 }, 'ps-sel');
     selRect.setAttribute('id', 'ps-sel');
     selRect.setAttribute('visibility', sel ? 'visible' : 'hidden');
@@ -328,6 +330,38 @@
     root.appendChild(selRect);
     box.appendChild(root);
     bindDrag(root, selRect, g);
+  }
+  // Pins (pfr pin; trigger events are pins with origin trigger:*) of this service in the view:
+  // a band each; a click opens the flame graph of its window, selected, so Compare sets it
+  // against the same length before it.
+  function pinsShown() {
+    const pins = (ls && ls.pins) || [];
+    return pins.filter((p) => (p.service === null || p.service === view.service) &&
+      p.to_ns / 1e9 > view.from && p.from_ns / 1e9 < view.to);
+  }
+  function openPin(p) {
+    view.from = p.from_ns / 1e9;
+    view.to = p.to_ns / 1e9;
+    leaveCompare();
+    changed(true);
+    setSelection({ from: view.from, to: view.to });
+  }
+  function drawPins(root, g) {
+    pinsShown().forEach((p) => {
+      const a = p.from_ns / 1e9, b = p.to_ns / 1e9;
+      const xa = Math.max(g.x0, xOf(g, a)), xb = Math.min(g.x1, xOf(g, b));
+      const grp = svg('g', {}, 'ps-pin' + (p.automatic ? ' ps-pin-auto' : ''));
+      grp.setAttribute('data-pin', String(p.id));
+      grp.appendChild(svg('rect', { x: xa, y: g.y0 - PIN_H, width: Math.max(2, xb - xa), height: PIN_H }, 'ps-pin-band'));
+      grp.appendChild(svg('rect', { x: xa, y: g.y0, width: Math.max(1, xb - xa), height: g.y1 - g.y0 }, 'ps-pin-area'));
+      const tip = svg('title');
+      tip.textContent = (p.automatic ? 'event ' : 'pin ') + p.id + ': ' + fmtFull(a) + ' to ' + fmtFull(b) +
+        '\n' + p.reason + '\n' + p.origin + ' (click: its flame graph; Compare: against the ' + fmtDur(b - a) + ' before)';
+      grp.appendChild(tip);
+      grp.addEventListener('pointerdown', (ev) => ev.stopPropagation());
+      grp.addEventListener('click', (ev) => { ev.stopPropagation(); openPin(p); });
+      root.appendChild(grp);
+    });
   }
   function placeSel(r, g, a, b) {
     const xa = xOf(g, Math.min(a, b)), xb = xOf(g, Math.max(a, b));

@@ -52,11 +52,18 @@ static const pfr_metric_row cpu_rows[] = {
     {"pfr_frames_late_total", C, "frames left as addresses: symbolizing budget spent",
      F(build.late_frames)},
     {"pfr_cpu_profiles_total", C, "CPU profiles written", F(profiles)},
+    {"pfr_frame_cache_bytes", G,
+     "symbolized frames kept across intervals (at most a quarter of the symbol cache's bound)",
+     F(frame_cache_bytes)},
 };
 
 static const pfr_metric_row symbolizer_rows[] = {
     {"pfr_symbol_files_parsed_total", C, "ELF files parsed for symbols", F(sym.files_parsed)},
     {"pfr_symbol_cache_bytes", G, "bytes held by the symbol cache", F(sym.cache_bytes)},
+    {"pfr_symbol_cache_bound_bytes", G,
+     "what the symbol cache may hold now: sym_cache_bytes, or less (down to a quarter) while "
+     "the memory budget has no room for it",
+     F(sym.bound_bytes)},
     {"pfr_symbol_cache_lookups_total", C, "files looked up in the symbol cache, by result",
      .labels = {"result"},
      .series = PFR_METRIC_SERIES({{"hit"}, F(sym.cache_hits)}, {{"miss"}, F(sym.cache_misses)})},

@@ -604,6 +604,27 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
     sum->late_frames += b->late_frames;
 }
 
+/* The caches follow the recorder's memory budget. The symbol cache may grow by half of what the
+ * resident set may still grow before it leaves OK (3/4 of the budget; the other half is for the
+ * rest of the recorder), and gives back half of what it is over it, down to a quarter of
+ * sym_cache_bytes: cold files go at once, the rest for room. The frame cache is bounded to a
+ * quarter of the symbol cache's bound (emptied when past it). Without a budget: their settings. */
+static void fit_caches(pfr_cpu_source *cs)
+{
+    size_t max = cs->conf.sym_cache_bytes, floor = max / 4, bound = max;
+    int64_t room = pfr_membudget_headroom(cs->membudget);
+    if (room != INT64_MAX) {
+        pfr_sym_stats ss;
+        pfr_symbolizer_stats(cs->sym, &ss);
+        int64_t want = (int64_t)ss.cache_bytes + room / 2;
+        bound = want <= (int64_t)floor ? floor : (uint64_t)want >= max ? max : (size_t)want;
+    }
+    pfr_symbolizer_set_bound(cs->sym, bound);
+    cs->frames.max_bytes = bound / 4;
+    if (cs->frames.bytes > cs->frames.max_bytes)
+        pfr_frame_cache_clear(&cs->frames);
+}
+
 static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn emit,
                        void *emit_ctx)
 {
@@ -612,9 +633,7 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
      * the buffer that becomes active, so it is kept until the next drain. */
     pfr_fair_lock_acquire(&cs->lock);
     uint64_t gen = ++cs->gen;
-    /* over the recorder's memory budget: the symbol cache gives back what is cold */
-    if (pfr_membudget_level(cs->membudget) == PFR_MEM_OVER)
-        pfr_symbolizer_trim(cs->sym, cs->conf.sym_cache_bytes / 2);
+    fit_caches(cs);
     pfr_fair_lock_release(&cs->lock);
 
     int64_t t0 = pfr_clock_mono_ns();

@@ -1,6 +1,7 @@
 /*
  * /proc/PID/cgroup text -> the one path the node agent identifies a process by
- * (pfr_identity_cgroup_from_proc; its cgroup.NewFromProcessCgroupFile and getId).
+ * (pfr_identity_cgroup_from_proc; its cgroup.NewFromProcessCgroupFile and getId), and whether the
+ * text has cgroup v1 lines (pfr_identity_proc_has_v1).
  */
 #include <errno.h>
 #include <string.h>
@@ -91,4 +92,24 @@ int pfr_identity_cgroup_from_proc(const char *text, size_t len, char *out, size_
     char clean[LINE_PATH_MAX + 2];
     pfr_identity_path_clean(pick->path, pick->len, clean);
     return pfr_identity_copy(out, outlen, clean);
+}
+
+bool pfr_identity_proc_has_v1(const char *text, size_t len)
+{
+    struct id_split sp = {text, text + len, false};
+    const char *line;
+    size_t n;
+    while (pfr_identity_split_next(&sp, '\n', &line, &n)) {
+        const char *c1 = memchr(line, ':', n);
+        const char *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - line)) : NULL;
+        if (!c2)
+            continue;
+        struct id_split cs = {c1 + 1, c2, false};
+        const char *type;
+        size_t tn;
+        while (pfr_identity_split_next(&cs, ',', &type, &tn))
+            if (tn)
+                return true;
+    }
+    return false;
 }

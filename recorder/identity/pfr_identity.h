@@ -104,6 +104,12 @@ void pfr_identity_classify(const char *cgroup, pfr_identity_cgroup *out);
  * @return 0, or -ENAMETOOLONG if the chosen path does not fit in outlen (out is then ""). */
 int pfr_identity_cgroup_from_proc(const char *text, size_t len, char *out, size_t outlen);
 
+/* Whether the text of /proc/PID/cgroup has a line of a cgroup v1 hierarchy (a controller or a
+ * name listed). Without one (a cgroup v2 only host) the process's v2 cgroup alone decides what
+ * pfr_identity_cgroup_from_proc picks; with one, its v1 cgroups may (the v2 path "/" or
+ * "/init.scope" is passed over for them, and a v1 cpu or memory path under /kubepods wins). */
+bool pfr_identity_proc_has_v1(const char *text, size_t len);
+
 /* Coroot's service name of a container id (ContainerIdToServiceName): for /k8s/<ns>/<pod>/<c>
  * whose pod is a Deployment's (<name>-<1-10 hex>-<5 of bcdfghjklmnpqrstvwxz2456789>), a
  * DaemonSet's (<name>-<5 of those>) or a StatefulSet's (<name>-<digits>), "/k8s/<ns>/<name>";

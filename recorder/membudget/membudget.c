@@ -94,10 +94,21 @@ bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t byte
     if (!b || b->budget == 0)
         return true;
     enum pfr_mem_level l = pfr_membudget_level(b);
-    bool ok = l == PFR_MEM_OK || (l == PFR_MEM_TIGHT && bytes <= b->budget / 64);
+    /* a large cost is paid only if it leaves the resident set below TIGHT: builds of large files
+     * paid at OK made the peaks (a 200 MB executable's unwind table holds ~25 MiB while built) */
+    bool small = bytes <= b->budget / 64;
+    bool fits = atomic_load(&b->rss) + bytes <= b->budget / 8 * 7;
+    bool ok = l != PFR_MEM_OVER && (small || (l == PFR_MEM_OK && fits));
     if (!ok && user >= 0 && user < PFR_MEM_NUSERS)
         atomic_fetch_add(&b->refused[user], 1);
     return ok;
+}
+
+int64_t pfr_membudget_headroom(const pfr_membudget *b)
+{
+    if (!b || b->budget == 0)
+        return INT64_MAX;
+    return (int64_t)(b->budget / 4 * 3) - (int64_t)atomic_load(&b->rss);
 }
 
 void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st)

@@ -56,9 +56,15 @@ int pfr_membudget_update(pfr_membudget *b);
 /* The level at the last measure (OK when b is NULL or off). */
 enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b);
 
-/* May `user` pay for something of about `bytes` now? OK: yes; TIGHT: only if it is small (at
- * most 1/64 of the budget); OVER: no. A refusal is counted. b NULL: yes. */
+/* May `user` pay for something of about `bytes` now? Something small (at most 1/64 of the
+ * budget): unless OVER. Something larger: only at OK, and only if the resident set plus bytes
+ * stays below TIGHT (7/8 of the budget). A refusal is counted. b NULL: yes. */
 bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
+
+/* Bytes the resident set may still grow by, at the last measure, before it leaves OK (3/4 of
+ * the budget); negative past it. A cache that grows by at most a share of it each time stays
+ * within the budget with the others. INT64_MAX when b is NULL or off. */
+int64_t pfr_membudget_headroom(const pfr_membudget *b);
 
 void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st);
 

@@ -38,10 +38,13 @@
 #define MIN_KEPT_FDS        16   /* descriptors kept by cached files (names, DWARF): at least */
 #define MAX_KEPT_FDS        4096 /* and at most; else half the soft RLIMIT_NOFILE */
 #define MAX_NEGATIVE        4096 /* remembered unusable files before forgetting them all */
-#define MAX_FILE_PATHS      4096 /* remembered paths of mapped files before forgetting them all */
-#define REFRESH_NS          2000000000L /* re-read maps on an unmapped address at most this often */
-#define JIT_REFRESH_NS      1000000000L /* read a perf map for an unnamed JIT address this often */
-#define DEBUG_DIR           "/usr/lib/debug/.build-id"
+/* A file the memory budget refused is not opened again for this long (its frames stay
+ * module+offset meanwhile): it was opened, and refused, for every frame of every interval. */
+#define PUTOFF_NS      (10 * 1000000000ll)
+#define MAX_FILE_PATHS 4096        /* remembered paths of mapped files before forgetting them all */
+#define REFRESH_NS     2000000000L /* re-read maps on an unmapped address at most this often */
+#define JIT_REFRESH_NS 1000000000L /* read a perf map for an unnamed JIT address this often */
+#define DEBUG_DIR      "/usr/lib/debug/.build-id"
 /* DWARF dropped for room is read again no sooner than this: under pressure, new addresses of
  * that file go without file:line for a while rather than inflating its debug sections each time */
 #define DWARF_BACKOFF_NS 30000000000LL
@@ -72,6 +75,7 @@ struct pfr_symbolizer {
     bool file_pending; /* the last file_for_map() was put off, not refused: frames of it are
                           good for this interval only */
     size_t max_bytes;
+    size_t bound; /* what the cache may hold now: max_bytes, or less near the memory budget */
     size_t max_dwarf, max_dwarf_file, max_protected;
     bool no_dwarf;
     bool no_perf_maps;
@@ -81,6 +85,7 @@ struct pfr_symbolizer {
     struct pfr_sym_hmap procs;  /* pid -> struct sym_proc * */
     struct pfr_sym_hmap devino; /* dev, inode -> struct pfr_sym_file * */
     struct pfr_sym_hmap neg;    /* dev, inode of files that cannot be used */
+    struct pfr_sym_hmap putoff; /* dev, inode -> when a file the budget refused is asked again */
     struct pfr_sym_hmap keys;   /* key hashes -> struct pfr_sym_file * */
     struct pfr_sym_hmap gone;   /* key hashes of evicted files (to count re-parses) */
     /* dev, inode -> offset in path_pool: where snapshots saw each mapped file, to name the
@@ -233,19 +238,21 @@ static void drop_file(pfr_symbolizer *s, struct pfr_sym_file *f)
     pfr_symfile_free(f);
 }
 
-/* What parsing a file holds, roughly, for the memory budget: a sixteenth of it (symbols are 16
- * bytes each plus names read later; DWARF is capped apart), within 64 KiB .. 16 MiB. */
-static uint64_t parse_cost(int fd)
+/* What parsing a file holds, roughly, for the memory budget: its symbol tables' entries (syms:
+ * from the section headers; names are read later) and, for Go, a sixteenth of the file for its
+ * table; DWARF is capped apart. Within 64 KiB .. 16 MiB. A sixteenth of every file asked 12 MiB
+ * for a stripped 200 MB browser whose .dynsym keeps ~1 MiB. */
+static uint64_t parse_cost(int fd, bool is_go, size_t syms)
 {
     struct stat st;
     uint64_t size = fstat(fd, &st) == 0 && st.st_size > 0 ? (uint64_t)st.st_size : 0;
-    uint64_t cost = size / 16;
+    uint64_t cost = syms + (is_go ? size / 16 : 0);
     return cost < (64u << 10) ? 64u << 10 : cost > (16u << 20) ? 16u << 20 : cost;
 }
 
 static bool over(const pfr_symbolizer *s, size_t need)
 {
-    return s->cache_bytes + need > s->max_bytes;
+    return s->cache_bytes + need > s->bound;
 }
 
 static bool over_dwarf(const pfr_symbolizer *s, size_t need)
@@ -336,11 +343,11 @@ static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
     }
 }
 
-void pfr_symbolizer_trim(pfr_symbolizer *s, size_t keep_bytes)
+void pfr_symbolizer_set_bound(pfr_symbolizer *s, size_t bytes)
 {
-    if (keep_bytes >= s->max_bytes || s->cache_bytes <= keep_bytes)
-        return;
-    make_room(s, NULL, s->max_bytes - keep_bytes, false, ROOM_COLD_FILES);
+    s->bound = bytes && bytes < s->max_bytes ? bytes : s->max_bytes;
+    if (s->cache_bytes > s->bound)
+        make_room(s, NULL, 0, false, ROOM_COLD_FILES);
 }
 
 /* ---- opening a mapped file ---- */
@@ -565,6 +572,13 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
      * bound (the estimate is an upper bound: clamped, it does not empty the cache for one file;
      * what is still over goes after the parse) */
     size_t need = pfr_sym_elf_syms_estimate(e);
+    if (!pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, parse_cost(fd, f->info.is_go, need))) {
+        s->file_pending = true; /* asked again later (file_for_map) */
+        elf_end(e);
+        close(fd);
+        free(f);
+        return NULL;
+    }
     make_room(s, NULL, need < s->max_bytes / 8 ? need : s->max_bytes / 8, false, ROOM_COLD_FILES);
     make_fd_room(s);
     /* 16 bytes per symbol; the names stay in the file, read through fd when first looked up */
@@ -591,6 +605,25 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
     return f;
 }
 
+/* Is m's file put off by the memory budget (file_pending set)? Its entry goes once due. */
+static bool put_off(pfr_symbolizer *s, const struct pfr_sym_map *m)
+{
+    uint64_t due;
+    if (!pfr_sym_hmap_get(&s->putoff, m->dev, m->ino, &due))
+        return false;
+    if ((int64_t)due > pfr_clock_mono_ns())
+        return s->file_pending = true;
+    pfr_sym_hmap_del(&s->putoff, m->dev, m->ino);
+    return false;
+}
+
+static void put_off_for(pfr_symbolizer *s, const struct pfr_sym_map *m)
+{
+    if (s->putoff.n >= MAX_NEGATIVE)
+        pfr_sym_hmap_clear(&s->putoff); /* bounded: those files are asked again at once */
+    pfr_sym_hmap_put(&s->putoff, m->dev, m->ino, (uint64_t)(pfr_clock_mono_ns() + PUTOFF_NS));
+}
+
 static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
                                          const struct pfr_sym_maps *maps,
                                          const struct pfr_sym_map *m)
@@ -605,19 +638,26 @@ static struct pfr_sym_file *file_for_map(pfr_symbolizer *s, pid_t pid,
     }
     if (m->ino == 0 || pfr_sym_hmap_get(&s->neg, m->dev, m->ino, NULL))
         return NULL;
+    if (put_off(s, m))
+        return NULL;
     s->st.cache_misses++;
     int fd = open_mapped(s, pid, maps, m);
     /* a remote file being copied, or one the memory budget puts off: asked again when it is
-     * met again */
+     * met again; over the budget not even its headers are read */
     s->file_pending = fd == -EINPROGRESS || fd == -EAGAIN;
-    if (fd >= 0 && !pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, parse_cost(fd))) {
+    if (fd >= 0 && !pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, 0)) {
         close(fd);
         s->file_pending = true;
+        put_off_for(s, m);
         return NULL;
     }
     if (s->file_pending)
         return NULL;
     struct pfr_sym_file *f = fd >= 0 ? load_fd(s, fd) : NULL;
+    if (!f && s->file_pending) { /* the budget refused what it would keep */
+        put_off_for(s, m);
+        return NULL;
+    }
     if (!f || link_devino(s, f, m) != 0) {
         if (fd >= 0)
             s->st.errors++; /* opened, yet not a usable ELF */
@@ -1118,6 +1158,7 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
     s->membudget = opts ? opts->membudget : NULL;
     s->parse_budget_ns =
         opts && opts->parse_budget_ns > 0 ? opts->parse_budget_ns : PFR_SYM_PARSE_NS;
+    s->bound = s->max_bytes;
     s->max_dwarf = s->max_bytes / 2;
     s->max_dwarf_file = s->max_bytes / 2;
     s->max_protected = s->max_bytes / 4 * 3;
@@ -1150,6 +1191,7 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
     pfr_sym_hmap_free(&s->procs);
     pfr_sym_hmap_free(&s->devino);
     pfr_sym_hmap_free(&s->neg);
+    pfr_sym_hmap_free(&s->putoff);
     pfr_sym_hmap_free(&s->keys);
     pfr_sym_hmap_free(&s->gone);
     pfr_sym_hmap_free(&s->file_paths);
@@ -1480,6 +1522,7 @@ void pfr_symbolizer_stats(const pfr_symbolizer *s, pfr_sym_stats *st)
         return;
     *st = s->st;
     st->cache_bytes = s->cache_bytes;
+    st->bound_bytes = s->bound;
     st->dwarf_bytes = s->dwarf_bytes;
     st->protected_bytes = s->seg[SEG_PROTECTED].bytes;
     st->files_cached = s->nfiles;
@@ -1499,10 +1542,11 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s)
         return 0;
     size_t b = sizeof(*s) + s->cache_bytes + pfr_sym_kallsyms_bytes(&s->ksyms) +
                pfr_sym_hmap_bytes(&s->procs) + pfr_sym_hmap_bytes(&s->devino) +
-               pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->keys) +
-               pfr_sym_hmap_bytes(&s->gone) + pfr_sym_hmap_bytes(&s->file_paths) +
-               pfr_sym_hmap_bytes(&s->by_ino) + pfr_sym_hmap_bytes(&s->aliases) +
-               pfr_sym_strpool_bytes(&s->path_pool) + s->jit_bytes;
+               pfr_sym_hmap_bytes(&s->neg) + pfr_sym_hmap_bytes(&s->putoff) +
+               pfr_sym_hmap_bytes(&s->keys) + pfr_sym_hmap_bytes(&s->gone) +
+               pfr_sym_hmap_bytes(&s->file_paths) + pfr_sym_hmap_bytes(&s->by_ino) +
+               pfr_sym_hmap_bytes(&s->aliases) + pfr_sym_strpool_bytes(&s->path_pool) +
+               s->jit_bytes;
     for (size_t i = 0; i < s->procs.cap; i++)
         if (s->procs.slots[i].used)
             b += sizeof(struct sym_proc) +

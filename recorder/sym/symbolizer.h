@@ -56,6 +56,7 @@ typedef struct pfr_sym_frame {
 
 typedef struct pfr_sym_stats {
     uint64_t files_parsed, cache_hits, cache_misses, evictions, cache_bytes;
+    uint64_t bound_bytes; /* what the cache may hold now (pfr_symbolizer_set_bound) */
     uint64_t processes, unresolved_frames, errors;
     /* the cache's policy at work (see symbolizer.c): */
     uint64_t reparses;        /* files parsed again after they were evicted */
@@ -83,10 +84,11 @@ typedef struct pfr_sym_stats {
     uint64_t files_refused[PFR_NREFUSALS];
 } pfr_sym_stats;
 
-/* Give memory back: drop DWARF, then the files used only once, coldest first, until the cache
- * holds at most keep_bytes (files used more than once stay). For a recorder over its memory
- * budget. */
-void pfr_symbolizer_trim(pfr_symbolizer *s, size_t keep_bytes);
+/* Bound the cache to bytes (0, or more than max_cache_bytes: max_cache_bytes) until set again,
+ * for a recorder near its memory budget: at once DWARF, then the files used only once, coldest
+ * first, are dropped until it fits (files used more than once stay until room is needed); from
+ * then on files are evicted for room at this bound. Per-file caps stay those of max_cache_bytes. */
+void pfr_symbolizer_set_bound(pfr_symbolizer *s, size_t bytes);
 
 int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out);
 void pfr_symbolizer_free(pfr_symbolizer *s);

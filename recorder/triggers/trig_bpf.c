@@ -83,11 +83,13 @@ int pfr_trig_bpf_new(bool oom, bool signals, pfr_trig_death_fn fn, void *ctx, pf
     if ((rc = triggers_bpf__load(b->skel)))
         goto fail;
     step = "attach";
-    if (oom && !bpf_program__attach(b->skel->progs.pfr_trig_oom)) {
+    /* the links go in the skeleton, whose destroy detaches and frees them */
+    if (oom && !(b->skel->links.pfr_trig_oom = bpf_program__attach(b->skel->progs.pfr_trig_oom))) {
         rc = -errno;
         goto fail;
     }
-    if (signals && !bpf_program__attach(b->skel->progs.pfr_trig_exit)) {
+    if (signals &&
+        !(b->skel->links.pfr_trig_exit = bpf_program__attach(b->skel->progs.pfr_trig_exit))) {
         rc = -errno;
         goto fail;
     }

@@ -77,19 +77,21 @@ static int offer(pfr_triggers *t, pfr_pin_request *r)
     return rc;
 }
 
-/* Name a process the way the profiles name it: its cgroup's identity, then the rules. */
+/* Name a process the way the profiles name it: its cgroup's identity, then the rules. The
+ * cgroup is the one its /proc/PID/cgroup names by the node agent's rule while it can be read;
+ * the one given (the v2 path the kernel or the cgroup walk gave) only after that. */
 static void name_process(pfr_triggers *t, int32_t pid, const char *comm, const char *cgroup,
                          pfr_pin_request *r)
 {
     char exe[4096] = "", cg[4096] = "", c[16] = "";
     bool kthread = false;
+    int rc = -ESRCH;
     if (pid > 0)
-        pfr_process_read_facts(t->proc_root, (uint32_t)pid, exe, sizeof(exe), cgroup ? NULL : cg,
-                               cgroup ? 0 : sizeof(cg), comm ? NULL : c, comm ? 0 : sizeof(c),
-                               &kthread);
+        rc = pfr_process_read_facts(t->proc_root, (uint32_t)pid, exe, sizeof(exe), cg, sizeof(cg),
+                                    comm ? NULL : c, comm ? 0 : sizeof(c), &kthread);
     pfr_process_facts f = {.comm = comm ? comm : c,
                            .exe = exe[0] ? exe : NULL,
-                           .cgroup = cgroup ? cgroup : cg,
+                           .cgroup = rc == 0 || !cgroup ? cg : cgroup,
                            .kthread = kthread};
     pthread_mutex_lock(&t->lock);
     pfr_name_process(t->identity, &t->rules, &f, pid, r->service, sizeof(r->service),

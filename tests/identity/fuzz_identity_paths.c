@@ -1,6 +1,6 @@
 /* libFuzzer: the pure string functions (cgroup paths and /proc/PID/cgroup text come from the
  * processes being profiled; container ids from metadata): classification, service names, the
- * /proc pick, Kubernetes ids. */
+ * /proc pick and its v1 test, Kubernetes ids. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     char path[4096];
     pfr_identity_cgroup_from_proc((const char *)data, size, path, sizeof(path));
+    pfr_identity_proc_has_v1((const char *)data, size);
 
     /* split the input into namespace / pod / container at the first two NULs */
     const char *ns = s, *pod = memchr(s, '\0', size) ? s + strlen(s) + 1 : "";

@@ -338,6 +338,13 @@ static const struct str_case proc_cases[] = {
     {"1:name=systemd:/user.slice/user-0.slice/session-1.scope\n",
      "/user.slice/user-0.slice/session-1.scope"},
     {"12:cpu,cpuacct:/\n1:name=systemd:/init.scope\n", ""},
+    /* hybrid: a v2 "/" or "/init.scope" is passed over for the v1 cpu, memory, name=systemd */
+    {"12:cpu,cpuacct:/docker/" ID1 "\n0::/init.scope\n", "/docker/" ID1},
+    {"9:name=systemd:/\n4:memory:/process_api/4341\n1:cpu:/\n0::/\n", "/process_api/4341"},
+    {"1:name=systemd:/system.slice/a.service\n2:cpu,cpuacct:/\n0::/\n", "/system.slice/a.service"},
+    /* v1 only: memory in init.scope counts for nothing */
+    {"8:memory:/init.scope\n2:cpu,cpuacct:/\n1:name=systemd:/system.slice/b.service\n",
+     "/system.slice/b.service"},
     /* v2 over v1 cpu when neither is kubepods */
     {"12:cpu:/system.slice/a.service\n0::/system.slice/b.service", "/system.slice/b.service"},
     /* LXC's payload counts as a whole; paths are cleaned */
@@ -369,6 +376,29 @@ static void test_cgroup_from_proc(void **state)
     char out[64];
     assert_int_equal(pfr_identity_cgroup_from_proc("0::/a.service0::/b", 13, out, sizeof(out)), 0);
     assert_string_equal(out, "/a.service");
+}
+
+static void test_proc_has_v1(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        bool v1;
+    } cases[] = {
+        {"0::/system.slice/a.service\n", false},
+        {"0::/\n", false},
+        {"", false},
+        {"garbage\n0::/x", false},
+        {"0::/\n1:name=systemd:/\n", true},
+        {"12:cpu,cpuacct:/\n", true},
+        {"3:,memory:/x\n", true},
+        {"0:,:/x\n", false}, /* empty items only: the v2 slot */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_int_equal(pfr_identity_proc_has_v1(cases[i].text, strlen(cases[i].text)),
+                         cases[i].v1);
+    /* the length bounds the text */
+    assert_false(pfr_identity_proc_has_v1("0::/a\n1:cpu:/b", 6));
 }
 
 static void test_path_clean(void **state)
@@ -404,7 +434,7 @@ int main(void)
         cmocka_unit_test(test_classify_table), cmocka_unit_test(test_classify_long),
         cmocka_unit_test(test_service_table),  cmocka_unit_test(test_k8s_id),
         cmocka_unit_test(test_swarm_nomad),    cmocka_unit_test(test_cgroup_from_proc),
-        cmocka_unit_test(test_path_clean),
+        cmocka_unit_test(test_proc_has_v1),    cmocka_unit_test(test_path_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,8 +23,9 @@ LAYER = {
     "store_db": 1,  # the floor: connection, statements, meta
     "store_dict": 2, "store_space": 2,  # dictionaries and the chunk decoder; disk measures
     "store_build": 3, "store_migrate": 3, "store_handle": 3,
-    "store_cursor": 4,
+    "store_cursor": 4, "store_pins": 4,  # cursors; pins (on the floor and the stream rows)
     "store_write": 5, "store_read": 5, "store_slice": 5,
+    "store_pin_api": 5,  # the public pin calls (add with its budget, list, remove)
     "pfr_store.c": 6,  # the handle's open, close, stats
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

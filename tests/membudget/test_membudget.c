@@ -52,6 +52,12 @@ static void measured(void **state)
     write_statm(path, 10 * MiB / page);
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
     assert_true(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 30 * MiB));
+    write_statm(path, 40 * MiB / page);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
+    assert_true(pfr_membudget_allow(b, PFR_MEM_UNWIND, 16 * MiB));  /* up to 7/8: yes */
+    assert_false(pfr_membudget_allow(b, PFR_MEM_UNWIND, 17 * MiB)); /* past it: no */
+    assert_true(pfr_membudget_allow(b, PFR_MEM_UNWIND, MiB));
+    assert_int_equal(pfr_membudget_headroom(b), 48 * MiB - 40 * MiB / page * page);
     write_statm(path, 60 * MiB / page);
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_TIGHT);
     assert_true(pfr_membudget_allow(b, PFR_MEM_UNWIND, MiB));      /* small: yes */
@@ -59,6 +65,7 @@ static void measured(void **state)
     write_statm(path, 70 * MiB / page);
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_OVER);
     assert_false(pfr_membudget_allow(b, PFR_MEM_GOHEAP, 1));
+    assert_true(pfr_membudget_headroom(b) < 0); /* over: negative */
     assert_false(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 1));
     pfr_membudget_stats st;
     pfr_membudget_stats_get(b, &st);
@@ -67,7 +74,7 @@ static void measured(void **state)
     assert_int_equal(st.level, PFR_MEM_OVER);
     assert_int_equal(st.over_intervals, 1);
     assert_int_equal(st.refused[PFR_MEM_SYMBOLS], 1);
-    assert_int_equal(st.refused[PFR_MEM_UNWIND], 1);
+    assert_int_equal(st.refused[PFR_MEM_UNWIND], 2);
     assert_int_equal(st.refused[PFR_MEM_GOHEAP], 1);
     write_statm(path, 20 * MiB / page);
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
@@ -86,6 +93,7 @@ static void measured(void **state)
     assert_true(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 1ull << 40));
     pfr_membudget_free(b);
     assert_true(pfr_membudget_allow(NULL, PFR_MEM_SYMBOLS, 1ull << 40));
+    assert_true(pfr_membudget_headroom(NULL) == INT64_MAX);
 }
 
 int main(void)

@@ -360,6 +360,164 @@ static void facts_from_hints(void **state)
     rmdir(root);
 }
 
+/* A fake /proc/PID with cgroup text and an exe link; returns its directory in d. */
+static void fake_pid(const char *root, int pid, const char *cgroup_text, char *d, size_t dlen)
+{
+    char p[512];
+    snprintf(d, dlen, "%s/%d", root, pid);
+    mkdir(d, 0755);
+    snprintf(p, sizeof(p), "%s/cgroup", d);
+    write_text(p, cgroup_text);
+    snprintf(p, sizeof(p), "%s/comm", d);
+    write_text(p, "fakecomm\n");
+    snprintf(p, sizeof(p), "%s/exe", d);
+    unlink(p);
+    assert_int_equal(symlink("/usr/bin/fake-server", p), 0);
+}
+
+static void unfake_pid(const char *d)
+{
+    const char *files[] = {"cgroup", "comm", "exe"};
+    char p[512];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s/%s", d, files[i]);
+        unlink(p);
+    }
+    rmdir(d);
+}
+
+#define HEX64 "b43d92bf1e5c6f78bb9b7bc6f40721280299855ba692092716e3a1b6c0b86f3f"
+
+/* Which /proc/PID/cgroup line names a process, on each kind of host: the node agent's rule
+ * (its cgroup.go getId), then the name that gives (no resolver: paths alone). */
+static void facts_by_host_kind(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what, *text, *cgroup, *service, *container_id;
+    } cases[] = {
+        {"v2 only: a systemd service", "0::/system.slice/nginx.service\n",
+         "/system.slice/nginx.service", "/system.slice/nginx.service",
+         "/system.slice/nginx.service"},
+        {"v2 only: init.scope is no container", "0::/init.scope\n", "", "fake-server", ""},
+        {"v2 only: the root", "0::/\n", "", "fake-server", ""},
+        {"hybrid, systemd's v2 tree (v2 and name=systemd agree)",
+         "12:perf_event:/\n11:devices:/system.slice/ssh.service\n6:memory:/system.slice/"
+         "ssh.service\n4:cpu,cpuacct:/\n1:name=systemd:/system.slice/ssh.service\n0::/system."
+         "slice/ssh.service\n",
+         "/system.slice/ssh.service", "/system.slice/ssh.service", "/system.slice/ssh.service"},
+        {"hybrid, an empty v2 tree: the v1 cpu path",
+         "9:name=systemd:/\n8:pids:/\n4:memory:/\n2:cpuacct:/\n1:cpu:/system.slice/"
+         "build.service\n0::/\n",
+         "/system.slice/build.service", "/system.slice/build.service",
+         "/system.slice/build.service"},
+        {"hybrid, v2 in init.scope: Docker's v1 cpu path",
+         "12:cpu,cpuacct:/docker/" HEX64 "\n0::/init.scope\n", "/docker/" HEX64, "b43d92bf1e5c",
+         ""},
+        {"hybrid, this test host's shape: memory alone says something",
+         "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:freezer:/\n5:devices:/\n4:memory:/process_api/"
+         "434167152192274543fb61edf242cca4\n3:cpuset:/\n2:cpuacct:/\n1:cpu:/\n0::/\n",
+         "/process_api/434167152192274543fb61edf242cca4", "fake-server", ""},
+        {"hybrid, Kubernetes on v1: the pod's cpu path over systemd's v2 one",
+         "12:memory:/kubepods/burstable/pod1/" HEX64
+         "\n2:cpu,cpuacct:/kubepods/burstable/pod1/" HEX64
+         "\n0::/reserved.slice/containerd.service\n",
+         "/kubepods/burstable/pod1/" HEX64, "b43d92bf1e5c", ""},
+        {"v1 only: memory and pids in init.scope, the unit in name=systemd",
+         "11:freezer:/\n10:blkio:/init.scope\n8:memory:/init.scope\n7:pids:/init.scope\n2:cpu,"
+         "cpuacct:/\n1:name=systemd:/system.slice/springboot.service\n",
+         "/system.slice/springboot.service", "/system.slice/springboot.service",
+         "/system.slice/springboot.service"},
+        {"v1 only: cpu before memory",
+         "4:memory:/system.slice/a.service\n3:cpu:/system.slice/"
+         "b.service\n",
+         "/system.slice/b.service", "/system.slice/b.service", "/system.slice/b.service"},
+        {"v1 only: a templated unit's sub-slice",
+         "5:cpu,cpuacct:/\n2:devices:/system.slice/system-getty.slice\n1:name=systemd:/system."
+         "slice/system-getty.slice/getty@tty1.service\n",
+         "/system.slice/system-getty.slice/getty@tty1.service", "/system.slice/system-getty.slice",
+         "/system.slice/system-getty.slice"},
+        {"v1 only: Docker", "7:cpu,cpuacct:/docker/" HEX64 "\n1:name=systemd:/docker/" HEX64 "\n",
+         "/docker/" HEX64, "b43d92bf1e5c", ""},
+    };
+    char root[] = "/tmp/pfr-proc-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    pfr_proc_table t;
+    assert_int_equal(pfr_proc_table_init(&t, root), 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char d[256], cg[512];
+        print_message("%s\n", cases[i].what);
+        fake_pid(root, 4242, cases[i].text, d, sizeof(d));
+        assert_int_equal(pfr_process_read_facts(root, 4242, NULL, 0, cg, sizeof(cg), NULL, 0, NULL),
+                         0);
+        assert_string_equal(cg, cases[i].cgroup);
+        pfr_proc *pr = pfr_proc_table_learn(&t, 4242, 1, "fakecomm", false, NULL);
+        assert_non_null(pr);
+        assert_string_equal(pr->cgroup ? pr->cgroup : "", cases[i].cgroup);
+        assert_string_equal(pr->service, cases[i].service);
+        assert_string_equal(pr->container_id, cases[i].container_id);
+        unfake_pid(d);
+    }
+    pfr_proc_table_free(&t);
+    rmdir(root);
+}
+
+/* A cgroup v2 id stands for a path only where it decides the agent's pick: on a hybrid host
+ * whose processes all sit in the v2 root, each process's v1 path is read; on a v2 only host the
+ * root's id is remembered ("" = no container). */
+static void cgroup_cache_by_host_kind(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/pfr-proc-XXXXXX", cgmnt[] = "/tmp/pfr-cgroup-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    assert_non_null(mkdtemp(cgmnt));
+    struct stat st;
+    assert_int_equal(stat(cgmnt, &st), 0); /* the fake v2 root's id */
+    pfr_proc_table t;
+    assert_int_equal(pfr_proc_table_init(&t, root), 0);
+    t.cgroup_root = strdup(cgmnt);
+    pfr_proc_hint hint = {.comm = "c", .cgroup_id = (uint64_t)st.st_ino};
+    char d1[256], d2[256];
+
+    /* hybrid: two services in v1 cpu, both in the v2 root */
+    fake_pid(root, 10, "1:cpu:/system.slice/a.service\n0::/\n", d1, sizeof(d1));
+    fake_pid(root, 11, "1:cpu:/system.slice/b.service\n0::/\n", d2, sizeof(d2));
+    pfr_proc *pr = pfr_proc_table_learn_hinted(&t, 10, 1, false, &hint, NULL);
+    assert_string_equal(pr->service, "/system.slice/a.service");
+    pr = pfr_proc_table_learn_hinted(&t, 11, 1, false, &hint, NULL);
+    assert_string_equal(pr->service, "/system.slice/b.service");
+    assert_int_equal(t.cgroup_reads, 2);
+    assert_int_equal(t.cgroup_hits, 0);
+    /* gone: the walk finds the v2 root, which names nothing and is not remembered */
+    pr = pfr_proc_table_learn_hinted(&t, 12, 1, false, &hint, NULL);
+    assert_string_equal(pr->cgroup, "/");
+    assert_string_equal(pr->service, "c");
+    assert_int_equal(t.cgroup_walks, 1);
+    pr = pfr_proc_table_learn_hinted(&t, 10, 2, false, &hint, NULL);
+    assert_string_equal(pr->service, "/system.slice/a.service");
+    assert_int_equal(t.cgroup_reads, 3);
+    assert_int_equal(t.cgroup_hits, 0);
+    unfake_pid(d1);
+    unfake_pid(d2);
+
+    /* v2 only: the root's id says "no container" for every process in it */
+    fake_pid(root, 20, "0::/\n", d1, sizeof(d1));
+    fake_pid(root, 21, "0::/\n", d2, sizeof(d2));
+    pr = pfr_proc_table_learn_hinted(&t, 20, 1, false, &hint, NULL);
+    assert_null(pr->cgroup);
+    assert_string_equal(pr->service, "fake-server");
+    pr = pfr_proc_table_learn_hinted(&t, 21, 1, false, &hint, NULL);
+    assert_null(pr->cgroup);
+    assert_int_equal(t.cgroup_reads, 4);
+    assert_int_equal(t.cgroup_hits, 1);
+    unfake_pid(d1);
+    unfake_pid(d2);
+
+    pfr_proc_table_free(&t);
+    rmdir(cgmnt);
+    rmdir(root);
+}
+
 struct lock_arg {
     pfr_fair_lock *l;
     int id;
@@ -458,10 +616,16 @@ static void frame_cache(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(map_matches_reference), cmocka_unit_test(machine_id),
-        cmocka_unit_test(bpf_precheck),          cmocka_unit_test(cpu_lists),
-        cmocka_unit_test(stat_kthread),          cmocka_unit_test(facts_from_fake_proc),
-        cmocka_unit_test(facts_from_hints),      cmocka_unit_test(fair_lock_fifo),
+        cmocka_unit_test(map_matches_reference),
+        cmocka_unit_test(machine_id),
+        cmocka_unit_test(bpf_precheck),
+        cmocka_unit_test(cpu_lists),
+        cmocka_unit_test(stat_kthread),
+        cmocka_unit_test(facts_from_fake_proc),
+        cmocka_unit_test(facts_from_hints),
+        cmocka_unit_test(facts_by_host_kind),
+        cmocka_unit_test(cgroup_cache_by_host_kind),
+        cmocka_unit_test(fair_lock_fifo),
         cmocka_unit_test(frame_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

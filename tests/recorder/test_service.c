@@ -177,38 +177,13 @@ static void rules(void **state)
     assert_int_equal(r.n, 0);
 }
 
-static void proc_cgroup_text(void **state)
-{
-    (void)state;
-    char out[256];
-    assert_true(pfr_cgroup_from_proc_text("0::/system.slice/nginx.service\n", out, sizeof(out)));
-    assert_string_equal(out, "/system.slice/nginx.service");
-    /* hybrid v1 + v2: the v2 line wins */
-    assert_true(pfr_cgroup_from_proc_text("12:cpu,cpuacct:/docker/abc\n0::/init.scope\n", out,
-                                          sizeof(out)));
-    assert_string_equal(out, "/init.scope");
-    /* hybrid with Kubernetes on v1: the pod's cpu or memory path wins over systemd's v2 one */
-    assert_true(pfr_cgroup_from_proc_text("12:cpu,cpuacct:/kubepods/burstable/pod1/"
-                                          "abc\n3:pids:/kubepods/x\n0::/system.slice/"
-                                          "kubelet.service\n",
-                                          out, sizeof(out)));
-    assert_string_equal(out, "/kubepods/burstable/pod1/abc");
-    assert_true(pfr_cgroup_from_proc_text("5:pids:/kubepods/x\n0::/y\n", out, sizeof(out)));
-    assert_string_equal(out, "/y");
-    /* v1 only: the first path */
-    assert_true(
-        pfr_cgroup_from_proc_text("4:memory:/docker/abc\n3:cpu:/docker/abc", out, sizeof(out)));
-    assert_string_equal(out, "/docker/abc");
-    assert_false(pfr_cgroup_from_proc_text("", out, sizeof(out)));
-    assert_false(pfr_cgroup_from_proc_text("garbage without colons\n", out, sizeof(out)));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(container_ids),    cmocka_unit_test(systemd_units),
-        cmocka_unit_test(name_rule_order),  cmocka_unit_test(rules),
-        cmocka_unit_test(proc_cgroup_text),
+        cmocka_unit_test(container_ids),
+        cmocka_unit_test(systemd_units),
+        cmocka_unit_test(name_rule_order),
+        cmocka_unit_test(rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -258,6 +258,45 @@ static void test_reparse_counted(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* The bound a recorder near its memory budget sets: files used only once go at once, files
+ * used more than once (these two) when room is needed, so a new file is named within the
+ * bound; the setting's bound comes back with 0. */
+static void test_bound(void **state)
+{
+    (void)state;
+    const size_t max = 300u << 10, bound = 100u << 10; /* a, b, c: ~64 KB each */
+    char a[400], b[400], c[400];
+    file_path(a, sizeof(a), "ba.so");
+    file_path(b, sizeof(b), "bb.so");
+    file_path(c, sizeof(c), "bc.so");
+    gen_elf(a, "ba", 21, 4000);
+    gen_elf(b, "bb", 22, 4000);
+    gen_elf(c, "bc", 23, 4000);
+    fake_proc(310, a);
+    fake_proc(311, b);
+    fake_proc(312, c);
+    pfr_symbolizer *s = new_sym(max);
+    assert_int_equal(stats(s).bound_bytes, max);
+    assert_int_equal(pfr_symbolizer_add_process(s, 310), 0);
+    expect_fn(s, 310, "ba", 1);
+    assert_int_equal(pfr_symbolizer_add_process(s, 311), 0);
+    expect_fn(s, 311, "bb", 2);
+    pfr_sym_stats st = stats(s);
+    assert_true(st.cache_bytes > bound); /* both held, both protected */
+    assert_int_equal(st.protected_bytes, st.cache_bytes);
+    pfr_symbolizer_set_bound(s, bound);
+    assert_int_equal(stats(s).bound_bytes, bound);
+    assert_int_equal(stats(s).evictions, 0);
+    assert_int_equal(pfr_symbolizer_add_process(s, 312), 0);
+    expect_fn(s, 312, "bc", 3); /* named within the bound */
+    assert_true(stats(s).cache_bytes <= bound);
+    pfr_symbolizer_set_bound(s, 0);
+    assert_int_equal(stats(s).bound_bytes, max);
+    pfr_symbolizer_set_bound(s, 2 * max); /* never above the setting */
+    assert_int_equal(stats(s).bound_bytes, max);
+    pfr_symbolizer_free(s);
+}
+
 /* ---- names stay in the files ---- */
 
 /* A parsed file costs 16 bytes a symbol, plus the names looked up, no more. */
@@ -617,6 +656,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hot_survives_cold_stream),
         cmocka_unit_test(test_reparse_counted),
+        cmocka_unit_test(test_bound),
         cmocka_unit_test(test_compact_accounting),
         cmocka_unit_test(test_file_changed_after_parse),
         cmocka_unit_test(test_dwarf_cap),

@@ -13,6 +13,7 @@ Each test checks the recorder's log and metrics for its own processes' pids (oth
 host crash programs too). Exit 0 = pass, 1 = fail.
 """
 import argparse
+import json
 import os
 import re
 import signal
@@ -96,6 +97,7 @@ def test_oom(args, tmp):
             ri.check(5 <= w <= 7, "the request's window is %.0f s, not 5 s before + 1 s after" % w)
         n = metric(port, "pfr_pins_requested_total", "oom_kill")
         ri.check(n is not None and n >= 1, "pfr_pins_requested_total{oom_kill} is %r" % n)
+        check_pinned(args, rec, "oom_kill", "OOM kill: pid %d " % p.pid)
     finally:
         ri.kill_all(victims)  # one the OOM killer spared must not outlive the test
         for _ in range(50):
@@ -104,6 +106,21 @@ def test_oom(args, tmp):
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+def check_pinned(args, rec, kind, reason_part):
+    """The request became a pin of the ring (pfr pins, read as an operator would), made by
+    trigger:<kind> with the event in its reason."""
+    ri.check(wait_line(rec, r"pinned: pin \d+ \(%s\)" % kind, 10),
+             "no pin was made for the %s request" % kind)
+    out = subprocess.run([args.query, "--store", rec.store, "pins", "--format", "json"],
+                         capture_output=True, text=True, timeout=30)
+    ri.check(out.returncode == 0, "pfr pins failed: %s" % out.stderr.strip())
+    pins = json.loads(out.stdout or "[]") if out.returncode == 0 else []
+    mine = [x for x in pins if x.get("origin") == "trigger:" + kind and
+            reason_part in x.get("reason", "")]
+    ri.check(len(mine) == 1 and mine[0].get("automatic") is True,
+             "pins of trigger:%s with %r: %r" % (kind, reason_part, pins))
 
 
 def run_victim(args, mode):
@@ -219,6 +236,7 @@ def test_pin(args, tmp):
     ri.check(code == 202 and "accepted" in body, "POST /pin: %d %s" % (code, body))
     ri.check(wait_line(rec, r"pin requested: external service=web .* events=1: alert HighLatency "
                        r"fired$", 5), "the external request was not handed over")
+    check_pinned(args, rec, "external", "alert HighLatency fired")
     # around now: pending until SIGTERM; an overlapping one extends it
     code, body = post(port, q({"service": "db", "reason": "disk alert", "before": "1m",
                                "after": "10m"}))
@@ -344,6 +362,7 @@ def main():
     ap.add_argument("--recorder", required=True)
     ap.add_argument("--dump", required=True)
     ap.add_argument("--victim", required=True)
+    ap.add_argument("--query", required=True, help="the pfr query tool (pfr pins)")
     ap.add_argument("test", choices=["oom", "signal", "pressure", "pin", "heap"])
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="pfr-triggers-%s-" % args.test)

@@ -7,6 +7,8 @@
 // Checks: the chart renders; a drag selects a range; Zoom shows the flame graph of that range
 // with hot_before on top; Compare of the second half shows hot_after red and hot_before green;
 // the view survives a reload (URL); flame click-zoom, search and tooltips work; label filters;
+// pins are marked on the timeline and a click opens the pin's window, Compare against the
+// window before; the page opens on the busiest service (app), not the first by name (aaa-idle);
 // a bad API request gets a JSON 4xx and the server keeps serving; nothing is fetched from
 // anywhere but the server. Screenshots go to DIR.
 import { openServePage } from './e2e_page.mjs';
@@ -51,7 +53,8 @@ await t.run(async () => {
   check(resp.status() === 200, 'page served (200)');
   check(!!resp.headers()['content-security-policy'], 'page has a Content-Security-Policy');
   await ready();
-  check(await page.locator('#ps-service').inputValue() === 'app', 'service picked: app');
+  check(await page.locator('#ps-service').inputValue() === 'app',
+    'service picked: app, the busiest (aaa-idle comes first by name)');
   check(await page.locator('#ps-type').inputValue() === 'ebpf:cpu:nanoseconds', 'type picked');
   const bars = await page.locator('#ps-chart rect.ps-bar').count();
   check(bars >= 20, `chart renders (${bars} bars)`);
@@ -160,7 +163,33 @@ await t.run(async () => {
   check(await page.locator('#ps-label-key option[value="pid"]').count() === 1, 'label keys stay pickable');
   await shot('06-labels.png');
 
-  // 7. Bad requests: JSON 4xx, and the server keeps serving.
+  // 7. Pins on the timeline (serve_e2e.sh pinned app's minute T0+420..T0+480, and an
+  // automatic pin of every service at T0+100..T0+130): a band each; a click opens the flame
+  // graph of the pin's window, selected, and Compare sets it against the minute before.
+  await page.goto(base);
+  await ready();
+  const bands = await page.locator('#ps-chart g.ps-pin').count();
+  check(bands === 2, `pins marked on the timeline (${bands})`);
+  check(await page.locator('#ps-chart g.ps-pin.ps-pin-auto').count() === 1, 'the trigger pin is marked apart');
+  const pinTip = await page.locator('#ps-chart g.ps-pin[data-pin="1"] title').textContent();
+  check(pinTip.includes('e2e incident') && pinTip.includes('manual:'), `pin tooltip: reason and who (${pinTip.split('\n')[1]})`);
+  await page.locator('#ps-chart g.ps-pin[data-pin="1"] rect.ps-pin-band').click();
+  await ready();
+  check(+param('from') === 1714565220 && +param('to') === 1714565280,
+    `a click opens the pin's window (${param('from')}..${param('to')})`);
+  check(await page.locator('.pfr-frame').count() >= 5, 'the pin window\'s flame graph renders');
+  const top2 = (await topRows())[0];
+  check(top2 === 'hot_after', `pin window: top function is hot_after (${top2})`);
+  check(await page.locator('#ps-compare').isEnabled(), 'the pin window is selected: Compare enabled');
+  await shot('07-pin.png');
+  await page.locator('#ps-compare').click();
+  await ready();
+  check(param('mode') === 'compare' && +param('cfrom') === 1714565220 && +param('cto') === 1714565280,
+    `Compare: the pin's window against the minute before (${page.url()})`);
+  check(await page.locator('.pfr-legend').count() === 1, 'pin Compare shows a diff flame graph');
+  await shot('08-pin-compare.png');
+
+  // 8. Bad requests: JSON 4xx, and the server keeps serving.
   const bad = await page.evaluate(async () => {
     const out = [];
     for (const q of ['api/flame?service=nope', 'api/flame?from=yesterday-ish', 'api/flame?from=0&to=now',

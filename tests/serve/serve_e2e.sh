@@ -29,6 +29,22 @@ names) SCRIPT=serve_names_e2e.mjs CHUNKS=30 ;;
     ;;
 esac
 "$MK" "$W/ring.db" "$SCENARIO" --chunks $CHUNKS --start $T0
+if [ "$SCENARIO" = shift ]; then
+    # an idle service first by name (the page must open on the busiest, app), a pin of app's
+    # minute T0+420..480 and an automatic one of every service (what a recorder trigger makes)
+    "$MK" "$W/ring.db" shift --chunks 2 --start $((T0 + 300)) --service aaa-idle
+    "$PFR" --store "$W/ring.db" pin --from @$((T0 + 420)) --to @$((T0 + 480)) --service app \
+        --reason "e2e incident" >/dev/null
+    python3 - "$W/ring.db" $T0 <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+t0 = int(sys.argv[2])
+db.execute("INSERT INTO pins(from_ns, to_ns, service, labels, reason, origin, created_ns)"
+           " VALUES (?, ?, NULL, '', 'oom kill of pid 42', 'trigger:oom', 0)",
+           ((t0 + 100) * 10**9, (t0 + 130) * 10**9))
+db.commit()
+PY
+fi
 
 "$PFR" --store "$W/ring.db" serve --listen 127.0.0.1:0 >"$W/serve.out" 2>"$W/serve.err" &
 SERVER=$!

@@ -59,27 +59,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pfr_buf raw = {0}, scratch = {0};
     int rc;
     if (flags & 1) {
-        rc = store_layer_decode(data, llen, &t, &scratch);
+        rc = pfr_st_layer_decode(data, llen, &t, &scratch);
     } else {
-        rc = store_blob_unpack(data, llen, &raw);
+        rc = pfr_st_blob_unpack(data, llen, &raw);
         if (!rc)
-            rc = store_layer_decode(raw.data, raw.len, &t, &scratch);
+            rc = pfr_st_layer_decode(raw.data, raw.len, &t, &scratch);
     }
     if (rc == 0) {
         /* A second layer on top: the chunk blob read as a layer too. */
         struct tabs t2 = {0};
-        store_layer_decode(data + llen, size - llen, &t2, &scratch);
-        store_tabs_free(&t2);
+        pfr_st_layer_decode(data + llen, size - llen, &t2, &scratch);
+        pfr_st_tabs_free(&t2);
 
         uint32_t n[T_N];
         for (int k = 0; k < T_N; k++)
             n[k] = t.t[k].n;
         struct dchunk c = {0};
-        rc = store_blob_unpack(data + llen, size - llen, &raw);
+        rc = pfr_st_blob_unpack(data + llen, size - llen, &raw);
         if (!rc)
-            rc = store_chunk_decode(raw.data, raw.len, n, ntypes, &c);
+            rc = pfr_st_chunk_decode(raw.data, raw.len, n, ntypes, &c);
         if (rc) /* the raw bytes as a chunk */
-            rc = store_chunk_decode(data + llen, size - llen, n, ntypes, &c);
+            rc = pfr_st_chunk_decode(data + llen, size - llen, n, ntypes, &c);
         if (rc == 0) {
             const char *types[4] = {"a:b:c", "d", "e", "f"}, *units[4] = {"x", "y", "z", ""};
             struct rstream r = {
@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pfr_store_filter f = {.sample_labels = &want, .nsample_labels = 1};
             struct build_scratch b = {0};
             pfr_profile *p = NULL;
-            if (store_build_profile(&r, &t, &c, (flags & 2) ? &f : NULL, &b, &p) == 0) {
+            if (pfr_st_build_profile(&r, &t, &c, (flags & 2) ? &f : NULL, &b, &p) == 0) {
                 uint8_t *out;
                 size_t len;
                 if (pfr_profile_encode(p, false, &out, &len) == 0)
@@ -96,12 +96,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 pfr_profile_free(p);
             }
             pfr_chunk_meta m = {.service = "s", .types = types, .ntypes = ntypes};
-            store_samples_call(&t, 1, &c, (flags & 2) ? &f : NULL, &b, &m, walk_samples, NULL);
-            store_build_scratch_free(&b);
+            pfr_st_samples_call(&t, 1, &c, (flags & 2) ? &f : NULL, &b, &m, walk_samples, NULL);
+            pfr_st_build_scratch_free(&b);
         }
-        store_dchunk_free(&c);
+        pfr_st_dchunk_free(&c);
     }
-    store_tabs_free(&t);
+    pfr_st_tabs_free(&t);
     pfr_buf_free(&raw);
     pfr_buf_free(&scratch);
     return 0;

@@ -7,7 +7,14 @@
  * [T0 + n * 10 s, +10 s), COUNT of them (0 = until killed). Every third append is a batch of
  * three. After each append returns 0 it writes "ID N\n" to stdout with one write(2): a line the
  * parent reads means the chunk was committed.
+ *
+ * With PFR_WRITER_PINS=1 in the environment it also pins, as `pfr pin` does beside a running
+ * recorder: through a read-only handle of its own (so a connection of its own), a pin of the
+ * last chunk's range after every append ("pin ID\n" once it returned), and every third
+ * pin the oldest one released ("unpin ID\n").
  */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +23,56 @@
 #include "pfr_store.h"
 #include "pfr_testgen.h"
 #include "store_writer_proc.h"
+
+static int say(const char *what, int64_t id)
+{
+    char line[64];
+    int len = snprintf(line, sizeof(line), "%s %lld\n", what, (long long)id);
+    return write(1, line, (size_t)len) == len ? 0 : -EIO;
+}
+
+/* One pin of the newest chunk's range through a read-only handle (its own connection), and
+ * every third pin the oldest kept one released. */
+static int pin_step(const char *db, pfr_store **pinner, int64_t *pinned, size_t *npinned,
+                    size_t *npins)
+{
+    char err[256];
+    pfr_store_opts ro = {.read_only = true};
+    int rc = *pinner ? 0 : pfr_store_open(db, &ro, pinner, err, sizeof(err));
+    pfr_store_stats st;
+    if (!rc)
+        rc = pfr_store_stats_quick(*pinner, &st);
+    if (rc) {
+        fprintf(stderr, "store_writer_proc: pinner: %d %s\n", rc, err);
+        return rc;
+    }
+    pfr_pin_in in = {.from_ns = st.newest_ns - WRITER_PROC_INTERVAL,
+                     .to_ns = st.newest_ns,
+                     .service = WRITER_PROC_SERVICE,
+                     .reason = "crash test",
+                     .origin = "manual:crash-test"};
+    pfr_pin_result r;
+    if ((rc = pfr_store_pin_add(*pinner, &in, &r, err, sizeof(err))) != 0) {
+        fprintf(stderr, "store_writer_proc: pin: %s\n", err);
+        return rc;
+    }
+    if ((rc = say("pin", r.id)) != 0)
+        return rc;
+    if (*npinned < 64)
+        pinned[(*npinned)++] = r.id;
+    if (++*npins % 3 == 0 && *npinned) {
+        /* said first: a kill between the release's commit and "unpin" leaves either state */
+        if ((rc = say("unpinning", pinned[0])) != 0)
+            return rc;
+        if ((rc = pfr_store_pin_remove(*pinner, pinned[0], err, sizeof(err))) != 0) {
+            fprintf(stderr, "store_writer_proc: unpin: %s\n", err);
+            return rc;
+        }
+        rc = say("unpin", pinned[0]);
+        memmove(pinned, pinned + 1, --*npinned * sizeof(*pinned));
+    }
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
@@ -35,6 +92,11 @@ int main(int argc, char **argv)
     }
     pfr_testgen *g = writer_proc_gen(seed);
     pfr_kv labels[1] = {{"host.name", "crash-host"}};
+    const char *pins_env = getenv("PFR_WRITER_PINS");
+    bool pins = pins_env && strcmp(pins_env, "1") == 0;
+    pfr_store *pinner = NULL;
+    int64_t pinned[64];
+    size_t npinned = 0, npins = 0;
     for (long n = 0; count == 0 || n < count;) {
         int batch = n % 4 == 3 ? 3 : 1;
         if (count && n + batch > count)
@@ -62,7 +124,10 @@ int main(int argc, char **argv)
                 return 1;
         }
         n += batch;
+        if (pins && (rc = pin_step(argv[1], &pinner, pinned, &npinned, &npins)) != 0)
+            return 1;
     }
+    pfr_store_close(pinner);
     pfr_testgen_free(g);
     pfr_store_close(s);
     return 0;

@@ -188,6 +188,65 @@ static void test_roundtrip_realistic(void **state)
     pfr_testgen_free(g[1]);
 }
 
+/* The writer gives its streams' tables back (a daemon near its memory budget): every chunk
+ * still reads back as appended, the dropped streams write new bases. */
+static void test_trim_keeps_data(void **state)
+{
+    struct fx *f = *state;
+    pfr_testgen *g[2] = {pfr_testgen_new(11, 0, NULL), pfr_testgen_new(11, 1, NULL)};
+    enum { N = 30 };
+    char *canon[2 * N];
+    pfr_store_mem_stats m;
+    uint64_t dropped = 0;
+    int trims = 0;
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 2; k++) {
+            int64_t start = T0 + i * 10 * SEC;
+            pfr_profile *p = pfr_testgen_next(g[k], start, 10 * SEC);
+            canon[2 * i + k] = pfr_tu_canon(p);
+            append_profile(f->s, pfr_testgen_service(g[k]), NULL, 0, start, p);
+            pfr_profile_free(p);
+        }
+        pfr_store_mem_stats_get(f->s, &m);
+        assert_int_equal(m.table_streams, 2);
+        assert_true(m.table_bytes > 0);
+        if (i % 7 == 3) {
+            pfr_store_trim(f->s, 0);
+            trims++;
+            pfr_store_mem_stats_get(f->s, &m);
+            assert_int_equal(m.table_streams, 0);
+            assert_int_equal(m.table_bytes, 0);
+            assert_int_equal(m.tables_dropped, dropped + 2);
+            dropped = m.tables_dropped;
+        }
+    }
+    pfr_scan_stats st;
+    struct seen *s = scan_all(f->s, NULL, 0, &st);
+    assert_int_equal(s->n, 2 * N);
+    assert_int_equal(st.corrupt, 0);
+    for (int i = 0; i < 2 * N; i++)
+        assert_string_equal(s->canon[i], canon[i]);
+    seen_free(s);
+    free(s);
+    char err[256];
+    assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
+    /* one base per stream at its start and after every trim */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 2 * (1 + trims));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    for (int i = 0; i < 2 * N; i++)
+        free(canon[i]);
+    pfr_testgen_free(g[0]);
+    pfr_testgen_free(g[1]);
+}
+
 /* Unsymbolized locations, numeric labels with units, several sample types, no period. */
 static void test_roundtrip_edge_profiles(void **state)
 {
@@ -766,15 +825,16 @@ static void test_migrate_v1(void **state)
     struct seen *before = scan_all(f->s, NULL, PFR_SCAN_META_ONLY, NULL);
     pfr_store_close(f->s);
     f->s = NULL;
-    /* Turn the file into a schema 1 store: no totals column. */
+    /* Turn the file into a schema 1 store: no totals column (and no pins table). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "DROP INDEX chunks_stream; ALTER TABLE chunks DROP COLUMN "
-                                  "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
-                                  "end_ns, start_ns); PRAGMA user_version = 1;",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "DROP TABLE pins; DROP INDEX chunks_stream; ALTER TABLE chunks DROP COLUMN "
+                     "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
+                     "end_ns, start_ns); PRAGMA user_version = 1;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     char err[256];
     pfr_store *r = NULL;
@@ -1079,6 +1139,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_realistic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trim_keeps_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_edge_profiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filters, setup, teardown),

@@ -7,6 +7,9 @@
  *   - pfr_store_check passes (PRAGMA integrity_check and every chunk's checksum and decoding),
  *   - every chunk the writer reported committed reads back with the content it was given.
  * At the end every chunk reported in any round is still there and still identical.
+ * The writer also pins as `pfr pin` does (PFR_WRITER_PINS: a connection of its own, a pin every
+ * append, one released every third pin), so kills land amid pins too: every pin reported
+ * made and not released is in the ring after the kill, every one reported released is not.
  *
  * With --full-disk (issue 31; root) the ring lives on a tmpfs of its own (8 MiB), the writer
  * has the store's default settings (512 MiB cap, reserve auto), and after the first round a
@@ -150,6 +153,41 @@ static size_t verify(pfr_store *s, struct committed *recs, size_t n, int64_t evi
     return checked;
 }
 
+static int pin_seen(const pfr_pin_info *p, void *ctx)
+{
+    struct committed *c = ctx;
+    if (p->id == c->id)
+        c->n = 1;
+    return 0;
+}
+
+/* Pins of recs (WRITER_PIN, WRITER_UNPIN) are, or are no more, in the ring; they are taken out
+ * of recs (the rest stays in order). Returns the number of pin records. */
+static size_t verify_pins(pfr_store *s, struct committed *recs, size_t *n)
+{
+    size_t k = 0, npins = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (recs[i].n >= 0) {
+            recs[k++] = recs[i];
+            continue;
+        }
+        bool released = recs[i].n == WRITER_UNPIN, releasing = recs[i].n == WRITER_UNPINNING;
+        for (size_t j = i + 1; j < *n && !released; j++) {
+            released = recs[j].n == WRITER_UNPIN && recs[j].id == recs[i].id;
+            releasing |= recs[j].n == WRITER_UNPINNING && recs[j].id == recs[i].id;
+        }
+        struct committed c = {.id = recs[i].id, .n = 0};
+        REQUIRE(pfr_store_pins(s, pin_seen, &c) == 0, "list pins");
+        /* a release begun but not reported may or may not have committed */
+        REQUIRE(c.n == (released ? 0 : 1) || (releasing && !released),
+                "pin %lld reported %s is %s the ring", (long long)recs[i].id,
+                released ? "released" : "made", c.n ? "in" : "not in");
+        npins++;
+    }
+    *n = k;
+    return npins;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -162,6 +200,9 @@ int main(int argc, char **argv)
     int rounds = argc > 2 ? atoi(argv[2]) : 50;
     unsigned seed = argc > 3 ? (unsigned)atoi(argv[3]) : (unsigned)time(NULL);
     srand(seed);
+    if (!full)
+        setenv("PFR_WRITER_PINS", "1", 1); /* the writers pin too (not on the full disk: a
+                                            * pinned range is not given up for it) */
     printf("crash test: %d rounds, random seed %u%s\n", rounds, seed,
            full ? ", on a full 8 MiB tmpfs with the default cap" : "");
     char *dir = pfr_tu_tmpdir("crash");
@@ -220,6 +261,10 @@ int main(int argc, char **argv)
         uint64_t bad = 0;
         rc = pfr_store_check(s, &bad, err, sizeof(err));
         REQUIRE(rc == 0, "round %d: check: %s (%" PRIu64 " bad chunks)", r, err, bad);
+        size_t mine = nall - first;
+        /* (all is NULL until a round reports a commit: no pointer arithmetic on it) */
+        size_t npins = verify_pins(s, all ? all + first : NULL, &mine);
+        nall = first + mine;
         if (full)
             evicted_below = oldest_id(s);
         if (nall > first) {
@@ -231,9 +276,10 @@ int main(int argc, char **argv)
         REQUIRE(st.dropped_disk == 0, "round %d: %llu chunks dropped for the disk", r,
                 (unsigned long long)st.dropped_disk);
         pfr_store_close(s);
-        printf("round %d: killed %ld ms %s, %zu chunks reported committed, all read back", r,
-               delay_us / 1000, r % 5 == 0 && !full ? "after start" : "after the first commit",
-               nall - first);
+        printf("round %d: killed %ld ms %s, %zu chunks reported committed, all read back; %zu "
+               "pins and releases checked",
+               r, delay_us / 1000, r % 5 == 0 && !full ? "after start" : "after the first commit",
+               nall - first, npins);
         if (full && r > 0)
             printf(" (disk full: %llu B free; %llu chunks in the ring, %llu given up for it)",
                    (unsigned long long)free_left, (unsigned long long)st.chunks,

@@ -18,7 +18,7 @@
 static struct store_policy_out decide(struct store_policy_in in)
 {
     struct store_policy_out o;
-    store_policy_decide(&in, &o);
+    pfr_st_policy_decide(&in, &o);
     /* whatever the figures: the database's target and the shares stay within the cap */
     assert_true(o.db_target + o.shares <= o.cap || o.db_target == 0);
     assert_true(o.wal_budget >= 64 * KiB && o.wal_budget <= 4 * MiB);

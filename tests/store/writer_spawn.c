@@ -53,7 +53,21 @@ int pfr_writer_read(struct writer_run *w, uint64_t seed, struct committed **out,
             *nl = 0;
             long long id;
             long idx;
-            if (sscanf(line, "%lld %ld", &id, &idx) == 2) {
+            /* "pin ID" and "unpin ID" (PFR_WRITER_PINS): kept as n = WRITER_PIN / WRITER_UNPIN */
+            bool ok = false;
+            if (sscanf(line, "pin %lld", &id) == 1) {
+                idx = WRITER_PIN;
+                ok = true;
+            } else if (sscanf(line, "unpin %lld", &id) == 1) {
+                idx = WRITER_UNPIN;
+                ok = true;
+            } else if (sscanf(line, "unpinning %lld", &id) == 1) {
+                idx = WRITER_UNPINNING;
+                ok = true;
+            } else {
+                ok = sscanf(line, "%lld %ld", &id, &idx) == 2;
+            }
+            if (ok) {
                 if (*n == *cap) {
                     *cap = *cap ? *cap * 2 : 256;
                     *out = realloc(*out, *cap * sizeof(**out));

@@ -7,6 +7,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* committed.n of a pin the writer made (pfr_store_pin_add returned), or released */
+#define WRITER_PIN       (-1L)
+#define WRITER_UNPIN     (-2L)
+#define WRITER_UNPINNING (-3L) /* said before the release: it may or may not have committed */
+
 struct committed {
     int64_t id;
     long n;        /* index of the profile in the writer's generator */

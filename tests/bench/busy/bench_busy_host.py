@@ -72,7 +72,9 @@ METRICS = ("pfr_memory_", "pfr_symbol_cache_bytes", "pfr_unwind_table_bytes",
            "pfr_unwind_table_build_seconds_total", "pfr_frames_unresolved_total",
            "pfr_frames_late_total", "pfr_source_intervals_folded_total",
            "pfr_symbol_files_parsed_total", "pfr_unwind_files_refused_total",
-           "pfr_symbol_files_refused_total")
+           "pfr_symbol_files_refused_total", "pfr_store_writer_", "pfr_store_page_cache_bytes",
+           "pfr_frame_cache_bytes", "pfr_symbol_dwarf_bytes",
+           "pfr_symbol_cache_bound_bytes")
 
 
 def free_port():
