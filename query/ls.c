@@ -272,6 +272,12 @@ static void ring_text(FILE *out, const pfr_store_stats *st)
     if (st->dropped_disk)
         fprintf(out, "      %llu profiles not written: the disk was full, nothing older left\n",
                 (unsigned long long)st->dropped_disk);
+    if (st->pins || st->pins_released)
+        fprintf(out,
+                "      pins: %llu, keeping %.1f KiB of their %.1f MiB budget (pfr pins); %llu "
+                "released for room so far\n",
+                (unsigned long long)st->pins, (double)st->pinned_bytes / 1024.0,
+                mib(st->pin_max_bytes), (unsigned long long)st->pins_released);
     if (st->bad_counters)
         fprintf(out,
                 "      warning: %llu of the ring's counters are out of range (a damaged or "
@@ -368,15 +374,18 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
     }
     const pfr_store_stats *st = &ls->stats;
     json_t *doc = json_pack(
-        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I}, s:o}", "ring",
-        "chunks", (json_int_t)st->chunks, "file_bytes", (json_int_t)st->file_bytes, "max_bytes",
-        (json_int_t)st->max_bytes, "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns",
+        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:I}, s:o}",
+        "ring", "chunks", (json_int_t)st->chunks, "file_bytes", (json_int_t)st->file_bytes,
+        "max_bytes", (json_int_t)st->max_bytes, "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns",
         (json_int_t)st->newest_ns, "evicted", (json_int_t)st->evicted, "corrupt",
         (json_int_t)st->corrupt, "effective_max_bytes", (json_int_t)st->effective_max_bytes,
         "cap_reason", st->cap_reason == PFR_STORE_CAP_DISK_RESERVE ? "disk_reserve" : "configured",
         "reserve_bytes", (json_int_t)st->reserve_bytes, "fs_bytes", (json_int_t)st->fs_bytes,
         "fs_free_bytes", (json_int_t)st->fs_free_bytes, "evicted_disk",
-        (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "services",
+        (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "pins",
+        (json_int_t)st->pins, "pinned_bytes", (json_int_t)st->pinned_bytes, "pin_max_bytes",
+        (json_int_t)st->pin_max_bytes, "pins_released", (json_int_t)st->pins_released, "services",
         services);
     if (!doc)
         return -ENOMEM;
