@@ -1194,6 +1194,20 @@ def verdict(tmp):
     return 0
 
 
+def run_in_tmp(test_fn, args, prefix):
+    """test_fn(args, tmp) in a new temp dir; a crash of the harness is a failure with its
+    reason. Returns the exit code (verdict)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        test_fn(args, tmp)
+    except Exception as e:
+        FAILURES.append(repr(e))
+        print("ERROR: %r" % e, flush=True)
+    finally:
+        kill_all(LIVE)
+    return verdict(tmp)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
