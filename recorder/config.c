@@ -292,8 +292,8 @@ static const pfr_setting identity_rows[] = {
      F(skip_system_services),
      .def = "true",
      .metavar = "BOOL",
-     .help = "class systemd's own services as system services, as the node agent's "
-             "--skip-systemd-system-services does (a unit of Type oneshot or dbus, triggered by "
+     .help = "class systemd's own services as system services, as the node agent's option "
+             "skip-systemd-system-services does (a unit of Type oneshot or dbus, triggered by "
              "a timer, or named with one of system_service_prefixes; the recorder does not ask "
              "systemd for Type and TriggeredBy yet), for a sink's shipping policy to leave "
              "out. No sink reads it yet: nothing is filtered, and the ring keeps them all"},
