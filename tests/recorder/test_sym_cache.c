@@ -297,6 +297,45 @@ static void test_bound(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* Near the memory budget (a bound well below the setting) with more large tables in use than fit,
+ * the large ones evict each other and the many small libraries every process maps stay: plain
+ * LRU evicted the small ones, used before the large, each round. */
+static void test_large_go_first(void **state)
+{
+    (void)state;
+    enum { NSMALL = 8, NLARGE = 8, ROUNDS = 3 };
+    const size_t bound = 400u << 10; /* the large files (~64 KB each) fill it 1.3 times */
+    char path[400], tag[32];
+    for (int i = 0; i < NSMALL + NLARGE; i++) {
+        bool small = i < NSMALL;
+        snprintf(tag, sizeof(tag), "%s%d", small ? "sm" : "lg", i);
+        snprintf(path, sizeof(path), "%s/%s.so", tmpdir, tag);
+        gen_elf(path, tag, 700 + (unsigned)i, small ? 100 : 4000); /* ~2 KB or ~64 KB */
+        fake_proc(700 + i, path);
+    }
+    pfr_symbolizer *s = new_sym(4u << 20);
+    pfr_symbolizer_set_bound(s, bound);
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < NSMALL + NLARGE; i++) {
+            snprintf(tag, sizeof(tag), "%s%d", i < NSMALL ? "sm" : "lg", i);
+            assert_int_equal(pfr_symbolizer_add_process(s, 700 + i), 0);
+            expect_fn(s, 700 + i, tag, (size_t)round);
+            assert_true(stats(s).cache_bytes <= bound);
+        }
+    }
+    pfr_sym_stats st = stats(s);
+    assert_true(st.reparses >= NLARGE); /* the pressure was real: large files came back */
+    /* each small file was parsed once: every parse past the first round was of a large one */
+    assert_int_equal(st.files_parsed - st.reparses, NSMALL + NLARGE);
+    uint64_t parsed = st.files_parsed;
+    for (int i = 0; i < NSMALL; i++) {
+        snprintf(tag, sizeof(tag), "sm%d", i);
+        expect_fn(s, 700 + i, tag, 99);
+    }
+    assert_int_equal(stats(s).files_parsed, parsed);
+    pfr_symbolizer_free(s);
+}
+
 /* ---- names stay in the files ---- */
 
 /* A parsed file costs 16 bytes a symbol, plus the names looked up, no more. */
@@ -657,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_hot_survives_cold_stream),
         cmocka_unit_test(test_reparse_counted),
         cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_large_go_first),
         cmocka_unit_test(test_compact_accounting),
         cmocka_unit_test(test_file_changed_after_parse),
         cmocka_unit_test(test_dwarf_cap),
