@@ -277,9 +277,18 @@ static bool over(const pfr_symbolizer *s, size_t need)
     return s->cache_bytes + need > s->bound;
 }
 
+/* What all DWARF may hold now: half of the bound (max_dwarf is half of the setting). With the
+ * cache held near its floor by the memory budget, DWARF at half of the setting could take the
+ * whole bound: beside a build and a browser it held 5.7 of 8.2 MB, 51 files were left, and
+ * each DWARF load (inflating 0.4-10 MB of compressed sections) evicted symbol tables. */
+static size_t dwarf_cap(const pfr_symbolizer *s)
+{
+    return s->bound / 2 < s->max_dwarf ? s->bound / 2 : s->max_dwarf;
+}
+
 static bool over_dwarf(const pfr_symbolizer *s, size_t need)
 {
-    return s->dwarf_bytes + need > s->max_dwarf;
+    return s->dwarf_bytes + need > dwarf_cap(s);
 }
 
 /* Until need more bytes fit (DWARF bytes when dwarf_only), drop DWARF then files, coldest
@@ -371,6 +380,8 @@ static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
 void pfr_symbolizer_set_bound(pfr_symbolizer *s, size_t bytes)
 {
     s->bound = bytes && bytes < s->max_bytes ? bytes : s->max_bytes;
+    if (over_dwarf(s, 0))
+        make_room(s, NULL, 0, true, ROOM_HOT_DWARF);
     if (s->cache_bytes > s->bound)
         make_room(s, NULL, 0, false, ROOM_COLD_FILES);
 }
@@ -771,7 +782,8 @@ static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
         count_refusal(s, PFR_REFUSED_TOO_BIG);
         return -EFBIG;
     }
-    if (grown > s->max_dwarf || hot_dwarf_bytes(s, f) > s->max_dwarf - grown) {
+    size_t cap = dwarf_cap(s);
+    if (grown > cap || hot_dwarf_bytes(s, f) > cap - grown) {
         s->st.dwarf_no_room++;
         return -ENOSPC;
     }

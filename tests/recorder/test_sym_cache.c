@@ -606,6 +606,35 @@ static void test_dwarf_no_room(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* DWARF may hold half of the bound the memory budget sets, not half of the setting: lowered
+ * under what a file in use holds, its DWARF goes at once, its symbols and the lines already
+ * found stay; the setting's bound gives the room back. */
+static void test_dwarf_follows_bound(void **state)
+{
+    (void)state;
+    fake_proc(620, prog);
+    int64_t line;
+    size_t dwarf = prog_dwarf_in_use(620, &line);
+    pfr_sym_frame fr[4];
+    pfr_symbolizer *s = new_sym(64u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 620), 0);
+    sym_prog(s, 620, fr);
+    sym_prog(s, 620, fr); /* used again: in use (protected) */
+    assert_int_equal(stats(s).dwarf_bytes, dwarf);
+    pfr_symbolizer_set_bound(s, dwarf + dwarf / 2); /* room for it all, not under half */
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.dwarf_bytes, 0);
+    assert_int_equal(st.dwarf_evictions, 1);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.files_cached, 1);
+    sym_prog(s, 620, fr);
+    assert_int_equal(fr[0].line, line); /* from the memo */
+    assert_int_equal(stats(s).dwarf_loads, 1);
+    pfr_symbolizer_set_bound(s, 0);
+    assert_int_equal(stats(s).bound_bytes, 64u << 20);
+    pfr_symbolizer_free(s);
+}
+
 /* When room is needed, DWARF goes before symbols, and the frames already worked out keep their
  * lines without reading DWARF again. */
 static void test_dwarf_dropped_first(void **state)
@@ -703,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_dwarf_outgrown),
         cmocka_unit_test(test_dwarf_dropped_first),
         cmocka_unit_test(test_dwarf_no_room),
+        cmocka_unit_test(test_dwarf_follows_bound),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
