@@ -70,6 +70,7 @@ struct seg_list {
 
 struct pfr_symbolizer {
     char *proc_root;
+    char *debug_dir;                 /* separate debug files, by build-id */
     struct pfr_fsguard *fsguard;     /* NULL: files opened directly */
     struct pfr_membudget *membudget; /* NULL: no budget */
     bool file_pending; /* the last file_for_map() was put off, not refused: frames of it are
@@ -568,6 +569,56 @@ static void count_refusal(pfr_symbolizer *s, int reason)
         s->st.files_refused[reason]++;
 }
 
+static int open_debug_file(const pfr_symbolizer *s, const struct pfr_sym_file *f)
+{
+    if (f->info.id_kind != PFR_ELF_ID_GNU || f->info.id_len < 2)
+        return -1;
+    char hex[2 * PFR_ELF_MAX_BUILDID + 1], path[PATH_MAX];
+    pfr_sym_elf_id_hex(&f->info, hex, sizeof(hex));
+    if (snprintf(path, sizeof(path), "%s/%.2s/%s.debug", s->debug_dir, hex, hex + 2) >=
+        (int)sizeof(path))
+        return -1;
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static bool has_symtab(Elf *e)
+{
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(e, scn)) != NULL) /* counted by the precheck */
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+            return true;
+    return false;
+}
+
+/* The separate debug file of f, a file without .symtab (an installed -dbg or -dbgsym package,
+ * found by build-id), when it has the .symtab f lacks: open, as an ELF in *out; else -1. Its
+ * table names the functions .dynsym leaves out (a library's static functions: libc's malloc
+ * internals) at 16 bytes a symbol, where only its DWARF named them before: libc's is 10 MB
+ * inflated, more than the whole cache near the memory budget, read again and dropped in turn. */
+static int open_debug_symtab(pfr_symbolizer *s, const struct pfr_sym_file *f, Elf **out)
+{
+    *out = NULL;
+    if (f->info.has_symtab || f->info.is_go)
+        return -1;
+    int dfd = open_debug_file(s, f);
+    if (dfd < 0)
+        return -1;
+    struct pfr_sym_budget b = parse_budget(s);
+    Elf *de = NULL;
+    if (pfr_sym_elf_precheck(dfd, &b, s->err, sizeof(s->err)) == 0)
+        de = elf_begin(dfd, ELF_C_READ, NULL);
+    count_refusal(s, b.refused);
+    if (de && has_symtab(de)) {
+        *out = de;
+        return dfd;
+    }
+    if (de)
+        elf_end(de);
+    close(dfd);
+    return -1;
+}
+
 static void load_gopcln(pfr_symbolizer *s, struct pfr_sym_file *f, Elf *e, int fd)
 {
     size_t used = pfr_symfile_bytes(f);
@@ -604,12 +655,19 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
         free(f);
         return have;
     }
+    /* symbols from the debug file when it has the .symtab this one lacks (open_debug_symtab) */
+    Elf *de;
+    int dfd = open_debug_symtab(s, f, &de);
     /* room first, from cold files only, so the cache plus the table being built stays near the
      * bound (the estimate is an upper bound: clamped, it does not empty the cache for one file;
      * what is still over goes after the parse) */
-    size_t need = pfr_sym_elf_syms_estimate(e);
+    size_t need = pfr_sym_elf_syms_estimate(dfd >= 0 ? de : e);
     if (!pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, parse_cost(fd, f->info.is_go, need))) {
         s->file_pending = true; /* asked again later (file_for_map) */
+        if (dfd >= 0) {
+            elf_end(de);
+            close(dfd);
+        }
         elf_end(e);
         close(fd);
         free(f);
@@ -618,7 +676,22 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
     make_room(s, NULL, need < s->max_bytes / 8 ? need : s->max_bytes / 8, false, ROOM_COLD_FILES);
     make_fd_room(s);
     /* 16 bytes per symbol; the names stay in the file, read through fd when first looked up */
-    int rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
+    int rc = -ENOENT;
+    if (dfd >= 0) {
+        rc = pfr_sym_elf_read_syms_fd(de, dfd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
+        elf_end(de);
+        if (rc == 0 && f->syms.n) {
+            close(fd); /* its names, and its DWARF, are the debug file's */
+            fd = dfd;
+        } else {
+            pfr_sym_elf_syms_free(&f->syms);
+            close(dfd);
+            b = parse_budget(s);
+            rc = -ENOENT;
+        }
+    }
+    if (rc == -ENOENT)
+        rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
     count_refusal(s, b.refused ? b.refused : f->info.refused);
     /* Go: names of a stripped binary, lines when there is no DWARF to get them from */
     if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
@@ -734,16 +807,6 @@ static struct pfr_sym_file *vdso_file(pfr_symbolizer *s)
 
 /* ---- DWARF ---- */
 
-static int open_debug_file(const struct pfr_sym_file *f)
-{
-    if (f->info.id_kind != PFR_ELF_ID_GNU || f->info.id_len < 2)
-        return -1;
-    char hex[2 * PFR_ELF_MAX_BUILDID + 1], path[sizeof(hex) + sizeof(DEBUG_DIR) + 16];
-    pfr_sym_elf_id_hex(&f->info, hex, sizeof(hex));
-    snprintf(path, sizeof(path), "%s/%.2s/%s.debug", DEBUG_DIR, hex, hex + 2);
-    return open(path, O_RDONLY | O_CLOEXEC);
-}
-
 /* DWARF bytes of the files in use (the protected segment), f's own excepted. */
 static size_t hot_dwarf_bytes(const pfr_symbolizer *s, const struct pfr_sym_file *f)
 {
@@ -836,7 +899,7 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
     }
     if (rc == -ENODATA || fd < 0) {
         /* no DWARF in the file: a separate debug file installed on the host (-dbgsym) */
-        int dfd = open_debug_file(f);
+        int dfd = open_debug_file(s, f);
         if (dfd >= 0) {
             rc = open_dwarf(s, f, dfd);
             close(dfd);
@@ -1184,7 +1247,10 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
         return -ENOMEM;
     const char *root = opts && opts->proc_root ? opts->proc_root : "/proc";
     s->proc_root = strdup(root);
-    if (!s->proc_root) {
+    s->debug_dir = strdup(opts && opts->debug_dir ? opts->debug_dir : DEBUG_DIR);
+    if (!s->proc_root || !s->debug_dir) {
+        free(s->proc_root);
+        free(s->debug_dir);
         free(s);
         return -ENOMEM;
     }
@@ -1237,6 +1303,7 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
     pfr_sym_strpool_free(&s->path_pool);
     pfr_sym_kallsyms_free(&s->ksyms);
     free(s->proc_root);
+    free(s->debug_dir);
     free(s);
 }
 

@@ -635,6 +635,46 @@ static void test_dwarf_follows_bound(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* A stripped file (no .symtab) whose debug file is installed, found by build-id: its functions
+ * are named from the debug file's .symtab (16 bytes a symbol, no DWARF needed), its lines come
+ * from the debug file's DWARF; without the debug file the same frame is module+offset. */
+static void test_debug_file_symtab(void **state)
+{
+    (void)state;
+    char stripped[400], dir[400], sub[420], dbg[520], cmd[2400];
+    snprintf(stripped, sizeof(stripped), "%s/prog2.stripped", tmpdir);
+    snprintf(dir, sizeof(dir), "%s/debug", tmpdir);
+    snprintf(sub, sizeof(sub), "%s/5e", dir); /* prog2's build-id: 5eed 5eed ... */
+    mkdir(dir, 0755);
+    mkdir(sub, 0755);
+    snprintf(dbg, sizeof(dbg), "%s/ed5eed5eed5eed5eed5eed5eed5eed5eed5eed.debug", sub);
+    snprintf(cmd, sizeof(cmd), "objcopy --only-keep-debug %s %s && strip --strip-all -o %s %s",
+             prog2, dbg, stripped, prog2);
+    assert_int_equal(system(cmd), 0);
+    fake_proc(630, stripped);
+    pfr_sym_frame fr[4];
+    char nodir[400];
+    snprintf(nodir, sizeof(nodir), "%s/no-debug", tmpdir);
+    for (int run = 0; run < 3; run++) { /* no debug file; its symbols alone; with its DWARF */
+        pfr_symbolizer *s;
+        pfr_sym_opts o = {.max_cache_bytes = 32u << 20,
+                          .proc_root = root,
+                          .debug_dir = run ? dir : nodir,
+                          .no_dwarf = run < 2};
+        assert_int_equal(pfr_symbolizer_new(&o, &s), 0);
+        assert_int_equal(pfr_symbolizer_add_process(s, 630), 0);
+        if (run == 0) {
+            assert_int_equal(pfr_symbolize_user(s, 630, MAP_START + prog_fn + 8, fr, 4), 1);
+            assert_non_null(strstr(fr[0].function, "prog2.stripped+0x"));
+        } else {
+            sym_prog(s, 630, fr); /* named target_fn */
+            assert_true(run == 1 ? fr[0].line == 0 : fr[0].line > 0);
+            assert_int_equal(stats(s).dwarf_loads, run == 2);
+        }
+        pfr_symbolizer_free(s);
+    }
+}
+
 /* When room is needed, DWARF goes before symbols, and the frames already worked out keep their
  * lines without reading DWARF again. */
 static void test_dwarf_dropped_first(void **state)
@@ -733,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_dwarf_dropped_first),
         cmocka_unit_test(test_dwarf_no_room),
         cmocka_unit_test(test_dwarf_follows_bound),
+        cmocka_unit_test(test_debug_file_symtab),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
