@@ -212,6 +212,7 @@ static size_t table_rows(const char *path)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* what it printed survives ctest's timeout */
     if (argc != 2) {
         fprintf(stderr, "usage: %s NOFP_CHAIN_BINARY\n", argv[0]);
         return 2;

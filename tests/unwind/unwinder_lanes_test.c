@@ -2,7 +2,8 @@
  * Small files never wait behind a large one (issue 30), over real BPF maps. While the unwinder
  * builds a large table (a file of LARGE_FDES FDEs, seconds at its CPU share), the tables of the
  * small files asked meanwhile (ld.so and libc, as this process maps them) are in unwind_files
- * within a quarter of the large build's time, and before the large table. With opts.one_lane
+ * within a quarter of the large build's time, and before the large table (asked once the
+ * builder has run 30 ms of it). With opts.one_lane
  * (the single lane before) they come only after it: the test checks that too, so that it tells
  * the two orders apart, and prints both. A small mapping of a file whose .eh_frame is past the
  * small limits (DEFER_FDES FDEs) is deferred: built whole after the large table.
@@ -13,7 +14,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,7 @@
 #define MAX_ROWS   (5u << 19) /* 2.6M rows: the large table, the deferred one and the small */
 #define WAIT_S     240        /* for every table, at most */
 #define SMALL_LIBS 2
+#define BUSY_NS    (30 * 1000000ull) /* of the builder's CPU before the small files are asked */
 
 /* Every file of a run: [0] the large one, then the small ones, then the deferred one. */
 #define LARGE     0
@@ -79,6 +83,33 @@ static struct pfr_unwind_req self_mapping(const char *name)
     return r;
 }
 
+/* CPU time of this process's thread named comm (schedstat: nanoseconds), 0 if none. */
+static uint64_t thread_cpu_ns(const char *comm)
+{
+    DIR *d = opendir("/proc/self/task");
+    REQUIRE(d, "/proc/self/task: %s", strerror(errno));
+    uint64_t ns = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[300], name[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        bool match = fgets(name, sizeof(name), f) && strncmp(name, comm, strlen(comm)) == 0 &&
+                     (name[strlen(comm)] == '\n' || name[strlen(comm)] == '\0');
+        fclose(f);
+        snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+        if (match && (f = fopen(path, "re")) != NULL) {
+            unsigned long long v = 0;
+            if (fscanf(f, "%llu", &v) == 1)
+                ns = v;
+            fclose(f);
+        }
+    }
+    closedir(d);
+    return ns;
+}
+
 struct run {
     double ms[NFILES];     /* from the file's request to its entry in unwind_files */
     int64_t at[NFILES];    /* when its entry was seen */
@@ -99,11 +130,19 @@ static struct run run(bool one_lane, const struct pfr_unwind_req *req, size_t n)
     int64_t asked[NFILES];
     asked[LARGE] = now_ns();
     request(u, &m, &req[LARGE]);
-    sleep_ms(50);
+    /* its build under way: the builder has run BUSY_NS (a loaded host may not run it at once,
+     * and the small files asked before it starts are built first in either order) */
     struct pfr_unwind_file f;
     struct pfr_file_key k = {.ino = req[LARGE].ino, .dev = req[LARGE].dev};
-    REQUIRE(bpf_map_lookup_elem(m.files, &k, &f) != 0,
-            "the large table was in within 50 ms: too small a file to keep the builder busy");
+    for (int64_t end = now_ns() + WAIT_S * 1000000000ll; thread_cpu_ns("pfr-unwind") < BUSY_NS;
+         sleep_ms(2)) {
+        REQUIRE(bpf_map_lookup_elem(m.files, &k, &f) != 0,
+                "the large table was in before the builder ran %d ms: too small a file to keep "
+                "it busy",
+                (int)(BUSY_NS / 1000000));
+        REQUIRE(now_ns() < end, "the builder did not run %d ms in %d s", (int)(BUSY_NS / 1000000),
+                WAIT_S);
+    }
     for (size_t i = 1; i < n; i++) {
         asked[i] = now_ns();
         request(u, &m, &req[i]);
