@@ -6,7 +6,8 @@
  * builder has run 30 ms of it). With opts.one_lane
  * (the single lane before) they come only after it: the test checks that too, so that it tells
  * the two orders apart, and prints both. A small mapping of a file whose .eh_frame is past the
- * small limits (DEFER_FDES FDEs) is deferred: built whole after the large table.
+ * small limits (DEFER_FDES FDEs) is deferred: built whole after the large table. Stopped in the
+ * large build with small files queued, the unwinder stops within half the large build's time.
  *
  * unwinder_lanes_test [LARGE]: LARGE (mapped whole) instead of the generated file, for the
  * benchmark in docs/benchmarks.md (libLLVM, chromium); then the deferred file is left out.
@@ -117,26 +118,30 @@ struct run {
     pfr_unwinder_stats st;
 };
 
-/* Ask for the large file, then (once its build is under way) for the others; wait for every
- * entry. n: files of the run (the deferred one left out: NFILES - 1). */
-static struct run run(bool one_lane, const struct pfr_unwind_req *req, size_t n)
-{
-    struct maps m = maps_new(MAX_ROWS);
-    pfr_unwinder_opts o = {.max_rows = MAX_ROWS, .one_lane = one_lane};
-    pfr_unwinder *u = NULL;
-    char err[256];
-    REQUIRE(pfr_unwinder_new(&o, m.rows, m.files, m.asked, &u, err, sizeof(err)) == 0, "%s", err);
-    struct run out = {0};
+/* An unwinder asked for the large file, then (once its build is under way) for the others. */
+struct lane {
+    struct maps m;
+    pfr_unwinder *u;
     int64_t asked[NFILES];
-    asked[LARGE] = now_ns();
-    request(u, &m, &req[LARGE]);
+};
+
+/* n: files of the run (the deferred one left out: NFILES - 1). */
+static void start(bool one_lane, const struct pfr_unwind_req *req, size_t n, struct lane *l)
+{
+    l->m = maps_new(MAX_ROWS);
+    pfr_unwinder_opts o = {.max_rows = MAX_ROWS, .one_lane = one_lane};
+    char err[256];
+    REQUIRE(pfr_unwinder_new(&o, l->m.rows, l->m.files, l->m.asked, &l->u, err, sizeof(err)) == 0,
+            "%s", err);
+    l->asked[LARGE] = now_ns();
+    request(l->u, &l->m, &req[LARGE]);
     /* its build under way: the builder has run BUSY_NS (a loaded host may not run it at once,
      * and the small files asked before it starts are built first in either order) */
     struct pfr_unwind_file f;
     struct pfr_file_key k = {.ino = req[LARGE].ino, .dev = req[LARGE].dev};
     for (int64_t end = now_ns() + WAIT_S * 1000000000ll; thread_cpu_ns("pfr-unwind") < BUSY_NS;
          sleep_ms(2)) {
-        REQUIRE(bpf_map_lookup_elem(m.files, &k, &f) != 0,
+        REQUIRE(bpf_map_lookup_elem(l->m.files, &k, &f) != 0,
                 "the large table was in before the builder ran %d ms: too small a file to keep "
                 "it busy",
                 (int)(BUSY_NS / 1000000));
@@ -144,26 +149,49 @@ static struct run run(bool one_lane, const struct pfr_unwind_req *req, size_t n)
                 WAIT_S);
     }
     for (size_t i = 1; i < n; i++) {
-        asked[i] = now_ns();
-        request(u, &m, &req[i]);
+        l->asked[i] = now_ns();
+        request(l->u, &l->m, &req[i]);
     }
+}
+
+/* A run: every entry waited for. */
+static struct run run(bool one_lane, const struct pfr_unwind_req *req, size_t n)
+{
+    struct lane l;
+    start(one_lane, req, n, &l);
+    struct run out = {0};
+    struct pfr_unwind_file f;
+    struct pfr_file_key k;
     size_t left = n;
     for (int64_t end = now_ns() + WAIT_S * 1000000000ll; left && now_ns() < end; sleep_ms(1))
         for (size_t i = 0; i < n; i++) {
             k = (struct pfr_file_key){.ino = req[i].ino, .dev = req[i].dev};
-            if (out.at[i] || bpf_map_lookup_elem(m.files, &k, &f) != 0)
+            if (out.at[i] || bpf_map_lookup_elem(l.m.files, &k, &f) != 0)
                 continue;
             out.at[i] = now_ns();
-            out.ms[i] = (double)(out.at[i] - asked[i]) / 1e6;
+            out.ms[i] = (double)(out.at[i] - l.asked[i]) / 1e6;
             out.rows[i] = f.nrows;
             left--;
         }
     REQUIRE(left == 0, "%zu tables not in after %d s", left, WAIT_S);
-    pfr_unwinder_sync(u);
-    pfr_unwinder_stats_get(u, &out.st);
-    pfr_unwinder_free(u);
-    maps_close(&m);
+    pfr_unwinder_sync(l.u);
+    pfr_unwinder_stats_get(l.u, &out.st);
+    pfr_unwinder_free(l.u);
+    maps_close(&l.m);
     return out;
+}
+
+/* The unwinder stopped (as the recorder does on SIGTERM) in the large build, small files
+ * queued: how long pfr_unwinder_free() takes, in ms. */
+static double stop_ms(const struct pfr_unwind_req *req, size_t n)
+{
+    struct lane l;
+    start(false, req, n, &l);
+    int64_t t0 = now_ns();
+    pfr_unwinder_free(l.u);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    maps_close(&l.m);
+    return ms;
 }
 
 static void print_run(const char *what, const struct run *r, const char *const *names, size_t n)
@@ -215,6 +243,10 @@ int main(int argc, char **argv)
     struct run one = run(true, req, n), two = run(false, req, n);
     print_run("one lane (before)", &one, names, n);
     print_run("interleaved (now)", &two, names, n);
+    double stopped = stop_ms(req, n);
+    printf("stopped in %.0f ms during the large build, small files queued\n", stopped);
+    CHECK(stopped < one.ms[LARGE] / 2, "stopping took %.0f ms (the large build %.0f ms)", stopped,
+          one.ms[LARGE]);
 
     /* the old order, so that this test tells the two apart: every small file after the large */
     for (size_t i = 1; i < 1 + SMALL_LIBS; i++)
