@@ -158,7 +158,10 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
         sleep_ms(50);
     }
     pfr_cpu_profiler_poll_events(cp, 0);
-    pfr_cpu_profiler_unwind_sync(cp);
+    /* (with tables expected, no wait for the whole queue: it may hold another program's large
+     * table, seconds under load and tens under ASan; the walks say when the workload's are in) */
+    if (!settle)
+        pfr_cpu_profiler_unwind_sync(cp);
     struct tally warm = {.kernel = kernel};
     tally_drain(cp, c, &warm); /* the warm-up's samples: some before the tables */
     /* With tables expected, wait (up to 20 s) until they are in: on a busy host the builder may
@@ -171,7 +174,6 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
     for (int i = 0; settle && i < 40; i++) {
         sleep_ms(500);
         pfr_cpu_profiler_poll_events(cp, 0);
-        pfr_cpu_profiler_unwind_sync(cp);
         warm = (struct tally){.kernel = kernel};
         tally_drain(cp, c, &warm);
         if (warm.samples >= 20 && warm.whole * 100 >= warm.samples * 95)
@@ -189,7 +191,8 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
         pfr_cpu_profiler_poll_events(cp, 0);
         tally_drain(cp, c, t);
     }
-    pfr_cpu_profiler_unwind_sync(cp);
+    if (!settle)
+        pfr_cpu_profiler_unwind_sync(cp);
     pfr_cpu_profiler_counters(cp, cnt);
     *tables = pfr_cpu_profiler_unwind_stats(cp, us);
     kill(c->pid, SIGTERM);
