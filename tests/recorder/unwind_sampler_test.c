@@ -176,7 +176,10 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
         pfr_cpu_profiler_poll_events(cp, 0);
         warm = (struct tally){.kernel = kernel};
         tally_drain(cp, c, &warm);
-        if (warm.samples >= 20 && warm.whole * 100 >= warm.samples * 95)
+        pfr_cpu_counters now;
+        pfr_cpu_profiler_counters(cp, &now);
+        /* and libc's table in too: a stack walked to _start (asked once a walk reaches libc) */
+        if (warm.samples >= 20 && warm.whole * 100 >= warm.samples * 95 && now.uw_end > 0)
             break;
     }
     clock_gettime(CLOCK_MONOTONIC, &s1);
