@@ -183,6 +183,20 @@ static const pfr_metric_row unwind_rows[] = {
      F(unwind.build_ns), .divisor = 1e9},
     {"pfr_unwind_table_build_max_seconds", G, "the longest build and load of one table",
      F(unwind.build_max_ns), .divisor = 1e9},
+    {"pfr_unwind_small_files_total", C,
+     "files of small mappings (up to 8 MiB) whose table was asked for and handled",
+     F(unwind.small_files)},
+    {"pfr_unwind_small_wait_seconds_total", C,
+     "time small files waited from their request to their entry in the kernel, added up",
+     F(unwind.small_wait_ns), .divisor = 1e9},
+    {"pfr_unwind_small_wait_max_seconds", G,
+     "the longest a small file waited from its request to its entry in the kernel",
+     F(unwind.small_wait_max_ns), .divisor = 1e9},
+    {"pfr_unwind_builds_interleaved_total", C, "small files built while a larger build paused",
+     F(unwind.interleaved)},
+    {"pfr_unwind_builds_deferred_total", C,
+     "small files left for after a larger build (past the small limits, or no memory for both)",
+     F(unwind.deferred)},
 };
 
 static const pfr_metric_table cpu_table =

@@ -801,7 +801,8 @@ static void cpu_log_stats(void *self)
             "cpu: unwind{stacks_dwarf=%llu stacks_fp=%llu frames=%llu complete=%llu "
             "pending=%llu no_row=%llu busy=%llu vma_miss=%llu cut{read=%llu map=%llu depth=%llu} "
             "files{tables=%llu none=%llu no_room=%llu bad=%llu open_failed=%llu} rows=%llu/%llu "
-            "evictions=%llu build_ms{total=%.1f max=%.1f}}",
+            "evictions=%llu build_ms{total=%.1f max=%.1f} small{files=%llu wait_max_ms=%.1f "
+            "interleaved=%llu deferred=%llu}}",
             (unsigned long long)s.bpf.uw_dwarf, (unsigned long long)s.bpf.uw_fp,
             (unsigned long long)s.bpf.uw_frames, (unsigned long long)s.bpf.uw_end,
             (unsigned long long)s.bpf.uw_pending, (unsigned long long)s.bpf.uw_no_row,
@@ -812,7 +813,9 @@ static void cpu_log_stats(void *self)
             (unsigned long long)s.unwind.bad_files, (unsigned long long)s.unwind.open_failed,
             (unsigned long long)s.unwind.rows, (unsigned long long)s.unwind.max_rows,
             (unsigned long long)s.unwind.evictions, (double)s.unwind.build_ns / 1e6,
-            (double)s.unwind.build_max_ns / 1e6);
+            (double)s.unwind.build_max_ns / 1e6, (unsigned long long)s.unwind.small_files,
+            (double)s.unwind.small_wait_max_ns / 1e6, (unsigned long long)s.unwind.interleaved,
+            (unsigned long long)s.unwind.deferred);
     pfr_fair_lock_acquire(&cs->lock);
     size_t symmem = pfr_symbolizer_memory(cs->sym);
     pfr_fair_lock_release(&cs->lock);

@@ -170,16 +170,31 @@ __attribute__((format(printf, 3, 4))) static int fail(builder *b, int rc, const 
     return rc;
 }
 
-/* Every TICK_EVERY calls: the build cancelled, or refused past its CPU time budget, and a nap
- * when it has used more than its share of a core since the last one. */
+static bool cancelled(const pfr_unwind_limits *l)
+{
+    return l->cancel && atomic_load_explicit(l->cancel, memory_order_relaxed);
+}
+
+/* Every TICK_EVERY calls: the caller's other work (lim->yield), the build cancelled, or refused
+ * past its CPU time budget, and a nap when it has used more than its share of a core since the
+ * last one. */
 static int tick(builder *b)
 {
     if (++b->ticks % TICK_EVERY)
         return 0;
     const pfr_unwind_limits *l = b->lim;
-    if (l->cancel && atomic_load_explicit(l->cancel, memory_order_relaxed))
+    if (cancelled(l))
         return fail(b, -ECANCELED, "cancelled");
     int64_t now = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (l->yield && l->yield(l->yield_ctx)) {
+        /* the caller's work took the thread's CPU, not this build */
+        int64_t after = pfr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        b->cpu0 += after - now;
+        b->slice0 += after - now;
+        now = after;
+        if (cancelled(l))
+            return fail(b, -ECANCELED, "cancelled");
+    }
     if (l->max_cpu_ns && now - b->cpu0 > (int64_t)l->max_cpu_ns)
         return fail(b, -ETIME, "past its CPU time budget (%.1f s)", (double)l->max_cpu_ns / 1e9);
     unsigned share = l->cpu_share;

@@ -24,6 +24,7 @@
 #define PFR_UNWIND_TABLE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,12 @@ typedef struct pfr_unwind_limits {
                                   * in proportion to the CPU it used (0 or 100: never sleeps) */
     const atomic_bool *cancel;   /* set (by another thread): the build stops, -ECANCELED, within
                                   * a slice (NULL: never) */
+    /* Called between the build's steps (every few hundred microseconds of its work, with no
+     * lock held and nothing of the build's shared): the caller may do other work on this thread
+     * meanwhile, such as a smaller file's build, and returns true if it did. The CPU time of that
+     * work counts neither in this build's budget nor in its share. NULL: never. */
+    bool (*yield)(void *ctx);
+    void *yield_ctx;
 } pfr_unwind_limits;
 
 /* The defaults, which real files pass: libLLVM-15 (98k FDEs, 5 MB of .eh_frame, 0.98M rows,

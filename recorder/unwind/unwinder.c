@@ -34,7 +34,8 @@
 
 /* Requests waiting for the thread; past this they are dropped and asked again by the sampler.
  * The smallest mapping is served first: a program's own table (milliseconds) must not wait for
- * a burst of huge libraries (libLLVM: seconds each). */
+ * a burst of huge libraries (libLLVM: seconds each), nor for one already being built (a small
+ * file's is built while the large build pauses: serve_small()). */
 #define QUEUE_MAX 512
 /* Rows written to the array map per syscall, or per window of it mapped (64 KiB). */
 #define WRITE_BATCH 8192
@@ -59,6 +60,14 @@ struct extent {
     uint32_t start, len;
 };
 
+/* A request in the queue. */
+struct queued {
+    struct pfr_unwind_req r;
+    int64_t asked_ns; /* when the sampler asked (CLOCK_MONOTONIC) */
+    bool small;       /* its mapping is small: may be built while a large build pauses */
+    bool deferred;    /* it was tried so and did not fit: it waits its turn */
+};
+
 struct loaded {
     struct pfr_file_key key;
     uint32_t first, nrows;
@@ -76,16 +85,19 @@ struct pfr_unwinder {
     int64_t retry_ns;   /* of a "no room" entry */
     pthread_t thread;
     bool started;
-    pthread_mutex_t mu;                     /* guards the queue, stop, handled and st */
-    pthread_cond_t cv;                      /* queue not empty, or stop */
-    pthread_cond_t done;                    /* handled moved */
-    struct pfr_unwind_req queue[QUEUE_MAX]; /* unordered */
+    pthread_mutex_t mu;             /* guards the queue, stop, handled and st */
+    pthread_cond_t cv;              /* queue not empty, or stop */
+    pthread_cond_t done;            /* handled moved */
+    struct queued queue[QUEUE_MAX]; /* unordered */
     size_t qlen;
     uint64_t queued, handled;
     bool stop;
-    atomic_bool cancel; /* stop, for the build under way */
+    atomic_bool cancel;    /* stop, for the build under way */
+    atomic_uint small_due; /* queued small files not deferred: a large build pauses for them */
     pfr_unwinder_stats st;
     /* thread only: */
+    uint64_t large_cost; /* the memory budget's cost of the large build paused, 0: none */
+    int64_t paused_ns;   /* time large builds spent paused, added up */
     struct extent *free; /* free row extents, by start, never adjacent */
     size_t nfree, capfree;
     struct loaded *files; /* files with an entry in unwind_files */
@@ -470,14 +482,25 @@ static int build_vdso(pfr_unwind_table *t, char *err, size_t errlen)
 
 /* ---- the thread ---- */
 
-static void count(pfr_unwinder *u, uint64_t *field, int64_t t0)
+/* A handled request into the stats: its outcome, its build's time (t0 on, but paused_ns spent
+ * on other files' builds while it paused), and a small file's wait since it was asked. */
+static void count(pfr_unwinder *u, const struct queued *q, uint64_t *field, int64_t t0,
+                  int64_t paused_ns)
 {
-    uint64_t dt = (uint64_t)(pfr_clock_mono_ns() - t0);
+    int64_t now = pfr_clock_mono_ns();
+    uint64_t dt = (uint64_t)(now - t0 - paused_ns);
+    uint64_t waited = now > q->asked_ns ? (uint64_t)(now - q->asked_ns) : 0;
     pthread_mutex_lock(&u->mu);
     (*field)++;
     u->st.build_ns += dt;
     if (dt > u->st.build_max_ns)
         u->st.build_max_ns = dt;
+    if (q->small) {
+        u->st.small_files++;
+        u->st.small_wait_ns += waited;
+        if (waited > u->st.small_wait_max_ns)
+            u->st.small_wait_max_ns = waited;
+    }
     pthread_mutex_unlock(&u->mu);
 }
 
@@ -519,10 +542,37 @@ static uint64_t build_cost(int fd)
     return cost < (64u << 10) ? 64u << 10 : cost > (32u << 20) ? 32u << 20 : cost;
 }
 
-static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
+static bool serve_small(void *ctx);
+
+/* The limits of a build: unwind_table.h's defaults, the map's cap, the CPU share; a small file
+ * built while a large build pauses (nested) within the small ones; a large build pauses for the
+ * small files queued meanwhile (unless opts.one_lane). */
+static void build_limits(pfr_unwinder *u, const struct queued *q, bool nested,
+                         pfr_unwind_limits *lim)
 {
+    pfr_unwind_limits_default(lim);
+    /* a table larger than the whole map could never be loaded: its build stops there */
+    lim->max_rows = u->opts.max_rows ? u->opts.max_rows : 1;
+    lim->cpu_share = u->opts.cpu_share ? u->opts.cpu_share : PFR_UNWINDER_CPU_SHARE;
+    lim->cancel = &u->cancel;
+    if (nested) {
+        lim->max_eh_frame_bytes = PFR_UNWINDER_SMALL_EH_FRAME;
+        lim->max_fdes = PFR_UNWINDER_SMALL_FDES;
+        lim->max_held_bytes = PFR_UNWINDER_SMALL_HELD;
+    } else if (!u->opts.one_lane && (!q->small || q->deferred)) {
+        lim->yield = serve_small;
+        lim->yield_ctx = u;
+    }
+}
+
+/* Build and load the table of a queued file. nested: while a large build pauses; false when it
+ * does not fit the small limits or the memory budget beside the large build (nothing counted
+ * but that: it waits its turn). */
+static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
+{
+    const struct pfr_unwind_req *r = &q->r;
     struct pfr_file_key key = {.ino = r->ino, .dev = r->dev};
-    int64_t t0 = pfr_clock_mono_ns();
+    int64_t t0 = pfr_clock_mono_ns(), paused0 = u->paused_ns;
     pfr_unwind_table t = {0};
     char err[256], path[4096 + 128];
     int rc;
@@ -532,33 +582,42 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
         int fd = open_mapped(u, r, path, sizeof(path));
         if (fd < 0) {
             retry_later(u, &key); /* another process mapping it will ask again */
-            count(u, &u->st.open_failed, t0);
-            return;
+            count(u, q, &u->st.open_failed, t0, 0);
+            return true;
         }
-        if (!pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, build_cost(fd))) {
+        uint64_t cost = build_cost(fd);
+        if (nested && pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->large_cost + cost)) {
+            close(fd); /* not both builds at once: after the large one */
+            return false;
+        }
+        if (!pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
             /* over the recorder's memory budget: frame pointers until it is asked again */
             close(fd);
             retry_later(u, &key);
-            count(u, &u->st.no_room, t0);
-            return;
+            count(u, q, &u->st.no_room, t0, 0);
+            return true;
         }
-        /* a table larger than the whole map could never be loaded: its build stops there */
         pfr_unwind_limits lim;
-        pfr_unwind_limits_default(&lim);
-        lim.max_rows = u->opts.max_rows ? u->opts.max_rows : 1;
-        lim.cpu_share = u->opts.cpu_share ? u->opts.cpu_share : PFR_UNWINDER_CPU_SHARE;
-        lim.cancel = &u->cancel;
+        build_limits(u, q, nested, &lim);
+        if (lim.yield)
+            u->large_cost = cost;
         rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, &t, err, sizeof(err));
+        if (lim.yield)
+            u->large_cost = 0;
+        if (nested && (rc == -EFBIG || rc == -EOVERFLOW)) {
+            close(fd); /* past the small limits (checked before they were paid) */
+            return false;
+        }
         refused(u, r, fd, path, rc, err);
         close(fd);
     }
     uint64_t *outcome = &u->st.tables;
     if (rc == -ECANCELED) /* the unwinder is stopping */
-        return;
+        return true;
     if (rc == -ENOMEM) {
         forget_asked(u, &key);
-        count(u, &u->st.open_failed, t0);
-        return;
+        count(u, q, &u->st.open_failed, t0, u->paused_ns - paused0);
+        return true;
     }
     if (rc == -ENOEXEC)
         outcome = &u->st.bad_files;
@@ -579,7 +638,8 @@ static void handle(pfr_unwinder *u, const struct pfr_unwind_req *r)
      * give them back (libLLVM's table takes 10 MiB to build; the recorder runs in ~45) */
     if (large)
         malloc_trim(0);
-    count(u, outcome, t0);
+    count(u, q, outcome, t0, u->paused_ns - paused0);
+    return true;
 }
 
 /* The thread's figures into the stats (lock held). */
@@ -593,16 +653,82 @@ static void publish(pfr_unwinder *u)
     u->st.files_with_rows = with_rows;
 }
 
-/* The queued request of the smallest mapping, out of the queue (lock held, queue not empty). */
-static struct pfr_unwind_req take_smallest(pfr_unwinder *u)
+/* A small file not yet tried between a large build's steps. */
+static bool due(const struct queued *q)
 {
-    size_t best = 0;
-    for (size_t i = 1; i < u->qlen; i++)
-        if (u->queue[i].end - u->queue[i].start < u->queue[best].end - u->queue[best].start)
-            best = i;
-    struct pfr_unwind_req r = u->queue[best];
+    return q->small && !q->deferred;
+}
+
+/* Into the queue (lock held): false when it is full. */
+static bool push(pfr_unwinder *u, const struct queued *q)
+{
+    if (u->qlen == QUEUE_MAX)
+        return false;
+    u->queue[u->qlen++] = *q;
+    if (due(q))
+        atomic_fetch_add(&u->small_due, 1);
+    return true;
+}
+
+/* The queued request of the smallest mapping (among those due only: due_only), out of the
+ * queue (lock held; one is there). */
+static struct queued take_smallest(pfr_unwinder *u, bool due_only)
+{
+    size_t best = u->qlen;
+    for (size_t i = 0; i < u->qlen; i++) {
+        const struct pfr_unwind_req *r = &u->queue[i].r;
+        if (due_only && !due(&u->queue[i]))
+            continue;
+        if (best < u->qlen && r->end - r->start >= u->queue[best].r.end - u->queue[best].r.start)
+            continue;
+        best = i;
+    }
+    struct queued q = u->queue[best];
     u->queue[best] = u->queue[--u->qlen];
-    return r;
+    if (due(&q))
+        atomic_fetch_sub(&u->small_due, 1);
+    return q;
+}
+
+/* A request handled (lock held): sync()'s waiters are told. */
+static void finished(pfr_unwinder *u)
+{
+    u->handled++;
+    publish(u);
+    pthread_cond_broadcast(&u->done);
+}
+
+/* A large build's pause (its lim.yield): the small files queued meanwhile are built and loaded
+ * on this thread, the large build's state untouched (it loads nothing until it ends). A small
+ * file that does not fit beside it goes back to the queue, for after it. True if any was
+ * handled. */
+static bool serve_small(void *ctx)
+{
+    pfr_unwinder *u = ctx;
+    if (atomic_load_explicit(&u->small_due, memory_order_relaxed) == 0)
+        return false;
+    int64_t t0 = pfr_clock_mono_ns();
+    pthread_mutex_lock(&u->mu);
+    while (!u->stop && atomic_load(&u->small_due) > 0) {
+        struct queued q = take_smallest(u, true);
+        pthread_mutex_unlock(&u->mu);
+        bool done = handle(u, &q, true);
+        pthread_mutex_lock(&u->mu);
+        if (done) {
+            u->st.interleaved++;
+        } else {
+            u->st.deferred++;
+            q.deferred = true;
+            if (push(u, &q))
+                continue;
+            u->st.queue_full++; /* (the sampler asks again) */
+            forget_asked(u, &(struct pfr_file_key){.ino = q.r.ino, .dev = q.r.dev});
+        }
+        finished(u);
+    }
+    pthread_mutex_unlock(&u->mu);
+    u->paused_ns += pfr_clock_mono_ns() - t0;
+    return true;
 }
 
 /* Table builds are background work (a large library's takes a second of CPU, several under a
@@ -638,14 +764,12 @@ static void *thread_main(void *arg)
         }
         if (u->stop)
             break;
-        struct pfr_unwind_req r = take_smallest(u);
+        struct queued q = take_smallest(u, false);
         pthread_mutex_unlock(&u->mu);
         expire(u);
-        handle(u, &r);
+        handle(u, &q, false);
         pthread_mutex_lock(&u->mu);
-        u->handled++;
-        publish(u);
-        pthread_cond_broadcast(&u->done);
+        finished(u);
     }
     pthread_mutex_unlock(&u->mu);
     return NULL;
@@ -697,14 +821,16 @@ void pfr_unwinder_request(pfr_unwinder *u, const struct pfr_unwind_req *req)
 {
     pthread_mutex_lock(&u->mu);
     u->st.requests++;
-    if (u->qlen == QUEUE_MAX) {
+    struct queued q = {.r = *req,
+                       .asked_ns = pfr_clock_mono_ns(),
+                       .small = req->end - req->start <= PFR_UNWINDER_SMALL_MAP};
+    if (!push(u, &q)) {
         u->st.queue_full++;
         pthread_mutex_unlock(&u->mu);
         struct pfr_file_key k = {.ino = req->ino, .dev = req->dev};
         forget_asked(u, &k);
         return;
     }
-    u->queue[u->qlen++] = *req;
     u->queued++;
     pthread_cond_signal(&u->cv);
     pthread_mutex_unlock(&u->mu);

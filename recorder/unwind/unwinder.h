@@ -16,6 +16,13 @@
  * (counted in no_table). Builds run within unwind_table.h's default limits, at most
  * opts.cpu_share of a core; a refused file is counted by reason and told to opts.on_refused.
  *
+ * Order: the queued file of the smallest mapping is built first; and a small file never waits
+ * behind a large one. A large build (seconds, spread over time by its CPU share) pauses between
+ * its steps whenever small files are queued, and the thread builds and loads theirs meanwhile
+ * (interleaved), each within tighter limits (PFR_UNWINDER_SMALL_*) and only while the memory
+ * budget has room for both builds; a small file past those waits its turn (deferred). One
+ * thread: one build's memory and CPU share at a time, plus at most one small build's.
+ *
  * Errors: functions return 0 or a negative errno with a sentence in err; nothing is printed.
  * Ownership: pfr_unwinder_new() returns a handle freed by pfr_unwinder_free(); the map
  * descriptors stay the caller's (the sampler's) and must outlive the handle.
@@ -24,6 +31,7 @@
 #ifndef PFR_UNWINDER_H
 #define PFR_UNWINDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +65,8 @@ typedef struct pfr_unwinder_opts {
                                         by its workers; NULL: opened directly. Not owned. */
     struct pfr_membudget *membudget; /* no build while the recorder is over its memory budget
                                         (counted in no_room); NULL: none. Not owned. */
+    bool one_lane; /* no small file built while a large build is under way: the order before
+                    * issue 30 (benchmarks and tests compare the two) */
 } pfr_unwinder_opts;
 
 /* A build takes half a core at most on average (it sleeps as long as it ran, in 10 ms slices):
@@ -65,6 +75,15 @@ typedef struct pfr_unwinder_opts {
  * file (the thread's nice value weighs it only against the recorder's others and lower). Real
  * tables take twice as long to come: libLLVM-15's 0.3 s, 0.6 s. */
 #define PFR_UNWINDER_CPU_SHARE 50u
+
+/* A small file: a mapping of at most this many bytes (a program, libc, ld.so, python3: 0.2 to 3
+ * MB; libLLVM, cc1, chromium, node: 20 to 240 MB). Its build may run while a larger one pauses,
+ * within these limits (checked before they are paid: past them it waits for the larger build,
+ * then is built within the usual ones). python3.11: 0.4 MB of .eh_frame, 10k FDEs. */
+#define PFR_UNWINDER_SMALL_MAP      (8u << 20)
+#define PFR_UNWINDER_SMALL_EH_FRAME (1u << 20)
+#define PFR_UNWINDER_SMALL_FDES     (32u << 10)
+#define PFR_UNWINDER_SMALL_HELD     (8u << 20)
 
 typedef struct pfr_unwinder_stats {
     uint64_t requests;    /* files asked for by the sampler */
@@ -84,6 +103,12 @@ typedef struct pfr_unwinder_stats {
     uint64_t max_rows;                 /* the cap */
     uint64_t files;                    /* files with an entry (a table or 0 rows) */
     uint64_t files_with_rows;
+    uint64_t interleaved;   /* small files built while a larger build paused */
+    uint64_t deferred;      /* small files left for after the larger build: past the small limits,
+                             * or the memory budget had no room for both */
+    uint64_t small_files;   /* small files handled (any outcome) */
+    uint64_t small_wait_ns; /* from their requests to their entries in unwind_files, added up */
+    uint64_t small_wait_max_ns; /* the longest */
 } pfr_unwinder_stats;
 
 /* Start the unwinder over the sampler's maps (descriptors of unwind_rows, unwind_files and

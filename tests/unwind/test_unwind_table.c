@@ -1341,6 +1341,65 @@ static void test_cpu_share(void **state)
     assert_true(wall >= 4 * cpu - 4 * 0.010 - 0.001);
 }
 
+/* What the yield hook of test_yield did. */
+struct yielded {
+    unsigned calls, burns;
+    long burn_ns;
+};
+
+static long thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000l + t.tv_nsec;
+}
+
+/* A caller's other work between the build's steps: the first six calls each burn burn_ns of the
+ * thread's CPU (more than the build's whole budget, all told). */
+static bool burn_cpu(void *ctx)
+{
+    struct yielded *y = ctx;
+    y->calls++;
+    if (y->burns == 6)
+        return false;
+    y->burns++;
+    for (long t0 = thread_cpu_ns(); thread_cpu_ns() - t0 < y->burn_ns;)
+        ;
+    return true;
+}
+
+/* lim.yield: called between the build's steps (the unwinder builds small files there); the CPU
+ * it takes counts neither in the build's budget nor in its share, and the table is the same. */
+static void test_yield(void **state)
+{
+    (void)state;
+    pfr_unwind_table want, t;
+    long c0 = thread_cpu_ns();
+    build_ok(many, &want);
+    long budget = 3 * (thread_cpu_ns() - c0) + 50 * 1000000l;
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    struct yielded y = {.burn_ns = budget / 4}; /* 1.5 times the budget in all */
+    lim.yield = burn_cpu;
+    lim.yield_ctx = &y;
+    lim.max_cpu_ns = (uint64_t)budget;
+    lim.cpu_share = 50;
+    char err[256];
+    int fd = open(many, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    int rc = pfr_unwind_table_build_limited(fd, 0, &lim, &t, err, sizeof(err));
+    close(fd);
+    print_message("yield: %u calls, %u burnt %.0f ms each (the budget %.0f ms): %d %s\n", y.calls,
+                  y.burns, y.burn_ns / 1e6, budget / 1e6, rc, err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(y.burns, 6);
+    assert_true(y.calls > 6); /* every few hundred microseconds of the build */
+    assert_int_equal(t.nrows, want.nrows);
+    assert_memory_equal(t.rows, want.rows, want.nrows * sizeof(*t.rows));
+    pfr_unwind_table_free(&t);
+    pfr_unwind_table_free(&want);
+}
+
 /* Issue 30's first file: a 1 MB .debug_frame that inflates to 1 GiB (the recorder went from 72
  * to 1,091 MB). Refused before anything is inflated. */
 static void test_hostile_bomb(void **state)
@@ -1427,6 +1486,7 @@ int main(void)
         cmocka_unit_test(test_limit_debug_fdes),
         cmocka_unit_test(test_limit_cpu),
         cmocka_unit_test(test_cpu_share),
+        cmocka_unit_test(test_yield),
         cmocka_unit_test(test_hostile_bomb),
         cmocka_unit_test(test_hostile_fdes),
     };

@@ -27,42 +27,14 @@
 #include "under_asan.h"
 #include "unwind_table.h"
 #include "unwinder.h"
+#include "unwinder_maps.h"
 
 #define MANY 150000u /* functions, an FDE and 2 rows each */
-
-struct maps {
-    int rows, files, asked;
-};
-
-static struct maps maps_new(uint32_t max_rows)
-{
-    struct maps m = {
-        bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_rows", sizeof(uint32_t),
-                       sizeof(struct pfr_unwind_row), max_rows, NULL),
-        bpf_map_create(BPF_MAP_TYPE_HASH, "unwind_files", sizeof(struct pfr_file_key),
-                       sizeof(struct pfr_unwind_file), PFR_UNWIND_FILES_MAX, NULL),
-        bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "unwind_asked", sizeof(struct pfr_file_key), 1,
-                       PFR_UNWIND_FILES_MAX, NULL),
-    };
-    REQUIRE(m.rows >= 0 && m.files >= 0 && m.asked >= 0, "bpf_map_create: %s (root?)",
-            strerror(errno));
-    return m;
-}
-
-static void maps_close(struct maps *m)
-{
-    close(m->rows);
-    close(m->files);
-    close(m->asked);
-}
 
 /* Ask for the file's table as the sampler would, and wait until it is handled. */
 static void ask(pfr_unwinder *u, const struct maps *m, const struct pfr_unwind_req *r)
 {
-    struct pfr_file_key k = {.ino = r->ino, .dev = r->dev};
-    uint8_t one = 1;
-    bpf_map_update_elem(m->asked, &k, &one, BPF_ANY);
-    pfr_unwinder_request(u, r);
+    request(u, m, r);
     pfr_unwinder_sync(u);
 }
 
@@ -79,23 +51,6 @@ static void on_refused(void *ctx, const pfr_unwind_refused *r)
     t->reason = r->reason;
     snprintf(t->path, sizeof(t->path), "%s", r->path);
     snprintf(t->why, sizeof(t->why), "%s", r->why);
-}
-
-/* The file at path mapped executable by this process, and the sampler's request for it. */
-static struct pfr_unwind_req map_it(int fd, void **at, size_t *len)
-{
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "stat");
-    *len = (size_t)st.st_size;
-    *at = mmap(NULL, *len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
-    REQUIRE(*at != MAP_FAILED, "mmap: %s", strerror(errno));
-    return (struct pfr_unwind_req){.ev.type = PFR_EV_UNWIND,
-                                   .ev.tgid = (uint32_t)getpid(),
-                                   .start = (uint64_t)(uintptr_t)*at,
-                                   .end = (uint64_t)(uintptr_t)*at +
-                                          (((uint64_t)st.st_size + 4095) & ~4095ull),
-                                   .ino = st.st_ino,
-                                   .dev = major(st.st_dev) << 20 | minor(st.st_dev)};
 }
 
 static long maxrss_kib(void)
@@ -119,7 +74,7 @@ int main(void)
     /* the file mapped executable by this process, as the request names it */
     void *at;
     size_t len;
-    struct pfr_unwind_req req = map_it(fd, &at, &len);
+    struct pfr_unwind_req req = map_it(fd, 0, &at, &len);
     struct pfr_file_key key = {.ino = req.ino, .dev = req.dev};
     struct pfr_unwind_file f;
     pfr_unwinder_stats s;
@@ -167,7 +122,7 @@ int main(void)
     REQUIRE(bfd >= 0, "open %s", bomb);
     void *bat;
     size_t blen;
-    struct pfr_unwind_req breq = map_it(bfd, &bat, &blen);
+    struct pfr_unwind_req breq = map_it(bfd, 0, &bat, &blen);
     before = maxrss_kib();
     ask(u, &small, &breq);
     grew = maxrss_kib() - before;
