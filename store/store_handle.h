@@ -23,6 +23,7 @@ struct pfr_store {
     char *path, *cursor_dir;
     bool read_only;
     uint64_t max_bytes;
+    pfr_store_tiers tiers;    /* roll-up steps in force (resolved: store_tiers_resolve) */
     uint64_t corrupt;         /* corrupt chunks seen by this handle's scans */
     struct writer *w;         /* store_write.c: NULL until the first append */
     struct store_space space; /* disk space: the policy's decision, the spare file */

@@ -17,6 +17,7 @@
 
 #include "store_cursor.h"
 #include "store_handle.h"
+#include "store_retention.h"
 #include "store_write.h"
 
 #define DICT_WINDOW    60  /* chunks: 10 minutes of 10 s chunks */
@@ -24,7 +25,8 @@
 #define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
 #define MAX_RESIDENT   256 /* streams whose tables stay in memory */
 #define MAX_WSTREAMS   65536
-#define ROW_OVERHEAD   96 /* bytes of a chunk's two rows and index entries besides the payload */
+#define ROW_OVERHEAD                                                                               \
+    STORE_ROW_OVERHEAD /* a chunk's two rows and index entries besides the payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -40,6 +42,8 @@ enum wstmt {
     W_DEL_DATA,
     W_DEL_DICT,
     W_DEL_STREAM,
+    W_TOP_TIER,
+    W_SET_TIER,
     W_N
 };
 
@@ -50,18 +54,21 @@ static const char *const wsql[W_N] = {
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
     [W_SET_BASE] = "UPDATE dicts SET base_id = ?1, crc = ?2 WHERE id = ?1",
     [W_INS_CHUNK] =
-        ("INSERT INTO chunks(stream_id, base_id, dict_id, start_ns, end_ns, nbytes, crc,"
-         " totals) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        ("INSERT INTO chunks(id, stream_id, base_id, dict_id, start_ns, end_ns, nbytes, crc,"
+         " totals, tier) VALUES (?10, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
     [W_INS_DATA] = "INSERT INTO chunk_data(id, data) VALUES (?1, ?2)",
     [W_PAGE_COUNT] = "PRAGMA page_count",
     [W_FREELIST] = "PRAGMA freelist_count",
-    [W_OLDEST] = "SELECT id, stream_id, base_id, nbytes FROM chunks ORDER BY id LIMIT 512",
-    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id <= ?1",
-    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id <= ?1",
+    [W_OLDEST] = ("SELECT id, stream_id, base_id, nbytes, start_ns, end_ns FROM chunks"
+                  " WHERE tier = ?1 ORDER BY start_ns LIMIT 512"),
+    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id = ?1",
+    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id = ?1",
     [W_DEL_DICT] = ("DELETE FROM dicts WHERE base_id = ?1 AND NOT EXISTS"
                     " (SELECT 1 FROM chunks WHERE base_id = ?1)"),
     [W_DEL_STREAM] = ("DELETE FROM streams WHERE id = ?1 AND NOT EXISTS"
                       " (SELECT 1 FROM chunks WHERE stream_id = ?1)"),
+    [W_TOP_TIER] = "SELECT coalesce(max(tier), 0) FROM chunks",
+    [W_SET_TIER] = "UPDATE chunks SET tier = ?2 WHERE id = ?1",
 };
 
 struct fp {
@@ -154,6 +161,9 @@ struct writer {
     uint32_t stamp;
 
     pfr_buf key, lab, types, tmp, tmp2, raw, blob, dict_blob, tot;
+    pfr_buf ikey;               /* the stream's key in keys: a roll-up tier's has the tier too */
+    struct store_retention ret; /* tiers: what makes room next */
+    uint64_t avg_payload;       /* bytes per chunk appended, a running mean: room to make */
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -204,7 +214,7 @@ void store_writer_free(struct writer *w)
         free(w->pend_stamp[k]);
     }
     pfr_buf *bufs[] = {&w->key, &w->lab,  &w->types,     &w->tmp, &w->tmp2,
-                       &w->raw, &w->blob, &w->dict_blob, &w->tot};
+                       &w->raw, &w->blob, &w->dict_blob, &w->tot, &w->ikey};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         pfr_buf_free(bufs[i]);
     free(w);
@@ -1063,29 +1073,68 @@ static uint64_t evict_slack(const pfr_store *s, uint64_t target)
  * then the dictionary chains and streams left without chunks, and count them: evicted,
  * lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. *n_out: chunks
  * deleted, 0 when none is left. */
-static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protect_base,
+static int cursors(pfr_store *s, struct evict_ctx *x)
+{
+    if (x->cursors_read)
+        return 0;
+    int rc = store_cursors_min(s, &x->min_cursor, &x->any_cursor);
+    x->cursors_read = rc == 0;
+    return rc;
+}
+
+/* Delete one chunk's rows. */
+static int delete_chunk(pfr_store *s, int64_t id)
+{
+    sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
+    if (!d1)
+        return db_err(s);
+    sqlite3_bind_int64(d1, 1, id);
+    int rc = store_step_done(d1);
+    if (rc)
+        return rc;
+    sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
+    if (!d2)
+        return db_err(s);
+    sqlite3_bind_int64(d2, 1, id);
+    return store_step_done(d2);
+}
+
+/* The coarsest tier that has chunks: the only one eviction deletes from. */
+static int top_tier(pfr_store *s, int *tier)
+{
+    sqlite3_stmt *st = wst(s, W_TOP_TIER);
+    if (!st)
+        return db_err(s);
+    int rc = sqlite3_step(st);
+    *tier = rc == SQLITE_ROW ? (int)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
+}
+
+static int evict_batch(pfr_store *s, int tier, uint64_t over, size_t max_n, int64_t protect_base,
                        int64_t protect_stream, struct evict_ctx *x, size_t *n_out)
 {
     *n_out = 0;
     int rc;
-    if (!x->cursors_read) {
-        if ((rc = store_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
-            return rc;
-        x->cursors_read = true;
-    }
+    if ((rc = cursors(s, x)) != 0)
+        return rc;
     sqlite3_stmt *st = wst(s, W_OLDEST);
     if (!st)
         return db_err(s);
-    int64_t dicts[512], streams[512];
+    sqlite3_bind_int64(st, 1, tier);
+    int64_t ids[512], dicts[512], streams[512];
     size_t n = 0;
-    int64_t last = 0, lost = 0;
+    int64_t lost = 0;
     uint64_t freed = 0;
     while (freed < over && n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        last = sqlite3_column_int64(st, 0);
+        ids[n] = sqlite3_column_int64(st, 0);
         streams[n] = sqlite3_column_int64(st, 1);
         dicts[n] = sqlite3_column_int64(st, 2);
+        if (store_retention_protected(&s->sql, streams[n], sqlite3_column_int64(st, 4),
+                                      sqlite3_column_int64(st, 5)))
+            continue;
         freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
-        if (x->any_cursor && last > x->min_cursor)
+        if (x->any_cursor && ids[n] > x->min_cursor)
             lost++;
         n++;
     }
@@ -1094,18 +1143,11 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
         return pfr_store_errno(rc);
     if (n == 0)
         return 0;
-    sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
-    if (!d1)
-        return db_err(s);
-    sqlite3_bind_int64(d1, 1, last);
-    if ((rc = store_step_done(d1)) != 0)
-        return rc;
-    sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
-    if (!d2)
-        return db_err(s);
-    sqlite3_bind_int64(d2, 1, last);
-    if ((rc = store_step_done(d2)) != 0 ||
-        (rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
+    for (size_t i = 0; i < n; i++)
+        if ((rc = delete_chunk(s, ids[i])) != 0)
+            return rc;
+    store_retention_note(&s->w->ret, tier, -(int64_t)freed);
+    if ((rc = delete_orphans(s, dicts, n, W_DEL_DICT, protect_base)) != 0 ||
         (rc = delete_orphans(s, streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
         (rc = store_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
         (lost && (rc = store_meta_add(&s->sql, "lost_unshipped", lost)) != 0) ||
@@ -1141,8 +1183,11 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         if (used + need_bytes <= target)
             break;
         size_t n;
-        rc = evict_batch(s, used + need_bytes - target + slack, 512, protect_base, protect_stream,
-                         &x, &n);
+        int tier;
+        if ((rc = top_tier(s, &tier)) != 0)
+            return rc;
+        rc = evict_batch(s, tier, used + need_bytes - target + slack, 512, protect_base,
+                         protect_stream, &x, &n);
         if (rc)
             return rc;
         if (n == 0) /* the chunks alone do not fit the cap, or the disk */
@@ -1176,12 +1221,23 @@ static void shrink_step(pfr_store *s, bool keep_used)
 }
 
 /* ---- streams ---- */
-static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
+/* The writer's state of a stream at a tier: roll-ups of a stream write a chain of their own per
+ * tier (their stacks are the stream's over hours, not its last minutes), so they neither bloat
+ * the live chain nor make it rebase. */
+static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tier, int *err)
 {
     struct writer *w = s->w;
     *err = store_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
                                &w->types);
     if (*err)
+        return NULL;
+    w->ikey.len = 0;
+    pfr_buf_put(&w->ikey, w->key.data, w->key.len);
+    if (tier > 0) {
+        uint8_t t[2] = {0xff, (uint8_t)tier};
+        pfr_buf_put(&w->ikey, t, sizeof(t));
+    }
+    if ((*err = pfr_buf_err(&w->ikey)) != 0)
         return NULL;
     if (w->nws >= MAX_WSTREAMS) {
         /* Very many streams over this handle's life: start over (each writes a dictionary). */
@@ -1194,7 +1250,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         store_ktab_reset(&w->keys);
     }
     bool added;
-    int64_t i = store_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
+    int64_t i = store_ktab_intern(&w->keys, w->ikey.data, w->ikey.len, &added);
     if (i < 0) {
         *err = (int)i;
         return NULL;
@@ -1281,11 +1337,14 @@ static int validate(const pfr_chunk_in *in)
     return 0;
 }
 
-static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
+/* One chunk: tier 0 as recorded (id_force 0: the next id), or a roll-up of tier > 0 with the
+ * smallest id of the chunks it replaces (their rows are gone: no eviction for it). */
+static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id_force,
+                      int64_t *id_out)
 {
     struct writer *w = s->w;
     int rc;
-    struct wstream *ws = wstream_get(s, in, &rc);
+    struct wstream *ws = wstream_get(s, in, tier, &rc);
     if (!ws)
         return rc;
     struct wundo *undo = undo_note(w, ws);
@@ -1361,7 +1420,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
      * take on average at worst (half-full pages). */
     uint64_t need_bytes = payload + 4ull * s->sql.page_size, est_bytes = 2 * payload + 256;
     /* Not rotating means the stream's row and chain exist, and eviction spares them. */
-    if ((rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0 ||
+    if ((tier == 0 &&
+         (rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0) ||
         (rc = stream_row(s, ws, in)) != 0)
         return rc;
     sqlite3_stmt *st;
@@ -1407,9 +1467,16 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     sqlite3_bind_int64(st, 7, store_row_crc(w->blob.data, w->blob.len, f, 5));
     sqlite3_bind_blob(st, 8, w->tot.data ? (const void *)w->tot.data : "", (int)w->tot.len,
                       SQLITE_STATIC);
+    sqlite3_bind_int64(st, 9, tier);
+    if (id_force)
+        sqlite3_bind_int64(st, 10, id_force);
     if ((rc = store_step_done(st)) != 0)
         return rc;
     int64_t id = sqlite3_last_insert_rowid(s->sql.db);
+    store_retention_note(&w->ret, tier, (int64_t)(w->blob.len + ROW_OVERHEAD));
+    if (tier == 0)
+        w->avg_payload = w->avg_payload ? (w->avg_payload * 15 + w->blob.len + ROW_OVERHEAD) / 16
+                                        : w->blob.len + ROW_OVERHEAD;
     st = wst(s, W_INS_DATA);
     if (!st)
         return db_err(s);
@@ -1420,6 +1487,109 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     if (id_out)
         *id_out = id;
     return 0;
+}
+
+/* ---- roll-ups (store_retention.c decides and merges; the rows are written here) ---- */
+
+/* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
+ * merged profile appended through the writer's own path (a chain per stream and tier), the
+ * chains left without chunks deleted. A group of one chunk only changes tier. An input that
+ * does not decode (corrupt) cannot be merged exactly: the group is evicted instead. */
+static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict_ctx *x)
+{
+    struct writer *w = s->w;
+    int rc;
+    if (g->n == 1) {
+        sqlite3_stmt *st = wst(s, W_SET_TIER);
+        if (!st)
+            return db_err(s);
+        sqlite3_bind_int64(st, 1, g->in[0].id);
+        sqlite3_bind_int64(st, 2, g->tier);
+        if ((rc = store_step_done(st)) != 0)
+            return rc;
+        store_retention_note(&w->ret, g->tier - 1, -(int64_t)g->in_bytes);
+        store_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
+        return 0;
+    }
+    pfr_profile *merged = NULL;
+    rc = store_rollup_merge(&s->dict, g, &merged);
+    if (rc && rc != -EBADMSG)
+        return rc;
+    for (size_t i = 0; i < g->n; i++) {
+        int e = delete_chunk(s, g->in[i].id);
+        if (e) {
+            pfr_profile_free(merged);
+            return e;
+        }
+    }
+    store_retention_note(&w->ret, g->tier - 1, -(int64_t)g->in_bytes);
+    if (!rc) {
+        const struct rstream *r = store_stream_get(&s->dict, g->stream_id);
+        pfr_chunk_in in = {.service = r->service,
+                           .labels = r->labels,
+                           .nlabels = r->nlabels,
+                           .start_ns = g->start_ns,
+                           .end_ns = g->end_ns,
+                           .profile = merged};
+        rc = append_one(s, &in, g->tier, g->min_id, NULL);
+        pfr_profile_free(merged);
+        if (!rc)
+            rc = store_meta_add(&s->sql, "rolled_up", (int64_t)g->n - 1);
+    } else {
+        rc = store_meta_add(&s->sql, "evicted", (int64_t)g->n);
+        if (!rc && x->any_cursor && g->min_id > x->min_cursor)
+            rc = store_meta_add(&s->sql, "lost_unshipped", (int64_t)g->n);
+    }
+    if (rc)
+        return rc;
+    int64_t dicts[64];
+    for (size_t i = 0; i < g->n; i += 64) {
+        size_t k = g->n - i < 64 ? g->n - i : 64;
+        for (size_t j = 0; j < k; j++)
+            dicts[j] = g->in[i + j].base_id;
+        if ((rc = delete_orphans(s, dicts, k, W_DEL_DICT, 0)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Before a transaction's chunks: room for about est bytes more, made by rolling up (and, for the
+ * coarsest tier, deleting) as store_retention_next says. The appends' own eviction (evict) then
+ * finds the room there, and only deletes when the estimate fell short. Roll-ups run here, not
+ * inside an append, because they use the writer's append path themselves. */
+static int make_room(pfr_store *s, uint64_t est)
+{
+    struct writer *w = s->w;
+    uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
+    struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
+    struct store_rollup g = {0};
+    uint64_t used, pages, freep;
+    int rc;
+    bool making = false; /* once started, make the slack too: roll-ups run now and then */
+    for (;;) {
+        if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
+            break;
+        if (used + est + (making ? slack : 0) <= target)
+            break;
+        making = true;
+        if ((rc = cursors(s, &x)) != 0)
+            break;
+        int tier = 0;
+        rc = store_retention_next(&w->ret, &s->sql, target, x.any_cursor, x.min_cursor, &g, &tier);
+        if (rc <= STORE_RET_NONE)
+            break;
+        if (rc == STORE_RET_ROLLUP) {
+            if ((rc = rollup_apply(s, &g, &x)) != 0)
+                break;
+            continue;
+        }
+        size_t n;
+        if ((rc = evict_batch(s, tier, used + est + slack - target, 512, 0, 0, &x, &n)) != 0 ||
+            n == 0)
+            break;
+    }
+    store_rollup_free(&g);
+    return rc;
 }
 
 /* Checkpoint the WAL, waiting little for readers (they hold snapshots only briefly). TRUNCATE
@@ -1451,6 +1621,19 @@ static void wal_trim(pfr_store *s)
     wal_checkpoint(s, !s->space.now.starved);
 }
 
+/* The tiers' steps, for readers (pfr ls): tier_step_<k> in ns, and tiers = how many (0: off). */
+static int tiers_meta(pfr_store *s)
+{
+    const pfr_store_tiers *t = &s->tiers;
+    int rc = store_meta_set(&s->sql, "tiers", t->off ? 0 : (int64_t)t->n);
+    for (size_t k = 0; !rc && !t->off && k < t->n; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "tier_step_%zu", k + 1);
+        rc = store_meta_set(&s->sql, key, t->step_ns[k]);
+    }
+    return rc;
+}
+
 /* The counters and settings the transaction carries to the meta table: chunks refused for space
  * since the last commit, and the writer's cap and reserve (readers size the ring by them). */
 static int txn_meta(pfr_store *s)
@@ -1460,8 +1643,9 @@ static int txn_meta(pfr_store *s)
     if (sp->dropped_pending)
         rc = store_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
-        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)))
-        rc = store_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
+        !(rc = store_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)) &&
+        !(rc = store_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes)))
+        rc = tiers_meta(s);
     return rc;
 }
 
@@ -1480,6 +1664,14 @@ static int commit_fits(pfr_store *s)
     return -ENOSPC;
 }
 
+/* The room a transaction of n chunks is made before its appends: about what n chunks took on
+ * average, twice, plus the eviction slack, so roll-ups run every so many appends. */
+static uint64_t room_estimate(const pfr_store *s, size_t n)
+{
+    uint64_t avg = s->w->avg_payload ? s->w->avg_payload : 4096;
+    return 2 * avg * n + evict_slack(s, s->space.now.db_target);
+}
+
 /* One write transaction: the chunks (evicting as store_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
@@ -1493,8 +1685,9 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
+    rc = make_room(s, room_estimate(s, n));
     for (size_t i = 0; i < n && !rc; i++)
-        rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
+        rc = append_one(s, &in[i], 0, 0, ids_out ? &ids_out[i] : NULL);
     if (!rc)
         rc = txn_meta(s);
     if (!rc)
@@ -1510,6 +1703,7 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
                 store_step_done(rb);
         }
         writer_undo(s->w);
+        s->w->ret.measured = false; /* the tiers' bytes are the database's again */
         return rc;
     }
     s->space.dropped_pending = 0;
@@ -1527,7 +1721,10 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
     if (rc)
         return rc;
     struct evict_ctx x = {.for_disk = true};
-    rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
+    int tier;
+    rc = top_tier(s, &tier);
+    if (!rc)
+        rc = evict_batch(s, tier, bytes, max_n, 0, 0, &x, n_out);
     if (!rc)
         rc = commit_fits(s);
     if (!rc)
@@ -1587,8 +1784,11 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
         if (rc)
             return rc;
     }
-    if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
-        return -ENOMEM;
+    if (!s->w) {
+        if (!(s->w = calloc(1, sizeof(*s->w))))
+            return -ENOMEM;
+        s->w->ret.tiers = s->tiers;
+    }
     store_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     if (rc == -ENOSPC)

@@ -23,9 +23,10 @@ LAYER = {
     "store_db": 1,  # the floor: connection, statements, meta
     "store_dict": 2, "store_space": 2,  # dictionaries and the chunk decoder; disk measures
     "store_build": 3, "store_migrate": 3, "store_handle": 3,
-    "store_cursor": 4,
-    "store_write": 5, "store_read": 5, "store_slice": 5,
-    "pfr_store.c": 6,  # the handle's open, close, stats
+    "store_cursor": 4, "store_merge": 4,  # cursor files; the merger of decoded chunks
+    "store_retention": 5,  # tiers: what to roll up or evict, and the roll-up's merge
+    "store_write": 6, "store_read": 6, "store_slice": 6,
+    "pfr_store.c": 7,  # the handle's open, close, stats
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 DECL = re.compile(r"\bpfr_store_\w+\s*\(")
