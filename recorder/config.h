@@ -36,16 +36,17 @@ typedef struct pfr_config {
     int64_t interval_ns;      /* drain and write period */
     uint64_t max_store_bytes; /* 0 = the store's default */
     pfr_disk_reserve disk_reserve;
-    int log_level;        /* enum pfr_log_level */
-    char *metrics_listen; /* Prometheus metrics; "" = not served */
-    char *config_path;    /* the file read; NULL = none */
+    char *retention_tiers; /* the ring's roll-up steps, as pfr_store_tiers_parse reads them */
+    int log_level;         /* enum pfr_log_level */
+    char *metrics_listen;  /* Prometheus metrics; "" = not served */
+    char *config_path;     /* the file read; NULL = none */
     /* Identities (recorder/identity): Docker's API socket (NULL = its default, "" = none) and
      * data root (NULL = its default); Kubernetes, also where the scraper finds pods */
     char *docker_socket, *docker_root;
     char *k8s_kubelet_url, *k8s_apiserver_url, *k8s_node_name, *k8s_token_file, *k8s_ca_file;
     bool k8s_insecure;
     pfr_service_rules rules; /* [service] rule = KIND PATTERN SERVICE; --service-rule first */
-    uint64_t memory_budget; /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
+    uint64_t memory_budget;  /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
     /* Files of other processes on remote file systems (FUSE, NFS, ...; recorder/fsguard) */
     int remote_files;               /* enum pfr_fsguard_remote */
     int64_t remote_file_timeout_ns; /* a copy worker's deadline */

@@ -728,7 +728,9 @@ int main(int argc, char **argv)
                          .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve.mode,
                                      .bytes = cfg.disk_reserve.bytes,
                                      .percent = cfg.disk_reserve.percent}};
-    rc = ensure_parent_dir(cfg.store_path);
+    rc = pfr_store_tiers_parse(cfg.retention_tiers, &so.tiers, err, sizeof(err));
+    if (rc == 0)
+        rc = ensure_parent_dir(cfg.store_path);
     if (rc == 0)
         rc = pfr_store_open(cfg.store_path, &so, &store, err, sizeof(err));
     else
