@@ -142,6 +142,8 @@ typedef struct pfr_ls {
     pfr_ls_service *services; /* sorted by name */
     size_t nservices;
     pfr_store_stats stats;
+    pfr_tier_info tiers[PFR_STORE_MAX_TIERS + 1]; /* what each tier holding chunks covers */
+    size_t ntiers;
 } pfr_ls;
 
 int pfr_query_ls(pfr_store *s, pfr_ls **out, char *err, size_t errlen);
