@@ -409,7 +409,8 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
     }
     const pfr_store_stats *st = &ls->stats;
     json_t *doc = json_pack(
-        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
+        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:o}, "
         "s:o}",
         "ring", "chunks", (json_int_t)st->chunks, "file_bytes", (json_int_t)st->file_bytes,
         "max_bytes", (json_int_t)st->max_bytes, "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns",
@@ -419,7 +420,8 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
         "reserve_bytes", (json_int_t)st->reserve_bytes, "fs_bytes", (json_int_t)st->fs_bytes,
         "fs_free_bytes", (json_int_t)st->fs_free_bytes, "evicted_disk",
         (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "rolled_up",
-        (json_int_t)st->rolled_up, "tiers", tiers, "services", services);
+        (json_int_t)st->rolled_up, "lost_unshipped", (json_int_t)st->lost_unshipped, "tiers", tiers,
+        "services", services);
     if (!doc)
         return -ENOMEM;
     int rc = json_dumpf(doc, out, JSON_INDENT(2)) ? -EIO : 0;

@@ -164,6 +164,8 @@ struct writer {
     pfr_buf ikey;               /* the stream's key in keys: a roll-up tier's has the tier too */
     struct store_retention ret; /* tiers: what makes room next */
     uint64_t avg_payload;       /* bytes per chunk appended, a running mean: room to make */
+    uint64_t short_by; /* an append found this much less room than make_room made (-EAGAIN) */
+    bool may_delete;   /* appends may delete chunks of a tier below the coarsest */
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -1186,6 +1188,12 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         int tier;
         if ((rc = top_tier(s, &tier)) != 0)
             return rc;
+        if (!w->may_delete && !s->tiers.off && tier < (int)s->tiers.n) {
+            /* Chunks that could be rolled up instead: the transaction starts again with the
+             * room this append lacked made first (roll-ups cannot run inside an append). */
+            w->short_by = used + need_bytes - target + slack;
+            return -EAGAIN;
+        }
         rc = evict_batch(s, tier, used + need_bytes - target + slack, 512, protect_base,
                          protect_stream, &x, &n);
         if (rc)
@@ -1674,7 +1682,8 @@ static uint64_t room_estimate(const pfr_store *s, size_t n)
 
 /* One write transaction: the chunks (evicting as store_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
-static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out,
+                    uint64_t extra)
 {
     sqlite3_stmt *begin = store_stmt(&s->sql, ST_BEGIN_IMM);
     if (!begin)
@@ -1685,7 +1694,7 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
-    rc = make_room(s, room_estimate(s, n));
+    rc = make_room(s, room_estimate(s, n) + extra);
     for (size_t i = 0; i < n && !rc; i++)
         rc = append_one(s, &in[i], 0, 0, ids_out ? &ids_out[i] : NULL);
     if (!rc)
@@ -1709,6 +1718,22 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     s->space.dropped_pending = 0;
     s->space.meta_reserve = s->space.reserve_bytes + 1;
     return 0;
+}
+
+/* A transaction whose appends found too little room (a new dictionary base is larger than
+ * make_room's estimate) starts again with that room made by roll-ups first; after three tries
+ * (chunks nobody may merge) the appends delete what they need. */
+static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+{
+    uint64_t extra = 0;
+    for (int k = 0;; k++) {
+        s->w->short_by = 0;
+        s->w->may_delete = k >= 3;
+        int rc = txn_once(s, in, n, ids_out, extra);
+        if (rc != -EAGAIN)
+            return rc;
+        extra += s->w->short_by;
+    }
 }
 
 /* The disk was full: give up the oldest chunks, at least bytes of them but at most max_n (a
