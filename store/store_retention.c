@@ -11,8 +11,9 @@
 #include "store_merge.h"
 #include "store_retention.h"
 
-#define PICK_ROWS 64 /* oldest chunks of a tier looked at for a group to roll up (in pick's SQL)   \
-                      */
+#define PICK_ROWS                                                                                  \
+    64 /* oldest chunks of a tier looked at for a group to roll up (in pick's SQL)                 \
+        */
 
 struct pick_row {
     int64_t id, stream, start;
@@ -138,14 +139,18 @@ static int measure(struct store_retention *r, struct store_db *d)
     return 0;
 }
 
-/* What a tier below the coarsest may hold before its oldest chunks are rolled up: the finest
- * (as recorded) five eighths of the target, each tier between a sixteenth shared among them; the
+/* What a tier below the coarsest may hold before its oldest chunks are rolled up, as a share of
+ * the chunks' bytes (not of the cap: dictionaries take the rest, and a busy host's take most):
+ * the finest (as recorded) five eighths, each tier between a sixteenth shared among them; the
  * coarsest holds the rest. Rolling up the finest tier first keeps it whole longest. */
-static uint64_t share(const struct store_retention *r, int k, uint64_t target)
+static uint64_t share(const struct store_retention *r, int k)
 {
+    uint64_t all = 0;
+    for (size_t i = 0; i <= r->tiers.n && i <= PFR_STORE_MAX_TIERS; i++)
+        all += r->bytes[i];
     if (k == 0)
-        return target / 8 * 5;
-    return target / 16 / (uint64_t)(r->tiers.n > 1 ? r->tiers.n - 1 : 1);
+        return all / 8 * 5;
+    return all / 16 / (uint64_t)(r->tiers.n > 1 ? r->tiers.n - 1 : 1);
 }
 
 static int64_t floor_to(int64_t t, int64_t step)
@@ -243,9 +248,8 @@ static int pick(struct store_retention *r, struct store_db *d, int k, int64_t ne
     return 0;
 }
 
-int store_retention_next(struct store_retention *r, struct store_db *d, uint64_t target,
-                         bool any_cursor, int64_t min_cursor, struct store_rollup *g,
-                         int *evict_tier)
+int store_retention_next(struct store_retention *r, struct store_db *d, bool any_cursor,
+                         int64_t min_cursor, struct store_rollup *g, int *evict_tier)
 {
     int rc;
     int64_t top, newest_end;
@@ -263,7 +267,7 @@ int store_retention_next(struct store_retention *r, struct store_db *d, uint64_t
     int n = (int)r->tiers.n;
     /* A tier past its share: its oldest whole bucket goes up a tier. */
     for (int k = 0; k < n; k++)
-        if (r->bytes[k] > share(r, k, target) &&
+        if (r->bytes[k] > share(r, k) &&
             (rc = pick(r, d, k, newest_end, any_cursor, min_cursor, g)) != 0)
             return rc < 0 ? rc : STORE_RET_ROLLUP;
     if (top == n)

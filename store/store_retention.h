@@ -53,14 +53,13 @@ enum store_retention_step {
     STORE_RET_EVICT,    /* delete the oldest chunks of tier *evict_tier */
 };
 
-/* What makes room next, for a database whose target is target bytes. Consumers' cursors: with
+/* What makes room next (the caller measured the database short of room). Consumers' cursors: with
  * any_cursor, only chunks every consumer has taken (id <= min_cursor) are rolled up (the merged
  * row keeps the smallest id of its inputs, so it is behind every cursor too: never sent again;
  * a chunk not taken is never merged, so never lost to a merge). Returns the step (>= 0) or a
  * negative errno. Inside the writer's transaction. */
-int store_retention_next(struct store_retention *r, struct store_db *d, uint64_t target,
-                         bool any_cursor, int64_t min_cursor, struct store_rollup *g,
-                         int *evict_tier);
+int store_retention_next(struct store_retention *r, struct store_db *d, bool any_cursor,
+                         int64_t min_cursor, struct store_rollup *g, int *evict_tier);
 
 /* The group's chunks merged into one profile (*out, the caller's): summed types added up,
  * averaged types (in-use heap, goroutines) weighted by each chunk's duration. -EBADMSG when an

@@ -1583,7 +1583,7 @@ static int make_room(pfr_store *s, uint64_t est)
         if ((rc = cursors(s, &x)) != 0)
             break;
         int tier = 0;
-        rc = store_retention_next(&w->ret, &s->sql, target, x.any_cursor, x.min_cursor, &g, &tier);
+        rc = store_retention_next(&w->ret, &s->sql, x.any_cursor, x.min_cursor, &g, &tier);
         if (rc <= STORE_RET_NONE)
             break;
         if (rc == STORE_RET_ROLLUP) {
