@@ -49,6 +49,8 @@ enum wstmt {
     W_DEL_STREAM,
     W_TOP_TIER,
     W_SET_TIER,
+    W_NEWEST_BASE,
+    W_CHAIN_TOP,
     W_N
 };
 
@@ -78,6 +80,10 @@ static const char *const wsql[W_N] = {
                       " (SELECT 1 FROM chunks WHERE stream_id = ?1)"),
     [W_TOP_TIER] = "SELECT coalesce(max(tier), 0) FROM chunks",
     [W_SET_TIER] = "UPDATE chunks SET tier = ?2 WHERE id = ?1",
+    [W_NEWEST_BASE] = ("SELECT base_id FROM chunks WHERE stream_id = ?1 AND tier = ?2"
+                       " ORDER BY end_ns DESC LIMIT 1"),
+    [W_CHAIN_TOP] = ("SELECT max(id), (SELECT count(*) FROM chunks WHERE base_id = ?1) FROM dicts"
+                     " WHERE base_id = ?1"),
 };
 
 struct fp {
@@ -1432,6 +1438,87 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tie
     return ws;
 }
 
+/* One value of a single-row statement into *a (and *b when not NULL); 0 when there is no row
+ * (then they are 0). */
+static int one_row(sqlite3_stmt *st, int64_t *a, int64_t *b)
+{
+    int rc = sqlite3_step(st);
+    *a = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    if (b)
+        *b = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
+}
+
+/* A stream this writer holds no tables of (a writer process starting, or its tables given up
+ * for memory: pfr_store_trim, MAX_TABLE_BYTES) takes its newest chain of its tier back from the
+ * database instead of writing a new base. Without this, more streams than the tables' memory
+ * bound holds (50 pfr_testgen services: ~1 MiB each) wrote a base with every chunk, ~100 KB
+ * where a chunk takes ~2 KB, and the ring held minutes instead of hours; and a coarse tier's
+ * chain, appended to once an hour per stream, started over at every roll-up. The chain is
+ * decoded (the chunk decoder's cache) and its tables copied; a chain that does not decode, or
+ * whose entries are not all distinct, is left: the next chunk writes a base, as before. */
+static int wstream_adopt(pfr_store *s, struct wstream *ws, int tier)
+{
+    struct writer *w = s->w;
+    if (ws->base_id || ws->tabs.t[T_STR].n)
+        return 0;
+    sqlite3_stmt *st;
+    int64_t id = ws->id, base, top, nref;
+    int rc = 0;
+    if (!id) {
+        if (!(st = wst(s, W_SEL_STREAM)))
+            return db_err(s);
+        sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
+        if ((rc = one_row(st, &id, NULL)) != 0 || !id)
+            return rc;
+    }
+    if (!(st = wst(s, W_NEWEST_BASE)))
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, tier);
+    if ((rc = one_row(st, &base, NULL)) != 0 || !base)
+        return rc;
+    if (!(st = wst(s, W_CHAIN_TOP)))
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, base);
+    if ((rc = one_row(st, &top, &nref)) != 0 || !top)
+        return rc;
+    if ((rc = pfr_st_streams_refresh(&s->dict)) != 0)
+        return rc;
+    uint32_t n[T_N];
+    bool corrupt;
+    const struct chain *ch = pfr_st_chain_get(&s->dict, base, top, id, n, &corrupt, &rc);
+    if (!ch)
+        return corrupt ? 0 : rc;
+    for (int k = 0; k < T_N; k++) {
+        for (uint32_t i = 0; i < n[k]; i++) {
+            size_t len;
+            const uint8_t *key = ktab_key(&ch->t.t[k], i, &len);
+            bool added;
+            int64_t x = pfr_st_ktab_intern(&ws->tabs.t[k], key, len, &added);
+            if (x < 0 || x != (int64_t)i) {
+                pfr_st_tabs_free(&ws->tabs);
+                return x < 0 ? (int)x : 0;
+            }
+        }
+    }
+    if ((rc = locfp_rebuild(ws)) != 0) {
+        pfr_st_tabs_free(&ws->tabs);
+        return rc;
+    }
+    ws->id = id;
+    ws->base_id = base;
+    ws->dict_id = top;
+    memcpy(ws->dict_n, n, sizeof(n));
+    if (nref > DICT_MAX_AGE)
+        nref = DICT_MAX_AGE;
+    if (ws->seq < (uint32_t)nref)
+        ws->seq = (uint32_t)nref;
+    ws->base_seq = ws->seq - (uint32_t)nref;
+    return 0;
+}
+
 static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
 {
     struct writer *w = s->w;
@@ -1488,7 +1575,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
     struct writer *w = s->w;
     int rc;
     struct wstream *ws = wstream_get(s, in, tier, &rc);
-    if (!ws)
+    if (!ws || (rc = wstream_adopt(s, ws, tier)) != 0)
         return rc;
     struct wundo *undo = undo_note(w, ws);
     const pfr_profile *p = in->profile;

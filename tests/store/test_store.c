@@ -230,7 +230,8 @@ static void test_trim_keeps_data(void **state)
     free(s);
     char err[256];
     assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
-    /* one base per stream at its start and after every trim */
+    /* one base per stream: after a trim the stream takes its chain back from the ring rather
+     * than writing a new base (wstream_adopt) */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     sqlite3_stmt *q;
@@ -238,7 +239,8 @@ static void test_trim_keeps_data(void **state)
         sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
         SQLITE_OK);
     assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(q, 0), 2 * (1 + trims));
+    assert_true(trims > 0);
+    assert_int_equal(sqlite3_column_int(q, 0), 2);
     sqlite3_finalize(q);
     sqlite3_close(db);
     for (int i = 0; i < 2 * N; i++)
@@ -864,8 +866,9 @@ static void test_migrate_v1(void **state)
     assert_null(f->s);
 }
 
-/* A ring of schema 2 (before tiers) opens: a reader is told to migrate, a writer migrates it
- * (every chunk tier 0, as recorded) and it reads back the same. */
+/* A ring of schema 2 (before pins and tiers) opens: a reader is told to migrate, a writer
+ * migrates it through schema 3 (pins) to 4 (every chunk tier 0, as recorded) and it reads back
+ * the same. */
 static void test_migrate_v2(void **state)
 {
     struct fx *f = *state;
@@ -876,8 +879,8 @@ static void test_migrate_v2(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP INDEX chunks_tier; ALTER TABLE chunks DROP COLUMN tier;"
-                                  " PRAGMA user_version = 2;",
+                                  "DROP TABLE pins; DROP INDEX chunks_tier; ALTER TABLE chunks"
+                                  " DROP COLUMN tier; PRAGMA user_version = 2;",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);

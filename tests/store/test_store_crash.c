@@ -11,7 +11,8 @@
  * append, one released every third pin), so kills land amid pins too: every pin reported
  * made and not released is in the ring after the kill, every one reported released is not.
  * Then as many rounds again on a 768 KiB ring that rolls chunks up (tiered retention) all the
- * time (each round killed 0-200 ms after its tenth commit), amid roll-ups: the ring checks clean,
+ * time (profiles without drift, so payloads rather than dictionaries fill it; no pins; each
+ * round killed 0-200 ms after its fortieth commit), amid roll-ups: the ring checks clean,
  * its counters add up (chunks + evicted + rolled up = appended), and every reported chunk reads
  * back identical unless it was rolled up or evicted (then its id is gone or holds a roll-up).
  *
@@ -154,6 +155,8 @@ static size_t verify_pins(pfr_store *s, struct committed *recs, size_t *n)
 static void rollup_rounds(const char *exe, const char *dir, int rounds)
 {
     char *db = pfr_tu_path(dir, "rollup.db");
+    unsetenv("PFR_WRITER_PINS"); /* pinned chunks are never rolled up: kills amid roll-ups here */
+    setenv("WRITER_PROC_DRIFT", "0", 1); /* payloads fill the ring: roll-ups make room */
     struct committed *all = NULL;
     size_t nall = 0, cap = 0, still = 0;
     for (int r = 0; r < rounds; r++) {
@@ -161,7 +164,7 @@ static void rollup_rounds(const char *exe, const char *dir, int rounds)
         uint64_t wseed = 5000 + (uint64_t)r;
         REQUIRE(pfr_writer_start(&w, exe, db, wseed, 0, 768ull << 10, true) == 0, "spawn");
         size_t first = nall;
-        while (nall < first + 10 && !drain(&w, wseed, &all, &nall, &cap, 100))
+        while (nall < first + 40 && !drain(&w, wseed, &all, &nall, &cap, 100))
             ;
         usleep((useconds_t)(rand() % 200000));
         kill(w.pid, SIGKILL);
