@@ -304,6 +304,12 @@ static void ring_text(FILE *out, const pfr_ls *ls)
     if (st->dropped_disk)
         fprintf(out, "      %llu profiles not written: the disk was full, nothing older left\n",
                 (unsigned long long)st->dropped_disk);
+    if (st->pins || st->pins_released)
+        fprintf(out,
+                "      pins: %llu, keeping %.1f KiB of their %.1f MiB budget (pfr pins); %llu "
+                "released for room so far\n",
+                (unsigned long long)st->pins, (double)st->pinned_bytes / 1024.0,
+                mib(st->pin_max_bytes), (unsigned long long)st->pins_released);
     if (st->bad_counters)
         fprintf(out,
                 "      warning: %llu of the ring's counters are out of range (a damaged or "
@@ -409,9 +415,8 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
     }
     const pfr_store_stats *st = &ls->stats;
     json_t *doc = json_pack(
-        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-        "s:o}, "
-        "s:o}",
+        "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:I, s:I, s:I, s:o}, s:o}",
         "ring", "chunks", (json_int_t)st->chunks, "file_bytes", (json_int_t)st->file_bytes,
         "max_bytes", (json_int_t)st->max_bytes, "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns",
         (json_int_t)st->newest_ns, "evicted", (json_int_t)st->evicted, "corrupt",
@@ -420,8 +425,10 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
         "reserve_bytes", (json_int_t)st->reserve_bytes, "fs_bytes", (json_int_t)st->fs_bytes,
         "fs_free_bytes", (json_int_t)st->fs_free_bytes, "evicted_disk",
         (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "rolled_up",
-        (json_int_t)st->rolled_up, "lost_unshipped", (json_int_t)st->lost_unshipped, "tiers", tiers,
-        "services", services);
+        (json_int_t)st->rolled_up, "lost_unshipped", (json_int_t)st->lost_unshipped, "pins",
+        (json_int_t)st->pins, "pinned_bytes", (json_int_t)st->pinned_bytes, "pin_max_bytes",
+        (json_int_t)st->pin_max_bytes, "pins_released", (json_int_t)st->pins_released, "tiers",
+        tiers, "services", services);
     if (!doc)
         return -ENOMEM;
     int rc = json_dumpf(doc, out, JSON_INDENT(2)) ? -EIO : 0;

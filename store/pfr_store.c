@@ -68,6 +68,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     s->max_bytes = o.max_bytes;
     s->pin_max_bytes = o.pin_max_bytes ? o.pin_max_bytes : o.max_bytes / 4;
     pfr_st_tiers_resolve(&o.tiers, &s->tiers);
+    s->table_max_bytes = o.table_max_bytes ? o.table_max_bytes : PFR_STORE_TABLE_MAX_BYTES;
     s->sql.busy_ms = o.busy_timeout_ms;
     s->dict.sql = &s->sql;
     s->dict.chain_max = o.cache_bytes ? o.cache_bytes : CHAIN_CACHE_BYTES;

@@ -28,6 +28,9 @@ typedef struct pfr_store pfr_store;
 /* Default path of the ring (the recorder's and query tool's default). */
 #define PFR_STORE_DEFAULT_PATH      "/var/lib/pfr/ring.db"
 #define PFR_STORE_DEFAULT_MAX_BYTES (512ull << 20)
+/* Default of pfr_store_opts.table_max_bytes. On a build host, hundreds of short-lived programs
+ * each make a stream an interval: kept by count alone their tables held ~25 MiB. */
+#define PFR_STORE_TABLE_MAX_BYTES (8ull << 20)
 
 /* ---- Disk space: the ring yields to the file system it lives on (docs/store.md, "Disk
  * space"). Besides max_bytes, a writer keeps the file system's free space above a reserve: when
@@ -107,6 +110,9 @@ typedef struct pfr_store_opts {
     uint64_t cache_bytes;      /* readers: decoded dictionaries kept (0 = 128 MiB; at least one) */
     uint64_t pin_max_bytes;    /* writers: what pins may keep from eviction (0 = max_bytes / 4) */
     pfr_store_tiers tiers;     /* writers: roll-up steps (zero = PFR_STORE_DEFAULT_TIERS) */
+    uint64_t table_max_bytes;  /* writers: streams' dictionary tables kept in memory between
+                                  appends (0 = 8 MiB); past it a stream's next chunk writes a new
+                                  base */
 } pfr_store_opts;
 
 /* A label: profile labels (host.name, container.id, ...) on chunks, or filters. */

@@ -80,6 +80,40 @@ uint64_t pfr_st_policy_wal_budget(uint64_t cap)
     return min_u64(max_u64(cap / 16, 64u << 10), 4u << 20);
 }
 
+/* The disk is full (issue 31): the room the ring holds is shared out anew. A young ring holds
+ * most of it in the WAL and the spare file when the disk fills (both sized for the largest
+ * transaction seen, or the WAL grown while a reader held it), the database only its own pages:
+ * so each interval's new dictionaries took the place of most of its chunks. Now the WAL keeps the
+ * room of one recent transaction (its blocks past that are given back after a checkpoint), the
+ * spare file is not made again until there is room, and the rest is the database's, as far as
+ * the free space still holds the room the ring held when the disk filled (another program may
+ * have taken it since). */
+static void decide_full(const struct store_policy_in *in, uint64_t held, uint64_t budget,
+                        uint64_t peak, struct store_policy_out *o)
+{
+    /* a quarter more than the largest recent transaction: on a busy host they grow (the
+     * intervals a slow writer folds together, new services' dictionaries) */
+    uint64_t recent = in->wal_recent ? min_u64(in->wal_recent, peak) : 0;
+    uint64_t keep = max_u64(recent ? sat_add(recent, recent / 4) : peak, budget);
+    uint64_t room = max_u64(held, min_u64(in->room_held, sat_add(held, in->fs_avail)));
+    uint64_t free_beyond = sat_sub(in->fs_avail, room - held);
+    /* the WAL's room still to take from the free space (the spare file's is its own) */
+    uint64_t owed = sat_sub(keep, sat_add(in->wal_file, in->spare_file));
+    o->room = room;
+    o->wal_keep = keep;
+    o->wal_owed = owed;
+    o->shares = keep;
+    o->cap = pfr_store_effective_cap(in->max_bytes, room, free_beyond, in->reserve, &o->reason);
+    /* The database grows only into free blocks (the WAL's past its share come back at its next
+     * checkpoint, the spare file's when it is deleted): never into what the WAL is owed. */
+    uint64_t grow = sat_add(in->db_file, sat_sub(in->fs_avail, owed));
+    o->db_target =
+        min_u64(min_u64(sat_sub(o->cap, keep), grow), sat_sub(in->max_bytes, 2 * o->spare_bytes));
+    o->disk_bound = true;
+    o->tight = true;
+    o->starved = true;
+}
+
 void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_out *o)
 {
     *o = (struct store_policy_out){0};
@@ -128,4 +162,17 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
     /* Hardly any room: the free space does not hold what the WAL and the spare file are owed,
      * and a budget more. */
     o->starved = in->fs_avail < sat_add(owed, budget);
+    o->room = held;
+    /* A ring the disk bounds holds the floor's room (less the WAL's and the spare file's
+     * shares) from the start, as free pages of its database: a disk filled while the ring is
+     * young then leaves it that room, not the few pages its first chunks took, most of its files
+     * being the WAL and the spare file then (issue 31). Not on a tight disk: the room is not the
+     * ring's to claim there. */
+    if (!in->reader && o->reason == PFR_STORE_CAP_DISK_RESERVE && !o->tight)
+        o->db_pad =
+            min_u64(o->db_target, sat_sub(min_u64(o->cap, PFR_STORE_SPACE_FLOOR), o->shares));
+    /* Once the disk has filled, the room stays shared out so until the free space is above the
+     * reserve again (the WAL's blocks given back must not make the spare file again). */
+    if (!in->reader && (o->starved || (in->room_held && o->tight)))
+        decide_full(in, held, budget, peak, o);
 }

@@ -18,8 +18,10 @@ struct store_policy_in {
     uint64_t fs_bytes, fs_avail;            /* the file system: size, free for the ring's user */
     uint64_t db_file, wal_file, spare_file; /* the ring's files as they are */
     uint64_t reserve;                       /* bytes to keep free (resolved) */
-    uint64_t wal_seen; /* the largest WAL a writer has seen (0: none yet, or a reader) */
-    bool reader;       /* a reader: it counts the spare file as it finds it */
+    uint64_t wal_seen; /* the largest transaction's WAL a writer has seen (0: none, or a reader) */
+    uint64_t wal_recent; /* the largest of the writer's last transactions' WAL (0: wal_seen) */
+    uint64_t room_held;  /* the ring's files at their largest since the disk filled (0: none) */
+    bool reader;         /* a reader: it counts the spare file as it finds it */
 };
 
 struct store_policy_out {
@@ -31,7 +33,16 @@ struct store_policy_out {
     uint64_t db_target;   /* bytes of pages the database may hold */
     bool disk_bound;      /* db_target is the disk's, below the configured cap's */
     bool tight;           /* free space near or below the reserve: give back in small steps */
-    bool starved;         /* hardly any free space: keep the WAL's blocks, make no spare file */
+    bool starved;         /* hardly any free space: the room the ring holds is shared out anew */
+    /* Set when starved (a writer): the WAL keeps the blocks of one recent transaction (wal_keep,
+     * its journal_size_limit), the rest of the room is the database's; the free space it is
+     * still owed (wal_owed) is not the database's to grow into. */
+    uint64_t wal_keep, wal_owed;
+    /* The bytes the database file should hold at least (0: none): a ring the disk bounds takes
+     * the room of the floor while the disk has it, as free pages, so that a disk filled up when
+     * the ring is still young leaves it more than its first chunks. */
+    uint64_t db_pad;
+    uint64_t room; /* the room the ring holds: its files, or what it held when the disk filled */
 };
 
 /* The WAL's share of a cap (cap/16, 64 KiB to 4 MiB). */

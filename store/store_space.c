@@ -34,9 +34,10 @@ int pfr_st_space_open(struct store_space *sp, const char *path, uint64_t max_byt
         sp->wal_path = sp->spare_path = NULL;
         return -ENOMEM;
     }
-    /* The largest WAL seen outlives a restart as the spare file's size. */
+    /* The largest WAL seen outlives a restart as the spare file's size (not a recent one: a
+     * bulk writer's large batches before do not size this writer's WAL on a full disk). */
     if (!read_only)
-        pfr_st_space_note_wal(sp, size_of(sp->spare_path));
+        sp->wal_seen = size_of(sp->spare_path);
     return 0;
 }
 
@@ -75,6 +76,12 @@ int pfr_st_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t re
         .wal_seen = sp->wal_seen,
         .reader = sp->read_only,
     };
+    if (!sp->read_only) {
+        for (size_t i = 0; i < sizeof(sp->wal_last) / sizeof(sp->wal_last[0]); i++)
+            if (sp->wal_last[i] > in.wal_recent)
+                in.wal_recent = sp->wal_last[i];
+        in.room_held = sp->room_held;
+    }
     in.reserve =
         reserve != UINT64_MAX ? reserve : pfr_store_reserve_bytes(&sp->reserve, in.fs_bytes);
     pfr_st_policy_decide(&in, out);
@@ -94,13 +101,31 @@ bool pfr_st_space_growth_fits(struct store_space *sp, uint64_t db_bytes)
     struct statvfs v;
     if (statvfs(sp->db_path, &v) != 0)
         return true; /* not measured: the disk decides, as before */
-    /* The WAL may still take its budget before the checkpoint extends the file. */
+    /* The WAL may still take its budget (on a full disk: the room it is owed) before the
+     * checkpoint extends the file. */
     uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
-    return db_bytes - file <= (avail > sp->now.wal_budget ? avail - sp->now.wal_budget : 0);
+    uint64_t wal = sp->now.wal_budget > sp->now.wal_owed ? sp->now.wal_budget : sp->now.wal_owed;
+    return db_bytes - file <= (avail > wal ? avail - wal : 0);
 }
 
-/* journal_size_limit: the WAL's budget in force, or off while the disk is starved; the automatic
- * checkpoint every half budget in force (a small disk's budget is a fraction of the cap's). */
+uint64_t pfr_st_space_wal_file(const struct store_space *sp)
+{
+    return size_of(sp->wal_path);
+}
+
+uint64_t pfr_st_space_wal_deficit(struct store_space *sp)
+{
+    struct statvfs v;
+    if (!sp->now.starved || statvfs(sp->db_path, &v) != 0)
+        return 0;
+    uint64_t has = size_of(sp->wal_path) + (uint64_t)v.f_bavail * v.f_frsize;
+    uint64_t lack = sp->now.wal_keep > has ? sp->now.wal_keep - has : 0;
+    return lack < has / 2 ? lack : has / 2;
+}
+
+/* journal_size_limit: the WAL's budget in force, or off while the disk is starved (blocks given
+ * back then go to whichever program fills the disk); the automatic checkpoint every half budget
+ * in force (a small disk's budget is a fraction of the cap's). */
 static void wal_limit(struct store_space *sp, struct store_db *sql, bool keep, uint64_t budget)
 {
     uint64_t want = keep ? UINT64_MAX : budget;
@@ -129,6 +154,15 @@ void pfr_st_space_plan(struct store_space *sp, struct store_db *sql)
         return;
     }
     sp->reserve_bytes = n.reserve;
+    /* The room the ring held when the disk filled stays its own while the disk is full (the
+     * WAL's and the spare file's past one transaction become the database's); forgotten once
+     * the free space is above the reserve again. */
+    if (sp->now.starved) {
+        if (sp->now.room > sp->room_held)
+            sp->room_held = sp->now.room;
+    } else if (!sp->now.tight) {
+        sp->room_held = 0;
+    }
     wal_limit(sp, sql, sp->now.starved, sp->now.wal_budget);
 }
 
@@ -136,6 +170,7 @@ void pfr_st_space_note_wal(struct store_space *sp, uint64_t wal_bytes)
 {
     if (wal_bytes > sp->wal_seen)
         sp->wal_seen = wal_bytes;
+    sp->wal_last[sp->wal_next++ % (sizeof(sp->wal_last) / sizeof(sp->wal_last[0]))] = wal_bytes;
 }
 
 void pfr_st_space_spare_make(struct store_space *sp)

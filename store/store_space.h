@@ -20,10 +20,13 @@ struct store_space {
     uint64_t max_bytes;                    /* the configured cap */
     bool read_only;
     pfr_store_reserve reserve; /* the writer's setting */
-    uint64_t wal_seen;         /* the largest WAL seen (a restarted writer: the spare's size) */
-    bool wal_kept;             /* journal_size_limit is off: the WAL keeps its blocks */
-    uint64_t wal_limit;        /* journal_size_limit as last set (0: not yet) */
-    uint64_t wal_budget_set;   /* the budget wal_autocheckpoint was last set from */
+    uint64_t wal_seen; /* the largest transaction's WAL seen (a restarted writer: the spare's) */
+    uint64_t wal_last[16];   /* the last transactions' WAL, a ring (0: none yet) */
+    unsigned wal_next;       /* where the next goes in wal_last */
+    uint64_t room_held;      /* the ring's files at their largest since the disk filled (0: not) */
+    bool wal_kept;           /* the disk is starved: the WAL keeps one transaction's blocks */
+    uint64_t wal_limit;      /* journal_size_limit as last set (0: not yet) */
+    uint64_t wal_budget_set; /* the budget wal_autocheckpoint was last set from */
     /* Set by pfr_st_space_plan() before each write transaction. */
     struct store_policy_out now;
     uint64_t reserve_bytes;   /* the reserve as last resolved */
@@ -61,7 +64,16 @@ void pfr_st_space_plan(struct store_space *sp, struct store_db *sql);
  * the free space less the WAL's budget. */
 bool pfr_st_space_growth_fits(struct store_space *sp, uint64_t db_bytes);
 
-/* After a commit: the WAL's size, which sizes the spare file (it must hold a transaction). */
+/* The WAL file's bytes. */
+uint64_t pfr_st_space_wal_file(const struct store_space *sp);
+
+/* On a full disk: the bytes the WAL lacks for the largest recent transaction (its file and the
+ * free space short of it), at most half of what it could take for a move of pages (its file and
+ * the free space). 0 when the disk is not full or cannot be measured. */
+uint64_t pfr_st_space_wal_deficit(struct store_space *sp);
+
+/* After a commit: the transaction's WAL bytes, which size the spare file and, on a full disk,
+ * the WAL's blocks kept (it must hold a transaction). */
 void pfr_st_space_note_wal(struct store_space *sp, uint64_t wal_bytes);
 
 /* Make the spare file if it is missing and the disk has room for it (its share is counted in

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "pfr_clock.h"
 #include "store_cursor.h"
 #include "store_handle.h"
 #include "store_pins.h"
@@ -25,12 +25,8 @@
 #define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
 #define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
 #define MAX_RESIDENT   256 /* streams whose tables stay in memory */
-/* bytes of tables kept in memory between appends: past it the least recently appended streams'
- * tables go (their next chunk writes a new base). On a build host, hundreds of short-lived
- * programs each make a stream an interval: kept by count alone they held ~25 MiB. */
-#define MAX_TABLE_BYTES (8u << 20)
-#define MAX_WSTREAMS    65536
-#define ROW_OVERHEAD    STORE_ROW_OVERHEAD /* a chunk's rows and index entries besides its payload */
+#define MAX_WSTREAMS   65536
+#define ROW_OVERHEAD   STORE_ROW_OVERHEAD /* a chunk's rows and index entries besides its payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -104,8 +100,8 @@ struct wstream {
     uint32_t *used[T_N]; /* stacks and label sets: seq of the last chunk that used them */
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
-    uint64_t lru;
-    size_t bytes; /* its tables' memory, as last accounted (writer.table_bytes) */
+    uint64_t lru, prev_lru; /* writer clock at its last and the append before (0: none) */
+    size_t bytes;           /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
     /* Fast path to a location: its 128-bit content fingerprint -> location index. */
     struct fpmap_ent *fpm;
@@ -217,23 +213,48 @@ static void wstream_account(struct writer *w, struct wstream *s)
     s->bytes = b;
 }
 
-/* The least recently appended stream with tables, other than keep; NULL if none. */
-static struct wstream *lru_resident(const struct writer *w, const struct wstream *keep)
+/* When a stream is expected to append next: one period (the gap between its last two appends)
+ * after its last. A stream appended once, or that missed a whole period (its program is gone),
+ * is not expected again: UINT64_MAX. */
+static uint64_t next_use(const struct wstream *s, uint64_t now)
+{
+    if (!s->prev_lru)
+        return UINT64_MAX;
+    uint64_t period = s->lru - s->prev_lru;
+    if (s->lru + 2 * period < now)
+        return UINT64_MAX;
+    return s->lru + period;
+}
+
+/* The stream with tables (other than keep) expected to append last, the oldest of equals; NULL
+ * if none. Not the least recently appended: streams that append in turn every interval would
+ * each be dropped just before their turn when their tables outgrow the bound together, and every
+ * chunk would write a new base (a ring of 10 such services grew 5-fold, all of it dictionaries).
+ * Dropping the one needed last keeps most of them resident, as far ahead as memory allows. */
+static struct wstream *coldest_resident(const struct writer *w, const struct wstream *keep)
 {
     struct wstream *victim = NULL;
-    for (size_t j = 0; j < w->nws; j++)
-        if (w->ws[j]->resident && w->ws[j] != keep && (!victim || w->ws[j]->lru < victim->lru))
-            victim = w->ws[j];
+    uint64_t victim_next = 0;
+    for (size_t j = 0; j < w->nws; j++) {
+        struct wstream *s = w->ws[j];
+        if (!s->resident || s == keep)
+            continue;
+        uint64_t next = next_use(s, w->clock);
+        if (!victim || next > victim_next || (next == victim_next && s->lru < victim->lru)) {
+            victim = s;
+            victim_next = next;
+        }
+    }
     return victim;
 }
 
-/* Drop the least recently appended streams' tables (not keep's) until at most max_bytes stay
+/* Drop the coldest streams' tables (not keep's) until at most max_bytes stay
  * and fewer than max_n streams have them. Their next chunk writes a new base: nothing is lost. */
 static void drop_cold_tables(struct writer *w, const struct wstream *keep, size_t max_bytes,
                              size_t max_n)
 {
     while (w->table_bytes > max_bytes || w->resident > max_n) {
-        struct wstream *victim = lru_resident(w, keep);
+        struct wstream *victim = coldest_resident(w, keep);
         if (!victim)
             return;
         wstream_drop_tables(w, victim);
@@ -1354,8 +1375,9 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
 
 /* Give free pages past keep bytes (or all free pages: keep_used) back to the file system, in a
  * transaction of its own after the append: on a tight disk at most half the WAL's budget at a
- * time, since moving pages takes room in the WAL. Best effort: the pages stay for reuse. */
-static void shrink_step(pfr_store *s, bool keep_used)
+ * time (or at_least pages: what a full disk's WAL lacks), since moving pages takes room in the
+ * WAL. Best effort: the pages stay for reuse. */
+static void shrink_step(pfr_store *s, bool keep_used, uint64_t at_least)
 {
     uint64_t used, pages, freep;
     if (used_bytes(s, &used, &pages, &freep) != 0)
@@ -1368,6 +1390,8 @@ static void shrink_step(pfr_store *s, bool keep_used)
     if (extra > freep)
         extra = freep;
     uint64_t step = s->space.now.wal_budget / 2 / s->sql.page_size;
+    if (step < at_least)
+        step = at_least;
     if (s->space.now.tight && extra > step)
         extra = step ? step : 1;
     char sql[64];
@@ -1427,9 +1451,11 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tie
         w->nws++;
     }
     struct wstream *ws = w->ws[i];
+    ws->prev_lru = ws->lru;
     ws->lru = ++w->clock;
     w->cur = ws;
-    drop_cold_tables(w, ws, MAX_TABLE_BYTES, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
+    /* Past the tables' bound, the tables of the streams expected to append last go. */
+    drop_cold_tables(w, ws, s->table_max_bytes, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
     if (!ws->resident) {
         ws->resident = true;
         w->resident++;
@@ -1451,7 +1477,7 @@ static int one_row(sqlite3_stmt *st, int64_t *a, int64_t *b)
 }
 
 /* A stream this writer holds no tables of (a writer process starting, or its tables given up
- * for memory: pfr_store_trim, MAX_TABLE_BYTES) takes its newest chain of its tier back from the
+ * for memory: pfr_store_trim, table_max_bytes) takes its newest chain of its tier back from the
  * database instead of writing a new base. Without this, more streams than the tables' memory
  * bound holds (50 pfr_testgen services: ~1 MiB each) wrote a base with every chunk, ~100 KB
  * where a chunk takes ~2 KB, and the ring held minutes instead of hours; and a coarse tier's
@@ -1893,31 +1919,33 @@ static int make_room(pfr_store *s, uint64_t est)
     return rc;
 }
 
-/* Checkpoint the WAL, waiting little for readers (they hold snapshots only briefly). TRUNCATE
- * gives its blocks back to the file system; RESTART keeps them for the next transactions, which
- * then write from the WAL's start: on a tight disk they are the room those need. */
-static void wal_checkpoint(pfr_store *s, bool give_back)
+/* Checkpoint the WAL, waiting at most wait_ms for readers (they hold snapshots only briefly).
+ * TRUNCATE gives its blocks back to the file system; RESTART keeps them for the next
+ * transactions, which then write from the WAL's start: on a tight disk they are the room those
+ * need. Returns SQLITE_OK when the next transaction writes the WAL from its start, SQLITE_BUSY
+ * when a reader's snapshot still holds it. */
+static int wal_checkpoint_wait(pfr_store *s, bool give_back, int wait_ms)
 {
-    sqlite3_busy_timeout(s->sql.db, 50);
-    sqlite3_wal_checkpoint_v2(s->sql.db, NULL,
-                              give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART,
-                              NULL, NULL);
+    sqlite3_busy_timeout(s->sql.db, wait_ms);
+    int rc = sqlite3_wal_checkpoint_v2(
+        s->sql.db, NULL, give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART, NULL,
+        NULL);
     sqlite3_busy_timeout(s->sql.db, s->sql.busy_ms);
+    return rc;
+}
+
+static int wal_checkpoint(pfr_store *s, bool give_back)
+{
+    return wal_checkpoint_wait(s, give_back, 50);
 }
 
 /* A transaction that freed or wrote many pages (a new base, an eviction batch) leaves the WAL
  * larger than its budget until the next transaction resets it. Checkpoint and truncate it now so
- * the ring's files stay within the cap; on a disk with hardly any room left it keeps its blocks
- * (the next commit cuts it to the budget, journal_size_limit), which the disk may not give
- * again. */
+ * the ring's files stay within the cap; on a disk with hardly any room left it keeps its blocks,
+ * which the disk may not give again (whoever fills it would take them). */
 static void wal_trim(pfr_store *s)
 {
-    char wal[4200];
-    struct stat st;
-    if (snprintf(wal, sizeof(wal), "%s-wal", s->path) >= (int)sizeof(wal) || stat(wal, &st) != 0)
-        return;
-    pfr_st_space_note_wal(&s->space, (uint64_t)st.st_size);
-    if ((uint64_t)st.st_size <= s->space.now.wal_budget)
+    if (pfr_st_space_wal_file(&s->space) <= s->space.now.wal_budget)
         return;
     wal_checkpoint(s, !s->space.now.starved);
 }
@@ -1933,6 +1961,15 @@ static int tiers_meta(pfr_store *s)
         rc = pfr_st_meta_set(&s->sql, key, t->step_ns[k]);
     }
     return rc;
+}
+
+/* The WAL frames this connection has written so far (pages of every transaction, spilled or
+ * committed): the difference across a transaction is its WAL. */
+static uint64_t wal_frames_written(pfr_store *s)
+{
+    int cur = 0, hi = 0;
+    sqlite3_db_status(s->sql.db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi, 0);
+    return (uint64_t)(unsigned)cur;
 }
 
 /* The counters and settings the transaction carries to the meta table: chunks refused for space
@@ -1996,6 +2033,7 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     int rc = pfr_st_step_done(begin);
     if (rc)
         return rc;
+    uint64_t frames = wal_frames_written(s);
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
@@ -2014,6 +2052,11 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
         sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
         rc = commit ? pfr_st_step_done(commit) : db_err(s);
     }
+    /* The transaction's WAL, committed or not (a commit that found the disk full counts the
+     * frames it tried to write): its frames, a page and a 24-byte header each, and the header. */
+    uint64_t wrote = wal_frames_written(s) - frames;
+    if (rc == 0 || rc == -ENOSPC)
+        pfr_st_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
     if (rc) {
         if (!sqlite3_get_autocommit(s->sql.db)) {
             sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
@@ -2074,40 +2117,92 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
     return rc;
 }
 
+/* How long a write on a full disk waits, in all, for readers whose snapshots hold the WAL: while
+ * one does, every transaction needs new blocks for the WAL, and giving chunks up gives it none
+ * (their pages go back to the file system only at a checkpoint). A reader holding it longer
+ * costs the write (counted in dropped_disk), not the history. */
+#define FULL_READER_WAIT_MS 3000
+
+/* Checkpoint for the next transaction to write the WAL from its start: RESTART, or TRUNCATE when
+ * the WAL holds more than twice the room a full disk leaves it (a reader's snapshot held it while
+ * it grew: the rest is the database's, and the disk is full, so whoever filled it is done). Waits
+ * for readers up to what is left of FULL_READER_WAIT_MS (*waited_ms: the time spent so far).
+ * SQLITE_BUSY: a reader still holds the WAL. */
+static int wal_restart_waiting(pfr_store *s, int64_t *waited_ms)
+{
+    struct store_space *sp = &s->space;
+    bool give_back = sp->now.starved && pfr_st_space_wal_file(sp) > 2 * sp->now.wal_keep;
+    int rc = wal_checkpoint(s, give_back);
+    if (rc != SQLITE_BUSY || *waited_ms >= FULL_READER_WAIT_MS)
+        return rc;
+    int64_t t0 = pfr_clock_mono_ns();
+    rc = wal_checkpoint_wait(s, give_back, (int)(FULL_READER_WAIT_MS - *waited_ms));
+    *waited_ms += (pfr_clock_mono_ns() - t0) / 1000000 + 1;
+    return rc;
+}
+
 /* A write found the disk full (-ENOSPC). First the spare file's room and a WAL written from its
- * start; then, round by round, the oldest chunks given up (twice as many bytes each round) and
- * their pages given back, until the write fits. It fails only when nothing older is left, or
- * when not even giving up fits. */
+ * start (waiting for readers that hold it); then, round by round, the oldest chunks given up
+ * (twice as many bytes each round) and their pages given back, until the write fits. It fails
+ * only when nothing older is left, when not even giving up fits, or when a reader holds the WAL
+ * past the wait. */
 static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
+    int64_t waited = 0;
     pfr_st_space_spare_drop(&s->space);
-    wal_checkpoint(s, false);
+    pfr_st_space_plan(&s->space, &s->sql);
+    int ck = wal_restart_waiting(s, &waited);
     pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     uint64_t bytes = s->space.now.wal_budget;
     size_t max_n = 16;
-    while (rc == -ENOSPC) {
+    while (rc == -ENOSPC && ck != SQLITE_BUSY) {
         size_t given = 0;
-        int e = evict_for_space(s, bytes, max_n, &given);
+        uint64_t lack = pfr_st_space_wal_deficit(&s->space);
+        int e = evict_for_space(s, bytes > lack ? bytes : lack, max_n, &given);
         if (e == -ENOSPC && max_n > 1) {
             max_n = 1; /* a smaller transaction may fit where that one did not */
             continue;
         }
         if (e != 0 || given == 0)
             break;
-        wal_checkpoint(s, false);
+        /* The WAL needs room on the disk too, as much as the largest recent transaction's (the
+         * one that failed is counted): the pages freed go back to the file system for it, as
+         * far as the WAL can take the move (about a frame per page). */
+        ck = wal_restart_waiting(s, &waited);
         pfr_st_space_plan(&s->space, &s->sql);
-        if ((rc = append_txn(s, in, n, ids_out)) != -ENOSPC)
-            break;
-        /* The pages freed did not do: the WAL needs room on the disk. */
-        shrink_step(s, true);
-        wal_checkpoint(s, false);
-        pfr_st_space_plan(&s->space, &s->sql);
+        if ((lack = pfr_st_space_wal_deficit(&s->space)) > 0) {
+            shrink_step(s, true, lack / s->sql.page_size + 1);
+            ck = wal_restart_waiting(s, &waited);
+            pfr_st_space_plan(&s->space, &s->sql);
+        }
         rc = append_txn(s, in, n, ids_out);
         bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
         max_n = max_n < 256 ? max_n * 2 : 512;
     }
     return rc;
+}
+
+/* Grow the database file toward the policy's pad (store_policy.h, db_pad) by free pages: a
+ * transaction writes a row of zeros and deletes it, so its pages go to the freelist and stay in
+ * the file. A step writes as much to the WAL (checkpointed and truncated after it, wal_trim), so
+ * it is at most half the room the cap in force leaves the files. Best effort. */
+static void pad_step(pfr_store *s)
+{
+    const struct store_policy_out *now = &s->space.now;
+    uint64_t file = pfr_st_space_db_file(&s->space), files = pfr_st_space_files(&s->space);
+    if (now->db_pad <= file + evict_slack(s, now->db_pad) || files >= now->cap)
+        return;
+    uint64_t step = now->db_pad - file;
+    if (step > (now->cap - files) / 2)
+        step = (now->cap - files) / 2;
+    char sql[200];
+    snprintf(sql, sizeof(sql),
+             "BEGIN IMMEDIATE; INSERT INTO meta(key, value) VALUES('pad', zeroblob(%llu));"
+             "DELETE FROM meta WHERE key = 'pad'; COMMIT",
+             (unsigned long long)step);
+    if (pfr_st_exec(&s->sql, sql) != 0 && !sqlite3_get_autocommit(s->sql.db))
+        pfr_st_exec(&s->sql, "ROLLBACK");
 }
 
 int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
@@ -2135,7 +2230,9 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
         return rc;
     }
     if (rc == 0) {
-        shrink_step(s, false);
+        /* on a full disk: what the WAL lacks for the next transaction, before it fails */
+        shrink_step(s, false, pfr_st_space_wal_deficit(&s->space) / s->sql.page_size);
+        pad_step(s);
         wal_trim(s);
         pfr_st_space_spare_make(&s->space);
     }

@@ -55,6 +55,13 @@ check "pin 3: its label" js "$W/pins.json" "j[2]['labels'] == {'host.name': 'hos
 "${P[@]}" pins >"$W/pins.txt"
 check "pins (text) shows the reason and who" grep -q "INC-1: latency spike" "$W/pins.txt"
 check "pins (text) shows the origin" grep -q "manual:" "$W/pins.txt"
+"${P[@]}" ls >"$W/ls.txt"
+check "ls (text) says how many pins and what they keep" \
+    grep -Eq "pins: 3, keeping [0-9.]+ KiB of their [0-9.]+ MiB budget" "$W/ls.txt"
+"${P[@]}" ls --format json >"$W/ls.json"
+check "ls --format json: the pins, their bytes and budget" js "$W/ls.json" \
+    "j['ring']['pins'] == 3 and j['ring']['pinned_bytes'] > 0 and
+    j['ring']['pinned_bytes'] <= j['ring']['pin_max_bytes'] and j['ring']['pins_released'] == 0"
 
 # ---- export --pin ----
 check "export --ring --pin 1" "${P[@]}" export --ring "$W/pin1.db" --pin 1

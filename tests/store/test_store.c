@@ -249,6 +249,87 @@ static void test_trim_keeps_data(void **state)
     pfr_testgen_free(g[1]);
 }
 
+/* Bases in the ring (dictionaries written whole). */
+static int count_bases(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Streams that append in turn every interval, whose tables together outgrow the writer's bound
+ * (table_max_bytes): the writer keeps as many of them as fit and gives up the ones needed last,
+ * not the least recently appended (which are needed next: every chunk would write a base). */
+static void test_tables_bound_streams_in_turn(void **state)
+{
+    struct fx *f = *state;
+    enum { NS = 8, ROUNDS = 6 };
+    pfr_testgen_opts go = {.nstacks = 80};
+    pfr_testgen *g[NS];
+    for (int k = 0; k < NS; k++)
+        g[k] = pfr_testgen_new(21, k, &go);
+    /* The first round into the fixture's store measures one round's tables. */
+    for (int k = 0; k < NS; k++) {
+        pfr_profile *p = pfr_testgen_next(g[k], T0, 10 * SEC);
+        append_profile(f->s, pfr_testgen_service(g[k]), NULL, 0, T0, p);
+        pfr_profile_free(p);
+    }
+    pfr_store_mem_stats m;
+    pfr_store_mem_stats_get(f->s, &m);
+    assert_int_equal(m.table_streams, NS);
+
+    /* A second ring whose bound holds five of the eight streams' tables. */
+    char *db = pfr_tu_path(f->dir, "bound.db");
+    char err[256];
+    pfr_store_opts o = {.max_bytes = 64ull << 20, .table_max_bytes = m.table_bytes * 5 / NS};
+    pfr_store *s;
+    assert_int_equal(pfr_store_open(db, &o, &s, err, sizeof(err)), 0);
+    char *canon[NS * ROUNDS];
+    int bases_before = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        /* The first rounds teach the writer the streams' turns: count the bases after them. */
+        if (i == ROUNDS - 3)
+            bases_before = count_bases(db);
+        for (int k = 0; k < NS; k++) {
+            int64_t start = T0 + (i + 1) * 10 * SEC;
+            pfr_profile *p = pfr_testgen_next(g[k], start, 10 * SEC);
+            canon[i * NS + k] = pfr_tu_canon(p);
+            append_profile(s, pfr_testgen_service(g[k]), NULL, 0, start, p);
+            pfr_profile_free(p);
+        }
+    }
+    pfr_store_mem_stats_get(s, &m);
+    assert_true(m.table_bytes <= o.table_max_bytes + o.table_max_bytes / 2);
+    assert_true(m.table_streams >= 3);
+    pfr_scan_stats st;
+    struct seen *seen = scan_all(s, NULL, 0, &st);
+    assert_int_equal(seen->n, NS * ROUNDS);
+    assert_int_equal(st.corrupt, 0);
+    for (int i = 0; i < NS * ROUNDS; i++) {
+        assert_string_equal(seen->canon[i], canon[i]);
+        free(canon[i]);
+    }
+    seen_free(seen);
+    free(seen);
+    pfr_store_close(s);
+    /* In the last three rounds only the streams that did not fit write bases: at most 4 of 8 a
+     * round (dropping the least recently appended wrote all 8 every round). */
+    int bases = count_bases(db) - bases_before;
+    print_message("bases: %d in the last 3 rounds of %d streams in turn\n", bases, NS);
+    assert_true(bases <= 3 * (NS / 2));
+    free(db);
+    for (int k = 0; k < NS; k++)
+        pfr_testgen_free(g[k]);
+}
+
 /* Unsymbolized locations, numeric labels with units, several sample types, no period. */
 static void test_roundtrip_edge_profiles(void **state)
 {
@@ -1180,6 +1261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_realistic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_keeps_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tables_bound_streams_in_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_edge_profiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filters, setup, teardown),

@@ -16,7 +16,14 @@
  * its counters add up (chunks + evicted + rolled up = appended), and every reported chunk reads
  * back identical unless it was rolled up or evicted (then its id is gone or holds a roll-up).
  *
- *   test_store_crash WRITER_EXE [ROUNDS] [SEED]
+ * With --full-disk (issue 31; root) the ring lives on a tmpfs of its own (8 MiB), the writer
+ * has the store's default settings (512 MiB cap, reserve auto), and after the first round a
+ * filler takes all the free space, topped up before every later round: every later writer is
+ * killed while the disk is full, after it reported a commit on it (a writer whose append fails
+ * ends by itself, which fails the test). The ring gives up its oldest chunks for the new ones
+ * there, so a reported chunk may be missing only if it is older than the oldest the ring has.
+ *
+ *   test_store_crash WRITER_EXE [ROUNDS] [SEED] [--full-disk]
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -26,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +75,39 @@ static bool read_chunk(pfr_store *s, int64_t id, uint64_t *digest, bool gone_ok)
     return g.n == 1 && !(gone_ok && g.tier > 0);
 }
 
+/* The smallest chunk id the ring holds (INT64_MAX: none). */
+static int oldest_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)p;
+    int64_t *oldest = ctx;
+    if (m->id < *oldest)
+        *oldest = m->id;
+    return 0;
+}
+
+static int64_t oldest_id(pfr_store *s)
+{
+    int64_t oldest = INT64_MAX;
+    pfr_store_filter all = {0};
+    REQUIRE(pfr_store_scan(s, &all, PFR_SCAN_META_ONLY, oldest_cb, &oldest, NULL) == 0, "scan");
+    return oldest;
+}
+
+/* Another program takes all the free space of the file system: the filler grows until ENOSPC.
+ * Returns the free bytes left. */
+static uint64_t fill_disk(const char *filler)
+{
+    FILE *fp = fopen(filler, "ae");
+    REQUIRE(fp, "open %s: %s", filler, strerror(errno));
+    static const char zeros[4096];
+    while (fwrite(zeros, 1, sizeof(zeros), fp) == sizeof(zeros) && fflush(fp) == 0)
+        ;
+    fclose(fp);
+    struct statvfs v;
+    REQUIRE(statvfs(filler, &v) == 0, "statvfs: %s", strerror(errno));
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
 /* Wait up to ms for output and read it; 1 at end of file. */
 static int drain(struct writer_run *w, uint64_t seed, struct committed **all, size_t *n,
                  size_t *cap, int ms)
@@ -83,8 +125,11 @@ static int cmp_committed(const void *a, const void *b)
     return x->n < y->n ? -1 : x->n > y->n;
 }
 
-/* Check recs (all of one seed, sorted by n) against a regenerated sequence. */
-static size_t verify(pfr_store *s, struct committed *recs, size_t n, bool gone_ok)
+/* Check recs (all of one seed, sorted by n) against a regenerated sequence; a chunk older than
+ * evicted_below may be missing (given up for the disk), and with gone_ok any chunk may be (rolled
+ * up or evicted). */
+static size_t verify(pfr_store *s, struct committed *recs, size_t n, int64_t evicted_below,
+                     bool gone_ok)
 {
     size_t checked = 0;
     for (size_t i = 0; i < n;) {
@@ -101,11 +146,12 @@ static size_t verify(pfr_store *s, struct committed *recs, size_t n, bool gone_o
             }
             uint64_t want = pfr_tu_digest(p), got;
             pfr_profile_free(p);
-            bool have = read_chunk(s, recs[i].id, &got, gone_ok);
-            if (gone_ok && !have)
-                continue; /* rolled up or evicted */
-            REQUIRE(have, "committed chunk %lld (seed %llu, n %ld) is missing",
-                    (long long)recs[i].id, (unsigned long long)seed, recs[i].n);
+            if (!read_chunk(s, recs[i].id, &got, gone_ok)) {
+                REQUIRE(gone_ok || recs[i].id < evicted_below,
+                        "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
+                        (unsigned long long)seed, recs[i].n);
+                continue;
+            }
             REQUIRE(got == want, "chunk %lld differs from what was appended",
                     (long long)recs[i].id);
             checked++;
@@ -192,7 +238,7 @@ static void rollup_rounds(const char *exe, const char *dir, int rounds)
         nall = first + mine;
         if (nall > first) {
             qsort(all + first, nall - first, sizeof(*all), cmp_committed);
-            still += verify(s, all + first, nall - first, true);
+            still += verify(s, all + first, nall - first, 0, true);
         }
         if (r == rounds - 1) {
             REQUIRE(st.rolled_up > 0, "no roll-up in %d rounds", rounds);
@@ -212,30 +258,49 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_store_crash WRITER_EXE [ROUNDS] [SEED]\n");
         return 2;
     }
+    bool full = strcmp(argv[argc - 1], "--full-disk") == 0;
+    if (full)
+        argc--;
     int rounds = argc > 2 ? atoi(argv[2]) : 50;
     unsigned seed = argc > 3 ? (unsigned)atoi(argv[3]) : (unsigned)time(NULL);
     srand(seed);
-    setenv("PFR_WRITER_PINS", "1", 1); /* the writers pin too */
-    printf("crash test: %d rounds, random seed %u\n", rounds, seed);
+    if (!full)
+        setenv("PFR_WRITER_PINS", "1", 1); /* the writers pin too (not on the full disk: a
+                                            * pinned range is not given up for it) */
+    printf("crash test: %d rounds, random seed %u%s\n", rounds, seed,
+           full ? ", on a full 8 MiB tmpfs with the default cap" : "");
     char *dir = pfr_tu_tmpdir("crash");
-    char *db = pfr_tu_path(dir, "ring.db");
+    REQUIRE(!full || mount("tmpfs", dir, "tmpfs", 0, "size=8m,mode=0700") == 0,
+            "mount a tmpfs on %s: %s (--full-disk needs root)", dir, strerror(errno));
+    char *db = pfr_tu_path(dir, "ring.db"), *filler = pfr_tu_path(dir, "filler");
+    uint64_t max_bytes = full ? 0 : 256ull << 20; /* 0: the store's default */
+    int64_t evicted_below = 0;                    /* chunks below it may be given up */
     struct committed *all = NULL;
     size_t nall = 0, cap = 0, verified = 0;
     int killed_before_any = 0;
     for (int r = 0; r < rounds; r++) {
         struct writer_run w;
         uint64_t wseed = 1000 + (uint64_t)r;
-        REQUIRE(pfr_writer_start(&w, argv[1], db, wseed, 0, 256ull << 20, true) == 0, "spawn");
+        uint64_t free_left = 0;
+        if (full && r > 0)
+            free_left = fill_disk(filler);
+        REQUIRE(pfr_writer_start(&w, argv[1], db, wseed, 0, max_bytes, true) == 0, "spawn");
         size_t first = nall;
         long delay_us;
-        if (r % 5 == 0) {
+        if (full && r == 0) {
+            /* The ring records for a while before the disk fills: 200 chunks. */
+            while (nall - first < 200 && !drain(&w, wseed, &all, &nall, &cap, 100))
+                ;
+            delay_us = 0;
+        } else if (r % 5 == 0 && !full) {
             /* Early: during start-up, open, recovery or the first appends. */
             delay_us = 1000 + (long)(rand() % 50000);
         } else {
             /* Amid appends: once the first chunk is reported, anywhere in the next 200 ms. */
             while (nall == first && !drain(&w, wseed, &all, &nall, &cap, 100))
                 ;
-            delay_us = (long)(rand() % 200000);
+            /* on a full disk longer: enough appends for the oldest chunks to be given up */
+            delay_us = (long)(rand() % (full ? 600000 : 200000));
         }
         usleep((useconds_t)delay_us);
         kill(w.pid, SIGKILL);
@@ -264,15 +329,26 @@ int main(int argc, char **argv)
         /* (all is NULL until a round reports a commit: no pointer arithmetic on it) */
         size_t npins = verify_pins(s, all ? all + first : NULL, &mine);
         nall = first + mine;
+        if (full)
+            evicted_below = oldest_id(s);
         if (nall > first) {
             qsort(all + first, nall - first, sizeof(*all), cmp_committed);
-            verified += verify(s, all + first, nall - first, false);
+            verified += verify(s, all + first, nall - first, evicted_below, false);
         }
+        pfr_store_stats st;
+        REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
+        REQUIRE(st.dropped_disk == 0, "round %d: %llu chunks dropped for the disk", r,
+                (unsigned long long)st.dropped_disk);
         pfr_store_close(s);
         printf("round %d: killed %ld ms %s, %zu chunks reported committed, all read back; %zu "
-               "pins and releases checked\n",
-               r, delay_us / 1000, r % 5 == 0 ? "after start" : "after the first commit",
+               "pins and releases checked",
+               r, delay_us / 1000, r % 5 == 0 && !full ? "after start" : "after the first commit",
                nall - first, npins);
+        if (full && r > 0)
+            printf(" (disk full: %llu B free; %llu chunks in the ring, %llu given up for it)",
+                   (unsigned long long)free_left, (unsigned long long)st.chunks,
+                   (unsigned long long)st.evicted_disk);
+        printf("\n");
     }
     /* Everything ever reported is still there. */
     pfr_store *s = NULL;
@@ -281,7 +357,7 @@ int main(int argc, char **argv)
     REQUIRE(pfr_store_open(db, &ro, &s, err, sizeof(err)) == 0, "final open: %s", err);
     if (nall)
         qsort(all, nall, sizeof(*all), cmp_committed);
-    size_t final = verify(s, all, nall, false);
+    size_t final = verify(s, all, nall, full ? oldest_id(s) : 0, false);
     pfr_store_stats st;
     REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
     pfr_store_close(s);
@@ -290,8 +366,11 @@ int main(int argc, char **argv)
            rounds, killed_before_any, verified, final, st.chunks);
     rollup_rounds(argv[1], dir, rounds);
     free(all);
+    if (full)
+        umount2(dir, MNT_DETACH);
     pfr_tu_rmdir(dir);
     free(dir);
     free(db);
+    free(filler);
     return 0;
 }

@@ -72,6 +72,9 @@ static void test_small_and_full_disk(void **state)
     assert_true(o.wal_budget <= 6 * MiB / 16);
     assert_true(o.db_target >= 4 * MiB);
     assert_false(o.starved);
+    /* it claims the floor's room less the shares, within the target (issue 31, young rings) */
+    assert_true(o.db_pad >= 3 * MiB && o.db_pad <= o.db_target);
+    assert_true(o.db_pad + o.shares <= PFR_STORE_SPACE_FLOOR);
     /* an hour-old ring (11 MB, the 4 MiB spare file) on a full 128 MiB file system: it keeps
      * what its file holds, and makes no spare file */
     struct store_policy_in full = {.max_bytes = 512 * MiB,
@@ -101,11 +104,56 @@ static void test_small_and_full_disk(void **state)
     assert_int_equal(o.db_target, 30 * MiB);
 }
 
+/* Issue 31, young rings: a ring the disk bounds holds the floor's room as free pages while the
+ * disk has room (db_pad); once the disk is full, the WAL keeps a recent transaction's room and
+ * a quarter more, and the room the ring held (its spare file's too, deleted at the first failed
+ * write) is the database's. */
+static void test_young_ring(void **state)
+{
+    (void)state;
+    /* (a fresh ring on 12 MiB claims the floor's room: test_small_and_full_disk) free space
+     * short of the reserve: nothing claimed */
+    struct store_policy_out o = decide((struct store_policy_in){.max_bytes = 512 * MiB,
+                                                                .fs_bytes = 12 * MiB,
+                                                                .fs_avail = 5 * MiB,
+                                                                .db_file = 96 * KiB,
+                                                                .reserve = 6 * MiB});
+    assert_int_equal(o.db_pad, 0);
+    /* full: the ring held 1,430 KiB when the disk filled; its spare file is gone (400 KiB free),
+     * its WAL holds 330 KiB, its last transactions took up to 300 KiB of WAL */
+    struct store_policy_in full = {.max_bytes = 512 * MiB,
+                                   .fs_bytes = 12 * MiB,
+                                   .fs_avail = 400 * KiB,
+                                   .db_file = 700 * KiB,
+                                   .wal_file = 330 * KiB,
+                                   .wal_seen = 400 * KiB,
+                                   .wal_recent = 300 * KiB,
+                                   .room_held = 1430 * KiB,
+                                   .reserve = 6 * MiB};
+    o = decide(full);
+    assert_true(o.starved && o.disk_bound);
+    assert_int_equal(o.wal_keep, 375 * KiB);
+    assert_int_equal(o.wal_owed, 45 * KiB);
+    assert_int_equal(o.db_target, 1055 * KiB); /* before: the 700 KiB its file held */
+    assert_int_equal(o.db_pad, 0);
+    /* another program took the free space since: the database keeps what its file holds, less
+     * what the WAL is still owed */
+    full.fs_avail = 0;
+    o = decide(full);
+    assert_int_equal(o.db_target, 655 * KiB);
+    /* the same without a measured recent transaction (a restarted writer): the largest seen */
+    full.fs_avail = 400 * KiB;
+    full.wal_recent = 0;
+    o = decide(full);
+    assert_int_equal(o.wal_keep, 400 * KiB);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_configured),
         cmocka_unit_test(test_small_and_full_disk),
+        cmocka_unit_test(test_young_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
