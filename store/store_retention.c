@@ -26,8 +26,8 @@ struct pick_row {
 /* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the coarsest
  * tier's chains as they are deleted). */
 #define RET_MEASURE_STEPS 2000
-/* Roll-ups run only while the finest tier's chunk payloads are at least 1/RET_PAYLOAD_MIN of the
- * pages in use. */
+/* Roll-ups run only while the chunks (payloads, and the coarsest tier's own chains) are at least
+ * 1/RET_PAYLOAD_MIN of the pages in use. */
 #define RET_PAYLOAD_MIN 4
 
 static const int64_t default_steps[] = {60000000000ll, 600000000000ll, 3600000000000ll};
@@ -305,10 +305,15 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
     /* Dictionaries take nearly all the pages (short-lived programs, each a chain of its own, on
      * a churning host): merging chunks cannot make room, giving the oldest up does (their chains
      * with them), as age-only eviction would. */
-    if (r->bytes[0] < used / RET_PAYLOAD_MIN)
+    uint64_t payloads = 0;
+    for (int k = 0; k <= n && k <= PFR_STORE_MAX_TIERS; k++)
+        payloads += r->bytes[k];
+    if (payloads < used / RET_PAYLOAD_MIN)
         return STORE_RET_EVICT;
-    /* A tier past its share: its oldest whole bucket goes up a tier. */
-    for (int k = 0; k < n; k++)
+    /* A tier past its share: its oldest whole bucket goes up a tier, coarser tiers first (what
+     * a first-step roll-up keeps of the recorded tier's chains counts with the finest tier, and
+     * only moving it on frees them). */
+    for (int k = n - 1; k >= 0; k--)
         if (held(r, k, used) > share(k, used) && (rc = pick(r, d, keep, k, newest_end, g)) != 0)
             return rc < 0 ? rc : STORE_RET_ROLLUP;
     if (top == n)

@@ -1821,9 +1821,11 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
         pfr_st_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
         return 0;
     }
-    if (g->tier < (int)s->tiers.n) {
-        /* Below the coarsest tier: in the inputs' own chain, which their neighbours keep anyway
-         * (no dictionary rows: a roll-up of a short-lived program costs less than its chunks). */
+    if (g->tier == 1 && g->tier < (int)s->tiers.n) {
+        /* The first step: in the inputs' own chain, which their neighbours as recorded keep
+         * anyway (no dictionary rows: a roll-up of a short-lived program costs less than its
+         * chunks). Coarser steps write chains of their own, so that the recorded tier's chains
+         * (a base an hour) go when their hour has been rolled past the first step. */
         struct store_rolled ro = {0};
         rc = pfr_st_rollup_inchain(&s->dict, g, &ro);
         if (rc != -ENOTSUP) {
