@@ -342,9 +342,23 @@ static void replace_str(char **dst, const char *src)
     *dst = src && src[0] ? strdup(src) : NULL;
 }
 
-/* comm, if given, is the name until /proc says otherwise; with trust_comm /proc is not asked. */
+/* Whether the process (alive) refuses profiling, from its environment: read by the caller's
+ * thread, which is never one that writes intervals or handles signals (the CPU source's
+ * notification and collector threads). Unreadable (gone, a kernel thread): it does not. */
+static void read_consent(pfr_proc_table *t, pfr_proc *p)
+{
+    bool off = false, was = p->opted_out;
+    if (!p->kthread)
+        pfr_identity_consent_read(t->proc_root, (int)p->tgid, PFR_CONSENT_ENVIRON_MAX, &off);
+    p->opted_out = off;
+    t->opted_out += off && !was; /* a process, not each exec of one */
+}
+
+/* comm, if given, is the name until /proc says otherwise; with trust_comm /proc is not asked.
+ * consent: read the environment's consent too (a new process, an exec). */
 static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust_comm,
-                    uint64_t cgroup_id, const char *known_exe, const pfr_service_rules *rules)
+                    uint64_t cgroup_id, const char *known_exe, bool consent,
+                    const pfr_service_rules *rules)
 {
     bool have_comm = comm && comm[0];
     if (have_comm)
@@ -387,6 +401,8 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
          * called exec since, its notification still queued) */
         if (rc == 0 && ask_comm && now[0])
             snprintf(p->comm, sizeof(p->comm), "%s", now);
+        if (consent && rc == 0)
+            read_consent(t, p);
     }
     name_it(t, p, rules);
 }
@@ -394,14 +410,14 @@ static void refresh(pfr_proc_table *t, pfr_proc *p, const char *comm, bool trust
 void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
                       const pfr_service_rules *rules)
 {
-    refresh(t, p, comm, false, 0, NULL, rules);
+    refresh(t, p, comm, false, 0, NULL, false, rules);
 }
 
 void pfr_proc_refresh_hinted(pfr_proc_table *t, pfr_proc *p, const pfr_proc_hint *hint,
                              const pfr_service_rules *rules)
 {
     refresh(t, p, hint ? hint->comm : NULL, true, hint ? hint->cgroup_id : 0,
-            hint ? hint->exe : NULL, rules);
+            hint ? hint->exe : NULL, true, rules);
 }
 
 /* The record of tgid, new or reset (a new process reusing the tgid); NULL if out of memory. */
@@ -436,7 +452,7 @@ pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_
     p->start_time = start_time;
     p->kthread = kthread;
     snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
-    refresh(t, p, NULL, false, 0, NULL, rules);
+    refresh(t, p, NULL, false, 0, NULL, true, rules);
     return p;
 }
 

@@ -26,7 +26,10 @@ typedef struct pfr_proc {
     char *cgroup; /* owned; NULL if unreadable */
     bool kthread;
     bool exited;
-    bool naming_pending;  /* named before its cgroup's metadata was had: name again */
+    bool naming_pending; /* named before its cgroup's metadata was had: name again */
+    /* its environment refuses profiling (COROOT_EBPF_PROFILING or PFR_PROFILING containing
+     * "disabled"), read when it was first seen and at each exec: no source profiles it */
+    bool opted_out;
     uint64_t exited_gen;  /* drain generation when the exit was seen */
     uint64_t sampled_gen; /* last drain generation with samples */
 } pfr_proc;
@@ -47,6 +50,7 @@ typedef struct pfr_proc_table {
     uint64_t cgroup_hits, cgroup_reads; /* processes named from the cache / from /proc */
     uint64_t cgroup_walks;        /* cgroups of gone processes found by walking the cgroup tree */
     uint64_t exe_hits, exe_reads; /* executables known from the hint / read from /proc */
+    uint64_t opted_out;           /* processes (and execs) found refusing profiling */
 } pfr_proc_table;
 
 /* What a kernel notification already says about a process, so /proc need not be asked. */
@@ -68,11 +72,12 @@ pfr_proc *pfr_proc_table_learn(pfr_proc_table *t, uint32_t tgid, uint64_t start_
                                const char *comm, bool kthread, const pfr_service_rules *rules);
 
 /* Re-read exe, cgroup and comm (comm: /proc's, else the one given) and recompute the service
- * (after exec, or after the rules changed). */
+ * (after the rules changed; its consent is not read again). */
 void pfr_proc_refresh(pfr_proc_table *t, pfr_proc *p, const char *comm,
                       const pfr_service_rules *rules);
-/* As pfr_proc_table_learn and pfr_proc_refresh, taking what hint says as true: its comm is not
- * read again, and a cgroup id already seen gives the cgroup path without reading /proc. */
+/* As pfr_proc_table_learn and pfr_proc_refresh (after an exec: its consent is read again, the
+ * new image has a new environment), taking what hint says as true: its comm is not read again,
+ * and a cgroup id already seen gives the cgroup path without reading /proc. */
 pfr_proc *pfr_proc_table_learn_hinted(pfr_proc_table *t, uint32_t tgid, uint64_t start_time,
                                       bool kthread, const pfr_proc_hint *hint,
                                       const pfr_service_rules *rules);

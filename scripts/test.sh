@@ -15,6 +15,12 @@ GCC_BUILD=${PFR_GCC_BUILD:-build-gcc}
 cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$GCC_BUILD" -j"$(nproc)" >/dev/null
 log="$BUILD/ctest-last.log"
+release_log="$GCC_BUILD/ctest-release-bounds.log"
+rm -f "$log" "$release_log"
+# Last in the output, whatever failed: the slowest tests and the totals (a CI log shows only its
+# head and its tail).
+trap 'python3 scripts/test_times.py -n 40 "asan=$log" "release=$release_log" || true
+      echo "scripts/test.sh: ${SECONDS} s in all"' EXIT
 ctest --test-dir "$BUILD" --output-on-failure -j2 --timeout 900 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || exit "$rc"
@@ -27,5 +33,7 @@ python3 scripts/check_skips.py "$BUILD/Testing/Temporary/LastTest.log" "$log" \
 # sanitized tree cannot measure: checked there, alone, after the rest.
 if [ "$#" -eq 0 ]; then
   ctest --test-dir "$GCC_BUILD" --output-on-failure --timeout 300 \
-    -R '^(recorder_daemon_stress|shipper_memory_cgroup|symbolizer_limits|recorder_hostile_files|recorder_fuse_hang)$'
+    -R '^(recorder_daemon_stress|shipper_memory_cgroup|symbolizer_limits|recorder_hostile_files|recorder_fuse_hang)$' \
+    2>&1 | tee "$release_log"
+  exit "${PIPESTATUS[0]}"
 fi

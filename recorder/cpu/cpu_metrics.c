@@ -32,6 +32,13 @@ static const pfr_metric_row cpu_rows[] = {
                                  {{"walk"}, F(cgroup_walks)})},
     {"pfr_processes_exiting_named_total", C,
      "processes sampled only while exiting, named by their cgroup", F(exiting_named)},
+    {"pfr_processes_opted_out_total", C,
+     "processes whose environment refuses profiling (COROOT_EBPF_PROFILING or PFR_PROFILING "
+     "containing \"disabled\"), read when first seen or at an exec: no source profiles them",
+     F(opted_out)},
+    {"pfr_cpu_samples_opted_out_total", C,
+     "CPU samples of processes refusing profiling, dropped before symbolizing",
+     F(build.opted_out_samples)},
     {"pfr_processes_renamed_total", C,
      "processes named again once their container's metadata was had", F(renamed)},
     {"pfr_process_exe_lookups_total", C, "executable paths of processes, by where they came from",

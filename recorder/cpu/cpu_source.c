@@ -215,7 +215,7 @@ static void take_deferred(pfr_cpu_source *cs)
     pfr_fair_lock_acquire(&cs->lock);
     for (size_t i = 0; i < cs->ndeferred; i++) {
         pfr_proc *p = pfr_proc_table_get(&cs->procs, cs->deferred[i].tgid);
-        if (p && !p->exited && p->start_time == cs->deferred[i].start_time &&
+        if (p && !p->exited && !p->opted_out && p->start_time == cs->deferred[i].start_time &&
             pfr_symbolizer_process_files(cs->sym, (pid_t)p->tgid) == 0)
             snapshot_tgid(cs, p->tgid);
     }
@@ -265,7 +265,7 @@ static int run_resnaps(pfr_cpu_source *cs)
             continue;
         }
         pfr_proc *p = pfr_proc_table_get(&cs->procs, r.tgid);
-        if (p && !p->exited && p->start_time == r.start_time)
+        if (p && !p->exited && !p->opted_out && p->start_time == r.start_time)
             timed_add_process(cs, r.tgid);
     }
     cs->nresnaps = j;
@@ -283,6 +283,8 @@ static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
         p->start_time = ev->start_time;
         if (ev->comm[0])
             snprintf(p->comm, sizeof(p->comm), "%s", ev->comm);
+        if (p->opted_out)
+            return; /* never profiled: no mappings */
         snapshot(cs, p);
         schedule_resnap(cs, p, false);
         return;
@@ -301,6 +303,11 @@ static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
     if (!p)
         return;
     cs->st.processes_seen++;
+    if (p->opted_out) {
+        /* never profiled: its mappings are not kept either */
+        pfr_symbolizer_forget_process(cs->sym, (pid_t)p->tgid);
+        return;
+    }
     if (!deferred)
         schedule_resnap(cs, p, false);
 }
@@ -320,7 +327,9 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
     /* the notification was sent after exec had set the new comm */
     pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
     pfr_proc_refresh_hinted(&cs->procs, p, &hint, &cs->rules);
-    if (!deferred)
+    if (p->opted_out)
+        pfr_symbolizer_forget_process(cs->sym, (pid_t)p->tgid);
+    else if (!deferred)
         schedule_resnap(cs, p, true);
 }
 
@@ -602,6 +611,7 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
     sum->lost_stacks += b->lost_stacks;
     sum->unknown_processes += b->unknown_processes;
     sum->late_frames += b->late_frames;
+    sum->opted_out_samples += b->opted_out_samples;
 }
 
 /* The caches follow the recorder's memory budget. The symbol cache may grow by half of what the
@@ -764,6 +774,7 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     st->cgroup_walks = cs->procs.cgroup_walks;
     st->exe_hits = cs->procs.exe_hits;
     st->exe_reads = cs->procs.exe_reads;
+    st->opted_out = cs->procs.opted_out;
     pfr_fair_lock_release(&cs->lock);
     st->bpf = c;
     st->unwind_tables = pfr_cpu_profiler_unwind_stats(cs->cp, &st->unwind);

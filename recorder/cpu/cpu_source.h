@@ -58,6 +58,7 @@ typedef struct pfr_cpu_source_stats {
     uint64_t cgroup_hits, cgroup_reads; /* process cgroups known by id / read from /proc */
     uint64_t cgroup_walks;              /* ... / found by walking the tree (gone processes) */
     uint64_t exe_hits, exe_reads;       /* executables found in the mappings / read from /proc */
+    uint64_t opted_out;                 /* processes whose environment refuses profiling */
     uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
 } pfr_cpu_source_stats;
 

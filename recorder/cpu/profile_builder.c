@@ -285,6 +285,12 @@ static int add_one(build *b, const pfr_cpu_sample *s)
 {
     const pfr_build_input *in = b->in;
     pfr_proc *proc = pfr_proc_table_get(in->procs, s->tgid);
+    if (proc && proc->opted_out) {
+        /* its environment refuses profiling: dropped before any of it is symbolized */
+        proc->sampled_gen = in->gen;
+        b->st->opted_out_samples += s->count;
+        return 0;
+    }
     char comm[16];
     const char *service = "unknown", *container = "";
     if (proc) {

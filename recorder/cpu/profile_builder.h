@@ -57,7 +57,8 @@ typedef struct pfr_build_stats {
     uint64_t user_frames, kernel_frames;
     uint64_t lost_stacks; /* stacks the kernel could not store or read */
     uint64_t unknown_processes;
-    uint64_t late_frames; /* user frames left unsymbolized: deadline passed */
+    uint64_t late_frames;       /* user frames left unsymbolized: deadline passed */
+    uint64_t opted_out_samples; /* samples of processes refusing profiling, dropped */
 } pfr_build_stats;
 
 int pfr_build_cpu_profiles(const pfr_build_input *in, pfr_profile_set *out, pfr_build_stats *st);

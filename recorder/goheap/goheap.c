@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "exe_scan.h"
+#include "pfr_identity.h"
 #include "goheap_delta.h"
 #include "goheap_elf.h"
 #include "pfr_map.h"
@@ -55,6 +56,7 @@ typedef struct gproc {
     char *exe;
     uint64_t bias;
     bool from_zero; /* the counters, when first walked, all belong to the coming interval */
+    bool opted_out; /* its environment refuses profiling: never read (docs/coroot.md) */
     int64_t last_ns;
     uint64_t visit;
     pfr_goheap_delta delta;
@@ -738,7 +740,12 @@ static void visit_exe(pfr_goheap *c, pid_t pid, const struct stat *st, int64_t n
             pfr_goheap_forget(c, pid); /* not mapped (yet): try again next time */
             return;
         }
+        /* once per process (and exec): its memory is neither read nor written if it refuses */
+        pfr_identity_consent_read(c->proc_root, pid, PFR_CONSENT_ENVIRON_MAX, &p->opted_out);
+        c->st.opted_out += p->opted_out;
     }
+    if (p->opted_out)
+        return;
     /* a walk holds its buckets and stacks: not while the recorder is over its memory budget */
     if (!pfr_membudget_allow(c->o.membudget, PFR_MEM_GOHEAP, WALK_COST_BYTES))
         return;

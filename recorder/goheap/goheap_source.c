@@ -334,6 +334,8 @@ static const pfr_metric_row goheap_metric_rows[] = {
     {"pfr_goheap_profiles_total", C, "Go heap profiles written", F(profiles)},
     {"pfr_goheap_process_visits_total", C,
      "visits of Go processes with symbols (one per process and collection)", F(go_processes)},
+    {"pfr_goheap_processes_opted_out_total", C,
+     "Go processes whose environment refuses profiling: their heap is never read", F(opted_out)},
     {"pfr_goheap_rates_forced_total", C, "MemProfileRate writes in force mode", F(rates_forced)},
     {"pfr_goheap_stripped_binaries_total", C, "Go executables skipped: no .symtab",
      F(stripped_binaries)},

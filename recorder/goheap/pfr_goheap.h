@@ -143,6 +143,7 @@ typedef struct pfr_goheap_stats {
     uint64_t collections;       /* pfr_goheap_collect calls */
     uint64_t processes_checked; /* process visits */
     uint64_t go_processes;      /* visits of Go processes with symbols */
+    uint64_t opted_out;         /* Go processes (and execs) refusing profiling: never read */
     uint64_t profiles;          /* profiles handed to the sink */
     uint64_t not_sampling;      /* visits skipped because MemProfileRate was 0 (ENABLED mode) */
     uint64_t rates_forced;      /* FORCE mode writes */

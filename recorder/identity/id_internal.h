@@ -65,7 +65,7 @@ void pfr_identity_meta_environ(struct id_meta *m, const char *buf, size_t len);
 
 /* The node agent's calcId for a runtime container: Kubernetes labels, then a Swarm task, then
  * Nomad's env, then Docker's name. Writes "" when the container has no id. (The agent's
- * "sandbox" name for a SANDBOX cgroup never applies: those have no runtime id.)
+ * "sandbox" name for a gVisor sandbox is set in m->container by the caller, id_worker.c.)
  * @return 0 or -ENAMETOOLONG (out ""). */
 int pfr_identity_calc(const struct id_meta *m, int64_t now_unix_s, char *out, size_t outlen);
 
@@ -156,6 +156,7 @@ struct id_entry {
     enum pfr_identity_state state;
     bool queued;         /* in the work queue or being worked on: not evictable */
     int pid;             /* the latest non-zero pid looked up with it */
+    int checked_pid;     /* SANDBOX: the last pid whose command line named no gVisor sandbox */
     unsigned attempts;   /* failed metadata attempts so far */
     int64_t next_try_ns; /* PENDING/FAILED: when to queue again (CLOCK_MONOTONIC) */
 };

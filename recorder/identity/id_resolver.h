@@ -22,6 +22,7 @@
 #define ID_OCI_MAX_BODY     (4u << 20)
 #define ID_PODS_MAX_BODY    (64u << 20)
 #define ID_ENVIRON_MAX_BODY (1u << 20)
+#define ID_CMDLINE_MAX_BODY (64u << 10)
 #define ID_TOKEN_MAX        (64u << 10)
 
 struct pfr_identity {

@@ -232,10 +232,50 @@ static int environ_meta(pfr_identity *id, int pid, struct id_meta *m)
                                  m->nomad_task, nid, sizeof(nid)) == 1;
 }
 
+/* ---- gVisor sandboxes ---- */
+
+/* The runtime id a gVisor sandbox's process names on its command line: 1 = rid set, 0 = the
+ * process is no sandbox (or gone). */
+static int gvisor_rid(pfr_identity *id, int pid, char *rid)
+{
+    if (pid <= 0 || !id->proc_root)
+        return 0;
+    char path[4096], *buf = NULL;
+    size_t len = 0;
+    if (pfr_identity_fmt(path, sizeof(path), "%s/%d/cmdline", id->proc_root, pid) != 0 ||
+        pfr_identity_read_file(path, ID_CMDLINE_MAX_BODY, &buf, &len) != 0)
+        return 0;
+    bool ok = pfr_identity_gvisor_rid(buf, len, rid);
+    free(buf);
+    return ok;
+}
+
+/* A sandbox's metadata: the agent asks Docker, then containerd, about the sandbox's id, and
+ * names it "sandbox" in its pod. 1 = cid is the answer, 0 = retry later. */
+static int resolve_sandbox(pfr_identity *id, const struct job *j, struct id_meta *m, char *cid,
+                           char *err, bool *not_sandbox)
+{
+    char rid[PFR_IDENTITY_RUNTIME_ID_LEN + 1];
+    if (!gvisor_rid(id, j->pid, rid)) {
+        *not_sandbox = true;
+        return 1; /* cid "": none, for this process */
+    }
+    if (!docker_meta(id, rid, m, err) && !oci_meta(id, rid, m, err)) {
+        if (!err[0])
+            snprintf(err, ERRLEN, "gVisor sandbox %.12s: no metadata", rid);
+        return 0;
+    }
+    if (m->pod[0])
+        snprintf(m->container, sizeof(m->container), "%s", PFR_IDENTITY_SANDBOX_NAME);
+    if (pfr_identity_calc(m, time(NULL), cid, PFR_IDENTITY_ID_MAX) != 0)
+        cid[0] = '\0';
+    return 1;
+}
+
 /* ---- one job ---- */
 
 /* 1 = cid is the answer ("" = none), 0 = metadata not had: retry later (err says why). */
-static int resolve(pfr_identity *id, const struct job *j, char *cid, char *err)
+static int resolve(pfr_identity *id, const struct job *j, char *cid, char *err, bool *not_sandbox)
 {
     const char *rid = j->cg.runtime_id;
     struct id_meta *m = calloc(1, sizeof(*m));
@@ -244,6 +284,11 @@ static int resolve(pfr_identity *id, const struct job *j, char *cid, char *err)
         return 0;
     }
     int found = 0;
+    if (j->cg.kind == PFR_IDENTITY_KIND_SANDBOX) {
+        found = resolve_sandbox(id, j, m, cid, err, not_sandbox);
+        free(m);
+        return found;
+    }
     if (j->cg.kubepods) {
         if (from_pods(id, rid, cid)) {
             free(m);
@@ -336,9 +381,14 @@ static void work_one(pfr_identity *id, struct id_entry *e)
     struct job j = {.cg = e->cg, .pid = e->pid};
     pthread_mutex_unlock(&id->mu);
     char cid[PFR_IDENTITY_ID_MAX] = "", err[ERRLEN] = "";
-    int found = resolve(id, &j, cid, err);
+    bool not_sandbox = false;
+    int found = resolve(id, &j, cid, err, &not_sandbox);
     pthread_mutex_lock(&id->mu);
     apply(id, e, found, cid, err);
+    if (not_sandbox) { /* another process of the cgroup may name it: see sandbox_recheck */
+        e->checked_pid = j.pid;
+        e->next_try_ns = pfr_clock_mono_ns() + id->retry_min_ns;
+    }
 }
 
 void *pfr_identity_worker_main(void *arg)

@@ -275,6 +275,12 @@ static void first_answer(pfr_identity *id, struct id_entry *e)
     case PFR_IDENTITY_KIND_TALOS:
         settle(e, e->cg.id);
         return;
+    case PFR_IDENTITY_KIND_SANDBOX:
+        /* a gVisor sandbox has its id on its command line: the thread reads it */
+        e->state = PFR_IDENTITY_NONE;
+        if (e->pid > 0 && pfr_identity_enqueue(id, e))
+            e->state = PFR_IDENTITY_PENDING;
+        return;
     default:
         if (!needs_runtime(e->cg.kind)) {
             e->state = PFR_IDENTITY_NONE;
@@ -288,6 +294,15 @@ static void first_answer(pfr_identity *id, struct id_entry *e)
     }
     e->state = PFR_IDENTITY_PENDING;
     pfr_identity_enqueue(id, e);
+}
+
+/* A pod-level cgroup of kubepods named no gVisor sandbox by the command line of the pid last
+ * asked: another of its processes may (the agent asks for each process until one does), at
+ * most once per retry_min. */
+static bool sandbox_recheck(const struct id_entry *e, int pid, int64_t now)
+{
+    return e->cg.kind == PFR_IDENTITY_KIND_SANDBOX && e->state == PFR_IDENTITY_NONE && !e->queued &&
+           pid > 0 && pid != e->checked_pid && now >= e->next_try_ns;
 }
 
 static void answer(const struct id_entry *e, pfr_identity_result *out)
@@ -315,6 +330,8 @@ void pfr_identity_lookup(pfr_identity *id, const char *cgroup, int pid, pfr_iden
             e->pid = pid;
         if ((e->state == PFR_IDENTITY_PENDING || e->state == PFR_IDENTITY_FAILED) && !e->queued &&
             now >= e->next_try_ns)
+            pfr_identity_enqueue(id, e);
+        else if (sandbox_recheck(e, pid, now))
             pfr_identity_enqueue(id, e);
         answer(e, out);
         pthread_mutex_unlock(&id->mu);

@@ -20,7 +20,9 @@
  *   - a CronJob's id /k8s-cronjob/<ns>/<job>/<container> is its own service name: Coroot's
  *     ContainerIdToServiceName only rewrites ids that start with "/k8s/".
  *   - a pod-level cgroup of kubepods (no runtime id), crio-conmon, a pause container ("POD" or
- *     no container name) and a Docker container without a name have no id.
+ *     no container name) and a Docker container without a name have no id; but a pod-level
+ *     cgroup whose process is a gVisor sandbox (runsc, its id on its command line) is
+ *     "/k8s/<ns>/<pod>/sandbox", from the runtime's metadata of that id.
  *   - podman / containerd containers outside Kubernetes have no id (the agent does not know them).
  *
  * Metadata sources of the resolver (all optional; each used only for the cgroups that need it):
@@ -77,7 +79,8 @@ enum pfr_identity_kind {
     PFR_IDENTITY_KIND_DOCKER,     /* a 64-char id seen as Docker's (also bare ids in kubepods) */
     PFR_IDENTITY_KIND_CRIO,       /* crio-<id> in kubepods */
     PFR_IDENTITY_KIND_CONTAINERD, /* cri-containerd-<id> / cri-containerd:<id> in kubepods */
-    PFR_IDENTITY_KIND_SANDBOX,    /* a kubepods cgroup without a container id (a pod's own) */
+    PFR_IDENTITY_KIND_SANDBOX,    /* a kubepods cgroup without a container id (a pod's own;
+                                     a gVisor sandbox's, named by its process's command line) */
     PFR_IDENTITY_KIND_LXC,        /* an LXC container: recognised, but Coroot gives it no id */
 };
 /* "plain", "unknown", "systemd", "talos", "docker", "crio", "containerd", "sandbox", "lxc". */
@@ -136,6 +139,60 @@ int pfr_identity_swarm_id(const char *task_name, const char *stack_namespace, co
  * @return 1 written, 0 if any part is NULL or empty (out ""), -ENAMETOOLONG. */
 int pfr_identity_nomad_id(const char *alloc_id, const char *group, const char *job, const char *ns,
                           const char *task, char *out, size_t outlen);
+
+/* ---- Consent, gVisor sandboxes, system services (pure but for the two reads named) ---- */
+
+/* A process opts out of profiling when its environment has COROOT_EBPF_PROFILING (the node
+ * agent's variable) or PFR_PROFILING whose value contains "disabled", as the agent reads it
+ * (proc/flags.go): NUL-ended "KEY=VALUE" entries, a last entry without its NUL ignored, the
+ * last entry of a key deciding. Read as a stream: feed any pieces of the text in order. */
+#define PFR_CONSENT_KEYS 2
+typedef struct pfr_identity_consent {
+    unsigned char state, key, cand; /* where in an entry; the key of its value; candidates */
+    size_t kpos, dpos;              /* characters of the key / of "disabled" matched */
+    bool off[PFR_CONSENT_KEYS];     /* per key: its last whole value contains "disabled" */
+} pfr_identity_consent;
+void pfr_identity_consent_init(pfr_identity_consent *c);
+void pfr_identity_consent_feed(pfr_identity_consent *c, const char *buf, size_t len);
+bool pfr_identity_consent_refused(const pfr_identity_consent *c);
+/* The same over one whole text. */
+bool pfr_identity_environ_opts_out(const char *buf, size_t len);
+/* Read at most max bytes of <proc_root>/<pid>/environ (proc_root NULL = /proc) through a 4 KiB
+ * buffer and say whether the process opts out (false when unreadable). A variable past max is
+ * not seen. @return 0 or a negative errno (open or read). */
+int pfr_identity_consent_read(const char *proc_root, int pid, size_t max, bool *opted_out);
+/* What the recorder reads of an environment at most: Linux allows a few MiB (a quarter of the
+ * stack limit), a Kubernetes pod's service variables take tens of KiB, most take a few. */
+#define PFR_CONSENT_ENVIRON_MAX (1u << 20)
+
+/* The runtime id of a gVisor sandbox from the text of its process's /proc/PID/cmdline (the
+ * node agent's registry.go, for a kubepods cgroup without a container id): with one trailing
+ * NUL dropped and split at NULs, the first argument ends with "runsc-sandbox" or "runsc" and
+ * the last one is the id. The agent takes any last argument holding 64 [a-z0-9] and asks its
+ * runtime about it, which knows only exact ids: here the last argument must be exactly that.
+ * @return true with rid (PFR_IDENTITY_RUNTIME_ID_LEN + 1 bytes) written, or false. */
+bool pfr_identity_gvisor_rid(const char *cmdline, size_t len, char *rid);
+/* The container name the agent gives a gVisor sandbox: "/k8s/<ns>/<pod>/sandbox". */
+#define PFR_IDENTITY_SANDBOX_NAME "sandbox"
+
+/* The node agent's default list of system services' unit name prefixes (containers/systemd.go
+ * systemServicePrefixes), comma-separated, as the system_service_prefixes setting's default. */
+#define PFR_IDENTITY_SYSTEM_SERVICE_PREFIXES                                                       \
+    "systemd-,dbus,getty,system-serial,system-getty,serial-getty,snapd,packagekit,"                \
+    "unattended-upgrades,multipathd,qemu-guest-agent,irqbalance,networkd-dispatcher,rpcbind"
+/* The unit the agent asks systemd about for a cgroup path: its first component that ends in
+ * ".service", else its last component ("/system.slice/system-getty.slice/getty@tty1.service"
+ * -> "getty@tty1.service"). @return 0 or -ENAMETOOLONG (out ""). */
+int pfr_identity_systemd_unit(const char *cgroup, char *out, size_t outlen);
+/* Whether the agent skips a systemd unit as a system service (its IsSystemService): its Type
+ * is "oneshot" or "dbus", its TriggeredBy (first unit) ends in ".timer", or its name starts
+ * with one of prefixes (comma-separated; NULL = the default list). type and triggered_by may
+ * be NULL (unknown: systemd was not asked). */
+bool pfr_identity_is_system_service(const char *unit, const char *type, const char *triggered_by,
+                                    const char *prefixes);
+/* Whether prefixes is a list the function above takes: comma-separated non-empty names of
+ * unit characters ([A-Za-z0-9:_.@\-]). 0, or -EINVAL with the reason in err. */
+int pfr_identity_prefixes_check(const char *prefixes, char *err, size_t errlen);
 
 /* ---- The resolver ---- */
 

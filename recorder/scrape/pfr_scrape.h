@@ -280,6 +280,7 @@ typedef struct pfr_scrape_stats {
     uint64_t local_probes;        /* /debug/pprof/ probes made */
     uint64_t local_other_netns;   /* candidates in another network namespace (last round) */
     uint64_t local_netns_skipped; /*   of which skipped: off, not permitted (last round) */
+    uint64_t local_opted_out;     /* of them, refusing profiling: never scraped (cumulative) */
     uint64_t netns_failures;      /* requests failed: no socket in the target's namespace */
     uint64_t netns_denied;        /* setns refused for lack of permission (then no more tries) */
     uint64_t netns_broken;        /* 1: the scrape thread could not return to its namespace */

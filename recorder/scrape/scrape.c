@@ -558,6 +558,7 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
     s->stats.local_processes = st.processes;
     s->stats.local_other_netns = st.other_netns;
     s->stats.local_netns_skipped = st.netns_skipped;
+    s->stats.local_opted_out += st.opted_out;
     s->stats.netns_failures += nsfail;
     pthread_mutex_unlock(&s->mu);
     check_netns(s);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pfr_identity.h"
 #include "scrape_elf.h"
 #include "scrape_local.h"
 #include "pfr_fsguard.h"
@@ -34,9 +35,10 @@ struct lproc {
     char exe_base[64];
     struct lport ports[MAX_PORTS];
     size_t nports;
-    int confirmed;  /* index in ports, or -1 */
-    uint64_t netns; /* inode of its network namespace when not ours, else 0 */
-    int netns_fd;   /* /proc/PID/ns/net when netns != 0, else -1 */
+    int confirmed;                /* index in ports, or -1 */
+    uint64_t netns;               /* inode of its network namespace when not ours, else 0 */
+    int netns_fd;                 /* /proc/PID/ns/net when netns != 0, else -1 */
+    bool consent_read, opted_out; /* its environment read; it refuses profiling: no scrape */
 };
 
 struct exe_verdict {
@@ -402,6 +404,13 @@ int pfr_scrape_local_scan(struct sc_local *l, const pfr_exe_list *exes,
             continue; /* not seen: dropped below */
         }
         p->seen = true;
+        if (!p->consent_read) { /* once per process: never probed nor scraped if it refuses */
+            pfr_identity_consent_read(l->proc_root, pid, PFR_CONSENT_ENVIRON_MAX, &p->opted_out);
+            p->consent_read = true;
+            st->opted_out += p->opted_out;
+        }
+        if (p->opted_out)
+            continue;
         if (!p->exe_base[0])
             exe_base(l->proc_root, pid, p->exe_base, sizeof(p->exe_base));
         update_ports(l, p);

@@ -40,6 +40,7 @@ struct sc_local_scan_stats {
     uint64_t other_netns;   /* of which in another network namespace */
     uint64_t netns_skipped; /* of those, skipped: off, not permitted, or no namespace fd */
     uint64_t bad_binaries;  /* executables that failed to parse */
+    uint64_t opted_out;     /* processes found refusing profiling (first seen): never probed */
 };
 
 /* ns (borrowed, may be NULL = skip other namespaces) says whether namespaces may be entered. */

@@ -70,6 +70,7 @@ struct seg_list {
 
 struct pfr_symbolizer {
     char *proc_root;
+    char *debug_dir;                 /* separate debug files, by build-id */
     struct pfr_fsguard *fsguard;     /* NULL: files opened directly */
     struct pfr_membudget *membudget; /* NULL: no budget */
     bool file_pending; /* the last file_for_map() was put off, not refused: frames of it are
@@ -118,9 +119,11 @@ struct pfr_symbolizer {
  * hold up to 3/4 of the bound; past that its least recent file goes back to probation. A file
  * parsed again after its eviction (its key is remembered, as 2Q's ghost list) enters protected
  * directly: it was not a file seen once. Room is made in this order: DWARF of probation files,
- * DWARF of protected files, probation files, protected files, each least recent first. So a
- * burst of new programs (each mapping files once) cycles through probation while the libraries
- * every process uses stay, and line tables go before symbols.
+ * DWARF of protected files, probation files, protected files, each least recent first, and in
+ * each segment the files cheapest to parse again for the room they free first (evict_class()).
+ * So a burst of new programs (each mapping files once) cycles through probation while the
+ * libraries every process uses stay, line tables go before symbols, and a few large tables
+ * passing through (a compiler's Go table, LLVM) evict each other, not the many small libraries.
  *
  * DWARF (libdw's inflated debug sections and line tables) is a separate, capped part of a file:
  * all files' DWARF together may take half of the bound, one file's at most the same, checked
@@ -134,6 +137,26 @@ enum { SEG_PROBATION, SEG_PROTECTED, NSEG };
 
 /* Steps of make_room(), in order. */
 enum { ROOM_COLD_DWARF, ROOM_HOT_DWARF, ROOM_COLD_FILES, ROOM_HOT_FILES };
+
+/* A file holding more than this share of the bound is large (evict_class()). */
+#define LARGE_SHARE 32
+
+/* Which files of a segment make room first (class 0, then 1, then 2), by what parsing one again
+ * costs for the room its eviction frees. A small file's parse is mostly fixed costs (open, ELF
+ * and section headers, notes), so it costs the most per byte; a symbol table's parse grows with
+ * its symbols (read, sorted), as its bytes do; a Go table is one section copied whole, read
+ * again at a few ns a byte. Measured beside a build and a browser on a loaded host: a library of
+ * 27 symbols 4.6 ms a parse (1.5 KB kept), libLLVM's 34,000 symbols 55 ms (550 KB), the Go
+ * compiler's 4.3 MB table 17 ms; with the cache held at 8 MiB by the memory budget and Go tools,
+ * compilers and LLVM passing through, plain LRU evicted ~250 small libraries (2.9 MB in all)
+ * over and over: 600 of 700 parses a round were theirs. */
+static int evict_class(const pfr_symbolizer *s, const struct pfr_sym_file *f)
+{
+    size_t large = s->bound / LARGE_SHARE;
+    if (pfr_sym_gopcln_bytes(f->gopcln) > large)
+        return 0;
+    return f->bytes > large ? 1 : 2;
+}
 
 static void seg_unlink(pfr_symbolizer *s, struct pfr_sym_file *f)
 {
@@ -255,13 +278,23 @@ static bool over(const pfr_symbolizer *s, size_t need)
     return s->cache_bytes + need > s->bound;
 }
 
+/* What all DWARF may hold now: half of the bound (max_dwarf is half of the setting). With the
+ * cache held near its floor by the memory budget, DWARF at half of the setting could take the
+ * whole bound: beside a build and a browser it held 5.7 of 8.2 MB, 51 files were left, and
+ * each DWARF load (inflating 0.4-10 MB of compressed sections) evicted symbol tables. */
+static size_t dwarf_cap(const pfr_symbolizer *s)
+{
+    return s->bound / 2 < s->max_dwarf ? s->bound / 2 : s->max_dwarf;
+}
+
 static bool over_dwarf(const pfr_symbolizer *s, size_t need)
 {
-    return s->dwarf_bytes + need > s->max_dwarf;
+    return s->dwarf_bytes + need > dwarf_cap(s);
 }
 
 /* Until need more bytes fit (DWARF bytes when dwarf_only), drop DWARF then files, coldest
- * first, up to step `last` (ROOM_*), never `keep` (in use by the caller). */
+ * first (files by evict_class() first), up to step `last` (ROOM_*), never `keep` (in use by
+ * the caller). */
 static void make_room(pfr_symbolizer *s, const struct pfr_sym_file *keep, size_t need,
                       bool dwarf_only, int last)
 {
@@ -271,18 +304,20 @@ static void make_room(pfr_symbolizer *s, const struct pfr_sym_file *keep, size_t
             continue;
         bool cold = step == ROOM_COLD_DWARF || step == ROOM_COLD_FILES;
         struct seg_list *l = &s->seg[cold ? SEG_PROBATION : SEG_PROTECTED];
-        for (struct pfr_sym_file *f = l->tail, *prev; f; f = prev) {
-            if (dwarf_only ? !over_dwarf(s, need) : !over(s, need))
-                return;
-            prev = f->prev;
-            if (f == keep)
-                continue;
-            if (!files) {
-                drop_dwarf(s, f, true);
-            } else {
-                remember_gone(s, f);
-                drop_file(s, f);
-                s->st.evictions++;
+        for (int cls = files ? 0 : 2; cls <= 2; cls++) {
+            for (struct pfr_sym_file *f = l->tail, *prev; f; f = prev) {
+                if (dwarf_only ? !over_dwarf(s, need) : !over(s, need))
+                    return;
+                prev = f->prev;
+                if (f == keep || (files && evict_class(s, f) > cls))
+                    continue;
+                if (!files) {
+                    drop_dwarf(s, f, true);
+                } else {
+                    remember_gone(s, f);
+                    drop_file(s, f);
+                    s->st.evictions++;
+                }
             }
         }
     }
@@ -346,6 +381,8 @@ static void reaccount(pfr_symbolizer *s, struct pfr_sym_file *f)
 void pfr_symbolizer_set_bound(pfr_symbolizer *s, size_t bytes)
 {
     s->bound = bytes && bytes < s->max_bytes ? bytes : s->max_bytes;
+    if (over_dwarf(s, 0))
+        make_room(s, NULL, 0, true, ROOM_HOT_DWARF);
     if (s->cache_bytes > s->bound)
         make_room(s, NULL, 0, false, ROOM_COLD_FILES);
 }
@@ -532,6 +569,56 @@ static void count_refusal(pfr_symbolizer *s, int reason)
         s->st.files_refused[reason]++;
 }
 
+static int open_debug_file(const pfr_symbolizer *s, const struct pfr_sym_file *f)
+{
+    if (f->info.id_kind != PFR_ELF_ID_GNU || f->info.id_len < 2)
+        return -1;
+    char hex[2 * PFR_ELF_MAX_BUILDID + 1], path[PATH_MAX];
+    pfr_sym_elf_id_hex(&f->info, hex, sizeof(hex));
+    if (snprintf(path, sizeof(path), "%s/%.2s/%s.debug", s->debug_dir, hex, hex + 2) >=
+        (int)sizeof(path))
+        return -1;
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static bool has_symtab(Elf *e)
+{
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(e, scn)) != NULL) /* counted by the precheck */
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+            return true;
+    return false;
+}
+
+/* The separate debug file of f, a file without .symtab (an installed -dbg or -dbgsym package,
+ * found by build-id), when it has the .symtab f lacks: open, as an ELF in *out; else -1. Its
+ * table names the functions .dynsym leaves out (a library's static functions: libc's malloc
+ * internals) at 16 bytes a symbol, where only its DWARF named them before: libc's is 10 MB
+ * inflated, more than the whole cache near the memory budget, read again and dropped in turn. */
+static int open_debug_symtab(pfr_symbolizer *s, const struct pfr_sym_file *f, Elf **out)
+{
+    *out = NULL;
+    if (f->info.has_symtab || f->info.is_go)
+        return -1;
+    int dfd = open_debug_file(s, f);
+    if (dfd < 0)
+        return -1;
+    struct pfr_sym_budget b = parse_budget(s);
+    Elf *de = NULL;
+    if (pfr_sym_elf_precheck(dfd, &b, s->err, sizeof(s->err)) == 0)
+        de = elf_begin(dfd, ELF_C_READ, NULL);
+    count_refusal(s, b.refused);
+    if (de && has_symtab(de)) {
+        *out = de;
+        return dfd;
+    }
+    if (de)
+        elf_end(de);
+    close(dfd);
+    return -1;
+}
+
 static void load_gopcln(pfr_symbolizer *s, struct pfr_sym_file *f, Elf *e, int fd)
 {
     size_t used = pfr_symfile_bytes(f);
@@ -568,12 +655,19 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
         free(f);
         return have;
     }
+    /* symbols from the debug file when it has the .symtab this one lacks (open_debug_symtab) */
+    Elf *de;
+    int dfd = open_debug_symtab(s, f, &de);
     /* room first, from cold files only, so the cache plus the table being built stays near the
      * bound (the estimate is an upper bound: clamped, it does not empty the cache for one file;
      * what is still over goes after the parse) */
-    size_t need = pfr_sym_elf_syms_estimate(e);
+    size_t need = pfr_sym_elf_syms_estimate(dfd >= 0 ? de : e);
     if (!pfr_membudget_allow(s->membudget, PFR_MEM_SYMBOLS, parse_cost(fd, f->info.is_go, need))) {
         s->file_pending = true; /* asked again later (file_for_map) */
+        if (dfd >= 0) {
+            elf_end(de);
+            close(dfd);
+        }
         elf_end(e);
         close(fd);
         free(f);
@@ -582,7 +676,22 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
     make_room(s, NULL, need < s->max_bytes / 8 ? need : s->max_bytes / 8, false, ROOM_COLD_FILES);
     make_fd_room(s);
     /* 16 bytes per symbol; the names stay in the file, read through fd when first looked up */
-    int rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
+    int rc = -ENOENT;
+    if (dfd >= 0) {
+        rc = pfr_sym_elf_read_syms_fd(de, dfd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
+        elf_end(de);
+        if (rc == 0 && f->syms.n) {
+            close(fd); /* its names, and its DWARF, are the debug file's */
+            fd = dfd;
+        } else {
+            pfr_sym_elf_syms_free(&f->syms);
+            close(dfd);
+            b = parse_budget(s);
+            rc = -ENOENT;
+        }
+    }
+    if (rc == -ENOENT)
+        rc = pfr_sym_elf_read_syms_fd(e, fd, &f->syms, s->max_bytes, &b, s->err, sizeof(s->err));
     count_refusal(s, b.refused ? b.refused : f->info.refused);
     /* Go: names of a stripped binary, lines when there is no DWARF to get them from */
     if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
@@ -698,16 +807,6 @@ static struct pfr_sym_file *vdso_file(pfr_symbolizer *s)
 
 /* ---- DWARF ---- */
 
-static int open_debug_file(const struct pfr_sym_file *f)
-{
-    if (f->info.id_kind != PFR_ELF_ID_GNU || f->info.id_len < 2)
-        return -1;
-    char hex[2 * PFR_ELF_MAX_BUILDID + 1], path[sizeof(hex) + sizeof(DEBUG_DIR) + 16];
-    pfr_sym_elf_id_hex(&f->info, hex, sizeof(hex));
-    snprintf(path, sizeof(path), "%s/%.2s/%s.debug", DEBUG_DIR, hex, hex + 2);
-    return open(path, O_RDONLY | O_CLOEXEC);
-}
-
 /* DWARF bytes of the files in use (the protected segment), f's own excepted. */
 static size_t hot_dwarf_bytes(const pfr_symbolizer *s, const struct pfr_sym_file *f)
 {
@@ -746,7 +845,8 @@ static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
         count_refusal(s, PFR_REFUSED_TOO_BIG);
         return -EFBIG;
     }
-    if (grown > s->max_dwarf || hot_dwarf_bytes(s, f) > s->max_dwarf - grown) {
+    size_t cap = dwarf_cap(s);
+    if (grown > cap || hot_dwarf_bytes(s, f) > cap - grown) {
         s->st.dwarf_no_room++;
         return -ENOSPC;
     }
@@ -799,7 +899,7 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
     }
     if (rc == -ENODATA || fd < 0) {
         /* no DWARF in the file: a separate debug file installed on the host (-dbgsym) */
-        int dfd = open_debug_file(f);
+        int dfd = open_debug_file(s, f);
         if (dfd >= 0) {
             rc = open_dwarf(s, f, dfd);
             close(dfd);
@@ -1147,7 +1247,10 @@ int pfr_symbolizer_new(const pfr_sym_opts *opts, pfr_symbolizer **out)
         return -ENOMEM;
     const char *root = opts && opts->proc_root ? opts->proc_root : "/proc";
     s->proc_root = strdup(root);
-    if (!s->proc_root) {
+    s->debug_dir = strdup(opts && opts->debug_dir ? opts->debug_dir : DEBUG_DIR);
+    if (!s->proc_root || !s->debug_dir) {
+        free(s->proc_root);
+        free(s->debug_dir);
         free(s);
         return -ENOMEM;
     }
@@ -1200,6 +1303,7 @@ void pfr_symbolizer_free(pfr_symbolizer *s)
     pfr_sym_strpool_free(&s->path_pool);
     pfr_sym_kallsyms_free(&s->ksyms);
     free(s->proc_root);
+    free(s->debug_dir);
     free(s);
 }
 

@@ -30,8 +30,11 @@ struct pfr_fsguard;
 struct pfr_membudget;
 
 typedef struct pfr_sym_opts {
-    size_t max_cache_bytes;  /* bound on cached symbol data; 0 = 32 MiB */
-    const char *proc_root;   /* "/proc" unless testing */
+    size_t max_cache_bytes; /* bound on cached symbol data; 0 = 32 MiB */
+    const char *proc_root;  /* "/proc" unless testing */
+    /* separate debug files by build-id (XX/YYYY.debug): their .symtab names the functions of a
+     * file without one, their DWARF gives its lines; NULL: "/usr/lib/debug/.build-id" */
+    const char *debug_dir;
     bool no_dwarf;           /* skip file:line lookup */
     bool no_perf_maps;       /* leave JIT code unnamed rather than read /tmp/perf-PID.map */
     int64_t parse_budget_ns; /* time budget of one file's parse (symbols, DWARF index); 0 = 2 s */

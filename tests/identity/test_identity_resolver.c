@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "id_testdir.h"
 #include "id_testsrv.h"
 #include "pfr_identity.h"
 
@@ -41,53 +41,23 @@
 
 /* ---- scaffolding ---- */
 
-static char tmpdir[64];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/pfr-identity-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return id_testdir_setup("identity");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return id_testdir_teardown();
 }
 
-static const char *tpath(const char *rel)
-{
-    static char buf[8][512];
-    static int i;
-    char *b = buf[i++ % 8];
-    snprintf(b, 512, "%s/%s", tmpdir, rel);
-    return b;
-}
+#define tpath id_testdir_path
 
-/* Write rel (under tmpdir) with its parent directories. */
 static void put_file(const char *rel, const char *content)
 {
-    char p[512];
-    snprintf(p, sizeof(p), "%s/%s", tmpdir, rel);
-    for (char *s = strchr(p + strlen(tmpdir) + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        mkdir(p, 0755);
-        *s = '/';
-    }
-    char tmp[520];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(content, f);
-    fclose(f);
-    assert_int_equal(rename(tmp, p), 0); /* whole files only: the resolver reads concurrently */
+    id_testdir_put(rel, content, strlen(content));
 }
 
 static void sleep_ms(int ms)

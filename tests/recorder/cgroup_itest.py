@@ -19,7 +19,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -176,16 +175,7 @@ def main():
     ap.add_argument("--dump", required=True)
     ap.add_argument("--v1", choices=["cpu", "name=systemd"],
                     help="the v1 hierarchy (default: cpu where mounted, else name=systemd)")
-    args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="pfr-cgroup-")
-    try:
-        test(args, tmp)
-    except Exception as e:  # a crash of the harness is a failure with its reason
-        ri.FAILURES.append(repr(e))
-        print("ERROR: %r" % e, flush=True)
-    finally:
-        ri.kill_all(ri.LIVE)
-    return ri.verdict(tmp)
+    return ri.run_in_tmp(test, ap.parse_args(), "pfr-cgroup-")
 
 
 if __name__ == "__main__":

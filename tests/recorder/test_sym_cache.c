@@ -297,6 +297,45 @@ static void test_bound(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* Near the memory budget (a bound well below the setting) with more large tables in use than fit,
+ * the large ones evict each other and the many small libraries every process maps stay: plain
+ * LRU evicted the small ones, used before the large, each round. */
+static void test_large_go_first(void **state)
+{
+    (void)state;
+    enum { NSMALL = 8, NLARGE = 8, ROUNDS = 3 };
+    const size_t bound = 400u << 10; /* the large files (~64 KB each) fill it 1.3 times */
+    char path[400], tag[32];
+    for (int i = 0; i < NSMALL + NLARGE; i++) {
+        bool small = i < NSMALL;
+        snprintf(tag, sizeof(tag), "%s%d", small ? "sm" : "lg", i);
+        snprintf(path, sizeof(path), "%s/%s.so", tmpdir, tag);
+        gen_elf(path, tag, 700 + (unsigned)i, small ? 100 : 4000); /* ~2 KB or ~64 KB */
+        fake_proc(700 + i, path);
+    }
+    pfr_symbolizer *s = new_sym(4u << 20);
+    pfr_symbolizer_set_bound(s, bound);
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < NSMALL + NLARGE; i++) {
+            snprintf(tag, sizeof(tag), "%s%d", i < NSMALL ? "sm" : "lg", i);
+            assert_int_equal(pfr_symbolizer_add_process(s, 700 + i), 0);
+            expect_fn(s, 700 + i, tag, (size_t)round);
+            assert_true(stats(s).cache_bytes <= bound);
+        }
+    }
+    pfr_sym_stats st = stats(s);
+    assert_true(st.reparses >= NLARGE); /* the pressure was real: large files came back */
+    /* each small file was parsed once: every parse past the first round was of a large one */
+    assert_int_equal(st.files_parsed - st.reparses, NSMALL + NLARGE);
+    uint64_t parsed = st.files_parsed;
+    for (int i = 0; i < NSMALL; i++) {
+        snprintf(tag, sizeof(tag), "sm%d", i);
+        expect_fn(s, 700 + i, tag, 99);
+    }
+    assert_int_equal(stats(s).files_parsed, parsed);
+    pfr_symbolizer_free(s);
+}
+
 /* ---- names stay in the files ---- */
 
 /* A parsed file costs 16 bytes a symbol, plus the names looked up, no more. */
@@ -567,6 +606,75 @@ static void test_dwarf_no_room(void **state)
     pfr_symbolizer_free(s);
 }
 
+/* DWARF may hold half of the bound the memory budget sets, not half of the setting: lowered
+ * under what a file in use holds, its DWARF goes at once, its symbols and the lines already
+ * found stay; the setting's bound gives the room back. */
+static void test_dwarf_follows_bound(void **state)
+{
+    (void)state;
+    fake_proc(620, prog);
+    int64_t line;
+    size_t dwarf = prog_dwarf_in_use(620, &line);
+    pfr_sym_frame fr[4];
+    pfr_symbolizer *s = new_sym(64u << 20);
+    assert_int_equal(pfr_symbolizer_add_process(s, 620), 0);
+    sym_prog(s, 620, fr);
+    sym_prog(s, 620, fr); /* used again: in use (protected) */
+    assert_int_equal(stats(s).dwarf_bytes, dwarf);
+    pfr_symbolizer_set_bound(s, dwarf + dwarf / 2); /* room for it all, not under half */
+    pfr_sym_stats st = stats(s);
+    assert_int_equal(st.dwarf_bytes, 0);
+    assert_int_equal(st.dwarf_evictions, 1);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.files_cached, 1);
+    sym_prog(s, 620, fr);
+    assert_int_equal(fr[0].line, line); /* from the memo */
+    assert_int_equal(stats(s).dwarf_loads, 1);
+    pfr_symbolizer_set_bound(s, 0);
+    assert_int_equal(stats(s).bound_bytes, 64u << 20);
+    pfr_symbolizer_free(s);
+}
+
+/* A stripped file (no .symtab) whose debug file is installed, found by build-id: its functions
+ * are named from the debug file's .symtab (16 bytes a symbol, no DWARF needed), its lines come
+ * from the debug file's DWARF; without the debug file the same frame is module+offset. */
+static void test_debug_file_symtab(void **state)
+{
+    (void)state;
+    char stripped[400], dir[400], sub[420], dbg[520], cmd[2400];
+    snprintf(stripped, sizeof(stripped), "%s/prog2.stripped", tmpdir);
+    snprintf(dir, sizeof(dir), "%s/debug", tmpdir);
+    snprintf(sub, sizeof(sub), "%s/5e", dir); /* prog2's build-id: 5eed 5eed ... */
+    mkdir(dir, 0755);
+    mkdir(sub, 0755);
+    snprintf(dbg, sizeof(dbg), "%s/ed5eed5eed5eed5eed5eed5eed5eed5eed5eed.debug", sub);
+    snprintf(cmd, sizeof(cmd), "objcopy --only-keep-debug %s %s && strip --strip-all -o %s %s",
+             prog2, dbg, stripped, prog2);
+    assert_int_equal(system(cmd), 0);
+    fake_proc(630, stripped);
+    pfr_sym_frame fr[4];
+    char nodir[400];
+    snprintf(nodir, sizeof(nodir), "%s/no-debug", tmpdir);
+    for (int run = 0; run < 3; run++) { /* no debug file; its symbols alone; with its DWARF */
+        pfr_symbolizer *s;
+        pfr_sym_opts o = {.max_cache_bytes = 32u << 20,
+                          .proc_root = root,
+                          .debug_dir = run ? dir : nodir,
+                          .no_dwarf = run < 2};
+        assert_int_equal(pfr_symbolizer_new(&o, &s), 0);
+        assert_int_equal(pfr_symbolizer_add_process(s, 630), 0);
+        if (run == 0) {
+            assert_int_equal(pfr_symbolize_user(s, 630, MAP_START + prog_fn + 8, fr, 4), 1);
+            assert_non_null(strstr(fr[0].function, "prog2.stripped+0x"));
+        } else {
+            sym_prog(s, 630, fr); /* named target_fn */
+            assert_true(run == 1 ? fr[0].line == 0 : fr[0].line > 0);
+            assert_int_equal(stats(s).dwarf_loads, run == 2);
+        }
+        pfr_symbolizer_free(s);
+    }
+}
+
 /* When room is needed, DWARF goes before symbols, and the frames already worked out keep their
  * lines without reading DWARF again. */
 static void test_dwarf_dropped_first(void **state)
@@ -657,12 +765,15 @@ int main(void)
         cmocka_unit_test(test_hot_survives_cold_stream),
         cmocka_unit_test(test_reparse_counted),
         cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_large_go_first),
         cmocka_unit_test(test_compact_accounting),
         cmocka_unit_test(test_file_changed_after_parse),
         cmocka_unit_test(test_dwarf_cap),
         cmocka_unit_test(test_dwarf_outgrown),
         cmocka_unit_test(test_dwarf_dropped_first),
         cmocka_unit_test(test_dwarf_no_room),
+        cmocka_unit_test(test_dwarf_follows_bound),
+        cmocka_unit_test(test_debug_file_symtab),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

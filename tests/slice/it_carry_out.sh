@@ -33,6 +33,10 @@ while kill -0 "$WRITER" 2>/dev/null; do
     "$SLICE_CHECK" "$T/out/all.db" >"$T/all.check" || fail "a slice cut while recording does not check"
     [ "$alive" = 1 ] && [ "$during" = 0 ] && cp "$T/all.check" "$T/all-during.check"
     during=$((during + alive)) n=$((n + 1))
+    # six exports cut while it appends prove the case (as in slice_unit); more only took CPU
+    # from the writer, each reading the whole ring (29 rounds: the test took 171 s of CPU in the
+    # sanitized tree, 147 s with six)
+    [ "$during" -lt 6 ] || break
 done
 wait "$WRITER" || fail "the second writer failed"
 [ "$during" -ge 2 ] || fail "only $during of $n exports ran while the writer appended"
