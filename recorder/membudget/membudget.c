@@ -12,6 +12,8 @@
 struct pfr_membudget {
     uint64_t budget;  /* bytes; 0 = off */
     char statm[256];  /* where the resident set is read */
+    int statm_fd;     /* ... kept open (-1 until the first read): read again from its start, so
+                       * a measure every second costs one syscall, not three */
     uint64_t page;    /* bytes a page */
     atomic_int level; /* enum pfr_mem_level */
     atomic_uint_fast64_t rss, peak, over;
@@ -37,6 +39,7 @@ int pfr_membudget_new(uint64_t budget_bytes, const char *statm_path, pfr_membudg
     if (!b)
         return -ENOMEM;
     b->budget = budget_bytes;
+    b->statm_fd = -1;
     snprintf(b->statm, sizeof(b->statm), "%s", statm_path ? statm_path : "/proc/self/statm");
     long page = sysconf(_SC_PAGESIZE);
     b->page = page > 0 ? (uint64_t)page : 4096;
@@ -46,21 +49,27 @@ int pfr_membudget_new(uint64_t budget_bytes, const char *statm_path, pfr_membudg
 
 void pfr_membudget_free(pfr_membudget *b)
 {
+    if (!b)
+        return;
+    if (b->statm_fd >= 0)
+        close(b->statm_fd);
     free(b);
 }
 
 /* The resident set in bytes (statm's second field, in pages), or -errno. */
-static int64_t read_rss(const pfr_membudget *b)
+static int64_t read_rss(pfr_membudget *b)
 {
-    int fd = open(b->statm, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (b->statm_fd < 0 && (b->statm_fd = open(b->statm, O_RDONLY | O_CLOEXEC)) < 0)
         return -errno;
     char buf[128];
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    int e = errno;
-    close(fd);
-    if (n <= 0)
-        return n < 0 ? -e : -EINVAL;
+    /* procfs renders the file again for a read at offset 0 */
+    ssize_t n = pread(b->statm_fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) {
+        int e = n < 0 ? errno : EINVAL;
+        close(b->statm_fd);
+        b->statm_fd = -1; /* opened again at the next measure */
+        return -e;
+    }
     buf[n] = '\0';
     unsigned long long size, resident;
     if (sscanf(buf, "%llu %llu", &size, &resident) != 2)

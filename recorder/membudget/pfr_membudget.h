@@ -44,8 +44,9 @@ typedef struct pfr_membudget_stats {
     uint64_t refused[PFR_MEM_NUSERS];
 } pfr_membudget_stats;
 
-/* budget_bytes 0: off. statm_path NULL: "/proc/self/statm" (a test gives its own).
- * @return 0 or -ENOMEM. */
+/* budget_bytes 0: off. statm_path NULL: "/proc/self/statm" (a test gives its own). The file is
+ * opened at the first measure and kept open (read again from its start each time; opened again
+ * after a read that fails or yields nothing). @return 0 or -ENOMEM. */
 int pfr_membudget_new(uint64_t budget_bytes, const char *statm_path, pfr_membudget **out);
 void pfr_membudget_free(pfr_membudget *b);
 

@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_DEPTH 16
+#define MAX_DEPTH      16
+#define MAX_KEPT_FILES 512
 
 int pfr_trig_cgroup2_root(const char *mountinfo_path, char *out, size_t outlen)
 {
@@ -51,6 +53,60 @@ ssize_t pfr_trig_read_file(const char *root, const char *path, const char *file,
     return n;
 }
 
+void pfr_trig_fds_init(pfr_trig_fds *fds)
+{
+    struct rlimit rl;
+    fds->open = 0;
+    fds->max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                   ? (size_t)rl.rlim_cur / 8
+                   : MAX_KEPT_FILES;
+    if (fds->max > MAX_KEPT_FILES)
+        fds->max = MAX_KEPT_FILES;
+}
+
+void pfr_trig_file_close(pfr_trig_file *f, pfr_trig_fds *fds)
+{
+    if (!f->open)
+        return;
+    close(f->fd);
+    f->open = false;
+    fds->open--;
+}
+
+static ssize_t read_kept(pfr_trig_file *f, char *buf, size_t cap)
+{
+    ssize_t n = pread(f->fd, buf, cap - 1, 0);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    return n;
+}
+
+ssize_t pfr_trig_file_read(pfr_trig_file *f, pfr_trig_fds *fds, const char *root, const char *path,
+                           const char *name, char *buf, size_t cap)
+{
+    if (f->open) {
+        ssize_t n = read_kept(f, buf, cap);
+        if (n > 0)
+            return n;
+        pfr_trig_file_close(f, fds); /* the cgroup went, or the file changed: open it again */
+    }
+    if (fds->open >= fds->max)
+        return pfr_trig_read_file(root, path, name, buf, cap);
+    char p[8192];
+    snprintf(p, sizeof(p), "%s%s/%s", root, strcmp(path, "/") ? path : "", name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    f->fd = fd;
+    f->open = true;
+    fds->open++;
+    ssize_t n = read_kept(f, buf, cap);
+    if (n <= 0)
+        pfr_trig_file_close(f, fds);
+    return n;
+}
+
 size_t pfr_trig_cgroup_pids(const char *root, const char *path, int32_t *pids, size_t max)
 {
     char buf[4096];
@@ -77,6 +133,15 @@ static pfr_trig_cgroup *find(pfr_trig_cgroups *c, uint64_t ino)
     return NULL;
 }
 
+static void forget(pfr_trig_cgroups *c, pfr_trig_cgroup *g)
+{
+    pfr_trig_file_close(&g->cpu_file, &c->fds);
+    pfr_trig_file_close(&g->mem_file, &c->fds);
+    pfr_trig_file_close(&g->events_file, &c->fds);
+    free(g->path);
+    g->path = NULL;
+}
+
 static int add(pfr_trig_cgroups *c, uint64_t ino, const char *path)
 {
     pfr_trig_cgroup *g = find(c, ino);
@@ -85,7 +150,7 @@ static int add(pfr_trig_cgroups *c, uint64_t ino, const char *path)
         return 0;
     }
     if (g) { /* the inode now names another cgroup */
-        free(g->path);
+        forget(c, g);
         memset(g, 0, sizeof(*g));
     } else {
         if (c->n == c->cap) {
@@ -135,7 +200,9 @@ static int walk(pfr_trig_cgroups *c, const char *path, int depth, size_t max, si
             rc = add(c, (uint64_t)st.st_ino, sub);
             (*count)++;
         }
-        if (rc == 0 && depth < MAX_DEPTH)
+        /* a directory's link count is 2 + its subdirectories (cgroupfs, like ext4 and tmpfs):
+         * a leaf cgroup, most of them, is not opened and listed (btrfs says 1: walked) */
+        if (rc == 0 && depth < MAX_DEPTH && st.st_nlink != 2)
             rc = walk(c, sub, depth + 1, max, count);
     }
     closedir(d);
@@ -154,7 +221,7 @@ int pfr_trig_cgroups_scan(pfr_trig_cgroups *c, size_t max_cgroups)
         if (c->v[i].found)
             c->v[k++] = c->v[i];
         else
-            free(c->v[i].path);
+            forget(c, &c->v[i]);
     }
     c->n = k;
     return rc;
@@ -163,7 +230,7 @@ int pfr_trig_cgroups_scan(pfr_trig_cgroups *c, size_t max_cgroups)
 void pfr_trig_cgroups_free(pfr_trig_cgroups *c)
 {
     for (size_t i = 0; i < c->n; i++)
-        free(c->v[i].path);
+        forget(c, &c->v[i]);
     free(c->v);
     c->v = NULL;
     c->n = c->cap = 0;

@@ -101,6 +101,28 @@ uint64_t pfr_trig_bpf_lost(pfr_trig_bpf *b);
  * Returns 0 or -ENOENT. */
 int pfr_trig_cgroup2_root(const char *mountinfo_path, char *out, size_t outlen);
 
+/* A pressure or events file kept open between readings: procfs and cgroupfs render such a file
+ * again for a read at offset 0, so a reading every few seconds costs one syscall, not three. */
+typedef struct pfr_trig_file {
+    bool open;
+    int fd;
+} pfr_trig_file;
+
+/* How many files may be kept open at once (a share of the descriptors the process may have). */
+typedef struct pfr_trig_fds {
+    size_t open, max;
+} pfr_trig_fds;
+
+/* max from the soft RLIMIT_NOFILE (an eighth of it, at most 512). */
+void pfr_trig_fds_init(pfr_trig_fds *fds);
+
+/* Read root + path + "/" + name into buf (NUL-terminated) through f: its kept descriptor when it
+ * has one (opened again once when a read through it fails), else opened now and kept while
+ * fds allows. Returns the length or a negative errno (f then closed). */
+ssize_t pfr_trig_file_read(pfr_trig_file *f, pfr_trig_fds *fds, const char *root, const char *path,
+                           const char *name, char *buf, size_t cap);
+void pfr_trig_file_close(pfr_trig_file *f, pfr_trig_fds *fds);
+
 /* A cgroup holding processes, whose pressure is watched; its state survives rescans. */
 typedef struct pfr_trig_cgroup {
     uint64_t ino; /* its directory's inode: the cgroup id */
@@ -110,16 +132,19 @@ typedef struct pfr_trig_cgroup {
     bool high_known;      /* ... read at least once */
     int64_t last_heap_ns; /* monotonic time of its last heap request, 0 = none */
     bool found;           /* seen by the scan in progress */
+    pfr_trig_file cpu_file, mem_file, events_file; /* cpu.pressure, memory.pressure, .events */
 } pfr_trig_cgroup;
 
 typedef struct pfr_trig_cgroups {
     char root[4096];
     pfr_trig_cgroup *v;
     size_t n, cap;
+    pfr_trig_fds fds; /* the files kept open, the host's pressure files' too */
 } pfr_trig_cgroups;
 
 /* Find the cgroups under root that hold processes (at most max_cgroups, the root itself not
- * included), keeping the state of those seen before. Returns 0 or a negative errno. */
+ * included), keeping the state of those seen before (the files of those gone are closed).
+ * Returns 0 or a negative errno. */
 int pfr_trig_cgroups_scan(pfr_trig_cgroups *c, size_t max_cgroups);
 void pfr_trig_cgroups_free(pfr_trig_cgroups *c);
 

@@ -16,9 +16,10 @@
 #include "pfr_clock.h"
 #include "trig_internal.h"
 
-#define RESCAN_NS     (5 * 1000000000LL) /* how often the cgroups holding processes are found */
-#define MAX_CGROUPS   1024               /* watched at most (the first found) */
-#define MAX_HEAP_PIDS 64                 /* a heap request's processes */
+#define RESCAN_NS     (5 * 1000000000LL)  /* how often the cgroups holding processes are found */
+#define MAX_CGROUPS   1024                /* watched at most (the first found) */
+#define MAX_HEAP_PIDS 64                  /* a heap request's processes */
+#define MAX_WAIT_NS   (10 * 1000000000LL) /* the longest sleep with nothing due */
 
 static const char *const signal_names[] = {
     [4] = "SIGILL", [6] = "SIGABRT", [7] = "SIGBUS", [8] = "SIGFPE", [11] = "SIGSEGV"};
@@ -31,6 +32,7 @@ struct pfr_triggers {
     pfr_trig_bpf *bpf;
     pfr_trig_cgroups cgroups;
     pfr_trig_sustain host_cpu, host_mem;
+    pfr_trig_file host_cpu_file, host_mem_file; /* kept open (cgroups.fds counts them) */
     int wake_fd;
     pthread_t thread;
     bool started;
@@ -175,12 +177,12 @@ static void pressure_event(pfr_triggers *t, enum pfr_trig_level lv, enum pfr_pin
 /* One pressure file: read, tracked, and an event when it fires or holds. Returns the level's
  * state (QUIET when unreadable). */
 static enum pfr_trig_level check_psi(pfr_triggers *t, const char *root, const char *path,
-                                     const char *file, pfr_trig_sustain *s, enum pfr_pin_kind kind,
-                                     bool is_cgroup)
+                                     const char *file, pfr_trig_file *f, pfr_trig_sustain *s,
+                                     enum pfr_pin_kind kind, bool is_cgroup)
 {
     char buf[512];
     pfr_psi psi;
-    ssize_t n = pfr_trig_read_file(root, path, file, buf, sizeof(buf));
+    ssize_t n = pfr_trig_file_read(f, &t->cgroups.fds, root, path, file, buf, sizeof(buf));
     if (n <= 0 || pfr_trig_psi_parse(buf, (size_t)n, &psi) != 0)
         return PFR_TRIG_QUIET;
     bool cpu = kind == PFR_PIN_PRESSURE_CPU;
@@ -216,7 +218,8 @@ static bool high_rose(pfr_triggers *t, pfr_trig_cgroup *g)
 {
     char buf[512];
     uint64_t high;
-    ssize_t n = pfr_trig_read_file(t->cgroups.root, g->path, "memory.events", buf, sizeof(buf));
+    ssize_t n = pfr_trig_file_read(&g->events_file, &t->cgroups.fds, t->cgroups.root, g->path,
+                                   "memory.events", buf, sizeof(buf));
     if (n <= 0 || pfr_trig_memory_events_high(buf, (size_t)n, &high) != 0)
         return false;
     bool rose = g->high_known && high > g->high;
@@ -230,8 +233,10 @@ static void check_pressure(pfr_triggers *t)
     if (t->cfg.pressure) {
         char root[1100];
         snprintf(root, sizeof(root), "%s/pressure", t->proc_root);
-        check_psi(t, root, "/", "cpu", &t->host_cpu, PFR_PIN_PRESSURE_CPU, false);
-        check_psi(t, root, "/", "memory", &t->host_mem, PFR_PIN_PRESSURE_MEMORY, false);
+        check_psi(t, root, "/", "cpu", &t->host_cpu_file, &t->host_cpu, PFR_PIN_PRESSURE_CPU,
+                  false);
+        check_psi(t, root, "/", "memory", &t->host_mem_file, &t->host_mem, PFR_PIN_PRESSURE_MEMORY,
+                  false);
     }
     if (!t->cgroups.root[0] || (!t->cfg.pressure_cgroups && !t->cfg.heap_on_memory_pressure))
         return;
@@ -239,9 +244,9 @@ static void check_pressure(pfr_triggers *t)
         pfr_trig_cgroup *g = &t->cgroups.v[i];
         enum pfr_trig_level mem = PFR_TRIG_QUIET;
         if (t->cfg.pressure_cgroups) {
-            check_psi(t, t->cgroups.root, g->path, "cpu.pressure", &g->cpu, PFR_PIN_PRESSURE_CPU,
-                      true);
-            mem = check_psi(t, t->cgroups.root, g->path, "memory.pressure", &g->mem,
+            check_psi(t, t->cgroups.root, g->path, "cpu.pressure", &g->cpu_file, &g->cpu,
+                      PFR_PIN_PRESSURE_CPU, true);
+            mem = check_psi(t, t->cgroups.root, g->path, "memory.pressure", &g->mem_file, &g->mem,
                             PFR_PIN_PRESSURE_MEMORY, true);
         }
         if (high_rose(t, g) || mem == PFR_TRIG_FIRE)
@@ -274,7 +279,9 @@ static int poll_timeout_ms(pfr_triggers *t, int64_t next_psi_mono)
     pthread_mutex_lock(&t->lock);
     int64_t due = pfr_trig_coalescer_next_due(t->co);
     pthread_mutex_unlock(&t->lock);
-    int64_t wait = 1000000000LL; /* at least once a second */
+    /* nothing else to wake for: the eventfd brings requests and the stop, the BPF ring buffer
+     * deaths; the cap only bounds a request's delay after a step of the wall clock */
+    int64_t wait = MAX_WAIT_NS;
     if (next_psi_mono != INT64_MAX && next_psi_mono - pfr_clock_mono_ns() < wait)
         wait = next_psi_mono - pfr_clock_mono_ns();
     if (due != INT64_MAX && due - pfr_clock_real_ns() < wait)
@@ -309,11 +316,12 @@ static void *run(void *arg)
         if (t->bpf)
             pfr_trig_bpf_consume(t->bpf);
         int64_t now = pfr_clock_mono_ns();
-        if (cgroups && now >= next_scan) {
-            pfr_trig_cgroups_scan(&t->cgroups, MAX_CGROUPS);
-            next_scan = now + RESCAN_NS;
-        }
         if (now >= next_psi) {
+            /* the scan with the first reading after RESCAN_NS: one wake-up for both */
+            if (cgroups && now >= next_scan) {
+                pfr_trig_cgroups_scan(&t->cgroups, MAX_CGROUPS);
+                next_scan = now + RESCAN_NS;
+            }
             check_pressure(t);
             next_psi = now + t->cfg.pressure_poll_ns;
         }
@@ -340,6 +348,8 @@ void pfr_triggers_free(pfr_triggers *t)
     if (t->co)
         deliver_due(t, INT64_MAX); /* every pending request, its window cut short */
     pfr_trig_bpf_free(t->bpf);
+    pfr_trig_file_close(&t->host_cpu_file, &t->cgroups.fds);
+    pfr_trig_file_close(&t->host_mem_file, &t->cgroups.fds);
     pfr_trig_cgroups_free(&t->cgroups);
     pfr_trig_coalescer_free(t->co);
     pfr_service_rules_free(&t->rules);
@@ -361,6 +371,7 @@ int pfr_triggers_new(const pfr_triggers_env *env, const pfr_triggers_hooks *hook
     t->hooks = *hooks;
     t->identity = env->identity;
     t->wake_fd = -1;
+    pfr_trig_fds_init(&t->cgroups.fds);
     pthread_mutex_init(&t->lock, NULL);
     snprintf(t->proc_root, sizeof(t->proc_root), "%s", env->proc_root ? env->proc_root : "/proc");
     int rc = pfr_service_rules_copy(&t->rules, env->rules);

@@ -80,7 +80,10 @@ static void measured(void **state)
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
     pfr_membudget_stats_get(b, &st);
     assert_int_equal(st.peak_bytes, 70 * MiB / page * page);
-    /* unreadable: the level stays */
+    /* unreadable (the descriptor is kept: an empty read), then gone: the level stays */
+    fclose(fopen(path, "w"));
+    assert_true(pfr_membudget_update(b) < 0);
+    assert_int_equal(pfr_membudget_level(b), PFR_MEM_OK);
     unlink(path);
     assert_true(pfr_membudget_update(b) < 0);
     assert_int_equal(pfr_membudget_level(b), PFR_MEM_OK);
