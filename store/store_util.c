@@ -59,7 +59,7 @@ static bool key_eq(const struct ktab *t, uint32_t i, const void *key, size_t len
 {
     size_t klen;
     const uint8_t *k = ktab_key(t, i, &klen);
-    return klen == len && memcmp(k, key, len) == 0;
+    return klen == len && (len == 0 || memcmp(k, key, len) == 0); /* an empty key may be NULL */
 }
 
 static int ktab_rehash(struct ktab *t, size_t nslots)
