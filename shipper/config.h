@@ -102,8 +102,8 @@ void pfr_sink_conf_release(pfr_sink_conf *s);
 
 pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name);
 
-/* The ring's cache of decoded dictionaries (pfr_store_opts.cache_bytes): an eighth of the
- * largest batch_memory of the sinks. */
+/* The ring's cache of decoded dictionaries (pfr_store_opts.cache_bytes): the most any sink's
+ * kind wants (clickhouse: an eighth of its batch_memory). */
 uint64_t pfr_shipper_ring_cache(const pfr_shipper_conf *c);
 
 #endif

@@ -275,16 +275,6 @@ static const pfr_setting sink_rows[] = {
      .def_doc = "coroot 16M, clickhouse 64M",
      .help = "Request bytes per batch (estimated from the ring's stored sizes): a ClickHouse "
              "insert's size, not memory."},
-    {.key = "batch_memory",
-     .type = PFR_SET_SIZE,
-     S(batch.max_memory),
-     .def = "32M",
-     .min = 4 << 20,
-     .env = "",
-     .metavar = "SIZE",
-     .help = "ClickHouse: memory for sending a batch (its streamed blocks, the encoder's "
-             "caches, an eighth for the ring's decoded dictionaries); peak RSS stays within "
-             "~2x."},
     {.key = "batch_age",
      .type = PFR_SET_DURATION,
      S(batch.max_age_ms),

@@ -65,9 +65,8 @@ struct pfr_sink_ops {
 struct pfr_sink {
     const struct pfr_sink_ops *ops;
     const pfr_sink_conf *conf; /* not owned */
-    pfr_http *http;            /* owned */
-    pfr_http *http2, *http3;   /* owned: more connections, for requests made while others
-                                  stream (clickhouse) */
+    pfr_http *http;            /* owned: the sink's connection */
+    pfr_http_opts http_opts;   /* its options (timeouts, TLS, bandwidth, secrets) */
     pfr_secrets secrets;       /* owned: every form the sink's credentials travel in */
 };
 
@@ -77,6 +76,9 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
 void pfr_sink_free(pfr_sink *s);
 
 /* Helpers shared by the sinks. */
+/* Another connection with the sink's options, for a sink that makes requests while one
+ * streams; the caller owns it (pfr_http_free). 0 or a negative errno. */
+int pfr_sink_http_new(const pfr_sink *s, pfr_http **out);
 void pfr_sink_result_reset(pfr_sink_result *r);
 /* Fill r from a transport outcome and answer: status class, Retry-After, server message. */
 void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,

@@ -257,11 +257,23 @@ static int c_create(const pfr_sink_conf *conf, pfr_sink **out)
     return 0;
 }
 
+/* Coroot refuses every profile without X-API-Key. */
+static int c_check_key(const pfr_sink_conf *c, char *err, size_t errlen)
+{
+    if (c->api_key)
+        return 0;
+    snprintf(err, errlen,
+             "sink %s: a coroot sink needs an API key (api_key_file, api_key_env, "
+             "--api-key-file or PFR_SHIPPER_API_KEY)",
+             c->name);
+    return -EINVAL;
+}
+
 /* batch_bytes etc.: the common group's defaults are Coroot's. */
 const pfr_sink_kind pfr_sink_coroot = {
     .name = "coroot",
     .conf_size = 0,
-    .key_required = true,
+    .check_key = c_check_key,
     .sample = "[sink coroot]\n"
               "type = coroot\n"
               "url = https://coroot.example.com\n"
