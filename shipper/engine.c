@@ -79,10 +79,13 @@ struct lane {
     size_t nbad, cap_bad;
     char bad_why[256];
     uint64_t corrupt; /* chunks of the batch the ring skipped as corrupt (after a send) */
-    double ratio;     /* request bytes per stored byte, as the last batches showed */
+    int64_t *skipped; /* chunks of the batch the sink's shipping policy passes over (ops.ships) */
+    size_t nskipped, cap_skipped;
+    double ratio; /* request bytes per stored byte, as the last batches showed */
     pfr_pacer pacer;
     uint64_t errors;                  /* consecutive local (ring, state file) errors */
     uint64_t sent_chunks, sent_bytes; /* this run */
+    uint64_t passed_chunks;           /* this run: passed over by the sink's policy */
     int64_t started_mono, last_progress;
     int64_t reaped_below; /* set-aside chunks below this id were looked for in the ring */
     /* The sink's last HTTP answer in this run: its number among the engine's answers (0 =
@@ -189,6 +192,7 @@ static void lane_free(struct lane *l)
         free(l->m.rj.group);
     }
     free(l->bad);
+    free(l->skipped);
     free(l);
 }
 
@@ -442,6 +446,13 @@ static int plan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
         return 0;
     }
     b->last_added = m->id;
+    if (l->sink->ops->ships && !l->sink->ops->ships(l->sink, m)) {
+        /* passed over for good: the cursor moves past it with the batch */
+        if (grow_ids(&l->skipped, &l->cap_skipped, l->nskipped + 1) < 0)
+            return -ENOMEM;
+        l->skipped[l->nskipped++] = m->id;
+        return 0;
+    }
     char why[256] = "";
     int rc = l->sink->ops->check(l->sink, m, why, sizeof(why));
     if (rc == -EINVAL) {
@@ -463,6 +474,7 @@ static void batch_drop(struct lane *l)
     l->phase = LANE_IDLE;
     pfr_chunksrc_reset(&l->src);
     l->nbad = 0;
+    l->nskipped = 0;
     l->corrupt = 0;
 }
 
@@ -480,6 +492,7 @@ static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
     pfr_engine *e = l->e;
     pfr_chunksrc_reset(&l->src);
     l->nbad = 0;
+    l->nskipped = 0;
     l->corrupt = 0;
     double ratio = l->ratio > 0.01 ? l->ratio : 0.01;
     struct build b = {.l = l,
@@ -604,6 +617,8 @@ static int pinned_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx
     struct lane *l = x->l;
     if (sorted_has(l->m.live.skip, l->m.live.nskip, m->id))
         return 0;
+    if (l->sink->ops->ships && !l->sink->ops->ships(l->sink, m))
+        return 0; /* passed over when the cursor gets there */
     if (grow_ids(&l->m.live.pick, &l->m.live.cap_pick, l->m.live.npick + 1) < 0)
         return -ENOMEM;
     l->m.live.pick[l->m.live.npick++] = m->id;
@@ -863,10 +878,28 @@ static int build_rejected(struct lane *l)
 
 /* ---- after a send ---- */
 
+/* The chunks of the batch up to id to that the sink's policy passes over: counted (status:
+ * skipped), and no longer set aside when the rejected lane met them. */
+static int pass_over(struct lane *l, int64_t to)
+{
+    size_t n = 0;
+    while (n < l->nskipped && l->skipped[n] <= to)
+        n++;
+    if (!n)
+        return 0;
+    l->st.skipped_chunks += n;
+    l->passed_chunks += n;
+    if (l->mode == PFR_LANE_REJECTED)
+        return pfr_state_unreject(l->e->o.state, l->conf->name, l->skipped, n);
+    return 0;
+}
+
 static int advance(struct lane *l, int64_t to)
 {
     pfr_engine *e = l->e;
-    int rc;
+    int rc = pass_over(l, to);
+    if (rc)
+        return rc;
     switch (l->mode) {
     case PFR_LANE_LIVE:
         /* pinned chunks ahead of the cursor: recorded, the cursor stays */
@@ -916,21 +949,25 @@ static void progress(struct lane *l, bool final)
         return;
     l->last_progress = now;
     double secs = (double)(now - l->started_mono) / 1e9;
-    double rate = secs > 0 ? (double)l->sent_chunks / secs : 0;
-    char b[32], eta[32] = "-";
-    uint64_t left = l->m.bf.total > l->sent_chunks ? l->m.bf.total - l->sent_chunks : 0;
+    /* chunks the sink's policy passed over are done with too */
+    uint64_t done = l->sent_chunks + l->passed_chunks, total = l->m.bf.total;
+    double rate = secs > 0 ? (double)done / secs : 0;
+    char b[32], eta[32] = "-", passed[64] = "";
+    uint64_t left = total > done ? total - done : 0;
     if (rate > 0)
         pfr_fmt_duration((int64_t)((double)left / rate * 1000), eta, sizeof(eta));
+    if (l->passed_chunks)
+        snprintf(passed, sizeof(passed), " (%" PRIu64 " passed over: ship = agent)",
+                 l->passed_chunks);
     if (final)
-        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (100.0%%), %.0f chunks/s, %s sent, done "
+        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (100.0%%)%s, %.0f chunks/s, %s sent, done "
                  "(%" PRIu64 " bytes in %.1f s)",
-                 l->label, l->sent_chunks, l->m.bf.total, rate,
-                 pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), l->sent_bytes, secs);
+                 l->label, done, total, passed, rate, pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)),
+                 l->sent_bytes, secs);
     else
-        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (%.1f%%), %.0f chunks/s, %s sent, eta %s",
-                 l->label, l->sent_chunks, l->m.bf.total,
-                 l->m.bf.total ? 100.0 * (double)l->sent_chunks / (double)l->m.bf.total : 100.0,
-                 rate, pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), eta);
+        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (%.1f%%)%s, %.0f chunks/s, %s sent, eta %s",
+                 l->label, done, total, total ? 100.0 * (double)done / (double)total : 100.0,
+                 passed, rate, pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), eta);
 }
 
 /* Of the batch's first n chunks, those the sink's reads found corrupt or gone (counted in

@@ -55,6 +55,9 @@ struct pfr_sink_ops {
      * or corrupt). token names the batch for idempotent retries (the same chunks always get the
      * same token). */
     void (*send)(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_result *r);
+    /* Whether the sink's shipping policy sends a chunk, from its metadata: false = pass it
+     * over for good (the engine moves on and counts it). NULL: every chunk goes. */
+    bool (*ships)(const pfr_sink *s, const pfr_chunk_meta *m);
     /* A request that carries no chunk and changes nothing, whose answer from a healthy sink
      * differs from any answer about a chunk's content: the engine compares it with a rejection
      * before it sets chunks aside (engine.c, judge_rejection). NULL: none. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pfr_gzip.h"
+#include "pfr_system_service.h"
 
 /* ":<line>" in decimal into num (at least 22 bytes); returns the length. */
 static size_t line_suffix(char *num, int64_t line)
@@ -23,6 +24,23 @@ static size_t line_suffix(char *num, int64_t line)
     while (n)
         num[k++] = rev[--n];
     return k;
+}
+
+bool pfr_coroot_ships(const pfr_sink_conf *conf, const pfr_chunk_meta *m)
+{
+    if (conf->ship == PFR_SHIP_ALL)
+        return true;
+    const char *id = NULL;
+    for (size_t i = 0; i < m->nlabels && !id; i++)
+        if (!strcmp(m->labels[i].key, "container.id"))
+            id = m->labels[i].value;
+    if (!id || !id[0])
+        return false; /* the agent profiles only processes of containers it tracks */
+    char unit[256];
+    if (conf->skip_system_services && pfr_system_service_id_unit(id, unit, sizeof(unit)) &&
+        pfr_system_service_is(unit, NULL, NULL, conf->system_service_prefixes))
+        return false;
+    return true;
 }
 
 void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f)

@@ -491,6 +491,11 @@ static const pfr_chunk_meta *shipped(struct ch_sink *c, const pfr_chunk_meta *m,
     return tmp->service ? tmp : NULL;
 }
 
+static bool ch_ships(const pfr_sink *s, const pfr_chunk_meta *m)
+{
+    return pfr_coroot_ships(s->conf, m);
+}
+
 static int ch_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
 {
     (void)s;
@@ -944,6 +949,7 @@ static const struct pfr_sink_ops clickhouse_ops = {
     .prepare = ch_prepare,
     .check = ch_check,
     .send = ch_send,
+    .ships = ch_ships,
     .probe = ch_probe,
     .free = ch_free,
 };

@@ -52,6 +52,11 @@ static int add_param(pfr_buf *q, const char *k, const char *v)
     return q->oom ? -ENOMEM : 0;
 }
 
+static bool c_ships(const pfr_sink *s, const pfr_chunk_meta *m)
+{
+    return pfr_coroot_ships(s->conf, m);
+}
+
 static int c_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
 {
     (void)s;
@@ -226,6 +231,7 @@ static const struct pfr_sink_ops coroot_ops = {
     .prepare = c_prepare,
     .check = c_check,
     .send = c_send,
+    .ships = c_ships,
     .probe = c_probe,
     .free = c_free,
 };
