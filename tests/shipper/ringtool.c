@@ -2,9 +2,12 @@
  * ringtool: test helper for the shipper's integration tests.
  *   make    --store P --services N --intervals M [--interval-s S] [--end-ago-s A] [--seed X]
  *           [--max-bytes B] [--stacks K] [--first-service I] [--cids ID,ID,...]
+ *           [--type T] [--service NAME]
  *           appends M intervals of N services (interleaved, oldest first) made by pfr_testgen;
  *           service i's container.id is /k8s/default/pod-<i>/app, or the i-th of --cids
- *           ("-": no container.id label, as the recorder writes a process without a Coroot id)
+ *           ("-": no container.id label, as the recorder writes a process without a Coroot id);
+ *           --type: the sample type (default ebpf:cpu:nanoseconds); --service: one service
+ *           name for all of them (instances of one service)
  *   totals  --store P [--from NS --to NS] [--service S]
  *           per (service, type, stack): the sum of the values of the chunks overlapping
  *           [from, to), the stack as Coroot writes it ("<function> <file>:<line>" leaf first,
@@ -86,10 +89,11 @@ static int cmd_make(int argc, char **argv)
     int64_t end = ((int64_t)now.tv_sec - ago) * 1000000000ll;
     end -= end % iv;
     int64_t start = end - nint * iv;
-    pfr_testgen_opts go = {.nstacks = (unsigned)stacks};
+    const char *type = opt(argc, argv, "--type", NULL), *svc = opt(argc, argv, "--service", NULL);
+    pfr_testgen_opts go = {.nstacks = (unsigned)stacks, .type = type};
     pfr_testgen **g = calloc((size_t)nsvc, sizeof(*g));
     for (long long i = 0; i < nsvc; i++)
-        g[i] = pfr_testgen_new((uint64_t)seed, (unsigned)(first + i), stacks ? &go : NULL);
+        g[i] = pfr_testgen_new((uint64_t)seed, (unsigned)(first + i), stacks || type ? &go : NULL);
     long long n = 0;
     pfr_chunk_in *in = calloc((size_t)nsvc, sizeof(*in));
     pfr_profile **ps = calloc((size_t)nsvc, sizeof(*ps));
@@ -108,7 +112,7 @@ static int cmd_make(int argc, char **argv)
             if (strcmp(cid[i], "-"))
                 labels[i][nl++] = (pfr_kv){"container.id", cid[i]};
             labels[i][nl++] = (pfr_kv){"pod", pod[i]};
-            in[i] = (pfr_chunk_in){.service = pfr_testgen_service(g[i]),
+            in[i] = (pfr_chunk_in){.service = svc ? svc : pfr_testgen_service(g[i]),
                                    .labels = labels[i],
                                    .nlabels = nl,
                                    .start_ns = st,

@@ -1475,6 +1475,36 @@ static void test_ship_policy(void **st)
     }
 }
 
+/* Only chunks of a type Coroot averages move their Start: by [1 ns, 1 s), under half the chunk,
+ * the same for one instance (container.id, namespace, pod), another for another. */
+static void test_start_shift(void **st)
+{
+    (void)st;
+    const char *cpu[] = {"ebpf:cpu:nanoseconds"};
+    const char *heap[] = {"go_runtime:heap_alloc_space:bytes", "go_runtime:heap_inuse_space:bytes"};
+    pfr_kv a[] = {{"container.id", "/k8s/ns/api-1/app"}, {"pod", "api-1"}, {"host.name", "h1"}};
+    pfr_kv a2[] = {{"container.id", "/k8s/ns/api-1/app"}, {"pod", "api-1"}, {"host.name", "h2"}};
+    pfr_kv b[] = {{"container.id", "/k8s/ns/api-2/app"}, {"pod", "api-2"}};
+    int64_t s = 1000000000000000000, e = s + 10000000000;
+    pfr_chunk_meta m = {
+        .start_ns = s, .end_ns = e, .labels = a, .nlabels = 3, .types = cpu, .ntypes = 1};
+    assert_int_equal(pfr_coroot_start_shift(&m), 0);
+    m.types = heap;
+    m.ntypes = 2;
+    int64_t x = pfr_coroot_start_shift(&m);
+    assert_true(x >= 1 && x < 1000000000);
+    m.labels = a2; /* the host is not part of Coroot's instance key */
+    assert_int_equal(pfr_coroot_start_shift(&m), x);
+    m.labels = b;
+    m.nlabels = 2;
+    assert_true(pfr_coroot_start_shift(&m) != x);
+    m.end_ns = s + 1000; /* a short chunk: under half of it */
+    x = pfr_coroot_start_shift(&m);
+    assert_true(x >= 1 && x < 500);
+    assert_true(pfr_coroot_averaged("go:goroutine_goroutine:count"));
+    assert_false(pfr_coroot_averaged("go:heap_alloc_space:bytes"));
+}
+
 static void test_state(void **st)
 {
     (void)st;
@@ -1755,6 +1785,7 @@ int main(void)
         cmocka_unit_test(test_state),
         cmocka_unit_test(test_state_old_file),
         cmocka_unit_test(test_ship_policy),
+        cmocka_unit_test(test_start_shift),
         cmocka_unit_test(test_ch_verdicts),
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_quote),

@@ -478,17 +478,22 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
 
 /* ---- batches ---- */
 
-/* m as shipped: *tmp, with the sink's service_prefix before its service, when there is one.
- * NULL on -ENOMEM. */
+/* m as shipped: *tmp, with the sink's service_prefix before its service, when there is one,
+ * and the Start of an averaged type's instance (pfr_coroot_start_shift). NULL on -ENOMEM. */
 static const pfr_chunk_meta *shipped(struct ch_sink *c, const pfr_chunk_meta *m,
                                      pfr_chunk_meta *tmp)
 {
     const char *prefix = c->base.conf->service_prefix;
-    if (!prefix || !prefix[0] || !m->service || !m->service[0])
-        return m; /* no service: the encoder says so */
+    int64_t shift = pfr_coroot_start_shift(m);
+    /* no service: the encoder says so */
+    bool named = prefix && prefix[0] && m->service && m->service[0];
+    if (!named && !shift)
+        return m;
     *tmp = *m;
-    tmp->service = pfr_sink_service_name(prefix, m->service, &c->name);
-    return tmp->service ? tmp : NULL;
+    tmp->start_ns += shift;
+    if (named && !(tmp->service = pfr_sink_service_name(prefix, m->service, &c->name)))
+        return NULL;
+    return tmp;
 }
 
 static bool ch_ships(const pfr_sink *s, const pfr_chunk_meta *m)

@@ -100,7 +100,8 @@ static int encode_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     c->body = NULL;
     rc = pfr_profile_encode(p, false, &raw, &rawlen);
     if (!rc)
-        rc = pfr_pprof_retime(raw, rawlen, m->end_ns, m->end_ns - m->start_ns, true,
+        rc = pfr_pprof_retime(raw, rawlen, m->end_ns,
+                              m->end_ns - m->start_ns - pfr_coroot_start_shift(m), true,
                               c->base.conf->compress_level, &c->body, &c->len);
     free(raw);
     if (rc && rc != -ENOMEM) {
