@@ -294,7 +294,7 @@ static const pfr_setting identity_rows[] = {
      .def = "true",
      .metavar = "BOOL",
      .help = "class systemd's own services as system services, as the node agent's "
-             "--skip-systemd-system-services does (a unit of Type oneshot or dbus, triggered by "
+             "flag skip-systemd-system-services does (a unit of Type oneshot or dbus, triggered by "
              "a timer, or named with one of system_service_prefixes; the recorder does not ask "
              "systemd for Type and TriggeredBy yet). The recorder itself filters nothing: the "
              "ring keeps them all; pfr-shipper's sinks leave them out by their settings of the "

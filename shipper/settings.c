@@ -283,7 +283,7 @@ static const pfr_setting sink_rows[] = {
      .env = "",
      .metavar = "BOOL",
      .help = "ship = agent: leave out systemd services whose unit name starts with one of "
-             "system_service_prefixes, as the node agent's --skip-systemd-system-services "
+             "system_service_prefixes, as the node agent's flag skip-systemd-system-services "
              "does (the unit is the one the chunk's container id names: a templated unit's "
              "sub-slice, system-getty.slice; the agent's Type and TriggeredBy rules are not "
              "applied)."},
