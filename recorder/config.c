@@ -11,6 +11,7 @@
 #include "pfr_identity.h"
 #include "pfr_metrics.h"
 #include "pfr_store.h"
+#include "pfr_system_service.h"
 #include "pfr_units.h"
 #include "source.h"
 
@@ -53,10 +54,10 @@ static int parse_listen(const char *v, void *field, char *err, size_t errlen)
     return replace_string(field, off ? "" : v);
 }
 
-/* Unit name prefixes, comma-separated (pfr_identity_is_system_service). */
+/* Unit name prefixes, comma-separated (pfr_system_service_is). */
 static int parse_prefixes(const char *v, void *field, char *err, size_t errlen)
 {
-    int rc = pfr_identity_prefixes_check(v, err, errlen);
+    int rc = pfr_system_service_prefixes_check(v, err, errlen);
     return rc ? rc : replace_string(field, v);
 }
 
@@ -320,8 +321,9 @@ static const pfr_setting identity_rows[] = {
      .help = "class systemd's own services as system services, as the node agent's option "
              "skip-systemd-system-services does (a unit of Type oneshot or dbus, triggered by "
              "a timer, or named with one of system_service_prefixes; the recorder does not ask "
-             "systemd for Type and TriggeredBy yet), for a sink's shipping policy to leave "
-             "out. No sink reads it yet: nothing is filtered, and the ring keeps them all"},
+             "systemd for Type and TriggeredBy yet). The recorder itself filters nothing: the "
+             "ring keeps them all; pfr-shipper's sinks leave them out by their settings of the "
+             "same names (ship = agent)"},
     {.key = "system_service_prefixes",
      .type = PFR_SET_CUSTOM,
      F(system_service_prefixes),

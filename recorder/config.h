@@ -53,7 +53,7 @@ typedef struct pfr_config {
     char *docker_socket, *docker_root;
     char *k8s_kubelet_url, *k8s_apiserver_url, *k8s_node_name, *k8s_token_file, *k8s_ca_file;
     bool k8s_insecure;
-    /* System services (pfr_identity_is_system_service): classed as such, and by which unit
+    /* System services (pfr_system_service_is): classed as such, and by which unit
      * name prefixes (comma-separated) */
     bool skip_system_services;
     char *system_service_prefixes;

@@ -7,12 +7,10 @@
 #include <stdint.h>
 
 typedef struct pfr_batch_limits {
-    size_t max_chunks;   /* chunks per batch */
-    uint64_t max_bytes;  /* request bytes per batch, estimated from the ring's stored sizes (a
-                            batch stops growing past it): an INSERT's size, not memory */
-    int64_t max_age_ms;  /* send once the oldest waiting chunk ended this long ago */
-    uint64_t max_memory; /* what a sink may hold to send a batch (clickhouse: the blocks of its
-                            streamed inserts and the encoder's caches) */
+    size_t max_chunks;  /* chunks per batch */
+    uint64_t max_bytes; /* request bytes per batch, estimated from the ring's stored sizes (a
+                           batch stops growing past it): an INSERT's size, not memory */
+    int64_t max_age_ms; /* send once the oldest waiting chunk ended this long ago */
 } pfr_batch_limits;
 
 /* What is waiting after the cursor (from a metadata-only look at the ring). */

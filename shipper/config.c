@@ -95,10 +95,13 @@ void pfr_shipper_conf_free(pfr_shipper_conf *c)
 uint64_t pfr_shipper_ring_cache(const pfr_shipper_conf *c)
 {
     uint64_t m = 0;
-    for (size_t i = 0; i < c->nsinks; i++)
-        if (c->sinks[i].batch.max_memory > m)
-            m = c->sinks[i].batch.max_memory;
-    return m ? m / 8 : 0;
+    for (size_t i = 0; i < c->nsinks; i++) {
+        const pfr_sink_kind *k = c->sinks[i].kind;
+        uint64_t want = k->ring_cache ? k->ring_cache(&c->sinks[i]) : 0;
+        if (want > m)
+            m = want;
+    }
+    return m;
 }
 
 pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name)
@@ -410,12 +413,7 @@ static int load_secret(pfr_sink_conf *s, bool flag_sink, char *err, size_t errle
             return fail(err, errlen, rc, "sink %s: api key: %s", s->name, e);
         return 0;
     }
-    if (s->kind->key_required)
-        return fail(err, errlen, -EINVAL,
-                    "sink %s: a %s sink needs an API key (api_key_file, api_key_env, "
-                    "--api-key-file or PFR_SHIPPER_API_KEY)",
-                    s->name, s->kind->name);
-    return 0;
+    return s->kind->check_key ? s->kind->check_key(s, err, errlen) : 0;
 }
 
 /* ---- loading ---- */

@@ -25,6 +25,12 @@
 
 struct pfr_sink_kind; /* sinks/sinks.h */
 
+/* Which chunks a sink sends (ops.ships): what Coroot's node agent would, or every one. */
+enum pfr_ship_policy {
+    PFR_SHIP_AGENT = 0,
+    PFR_SHIP_ALL,
+};
+
 /* A sink's settings: those of every kind here, the kind's own in kind_conf. */
 typedef struct pfr_sink_conf {
     char *name;                       /* [A-Za-z0-9_.-]+; the ring consumer is "shipper.<name>" */
@@ -36,6 +42,9 @@ typedef struct pfr_sink_conf {
     unsigned key_file_mode;           /* api_key_file's permission bits once read (0: none) */
     int compress_level;               /* gzip level of request bodies, 1..9 */
     char *service_prefix; /* put before every chunk's service name as shipped (service_name.h) */
+    enum pfr_ship_policy ship;
+    bool skip_system_services;     /* ship = agent: leave systemd's own services out too */
+    char *system_service_prefixes; /* their unit name prefixes (pfr_system_service.h) */
     pfr_batch_limits batch;
     pfr_backoff backoff;
     int64_t connect_timeout_ms, timeout_ms;
@@ -102,8 +111,8 @@ void pfr_sink_conf_release(pfr_sink_conf *s);
 
 pfr_sink_conf *pfr_shipper_conf_sink(const pfr_shipper_conf *c, const char *name);
 
-/* The ring's cache of decoded dictionaries (pfr_store_opts.cache_bytes): an eighth of the
- * largest batch_memory of the sinks. */
+/* The ring's cache of decoded dictionaries (pfr_store_opts.cache_bytes): the most any sink's
+ * kind wants (clickhouse: an eighth of its batch_memory). */
 uint64_t pfr_shipper_ring_cache(const pfr_shipper_conf *c);
 
 #endif

@@ -18,26 +18,60 @@
 
 #define SCAN_STOP 1 /* a scan callback's "batch is full" */
 
+/* Where a lane is; each step moves it along (lane_step). */
+enum lane_phase {
+    LANE_NEW,     /* its state row is read again when it first runs (an earlier lane of the
+                     sink may have moved it) */
+    LANE_PREPARE, /* the sink's far side is not ready yet (ops.prepare) */
+    LANE_IDLE,    /* no batch open: one is planned when due */
+    LANE_BATCH,   /* a batch planned after the cursor (or the mode's position), being sent */
+    LANE_AHEAD,   /* live: a batch of pinned chunks ahead of the cursor, being sent */
+    LANE_DONE,    /* finished: --once, a backfill's range, the set-aside chunks */
+};
+
+/* What only the live lane keeps. Pinned ranges first (catching up): chunks past the cursor
+ * taken out of order. A LANE_AHEAD batch is of them (its ids are pick); those delivered so far
+ * (skip) are passed over when the cursor's own batches get there. Both are in the state file
+ * (pfr_state_ahead_*), so a restart resends exactly the batch in flight and never a delivered
+ * chunk. */
+struct lane_live {
+    int64_t target_max; /* --once: the ring's newest id when we started */
+    int64_t *pick, *skip;
+    size_t npick, cap_pick, nskip, cap_skip;
+};
+
+/* What only a backfill lane keeps. */
+struct lane_backfill {
+    int64_t from_ns, to_ns; /* its range */
+    int64_t pos;            /* the last id sent */
+    uint64_t total;         /* chunks in the range at start */
+};
+
+/* What only the rejected lane keeps. */
+struct lane_rejected {
+    int64_t pos;    /* the last id tried */
+    int64_t *group; /* the set-aside ids being retried */
+    size_t ngroup, cap_group;
+};
+
 struct lane {
     pfr_engine *e;
     const pfr_sink_conf *conf;
     pfr_sink *sink;
     enum pfr_lane_mode mode;
+    enum lane_phase phase;
+    union {
+        struct lane_live live;
+        struct lane_backfill bf;
+        struct lane_rejected rj;
+    } m; /* by mode */
     pfr_sink_state st;
     char consumer[96];
     char label[96]; /* "sink coroot" / "backfill of coroot" for logs */
-    bool prepared;
-    bool done;
-    /* Position of the non-live modes: backfill's last id sent, rejected's last id tried. */
-    int64_t pos;
-    int64_t from_ns, to_ns;
-    int64_t target_max; /* once: the ring's newest id when we started */
-    uint64_t total;     /* backfill: chunks in the range at start */
     /* backoff (monotonic ns) */
     int64_t retry_at;
     int64_t down_since;
-    /* the open batch: chunks after b_after up to b_max */
-    bool built;
+    /* the open batch (LANE_BATCH, LANE_AHEAD): chunks after b_after up to b_max */
     int64_t b_after, b_max;
     char token[256];
     pfr_chunksrc src; /* its chunks, which the sink reads from the ring */
@@ -45,29 +79,19 @@ struct lane {
     size_t nbad, cap_bad;
     char bad_why[256];
     uint64_t corrupt; /* chunks of the batch the ring skipped as corrupt (after a send) */
-    double ratio;     /* request bytes per stored byte, as the last batches showed */
-    /* rejected mode: the group of set-aside ids being retried */
-    int64_t *group;
-    size_t ngroup, cap_group;
-    bool loaded;   /* st read again when the lane first runs (an earlier lane of the sink ran) */
-    bool reported; /* backfill's final progress line printed */
+    int64_t *skipped; /* chunks of the batch the sink's shipping policy passes over (ops.ships) */
+    size_t nskipped, cap_skipped;
+    double ratio; /* request bytes per stored byte, as the last batches showed */
     pfr_pacer pacer;
     uint64_t errors;                  /* consecutive local (ring, state file) errors */
     uint64_t sent_chunks, sent_bytes; /* this run */
+    uint64_t passed_chunks;           /* this run: passed over by the sink's policy */
     int64_t started_mono, last_progress;
     int64_t reaped_below; /* set-aside chunks below this id were looked for in the ring */
     /* The sink's last HTTP answer in this run: its number among the engine's answers (0 =
      * none yet) and whether it was an error. */
     uint64_t answer_seq;
     bool answer_failed;
-    /* Pinned ranges first (the live lane, catching up): chunks past the cursor taken out of
-     * order. The open batch may be of them (ahead: its ids are pick); those delivered so far
-     * (skip) are passed over when the cursor's own batches get there. Both are in the state
-     * file (pfr_state_ahead_*), so a restart resends exactly the batch in flight and never a
-     * delivered chunk. */
-    bool ahead;
-    int64_t *pick, *skip;
-    size_t npick, cap_pick, nskip, cap_skip;
 };
 
 /* pending_after of a batch of pinned chunks in flight (its ids are the state's ahead rows). */
@@ -161,10 +185,14 @@ static void lane_free(struct lane *l)
         return;
     pfr_sink_free(l->sink);
     pfr_chunksrc_free(&l->src);
-    free(l->pick);
-    free(l->skip);
+    if (l->mode == PFR_LANE_LIVE) {
+        free(l->m.live.pick);
+        free(l->m.live.skip);
+    } else if (l->mode == PFR_LANE_REJECTED) {
+        free(l->m.rj.group);
+    }
     free(l->bad);
-    free(l->group);
+    free(l->skipped);
     free(l);
 }
 
@@ -209,8 +237,8 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
     l->e = e;
     l->conf = conf;
     l->mode = mode;
-    l->from_ns = from_ns;
-    l->to_ns = to_ns;
+    if (mode == PFR_LANE_BACKFILL)
+        l->m.bf = (struct lane_backfill){.from_ns = from_ns, .to_ns = to_ns};
     l->pacer.rate = conf->bandwidth;
     l->src.store = e->o.store;
     l->started_mono = l->last_progress = pfr_clock_mono_ns();
@@ -236,7 +264,8 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
         lane_free(l);
         return rc;
     }
-    l->target_max = rs.max_id;
+    if (mode == PFR_LANE_LIVE)
+        l->m.live.target_max = rs.max_id;
     /* A cursor past the ring's newest chunk: the ring was replaced (see below). */
     bool replaced = e->ring_replaced || (rs.max_id > 0 && l->st.cursor > rs.max_id);
     if (mode == PFR_LANE_LIVE) {
@@ -266,20 +295,21 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
         }
     } else if (mode == PFR_LANE_BACKFILL) {
         bool done;
-        if ((rc = pfr_state_backfill_get(e->o.state, conf->name, from_ns, to_ns, &l->pos, &done))) {
+        if ((rc = pfr_state_backfill_get(e->o.state, conf->name, from_ns, to_ns, &l->m.bf.pos,
+                                         &done))) {
             lane_free(l);
             return rc;
         }
         if (done)
-            l->pos = 0; /* a finished backfill asked again: send it all again */
+            l->m.bf.pos = 0; /* a finished backfill asked again: send it all again */
         pfr_store_filter f = {.from_ns = from_ns, .to_ns = to_ns};
-        if ((rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, count_cb, &l->total, NULL)) <
-            0) {
+        if ((rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, count_cb, &l->m.bf.total,
+                                 NULL)) < 0) {
             lane_free(l);
             return rc;
         }
-        if (l->pos)
-            pfr_info("%s: resuming after chunk %lld", l->label, (long long)l->pos);
+        if (l->m.bf.pos)
+            pfr_info("%s: resuming after chunk %lld", l->label, (long long)l->m.bf.pos);
     }
     /* Chunks set aside in an earlier run that the ring evicted meanwhile (all of them if the
      * ring was replaced) are counted before anything else. */
@@ -387,12 +417,12 @@ static bool sorted_has(const int64_t *v, size_t n, int64_t id)
 
 static bool in_group(const struct lane *l, int64_t id)
 {
-    size_t lo = 0, hi = l->ngroup;
+    size_t lo = 0, hi = l->m.rj.ngroup;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (l->group[mid] == id)
+        if (l->m.rj.group[mid] == id)
             return true;
-        if (l->group[mid] < id)
+        if (l->m.rj.group[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
@@ -408,15 +438,23 @@ static int plan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     struct lane *l = b->l;
     if (l->mode == PFR_LANE_REJECTED && !in_group(l, m->id))
         return 0;
-    if (l->mode == PFR_LANE_LIVE && l->ahead && !sorted_has(l->pick, l->npick, m->id))
+    if (l->phase == LANE_AHEAD && !sorted_has(l->m.live.pick, l->m.live.npick, m->id))
         return 0; /* a batch of pinned chunks takes only those */
-    if (l->mode == PFR_LANE_LIVE && !l->ahead && sorted_has(l->skip, l->nskip, m->id)) {
+    if (l->mode == PFR_LANE_LIVE && l->phase != LANE_AHEAD &&
+        sorted_has(l->m.live.skip, l->m.live.nskip, m->id)) {
         b->last_added = m->id; /* delivered ahead of the cursor: the cursor passes it */
+        return 0;
+    }
+    b->last_added = m->id;
+    if (l->sink->ops->ships && !l->sink->ops->ships(l->sink, m)) {
+        /* passed over for good: the cursor moves past it with the batch */
+        if (grow_ids(&l->skipped, &l->cap_skipped, l->nskipped + 1) < 0)
+            return -ENOMEM;
+        l->skipped[l->nskipped++] = m->id;
         return 0;
     }
     char why[256] = "";
     int rc = l->sink->ops->check(l->sink, m, why, sizeof(why));
-    b->last_added = m->id;
     if (rc == -EINVAL) {
         if (grow_ids(&l->bad, &l->cap_bad, l->nbad + 1) < 0)
             return -ENOMEM;
@@ -433,10 +471,10 @@ static int plan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
 
 static void batch_drop(struct lane *l)
 {
-    l->built = false;
-    l->ahead = false;
+    l->phase = LANE_IDLE;
     pfr_chunksrc_reset(&l->src);
     l->nbad = 0;
+    l->nskipped = 0;
     l->corrupt = 0;
 }
 
@@ -454,6 +492,7 @@ static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
     pfr_engine *e = l->e;
     pfr_chunksrc_reset(&l->src);
     l->nbad = 0;
+    l->nskipped = 0;
     l->corrupt = 0;
     double ratio = l->ratio > 0.01 ? l->ratio : 0.01;
     struct build b = {.l = l,
@@ -462,8 +501,8 @@ static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
                       .last_added = 0};
     pfr_store_filter f = {.after_id = after, .max_id = max};
     if (l->mode == PFR_LANE_BACKFILL) {
-        f.from_ns = l->from_ns;
-        f.to_ns = l->to_ns;
+        f.from_ns = l->m.bf.from_ns;
+        f.to_ns = l->m.bf.to_ns;
         /* The scan lists its candidates up front: a batch's worth, not the rest of the range.
          * (The other modes are bounded by max.) */
         f.limit = limit;
@@ -482,10 +521,11 @@ static int scan_batch(struct lane *l, int64_t after, int64_t max, size_t limit)
     return 0;
 }
 
-/* Plan (after, max] (max 0 = open). On return l->b_after/b_max describe it. */
-static int fill(struct lane *l, int64_t after, int64_t max, size_t limit)
+/* Plan (after, max] (max 0 = open) as a batch of phase (LANE_BATCH, or LANE_AHEAD: only the
+ * pinned chunks of pick). On return l->b_after/b_max describe it. */
+static int fill(struct lane *l, enum lane_phase phase, int64_t after, int64_t max, size_t limit)
 {
-    l->built = true;
+    l->phase = phase;
     int rc = scan_batch(l, after, max, limit);
     if (rc < 0)
         batch_drop(l);
@@ -497,7 +537,7 @@ static void make_token(struct lane *l)
     pfr_engine *e = l->e;
     switch (l->mode) {
     case PFR_LANE_LIVE:
-        if (l->ahead)
+        if (l->phase == LANE_AHEAD)
             snprintf(l->token, sizeof(l->token), "pfr-%s-%s-pin-%" PRId64 "-%" PRId64 "-%zu",
                      e->instance, l->conf->name, l->src.n ? l->src.ids[0] : 0,
                      l->src.n ? l->src.ids[l->src.n - 1] : 0, l->src.n);
@@ -513,7 +553,7 @@ static void make_token(struct lane *l)
     case PFR_LANE_BACKFILL:
         snprintf(l->token, sizeof(l->token),
                  "pfr-%s-%s-bf%" PRId64 "-%" PRId64 "-%" PRId64 "-%" PRId64 "-%zu", e->instance,
-                 l->conf->name, l->from_ns, l->to_ns, l->b_after, l->b_max, l->src.n);
+                 l->conf->name, l->m.bf.from_ns, l->m.bf.to_ns, l->b_after, l->b_max, l->src.n);
         break;
     }
 }
@@ -575,11 +615,13 @@ static int pinned_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx
     (void)p;
     struct pinned *x = ctx;
     struct lane *l = x->l;
-    if (sorted_has(l->skip, l->nskip, m->id))
+    if (sorted_has(l->m.live.skip, l->m.live.nskip, m->id))
         return 0;
-    if (grow_ids(&l->pick, &l->cap_pick, l->npick + 1) < 0)
+    if (l->sink->ops->ships && !l->sink->ops->ships(l->sink, m))
+        return 0; /* passed over when the cursor gets there */
+    if (grow_ids(&l->m.live.pick, &l->m.live.cap_pick, l->m.live.npick + 1) < 0)
         return -ENOMEM;
-    l->pick[l->npick++] = m->id;
+    l->m.live.pick[l->m.live.npick++] = m->id;
     return ++x->taken >= x->cap ? SCAN_STOP : 0; /* this pin's oldest cap are enough */
 }
 
@@ -605,22 +647,22 @@ static int cmp_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The oldest cap pinned chunks past the cursor not yet delivered, ascending, in l->pick. */
+/* The oldest cap pinned chunks past the cursor not yet delivered, ascending, in l->m.live.pick. */
 static int pinned_pick(struct lane *l, size_t cap)
 {
-    l->npick = 0;
+    l->m.live.npick = 0;
     struct pinned x = {.l = l, .cap = cap};
     int rc = pfr_store_pins(l->e->o.store, pinned_range, &x);
     if (rc < 0)
         return rc;
-    if (l->npick == 0)
+    if (l->m.live.npick == 0)
         return 0; /* (no list yet: qsort takes no NULL) */
-    qsort(l->pick, l->npick, sizeof(*l->pick), cmp_id);
+    qsort(l->m.live.pick, l->m.live.npick, sizeof(*l->m.live.pick), cmp_id);
     size_t k = 0;
-    for (size_t i = 0; i < l->npick; i++)
-        if (k == 0 || l->pick[k - 1] != l->pick[i])
-            l->pick[k++] = l->pick[i];
-    l->npick = k < cap ? k : cap;
+    for (size_t i = 0; i < l->m.live.npick; i++)
+        if (k == 0 || l->m.live.pick[k - 1] != l->m.live.pick[i])
+            l->m.live.pick[k++] = l->m.live.pick[i];
+    l->m.live.npick = k < cap ? k : cap;
     return 0;
 }
 
@@ -632,17 +674,19 @@ static int build_ahead(struct lane *l, size_t cap, bool *built)
 {
     *built = false;
     int rc = pinned_pick(l, cap);
-    if (rc || !l->npick)
+    if (rc || !l->m.live.npick)
         return rc;
-    l->ahead = true;
-    if ((rc = fill(l, l->pick[0] - 1, l->pick[l->npick - 1], l->npick)) != 0)
+    rc = fill(l, LANE_AHEAD, l->m.live.pick[0] - 1, l->m.live.pick[l->m.live.npick - 1],
+              l->m.live.npick);
+    if (rc)
         return rc;
     /* what the batch holds: taken chunks and those the sink cannot send (set aside with it) */
     size_t n = 0;
-    for (size_t i = 0; i < l->npick; i++)
-        if (sorted_has(l->src.ids, l->src.n, l->pick[i]) || sorted_has(l->bad, l->nbad, l->pick[i]))
-            l->pick[n++] = l->pick[i];
-    l->npick = n;
+    for (size_t i = 0; i < l->m.live.npick; i++)
+        if (sorted_has(l->src.ids, l->src.n, l->m.live.pick[i]) ||
+            sorted_has(l->bad, l->nbad, l->m.live.pick[i]))
+            l->m.live.pick[n++] = l->m.live.pick[i];
+    l->m.live.npick = n;
     if (!n) {
         batch_drop(l);
         return 0;
@@ -654,7 +698,7 @@ static int build_ahead(struct lane *l, size_t cap, bool *built)
     snprintf(l->st.pending_token, sizeof(l->st.pending_token), "%s", l->token);
     pfr_state *st = l->e->o.state;
     if ((rc = pfr_state_begin(st)) == 0 &&
-        (rc = pfr_state_ahead_put(st, l->conf->name, l->pick, n)) == 0 &&
+        (rc = pfr_state_ahead_put(st, l->conf->name, l->m.live.pick, n)) == 0 &&
         (rc = pfr_state_sink_put(st, &l->st)) == 0)
         rc = pfr_state_commit(st);
     if (rc) {
@@ -663,7 +707,7 @@ static int build_ahead(struct lane *l, size_t cap, bool *built)
         return rc;
     }
     pfr_info("%s: %zu pinned chunks first (ids %lld..%lld), ahead of the backlog", l->label, n,
-             (long long)l->pick[0], (long long)l->pick[n - 1]);
+             (long long)l->m.live.pick[0], (long long)l->m.live.pick[n - 1]);
     *built = true;
     return 0;
 }
@@ -671,25 +715,26 @@ static int build_ahead(struct lane *l, size_t cap, bool *built)
 /* A batch of pinned chunks was in flight when we stopped: exactly it again, same token. */
 static int rebuild_ahead(struct lane *l)
 {
-    int rc = pfr_state_ahead_list(l->e->o.state, l->conf->name, false, 0, &l->pick, &l->npick,
-                                  &l->cap_pick);
+    int rc = pfr_state_ahead_list(l->e->o.state, l->conf->name, false, 0, &l->m.live.pick,
+                                  &l->m.live.npick, &l->m.live.cap_pick);
     if (rc)
         return rc;
-    if (!l->npick) { /* nothing recorded: drop it, plan again */
+    if (!l->m.live.npick) { /* nothing recorded: drop it, plan again */
         l->st.pending_max = l->st.pending_after = 0;
         l->st.pending_limit = 0;
         return save(l);
     }
-    l->ahead = true;
-    if ((rc = fill(l, l->pick[0] - 1, l->pick[l->npick - 1], l->npick)) != 0)
+    rc = fill(l, LANE_AHEAD, l->m.live.pick[0] - 1, l->m.live.pick[l->m.live.npick - 1],
+              l->m.live.npick);
+    if (rc)
         return rc;
     l->b_max = l->st.pending_max;
     size_t found = l->src.n + l->nbad;
-    if (found < l->npick) {
-        l->st.lost_chunks += l->npick - found;
+    if (found < l->m.live.npick) {
+        l->st.lost_chunks += l->m.live.npick - found;
         pfr_warn("%s: %zu pinned chunks of the batch in flight were evicted from the ring before "
                  "they were shipped",
-                 l->label, l->npick - found);
+                 l->label, l->m.live.npick - found);
     }
     snprintf(l->token, sizeof(l->token), "%s", l->st.pending_token);
     return 0;
@@ -700,15 +745,16 @@ static int build_live(struct lane *l, int64_t *wait_ms)
 {
     pfr_engine *e = l->e;
     *wait_ms = 0;
-    int rc = pfr_state_ahead_list(e->o.state, l->conf->name, true, l->st.cursor, &l->skip,
-                                  &l->nskip, &l->cap_skip);
+    int rc = pfr_state_ahead_list(e->o.state, l->conf->name, true, l->st.cursor, &l->m.live.skip,
+                                  &l->m.live.nskip, &l->m.live.cap_skip);
     if (rc)
         return rc;
     if (l->st.pending_max > 0 && l->st.pending_after == PENDING_AHEAD)
         return rebuild_ahead(l);
     if (l->st.pending_max > 0) {
         /* A batch was in flight when we stopped: send exactly it again, same token. */
-        int rc = fill(l, l->st.pending_after, l->st.pending_max, (size_t)l->st.pending_limit);
+        int rc = fill(l, LANE_BATCH, l->st.pending_after, l->st.pending_max,
+                      (size_t)l->st.pending_limit);
         if (rc)
             return rc;
         l->b_max = l->st.pending_max;
@@ -747,7 +793,7 @@ static int build_live(struct lane *l, int64_t *wait_ms)
         *wait_ms = w;
         return 0;
     }
-    if ((rc = fill(l, l->st.cursor, k.last_id, k.limit)))
+    if ((rc = fill(l, LANE_BATCH, l->st.cursor, k.last_id, k.limit)))
         return rc;
     make_token(l);
     l->st.pending_after = l->b_after;
@@ -757,14 +803,23 @@ static int build_live(struct lane *l, int64_t *wait_ms)
     return save(l);
 }
 
+static void progress(struct lane *l, bool final);
+
+/* The lane has nothing left to do; a backfill says how it went. */
+static void lane_finish(struct lane *l)
+{
+    l->phase = LANE_DONE;
+    progress(l, true);
+}
+
 /* A backfill batch is built: the end of the range, or its token. */
 static int backfill_built(struct lane *l)
 {
     if (!l->src.n && !l->nbad && !l->corrupt) {
         batch_drop(l);
-        l->done = true;
-        return pfr_state_backfill_put(l->e->o.state, l->conf->name, l->from_ns, l->to_ns, l->pos,
-                                      true, pfr_clock_real_ns());
+        lane_finish(l);
+        return pfr_state_backfill_put(l->e->o.state, l->conf->name, l->m.bf.from_ns, l->m.bf.to_ns,
+                                      l->m.bf.pos, true, pfr_clock_real_ns());
     }
     make_token(l);
     return 0;
@@ -772,7 +827,7 @@ static int backfill_built(struct lane *l)
 
 static int build_backfill(struct lane *l)
 {
-    int rc = fill(l, l->pos, 0, batch_cap(l));
+    int rc = fill(l, LANE_BATCH, l->m.bf.pos, 0, batch_cap(l));
     return rc ? rc : backfill_built(l);
 }
 
@@ -780,30 +835,30 @@ static int build_rejected(struct lane *l)
 {
     pfr_engine *e = l->e;
     size_t cap = batch_cap(l);
-    if (grow_ids(&l->group, &l->cap_group, cap) < 0)
+    if (grow_ids(&l->m.rj.group, &l->m.rj.cap_group, cap) < 0)
         return -ENOMEM;
     size_t n = 0;
-    int rc = pfr_state_rejected(e->o.state, l->conf->name, l->pos, l->group, cap, &n);
+    int rc = pfr_state_rejected(e->o.state, l->conf->name, l->m.rj.pos, l->m.rj.group, cap, &n);
     if (rc)
         return rc;
-    l->ngroup = n;
+    l->m.rj.ngroup = n;
     if (!n) {
-        l->done = true;
+        lane_finish(l);
         l->st.batch_limit = 0;
         return save(l);
     }
-    if ((rc = fill(l, l->group[0] - 1, l->group[n - 1], cap)))
+    if ((rc = fill(l, LANE_BATCH, l->m.rj.group[0] - 1, l->m.rj.group[n - 1], cap)))
         return rc;
     /* Set-aside chunks the ring no longer has are gone for good. */
     size_t gone = 0;
     for (size_t i = 0; i < n; i++) {
         bool have = false;
         for (size_t j = 0; j < l->src.n && !have; j++)
-            have = l->src.ids[j] == l->group[i];
+            have = l->src.ids[j] == l->m.rj.group[i];
         for (size_t j = 0; j < l->nbad && !have; j++)
-            have = l->bad[j] == l->group[i];
-        if (!have && l->group[i] <= l->b_max) {
-            rc = pfr_state_unreject(e->o.state, l->conf->name, &l->group[i], 1);
+            have = l->bad[j] == l->m.rj.group[i];
+        if (!have && l->m.rj.group[i] <= l->b_max) {
+            rc = pfr_state_unreject(e->o.state, l->conf->name, &l->m.rj.group[i], 1);
             if (rc)
                 return rc;
             l->st.lost_chunks++;
@@ -814,7 +869,7 @@ static int build_rejected(struct lane *l)
         pfr_warn("%s: %zu set-aside chunks are no longer in the ring", l->label, gone);
     if (!l->src.n && !l->nbad) {
         batch_drop(l);
-        l->pos = l->b_max;
+        l->m.rj.pos = l->b_max;
         return save(l);
     }
     make_token(l);
@@ -823,24 +878,43 @@ static int build_rejected(struct lane *l)
 
 /* ---- after a send ---- */
 
+/* The chunks of the batch up to id to that the sink's policy passes over: counted (status:
+ * skipped), and no longer set aside when the rejected lane met them. */
+static int pass_over(struct lane *l, int64_t to)
+{
+    size_t n = 0;
+    while (n < l->nskipped && l->skipped[n] <= to)
+        n++;
+    if (!n)
+        return 0;
+    l->st.skipped_chunks += n;
+    l->passed_chunks += n;
+    if (l->mode == PFR_LANE_REJECTED)
+        return pfr_state_unreject(l->e->o.state, l->conf->name, l->skipped, n);
+    return 0;
+}
+
 static int advance(struct lane *l, int64_t to)
 {
     pfr_engine *e = l->e;
-    int rc;
+    int rc = pass_over(l, to);
+    if (rc)
+        return rc;
     switch (l->mode) {
     case PFR_LANE_LIVE:
-        if (l->ahead) /* pinned chunks ahead of the cursor: recorded, the cursor stays */
+        /* pinned chunks ahead of the cursor: recorded, the cursor stays */
+        if (l->phase == LANE_AHEAD)
             return (rc = pfr_state_ahead_sent(e->o.state, l->conf->name, to)) ? rc : save(l);
         l->st.cursor = to;
         if ((rc = save(l)))
             return rc;
         return pfr_store_cursor_set(e->o.store, l->consumer, to);
     case PFR_LANE_BACKFILL:
-        l->pos = to;
-        return pfr_state_backfill_put(e->o.state, l->conf->name, l->from_ns, l->to_ns, to, false,
-                                      pfr_clock_real_ns());
+        l->m.bf.pos = to;
+        return pfr_state_backfill_put(e->o.state, l->conf->name, l->m.bf.from_ns, l->m.bf.to_ns, to,
+                                      false, pfr_clock_real_ns());
     case PFR_LANE_REJECTED:
-        l->pos = to;
+        l->m.rj.pos = to;
         return save(l);
     }
     return 0;
@@ -875,21 +949,25 @@ static void progress(struct lane *l, bool final)
         return;
     l->last_progress = now;
     double secs = (double)(now - l->started_mono) / 1e9;
-    double rate = secs > 0 ? (double)l->sent_chunks / secs : 0;
-    char b[32], eta[32] = "-";
-    uint64_t left = l->total > l->sent_chunks ? l->total - l->sent_chunks : 0;
+    /* chunks the sink's policy passed over are done with too */
+    uint64_t done = l->sent_chunks + l->passed_chunks, total = l->m.bf.total;
+    double rate = secs > 0 ? (double)done / secs : 0;
+    char b[32], eta[32] = "-", passed[64] = "";
+    uint64_t left = total > done ? total - done : 0;
     if (rate > 0)
         pfr_fmt_duration((int64_t)((double)left / rate * 1000), eta, sizeof(eta));
+    if (l->passed_chunks)
+        snprintf(passed, sizeof(passed), " (%" PRIu64 " passed over: ship = agent)",
+                 l->passed_chunks);
     if (final)
-        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (100.0%%), %.0f chunks/s, %s sent, done "
+        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (100.0%%)%s, %.0f chunks/s, %s sent, done "
                  "(%" PRIu64 " bytes in %.1f s)",
-                 l->label, l->sent_chunks, l->total, rate,
-                 pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), l->sent_bytes, secs);
+                 l->label, done, total, passed, rate, pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)),
+                 l->sent_bytes, secs);
     else
-        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (%.1f%%), %.0f chunks/s, %s sent, eta %s",
-                 l->label, l->sent_chunks, l->total,
-                 l->total ? 100.0 * (double)l->sent_chunks / (double)l->total : 100.0, rate,
-                 pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), eta);
+        pfr_info("%s: %" PRIu64 "/%" PRIu64 " chunks (%.1f%%)%s, %.0f chunks/s, %s sent, eta %s",
+                 l->label, done, total, total ? 100.0 * (double)done / (double)total : 100.0,
+                 passed, rate, pfr_fmt_bytes(l->sent_bytes, b, sizeof(b)), eta);
 }
 
 /* Of the batch's first n chunks, those the sink's reads found corrupt or gone (counted in
@@ -1164,13 +1242,13 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     pfr_engine *e = l->e;
     int rc;
     *next_ns = now + e->o.poll_ms * 1000000;
-    if (l->done)
+    if (l->phase == LANE_DONE)
         return 0;
-    if (!l->loaded) {
+    if (l->phase == LANE_NEW) {
         rc = pfr_state_sink_get(e->o.state, l->conf->name, l->conf->kind->name, &l->st);
         if (rc)
             return rc;
-        l->loaded = true;
+        l->phase = LANE_PREPARE;
     }
     if (l->retry_at > now) {
         *next_ns = l->retry_at;
@@ -1181,7 +1259,7 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         if ((rc = ring_floor(e, &below)) || (rc = reap_set_aside(l, below)))
             return rc;
     }
-    if (!l->prepared) {
+    if (l->phase == LANE_PREPARE) {
         pfr_sink_result r;
         l->sink->ops->prepare(l->sink, &r);
         took_result(l, &r);
@@ -1194,9 +1272,9 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         }
         if (r.message[0])
             pfr_warn("%s: %s", l->label, r.message);
-        l->prepared = true;
+        l->phase = LANE_IDLE;
     }
-    if (!l->built) {
+    if (l->phase == LANE_IDLE) {
         int64_t wait_ms = 0;
         switch (l->mode) {
         case PFR_LANE_LIVE:
@@ -1213,14 +1291,14 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
         }
         if (rc < 0)
             return rc;
-        if (l->done)
+        if (l->phase == LANE_DONE)
             return 0;
-        if (wait_ms > 0 || (!l->built)) {
+        if (wait_ms > 0 || l->phase == LANE_IDLE) {
             int64_t w = wait_ms > 0 ? wait_ms : e->o.poll_ms;
             if (w > e->o.poll_ms)
                 w = e->o.poll_ms;
-            if (l->mode == PFR_LANE_LIVE && e->o.once && l->st.cursor >= l->target_max)
-                l->done = true;
+            if (l->mode == PFR_LANE_LIVE && e->o.once && l->st.cursor >= l->m.live.target_max)
+                lane_finish(l);
             *next_ns = now + w * 1000000;
             return 0;
         }
@@ -1228,8 +1306,8 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
             batch_drop(l);
             if (l->mode == PFR_LANE_LIVE) {
                 l->st.pending_max = 0;
-                if (e->o.once && l->st.cursor >= l->target_max)
-                    l->done = true;
+                if (e->o.once && l->st.cursor >= l->m.live.target_max)
+                    lane_finish(l);
             }
             return 0;
         }
@@ -1285,8 +1363,9 @@ static int lane_step(struct lane *l, int64_t now, int64_t *next_ns)
     if (rc)
         return rc;
     *next_ns = now; /* there may be more right away */
-    if (l->mode == PFR_LANE_LIVE && e->o.once && l->st.cursor >= l->target_max && !l->built)
-        l->done = true;
+    if (l->mode == PFR_LANE_LIVE && e->o.once && l->st.cursor >= l->m.live.target_max &&
+        l->phase == LANE_IDLE)
+        lane_finish(l);
     return 0;
 }
 
@@ -1303,7 +1382,7 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
             /* A backfill or rejected pass must finish before the live lane of its sink. */
             bool blocked = false;
             for (size_t j = 0; j < i && !blocked; j++)
-                blocked = e->lanes[j]->conf == l->conf && !e->lanes[j]->done;
+                blocked = e->lanes[j]->conf == l->conf && e->lanes[j]->phase != LANE_DONE;
             if (blocked) {
                 all_done = false;
                 continue;
@@ -1323,13 +1402,8 @@ int pfr_engine_run(pfr_engine *e, int64_t deadline_ns)
             } else {
                 l->errors = 0;
             }
-            if (l->done) {
-                if (l->mode == PFR_LANE_BACKFILL && !l->reported) {
-                    progress(l, true);
-                    l->reported = true;
-                }
+            if (l->phase == LANE_DONE)
                 continue;
-            }
             all_done = false;
             if (n < next)
                 next = n;

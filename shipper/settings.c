@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "pfr_store.h"
+#include "pfr_system_service.h"
 #include "sinks/service_name.h"
 #include "sinks/sinks.h"
 
@@ -31,6 +32,12 @@ static int check_prefix(const char *v, void *field, char *err, size_t errlen)
         return -EINVAL;
     }
     return 0;
+}
+
+static int check_prefixes(const char *v, void *field, char *err, size_t errlen)
+{
+    (void)field;
+    return pfr_system_service_prefixes_check(v, err, errlen);
 }
 
 /* A secret given inline or as a flag: others can read the file or the command line. */
@@ -60,6 +67,7 @@ static int parse_kind(const char *v, void *field, char *err, size_t errlen)
 }
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const ship_policies[] = {"agent", "all", NULL}; /* enum pfr_ship_policy */
 
 #define P(field) PFR_SETTING_FIELD(pfr_shipper_conf, field)
 #define MS       .unit_ns = 1000000
@@ -256,6 +264,39 @@ static const pfr_setting sink_rows[] = {
      .metavar = "PREFIX",
      .help = "Put PREFIX before every chunk's service name as shipped (site1- + /k8s/ns/app); "
              "at most 128 bytes, no control characters."},
+    {.key = "ship",
+     .type = PFR_SET_ENUM,
+     S(ship),
+     .def = "agent",
+     .choices = ship_policies,
+     .env = "",
+     .metavar = "POLICY",
+     .help = "Which chunks go: agent = what Coroot's node agent would send (chunks with a Coroot "
+             "container id, the recorder's container.id label, and, with "
+             "skip_system_services, not of a systemd system service); all = every chunk. The "
+             "chunks left out are passed over for good (the cursor moves on) and counted "
+             "(status: passed over; skipped_chunks in --json); the ring keeps them."},
+    {.key = "skip_system_services",
+     .type = PFR_SET_BOOL,
+     S(skip_system_services),
+     .def = "true",
+     .env = "",
+     .metavar = "BOOL",
+     .help = "ship = agent: leave out systemd services whose unit name starts with one of "
+             "system_service_prefixes, as the node agent's flag skip-systemd-system-services "
+             "does (the unit is the one the chunk's container id names: a templated unit's "
+             "sub-slice, system-getty.slice; the agent's Type and TriggeredBy rules are not "
+             "applied)."},
+    {.key = "system_service_prefixes",
+     .type = PFR_SET_STRING,
+     S(system_service_prefixes),
+     .def = PFR_SYSTEM_SERVICE_PREFIXES,
+     .parse = check_prefixes,
+     .flag = "",
+     .env = "",
+     .metavar = "LIST",
+     .help = "Unit name prefixes of system services, comma-separated (the default is the node "
+             "agent's list, the recorder's default too)."},
     {.key = "batch_chunks",
      .type = PFR_SET_COUNT,
      S(batch.max_chunks),
@@ -275,16 +316,6 @@ static const pfr_setting sink_rows[] = {
      .def_doc = "coroot 16M, clickhouse 64M",
      .help = "Request bytes per batch (estimated from the ring's stored sizes): a ClickHouse "
              "insert's size, not memory."},
-    {.key = "batch_memory",
-     .type = PFR_SET_SIZE,
-     S(batch.max_memory),
-     .def = "32M",
-     .min = 4 << 20,
-     .env = "",
-     .metavar = "SIZE",
-     .help = "ClickHouse: memory for sending a batch (its streamed blocks, the encoder's "
-             "caches, an eighth for the ring's decoded dictionaries); peak RSS stays within "
-             "~2x."},
     {.key = "batch_age",
      .type = PFR_SET_DURATION,
      S(batch.max_age_ms),

@@ -125,10 +125,8 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
     o.client_cert = conf->client_cert;
     o.client_key = conf->client_key;
     o.max_send_bps = conf->bandwidth;
-    if ((rc = pfr_http_new(&o, &s->http)) || (rc = pfr_http_new(&o, &s->http2)) ||
-        (rc = pfr_http_new(&o, &s->http3))) {
-        pfr_http_free(s->http);
-        pfr_http_free(s->http2);
+    s->http_opts = o;
+    if ((rc = pfr_http_new(&o, &s->http))) {
         pfr_secrets_free(&s->secrets);
         s->ops->free(s);
         snprintf(err, errlen, "sink %s: cannot create its HTTP client", conf->name);
@@ -138,14 +136,17 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
     return 0;
 }
 
+int pfr_sink_http_new(const pfr_sink *s, pfr_http **out)
+{
+    return pfr_http_new(&s->http_opts, out);
+}
+
 void pfr_sink_free(pfr_sink *s)
 {
     if (!s)
         return;
     pfr_http_free(s->http);
-    pfr_http_free(s->http2);
-    pfr_http_free(s->http3);
-    s->http = s->http2 = s->http3 = NULL;
+    s->http = NULL;
     pfr_secrets_free(&s->secrets);
     s->ops->free(s);
 }

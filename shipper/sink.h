@@ -55,6 +55,9 @@ struct pfr_sink_ops {
      * or corrupt). token names the batch for idempotent retries (the same chunks always get the
      * same token). */
     void (*send)(pfr_sink *s, pfr_chunksrc *src, const char *token, pfr_sink_result *r);
+    /* Whether the sink's shipping policy sends a chunk, from its metadata: false = pass it
+     * over for good (the engine moves on and counts it). NULL: every chunk goes. */
+    bool (*ships)(const pfr_sink *s, const pfr_chunk_meta *m);
     /* A request that carries no chunk and changes nothing, whose answer from a healthy sink
      * differs from any answer about a chunk's content: the engine compares it with a rejection
      * before it sets chunks aside (engine.c, judge_rejection). NULL: none. */
@@ -65,9 +68,8 @@ struct pfr_sink_ops {
 struct pfr_sink {
     const struct pfr_sink_ops *ops;
     const pfr_sink_conf *conf; /* not owned */
-    pfr_http *http;            /* owned */
-    pfr_http *http2, *http3;   /* owned: more connections, for requests made while others
-                                  stream (clickhouse) */
+    pfr_http *http;            /* owned: the sink's connection */
+    pfr_http_opts http_opts;   /* its options (timeouts, TLS, bandwidth, secrets) */
     pfr_secrets secrets;       /* owned: every form the sink's credentials travel in */
 };
 
@@ -77,6 +79,9 @@ int pfr_sink_new(const pfr_sink_conf *conf, const pfr_http_opts *http, pfr_sink 
 void pfr_sink_free(pfr_sink *s);
 
 /* Helpers shared by the sinks. */
+/* Another connection with the sink's options, for a sink that makes requests while one
+ * streams; the caller owns it (pfr_http_free). 0 or a negative errno. */
+int pfr_sink_http_new(const pfr_sink *s, pfr_http **out);
 void pfr_sink_result_reset(pfr_sink_result *r);
 /* Fill r from a transport outcome and answer: status class, Retry-After, server message. */
 void pfr_sink_result_from_http(pfr_sink_result *r, enum pfr_outcome transport,

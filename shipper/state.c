@@ -15,7 +15,8 @@
 struct pfr_state {
     sqlite3 *db;
     bool read_only;
-    bool has_failures; /* sink.sink_failures exists (added to files of older shippers) */
+    /* The sink table's columns added to files of older shippers: which this file has. */
+    bool has_later[2];
 };
 
 static const char schema[] =
@@ -31,7 +32,7 @@ static const char schema[] =
     " delivered_chunks INTEGER NOT NULL DEFAULT 0, delivered_bytes INTEGER NOT NULL DEFAULT 0,"
     " rejected_chunks INTEGER NOT NULL DEFAULT 0, lost_chunks INTEGER NOT NULL DEFAULT 0,"
     " corrupt_chunks INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0,"
-    " sink_failures INTEGER NOT NULL DEFAULT 0);"
+    " sink_failures INTEGER NOT NULL DEFAULT 0, skipped_chunks INTEGER NOT NULL DEFAULT 0);"
     "CREATE TABLE IF NOT EXISTS rejected ("
     " sink TEXT NOT NULL, chunk_id INTEGER NOT NULL, status INTEGER NOT NULL,"
     " reason TEXT NOT NULL, at_ns INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 1,"
@@ -64,22 +65,29 @@ static void make_private(const char *path)
     }
 }
 
-/* A column added later: a file of an older shipper gets it (still readable by that shipper,
- * which names its columns); read as it is (read-only), it counts 0. */
-static int failures_column(pfr_state *st)
+/* The sink table's counters added later, in the order of has_later. */
+static const char *const later_columns[] = {"sink_failures", "skipped_chunks"};
+
+/* Columns added later: a file of an older shipper gets them (still readable by that shipper,
+ * which names its columns); read as it is (read-only), they count 0. */
+static int later_columns_add(pfr_state *st)
 {
-    sqlite3_stmt *s = NULL;
-    st->has_failures =
-        sqlite3_prepare_v2(st->db, "SELECT sink_failures FROM sink", -1, &s, NULL) == SQLITE_OK;
-    sqlite3_finalize(s);
-    if (st->has_failures || st->read_only)
-        return SQLITE_OK;
-    int rc = sqlite3_exec(st->db,
-                          "ALTER TABLE sink ADD COLUMN sink_failures INTEGER NOT NULL "
-                          "DEFAULT 0",
-                          NULL, NULL, NULL);
-    st->has_failures = rc == SQLITE_OK;
-    return rc;
+    for (size_t i = 0; i < sizeof(later_columns) / sizeof(later_columns[0]); i++) {
+        char sql[128];
+        sqlite3_stmt *s = NULL;
+        snprintf(sql, sizeof(sql), "SELECT %s FROM sink", later_columns[i]);
+        st->has_later[i] = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) == SQLITE_OK;
+        sqlite3_finalize(s);
+        if (st->has_later[i] || st->read_only)
+            continue;
+        snprintf(sql, sizeof(sql), "ALTER TABLE sink ADD COLUMN %s INTEGER NOT NULL DEFAULT 0",
+                 later_columns[i]);
+        int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+        st->has_later[i] = true;
+    }
+    return SQLITE_OK;
 }
 
 int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err, size_t errlen)
@@ -130,7 +138,7 @@ int pfr_state_open(const char *path, bool read_only, pfr_state **out, char *err,
             rc = sqlite3_exec(st->db, "PRAGMA user_version=1", NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK)
-        rc = failures_column(st);
+        rc = later_columns_add(st);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "state %s: cannot %s: %s", path, what,
                  st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
@@ -209,14 +217,16 @@ static void row_to_state(sqlite3_stmt *s, pfr_sink_state *o)
     o->corrupt_chunks = (uint64_t)sqlite3_column_int64(s, 18);
     o->retries = (uint64_t)sqlite3_column_int64(s, 19);
     o->sink_failures = (uint64_t)sqlite3_column_int64(s, 20);
+    o->skipped_chunks = (uint64_t)sqlite3_column_int64(s, 21);
 }
 
 /* SELECT the sink columns, then tail. */
 static int prep_sinks(pfr_state *st, const char *tail, sqlite3_stmt **s)
 {
     char sql[512];
-    snprintf(sql, sizeof(sql), "SELECT " SINK_COLS ", %s FROM sink %s",
-             st->has_failures ? "sink_failures" : "0", tail);
+    snprintf(sql, sizeof(sql), "SELECT " SINK_COLS ", %s, %s FROM sink %s",
+             st->has_later[0] ? later_columns[0] : "0", st->has_later[1] ? later_columns[1] : "0",
+             tail);
     return prep(st, sql, s);
 }
 
@@ -253,8 +263,8 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
 {
     sqlite3_stmt *s;
     int rc = prep(st,
-                  "INSERT OR REPLACE INTO sink (" SINK_COLS ", sink_failures) VALUES "
-                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  "INSERT OR REPLACE INTO sink (" SINK_COLS ", sink_failures, skipped_chunks) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                   &s);
     if (rc)
         return rc;
@@ -280,6 +290,7 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
     sqlite3_bind_int64(s, i++, (int64_t)o->corrupt_chunks);
     sqlite3_bind_int64(s, i++, (int64_t)o->retries);
     sqlite3_bind_int64(s, i++, (int64_t)o->sink_failures);
+    sqlite3_bind_int64(s, i++, (int64_t)o->skipped_chunks);
     sqlite3_step(s);
     return pfr_store_errno(sqlite3_finalize(s));
 }

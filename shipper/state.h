@@ -34,6 +34,7 @@ typedef struct pfr_sink_state {
     uint64_t corrupt_chunks; /* skipped as corrupt */
     uint64_t retries;        /* failed attempts, ever */
     uint64_t sink_failures;  /* of them, answers about the sink as a whole: nothing set aside */
+    uint64_t skipped_chunks; /* left out by the sink's shipping policy (ship = agent) */
 } pfr_sink_state;
 
 /* Open (creating it unless read_only) the state file at path. The file and its -wal, -shm and

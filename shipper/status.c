@@ -141,6 +141,10 @@ static void print_text(FILE *o, const struct sinkrow *r, const pfr_store_stats *
     fprintf(o, "\n");
     if (r->st.corrupt_chunks)
         fprintf(o, "  corrupt       %" PRIu64 " chunks skipped\n", r->st.corrupt_chunks);
+    if (r->st.skipped_chunks || (r->conf && r->conf->ship == PFR_SHIP_AGENT))
+        fprintf(o,
+                "  passed over   %" PRIu64 " chunks the node agent would not send (ship = agent)\n",
+                r->st.skipped_chunks);
 }
 
 static json_t *row_json(const struct sinkrow *r, const pfr_store_stats *rs)
@@ -178,6 +182,10 @@ static json_t *row_json(const struct sinkrow *r, const pfr_store_stats *rs)
     json_object_set_new(j, "rejected_total", json_integer((json_int_t)r->st.rejected_chunks));
     json_object_set_new(j, "lost_chunks", json_integer((json_int_t)r->st.lost_chunks));
     json_object_set_new(j, "corrupt_chunks", json_integer((json_int_t)r->st.corrupt_chunks));
+    json_object_set_new(j, "skipped_chunks", json_integer((json_int_t)r->st.skipped_chunks));
+    if (r->conf)
+        json_object_set_new(j, "ship",
+                            json_string(r->conf->ship == PFR_SHIP_AGENT ? "agent" : "all"));
     if (rs)
         json_object_set_new(j, "ring_lost_unshipped", json_integer((json_int_t)rs->lost_unshipped));
     return j;

@@ -1,7 +1,7 @@
 /*
- * Two more of the node agent's rules (pfr_identity.h): the runtime id of a gVisor sandbox from
- * its command line (containers/registry.go getOrCreateContainer), and which systemd units it
- * skips as system services (containers/systemd.go IsSystemService, getSystemdProperties).
+ * One more of the node agent's rules (pfr_identity.h): the runtime id of a gVisor sandbox from
+ * its command line (containers/registry.go getOrCreateContainer). Which systemd units it skips
+ * as system services is common/pfr_system_service.h (the shipper applies it too).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,66 +36,4 @@ bool pfr_identity_gvisor_rid(const char *cmdline, size_t len, char *rid)
     memcpy(rid, last, PFR_IDENTITY_RUNTIME_ID_LEN);
     rid[PFR_IDENTITY_RUNTIME_ID_LEN] = '\0';
     return true;
-}
-
-int pfr_identity_systemd_unit(const char *cgroup, char *out, size_t outlen)
-{
-    /* strings.Split(id, "/"): the first piece ending ".service", else the last piece */
-    const char *last = cgroup;
-    for (const char *p = cgroup;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        size_t n = (size_t)(p - last);
-        if (ends_with(last, n, ".service"))
-            return pfr_identity_fmt(out, outlen, "%.*s", (int)n, last);
-        if (*p == '\0')
-            return pfr_identity_fmt(out, outlen, "%.*s", (int)n, last);
-        last = p + 1;
-    }
-}
-
-bool pfr_identity_is_system_service(const char *unit, const char *type, const char *triggered_by,
-                                    const char *prefixes)
-{
-    if (type && (strcmp(type, "oneshot") == 0 || strcmp(type, "dbus") == 0))
-        return true;
-    if (triggered_by && ends_with(triggered_by, strlen(triggered_by), ".timer"))
-        return true;
-    if (!unit)
-        return false;
-    const char *p = prefixes ? prefixes : PFR_IDENTITY_SYSTEM_SERVICE_PREFIXES;
-    struct id_split sp = {p, p + strlen(p), false};
-    const char *piece;
-    size_t n;
-    while (pfr_identity_split_next(&sp, ',', &piece, &n))
-        if (n && strncmp(unit, piece, n) == 0)
-            return true;
-    return false;
-}
-
-static bool unit_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           strchr(":_.@-\\", c) != NULL;
-}
-
-int pfr_identity_prefixes_check(const char *prefixes, char *err, size_t errlen)
-{
-    const char *p = prefixes ? prefixes : "";
-    struct id_split sp = {p, p + strlen(p), false};
-    const char *piece;
-    size_t n;
-    while (pfr_identity_split_next(&sp, ',', &piece, &n)) {
-        if (n == 0) {
-            snprintf(err, errlen, "'%s' has an empty prefix (a comma too many?)", p);
-            return -EINVAL;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (!unit_char(piece[i])) {
-                snprintf(err, errlen, "'%.*s' is not a unit name prefix", (int)n, piece);
-                return -EINVAL;
-            }
-        }
-    }
-    return 0;
 }

@@ -175,25 +175,6 @@ bool pfr_identity_gvisor_rid(const char *cmdline, size_t len, char *rid);
 /* The container name the agent gives a gVisor sandbox: "/k8s/<ns>/<pod>/sandbox". */
 #define PFR_IDENTITY_SANDBOX_NAME "sandbox"
 
-/* The node agent's default list of system services' unit name prefixes (containers/systemd.go
- * systemServicePrefixes), comma-separated, as the system_service_prefixes setting's default. */
-#define PFR_IDENTITY_SYSTEM_SERVICE_PREFIXES                                                       \
-    "systemd-,dbus,getty,system-serial,system-getty,serial-getty,snapd,packagekit,"                \
-    "unattended-upgrades,multipathd,qemu-guest-agent,irqbalance,networkd-dispatcher,rpcbind"
-/* The unit the agent asks systemd about for a cgroup path: its first component that ends in
- * ".service", else its last component ("/system.slice/system-getty.slice/getty@tty1.service"
- * -> "getty@tty1.service"). @return 0 or -ENAMETOOLONG (out ""). */
-int pfr_identity_systemd_unit(const char *cgroup, char *out, size_t outlen);
-/* Whether the agent skips a systemd unit as a system service (its IsSystemService): its Type
- * is "oneshot" or "dbus", its TriggeredBy (first unit) ends in ".timer", or its name starts
- * with one of prefixes (comma-separated; NULL = the default list). type and triggered_by may
- * be NULL (unknown: systemd was not asked). */
-bool pfr_identity_is_system_service(const char *unit, const char *type, const char *triggered_by,
-                                    const char *prefixes);
-/* Whether prefixes is a list the function above takes: comma-separated non-empty names of
- * unit characters ([A-Za-z0-9:_.@\-]). 0, or -EINVAL with the reason in err. */
-int pfr_identity_prefixes_check(const char *prefixes, char *err, size_t errlen);
-
 /* ---- The resolver ---- */
 
 typedef struct pfr_identity pfr_identity;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pfr_gzip.h"
+#include "pfr_system_service.h"
 
 /* ":<line>" in decimal into num (at least 22 bytes); returns the length. */
 static size_t line_suffix(char *num, int64_t line)
@@ -23,6 +24,63 @@ static size_t line_suffix(char *num, int64_t line)
     while (n)
         num[k++] = rev[--n];
     return k;
+}
+
+bool pfr_coroot_averaged(const char *type)
+{
+    static const char *const avg[] = {
+        "go:heap_inuse_objects:count",       "go:heap_inuse_space:bytes",
+        "go:goroutine_goroutine:count",      "go_runtime:heap_inuse_objects:count",
+        "go_runtime:heap_inuse_space:bytes",
+    };
+    for (size_t i = 0; type && i < sizeof(avg) / sizeof(avg[0]); i++)
+        if (!strcmp(type, avg[i]))
+            return true;
+    return false;
+}
+
+/* The label key's value in m, "" when it has none. */
+static const char *label_of(const pfr_chunk_meta *m, const char *key)
+{
+    for (size_t i = 0; i < m->nlabels; i++)
+        if (!strcmp(m->labels[i].key, key))
+            return m->labels[i].value ? m->labels[i].value : "";
+    return "";
+}
+
+int64_t pfr_coroot_start_shift(const pfr_chunk_meta *m)
+{
+    bool avg = false;
+    for (size_t i = 0; i < m->ntypes && !avg; i++)
+        avg = pfr_coroot_averaged(m->types[i]);
+    int64_t span = (m->end_ns - m->start_ns) / 2;
+    if (span > 1000000000)
+        span = 1000000000;
+    if (!avg || span < 2)
+        return 0;
+    /* Coroot's instance key: count(distinct Labels['container.id'], Labels['namespace'],
+     * Labels['pod']) */
+    static const char *const keys[] = {"container.id", "namespace", "pod"};
+    uint64_t h = PFR_HASH_FNV_OFFSET;
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = label_of(m, keys[i]);
+        h = pfr_hash_fnv1a(h, v, strlen(v) + 1); /* with its NUL: ("ab", "") != ("a", "b") */
+    }
+    return 1 + (int64_t)(h % (uint64_t)(span - 1));
+}
+
+bool pfr_coroot_ships(const pfr_sink_conf *conf, const pfr_chunk_meta *m)
+{
+    if (conf->ship == PFR_SHIP_ALL)
+        return true;
+    const char *id = label_of(m, "container.id");
+    if (!id[0])
+        return false; /* the agent profiles only processes of containers it tracks */
+    char unit[256];
+    if (conf->skip_system_services && pfr_system_service_id_unit(id, unit, sizeof(unit)) &&
+        pfr_system_service_is(unit, NULL, NULL, conf->system_service_prefixes))
+        return false;
+    return true;
 }
 
 void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f)

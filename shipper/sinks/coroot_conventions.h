@@ -8,9 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "pfr_buf.h"
 #include "pfr_hash.h" /* StackHash: pfr_hash_fnv1a from PFR_HASH_FNV_OFFSET */
 #include "pfr_profile.h"
+#include "pfr_store.h"
 
 /* Whether Coroot keeps a frame: it drops lines without a function; pfr's model shows those as
  * a frame with neither function name nor file. */
@@ -21,6 +23,27 @@ static inline bool pfr_coroot_keeps(const pfr_frame *f)
 
 /* Append "<function> <file>:<line>" (Coroot's stack string) to b. */
 void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f);
+
+/* Whether a sink of conf sends chunk m (both kinds' ops.ships): with ship = agent, what Coroot's
+ * node agent would send: a chunk with a Coroot container id (its container.id label; the
+ * recorder sets it only then) and, with skip_system_services, not of a systemd service whose
+ * unit is a system service (pfr_system_service.h). ship = all: every chunk. */
+bool pfr_coroot_ships(const pfr_sink_conf *conf, const pfr_chunk_meta *m);
+
+/* Whether Coroot averages a profile type when it shows it (model/profile.go,
+ * ProfileAggregationAvg: the in-use heap types and goroutines) instead of summing it. */
+bool pfr_coroot_averaged(const char *type);
+
+/* How far after the chunk's start its profile's Start goes, in ns (0 for a chunk with no averaged
+ * type). Coroot divides an averaged type's sum over a range by count(distinct Start) /
+ * count(distinct (container.id, namespace, pod)) of its rows (clickhouse/queries.go
+ * qProfiles): the number of profiles per instance only when every instance's profiles have
+ * Start times of their own. The agent stamps each process at its own moment; pfr cuts every
+ * process's chunk at the same boundary, so N instances would count as 1/N profiles each and
+ * show N times their memory. The shift, a hash of exactly that instance key, gives each
+ * instance Start times of its own while End stays the interval's: in [1 ns, 1 s), below half
+ * the chunk's length. Both kinds use it (Coroot: duration_nanos = End - Start). */
+int64_t pfr_coroot_start_shift(const pfr_chunk_meta *m);
 
 /* Rewrite a raw (not gzip'd) pprof body so time_nanos = time_ns and duration_nanos = dur_ns:
  * every other top-level field is copied as is. The result is gzip'd when gzip is set.

@@ -28,11 +28,15 @@ typedef struct pfr_sink_kind {
     void (*defaults)(pfr_sink_conf *c);
     /* Checks across fields once every layer is in: 0, or -EINVAL with the reason. NULL: none. */
     int (*check)(pfr_sink_conf *c, char *err, size_t errlen);
-    /* Whether a sink of this kind cannot go without api_key (Coroot's X-API-Key). */
-    bool key_required;
+    /* Checks of the secret once it is loaded (status loads none): 0, or -EINVAL with the
+     * reason. NULL: none. */
+    int (*check_key)(const pfr_sink_conf *c, char *err, size_t errlen);
     /* Add the forms the kind's credentials travel in beyond the key itself and the URL's
      * user:password (pfr_sink_new adds those); NULL: none. 0 or -ENOMEM. */
     int (*secrets)(const pfr_sink_conf *c, pfr_secrets *k);
+    /* Bytes of the ring's cache of decoded dictionaries (pfr_store_opts.cache_bytes) a sink
+     * of this kind wants while it sends; NULL: none. */
+    uint64_t (*ring_cache)(const pfr_sink_conf *c);
     /* A line for `status` ("database", "coroot_x"); NULL: none. */
     void (*status_detail)(const pfr_sink_conf *c, const char **label, const char **value);
     /* The example section of the sample config file: "[sink NAME]" and its key lines, shown

@@ -298,6 +298,8 @@ pfr_testgen *pfr_testgen_new(uint64_t seed, unsigned service_index, const pfr_te
         g->o = *opts;
     if (!g->o.nstacks)
         g->o.nstacks = 400;
+    if (!g->o.type)
+        g->o.type = "ebpf:cpu:nanoseconds";
     if (!g->o.min_depth)
         g->o.min_depth = 10;
     if (!g->o.max_depth)
@@ -444,7 +446,9 @@ pfr_profile *pfr_testgen_next(pfr_testgen *g, int64_t interval_start_ns, int64_t
     pfr_profile *p = pfr_profile_new();
     if (!p)
         return NULL;
-    pfr_profile_add_sample_type(p, "ebpf:cpu:nanoseconds", "nanoseconds");
+    /* the unit: the type name's last part ("...:bytes") */
+    const char *unit = strrchr(g->o.type, ':');
+    pfr_profile_add_sample_type(p, g->o.type, unit ? unit + 1 : "nanoseconds");
     pfr_profile_set_period(p, "cpu", "nanoseconds", PERIOD_NS);
     pfr_profile_set_time(p, interval_start_ns, interval_ns);
     char bin[64];

@@ -50,6 +50,8 @@ typedef struct pfr_testgen_opts {
     unsigned drift_permille; /* stacks replaced per interval, per mille (default 30 = 3%) */
     bool no_drift;           /* keep the same stacks forever (drift_permille ignored) */
     unsigned mean_count;     /* mean samples per stack per 10 s interval (default 4) */
+    const char *type;        /* the sample type's name (default "ebpf:cpu:nanoseconds"); must
+                                outlive the generator */
 } pfr_testgen_opts;
 
 /* A generator for stream service_index (0, 1, ...). opts may be NULL. NULL on ENOMEM. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pfr_identity.h"
+#include "pfr_system_service.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -40,12 +41,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(s, data, size);
     s[size] = '\0';
     char unit[256];
-    if (pfr_identity_systemd_unit(s, unit, sizeof(unit)) == 0 && strlen(unit) > strlen(s))
+    if (pfr_system_service_unit(s, unit, sizeof(unit)) == 0 && strlen(unit) > strlen(s))
         __builtin_trap();
-    pfr_identity_is_system_service(s, s, s, NULL);
+    pfr_system_service_is(s, s, s, NULL);
     char err[128];
-    if (pfr_identity_prefixes_check(s, err, sizeof(err)) == 0)
-        pfr_identity_is_system_service("systemd-journald.service", NULL, NULL, s);
+    if (pfr_system_service_prefixes_check(s, err, sizeof(err)) == 0)
+        pfr_system_service_is("systemd-journald.service", NULL, NULL, s);
     free(s);
     return 0;
 }

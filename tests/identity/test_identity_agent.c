@@ -21,6 +21,7 @@
 
 #include "id_testdir.h"
 #include "pfr_identity.h"
+#include "pfr_system_service.h"
 
 /* runtime ids of the agent's fixtures and tests */
 #define R100 "b43d92bf1e5c6f78bb9b7bc6f40721280299855ba692092716e3a1b6c0b86f3f"
@@ -490,7 +491,7 @@ static void test_system_services(void **state)
     };
     char out[256];
     for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
-        assert_int_equal(pfr_identity_systemd_unit(u[i].cgroup, out, sizeof(out)), 0);
+        assert_int_equal(pfr_system_service_unit(u[i].cgroup, out, sizeof(out)), 0);
         assert_string_equal(out, u[i].unit);
     }
     static const struct {
@@ -520,23 +521,23 @@ static void test_system_services(void **state)
         {"nginx.service", "simple", "nginx.socket", false},
     };
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
-        if (pfr_identity_is_system_service(s[i].unit, s[i].type, s[i].trig, NULL) != s[i].sys)
+        if (pfr_system_service_is(s[i].unit, s[i].type, s[i].trig, NULL) != s[i].sys)
             fail_msg("%s %s %s: want %d", s[i].unit, s[i].type ? s[i].type : "-",
                      s[i].trig ? s[i].trig : "-", s[i].sys);
     /* fixture 1000's getty: the agent skips it as a system service by default */
-    assert_int_equal(pfr_identity_systemd_unit(
-                         "/system.slice/system-getty.slice/getty@tty1.service", out, sizeof(out)),
+    assert_int_equal(pfr_system_service_unit("/system.slice/system-getty.slice/getty@tty1.service",
+                                             out, sizeof(out)),
                      0);
-    assert_true(pfr_identity_is_system_service(out, NULL, NULL, NULL));
+    assert_true(pfr_system_service_is(out, NULL, NULL, NULL));
     /* a list of one's own */
-    assert_true(pfr_identity_is_system_service("nginx.service", NULL, NULL, "foo,nginx"));
-    assert_false(pfr_identity_is_system_service("dbus.service", NULL, NULL, "foo,nginx"));
-    assert_false(pfr_identity_is_system_service(NULL, NULL, NULL, NULL));
+    assert_true(pfr_system_service_is("nginx.service", NULL, NULL, "foo,nginx"));
+    assert_false(pfr_system_service_is("dbus.service", NULL, NULL, "foo,nginx"));
+    assert_false(pfr_system_service_is(NULL, NULL, NULL, NULL));
     char err[128];
     assert_int_equal(
-        pfr_identity_prefixes_check(PFR_IDENTITY_SYSTEM_SERVICE_PREFIXES, err, sizeof(err)), 0);
-    assert_int_equal(pfr_identity_prefixes_check("a,,b", err, sizeof(err)), -EINVAL);
-    assert_int_equal(pfr_identity_prefixes_check("a b", err, sizeof(err)), -EINVAL);
+        pfr_system_service_prefixes_check(PFR_SYSTEM_SERVICE_PREFIXES, err, sizeof(err)), 0);
+    assert_int_equal(pfr_system_service_prefixes_check("a,,b", err, sizeof(err)), -EINVAL);
+    assert_int_equal(pfr_system_service_prefixes_check("a b", err, sizeof(err)), -EINVAL);
 }
 
 int main(void)

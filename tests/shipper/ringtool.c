@@ -1,8 +1,13 @@
 /*
  * ringtool: test helper for the shipper's integration tests.
  *   make    --store P --services N --intervals M [--interval-s S] [--end-ago-s A] [--seed X]
- *           [--max-bytes B] [--stacks K] [--first-service I]
- *           appends M intervals of N services (interleaved, oldest first) made by pfr_testgen
+ *           [--max-bytes B] [--stacks K] [--first-service I] [--cids ID,ID,...]
+ *           [--type T] [--service NAME]
+ *           appends M intervals of N services (interleaved, oldest first) made by pfr_testgen;
+ *           service i's container.id is /k8s/default/pod-<i>/app, or the i-th of --cids
+ *           ("-": no container.id label, as the recorder writes a process without a Coroot id);
+ *           --type: the sample type (default ebpf:cpu:nanoseconds); --service: one service
+ *           name for all of them (instances of one service)
  *   totals  --store P [--from NS --to NS] [--service S]
  *           per (service, type, stack): the sum of the values of the chunks overlapping
  *           [from, to), the stack as Coroot writes it ("<function> <file>:<line>" leaf first,
@@ -16,6 +21,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +57,18 @@ static pfr_store *open_store(const char *path, bool ro, uint64_t max_bytes)
     return s;
 }
 
+/* The i-th comma-separated piece of list into out (cap bytes); false past the last. */
+static bool list_item(const char *list, long long i, char *out, size_t cap)
+{
+    for (; list && i > 0; i--)
+        if ((list = strchr(list, ',')))
+            list++;
+    if (!list)
+        return false;
+    snprintf(out, cap, "%.*s", (int)strcspn(list, ","), list);
+    return true;
+}
+
 static int cmd_make(int argc, char **argv)
 {
     const char *path = opt(argc, argv, "--store", NULL);
@@ -61,6 +79,7 @@ static int cmd_make(int argc, char **argv)
               first = optll(argc, argv, "--first-service", 0);
     long long stacks = optll(argc, argv, "--stacks", 0);
     uint64_t maxb = (uint64_t)optll(argc, argv, "--max-bytes", 0);
+    const char *cids = opt(argc, argv, "--cids", NULL);
     if (!path)
         return 2;
     pfr_store *s = open_store(path, false, maxb);
@@ -70,10 +89,11 @@ static int cmd_make(int argc, char **argv)
     int64_t end = ((int64_t)now.tv_sec - ago) * 1000000000ll;
     end -= end % iv;
     int64_t start = end - nint * iv;
-    pfr_testgen_opts go = {.nstacks = (unsigned)stacks};
+    const char *type = opt(argc, argv, "--type", NULL), *svc = opt(argc, argv, "--service", NULL);
+    pfr_testgen_opts go = {.nstacks = (unsigned)stacks, .type = type};
     pfr_testgen **g = calloc((size_t)nsvc, sizeof(*g));
     for (long long i = 0; i < nsvc; i++)
-        g[i] = pfr_testgen_new((uint64_t)seed, (unsigned)(first + i), stacks ? &go : NULL);
+        g[i] = pfr_testgen_new((uint64_t)seed, (unsigned)(first + i), stacks || type ? &go : NULL);
     long long n = 0;
     pfr_chunk_in *in = calloc((size_t)nsvc, sizeof(*in));
     pfr_profile **ps = calloc((size_t)nsvc, sizeof(*ps));
@@ -86,12 +106,15 @@ static int cmd_make(int argc, char **argv)
             ps[i] = pfr_testgen_next(g[i], st, iv);
             snprintf(pod[i], 64, "pod-%lld", first + i);
             snprintf(cid[i], 96, "/k8s/default/pod-%lld/app", first + i);
-            labels[i][0] = (pfr_kv){"host.name", "host-a"};
-            labels[i][1] = (pfr_kv){"container.id", cid[i]};
-            labels[i][2] = (pfr_kv){"pod", pod[i]};
-            in[i] = (pfr_chunk_in){.service = pfr_testgen_service(g[i]),
+            list_item(cids, i, cid[i], 96);
+            size_t nl = 0;
+            labels[i][nl++] = (pfr_kv){"host.name", "host-a"};
+            if (strcmp(cid[i], "-"))
+                labels[i][nl++] = (pfr_kv){"container.id", cid[i]};
+            labels[i][nl++] = (pfr_kv){"pod", pod[i]};
+            in[i] = (pfr_chunk_in){.service = svc ? svc : pfr_testgen_service(g[i]),
                                    .labels = labels[i],
-                                   .nlabels = 3,
+                                   .nlabels = nl,
                                    .start_ns = st,
                                    .end_ns = st + iv,
                                    .profile = ps[i]};

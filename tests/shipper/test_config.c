@@ -81,7 +81,6 @@ static void test_config_ini(void **st)
     assert_ptr_equal(s->kind, &pfr_sink_coroot);
     assert_int_equal(s->batch.max_age_ms, 3000);
     assert_int_equal(s->batch.max_chunks, 100);
-    assert_int_equal(s->batch.max_memory, 32 << 20);
     assert_string_equal(s->api_key_env, "MY_KEY");
     s = pfr_shipper_conf_sink(&c, "ch");
     assert_non_null(s);
@@ -91,7 +90,7 @@ static void test_config_ini(void **st)
     assert_string_equal(cc->user, "default");
     assert_true(cc->create_tables);
     assert_int_equal(s->batch.max_chunks, 500);
-    assert_int_equal(s->batch.max_memory, 48 << 20);
+    assert_int_equal(cc->batch_memory, 48 << 20);
     assert_int_equal(s->bandwidth, 256 * 1024);
     /* the ring's cache of dictionaries: an eighth of the largest batch_memory */
     assert_int_equal(pfr_shipper_ring_cache(&c), 6 << 20);
@@ -378,7 +377,7 @@ static void test_config_every_key(void **st)
     assert_string_equal(s->service_prefix, "dc1-");
     assert_int_equal(s->batch.max_chunks, 50);
     assert_int_equal(s->batch.max_bytes, 2 << 20);
-    assert_int_equal(s->batch.max_memory, 48 << 20);
+    assert_int_equal(k->batch_memory, 48 << 20);
     assert_int_equal(s->batch.max_age_ms, 500);
     assert_int_equal(s->backoff.initial_ms, 250);
     assert_int_equal(s->backoff.max_ms, 120000); /* from [shipper] */
@@ -392,10 +391,10 @@ static void test_config_every_key(void **st)
     s = pfr_shipper_conf_sink(&c, "ch2");
     k = ch(s);
     assert_string_equal(s->api_key_env, "CH_PW");
-    assert_int_equal(s->batch.max_chunks, 2000);     /* clickhouse's default */
-    assert_int_equal(s->batch.max_bytes, 64 << 20);  /* clickhouse's default */
-    assert_int_equal(s->batch.max_memory, 32 << 20); /* the default */
-    assert_int_equal(k->ttl_days, 3);                /* from [shipper] */
+    assert_int_equal(s->batch.max_chunks, 2000);    /* clickhouse's default */
+    assert_int_equal(s->batch.max_bytes, 64 << 20); /* clickhouse's default */
+    assert_int_equal(k->batch_memory, 32 << 20);    /* the default */
+    assert_int_equal(k->ttl_days, 3);               /* from [shipper] */
     assert_string_equal(k->user, "default");
     assert_string_equal(k->database, "default");
     assert_int_equal(k->dedup_window, 10000);
@@ -457,7 +456,7 @@ static void test_config_every_flag(void **st)
     assert_string_equal(s->service_prefix, "p-");
     assert_int_equal(s->batch.max_chunks, 9);
     assert_int_equal(s->batch.max_bytes, 1 << 20);
-    assert_int_equal(s->batch.max_memory, 8 << 20);
+    assert_int_equal(k->batch_memory, 8 << 20);
     assert_int_equal(s->batch.max_age_ms, 1000);
     assert_int_equal(s->backoff.initial_ms, 10);
     assert_int_equal(s->backoff.max_ms, 60000);

@@ -1413,20 +1413,96 @@ static void test_state_old_file(void **st)
     assert_int_equal(a.cursor, 17);
     assert_int_equal(a.retries, 5);
     assert_int_equal(a.sink_failures, 0);
+    assert_int_equal(a.skipped_chunks, 0);
     pfr_state_close(s);
     assert_int_equal(pfr_state_open(path, false, &s, err, sizeof(err)), 0);
     assert_int_equal(pfr_state_sink_get(s, "co", "coroot", &a), 0);
     assert_int_equal(a.cursor, 17);
     a.sink_failures = 3;
+    a.skipped_chunks = 9;
     assert_int_equal(pfr_state_sink_put(s, &a), 0);
     pfr_state_close(s);
     assert_int_equal(pfr_state_open(path, true, &s, err, sizeof(err)), 0);
     assert_int_equal(pfr_state_sink_get(s, "co", NULL, &a), 0);
     assert_int_equal(a.retries, 5);
     assert_int_equal(a.sink_failures, 3);
+    assert_int_equal(a.skipped_chunks, 9);
     pfr_state_close(s);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* ship = agent: the chunks Coroot's node agent would send (a Coroot container id, not a systemd
+ * system service); ship = all: every one. */
+static void test_ship_policy(void **st)
+{
+    (void)st;
+    pfr_sink_conf c = {.ship = PFR_SHIP_AGENT, .skip_system_services = true};
+    struct {
+        const char *cid; /* NULL: no container.id label */
+        bool agent, all_units, any_filter;
+    } cases[] = {
+        {"/k8s/ns/pod-7d4f9c8b6-x2b5k/app", true, true, true},
+        {"/docker/web", true, true, true},
+        {"/system.slice/nginx.service", true, true, false},
+        {"/system.slice/systemd-journald.service", false, true, true},
+        {"/system.slice/dbus.service", false, true, true},
+        {"/system.slice/system-getty.slice", false, true, true},
+        {"/runtime.slice/snapd.service", false, true, true},
+        {"/k8s/ns/systemd-x/app", true, true, true}, /* not a unit: never a system service */
+        {"/system.slice/x/systemd-y.service", true, true, true}, /* not an id the agent makes */
+        {"", false, false, false},
+        {NULL, false, false, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pfr_kv labels[2] = {{"host.name", "h"}, {"container.id", cases[i].cid}};
+        pfr_chunk_meta m = {
+            .id = 1, .service = "s", .labels = labels, .nlabels = cases[i].cid ? 2 : 1};
+        c.ship = PFR_SHIP_AGENT;
+        c.skip_system_services = true;
+        c.system_service_prefixes = NULL;
+        if (pfr_coroot_ships(&c, &m) != cases[i].agent)
+            fail_msg("%s: agent", cases[i].cid ? cases[i].cid : "(none)");
+        c.skip_system_services = false;
+        if (pfr_coroot_ships(&c, &m) != cases[i].all_units)
+            fail_msg("%s: skip_system_services off", cases[i].cid ? cases[i].cid : "(none)");
+        c.skip_system_services = true;
+        c.system_service_prefixes = "nginx";
+        if (pfr_coroot_ships(&c, &m) != cases[i].any_filter)
+            fail_msg("%s: prefixes nginx", cases[i].cid ? cases[i].cid : "(none)");
+        c.ship = PFR_SHIP_ALL;
+        assert_true(pfr_coroot_ships(&c, &m));
+    }
+}
+
+/* Only chunks of a type Coroot averages move their Start: by [1 ns, 1 s), under half the chunk,
+ * the same for one instance (container.id, namespace, pod), another for another. */
+static void test_start_shift(void **st)
+{
+    (void)st;
+    const char *cpu[] = {"ebpf:cpu:nanoseconds"};
+    const char *heap[] = {"go_runtime:heap_alloc_space:bytes", "go_runtime:heap_inuse_space:bytes"};
+    pfr_kv a[] = {{"container.id", "/k8s/ns/api-1/app"}, {"pod", "api-1"}, {"host.name", "h1"}};
+    pfr_kv a2[] = {{"container.id", "/k8s/ns/api-1/app"}, {"pod", "api-1"}, {"host.name", "h2"}};
+    pfr_kv b[] = {{"container.id", "/k8s/ns/api-2/app"}, {"pod", "api-2"}};
+    int64_t s = 1000000000000000000, e = s + 10000000000;
+    pfr_chunk_meta m = {
+        .start_ns = s, .end_ns = e, .labels = a, .nlabels = 3, .types = cpu, .ntypes = 1};
+    assert_int_equal(pfr_coroot_start_shift(&m), 0);
+    m.types = heap;
+    m.ntypes = 2;
+    int64_t x = pfr_coroot_start_shift(&m);
+    assert_true(x >= 1 && x < 1000000000);
+    m.labels = a2; /* the host is not part of Coroot's instance key */
+    assert_int_equal(pfr_coroot_start_shift(&m), x);
+    m.labels = b;
+    m.nlabels = 2;
+    assert_true(pfr_coroot_start_shift(&m) != x);
+    m.end_ns = s + 1000; /* a short chunk: under half of it */
+    x = pfr_coroot_start_shift(&m);
+    assert_true(x >= 1 && x < 500);
+    assert_true(pfr_coroot_averaged("go:goroutine_goroutine:count"));
+    assert_false(pfr_coroot_averaged("go:heap_alloc_space:bytes"));
 }
 
 static void test_state(void **st)
@@ -1708,6 +1784,8 @@ int main(void)
         cmocka_unit_test(test_http_kept_headers),
         cmocka_unit_test(test_state),
         cmocka_unit_test(test_state_old_file),
+        cmocka_unit_test(test_ship_policy),
+        cmocka_unit_test(test_start_shift),
         cmocka_unit_test(test_ch_verdicts),
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_quote),

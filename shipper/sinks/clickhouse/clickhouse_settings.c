@@ -91,6 +91,15 @@ static const pfr_setting ch_rows[] = {
      .env = "",
      .metavar = "DURATION",
      .help = "How far ahead a stack row's LastSeen reaches."},
+    {.key = "batch_memory",
+     .type = PFR_SET_SIZE,
+     C(batch_memory),
+     .def = "32M",
+     .min = 4 << 20,
+     .env = "",
+     .metavar = "SIZE",
+     .help = "Memory for sending a batch (its streamed blocks, the encoder's caches, an eighth "
+             "for the ring's decoded dictionaries); peak RSS stays within ~2x."},
     {.key = "compress",
      .type = PFR_SET_BOOL,
      C(compress),
@@ -160,6 +169,12 @@ int pfr_ch_secrets(const pfr_sink_conf *c, pfr_secrets *k)
 {
     const pfr_ch_conf *cc = c->kind_conf;
     return c->api_key ? pfr_secrets_add_basic(k, cc->user ? cc->user : "default", c->api_key) : 0;
+}
+
+uint64_t pfr_ch_ring_cache(const pfr_sink_conf *c)
+{
+    const pfr_ch_conf *cc = c->kind_conf;
+    return cc->batch_memory / 8;
 }
 
 void pfr_ch_status_detail(const pfr_sink_conf *c, const char **label, const char **value)

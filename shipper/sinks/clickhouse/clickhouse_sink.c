@@ -40,7 +40,7 @@
 
 /* A connection of the sink, and what its requests leave behind. */
 struct ch_conn {
-    pfr_http *http; /* the sink's */
+    pfr_http *http; /* the first is the sink's (base.http), the others are owned */
     pfr_buf url;    /* of its last request */
     bool schema;    /* an answer said the tables are not what they should be */
 };
@@ -71,13 +71,17 @@ struct ch_body {
     void *ctx; /* read's */
 };
 
-/* The connections, once the sink has its HTTP clients (pfr_sink_new gives them after
- * pfr_sink_clickhouse_new). */
-static void ch_conns(struct ch_sink *c)
+/* The connections, once the sink has its HTTP client (pfr_sink_new gives it after ch_create):
+ * the sink's own, and two more of its options for the requests made while an insert streams.
+ * 0 or a negative errno. */
+static int ch_conns(struct ch_sink *c)
 {
     c->conn[0].http = c->base.http;
-    c->conn[1].http = c->base.http2;
-    c->conn[2].http = c->base.http3;
+    int rc = 0;
+    for (int k = 1; k < 3 && !rc; k++)
+        if (!c->conn[k].http)
+            rc = pfr_sink_http_new(&c->base, &c->conn[k].http);
+    return rc;
 }
 
 /* ---- requests ---- */
@@ -442,7 +446,12 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
 {
     struct ch_sink *c = (struct ch_sink *)s;
     pfr_sink_result_reset(r);
-    ch_conns(c);
+    int rc = ch_conns(c);
+    if (rc) {
+        r->outcome = PFR_OUT_RETRY;
+        snprintf(r->message, sizeof(r->message), "cannot create an HTTP client: %s", strerror(-rc));
+        return;
+    }
     c->conn[0].schema = false;
     if (c->prepared)
         return;
@@ -469,17 +478,27 @@ static void ch_prepare(pfr_sink *s, pfr_sink_result *r)
 
 /* ---- batches ---- */
 
-/* m as shipped: *tmp, with the sink's service_prefix before its service, when there is one.
- * NULL on -ENOMEM. */
+/* m as shipped: *tmp, with the sink's service_prefix before its service, when there is one,
+ * and the Start of an averaged type's instance (pfr_coroot_start_shift). NULL on -ENOMEM. */
 static const pfr_chunk_meta *shipped(struct ch_sink *c, const pfr_chunk_meta *m,
                                      pfr_chunk_meta *tmp)
 {
     const char *prefix = c->base.conf->service_prefix;
-    if (!prefix || !prefix[0] || !m->service || !m->service[0])
-        return m; /* no service: the encoder says so */
+    int64_t shift = pfr_coroot_start_shift(m);
+    /* no service: the encoder says so */
+    bool named = prefix && prefix[0] && m->service && m->service[0];
+    if (!named && !shift)
+        return m;
     *tmp = *m;
-    tmp->service = pfr_sink_service_name(prefix, m->service, &c->name);
-    return tmp->service ? tmp : NULL;
+    tmp->start_ns += shift;
+    if (named && !(tmp->service = pfr_sink_service_name(prefix, m->service, &c->name)))
+        return NULL;
+    return tmp;
+}
+
+static bool ch_ships(const pfr_sink *s, const pfr_chunk_meta *m)
+{
+    return pfr_coroot_ships(s->conf, m);
 }
 
 static int ch_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
@@ -910,6 +929,8 @@ static void ch_free(pfr_sink *s)
     }
     for (int k = 0; k < 3; k++)
         pfr_buf_free(&c->conn[k].url);
+    for (int k = 1; k < 3; k++)
+        pfr_http_free(c->conn[k].http);
     pfr_buf_free(&c->name);
     free(c->order);
     free(c);
@@ -933,6 +954,7 @@ static const struct pfr_sink_ops clickhouse_ops = {
     .prepare = ch_prepare,
     .check = ch_check,
     .send = ch_send,
+    .ships = ch_ships,
     .probe = ch_probe,
     .free = ch_free,
 };
@@ -949,9 +971,9 @@ static int ch_create(const pfr_sink_conf *conf, pfr_sink **out)
     /* batch_memory: three eighths for the blocks (a sixteenth for the samples', three for the
      * stacks': of each table, its rows and its block; buffers may grow to twice their content),
      * half for the encoder's caches, an eighth for the ring's (pfr_shipper_ring_cache). */
-    c->block_bytes = conf->batch.max_memory / 16;
+    c->block_bytes = cc->batch_memory / 16;
     pfr_ch_rows_opts eo = {.stack_refresh_ns = cc->stack_refresh_ms * 1000000,
-                           .cache_bytes = conf->batch.max_memory / 2,
+                           .cache_bytes = cc->batch_memory / 2,
                            .format = PFR_CH_NATIVE};
     int rc = pfr_ch_rows_new(&eo, &c->enc);
     size_t n = strlen(conf->url);
@@ -982,6 +1004,7 @@ const pfr_sink_kind pfr_sink_clickhouse = {
     .defaults = pfr_ch_defaults,
     .check = pfr_ch_check,
     .secrets = pfr_ch_secrets,
+    .ring_cache = pfr_ch_ring_cache,
     .status_detail = pfr_ch_status_detail,
     .sample = "[sink clickhouse]\n"
               "type = clickhouse\n"

@@ -19,16 +19,20 @@ typedef struct pfr_ch_conf {
     uint64_t dedup_window;     /* non_replicated_deduplication_window of tables we create */
     int64_t stack_refresh_ms;  /* how far ahead a stack row's LastSeen reaches */
     bool compress;             /* gzip request bodies (Content-Encoding) */
+    uint64_t batch_memory;     /* what the sink may hold to send a batch: the blocks of its
+                                  streamed inserts, the encoder's caches, the ring's cache */
 } pfr_ch_conf;
 
 extern const pfr_sink_kind pfr_sink_clickhouse;
 
 /* Its row's parts (clickhouse_settings.c): the kind's keys, its defaults of common keys, its
- * checks across fields, the Basic form of its credentials, and its database for `status`. */
+ * checks across fields, the Basic form of its credentials, its share of the ring's cache, and
+ * its database for `status`. */
 extern const pfr_settings_group pfr_ch_settings;
 void pfr_ch_defaults(pfr_sink_conf *c);
 int pfr_ch_check(pfr_sink_conf *c, char *err, size_t errlen);
 int pfr_ch_secrets(const pfr_sink_conf *c, pfr_secrets *k);
+uint64_t pfr_ch_ring_cache(const pfr_sink_conf *c);
 void pfr_ch_status_detail(const pfr_sink_conf *c, const char **label, const char **value);
 
 #endif

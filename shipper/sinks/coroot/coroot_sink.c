@@ -52,6 +52,11 @@ static int add_param(pfr_buf *q, const char *k, const char *v)
     return q->oom ? -ENOMEM : 0;
 }
 
+static bool c_ships(const pfr_sink *s, const pfr_chunk_meta *m)
+{
+    return pfr_coroot_ships(s->conf, m);
+}
+
 static int c_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
 {
     (void)s;
@@ -95,7 +100,8 @@ static int encode_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     c->body = NULL;
     rc = pfr_profile_encode(p, false, &raw, &rawlen);
     if (!rc)
-        rc = pfr_pprof_retime(raw, rawlen, m->end_ns, m->end_ns - m->start_ns, true,
+        rc = pfr_pprof_retime(raw, rawlen, m->end_ns,
+                              m->end_ns - m->start_ns - pfr_coroot_start_shift(m), true,
                               c->base.conf->compress_level, &c->body, &c->len);
     free(raw);
     if (rc && rc != -ENOMEM) {
@@ -226,6 +232,7 @@ static const struct pfr_sink_ops coroot_ops = {
     .prepare = c_prepare,
     .check = c_check,
     .send = c_send,
+    .ships = c_ships,
     .probe = c_probe,
     .free = c_free,
 };
@@ -257,11 +264,23 @@ static int c_create(const pfr_sink_conf *conf, pfr_sink **out)
     return 0;
 }
 
+/* Coroot refuses every profile without X-API-Key. */
+static int c_check_key(const pfr_sink_conf *c, char *err, size_t errlen)
+{
+    if (c->api_key)
+        return 0;
+    snprintf(err, errlen,
+             "sink %s: a coroot sink needs an API key (api_key_file, api_key_env, "
+             "--api-key-file or PFR_SHIPPER_API_KEY)",
+             c->name);
+    return -EINVAL;
+}
+
 /* batch_bytes etc.: the common group's defaults are Coroot's. */
 const pfr_sink_kind pfr_sink_coroot = {
     .name = "coroot",
     .conf_size = 0,
-    .key_required = true,
+    .check_key = c_check_key,
     .sample = "[sink coroot]\n"
               "type = coroot\n"
               "url = https://coroot.example.com\n"
