@@ -327,7 +327,7 @@ static const pfr_setting identity_rows[] = {
     {.key = "system_service_prefixes",
      .type = PFR_SET_CUSTOM,
      F(system_service_prefixes),
-     .def = PFR_IDENTITY_SYSTEM_SERVICE_PREFIXES,
+     .def = PFR_SYSTEM_SERVICE_PREFIXES,
      .parse = parse_prefixes,
      .free = free_string,
      .metavar = "LIST",
