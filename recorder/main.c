@@ -700,7 +700,8 @@ int main(int argc, char **argv)
                           .metrics = metrics,
                           .identity = identity,
                           .fsguard = fsguard,
-                          .membudget = membudget};
+                          .membudget = membudget,
+                          .node_name = host.name};
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);

@@ -69,6 +69,9 @@ typedef struct pfr_source_env {
     /* The recorder's memory budget, asked before a cost is paid (pfr_membudget.h); never
      * NULL (a budget of 0 allows everything). */
     struct pfr_membudget *membudget;
+    /* This host's name (host.name, as the node agent reports it: Coroot's node name); "" when
+     * unknown. */
+    const char *node_name;
 } pfr_source_env;
 
 /* One row of the source table. */

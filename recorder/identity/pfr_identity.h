@@ -120,6 +120,22 @@ bool pfr_identity_proc_has_v1(const char *text, size_t len);
  * @return 0, or -ENAMETOOLONG if it does not fit (out is then ""). */
 int pfr_identity_service_name(const char *container_id, char *out, size_t outlen);
 
+/* Coroot's instance of a container outside Kubernetes (coroot constructor/containers.go): the
+ * application's namespace and the instance's name, which Coroot's per-instance view compares
+ * with the `namespace` and `pod` labels of pulled (go:*) profiles. node is the node's name (the
+ * host name the node agent reports).
+ *   /k8s-cronjob/<ns>/<job>/<c>                 <ns>  <job>@<node>
+ *   /nomad/<ns>/<job>/<group>/<alloc>/<task>    <ns>  <group>-<alloc>
+ *   /swarm/<ns>/<service>/<slot>                <ns>  <service>.<slot>
+ *   any other id (Docker, systemd units, ...)   _     <last element, less ".service", then
+ *                                                      ".slice">@<node>
+ * An empty <ns> is "_".
+ * @return 1 written; 0 (ns and pod "") for a pod's id (/k8s/<ns>/<pod>/<c>, whose instance is
+ * the pod), an id not starting with '/', or a missing node where the name needs one;
+ * -ENAMETOOLONG (ns and pod ""). */
+int pfr_identity_coroot_instance(const char *container_id, const char *node, char *ns, size_t nslen,
+                                 char *pod, size_t podlen);
+
 /* The id of a Kubernetes container: "/k8s/<ns>/<pod>/<container>", or
  * "/k8s-cronjob/<ns>/<cronjob>/<container>" for a CronJob's pod (<cronjob>-<8 digits: scheduled
  * minute since the epoch>-<5 chars>) scheduled within 7 days of now_unix_s; "" for a pause

@@ -170,6 +170,11 @@ typedef struct pfr_scrape_opts {
      * 0, or return non-zero for the default (the executable's base name). May be NULL. */
     int (*service_for_pid)(void *ctx, pid_t pid, char *buf, size_t len, char *container_id,
                            size_t cidlen);
+    /* This host's node name as Coroot knows it (the host name the node agent reports): a
+     * discovered process with a container id outside Kubernetes also gets the namespace and
+     * pod labels of its Coroot instance (pfr_identity_coroot_instance), which Coroot's
+     * per-instance view filters pulled profiles by. NULL or "" = Swarm and Nomad ids only. */
+    const char *node_name;
     /* May this process be probed? NULL = every process but this one. */
     bool (*allow_pid)(void *ctx, pid_t pid);
     void *discovery_ctx;

@@ -63,6 +63,7 @@ struct pfr_scrape {
     int64_t exes_max_age_ns;
     struct pfr_fsguard *fsguard; /* borrowed; NULL: executables opened directly */
     int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t);
+    char *node_name; /* local targets' Coroot instances: NULL = none */
     bool (*allow_pid)(void *, pid_t);
     void *discovery_ctx;
     char *k8s_url; /* the pod list URL, built from kubelet_url or apiserver_url */
@@ -246,6 +247,7 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     bool ok = true;
     s->ca_file = dup_opt(o->ca_file, &ok);
     s->proc_root = dup_opt(o->proc_root ? o->proc_root : "/proc", &ok);
+    s->node_name = dup_opt(o->node_name, &ok);
     s->k8s_node = dup_opt(o->k8s.node_name, &ok);
     s->k8s_token = dup_opt(o->k8s.token_file, &ok);
     s->k8s_ca = dup_opt(o->k8s.ca_file, &ok);
@@ -293,6 +295,7 @@ void pfr_scrape_free(pfr_scrape *s)
     pthread_cond_destroy(&s->cv);
     free(s->ca_file);
     free(s->proc_root);
+    free(s->node_name);
     free(s->k8s_url);
     free(s->k8s_node);
     free(s->k8s_token);
@@ -562,7 +565,7 @@ static void discover_local(pfr_scrape *s, struct sc_wantlist *want)
     s->stats.netns_failures += nsfail;
     pthread_mutex_unlock(&s->mu);
     check_netns(s);
-    pfr_scrape_local_wants(s->local, s->service_for_pid, s->discovery_ctx, want);
+    pfr_scrape_local_wants(s->local, s->node_name, s->service_for_pid, s->discovery_ctx, want);
 }
 
 static void discover(pfr_scrape *s, struct sc_wantlist *want)

@@ -455,7 +455,23 @@ void pfr_scrape_local_probe_result(struct sc_local *l, const struct sc_local_pro
         p->confirmed = (int)pr->port;
 }
 
-int pfr_scrape_local_wants(struct sc_local *l,
+/* The labels of a target named by container id cid: container.id, and outside Kubernetes the
+ * namespace and pod of its Coroot instance (ns and pod hold their values). Returns how many. */
+static size_t container_labels(const char *cid, const char *node_name, pfr_kv labels[3], char *ns,
+                               size_t nslen, char *pod, size_t podlen)
+{
+    if (!cid[0] || !pfr_scrape_label_value_ok(cid))
+        return 0;
+    labels[0] = (pfr_kv){"container.id", cid};
+    if (pfr_identity_coroot_instance(cid, node_name, ns, nslen, pod, podlen) != 1 ||
+        !pfr_scrape_label_value_ok(ns) || !pfr_scrape_label_value_ok(pod))
+        return 1;
+    labels[1] = (pfr_kv){"namespace", ns};
+    labels[2] = (pfr_kv){"pod", pod};
+    return 3;
+}
+
+int pfr_scrape_local_wants(struct sc_local *l, const char *node_name,
                            int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t),
                            void *ctx, struct sc_wantlist *out)
 {
@@ -465,6 +481,7 @@ int pfr_scrape_local_wants(struct sc_local *l,
             continue;
         const struct lport *lp = &p->ports[p->confirmed];
         char url[128], service[SC_MAX_LABEL + 1], cid[SC_MAX_LABEL + 1] = "";
+        char ns[SC_MAX_LABEL + 1], pod[SC_MAX_LABEL + 1];
         snprintf(url, sizeof(url), "http://%s:%u", lp->host, lp->port);
         if (!service_for_pid ||
             service_for_pid(ctx, p->pid, service, sizeof(service), cid, sizeof(cid)) != 0 ||
@@ -472,11 +489,11 @@ int pfr_scrape_local_wants(struct sc_local *l,
             pfr_scrape_copy(service, sizeof(service), p->exe_base);
             cid[0] = '\0';
         }
-        pfr_kv label = {"container.id", cid};
-        bool in_container = cid[0] && pfr_scrape_label_value_ok(cid);
+        pfr_kv labels[3];
+        size_t nlabels = container_labels(cid, node_name, labels, ns, sizeof(ns), pod, sizeof(pod));
         struct sc_want w;
-        int rc = pfr_scrape_want_make(&w, url, service, &label, in_container ? 1 : 0,
-                                      PFR_SCRAPE_LOCAL, p->pid, p->start, NULL, 0);
+        int rc = pfr_scrape_want_make(&w, url, service, labels, nlabels, PFR_SCRAPE_LOCAL, p->pid,
+                                      p->start, NULL, 0);
         if (rc == -ENOMEM)
             return rc;
         if (rc)

@@ -64,9 +64,11 @@ void pfr_scrape_local_probe_result(struct sc_local *l, const struct sc_local_pro
                                    const unsigned char *body, size_t len);
 
 /* Append a want for every process with a confirmed pprof port. service_for_pid (may be NULL)
- * names it and gives its container.id label; the default is the executable's base name. A process
+ * names it and gives its container.id label; the default is the executable's base name. A
+ * container id Coroot places outside Kubernetes also gives the namespace and pod labels of its
+ * Coroot instance on node node_name (may be NULL; pfr_identity_coroot_instance). A process
  * in another network namespace gets want.netns = the namespace's inode (and that in its key). */
-int pfr_scrape_local_wants(struct sc_local *l,
+int pfr_scrape_local_wants(struct sc_local *l, const char *node_name,
                            int (*service_for_pid)(void *, pid_t, char *, size_t, char *, size_t),
                            void *ctx, struct sc_wantlist *out);
 

@@ -267,6 +267,7 @@ static int pfr_scraper_source_new(const pfr_source_env *env, pfr_scraper_source 
         .local = (enum pfr_scrape_local_mode)sc->local,
         .other_netns = (enum pfr_scrape_netns_mode)sc->other_netns,
         .service_for_pid = service_for_pid,
+        .node_name = env->node_name,
         .discovery_ctx = s,
         .exes = exes,
         .exes_max_age_ns = PFR_EXES_MAX_AGE(sc->interval_ns),

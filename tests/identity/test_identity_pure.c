@@ -1,7 +1,7 @@
 /* Unit tests of pfr_identity's pure tier: cgroup classification, service names, Kubernetes /
- * Swarm / Nomad ids, the /proc/PID/cgroup pick, Go's path.Clean. Expected values are what
- * coroot-node-agent and Coroot give for the same input (checked against Go in
- * test_identity_oracle.c). */
+ * Swarm / Nomad ids, the /proc/PID/cgroup pick, Go's path.Clean, Coroot's instance of an id.
+ * Expected values are what coroot-node-agent and Coroot give for the same input (checked
+ * against Go in test_identity_oracle.c, but for the instances: read from Coroot's code). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -428,13 +428,80 @@ static void test_path_clean(void **state)
     }
 }
 
+/* Coroot's instance of each kind of id outside Kubernetes (constructor/containers.go). */
+static void test_coroot_instance(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *id, *node;
+        int rc;
+        const char *ns, *pod;
+    } cases[] = {
+        /* Docker: the container's name */
+        {"/docker/web", "node1", 1, "_", "web@node1"},
+        {"/docker/" ID1, "node1", 1, "_", ID1 "@node1"},
+        /* systemd units: less ".service", then ".slice" */
+        {"/system.slice/nginx.service", "node1", 1, "_", "nginx@node1"},
+        {"/system.slice/system-getty.slice/getty@tty1.service", "n", 1, "_", "getty@tty1@n"},
+        {"/runtime.slice/kubelet.service", "n", 1, "_", "kubelet@n"},
+        {"/user.slice", "n", 1, "_", "user@n"},
+        {"/system.slice/a.slice.service", "n", 1, "_", "a@n"},
+        {"/system.slice/a.service.slice", "n", 1, "_", "a.service@n"},
+        {"/system.slice/a.socket", "n", 1, "_", "a.socket@n"},
+        {"/lxc/box", "n", 1, "_", "box@n"},
+        /* a last element Coroot keeps even when empty */
+        {"/docker/", "n", 1, "_", "@n"},
+        /* Kubernetes: the pod is the instance (the scraper sends no instance labels) */
+        {"/k8s/prod/api-5d9c7b6f4-x2x7q/api", "n", 0, "", ""},
+        /* a /k8s/ id of another shape is no pod to Coroot: named like a unit */
+        {"/k8s/prod/api", "n", 1, "_", "api@n"},
+        {"/k8s-cronjob/prod/backup/job", "node1", 1, "prod", "backup@node1"},
+        {"/k8s-cronjob//backup/job", "node1", 1, "_", "backup@node1"},
+        {"/nomad/default/web/frontend/4b5a1c2e-0f12-4c3d-9e8f-1a2b3c4d5e6f/server", "n", 1,
+         "default", "frontend-4b5a1c2e-0f12-4c3d-9e8f-1a2b3c4d5e6f"},
+        {"/nomad/default/web/frontend/alloc", "n", 1, "_", "alloc@n"}, /* not 7 parts */
+        {"/swarm/_/web/2", "n", 1, "_", "web.2"},
+        {"/swarm/shop/web/2", "n", 1, "shop", "web.2"},
+        {"/swarm/shop/web/2", NULL, 1, "shop", "web.2"}, /* needs no node */
+        {"/swarm/web/2", "n", 1, "_", "2@n"},            /* not 5 parts */
+        /* no instance */
+        {"", "n", 0, "", ""},
+        {NULL, "n", 0, "", ""},
+        {"docker/web", "n", 0, "", ""},
+        {"/docker/web", "", 0, "", ""},
+        {"/docker/web", NULL, 0, "", ""},
+        {"/k8s-cronjob/prod/backup/job", NULL, 0, "", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char ns[64] = "x", pod[128] = "x";
+        int rc = pfr_identity_coroot_instance(cases[i].id, cases[i].node, ns, sizeof(ns), pod,
+                                              sizeof(pod));
+        if (rc != cases[i].rc || strcmp(ns, cases[i].ns) || strcmp(pod, cases[i].pod))
+            fail_msg("instance(%s, %s): got %d %s %s, want %d %s %s",
+                     cases[i].id ? cases[i].id : "NULL", cases[i].node ? cases[i].node : "NULL", rc,
+                     ns, pod, cases[i].rc, cases[i].ns, cases[i].pod);
+    }
+    char ns[8], pod[8];
+    assert_int_equal(
+        pfr_identity_coroot_instance("/docker/web", "node1", ns, sizeof(ns), pod, sizeof(pod)),
+        -ENAMETOOLONG);
+    assert_string_equal(ns, "");
+    assert_string_equal(pod, "");
+    assert_int_equal(
+        pfr_identity_coroot_instance("/swarm/a-long-ns/w/1", "n", ns, sizeof(ns), pod, sizeof(pod)),
+        -ENAMETOOLONG);
+    assert_string_equal(ns, "");
+    assert_string_equal(pod, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_classify_table), cmocka_unit_test(test_classify_long),
-        cmocka_unit_test(test_service_table),  cmocka_unit_test(test_k8s_id),
-        cmocka_unit_test(test_swarm_nomad),    cmocka_unit_test(test_cgroup_from_proc),
-        cmocka_unit_test(test_proc_has_v1),    cmocka_unit_test(test_path_clean),
+        cmocka_unit_test(test_classify_table),  cmocka_unit_test(test_classify_long),
+        cmocka_unit_test(test_service_table),   cmocka_unit_test(test_k8s_id),
+        cmocka_unit_test(test_swarm_nomad),     cmocka_unit_test(test_cgroup_from_proc),
+        cmocka_unit_test(test_proc_has_v1),     cmocka_unit_test(test_path_clean),
+        cmocka_unit_test(test_coroot_instance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

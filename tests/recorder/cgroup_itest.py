@@ -66,20 +66,8 @@ def make_cgroup(base, rel, undo):
         path = os.path.join(path, part)
         if not os.path.isdir(path):
             os.mkdir(path)
-            undo.append(lambda p=path: remove_cgroup(p))
+            undo.append(lambda p=path: ri.remove_cgroup(p))
     return path
-
-
-def remove_cgroup(path):
-    for _ in range(50):  # a killed process leaves its cgroup a moment later
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.1)
-    ri.log("could not remove cgroup %s" % path)
 
 
 def start_in(cgroups, argv):

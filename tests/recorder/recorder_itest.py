@@ -803,10 +803,25 @@ def test_scrape(args, tmp):
     if not check(os.path.exists(exe), "%s not built (needs Debian's Go)" % exe):
         return
     srv = subprocess.Popen([exe, "-addr", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
-    ctr, cgroup = None, None
+    ctr, cgroup, unit_srv, made = None, None, None, []
+    v2 = "/sys/fs/cgroup/unified"  # hybrid hierarchy; else the unified one is the root
+    v2 = v2 if os.path.exists(v2 + "/cgroup.procs") else "/sys/fs/cgroup"
     try:
         line = srv.stdout.readline().strip()
         check(line.startswith("pprof="), "pprofsrv said %r" % line)
+        # A systemd service: the same program in a /system.slice/<unit>.service cgroup (a Coroot
+        # id outside Kubernetes), whose scrapes carry the namespace and pod of its Coroot
+        # instance, which Coroot's per-instance view filters go:* profiles by
+        unit = "pfr-scrape-%s" % os.urandom(4).hex()
+        for rel in ("system.slice", "system.slice/%s.service" % unit):
+            if not os.path.isdir(os.path.join(v2, rel)):
+                os.mkdir(os.path.join(v2, rel))
+                made.insert(0, os.path.join(v2, rel))
+        unit_srv = subprocess.Popen(["sh", "-c", "echo $$ > %s/system.slice/%s.service/cgroup.procs"
+                                     " && exec %s -addr 127.0.0.1:0" % (v2, unit, exe)],
+                                    stdout=subprocess.PIPE, text=True)
+        uline = unit_srv.stdout.readline().strip()
+        check(uline.startswith("pprof="), "pprofsrv in a unit said %r" % uline)
         rec = Recorder(args, tmp, ["--interval", "1", "--scrape-interval", "6",
                                    "--scrape-cpu-seconds", "5", "--go-heap-profiler", "disabled",
                                    "--cpu-hz", "499", "--metrics-listen", "off"])
@@ -821,8 +836,6 @@ def test_scrape(args, tmp):
         # of its own and a docker-<id>.scope cgroup. The daemon (root here, so it may setns)
         # scrapes it from inside its namespace and names it by its container, as its eBPF side.
         cid = os.urandom(32).hex()
-        v2 = "/sys/fs/cgroup/unified"  # hybrid hierarchy; else the unified one is the root
-        v2 = v2 if os.path.exists(v2 + "/cgroup.procs") else "/sys/fs/cgroup"
         cgroup = "%s/docker-%s.scope" % (v2, cid)
         os.mkdir(cgroup)
         ctr = subprocess.Popen(["unshare", "--net", "sh", "-c",
@@ -833,6 +846,7 @@ def test_scrape(args, tmp):
         check(cline == line, "pprofsrv in its network namespace said %r" % cline)
         ccpu = wait_chunks(args, rec.store, cid[:12], "go:profile_cpu:nanoseconds", 40)
         ccs = chunks_of_type(args, rec.store, cid[:12], typ)
+        ucs = wait_chunks(args, rec.store, "/system.slice/%s.service" % unit, typ, 40)
         rc, _, _ = rec.stop()
         check(rc == 0, "recorder exit code %d" % rc)
         if check(cs, "no goroutine profile of pfr-pprofsrv scraped"):
@@ -854,21 +868,40 @@ def test_scrape(args, tmp):
             fns = {f["function"] for c in ccs for s in c.get("samples", []) for f in s["frames"]}
             check("main.parkedGoroutine" in fns, "its goroutine profile lacks main.parkedGoroutine")
         check("other network namespaces" not in rec.log_text(), "setns refused or broken")
+        if check(ucs, "no goroutine profile of the pprofsrv in a systemd unit"):
+            want = {"container.id": "/system.slice/%s.service" % unit, "namespace": "_",
+                    "pod": "%s@%s" % (unit, socket.gethostname())}
+            got = {k: ucs[-1]["labels"].get(k) for k in want}
+            check(got == want, "the unit's scrape labels %r, want %r" % (got, want))
+        # without a Coroot id (no Docker here to name the "container"), no instance either
+        for c in ccs[-1:] + cs[-1:]:
+            if "container.id" not in c["labels"]:
+                check("pod" not in c["labels"] and "namespace" not in c["labels"],
+                      "instance labels without a container id: %r" % c["labels"])
     finally:
         srv.kill()
         srv.wait()
-        if ctr:
-            ctr.kill()
-            ctr.wait()
-        for _ in range(50):
-            try:
-                if cgroup:
-                    os.rmdir(cgroup)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
+        for p in (ctr, unit_srv):
+            if p:
+                p.kill()
+                p.wait()
+        for path in made:
+            remove_cgroup(path)
+        if cgroup:
+            remove_cgroup(cgroup)
+
+
+def remove_cgroup(path):
+    """rmdir a cgroup, waiting for a killed process to leave it."""
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    log("could not remove cgroup %s" % path)
 
 
 def go_alloc_bytes(text, pid):
