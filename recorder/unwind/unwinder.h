@@ -13,8 +13,10 @@
  * A file with no usable table (none in the file, a Go program, a corrupt file, a table larger
  * than the whole cap, a file past the builder's limits) gets an entry of 0 rows: walked by frame
  * pointers, not asked again. A table larger than the cap is given up as soon as it passes it
- * (counted in no_table). Builds run within unwind_table.h's default limits, at most
- * opts.cpu_share of a core; a refused file is counted by reason and told to opts.on_refused.
+ * (counted in no_table). Builds run within unwind_table.h's default limits, a large file's at
+ * most opts.cpu_share of a core (a small file's at full speed: it is short, and its process's
+ * stacks stay partial until it is in); a refused file is counted by reason and told to
+ * opts.on_refused.
  *
  * Order: the queued file of the smallest mapping is built first; and a small file never waits
  * behind a large one. A large build (seconds, spread over time by its CPU share) pauses between
