@@ -1460,14 +1460,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     if (pt < 0 || pu < 0)
         return -ENOMEM;
 
-    bool fresh = ws->base_id == 0; /* a stream new to this writer, or whose tables went */
-    bool aged = !fresh && ws->seq - ws->base_seq >= DICT_MAX_AGE;
-    bool rotate = fresh || aged || (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct);
-    /* LZ4 HC (bases 6-9 % smaller for 9-45x the time) only for the base of a stream that kept
-     * its last one for DICT_MAX_AGE chunks: on a busy host most bases are of programs met once,
-     * of cold streams, or of a name whose stacks change each interval (cc1, sh), and those
-     * chains end soon; a long-lived stream gets HC at its next base */
-    bool hc = aged;
+    bool rotate = ws->base_id == 0 || ws->seq - ws->base_seq >= DICT_MAX_AGE ||
+                  (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct);
     if (rotate && undo)
         undo->rotated = true;
     if (rotate) {
@@ -1500,9 +1494,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
         pfr_st_layer_encode(&w->raw, &ws->tabs, from);
         if (pfr_buf_err(&w->raw))
             return pfr_buf_err(&w->raw);
-        /* in a ring so small that a base is a sizable share of it, the smaller form always */
-        hc = hc || w->raw.len > s->max_bytes / 64;
-        if ((rc = pfr_st_blob_pack(w->raw.data, w->raw.len, hc, &w->dict_blob)) != 0)
+        if ((rc = pfr_st_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
             return rc;
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
