@@ -229,9 +229,12 @@ install -d -o pfr-shipper -g pfr-shipper -m 0700 /var/lib/pfr-shipper
 echo key >"$T/key"
 chown pfr-shipper "$T/key"
 chmod 0600 "$T/key"
+# --ship all: the ring holds this host's processes, most of them without a Coroot container id,
+# which the default policy (agent) passes over: every chunk must be tried for attempts to count.
 ship() { # ship ARGS...: the installed shipper as its user, with the packaged config file
     setpriv --reuid=pfr-shipper --regid=pfr-shipper --init-groups pfr-shipper "$@" \
-        --config /etc/pfr/shipper.ini --sink coroot --url http://127.0.0.1:9 --api-key-file "$T/key"
+        --config /etc/pfr/shipper.ini --sink coroot --url http://127.0.0.1:9 --api-key-file "$T/key" \
+        --ship all
 }
 rc=0
 ship --once --deadline 2s >"$WORK/shipper.log" 2>&1 || rc=$?
