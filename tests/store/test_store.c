@@ -188,6 +188,22 @@ static void test_roundtrip_realistic(void **state)
     pfr_testgen_free(g[1]);
 }
 
+/* Bases in the ring (dictionaries written whole). */
+static int count_bases(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
 /* The writer gives its streams' tables back (a daemon near its memory budget): every chunk
  * still reads back as appended, the dropped streams write new bases. */
 static void test_trim_keeps_data(void **state)
@@ -231,36 +247,11 @@ static void test_trim_keeps_data(void **state)
     char err[256];
     assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
     /* one base per stream at its start and after every trim */
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-    sqlite3_stmt *q;
-    assert_int_equal(
-        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
-        SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(q, 0), 2 * (1 + trims));
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    assert_int_equal(count_bases(f->db), 2 * (1 + trims));
     for (int i = 0; i < 2 * N; i++)
         free(canon[i]);
     pfr_testgen_free(g[0]);
     pfr_testgen_free(g[1]);
-}
-
-/* Bases in the ring (dictionaries written whole). */
-static int count_bases(const char *path)
-{
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
-        SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int n = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return n;
 }
 
 /* Streams that append in turn every interval, whose tables together outgrow the writer's bound
