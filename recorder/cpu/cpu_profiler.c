@@ -338,6 +338,7 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
             .fsguard = opts->fsguard,
             .membudget = opts->membudget,
             .on_refused = opts->unwind_refused,
+            .on_built = opts->unwind_built,
             .ctx = opts->unwind_refused_ctx,
         };
         rc = pfr_unwinder_new(&uo, bpf_map__fd(cp->skel->maps.unwind_rows),

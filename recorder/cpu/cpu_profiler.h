@@ -19,6 +19,7 @@
 
 struct pfr_unwinder_stats; /* unwind/unwinder.h */
 struct pfr_unwind_refused; /* unwind/unwinder.h */
+struct pfr_unwind_built;
 
 typedef struct pfr_cpu_profiler pfr_cpu_profiler;
 
@@ -39,7 +40,9 @@ typedef struct pfr_cpu_profiler_opts {
     uint32_t unwind_rows;       /* cap of the unwind tables, rows; 0 = PFR_UNWIND_ROWS_DEFAULT */
     /* a file whose unwind table was refused (unwinder.h), on the unwinder's thread; NULL: none */
     void (*unwind_refused)(void *ctx, const struct pfr_unwind_refused *r);
-    void *unwind_refused_ctx;
+    /* a file whose unwind table was loaded (unwinder.h), on the unwinder's thread; NULL: none */
+    void (*unwind_built)(void *ctx, const struct pfr_unwind_built *b);
+    void *unwind_refused_ctx;        /* both callbacks' */
     struct pfr_fsguard *fsguard;     /* the unwinder's guard of remote files; NULL: none */
     struct pfr_membudget *membudget; /* the unwinder's memory budget; NULL: none */
 } pfr_cpu_profiler_opts;

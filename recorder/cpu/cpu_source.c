@@ -425,6 +425,16 @@ static void log_unwind_refused(void *ctx, const pfr_unwind_refused *r)
                  r->path, r->pid, reason, r->why);
 }
 
+/* A table in place: how long the file's stacks were walked by frame pointers, for the debug log
+ * (a program's first stacks are only as good as its frame pointers until then). */
+static void log_unwind_built(void *ctx, const pfr_unwind_built *b)
+{
+    (void)ctx;
+    pfr_debug("cpu: unwind table of %s (pid %u): %u rows, built in %.1f ms, in place %.1f ms "
+              "after it was asked%s",
+              b->path, b->pid, b->rows, b->build_ms, b->waited_ms, b->small ? " (small)" : "");
+}
+
 static void on_event(const struct pfr_event *ev, void *ctx)
 {
     pfr_cpu_source *cs = ctx;
@@ -990,6 +1000,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         .fsguard = fsguard,
         .membudget = membudget,
         .unwind_refused = log_unwind_refused,
+        .unwind_built = log_unwind_built,
     };
     pfr_cpu_config_map_sizes(cc, cfg->interval_ns, (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
                              &po.stack_map_entries, &po.count_map_entries);

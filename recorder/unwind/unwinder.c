@@ -37,6 +37,9 @@
  * a burst of huge libraries (libLLVM: seconds each), nor for one already being built (a small
  * file's is built while the large build pauses: serve_small()). */
 #define QUEUE_MAX 512
+/* How deep builds pause one inside another: a large build, a small one in its pause, and a tiny
+ * one in that one's (a new program's table behind libc's, built while libLLVM's pauses). */
+#define MAX_DEPTH 2
 /* Rows written to the array map per syscall, or per window of it mapped (64 KiB). */
 #define WRITE_BATCH 8192
 /* After evicting, wait this long before the rows are written over: a sample that looked the
@@ -92,11 +95,16 @@ struct pfr_unwinder {
     size_t qlen;
     uint64_t queued, handled;
     bool stop;
-    atomic_bool cancel;    /* stop, for the build under way */
-    atomic_uint small_due; /* queued small files not deferred: a large build pauses for them */
+    atomic_bool cancel;        /* stop, for the build under way */
+    atomic_uint small_due;     /* queued small files not deferred: a build pauses for them */
+    atomic_ullong small_asked; /* such files queued so far (a pause with none new looks no more) */
     pfr_unwinder_stats st;
     /* thread only: */
-    uint64_t large_cost; /* the memory budget's cost of the large build paused, 0: none */
+    uint64_t held_cost;  /* the memory budget's cost of the builds under way (paused or not) */
+    uint64_t build_map;  /* the mapping size of the innermost build under way; UINT64_MAX: a
+                          * large one (it pauses for any small file) */
+    int depth;           /* builds under way, one inside another's pause */
+    uint64_t looked_at;  /* small_asked when a pause last found no file small enough */
     int64_t paused_ns;   /* time large builds spent paused, added up */
     struct extent *free; /* free row extents, by start, never adjacent */
     size_t nfree, capfree;
@@ -504,6 +512,37 @@ static void count(pfr_unwinder *u, const struct queued *q, uint64_t *field, int6
     pthread_mutex_unlock(&u->mu);
 }
 
+/* The name of the file open at fd, from our descriptor (its process may be gone by now; a
+ * container's file is named as the recorder sees it), else path. */
+static const char *fd_name(int fd, const char *path, char *buf, size_t buflen)
+{
+    char fdlink[64];
+    snprintf(fdlink, sizeof(fdlink), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(fdlink, buf, buflen - 1);
+    if (n <= 0)
+        return path;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* A loaded table told to the caller (its debug log): its build's time and its wait. */
+static void built(pfr_unwinder *u, const struct queued *q, const char *name, uint32_t rows,
+                  int64_t t0, int64_t paused_ns)
+{
+    if (!u->opts.on_built)
+        return;
+    int64_t now = pfr_clock_mono_ns();
+    pfr_unwind_built b = {.pid = q->r.ev.tgid,
+                          .dev = q->r.dev,
+                          .ino = q->r.ino,
+                          .path = name,
+                          .rows = rows,
+                          .build_ms = (double)(now - t0 - paused_ns) / 1e6,
+                          .waited_ms = (double)(now - q->asked_ns) / 1e6,
+                          .small = q->small};
+    u->opts.on_built(u->opts.ctx, &b);
+}
+
 /* A refused file, open at fd: counted by reason and told to the caller (its log). */
 static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, int fd, const char *path,
                     int rc, const char *why)
@@ -516,17 +555,11 @@ static void refused(pfr_unwinder *u, const struct pfr_unwind_req *r, int fd, con
     pthread_mutex_unlock(&u->mu);
     if (!u->opts.on_refused)
         return;
-    /* the file's name, from our descriptor (its process may be gone by now); a container's
-     * file is named as the recorder sees it */
-    char fdlink[64], real[4096];
-    snprintf(fdlink, sizeof(fdlink), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(fdlink, real, sizeof(real) - 1);
-    if (n > 0)
-        real[n] = '\0';
+    char real[4096];
     pfr_unwind_refused f = {.pid = r->ev.tgid,
                             .dev = r->dev,
                             .ino = r->ino,
-                            .path = n > 0 ? real : path,
+                            .path = fd_name(fd, path, real, sizeof(real)),
                             .reason = reason,
                             .why = why};
     u->opts.on_refused(u->opts.ctx, &f);
@@ -545,8 +578,8 @@ static uint64_t build_cost(int fd)
 static bool serve_small(void *ctx);
 
 /* The limits of a build: unwind_table.h's defaults, the map's cap, the CPU share; a small file
- * built while a large build pauses (nested) within the small ones; a large build pauses for the
- * small files queued meanwhile (unless opts.one_lane). */
+ * built while another build pauses (nested) within the small ones; a build pauses for the small
+ * files queued meanwhile (unless opts.one_lane), a nested one too, once. */
 static void build_limits(pfr_unwinder *u, const struct queued *q, bool nested,
                          pfr_unwind_limits *lim)
 {
@@ -565,7 +598,8 @@ static void build_limits(pfr_unwinder *u, const struct queued *q, bool nested,
         lim->max_eh_frame_bytes = PFR_UNWINDER_SMALL_EH_FRAME;
         lim->max_fdes = PFR_UNWINDER_SMALL_FDES;
         lim->max_held_bytes = PFR_UNWINDER_SMALL_HELD;
-    } else if (!u->opts.one_lane && (!q->small || q->deferred)) {
+    }
+    if (!u->opts.one_lane && u->depth < MAX_DEPTH) {
         lim->yield = serve_small;
         lim->yield_ctx = u;
     }
@@ -580,7 +614,8 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
     struct pfr_file_key key = {.ino = r->ino, .dev = r->dev};
     int64_t t0 = pfr_clock_mono_ns(), paused0 = u->paused_ns;
     pfr_unwind_table t = {0};
-    char err[256], path[4096 + 128];
+    char err[256], path[4096 + 128], name_buf[4096];
+    const char *name = "[vdso]";
     int rc;
     if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
         rc = build_vdso(&t, err, sizeof(err));
@@ -592,7 +627,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             return true;
         }
         uint64_t cost = build_cost(fd);
-        if (nested && pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->large_cost + cost)) {
+        if (nested && pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->held_cost + cost)) {
             close(fd); /* not both builds at once: after the large one */
             return false;
         }
@@ -605,16 +640,21 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
         }
         pfr_unwind_limits lim;
         build_limits(u, q, nested, &lim);
-        if (lim.yield)
-            u->large_cost = cost;
+        uint64_t outer_map = u->build_map;
+        u->held_cost += cost;
+        u->build_map = q->small && !q->deferred ? r->end - r->start : UINT64_MAX;
+        u->depth++;
         rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, &t, err, sizeof(err));
-        if (lim.yield)
-            u->large_cost = 0;
+        u->depth--;
+        u->build_map = outer_map;
+        u->held_cost -= cost;
         if (nested && (rc == -EFBIG || rc == -EOVERFLOW)) {
             close(fd); /* past the small limits (checked before they were paid) */
             return false;
         }
         refused(u, r, fd, path, rc, err);
+        if (rc == 0 && u->opts.on_built)
+            name = fd_name(fd, path, name_buf, sizeof(name_buf));
         close(fd);
     }
     uint64_t *outcome = &u->st.tables;
@@ -637,9 +677,12 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
         outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
         rc = load(u, &key, NULL, rc == -ENOSPC ? pfr_clock_mono_ns() + u->retry_ns : 0);
     }
+    uint32_t rows = (uint32_t)t.nrows;
     pfr_unwind_table_free(&t);
     if (rc)
         forget_asked(u, &key);
+    else if (outcome == &u->st.tables)
+        built(u, q, name, rows, t0, u->paused_ns - paused0);
     /* a large file's build (or one refused past a limit) leaves small blocks free in the heap:
      * give them back (libLLVM's table takes 10 MiB to build; the recorder runs in ~45) */
     if (large)
@@ -671,14 +714,16 @@ static bool push(pfr_unwinder *u, const struct queued *q)
     if (u->qlen == QUEUE_MAX)
         return false;
     u->queue[u->qlen++] = *q;
-    if (due(q))
+    if (due(q)) {
         atomic_fetch_add(&u->small_due, 1);
+        atomic_fetch_add(&u->small_asked, 1);
+    }
     return true;
 }
 
-/* The queued request of the smallest mapping (among those due only: due_only), out of the
- * queue (lock held; one is there). */
-static struct queued take_smallest(pfr_unwinder *u, bool due_only)
+/* The index of the queued request of the smallest mapping (among those due only: due_only), qlen
+ * when there is none (lock held). */
+static size_t smallest(const pfr_unwinder *u, bool due_only)
 {
     size_t best = u->qlen;
     for (size_t i = 0; i < u->qlen; i++) {
@@ -689,8 +734,14 @@ static struct queued take_smallest(pfr_unwinder *u, bool due_only)
             continue;
         best = i;
     }
-    struct queued q = u->queue[best];
-    u->queue[best] = u->queue[--u->qlen];
+    return best;
+}
+
+/* The queued request at index i, out of the queue (lock held). */
+static struct queued take_at(pfr_unwinder *u, size_t i)
+{
+    struct queued q = u->queue[i];
+    u->queue[i] = u->queue[--u->qlen];
     if (due(&q))
         atomic_fetch_sub(&u->small_due, 1);
     return q;
@@ -704,19 +755,35 @@ static void finished(pfr_unwinder *u)
     pthread_cond_broadcast(&u->done);
 }
 
-/* A large build's pause (its lim.yield): the small files queued meanwhile are built and loaded
- * on this thread, the large build's state untouched (it loads nothing until it ends). A small
- * file that does not fit beside it goes back to the queue, for after it. True if any was
- * handled. */
+/* A small file worth a pause of the build under way: any, for a large build; for a small one
+ * (libstdc++'s table, a tenth of a second or more under load, held up a new program's 30-row
+ * one) a file of a mapping at most an eighth of its own. */
+static bool worth_a_pause(const pfr_unwinder *u, size_t i)
+{
+    const struct pfr_unwind_req *r = &u->queue[i].r;
+    return u->build_map == UINT64_MAX || (r->end - r->start) * 8 <= u->build_map;
+}
+
+/* A build's pause (its lim.yield): the small files queued meanwhile are built and loaded on this
+ * thread, the paused build's state untouched (it loads nothing until it ends). A small file that
+ * does not fit beside it goes back to the queue, for after it. True if any was handled. */
 static bool serve_small(void *ctx)
 {
     pfr_unwinder *u = ctx;
-    if (atomic_load_explicit(&u->small_due, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&u->small_due, memory_order_relaxed) == 0 ||
+        atomic_load_explicit(&u->small_asked, memory_order_relaxed) == u->looked_at)
         return false;
-    int64_t t0 = pfr_clock_mono_ns();
+    int64_t t0 = pfr_clock_mono_ns(), inner0 = u->paused_ns;
+    bool any = false;
     pthread_mutex_lock(&u->mu);
     while (!u->stop && atomic_load(&u->small_due) > 0) {
-        struct queued q = take_smallest(u, true);
+        size_t i = smallest(u, true);
+        if (!worth_a_pause(u, i)) {
+            u->looked_at = atomic_load(&u->small_asked); /* until another is asked */
+            break;
+        }
+        any = true;
+        struct queued q = take_at(u, i);
         pthread_mutex_unlock(&u->mu);
         bool done = handle(u, &q, true);
         pthread_mutex_lock(&u->mu);
@@ -733,7 +800,11 @@ static bool serve_small(void *ctx)
         finished(u);
     }
     pthread_mutex_unlock(&u->mu);
-    u->paused_ns += pfr_clock_mono_ns() - t0;
+    if (!any)
+        return false;
+    /* this pause, less the pauses of the builds made in it (counted already) */
+    int64_t inner = u->paused_ns - inner0;
+    u->paused_ns += pfr_clock_mono_ns() - t0 - inner;
     return true;
 }
 
@@ -770,7 +841,7 @@ static void *thread_main(void *arg)
         }
         if (u->stop)
             break;
-        struct queued q = take_smallest(u, false);
+        struct queued q = take_at(u, smallest(u, false));
         pthread_mutex_unlock(&u->mu);
         expire(u);
         handle(u, &q, false);

@@ -22,8 +22,10 @@
  * behind a large one. A large build (seconds, spread over time by its CPU share) pauses between
  * its steps whenever small files are queued, and the thread builds and loads theirs meanwhile
  * (interleaved), each within tighter limits (PFR_UNWINDER_SMALL_*) and only while the memory
- * budget has room for both builds; a small file past those waits its turn (deferred). One
- * thread: one build's memory and CPU share at a time, plus at most one small build's.
+ * budget has room for both builds; a small file past those waits its turn (deferred). A small
+ * file's build, a nested one too, pauses so for files of a mapping at most an eighth of its own
+ * (a new program's table behind libstdc++'s), two levels deep at most. One thread: one large
+ * build's memory and CPU share at a time, plus the small builds nested in its pause.
  *
  * Errors: functions return 0 or a negative errno with a sentence in err; nothing is printed.
  * Ownership: pfr_unwinder_new() returns a handle freed by pfr_unwinder_free(); the map
@@ -53,6 +55,18 @@ typedef struct pfr_unwind_refused {
     const char *why;  /* the builder's sentence */
 } pfr_unwind_refused;
 
+/* A file whose table was built and loaded, for the caller's debug log: how long its build took
+ * and how long its process's stacks waited for it (called on the unwinder's thread). */
+typedef struct pfr_unwind_built {
+    uint32_t pid; /* the process that asked */
+    uint64_t dev, ino;
+    const char *path; /* as the recorder opened it ("[vdso]" for the vDSO) */
+    uint32_t rows;
+    double build_ms;  /* its own build, pauses for other files not counted */
+    double waited_ms; /* from the ask to the table in place */
+    bool small;       /* built in the small files' lane */
+} pfr_unwind_built;
+
 typedef struct pfr_unwinder_opts {
     uint32_t max_rows;         /* rows unwind_rows holds (its max_entries) */
     unsigned build_flags;      /* pfr_unwind_table_build() flags */
@@ -62,6 +76,7 @@ typedef struct pfr_unwinder_opts {
     unsigned cpu_share;        /* percent of a core a build takes on average (unwind_table.h);
                                 * 0 = PFR_UNWINDER_CPU_SHARE */
     void (*on_refused)(void *ctx, const pfr_unwind_refused *r); /* NULL: none */
+    void (*on_built)(void *ctx, const pfr_unwind_built *b);     /* NULL: none */
     void *ctx;
     struct pfr_fsguard *fsguard;     /* files on remote file systems are read only as copies made
                                         by its workers; NULL: opened directly. Not owned. */

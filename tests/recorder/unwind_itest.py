@@ -707,6 +707,12 @@ def main():
                     return Analysis(pfr_stacks(args, rec.store, case, since=case.t1 - 2), case)
                 if not report(case, pfr, perf, late):
                     bad.append(case.name)
+                    # when its files' tables came (until then its frames were walked by frame
+                    # pointers: a frameless leaf's caller skipped)
+                    tag = "(pid %d)" % case.pid
+                    for l in rec.log_text().splitlines():
+                        if "unwind table of" in l and tag in l:
+                            log("   recorder: " + l.split("cpu: ", 1)[-1])
             log("")
             log("programs with wrong stacks: %s" % (", ".join(bad) if bad else "none"))
             stats = [l for l in rec.log_text().splitlines() if "unwind{" in l]
