@@ -11,7 +11,6 @@
 #include "pfr_identity.h"
 #include "pfr_metrics.h"
 #include "pfr_store.h"
-#include "pfr_system_service.h"
 #include "pfr_units.h"
 #include "source.h"
 
@@ -52,13 +51,6 @@ static int parse_listen(const char *v, void *field, char *err, size_t errlen)
         return -EINVAL;
     }
     return replace_string(field, off ? "" : v);
-}
-
-/* Unit name prefixes, comma-separated (pfr_system_service_is). */
-static int parse_prefixes(const char *v, void *field, char *err, size_t errlen)
-{
-    int rc = pfr_system_service_prefixes_check(v, err, errlen);
-    return rc ? rc : replace_string(field, v);
 }
 
 /* auto, off (or 0), a size (K/M/G) or a percentage of the file system ("5%", at most 50). */
@@ -288,26 +280,6 @@ static const pfr_setting identity_rows[] = {
      .def = "false",
      .metavar = "BOOL",
      .help = "do not verify their TLS certificates"},
-    {.key = "skip_system_services",
-     .type = PFR_SET_BOOL,
-     F(skip_system_services),
-     .def = "true",
-     .metavar = "BOOL",
-     .help = "class systemd's own services as system services, as the node agent's option "
-             "skip-systemd-system-services does (a unit of Type oneshot or dbus, triggered by "
-             "a timer, or named with one of system_service_prefixes; the recorder does not ask "
-             "systemd for Type and TriggeredBy yet). The recorder itself filters nothing: the "
-             "ring keeps them all; pfr-shipper's sinks leave them out by their settings of the "
-             "same names (ship = agent)"},
-    {.key = "system_service_prefixes",
-     .type = PFR_SET_CUSTOM,
-     F(system_service_prefixes),
-     .def = PFR_SYSTEM_SERVICE_PREFIXES,
-     .parse = parse_prefixes,
-     .free = free_string,
-     .metavar = "LIST",
-     .help = "unit name prefixes of system services, comma-separated (the default is the "
-             "node agent's list)"},
 };
 
 static const pfr_setting service_rows[] = {

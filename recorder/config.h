@@ -52,10 +52,6 @@ typedef struct pfr_config {
     char *docker_socket, *docker_root;
     char *k8s_kubelet_url, *k8s_apiserver_url, *k8s_node_name, *k8s_token_file, *k8s_ca_file;
     bool k8s_insecure;
-    /* System services (pfr_system_service_is): classed as such, and by which unit
-     * name prefixes (comma-separated) */
-    bool skip_system_services;
-    char *system_service_prefixes;
     pfr_service_rules rules; /* [service] rule = KIND PATTERN SERVICE; --service-rule first */
     uint64_t memory_budget;  /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
     /* Files of other processes on remote file systems (FUSE, NFS, ...; recorder/fsguard) */

@@ -296,7 +296,7 @@ static const pfr_setting sink_rows[] = {
      .env = "",
      .metavar = "LIST",
      .help = "Unit name prefixes of system services, comma-separated (the default is the node "
-             "agent's list, the recorder's default too)."},
+             "agent's list)."},
     {.key = "batch_chunks",
      .type = PFR_SET_COUNT,
      S(batch.max_chunks),
