@@ -144,12 +144,12 @@ enum { ROOM_COLD_DWARF, ROOM_HOT_DWARF, ROOM_COLD_FILES, ROOM_HOT_FILES };
 /* Which files of a segment make room first (class 0, then 1, then 2), by what parsing one again
  * costs for the room its eviction frees. A small file's parse is mostly fixed costs (open, ELF
  * and section headers, notes), so it costs the most per byte; a symbol table's parse grows with
- * its symbols (read, sorted), as its bytes do; a Go table is one section copied whole, read
- * again at a few ns a byte. Measured beside a build and a browser on a loaded host: a library of
- * 27 symbols 4.6 ms a parse (1.5 KB kept), libLLVM's 34,000 symbols 55 ms (550 KB), the Go
- * compiler's 4.3 MB table 17 ms; with the cache held at 8 MiB by the memory budget and Go tools,
- * compilers and LLVM passing through, plain LRU evicted ~250 small libraries (2.9 MB in all)
- * over and over: 600 of 700 parses a round were theirs. */
+ * its symbols (read, sorted), as its bytes do; a Go table keeps only its function and file
+ * tables (sym_gopcln.h), read again at a few ns a byte. Measured beside a build and a browser on a
+ * loaded host: a library of 27 symbols 4.6 ms a parse (1.5 KB kept), libLLVM's 34,000 symbols 55 ms
+ * (550 KB), the Go compiler's 4.3 MB table 17 ms; with the cache held at 8 MiB by the memory budget
+ * and Go tools, compilers and LLVM passing through, plain LRU evicted ~250 small libraries (2.9 MB
+ * in all) over and over: 600 of 700 parses a round were theirs. */
 static int evict_class(const pfr_symbolizer *s, const struct pfr_sym_file *f)
 {
     size_t large = s->bound / LARGE_SHARE;
@@ -697,8 +697,10 @@ static struct pfr_sym_file *load_fd(pfr_symbolizer *s, int fd)
     if (rc == 0 && f->info.is_go && (!f->info.has_symtab || (!f->info.has_debug && !s->no_dwarf)))
         load_gopcln(s, f, e, fd);
     elf_end(e);
-    if (rc == 0 && (f->syms.n || (f->info.has_debug && !s->no_dwarf))) {
-        f->fd = fd; /* names, and DWARF on first use, even after the process is gone */
+    if (rc == 0 && (f->syms.n || f->gopcln || (f->info.has_debug && !s->no_dwarf))) {
+        /* names, the Go table's lookups, and DWARF on first use, even after the process is
+         * gone */
+        f->fd = fd;
         s->kept_fds++;
     } else {
         close(fd);
@@ -866,7 +868,7 @@ static int open_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, int fd)
 
 static bool names_need_fd(const struct pfr_sym_file *f)
 {
-    return f->syms.lazy && f->syms.n > 0;
+    return (f->syms.lazy && f->syms.n > 0) || f->gopcln; /* the Go table reads through it */
 }
 
 static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
@@ -893,6 +895,10 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
             if (e)
                 load_gopcln(s, f, e, fd);
             elf_end(e);
+            if (f->gopcln && fd != f->fd) { /* its lookups read through fd: kept */
+                f->fd = fd;
+                s->kept_fds++;
+            }
         }
         if (fd != f->fd)
             close(fd);

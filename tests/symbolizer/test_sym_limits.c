@@ -307,12 +307,15 @@ static void test_gopclntab_lies(void **state)
     expect_refused("pcln_lies", secs, 2, NULL, PFR_REFUSED_BAD_FILE, 0);
 }
 
-/* Go, stripped: a 64 MiB .gopclntab (a hole past its header), over the cache. */
+/* Go, stripped: a 64 MiB .gopclntab (a hole past its header) of 8M functions: its function
+ * table alone is over the cache. */
 static void test_gopclntab_big(void **state)
 {
     (void)state;
     uint8_t pcln[GOPCLNGEN_MAX_SIZE];
     size_t len = pfr_gopclngen_build(pcln);
+    uint64_t nfunc = (64u << 20) / 8 - 64;
+    memcpy(pcln + 8, &nfunc, 8);
     struct hg_sec secs[] = {
         {.name = ".gopclntab",
          .type = SHT_PROGBITS,
@@ -528,7 +531,8 @@ static void test_limit_note(void **state)
     assert_int_equal(info.refused, PFR_REFUSED_TOO_BIG);
 }
 
-static int open_pcln(const char *name, size_t max_bytes, int *why)
+/* Opens the table of file name within max_bytes; *kept: what it holds (0 when refused). */
+static int open_pcln(const char *name, size_t max_bytes, int *why, size_t *kept)
 {
     int fd = open(wpath(name), O_RDONLY);
     assert_true(fd >= 0);
@@ -539,10 +543,55 @@ static int open_pcln(const char *name, size_t max_bytes, int *why)
     char err[256];
     int rc = pfr_sym_gopcln_open(e, fd, max_bytes, &b, &g, err, sizeof(err));
     *why = b.refused;
+    if (kept)
+        *kept = pfr_sym_gopcln_bytes(g);
     pfr_sym_gopcln_free(g);
     elf_end(e);
     close(fd);
     return rc;
+}
+
+/* Opened on a file, the table answers as in memory, reading what it needs through the file;
+ * the file truncated after the open (its owner may do that): no answer, never a bad read. */
+static void test_gopclntab_through_fd(void **state)
+{
+    (void)state;
+    uint8_t pcln[GOPCLNGEN_MAX_SIZE];
+    size_t len = pfr_gopclngen_build(pcln);
+    struct hg_sec secs[] = {
+        {.name = ".gopclntab", .type = SHT_PROGBITS, .flags = SHF_ALLOC, .data = pcln, .len = len}};
+    write_file("pcln_fd", secs, 1, NULL);
+    int fd = open(wpath("pcln_fd"), O_RDWR);
+    assert_true(fd >= 0);
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    struct pfr_sym_gopcln *g = NULL, *m = NULL;
+    char err[256];
+    assert_int_equal(pfr_sym_gopcln_open(e, fd, 1 << 20, NULL, &g, err, sizeof(err)), 0);
+    elf_end(e);
+    assert_int_equal(pfr_sym_gopcln_open_mem(pcln, len, GOPCLNGEN_TEXT, &m, err, sizeof(err)), 0);
+    struct pfr_sym_gopcln_frame a, b;
+    int answered = 0;
+    for (uint64_t pc = GOPCLNGEN_TEXT - 4; pc < GOPCLNGEN_TEXT + 0x44; pc++) {
+        int ra = pfr_sym_gopcln_lookup(g, pc, &a), rb = pfr_sym_gopcln_lookup(m, pc, &b);
+        assert_int_equal(ra, rb);
+        if (!ra)
+            continue;
+        answered++;
+        assert_string_equal(a.name, b.name);
+        assert_true((a.file == NULL) == (b.file == NULL));
+        if (a.file)
+            assert_string_equal(a.file, b.file);
+        assert_int_equal(a.line, b.line);
+    }
+    assert_int_equal(answered, 0x40);
+    assert_true(pfr_sym_gopcln_bytes(g) < pfr_sym_gopcln_bytes(m) + 4096 * 2 + 256);
+    assert_int_equal(ftruncate(fd, 64), 0);
+    for (uint64_t pc = GOPCLNGEN_TEXT; pc < GOPCLNGEN_TEXT + 0x40; pc++)
+        assert_int_equal(pfr_sym_gopcln_lookup(g, pc, &a), 0);
+    pfr_sym_gopcln_free(g);
+    pfr_sym_gopcln_free(m);
+    close(fd);
 }
 
 static void test_limit_gopclntab(void **state)
@@ -557,16 +606,30 @@ static void test_limit_gopclntab(void **state)
                              .data = pcln,
                              .len = len,
                              .size = 65536}};
+    /* 6,000 functions: what is kept (the function table, 8 bytes a function, read before the
+     * rest is looked at) is what the limit bounds, at the byte, not the 64 KiB section, which
+     * stays in the file */
+    uint64_t nfunc = 6000;
+    memcpy(pcln + 8, &nfunc, 8);
     write_file("pcln_at", secs, 1, NULL);
-    assert_int_equal(open_pcln("pcln_at", 65536, &why), 0);
+    size_t kept;
+    assert_int_equal(open_pcln("pcln_at", 65536, &why, &kept), 0);
     assert_int_equal(why, PFR_REFUSED_NONE);
-    assert_int_equal(open_pcln("pcln_at", 65535, &why), -EFBIG);
+    assert_true(kept >= (nfunc + 1) * 8 && kept <= (nfunc + 1) * 8 + 16384 && kept < 65536);
+    assert_int_equal(open_pcln("pcln_at", kept, &why, NULL), 0);
+    /* a byte less: the file tables are left in the file; the function table alone, at the
+     * byte, then refused */
+    size_t least;
+    assert_int_equal(open_pcln("pcln_at", kept - 1, &why, &least), 0);
+    assert_true(least < kept && least >= (nfunc + 1) * 8);
+    assert_int_equal(open_pcln("pcln_at", least, &why, NULL), 0);
+    assert_int_equal(open_pcln("pcln_at", least - 1, &why, NULL), -EFBIG);
     assert_int_equal(why, PFR_REFUSED_TOO_BIG);
     /* counts beyond the section */
-    uint64_t nfunc = 65536 / 8 + 1;
+    nfunc = 65536 / 8 + 1;
     memcpy(pcln + 8, &nfunc, 8);
     write_file("pcln_count", secs, 1, NULL);
-    assert_int_equal(open_pcln("pcln_count", 65536, &why), -EINVAL);
+    assert_int_equal(open_pcln("pcln_count", 65536, &why, NULL), -EINVAL);
     assert_int_equal(why, PFR_REFUSED_BAD_FILE);
 }
 
@@ -645,8 +708,9 @@ int main(void)
         cmocka_unit_test(test_gopclntab_big),   cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_limit_sections),  cmocka_unit_test(test_limit_entries),
         cmocka_unit_test(test_limit_strtab),    cmocka_unit_test(test_limit_note),
-        cmocka_unit_test(test_limit_gopclntab), cmocka_unit_test(test_limit_lines),
-        cmocka_unit_test(test_dwline_rows),     cmocka_unit_test(test_perfmap_lines),
+        cmocka_unit_test(test_limit_gopclntab), cmocka_unit_test(test_gopclntab_through_fd),
+        cmocka_unit_test(test_limit_lines),     cmocka_unit_test(test_dwline_rows),
+        cmocka_unit_test(test_perfmap_lines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,8 @@
 /* Symbolizer benchmark: first parse and warm lookup cost of pfr's symbolizer beside elfutils'
  * libdwfl (the usual C way to symbolize a live process), on the same process and the same
- * addresses: a Go service binary (built here) and libc (in /bin/sleep).
+ * addresses: a Go service binary (built here), the Go toolchain's stripped compiler (names and
+ * lines from its 4 MB .gopclntab only: libdwfl names from the symbol table it lacks, so it
+ * names nothing there) and libc (in cat).
  * Usage: bench_symbolizer GO_TOOL WORKDIR [passes] */
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
@@ -155,7 +157,10 @@ static struct result run_dwfl(pid_t pid, const uint64_t *addrs, int passes)
 static void compare(const char *what, pid_t pid, const char *suffix, int passes)
 {
     uint64_t addrs[NADDR];
-    if (pick_addrs(pid, suffix, addrs)) {
+    int tries = 0; /* a child started through sh: its exec may still be under way */
+    while (pick_addrs(pid, suffix, addrs) && ++tries < 100)
+        usleep(10000);
+    if (tries == 100) {
         fprintf(stderr, "no executable mapping of %s\n", suffix);
         exit(1);
     }
@@ -199,6 +204,25 @@ int main(int argc, char **argv)
         return 1;
     compare("Go service binary", go.pid, "/gobig", passes);
     compare("libc (in cat)", sl.pid, "libc.so.6", passes);
+    /* GO_TOOL's compiler, .../bin/go -> .../pkg/tool/linux_amd64/compile, reading its source
+     * from stdin: alive until the pipe closes */
+    char compile[4096], cmd[8192];
+    snprintf(compile, sizeof(compile), "%s", argv[1]);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(compile, '/');
+        if (slash)
+            *slash = '\0';
+    }
+    snprintf(cmd, sizeof(cmd),
+             "echo ready; exec %s/pkg/tool/linux_amd64/compile -o /dev/null "
+             "-p main /dev/stdin",
+             compile);
+    struct tu_child cc;
+    char *ccargv[] = {"/bin/sh", "-c", cmd, NULL};
+    if (pfr_tu_start(&cc, ccargv))
+        return 1;
+    compare("Go compiler, stripped (.gopclntab)", cc.pid, "/compile", passes);
+    pfr_tu_stop(&cc);
     pfr_tu_stop(&go);
     pfr_tu_stop(&sl);
     free(work);
