@@ -140,7 +140,7 @@ struct src {
     bool is64, swap;
 };
 
-static bool pread_full(int fd, void *buf, size_t len, uint64_t off)
+bool pfr_sym_pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
     size_t got = 0;
     while (got < len) {
@@ -162,7 +162,7 @@ static bool src_read(const struct src *s, uint64_t off, void *buf, size_t len)
         memcpy(buf, s->img + off, len);
         return true;
     }
-    return pread_full(s->fd, buf, len, off);
+    return pfr_sym_pread_full(s->fd, buf, len, off);
 }
 
 /* A section [off, off + size) of the source, read through a window. */
@@ -196,7 +196,7 @@ static const unsigned char *win_get(struct win *w, uint64_t at, size_t len)
         return NULL;
     size_t n = w->size - at < WIN_BYTES ? (size_t)(w->size - at) : WIN_BYTES;
     w->wlen = 0;
-    if (!pread_full(w->src->fd, w->buf, n, w->off + at))
+    if (!pfr_sym_pread_full(w->src->fd, w->buf, n, w->off + at))
         return NULL;
     w->woff = at;
     w->wlen = n;
@@ -922,7 +922,7 @@ static bool hdr_read(const struct hdr *h, uint64_t off, void *buf, size_t len)
 {
     if (off > h->size || len > h->size - off)
         return false;
-    return pread_full(h->fd, buf, len, off);
+    return pfr_sym_pread_full(h->fd, buf, len, off);
 }
 
 static uint64_t hdr_field(const struct hdr *h, const unsigned char *p, size_t len)

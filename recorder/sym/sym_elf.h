@@ -112,7 +112,7 @@ int pfr_sym_elf_read_syms_fd(Elf *e, int fd, struct pfr_sym_elf_syms *out, size_
  * string table whose names are read (a bit per byte of it is kept while parsing: at most
  * max_bytes). */
 #define PFR_ELF_MAX_ENTRIES(max_bytes) ((max_bytes) / 24 * 8)
-#define PFR_ELF_MAX_STRTAB(max_bytes)  ((uint64_t)(max_bytes) * 8)
+#define PFR_ELF_MAX_STRTAB(max_bytes)  ((uint64_t)(max_bytes)*8)
 
 #define PFR_ELF_MAX_NAME 65536 /* longest name read from a file, NUL included */
 
@@ -138,5 +138,8 @@ void pfr_sym_elf_syms_free(struct pfr_sym_elf_syms *s);
 
 /* Hex build-id, or "" without one; buf needs 2 * PFR_ELF_MAX_BUILDID + 1 bytes. */
 void pfr_sym_elf_id_hex(const struct pfr_sym_elf_info *i, char *buf, size_t len);
+
+/* len bytes of fd at off, EINTR retried: false when the file ends first or cannot be read. */
+bool pfr_sym_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
 #endif

@@ -1,4 +1,5 @@
 #include "sym_gopcln.h"
+#include "sym_elf.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -68,15 +69,7 @@ static bool rd(const struct pfr_sym_gopcln *g, uint64_t off, void *buf, size_t l
             return true;
         }
     }
-    for (size_t got = 0; got < len;) {
-        ssize_t r = pread(g->fd, (uint8_t *)buf + got, len - got, (off_t)(g->off + off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        got += (size_t)r;
-    }
-    return true;
+    return pfr_sym_pread_full(g->fd, buf, len, g->off + off);
 }
 
 static uint32_t le32(const uint8_t *p)
