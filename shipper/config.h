@@ -45,6 +45,7 @@ typedef struct pfr_sink_conf {
     enum pfr_ship_policy ship;
     bool skip_system_services;     /* ship = agent: leave systemd's own services out too */
     char *system_service_prefixes; /* their unit name prefixes (pfr_system_service.h) */
+    char *systemd_root;            /* where systemd's unit files are read (pfr_systemd_unit.h) */
     pfr_batch_limits batch;
     pfr_backoff backoff;
     int64_t connect_timeout_ms, timeout_ms;

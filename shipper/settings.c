@@ -282,11 +282,12 @@ static const pfr_setting sink_rows[] = {
      .def = "true",
      .env = "",
      .metavar = "BOOL",
-     .help = "ship = agent: leave out systemd services whose unit name starts with one of "
-             "system_service_prefixes, as the node agent's flag skip-systemd-system-services "
-             "does (the unit is the one the chunk's container id names: a templated unit's "
-             "sub-slice, system-getty.slice; the agent's Type and TriggeredBy rules are not "
-             "applied)."},
+     .help = "ship = agent: leave out systemd system services as the node agent's flag "
+             "skip-systemd-system-services does: units whose name starts with one of "
+             "system_service_prefixes, whose Type is oneshot or dbus, or which an enabled timer "
+             "triggers (the unit is the one the chunk's container id names: a templated unit's "
+             "sub-slice, system-getty.slice; Type and timers are read from the unit files under "
+             "systemd_root, again every 5 minutes)."},
     {.key = "system_service_prefixes",
      .type = PFR_SET_STRING,
      S(system_service_prefixes),
@@ -297,6 +298,15 @@ static const pfr_setting sink_rows[] = {
      .metavar = "LIST",
      .help = "Unit name prefixes of system services, comma-separated (the default is the node "
              "agent's list)."},
+    {.key = "systemd_root",
+     .type = PFR_SET_STRING,
+     S(systemd_root),
+     .def = "/",
+     .env = "",
+     .metavar = "DIR",
+     .help = "skip_system_services: the directory under which systemd's unit files are read "
+             "(/etc/systemd/system, /lib/systemd/system, ...; their links resolve inside it): "
+             "/ on the host; the host's root as mounted in a container (/host)."},
     {.key = "batch_chunks",
      .type = PFR_SET_COUNT,
      S(batch.max_chunks),

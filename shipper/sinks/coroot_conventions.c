@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfr_clock.h"
 #include "pfr_gzip.h"
+#include "pfr_log.h"
 #include "pfr_system_service.h"
 
 /* ":<line>" in decimal into num (at least 22 bytes); returns the length. */
@@ -69,16 +71,48 @@ int64_t pfr_coroot_start_shift(const pfr_chunk_meta *m)
     return 1 + (int64_t)(h % (uint64_t)(span - 1));
 }
 
-bool pfr_coroot_ships(const pfr_sink_conf *conf, const pfr_chunk_meta *m)
+int pfr_coroot_units_new(const pfr_sink_conf *conf, pfr_unit_cache **out)
+{
+    *out = NULL;
+    if (conf->ship == PFR_SHIP_ALL || !conf->skip_system_services)
+        return 0;
+    return pfr_unit_cache_new(conf->systemd_root ? conf->systemd_root : "/", PFR_UNIT_CACHE_TTL_NS,
+                              out);
+}
+
+/* Whether the agent skips unit as a system service: its name, and what its files say. */
+static bool system_service(const pfr_sink_conf *conf, pfr_unit_cache *units, const char *unit)
+{
+    pfr_systemd_props p = {0};
+    bool fresh = false;
+    int rc = units ? pfr_unit_cache_get(units, unit, pfr_clock_mono_ns(), &p, &fresh) : 0;
+    bool sys = pfr_system_service_is(unit, p.type[0] ? p.type : NULL,
+                                     p.triggered_by[0] ? p.triggered_by : NULL,
+                                     conf->system_service_prefixes);
+    if (fresh && rc < 0)
+        pfr_warn("%s: cannot read systemd unit %s under %s (%s): judged by its name: %s",
+                 conf->name, unit, conf->systemd_root, strerror(-rc),
+                 sys ? "a system service, passed over" : "shipped");
+    else if (fresh)
+        pfr_debug("%s: systemd unit %s: %s, Type=%s, TriggeredBy=%s: %s", conf->name, unit,
+                  p.load == PFR_SYSTEMD_LOADED   ? "loaded"
+                  : p.load == PFR_SYSTEMD_MASKED ? "masked"
+                                                 : "not found",
+                  p.type[0] ? p.type : "-", p.triggered_by[0] ? p.triggered_by : "-",
+                  sys ? "a system service, passed over (ship = agent)" : "shipped");
+    return sys;
+}
+
+bool pfr_coroot_ships(const pfr_sink_conf *conf, pfr_unit_cache *units, const pfr_chunk_meta *m)
 {
     if (conf->ship == PFR_SHIP_ALL)
         return true;
     const char *id = label_of(m, "container.id");
     if (!id[0])
         return false; /* the agent profiles only processes of containers it tracks */
-    char unit[256];
+    char unit[PFR_SYSTEMD_NAME_MAX];
     if (conf->skip_system_services && pfr_system_service_id_unit(id, unit, sizeof(unit)) &&
-        pfr_system_service_is(unit, NULL, NULL, conf->system_service_prefixes))
+        system_service(conf, units, unit))
         return false;
     return true;
 }

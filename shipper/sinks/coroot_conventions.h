@@ -13,6 +13,7 @@
 #include "pfr_hash.h" /* StackHash: pfr_hash_fnv1a from PFR_HASH_FNV_OFFSET */
 #include "pfr_profile.h"
 #include "pfr_store.h"
+#include "sinks/unit_cache.h"
 
 /* Whether Coroot keeps a frame: it drops lines without a function; pfr's model shows those as
  * a frame with neither function name nor file. */
@@ -27,8 +28,16 @@ void pfr_coroot_frame(pfr_buf *b, const pfr_frame *f);
 /* Whether a sink of conf sends chunk m (both kinds' ops.ships): with ship = agent, what Coroot's
  * node agent would send: a chunk with a Coroot container id (its container.id label; the
  * recorder sets it only then) and, with skip_system_services, not of a systemd service whose
- * unit is a system service (pfr_system_service.h). ship = all: every chunk. */
-bool pfr_coroot_ships(const pfr_sink_conf *conf, const pfr_chunk_meta *m);
+ * unit is a system service (pfr_system_service.h): by its name's prefix, or by the Type and
+ * TriggeredBy units reads from its unit files (units NULL: by name only). Each unit's answer
+ * is logged once per refresh of units (debug; a unit that cannot be read: a warning, and it is
+ * judged by its name). ship = all: every chunk. */
+bool pfr_coroot_ships(const pfr_sink_conf *conf, pfr_unit_cache *units, const pfr_chunk_meta *m);
+
+/* The unit cache a sink of conf needs for pfr_coroot_ships (its systemd_root, read again every
+ * PFR_UNIT_CACHE_TTL_NS): NULL when it looks at no unit (ship = all, skip_system_services
+ * off). 0 or -ENOMEM. */
+int pfr_coroot_units_new(const pfr_sink_conf *conf, pfr_unit_cache **out);
 
 /* Whether Coroot averages a profile type when it shows it (model/profile.go,
  * ProfileAggregationAvg: the in-use heap types and goroutines) instead of summing it. */

@@ -4,6 +4,7 @@
  * and error codes, secrets kept out of messages, configuration layers, and the state file. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -1461,18 +1462,104 @@ static void test_ship_policy(void **st)
         c.ship = PFR_SHIP_AGENT;
         c.skip_system_services = true;
         c.system_service_prefixes = NULL;
-        if (pfr_coroot_ships(&c, &m) != cases[i].agent)
+        if (pfr_coroot_ships(&c, NULL, &m) != cases[i].agent)
             fail_msg("%s: agent", cases[i].cid ? cases[i].cid : "(none)");
         c.skip_system_services = false;
-        if (pfr_coroot_ships(&c, &m) != cases[i].all_units)
+        if (pfr_coroot_ships(&c, NULL, &m) != cases[i].all_units)
             fail_msg("%s: skip_system_services off", cases[i].cid ? cases[i].cid : "(none)");
         c.skip_system_services = true;
         c.system_service_prefixes = "nginx";
-        if (pfr_coroot_ships(&c, &m) != cases[i].any_filter)
+        if (pfr_coroot_ships(&c, NULL, &m) != cases[i].any_filter)
             fail_msg("%s: prefixes nginx", cases[i].cid ? cases[i].cid : "(none)");
         c.ship = PFR_SHIP_ALL;
-        assert_true(pfr_coroot_ships(&c, &m));
+        assert_true(pfr_coroot_ships(&c, NULL, &m));
     }
+}
+
+/* Write text to root/rel, making its directories. */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        (void)mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* ship = agent with the unit files: a oneshot unit, a dbus one and one a timer starts are
+ * system services; a plain one and one without files are not; the cache keeps its answers
+ * until its ttl, then reads again. */
+static void test_ship_policy_units(void **st)
+{
+    (void)st;
+    char root[] = "/tmp/pfr-ship-units-XXXXXX", cmd[64];
+    assert_non_null(mkdtemp(root));
+    put_file(root, "lib/systemd/system/apt-daily.service", "[Service]\nType=oneshot\n");
+    put_file(root, "lib/systemd/system/bus.service", "[Service]\nBusName=a.b\nExecStart=/x\n");
+    put_file(root, "lib/systemd/system/job.service", "[Service]\nExecStart=/x\n");
+    put_file(root, "lib/systemd/system/job.timer", "[Timer]\nOnCalendar=daily\n");
+    put_file(root, "etc/systemd/system/timers.target.wants/job.timer",
+             "[Timer]\nOnCalendar=daily\n");
+    put_file(root, "lib/systemd/system/web.service", "[Service]\nExecStart=/x\n");
+    pfr_sink_conf c = {
+        .name = "co", .ship = PFR_SHIP_AGENT, .skip_system_services = true, .systemd_root = root};
+    pfr_unit_cache *units;
+    assert_int_equal(pfr_coroot_units_new(&c, &units), 0);
+    assert_non_null(units);
+    struct {
+        const char *cid;
+        bool ships;
+    } cases[] = {
+        {"/system.slice/apt-daily.service", false}, {"/system.slice/bus.service", false},
+        {"/system.slice/job.service", false},       {"/system.slice/web.service", true},
+        {"/system.slice/absent.service", true},     {"/system.slice/dbus.service", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pfr_kv labels[1] = {{"container.id", cases[i].cid}};
+        pfr_chunk_meta m = {.id = 1, .service = "s", .labels = labels, .nlabels = 1};
+        if (pfr_coroot_ships(&c, units, &m) != cases[i].ships)
+            fail_msg("%s: ships should be %d", cases[i].cid, cases[i].ships);
+        if (!pfr_coroot_ships(&c, NULL, &m) && strcmp(cases[i].cid, "/system.slice/dbus.service"))
+            fail_msg("%s: by name only, it ships", cases[i].cid);
+    }
+    pfr_unit_cache_free(units);
+    /* no cache where nothing is looked at */
+    c.ship = PFR_SHIP_ALL;
+    assert_int_equal(pfr_coroot_units_new(&c, &units), 0);
+    assert_null(units);
+    c.ship = PFR_SHIP_AGENT, c.skip_system_services = false;
+    assert_int_equal(pfr_coroot_units_new(&c, &units), 0);
+    assert_null(units);
+
+    /* the cache: the same answer until the ttl, the file's new one after */
+    assert_int_equal(pfr_unit_cache_new(root, 1000, &units), 0);
+    pfr_systemd_props p;
+    bool fresh;
+    assert_int_equal(pfr_unit_cache_get(units, "web.service", 0, &p, &fresh), 0);
+    assert_true(fresh);
+    assert_string_equal(p.type, "simple");
+    put_file(root, "lib/systemd/system/web.service", "[Service]\nType=oneshot\n");
+    assert_int_equal(pfr_unit_cache_get(units, "web.service", 999, &p, &fresh), 0);
+    assert_false(fresh);
+    assert_string_equal(p.type, "simple");
+    assert_int_equal(pfr_unit_cache_get(units, "web.service", 1000, &p, &fresh), 0);
+    assert_true(fresh);
+    assert_string_equal(p.type, "oneshot");
+    /* an error is an answer too; a root that is not there answers its errno */
+    assert_int_equal(pfr_unit_cache_get(units, "../x.service", 1000, &p, &fresh), -EINVAL);
+    pfr_unit_cache_free(units);
+    assert_int_equal(pfr_unit_cache_new("/nonexistent-pfr-root", 1000, &units), 0);
+    assert_int_equal(pfr_unit_cache_get(units, "web.service", 0, &p, &fresh), -ENOENT);
+    assert_int_equal(p.load, PFR_SYSTEMD_NOT_FOUND);
+    pfr_unit_cache_free(units);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* Only chunks of a type Coroot averages move their Start: by [1 ns, 1 s), under half the chunk,
@@ -1785,6 +1872,7 @@ int main(void)
         cmocka_unit_test(test_state),
         cmocka_unit_test(test_state_old_file),
         cmocka_unit_test(test_ship_policy),
+        cmocka_unit_test(test_ship_policy_units),
         cmocka_unit_test(test_start_shift),
         cmocka_unit_test(test_ch_verdicts),
         cmocka_unit_test(test_redact),

@@ -56,11 +56,12 @@ struct ch_sink {
     uint64_t block_bytes; /* rows of a block before it goes (request bytes, estimated) */
     uint32_t *order;      /* the batch's chunks (indices in its source) in the order they go */
     size_t cap_order;
-    pfr_buf name;   /* a chunk's service name as shipped (service_prefix) */
-    char *base_url; /* without trailing '/' */
-    char *db_param; /* escaped database name */
-    char *user_hdr; /* X-ClickHouse-User: ... */
-    char *key_hdr;  /* X-ClickHouse-Key: ... (secret) */
+    pfr_buf name;          /* a chunk's service name as shipped (service_prefix) */
+    char *base_url;        /* without trailing '/' */
+    char *db_param;        /* escaped database name */
+    char *user_hdr;        /* X-ClickHouse-User: ... */
+    char *key_hdr;         /* X-ClickHouse-Key: ... (secret) */
+    pfr_unit_cache *units; /* ship = agent's systemd units (NULL: none looked at) */
 };
 
 /* A request's data: bytes, or a stream (http.h's read). */
@@ -498,7 +499,7 @@ static const pfr_chunk_meta *shipped(struct ch_sink *c, const pfr_chunk_meta *m,
 
 static bool ch_ships(const pfr_sink *s, const pfr_chunk_meta *m)
 {
-    return pfr_coroot_ships(s->conf, m);
+    return pfr_coroot_ships(s->conf, ((const struct ch_sink *)s)->units, m);
 }
 
 static int ch_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
@@ -933,6 +934,7 @@ static void ch_free(pfr_sink *s)
         pfr_http_free(c->conn[k].http);
     pfr_buf_free(&c->name);
     free(c->order);
+    pfr_unit_cache_free(c->units);
     free(c);
 }
 
@@ -989,6 +991,8 @@ static int ch_create(const pfr_sink_conf *conf, pfr_sink **out)
         if (!c->base_url || !c->db_param || !c->user_hdr)
             rc = -ENOMEM;
     }
+    if (!rc)
+        rc = pfr_coroot_units_new(conf, &c->units);
     if (rc) {
         ch_free(&c->base);
         return rc;

@@ -25,7 +25,8 @@ struct coroot_sink {
     pfr_buf name;     /* a chunk's service name as shipped (service_prefix) */
     uint8_t *body;    /* the chunk's gzip'd profile */
     size_t len;
-    char why[256]; /* why the chunk cannot be encoded */
+    char why[256];         /* why the chunk cannot be encoded */
+    pfr_unit_cache *units; /* ship = agent's systemd units (NULL: none looked at) */
 };
 
 static void c_prepare(pfr_sink *s, pfr_sink_result *r)
@@ -54,7 +55,7 @@ static int add_param(pfr_buf *q, const char *k, const char *v)
 
 static bool c_ships(const pfr_sink *s, const pfr_chunk_meta *m)
 {
-    return pfr_coroot_ships(s->conf, m);
+    return pfr_coroot_ships(s->conf, ((const struct coroot_sink *)s)->units, m);
 }
 
 static int c_check(const pfr_sink *s, const pfr_chunk_meta *m, char *why, size_t whylen)
@@ -221,6 +222,7 @@ static void c_free(pfr_sink *s)
     }
     pfr_buf_free(&c->url);
     pfr_buf_free(&c->name);
+    pfr_unit_cache_free(c->units);
     free(c);
 }
 
@@ -257,6 +259,10 @@ static int c_create(const pfr_sink_conf *conf, pfr_sink **out)
     }
     if (conf->api_key && asprintf(&c->key_header, "X-API-Key: %s", conf->api_key) < 0) {
         c->key_header = NULL;
+        c_free(&c->base);
+        return -ENOMEM;
+    }
+    if (pfr_coroot_units_new(conf, &c->units) < 0) {
         c_free(&c->base);
         return -ENOMEM;
     }
