@@ -38,6 +38,8 @@ if [ "$TEST" = 1 ]; then
     zstd
     # tests/bench/busy/heap_owners.py: the recorder's heap by owner
     heaptrack
+    # common_systemd_unit reads their timer-started units' files (apt-daily, e2scrub_all, fstrim)
+    apt e2fsprogs
   )
   # Newer Go toolchains (the Go heap profiler is tested against 1.19 to 1.23) come from
   # bookworm-backports, which Debian pins low: adding it moves no other package.
