@@ -185,17 +185,17 @@ static const pfr_metric_row unwind_rows[] = {
      "tables looked up on disk before a build, by outcome: hit (read back, not built), miss, "
      "bad_file (failed its checks: removed, built again), no_memory (the memory budget refused)",
      .labels = {"outcome"},
-     .series = PFR_METRIC_SERIES({{"hit"}, F(unwind.cache.hits)}, {{"miss"}, F(unwind.cache.misses)},
-                                 {{"bad_file"}, F(unwind.cache.bad_files)},
-                                 {{"no_memory"}, F(unwind.cache.no_memory)})},
+     .series = PFR_METRIC_SERIES(
+         {{"hit"}, F(unwind.cache.hits)}, {{"miss"}, F(unwind.cache.misses)},
+         {{"bad_file"}, F(unwind.cache.bad_files)}, {{"no_memory"}, F(unwind.cache.no_memory)})},
     {"pfr_unwind_cache_writes_total", C,
      "built tables written to disk, by outcome: written, failed (a full disk, an unwritable "
      "directory: logged the first time)",
      .labels = {"outcome"},
      .series = PFR_METRIC_SERIES({{"written"}, F(unwind.cache.writes)},
                                  {{"failed"}, F(unwind.cache.write_errors)})},
-    {"pfr_unwind_cache_evictions_total", C,
-     "table files removed to stay within unwind_cache_bytes", F(unwind.cache.evictions)},
+    {"pfr_unwind_cache_evictions_total", C, "table files removed to stay within unwind_cache_bytes",
+     F(unwind.cache.evictions)},
     {"pfr_unwind_cache_bytes", G, "bytes of the table files on disk", F(unwind.cache.bytes)},
     {"pfr_unwind_cache_bytes_max", G, "their bound (unwind_cache_bytes)",
      F(unwind.cache.max_bytes)},

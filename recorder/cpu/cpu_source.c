@@ -1201,8 +1201,8 @@ static const pfr_setting cpu_rows[] = {
      .def = "128M",
      .max = 1099511627776.0,
      .metavar = "SIZE",
-     .help = "bound of unwind_cache_dir's files, least recently used removed first (a large "
-             "library's table takes 1-4 MB); 0 = not kept"},
+     .help = "bound of unwind_cache_dir's files, least recently used removed first (libLLVM's "
+             "0.95M rows take 1.2 MB); 0 = not kept"},
     {.key = "symbolize_budget",
      .type = PFR_SET_DURATION,
      F(symbolize_budget_ns),

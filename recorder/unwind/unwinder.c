@@ -119,9 +119,9 @@ struct pfr_unwinder {
         int64_t retry_ns;
     } failed[FAILED_MAX]; /* files that failed to open, asked again at retry_ns */
     size_t nfailed;
-    uint32_t gen;           /* of the last table loaded */
-    bool batch_unsupported; /* the kernel refused batched array updates once */
-    char *cache_dir;        /* opts.cache_dir's copy */
+    uint32_t gen;            /* of the last table loaded */
+    bool batch_unsupported;  /* the kernel refused batched array updates once */
+    char *cache_dir;         /* opts.cache_dir's copy */
     pfr_unwind_cache *cache; /* NULL: tables are not kept on disk */
     bool cache_error_told;   /* a failed write was told to opts.on_cache_error */
 };
@@ -615,8 +615,8 @@ static void cache_open(pfr_unwinder *u)
     if (!u->cache_dir)
         return;
     char err[512];
-    if (pfr_unwind_cache_open(u->cache_dir, u->opts.cache_bytes, u->opts.membudget, &u->cache,
-                              err, sizeof(err)) != 0 &&
+    if (pfr_unwind_cache_open(u->cache_dir, u->opts.cache_bytes, u->opts.membudget, &u->cache, err,
+                              sizeof(err)) != 0 &&
         u->opts.on_cache_error)
         u->opts.on_cache_error(u->opts.ctx, err);
 }

@@ -91,8 +91,8 @@ typedef struct pfr_unwinder_opts {
                                         by its workers; NULL: opened directly. Not owned. */
     struct pfr_membudget *membudget; /* no build while the recorder is over its memory budget
                                         (counted in no_room); NULL: none. Not owned. */
-    bool one_lane; /* no small file built while a large build is under way: the order before
-                    * issue 30 (benchmarks and tests compare the two) */
+    bool one_lane;         /* no small file built while a large build is under way: the order before
+                            * issue 30 (benchmarks and tests compare the two) */
     const char *cache_dir; /* tables kept on disk there (copied); NULL or "": not kept */
     uint64_t cache_bytes;  /* its bound (unwind_cache.h) */
     /* The cache could not be opened (it is then off), or its first write failed: why, once
@@ -139,7 +139,7 @@ typedef struct pfr_unwinder_stats {
                              * or the memory budget had no room for both */
     uint64_t small_files;   /* small files handled (any outcome) */
     uint64_t small_wait_ns; /* from their requests to their entries in unwind_files, added up */
-    uint64_t small_wait_max_ns; /* the longest */
+    uint64_t small_wait_max_ns;   /* the longest */
     bool cache_enabled;           /* the cache on disk is open */
     pfr_unwind_cache_stats cache; /* its figures */
 } pfr_unwinder_stats;

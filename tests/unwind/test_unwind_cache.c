@@ -155,7 +155,8 @@ static void test_key_follows_file(void **state)
     assert_int_equal(pfr_unwind_cache_get(c, &k2, SIZE_MAX, &back), -ENOENT);
     /* grown by a byte, its mtime set back: its size differs */
     assert_int_equal(pwrite(fd, "", 1, (off_t)k1.size), 1);
-    struct timespec old[2] = {{0, UTIME_OMIT}, {k1.mtime_ns / 1000000000, k1.mtime_ns % 1000000000}};
+    struct timespec old[2] = {{0, UTIME_OMIT},
+                              {k1.mtime_ns / 1000000000, k1.mtime_ns % 1000000000}};
     assert_int_equal(futimens(fd, old), 0);
     assert_int_equal(pfr_unwind_cache_key_fd(fd, 0, &k3), 0);
     assert_int_equal(k3.mtime_ns, k1.mtime_ns);
@@ -403,9 +404,9 @@ static void test_memory_budget(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_key_follows_file),
-        cmocka_unit_test(test_bad_files),   cmocka_unit_test(test_bound),
-        cmocka_unit_test(test_unwritable),  cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_key_follows_file),
+        cmocka_unit_test(test_bad_files),  cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_unwritable), cmocka_unit_test(test_memory_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
