@@ -688,28 +688,26 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             count(u, q, &u->st.open_failed, t0, 0);
             return true;
         }
+        /* a table kept on disk first: read back, it holds its rows only (asked of the budget
+         * by the cache), so even a file that waits past the small limits comes at once */
+        pfr_unwind_cache_key ck;
+        bool keep = cache_key(u, fd, r, &ck);
+        rc = keep ? pfr_unwind_cache_get(u->cache, &ck, u->opts.max_rows, &t) : -ENOENT;
+        cached = rc == 0;
         uint64_t cost = build_cost(fd);
-        if (nested && pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->held_cost + cost)) {
+        if (!cached && nested &&
+            pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->held_cost + cost)) {
             close(fd); /* not both builds at once: after the large one */
             return false;
         }
-        if (!pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
+        if (rc == -ENOBUFS ||
+            (!cached && !pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost))) {
             /* over the recorder's memory budget: frame pointers until it is asked again */
             close(fd);
             retry_later(u, &key);
             count(u, q, &u->st.no_room, t0, 0);
             return true;
         }
-        pfr_unwind_cache_key ck;
-        bool keep = cache_key(u, fd, r, &ck);
-        rc = keep ? pfr_unwind_cache_get(u->cache, &ck, u->opts.max_rows, &t) : -ENOENT;
-        if (rc == -ENOBUFS) { /* the memory budget has no room for its rows */
-            close(fd);
-            retry_later(u, &key);
-            count(u, q, &u->st.no_room, t0, 0);
-            return true;
-        }
-        cached = rc == 0;
         if (!cached) {
             rc = build(u, q, nested, fd, cost, &t, err, sizeof(err));
             if (nested && (rc == -EFBIG || rc == -EOVERFLOW)) {

@@ -28,7 +28,8 @@
  * build's memory and CPU share at a time, plus the small builds nested in its pause.
  *
  * Tables kept on disk (opts.cache_dir, unwind_cache.h): a file's table is looked up there before
- * it is built, and a table worth it (PFR_UNWIND_CACHE_MIN_ROWS rows, or as much CPU time) is
+ * it is built (also while a large build pauses, whatever the small limits: a read holds only the
+ * rows), and a table worth it (PFR_UNWIND_CACHE_MIN_ROWS rows, or as much CPU time) is
  * written there once built; so a table evicted from the map, or built before a restart, comes
  * back in milliseconds. The directory is opened, read and written on the unwinder's thread only.
  * A directory that cannot be used, a write that fails: told to opts.on_cache_error (the first

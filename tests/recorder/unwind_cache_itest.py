@@ -3,14 +3,14 @@
 
 Usage: unwind_cache_itest.py --recorder BIN --query BIN --cc GCC
 
-A library of 100k unwind rows (50k filler functions of one FDE each, made at test time, and a
+A library of 60k unwind rows (30k filler functions of one FDE each, made at test time, and a
 call chain built -O2 -fomit-frame-pointer: big_chain_a -> big_chain_b -> big_leaf), and a driver
 (also without frame pointers) that dlopens it and runs the chain. The recorder runs with a cache
 directory of the test's; the driver runs, its library's table is built and written there; the
 recorder is stopped and started again (a fresh process: empty kernel maps) and the driver runs
 again: its library's table must come back from the cache ("read from the cache" in the debug
-log), not from a second build, and its stacks must be whole: of the samples in big_leaf, at least
-CHAIN_MIN percent have big_chain_b -> big_chain_a -> main above it (a frame-pointer walk gets
+log), not from a second build, and its stacks must be whole: of the samples in big_leaf of the
+intervals after the table came, at least CHAIN_MIN percent have big_chain_b -> big_chain_a -> main above it (a frame-pointer walk gets
 none: the code has no frame pointers). Eviction from the kernel's map and the read back is
 unwinder_cache_test's (over real BPF maps, with no other program's tables in the way).
 Exit 0 = pass, 1 = fail. There is no skip: a missing tool is a failure.
@@ -26,8 +26,11 @@ import time
 # FDEs of two rows each: 300k rows a library, past the cache's 32k. The map holds 524k rows
 # (4 MiB): never both libraries, and one beside up to 224k rows of the host's other programs in use
 # (tables in use are never evicted: a host whose programs use more gives A no room)
-FILLER = 50000  # FDEs of two rows each: 100k rows, past the cache's 32k
-RUN_S = 1.5  # each run of the driver
+# FDEs of two rows each: 60k rows, past the cache's 32k; within the unwinder's small limits (32k
+# FDEs), so that its build does not wait for another program's large one
+FILLER = 30000
+RUN_S = 4.5  # each run of the driver once its table is in place: two whole 2 s intervals
+WAIT_S = 60  # for its table, at most (a loaded host's recorder has other tables to build first)
 # Of the run whose table was read back (in ~5 ms): as unwind_itest's programs.
 CHAIN_MIN = 90.0
 HZ = 997
@@ -116,8 +119,8 @@ def build(cc, tmp):
 
 
 def stacks(args, store, pid, t0, t1):
-    cmd = [args.query, "--store", store, "flame", "--format", "folded", "--from", "@%d" % (t0 - 5),
-           "--to", "@%d" % (t1 + 10), "--service", "pfr-uwc-driver", "--label", "pid=%d" % pid]
+    cmd = [args.query, "--store", store, "flame", "--format", "folded", "--from", "@%d" % t0,
+           "--to", "@%d" % t1, "--service", "pfr-uwc-driver", "--label", "pid=%d" % pid]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.strip()[-500:]))
@@ -185,10 +188,15 @@ def main():
     for n in (1, 2):
         rec = Recorder(args, tmp, n)
         try:
-            t0 = time.time()
-            p = subprocess.Popen([driver, lib, str(RUN_S)])
-            check(p.wait(timeout=60) == 0, "recorder %d: the driver exited 0" % n)
-            last = (p.pid, t0, time.time())
+            p = subprocess.Popen([driver, lib, str(WAIT_S + 2 * RUN_S)])
+            end = time.time() + WAIT_S
+            while "unwind table of " + lib not in rec.text() and time.time() < end:
+                time.sleep(0.05)
+            t_in = time.time()
+            time.sleep(RUN_S)
+            p.kill()
+            p.wait(timeout=60)
+            last = (p.pid, t_in, time.time())
         finally:
             rc = rec.stop()
         check(rc == 0, "recorder %d exited 0 (%d)" % (n, rc))
@@ -204,7 +212,9 @@ def main():
     st = os.stat(os.path.join(tmp, "cache"))
     check(st.st_mode & 0o777 == 0o700, "the cache directory is 0700 (%o)" % (st.st_mode & 0o777))
     pid, t0, t1 = last
-    leaf, share = chain_share(stacks(args, os.path.join(tmp, "ring.db"), pid, int(t0), int(t1)))
+    # the intervals (2 s, on the wall clock) that began after the table came
+    leaf, share = chain_share(stacks(args, os.path.join(tmp, "ring.db"), pid,
+                                     (int(t0) // 2 + 1) * 2, int(t1) + 1))
     check(leaf > 0 and share >= CHAIN_MIN,
           "after the restart: %.2f s in big_leaf, %.1f%% with its whole chain (>= %.0f)"
           % (leaf / 1e9, share, CHAIN_MIN))

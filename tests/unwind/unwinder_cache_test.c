@@ -158,6 +158,8 @@ int main(int argc, char **argv)
         struct result on = alternate(f, rows, dir, rounds, false);
         print("cache", &on, f, rounds);
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        for (int j = 0; j < 2; j++)
+            pfr_unwind_table_free(&f[j].t);
         return system(cmd) == 0 ? 0 : 1;
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", UNWIND_WORK, UNWIND_WORK);
@@ -183,6 +185,8 @@ int main(int argc, char **argv)
     /* without the cache every ask is a build */
     struct result off = alternate(f, TEST_ROWS, NULL, 2, false);
     REQUIRE(!off.st.cache_enabled && off.st.cache.hits == 0, "a cache without a directory");
+    for (int j = 0; j < 2; j++)
+        pfr_unwind_table_free(&f[j].t);
     printf("ok\n");
     return 0;
 }
