@@ -183,7 +183,8 @@ static const pfr_metric_row unwind_rows[] = {
      F(unwind.cache_enabled)},
     {"pfr_unwind_cache_lookups_total", C,
      "tables looked up on disk before a build, by outcome: hit (read back, not built), miss, "
-     "bad_file (failed its checks: removed, built again), no_memory (the memory budget refused)",
+     "bad_file (failed its checks: removed, built again), no_memory (the memory budget refused the "
+     "read: built if it allows the build)",
      .labels = {"outcome"},
      .series = PFR_METRIC_SERIES(
          {{"hit"}, F(unwind.cache.hits)}, {{"miss"}, F(unwind.cache.misses)},

@@ -191,14 +191,28 @@ static int unplane(const uint32_t *plane, uint32_t cnt, bool first, struct pfr_u
     return 0;
 }
 
+/* Bytes of one chunk's buffers for a table of nrows rows: its rows' planes, and their LZ4. */
+static size_t chunk_bytes(uint32_t nrows)
+{
+    return nrows < PFR_UNWIND_CACHE_CHUNK_ROWS ? nrows * sizeof(struct pfr_unwind_row) : CHUNK_RB;
+}
+
+/* What reading a table back holds at its peak: its rows and one chunk's buffers. */
+static uint64_t read_cost(uint32_t nrows)
+{
+    size_t chunk = chunk_bytes(nrows);
+    return (uint64_t)nrows * sizeof(struct pfr_unwind_row) + chunk +
+           (uint64_t)LZ4_compressBound((int)chunk);
+}
+
 /* The rows of the file whose header h was read: into out, every chunk checked. */
 static int read_rows(int fd, const struct hdr *h, pfr_unwind_table *out)
 {
     memset(out, 0, sizeof(*out));
-    size_t zcap = (size_t)LZ4_compressBound((int)CHUNK_RB);
+    size_t zcap = (size_t)LZ4_compressBound((int)chunk_bytes(h->nrows));
     struct pfr_unwind_row *rows = malloc((size_t)h->nrows * sizeof(*rows));
     char *z = malloc(zcap);
-    uint32_t *plane = malloc(CHUNK_RB);
+    uint32_t *plane = malloc(chunk_bytes(h->nrows));
     int rc = rows && z && plane ? 0 : -ENOMEM;
     uint64_t off = sizeof(*h), end = sizeof(*h) + h->payload;
     uint32_t pc = 0;
@@ -462,8 +476,8 @@ int pfr_unwind_cache_open(const char *dir, uint64_t max_bytes, struct pfr_membud
                           pfr_unwind_cache **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!dir || dir[0] != '/') {
-        snprintf(err, errlen, "unwind cache: '%s' is not an absolute path", dir ? dir : "");
+    if (!dir || !dir[0]) {
+        snprintf(err, errlen, "unwind cache: no directory");
         return -EINVAL;
     }
     pfr_unwind_cache *c = calloc(1, sizeof(*c));
@@ -529,9 +543,7 @@ int pfr_unwind_cache_get(pfr_unwind_cache *c, const pfr_unwind_cache_key *key, s
     if (rc == 0 && (!key_equal(&h, key) || h.nrows > max_rows))
         rc = -ENOENT; /* another key of the same hash, or too large for the sampler's map now */
     /* the rows and one chunk's buffers, asked of the budget as a build's are */
-    if (rc == 0 &&
-        !pfr_membudget_allow(c->membudget, PFR_MEM_UNWIND,
-                             (uint64_t)h.nrows * sizeof(struct pfr_unwind_row) + 2 * CHUNK_RB))
+    if (rc == 0 && !pfr_membudget_allow(c->membudget, PFR_MEM_UNWIND, read_cost(h.nrows)))
         rc = -ENOBUFS;
     if (rc == 0)
         rc = read_rows(fd, &h, out);

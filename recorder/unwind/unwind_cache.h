@@ -19,8 +19,9 @@
  * hit sets its file's mtime: the order survives restarts). A full disk, a read-only or
  * unwritable directory: the write fails and is counted (write_errors); lookups go on.
  *
- * Memory: a lookup holds the rows (8 bytes each) and one chunk's buffers (~1 MiB), and asks the
- * memory budget for them first, as a build does; a write holds one chunk's buffers.
+ * Memory: a lookup holds the rows (8 bytes each) and one chunk's buffers (~1 MiB, less for a
+ * table of fewer rows than a chunk), and asks the memory budget for them first, as a build does;
+ * a write holds one chunk's buffers.
  *
  * Threads: none of its own; a handle is used by one thread at a time (the unwinder's).
  * Errors: functions return 0 or a negative errno; the sentence of the last error is kept

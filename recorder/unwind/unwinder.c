@@ -689,7 +689,8 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             return true;
         }
         /* a table kept on disk first: read back, it holds its rows only (asked of the budget
-         * by the cache), so even a file that waits past the small limits comes at once */
+         * by the cache), so even a file that waits past the small limits comes at once; one the
+         * budget refuses (-ENOBUFS) is a miss: the build's own cost is asked next */
         pfr_unwind_cache_key ck;
         bool keep = cache_key(u, fd, r, &ck);
         rc = keep ? pfr_unwind_cache_get(u->cache, &ck, u->opts.max_rows, &t) : -ENOENT;
@@ -700,8 +701,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             close(fd); /* not both builds at once: after the large one */
             return false;
         }
-        if (rc == -ENOBUFS ||
-            (!cached && !pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost))) {
+        if (!cached && !pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
             /* over the recorder's memory budget: frame pointers until it is asked again */
             close(fd);
             retry_later(u, &key);
