@@ -179,6 +179,28 @@ static const pfr_metric_row unwind_rows[] = {
     {"pfr_unwind_table_bytes_max", G, "the cap of unwind table rows (unwind_table_bytes)",
      .get = unwind_table_bytes_max},
     {"pfr_unwind_table_evictions_total", C, "unwind tables evicted for room", F(unwind.evictions)},
+    {"pfr_unwind_cache_enabled", G, "1 if built unwind tables are kept on disk (unwind_cache_dir)",
+     F(unwind.cache_enabled)},
+    {"pfr_unwind_cache_lookups_total", C,
+     "tables looked up on disk before a build, by outcome: hit (read back, not built), miss, "
+     "bad_file (failed its checks: removed, built again), no_memory (the memory budget refused the "
+     "read: built if it allows the build)",
+     .labels = {"outcome"},
+     .series = PFR_METRIC_SERIES(
+         {{"hit"}, F(unwind.cache.hits)}, {{"miss"}, F(unwind.cache.misses)},
+         {{"bad_file"}, F(unwind.cache.bad_files)}, {{"no_memory"}, F(unwind.cache.no_memory)})},
+    {"pfr_unwind_cache_writes_total", C,
+     "built tables written to disk, by outcome: written, failed (a full disk, an unwritable "
+     "directory: logged the first time)",
+     .labels = {"outcome"},
+     .series = PFR_METRIC_SERIES({{"written"}, F(unwind.cache.writes)},
+                                 {{"failed"}, F(unwind.cache.write_errors)})},
+    {"pfr_unwind_cache_evictions_total", C, "table files removed to stay within unwind_cache_bytes",
+     F(unwind.cache.evictions)},
+    {"pfr_unwind_cache_bytes", G, "bytes of the table files on disk", F(unwind.cache.bytes)},
+    {"pfr_unwind_cache_bytes_max", G, "their bound (unwind_cache_bytes)",
+     F(unwind.cache.max_bytes)},
+    {"pfr_unwind_cache_files", G, "table files on disk", F(unwind.cache.files)},
     {"pfr_unwind_table_build_seconds_total", C, "time spent building and loading tables",
      F(unwind.build_ns), .divisor = 1e9},
     {"pfr_unwind_table_build_max_seconds", G, "the longest build and load of one table",

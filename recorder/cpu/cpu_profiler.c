@@ -339,6 +339,9 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
             .membudget = opts->membudget,
             .on_refused = opts->unwind_refused,
             .on_built = opts->unwind_built,
+            .cache_dir = opts->unwind_cache_dir,
+            .cache_bytes = opts->unwind_cache_bytes,
+            .on_cache_error = opts->unwind_cache_error,
             .ctx = opts->unwind_refused_ctx,
         };
         rc = pfr_unwinder_new(&uo, bpf_map__fd(cp->skel->maps.unwind_rows),

@@ -42,7 +42,12 @@ typedef struct pfr_cpu_profiler_opts {
     void (*unwind_refused)(void *ctx, const struct pfr_unwind_refused *r);
     /* a file whose unwind table was loaded (unwinder.h), on the unwinder's thread; NULL: none */
     void (*unwind_built)(void *ctx, const struct pfr_unwind_built *b);
-    void *unwind_refused_ctx;        /* both callbacks' */
+    /* unwind tables kept on disk there (unwinder.h), within unwind_cache_bytes; NULL: not */
+    const char *unwind_cache_dir;
+    uint64_t unwind_cache_bytes;
+    /* the cache on disk could not be opened, or its first write failed (unwinder.h) */
+    void (*unwind_cache_error)(void *ctx, const char *why);
+    void *unwind_refused_ctx;        /* the callbacks' */
     struct pfr_fsguard *fsguard;     /* the unwinder's guard of remote files; NULL: none */
     struct pfr_membudget *membudget; /* the unwinder's memory budget; NULL: none */
 } pfr_cpu_profiler_opts;

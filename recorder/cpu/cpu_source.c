@@ -430,9 +430,38 @@ static void log_unwind_refused(void *ctx, const pfr_unwind_refused *r)
 static void log_unwind_built(void *ctx, const pfr_unwind_built *b)
 {
     (void)ctx;
-    pfr_debug("cpu: unwind table of %s (pid %u): %u rows, built in %.1f ms, in place %.1f ms "
+    pfr_debug("cpu: unwind table of %s (pid %u): %u rows, %s in %.1f ms, in place %.1f ms "
               "after it was asked%s",
-              b->path, b->pid, b->rows, b->build_ms, b->waited_ms, b->small ? " (small)" : "");
+              b->path, b->pid, b->rows, b->cached ? "read from the cache" : "built", b->build_ms,
+              b->waited_ms, b->small ? " (small)" : "");
+}
+
+static void log_unwind_cache_error(void *ctx, const char *why)
+{
+    (void)ctx;
+    pfr_warn("cpu: %s (tables are built again after each eviction)", why);
+}
+
+bool pfr_cpu_config_unwind_cache_dir(const pfr_cpu_config *cc, const char *store_path,
+                                     const char *cache_directory, char *buf, size_t len)
+{
+    const char *set = cc->unwind_cache_dir;
+    if (cc->unwind_cache_bytes == 0 || (set && strcmp(set, "off") == 0))
+        return false;
+    int n;
+    if (set) {
+        n = snprintf(buf, len, "%s", set);
+    } else if (cache_directory && cache_directory[0] == '/') {
+        size_t first = strcspn(cache_directory, ":"); /* systemd lists several with ':' */
+        n = snprintf(buf, len, "%.*s/unwind", (int)first, cache_directory);
+    } else {
+        const char *slash = store_path ? strrchr(store_path, '/') : NULL;
+        if (!slash) /* a ring named without a folder: the working directory's */
+            n = snprintf(buf, len, "unwind-cache");
+        else
+            n = snprintf(buf, len, "%.*s/unwind-cache", (int)(slash - store_path), store_path);
+    }
+    return n > 0 && (size_t)n < len;
 }
 
 static void on_event(const struct pfr_event *ev, void *ctx)
@@ -1001,7 +1030,13 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         .membudget = membudget,
         .unwind_refused = log_unwind_refused,
         .unwind_built = log_unwind_built,
+        .unwind_cache_bytes = cc->unwind_cache_bytes,
+        .unwind_cache_error = log_unwind_cache_error,
     };
+    char cache_dir[4096];
+    if (pfr_cpu_config_unwind_cache_dir(cc, cfg->store_path, getenv("CACHE_DIRECTORY"), cache_dir,
+                                        sizeof(cache_dir)))
+        po.unwind_cache_dir = cache_dir;
     pfr_cpu_config_map_sizes(cc, cfg->interval_ns, (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
                              &po.stack_map_entries, &po.count_map_entries);
     pfr_debug("cpu: BPF maps per buffer: %u stacks, %u counts", po.stack_map_entries,
@@ -1151,6 +1186,23 @@ static const pfr_setting cpu_rows[] = {
      .help = "kernel memory for unwind tables (8 bytes a row); past it the tables of the "
              "files sampled least recently are evicted and rebuilt when needed. A typical "
              "program with its libraries needs 0.3-2 MiB"},
+    {.key = "unwind_cache_dir",
+     .type = PFR_SET_STRING,
+     F(unwind_cache_dir),
+     .metavar = "DIR",
+     .def_doc = "auto: $CACHE_DIRECTORY/unwind under the unit, else unwind-cache beside the ring",
+     .help = "where unwind tables worth it (32k rows, or 20 ms to build) are kept on disk, so "
+             "that a table evicted from kernel memory, or built before a restart, is read back "
+             "instead of built again; created 0700, and not used if another user owns it or "
+             "others may write to it; off = not kept"},
+    {.key = "unwind_cache_bytes",
+     .type = PFR_SET_SIZE,
+     F(unwind_cache_bytes),
+     .def = "128M",
+     .max = 1099511627776.0,
+     .metavar = "SIZE",
+     .help = "bound of unwind_cache_dir's files, least recently used removed first (libLLVM's "
+             "0.95M rows take 1.2 MB); 0 = not kept"},
     {.key = "symbolize_budget",
      .type = PFR_SET_DURATION,
      F(symbolize_budget_ns),

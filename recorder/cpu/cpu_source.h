@@ -26,6 +26,8 @@ typedef struct pfr_cpu_config {
     bool perf_maps;              /* JIT code named from /tmp/perf-PID.map */
     int unwind;                  /* enum pfr_unwind_mode (cpu_profiler.h) */
     uint64_t unwind_table_bytes; /* cap of the sampler's unwind tables */
+    char *unwind_cache_dir;      /* unwind tables kept on disk; NULL = auto, "off" = not kept */
+    uint64_t unwind_cache_bytes; /* its bound; 0 = not kept */
 } pfr_cpu_config;
 
 /* Counters kept for metrics; cumulative since start. */
@@ -89,6 +91,13 @@ int pfr_cpu_source_ncpus(const pfr_cpu_source *cs);
  * [8192, 65536], twice as many counts. */
 void pfr_cpu_config_map_sizes(const pfr_cpu_config *cc, int64_t interval_ns, unsigned ncpus,
                               unsigned *stacks, unsigned *counts);
+
+/* Where unwind tables are kept on disk, into buf: the setting; when it is auto (NULL), under
+ * the unit's cache directory (cache_directory, systemd's $CACHE_DIRECTORY: its first entry) in
+ * "unwind", else in "unwind-cache" beside the ring (store_path). false: not kept (off, a bound
+ * of 0, a path too long). */
+bool pfr_cpu_config_unwind_cache_dir(const pfr_cpu_config *cc, const char *store_path,
+                                     const char *cache_directory, char *buf, size_t len);
 
 /* Its row of the source table: required; its start sets env->cpu. Its config struct is a
  * pfr_cpu_config. */

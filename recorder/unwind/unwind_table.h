@@ -30,6 +30,11 @@
 
 #include "cpu_profile.h"
 
+/* The version of the rows a file gives: raise it whenever a change of the builder changes the
+ * rows of any file, so that tables kept on disk by an older builder (unwind_cache.h) are built
+ * again rather than loaded. */
+#define PFR_UNWIND_ROWS_VERSION 1u
+
 /* Flags of pfr_unwind_table_build(). */
 /* A Go program's .debug_frame too. By default a Go program gets only the rows of its .eh_frame,
  * which covers the C code a cgo program links (Go's own code keeps frame pointers). */
@@ -40,6 +45,7 @@ typedef struct pfr_unwind_table_stats {
     uint64_t rows_in;     /* rows libdw described, before merging */
     uint64_t unsupported; /* rows made PFR_UW_NONE: a rule the sampler cannot follow */
     int debug_frame;      /* 1 if the rows came from .debug_frame (no .eh_frame) */
+    uint64_t cpu_ns;      /* CPU time of the build (not of the caller's work in its pauses) */
 } pfr_unwind_table_stats;
 
 typedef struct pfr_unwind_table {

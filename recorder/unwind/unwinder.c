@@ -56,6 +56,9 @@
  * request per new process would cost a wake-up and a failed open each. */
 #define RETRY_FAILED_NS (1000 * 1000000ll)
 #define FAILED_MAX      1024
+/* Files smaller than this have no table worth keeping on disk (PFR_UNWIND_CACHE_MIN_ROWS rows
+ * take ~10k FDEs, 300 KB of .eh_frame): their key is not even read. */
+#define CACHE_MIN_FILE (1u << 20)
 /* Rows of a table past which its build's memory is handed back to the system at once. */
 #define TRIM_AFTER_ROWS (64 * 1024)
 
@@ -116,8 +119,11 @@ struct pfr_unwinder {
         int64_t retry_ns;
     } failed[FAILED_MAX]; /* files that failed to open, asked again at retry_ns */
     size_t nfailed;
-    uint32_t gen;           /* of the last table loaded */
-    bool batch_unsupported; /* the kernel refused batched array updates once */
+    uint32_t gen;            /* of the last table loaded */
+    bool batch_unsupported;  /* the kernel refused batched array updates once */
+    char *cache_dir;         /* opts.cache_dir's copy */
+    pfr_unwind_cache *cache; /* NULL: tables are not kept on disk */
+    bool cache_error_told;   /* a failed write was told to opts.on_cache_error */
 };
 
 /* ---- row extents ---- */
@@ -527,7 +533,7 @@ static const char *fd_name(int fd, const char *path, char *buf, size_t buflen)
 
 /* A loaded table told to the caller (its debug log): its build's time and its wait. */
 static void built(pfr_unwinder *u, const struct queued *q, const char *name, uint32_t rows,
-                  int64_t t0, int64_t paused_ns)
+                  bool cached, int64_t t0, int64_t paused_ns)
 {
     if (!u->opts.on_built)
         return;
@@ -539,7 +545,8 @@ static void built(pfr_unwinder *u, const struct queued *q, const char *name, uin
                           .rows = rows,
                           .build_ms = (double)(now - t0 - paused_ns) / 1e6,
                           .waited_ms = (double)(now - q->asked_ns) / 1e6,
-                          .small = q->small};
+                          .small = q->small,
+                          .cached = cached};
     u->opts.on_built(u->opts.ctx, &b);
 }
 
@@ -577,6 +584,43 @@ static uint64_t build_cost(int fd)
 
 static bool serve_small(void *ctx);
 
+/* ---- the cache on disk ---- */
+
+/* The key of the file open at fd in the cache, if it may have a table worth keeping there and
+ * is the file the sampler asked about (not a copy of a remote file: its inode is another). */
+static bool cache_key(pfr_unwinder *u, int fd, const struct pfr_unwind_req *r,
+                      pfr_unwind_cache_key *key)
+{
+    struct stat st;
+    if (!u->cache || fstat(fd, &st) != 0 || st.st_ino != r->ino || st.st_size < CACHE_MIN_FILE)
+        return false;
+    return pfr_unwind_cache_key_fd(fd, u->opts.build_flags, key) == 0;
+}
+
+/* A table just built, kept on disk if worth it (reading it back must beat building it). */
+static void cache_put(pfr_unwinder *u, const pfr_unwind_cache_key *key, const pfr_unwind_table *t)
+{
+    if (t->nrows < PFR_UNWIND_CACHE_MIN_ROWS && t->stats.cpu_ns < PFR_UNWIND_CACHE_MIN_CPU_NS)
+        return;
+    int rc = pfr_unwind_cache_put(u->cache, key, t);
+    if (rc && rc != -EFBIG && !u->cache_error_told && u->opts.on_cache_error) {
+        u->cache_error_told = true;
+        u->opts.on_cache_error(u->opts.ctx, pfr_unwind_cache_last_error(u->cache));
+    }
+}
+
+/* Open the cache (on the thread: the directory is listed, old files removed). */
+static void cache_open(pfr_unwinder *u)
+{
+    if (!u->cache_dir)
+        return;
+    char err[512];
+    if (pfr_unwind_cache_open(u->cache_dir, u->opts.cache_bytes, u->opts.membudget, &u->cache, err,
+                              sizeof(err)) != 0 &&
+        u->opts.on_cache_error)
+        u->opts.on_cache_error(u->opts.ctx, err);
+}
+
 /* The limits of a build: unwind_table.h's defaults, the map's cap, the CPU share; a small file
  * built while another build pauses (nested) within the small ones; a build pauses for the small
  * files queued meanwhile (unless opts.one_lane), a nested one too, once. */
@@ -605,6 +649,23 @@ static void build_limits(pfr_unwinder *u, const struct queued *q, bool nested,
     }
 }
 
+/* Build the table of the file open at fd, its build's cost held meanwhile. */
+static int build(pfr_unwinder *u, const struct queued *q, bool nested, int fd, uint64_t cost,
+                 pfr_unwind_table *t, char *err, size_t errlen)
+{
+    pfr_unwind_limits lim;
+    build_limits(u, q, nested, &lim);
+    uint64_t outer_map = u->build_map;
+    u->held_cost += cost;
+    u->build_map = q->small && !q->deferred ? q->r.end - q->r.start : UINT64_MAX;
+    u->depth++;
+    int rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, t, err, errlen);
+    u->depth--;
+    u->build_map = outer_map;
+    u->held_cost -= cost;
+    return rc;
+}
+
 /* Build and load the table of a queued file. nested: while a large build pauses; false when it
  * does not fit the small limits or the memory budget beside the large build (nothing counted
  * but that: it waits its turn). */
@@ -616,6 +677,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
     pfr_unwind_table t = {0};
     char err[256], path[4096 + 128], name_buf[4096];
     const char *name = "[vdso]";
+    bool cached = false;
     int rc;
     if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
         rc = build_vdso(&t, err, sizeof(err));
@@ -626,33 +688,36 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             count(u, q, &u->st.open_failed, t0, 0);
             return true;
         }
+        /* a table kept on disk first: read back, it holds its rows only (asked of the budget
+         * by the cache), so even a file that waits past the small limits comes at once; one the
+         * budget refuses (-ENOBUFS) is a miss: the build's own cost is asked next */
+        pfr_unwind_cache_key ck;
+        bool keep = cache_key(u, fd, r, &ck);
+        rc = keep ? pfr_unwind_cache_get(u->cache, &ck, u->opts.max_rows, &t) : -ENOENT;
+        cached = rc == 0;
         uint64_t cost = build_cost(fd);
-        if (nested && pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->held_cost + cost)) {
+        if (!cached && nested &&
+            pfr_membudget_headroom(u->opts.membudget) < (int64_t)(u->held_cost + cost)) {
             close(fd); /* not both builds at once: after the large one */
             return false;
         }
-        if (!pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
+        if (!cached && !pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
             /* over the recorder's memory budget: frame pointers until it is asked again */
             close(fd);
             retry_later(u, &key);
             count(u, q, &u->st.no_room, t0, 0);
             return true;
         }
-        pfr_unwind_limits lim;
-        build_limits(u, q, nested, &lim);
-        uint64_t outer_map = u->build_map;
-        u->held_cost += cost;
-        u->build_map = q->small && !q->deferred ? r->end - r->start : UINT64_MAX;
-        u->depth++;
-        rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, &t, err, sizeof(err));
-        u->depth--;
-        u->build_map = outer_map;
-        u->held_cost -= cost;
-        if (nested && (rc == -EFBIG || rc == -EOVERFLOW)) {
-            close(fd); /* past the small limits (checked before they were paid) */
-            return false;
+        if (!cached) {
+            rc = build(u, q, nested, fd, cost, &t, err, sizeof(err));
+            if (nested && (rc == -EFBIG || rc == -EOVERFLOW)) {
+                close(fd); /* past the small limits (checked before they were paid) */
+                return false;
+            }
+            refused(u, r, fd, path, rc, err);
+            if (rc == 0 && keep)
+                cache_put(u, &ck, &t);
         }
-        refused(u, r, fd, path, rc, err);
         if (rc == 0 && u->opts.on_built)
             name = fd_name(fd, path, name_buf, sizeof(name_buf));
         close(fd);
@@ -682,7 +747,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
     if (rc)
         forget_asked(u, &key);
     else if (outcome == &u->st.tables)
-        built(u, q, name, rows, t0, u->paused_ns - paused0);
+        built(u, q, name, rows, cached, t0, u->paused_ns - paused0);
     /* a large file's build (or one refused past a limit) leaves small blocks free in the heap:
      * give them back (libLLVM's table takes 10 MiB to build; the recorder runs in ~45) */
     if (large)
@@ -700,6 +765,9 @@ static void publish(pfr_unwinder *u)
     for (size_t i = 0; i < u->nfiles; i++)
         with_rows += u->files[i].nrows != 0;
     u->st.files_with_rows = with_rows;
+    u->st.cache_enabled = u->cache != NULL;
+    if (u->cache)
+        pfr_unwind_cache_stats_get(u->cache, &u->st.cache);
 }
 
 /* A small file not yet tried between a large build's steps. */
@@ -827,7 +895,9 @@ static void *thread_main(void *arg)
 {
     pfr_unwinder *u = arg;
     lower_priority();
+    cache_open(u);
     pthread_mutex_lock(&u->mu);
+    publish(u);
     for (;;) {
         while (!u->stop && u->qlen == 0) {
             struct timespec until;
@@ -849,6 +919,8 @@ static void *thread_main(void *arg)
         finished(u);
     }
     pthread_mutex_unlock(&u->mu);
+    pfr_unwind_cache_close(u->cache);
+    u->cache = NULL;
     return NULL;
 }
 
@@ -861,6 +933,12 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
         return -ENOMEM;
     }
     u->opts = *opts;
+    u->opts.cache_dir = NULL; /* (the copy's) */
+    if (opts->cache_dir && opts->cache_dir[0] && !(u->cache_dir = strdup(opts->cache_dir))) {
+        free(u);
+        snprintf(err, errlen, "unwinder: out of memory");
+        return -ENOMEM;
+    }
     snprintf(u->proc, sizeof(u->proc), "%s", opts->proc ? opts->proc : "/proc");
     u->fsguard = opts->fsguard;
     u->rows_fd = rows_fd;
@@ -947,5 +1025,6 @@ void pfr_unwinder_free(pfr_unwinder *u)
     pthread_cond_destroy(&u->done);
     free(u->free);
     free(u->files);
+    free(u->cache_dir);
     free(u);
 }

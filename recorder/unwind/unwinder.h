@@ -27,6 +27,14 @@
  * (a new program's table behind libstdc++'s), two levels deep at most. One thread: one large
  * build's memory and CPU share at a time, plus the small builds nested in its pause.
  *
+ * Tables kept on disk (opts.cache_dir, unwind_cache.h): a file's table is looked up there before
+ * it is built (also while a large build pauses, whatever the small limits: a read holds only the
+ * rows), and a table worth it (PFR_UNWIND_CACHE_MIN_ROWS rows, or as much CPU time) is
+ * written there once built; so a table evicted from the map, or built before a restart, comes
+ * back in milliseconds. The directory is opened, read and written on the unwinder's thread only.
+ * A directory that cannot be used, a write that fails: told to opts.on_cache_error (the first
+ * time each) and counted; tables are built as without it.
+ *
  * Errors: functions return 0 or a negative errno with a sentence in err; nothing is printed.
  * Ownership: pfr_unwinder_new() returns a handle freed by pfr_unwinder_free(); the map
  * descriptors stay the caller's (the sampler's) and must outlive the handle.
@@ -40,6 +48,7 @@
 #include <stdint.h>
 
 #include "cpu_profile.h"
+#include "unwind_cache.h"
 #include "unwind_table.h"
 
 typedef struct pfr_unwinder pfr_unwinder;
@@ -65,6 +74,7 @@ typedef struct pfr_unwind_built {
     double build_ms;  /* its own build, pauses for other files not counted */
     double waited_ms; /* from the ask to the table in place */
     bool small;       /* built in the small files' lane */
+    bool cached;      /* read from the cache on disk, not built */
 } pfr_unwind_built;
 
 typedef struct pfr_unwinder_opts {
@@ -82,8 +92,13 @@ typedef struct pfr_unwinder_opts {
                                         by its workers; NULL: opened directly. Not owned. */
     struct pfr_membudget *membudget; /* no build while the recorder is over its memory budget
                                         (counted in no_room); NULL: none. Not owned. */
-    bool one_lane; /* no small file built while a large build is under way: the order before
-                    * issue 30 (benchmarks and tests compare the two) */
+    bool one_lane;         /* no small file built while a large build is under way: the order before
+                            * issue 30 (benchmarks and tests compare the two) */
+    const char *cache_dir; /* tables kept on disk there (copied); NULL or "": not kept */
+    uint64_t cache_bytes;  /* its bound (unwind_cache.h) */
+    /* The cache could not be opened (it is then off), or its first write failed: why, once
+     * each, on the unwinder's thread. NULL: not told. */
+    void (*on_cache_error)(void *ctx, const char *why);
 } pfr_unwinder_opts;
 
 /* A build takes half a core at most on average (it sleeps as long as it ran, in 10 ms slices):
@@ -125,7 +140,9 @@ typedef struct pfr_unwinder_stats {
                              * or the memory budget had no room for both */
     uint64_t small_files;   /* small files handled (any outcome) */
     uint64_t small_wait_ns; /* from their requests to their entries in unwind_files, added up */
-    uint64_t small_wait_max_ns; /* the longest */
+    uint64_t small_wait_max_ns;   /* the longest */
+    bool cache_enabled;           /* the cache on disk is open */
+    pfr_unwind_cache_stats cache; /* its figures */
 } pfr_unwinder_stats;
 
 /* Start the unwinder over the sampler's maps (descriptors of unwind_rows, unwind_files and

@@ -290,7 +290,7 @@ purged() {
     local n
     ! known || fail "dpkg still knows pfr: $(dpkg-query -W -f='${Status}' pfr)"
     while read -r f; do [ ! -e "$f" ] || fail "purge left $f"; done <"$T/files"
-    for f in /etc/pfr /var/lib/pfr /var/lib/pfr-shipper "$WANTS/pfr-recorder.service"; do
+    for f in /etc/pfr /var/lib/pfr /var/cache/pfr /var/lib/pfr-shipper "$WANTS/pfr-recorder.service"; do
         if [ -e "$f" ] || [ -L "$f" ]; then fail "purge left $f"; fi
     done
     ! find /var/lib/systemd/deb-systemd-helper-enabled -name 'pfr-*' 2>/dev/null | grep . ||

@@ -455,6 +455,44 @@ static void disk_reserve_settings(void **state)
     unsetenv("PFR_DISK_RESERVE");
 }
 
+/* Where unwind tables are kept: the unit's cache directory, else beside the ring; a setting
+ * over both; off, or a bound of 0: nowhere. */
+static void unwind_cache_dir(void **state)
+{
+    (void)state;
+    pfr_config c;
+    char err[256], dir[256];
+    char *a0[] = {"pfr-recorder", "--store", "/srv/p/ring.db", NULL};
+    assert_int_equal(load(&c, a0, err, sizeof(err)), 0);
+    const pfr_cpu_config *cc = cpu_of(&c);
+    assert_null(cc->unwind_cache_dir);
+    assert_int_equal(cc->unwind_cache_bytes, 128ull << 20);
+    assert_true(pfr_cpu_config_unwind_cache_dir(cc, c.store_path, NULL, dir, sizeof(dir)));
+    assert_string_equal(dir, "/srv/p/unwind-cache");
+    assert_true(pfr_cpu_config_unwind_cache_dir(cc, c.store_path, "/var/cache/pfr:/other", dir,
+                                                sizeof(dir)));
+    assert_string_equal(dir, "/var/cache/pfr/unwind");
+    assert_true(pfr_cpu_config_unwind_cache_dir(cc, "ring.db", "", dir, sizeof(dir)));
+    assert_string_equal(dir, "unwind-cache");
+    pfr_config_free(&c);
+
+    char *a1[] = {"pfr-recorder", "--unwind-cache-dir", "/tmp/uw", NULL};
+    assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
+    assert_true(pfr_cpu_config_unwind_cache_dir(cpu_of(&c), c.store_path, "/var/cache/pfr", dir,
+                                                sizeof(dir)));
+    assert_string_equal(dir, "/tmp/uw");
+    pfr_config_free(&c);
+
+    char *off[][4] = {{"pfr-recorder", "--unwind-cache-dir", "off", NULL},
+                      {"pfr-recorder", "--unwind-cache-bytes", "0", NULL}};
+    for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+        assert_int_equal(load(&c, off[i], err, sizeof(err)), 0);
+        assert_false(pfr_cpu_config_unwind_cache_dir(cpu_of(&c), c.store_path, "/var/cache/pfr",
+                                                     dir, sizeof(dir)));
+        pfr_config_free(&c);
+    }
+}
+
 /* --unwind and --unwind-table-bytes through every layer, their defaults and their errors. */
 static void unwind_settings(void **state)
 {
@@ -676,6 +714,7 @@ int main(void)
         cmocka_unit_test_setup(source_settings, clear_env),
         cmocka_unit_test(map_sizes),
         cmocka_unit_test_setup(unwind_settings, clear_env),
+        cmocka_unit_test_setup(unwind_cache_dir, clear_env),
         cmocka_unit_test_setup(disk_reserve_settings, clear_env),
         cmocka_unit_test_setup(every_old_key, clear_env),
         cmocka_unit_test_setup(durations_with_units, clear_env),

@@ -84,33 +84,6 @@ static struct pfr_unwind_req self_mapping(const char *name)
     return r;
 }
 
-/* CPU time of this process's thread named comm (schedstat: nanoseconds), 0 if none. */
-static uint64_t thread_cpu_ns(const char *comm)
-{
-    DIR *d = opendir("/proc/self/task");
-    REQUIRE(d, "/proc/self/task: %s", strerror(errno));
-    uint64_t ns = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        char path[300], name[32] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "re");
-        if (!f)
-            continue;
-        bool match = fgets(name, sizeof(name), f) && strncmp(name, comm, strlen(comm)) == 0 &&
-                     (name[strlen(comm)] == '\n' || name[strlen(comm)] == '\0');
-        fclose(f);
-        snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
-        if (match && (f = fopen(path, "re")) != NULL) {
-            unsigned long long v = 0;
-            if (fscanf(f, "%llu", &v) == 1)
-                ns = v;
-            fclose(f);
-        }
-    }
-    closedir(d);
-    return ns;
-}
-
 struct run {
     double ms[NFILES];     /* from the file's request to its entry in unwind_files */
     int64_t at[NFILES];    /* when its entry was seen */
