@@ -653,21 +653,15 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
     sum->opted_out_samples += b->opted_out_samples;
 }
 
-/* The caches follow the recorder's memory budget. The symbol cache may grow by half of what the
- * resident set may still grow before it leaves OK (3/4 of the budget; the other half is for the
- * rest of the recorder), and gives back half of what it is over it, down to a quarter of
- * sym_cache_bytes: cold files go at once, the rest for room. The frame cache is bounded to a
- * quarter of the symbol cache's bound (emptied when past it). Without a budget: their settings. */
+/* The caches follow the recorder's memory budget (pfr_membudget_cache_bound): cold files go at
+ * once, the rest for room. The frame cache is bounded to a quarter of the symbol cache's bound
+ * (emptied when past it). Without a budget: their settings. */
 static void fit_caches(pfr_cpu_source *cs)
 {
-    size_t max = cs->conf.sym_cache_bytes, floor = max / 4, bound = max;
-    int64_t room = pfr_membudget_headroom(cs->membudget);
-    if (room != INT64_MAX) {
-        pfr_sym_stats ss;
-        pfr_symbolizer_stats(cs->sym, &ss);
-        int64_t want = (int64_t)ss.cache_bytes + room / 2;
-        bound = want <= (int64_t)floor ? floor : (uint64_t)want >= max ? max : (size_t)want;
-    }
+    pfr_sym_stats ss;
+    pfr_symbolizer_stats(cs->sym, &ss);
+    size_t bound =
+        (size_t)pfr_membudget_cache_bound(cs->membudget, cs->conf.sym_cache_bytes, ss.cache_bytes);
     pfr_symbolizer_set_bound(cs->sym, bound);
     cs->frames.max_bytes = bound / 4;
     if (cs->frames.bytes > cs->frames.max_bytes)

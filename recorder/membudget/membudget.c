@@ -133,3 +133,15 @@ void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st)
     for (int i = 0; i < PFR_MEM_NUSERS; i++)
         st->refused[i] = atomic_load(&b->refused[i]);
 }
+
+uint64_t pfr_membudget_cache_bound(const pfr_membudget *b, uint64_t max, uint64_t used)
+{
+    int64_t room = pfr_membudget_headroom(b);
+    if (room == INT64_MAX)
+        return max;
+    uint64_t floor = max / 4;
+    if (floor > b->budget / 8)
+        floor = b->budget / 8;
+    int64_t want = (int64_t)used + room / 2;
+    return want <= (int64_t)floor ? floor : (uint64_t)want >= max ? max : (uint64_t)want;
+}

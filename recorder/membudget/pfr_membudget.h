@@ -69,6 +69,13 @@ int64_t pfr_membudget_headroom(const pfr_membudget *b);
 
 void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st);
 
+/* The bound of a cache whose setting is max and which holds used bytes now: it may grow by half
+ * of the headroom (the other half is for the rest of the recorder) and gives back half of what
+ * the resident set is over, down to a floor of a quarter of max but never above an eighth of
+ * the budget (a cache set far above the budget must not hold the recorder over it). max when b
+ * is NULL or off. */
+uint64_t pfr_membudget_cache_bound(const pfr_membudget *b, uint64_t max, uint64_t used);
+
 /* The level a resident set gives, from the level before (exposed for tests). */
 enum pfr_mem_level pfr_membudget_next_level(enum pfr_mem_level prev, uint64_t rss, uint64_t budget);
 

@@ -39,6 +39,36 @@ static void write_statm(const char *path, unsigned long long pages)
     fclose(f);
 }
 
+/* A cache's bound follows the headroom, down to its floor: a quarter of its setting, but never
+ * above an eighth of the budget (a 512M symbol cache held 128 MB under a 64 MiB budget, and
+ * the recorder, over it, refused every new program's symbols). */
+static void cache_bound(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pfr-statm-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    pfr_membudget *b;
+    assert_int_equal(pfr_membudget_new(64 * MiB, path, &b), 0);
+    write_statm(path, 32 * MiB / page); /* headroom: 48 - 32 = 16 MiB */
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
+    int64_t room = pfr_membudget_headroom(b);
+    assert_int_equal(pfr_membudget_cache_bound(b, 32 * MiB, 10 * MiB), 10 * MiB + room / 2);
+    assert_int_equal(pfr_membudget_cache_bound(b, 12 * MiB, 10 * MiB), 12 * MiB); /* setting */
+    write_statm(path, 80 * MiB / page); /* over: the floors */
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OVER);
+    assert_int_equal(pfr_membudget_cache_bound(b, 32 * MiB, 20 * MiB), 8 * MiB);
+    assert_int_equal(pfr_membudget_cache_bound(b, 512 * MiB, 20 * MiB), 8 * MiB);  /* not 128 */
+    assert_int_equal(pfr_membudget_cache_bound(b, 512 * MiB, 60 * MiB), 44 * MiB); /* half back */
+    assert_int_equal(pfr_membudget_cache_bound(b, 16 * MiB, 20 * MiB), 4 * MiB);
+    pfr_membudget_free(b);
+    unlink(path);
+    /* no budget: the setting */
+    assert_int_equal(pfr_membudget_cache_bound(NULL, 512 * MiB, 600 * MiB), 512 * MiB);
+}
+
 static void measured(void **state)
 {
     (void)state;
@@ -104,6 +134,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(levels),
         cmocka_unit_test(measured),
+        cmocka_unit_test(cache_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
