@@ -39,6 +39,17 @@ static void write_statm(const char *path, unsigned long long pages)
     fclose(f);
 }
 
+/* A 64 MiB budget measured from a statm file of its own at path (a mkstemp template). */
+static pfr_membudget *budget_on_file(char *path)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    pfr_membudget *b;
+    assert_int_equal(pfr_membudget_new(64 * MiB, path, &b), 0);
+    return b;
+}
+
 /* A cache's bound follows the headroom, down to its floor: a quarter of its setting, but never
  * above an eighth of the budget (a 512M symbol cache held 128 MB under a 64 MiB budget, and
  * the recorder, over it, refused every new program's symbols). */
@@ -46,12 +57,8 @@ static void cache_bound(void **state)
 {
     (void)state;
     char path[] = "/tmp/pfr-statm-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    pfr_membudget *b;
-    assert_int_equal(pfr_membudget_new(64 * MiB, path, &b), 0);
+    pfr_membudget *b = budget_on_file(path);
     write_statm(path, 32 * MiB / page); /* headroom: 48 - 32 = 16 MiB */
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
     int64_t room = pfr_membudget_headroom(b);
@@ -73,12 +80,8 @@ static void measured(void **state)
 {
     (void)state;
     char path[] = "/tmp/pfr-statm-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    pfr_membudget *b;
-    assert_int_equal(pfr_membudget_new(64 * MiB, path, &b), 0);
+    pfr_membudget *b = budget_on_file(path);
     write_statm(path, 10 * MiB / page);
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
     assert_true(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 30 * MiB));
