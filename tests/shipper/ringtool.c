@@ -2,12 +2,13 @@
  * ringtool: test helper for the shipper's integration tests.
  *   make    --store P --services N --intervals M [--interval-s S] [--end-ago-s A] [--seed X]
  *           [--max-bytes B] [--stacks K] [--first-service I] [--cids ID,ID,...]
- *           [--type T] [--service NAME]
+ *           [--type T] [--service NAME] [--stop-file F]
  *           appends M intervals of N services (interleaved, oldest first) made by pfr_testgen;
  *           service i's container.id is /k8s/default/pod-<i>/app, or the i-th of --cids
  *           ("-": no container.id label, as the recorder writes a process without a Coroot id);
  *           --type: the sample type (default ebpf:cpu:nanoseconds); --service: one service
- *           name for all of them (instances of one service)
+ *           name for all of them (instances of one service); --stop-file: stops early,
+ *           between two intervals, once F exists (a test done with a writer that appends)
  *   totals  --store P [--from NS --to NS] [--service S]
  *           per (service, type, stack): the sum of the values of the chunks overlapping
  *           [from, to), the stack as Coroot writes it ("<function> <file>:<line>" leaf first,
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pfr_store.h"
 #include "pfr_testgen.h"
@@ -80,6 +82,7 @@ static int cmd_make(int argc, char **argv)
     long long stacks = optll(argc, argv, "--stacks", 0);
     uint64_t maxb = (uint64_t)optll(argc, argv, "--max-bytes", 0);
     const char *cids = opt(argc, argv, "--cids", NULL);
+    const char *stop = opt(argc, argv, "--stop-file", NULL);
     if (!path)
         return 2;
     pfr_store *s = open_store(path, false, maxb);
@@ -99,7 +102,7 @@ static int cmd_make(int argc, char **argv)
     pfr_profile **ps = calloc((size_t)nsvc, sizeof(*ps));
     char(*pod)[64] = calloc((size_t)nsvc, 64), (*cid)[96] = calloc((size_t)nsvc, 96);
     pfr_kv(*labels)[3] = calloc((size_t)nsvc, sizeof(*labels));
-    for (long long t = 0; t < nint; t++) {
+    for (long long t = 0; t < nint && !(stop && access(stop, F_OK) == 0); t++) {
         /* One interval of every service in one transaction, as the recorder writes them. */
         for (long long i = 0; i < nsvc; i++) {
             int64_t st = start + t * iv;
