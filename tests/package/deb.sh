@@ -16,6 +16,9 @@
 # - where systemd-sysusers and systemd-tmpfiles are missing or fail, the postinst makes the same
 #   users and folders with adduser and install.
 # Whatever happens, the trap purges the package: the machine is left as it was found.
+# deb.sh build: the packages and their metadata, nothing installed (ctest package_deb_build, which
+# runs beside other tests); deb.sh install: the rest, with the packages a build left in TREE and
+# WORK (ctest package_deb, alone); deb.sh (all): both.
 set -euo pipefail
 : "${SRC:?}" "${TREE:?}" "${WORK:?}" "${VERSION:?}" "${RUN_TREE:?}" "${RUN_SYSCONFDIR:?}"
 
@@ -37,16 +40,84 @@ done
     echo "SKIP: no kernel BTF (the recorder cannot run)"
     exit 77
 }
-
+MODE=${1:-all}
+case $MODE in
+build | install | all) ;;
+*) fail "usage: deb.sh [build|install|all]" ;;
+esac
 mkdir -p "$WORK"
+T=$(mktemp -d /tmp/pfr-deb.XXXXXX)
+chmod 0755 "$T"
+trap 'rm -rf "$T"' EXIT
+DEB=$TREE/pfr_${VERSION}_amd64.deb
+DEB2_VERSION=$VERSION+1
+DEB2=$WORK/v2/pfr_${DEB2_VERSION}_amd64.deb
+# the package's files, Depends and conffiles, into $T
+deb_lists() {
+    dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort >"$T/files"
+    dpkg-deb -f "$DEB" Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//' | sort -u >"$T/depends"
+    dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | sort >"$T/conffiles"
+}
+
+if [ "$MODE" != install ]; then
+    # ---- build: the documented commands, a release tree of its own (kept: later runs rebuild
+    # only what changed) ----
+    rm -f "$TREE"/pfr_*.deb
+    cmake -S "$SRC" -B "$TREE" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPFR_BUILD_TESTS=OFF \
+        -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_SYSCONFDIR=/etc >"$WORK/configure.log" 2>&1 ||
+        fail "configure: $(tail -20 "$WORK/configure.log")"
+    cmake --build "$TREE" -j2 --target package >"$WORK/build.log" 2>&1 ||
+        fail "cmake --build --target package: $(tail -20 "$WORK/build.log")"
+    [ -f "$DEB" ] || fail "no $DEB: $(ls "$TREE"/*.deb 2>&1)"
+    rm -rf "$WORK/v2"
+    (cd "$TREE" && cpack -D CPACK_PACKAGE_VERSION="$DEB2_VERSION" -B "$WORK/v2") \
+        >"$WORK/cpack2.log" 2>&1 || fail "cpack at $DEB2_VERSION: $(tail -20 "$WORK/cpack2.log" \
+        "$WORK"/v2/_CPack_Packages/*/DEB/PreinstallOutput.log)"
+    [ -f "$DEB2" ] || fail "no $DEB2"
+    dpkg --compare-versions "$DEB2_VERSION" gt "$VERSION" || fail "$DEB2_VERSION is not newer"
+    echo "ok: built $(basename "$DEB") ($(stat -c %s "$DEB") bytes) and $(basename "$DEB2")"
+
+    # The tree running this test, if laid out for /usr/local, cannot make the package.
+    if [ "$RUN_SYSCONFDIR" != /etc ]; then
+        if cpack --config "$RUN_TREE/CPackConfig.cmake" -B "$WORK/refused" >"$WORK/refused.log" 2>&1; then
+            fail "cpack packaged a tree with CMAKE_INSTALL_SYSCONFDIR=$RUN_SYSCONFDIR"
+        fi
+        grep -q "CMAKE_INSTALL_SYSCONFDIR=/etc" "$WORK/refused.log" ||
+            fail "the refusal does not say what to configure: $(cat "$WORK/refused.log")"
+        echo "ok: a tree with CMAKE_INSTALL_SYSCONFDIR=$RUN_SYSCONFDIR is refused"
+    fi
+
+    # ---- the package's metadata ----
+    lintian --fail-on error "$DEB" >"$WORK/lintian.log" 2>&1 ||
+        fail "lintian: $(cat "$WORK/lintian.log")"
+    echo "ok: lintian: no error ($(grep -c '^W:' "$WORK/lintian.log" || true) warnings)"
+    deb_lists
+    printf '%s\n' /etc/pfr/recorder.ini /etc/pfr/shipper.ini | diff - "$T/conffiles" ||
+        fail "conffiles: not the two config files"
+    for f in /usr/sbin/pfr-recorder /usr/bin/pfr-shipper /usr/bin/pfr /etc/pfr/recorder.ini \
+        /etc/pfr/shipper.ini /usr/lib/systemd/system/pfr-recorder.service \
+        /usr/lib/systemd/system/pfr-shipper.service /usr/lib/sysusers.d/pfr.conf \
+        /usr/lib/tmpfiles.d/pfr.conf /usr/share/doc/pfr/README.md /usr/share/doc/pfr/operations.md \
+        /usr/share/doc/pfr/copyright /usr/share/doc/pfr/changelog.gz \
+        /usr/share/man/man8/pfr-recorder.8.gz; do
+        grep -qx "$f" "$T/files" || fail "$f is not in the package"
+    done
+    grep -qx adduser "$T/depends" || fail "Depends lacks adduser"
+    if [ "$MODE" = build ]; then
+        echo PASS
+        exit 0
+    fi
+else
+    [ -f "$DEB" ] && [ -f "$DEB2" ] || fail "no $DEB or $DEB2: deb.sh build (ctest package_deb_build) makes them"
+    deb_lists
+fi
+
 # One run at a time on this machine, whichever build tree it comes from.
 exec 9>/run/lock/pfr-package-test.lock
 flock -w 240 9 || fail "another run of this test holds /run/lock/pfr-package-test.lock"
 # Set while this test may have pfr installed: a run killed before its trap leaves it behind, and
 # the next run knows the package is its own to purge.
 MARK=/var/lib/pfr-package-test.installed
-T=$(mktemp -d /tmp/pfr-deb.XXXXXX)
-chmod 0755 "$T"
 PIDS=()
 
 known() { dpkg-query -W -f='${Status}\n' pfr 2>/dev/null | grep -v not-installed >/dev/null; }
@@ -86,55 +157,6 @@ done
 for d in /etc/pfr /var/lib/pfr /var/lib/pfr-shipper; do
     [ ! -e "$d" ] || fail "$d exists: this test creates and deletes it"
 done
-
-# ---- build: the documented commands, a release tree of its own (kept: later runs rebuild
-# only what changed) ----
-DEB=$TREE/pfr_${VERSION}_amd64.deb
-rm -f "$TREE"/pfr_*.deb
-cmake -S "$SRC" -B "$TREE" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPFR_BUILD_TESTS=OFF \
-    -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_SYSCONFDIR=/etc >"$WORK/configure.log" 2>&1 ||
-    fail "configure: $(tail -20 "$WORK/configure.log")"
-cmake --build "$TREE" -j2 --target package >"$WORK/build.log" 2>&1 ||
-    fail "cmake --build --target package: $(tail -20 "$WORK/build.log")"
-[ -f "$DEB" ] || fail "no $DEB: $(ls "$TREE"/*.deb 2>&1)"
-DEB2_VERSION=$VERSION+1
-rm -rf "$WORK/v2"
-(cd "$TREE" && cpack -D CPACK_PACKAGE_VERSION="$DEB2_VERSION" -B "$WORK/v2") \
-    >"$WORK/cpack2.log" 2>&1 || fail "cpack at $DEB2_VERSION: $(tail -20 "$WORK/cpack2.log" \
-    "$WORK"/v2/_CPack_Packages/*/DEB/PreinstallOutput.log)"
-DEB2=$WORK/v2/pfr_${DEB2_VERSION}_amd64.deb
-[ -f "$DEB2" ] || fail "no $DEB2"
-dpkg --compare-versions "$DEB2_VERSION" gt "$VERSION" || fail "$DEB2_VERSION is not newer"
-echo "ok: built $(basename "$DEB") ($(stat -c %s "$DEB") bytes) and $(basename "$DEB2")"
-
-# The tree running this test, if laid out for /usr/local, cannot make the package.
-if [ "$RUN_SYSCONFDIR" != /etc ]; then
-    if cpack --config "$RUN_TREE/CPackConfig.cmake" -B "$WORK/refused" >"$WORK/refused.log" 2>&1; then
-        fail "cpack packaged a tree with CMAKE_INSTALL_SYSCONFDIR=$RUN_SYSCONFDIR"
-    fi
-    grep -q "CMAKE_INSTALL_SYSCONFDIR=/etc" "$WORK/refused.log" ||
-        fail "the refusal does not say what to configure: $(cat "$WORK/refused.log")"
-    echo "ok: a tree with CMAKE_INSTALL_SYSCONFDIR=$RUN_SYSCONFDIR is refused"
-fi
-
-# ---- the package's metadata ----
-lintian --fail-on error "$DEB" >"$WORK/lintian.log" 2>&1 ||
-    fail "lintian: $(cat "$WORK/lintian.log")"
-echo "ok: lintian: no error ($(grep -c '^W:' "$WORK/lintian.log" || true) warnings)"
-dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort >"$T/files"
-dpkg-deb -f "$DEB" Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//' | sort -u >"$T/depends"
-dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | sort >"$T/conffiles"
-printf '%s\n' /etc/pfr/recorder.ini /etc/pfr/shipper.ini | diff - "$T/conffiles" ||
-    fail "conffiles: not the two config files"
-for f in /usr/sbin/pfr-recorder /usr/bin/pfr-shipper /usr/bin/pfr /etc/pfr/recorder.ini \
-    /etc/pfr/shipper.ini /usr/lib/systemd/system/pfr-recorder.service \
-    /usr/lib/systemd/system/pfr-shipper.service /usr/lib/sysusers.d/pfr.conf \
-    /usr/lib/tmpfiles.d/pfr.conf /usr/share/doc/pfr/README.md /usr/share/doc/pfr/operations.md \
-    /usr/share/doc/pfr/copyright /usr/share/doc/pfr/changelog.gz \
-    /usr/share/man/man8/pfr-recorder.8.gz; do
-    grep -qx "$f" "$T/files" || fail "$f is not in the package"
-done
-grep -qx adduser "$T/depends" || fail "Depends lacks adduser"
 
 # ---- install ----
 echo "$DEB" >"$MARK"
