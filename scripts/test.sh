@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --test
 BUILD=${PFR_TEST_BUILD:-build-test}
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-      -DPFR_SANITIZE=ON -DPFR_FUZZ=ON
+      -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5
 cmake --build "$BUILD" -j"$(nproc)"
 # The release build users get from scripts/run.sh is gcc's: it must build with -Werror too
 # (gcc and clang warn about different things), tests and benchmarks included.
