@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs libchdb.so (ClickHouse 26 embedded as a library, npm package @chdb/lib-linux-x64-gnu)
-# into a fixed cache directory, for the ClickHouse front the shipper's tests run against.
+# into a fixed cache directory, for the ClickHouse front the shipper's tests run against (not
+# under /var/cache/pfr: that is the package's own cache directory, removed when it is purged, as
+# package_deb does).
 # Idempotent: once the pinned version is there it touches nothing (and needs no network).
 # Prints the path of libchdb.so on stdout.
-#   PFR_CHDB_DIR      cache directory (default /var/cache/pfr/chdb)
+#   PFR_CHDB_DIR      cache directory (default /var/cache/pfr-test/chdb)
 #   PFR_CHDB_VERSION  package version (default 26.5.3)
 set -euo pipefail
 
 VERSION=${PFR_CHDB_VERSION:-26.5.3}
-DIR=${PFR_CHDB_DIR:-/var/cache/pfr/chdb}
+DIR=${PFR_CHDB_DIR:-/var/cache/pfr-test/chdb}
 PKG=@chdb/lib-linux-x64-gnu
 LIB=$DIR/node_modules/$PKG/libchdb.so
 MARK=$DIR/.installed-$VERSION

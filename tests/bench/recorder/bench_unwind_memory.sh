@@ -13,7 +13,7 @@
 set -euo pipefail
 
 recorder= front= dump= secs=20 table=16M port=19466
-lib=/var/cache/pfr/chdb/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so
+lib=/var/cache/pfr-test/chdb/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so
 while [ $# -gt 0 ]; do
     case $1 in
     --recorder) recorder=$2 ;;
