@@ -179,8 +179,13 @@ struct writer {
     pfr_buf ikey;               /* the stream's key in keys: a roll-up tier's has the tier too */
     struct store_retention ret; /* tiers: what makes room next */
     uint64_t avg_payload;       /* bytes per chunk appended, a running mean: room to make */
-    uint64_t short_by; /* an append found this much less room than make_room made (-EAGAIN) */
-    bool may_delete;   /* appends may delete chunks of a tier below the coarsest */
+    /* What a recorded chunk takes of the database's pages (its rows, index entries, its share of
+     * dictionary bases and of half-full pages), a running mean measured over transactions: the
+     * room make_room makes. 0: not measured yet. */
+    uint64_t page_cost;
+    uint64_t txn_freed; /* bytes the appends' own eviction freed in this transaction */
+    uint64_t short_by;  /* an append found this much less room than make_room made (-EAGAIN) */
+    bool may_delete;    /* appends may delete chunks of a tier below the coarsest */
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -1339,9 +1344,12 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
     struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
     uint64_t used, pages, freep;
     int rc;
+    uint64_t first = 0;
     for (;;) {
         if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
             break;
+        if (!first)
+            first = used;
         if (used + need_bytes <= target)
             break;
         size_t n;
@@ -1369,6 +1377,7 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
     evict_ctx_free(&x);
     if (rc)
         return rc;
+    w->txn_freed += first > used ? first - used : 0;
     w->room = used + est_bytes < target ? target - used - est_bytes : 0;
     return 0;
 }
@@ -1729,8 +1738,16 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
     if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     int64_t id = sqlite3_last_insert_rowid(s->sql.db);
-    pfr_st_retention_note(&w->ret, tier,
-                          (int64_t)(w->blob.len + ROW_OVERHEAD + (layer ? w->dict_blob.len : 0)));
+    /* The finest tier's bytes are its payloads (what its chains take is what the pages hold
+     * besides, store_retention.c, held): counted with them, a churning host's chains made its
+     * ring roll up chunks whose chains merging cannot shrink. A roll-up tier's notes count the
+     * layers of its own chain too, until the next measure (which counts the coarsest tier's
+     * chains only): measured, that keeps a 10 min tier whose chain would pass its share at
+     * once (svc200, scaled: 22 h of history in a day's run, against 5 h when every measure
+     * counts the chains and 15 h when no note does). */
+    bool own_chain = layer && tier > 0;
+    pfr_st_retention_note(
+        &w->ret, tier, (int64_t)(w->blob.len + ROW_OVERHEAD + (own_chain ? w->dict_blob.len : 0)));
     if (tier == 0)
         w->avg_payload = w->avg_payload ? (w->avg_payload * 15 + w->blob.len + ROW_OVERHEAD) / 16
                                         : w->blob.len + ROW_OVERHEAD;
@@ -1882,13 +1899,13 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
  * coarsest tier, deleting) as pfr_st_retention_next says. The appends' own eviction (evict) then
  * finds the room there, and only deletes when the estimate fell short. Roll-ups run here, not
  * inside an append, because they use the writer's append path themselves. */
-static int make_room(pfr_store *s, uint64_t est)
+static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
 {
     struct writer *w = s->w;
     uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
     struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
     struct store_rollup g = {0};
-    uint64_t used, pages, freep;
+    uint64_t used = 0, pages, freep;
     int rc;
     bool making = false; /* once started, make the slack too: roll-ups run now and then */
     for (;;) {
@@ -1918,6 +1935,7 @@ static int make_room(pfr_store *s, uint64_t est)
     }
     pfr_st_rollup_free(&g);
     evict_ctx_free(&x);
+    *used_out = used;
     return rc;
 }
 
@@ -2016,12 +2034,40 @@ static int commit_fits(pfr_store *s)
     return fits ? 0 : -ENOSPC;
 }
 
-/* The room a transaction of n chunks is made before its appends: about what n chunks took on
- * average, twice, plus the eviction slack, so roll-ups run every so many appends. */
+/* The room a transaction of n chunks is made before its appends: what n chunks took of the pages
+ * on average (measured, page_cost), plus the eviction slack, so roll-ups run every so many
+ * appends. Tight on purpose: what make_room frees past what the appends take is history the ring
+ * does not hold (twice the payloads, as before the measure, held half of a 2 MiB ring whose
+ * transactions are 5,000 chunks; a margin of twice the measures' spread cost a churning host's
+ * 6 MiB ring 8 % of its history). Until measured: twice the payloads. A transaction that takes
+ * more than the mean evicts the coarsest tier from its appends, or starts again with the room it
+ * lacked (append_txn), within the slack first. */
 static uint64_t room_estimate(const pfr_store *s, size_t n)
 {
-    uint64_t avg = s->w->avg_payload ? s->w->avg_payload : 4096;
-    return 2 * avg * n + evict_slack(s, s->space.now.db_target);
+    const struct writer *w = s->w;
+    uint64_t slack = evict_slack(s, s->space.now.db_target);
+    if (w->page_cost)
+        return w->page_cost * n + slack;
+    uint64_t avg = w->avg_payload ? w->avg_payload : 4096;
+    return 2 * avg * n + slack;
+}
+
+/* After a transaction's appends: what its chunks took of the pages (grown from make_room's
+ * measure, plus what the appends' eviction freed), into page_cost. */
+static void page_cost_note(pfr_store *s, uint64_t used0, size_t n)
+{
+    struct writer *w = s->w;
+    uint64_t used, pages, freep;
+    if (n == 0 || used_bytes(s, &used, &pages, &freep) != 0)
+        return;
+    used += w->txn_freed;
+    if (used <= used0)
+        return; /* pages freed by the B-tree's rebalancing: no measure */
+    uint64_t per = (used - used0) / n;
+    /* weighted by the transaction's chunks: a transaction of one interval moves the mean less
+     * than one of thousands */
+    uint64_t wgt = n < 16 ? n : 16;
+    w->page_cost = w->page_cost ? (w->page_cost * (32 - wgt) + per * wgt) / 32 : per;
 }
 
 /* One write transaction: the chunks (evicting as pfr_st_space_plan said), committed; or rolled
@@ -2039,13 +2085,17 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
-    rc = make_room(s, room_estimate(s, n) + extra);
+    s->w->txn_freed = 0;
+    uint64_t used0 = 0;
+    rc = make_room(s, room_estimate(s, n) + extra, &used0);
     for (size_t i = 0; i < n && !rc; i++) {
         s->w->cur = NULL;
         rc = append_one(s, &in[i], 0, 0, ids_out ? &ids_out[i] : NULL);
         if (s->w->cur)
             wstream_account(s->w, s->w->cur);
     }
+    if (!rc)
+        page_cost_note(s, used0, n);
     if (!rc)
         rc = txn_meta(s);
     if (!rc)
