@@ -1356,9 +1356,12 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         int tier;
         if ((rc = top_tier(s, &tier)) != 0)
             break;
-        if (!w->may_delete && !s->tiers.off && tier < (int)s->tiers.n) {
-            /* Chunks that could be rolled up instead: the transaction starts again with the
-             * room this append lacked made first (roll-ups cannot run inside an append). */
+        if (!w->may_delete && !s->tiers.off) {
+            /* The tiers' policy decides what goes (a roll-up, or the coarsest tier's oldest when
+             * no tier is past its share): the transaction starts again with the room this append
+             * lacked made first (roll-ups cannot run inside an append). Deleting the coarsest
+             * tier here whenever a transaction took more than make_room's mean (a new base) cost
+             * the scaled 50-service ring its 1 h tier in 4 days. */
             w->short_by = used + need_bytes - target + slack;
             rc = -EAGAIN;
             break;
