@@ -894,11 +894,15 @@ static void test_eviction_and_lost(void **state)
 
 /* ---- migration ---- */
 
-/* A ring of an older schema (written by sql over the fixture's ring, whose chunks before are):
+/* A ring of an older schema (a small ring, then sql over it):
  * a reader is told to migrate, a writer migrates it and it reads back the same. Leaves f->s
  * open on it. */
-static void migrated_reads_back(struct fx *f, const char *sql, struct seen *before)
+static void migrated_reads_back(struct fx *f, const char *sql)
 {
+    fill_small(f->s);
+    struct seen *before = scan_all(f->s, NULL, PFR_SCAN_META_ONLY, NULL);
+    pfr_store_close(f->s);
+    f->s = NULL;
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
@@ -924,17 +928,12 @@ static void migrated_reads_back(struct fx *f, const char *sql, struct seen *befo
 static void test_migrate_v1(void **state)
 {
     struct fx *f = *state;
-    fill_small(f->s);
-    struct seen *before = scan_all(f->s, NULL, PFR_SCAN_META_ONLY, NULL);
-    pfr_store_close(f->s);
-    f->s = NULL;
     /* Turn the file into a schema 1 store: no totals column (and no pins table). */
     migrated_reads_back(f,
                         "DROP TABLE pins; DROP INDEX chunks_stream; DROP INDEX chunks_tier; ALTER "
                         "TABLE chunks DROP COLUMN tier; ALTER TABLE chunks DROP COLUMN "
                         "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
-                        "end_ns, start_ns); PRAGMA user_version = 1;",
-                        before);
+                        "end_ns, start_ns); PRAGMA user_version = 1;");
     /* A newer schema than ours is refused. */
     pfr_store_close(f->s);
     f->s = NULL;
@@ -954,14 +953,8 @@ static void test_migrate_v1(void **state)
 static void test_migrate_v2(void **state)
 {
     struct fx *f = *state;
-    fill_small(f->s);
-    struct seen *before = scan_all(f->s, NULL, PFR_SCAN_META_ONLY, NULL);
-    pfr_store_close(f->s);
-    f->s = NULL;
-    migrated_reads_back(f,
-                        "DROP TABLE pins; DROP INDEX chunks_tier; ALTER TABLE chunks"
-                        " DROP COLUMN tier; PRAGMA user_version = 2;",
-                        before);
+    migrated_reads_back(f, "DROP TABLE pins; DROP INDEX chunks_tier; ALTER TABLE chunks"
+                           " DROP COLUMN tier; PRAGMA user_version = 2;");
 }
 
 /* ---- corrupt rows and truncated files ---- */
