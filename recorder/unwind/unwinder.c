@@ -107,7 +107,8 @@ struct pfr_unwinder {
     uint64_t build_map;  /* the mapping size of the innermost build under way; UINT64_MAX: a
                           * large one (it pauses for any small file) */
     int depth;           /* builds under way, one inside another's pause */
-    uint64_t looked_at;  /* small_asked when a pause last found no file small enough */
+    uint64_t looked_at;  /* small_asked when a pause last found no file small enough for the
+                          * build under way (UINT64_MAX: not since that build began or ended) */
     int64_t paused_ns;   /* time large builds spent paused, added up */
     struct extent *free; /* free row extents, by start, never adjacent */
     size_t nfree, capfree;
@@ -658,10 +659,12 @@ static int build(pfr_unwinder *u, const struct queued *q, bool nested, int fd, u
     uint64_t outer_map = u->build_map;
     u->held_cost += cost;
     u->build_map = q->small && !q->deferred ? q->r.end - q->r.start : UINT64_MAX;
+    u->looked_at = UINT64_MAX; /* what was too large for another build may be small for this */
     u->depth++;
     int rc = pfr_unwind_table_build_limited(fd, u->opts.build_flags, &lim, t, err, errlen);
     u->depth--;
     u->build_map = outer_map;
+    u->looked_at = UINT64_MAX; /* ... and for the build it paused (a large one takes any) */
     u->held_cost -= cost;
     return rc;
 }
@@ -932,6 +935,7 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
         snprintf(err, errlen, "unwinder: out of memory");
         return -ENOMEM;
     }
+    u->looked_at = UINT64_MAX;
     u->opts = *opts;
     u->opts.cache_dir = NULL; /* (the copy's) */
     if (opts->cache_dir && opts->cache_dir[0] && !(u->cache_dir = strdup(opts->cache_dir))) {
