@@ -21,6 +21,11 @@
   let unit = '';
   let sel = null;       // chart selection {from, to}
   let seq = 0;          // drops answers of superseded loads
+  // "ready" (what tests and scripts wait for) means the newest load is drawn AND the pickers
+  // show the view: a view named by the URL loads before /api/ls fills the pickers.
+  let loaded = false;
+  let pickersSettled = false;
+  function markReady() { if (loaded && pickersSettled) document.body.dataset.state = 'ready'; }
   let firstPaint = false;
   let sampleLabels = {}; // /api/labels: key -> [{value, total}]
 
@@ -488,6 +493,7 @@
   }
   async function load() {
     const my = ++seq;
+    loaded = false;
     document.body.dataset.state = 'loading';
     status('Loading…');
     rangeText();
@@ -518,7 +524,8 @@
     const errs = [tl, fl].filter((r) => r.status === 'rejected').map((r) => r.reason.message);
     status(errs.length ? errs[0] : 'Loaded in ' + Math.round(performance.now() - t0) + ' ms' +
       (fl.status === 'fulfilled' ? ' · ' + fl.value.chunks + ' chunks merged' : ''), errs.length > 0);
-    document.body.dataset.state = 'ready';
+    loaded = true;
+    markReady();
     if (!firstPaint) {
       firstPaint = true;
       requestAnimationFrame(() => setTimeout(() => performance.mark('pfr-first-paint'), 0));
@@ -616,16 +623,20 @@
       ls = await lsP;
     } catch (e) {
       status(e.message, true);
+      pickersSettled = true;
       document.body.dataset.state = 'ready';
       return;
     }
     if (!defaults()) {
       status('The ring holds no profiles yet.', true);
       flameMessage('no profiles recorded yet');
+      pickersSettled = true;
       document.body.dataset.state = 'ready';
       return;
     }
     fillPickers();
+    pickersSettled = true;
+    markReady();
     if (!complete) { writeUrl(false); loading = load(); }
     lastW = $('ps-chart').clientWidth;
     await loading;
