@@ -191,6 +191,14 @@ static int cmp_service(const void *x, const void *y)
     return strcmp(((const pfr_ls_service *)x)->name, ((const pfr_ls_service *)y)->name);
 }
 
+static int tier_cb(const pfr_tier_info *t, void *ctx)
+{
+    pfr_ls *ls = ctx;
+    if (ls->ntiers < sizeof(ls->tiers) / sizeof(ls->tiers[0]))
+        ls->tiers[ls->ntiers++] = *t;
+    return 0;
+}
+
 int pfr_query_ls(pfr_store *st, pfr_ls **out, char *err, size_t errlen)
 {
     ls_ctx c = {0};
@@ -198,6 +206,8 @@ int pfr_query_ls(pfr_store *st, pfr_ls **out, char *err, size_t errlen)
     if (!c.ls)
         return -ENOMEM;
     int rc = pfr_store_stats_get(st, &c.ls->stats);
+    if (rc == 0)
+        rc = pfr_store_tiers_list(st, tier_cb, c.ls);
     if (rc == 0)
         rc = pfr_store_streams(st, stream_cb, &c);
     pfr_store_filter all = {0};
@@ -249,8 +259,29 @@ static double mib(uint64_t bytes)
 
 /* The ring's size against its cap, the cap in force when the disk lowers it, and what was given
  * up for room. */
-static void ring_text(FILE *out, const pfr_store_stats *st)
+/* What each tier covers, finest first: "as recorded from T (N MiB), 1m from T, ..." (only once
+ * the ring has rolled chunks up). */
+static void tiers_text(FILE *out, const pfr_ls *ls)
 {
+    if (ls->ntiers < 2 && !(ls->ntiers == 1 && ls->tiers[0].tier > 0))
+        return;
+    fprintf(out, "      tiers:");
+    for (size_t i = 0; i < ls->ntiers; i++) {
+        const pfr_tier_info *t = &ls->tiers[i];
+        char a[48], d[32];
+        if (t->tier == 0)
+            snprintf(d, sizeof(d), "as recorded");
+        else
+            pfr_duration_format(t->step_ns, d, sizeof(d));
+        fprintf(out, "%s %s from %s (%.1f MiB)", i ? "," : "", d,
+                pfr_time_format(t->first_ns, false, a, sizeof(a)), mib(t->bytes));
+    }
+    fprintf(out, "\n");
+}
+
+static void ring_text(FILE *out, const pfr_ls *ls)
+{
+    const pfr_store_stats *st = &ls->stats;
     char a[48], b[48];
     fprintf(out, "ring: %llu chunks, %.1f MiB of %.1f MiB", (unsigned long long)st->chunks,
             mib(st->file_bytes), mib(st->max_bytes));
@@ -258,6 +289,7 @@ static void ring_text(FILE *out, const pfr_store_stats *st)
         fprintf(out, ", %s to %s", pfr_time_format(st->oldest_ns, false, a, sizeof(a)),
                 pfr_time_format(st->newest_ns, false, b, sizeof(b)));
     fprintf(out, "\n");
+    tiers_text(out, ls);
     if (st->cap_reason != PFR_STORE_CAP_CONFIGURED)
         fprintf(out,
                 "      cap %.1f MiB, effective %.1f MiB: %s (%.1f MiB kept free, %.1f MiB free "
@@ -290,7 +322,7 @@ int pfr_ls_render_text(FILE *out, const pfr_ls *ls, size_t max_values)
     char a[48], b[48], d[32];
     if (!max_values)
         max_values = 10;
-    ring_text(out, &ls->stats);
+    ring_text(out, ls);
     if (!ls->nservices)
         fprintf(out, "no profiles recorded yet\n");
     for (size_t i = 0; i < ls->nservices; i++) {
@@ -372,10 +404,19 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
                       (json_int_t)s->first_ns, "last_ns", (json_int_t)s->last_ns,
                       "typical_chunk_ns", (json_int_t)s->typical_chunk_ns, "gaps", gaps));
     }
+    json_t *tiers = json_array();
+    for (size_t i = 0; tiers && i < ls->ntiers; i++) {
+        const pfr_tier_info *t = &ls->tiers[i];
+        json_array_append_new(tiers, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "tier", t->tier,
+                                               "step_ns", (json_int_t)t->step_ns, "chunks",
+                                               (json_int_t)t->chunks, "bytes", (json_int_t)t->bytes,
+                                               "first_ns", (json_int_t)t->first_ns, "last_ns",
+                                               (json_int_t)t->last_ns));
+    }
     const pfr_store_stats *st = &ls->stats;
     json_t *doc = json_pack(
         "{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-        "s:I}, s:o}",
+        "s:I, s:I, s:I, s:o}, s:o}",
         "ring", "chunks", (json_int_t)st->chunks, "file_bytes", (json_int_t)st->file_bytes,
         "max_bytes", (json_int_t)st->max_bytes, "oldest_ns", (json_int_t)st->oldest_ns, "newest_ns",
         (json_int_t)st->newest_ns, "evicted", (json_int_t)st->evicted, "corrupt",
@@ -383,10 +424,11 @@ int pfr_ls_render_json(FILE *out, const pfr_ls *ls)
         "cap_reason", st->cap_reason == PFR_STORE_CAP_DISK_RESERVE ? "disk_reserve" : "configured",
         "reserve_bytes", (json_int_t)st->reserve_bytes, "fs_bytes", (json_int_t)st->fs_bytes,
         "fs_free_bytes", (json_int_t)st->fs_free_bytes, "evicted_disk",
-        (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "pins",
+        (json_int_t)st->evicted_disk, "dropped_disk", (json_int_t)st->dropped_disk, "rolled_up",
+        (json_int_t)st->rolled_up, "lost_unshipped", (json_int_t)st->lost_unshipped, "pins",
         (json_int_t)st->pins, "pinned_bytes", (json_int_t)st->pinned_bytes, "pin_max_bytes",
-        (json_int_t)st->pin_max_bytes, "pins_released", (json_int_t)st->pins_released, "services",
-        services);
+        (json_int_t)st->pin_max_bytes, "pins_released", (json_int_t)st->pins_released, "tiers",
+        tiers, "services", services);
     if (!doc)
         return -ENOMEM;
     int rc = json_dumpf(doc, out, JSON_INDENT(2)) ? -EIO : 0;

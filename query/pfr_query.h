@@ -100,8 +100,10 @@ int pfr_query_profile(pfr_store *s, const pfr_query_plan *p, int64_t from_ns, in
 typedef struct pfr_timeline {
     int64_t from_ns, step_ns;
     size_t n;
-    double *values;   /* per interval: sum (or time-weighted mean for gauges) of the type */
-    uint64_t *chunks; /* chunks that overlap each interval */
+    double *values;         /* per interval: sum (or time-weighted mean for gauges) of the type */
+    uint64_t *chunks;       /* chunks that overlap each interval */
+    int64_t *resolution_ns; /* the longest chunk overlapping each interval: past the step, the
+                               ring holds only a roll-up there (its tier's step), spread flat */
 } pfr_timeline;
 /* step_ns 0 = a round step giving about 60 intervals. */
 int pfr_query_timeline(pfr_store *s, const pfr_query_plan *p, int64_t from_ns, int64_t to_ns,
@@ -142,6 +144,8 @@ typedef struct pfr_ls {
     pfr_ls_service *services; /* sorted by name */
     size_t nservices;
     pfr_store_stats stats;
+    pfr_tier_info tiers[PFR_STORE_MAX_TIERS + 1]; /* what each tier holding chunks covers */
+    size_t ntiers;
 } pfr_ls;
 
 int pfr_query_ls(pfr_store *s, pfr_ls **out, char *err, size_t errlen);

@@ -441,6 +441,7 @@ static void no_data(const pfr_query_plan *p, int64_t from_ns, int64_t to_ns, cha
 typedef struct stream_count {
     int64_t stream;
     uint64_t chunks;
+    double ns; /* time its chunks cover within the range */
 } stream_count;
 
 typedef struct tree_scan_ctx {
@@ -448,7 +449,8 @@ typedef struct tree_scan_ctx {
     int side;
     const char *type;
     bool prefix;
-    stream_count *counts; /* gauges: chunks per stream, sorted by stream */
+    stream_count *counts; /* gauges: chunks and time per stream, sorted by stream */
+    int64_t from_ns, to_ns;
     size_t ncounts, cap;
     int pass; /* gauges: 0 counts, 1 adds */
 } tree_scan_ctx;
@@ -465,6 +467,15 @@ static stream_count *find_count(tree_scan_ctx *c, int64_t stream)
     return c->ncounts ? bsearch(&key, c->counts, c->ncounts, sizeof(key), cmp_stream) : NULL;
 }
 
+/* The time of chunk m within the range: a gauge's chunk weighs by it, so chunks of different
+ * lengths (roll-ups of the ring's tiers beside chunks as recorded) give the time average. */
+static double covered(const tree_scan_ctx *c, const pfr_chunk_meta *m)
+{
+    int64_t a = m->start_ns > c->from_ns ? m->start_ns : c->from_ns;
+    int64_t e = c->to_ns && m->end_ns > c->to_ns ? c->to_ns : m->end_ns;
+    return e > a ? (double)(e - a) : 0;
+}
+
 static int tree_scan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vctx)
 {
     tree_scan_ctx *c = vctx;
@@ -472,6 +483,7 @@ static int tree_scan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vct
         stream_count *sc = find_count(c, m->stream_id);
         if (sc) {
             sc->chunks++;
+            sc->ns += covered(c, m);
             return 0;
         }
         if (c->ncounts == c->cap) {
@@ -482,7 +494,7 @@ static int tree_scan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vct
             c->counts = v;
             c->cap = cap;
         }
-        c->counts[c->ncounts++] = (stream_count){m->stream_id, 1};
+        c->counts[c->ncounts++] = (stream_count){m->stream_id, 1, covered(c, m)};
         qsort(c->counts, c->ncounts, sizeof(*c->counts), cmp_stream);
         return 0;
     }
@@ -492,7 +504,9 @@ static int tree_scan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vct
     double scale = 1;
     if (c->counts) {
         stream_count *sc = find_count(c, m->stream_id);
-        scale = sc && sc->chunks ? 1.0 / (double)sc->chunks : 1;
+        scale = sc && sc->ns > 0   ? covered(c, m) / sc->ns
+                : sc && sc->chunks ? 1.0 / (double)sc->chunks
+                                   : 1;
     }
     return pfr_tree_add_profile(c->t, c->side, p, (size_t)ti, scale, c->prefix ? m->service : NULL);
 }
@@ -502,7 +516,12 @@ static int tree_scan_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vct
 static int tree_by_scan(pfr_store *s, const pfr_query_plan *p, const pfr_store_filter *f,
                         pfr_tree *t, int side, bool prefix, pfr_query_stats *st)
 {
-    tree_scan_ctx c = {.t = t, .side = side, .type = p->type, .prefix = prefix};
+    tree_scan_ctx c = {.t = t,
+                       .side = side,
+                       .type = p->type,
+                       .prefix = prefix,
+                       .from_ns = f->from_ns,
+                       .to_ns = f->to_ns};
     pfr_scan_stats ss = {0};
     int rc = 0;
     if (p->gauge) {

@@ -33,6 +33,7 @@ void pfr_timeline_free(pfr_timeline *tl)
         return;
     free(tl->values);
     free(tl->chunks);
+    free(tl->resolution_ns);
     free(tl);
 }
 
@@ -81,6 +82,8 @@ static int tl_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *vctx)
         double share = (double)(e - t) / (double)(c->gauge ? tl->step_ns : len);
         tl->values[i] += v * share;
         tl->chunks[i]++;
+        if (len > tl->resolution_ns[i])
+            tl->resolution_ns[i] = len;
         t = e;
     }
     return 0;
@@ -111,7 +114,8 @@ int pfr_query_timeline(pfr_store *s, const pfr_query_plan *p, int64_t from_ns, i
     tl->n = n;
     tl->values = calloc(n, sizeof(*tl->values));
     tl->chunks = calloc(n, sizeof(*tl->chunks));
-    if (!tl->values || !tl->chunks) {
+    tl->resolution_ns = calloc(n, sizeof(*tl->resolution_ns));
+    if (!tl->values || !tl->chunks || !tl->resolution_ns) {
         pfr_timeline_free(tl);
         return -ENOMEM;
     }
@@ -177,6 +181,12 @@ int pfr_timeline_render_text(FILE *out, const pfr_timeline *tl, const pfr_query_
             fputs("█", out);
         if (full < width)
             fputs(eighths[part], out);
+        if (tl->resolution_ns[i] > tl->step_ns) {
+            /* a roll-up: the ring knows this interval only at its tier's step */
+            char r[32];
+            fprintf(out, "%*s (%s roll-up)", full < width ? width - full - 1 : 0, "",
+                    pfr_duration_format(tl->resolution_ns[i], r, sizeof(r)));
+        }
         fputc('\n', out);
     }
     if (!p->gauge)
@@ -191,9 +201,10 @@ int pfr_timeline_render_json(FILE *out, const pfr_timeline *tl, const pfr_query_
     json_t *points = json_array();
     for (size_t i = 0; points && i < tl->n; i++) {
         int64_t ts = tl->from_ns + (int64_t)i * tl->step_ns;
-        json_t *pt = json_pack("{s:s, s:I, s:f, s:I}", "time",
+        json_t *pt = json_pack("{s:s, s:I, s:f, s:I, s:I}", "time",
                                pfr_time_format_rfc3339(ts, t, sizeof(t)), "time_ns", (json_int_t)ts,
-                               "value", tl->values[i], "chunks", (json_int_t)tl->chunks[i]);
+                               "value", tl->values[i], "chunks", (json_int_t)tl->chunks[i],
+                               "resolution_ns", (json_int_t)tl->resolution_ns[i]);
         if (!pt || json_array_append_new(points, pt)) {
             json_decref(points);
             return -ENOMEM;

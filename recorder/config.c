@@ -105,6 +105,18 @@ static int parse_pin_max(const char *v, void *field, char *err, size_t errlen)
     return -EINVAL;
 }
 
+/* Roll-up steps of the ring's tiers ("1m,10m,1h") or off: checked here, applied by the store. */
+static int parse_tiers(const char *v, void *field, char *err, size_t errlen)
+{
+    pfr_store_tiers t;
+    char why[200];
+    if (pfr_store_tiers_parse(v, &t, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "'%s': %s", v, why);
+        return -EINVAL;
+    }
+    return replace_string(field, v);
+}
+
 static int parse_rule(const char *v, void *field, char *err, size_t errlen)
 {
     return pfr_service_rules_add(field, v, err, errlen);
@@ -145,7 +157,8 @@ static const pfr_setting core_rows[] = {
      F(max_store_bytes),
      .min = 1 << 20,
      .metavar = "SIZE",
-     .help = "size cap of the ring; oldest chunks evicted first (docs/operations.md, Size "
+     .help = "size cap of the ring; when full, old chunks are rolled up first and the "
+             "oldest of the coarsest tier evicted (retention_tiers; docs/operations.md, Size "
              "the ring)"},
     {.key = "disk_reserve",
      .type = PFR_SET_CUSTOM,
@@ -167,6 +180,18 @@ static const pfr_setting core_rows[] = {
      .help = "what pins (pfr pin, and the recorder's triggers) may keep from eviction: a size "
              "(128M) or a share of max_store_bytes (25%); past it, new pins release the oldest "
              "automatic ones (docs/operations.md, After an incident)"},
+    {.key = "retention_tiers",
+     .type = PFR_SET_CUSTOM,
+     F(retention_tiers),
+     .def = PFR_STORE_DEFAULT_TIERS,
+     .parse = parse_tiers,
+     .free = free_string,
+     .metavar = "STEPS",
+     .help = "when the ring is full it first rolls old chunks up into coarser ones, each tier "
+             "merging the chunks of a stream within one step (exact: sums add up, in-use heap "
+             "and goroutines keep their time average); only the coarsest tier is deleted, "
+             "oldest first. Increasing steps, each a multiple of the one before, or off "
+             "(age-only eviction). docs/store.md, Tiers"},
     {.key = "memory_budget",
      .type = PFR_SET_SIZE,
      F(memory_budget),

@@ -44,6 +44,7 @@ typedef struct pfr_config {
     uint64_t max_store_bytes; /* 0 = the store's default */
     pfr_disk_reserve disk_reserve;
     pfr_pin_budget pin_max; /* pin_max_bytes (docs/store.md, "Pins") */
+    char *retention_tiers;  /* the ring's roll-up steps, as pfr_store_tiers_parse reads them */
     int log_level;          /* enum pfr_log_level */
     char *metrics_listen;   /* Prometheus metrics; "" = not served */
     char *config_path;      /* the file read; NULL = none */

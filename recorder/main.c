@@ -721,7 +721,9 @@ int main(int argc, char **argv)
                                      .bytes = cfg.disk_reserve.bytes,
                                      .percent = cfg.disk_reserve.percent},
                          .pin_max_bytes = pin_budget_bytes(&cfg)};
-    rc = ensure_parent_dir(cfg.store_path);
+    rc = pfr_store_tiers_parse(cfg.retention_tiers, &so.tiers, err, sizeof(err));
+    if (rc == 0)
+        rc = ensure_parent_dir(cfg.store_path);
     if (rc == 0)
         rc = pfr_store_open(cfg.store_path, &so, &store, err, sizeof(err));
     else

@@ -15,6 +15,7 @@
 #include "store_handle.h"
 #include "store_migrate.h"
 #include "store_pins.h"
+#include "store_retention.h"
 #include "store_write.h"
 
 /* Decoded dictionary chains kept per handle. A realistic one is ~1-2 MB in memory. */
@@ -66,6 +67,7 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     s->read_only = o.read_only;
     s->max_bytes = o.max_bytes;
     s->pin_max_bytes = o.pin_max_bytes ? o.pin_max_bytes : o.max_bytes / 4;
+    pfr_st_tiers_resolve(&o.tiers, &s->tiers);
     s->table_max_bytes = o.table_max_bytes ? o.table_max_bytes : PFR_STORE_TABLE_MAX_BYTES;
     s->sql.busy_ms = o.busy_timeout_ms;
     s->dict.sql = &s->sql;
@@ -227,10 +229,11 @@ static int stats_pins(pfr_store *s, int64_t meta_max, pfr_store_stats *out)
 static int stats_counters(pfr_store *s, pfr_store_stats *out)
 {
     static const char *const keys[] = {"evicted",      "lost_unshipped", "evicted_disk",
-                                       "dropped_disk", "max_bytes",      "reserve_bytes"};
-    int64_t seq = 0, v[6] = {0};
+                                       "dropped_disk", "max_bytes",      "reserve_bytes",
+                                       "rolled_up"};
+    int64_t seq = 0, v[7] = {0};
     int rc = kept_row(s, ST_CHUNK_SEQ, NULL, &seq, NULL);
-    for (size_t i = 0; i < 6 && !rc; i++)
+    for (size_t i = 0; i < 7 && !rc; i++)
         rc = kept_row(s, ST_META_GET, keys[i], &v[i], NULL);
     /* the file is outside input: a counter below 0, or of chunks past the number ever
      * appended, is damage (or tampering) and is shown as a bound, never wrapped around */
@@ -249,6 +252,11 @@ static int stats_counters(pfr_store *s, pfr_store_stats *out)
             v[i] = 0;
             out->bad_counters++;
         }
+    if (v[6] < 0 || v[6] > seq) {
+        v[6] = v[6] < 0 ? 0 : seq;
+        out->bad_counters++;
+    }
+    out->rolled_up = (uint64_t)v[6];
     out->evicted = (uint64_t)v[0];
     out->lost_unshipped = (uint64_t)v[1];
     out->evicted_disk = (uint64_t)v[2];
@@ -318,7 +326,9 @@ int pfr_store_stats_quick(pfr_store *s, pfr_store_stats *out)
     if (!rc)
         rc = stats_counters(s, out);
     if (!rc)
-        out->chunks = out->appended >= out->evicted ? out->appended - out->evicted : 0;
+        out->chunks = out->appended >= out->evicted + out->rolled_up
+                          ? out->appended - out->evicted - out->rolled_up
+                          : 0;
     pfr_st_end_read(&s->sql);
     return rc;
 }
@@ -373,5 +383,45 @@ int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx)
         rc = cb(&info, ctx);
     }
     free(rows);
+    return rc;
+}
+
+/* ---- tiers listing ---- */
+int pfr_store_tiers_list(pfr_store *s, pfr_tier_cb cb, void *ctx)
+{
+    int rc = pfr_st_exec(&s->sql, "BEGIN");
+    if (rc)
+        return rc;
+    pfr_tier_info rows[PFR_STORE_MAX_TIERS + 1];
+    size_t n = 0;
+    sqlite3_stmt *st = pfr_st_prepare(&s->sql, "SELECT tier, count(*), coalesce(sum(nbytes), 0),"
+                                               " min(start_ns), max(end_ns) FROM chunks"
+                                               " GROUP BY tier ORDER BY tier");
+    int step = SQLITE_DONE;
+    if (!st)
+        rc = pfr_st_db_err(&s->sql);
+    while (!rc && n <= PFR_STORE_MAX_TIERS && (step = sqlite3_step(st)) == SQLITE_ROW)
+        rows[n++] = (pfr_tier_info){.tier = (int)sqlite3_column_int64(st, 0),
+                                    .chunks = (uint64_t)sqlite3_column_int64(st, 1),
+                                    .bytes = (uint64_t)sqlite3_column_int64(st, 2),
+                                    .first_ns = sqlite3_column_int64(st, 3),
+                                    .last_ns = sqlite3_column_int64(st, 4)};
+    if (!rc && step != SQLITE_DONE && step != SQLITE_ROW)
+        rc = pfr_store_errno(step);
+    sqlite3_finalize(st);
+    /* The steps as the writer set them (a reader's own settings may differ). */
+    for (size_t i = 0; !rc && i < n; i++) {
+        int t = rows[i].tier;
+        if (t <= 0 || t > PFR_STORE_MAX_TIERS)
+            continue;
+        char key[32];
+        snprintf(key, sizeof(key), "tier_step_%d", t);
+        int64_t v = 0;
+        rc = kept_row(s, ST_META_GET, key, &v, NULL);
+        rows[i].step_ns = v > 0 ? v : (size_t)t <= s->tiers.n ? s->tiers.step_ns[t - 1] : 0;
+    }
+    pfr_st_exec(&s->sql, "COMMIT");
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = cb(&rows[i], ctx);
     return rc;
 }

@@ -81,6 +81,27 @@ uint64_t pfr_store_reserve_bytes(const pfr_store_reserve *r, uint64_t fs_bytes);
 uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint64_t avail_bytes,
                                  uint64_t reserve_bytes, enum pfr_store_cap_reason *reason);
 
+/* ---- Tiered retention (docs/store.md, "Tiers"): when the ring must make room it first rolls
+ * old chunks up: the chunks of one stream whose starts fall in one step of the next tier merge
+ * into one chunk covering their range (summed types add up; averaged types, in-use heap and
+ * goroutines, keep their time average). Tier 0 is the chunks as recorded; only the coarsest tier
+ * is deleted, oldest first. */
+#define PFR_STORE_MAX_TIERS     8
+#define PFR_STORE_DEFAULT_TIERS "1m,10m,1h"
+
+typedef struct pfr_store_tiers {
+    bool off; /* age-only eviction: no roll-ups, the oldest chunks go (as before tiers) */
+    size_t n; /* tiers above tier 0; 0 = PFR_STORE_DEFAULT_TIERS */
+    int64_t step_ns[PFR_STORE_MAX_TIERS]; /* tier i + 1's step, increasing */
+} pfr_store_tiers;
+
+/* "off", or steps in increasing order separated by commas ("1m,10m,1h"), each a duration
+ * (pfr_parse_duration) of at least 1 s and a multiple of the step before it. 0 or -EINVAL with
+ * the reason in err. */
+int pfr_store_tiers_parse(const char *text, pfr_store_tiers *out, char *err, size_t errlen);
+/* The steps in force (the default for n == 0); "off" when off. */
+int pfr_store_tiers_format(const pfr_store_tiers *t, char *buf, size_t len);
+
 typedef struct pfr_store_opts {
     uint64_t max_bytes;        /* size cap of the database file; 0 = PFR_STORE_DEFAULT_MAX_BYTES */
     bool read_only;            /* readers: never write the database (cursor files excepted) */
@@ -88,6 +109,7 @@ typedef struct pfr_store_opts {
     pfr_store_reserve reserve; /* writers: free space left on the file system (AUTO by default) */
     uint64_t cache_bytes;      /* readers: decoded dictionaries kept (0 = 128 MiB; at least one) */
     uint64_t pin_max_bytes;    /* writers: what pins may keep from eviction (0 = max_bytes / 4) */
+    pfr_store_tiers tiers;     /* writers: roll-up steps (zero = PFR_STORE_DEFAULT_TIERS) */
     uint64_t table_max_bytes;  /* writers: streams' dictionary tables kept in memory between
                                   appends (0 = 8 MiB); past it a stream's next chunk writes a new
                                   base */
@@ -120,6 +142,7 @@ typedef struct pfr_chunk_meta {
     const int64_t *totals;    /* sum of values per sample type (pre-filter) */
     size_t ntypes;
     size_t stored_bytes; /* bytes of the chunk's row payload on disk */
+    int tier;            /* 0: as recorded; n > 0: a roll-up of tier n-1 chunks (pfr_store_tiers) */
 } pfr_chunk_meta;
 
 typedef struct pfr_store_filter {
@@ -169,6 +192,7 @@ typedef struct pfr_store_stats {
     uint64_t pin_max_bytes;
     uint64_t pins_released;
     uint64_t pinned_bytes; /* chunk bytes the pins keep; pfr_store_stats_get only (a scan) */
+    uint64_t rolled_up;    /* chunks merged into roll-ups (rows gone, data kept) */
 } pfr_store_stats;
 
 /* Like pfr_store_stats_get, without reading every chunk's row (tens of ms per 100,000 chunks):
@@ -258,6 +282,17 @@ typedef struct pfr_stream_info {
 } pfr_stream_info;
 typedef int (*pfr_stream_cb)(const pfr_stream_info *info, void *ctx);
 int pfr_store_streams(pfr_store *s, pfr_stream_cb cb, void *ctx);
+
+/* What each tier holds: one callback per tier that has chunks, finest first. step_ns is the
+ * tier's step as the writer set it (0 for tier 0: the recorder's interval, as recorded). */
+typedef struct pfr_tier_info {
+    int tier;
+    int64_t step_ns;
+    uint64_t chunks, bytes;    /* bytes: the chunks' payloads */
+    int64_t first_ns, last_ns; /* start of its oldest chunk, end of its newest */
+} pfr_tier_info;
+typedef int (*pfr_tier_cb)(const pfr_tier_info *info, void *ctx);
+int pfr_store_tiers_list(pfr_store *s, pfr_tier_cb cb, void *ctx);
 
 /* Consumer cursors: the id of the last chunk a named consumer (e.g. "shipper.coroot") has taken.
  * They live beside the database (so a read-only consumer can keep its cursor without writing the

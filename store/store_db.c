@@ -11,7 +11,7 @@ static const char *const stmt_sql[ST_N] = {
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_CHUNK_DATA] = "SELECT data FROM chunk_data WHERE id = ?1",
-    [ST_CHUNK_EXISTS] = "SELECT 1 FROM chunks WHERE id = ?1",
+    [ST_CHUNK_EXISTS] = "SELECT crc FROM chunks WHERE id = ?1",
     [ST_LAYERS] = ("SELECT id, stream_id, parent_id, crc, data FROM dicts"
                    " WHERE base_id = ?1 AND id > ?2 AND id <= ?3 ORDER BY id"),
     [ST_STREAMS_NEW] = "SELECT id, service, labels, types FROM streams WHERE id > ?1 ORDER BY id",

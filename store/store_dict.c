@@ -364,6 +364,25 @@ static int chunk_row_unpack(struct store_dict *s, const uint8_t *blob, size_t le
 }
 /* ---- the chunk decoder ---- */
 
+/* A roll-up keeps the smallest id of the chunks it merged (store_retention.c): a row listed
+ * before it may read back as the roll-up's, whose checksum differs. That row is gone, not
+ * corrupt. */
+static bool replaced(struct store_dict *s, const struct store_chunk_ref *c)
+{
+    sqlite3_stmt *ex = pfr_st_stmt(s->sql, ST_CHUNK_EXISTS);
+    if (!ex)
+        return false;
+    sqlite3_bind_int64(ex, 1, c->id);
+    bool gone = false;
+    int e = sqlite3_step(ex);
+    if (e == SQLITE_DONE)
+        gone = true;
+    else if (e == SQLITE_ROW)
+        gone = (uint32_t)sqlite3_column_int64(ex, 0) != c->crc;
+    sqlite3_reset(ex);
+    return gone;
+}
+
 int pfr_st_chunk_load(struct store_dict *s, const struct store_chunk_ref *c,
                       const struct rstream *r, struct dchunk *dc, const struct chain **chain_out)
 {
@@ -408,6 +427,8 @@ int pfr_st_chunk_load(struct store_dict *s, const struct store_chunk_ref *c,
                                     c->end_ns, c->crc)
                  : -EBADMSG;
     sqlite3_reset(st);
+    if (rc == -EBADMSG && replaced(s, c))
+        return STORE_LOAD_VANISHED;
     if (rc)
         return rc;
     rc = pfr_st_chunk_decode(s->raw.data, s->raw.len, dict_n, (uint32_t)r->ntypes, dc);

@@ -17,8 +17,8 @@
     "  bytes INTEGER NOT NULL DEFAULT 0);"
 
 /* The current schema. Version 1 had no chunks.totals (timelines had to decode every chunk),
- * version 2 no pins. */
-static const char schema_v3[] =
+ * version 2 no pins, version 3 no chunks.tier (every chunk was as recorded: no roll-ups). */
+static const char schema_v4[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "INSERT INTO meta VALUES ('evicted', 0), ('lost_unshipped', 0), ('corrupt', 0);"
     "CREATE TABLE streams(id INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL UNIQUE,"
@@ -30,9 +30,10 @@ static const char schema_v3[] =
     "CREATE TABLE chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL,"
     "  base_id INTEGER NOT NULL, dict_id INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
     "  end_ns INTEGER NOT NULL, nbytes INTEGER NOT NULL, crc INTEGER NOT NULL,"
-    "  totals BLOB NOT NULL);"
+    "  totals BLOB NOT NULL, tier INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX chunks_stream ON chunks(stream_id, end_ns, start_ns);"
     "CREATE INDEX chunks_base ON chunks(base_id);"
+    "CREATE INDEX chunks_tier ON chunks(tier);"
     "CREATE TABLE chunk_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);" PINS_TABLE;
 /* 1 -> 2: chunks get their per-type totals, so timelines need not decode payloads. */
 static int migrate_1_2(struct store_db *s, struct store_dict *dict)
@@ -98,11 +99,23 @@ static int migrate_2_3(struct store_db *s, struct store_dict *dict)
     return rc ? rc : pfr_st_exec(s, "PRAGMA user_version = 3");
 }
 
+/* 3 -> 4: chunks get their tier (retention's roll-ups, store_retention.c); every chunk of an
+ * older file is as recorded, tier 0. */
+static int migrate_3_4(struct store_db *s, struct store_dict *dict)
+{
+    (void)dict;
+    int rc = pfr_st_exec(s, "ALTER TABLE chunks ADD COLUMN tier INTEGER NOT NULL DEFAULT 0");
+    if (!rc)
+        rc = pfr_st_exec(s, "CREATE INDEX chunks_tier ON chunks(tier)");
+    return rc ? rc : pfr_st_exec(s, "PRAGMA user_version = 4");
+}
+
 static int migrate(struct store_db *s, struct store_dict *dict, int from, char *err, size_t errlen)
 {
     static int (*const steps[])(struct store_db *, struct store_dict *) = {
         [1] = migrate_1_2,
         [2] = migrate_2_3,
+        [3] = migrate_3_4,
     };
     for (int v = from; v < PFR_STORE_SCHEMA_VERSION; v++) {
         int rc = steps[v](s, dict);
@@ -135,7 +148,7 @@ int pfr_st_schema_write(struct store_db *s, struct store_dict *dict, char *err, 
         char sql[128];
         snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d;",
                  PFR_STORE_APP_ID, PFR_STORE_SCHEMA_VERSION);
-        if ((rc = pfr_st_exec(s, schema_v3)) || (rc = pfr_st_exec(s, sql))) {
+        if ((rc = pfr_st_exec(s, schema_v4)) || (rc = pfr_st_exec(s, sql))) {
             pfr_st_fail(s, rc, err, errlen, "cannot create the schema");
             goto fail;
         }

@@ -11,7 +11,7 @@
 #include "store_db.h"
 #include "store_dict.h"
 
-#define PFR_STORE_SCHEMA_VERSION 3
+#define PFR_STORE_SCHEMA_VERSION 4
 #define PFR_STORE_APP_ID         0x70667221 /* "pfr!" in the SQLite header: our files, not others' */
 
 /* A writer: create the schema in an empty file or migrate an older one. */

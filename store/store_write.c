@@ -18,6 +18,7 @@
 #include "store_cursor.h"
 #include "store_handle.h"
 #include "store_pins.h"
+#include "store_retention.h"
 #include "store_write.h"
 
 #define DICT_WINDOW    60  /* chunks: 10 minutes of 10 s chunks */
@@ -25,7 +26,7 @@
 #define ROTATE_MIN_NEW 32  /* new stacks below this never force a new base */
 #define MAX_RESIDENT   256 /* streams whose tables stay in memory */
 #define MAX_WSTREAMS   65536
-#define ROW_OVERHEAD   96 /* bytes of a chunk's two rows and index entries besides the payload */
+#define ROW_OVERHEAD   STORE_ROW_OVERHEAD /* a chunk's rows and index entries besides its payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -37,10 +38,15 @@ enum wstmt {
     W_PAGE_COUNT,
     W_FREELIST,
     W_OLDEST,
+    W_OLDEST_TIER,
     W_DEL_CHUNKS,
     W_DEL_DATA,
     W_DEL_DICT,
     W_DEL_STREAM,
+    W_TOP_TIER,
+    W_SET_TIER,
+    W_NEWEST_BASE,
+    W_CHAIN_TOP,
     W_N
 };
 
@@ -51,19 +57,29 @@ static const char *const wsql[W_N] = {
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
     [W_SET_BASE] = "UPDATE dicts SET base_id = ?1, crc = ?2 WHERE id = ?1",
     [W_INS_CHUNK] =
-        ("INSERT INTO chunks(stream_id, base_id, dict_id, start_ns, end_ns, nbytes, crc,"
-         " totals) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        ("INSERT INTO chunks(id, stream_id, base_id, dict_id, start_ns, end_ns, nbytes, crc,"
+         " totals, tier) VALUES (?10, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
     [W_INS_DATA] = "INSERT INTO chunk_data(id, data) VALUES (?1, ?2)",
     [W_PAGE_COUNT] = "PRAGMA page_count",
     [W_FREELIST] = "PRAGMA freelist_count",
     [W_OLDEST] = ("SELECT id, stream_id, base_id, nbytes, start_ns, end_ns FROM chunks"
                   " WHERE id > ?1 ORDER BY id LIMIT 512"),
-    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id BETWEEN ?1 AND ?2",
-    [W_DEL_DATA] = "DELETE FROM chunk_data WHERE id BETWEEN ?1 AND ?2",
+    [W_OLDEST_TIER] = ("SELECT id, stream_id, base_id, nbytes, start_ns, end_ns FROM chunks"
+                       " WHERE tier = ?2 AND id > ?1 ORDER BY id LIMIT 512"),
+    /* ?3: the tier deleted from (-1: any); the payloads follow their rows */
+    [W_DEL_CHUNKS] = "DELETE FROM chunks WHERE id BETWEEN ?1 AND ?2 AND (?3 < 0 OR tier = ?3)",
+    [W_DEL_DATA] = ("DELETE FROM chunk_data WHERE id BETWEEN ?1 AND ?2 AND id NOT IN"
+                    " (SELECT id FROM chunks WHERE id BETWEEN ?1 AND ?2)"),
     [W_DEL_DICT] = ("DELETE FROM dicts WHERE base_id = ?1 AND NOT EXISTS"
                     " (SELECT 1 FROM chunks WHERE base_id = ?1)"),
     [W_DEL_STREAM] = ("DELETE FROM streams WHERE id = ?1 AND NOT EXISTS"
                       " (SELECT 1 FROM chunks WHERE stream_id = ?1)"),
+    [W_TOP_TIER] = "SELECT coalesce(max(tier), 0) FROM chunks",
+    [W_SET_TIER] = "UPDATE chunks SET tier = ?2 WHERE id = ?1",
+    [W_NEWEST_BASE] = ("SELECT base_id FROM chunks WHERE stream_id = ?1 AND tier = ?2"
+                       " ORDER BY end_ns DESC LIMIT 1"),
+    [W_CHAIN_TOP] = ("SELECT max(id), (SELECT count(*) FROM chunks WHERE base_id = ?1) FROM dicts"
+                     " WHERE base_id = ?1"),
 };
 
 struct fp {
@@ -160,6 +176,16 @@ struct writer {
     uint32_t stamp;
 
     pfr_buf key, lab, types, tmp, tmp2, raw, blob, dict_blob, tot;
+    pfr_buf ikey;               /* the stream's key in keys: a roll-up tier's has the tier too */
+    struct store_retention ret; /* tiers: what makes room next */
+    uint64_t avg_payload;       /* bytes per chunk appended, a running mean: room to make */
+    /* What a recorded chunk takes of the database's pages (its rows, index entries, its share of
+     * dictionary bases and of half-full pages), a running mean measured over transactions: the
+     * room make_room makes. 0: not measured yet. */
+    uint64_t page_cost;
+    uint64_t txn_freed; /* bytes the appends' own eviction freed in this transaction */
+    uint64_t short_by;  /* an append found this much less room than make_room made (-EAGAIN) */
+    bool may_delete;    /* appends may delete chunks of a tier below the coarsest */
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -271,7 +297,7 @@ void pfr_st_writer_free(struct writer *w)
         free(w->pend_stamp[k]);
     }
     pfr_buf *bufs[] = {&w->key, &w->lab,  &w->types,     &w->tmp, &w->tmp2,
-                       &w->raw, &w->blob, &w->dict_blob, &w->tot};
+                       &w->raw, &w->blob, &w->dict_blob, &w->tot, &w->ikey};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         pfr_buf_free(bufs[i]);
     free(w);
@@ -1115,6 +1141,7 @@ struct evict_ctx {
     bool pins_read;
     struct store_pins pins; /* the pins in force (store_pins.c) */
     int64_t after;          /* chunks up to this id were looked at: pinned ones are passed */
+    int after_tier;         /* of this tier (-1: any) */
 };
 
 static void evict_ctx_free(struct evict_ctx *x)
@@ -1162,8 +1189,32 @@ static uint64_t evict_slack(const pfr_store *s, uint64_t target)
     return slack;
 }
 
-/* The chunks a batch deletes: runs of consecutive ids (pinned chunks between them stay). */
+static int cursors(pfr_store *s, struct evict_ctx *x)
+{
+    if (x->cursors_read)
+        return 0;
+    int rc = pfr_st_cursors_min(s, &x->min_cursor, &x->any_cursor);
+    x->cursors_read = rc == 0;
+    return rc;
+}
+
+/* The coarsest tier that has chunks: the only one eviction deletes from while finer ones may be
+ * rolled up. */
+static int top_tier(pfr_store *s, int *tier)
+{
+    sqlite3_stmt *st = wst(s, W_TOP_TIER);
+    if (!st)
+        return db_err(s);
+    int rc = sqlite3_step(st);
+    *tier = rc == SQLITE_ROW ? (int)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
+}
+
+/* The chunks a batch deletes: runs of consecutive ids of its tier (pinned chunks between them
+ * stay; chunks of other tiers between them stay too, the deletes say the tier). */
 struct evict_pick {
+    int tier; /* -1: any */
     int64_t dicts[512], streams[512];
     int64_t run_from[512], run_to[512];
     size_t n, nruns;
@@ -1172,16 +1223,18 @@ struct evict_pick {
     uint64_t freed;
 };
 
-/* Pick the oldest chunks not pinned, from x->after on, until over bytes or max_n of them. */
+/* Pick the oldest chunks of k->tier not pinned, from x->after on, until over bytes or max_n. */
 static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ctx *x,
                       struct evict_pick *k)
 {
     size_t seen;
     do {
-        sqlite3_stmt *st = wst(s, W_OLDEST);
+        sqlite3_stmt *st = wst(s, k->tier < 0 ? W_OLDEST : W_OLDEST_TIER);
         if (!st)
             return db_err(s);
         sqlite3_bind_int64(st, 1, x->after);
+        if (k->tier >= 0)
+            sqlite3_bind_int64(st, 2, k->tier);
         int rc = SQLITE_DONE;
         seen = 0;
         while (k->freed < over && k->n < max_n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1212,28 +1265,31 @@ static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ct
     return 0;
 }
 
-/* Delete the oldest chunks no pin keeps, at least over bytes of them in one batch of at most
- * max_n (<= 512), then the dictionary chains and streams left without chunks, and count them:
- * evicted, lost-unshipped when past a consumer's cursor, evicted_disk when for the disk. When
- * only pinned chunks are left, the pins are the last thing left: the oldest is released
- * (automatic ones first) and eviction goes on. *n_out: chunks deleted, 0 when none is left. */
-static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protect_base,
+/* Delete the oldest chunks of a tier (-1: any) no pin keeps, at least over bytes of them in one
+ * batch of at most max_n (<= 512), then the dictionary chains and streams left without chunks,
+ * and count them: evicted, lost-unshipped when past a consumer's cursor, evicted_disk when for
+ * the disk. When only pinned chunks are left (of any tier), the pins are the last thing left:
+ * the oldest is released (automatic ones first) and eviction goes on. *n_out: chunks deleted, 0
+ * when none is left. */
+static int evict_batch(pfr_store *s, int tier, uint64_t over, size_t max_n, int64_t protect_base,
                        int64_t protect_stream, struct evict_ctx *x, size_t *n_out)
 {
     *n_out = 0;
     int rc;
-    if (!x->cursors_read) {
-        if ((rc = pfr_st_cursors_min(s, &x->min_cursor, &x->any_cursor)) != 0)
-            return rc;
-        x->cursors_read = true;
-    }
+    if ((rc = cursors(s, x)) != 0)
+        return rc;
     if (!x->pins_read && (rc = pins_read(s, x)) != 0)
         return rc;
     struct evict_pick *k = calloc(1, sizeof(*k));
     if (!k)
         return -ENOMEM;
+    k->tier = tier;
+    if (x->after_tier != tier) { /* chunks up to x->after were looked at in another tier */
+        x->after = 0;
+        x->after_tier = tier;
+    }
     long v;
-    while ((rc = evict_pick(s, over, max_n, x, k)) == 0 && k->n == 0 &&
+    while ((rc = evict_pick(s, over, max_n, x, k)) == 0 && k->n == 0 && tier < 0 &&
            (v = pfr_st_pins_victim(&x->pins, true)) >= 0)
         if ((rc = pin_release(s, x, (size_t)v)) != 0)
             break;
@@ -1246,9 +1302,15 @@ static int evict_batch(pfr_store *s, uint64_t over, size_t max_n, int64_t protec
             }
             sqlite3_bind_int64(d, 1, k->run_from[r]);
             sqlite3_bind_int64(d, 2, k->run_to[r]);
+            if (!t)
+                sqlite3_bind_int64(d, 3, tier);
             rc = pfr_st_step_done(d);
         }
     }
+    if (!rc && s->w && tier >= 0)
+        pfr_st_retention_note(&s->w->ret, tier, -(int64_t)k->freed);
+    else if (s->w)
+        s->w->ret.measured = false; /* which tiers it took from: measured again */
     size_t n = k->n;
     if (!rc && n > 0 &&
         ((rc = delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
@@ -1282,14 +1344,32 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
     struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
     uint64_t used, pages, freep;
     int rc;
+    uint64_t first = 0;
     for (;;) {
         if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
             break;
+        if (!first)
+            first = used;
         if (used + need_bytes <= target)
             break;
         size_t n;
-        rc = evict_batch(s, used + need_bytes - target + slack, 512, protect_base, protect_stream,
-                         &x, &n);
+        int tier;
+        if ((rc = top_tier(s, &tier)) != 0)
+            break;
+        if (!w->may_delete && !s->tiers.off && !s->space.now.disk_bound) {
+            /* The tiers' policy decides what goes (a roll-up, or the coarsest tier's oldest when
+             * no tier is past its share): the transaction starts again with the room this append
+             * lacked made first (roll-ups cannot run inside an append). Deleting the coarsest
+             * tier here whenever a transaction took more than make_room's mean (a new base) cost
+             * the scaled 50-service ring its 1 h tier in 4 days. */
+            w->short_by = used + need_bytes - target + slack;
+            rc = -EAGAIN;
+            break;
+        }
+        uint64_t over = used + need_bytes - target + slack;
+        rc = evict_batch(s, tier, over, 512, protect_base, protect_stream, &x, &n);
+        if (!rc && n == 0) /* the coarsest tier is all pinned: any tier, then pins */
+            rc = evict_batch(s, -1, over, 512, protect_base, protect_stream, &x, &n);
         if (rc)
             break;
         if (n == 0) { /* the chunks alone do not fit the cap, or the disk */
@@ -1300,6 +1380,7 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
     evict_ctx_free(&x);
     if (rc)
         return rc;
+    w->txn_freed += first > used ? first - used : 0;
     w->room = used + est_bytes < target ? target - used - est_bytes : 0;
     return 0;
 }
@@ -1331,12 +1412,23 @@ static void shrink_step(pfr_store *s, bool keep_used, uint64_t at_least)
 }
 
 /* ---- streams ---- */
-static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *err)
+/* The writer's state of a stream at a tier: roll-ups of a stream write a chain of their own per
+ * tier (their stacks are the stream's over hours, not its last minutes), so they neither bloat
+ * the live chain nor make it rebase. */
+static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tier, int *err)
 {
     struct writer *w = s->w;
     *err = pfr_st_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key, &w->lab,
                                 &w->types);
     if (*err)
+        return NULL;
+    w->ikey.len = 0;
+    pfr_buf_put(&w->ikey, w->key.data, w->key.len);
+    if (tier > 0) {
+        uint8_t t[2] = {0xff, (uint8_t)tier};
+        pfr_buf_put(&w->ikey, t, sizeof(t));
+    }
+    if ((*err = pfr_buf_err(&w->ikey)) != 0)
         return NULL;
     if (w->nws >= MAX_WSTREAMS) {
         /* Very many streams over this handle's life: start over (each writes a dictionary). */
@@ -1349,7 +1441,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         pfr_st_ktab_reset(&w->keys);
     }
     bool added;
-    int64_t i = pfr_st_ktab_intern(&w->keys, w->key.data, w->key.len, &added);
+    int64_t i = pfr_st_ktab_intern(&w->keys, w->ikey.data, w->ikey.len, &added);
     if (i < 0) {
         *err = (int)i;
         return NULL;
@@ -1382,6 +1474,87 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int *er
         ws->base_id = ws->dict_id = 0;
     }
     return ws;
+}
+
+/* One value of a single-row statement into *a (and *b when not NULL); 0 when there is no row
+ * (then they are 0). */
+static int one_row(sqlite3_stmt *st, int64_t *a, int64_t *b)
+{
+    int rc = sqlite3_step(st);
+    *a = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    if (b)
+        *b = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
+}
+
+/* A stream this writer holds no tables of (a writer process starting, or its tables given up
+ * for memory: pfr_store_trim, table_max_bytes) takes its newest chain of its tier back from the
+ * database instead of writing a new base. Without this, more streams than the tables' memory
+ * bound holds (50 pfr_testgen services: ~1 MiB each) wrote a base with every chunk, ~100 KB
+ * where a chunk takes ~2 KB, and the ring held minutes instead of hours; and a coarse tier's
+ * chain, appended to once an hour per stream, started over at every roll-up. The chain is
+ * decoded (the chunk decoder's cache) and its tables copied; a chain that does not decode, or
+ * whose entries are not all distinct, is left: the next chunk writes a base, as before. */
+static int wstream_adopt(pfr_store *s, struct wstream *ws, int tier)
+{
+    struct writer *w = s->w;
+    if (ws->base_id || ws->tabs.t[T_STR].n)
+        return 0;
+    sqlite3_stmt *st;
+    int64_t id = ws->id, base, top, nref;
+    int rc = 0;
+    if (!id) {
+        if (!(st = wst(s, W_SEL_STREAM)))
+            return db_err(s);
+        sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
+        if ((rc = one_row(st, &id, NULL)) != 0 || !id)
+            return rc;
+    }
+    if (!(st = wst(s, W_NEWEST_BASE)))
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, tier);
+    if ((rc = one_row(st, &base, NULL)) != 0 || !base)
+        return rc;
+    if (!(st = wst(s, W_CHAIN_TOP)))
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, base);
+    if ((rc = one_row(st, &top, &nref)) != 0 || !top)
+        return rc;
+    if ((rc = pfr_st_streams_refresh(&s->dict)) != 0)
+        return rc;
+    uint32_t n[T_N];
+    bool corrupt;
+    const struct chain *ch = pfr_st_chain_get(&s->dict, base, top, id, n, &corrupt, &rc);
+    if (!ch)
+        return corrupt ? 0 : rc;
+    for (int k = 0; k < T_N; k++) {
+        for (uint32_t i = 0; i < n[k]; i++) {
+            size_t len;
+            const uint8_t *key = ktab_key(&ch->t.t[k], i, &len);
+            bool added;
+            int64_t x = pfr_st_ktab_intern(&ws->tabs.t[k], key, len, &added);
+            if (x < 0 || x != (int64_t)i) {
+                pfr_st_tabs_free(&ws->tabs);
+                return x < 0 ? (int)x : 0;
+            }
+        }
+    }
+    if ((rc = locfp_rebuild(ws)) != 0) {
+        pfr_st_tabs_free(&ws->tabs);
+        return rc;
+    }
+    ws->id = id;
+    ws->base_id = base;
+    ws->dict_id = top;
+    memcpy(ws->dict_n, n, sizeof(n));
+    if (nref > DICT_MAX_AGE)
+        nref = DICT_MAX_AGE;
+    if (ws->seq < (uint32_t)nref)
+        ws->seq = (uint32_t)nref;
+    ws->base_seq = ws->seq - (uint32_t)nref;
+    return 0;
 }
 
 static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
@@ -1432,12 +1605,15 @@ static int validate(const pfr_chunk_in *in)
     return 0;
 }
 
-static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
+/* One chunk: tier 0 as recorded (id_force 0: the next id), or a roll-up of tier > 0 with the
+ * smallest id of the chunks it replaces (their rows are gone: no eviction for it). */
+static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id_force,
+                      int64_t *id_out)
 {
     struct writer *w = s->w;
     int rc;
-    struct wstream *ws = wstream_get(s, in, &rc);
-    if (!ws)
+    struct wstream *ws = wstream_get(s, in, tier, &rc);
+    if (!ws || (rc = wstream_adopt(s, ws, tier)) != 0)
         return rc;
     struct wundo *undo = undo_note(w, ws);
     const pfr_profile *p = in->profile;
@@ -1512,7 +1688,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
      * take on average at worst (half-full pages). */
     uint64_t need_bytes = payload + 4ull * s->sql.page_size, est_bytes = 2 * payload + 256;
     /* Not rotating means the stream's row and chain exist, and eviction spares them. */
-    if ((rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0 ||
+    if ((tier == 0 &&
+         (rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0) ||
         (rc = stream_row(s, ws, in)) != 0)
         return rc;
     sqlite3_stmt *st;
@@ -1558,9 +1735,25 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     sqlite3_bind_int64(st, 7, pfr_st_row_crc(w->blob.data, w->blob.len, f, 5));
     sqlite3_bind_blob(st, 8, w->tot.data ? (const void *)w->tot.data : "", (int)w->tot.len,
                       SQLITE_STATIC);
+    sqlite3_bind_int64(st, 9, tier);
+    if (id_force)
+        sqlite3_bind_int64(st, 10, id_force);
     if ((rc = pfr_st_step_done(st)) != 0)
         return rc;
     int64_t id = sqlite3_last_insert_rowid(s->sql.db);
+    /* The finest tier's bytes are its payloads (what its chains take is what the pages hold
+     * besides, store_retention.c, held): counted with them, a churning host's chains made its
+     * ring roll up chunks whose chains merging cannot shrink. A roll-up tier's notes count the
+     * layers of its own chain too, until the next measure (which counts the coarsest tier's
+     * chains only): measured, that keeps a 10 min tier whose chain would pass its share at
+     * once (svc200, scaled: 22 h of history in a day's run, against 5 h when every measure
+     * counts the chains and 15 h when no note does). */
+    bool own_chain = layer && tier > 0;
+    pfr_st_retention_note(
+        &w->ret, tier, (int64_t)(w->blob.len + ROW_OVERHEAD + (own_chain ? w->dict_blob.len : 0)));
+    if (tier == 0)
+        w->avg_payload = w->avg_payload ? (w->avg_payload * 15 + w->blob.len + ROW_OVERHEAD) / 16
+                                        : w->blob.len + ROW_OVERHEAD;
     st = wst(s, W_INS_DATA);
     if (!st)
         return db_err(s);
@@ -1571,6 +1764,190 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int64_t *id_out)
     if (id_out)
         *id_out = id;
     return 0;
+}
+
+/* ---- roll-ups (store_retention.c decides and merges; the rows are written here) ---- */
+
+/* Delete one chunk's rows. */
+static int delete_chunk(pfr_store *s, int64_t id)
+{
+    sqlite3_stmt *d1 = wst(s, W_DEL_CHUNKS);
+    if (!d1)
+        return db_err(s);
+    sqlite3_bind_int64(d1, 1, id);
+    sqlite3_bind_int64(d1, 2, id);
+    sqlite3_bind_int64(d1, 3, -1);
+    int rc = pfr_st_step_done(d1);
+    if (rc)
+        return rc;
+    sqlite3_stmt *d2 = wst(s, W_DEL_DATA);
+    if (!d2)
+        return db_err(s);
+    sqlite3_bind_int64(d2, 1, id);
+    sqlite3_bind_int64(d2, 2, id);
+    return pfr_st_step_done(d2);
+}
+
+/* Group g's rows replaced by the in-chain roll-up ro, with g's smallest id. */
+static int rolled_write(pfr_store *s, const struct store_rollup *g, const struct store_rolled *ro)
+{
+    int rc = 0;
+    for (size_t i = 0; i < g->n && !rc; i++)
+        rc = delete_chunk(s, g->in[i].id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st = wst(s, W_INS_CHUNK);
+    if (!st)
+        return db_err(s);
+    int64_t f[5] = {g->stream_id, ro->base_id, ro->dict_id, g->start_ns, g->end_ns};
+    for (int k = 0; k < 5; k++)
+        sqlite3_bind_int64(st, k + 1, f[k]);
+    sqlite3_bind_int64(st, 6, (int64_t)ro->blob.len);
+    sqlite3_bind_int64(st, 7, pfr_st_row_crc(ro->blob.data, ro->blob.len, f, 5));
+    sqlite3_bind_blob(st, 8, ro->tot.data ? (const void *)ro->tot.data : "", (int)ro->tot.len,
+                      SQLITE_STATIC);
+    sqlite3_bind_int64(st, 9, g->tier);
+    sqlite3_bind_int64(st, 10, g->min_id);
+    if ((rc = pfr_st_step_done(st)) != 0)
+        return rc;
+    if (!(st = wst(s, W_INS_DATA)))
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, g->min_id);
+    sqlite3_bind_blob(st, 2, ro->blob.data, (int)ro->blob.len, SQLITE_STATIC);
+    if ((rc = pfr_st_step_done(st)) != 0)
+        return rc;
+    pfr_st_retention_note(&s->w->ret, g->tier - 1, -(int64_t)g->in_bytes);
+    pfr_st_retention_note(&s->w->ret, g->tier, (int64_t)(ro->blob.len + ROW_OVERHEAD));
+    return pfr_st_meta_add(&s->sql, "rolled_up", (int64_t)g->n - 1);
+}
+
+/* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
+ * merged profile appended through the writer's own path (a chain per stream and tier), the
+ * chains left without chunks deleted. A group of one chunk only changes tier. An input that
+ * does not decode (corrupt) cannot be merged exactly: the group is evicted instead. */
+static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict_ctx *x)
+{
+    struct writer *w = s->w;
+    int rc;
+    if (g->n == 1) {
+        sqlite3_stmt *st = wst(s, W_SET_TIER);
+        if (!st)
+            return db_err(s);
+        sqlite3_bind_int64(st, 1, g->in[0].id);
+        sqlite3_bind_int64(st, 2, g->tier);
+        if ((rc = pfr_st_step_done(st)) != 0)
+            return rc;
+        pfr_st_retention_note(&w->ret, g->tier - 1, -(int64_t)g->in_bytes);
+        pfr_st_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
+        return 0;
+    }
+    if (g->tier == 1 && g->tier < (int)s->tiers.n) {
+        /* The first step: in the inputs' own chain, which their neighbours as recorded keep
+         * anyway (no dictionary rows: a roll-up of a short-lived program costs less than its
+         * chunks). Coarser steps write chains of their own, so that the recorded tier's chains
+         * (a base an hour) go when their hour has been rolled past the first step. */
+        struct store_rolled ro = {0};
+        rc = pfr_st_rollup_inchain(&s->dict, g, &ro);
+        if (rc != -ENOTSUP) {
+            if (!rc)
+                rc = rolled_write(s, g, &ro);
+            pfr_st_rolled_free(&ro);
+            if (rc != -EBADMSG)
+                return rc;
+        }
+    }
+    pfr_profile *merged = NULL;
+    rc = pfr_st_rollup_merge(&s->dict, g, &merged);
+    if (rc && rc != -EBADMSG)
+        return rc;
+    for (size_t i = 0; i < g->n; i++) {
+        int e = delete_chunk(s, g->in[i].id);
+        if (e) {
+            pfr_profile_free(merged);
+            return e;
+        }
+    }
+    pfr_st_retention_note(&w->ret, g->tier - 1, -(int64_t)g->in_bytes);
+    if (!rc) {
+        const struct rstream *r = pfr_st_stream_get(&s->dict, g->stream_id);
+        pfr_chunk_in in = {.service = r->service,
+                           .labels = r->labels,
+                           .nlabels = r->nlabels,
+                           .start_ns = g->start_ns,
+                           .end_ns = g->end_ns,
+                           .profile = merged};
+        rc = append_one(s, &in, g->tier, g->min_id, NULL);
+        pfr_profile_free(merged);
+        if (!rc)
+            rc = pfr_st_meta_add(&s->sql, "rolled_up", (int64_t)g->n - 1);
+    } else {
+        rc = pfr_st_meta_add(&s->sql, "evicted", (int64_t)g->n);
+        if (!rc && x->any_cursor && g->min_id > x->min_cursor)
+            rc = pfr_st_meta_add(&s->sql, "lost_unshipped", (int64_t)g->n);
+    }
+    if (rc)
+        return rc;
+    int64_t dicts[64];
+    for (size_t i = 0; i < g->n; i += 64) {
+        size_t k = g->n - i < 64 ? g->n - i : 64;
+        for (size_t j = 0; j < k; j++)
+            dicts[j] = g->in[i + j].base_id;
+        if ((rc = delete_orphans(s, dicts, k, W_DEL_DICT, 0)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Before a transaction's chunks: room for about est bytes more, made by rolling up (and, for the
+ * coarsest tier, deleting) as pfr_st_retention_next says. The appends' own eviction (evict) then
+ * finds the room there, and only deletes when the estimate fell short. Roll-ups run here, not
+ * inside an append, because they use the writer's append path themselves. */
+static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
+{
+    struct writer *w = s->w;
+    uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
+    struct evict_ctx x = {.for_disk = s->space.now.disk_bound};
+    struct store_rollup g = {0};
+    uint64_t used = 0, pages, freep;
+    int rc;
+    bool making = false; /* once started, make the slack too: roll-ups run now and then */
+    for (;;) {
+        if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
+            break;
+        if (used + est + (making ? slack : 0) <= target)
+            break;
+        making = true;
+        if ((rc = cursors(s, &x)) != 0)
+            break;
+        if (!x.pins_read && (rc = pins_read(s, &x)) != 0)
+            break;
+        struct store_keep keep = {x.any_cursor, x.min_cursor, &x.pins, &s->dict};
+        int tier = 0;
+        rc = pfr_st_retention_next(&w->ret, &s->sql, &keep, used, &g, &tier);
+        if (rc <= STORE_RET_NONE)
+            break;
+        if (rc == STORE_RET_ROLLUP) {
+            if ((rc = rollup_apply(s, &g, &x)) != 0)
+                break;
+            continue;
+        }
+        if (s->space.now.disk_bound) {
+            /* The disk bounds the ring: roll-ups (which keep their data) made room; deleting is
+             * the appends' own, chunk by chunk, so that the ring gives up only what the newest
+             * intervals take (deleting ahead, by an estimate, on a full 12 MiB file system gave
+             * up 449 chunks for 213 written in 8 s: store_disk_full) */
+            rc = 0;
+            break;
+        }
+        size_t n;
+        if ((rc = evict_batch(s, tier, used + est + slack - target, 512, 0, 0, &x, &n)) != 0 ||
+            n == 0)
+            break;
+    }
+    pfr_st_rollup_free(&g);
+    evict_ctx_free(&x);
+    *used_out = used;
+    return rc;
 }
 
 /* Checkpoint the WAL, waiting at most wait_ms for readers (they hold snapshots only briefly).
@@ -1604,6 +1981,19 @@ static void wal_trim(pfr_store *s)
     wal_checkpoint(s, !s->space.now.starved);
 }
 
+/* The tiers' steps, for readers (pfr ls): tier_step_<k> in ns, and tiers = how many (0: off). */
+static int tiers_meta(pfr_store *s)
+{
+    const pfr_store_tiers *t = &s->tiers;
+    int rc = pfr_st_meta_set(&s->sql, "tiers", t->off ? 0 : (int64_t)t->n);
+    for (size_t k = 0; !rc && !t->off && k < t->n; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "tier_step_%zu", k + 1);
+        rc = pfr_st_meta_set(&s->sql, key, t->step_ns[k]);
+    }
+    return rc;
+}
+
 /* The WAL frames this connection has written so far (pages of every transaction, spilled or
  * committed): the difference across a transaction is its WAL. */
 static uint64_t wal_frames_written(pfr_store *s)
@@ -1623,8 +2013,9 @@ static int txn_meta(pfr_store *s)
         rc = pfr_st_meta_add(&s->sql, "dropped_disk", (int64_t)sp->dropped_pending);
     if (!rc && sp->meta_reserve != sp->reserve_bytes + 1 &&
         !(rc = pfr_st_meta_set(&s->sql, "max_bytes", (int64_t)s->max_bytes)) &&
-        !(rc = pfr_st_meta_set(&s->sql, "pin_max_bytes", (int64_t)s->pin_max_bytes)))
-        rc = pfr_st_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes);
+        !(rc = pfr_st_meta_set(&s->sql, "pin_max_bytes", (int64_t)s->pin_max_bytes)) &&
+        !(rc = pfr_st_meta_set(&s->sql, "reserve_bytes", (int64_t)sp->reserve_bytes)))
+        rc = tiers_meta(s);
     return rc;
 }
 
@@ -1654,9 +2045,46 @@ static int commit_fits(pfr_store *s)
     return fits ? 0 : -ENOSPC;
 }
 
+/* The room a transaction of n chunks is made before its appends: what n chunks took of the pages
+ * on average (measured, page_cost), plus the eviction slack, so roll-ups run every so many
+ * appends. Tight on purpose: what make_room frees past what the appends take is history the ring
+ * does not hold (twice the payloads, as before the measure, held half of a 2 MiB ring whose
+ * transactions are 5,000 chunks; a margin of twice the measures' spread cost a churning host's
+ * 6 MiB ring 8 % of its history). Until measured: twice the payloads. A transaction that takes
+ * more than the mean evicts the coarsest tier from its appends, or starts again with the room it
+ * lacked (append_txn), within the slack first. */
+static uint64_t room_estimate(const pfr_store *s, size_t n)
+{
+    const struct writer *w = s->w;
+    uint64_t slack = evict_slack(s, s->space.now.db_target);
+    if (w->page_cost)
+        return w->page_cost * n + slack;
+    uint64_t avg = w->avg_payload ? w->avg_payload : 4096;
+    return 2 * avg * n + slack;
+}
+
+/* After a transaction's appends: what its chunks took of the pages (grown from make_room's
+ * measure, plus what the appends' eviction freed), into page_cost. */
+static void page_cost_note(pfr_store *s, uint64_t used0, size_t n)
+{
+    struct writer *w = s->w;
+    uint64_t used, pages, freep;
+    if (n == 0 || used_bytes(s, &used, &pages, &freep) != 0)
+        return;
+    used += w->txn_freed;
+    if (used <= used0)
+        return; /* pages freed by the B-tree's rebalancing: no measure */
+    uint64_t per = (used - used0) / n;
+    /* weighted by the transaction's chunks: a transaction of one interval moves the mean less
+     * than one of thousands */
+    uint64_t wgt = n < 16 ? n : 16;
+    w->page_cost = w->page_cost ? (w->page_cost * (32 - wgt) + per * wgt) / 32 : per;
+}
+
 /* One write transaction: the chunks (evicting as pfr_st_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
-static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out,
+                    uint64_t extra)
 {
     sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
     if (!begin)
@@ -1668,12 +2096,17 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     s->w->room = 0; /* another writer may have added pages since our last transaction */
     s->w->nundo = 0;
     s->w->undo_lost = false;
+    s->w->txn_freed = 0;
+    uint64_t used0 = 0;
+    rc = make_room(s, room_estimate(s, n) + extra, &used0);
     for (size_t i = 0; i < n && !rc; i++) {
         s->w->cur = NULL;
-        rc = append_one(s, &in[i], ids_out ? &ids_out[i] : NULL);
+        rc = append_one(s, &in[i], 0, 0, ids_out ? &ids_out[i] : NULL);
         if (s->w->cur)
             wstream_account(s->w, s->w->cur);
     }
+    if (!rc)
+        page_cost_note(s, used0, n);
     if (!rc)
         rc = txn_meta(s);
     if (!rc)
@@ -1694,11 +2127,28 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
                 pfr_st_step_done(rb);
         }
         writer_undo(s->w);
+        s->w->ret.measured = false; /* the tiers' bytes are the database's again */
         return rc;
     }
     s->space.dropped_pending = 0;
     s->space.meta_reserve = s->space.reserve_bytes + 1;
     return 0;
+}
+
+/* A transaction whose appends found too little room (a new dictionary base is larger than
+ * make_room's estimate) starts again with that room made by roll-ups first; after three tries
+ * (chunks nobody may merge) the appends delete what they need. */
+static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
+{
+    uint64_t extra = 0;
+    for (int k = 0;; k++) {
+        s->w->short_by = 0;
+        s->w->may_delete = k >= 3;
+        int rc = txn_once(s, in, n, ids_out, extra);
+        if (rc != -EAGAIN)
+            return rc;
+        extra += s->w->short_by;
+    }
 }
 
 /* The disk was full: give up the oldest chunks, at least bytes of them but at most max_n (a
@@ -1711,7 +2161,12 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
     if (rc)
         return rc;
     struct evict_ctx x = {.for_disk = true};
-    rc = evict_batch(s, bytes, max_n, 0, 0, &x, n_out);
+    int tier;
+    rc = top_tier(s, &tier);
+    if (!rc)
+        rc = evict_batch(s, tier, bytes, max_n, 0, 0, &x, n_out);
+    if (!rc && *n_out == 0)
+        rc = evict_batch(s, -1, bytes, max_n, 0, 0, &x, n_out);
     evict_ctx_free(&x);
     if (!rc)
         rc = commit_fits(s);
@@ -1824,8 +2279,11 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
         if (rc)
             return rc;
     }
-    if (!s->w && !(s->w = calloc(1, sizeof(*s->w))))
-        return -ENOMEM;
+    if (!s->w) {
+        if (!(s->w = calloc(1, sizeof(*s->w))))
+            return -ENOMEM;
+        s->w->ret.tiers = s->tiers;
+    }
     pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);
     if (rc == -ENOSPC)

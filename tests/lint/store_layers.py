@@ -24,9 +24,11 @@ LAYER = {
     "store_dict": 2, "store_space": 2,  # dictionaries and the chunk decoder; disk measures
     "store_build": 3, "store_migrate": 3, "store_handle": 3,
     "store_cursor": 4, "store_pins": 4,  # cursors; pins (on the floor and the stream rows)
-    "store_write": 5, "store_read": 5, "store_slice": 5,
-    "store_pin_api": 5,  # the public pin calls (add with its budget, list, remove)
-    "pfr_store.c": 6,  # the handle's open, close, stats
+    "store_merge": 4,  # the merger of decoded chunks
+    "store_retention": 5,  # tiers: what to roll up or evict (pins kept), and the roll-up's merge
+    "store_write": 6, "store_read": 6, "store_slice": 6,
+    "store_pin_api": 6,  # the public pin calls (add with its budget, list, remove)
+    "pfr_store.c": 7,  # the handle's open, close, stats
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 DECL = re.compile(r"\bpfr_store_\w+\s*\(")

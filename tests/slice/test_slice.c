@@ -611,6 +611,8 @@ int main(int argc, char **argv)
     };
     /* apart: a group's state would replace the writer's path */
     struct live_case keep = {argv[1], 1ull << 30}, evict = {argv[1], 1ull << 20};
+    /* age-only eviction: the evicting case counts on the writer's ids staying consecutive */
+    setenv("WRITER_PROC_TIERS", "off", 1);
     const struct CMUnitTest live[] = {
         cmocka_unit_test_prestate(test_slice_during_writes, &keep),
         cmocka_unit_test_prestate(test_slice_during_writes, &evict),

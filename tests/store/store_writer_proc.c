@@ -5,7 +5,8 @@
  *
  * Appends the profiles of pfr_testgen(SEED, service 0, 100 stacks), the n-th covering
  * [T0 + n * 10 s, +10 s), COUNT of them (0 = until killed). Every third append is a batch of
- * three. After each append returns 0 it writes "ID N\n" to stdout with one write(2): a line the
+ * three; WRITER_PROC_TIERS in the environment sets the ring's tiers (off: age-only eviction).
+ * After each append returns 0 it writes "ID N\n" to stdout with one write(2): a line the
  * parent reads means the chunk was committed.
  *
  * With PFR_WRITER_PINS=1 in the environment it also pins, as `pfr pin` does beside a running
@@ -83,6 +84,13 @@ int main(int argc, char **argv)
     uint64_t seed = strtoull(argv[2], NULL, 10);
     long count = atol(argv[3]);
     pfr_store_opts o = {.max_bytes = strtoull(argv[4], NULL, 10)};
+    /* WRITER_PROC_TIERS: the ring's roll-up steps (off: age-only eviction), default the store's */
+    const char *tiers = getenv("WRITER_PROC_TIERS");
+    char why[128];
+    if (tiers && pfr_store_tiers_parse(tiers, &o.tiers, why, sizeof(why)) != 0) {
+        fprintf(stderr, "store_writer_proc: WRITER_PROC_TIERS: %s\n", why);
+        return 2;
+    }
     pfr_store *s;
     char err[256];
     int rc = pfr_store_open(argv[1], &o, &s, err, sizeof(err));

@@ -2,16 +2,25 @@
 #ifndef STORE_WRITER_PROC_H
 #define STORE_WRITER_PROC_H
 
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "pfr_testgen.h"
 
 #define WRITER_PROC_T0       1700000000000000000ll
 #define WRITER_PROC_INTERVAL 10000000000ll
 #define WRITER_PROC_SERVICE  "svc-0"
 
+/* WRITER_PROC_DRIFT=0 in the environment (the writer's and the reader's): the same stacks every
+ * interval and for every seed (the seed still names the run), so chunk payloads rather than
+ * dictionaries fill the ring and roll-ups make room. */
 static inline pfr_testgen *writer_proc_gen(uint64_t seed)
 {
-    pfr_testgen_opts go = {.nstacks = 100, .drift_permille = 50};
-    return pfr_testgen_new(seed, 0, &go);
+    const char *d = getenv("WRITER_PROC_DRIFT");
+    bool same = d && !strcmp(d, "0");
+    pfr_testgen_opts go = {.nstacks = 100, .drift_permille = 50, .no_drift = same};
+    return pfr_testgen_new(same ? 1 : seed, 0, &go);
 }
 
 #endif

@@ -3,8 +3,10 @@
  * bytes (default 2 MiB), in transactions of 5000. After every transaction the database file and
  * its WAL are measured; the database file must never exceed CAP + the largest chunk + SLACK,
  * and the database plus WAL never CAP + the largest chunk + SLACK either (the WAL's budget is
- * carved out of the cap). At the end: the counters add up (appended = live + evicted), chunks
- * evicted past a consumer's cursor are counted as lost-unshipped, and the ring checks clean.
+ * carved out of the cap), and the file reaches two thirds of the cap (room made ahead of a
+ * transaction is about what its chunks take: twice that held half the ring). At the end: the
+ * counters add up (appended = live + evicted + rolled up), chunks evicted past a consumer's
+ * cursor are counted as lost-unshipped, and the ring checks clean.
  *
  *   test_store_cap [APPENDS] [CAP]
  */
@@ -117,18 +119,25 @@ int main(int argc, char **argv)
     printf("  max database file %" PRIu64 " B, max WAL %" PRIu64 " B, max database + WAL %" PRIu64
            " B, largest chunk %" PRIu64 " B\n",
            max_db, max_wal, max_sum, max_chunk);
-    printf("  live chunks %" PRIu64 ", evicted %" PRIu64 ", lost-unshipped %" PRIu64
-           ", data bytes %" PRIu64 "\n",
-           st.chunks, st.evicted, st.lost_unshipped, st.data_bytes);
+    printf("  live chunks %" PRIu64 ", evicted %" PRIu64 ", rolled up %" PRIu64
+           ", lost-unshipped %" PRIu64 ", data bytes %" PRIu64 "\n",
+           st.chunks, st.evicted, st.rolled_up, st.lost_unshipped, st.data_bytes);
     REQUIRE(max_db <= cap + max_chunk + SLACK, "database file %" PRIu64 " past cap + chunk + slack",
             max_db);
     REQUIRE(max_sum <= cap + max_chunk + SLACK, "database + WAL %" PRIu64 " past the bound",
             max_sum);
+    REQUIRE(max_db >= cap / 3 * 2, "database file at most %" PRIu64 " B: the ring holds too little",
+            max_db);
     REQUIRE(st.appended == (uint64_t)appends, "appended %" PRIu64, st.appended);
-    REQUIRE(st.chunks + st.evicted == (uint64_t)appends, "live + evicted != appended");
+    /* a roll-up of k chunks leaves one: k - 1 counted as rolled up */
+    REQUIRE(st.chunks + st.evicted + st.rolled_up == (uint64_t)appends,
+            "live + evicted + rolled up != appended");
     REQUIRE(st.evicted > (uint64_t)appends / 2, "the ring should have wrapped many times");
-    /* Chunk ids are 1..appends; the evicted are the oldest, 1..evicted. */
-    uint64_t want_lost = st.evicted > (uint64_t)cursor ? st.evicted - (uint64_t)cursor : 0;
+    /* Chunk ids are 1..appends and a roll-up keeps its inputs' smallest: the chunks gone, evicted
+     * or merged away, are the oldest ids, and only those the consumer had taken (ids up to its
+     * cursor) are rolled up. So the lost are what is gone past the cursor. */
+    uint64_t gone = st.evicted + st.rolled_up;
+    uint64_t want_lost = gone > (uint64_t)cursor ? gone - (uint64_t)cursor : 0;
     REQUIRE(st.lost_unshipped == want_lost, "lost-unshipped %" PRIu64 ", expected %" PRIu64,
             st.lost_unshipped, want_lost);
     /* The ring stays useful: most of the cap holds live data. */

@@ -10,6 +10,11 @@
  * The writer also pins as `pfr pin` does (PFR_WRITER_PINS: a connection of its own, a pin every
  * append, one released every third pin), so kills land amid pins too: every pin reported
  * made and not released is in the ring after the kill, every one reported released is not.
+ * Then as many rounds again on a 768 KiB ring that rolls chunks up (tiered retention) all the
+ * time (profiles without drift, so payloads rather than dictionaries fill it; no pins; each
+ * round killed 0-200 ms after its fortieth commit), amid roll-ups: the ring checks clean,
+ * its counters add up (chunks + evicted + rolled up = appended), and every reported chunk reads
+ * back identical unless it was rolled up or evicted (then its id is gone or holds a roll-up).
  *
  * With --full-disk (issue 31; root) the ring lives on a tmpfs of its own (8 MiB), the writer
  * has the store's default settings (512 MiB cap, reserve auto), and after the first round a
@@ -42,7 +47,7 @@
 
 struct got {
     int64_t id;
-    int n;
+    int n, tier;
     uint64_t digest;
 };
 
@@ -52,12 +57,13 @@ static int got_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     REQUIRE(g->n == 0, "two chunks with id %lld", (long long)m->id);
     g->id = m->id;
     g->digest = pfr_tu_digest(p);
+    g->tier = m->tier;
     g->n++;
     return 0;
 }
 
-/* The digest of the chunk with this id; false if absent. */
-static bool read_chunk(pfr_store *s, int64_t id, uint64_t *digest)
+/* The digest of the chunk with this id as recorded; false if absent (or, gone_ok, a roll-up). */
+static bool read_chunk(pfr_store *s, int64_t id, uint64_t *digest, bool gone_ok)
 {
     pfr_store_filter f = {.after_id = id - 1, .max_id = id};
     struct got g = {0};
@@ -66,7 +72,7 @@ static bool read_chunk(pfr_store *s, int64_t id, uint64_t *digest)
     REQUIRE(rc == 0, "scan of chunk %lld: %d", (long long)id, rc);
     REQUIRE(st.corrupt == 0, "chunk %lld is corrupt", (long long)id);
     *digest = g.digest;
-    return g.n == 1;
+    return g.n == 1 && !(gone_ok && g.tier > 0);
 }
 
 /* The smallest chunk id the ring holds (INT64_MAX: none). */
@@ -120,8 +126,10 @@ static int cmp_committed(const void *a, const void *b)
 }
 
 /* Check recs (all of one seed, sorted by n) against a regenerated sequence; a chunk older than
- * evicted_below may be missing (given up for the disk). */
-static size_t verify(pfr_store *s, struct committed *recs, size_t n, int64_t evicted_below)
+ * evicted_below may be missing (given up for the disk), and with gone_ok any chunk may be (rolled
+ * up or evicted). */
+static size_t verify(pfr_store *s, struct committed *recs, size_t n, int64_t evicted_below,
+                     bool gone_ok)
 {
     size_t checked = 0;
     for (size_t i = 0; i < n;) {
@@ -138,8 +146,8 @@ static size_t verify(pfr_store *s, struct committed *recs, size_t n, int64_t evi
             }
             uint64_t want = pfr_tu_digest(p), got;
             pfr_profile_free(p);
-            if (!read_chunk(s, recs[i].id, &got)) {
-                REQUIRE(recs[i].id < evicted_below,
+            if (!read_chunk(s, recs[i].id, &got, gone_ok)) {
+                REQUIRE(gone_ok || recs[i].id < evicted_below,
                         "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
                         (unsigned long long)seed, recs[i].n);
                 continue;
@@ -186,6 +194,62 @@ static size_t verify_pins(pfr_store *s, struct committed *recs, size_t *n)
     }
     *n = k;
     return npins;
+}
+
+/* Kills amid roll-ups: a 768 KiB ring that is full after a few rounds and rolls up at every
+ * transaction from then on. */
+static void rollup_rounds(const char *exe, const char *dir, int rounds)
+{
+    char *db = pfr_tu_path(dir, "rollup.db");
+    unsetenv("PFR_WRITER_PINS"); /* pinned chunks are never rolled up: kills amid roll-ups here */
+    setenv("WRITER_PROC_DRIFT", "0", 1); /* payloads fill the ring: roll-ups make room */
+    struct committed *all = NULL;
+    size_t nall = 0, cap = 0, still = 0;
+    for (int r = 0; r < rounds; r++) {
+        struct writer_run w;
+        uint64_t wseed = 5000 + (uint64_t)r;
+        REQUIRE(pfr_writer_start(&w, exe, db, wseed, 0, 768ull << 10, true) == 0, "spawn");
+        size_t first = nall;
+        while (nall < first + 40 && !drain(&w, wseed, &all, &nall, &cap, 100))
+            ;
+        usleep((useconds_t)(rand() % 200000));
+        kill(w.pid, SIGKILL);
+        while (!drain(&w, wseed, &all, &nall, &cap, 1000))
+            ;
+        int status = pfr_writer_wait(&w);
+        REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                "roll-up round %d: writer ended by itself (status %d)", r, status);
+        pfr_store *s = NULL;
+        char err[256];
+        pfr_store_opts ro = {.read_only = true};
+        REQUIRE(pfr_store_open(db, &ro, &s, err, sizeof(err)) == 0, "roll-up round %d: open: %s", r,
+                err);
+        uint64_t bad = 0;
+        REQUIRE(pfr_store_check(s, &bad, err, sizeof(err)) == 0,
+                "roll-up round %d: check: %s (%" PRIu64 " bad chunks)", r, err, bad);
+        pfr_store_stats st;
+        REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
+        REQUIRE(st.chunks + st.evicted + st.rolled_up == st.appended,
+                "roll-up round %d: %" PRIu64 " chunks + %" PRIu64 " evicted + %" PRIu64
+                " rolled up != %" PRIu64 " appended",
+                r, st.chunks, st.evicted, st.rolled_up, st.appended);
+        size_t mine = nall - first;
+        verify_pins(s, all ? all + first : NULL, &mine);
+        nall = first + mine;
+        if (nall > first) {
+            qsort(all + first, nall - first, sizeof(*all), cmp_committed);
+            still += verify(s, all + first, nall - first, 0, true);
+        }
+        if (r == rounds - 1) {
+            REQUIRE(st.rolled_up > 0, "no roll-up in %d rounds", rounds);
+            printf("roll-up rounds passed: %d kills, %" PRIu64 " chunks rolled up, %" PRIu64
+                   " evicted, %zu reported chunks read back as recorded\n",
+                   rounds, st.rolled_up, st.evicted, still);
+        }
+        pfr_store_close(s);
+    }
+    free(all);
+    free(db);
 }
 
 int main(int argc, char **argv)
@@ -269,7 +333,7 @@ int main(int argc, char **argv)
             evicted_below = oldest_id(s);
         if (nall > first) {
             qsort(all + first, nall - first, sizeof(*all), cmp_committed);
-            verified += verify(s, all + first, nall - first, evicted_below);
+            verified += verify(s, all + first, nall - first, evicted_below, false);
         }
         pfr_store_stats st;
         REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
@@ -293,13 +357,15 @@ int main(int argc, char **argv)
     REQUIRE(pfr_store_open(db, &ro, &s, err, sizeof(err)) == 0, "final open: %s", err);
     if (nall)
         qsort(all, nall, sizeof(*all), cmp_committed);
-    size_t final = verify(s, all, nall, full ? oldest_id(s) : 0);
+    size_t final = verify(s, all, nall, full ? oldest_id(s) : 0, false);
     pfr_store_stats st;
     REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
     pfr_store_close(s);
     printf("crash test passed: %d kills (%d before any commit), %zu chunks verified after their "
            "round, %zu again at the end; ring has %" PRIu64 " chunks\n",
            rounds, killed_before_any, verified, final, st.chunks);
+    if (!full) /* (the full disk's rounds are about the disk: the filler leaves no room here) */
+        rollup_rounds(argv[1], dir, rounds);
     free(all);
     if (full)
         umount2(dir, MNT_DETACH);

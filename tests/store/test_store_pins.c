@@ -365,7 +365,8 @@ static void test_reader_pins_beside_writer(void **state)
     pfr_store_close(ro);
 }
 
-/* A schema 2 ring (no pins table) opens read-write and migrates; readers refuse it before. */
+/* A schema 2 ring (no pins table, no tiers) opens read-write and migrates; readers refuse it
+ * before. */
 static void test_migrate_v2(void **state)
 {
     struct fx *f = *state;
@@ -375,7 +376,11 @@ static void test_migrate_v2(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(
-        sqlite3_exec(db, "DROP TABLE pins; PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_exec(db,
+                     "DROP TABLE pins; DROP INDEX chunks_tier; ALTER TABLE chunks DROP COLUMN tier;"
+                     " PRAGMA user_version = 2;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     char err[256];
     pfr_store *r = NULL;

@@ -1,0 +1,554 @@
+/*
+ * Tiered retention (store_retention.h): the steps, the choice of what makes room next, and the
+ * merge of a roll-up's chunks. Why this shape: docs/store.md, "Tiers".
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pfr_units.h"
+#include "store_merge.h"
+#include "store_retention.h"
+
+#define PICK_ROWS                                                                                  \
+    64 /* oldest chunks of a tier looked at for a group to roll up (in pick's SQL)                 \
+        */
+
+struct pick_row {
+    int64_t id, stream, start;
+};
+
+/* The finest tier's share of the pages in use (RET_FINEST_NUM / RET_FINEST_DEN). */
+#define RET_FINEST_NUM 1
+#define RET_FINEST_DEN 2
+/* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the coarsest
+ * tier's chains as they are deleted). */
+#define RET_MEASURE_STEPS 2000
+/* Roll-ups run only while the chunks (payloads, and the coarsest tier's own chains) are at least
+ * 1/RET_PAYLOAD_MIN of the pages in use. */
+#define RET_PAYLOAD_MIN 4
+
+static const int64_t default_steps[] = {60000000000ll, 600000000000ll, 3600000000000ll};
+
+void pfr_st_tiers_resolve(const pfr_store_tiers *t, pfr_store_tiers *out)
+{
+    if (t && (t->off || t->n)) {
+        *out = *t;
+        return;
+    }
+    *out = (pfr_store_tiers){.n = sizeof(default_steps) / sizeof(default_steps[0])};
+    memcpy(out->step_ns, default_steps, sizeof(default_steps));
+}
+
+int pfr_store_tiers_parse(const char *text, pfr_store_tiers *out, char *err, size_t errlen)
+{
+    *out = (pfr_store_tiers){0};
+    if (!text || !strcmp(text, "off")) {
+        out->off = text != NULL;
+        if (!text)
+            snprintf(err, errlen, "no steps");
+        return text ? 0 : -EINVAL;
+    }
+    char buf[256];
+    if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf)) {
+        snprintf(err, errlen, "too long");
+        return -EINVAL;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        int64_t ns;
+        char why[128];
+        if (out->n == PFR_STORE_MAX_TIERS) {
+            snprintf(err, errlen, "at most %d steps", PFR_STORE_MAX_TIERS);
+            return -EINVAL;
+        }
+        if (pfr_parse_duration(tok, &ns, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "step \"%s\": %s", tok, why);
+            return -EINVAL;
+        }
+        int64_t prev = out->n ? out->step_ns[out->n - 1] : 0;
+        if (ns < 1000000000ll || (prev && (ns <= prev || ns % prev))) {
+            snprintf(err, errlen,
+                     "step \"%s\": at least 1s, and a larger multiple of the one before", tok);
+            return -EINVAL;
+        }
+        out->step_ns[out->n++] = ns;
+    }
+    if (!out->n) {
+        snprintf(err, errlen, "no steps");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int pfr_store_tiers_format(const pfr_store_tiers *t, char *buf, size_t len)
+{
+    pfr_store_tiers r;
+    pfr_st_tiers_resolve(t, &r);
+    if (r.off)
+        return snprintf(buf, len, "off") < (int)len ? 0 : -ENOSPC;
+    size_t at = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        char d[32];
+        pfr_format_duration(r.step_ns[i], d, sizeof(d));
+        int k = snprintf(buf + at, len - at, "%s%s", i ? "," : "", d);
+        if (k < 0 || (size_t)k >= len - at)
+            return -ENOSPC;
+        at += (size_t)k;
+    }
+    return 0;
+}
+
+void pfr_st_retention_note(struct store_retention *r, int tier, int64_t delta)
+{
+    if (!r->measured || tier < 0 || tier > PFR_STORE_MAX_TIERS)
+        return;
+    uint64_t *b = &r->bytes[tier];
+    *b = delta < 0 && (uint64_t)-delta > *b ? 0 : *b + (uint64_t)delta;
+}
+
+void pfr_st_rollup_free(struct store_rollup *g)
+{
+    free(g->in);
+    *g = (struct store_rollup){0};
+}
+
+/* The bytes each tier above the finest holds: its chunks' payloads and rows and, for the coarsest,
+ * the dictionary chains of its own (roll-ups of tiers between reference their inputs' chains,
+ * which count with the finest tier). Measured from the rows once per writer and every so many
+ * steps, kept up to date by the writer's notes between. */
+static int measure(struct store_retention *r, struct store_db *d)
+{
+    memset(r->bytes, 0, sizeof(r->bytes));
+    sqlite3_stmt *st = pfr_st_prepare(d, "SELECT tier, sum(nbytes), count(*) FROM chunks"
+                                         " GROUP BY tier");
+    if (!st)
+        return pfr_st_db_err(d);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(st, 0);
+        if (t >= 0 && t <= PFR_STORE_MAX_TIERS)
+            r->bytes[t] = (uint64_t)sqlite3_column_int64(st, 1) +
+                          (uint64_t)sqlite3_column_int64(st, 2) * STORE_ROW_OVERHEAD;
+    }
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE)
+        return pfr_store_errno(step);
+    if (!r->tiers.off && r->tiers.n) {
+        int64_t dict = 0;
+        char sql[160];
+        snprintf(sql, sizeof(sql),
+                 "SELECT coalesce(sum(nbytes), 0) FROM dicts WHERE base_id IN"
+                 " (SELECT base_id FROM chunks WHERE tier = %zu)",
+                 r->tiers.n);
+        int rc = pfr_st_query_int(d, sql, &dict);
+        if (rc)
+            return rc;
+        r->bytes[r->tiers.n] += (uint64_t)dict;
+    }
+    r->measured = true;
+    r->steps = 0;
+    return 0;
+}
+
+/* What a tier below the coarsest may hold before its oldest whole bucket is rolled up, as a share
+ * of the database's pages in use (used): the finest (as recorded) half, with its dictionary
+ * chains (which the tiers between share) and whatever the pages hold besides rows; each tier
+ * between a thirty-second; the coarsest the rest. The finest tier is what everything else is
+ * measured against, so it is the pages in use less what the others hold. */
+static uint64_t share(int k, uint64_t used)
+{
+    if (k == 0)
+        return used / RET_FINEST_DEN * RET_FINEST_NUM;
+    return used / 32;
+}
+
+static uint64_t held(const struct store_retention *r, int k, uint64_t used)
+{
+    if (k > 0)
+        return r->bytes[k];
+    uint64_t others = 0;
+    for (size_t i = 1; i <= r->tiers.n && i <= PFR_STORE_MAX_TIERS; i++)
+        others += r->bytes[i];
+    return used > others ? used - others : 0;
+}
+
+static int64_t floor_to(int64_t t, int64_t step)
+{
+    int64_t q = t / step;
+    if (t % step && t < 0)
+        q--;
+    return q * step;
+}
+
+/* Whether a chunk must stay as it is: not yet taken by every consumer, or pinned. */
+static bool kept(const struct store_keep *keep, int64_t stream, int64_t id, int64_t start_ns,
+                 int64_t end_ns)
+{
+    if (keep->any_cursor && id > keep->min_cursor)
+        return true;
+    return keep->pins && keep->pins->n &&
+           pfr_st_pins_protects(keep->pins, pfr_st_stream_get(keep->dict, stream), start_ns,
+                                end_ns);
+}
+
+/* The chunks of stream c's bucket [b0, b1) in tier k that may be merged. */
+static int group_rows(struct store_db *d, const struct store_keep *keep, int k, int64_t stream,
+                      int64_t b0, int64_t b1, struct store_rollup *g)
+{
+    sqlite3_stmt *st =
+        pfr_st_prepare(d, "SELECT id, base_id, dict_id, start_ns, end_ns, crc, nbytes"
+                          " FROM chunks WHERE stream_id = ?1 AND end_ns > ?2 AND"
+                          " start_ns >= ?2 AND start_ns < ?3 AND tier = ?4"
+                          " ORDER BY start_ns");
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, stream);
+    sqlite3_bind_int64(st, 2, b0);
+    sqlite3_bind_int64(st, 3, b1);
+    sqlite3_bind_int64(st, 4, k);
+    g->n = 0;
+    g->in_bytes = 0;
+    g->min_id = INT64_MAX;
+    int step, rc = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_chunk_ref c = {
+            .id = sqlite3_column_int64(st, 0),
+            .stream_id = stream,
+            .base_id = sqlite3_column_int64(st, 1),
+            .dict_id = sqlite3_column_int64(st, 2),
+            .start_ns = sqlite3_column_int64(st, 3),
+            .end_ns = sqlite3_column_int64(st, 4),
+            .crc = (uint32_t)sqlite3_column_int64(st, 5),
+        };
+        if (kept(keep, stream, c.id, c.start_ns, c.end_ns))
+            continue;
+        if (VEC_RESERVE(g->in, g->cap, g->n + 1)) {
+            rc = -ENOMEM;
+            break;
+        }
+        g->in[g->n++] = c;
+        g->in_bytes += (uint64_t)sqlite3_column_int64(st, 6) + STORE_ROW_OVERHEAD;
+        if (c.id < g->min_id)
+            g->min_id = c.id;
+        if (g->n == 1 || c.start_ns < g->start_ns)
+            g->start_ns = c.start_ns;
+        if (g->n == 1 || c.end_ns > g->end_ns)
+            g->end_ns = c.end_ns;
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = pfr_store_errno(step);
+    sqlite3_finalize(st);
+    g->tier = k + 1;
+    g->stream_id = stream;
+    return rc ? rc : g->n > 0;
+}
+
+/* The oldest whole bucket of tier k that may be rolled up into tier k + 1: 1 with g set, 0 when
+ * there is none. A bucket is whole once the ring holds a chunk that ends past it. */
+static int pick(struct store_retention *r, struct store_db *d, const struct store_keep *keep, int k,
+                int64_t newest_end, struct store_rollup *g)
+{
+    int64_t step = r->tiers.step_ns[k];
+    sqlite3_stmt *st =
+        pfr_st_prepare(d, "SELECT id, stream_id, start_ns FROM chunks WHERE tier = ?1"
+                          " ORDER BY id LIMIT 64");
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, k);
+    struct pick_row rows[PICK_ROWS];
+    size_t n = 0;
+    int step_rc;
+    while (n < PICK_ROWS && (step_rc = sqlite3_step(st)) == SQLITE_ROW)
+        rows[n++] = (struct pick_row){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                      sqlite3_column_int64(st, 2)};
+    if (n < PICK_ROWS && step_rc != SQLITE_DONE) {
+        sqlite3_finalize(st);
+        return pfr_store_errno(step_rc);
+    }
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < n; i++) {
+        if (keep->any_cursor && rows[i].id > keep->min_cursor)
+            continue;
+        int64_t b0 = floor_to(rows[i].start, step);
+        if (b0 > INT64_MAX - step || b0 + step > newest_end)
+            return 0; /* later rows start later: no whole bucket in this tier yet */
+        int rc = group_rows(d, keep, k, rows[i].stream, b0, b0 + step, g);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
+                          const struct store_keep *keep, uint64_t used, struct store_rollup *g,
+                          int *evict_tier)
+{
+    int rc;
+    int64_t top, newest_end;
+    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS) && (rc = measure(r, d)) != 0)
+        return rc;
+    if ((rc = pfr_st_query_int(d, "SELECT coalesce(max(tier), -1) FROM chunks", &top)) != 0 ||
+        (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
+                               &newest_end)) != 0)
+        return rc;
+    if (top < 0)
+        return STORE_RET_NONE;
+    *evict_tier = (int)top;
+    if (r->tiers.off)
+        return STORE_RET_EVICT;
+    int n = (int)r->tiers.n;
+    /* Dictionaries take nearly all the pages (short-lived programs, each a chain of its own, on
+     * a churning host): merging chunks cannot make room, giving the oldest up does (their chains
+     * with them), as age-only eviction would. */
+    uint64_t payloads = 0;
+    for (int k = 0; k <= n && k <= PFR_STORE_MAX_TIERS; k++)
+        payloads += r->bytes[k];
+    if (payloads < used / RET_PAYLOAD_MIN)
+        return STORE_RET_EVICT;
+    /* A tier past its share: its oldest whole bucket goes up a tier, coarser tiers first (what
+     * a first-step roll-up keeps of the recorded tier's chains counts with the finest tier, and
+     * only moving it on frees them). */
+    for (int k = n - 1; k >= 0; k--)
+        if (held(r, k, used) > share(k, used) && (rc = pick(r, d, keep, k, newest_end, g)) != 0)
+            return rc < 0 ? rc : STORE_RET_ROLLUP;
+    if (top == n)
+        return STORE_RET_EVICT;
+    /* No coarsest chunk to delete yet (a young ring): roll up, coarser tiers first, rather than
+     * delete. */
+    for (int k = n - 1; k >= 0; k--)
+        if ((rc = pick(r, d, keep, k, newest_end, g)) != 0)
+            return rc < 0 ? rc : STORE_RET_ROLLUP;
+    /* Nothing may be merged (chunks not yet taken by a consumer, or protected): the oldest of
+     * the coarsest tier present go. */
+    return STORE_RET_EVICT;
+}
+
+int pfr_st_rollup_merge(struct store_dict *dict, const struct store_rollup *g, pfr_profile **out)
+{
+    *out = NULL;
+    int rc = pfr_st_streams_refresh(dict);
+    if (rc)
+        return rc;
+    const struct rstream *r = pfr_st_stream_get(dict, g->stream_id);
+    if (!r || r->bad)
+        return -EBADMSG;
+    struct store_merger m = {0};
+    struct dchunk dc = {0};
+    if (!(m.p = pfr_profile_new()) || pfr_st_ktab_intern(&m.lsets, "", 0, NULL) != 0) {
+        pfr_st_merger_free(&m);
+        return -ENOMEM;
+    }
+    for (size_t t = 0; t < r->ntypes; t++)
+        pfr_profile_add_sample_type(m.p, r->types[t], r->units[t]);
+    m.nout = r->ntypes;
+    rc = pfr_profile_error(m.p);
+    if (!rc)
+        rc = pfr_st_merger_gauges(&m);
+    for (size_t i = 0; i < g->n && !rc; i++) {
+        const struct chain *ch = NULL;
+        int lr = pfr_st_chunk_load(dict, &g->in[i], r, &dc, &ch);
+        if (lr == STORE_LOAD_VANISHED)
+            lr = -EBADMSG; /* inside the writer's transaction: a listed row cannot vanish */
+        if (lr) {
+            rc = lr;
+            break;
+        }
+        struct store_weight w = {1, 1, g->in[i].end_ns - g->in[i].start_ns};
+        rc = pfr_st_merger_chunk(&m, r, ch, &dc, &w);
+    }
+    if (!rc)
+        rc = pfr_st_merger_finish(&m);
+    if (!rc) {
+        *out = m.p;
+        m.p = NULL;
+    }
+    pfr_st_merger_free(&m);
+    pfr_st_dchunk_free(&dc);
+    return rc;
+}
+
+/* ---- roll-ups in their inputs' chain ---- */
+
+/* The in-chain merge's accumulators: per (stack, label set) of the chain, the summed values and,
+ * for averaged types, the duration-weighted sums. */
+struct inchain {
+    pfr_map idx; /* stack << 32 | lset -> row */
+    uint64_t *keys;
+    int64_t *vals;
+    double *gacc;
+    size_t n, cap_keys, cap_vals, cap_gacc;
+};
+
+static void inchain_free(struct inchain *a)
+{
+    pfr_map_free(&a->idx);
+    free(a->keys);
+    free(a->vals);
+    free(a->gacc);
+}
+
+static int inchain_add(struct inchain *a, const struct dchunk *c, const bool *gauge, size_t nt,
+                       int64_t dur)
+{
+    for (size_t i = 0; i < c->nsamples; i++) {
+        uint64_t key = (uint64_t)c->stack[i] << 32 | c->lset[i];
+        bool found;
+        uint32_t r = store_map_put(&a->idx, key, (uint32_t)a->n, &found);
+        if (r == UINT32_MAX)
+            return -ENOMEM;
+        if (!found) {
+            if (VEC_RESERVE(a->keys, a->cap_keys, a->n + 1) ||
+                VEC_RESERVE(a->vals, a->cap_vals, (a->n + 1) * nt) ||
+                VEC_RESERVE(a->gacc, a->cap_gacc, (a->n + 1) * nt))
+                return -ENOMEM;
+            a->keys[a->n] = key;
+            memset(&a->vals[a->n * nt], 0, nt * sizeof(*a->vals));
+            memset(&a->gacc[a->n * nt], 0, nt * sizeof(*a->gacc));
+            a->n++;
+        }
+        const int64_t *v = &c->values[i * c->ntypes];
+        for (size_t t = 0; t < nt; t++) {
+            if (gauge[t])
+                a->gacc[(size_t)r * nt + t] += (double)v[t] * (double)dur;
+            else /* wrapping, as the writer's totals */
+                a->vals[(size_t)r * nt + t] =
+                    (int64_t)((uint64_t)a->vals[(size_t)r * nt + t] + (uint64_t)v[t]);
+        }
+    }
+    return 0;
+}
+
+static int key_cmp(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The accumulated rows as a chunk body (sorted by stack, then label set), packed into out. */
+static int inchain_encode(struct inchain *a, const struct dchunk *first, const uint32_t n[T_N],
+                          const bool *gauge, size_t nt, double dur_total, int64_t t0, int64_t t1,
+                          struct store_rolled *out)
+{
+    uint64_t *order = malloc((a->n ? a->n : 1) * sizeof(*order));
+    uint32_t *stack = malloc((a->n ? a->n : 1) * sizeof(*stack));
+    uint32_t *lset = malloc((a->n ? a->n : 1) * sizeof(*lset));
+    int64_t *vals = malloc((a->n ? a->n : 1) * (nt ? nt : 1) * sizeof(*vals));
+    int64_t *tot = calloc(nt ? nt : 1, sizeof(*tot));
+    struct tabs none = {0};
+    pfr_buf raw = {0};
+    int rc = -ENOMEM;
+    if (!order || !stack || !lset || !vals || !tot)
+        goto out;
+    for (size_t i = 0; i < a->n; i++)
+        order[i] = a->keys[i];
+    qsort(order, a->n, sizeof(*order), key_cmp);
+    for (size_t i = 0; i < a->n; i++) {
+        uint32_t r = store_map_get(&a->idx, order[i]);
+        stack[i] = (uint32_t)(order[i] >> 32);
+        lset[i] = (uint32_t)order[i];
+        for (size_t t = 0; t < nt; t++)
+            vals[i * nt + t] =
+                gauge[t] ? (dur_total > 0 ? llround(a->gacc[(size_t)r * nt + t] / dur_total) : 0)
+                         : a->vals[(size_t)r * nt + t];
+    }
+    struct chunk_body body = {.time_nanos = t0,
+                              .duration = t1 - t0,
+                              .period = first->period,
+                              .period_type = first->period_type,
+                              .period_unit = first->period_unit,
+                              .ntypes = (uint32_t)nt,
+                              .nsamples = a->n,
+                              .stack = stack,
+                              .lset = lset,
+                              .values = vals};
+    pfr_st_chunk_encode(&raw, n, &none, &body);
+    rc = pfr_buf_err(&raw);
+    if (!rc)
+        rc = pfr_st_blob_pack(raw.data, raw.len, false, &out->blob);
+    if (!rc) {
+        pfr_st_sum_totals(vals, a->n, (uint32_t)nt, tot);
+        out->tot.len = 0;
+        pfr_st_totals_encode(&out->tot, tot, nt);
+        rc = pfr_buf_err(&out->tot);
+    }
+out:
+    pfr_buf_free(&raw);
+    free(order);
+    free(stack);
+    free(lset);
+    free(vals);
+    free(tot);
+    return rc;
+}
+
+int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
+                          struct store_rolled *out)
+{
+    int rc = pfr_st_streams_refresh(dict);
+    if (rc)
+        return rc;
+    const struct rstream *r = pfr_st_stream_get(dict, g->stream_id);
+    if (!r || r->bad)
+        return -EBADMSG;
+    int64_t base = g->in[0].base_id, top = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->in[i].base_id != base)
+            return -ENOTSUP; /* the inputs span chains */
+        if (g->in[i].dict_id > top)
+            top = g->in[i].dict_id;
+    }
+    size_t nt = r->ntypes;
+    bool *gauge = calloc(nt ? nt : 1, sizeof(*gauge));
+    if (!gauge)
+        return -ENOMEM;
+    for (size_t t = 0; t < nt; t++)
+        gauge[t] = pfr_st_type_is_gauge(r->types[t]);
+    struct inchain a = {0};
+    struct dchunk dc = {0}, first = {0};
+    double dur_total = 0;
+    for (size_t i = 0; i < g->n && !rc; i++) {
+        const struct chain *ch = NULL;
+        rc = pfr_st_chunk_load(dict, &g->in[i], r, &dc, &ch);
+        if (rc == STORE_LOAD_VANISHED)
+            rc = -EBADMSG; /* inside the writer's transaction: a listed row cannot vanish */
+        if (rc)
+            break;
+        for (int k = 0; k < T_N && !rc; k++)
+            if (dc.delta.t[k].n)
+                rc = -ENOTSUP; /* entries of its own (older writers): the profile path */
+        if (rc)
+            break;
+        if (i == 0) {
+            first.period = dc.period;
+            first.period_type = dc.period_type;
+            first.period_unit = dc.period_unit;
+        }
+        int64_t dur = g->in[i].end_ns - g->in[i].start_ns;
+        dur_total += (double)dur;
+        rc = inchain_add(&a, &dc, gauge, nt, dur);
+    }
+    uint32_t n[T_N];
+    bool corrupt = false;
+    if (!rc && !pfr_st_chain_get(dict, base, top, g->stream_id, n, &corrupt, &rc))
+        rc = rc ? rc : -EBADMSG;
+    if (!rc) {
+        out->base_id = base;
+        out->dict_id = top;
+        rc = inchain_encode(&a, &first, n, gauge, nt, dur_total, g->start_ns, g->end_ns, out);
+    }
+    inchain_free(&a);
+    pfr_st_dchunk_free(&dc);
+    free(gauge);
+    return rc;
+}
+
+void pfr_st_rolled_free(struct store_rolled *o)
+{
+    pfr_buf_free(&o->blob);
+    pfr_buf_free(&o->tot);
+}

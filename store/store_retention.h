@@ -1,0 +1,95 @@
+/*
+ * Tiered retention (layer 5, internal): what the ring gives up when it must make room. Old
+ * chunks are first rolled up (the chunks of one stream whose starts fall in one step of the next
+ * tier become one chunk), and only the coarsest tier is deleted, oldest first. This module
+ * decides what and merges; the writer (store_write.c) writes the merged chunk through its
+ * append path and deletes the rows. Built on the floor, the dictionary layer and the merger.
+ * Layers and the cursor rule: docs/store.md, "Layers" and "Tiers".
+ */
+#ifndef PFR_STORE_RETENTION_H
+#define PFR_STORE_RETENTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pfr_store.h"
+#include "store_db.h"
+#include "store_dict.h"
+#include "store_pins.h"
+
+/* Bytes a chunk's rows take besides its payload (two rows and their index entries). */
+#define STORE_ROW_OVERHEAD 96
+
+/* The steps in force: t's own, or the default. Never fails for a parsed t. */
+void pfr_st_tiers_resolve(const pfr_store_tiers *t, pfr_store_tiers *out);
+
+/* What retention must leave as it is: chunks some consumer has not taken (id > min_cursor) and
+ * chunks a pin keeps (never rolled up, never evicted). */
+struct store_keep {
+    bool any_cursor;
+    int64_t min_cursor;
+    const struct store_pins *pins; /* NULL: none */
+    struct store_dict *dict;       /* the stream rows the pins' selections are matched against */
+};
+
+/* The writer's retention state: the steps and the bytes each tier holds (measured once, then
+ * kept up to date by the writer's notes; a rolled back transaction forgets them). */
+struct store_retention {
+    pfr_store_tiers tiers; /* resolved */
+    bool measured;
+    unsigned steps; /* since the last measure */
+    uint64_t bytes[PFR_STORE_MAX_TIERS +
+                   1]; /* [0]: payloads only (what the finest holds is what the others leave) */
+};
+
+/* A group of chunks to roll up into one of tier `tier` (their tier + 1). */
+struct store_rollup {
+    int tier;
+    int64_t stream_id;
+    struct store_chunk_ref *in; /* increasing start; in[0].id is the smallest id */
+    size_t n, cap;
+    int64_t min_id;
+    uint64_t in_bytes; /* payloads + row overhead */
+    int64_t start_ns, end_ns;
+};
+void pfr_st_rollup_free(struct store_rollup *g);
+
+enum store_retention_step {
+    STORE_RET_NONE = 0, /* nothing left to give up */
+    STORE_RET_ROLLUP,   /* g holds a group to merge */
+    STORE_RET_EVICT,    /* delete the oldest chunks of tier *evict_tier */
+};
+
+/* What makes room next (the caller measured the database short of room). Consumers' cursors: with
+ * any_cursor, only chunks every consumer has taken (id <= min_cursor) are rolled up (the merged
+ * row keeps the smallest id of its inputs, so it is behind every cursor too: never sent again;
+ * a chunk not taken is never merged, so never lost to a merge). Returns the step (>= 0) or a
+ * negative errno. Inside the writer's transaction. */
+int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
+                          const struct store_keep *keep, uint64_t used, struct store_rollup *g,
+                          int *evict_tier);
+
+/* The group's chunks merged into one profile (*out, the caller's): summed types added up,
+ * averaged types (in-use heap, goroutines) weighted by each chunk's duration. -EBADMSG when an
+ * input is corrupt (the group is then left as it is). */
+int pfr_st_rollup_merge(struct store_dict *dict, const struct store_rollup *g, pfr_profile **out);
+
+/* A roll-up encoded in its inputs' own dictionary chain (no dictionary rows of its own): the
+ * chunk's blob and totals, and the chain's base and layer it references. */
+struct store_rolled {
+    int64_t base_id, dict_id;
+    pfr_buf blob, tot;
+};
+void pfr_st_rolled_free(struct store_rolled *o);
+
+/* The group's chunks merged by (stack, label set) of their chain, as pfr_st_rollup_merge merges
+ * them (sums exact, averaged types duration-weighted), encoded against the chain as of the
+ * newest input's layer: no profile is built and no dictionary entry written. -ENOTSUP when the
+ * inputs span chains or carry entries of their own (the profile path then). */
+int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
+                          struct store_rolled *out);
+
+/* The writer's notes: bytes added to or taken from a tier. */
+void pfr_st_retention_note(struct store_retention *r, int tier, int64_t delta);
+
+#endif

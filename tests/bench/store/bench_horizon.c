@@ -1,0 +1,259 @@
+/*
+ * bench_horizon: how far back the ring reaches, with tiered retention and with age-only
+ * eviction, on the same generated load through the recorder's append path (one transaction per
+ * interval, pfr_testgen profiles), timestamps simulated (no waiting).
+ *
+ *   bench_horizon WORKDIR LOAD [--days D] [--scale K] [--cap BYTES] [--drift PERMILLE]
+ *                 [--mode tiers|age|both]
+ *     LOAD: svc50   50 services, 10 s intervals, D days (default 30)
+ *           svc200  200 services, likewise
+ *           churn   a 6 MiB ring, 1 s intervals, 3 steady services and 2 short programs started
+ *                   every second (each lives 5 s, a stream of its own), 3 minutes
+ *     --scale K: K times fewer services and a K times smaller cap (the same bytes per stream:
+ *                horizons are the same, the run K times shorter); 1 = as stated.
+ *     --drift P: stacks of each profile replaced by new random ones per interval, per mille
+ *                (pfr_testgen's default 30; 0 = the same stacks every interval).
+ *
+ * Both modes run at once, each in a process of its own (two cores: the run takes as long as the
+ * slower), and print in order when both are done.
+ * Prints, per mode (tiers default, off), each tier's step, chunks, bytes and reach (how far
+ * before the newest interval its oldest chunk starts). Put WORKDIR on tmpfs (/dev/shm): the
+ * store syncs every commit and this measures bytes, not the disk.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pfr_store.h"
+#include "pfr_testgen.h"
+
+#define NS (1000000000ll)
+
+struct load {
+    const char *name;
+    unsigned services;
+    int drift; /* per mille; -1: the generator's default */
+    int64_t interval_ns, duration_ns;
+    uint64_t cap;
+    bool churn;
+};
+
+struct tiers_out {
+    pfr_tier_info t[PFR_STORE_MAX_TIERS + 1];
+    size_t n;
+};
+
+static int tier_cb(const pfr_tier_info *t, void *ctx)
+{
+    struct tiers_out *o = ctx;
+    if (o->n <= PFR_STORE_MAX_TIERS)
+        o->t[o->n++] = *t;
+    return 0;
+}
+
+static void human(int64_t ns, char *buf, size_t len)
+{
+    double s = (double)ns / 1e9;
+    if (s >= 86400 * 2)
+        snprintf(buf, len, "%.1f d", s / 86400);
+    else if (s >= 7200)
+        snprintf(buf, len, "%.1f h", s / 3600);
+    else if (s >= 120)
+        snprintf(buf, len, "%.1f min", s / 60);
+    else
+        snprintf(buf, len, "%.0f s", s);
+}
+
+static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/horizon-%s-%s.db", dir, l->name, tiers_off ? "age" : "tiers");
+    unlink(path);
+    char side[4200];
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-spare", path);
+    unlink(side);
+    pfr_store_opts o = {.max_bytes = l->cap,
+                        .reserve = {.mode = PFR_STORE_RESERVE_OFF},
+                        .tiers = {.off = tiers_off}};
+    pfr_store *s = NULL;
+    char err[256];
+    int rc = pfr_store_open(path, &o, &s, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "bench_horizon: %s: %s\n", path, err);
+        return rc;
+    }
+    unsigned steady = l->churn ? 3 : l->services;
+    unsigned cap_streams = steady + (l->churn ? 10 : 0);
+    pfr_testgen **g = calloc(cap_streams, sizeof(*g));
+    pfr_chunk_in *in = calloc(cap_streams, sizeof(*in));
+    pfr_profile **ps = calloc(cap_streams, sizeof(*ps));
+    int64_t *born = calloc(cap_streams, sizeof(*born));
+    pfr_testgen_opts small = {.nstacks = 40, .nfunctions = 400};
+    pfr_testgen_opts svc = {.drift_permille = l->drift > 0 ? (unsigned)l->drift : 0,
+                            .no_drift = l->drift == 0};
+    for (unsigned i = 0; i < steady; i++)
+        g[i] = pfr_testgen_new(1, i, &svc);
+    unsigned next_prog = 1000;
+    int64_t nint = l->duration_ns / l->interval_ns;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int64_t k = 0; k < nint && !rc; k++) {
+        int64_t st = t0 + k * l->interval_ns;
+        if (l->churn) {
+            /* programs that ended leave, two new ones start */
+            for (unsigned i = steady; i < cap_streams; i++)
+                if (g[i] && st - born[i] >= 5 * NS) {
+                    pfr_testgen_free(g[i]);
+                    g[i] = NULL;
+                }
+            for (unsigned n = 0, i = steady; n < 2 && i < cap_streams; i++)
+                if (!g[i]) {
+                    g[i] = pfr_testgen_new(1, next_prog++, &small);
+                    born[i] = st;
+                    n++;
+                }
+        }
+        size_t n = 0;
+        for (unsigned i = 0; i < cap_streams; i++) {
+            if (!g[i])
+                continue;
+            ps[n] = pfr_testgen_next(g[i], st, l->interval_ns);
+            in[n] = (pfr_chunk_in){.service = pfr_testgen_service(g[i]),
+                                   .start_ns = st,
+                                   .end_ns = st + l->interval_ns,
+                                   .profile = ps[n]};
+            n++;
+        }
+        rc = pfr_store_append_batch(s, in, n, NULL);
+        for (size_t i = 0; i < n; i++)
+            pfr_profile_free(ps[i]);
+        if (rc)
+            fprintf(stderr, "bench_horizon: append: %s\n", strerror(-rc));
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    int64_t newest = t0 + nint * l->interval_ns;
+    struct tiers_out to = {0};
+    pfr_store_stats stt;
+    if (!rc)
+        rc = pfr_store_tiers_list(s, tier_cb, &to);
+    if (!rc)
+        rc = pfr_store_stats_get(s, &stt);
+    if (!rc) {
+        printf("%-7s %-6s cap %6.1f MiB, file %6.1f MiB (rows %6.1f MiB), %llu chunks appended, "
+               "%llu rolled up, %llu evicted, %.0f s\n",
+               l->name, tiers_off ? "age" : "tiers", (double)l->cap / 1048576.0,
+               (double)stt.file_bytes / 1048576.0, (double)stt.data_bytes / 1048576.0,
+               (unsigned long long)stt.appended, (unsigned long long)stt.rolled_up,
+               (unsigned long long)stt.evicted,
+               (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+        for (size_t i = 0; i < to.n; i++) {
+            char step[32], reach[32];
+            if (to.t[i].tier == 0)
+                human(l->interval_ns, step, sizeof(step));
+            else
+                human(to.t[i].step_ns, step, sizeof(step));
+            human(newest - to.t[i].first_ns, reach, sizeof(reach));
+            printf("        tier %d  %-7s %8llu chunks %8.1f MiB  reaches back %s\n", to.t[i].tier,
+                   step, (unsigned long long)to.t[i].chunks, (double)to.t[i].bytes / 1048576.0,
+                   reach);
+        }
+    }
+    for (unsigned i = 0; i < cap_streams; i++)
+        pfr_testgen_free(g[i]);
+    free(g);
+    free(in);
+    free(ps);
+    free(born);
+    pfr_store_close(s);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_horizon WORKDIR svc50|svc200|churn [--days D] [--scale K] "
+                        "[--cap BYTES] [--drift PERMILLE] [--mode tiers|age|both]\n");
+        return 2;
+    }
+    double days = 30;
+    unsigned scale = 1;
+    uint64_t cap = 0;
+    const char *mode = "both";
+    int drift = -1;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--days"))
+            days = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--scale"))
+            scale = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--cap"))
+            cap = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--mode"))
+            mode = argv[i + 1];
+        else if (!strcmp(argv[i], "--drift"))
+            drift = atoi(argv[i + 1]);
+    }
+    if (scale < 1)
+        scale = 1;
+    struct load l = {.name = argv[2], .drift = drift};
+    if (!strcmp(argv[2], "svc50") || !strcmp(argv[2], "svc200")) {
+        unsigned n = argv[2][3] == '5' ? 50 : 200;
+        l.services = n / scale ? n / scale : 1;
+        l.interval_ns = 10 * NS;
+        l.duration_ns = (int64_t)(days * 86400) * NS;
+        l.cap = cap ? cap : PFR_STORE_DEFAULT_MAX_BYTES / scale;
+    } else if (!strcmp(argv[2], "churn")) {
+        l.churn = true;
+        l.interval_ns = NS;
+        l.duration_ns = 180 * NS;
+        l.cap = cap ? cap : 6ull << 20;
+    } else {
+        fprintf(stderr, "bench_horizon: unknown load %s\n", argv[2]);
+        return 2;
+    }
+    int64_t t0 = 1700000000ll * NS; /* on an hour's boundary */
+    bool modes[2] = {strcmp(mode, "age") != 0, strcmp(mode, "tiers") != 0}; /* tiers, age-only */
+    char out[2][4200];
+    pid_t pid[2] = {0, 0};
+    for (int m = 0; m < 2; m++) {
+        if (!modes[m])
+            continue;
+        snprintf(out[m], sizeof(out[m]), "%s/horizon-%s-%s.out", argv[1], l.name,
+                 m ? "age" : "tiers");
+        fflush(stdout);
+        pid[m] = fork();
+        if (pid[m] < 0) {
+            perror("bench_horizon: fork");
+            return 1;
+        }
+        if (pid[m] == 0) {
+            if (!freopen(out[m], "w", stdout))
+                _exit(1);
+            int crc = run(argv[1], &l, m == 1, t0);
+            fflush(stdout);
+            _exit(crc ? 1 : 0);
+        }
+    }
+    int rc = 0;
+    for (int m = 0; m < 2; m++) {
+        if (!modes[m])
+            continue;
+        int st;
+        if (waitpid(pid[m], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+            rc = 1;
+        FILE *f = fopen(out[m], "r");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f))
+            fputs(line, stdout);
+        if (f)
+            fclose(f);
+    }
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,329 @@
+/*
+ * Tiered retention (docs/store.md, "Tiers"): roll-ups are exact. The same chunks go into a ring
+ * large enough never to make room (tiers off) and into a small one that rolls up; every rolled
+ * up chunk of the small ring, read as a flame graph of its own range, has per stack the sums of
+ * the chunks it replaced for the summed types, and their time average for the averaged types
+ * (in-use heap, goroutines). Also: the cursor rule, prorating, the schema migration 2 -> 3.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pfr_store.h"
+#include "store_test_util.h"
+
+#define NS     1000000000ll
+#define T0     (1700000000ll * NS) /* a multiple of an hour */
+#define STEP   (10 * NS)
+#define NTYPES 4
+
+static const char *const types[NTYPES] = {"go:profile_cpu:nanoseconds", "go:heap_alloc_space:bytes",
+                                          "go:heap_inuse_space:bytes",
+                                          "go:goroutine_goroutine:count"};
+static const bool gauge[NTYPES] = {false, false, true, true};
+
+static uint64_t rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Interval i of stream svc: 40 stacks of 3 frames, two processes, values that vary. */
+static pfr_profile *make_profile(unsigned svc, unsigned i)
+{
+    pfr_profile *p = pfr_profile_new();
+    for (size_t t = 0; t < NTYPES; t++)
+        pfr_profile_add_sample_type(p, types[t],
+                                    t == 3   ? "count"
+                                    : t == 0 ? "nanoseconds"
+                                             : "bytes");
+    pfr_profile_set_time(p, T0 + (int64_t)i * STEP, STEP);
+    uint64_t s = 0x9e3779b97f4a7c15ull ^ (svc * 1000003ull + i);
+    for (unsigned k = 0; k < 40; k++) {
+        if (rng(&s) % 5 == 0)
+            continue; /* stacks come and go */
+        char f[3][32];
+        uint32_t locs[3];
+        for (int j = 0; j < 3; j++) {
+            snprintf(f[j], sizeof(f[j]), "s%u_f%u_%d", svc, (k * 7 + (unsigned)j * 3) % 50, j);
+            locs[j] = (uint32_t)pfr_profile_add_frame(p, f[j], "x.go", 10 + j);
+        }
+        int64_t v[NTYPES] = {(int64_t)(rng(&s) % 50 + 1) * 10000000ll, (int64_t)(rng(&s) % 100000),
+                             (int64_t)(rng(&s) % 10000000), (int64_t)(rng(&s) % 300)};
+        pfr_label l = {.key = "pid", .num = 100 + k % 2};
+        pfr_profile_add_sample(p, locs, 3, v, &l, 1);
+    }
+    assert_int_equal(pfr_profile_error(p), 0);
+    return p;
+}
+
+/* Intervals [from, from + n) of nsvc streams, 30 intervals to a transaction (one sync each). */
+static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
+{
+    enum { BATCH = 30 };
+    static const char *const names[4] = {"svc0", "svc1", "svc2", "svc3"};
+    for (unsigned i0 = from; i0 < from + n; i0 += BATCH) {
+        pfr_chunk_in in[BATCH * 4];
+        pfr_profile *p[BATCH * 4];
+        size_t k = 0;
+        for (unsigned i = i0; i < i0 + BATCH && i < from + n; i++)
+            for (unsigned v = 0; v < nsvc; v++, k++) {
+                p[k] = make_profile(v, i);
+                in[k] = (pfr_chunk_in){.service = names[v],
+                                       .start_ns = T0 + (int64_t)i * STEP,
+                                       .end_ns = T0 + (int64_t)(i + 1) * STEP,
+                                       .profile = p[k]};
+            }
+        assert_int_equal(pfr_store_append_batch(s, in, k, NULL), 0);
+        for (size_t j = 0; j < k; j++)
+            pfr_profile_free(p[j]);
+    }
+}
+
+/* Per (stack, labels): values, from a profile. */
+struct entry {
+    char key[200];
+    int64_t v[NTYPES];
+};
+
+static struct entry *entries(const pfr_profile *p, size_t *n)
+{
+    size_t ns = pfr_profile_num_samples(p);
+    struct entry *e = calloc(ns ? ns : 1, sizeof(*e));
+    int tix[NTYPES];
+    for (size_t t = 0; t < NTYPES; t++)
+        tix[t] = pfr_profile_find_sample_type(p, types[t]);
+    for (size_t i = 0; i < ns; i++) {
+        pfr_frame fr[8];
+        size_t nf = pfr_profile_sample_frames(p, i, fr, 8);
+        int64_t pid = 0;
+        pfr_profile_sample_label_num(p, i, "pid", &pid);
+        int at = snprintf(e[i].key, sizeof(e[i].key), "%lld", (long long)pid);
+        for (size_t j = 0; j < nf && j < 8; j++)
+            at += snprintf(e[i].key + at, sizeof(e[i].key) - (size_t)at, ";%s", fr[j].function);
+        for (size_t t = 0; t < NTYPES; t++)
+            e[i].v[t] = tix[t] >= 0 ? pfr_profile_sample_values(p, i)[tix[t]] : 0;
+    }
+    *n = ns;
+    return e;
+}
+
+static const struct entry *find(const struct entry *e, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(e[i].key, key))
+            return &e[i];
+    return NULL;
+}
+
+struct rolled {
+    int64_t start, end, id;
+    int tier;
+    char service[16];
+};
+
+struct rolled_list {
+    struct rolled v[4096];
+    size_t n;
+    int max_tier;
+};
+
+static int rolled_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)p;
+    struct rolled_list *l = ctx;
+    if (m->tier > l->max_tier)
+        l->max_tier = m->tier;
+    if (m->tier > 0 && l->n < 4096) {
+        l->v[l->n] = (struct rolled){m->start_ns, m->end_ns, m->id, m->tier, ""};
+        snprintf(l->v[l->n].service, sizeof(l->v[l->n].service), "%s", m->service);
+        l->n++;
+    }
+    return 0;
+}
+
+/* The flame graph of every rolled-up chunk's range in the small ring against the same range in
+ * the reference ring: summed types equal per stack, averaged types their mean per stack (the
+ * chunks are contiguous 10 s intervals, so the time average is the mean), to rounding. */
+static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const struct rolled *r = &l->v[i];
+        pfr_store_filter f = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
+        pfr_profile *a = NULL, *b = NULL;
+        pfr_scan_stats sa, sb;
+        assert_int_equal(pfr_store_merge(small, &f, 0, &a, &sa), 0);
+        assert_int_equal(pfr_store_merge(ref, &f, 0, &b, &sb), 0);
+        assert_int_equal(sa.chunks, 1);
+        int64_t nin = (int64_t)sb.chunks;
+        assert_int_equal(nin * STEP, r->end - r->start);
+        size_t na, nb;
+        struct entry *ea = entries(a, &na), *eb = entries(b, &nb);
+        assert_int_equal(na, nb);
+        int64_t ta[NTYPES] = {0}, tb[NTYPES] = {0};
+        for (size_t k = 0; k < nb; k++) {
+            const struct entry *x = find(ea, na, eb[k].key);
+            assert_non_null(x);
+            for (size_t t = 0; t < NTYPES; t++) {
+                ta[t] += x->v[t];
+                tb[t] += eb[k].v[t];
+                if (!gauge[t]) {
+                    assert_int_equal(x->v[t], eb[k].v[t]);
+                } else {
+                    double mean = (double)eb[k].v[t] / (double)nin;
+                    /* rounded once per tier it went through */
+                    assert_true(fabs((double)x->v[t] - mean) <= 0.5 * r->tier + 1e-9);
+                }
+            }
+        }
+        for (size_t t = 0; t < NTYPES; t++)
+            if (!gauge[t])
+                assert_int_equal(ta[t], tb[t]); /* the flame graph's totals */
+        free(ea);
+        free(eb);
+        pfr_profile_free(a);
+        pfr_profile_free(b);
+    }
+}
+
+static pfr_store *open_ring(const char *path, uint64_t cap, const char *tiers)
+{
+    pfr_store_opts o = {.max_bytes = cap, .reserve = {.mode = PFR_STORE_RESERVE_OFF}};
+    char err[256];
+    assert_int_equal(pfr_store_tiers_parse(tiers, &o.tiers, err, sizeof(err)), 0);
+    pfr_store *s = NULL;
+    assert_int_equal(pfr_store_open(path, &o, &s, err, sizeof(err)), 0);
+    return s;
+}
+
+static void test_rollup_exact(void **state)
+{
+    (void)state;
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db"), *pr = pfr_tu_path(dir, "ref.db");
+    pfr_store *small = open_ring(ps, 1536u << 10, "1m,10m,1h");
+    pfr_store *ref = open_ring(pr, 256u << 20, "off");
+    /* 2 streams, 12 hours of 10 s intervals */
+    append_all(small, 2, 4320, 0);
+    append_all(ref, 2, 4320, 0);
+    pfr_store_stats st;
+    assert_int_equal(pfr_store_stats_get(small, &st), 0);
+    assert_true(st.rolled_up > 0);
+    assert_int_equal(st.chunks + st.evicted + st.rolled_up, st.appended);
+    pfr_store_stats q;
+    assert_int_equal(pfr_store_stats_quick(small, &q), 0);
+    assert_int_equal(q.chunks, st.chunks);
+    struct rolled_list *l = calloc(1, sizeof(*l));
+    assert_int_equal(pfr_store_scan(small, NULL, PFR_SCAN_META_ONLY, rolled_cb, l, NULL), 0);
+    assert_true(l->n > 0);
+    assert_true(l->max_tier >= 2); /* roll-ups of roll-ups */
+    check_exact(small, ref, l);
+    /* The newest interval is still as recorded. */
+    pfr_store_filter f = {.from_ns = T0 + 4319 * STEP, .to_ns = T0 + 4320 * STEP};
+    struct rolled_list *last = calloc(1, sizeof(*last));
+    assert_int_equal(pfr_store_scan(small, &f, PFR_SCAN_META_ONLY, rolled_cb, last, NULL), 0);
+    assert_int_equal(last->max_tier, 0);
+    char err[256];
+    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
+    free(last);
+    free(l);
+    pfr_store_close(small);
+    pfr_store_close(ref);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(pr);
+    free(dir);
+}
+
+static int64_t cpu_total(const pfr_profile *p)
+{
+    int t = pfr_profile_find_sample_type(p, types[0]);
+    int64_t sum = 0;
+    for (size_t i = 0; t >= 0 && i < pfr_profile_num_samples(p); i++)
+        sum += pfr_profile_sample_values(p, i)[t];
+    return sum;
+}
+
+/* A range that covers part of a rolled-up chunk counts that part of it (summed types). */
+static void test_prorate(void **state)
+{
+    (void)state;
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db");
+    pfr_store *small = open_ring(ps, 1536u << 10, "1m,10m,1h");
+    append_all(small, 2, 4320, 0);
+    struct rolled_list *l = calloc(1, sizeof(*l));
+    assert_int_equal(pfr_store_scan(small, NULL, PFR_SCAN_META_ONLY, rolled_cb, l, NULL), 0);
+    assert_true(l->n > 0);
+    const struct rolled *r = &l->v[0];
+    pfr_store_filter whole = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
+    pfr_store_filter half = whole;
+    half.to_ns = r->start + (r->end - r->start) / 2;
+    pfr_profile *a = NULL, *b = NULL;
+    assert_int_equal(pfr_store_merge(small, &whole, PFR_MERGE_DROP_LABELS, &a, NULL), 0);
+    assert_int_equal(pfr_store_merge(small, &half, PFR_MERGE_DROP_LABELS, &b, NULL), 0);
+    int64_t ta = cpu_total(a), tb = cpu_total(b);
+    assert_true(ta > 0);
+    /* half of it, to a unit's rounding per stack */
+    assert_true(llabs(tb - ta / 2) <= (int64_t)pfr_profile_num_samples(b) + 1);
+    free(l);
+    pfr_profile_free(a);
+    pfr_profile_free(b);
+    pfr_store_close(small);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(dir);
+}
+
+/* With a consumer's cursor, only chunks it has taken are rolled up, and a roll-up keeps the
+ * smallest id of its inputs: behind the cursor too. */
+static void test_cursor_rule(void **state)
+{
+    (void)state;
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db");
+    pfr_store *small = open_ring(ps, 1536u << 10, "1m,10m,1h");
+    /* A consumer that lags 100 chunks behind the writer. */
+    int64_t cursor = 0;
+    for (unsigned i = 0; i < 4320; i += 60) {
+        append_all(small, 2, 60, i);
+        pfr_store_stats st;
+        assert_int_equal(pfr_store_stats_quick(small, &st), 0);
+        cursor = st.max_id > 100 ? st.max_id - 100 : 0;
+        assert_int_equal(pfr_store_cursor_set(small, "shipper.test", cursor), 0);
+    }
+    struct rolled_list *l = calloc(1, sizeof(*l));
+    assert_int_equal(pfr_store_scan(small, NULL, PFR_SCAN_META_ONLY, rolled_cb, l, NULL), 0);
+    assert_true(l->n > 0);
+    for (size_t i = 0; i < l->n; i++)
+        assert_true(l->v[i].id <= cursor);
+    pfr_store_stats st;
+    assert_int_equal(pfr_store_stats_get(small, &st), 0);
+    assert_int_equal(st.lost_unshipped, 0);
+    free(l);
+    pfr_store_close(small);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rollup_exact),
+        cmocka_unit_test(test_prorate),
+        cmocka_unit_test(test_cursor_rule),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
