@@ -107,6 +107,10 @@ struct pfr_engine {
     uint64_t answers; /* HTTP answers received by every lane, to order the lanes' last ones */
 };
 
+struct lane;
+static int lost_baseline(struct lane *l);
+static int aside_publish(struct lane *l);
+
 static int grow_ids(int64_t **v, size_t *cap, size_t need)
 {
     if (need <= *cap)
@@ -285,10 +289,12 @@ int pfr_engine_add_lane(pfr_engine *e, const pfr_sink_conf *conf, enum pfr_lane_
             l->st.pending_max = l->st.pending_after = 0;
             l->st.pending_limit = 0;
             l->st.pending_token[0] = 0;
+            l->st.ring_lost_seen = 0; /* a new ring's count */
         }
         l->st.next_attempt_ns = 0;
-        if ((rc = pfr_state_sink_put(e->o.state, &l->st)) ||
-            (rc = pfr_store_cursor_set(e->o.store, l->consumer, l->st.cursor))) {
+        if ((rc = lost_baseline(l)) || (rc = pfr_state_sink_put(e->o.state, &l->st)) ||
+            (rc = pfr_store_cursor_set(e->o.store, l->consumer, l->st.cursor)) ||
+            (rc = aside_publish(l))) {
             snprintf(err, errlen, "%s: cannot record its cursor: %s", l->label, strerror(-rc));
             lane_free(l);
             return rc;
@@ -361,7 +367,7 @@ static int reap_set_aside(struct lane *l, int64_t below)
         goto fail;
     if (n) {
         l->st.lost_chunks += n;
-        if ((rc = save(l)))
+        if ((rc = save(l)) || (rc = aside_publish(l)))
             goto fail;
     }
     if ((rc = pfr_state_commit(e->o.state)))
@@ -579,28 +585,70 @@ static int look_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     return 0;
 }
 
-/* Chunks evicted before this sink took them: the ring starts after the cursor + 1. */
-static int check_lost(struct lane *l, int64_t first_id)
+/* Chunks the ring gave up past this sink's cursor before it took them. The ring counts them for
+ * this sink as it evicts them (pfr_store_consumer_lost): ids missing after the cursor are not
+ * all lost (a roll-up keeps only the smallest id of its inputs, and chunks evicted before the
+ * sink's cursor existed were nobody's to lose), and chunks of the batch in flight are counted
+ * there too. What the ring counted since the sink last looked is what it lost. */
+static int check_lost(struct lane *l)
 {
-    if (first_id <= l->st.cursor + 1)
-        return 0;
-    pfr_store_stats rs;
-    int rc = pfr_store_stats_get(l->e->o.store, &rs);
-    if (rc)
+    uint64_t n;
+    int rc = pfr_store_consumer_lost(l->e->o.store, l->consumer, &n);
+    if (rc || n == l->st.ring_lost_seen)
         return rc;
-    int64_t lo = rs.min_id < first_id ? rs.min_id : first_id;
-    if (lo > l->st.cursor + 1) {
-        uint64_t lost = (uint64_t)(lo - 1 - l->st.cursor);
+    if (n > l->st.ring_lost_seen) {
+        uint64_t lost = n - l->st.ring_lost_seen;
         l->st.lost_chunks += lost;
-        pfr_warn("%s: %" PRIu64 " chunks (ids %lld..%lld) were evicted from the ring before they "
-                 "were shipped",
-                 l->label, lost, (long long)l->st.cursor + 1, (long long)lo - 1);
-        l->st.cursor = lo - 1;
-        if ((rc = save(l)))
-            return rc;
-        return pfr_store_cursor_set(l->e->o.store, l->consumer, l->st.cursor);
-    }
-    return 0;
+        pfr_warn("%s: %" PRIu64 " chunks were evicted from the ring before they were shipped "
+                 "(the ring's count for this sink)",
+                 l->label, lost);
+    } /* below: the ring's count started again (a new ring) */
+    l->st.ring_lost_seen = n;
+    return save(l);
+}
+
+/* A sink whose cursor file is not there (its first start; or the file was removed) starts from
+ * what the ring counts now: the writer counts for it only while the file is there, and what it
+ * gave up before was nobody's to lose (or counted in a life of the file before). */
+static int lost_baseline(struct lane *l)
+{
+    bool known;
+    int rc = pfr_store_cursor_known(l->e->o.store, l->consumer, &known);
+    if (rc || known)
+        return rc;
+    return pfr_store_consumer_lost(l->e->o.store, l->consumer, &l->st.ring_lost_seen);
+}
+
+/* Tell the ring which chunks this sink set aside (every one, from the state file, inside its
+ * transaction when there is one): the writer never rolls them up, so --retry-rejected sends
+ * them as recorded. Written before the cursor passes a chunk set aside with its batch. */
+static int aside_publish(struct lane *l)
+{
+    int64_t *ids = NULL, after = 0;
+    size_t n = 0, cap = 0, got;
+    int rc = 0;
+    do {
+        if (grow_ids(&ids, &cap, n + 1024) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if ((rc = pfr_state_rejected(l->e->o.state, l->conf->name, after, ids + n, 1024, &got)))
+            break;
+        n += got;
+        if (got)
+            after = ids[n - 1];
+    } while (got == 1024);
+    if (!rc)
+        rc = pfr_store_aside_set(l->e->o.store, l->consumer, ids, n);
+    free(ids);
+    return rc;
+}
+
+/* Set-aside chunks done with (sent, passed over, gone): no longer listed, nor held by the ring. */
+static int unreject(struct lane *l, const int64_t *ids, size_t n)
+{
+    int rc = pfr_state_unreject(l->e->o.state, l->conf->name, ids, n);
+    return rc ? rc : aside_publish(l);
 }
 
 /* ---- pinned ranges first ---- */
@@ -730,12 +778,10 @@ static int rebuild_ahead(struct lane *l)
         return rc;
     l->b_max = l->st.pending_max;
     size_t found = l->src.n + l->nbad;
-    if (found < l->m.live.npick) {
-        l->st.lost_chunks += l->m.live.npick - found;
+    if (found < l->m.live.npick) /* counted by the ring (check_lost): past the cursor */
         pfr_warn("%s: %zu pinned chunks of the batch in flight were evicted from the ring before "
                  "they were shipped",
                  l->label, l->m.live.npick - found);
-    }
     snprintf(l->token, sizeof(l->token), "%s", l->st.pending_token);
     return 0;
 }
@@ -749,6 +795,8 @@ static int build_live(struct lane *l, int64_t *wait_ms)
                                   &l->m.live.nskip, &l->m.live.cap_skip);
     if (rc)
         return rc;
+    if ((rc = check_lost(l)))
+        return rc;
     if (l->st.pending_max > 0 && l->st.pending_after == PENDING_AHEAD)
         return rebuild_ahead(l);
     if (l->st.pending_max > 0) {
@@ -759,13 +807,10 @@ static int build_live(struct lane *l, int64_t *wait_ms)
             return rc;
         l->b_max = l->st.pending_max;
         size_t found = l->src.n + l->nbad;
-        if (found < l->st.pending_limit) {
-            uint64_t gone = l->st.pending_limit - found;
-            l->st.lost_chunks += gone;
+        if (found < l->st.pending_limit) /* counted by the ring (check_lost): past the cursor */
             pfr_warn("%s: %" PRIu64 " chunks of the batch in flight were evicted from the ring "
                      "before they were shipped",
-                     l->label, gone);
-        }
+                     l->label, l->st.pending_limit - found);
         snprintf(l->token, sizeof(l->token), "%s", l->st.pending_token);
         return 0;
     }
@@ -775,8 +820,6 @@ static int build_live(struct lane *l, int64_t *wait_ms)
     pfr_store_filter f = {.after_id = l->st.cursor, .limit = k.limit};
     rc = pfr_store_scan(e->o.store, &f, PFR_SCAN_META_ONLY, look_cb, &k, NULL);
     if (rc < 0)
-        return rc;
-    if (k.bl.chunks && (rc = check_lost(l, k.first_id)))
         return rc;
     /* A full batch waits and more may follow: a link came back. Pinned chunks go first (not
      * while a rejected chunk is being narrowed down: that takes the cursor's order). */
@@ -858,7 +901,7 @@ static int build_rejected(struct lane *l)
         for (size_t j = 0; j < l->nbad && !have; j++)
             have = l->bad[j] == l->m.rj.group[i];
         if (!have && l->m.rj.group[i] <= l->b_max) {
-            rc = pfr_state_unreject(e->o.state, l->conf->name, &l->m.rj.group[i], 1);
+            rc = unreject(l, &l->m.rj.group[i], 1);
             if (rc)
                 return rc;
             l->st.lost_chunks++;
@@ -890,7 +933,7 @@ static int pass_over(struct lane *l, int64_t to)
     l->st.skipped_chunks += n;
     l->passed_chunks += n;
     if (l->mode == PFR_LANE_REJECTED)
-        return pfr_state_unreject(l->e->o.state, l->conf->name, l->skipped, n);
+        return unreject(l, l->skipped, n);
     return 0;
 }
 
@@ -927,7 +970,7 @@ static int set_aside(struct lane *l, const int64_t *ids, size_t n, long status, 
         return 0;
     int rc =
         pfr_state_reject(l->e->o.state, l->conf->name, ids, n, status, why, pfr_clock_real_ns());
-    if (rc)
+    if (rc || (rc = aside_publish(l)))
         return rc;
     if (l->mode != PFR_LANE_REJECTED)
         l->st.rejected_chunks += n;
@@ -982,7 +1025,9 @@ static size_t settle(struct lane *l, const pfr_sink_result *r, size_t n)
         l->corrupt += l->src.state[i] == PFR_CHUNK_CORRUPT;
     }
     if (gone) {
-        l->st.lost_chunks += gone;
+        /* the live lane's are past its cursor: the ring counts them for it (check_lost) */
+        if (l->mode != PFR_LANE_LIVE)
+            l->st.lost_chunks += gone;
         pfr_warn("%s: %zu chunks of the batch were evicted from the ring before they were shipped",
                  l->label, gone);
     }
@@ -999,8 +1044,7 @@ static int on_delivered(struct lane *l, const pfr_sink_result *r)
         return rc;
     if (l->nbad && (rc = set_aside(l, l->bad, l->nbad, 0, l->bad_why)))
         goto fail;
-    if (l->mode == PFR_LANE_REJECTED && l->src.n &&
-        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, l->src.n)))
+    if (l->mode == PFR_LANE_REJECTED && l->src.n && (rc = unreject(l, l->src.ids, l->src.n)))
         goto fail;
     int64_t now = pfr_clock_real_ns();
     size_t delivered = settle(l, r, l->src.n);
@@ -1063,8 +1107,7 @@ static int on_partial(struct lane *l, const pfr_sink_result *r)
         nb++;
     if (nb && (rc = set_aside(l, l->bad, nb, 0, l->bad_why)))
         goto fail;
-    if (l->mode == PFR_LANE_REJECTED &&
-        (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, r->ndone)))
+    if (l->mode == PFR_LANE_REJECTED && (rc = unreject(l, l->src.ids, r->ndone)))
         goto fail;
     size_t delivered = settle(l, r, r->ndone);
     l->st.delivered_chunks += delivered;
@@ -1123,8 +1166,7 @@ static int on_rejected(struct lane *l, const pfr_sink_result *r)
         l->st.corrupt_chunks += l->corrupt;
         l->st.delivered_bytes += r->bytes_sent;
         l->st.last_success_ns = pfr_clock_real_ns();
-        if (l->mode == PFR_LANE_REJECTED &&
-            (rc = pfr_state_unreject(e->o.state, l->conf->name, l->src.ids, from)))
+        if (l->mode == PFR_LANE_REJECTED && (rc = unreject(l, l->src.ids, from)))
             goto fail;
     }
     int64_t to_bad = r->one_chunk ? l->src.ids[from] : INT64_MAX;

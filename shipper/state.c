@@ -16,7 +16,7 @@ struct pfr_state {
     sqlite3 *db;
     bool read_only;
     /* The sink table's columns added to files of older shippers: which this file has. */
-    bool has_later[2];
+    bool has_later[3];
 };
 
 static const char schema[] =
@@ -66,7 +66,7 @@ static void make_private(const char *path)
 }
 
 /* The sink table's counters added later, in the order of has_later. */
-static const char *const later_columns[] = {"sink_failures", "skipped_chunks"};
+static const char *const later_columns[] = {"sink_failures", "skipped_chunks", "ring_lost_seen"};
 
 /* Columns added later: a file of an older shipper gets them (still readable by that shipper,
  * which names its columns); read as it is (read-only), they count 0. */
@@ -218,15 +218,16 @@ static void row_to_state(sqlite3_stmt *s, pfr_sink_state *o)
     o->retries = (uint64_t)sqlite3_column_int64(s, 19);
     o->sink_failures = (uint64_t)sqlite3_column_int64(s, 20);
     o->skipped_chunks = (uint64_t)sqlite3_column_int64(s, 21);
+    o->ring_lost_seen = (uint64_t)sqlite3_column_int64(s, 22);
 }
 
 /* SELECT the sink columns, then tail. */
 static int prep_sinks(pfr_state *st, const char *tail, sqlite3_stmt **s)
 {
     char sql[512];
-    snprintf(sql, sizeof(sql), "SELECT " SINK_COLS ", %s, %s FROM sink %s",
+    snprintf(sql, sizeof(sql), "SELECT " SINK_COLS ", %s, %s, %s FROM sink %s",
              st->has_later[0] ? later_columns[0] : "0", st->has_later[1] ? later_columns[1] : "0",
-             tail);
+             st->has_later[2] ? later_columns[2] : "0", tail);
     return prep(st, sql, s);
 }
 
@@ -263,8 +264,9 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
 {
     sqlite3_stmt *s;
     int rc = prep(st,
-                  "INSERT OR REPLACE INTO sink (" SINK_COLS ", sink_failures, skipped_chunks) "
-                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  "INSERT OR REPLACE INTO sink (" SINK_COLS
+                  ", sink_failures, skipped_chunks, ring_lost_seen) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                   &s);
     if (rc)
         return rc;
@@ -291,6 +293,7 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
     sqlite3_bind_int64(s, i++, (int64_t)o->retries);
     sqlite3_bind_int64(s, i++, (int64_t)o->sink_failures);
     sqlite3_bind_int64(s, i++, (int64_t)o->skipped_chunks);
+    sqlite3_bind_int64(s, i++, (int64_t)o->ring_lost_seen);
     sqlite3_step(s);
     return pfr_store_errno(sqlite3_finalize(s));
 }

@@ -35,6 +35,9 @@ typedef struct pfr_sink_state {
     uint64_t retries;        /* failed attempts, ever */
     uint64_t sink_failures;  /* of them, answers about the sink as a whole: nothing set aside */
     uint64_t skipped_chunks; /* left out by the sink's shipping policy (ship = agent) */
+    /* the ring's count of chunks it gave up past this sink's cursor (pfr_store_consumer_lost)
+     * when the sink last looked: what it counted since then is what this sink lost */
+    uint64_t ring_lost_seen;
 } pfr_sink_state;
 
 /* Open (creating it unless read_only) the state file at path. The file and its -wal, -shm and

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store_cursor.h"
 #include "store_handle.h"
 #include "store_migrate.h"
 #include "store_pins.h"
@@ -222,6 +223,19 @@ static int stats_pins(pfr_store *s, int64_t meta_max, pfr_store_stats *out)
         out->pin_max_bytes = (uint64_t)budget;
     else
         out->pin_max_bytes = (meta_max > 0 ? (uint64_t)meta_max : s->max_bytes) / 4;
+    return rc;
+}
+
+int pfr_store_consumer_lost(pfr_store *s, const char *consumer, uint64_t *lost)
+{
+    char key[160];
+    *lost = 0;
+    if (!consumer ||
+        snprintf(key, sizeof(key), STORE_LOST_KEY_PREFIX "%s", consumer) >= (int)sizeof(key))
+        return -EINVAL;
+    int64_t v;
+    int rc = kept_row(s, ST_META_GET, key, &v, NULL);
+    *lost = !rc && v > 0 ? (uint64_t)v : 0; /* the file is outside input: never below 0 */
     return rc;
 }
 

@@ -301,6 +301,18 @@ int pfr_store_cursor_set(pfr_store *s, const char *consumer, int64_t chunk_id);
 /* *chunk_id = 0 when the consumer is unknown. */
 int pfr_store_cursor_get(pfr_store *s, const char *consumer, int64_t *chunk_id);
 int pfr_store_cursor_remove(pfr_store *s, const char *consumer);
+/* Whether the consumer has a cursor file: the writer counts what it gives up past a cursor
+ * (pfr_store_consumer_lost) only while the file is there. */
+int pfr_store_cursor_known(pfr_store *s, const char *consumer, bool *known);
+/* The chunks a consumer set aside (ascending; n 0: none): it has passed them with its cursor
+ * without taking them (a sink rejected them; they are sent again by hand). The writer never
+ * rolls them up, so that they are sent as recorded, once, or evicted and counted by the
+ * consumer. A file beside the cursors, rewritten whole. */
+int pfr_store_aside_set(pfr_store *s, const char *consumer, const int64_t *ids, size_t n);
+/* Chunks the ring gave up (evicted) past the consumer's cursor: what it lost, counted by the
+ * writer per consumer since the consumer's cursor file was first read; chunks merged into a
+ * roll-up are never in it (a roll-up keeps its inputs' data). 0 for an unknown consumer. */
+int pfr_store_consumer_lost(pfr_store *s, const char *consumer, uint64_t *lost);
 
 int pfr_store_stats_get(pfr_store *s, pfr_store_stats *st);
 

@@ -12,12 +12,11 @@
 #include "store_merge.h"
 #include "store_retention.h"
 
-#define PICK_ROWS                                                                                  \
-    64 /* oldest chunks of a tier looked at for a group to roll up (in pick's SQL)                 \
-        */
+#define PICK_ROWS  64 /* oldest chunks of a tier read at a time for a group to roll up */
+#define PICK_PAGES 64 /* pages of them looked at, at most: pins and set-aside chunks passed */
 
 struct pick_row {
-    int64_t id, stream, start;
+    int64_t id, stream, start, end;
 };
 
 /* The finest tier's share of the pages in use (RET_FINEST_NUM / RET_FINEST_DEN). */
@@ -185,11 +184,13 @@ static int64_t floor_to(int64_t t, int64_t step)
     return q * step;
 }
 
-/* Whether a chunk must stay as it is: not yet taken by every consumer, or pinned. */
+/* Whether a chunk must stay as it is: not yet taken by every consumer (or set aside), or pinned. */
 static bool kept(const struct store_keep *keep, int64_t stream, int64_t id, int64_t start_ns,
                  int64_t end_ns)
 {
     if (keep->any_cursor && id > keep->min_cursor)
+        return true;
+    if (keep->asides && pfr_st_cursors_aside(keep->asides, id))
         return true;
     return keep->pins && keep->pins->n &&
            pfr_st_pins_protects(keep->pins, pfr_st_stream_get(keep->dict, stream), start_ns,
@@ -248,39 +249,54 @@ static int group_rows(struct store_db *d, const struct store_keep *keep, int k, 
     return rc ? rc : g->n > 0;
 }
 
+/* One page of the oldest chunks of tier k after id after: *n rows. */
+static int pick_page(struct store_db *d, int k, int64_t after, struct pick_row *rows, size_t *n)
+{
+    sqlite3_stmt *st =
+        pfr_st_prepare(d, "SELECT id, stream_id, start_ns, end_ns FROM chunks WHERE tier = ?1"
+                          " AND id > ?2 ORDER BY id LIMIT 64");
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, k);
+    sqlite3_bind_int64(st, 2, after);
+    *n = 0;
+    int step_rc = SQLITE_DONE;
+    while (*n < PICK_ROWS && (step_rc = sqlite3_step(st)) == SQLITE_ROW)
+        rows[(*n)++] = (struct pick_row){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                         sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
+    sqlite3_finalize(st);
+    return step_rc == SQLITE_ROW || step_rc == SQLITE_DONE ? 0 : pfr_store_errno(step_rc);
+}
+
 /* The oldest whole bucket of tier k that may be rolled up into tier k + 1: 1 with g set, 0 when
- * there is none. A bucket is whole once the ring holds a chunk that ends past it. */
+ * there is none. A bucket is whole once the ring holds a chunk that ends past it. Pages on past
+ * the chunks that must stay (set aside, pinned: a sink that rejected a service for days must not
+ * hold every roll-up back), up to the first chunk no consumer has taken. */
 static int pick(struct store_retention *r, struct store_db *d, const struct store_keep *keep, int k,
                 int64_t newest_end, struct store_rollup *g)
 {
     int64_t step = r->tiers.step_ns[k];
-    sqlite3_stmt *st =
-        pfr_st_prepare(d, "SELECT id, stream_id, start_ns FROM chunks WHERE tier = ?1"
-                          " ORDER BY id LIMIT 64");
-    if (!st)
-        return pfr_st_db_err(d);
-    sqlite3_bind_int64(st, 1, k);
     struct pick_row rows[PICK_ROWS];
-    size_t n = 0;
-    int step_rc;
-    while (n < PICK_ROWS && (step_rc = sqlite3_step(st)) == SQLITE_ROW)
-        rows[n++] = (struct pick_row){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                                      sqlite3_column_int64(st, 2)};
-    if (n < PICK_ROWS && step_rc != SQLITE_DONE) {
-        sqlite3_finalize(st);
-        return pfr_store_errno(step_rc);
-    }
-    sqlite3_finalize(st);
-    for (size_t i = 0; i < n; i++) {
-        if (keep->any_cursor && rows[i].id > keep->min_cursor)
-            continue;
-        int64_t b0 = floor_to(rows[i].start, step);
-        if (b0 > INT64_MAX - step || b0 + step > newest_end)
-            return 0; /* later rows start later: no whole bucket in this tier yet */
-        int rc = group_rows(d, keep, k, rows[i].stream, b0, b0 + step, g);
+    size_t n;
+    int64_t after = 0;
+    int pages = 0;
+    do {
+        int rc = pick_page(d, k, after, rows, &n);
         if (rc)
             return rc;
-    }
+        for (size_t i = 0; i < n; i++) {
+            after = rows[i].id;
+            if (keep->any_cursor && rows[i].id > keep->min_cursor)
+                return 0; /* later rows have later ids: none taken by every consumer */
+            int64_t b0 = floor_to(rows[i].start, step);
+            if (b0 > INT64_MAX - step || b0 + step > newest_end)
+                return 0; /* later rows start later: no whole bucket in this tier yet */
+            if (kept(keep, rows[i].stream, rows[i].id, rows[i].start, rows[i].end))
+                continue; /* its bucket's others are met through a row of their own */
+            if ((rc = group_rows(d, keep, k, rows[i].stream, b0, b0 + step, g)) != 0)
+                return rc;
+        }
+    } while (n == PICK_ROWS && ++pages < PICK_PAGES);
     return 0;
 }
 

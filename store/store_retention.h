@@ -15,6 +15,7 @@
 #include "pfr_store.h"
 #include "store_db.h"
 #include "store_dict.h"
+#include "store_cursor.h"
 #include "store_pins.h"
 
 /* Bytes a chunk's rows take besides its payload (two rows and their index entries). */
@@ -23,13 +24,16 @@
 /* The steps in force: t's own, or the default. Never fails for a parsed t. */
 void pfr_st_tiers_resolve(const pfr_store_tiers *t, pfr_store_tiers *out);
 
-/* What retention must leave as it is: chunks some consumer has not taken (id > min_cursor) and
- * chunks a pin keeps (never rolled up, never evicted). */
+/* What retention must leave as it is: chunks some consumer has not taken (id > min_cursor, or set
+ * aside) and chunks a pin keeps (never rolled up, never evicted). */
 struct store_keep {
     bool any_cursor;
     int64_t min_cursor;
     const struct store_pins *pins; /* NULL: none */
     struct store_dict *dict;       /* the stream rows the pins' selections are matched against */
+    /* chunks a consumer set aside (below its cursor, not taken: a sink rejected them, and
+     * they are sent again by hand): never merged, so a retry sends them as recorded. NULL: none */
+    const struct store_cursors *asides;
 };
 
 /* The writer's retention state: the steps and the bytes each tier holds (measured once, then

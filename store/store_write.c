@@ -186,6 +186,11 @@ struct writer {
     uint64_t txn_freed; /* bytes the appends' own eviction freed in this transaction */
     uint64_t short_by;  /* an append found this much less room than make_room made (-EAGAIN) */
     bool may_delete;    /* appends may delete chunks of a tier below the coarsest */
+    /* The tiers' policy said deleting comes next (make_room): the appends delete what they
+     * need, chunk by chunk, of this tier (-1: none said), not make_room ahead of them by an
+     * estimate (a mean that counted a new stream's base made room for a base at every
+     * transaction: a 300 KB ring held 2 chunks where it had room for 12). */
+    int policy_evict_tier;
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -1135,9 +1140,9 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
 
 /* What eviction knows across its batches of one transaction. */
 struct evict_ctx {
-    bool cursors_read, any_cursor;
-    int64_t min_cursor; /* registered consumers' smallest cursor */
-    bool for_disk;      /* count the chunks as given up for disk space */
+    bool cursors_read;
+    struct store_cursors cur; /* the consumers' cursors and set-aside chunks */
+    bool for_disk;            /* count the chunks as given up for disk space */
     bool pins_read;
     struct store_pins pins; /* the pins in force (store_pins.c) */
     int64_t after;          /* chunks up to this id were looked at: pinned ones are passed */
@@ -1147,6 +1152,7 @@ struct evict_ctx {
 static void evict_ctx_free(struct evict_ctx *x)
 {
     pfr_st_pins_free(&x->pins);
+    pfr_st_cursors_free(&x->cur);
 }
 
 /* Release pin i of x's (its row and the entry), counted in pins_released. */
@@ -1193,8 +1199,25 @@ static int cursors(pfr_store *s, struct evict_ctx *x)
 {
     if (x->cursors_read)
         return 0;
-    int rc = pfr_st_cursors_min(s, &x->min_cursor, &x->any_cursor);
+    int rc = pfr_st_cursors_read(s, &x->cur);
     x->cursors_read = rc == 0;
+    return rc;
+}
+
+/* Each consumer's chunks given up past its cursor (counted by pfr_st_cursors_count_lost), into
+ * its own counter, which its shipper reads (pfr_store_consumer_lost): the global lost_unshipped
+ * counts a chunk once, past the smallest cursor; a consumer's own says what it never took. */
+static int lost_commit(pfr_store *s, struct evict_ctx *x)
+{
+    int rc = 0;
+    for (size_t i = 0; i < x->cur.n; i++) {
+        struct store_consumer *c = &x->cur.v[i];
+        char key[sizeof(STORE_LOST_KEY_PREFIX) + sizeof(c->name)];
+        snprintf(key, sizeof(key), STORE_LOST_KEY_PREFIX "%s", c->name);
+        if (!rc && c->lost)
+            rc = pfr_st_meta_add(&s->sql, key, c->lost);
+        c->lost = 0;
+    }
     return rc;
 }
 
@@ -1254,7 +1277,7 @@ static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ct
             k->streams[k->n] = stream;
             k->dicts[k->n] = sqlite3_column_int64(st, 2);
             k->freed += (uint64_t)sqlite3_column_int64(st, 3) + ROW_OVERHEAD;
-            if (x->any_cursor && id > x->min_cursor)
+            if (pfr_st_cursors_count_lost(&x->cur, id))
                 k->lost++;
             k->n++;
         }
@@ -1317,6 +1340,7 @@ static int evict_batch(pfr_store *s, int tier, uint64_t over, size_t max_n, int6
          (rc = delete_orphans(s, k->streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
          (rc = pfr_st_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
          (k->lost && (rc = pfr_st_meta_add(&s->sql, "lost_unshipped", k->lost)) != 0) ||
+         (rc = lost_commit(s, x)) != 0 ||
          (x->for_disk && (rc = pfr_st_meta_add(&s->sql, "evicted_disk", (int64_t)n)) != 0)))
         n = 0;
     free(k);
@@ -1356,7 +1380,10 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         int tier;
         if ((rc = top_tier(s, &tier)) != 0)
             break;
-        if (!w->may_delete && !s->tiers.off && !s->space.now.disk_bound) {
+        if (w->policy_evict_tier >= 0 && w->policy_evict_tier < tier)
+            tier = w->policy_evict_tier;
+        if (!w->may_delete && !s->tiers.off && !s->space.now.disk_bound &&
+            w->policy_evict_tier < 0) {
             /* The tiers' policy decides what goes (a roll-up, or the coarsest tier's oldest when
              * no tier is past its share): the transaction starts again with the room this append
              * lacked made first (roll-ups cannot run inside an append). Deleting the coarsest
@@ -1882,8 +1909,13 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
             rc = pfr_st_meta_add(&s->sql, "rolled_up", (int64_t)g->n - 1);
     } else {
         rc = pfr_st_meta_add(&s->sql, "evicted", (int64_t)g->n);
-        if (!rc && x->any_cursor && g->min_id > x->min_cursor)
-            rc = pfr_st_meta_add(&s->sql, "lost_unshipped", (int64_t)g->n);
+        int64_t lost = 0;
+        for (size_t i = 0; i < g->n; i++)
+            lost += pfr_st_cursors_count_lost(&x->cur, g->in[i].id);
+        if (!rc && lost)
+            rc = pfr_st_meta_add(&s->sql, "lost_unshipped", lost);
+        if (!rc)
+            rc = lost_commit(s, x);
     }
     if (rc)
         return rc;
@@ -1921,7 +1953,7 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
             break;
         if (!x.pins_read && (rc = pins_read(s, &x)) != 0)
             break;
-        struct store_keep keep = {x.any_cursor, x.min_cursor, &x.pins, &s->dict};
+        struct store_keep keep = {x.cur.any, x.cur.min_cursor, &x.pins, &s->dict, &x.cur};
         int tier = 0;
         rc = pfr_st_retention_next(&w->ret, &s->sql, &keep, used, &g, &tier);
         if (rc <= STORE_RET_NONE)
@@ -1931,18 +1963,13 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
                 break;
             continue;
         }
-        if (s->space.now.disk_bound) {
-            /* The disk bounds the ring: roll-ups (which keep their data) made room; deleting is
-             * the appends' own, chunk by chunk, so that the ring gives up only what the newest
-             * intervals take (deleting ahead, by an estimate, on a full 12 MiB file system gave
-             * up 449 chunks for 213 written in 8 s: store_disk_full) */
-            rc = 0;
-            break;
-        }
-        size_t n;
-        if ((rc = evict_batch(s, tier, used + est + slack - target, 512, 0, 0, &x, &n)) != 0 ||
-            n == 0)
-            break;
+        /* Roll-ups (which keep their data) made what room they could; deleting is the appends'
+         * own, chunk by chunk, so that the ring gives up only what the newest intervals take
+         * (deleting ahead, by an estimate, on a full 12 MiB file system gave up 449 chunks for
+         * 213 written in 8 s: store_disk_full; and a 300 KB ring kept 2 chunks of 12) */
+        w->policy_evict_tier = tier;
+        rc = 0;
+        break;
     }
     pfr_st_rollup_free(&g);
     evict_ctx_free(&x);
@@ -2097,6 +2124,7 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     s->w->nundo = 0;
     s->w->undo_lost = false;
     s->w->txn_freed = 0;
+    s->w->policy_evict_tier = -1;
     uint64_t used0 = 0;
     rc = make_room(s, room_estimate(s, n) + extra, &used0);
     for (size_t i = 0; i < n && !rc; i++) {
@@ -2283,6 +2311,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
         if (!(s->w = calloc(1, sizeof(*s->w))))
             return -ENOMEM;
         s->w->ret.tiers = s->tiers;
+        s->w->policy_evict_tier = -1;
     }
     pfr_st_space_plan(&s->space, &s->sql);
     int rc = append_txn(s, in, n, ids_out);

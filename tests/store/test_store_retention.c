@@ -318,12 +318,81 @@ static void test_cursor_rule(void **state)
     free(dir);
 }
 
+/* Tier of chunk id (-1: not in the ring). */
+struct find_tier {
+    int64_t id;
+    int tier;
+};
+static int find_tier_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    (void)p;
+    struct find_tier *f = ctx;
+    if (m->id == f->id)
+        f->tier = m->tier;
+    return 0;
+}
+static int tier_of(pfr_store *s, int64_t id)
+{
+    struct find_tier f = {id, -1};
+    assert_int_equal(pfr_store_scan(s, NULL, PFR_SCAN_META_ONLY, find_tier_cb, &f, NULL), 0);
+    return f.tier;
+}
+
+/* Chunks a consumer set aside (below its cursor, not taken) are never rolled up; what the ring
+ * evicts is counted per consumer, past each one's own cursor, and roll-ups are not counted. */
+static void test_aside_and_consumer_lost(void **state)
+{
+    (void)state;
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db");
+    pfr_store *s = open_ring(ps, 1536u << 10, "1m,10m,1h");
+    append_all(s, 2, 60, 0); /* 10 min, 120 chunks */
+    int64_t aside[] = {3, 4, 50};
+    /* "ahead" takes everything but three chunks, as it is written */
+    assert_int_equal(pfr_store_aside_set(s, "ahead", aside, 3), 0);
+    unsigned at = 60;
+    pfr_store_stats st;
+    do { /* until chunk 1 is rolled up: the set-aside ones beside it are not */
+        assert_int_equal(pfr_store_stats_quick(s, &st), 0);
+        assert_int_equal(pfr_store_cursor_set(s, "ahead", st.max_id), 0);
+        append_all(s, 2, 60, at);
+        at += 60;
+    } while (tier_of(s, 1) == 0 && at < 3000);
+    assert_true(tier_of(s, 1) > 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(tier_of(s, aside[i]), 0);
+    /* "behind" took what there is now; "ahead" stops too, 100 chunks later */
+    assert_int_equal(pfr_store_stats_quick(s, &st), 0);
+    assert_int_equal(pfr_store_cursor_set(s, "behind", st.max_id), 0);
+    assert_int_equal(pfr_store_cursor_set(s, "ahead", st.max_id + 100), 0);
+    append_all(s, 2, 3000, at); /* until the ring evicts chunks no one took */
+    assert_int_equal(pfr_store_stats_get(s, &st), 0);
+    uint64_t ahead, behind, none;
+    assert_int_equal(pfr_store_consumer_lost(s, "ahead", &ahead), 0);
+    assert_int_equal(pfr_store_consumer_lost(s, "behind", &behind), 0);
+    assert_int_equal(pfr_store_consumer_lost(s, "nobody", &none), 0);
+    assert_true(st.evicted > 0);
+    assert_int_equal(none, 0);
+    /* "behind" lost every chunk evicted past 20; "ahead" those past 120; the global count is
+     * the smallest cursor's */
+    assert_int_equal(behind, st.lost_unshipped);
+    assert_true(ahead < behind);
+    assert_true(behind <= st.evicted);
+    /* a list emptied holds nothing back any more */
+    assert_int_equal(pfr_store_aside_set(s, "ahead", NULL, 0), 0);
+    pfr_store_close(s);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rollup_exact),
         cmocka_unit_test(test_prorate),
         cmocka_unit_test(test_cursor_rule),
+        cmocka_unit_test(test_aside_and_consumer_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
