@@ -8,9 +8,14 @@ source "$(dirname "$0")/lib.sh"
 CAP=2000000
 ring_stat() { "$RINGTOOL" stats --store "$T/ring.db" | awk -v k="$1" '$1 == k {print $2}'; }
 tier_rows() { sqlite3 "$T/ring.db" "SELECT count(*) FROM chunks WHERE tier > 0"; }
-mkring --services 2 --intervals 720 --stacks 400 --seed 7 --max-bytes $CAP --end-ago-s 20000
+# Ten minutes a round, until the ring holds roll-ups (the coarsest may be evicted in turn).
+for r in $(seq 1 20); do
+    mkring --services 2 --intervals 60 --stacks 400 --seed 7 --max-bytes $CAP \
+        --end-ago-s $((30000 - 600 * r))
+    [ "$(ring_stat evicted)" -gt 0 ] && [ "$(tier_rows)" -gt 0 ] && break
+done
 rolled=$(tier_rows)
-[ "$rolled" -gt 0 ] || fail "the ring rolled nothing up"
+[ "$rolled" -gt 0 ] || fail "the ring holds no roll-up"
 first=$(ring_stat min_id)
 say "before the sink: $(ring_stat chunks) chunks ($rolled roll-ups), oldest id $first"
 start_coroot && stop_coroot
@@ -21,7 +26,7 @@ lost0=$(ring_stat lost_unshipped)
 # The recorder goes on while the link is down, until the roll-ups are evicted.
 for r in $(seq 1 20); do
     mkring --services 2 --intervals 120 --stacks 400 --seed $((7 + r)) --max-bytes $CAP \
-        --end-ago-s $((20000 - 1200 * r))
+        --end-ago-s $((18000 - 1200 * r))
     [ "$(tier_rows)" = 0 ] && break
 done
 [ "$(tier_rows)" = 0 ] || fail "the ring never evicted its roll-ups"
