@@ -609,14 +609,18 @@ static int check_lost(struct lane *l)
 
 /* A sink whose cursor file is not there (its first start; or the file was removed) starts from
  * what the ring counts now: the writer counts for it only while the file is there, and what it
- * gave up before was nobody's to lose (or counted in a life of the file before). */
+ * gave up before was nobody's to lose (or counted in a life of the file before). So does a sink
+ * whose state an older shipper wrote (ring_lost_unknown): it counted the ids missing after its
+ * cursor in lost_chunks itself, and those the ring counted meanwhile are not counted again. */
 static int lost_baseline(struct lane *l)
 {
     bool known;
     int rc = pfr_store_cursor_known(l->e->o.store, l->consumer, &known);
-    if (rc || known)
+    if (rc || (known && !l->st.ring_lost_unknown))
         return rc;
-    return pfr_store_consumer_lost(l->e->o.store, l->consumer, &l->st.ring_lost_seen);
+    if ((rc = pfr_store_consumer_lost(l->e->o.store, l->consumer, &l->st.ring_lost_seen)) == 0)
+        l->st.ring_lost_unknown = false;
+    return rc;
 }
 
 /* Tell the ring which chunks this sink set aside (every one, from the state file, inside its

@@ -65,8 +65,12 @@ static void make_private(const char *path)
     }
 }
 
-/* The sink table's counters added later, in the order of has_later. */
+/* The sink table's counters added later, in the order of has_later, and their values in a row
+ * written before the column existed (or by a shipper that does not know it). ring_lost_seen's
+ * is -1, "not known": that shipper counted its losses itself, from the ids missing after its
+ * cursor, and the ring's count for it may hold them already (pfr_sink_state). */
 static const char *const later_columns[] = {"sink_failures", "skipped_chunks", "ring_lost_seen"};
+static const char *const later_defaults[] = {"0", "0", "-1"};
 
 /* Columns added later: a file of an older shipper gets them (still readable by that shipper,
  * which names its columns); read as it is (read-only), they count 0. */
@@ -80,8 +84,8 @@ static int later_columns_add(pfr_state *st)
         sqlite3_finalize(s);
         if (st->has_later[i] || st->read_only)
             continue;
-        snprintf(sql, sizeof(sql), "ALTER TABLE sink ADD COLUMN %s INTEGER NOT NULL DEFAULT 0",
-                 later_columns[i]);
+        snprintf(sql, sizeof(sql), "ALTER TABLE sink ADD COLUMN %s INTEGER NOT NULL DEFAULT %s",
+                 later_columns[i], later_defaults[i]);
         int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
         if (rc != SQLITE_OK)
             return rc;
@@ -218,7 +222,9 @@ static void row_to_state(sqlite3_stmt *s, pfr_sink_state *o)
     o->retries = (uint64_t)sqlite3_column_int64(s, 19);
     o->sink_failures = (uint64_t)sqlite3_column_int64(s, 20);
     o->skipped_chunks = (uint64_t)sqlite3_column_int64(s, 21);
-    o->ring_lost_seen = (uint64_t)sqlite3_column_int64(s, 22);
+    int64_t seen = sqlite3_column_int64(s, 22);
+    o->ring_lost_seen = seen > 0 ? (uint64_t)seen : 0;
+    o->ring_lost_unknown = seen < 0;
 }
 
 /* SELECT the sink columns, then tail. */
@@ -227,7 +233,7 @@ static int prep_sinks(pfr_state *st, const char *tail, sqlite3_stmt **s)
     char sql[512];
     snprintf(sql, sizeof(sql), "SELECT " SINK_COLS ", %s, %s, %s FROM sink %s",
              st->has_later[0] ? later_columns[0] : "0", st->has_later[1] ? later_columns[1] : "0",
-             st->has_later[2] ? later_columns[2] : "0", tail);
+             st->has_later[2] ? later_columns[2] : later_defaults[2], tail);
     return prep(st, sql, s);
 }
 
@@ -293,7 +299,7 @@ int pfr_state_sink_put(pfr_state *st, const pfr_sink_state *o)
     sqlite3_bind_int64(s, i++, (int64_t)o->retries);
     sqlite3_bind_int64(s, i++, (int64_t)o->sink_failures);
     sqlite3_bind_int64(s, i++, (int64_t)o->skipped_chunks);
-    sqlite3_bind_int64(s, i++, (int64_t)o->ring_lost_seen);
+    sqlite3_bind_int64(s, i++, o->ring_lost_unknown ? -1 : (int64_t)o->ring_lost_seen);
     sqlite3_step(s);
     return pfr_store_errno(sqlite3_finalize(s));
 }

@@ -38,6 +38,10 @@ typedef struct pfr_sink_state {
     /* the ring's count of chunks it gave up past this sink's cursor (pfr_store_consumer_lost)
      * when the sink last looked: what it counted since then is what this sink lost */
     uint64_t ring_lost_seen;
+    /* ring_lost_seen was never taken (a row of a shipper before it, whose own count of the ids
+     * missing after its cursor may be in the ring's count already): the next start takes the
+     * ring's count as it is, so the chunks are not counted lost twice */
+    bool ring_lost_unknown;
 } pfr_sink_state;
 
 /* Open (creating it unless read_only) the state file at path. The file and its -wal, -shm and

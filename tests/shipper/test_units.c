@@ -1383,7 +1383,8 @@ static void test_http_helpers(void **st)
 /* ---- state ---- */
 
 /* A state file of a shipper from before sink_failures: read as it is (status, read-only) the
- * count is 0; opened to write, it gains the column, keeps its rows and counts. */
+ * count is 0; opened to write, it gains the column, keeps its rows and counts. Its ring count
+ * seen is not known (that shipper counted its losses itself) until one is put. */
 static void test_state_old_file(void **st)
 {
     (void)st;
@@ -1415,12 +1416,20 @@ static void test_state_old_file(void **st)
     assert_int_equal(a.retries, 5);
     assert_int_equal(a.sink_failures, 0);
     assert_int_equal(a.skipped_chunks, 0);
+    assert_true(a.ring_lost_unknown);
     pfr_state_close(s);
     assert_int_equal(pfr_state_open(path, false, &s, err, sizeof(err)), 0);
     assert_int_equal(pfr_state_sink_get(s, "co", "coroot", &a), 0);
     assert_int_equal(a.cursor, 17);
+    assert_true(a.ring_lost_unknown);
+    assert_int_equal(a.ring_lost_seen, 0);
     a.sink_failures = 3;
     a.skipped_chunks = 9;
+    assert_int_equal(pfr_state_sink_put(s, &a), 0); /* still not known */
+    assert_int_equal(pfr_state_sink_get(s, "co", "coroot", &a), 0);
+    assert_true(a.ring_lost_unknown);
+    a.ring_lost_unknown = false;
+    a.ring_lost_seen = 4;
     assert_int_equal(pfr_state_sink_put(s, &a), 0);
     pfr_state_close(s);
     assert_int_equal(pfr_state_open(path, true, &s, err, sizeof(err)), 0);
@@ -1428,6 +1437,8 @@ static void test_state_old_file(void **st)
     assert_int_equal(a.retries, 5);
     assert_int_equal(a.sink_failures, 3);
     assert_int_equal(a.skipped_chunks, 9);
+    assert_false(a.ring_lost_unknown);
+    assert_int_equal(a.ring_lost_seen, 4);
     pfr_state_close(s);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
