@@ -4,7 +4,8 @@
 #                                    compilers and libraries; no browser, Go or Node
 #   scripts/install-deps.sh --test   that and the test toolchain (scripts/test.sh): cmocka,
 #                                    sanitizer runtimes, Go toolchains, perf, bpftrace, Chromium,
-#                                    Node and npm, ClickHouse embedded, the packaging tools
+#                                    Node and npm, ClickHouse embedded, the packaging tools,
+#                                    OpenJDK 17
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 TEST=0
@@ -38,6 +39,8 @@ if [ "$TEST" = 1 ]; then
     zstd
     # tests/bench/busy/heap_owners.py: the recorder's heap by owner
     heaptrack
+    # tests/java: the Java workload's javac, the JVM's own Flight Recorder, the JDK's jfr tool
+    openjdk-17-jdk-headless
     # common_systemd_unit reads their timer-started units' files (apt-daily, e2scrub_all, fstrim)
     apt e2fsprogs
   )
