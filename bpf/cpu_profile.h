@@ -356,7 +356,7 @@ struct pfr_unwind_req {
  * index, tagged so that no native address can be taken for one. User space reads the code
  * objects and puts each group of frames in the place of the _PyEval_EvalFrameDefault
  * activation that ran them (PFR_PY_ENTRY ends a group). */
-#define PFR_PY_MAX_FRAMES  96 /* interpreter frames walked per sample */
+#define PFR_PY_MAX_FRAMES  PFR_MAX_STACK_DEPTH /* interpreter frames walked per sample */
 #define PFR_PY_MAX_THREADS 64 /* thread states looked at to find the sampled thread's */
 #define PFR_PY_FRAME_READ  80 /* bytes of a frame read at once: covers every field used */
 #define PFR_PY_OFF_NONE    0xffff

@@ -664,6 +664,8 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
     sum->unknown_processes += b->unknown_processes;
     sum->late_frames += b->late_frames;
     sum->opted_out_samples += b->opted_out_samples;
+    sum->py_stacks += b->py_stacks;
+    sum->py_unplaced += b->py_unplaced;
 }
 
 /* The caches follow the recorder's memory budget (pfr_membudget_cache_bound): cold files go at
@@ -909,6 +911,7 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.sym.dwarf_outgrown, (unsigned long long)s.sym.dwarf_bytes,
         (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
         (double)s.last_build_ns / 1e6);
+    pfr_py_frames_log(&s.bpf, &s.py, &s.build);
 }
 
 static void cpu_destroy(void *self)

@@ -73,6 +73,27 @@ void pfr_py_frames_drop(pfr_py *py, pfr_cpu_profiler *cp, uint32_t tgid)
     pfr_py_forget(py, (pid_t)tgid);
 }
 
+void pfr_py_frames_log(const pfr_cpu_counters *b, const pfr_py_stats *py,
+                       const pfr_build_stats *build)
+{
+    if (!b->py_samples)
+        return;
+    double n = (double)b->py_samples;
+    pfr_debug("python: samples=%llu walked=%llu no_thread=%llu frames=%llu cut{read=%llu "
+              "depth=%llu} bpf_ns_per_sample{native=%.0f python=%.0f} processes=%llu "
+              "unknown_versions=%llu code_reads=%llu read_failures=%llu cache{hits=%llu "
+              "bytes=%llu resets=%llu} stacks=%llu unplaced=%llu",
+              (unsigned long long)b->py_samples, (unsigned long long)b->py_stacks,
+              (unsigned long long)b->py_no_thread, (unsigned long long)b->py_frames,
+              (unsigned long long)b->py_cut_read, (unsigned long long)b->py_cut_depth,
+              (double)b->py_native_ns / n, (double)b->py_walk_ns / n,
+              (unsigned long long)py->processes, (unsigned long long)py->unknown_versions,
+              (unsigned long long)py->frames_read, (unsigned long long)py->read_failures,
+              (unsigned long long)py->cache_hits, (unsigned long long)py->cache_bytes,
+              (unsigned long long)py->cache_resets, (unsigned long long)build->py_stacks,
+              (unsigned long long)build->py_unplaced);
+}
+
 void pfr_py_frames_name(void *ctx, uint32_t tgid, uint64_t v, pfr_cached_frame *out)
 {
     pfr_py_frame f;

@@ -10,6 +10,7 @@
 
 #include "cpu_profiler.h"
 #include "frame_cache.h"
+#include "profile_builder.h"
 #include "pfr_python.h"
 #include "symbolizer.h"
 
@@ -26,6 +27,10 @@ void pfr_py_frames_note_exe(pfr_py *py, pfr_cpu_profiler *cp, uint32_t tgid, con
 bool pfr_py_frames_is_python(pfr_py *py, pfr_symbolizer *sym, uint64_t dev, uint64_t ino);
 /* tgid exited or called exec: stop walking it, drop its cache. */
 void pfr_py_frames_drop(pfr_py *py, pfr_cpu_profiler *cp, uint32_t tgid);
+/* The figures of Python frames at debug level (once an interval), when there were samples of
+ * Python processes: the sampler's time per sample, native walk beside interpreter frames. */
+void pfr_py_frames_log(const pfr_cpu_counters *bpf, const pfr_py_stats *py,
+                       const pfr_build_stats *build);
 /* pfr_py_name_fn (profile_builder.h) over a pfr_py. */
 void pfr_py_frames_name(void *py, uint32_t tgid, uint64_t v, pfr_cached_frame *out);
 
