@@ -107,19 +107,45 @@ static __always_inline __u32 py_ix(__u32 n)
     return n & PFR_PY_IX_MASK;
 }
 
-/* A field of the frame copied at w->page. */
-static __always_inline __u64 py_field(struct pfr_walk *w, __u16 off)
+/* A field of the frame copied at w->page + off. */
+static __always_inline __u64 py_field(struct pfr_walk *w, __u32 off, __u16 foff)
 {
-    if (off > PFR_PY_FRAME_READ - 8)
+    __u32 i = off + foff;
+    if (foff > PFR_PY_FRAME_READ - 8 || i > PFR_WALK_PAGE - 8)
         return 0;
-    return *(__u64 *)(w->page + off);
+    return *(__u64 *)(w->page + i);
 }
 
-static __always_inline __u8 py_byte(struct pfr_walk *w, __u16 off)
+static __always_inline __u8 py_byte(struct pfr_walk *w, __u32 off, __u16 foff)
 {
-    if (off > PFR_PY_FRAME_READ - 1)
+    __u32 i = off + foff;
+    if (foff > PFR_PY_FRAME_READ - 1 || i > PFR_WALK_PAGE - 1)
         return 0;
-    return w->page[off];
+    return w->page[i];
+}
+
+/* The frame at f copied into w->page: its offset there, or -1 if unreadable. Frames live in
+ * the thread's data stack, a caller's mostly just below its callee's: the page under a frame is
+ * copied with it (from the page's start: a mapped page is readable as a whole), and the frames
+ * that follow are read from that copy while they lie in it. [*lo, *hi) is what the copy holds. */
+static __always_inline long py_frame_at(struct pfr_walk *w, __u64 f, __u64 *lo, __u64 *hi)
+{
+    if (f >= *lo && f + PFR_PY_FRAME_READ <= *hi)
+        return (long)(f - *lo);
+    __u64 page = f & ~(__u64)(PFR_WALK_PAGE - 1), len = f + PFR_PY_FRAME_READ - page;
+    *lo = *hi = 0;
+    if (len > PFR_WALK_PAGE) { /* across a page boundary: the frame alone */
+        if (bpf_probe_read_user(w->page, PFR_PY_FRAME_READ, (void *)f))
+            return -1;
+        *lo = f;
+        *hi = f + PFR_PY_FRAME_READ;
+        return 0;
+    }
+    if (bpf_probe_read_user(w->page, len & (2 * PFR_WALK_PAGE - 1), (void *)page))
+        return -1;
+    *lo = page;
+    *hi = page + len;
+    return (long)(f - page);
 }
 
 /* Append the interpreter frames of the sampled thread (tgid, kernel tid) to w->st after its n
@@ -147,6 +173,7 @@ __noinline int pfr_py_walk(struct pfr_walk *w, __u32 n, __u32 tgid, __u32 tid)
         return (int)n;
     w->py_flags |= PFR_PYF_WALKED;
     __u32 first = n;
+    __u64 lo = 0, hi = 0;
     for (int i = 0; i < PFR_PY_MAX_FRAMES; i++) {
         if (!f)
             return (int)n;
@@ -154,20 +181,22 @@ __noinline int pfr_py_walk(struct pfr_walk *w, __u32 n, __u32 tgid, __u32 tid)
             w->py_flags |= PFR_PYF_CUT_DEPTH;
             return (int)n;
         }
-        if (bpf_probe_read_user(w->page, PFR_PY_FRAME_READ, (void *)f)) {
+        long off = py_frame_at(w, f, &lo, &hi);
+        if (off < 0 || off > PFR_WALK_PAGE - PFR_PY_FRAME_READ) {
             w->st.ips[py_ix(n)] = pfr_py_frame_make(0, 0, 1);
             w->py_flags |= PFR_PYF_CUT_READ;
             return (int)n + 1;
         }
-        __u64 code = py_field(w, pp->f_code), prev = py_field(w, pp->f_previous);
-        __u64 instr = py_field(w, pp->f_instr);
-        __u8 owner = py_byte(w, pp->f_owner);
+        __u32 o = (__u32)off;
+        __u64 code = py_field(w, o, pp->f_code), prev = py_field(w, o, pp->f_previous);
+        __u64 instr = py_field(w, o, pp->f_instr);
+        __u8 owner = py_byte(w, o, pp->f_owner);
         if (pp->owner_cstack != 0xff && owner == pp->owner_cstack) {
             /* a C call's entry frame: the frame after it ran in that activation */
             if (n > first)
                 w->st.ips[py_ix(n - 1)] |= PFR_PY_ENTRY;
         } else {
-            int entry = pp->f_is_entry != PFR_PY_OFF_NONE && py_byte(w, pp->f_is_entry);
+            int entry = pp->f_is_entry != PFR_PY_OFF_NONE && py_byte(w, o, pp->f_is_entry);
             __u64 start = code + pp->co_code, unit1 = 0;
             if (instr >= start)
                 unit1 = (instr - start) / 2 + 1;
