@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,6 +231,7 @@ def main():
         print("%d check(s) failed" % len(FAILS))
         return 1
     print("all checks passed")
+    shutil.rmtree(tmp, ignore_errors=True)  # kept on failure, to look at
     return 0
 
 
