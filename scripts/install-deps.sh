@@ -33,6 +33,8 @@ if [ "$TEST" = 1 ]; then
     libcmocka-dev libclang-rt-14-dev fuse3 libfuse3-dev
     golang-1.19-go linux-perf bpftrace xz-utils libc6-dbg
     chromium python3 procps util-linux libcap2-bin systemd iproute2 curl openssl
+    # tests/python: Debian's CPython 3.11 and its headers (the layout checked against them)
+    python3.11 libpython3.11-dev
     # the .deb (cmake/Packaging.cmake, tests/package): dpkg-shlibdeps, lintian
     dpkg-dev lintian
     # scripts/gen-vmlinux.py: an x86 kernel's zstd-compressed payload
