@@ -36,6 +36,8 @@ if [ "$TEST" = 1 ]; then
     dpkg-dev lintian
     # scripts/gen-vmlinux.py: an x86 kernel's zstd-compressed payload
     zstd
+    # tests/java: HotSpot JVMs to attach to (javac builds the workload; jcmd is the oracle)
+    openjdk-17-jdk-headless
     # tests/bench/busy/heap_owners.py: the recorder's heap by owner
     heaptrack
     # common_systemd_unit reads their timer-started units' files (apt-daily, e2scrub_all, fstrim)

@@ -261,7 +261,8 @@ static void start_recording(pfr_java_source *g, jvm_entry *e, uint64_t max_bytes
         }
     }
     e->s.max_bytes = (size_t)max_bytes;
-    int rc = pfr_jfr_session_start(&e->s, pfr_clock_mono_ns() + START_TIMEOUT_NS);
+    int64_t t0 = pfr_clock_mono_ns();
+    int rc = pfr_jfr_session_start(&e->s, t0 + START_TIMEOUT_NS);
     if (rc == -ECONNREFUSED && !e->s.jvm.sigquit_caught) {
         snprintf(e->s.err, sizeof(e->s.err), "no SIGQUIT handler and no attach socket");
         skip(g, e, SKIP_NO_SIGQUIT, false);
@@ -279,8 +280,9 @@ static void start_recording(pfr_java_source *g, jvm_entry *e, uint64_t max_bytes
     e->from_ns = pfr_clock_real_ns();
     if (e->s.others)
         g->st.with_own_recordings++;
-    pfr_info("java: pid %d: recording (%u recording%s of its own kept)", (int)e->s.jvm.pid,
-             e->s.others, e->s.others == 1 ? "" : "s");
+    pfr_info("java: pid %d: recording, started in %.1f ms (%u recording%s of its own kept)",
+             (int)e->s.jvm.pid, (double)(pfr_clock_mono_ns() - t0) / 1e6, e->s.others,
+             e->s.others == 1 ? "" : "s");
 }
 
 static int keep_profile(pfr_java_source *g, jvm_entry *e, pfr_profile *p, int64_t from, int64_t to)
