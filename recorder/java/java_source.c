@@ -628,6 +628,8 @@ static int java_start(pfr_source_env *env, pfr_source *out, char *err, size_t er
     if (rc == 0) {
         rc = -pthread_create(&g->worker, NULL, worker_main, g);
         g->worker_started = rc == 0;
+        if (rc == 0)
+            pthread_setname_np(g->worker, "pfr-java"); /* its CPU in /proc/PID/task */
     }
     if (rc) {
         snprintf(err, errlen, "cannot start the Java profiler: %s", strerror(-rc));

@@ -2,7 +2,8 @@
 """The Java source against real JVMs of Debian's openjdk-17 (docs/java.md), one case a run:
 
   attach         a JVM is found and attached: JFR.check lists pfr's recording, it is dumped
-                 every interval; after the recorder stops no pfr recording and no file is left
+                 every interval, its perf map is asked for (-XX:+PreserveFramePointer); after
+                 the recorder stops no pfr recording and no file is left
   disabled       a JVM with -XX:+DisableAttachMechanism is a skip counted once, never signalled
                  (no thread dump on its stdout), and the recorder goes on
   no_answer      a JVM that never answers (stopped with SIGSTOP) is a counted skip after the
@@ -175,10 +176,16 @@ def check_clean(args, jvm):
 
 
 def case_attach(args, tmp):
-    jvm = Jvm(args, tmp)
+    jvm = Jvm(args, tmp, ["-XX:+PreserveFramePointer"])
+    perfmap = "/tmp/perf-%d.map" % jvm.pid
     rec = Recorder(args, tmp)
     rec.wait_metric("pfr_java_recording_jvms", 1, 60)
     rec.wait_metric("pfr_java_dumps_total", 3, 60)
+    # -XX:+PreserveFramePointer: the JVM was asked for its perf map (the CPU symbolizer's)
+    rec.wait_metric("pfr_java_perfmaps_total", 1, 10)
+    if not os.path.isfile(perfmap) or os.path.getsize(perfmap) == 0:
+        fail("no perf map %s" % perfmap)
+    os.unlink(perfmap)  # the JVM never removes it
     names = recordings(jfr_check(args, jvm.pid))
     log("JFR.check while recording: %r" % names)
     if "pfr-recorder" not in names:
