@@ -211,6 +211,22 @@ static int read_start_time(const char *path, uint64_t *start)
     return 0;
 }
 
+/* status and start time of jvm->pid into jvm */
+static int read_status(const char *proc_root, pfr_jvm *jvm)
+{
+    char path[PATH_MAX], buf[8192];
+    snprintf(path, sizeof(path), "%s/%d/status", proc_root, (int)jvm->pid);
+    ssize_t n = read_small(path, buf, sizeof(buf));
+    if (n < 0)
+        return n == -ENOENT ? -ESRCH : (int)n;
+    int rc = pfr_hotspot_parse_status(buf, (size_t)n, jvm);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)jvm->pid);
+    rc = read_start_time(path, &jvm->start_time);
+    return rc == -ENOENT ? -ESRCH : rc;
+}
+
 int pfr_hotspot_probe(const char *proc_root, pid_t pid, pfr_jvm *out)
 {
     if (!proc_root)
@@ -225,30 +241,36 @@ int pfr_hotspot_probe(const char *proc_root, pid_t pid, pfr_jvm *out)
         return rc;
     if (!jvm)
         return -ENOENT;
-    char buf[8192];
-    snprintf(path, sizeof(path), "%s/%d/status", proc_root, (int)pid);
-    ssize_t n = read_small(path, buf, sizeof(buf));
-    if (n < 0)
-        return n == -ENOENT ? -ESRCH : (int)n;
-    rc = pfr_hotspot_parse_status(buf, (size_t)n, out);
+    rc = read_status(proc_root, out);
     if (rc)
         return rc;
-    snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
-    rc = read_start_time(path, &out->start_time);
-    if (rc)
-        return rc == -ENOENT ? -ESRCH : rc;
     /* a command line past the buffer keeps its flags unseen: then the deadline and the
      * backoff handle a JVM that never answers */
     char *cl = malloc(65536);
     if (!cl)
         return -ENOMEM;
     snprintf(path, sizeof(path), "%s/%d/cmdline", proc_root, (int)pid);
-    n = read_small(path, cl, 65536);
+    ssize_t n = read_small(path, cl, 65536);
     if (n > 0) {
         out->attach_disabled = pfr_hotspot_cmdline_flag(cl, (size_t)n, "DisableAttachMechanism");
         out->frame_pointers = pfr_hotspot_cmdline_flag(cl, (size_t)n, "PreserveFramePointer");
     }
     free(cl);
+    return 0;
+}
+
+int pfr_hotspot_refresh(const char *proc_root, pfr_jvm *jvm)
+{
+    pfr_jvm now = *jvm;
+    int rc = read_status(proc_root ? proc_root : "/proc", &now);
+    if (rc)
+        return rc;
+    if (now.start_time != jvm->start_time)
+        return -ESTALE;
+    /* an exec keeps the pid and the start time: a JVM that exec'd another program */
+    if (now.uid != jvm->uid || now.gid != jvm->gid || now.nspid != jvm->nspid)
+        return -ESTALE;
+    jvm->sigquit_caught = now.sigquit_caught;
     return 0;
 }
 

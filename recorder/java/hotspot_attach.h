@@ -63,6 +63,10 @@ bool pfr_hotspot_cmdline_flag(const char *cmdline, size_t len, const char *flag)
  * no HotSpot JVM; -ESRCH when gone; or a negative errno. */
 int pfr_hotspot_probe(const char *proc_root, pid_t pid, pfr_jvm *out);
 
+/* For a JVM found before: read its status and start time again (not its maps). 0; -ESTALE
+ * when the pid is another process now; -ESRCH when gone; or a negative errno. */
+int pfr_hotspot_refresh(const char *proc_root, pfr_jvm *jvm);
+
 /* ---- the protocol ---- */
 
 /* The request bytes for cmd with up to three arguments (NULL = ""): "1\0cmd\0a1\0a2\0a3\0".

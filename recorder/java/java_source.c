@@ -59,8 +59,9 @@ typedef struct jvm_entry {
     int64_t next_try_ns, backoff_ns; /* CLOCK_MONOTONIC */
     int64_t from_ns;                 /* unix ns: the next dump covers [from, now) */
     int64_t perfmap_ns;
-    bool seen;   /* in this round's scan */
-    bool warned; /* a conversion error was logged at warning level */
+    uint64_t exe_key; /* of its executable when found */
+    bool seen;        /* in this round's scan */
+    bool warned;      /* a conversion error was logged at warning level */
 } jvm_entry;
 
 /* One profile the worker finished, kept until collect emits it. */
@@ -142,20 +143,22 @@ static void skip(pfr_java_source *g, jvm_entry *e, enum skip why, bool for_good)
 
 static uint64_t exe_key(const pfr_exe *x)
 {
-    return ((uint64_t)x->st.st_dev << 40) ^ (uint64_t)x->st.st_ino ^ 1;
+    return (((uint64_t)x->st.st_dev << 40) ^ (uint64_t)x->st.st_ino) << 1;
 }
 
 /* A process not known yet: a JVM becomes an entry; anything else is remembered by its
- * executable so it is not read again until it execs. */
+ * executable so it is not read again until it execs. Once it was seen twice without libjvm:
+ * the java launcher loads libjvm.so (dlopen) just after it starts, and a scan may come first. */
 static void discover(pfr_java_source *g, const pfr_exe *x)
 {
     uint64_t *v = pfr_map_get(&g->not_jvm, (uint64_t)x->pid);
-    if (v && *v == exe_key(x))
+    if (v && *v == (exe_key(x) | 1))
         return;
     pfr_jvm jvm;
     int rc = pfr_hotspot_probe(NULL, x->pid, &jvm);
     if (rc == -ENOENT) {
-        pfr_map_put(&g->not_jvm, (uint64_t)x->pid, exe_key(x));
+        pfr_map_put(&g->not_jvm, (uint64_t)x->pid,
+                    v && *v == exe_key(x) ? exe_key(x) | 1 : exe_key(x));
         return;
     }
     if (rc)
@@ -166,6 +169,7 @@ static void discover(pfr_java_source *g, const pfr_exe *x)
         return;
     e->s.tmp_fd = -1;
     e->s.jvm = jvm;
+    e->exe_key = exe_key(x);
     e->seen = true;
     if (pfr_map_put(&g->by_pid, (uint64_t)x->pid, (uint64_t)(uintptr_t)e)) {
         free(e);
@@ -202,13 +206,8 @@ static void scan(pfr_java_source *g)
             continue;
         }
         jvm_entry *e = (jvm_entry *)(uintptr_t)*ev;
-        /* the same pid, another process (or the JVM exec'd): start over */
-        pfr_jvm now;
-        if (pfr_hotspot_probe(NULL, l.v[i].pid, &now) == 0 &&
-            now.start_time == e->s.jvm.start_time) {
-            e->seen = true;
-            e->s.jvm.sigquit_caught = now.sigquit_caught;
-        }
+        /* the same pid, another process (or the JVM exec'd): dropped below, found anew */
+        e->seen = e->exe_key == exe_key(&l.v[i]) && pfr_hotspot_refresh(NULL, &e->s.jvm) == 0;
     }
     pfr_exe_list_free(&l);
     /* entries not seen: exited (their /tmp, if it still exists, is the JVM's to clean) */
@@ -256,7 +255,7 @@ static void start_recording(pfr_java_source *g, jvm_entry *e, uint64_t max_bytes
         int rc = pfr_jfr_session_open(&e->s, g->fsguard, NULL, &e->s.jvm, (size_t)max_bytes,
                                       2 * (g->interval_ns / 1000000000) + 60);
         if (rc) {
-            skip(g, e, rc == -ESRCH ? SKIP_OTHER : SKIP_NO_PERMISSION, false);
+            skip(g, e, SKIP_OTHER, false);
             return;
         }
     }

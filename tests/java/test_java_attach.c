@@ -75,6 +75,34 @@ static void maps_and_flags(void **state)
     assert_false(pfr_hotspot_cmdline_flag(S(arg), "DisableAttachMechanism"));
 }
 
+/* The test program is no JVM; its own status reads back, and a wrong start time is another
+ * process. */
+static void probe_self(void **state)
+{
+    (void)state;
+    pfr_jvm j;
+    assert_int_equal(pfr_hotspot_probe(NULL, getpid(), &j), -ENOENT);
+    assert_int_equal(pfr_hotspot_probe(NULL, 0x7ffffff0, &j), -ESRCH);
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')') + 2; /* field 3 */
+    for (int field = 3; field < 22; field++)
+        p = strchr(p, ' ') + 1;
+    pfr_jvm me = {.pid = getpid(),
+                  .nspid = getpid(),
+                  .uid = geteuid(),
+                  .gid = getegid(),
+                  .start_time = strtoull(p, NULL, 10)};
+    assert_int_equal(pfr_hotspot_refresh(NULL, &me), 0);
+    pfr_jvm other = me;
+    other.start_time++;
+    assert_int_equal(pfr_hotspot_refresh(NULL, &other), -ESTALE);
+}
+
 static void request_bytes(void **state)
 {
     (void)state;
@@ -210,15 +238,11 @@ static void run_without_listener(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(status_fields),
-        cmocka_unit_test(maps_and_flags),
-        cmocka_unit_test(request_bytes),
-        cmocka_unit_test(replies),
-        cmocka_unit_test(names),
-        cmocka_unit_test(jcmd_lines),
-        cmocka_unit_test(check_output),
-        cmocka_unit_test(unlink_child),
-        cmocka_unit_test(run_without_listener),
+        cmocka_unit_test(status_fields),  cmocka_unit_test(probe_self),
+        cmocka_unit_test(maps_and_flags), cmocka_unit_test(request_bytes),
+        cmocka_unit_test(replies),        cmocka_unit_test(names),
+        cmocka_unit_test(jcmd_lines),     cmocka_unit_test(check_output),
+        cmocka_unit_test(unlink_child),   cmocka_unit_test(run_without_listener),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
