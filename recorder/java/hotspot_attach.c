@@ -494,6 +494,10 @@ static void child_reply(int chan, int result, bool triggered, int fd)
 
 static void child_main(struct child_job *c, int chan)
 {
+    /* the daemon's handlers are not the child's to run: a signal waits (SIGKILL still ends it) */
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
     int rc = become(c->jvm);
     if (rc) {
         child_reply(chan, rc, false, -1);

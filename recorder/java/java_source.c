@@ -355,6 +355,9 @@ static void dump(pfr_java_source *g, jvm_entry *e)
     int rc =
         pfr_jfr_session_dump(&e->s, e->from_ns, pfr_clock_mono_ns() + DUMP_TIMEOUT_NS, &buf, &len);
     g->st.dump_ns += (uint64_t)e->s.dump_ns;
+    int64_t from = e->from_ns;
+    /* the next dump begins here whatever happened: a dump refused for its size would only grow */
+    e->from_ns = to;
     if (rc) {
         g->st.dump_errors++;
         pfr_warn("java: pid %d: dump: %s", (int)e->s.jvm.pid, e->s.err);
@@ -366,8 +369,6 @@ static void dump(pfr_java_source *g, jvm_entry *e)
     }
     g->st.dumps++;
     g->st.dump_bytes += len;
-    int64_t from = e->from_ns;
-    e->from_ns = to;
     convert(g, e, buf, len, from, to);
     free(buf);
 }

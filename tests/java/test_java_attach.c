@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -235,6 +238,119 @@ static void run_without_listener(void **state)
     rmdir(dir);
 }
 
+/* ---- a fake attach listener: the JVM's side of one command, hostile when asked ---- */
+
+enum fake_file { FAKE_REGULAR, FAKE_SYMLINK, FAKE_FIFO, FAKE_BIG, FAKE_NONE };
+
+struct fake {
+    int lsock, dfd;
+    const char *reply; /* after the request; NULL: close without a word */
+    enum fake_file file;
+    char name[64];
+    char request[2048];
+    size_t reqlen;
+};
+
+static void *fake_serve(void *arg)
+{
+    struct fake *f = arg;
+    int c = accept(f->lsock, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    /* the request: "1", the command and three arguments, each NUL-terminated */
+    int nuls = 0;
+    while (nuls < 5 && f->reqlen < sizeof(f->request)) {
+        ssize_t r = read(c, f->request + f->reqlen, 1);
+        if (r <= 0)
+            break;
+        nuls += f->request[f->reqlen++] == '\0';
+    }
+    char big[2000];
+    memset(big, 'x', sizeof(big));
+    int fd;
+    switch (f->file) {
+    case FAKE_REGULAR:
+    case FAKE_BIG:
+        fd = openat(f->dfd, f->name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (write(fd, big, f->file == FAKE_BIG ? sizeof(big) : 100) < 0)
+            abort();
+        close(fd);
+        break;
+    case FAKE_SYMLINK:
+        symlinkat("/etc/passwd", f->dfd, f->name);
+        break;
+    case FAKE_FIFO:
+        mkfifoat(f->dfd, f->name, 0644);
+        break;
+    case FAKE_NONE:
+        break;
+    }
+    if (f->reply && write(c, f->reply, strlen(f->reply)) < 0)
+        abort();
+    close(c);
+    return NULL;
+}
+
+/* One dump against the fake listener; the session's file is gone afterwards whatever it was. */
+static int fake_dump(const char *reply, enum fake_file file, bool *still_recording, size_t *len)
+{
+    char dir[] = "/tmp/pfr-java-unit-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pfr_jfr_session s;
+    memset(&s, 0, sizeof(s));
+    s.jvm = (pfr_jvm){.pid = getpid(), .nspid = 424242, .uid = geteuid(), .gid = getegid()};
+    s.tmp_fd = open(dir, O_PATH | O_DIRECTORY);
+    s.max_bytes = 1024;
+    s.recording = true;
+    struct fake f = {.dfd = open(dir, O_DIRECTORY), .reply = reply, .file = file};
+    snprintf(f.name, sizeof(f.name), "pfr-jfr-424242-1.jfr");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/.java_pid424242", dir);
+    f.lsock = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(bind(f.lsock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(f.lsock, 1), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, fake_serve, &f);
+    uint8_t *buf = NULL;
+    int rc = pfr_jfr_session_dump(&s, 0, pfr_clock_mono_ns() + 5000000000LL, &buf, len);
+    pthread_join(t, NULL);
+    assert_memory_equal(f.request, "1\0jcmd\0JFR.dump name=pfr-recorder filename=/tmp/",
+                        sizeof("1\0jcmd\0JFR.dump name=pfr-recorder filename=/tmp/") - 1);
+    assert_true(rc == 0 ? buf != NULL : buf == NULL);
+    free(buf);
+    assert_int_equal(faccessat(f.dfd, f.name, F_OK, AT_SYMLINK_NOFOLLOW), -1);
+    *still_recording = s.recording;
+    close(f.lsock);
+    unlinkat(f.dfd, ".java_pid424242", 0);
+    close(f.dfd);
+    pfr_jfr_session_close(&s);
+    assert_int_equal(rmdir(dir), 0);
+    return rc;
+}
+
+static void hostile_dumps(void **state)
+{
+    (void)state;
+    const char *ok = "0\nDumped recording \"pfr-recorder\", 0.1 kB written to:\n\n/tmp/x\n";
+    bool rec;
+    size_t len = 0;
+    assert_int_equal(fake_dump(ok, FAKE_REGULAR, &rec, &len), 0);
+    assert_int_equal(len, 100);
+    /* what the JVM's user may put in its /tmp: never followed, never blocks, bounded */
+    assert_int_equal(fake_dump(ok, FAKE_SYMLINK, &rec, &len), -EBADMSG);
+    assert_int_equal(fake_dump(ok, FAKE_FIFO, &rec, &len), -EBADMSG);
+    assert_int_equal(fake_dump(ok, FAKE_BIG, &rec, &len), -EFBIG);
+    assert_int_equal(fake_dump(ok, FAKE_NONE, &rec, &len), -ENOENT);
+    assert_true(rec);
+    /* someone stopped pfr's recording: started again at the next round */
+    assert_int_equal(fake_dump("0\nCould not find pfr-recorder.\n", FAKE_NONE, &rec, &len),
+                     -ENOENT);
+    assert_false(rec);
+    assert_int_equal(fake_dump("garbage", FAKE_REGULAR, &rec, &len), -EBADMSG);
+    assert_int_equal(fake_dump("-1\njava.lang.Exception\n", FAKE_NONE, &rec, &len), -EPROTO);
+    assert_int_equal(fake_dump(NULL, FAKE_NONE, &rec, &len), -EBADMSG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +359,7 @@ int main(void)
         cmocka_unit_test(replies),        cmocka_unit_test(names),
         cmocka_unit_test(jcmd_lines),     cmocka_unit_test(check_output),
         cmocka_unit_test(unlink_child),   cmocka_unit_test(run_without_listener),
+        cmocka_unit_test(hostile_dumps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
