@@ -415,7 +415,11 @@ static int trigger(struct child_job *c)
     }
     int rc = kill(c->jvm->pid, SIGQUIT) == 0 ? -ETIMEDOUT : -errno;
     c->triggered = rc == -ETIMEDOUT;
-    while (rc == -ETIMEDOUT && pfr_clock_mono_ns() < c->deadline_ns) {
+    /* stop waiting before the parent's deadline, or it kills the child before the file is
+     * removed */
+    int64_t now = pfr_clock_mono_ns();
+    int64_t until = c->deadline_ns - (c->deadline_ns - now) / 5;
+    while (rc == -ETIMEDOUT && pfr_clock_mono_ns() < until) {
         sleep_ms(10);
         int fd = open_socket_inode(c);
         if (fd >= 0)

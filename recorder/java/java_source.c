@@ -369,6 +369,8 @@ static void dump(pfr_java_source *g, jvm_entry *e)
     }
     g->st.dumps++;
     g->st.dump_bytes += len;
+    pfr_debug("java: pid %d: dump of %zu bytes in %.1f ms", (int)e->s.jvm.pid, len,
+              (double)e->s.dump_ns / 1e6);
     convert(g, e, buf, len, from, to);
     free(buf);
 }
@@ -379,9 +381,10 @@ static void perfmap(pfr_java_source *g, jvm_entry *e)
     if (!e->s.jvm.frame_pointers || (e->perfmap_ns && now - e->perfmap_ns < PERFMAP_EVERY_NS))
         return;
     e->perfmap_ns = now;
-    if (pfr_jfr_session_perfmap(&e->s, now + START_TIMEOUT_NS) == 0)
+    if (pfr_jfr_session_perfmap(&e->s, now + START_TIMEOUT_NS) == 0) {
         g->st.perfmaps++;
-    else
+        pfr_debug("java: pid %d: perf map asked for", (int)e->s.jvm.pid);
+    } else
         pfr_debug("java: pid %d: Compiler.perfmap: %s", (int)e->s.jvm.pid, e->s.err);
 }
 
@@ -425,6 +428,7 @@ static void stop_all(pfr_java_source *g)
             int64_t dl = now + STOP_TIMEOUT_NS < budget_end ? now + STOP_TIMEOUT_NS : budget_end;
             if (pfr_jfr_session_stop(&e->s, dl) == 0) {
                 g->st.stops++;
+                pfr_debug("java: pid %d: pfr's recording stopped", (int)e->s.jvm.pid);
             } else {
                 g->st.stop_errors++;
                 pfr_warn("java: pid %d: stopping pfr's recording: %s", (int)e->s.jvm.pid, e->s.err);

@@ -218,6 +218,39 @@ static int read_dump(pfr_jfr_session *s, const char *name, uint8_t **buf, size_t
     return 0;
 }
 
+static void remember_stale(pfr_jfr_session *s, uint64_t seq)
+{
+    if (s->nstale == sizeof(s->stale) / sizeof(s->stale[0])) {
+        memmove(s->stale, s->stale + 1, sizeof(s->stale) - sizeof(s->stale[0]));
+        s->nstale--;
+    }
+    s->stale[s->nstale++] = seq;
+}
+
+/* Remove the files of earlier dumps that may have appeared since, and extra's (0: none). */
+static int remove_files(pfr_jfr_session *s, uint64_t extra, int64_t deadline_ns)
+{
+    char names[9][64];
+    const char *v[9];
+    size_t n = 0;
+    for (unsigned i = 0; i < s->nstale; i++) {
+        file_name(s, s->stale[i], names[n], sizeof(names[n]));
+        v[n] = names[n];
+        n++;
+    }
+    if (extra) {
+        file_name(s, extra, names[n], sizeof(names[n]));
+        v[n] = names[n];
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    int rc = pfr_hotspot_unlink(&s->jvm, s->tmp_fd, v, n, deadline_ns, &s->attach);
+    if (rc == 0)
+        s->nstale = 0;
+    return rc;
+}
+
 int pfr_jfr_session_dump(pfr_jfr_session *s, int64_t begin_ns, int64_t deadline_ns, uint8_t **buf,
                          size_t *len)
 {
@@ -240,12 +273,20 @@ int pfr_jfr_session_dump(pfr_jfr_session *s, int64_t begin_ns, int64_t deadline_
     }
     if (rc == 0)
         rc = read_dump(s, name, buf, len);
-    /* removed whatever happened: the JVM may have written part of it */
-    const char *names[] = {name};
-    int urc = pfr_hotspot_unlink(&s->jvm, s->tmp_fd, names, 1, deadline_ns, &s->attach);
-    if (rc == 0 && urc) {
-        snprintf(s->err, sizeof(s->err), "removing %s: %s", name, strerror(-urc));
-        rc = urc;
+    /* removed whatever happened: the JVM may have written part of it; one it may still be
+     * writing (no answer in time) is removed again at the next dump and at the stop */
+    int64_t unlink_dl = pfr_clock_mono_ns() + 1000000000LL;
+    if (rc == -ETIMEDOUT) {
+        remember_stale(s, s->seq);
+        remove_files(s, 0, unlink_dl);
+    } else {
+        int urc = remove_files(s, s->seq, unlink_dl);
+        if (urc)
+            remember_stale(s, s->seq);
+        if (rc == 0 && urc) {
+            snprintf(s->err, sizeof(s->err), "removing %s: %s", name, strerror(-urc));
+            rc = urc;
+        }
     }
     if (rc) {
         free(*buf);
@@ -273,12 +314,9 @@ int pfr_jfr_session_stop(pfr_jfr_session *s, int64_t deadline_ns)
                   &body);
         s->recording = false;
     }
-    /* the last dump's file, should a removal have failed */
+    /* files dumps left (the JVM wrote them after pfr gave up), and the last dump's */
     if (s->seq) {
-        char name[64];
-        file_name(s, s->seq, name, sizeof(name));
-        const char *names[] = {name};
-        int urc = pfr_hotspot_unlink(&s->jvm, s->tmp_fd, names, 1, deadline_ns, &s->attach);
+        int urc = remove_files(s, s->seq, deadline_ns);
         if (rc == 0)
             rc = urc;
     }

@@ -25,10 +25,14 @@
 
 typedef struct pfr_jfr_session {
     pfr_jvm jvm;
-    int tmp_fd;       /* O_PATH, the JVM's /tmp; owned */
-    bool recording;   /* pfr's recording runs */
-    unsigned others;  /* recordings of others JFR.check listed when pfr's started */
-    uint64_t seq;     /* dumps made: each file has a name of its own */
+    int tmp_fd;      /* O_PATH, the JVM's /tmp; owned */
+    bool recording;  /* pfr's recording runs */
+    unsigned others; /* recordings of others JFR.check listed when pfr's started */
+    uint64_t seq;    /* dumps made: each file has a name of its own */
+    /* dumps whose file may still appear (the JVM wrote it after pfr gave up, or its removal
+     * failed): removed again at each dump and at the stop; the oldest forgotten past 8 */
+    uint64_t stale[8];
+    unsigned nstale;
     size_t max_bytes; /* a larger dump is refused */
     int64_t maxage_s; /* the JVM keeps this much of pfr's recording on its disk */
     pfr_attach_stats attach;
