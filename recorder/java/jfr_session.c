@@ -157,13 +157,18 @@ int pfr_jfr_session_start(pfr_jfr_session *s, int64_t deadline_ns)
         int n = pfr_jfr_start_line(line, sizeof(line), s->maxage_s);
         rc = n < 0 ? n : 0;
     }
-    if (rc == 0)
+    if (rc == 0) {
+        /* a start whose answer was lost (the deadline) may have started: then it is stopped
+         * with the others, or by the next start's JFR.check */
+        s->recording = true;
         rc = jcmd(s, false, line, deadline_ns, out, REPLY_MAX, &body);
-    if (rc == 0 && !strstr(out + body, "Started recording")) {
-        snprintf(s->err, sizeof(s->err), "JFR.start: %.160s", out + body);
-        rc = -EPROTO;
+        if (rc == 0 && !strstr(out + body, "Started recording")) {
+            snprintf(s->err, sizeof(s->err), "JFR.start: %.160s", out + body);
+            rc = -EPROTO;
+        }
+        if (rc == -EPROTO)
+            s->recording = false; /* the JVM said no */
     }
-    s->recording = rc == 0;
     free(out);
     return rc;
 }
