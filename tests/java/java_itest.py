@@ -11,6 +11,8 @@
   namespaced     a JVM running as nobody in its own mount and pid namespace with a private /tmp
                  is attached, dumped, and left clean
   own_recording  a JVM that runs a recording of its own keeps it, untouched
+  reload         java_profiler turned off by SIGHUP stops pfr's recording and removes its
+                 files while the recorder runs on; turned on again, the JVM is recorded anew
 
 JFR.check through the JDK's own jcmd is the oracle. Usage: java_itest.py CASE --recorder BIN
 --jdk DIR --classes DIR. Needs root. Exit 0 = pass.
@@ -48,15 +50,20 @@ def free_port():
 
 
 class Recorder:
-    def __init__(self, args, tmp):
+    def __init__(self, args, tmp, conf_text=None):
+        """conf_text: the config file (then java_profiler is the file's, so a reload can
+        change it); None: an empty one and --java-profiler enabled."""
         self.port = free_port()
         self.logpath = os.path.join(tmp, "recorder.log")
         self.logf = open(self.logpath, "w")
-        conf = os.path.join(tmp, "empty.ini")
-        open(conf, "w").close()
+        self.conf = os.path.join(tmp, "recorder.ini")
+        with open(self.conf, "w") as f:
+            f.write(conf_text or "")
         cmd = [args.recorder, "--store", os.path.join(tmp, "ring.db"), "--interval", "1",
-               "--java-profiler", "enabled", "--log-level", "debug",
-               "--metrics-listen", "127.0.0.1:%d" % self.port]
+               "--log-level", "debug", "--metrics-listen", "127.0.0.1:%d" % self.port]
+        if conf_text is None:
+            cmd += ["--java-profiler", "enabled"]
+        conf = self.conf
         env = dict(os.environ, PFR_CONFIG=conf)
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=env)
@@ -288,6 +295,28 @@ def case_namespaced(args, tmp):
     jvm.kill()
 
 
+def case_reload(args, tmp):
+    jvm = Jvm(args, tmp)
+    rec = Recorder(args, tmp, "[recorder]\njava_profiler = enabled\n")
+    rec.wait_jvm(jvm.pid, ": dump of ", 2, 60)
+    with open(rec.conf, "w") as f:
+        f.write("[recorder]\njava_profiler = disabled\n")
+    rec.proc.send_signal(signal.SIGHUP)
+    rec.wait_jvm(jvm.pid, ": pfr's recording stopped", 1, 30)
+    check_clean(args, jvm, rec)  # while the recorder still runs
+    dumps = len(rec.jvm_lines(jvm.pid, ": dump of "))
+    time.sleep(3)
+    if len(rec.jvm_lines(jvm.pid, ": dump of ")) != dumps:
+        fail("dumps went on after java_profiler was turned off")
+    with open(rec.conf, "w") as f:
+        f.write("[recorder]\njava_profiler = enabled\n")
+    rec.proc.send_signal(signal.SIGHUP)
+    rec.wait_jvm(jvm.pid, ": recording, started in", 2, 60)  # turned on again: found anew
+    rec.stop()
+    check_clean(args, jvm, rec)
+    jvm.kill()
+
+
 def case_own_recording(args, tmp):
     jvm = Jvm(args, tmp, ["-XX:StartFlightRecording=name=mine,settings=default"])
     before = recordings(jfr_check(args, jvm.pid))
@@ -309,7 +338,8 @@ def case_own_recording(args, tmp):
 
 
 CASES = {"attach": case_attach, "disabled": case_disabled, "no_answer": case_no_answer,
-         "namespaced": case_namespaced, "own_recording": case_own_recording}
+         "namespaced": case_namespaced, "own_recording": case_own_recording,
+         "reload": case_reload}
 
 
 def main():
