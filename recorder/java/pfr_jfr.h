@@ -2,10 +2,12 @@
  * pfr_jfr: a JDK Flight Recorder recording (the bytes of a .jfr file: one or more chunks) turned
  * into pprof profiles with the five Java types Coroot takes (../docs/java.md):
  *
- *   cpu    java:cpu:nanoseconds                                  jdk.ExecutionSample, one period
- * each alloc  java:heap_alloc_objects:count, java:heap_alloc_space:bytes jdk.ObjectAllocationSample
- * (weight), jdk.ObjectAllocationInNewTLAB (tlabSize), jdk.ObjectAllocationOutsideTLAB
- * (allocationSize) lock   java:lock_contentions:count, java:lock_delay:nanoseconds
+ *   cpu    java:cpu:nanoseconds                                  jdk.ExecutionSample, one period each
+ *   alloc  java:heap_alloc_objects:count, java:heap_alloc_space:bytes
+ *                                   jdk.ObjectAllocationSample (weight),
+ *                                   jdk.ObjectAllocationInNewTLAB (tlabSize),
+ *                                   jdk.ObjectAllocationOutsideTLAB (allocationSize)
+ *   lock   java:lock_contentions:count, java:lock_delay:nanoseconds
  *                                   jdk.JavaMonitorEnter and jdk.ThreadPark (duration)
  *
  * Frames are named as Coroot's agent names them: "<class>.<method>", the file set to the class
@@ -22,34 +24,34 @@
 
 #include "pfr_profile.h"
 
-#define PFR_JAVA_TYPE_CPU              "java:cpu:nanoseconds"
-#define PFR_JAVA_TYPE_ALLOC_OBJECTS    "java:heap_alloc_objects:count"
-#define PFR_JAVA_TYPE_ALLOC_SPACE      "java:heap_alloc_space:bytes"
+#define PFR_JAVA_TYPE_CPU "java:cpu:nanoseconds"
+#define PFR_JAVA_TYPE_ALLOC_OBJECTS "java:heap_alloc_objects:count"
+#define PFR_JAVA_TYPE_ALLOC_SPACE "java:heap_alloc_space:bytes"
 #define PFR_JAVA_TYPE_LOCK_CONTENTIONS "java:lock_contentions:count"
-#define PFR_JAVA_TYPE_LOCK_DELAY       "java:lock_delay:nanoseconds"
+#define PFR_JAVA_TYPE_LOCK_DELAY "java:lock_delay:nanoseconds"
 
 typedef struct pfr_jfr_opts {
     int64_t cpu_period_ns; /* what one jdk.ExecutionSample stands for (the recording's period) */
     /* Events outside [from_ns, to_ns) (unix ns, by their start time) are left out; 0,0 = all. */
     int64_t from_ns, to_ns;
     /* Bounds; 0 takes the default of each (pfr_jfr.c). */
-    size_t max_bytes;        /* of the recording */
-    size_t max_events;       /* of all kinds, per recording */
+    size_t max_bytes;       /* of the recording */
+    size_t max_events;      /* of all kinds, per recording */
     size_t max_pool_entries; /* per constant pool */
-    size_t max_depth;        /* frames kept per stack (deeper stacks are cut at the root side) */
+    size_t max_depth;       /* frames kept per stack (deeper stacks are cut at the root side) */
 } pfr_jfr_opts;
 
 /* What a conversion counted (cumulative across calls when the caller adds them up). */
 typedef struct pfr_jfr_counts {
     uint64_t chunks;
-    uint64_t events;                                   /* event records read, of every type */
+    uint64_t events;          /* event records read, of every type */
     uint64_t cpu_samples, alloc_samples, lock_samples; /* events turned into samples */
-    uint64_t skipped_events; /* of a kind above but unusable (no stack, out of range, bad ref) */
+    uint64_t skipped_events;  /* of a kind above but unusable (no stack, out of range, bad ref) */
     uint64_t truncated_stacks;
 } pfr_jfr_counts;
 
 typedef struct pfr_jfr_profiles {
-    pfr_profile *cpu; /* NULL when the recording had no such event */
+    pfr_profile *cpu;   /* NULL when the recording had no such event */
     pfr_profile *alloc;
     pfr_profile *lock;
     pfr_jfr_counts counts;
