@@ -39,6 +39,8 @@ if [ "$TEST" = 1 ]; then
     dpkg-dev lintian
     # scripts/gen-vmlinux.py: an x86 kernel's zstd-compressed payload
     zstd
+    # tests/java: HotSpot JVMs to attach to (javac builds the workload; jcmd is the oracle)
+    openjdk-17-jdk-headless
     # tests/bench/busy/heap_owners.py: the recorder's heap by owner
     heaptrack
     # tests/java: the Java workload's javac, the JVM's own Flight Recorder, the JDK's jfr tool
