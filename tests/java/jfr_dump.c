@@ -5,6 +5,12 @@
  *   jfr_dump counts FILE         records per type, as `jfr summary` counts them
  *   jfr_dump samples FILE        the converted samples: profile, values, frames leaf first
  *                                ("function:line" joined by ';'), then the counts
+ *   jfr_dump events FILE         every event of the five converted types as the parser reads
+ *                                it, in file order: chunk, type, start (unix ns), duration
+ *                                (ns), value field (weight, size; 0: none), stack key, its
+ *                                frames (class.method:line, "?" for a missing method) or
+ *                                "<no stack>"; for a diff against `jfr print --json` when the
+ *                                oracle fails
  *   jfr_dump pprof FILE DIR      DIR/{cpu,alloc,lock}.pb.gz (what `go tool pprof` reads)
  *   jfr_dump bench FILE SECONDS  converts it again and again; prints MB/s
  */
@@ -122,6 +128,91 @@ static void print_profile(const char *name, const pfr_profile *p)
     }
 }
 
+/* ---- events ---- */
+
+static const char *const EVENT_TYPES[][2] = {
+    {"jdk.ExecutionSample", NULL},
+    {"jdk.ObjectAllocationSample", "weight"},
+    {"jdk.ObjectAllocationInNewTLAB", "tlabSize"},
+    {"jdk.ObjectAllocationOutsideTLAB", "allocationSize"},
+    {"jdk.JavaMonitorEnter", NULL}, /* its value is its duration */
+};
+#define NEVENT_TYPES (sizeof(EVENT_TYPES) / sizeof(EVENT_TYPES[0]))
+
+typedef struct lister {
+    unsigned long long chunk;
+    int64_t cls[NEVENT_TYPES];
+    int pos[NEVENT_TYPES][4]; /* startTime, duration, stackTrace, the value field */
+} lister;
+
+static int list_chunk(void *ctx, const jfr_chunk *c)
+{
+    lister *l = ctx;
+    static const char *const fields[3] = {"startTime", "duration", "stackTrace"};
+    l->chunk++;
+    for (size_t e = 0; e < NEVENT_TYPES; e++) {
+        l->cls[e] = jfr_class_find(c, EVENT_TYPES[e][0]);
+        for (int f = 0; f < 4; f++) {
+            const char *name = f < 3 ? fields[f] : EVENT_TYPES[e][1];
+            l->pos[e][f] =
+                l->cls[e] >= 0 && name ? jfr_field_find(c, (uint32_t)l->cls[e], name) : -1;
+        }
+    }
+    return 0;
+}
+
+static void print_frames(const jfr_chunk *c, uint64_t key)
+{
+    jfr_stack st;
+    if (jfr_stack_get(c, key, &st) < 0) {
+        printf("<no stack>");
+        return;
+    }
+    for (size_t i = 0; i < st.n; i++) {
+        const char *cls, *meth;
+        if (!st.frames[i].has_method || jfr_method_get(c, st.frames[i].method, &cls, &meth) < 0)
+            printf("%s?", i ? ";" : "");
+        else
+            printf("%s%s.%s:%d", i ? ";" : "", cls, meth, (int)st.frames[i].line);
+    }
+}
+
+static int list_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
+{
+    lister *l = ctx;
+    size_t e = 0;
+    while (rec->kind == JFR_REC_EVENT && e < NEVENT_TYPES && l->cls[e] != (int64_t)rec->cls)
+        e++;
+    if (rec->kind != JFR_REC_EVENT || e == NEVENT_TYPES)
+        return 0;
+    int64_t v[4] = {0};
+    uint32_t found;
+    if (jfr_event_read(c, rec, l->pos[e], 4, v, &found) < 0)
+        return -EINVAL;
+    printf("%llu\t%s\t%lld\t%lld\t%lld\t%llu\t", l->chunk, EVENT_TYPES[e][0],
+           (long long)jfr_ticks_to_unix_ns(c, v[0]), (long long)jfr_ticks_to_ns(c, v[1]),
+           (long long)v[3], (unsigned long long)v[2]);
+    if (found & 4)
+        print_frames(c, (uint64_t)v[2]);
+    else
+        printf("<no stack field>");
+    putchar('\n');
+    return 0;
+}
+
+static int cmd_events(const uint8_t *buf, size_t len)
+{
+    lister l = {0};
+    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    jfr_visitor v = {.ctx = &l, .chunk_begin = list_chunk, .record = list_record};
+    jfr_parse_stats st;
+    char err[256];
+    int rc = jfr_parse(buf, len, &lim, &v, &st, err, sizeof(err));
+    if (rc < 0)
+        fprintf(stderr, "jfr_dump: %s\n", err);
+    return rc < 0;
+}
+
 static int convert(const uint8_t *buf, size_t len, pfr_jfr_profiles *out)
 {
     char err[256];
@@ -213,7 +304,7 @@ static int cmd_bench(const uint8_t *buf, size_t len, double seconds)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: jfr_dump counts|samples|pprof DIR|bench SECONDS FILE\n");
+        fprintf(stderr, "usage: jfr_dump counts|samples|events|pprof DIR|bench SECONDS FILE\n");
         return 2;
     }
     size_t len = 0;
@@ -227,6 +318,8 @@ int main(int argc, char **argv)
         rc = cmd_counts(buf, len);
     else if (strcmp(argv[1], "samples") == 0)
         rc = cmd_samples(buf, len);
+    else if (strcmp(argv[1], "events") == 0)
+        rc = cmd_events(buf, len);
     else if (strcmp(argv[1], "pprof") == 0 && argc > 3)
         rc = cmd_pprof(buf, len, argv[3]);
     else if (strcmp(argv[1], "bench") == 0 && argc > 3)

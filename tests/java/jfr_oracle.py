@@ -5,9 +5,11 @@ Records tests/java/workload/JfrWorkload.java with the JVM's own Flight Recorder
 (-XX:StartFlightRecording, settings pfr-test.jfc), then:
 
   oracle        `jfr summary` counts every record type as pfr's parser does (jfr_dump counts),
-                and `jfr print --json` gives, for each of the five Java types, the same total
-                per whole stack (function and line of every frame) as pfr's conversion
-                (jfr_dump samples), hence the same per-method totals: exactly.
+                and `jfr print --json` of each chunk gives, for each of the five Java types, the
+                same total per whole stack (function and line of every frame) as pfr's
+                conversion (jfr_dump samples), hence the same per-method totals: exactly.
+                A failing run keeps the recording and both sides' outputs in a directory of
+                --work that it names (`jfr_dump events` lists pfr's events for a diff).
   ground truth  CPU hotMethod:coldMethod within 5 points of 75 %; allocated bytes of allocBig
                 against allocSmall within 5 points of what the workload counted; the contended
                 method in both lock types; jdk.ThreadPark left out of them.
@@ -21,8 +23,10 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 
 EVENTS = {
     # event: (profile, value field or None for one CPU period)
@@ -42,8 +46,27 @@ def check(cond, msg):
         FAILURES.append(msg)
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+def run(cmd, keep=None, **kw):
+    """cmd's stdout; keep: also written to that file (kept with the recording on failure)."""
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+    if keep:
+        with open(keep, "w") as f:
+            f.write(out)
+    return out
+
+
+# What a failing run leaves for a diff by hand: the recording and what each side read of it.
+KEPT = ["workload.jfr", "chunks", "jfr-summary.txt", "pfr-samples.txt", "pfr-counts.txt"]
+
+
+def keep_failure(work):
+    """Moves the run's files to a directory of their own, so that the next run keeps them."""
+    dest = os.path.join(work, "failed-%s-%d" % (time.strftime("%Y%m%d-%H%M%S"), os.getpid()))
+    os.makedirs(dest)
+    for name in KEPT:
+        if os.path.exists(os.path.join(work, name)):
+            shutil.move(os.path.join(work, name), os.path.join(dest, name))
+    print("kept the recording and both sides' outputs in " + dest)
 
 
 # The renaming of generated classes that Coroot's agent applies (and pfr with it), written
@@ -67,11 +90,39 @@ def iso_duration_ns(text):
     return ns + int((frac or "").ljust(9, "0"))
 
 
-def oracle_samples(jfr, recording):
-    """(profile, stack) -> [values] from `jfr print --json`."""
-    out = run([jfr, "print", "--json", "--stack-depth", "2048", "--events",
-               ",".join(EVENTS), recording])
-    events = json.loads(out)["recording"]["events"]
+def split_chunks(jfr, recording, nchunks, work):
+    """The recording's chunks, one file each (`jfr disassemble`), in file order.
+
+    jfr print reads each chunk alone, because over a whole recording the JDK's reader lets one
+    chunk's constant pool values leak into the next: its parser of a constant pool field in an
+    event (EventValueConstantParser) keeps the last key it read and that key's value, and it
+    is kept from chunk to chunk while the metadata does not change. The JVM writes events whose
+    stack trace only the previous chunk's pools hold (a monitor enter that waited across a
+    chunk rotation: its stack was taken when the wait began); the first such event of a type
+    in a chunk, when its key is the one of the previous chunk's last event of that type, is
+    printed with that event's stack, the others with none. The chunk's bytes do not hold that
+    stack (jfr print of the chunk alone prints none) and pfr, reading chunks as the format
+    defines them, self-contained, skips all of them. Read chunk by chunk, the two agree
+    exactly (docs/java.md)."""
+    cdir = os.path.join(work, "chunks")
+    shutil.rmtree(cdir, ignore_errors=True)
+    os.makedirs(cdir)
+    if nchunks == 1:  # jfr disassemble refuses to split a file of one chunk
+        shutil.copy(recording, os.path.join(cdir, "workload_0.jfr"))
+    else:
+        run([jfr, "disassemble", "--output", cdir, "--max-chunks", "1", recording])
+    files = [f for f in os.listdir(cdir) if f.endswith(".jfr")]
+    files.sort(key=lambda f: int(re.search(r"_(\d+)\.jfr$", f).group(1)))
+    return [os.path.join(cdir, f) for f in files]
+
+
+def oracle_samples(jfr, chunks):
+    """(profile, stack) -> [values] from `jfr print --json` of every chunk."""
+    events = []
+    for chunk in chunks:
+        out = run([jfr, "print", "--json", "--stack-depth", "2048", "--events",
+                   ",".join(EVENTS), chunk], chunk[:-len(".jfr")] + ".json")
+        events += json.loads(out)["recording"]["events"]
     totals = collections.defaultdict(lambda: [0, 0])
     kinds = collections.Counter()
     for ev in events:
@@ -102,10 +153,10 @@ def oracle_samples(jfr, recording):
     return totals, kinds
 
 
-def pfr_samples(dump, recording):
+def pfr_samples(dump, recording, keep):
     totals = collections.defaultdict(lambda: [0, 0])
     counts = None
-    for line in run([dump, "samples", recording]).splitlines():
+    for line in run([dump, "samples", recording], keep).splitlines():
         if line.startswith("#"):
             f = line[1:].split()
             counts = dict(zip(f[::2], map(int, f[1::2])))
@@ -118,22 +169,27 @@ def pfr_samples(dump, recording):
     return totals, counts
 
 
-def summary_counts(jfr, recording):
+def summary_counts(jfr, recording, keep):
+    """Records per type, and the number of chunks."""
     counts = {}
+    chunks = None
     seen_rule = False
-    for line in run([jfr, "summary", recording]).splitlines():
+    for line in run([jfr, "summary", recording], keep).splitlines():
+        m = re.fullmatch(r"\s*Chunks: (\d+)\s*", line)
+        if m and not seen_rule:
+            chunks = int(m.group(1))
         if line.startswith("===="):
             seen_rule = True
             continue
         f = line.split()
         if seen_rule and len(f) == 3 and f[1].isdigit() and int(f[1]) > 0:
             counts[f[0]] = int(f[1])
-    return counts
+    return counts, chunks
 
 
-def dump_counts(dump, recording):
+def dump_counts(dump, recording, keep):
     counts = {}
-    for line in run([dump, "counts", recording]).splitlines():
+    for line in run([dump, "counts", recording], keep).splitlines():
         if not line.startswith("#"):
             name, n = line.split()
             counts[name] = int(n)
@@ -183,15 +239,20 @@ def main():
           "small=%d bytes" % (rec, os.path.getsize(rec), hot_ns, cold_ns, big, small))
 
     # --- oracle: record counts per type
-    want, got = summary_counts(args.jfr, rec), dump_counts(args.dump, rec)
+    kept = {name: os.path.join(args.work, name) for name in KEPT}
+    want, nchunks = summary_counts(args.jfr, rec, kept["jfr-summary.txt"])
+    got = dump_counts(args.dump, rec, kept["pfr-counts.txt"])
     for name in sorted(set(want) | set(got)):
         check(want.get(name) == got.get(name), "count %s: jfr summary %s, pfr %s"
               % (name, want.get(name), got.get(name)))
 
     # --- oracle: totals per stack and per method, every type
-    otot, okinds = oracle_samples(args.jfr, rec)
-    ptot, pcounts = pfr_samples(args.dump, rec)
+    chunks = split_chunks(args.jfr, rec, nchunks, args.work)
+    otot, okinds = oracle_samples(args.jfr, chunks)
+    ptot, pcounts = pfr_samples(args.dump, rec, kept["pfr-samples.txt"])
     print("pfr: %s" % pcounts)
+    check(nchunks == len(chunks) == pcounts["chunks"], "chunks: jfr summary %s, jfr disassemble "
+          "%d, pfr %d" % (nchunks, len(chunks), pcounts["chunks"]))
     for kind in EVENTS:
         print("  %s: %d events in jfr print" % (kind, okinds.get(kind, 0)))
     for prof, types in (("cpu", ["java:cpu:nanoseconds"]),
@@ -249,6 +310,8 @@ def main():
         check(want_fn in top, "go tool pprof -top %s.pb.gz names %s" % (name, want_fn))
 
     print("%d failures" % len(FAILURES))
+    if FAILURES:
+        keep_failure(args.work)
     return 1 if FAILURES else 0
 
 

@@ -222,7 +222,23 @@ void jg_checkpoint(jg *g, int64_t delta, uint64_t npools, const jg *pools)
     jg_free(&body);
 }
 
+/* Stack trace 2 of the standard pools: the lambda's run < Main.work:11 < Thread.run:20. */
+static void stack2_entry(jg *p)
+{
+    jg_var(p, 2);
+    jg_u8(p, 1);
+    jg_var(p, 3);
+    jg_var(p, 3), jg_var(p, (uint64_t)-1 & 0xffffffff), jg_var(p, 0);
+    jg_var(p, 1), jg_var(p, 11), jg_var(p, 3);
+    jg_var(p, 2), jg_var(p, 20), jg_var(p, 4);
+}
+
 void jg_std_pools(jg *p, uint64_t *npools)
+{
+    jg_std_pools_with(p, npools, true);
+}
+
+void jg_std_pools_with(jg *p, uint64_t *npools, bool stack2)
 {
     static const char *syms[] = {"",     "Main",
                                  "run",  "java/lang/Thread",
@@ -252,18 +268,14 @@ void jg_std_pools(jg *p, uint64_t *npools)
         jg_var(p, 6);
     }
     jg_var(p, JG_STACK); /* 1: Main.work:10 < Thread.run:20; 2: lambda run < Main.work:11 < ... */
-    jg_var(p, 2);
+    jg_var(p, stack2 ? 2 : 1);
     jg_var(p, 1);
     jg_u8(p, 0);
     jg_var(p, 2);
     jg_var(p, 1), jg_var(p, 10), jg_var(p, 3);
     jg_var(p, 2), jg_var(p, 20), jg_var(p, 4);
-    jg_var(p, 2);
-    jg_u8(p, 1);
-    jg_var(p, 3);
-    jg_var(p, 3), jg_var(p, (uint64_t)-1 & 0xffffffff), jg_var(p, 0);
-    jg_var(p, 1), jg_var(p, 11), jg_var(p, 3);
-    jg_var(p, 2), jg_var(p, 20), jg_var(p, 4);
+    if (stack2)
+        stack2_entry(p);
     jg_var(p, JG_THREAD);
     jg_var(p, 1);
     jg_var(p, 1);

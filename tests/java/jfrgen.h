@@ -66,6 +66,9 @@ void jg_metadata(jg *g, const jg_class *classes, size_t n, int extra_depth);
 void jg_checkpoint(jg *g, int64_t delta, uint64_t npools, const jg *pools);
 /* The standard pools: symbols, classes, methods, two stack traces, a thread. */
 void jg_std_pools(jg *pools, uint64_t *npools);
+/* The same, stack trace 2 left out when stack2 is false: a chunk whose events refer to a stack
+ * that only an earlier chunk's pools hold (the JVM writes such events; see test_jfr_unit). */
+void jg_std_pools_with(jg *pools, uint64_t *npools, bool stack2);
 /* The standard events: 3 execution samples on stack 1 and 1 on stack 2 (the lambda), an
  * allocation sample (weight 4096, stack 1), a monitor enter (5 ms, stack 2), a thread park and
  * a CPU load (skipped); start ticks from 1000, one per event. */

@@ -12,6 +12,7 @@
  *   lock   four threads take one monitor in contendedMethod and hold it 4 ms (sleeping): the
  *          others wait on monitor entry (jdk.JavaMonitorEnter); two more contend on a
  *          ReentrantLock in parkedMethod (jdk.ThreadPark).
+ *   chunks a chunk rotation about every two seconds (rotateChunk).
  *
  * Usage: java JfrWorkload SECONDS. Prints "cpu hot=NS cold=NS", "alloc big=N small=N" and
  * "done" at the end.
@@ -126,6 +127,13 @@ public final class JfrWorkload {
         return t;
     }
 
+    // Starting a second recording makes the recorder close its chunk and begin another.
+    static void rotateChunk() {
+        try (jdk.jfr.Recording r = new jdk.jfr.Recording()) {
+            r.start();
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 5;
         final long[] big = new long[1];
@@ -145,7 +153,16 @@ public final class JfrWorkload {
         for (int i = 4; i < 6; i++) {
             lockers[i] = start("park-" + i, JfrWorkload::parkedMethod);
         }
-        Thread.sleep(seconds * 1000);
+        // A chunk rotation about every two seconds, so that the recording always has several
+        // chunks and events that span a rotation (a wait on the monitor that began in one chunk
+        // and ended in the next), which the oracle's reading chunk by chunk is about.
+        long end = System.nanoTime() + seconds * 1_000_000_000L;
+        for (int i = 1; end - System.nanoTime() > 0; i++) {
+            Thread.sleep(Math.max(1, Math.min(1000, (end - System.nanoTime()) / 1_000_000)));
+            if (i % 2 == 0) {
+                rotateChunk();
+            }
+        }
         stop = true;
         for (Thread t : ts) {
             t.join();
