@@ -50,7 +50,7 @@ def free_port():
 
 
 class Recorder:
-    def __init__(self, args, tmp, conf_text=None):
+    def __init__(self, args, tmp, conf_text=None, interval="1"):
         """conf_text: the config file (then java_profiler is the file's, so a reload can
         change it); None: an empty one and --java-profiler enabled."""
         self.port = free_port()
@@ -59,7 +59,7 @@ class Recorder:
         self.conf = os.path.join(tmp, "recorder.ini")
         with open(self.conf, "w") as f:
             f.write(conf_text or "")
-        cmd = [args.recorder, "--store", os.path.join(tmp, "ring.db"), "--interval", "1",
+        cmd = [args.recorder, "--store", os.path.join(tmp, "ring.db"), "--interval", interval,
                "--log-level", "debug", "--metrics-listen", "127.0.0.1:%d" % self.port]
         if conf_text is None:
             cmd += ["--java-profiler", "enabled"]
