@@ -67,6 +67,7 @@ for t in lock_contentions_count lock_delay_nanoseconds; do
 done
 # a frame as Coroot's agent writes it: "<class>.<method> <class>:<line>"
 chq "SELECT arrayStringConcat(Stack, '|') FROM profiling_stacks WHERE ServiceName = '$SVC'
-     FORMAT TabSeparatedRaw" | tr '|' '\n' | grep -q '^JfrWorkload\.hotMethod JfrWorkload:[1-9][0-9]*$' ||
+     FORMAT TabSeparatedRaw" | tr '|' '\n' >"$T/frames"
+grep -q '^JfrWorkload\.hotMethod JfrWorkload:[1-9][0-9]*$' "$T/frames" ||
     fail "no frame 'JfrWorkload.hotMethod JfrWorkload:<line>' in profiling_stacks"
 echo PASS
