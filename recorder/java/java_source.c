@@ -62,6 +62,9 @@ typedef struct jvm_entry {
     uint64_t exe_key; /* of its executable when found */
     bool seen;        /* in this round's scan */
     bool warned;      /* a conversion error was logged at warning level */
+    /* threads with an allocation sample in pfr's recording (pfr_jfr.h): a thread's first one
+     * weighs what it allocated before the recording began, and is left out */
+    pfr_jfr_threads alloc_seen;
 } jvm_entry;
 
 /* One profile the worker finished, kept until collect emits it. */
@@ -118,6 +121,7 @@ static void entry_free(pfr_java_source *g, jvm_entry *e)
     g->st.triggers += e->s.attach.triggers;
     g->st.credential_switches += e->s.attach.credential_switches;
     pfr_jfr_session_close(&e->s);
+    pfr_jfr_threads_free(&e->alloc_seen);
     free(e);
 }
 
@@ -277,6 +281,7 @@ static void start_recording(pfr_java_source *g, jvm_entry *e, uint64_t max_bytes
     e->state = J_RECORDING;
     e->backoff_ns = 0;
     e->from_ns = pfr_clock_real_ns();
+    e->alloc_seen.n = 0; /* a new recording: every thread's next sample is its first in it */
     if (e->s.others)
         g->st.with_own_recordings++;
     pfr_info("java: pid %d: recording, started in %.1f ms (%u recording%s of its own kept)",
@@ -315,7 +320,10 @@ static int keep_profile(pfr_java_source *g, jvm_entry *e, pfr_profile *p, int64_
 static void convert(pfr_java_source *g, jvm_entry *e, const uint8_t *buf, size_t len, int64_t from,
                     int64_t to)
 {
-    pfr_jfr_opts o = {.cpu_period_ns = PFR_JFR_CPU_PERIOD_NS, .from_ns = from, .to_ns = to};
+    pfr_jfr_opts o = {.cpu_period_ns = PFR_JFR_CPU_PERIOD_NS,
+                      .from_ns = from,
+                      .to_ns = to,
+                      .alloc_seen = &e->alloc_seen};
     pfr_jfr_profiles out = {0};
     char err[256] = "";
     int rc = pfr_jfr_to_profiles(buf, len, &o, &out, err, sizeof(err));
@@ -352,6 +360,7 @@ static void dump(pfr_java_source *g, jvm_entry *e)
     int64_t to = pfr_clock_real_ns();
     uint8_t *buf = NULL;
     size_t len = 0;
+    uint64_t late = e->s.late_removals;
     int rc =
         pfr_jfr_session_dump(&e->s, e->from_ns, pfr_clock_mono_ns() + DUMP_TIMEOUT_NS, &buf, &len);
     g->st.dump_ns += (uint64_t)e->s.dump_ns;
@@ -371,6 +380,9 @@ static void dump(pfr_java_source *g, jvm_entry *e)
     g->st.dump_bytes += len;
     pfr_debug("java: pid %d: dump of %zu bytes in %.1f ms", (int)e->s.jvm.pid, len,
               (double)e->s.dump_ns / 1e6);
+    if (e->s.late_removals != late)
+        pfr_info("java: pid %d: %s: kept, removed again at the next dump", (int)e->s.jvm.pid,
+                 e->s.err);
     convert(g, e, buf, len, from, to);
     free(buf);
 }

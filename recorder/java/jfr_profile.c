@@ -45,7 +45,11 @@ static const struct {
     {"jdk.JavaMonitorEnter", "duration", PROF_LOCK},
 };
 
-enum { F_START, F_STACK, F_VALUE, NF };
+enum { F_START, F_STACK, F_VALUE, F_THREAD, NF };
+
+/* EVENTS' jdk.ObjectAllocationSample: its weight is what the thread allocated since its previous
+ * sample (pfr_jfr_threads) */
+#define SAMPLED_ALLOC 1
 
 /* One event class of the chunk: its profile (NPROF: not ours) and its fields' positions. */
 typedef struct ev_shape {
@@ -263,6 +267,7 @@ static int on_chunk_begin(void *ctx, const jfr_chunk *c)
         s->pos[F_START] = jfr_field_find(c, (uint32_t)k, "startTime");
         s->pos[F_STACK] = jfr_field_find(c, (uint32_t)k, "stackTrace");
         s->pos[F_VALUE] = EVENTS[e].value ? jfr_field_find(c, (uint32_t)k, EVENTS[e].value) : -1;
+        s->pos[F_THREAD] = e == SAMPLED_ALLOC ? jfr_field_find(c, (uint32_t)k, "eventThread") : -1;
     }
     for (int p = 0; p < NPROF; p++) {
         free(cv->slots[p]);
@@ -292,6 +297,42 @@ static bool in_window(const conv *cv, const jfr_chunk *c, const int64_t *vals, u
     return t >= cv->o.from_ns && t < cv->o.to_ns;
 }
 
+/* Whether key is a thread's first allocation sample of the recording (then marked), by
+ * binary search in the sorted keys. */
+static int first_sample(pfr_jfr_threads *t, uint64_t key)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->keys[mid] == key)
+            return 0;
+        if (t->keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (t->n >= PFR_JFR_MAX_THREADS)
+        return 0;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        uint64_t *k = realloc(t->keys, cap * sizeof(*k));
+        if (!k)
+            return -ENOMEM;
+        t->keys = k;
+        t->cap = cap;
+    }
+    memmove(t->keys + lo + 1, t->keys + lo, (t->n - lo) * sizeof(*t->keys));
+    t->keys[lo] = key;
+    t->n++;
+    return 1;
+}
+
+void pfr_jfr_threads_free(pfr_jfr_threads *t)
+{
+    free(t->keys);
+    memset(t, 0, sizeof(*t));
+}
+
 static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
 {
     conv *cv = ctx;
@@ -309,6 +350,15 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
         jfr_stack_get(c, (uint64_t)vals[F_STACK], &st) < 0) {
         n->skipped_events++;
         return 0;
+    }
+    if (cv->o.alloc_seen && (found & 1u << F_THREAD)) {
+        int first = first_sample(cv->o.alloc_seen, (uint64_t)vals[F_THREAD]);
+        if (first < 0)
+            return conv_fail(cv, first, "out of memory for the threads seen");
+        if (first) {
+            n->first_alloc_samples++;
+            return 0;
+        }
     }
     if (!profile_for(cv, sh->prof))
         return conv_fail(cv, -ENOMEM, "out of memory for a profile");

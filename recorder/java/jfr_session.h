@@ -33,8 +33,9 @@ typedef struct pfr_jfr_session {
      * failed): removed again at each dump and at the stop; the oldest forgotten past 8 */
     uint64_t stale[8];
     unsigned nstale;
-    size_t max_bytes; /* a larger dump is refused */
-    int64_t maxage_s; /* the JVM keeps this much of pfr's recording on its disk */
+    uint64_t late_removals; /* dumps kept though their file's removal failed (stale above) */
+    size_t max_bytes;       /* a larger dump is refused */
+    int64_t maxage_s;       /* the JVM keeps this much of pfr's recording on its disk */
     pfr_attach_stats attach;
     int64_t dump_ns; /* time spent in the last dump (command, read, removal) */
     char err[256];

@@ -32,6 +32,22 @@
 #define PFR_JAVA_TYPE_LOCK_CONTENTIONS "java:lock_contentions:count"
 #define PFR_JAVA_TYPE_LOCK_DELAY       "java:lock_delay:nanoseconds"
 
+/* The threads (JFR thread keys, sorted) that had a jdk.ObjectAllocationSample in a recording
+ * already; the caller owns it and carries it from one dump of a recording to the next. A
+ * thread's first allocation sample in a recording weighs what the thread allocated since its
+ * last sample committed before the recording began, which may be its whole life: with
+ * pfr_jfr_opts.alloc_seen set, that sample only marks the thread and is left out
+ * (counts.first_alloc_samples). At PFR_JFR_MAX_THREADS keys new threads are no longer
+ * marked, so their first samples count. */
+typedef struct pfr_jfr_threads {
+    uint64_t *keys;
+    size_t n, cap;
+} pfr_jfr_threads;
+
+#define PFR_JFR_MAX_THREADS (1u << 16)
+
+void pfr_jfr_threads_free(pfr_jfr_threads *t);
+
 typedef struct pfr_jfr_opts {
     /* What one jdk.ExecutionSample stands for (the recording's period); 0: 10 ms. */
     int64_t cpu_period_ns;
@@ -43,6 +59,8 @@ typedef struct pfr_jfr_opts {
     size_t max_events;       /* records of all kinds, per recording (4 Mi) */
     size_t max_pool_entries; /* per constant pool type, per chunk (1 Mi) */
     size_t max_depth;        /* frames kept per stack, deeper ones cut at the root side (1024) */
+    /* NULL: every allocation sample counts (a whole recording, as `jfr print` reads it). */
+    pfr_jfr_threads *alloc_seen;
 } pfr_jfr_opts;
 
 /* What a conversion counted (cumulative across calls when the caller adds them up). */
@@ -53,6 +71,7 @@ typedef struct pfr_jfr_counts {
     uint64_t cpu_samples, alloc_samples, lock_samples; /* events turned into samples */
     uint64_t skipped_events;   /* of a kind above but unusable (no stack, out of range, bad ref) */
     uint64_t truncated_stacks; /* samples whose stack was cut, by the JVM or by max_depth */
+    uint64_t first_alloc_samples; /* a thread's first allocation sample, left out (alloc_seen) */
 } pfr_jfr_counts;
 
 typedef struct pfr_jfr_profiles {

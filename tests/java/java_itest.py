@@ -9,7 +9,8 @@
   no_answer      a JVM that never answers (stopped with SIGSTOP) is a counted skip after the
                  deadline; the recorder's intervals go on meanwhile; its trigger file is removed
   namespaced     a JVM running as nobody in its own mount and pid namespace with a private /tmp
-                 is attached, dumped, and left clean
+                 is attached, dumped, and left clean; its CPU, allocation and lock profiles
+                 are in the ring (read back with pfr --query)
   own_recording  a JVM that runs a recording of its own keeps it, untouched
   reload         java_profiler turned off by SIGHUP stops pfr's recording and removes its
                  files while the recorder runs on; turned on again, the JVM is recorded anew
@@ -19,6 +20,7 @@ JFR.check through the JDK's own jcmd is the oracle. Usage: java_itest.py CASE --
 """
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -50,16 +52,17 @@ def free_port():
 
 
 class Recorder:
-    def __init__(self, args, tmp, conf_text=None):
+    def __init__(self, args, tmp, conf_text=None, interval="1"):
         """conf_text: the config file (then java_profiler is the file's, so a reload can
         change it); None: an empty one and --java-profiler enabled."""
         self.port = free_port()
         self.logpath = os.path.join(tmp, "recorder.log")
+        self.store = os.path.join(tmp, "ring.db")
         self.logf = open(self.logpath, "w")
         self.conf = os.path.join(tmp, "recorder.ini")
         with open(self.conf, "w") as f:
             f.write(conf_text or "")
-        cmd = [args.recorder, "--store", os.path.join(tmp, "ring.db"), "--interval", "1",
+        cmd = [args.recorder, "--store", self.store, "--interval", interval,
                "--log-level", "debug", "--metrics-listen", "127.0.0.1:%d" % self.port]
         if conf_text is None:
             cmd += ["--java-profiler", "enabled"]
@@ -290,9 +293,35 @@ def case_namespaced(args, tmp):
     names = recordings(jfr_check(args, jvm.pid))
     if "pfr-recorder" not in names:
         fail("JFR.check does not list pfr's recording: %r" % names)
+    time.sleep(2.5)  # the last dump's profiles go out at the next collect
     rec.stop()
     check_clean(args, jvm, rec)
     jvm.kill()
+    check_profiles(args, rec, jvm.pid, "PfrJavaBusy.spin", "PfrJavaBusy.contend")
+
+
+def check_profiles(args, rec, pid, cpu_frame, lock_frame):
+    """The JVM's Java profiles are in the recorder's ring, read back with pfr (by its pid)."""
+    def pfr(*argv):
+        out = subprocess.run([args.query, "--store", rec.store] + list(argv),
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            fail("pfr %s: %s" % (" ".join(argv), out.stderr.strip()))
+        return out.stdout
+    svc = [s for s in json.loads(pfr("ls", "--format", "json", "--values", "1000"))["services"]
+           if str(pid) in s["labels"].get("pid", [])]
+    if len(svc) != 1:
+        fail("no one service with the JVM's pid %d in the ring: %r" % (pid, svc))
+    for t, frame in (("java:cpu:nanoseconds", cpu_frame),
+                     ("java:heap_alloc_space:bytes", None),
+                     ("java:lock_contentions:count", lock_frame)):
+        stacks = pfr("flame", "--service", svc[0]["name"], "--type", t, "--label",
+                     "pid=%d" % pid, "--format", "folded").splitlines()
+        log("%s of pid %d in service %s: %d stacks" % (t, pid, svc[0]["name"], len(stacks)))
+        if not stacks or (frame and not any(frame in st.split(" ")[0].split(";")
+                                            for st in stacks)):
+            fail("the ring's %s of pid %d has no %s: %r" % (t, pid, frame or "stack",
+                                                             stacks[:5]))
 
 
 def case_reload(args, tmp):
@@ -348,6 +377,7 @@ def main():
     ap.add_argument("--recorder", required=True)
     ap.add_argument("--jdk", required=True)
     ap.add_argument("--classes", required=True)
+    ap.add_argument("--query", help="pfr, the query tool (namespaced reads the ring with it)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("FAIL: needs root")

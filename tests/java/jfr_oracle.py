@@ -217,7 +217,9 @@ def record(args):
     rec = os.path.join(args.work, "workload.jfr")
     if os.path.exists(rec):
         os.unlink(rec)
-    out = run([args.java, "-Xmx256m",
+    # attach refused: a recorder with java_profiler enabled (another test's, on this host)
+    # would add pfr's recording to this JVM, and its dumps cut this recording's chunks
+    out = run([args.java, "-Xmx256m", "-XX:+DisableAttachMechanism",
                "-XX:StartFlightRecording=filename=%s,settings=%s" % (rec, args.jfc),
                "-Xlog:jfr+startup=warning", "-cp", args.classes, "JfrWorkload",
                str(args.seconds)])

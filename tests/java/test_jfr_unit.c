@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -115,6 +116,49 @@ static void limits_and_window(void **state)
     o = (pfr_jfr_opts){.max_pool_entries = 5};
     assert_int_equal(convert(&g, &o, &out), -E2BIG);
     assert_non_null(strstr(err, "jdk.types.Symbol"));
+    jg_free(&g);
+}
+
+/* A thread's first allocation sample of a recording weighs what it allocated before: with
+ * alloc_seen it marks the thread and is left out; the thread's later samples count. */
+static void first_alloc_sample(void **state)
+{
+    (void)state;
+    jg g = {0};
+    jg_std_chunk(&g);
+    pfr_jfr_threads seen = {0};
+    pfr_jfr_profiles out;
+    /* outside the window (the allocation is the 5th event, at start + 1004 ns): not marked */
+    pfr_jfr_opts o = {
+        .from_ns = 1000000000000001001, .to_ns = 1000000000000001003, .alloc_seen = &seen};
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(seen.n, 0);
+    pfr_jfr_profiles_free(&out);
+    o = (pfr_jfr_opts){.alloc_seen = &seen};
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(out.counts.first_alloc_samples, 1);
+    assert_int_equal(out.counts.alloc_samples, 0);
+    assert_null(out.alloc);
+    assert_non_null(out.cpu);
+    assert_int_equal(seen.n, 1);
+    pfr_jfr_profiles_free(&out);
+    /* the next dump of the same recording: the thread is known, its sample counts */
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(out.counts.first_alloc_samples, 0);
+    assert_int_equal(value_of(out.alloc, STACK1, 1), 4096);
+    pfr_jfr_profiles_free(&out);
+    /* a full set marks no more: new threads' first samples count */
+    pfr_jfr_threads_free(&seen);
+    seen.keys = calloc(PFR_JFR_MAX_THREADS, sizeof(*seen.keys));
+    assert_non_null(seen.keys);
+    seen.n = seen.cap = PFR_JFR_MAX_THREADS;
+    for (size_t i = 0; i < seen.n; i++)
+        seen.keys[i] = 1000 + i;
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(out.counts.first_alloc_samples, 0);
+    assert_int_equal(out.counts.alloc_samples, 1);
+    pfr_jfr_profiles_free(&out);
+    pfr_jfr_threads_free(&seen);
     jg_free(&g);
 }
 
@@ -538,6 +582,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(std_recording),
         cmocka_unit_test(limits_and_window),
+        cmocka_unit_test(first_alloc_sample),
         cmocka_unit_test(truncated),
         cmocka_unit_test(bad_offsets),
         cmocka_unit_test(checkpoint_chain),

@@ -1,5 +1,5 @@
-"""A real `pfr serve` for the Python tests: a ring made by query_make_ring, the server on a free
-loopback port, its output in WORKDIR/serve.out."""
+"""A real `pfr serve` for the Python tests: a ring made by query_make_ring (or a given one), the
+server on a free loopback port, its output in WORKDIR/serve.out."""
 import os
 import re
 import subprocess
@@ -14,6 +14,11 @@ def start(pfr, make_ring, work, chunks):
         os.unlink(ring)
     subprocess.run([make_ring, ring, "shift", "--chunks", str(chunks), "--start", "1714564800"],
                    check=True, stdout=subprocess.DEVNULL)
+    return serve(pfr, ring, work)
+
+
+def serve(pfr, ring, work):
+    """`pfr serve` on the ring file ring: (process, port, log path) as start() gives them."""
     log = os.path.join(work, "serve.out")
     with open(log, "w") as out:
         srv = subprocess.Popen([pfr, "--store", ring, "serve", "--listen", "127.0.0.1:0"],

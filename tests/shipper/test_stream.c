@@ -376,6 +376,76 @@ static void test_chenc_stored(void **st)
     pfr_testgen_free(g);
 }
 
+/* A chunk of one-frame stacks f<from> .. f<to - 1> (value 1000 + i each); *sum gets their total. */
+static pfr_profile *flat_chunk(int from, int to, int64_t start, pfr_chunk_meta *m,
+                               const char **types, int64_t *sum)
+{
+    pfr_profile *p = pfr_profile_new();
+    assert_non_null(p);
+    pfr_profile_add_sample_type(p, types[0], "nanoseconds");
+    *sum = 0;
+    for (int i = from; i < to; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "f%d", i);
+        int64_t loc = pfr_profile_add_frame(p, name, "f.c", i + 1), v = 1000 + i;
+        assert_true(loc >= 0);
+        uint32_t l = (uint32_t)loc;
+        assert_true(pfr_profile_add_sample(p, &l, 1, &v, NULL, 0) >= 0);
+        *sum += v;
+    }
+    *m = (pfr_chunk_meta){.id = start,
+                          .service = "svc",
+                          .start_ns = start,
+                          .end_ns = start + IV,
+                          .types = types,
+                          .ntypes = 1};
+    return p;
+}
+
+/* The open batch's sample rows: their count and total. */
+static int64_t rows_total(pfr_ch_rows *e, size_t *nrows)
+{
+    pfr_ch_columns *c = pfr_ch_rows_cols(e);
+    int64_t t = 0;
+    for (size_t i = 0; i < c->nrows; i++)
+        t += c->values[i];
+    *nrows = c->nrows;
+    return t;
+}
+
+/* A chunk of few stacks after a chunk of many with the same stacks: each of its stacks is one
+ * row with its whole value (the bigger chunk's aggregation table, left in place past the part
+ * the small chunk clears, once sent a stack met again to the bigger chunk's slot: lost). */
+static void test_chenc_small_after_big(void **st)
+{
+    (void)st;
+    const char *types[] = {"java:heap_alloc_objects:count"};
+    pfr_ch_rows_opts o = {.stack_refresh_ns = 3600ll * 1000000000};
+    pfr_ch_rows *e;
+    assert_int_equal(pfr_ch_rows_new(&o, &e), 0);
+    pfr_chunk_meta m;
+    int64_t sum;
+    size_t n;
+    pfr_profile *big = flat_chunk(0, 300, S0, &m, types, &sum);
+    pfr_ch_rows_begin(e);
+    assert_int_equal(pfr_ch_rows_add(e, &m, big), 0);
+    assert_int_equal(rows_total(e, &n), sum);
+    assert_int_equal(n, 300);
+    pfr_ch_rows_commit(e);
+    for (int k = 0; k < 10; k++) { /* stacks f1..f20, f21..f40, ... of the big chunk */
+        pfr_profile *small =
+            flat_chunk(1 + 20 * k, 21 + 20 * k, S0 + (k + 1) * IV, &m, types, &sum);
+        pfr_ch_rows_begin(e);
+        assert_int_equal(pfr_ch_rows_add(e, &m, small), 0);
+        assert_int_equal(rows_total(e, &n), sum);
+        assert_int_equal(n, 20);
+        pfr_ch_rows_commit(e);
+        pfr_profile_free(small);
+    }
+    pfr_profile_free(big);
+    pfr_ch_rows_free(e);
+}
+
 /* ---- ch_lastseen: rows whose chunk the stored LastSeen covers ---- */
 
 static void test_lastseen_covered(void **st)
@@ -420,9 +490,10 @@ static void test_lastseen_covered(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_chunksrc),      cmocka_unit_test(test_gzstream),
-        cmocka_unit_test(test_chcols_tables), cmocka_unit_test(test_chenc_memory),
-        cmocka_unit_test(test_chenc_stored),  cmocka_unit_test(test_lastseen_covered),
+        cmocka_unit_test(test_chunksrc),         cmocka_unit_test(test_gzstream),
+        cmocka_unit_test(test_chcols_tables),    cmocka_unit_test(test_chenc_memory),
+        cmocka_unit_test(test_chenc_stored),     cmocka_unit_test(test_chenc_small_after_big),
+        cmocka_unit_test(test_lastseen_covered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -113,7 +113,8 @@ struct pfr_ch_rows {
     struct lkey *lkeys;
     size_t cap_lkeys;
     uint32_t *atab;
-    size_t atab_cap;
+    size_t atab_cap;  /* allocated */
+    size_t atab_mask; /* this chunk's part of it (cleared), less one */
     struct aslot *slots;
     size_t nslots, cap_slots;
     int64_t *vals;
@@ -523,7 +524,10 @@ static int chunk_scratch(pfr_ch_rows *e, const pfr_profile *p, size_t nsamples, 
         }
         e->atab_cap = acap;
     }
+    /* Only the part cleared is probed: past it lie a bigger chunk's entries, naming slots this
+     * chunk has not filled (a stack met there again would be summed into a dead slot). */
     memset(e->atab, 0, acap * sizeof(*e->atab));
+    e->atab_mask = acap - 1;
     e->nslots = 0;
     if (pfr_vec_grow(&e->slots, &e->cap_slots, nsamples + 1, sizeof(*e->slots)) < 0 ||
         pfr_vec_grow(&e->vals, &e->cap_vals, (nsamples + 1) * (ntypes + 1), sizeof(*e->vals)) < 0)
@@ -536,7 +540,7 @@ static int chunk_scratch(pfr_ch_rows *e, const pfr_profile *p, size_t nsamples, 
 static void accumulate(pfr_ch_rows *e, uint64_t a, uint64_t b, const int64_t *v, size_t ntypes,
                        uint32_t ref)
 {
-    size_t mask = e->atab_cap - 1, j = a & mask;
+    size_t mask = e->atab_mask, j = a & mask;
     while (e->atab[j]) {
         struct aslot *s = &e->slots[e->atab[j] - 1];
         if (s->a == a && s->b == b) {
