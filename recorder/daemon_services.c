@@ -8,6 +8,7 @@
 #include "exe_scan.h"
 #include "pfr_fsguard.h"
 #include "pfr_identity.h"
+#include "pfr_k8s_pods.h"
 #include "pfr_log.h"
 #include "pfr_membudget.h"
 #include "pfr_shared_sym.h"
@@ -49,19 +50,31 @@ static uint64_t memory_budget(const pfr_config *cfg)
 #endif
 }
 
-/* The resolver of Coroot identities, with the metadata sources the configuration gives. */
-static int identity_new(const pfr_config *cfg, struct pfr_identity **out, char *err, size_t errlen)
+/* The pod list's client, when the configuration names a kubelet or an API server (not started:
+ * the resolver subscribes first). */
+static int k8s_pods_new(const pfr_config *cfg, struct pfr_k8s_pods **out, char *err, size_t errlen)
 {
-    const char *sock = cfg->docker_socket;
-    pfr_identity_opts o = {
-        .docker_socket = sock && strcmp(sock, "off") == 0 ? "" : sock,
-        .docker_root = cfg->docker_root,
+    pfr_k8s_pods_opts o = {
         .kubelet_url = cfg->k8s_kubelet_url,
         .apiserver_url = cfg->k8s_apiserver_url,
         .node_name = cfg->k8s_node_name,
         .token_file = cfg->k8s_token_file,
         .ca_file = cfg->k8s_ca_file,
         .insecure = cfg->k8s_insecure,
+    };
+    *out = NULL;
+    return pfr_k8s_pods_configured(&o) ? pfr_k8s_pods_new(&o, out, err, errlen) : 0;
+}
+
+/* The resolver of Coroot identities, with the metadata sources the configuration gives. */
+static int identity_new(const pfr_config *cfg, struct pfr_k8s_pods *pods, struct pfr_identity **out,
+                        char *err, size_t errlen)
+{
+    const char *sock = cfg->docker_socket;
+    pfr_identity_opts o = {
+        .docker_socket = sock && strcmp(sock, "off") == 0 ? "" : sock,
+        .docker_root = cfg->docker_root,
+        .pods = pods,
     };
     return pfr_identity_new(&o, out, err, errlen);
 }
@@ -96,12 +109,27 @@ int pfr_daemon_services_start(const pfr_config *cfg, pfr_daemon_metrics *metrics
         pfr_daemon_services_stop(s);
         return rc;
     }
-    /* Without it (bad options, no memory) processes are named from their cgroup paths alone. */
+    /* Without it (bad options) neither are pods named nor annotated pods scraped. */
     char why[512];
-    if (identity_new(cfg, &s->identity, why, sizeof(why))) {
+    if (k8s_pods_new(cfg, &s->k8s_pods, why, sizeof(why))) {
+        pfr_err("kubernetes: %s; no pod list: pods are named by their runtime ids and not "
+                "scraped",
+                why);
+        pfr_daemon_metrics_error(metrics, "kubernetes", why);
+    }
+    /* Without it (bad options, no memory) processes are named from their cgroup paths alone. */
+    if (identity_new(cfg, s->k8s_pods, &s->identity, why, sizeof(why))) {
         s->identity = NULL;
         pfr_err("identities: %s; containers are named by their runtime ids", why);
         pfr_daemon_metrics_error(metrics, "identity", why);
+    }
+    if (s->k8s_pods && (rc = pfr_k8s_pods_start(s->k8s_pods)) != 0) {
+        pfr_err("kubernetes: cannot start the pod list's thread: %s", strerror(-rc));
+        pfr_daemon_metrics_error(metrics, "kubernetes", strerror(-rc));
+        pfr_identity_free(s->identity); /* it would wait for lists that never come */
+        s->identity = NULL;
+        pfr_k8s_pods_free(s->k8s_pods);
+        s->k8s_pods = NULL;
     }
     /* one /proc scan for the sources that look for programs; without it (out of memory) each
      * scans on its own */
@@ -118,6 +146,7 @@ void pfr_daemon_services_stop(pfr_daemon_services *s)
     pfr_shared_sym_free(s->sym);
     pfr_exe_scan_free(s->exes);
     pfr_identity_free(s->identity); /* after the sources: they look identities up */
+    pfr_k8s_pods_free(s->k8s_pods); /* after its consumers */
     pfr_fsguard_free(s->fsguard);
     pfr_membudget_free(s->membudget);
     memset(s, 0, sizeof(*s));

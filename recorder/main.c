@@ -629,6 +629,7 @@ int main(int argc, char **argv)
                           .exes = svc.exes,
                           .metrics = metrics,
                           .identity = svc.identity,
+                          .k8s_pods = svc.k8s_pods,
                           .fsguard = svc.fsguard,
                           .membudget = svc.membudget,
                           .node_name = host.name};

@@ -19,6 +19,7 @@
 struct pfr_exe_scan;
 struct pfr_fsguard;
 struct pfr_identity;
+struct pfr_k8s_pods;
 struct pfr_membudget;
 struct pfr_shared_sym;
 
@@ -71,6 +72,9 @@ typedef struct pfr_source_env {
     /* The recorder's memory budget, asked before a cost is paid (pfr_membudget.h); never
      * NULL (a budget of 0 allows everything). */
     struct pfr_membudget *membudget;
+    /* This node's Kubernetes pod list (pfr_k8s_pods.h): one client, which the identities'
+     * resolver also uses; NULL when none is configured (or it could not start). */
+    struct pfr_k8s_pods *k8s_pods;
     /* This host's name (host.name, as the node agent reports it: Coroot's node name); "" when
      * unknown. */
     const char *node_name;

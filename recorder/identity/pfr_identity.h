@@ -32,8 +32,9 @@
  *     Name and Config (readable with CAP_DAC_READ_SEARCH).
  *   - Kubernetes: the pod list of the kubelet (GET <kubelet_url>/pods) or of the API server (GET
  *     <apiserver_url>/api/v1/pods?fieldSelector=spec.nodeName=<node>), or a file; it maps the
- *     runtime id of every container status to (namespace, pod, container). Fetched at start,
- *     every k8s_refresh_ms, and when a runtime id is missing (at most every k8s_min_refresh_ms).
+ *     runtime id of every container status to (namespace, pod, container). Fetched by the pod
+ *     list's client (pfr_k8s_pods.h, which pprof discovery may share) at start, every
+ *     k8s_refresh_ms, and when a runtime id is missing (at most every k8s_min_refresh_ms).
  *   - the OCI config a CRI runtime writes for every container (containerd:
  *     <containerd_root>/io.containerd.runtime.v2.task/k8s.io/<id>/config.json; CRI-O:
  *     <crio_root>/overlay-containers/<id>/userdata/config.json): their annotations name the pod,
@@ -194,6 +195,7 @@ bool pfr_identity_gvisor_rid(const char *cmdline, size_t len, char *rid);
 /* ---- The resolver ---- */
 
 typedef struct pfr_identity pfr_identity;
+struct pfr_k8s_pods;
 
 /* Defaults for the zero fields of pfr_identity_opts. */
 #define PFR_IDENTITY_DEFAULT_DOCKER_SOCKET   "/var/run/docker.sock"
@@ -207,8 +209,11 @@ typedef struct pfr_identity_opts {
     const char *docker_root;     /* NULL = /var/lib/docker; "" = no on-disk fallback */
     const char *containerd_root; /* NULL = /run/containerd; "" = no containerd OCI configs */
     const char *crio_root;       /* NULL = /var/lib/containers/storage; "" = no CRI-O configs */
-    /* Kubernetes pod list, as pfr_scrape_k8s_opts: kubelet_url (GET <url>/pods) or
-     * apiserver_url (needs node_name), or pods_json_file; all NULL = no pod list. */
+    /* Kubernetes pod list: a client lent (pfr_k8s_pods.h; not started yet: the resolver
+     * subscribes to its fetches), which the fields after it then leave alone; or a client of
+     * the resolver's own, from kubelet_url (GET <url>/pods) or apiserver_url (needs node_name),
+     * or pods_json_file; all NULL = no pod list. */
+    struct pfr_k8s_pods *pods;
     const char *kubelet_url;
     const char *apiserver_url;
     const char *node_name;
@@ -222,9 +227,9 @@ typedef struct pfr_identity_opts {
     int64_t retry_min_ms;       /* first retry of a failed lookup: 1000; doubles up to ... */
     int64_t retry_max_ms;       /* ... 60000 */
     int64_t docker_timeout_ms;  /* a Docker inspect: 2000 (connect: half of it) */
-    int64_t k8s_timeout_ms;     /* a pod list fetch: 10000 */
-    int64_t k8s_refresh_ms;     /* periodic pod list refresh: 60000 */
-    int64_t k8s_min_refresh_ms; /* refresh for a missing runtime id at most this often: 5000 */
+    int64_t k8s_timeout_ms;     /* a pod list fetch: 10000 (own client only) */
+    int64_t k8s_refresh_ms;     /* periodic pod list refresh: 60000 (own client only) */
+    int64_t k8s_min_refresh_ms; /* a missing runtime id asks a list this fresh: 5000 */
 } pfr_identity_opts;
 
 enum pfr_identity_state {

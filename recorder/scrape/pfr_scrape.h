@@ -107,8 +107,13 @@ typedef struct pfr_scrape_target {
  * to are one allocation owned by the caller: free(*out). -EINVAL with a reason on bad syntax. */
 int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err, size_t errlen);
 
-/* Kubernetes discovery: the pod list of this node, from the kubelet or from the API server. */
+/* Kubernetes discovery: the pod list of this node, from the kubelet or from the API server,
+ * through a client lent (pods: the recorder's, shared with the identities' resolver) or one of
+ * the scraper's own (the fields after node_name; pfr_k8s_pods.h). */
 typedef struct pfr_scrape_k8s_opts {
+    /* The pod list's client (borrowed, started; outlives the scraper); NULL: the scraper makes
+     * its own from the fields below when they name a list. */
+    struct pfr_k8s_pods *pods;
     /* Kubelet base URL, e.g. "https://127.0.0.1:10250" (GET <url>/pods). */
     const char *kubelet_url;
     /* API server base URL, e.g. "https://kubernetes.default.svc" (GET

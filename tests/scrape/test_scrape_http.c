@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_identity.h"
+#include "pfr_k8s_pods.h"
 #include "pfr_scrape.h"
 #include "scrape_testutil.h"
 
@@ -690,6 +692,99 @@ static void test_k8s_http(void **state)
     pfr_tu_store_remove(dir);
 }
 
+/* One pod list client lent to the identities' resolver and the scraper, as the recorder does:
+ * both get what they need from one fetch; a token with a control character inside is refused
+ * before any request (the stricter of the two checks the consumers had). */
+#define SHARED_RID "a0000000000000000000000000000000000000000000000000000000000000aa"
+static void test_k8s_shared(void **state)
+{
+    (void)state;
+    tu_server *srv;
+    assert_int_equal(pfr_tu_server_start(&srv, NULL, NULL), 0);
+    unsigned port = pfr_tu_server_port(srv);
+    char dir[] = "/tmp/pfr-scrape-k8s-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char token[256], kubelet[64];
+    snprintf(token, sizeof(token), "%s/token", dir);
+    assert_int_equal(pfr_tu_write_file(token, "secret-token\n", 13), 0);
+    snprintf(kubelet, sizeof(kubelet), "http://127.0.0.1:%u", port);
+    char *json;
+    assert_true(asprintf(&json,
+                         "{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":"
+                         "\"api-5d4c-x1\",\"namespace\":\"shop\",\"annotations\":{"
+                         "\"coroot.com/profile-scrape\":\"true\",\"coroot.com/profile-port\":"
+                         "\"%u\"}},\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{"
+                         "\"name\":\"api\"}]},\"status\":{\"phase\":\"Running\",\"podIP\":"
+                         "\"127.0.0.1\",\"containerStatuses\":[{\"name\":\"api\","
+                         "\"containerID\":\"containerd://" SHARED_RID "\"}]}}]}",
+                         port) > 0);
+    pfr_tu_server_set_pods(srv, json, "secret-token");
+
+    pfr_k8s_pods_opts ko = {.kubelet_url = kubelet, .token_file = token};
+    pfr_k8s_pods *pods;
+    char err[256];
+    assert_int_equal(pfr_k8s_pods_new(&ko, &pods, err, sizeof(err)), 0);
+    pfr_identity_opts io = {.docker_socket = "",
+                            .docker_root = "",
+                            .containerd_root = "",
+                            .crio_root = "",
+                            .pods = pods};
+    pfr_identity *id;
+    assert_int_equal(pfr_identity_new(&io, &id, err, sizeof(err)), 0);
+    assert_int_equal(pfr_k8s_pods_start(pods), 0);
+    pfr_identity *late;
+    assert_int_equal(pfr_identity_new(&io, &late, err, sizeof(err)), -EBUSY); /* started */
+
+    pfr_scrape_opts so = {.interval_ns = S_NS,
+                          .endpoints = 1u << PFR_SCRAPE_HEAP,
+                          .k8s = {.pods = pods, .node_name = "node-1"}};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&so, &s, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.targets, 1);
+    assert_int_equal(st.k8s_pods, 1);
+
+    const char *cg = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod2942c55e_"
+                     "c9cb_428a_93f4_eaf89c1f3ce0.slice/cri-containerd-" SHARED_RID ".scope";
+    pfr_identity_result r;
+    int64_t end = mono_ns() + 5 * S_NS;
+    do {
+        pfr_identity_lookup(id, cg, 0, &r);
+        if (r.state == PFR_IDENTITY_PENDING)
+            sleep_until(mono_ns() + S_NS / 100);
+    } while (r.state == PFR_IDENTITY_PENDING && mono_ns() < end);
+    assert_int_equal(r.state, PFR_IDENTITY_RESOLVED);
+    assert_string_equal(r.container_id, "/k8s/shop/api-5d4c-x1/api");
+    assert_int_equal(pfr_tu_server_requests(srv, "pods"), 1); /* one fetch served both */
+    pfr_identity_stats is;
+    pfr_identity_get_stats(id, &is);
+    assert_int_equal(is.k8s_fetches, 1);
+    assert_int_equal(is.k8s_containers, 1);
+
+    /* a tab inside the token: refused, nothing sent */
+    assert_int_equal(pfr_tu_write_file(token, "secret\ttoken\n", 13), 0);
+    pfr_k8s_pods_opts bad = {.kubelet_url = kubelet, .token_file = token, .min_refresh_ms = -1};
+    pfr_k8s_pods *p2;
+    assert_int_equal(pfr_k8s_pods_new(&bad, &p2, err, sizeof(err)), 0);
+    assert_int_equal(pfr_k8s_pods_start(p2), 0);
+    int rc = 0;
+    pfr_k8s_podlist *l = pfr_k8s_pods_get(p2, 0, NULL, &rc, err, sizeof(err));
+    assert_null(l);
+    assert_int_equal(rc, -EINVAL);
+    assert_non_null(strstr(err, "token"));
+    assert_int_equal(pfr_tu_server_requests(srv, "pods"), 1);
+    pfr_k8s_pods_free(p2);
+
+    pfr_scrape_free(s);
+    pfr_identity_free(id);
+    pfr_k8s_pods_free(pods);
+    free(json);
+    pfr_tu_server_stop(srv);
+    pfr_tu_store_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_thread_store_reload),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_k8s_http),
+        cmocka_unit_test(test_k8s_shared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
