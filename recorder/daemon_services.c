@@ -54,6 +54,7 @@ static uint64_t memory_budget(const pfr_config *cfg)
  * the resolver subscribes first). */
 static int k8s_pods_new(const pfr_config *cfg, struct pfr_k8s_pods **out, char *err, size_t errlen)
 {
+    /* a list a scrape round or a missing runtime id asks for: at most every 5 s (the default) */
     pfr_k8s_pods_opts o = {
         .kubelet_url = cfg->k8s_kubelet_url,
         .apiserver_url = cfg->k8s_apiserver_url,
@@ -139,6 +140,16 @@ int pfr_daemon_services_start(const pfr_config *cfg, pfr_daemon_metrics *metrics
     if (rc)
         pfr_daemon_services_stop(s);
     return rc;
+}
+
+void pfr_daemon_services_lend(const pfr_daemon_services *s, pfr_source_env *env)
+{
+    env->fsguard = s->fsguard;
+    env->membudget = s->membudget;
+    env->k8s_pods = s->k8s_pods;
+    env->identity = s->identity;
+    env->exes = s->exes;
+    env->sym = s->sym;
 }
 
 void pfr_daemon_services_stop(pfr_daemon_services *s)

@@ -17,13 +17,7 @@
 
 #include "config.h"
 #include "daemon_metrics.h"
-
-struct pfr_exe_scan;
-struct pfr_fsguard;
-struct pfr_identity;
-struct pfr_k8s_pods;
-struct pfr_membudget;
-struct pfr_shared_sym;
+#include "source.h"
 
 typedef struct pfr_daemon_services {
     struct pfr_fsguard *fsguard;     /* never NULL once started */
@@ -40,6 +34,9 @@ typedef struct pfr_daemon_services {
  * running). */
 int pfr_daemon_services_start(const pfr_config *cfg, pfr_daemon_metrics *metrics,
                               pfr_daemon_services *s, char *err, size_t errlen);
+
+/* Lend them to the sources: env's fields of the same names. */
+void pfr_daemon_services_lend(const pfr_daemon_services *s, pfr_source_env *env);
 
 /* Stop and free them, after every source that borrowed them is destroyed. */
 void pfr_daemon_services_stop(pfr_daemon_services *s);

@@ -624,15 +624,8 @@ int main(int argc, char **argv)
     }
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
-    pfr_source_env env = {.cfg = &cfg,
-                          .sym = svc.sym,
-                          .exes = svc.exes,
-                          .metrics = metrics,
-                          .identity = svc.identity,
-                          .k8s_pods = svc.k8s_pods,
-                          .fsguard = svc.fsguard,
-                          .membudget = svc.membudget,
-                          .node_name = host.name};
+    pfr_source_env env = {.cfg = &cfg, .metrics = metrics, .node_name = host.name};
+    pfr_daemon_services_lend(&svc, &env);
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);

@@ -66,7 +66,7 @@ static int copy_settings(pfr_identity *id, const pfr_identity_opts *o)
     if (id->retry_min_ns > id->retry_max_ns)
         id->retry_min_ns = id->retry_max_ns;
     id->docker_timeout_ms = ms_or(o->docker_timeout_ms, 2000);
-    id->k8s_min_refresh_ns = ms_or(o->k8s_min_refresh_ms, 5000) * MS;
+    id->k8s_min_refresh_ns = ms_or(o->k8s.min_refresh_ms, 5000) * MS;
     return ok ? 0 : -ENOMEM;
 }
 
@@ -125,21 +125,9 @@ static void on_pods(void *ctx, const pfr_k8s_podlist *l, int rc, const char *err
  * when o names a list; subscribed to. */
 static int k8s_client(pfr_identity *id, const pfr_identity_opts *o, char *err, size_t errlen)
 {
-    pfr_k8s_pods_opts ko = {
-        .kubelet_url = o->kubelet_url,
-        .apiserver_url = o->apiserver_url,
-        .node_name = o->node_name,
-        .token_file = o->token_file,
-        .ca_file = o->ca_file,
-        .insecure = o->insecure,
-        .pods_json_file = o->pods_json_file,
-        .timeout_ms = o->k8s_timeout_ms,
-        .refresh_ms = o->k8s_refresh_ms,
-        .min_refresh_ms = o->k8s_min_refresh_ms,
-    };
     id->k8s = o->pods;
-    if (!id->k8s && pfr_k8s_pods_configured(&ko)) {
-        int rc = pfr_k8s_pods_new(&ko, &id->own_k8s, err, errlen);
+    if (!id->k8s && pfr_k8s_pods_configured(&o->k8s)) {
+        int rc = pfr_k8s_pods_new(&o->k8s, &id->own_k8s, err, errlen);
         if (rc)
             return rc;
         id->k8s = id->own_k8s;

@@ -158,18 +158,15 @@ static void item_free(struct sc_item *it)
 static int k8s_client(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err, size_t errlen)
 {
     s->k8s = k->pods;
-    pfr_k8s_pods_opts ko = {
-        .kubelet_url = k->kubelet_url,
-        .apiserver_url = k->apiserver_url,
-        .node_name = k->node_name,
-        .token_file = k->token_file,
-        .ca_file = k->ca_file,
-        .insecure = k->insecure,
-        .pods_json_file = k->pods_json_file,
-        .timeout_ms = s->timeout_ms,
-        .refresh_ms = s->interval / SC_NS_PER_MSEC,
-        .min_refresh_ms = -1,
-    };
+    pfr_k8s_pods_opts ko = k->list;
+    if (!ko.node_name)
+        ko.node_name = k->node_name;
+    if (!ko.timeout_ms)
+        ko.timeout_ms = s->timeout_ms;
+    if (!ko.refresh_ms)
+        ko.refresh_ms = s->interval / SC_NS_PER_MSEC;
+    if (!ko.min_refresh_ms)
+        ko.min_refresh_ms = -1;
     if (s->k8s || !pfr_k8s_pods_configured(&ko))
         return 0;
     char why[200];
