@@ -134,6 +134,7 @@ struct {
 } events SEC(".maps");
 
 #include "unwind.bpf.h"
+#include "python.bpf.h"
 
 static __always_inline struct pfr_cpu_state *cpu_state_get(void)
 {
@@ -233,6 +234,31 @@ static __always_inline long user_stack(struct pfr_cpu_state *cs, struct bpf_perf
     return walk_user_stack(ctx, task, umode, w);
 }
 
+/* The interpreter frames of a Python process's sample after its n native frames (walked since
+ * t0), counted and timed. Returns the new frame count. */
+static __always_inline long py_stack(struct pfr_cpu_state *cs, struct pfr_walk *w, long n,
+                                     __u32 tgid, __u32 tid, __u64 t0)
+{
+    __u64 t1 = bpf_ktime_get_ns();
+    n = pfr_py_walk(w, (__u32)n, tgid, tid);
+    cs->counters[PFR_CNT_PY_NATIVE_NS] += t1 - t0;
+    cs->counters[PFR_CNT_PY_WALK_NS] += bpf_ktime_get_ns() - t1;
+    __u32 f = w->py_flags;
+    if (!(f & PFR_PYF_PYTHON))
+        return n;
+    COUNT(cs, PFR_CNT_PY_SAMPLES);
+    if (f & PFR_PYF_WALKED)
+        COUNT(cs, PFR_CNT_PY_STACKS);
+    if (f & PFR_PYF_NO_THREAD)
+        COUNT(cs, PFR_CNT_PY_NO_THREAD);
+    if (f & PFR_PYF_CUT_READ)
+        COUNT(cs, PFR_CNT_PY_CUT_READ);
+    if (f & PFR_PYF_CUT_DEPTH)
+        COUNT(cs, PFR_CNT_PY_CUT_DEPTH);
+    cs->counters[PFR_CNT_PY_FRAMES] += w->py_frames;
+    return n;
+}
+
 /* Store the stack of this sample (kernel or user): its id, or PFR_STACK_ERROR. */
 static __always_inline __u64 sample_stack(struct pfr_cpu_state *cs, struct bpf_perf_event_data *ctx,
                                           struct task_struct *task, int umode, void *stacks,
@@ -242,11 +268,18 @@ static __always_inline __u64 sample_stack(struct pfr_cpu_state *cs, struct bpf_p
     struct pfr_walk *w = bpf_map_lookup_elem(&scratch, &zero);
     if (!w)
         return PFR_STACK_ERROR;
+    /* a Python process's samples are timed: the cost of its frames beside the native walk */
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    __u32 tgid = pid_tgid >> 32;
+    bool py = !kernel && py_enabled && bpf_map_lookup_elem(&py_procs, &tgid);
+    __u64 t0 = py ? bpf_ktime_get_ns() : 0;
     long n = kernel ? -1 : user_stack(cs, ctx, task, umode, w, tables);
     if (n < 0) {
         long len = bpf_get_stack(ctx, w->st.ips, sizeof(w->st.ips), kernel ? 0 : BPF_F_USER_STACK);
         n = len < 0 ? len : (long)((__u64)len / sizeof(__u64));
     }
+    if (py && n > 0 && n <= PFR_MAX_STACK_DEPTH)
+        n = py_stack(cs, w, n, tgid, (__u32)pid_tgid, t0);
     if (n <= 0) { /* unreadable, or empty where a stack was due */
         COUNT(cs, kernel ? PFR_CNT_KSTACK_ERR : PFR_CNT_USTACK_ERR);
         return PFR_STACK_ERROR;

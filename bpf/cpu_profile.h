@@ -65,6 +65,15 @@ enum pfr_counter {
     PFR_CNT_UW_CUT_MAP,   /* walks cut: a return address in no mapping */
     PFR_CNT_UW_CUT_DEPTH, /* walks cut at PFR_MAX_STACK_DEPTH frames */
     PFR_CNT_UW_ASK_LOST,  /* requests for a table dropped (ring buffer full), asked again */
+    /* Python processes (struct pfr_py_proc): */
+    PFR_CNT_PY_SAMPLES,   /* samples of a thread of a Python process */
+    PFR_CNT_PY_STACKS,    /* ... whose thread state was found: interpreter frames walked */
+    PFR_CNT_PY_FRAMES,    /* interpreter frames recorded */
+    PFR_CNT_PY_NO_THREAD, /* ... no thread state names the sampled thread (a native thread) */
+    PFR_CNT_PY_CUT_READ,  /* walks cut: a frame could not be read */
+    PFR_CNT_PY_CUT_DEPTH, /* walks cut at PFR_MAX_STACK_DEPTH frames or PFR_PY_MAX_FRAMES */
+    PFR_CNT_PY_NATIVE_NS, /* time of the native user stack walk of these samples, ns */
+    PFR_CNT_PY_WALK_NS,   /* time of their interpreter frame walk, ns */
     PFR_CNT_MAX,
 };
 
@@ -150,7 +159,14 @@ struct pfr_walk {
     struct pfr_uw_state uw;
     __u8 page[PFR_WALK_PAGE];
     struct pfr_uw_memo memo[PFR_UW_MEMO_SLOTS];
+    __u32 py_frames; /* interpreter frames appended by the last Python walk */
+    __u32 py_flags;  /* PFR_PYF_* of that walk */
 };
+#define PFR_PYF_PYTHON    1u  /* the process is a Python process */
+#define PFR_PYF_NO_THREAD 2u  /* no thread state names the sampled thread */
+#define PFR_PYF_WALKED    4u  /* its thread state was found: frames walked */
+#define PFR_PYF_CUT_READ  8u  /* a frame could not be read */
+#define PFR_PYF_CUT_DEPTH 16u /* frames left: the stack or PFR_PY_MAX_FRAMES was full */
 
 /* Per-CPU state of the sampler: one map lookup per sample. */
 struct pfr_cpu_state {
@@ -329,5 +345,61 @@ struct pfr_unwind_req {
 #define PFR_UNWIND_ROWS_DEFAULT (2u << 20)
 /* Files with a table (or known to have none) at once. */
 #define PFR_UNWIND_FILES_MAX 4096
+
+/* ---- Python interpreter frames (CPython 3.11+) ----
+ *
+ * For a process user space found to run CPython (recorder/python/), py_procs holds where its
+ * thread states are and the layout of its version. The sampler finds the thread state of the
+ * sampled thread (the one whose thread id field is the thread's: any thread, not only the one
+ * holding the GIL) and appends the thread's interpreter frames to the user stack, innermost
+ * first, after the native frames: per frame the code object's address and the instruction's
+ * index, tagged so that no native address can be taken for one. User space reads the code
+ * objects and puts each group of frames in the place of the _PyEval_EvalFrameDefault
+ * activation that ran them (PFR_PY_ENTRY ends a group). */
+#define PFR_PY_MAX_FRAMES  PFR_MAX_STACK_DEPTH /* interpreter frames walked per sample */
+#define PFR_PY_MAX_THREADS 64 /* thread states looked at to find the sampled thread's */
+#define PFR_PY_FRAME_READ  80 /* bytes of a frame read at once: covers every field used */
+#define PFR_PY_OFF_NONE    0xffff
+
+struct pfr_py_proc {
+    __u64 interp_head; /* address of _PyRuntime.interpreters.head */
+    __u16 is_threads_head, ts_next, ts_tid, ts_frame;
+    __u16 cf_frame; /* PFR_PY_OFF_NONE: ts_frame points at the frame itself */
+    __u16 f_code, f_previous, f_instr, f_owner;
+    __u16 f_is_entry;  /* PFR_PY_OFF_NONE: none (3.12+: C entry frames are owner_cstack) */
+    __u16 co_code;     /* offset of the first instruction in a code object */
+    __u8 tid_kind;     /* 0: native thread id (pid namespace's), 1: pthread_self (fs base) */
+    __u8 owner_cstack; /* 0xff: none */
+};
+
+/* A frame in a stack: bits 61-63 = 0b101 (never those of a user address), bit 60 = the last
+ * frame of its _PyEval_EvalFrameDefault activation, bits 16-59 = code object address / 8,
+ * bits 0-15 = instruction index + 1 (0: before the first; capped). Code address 0: the frame
+ * could not be read. */
+#define PFR_PY_FRAME_TAG 5ull
+#define PFR_PY_ENTRY     (1ull << 60)
+#define PFR_PY_UNIT_MAX  0xffffull
+static inline __u64 pfr_py_frame_make(__u64 code, __u64 unit1, int entry)
+{
+    return (PFR_PY_FRAME_TAG << 61) | (entry ? PFR_PY_ENTRY : 0) |
+           (((code >> 3) & ((1ull << 44) - 1)) << 16) |
+           (unit1 > PFR_PY_UNIT_MAX ? PFR_PY_UNIT_MAX : unit1);
+}
+static inline int pfr_py_frame_is(__u64 v)
+{
+    return (v >> 61) == PFR_PY_FRAME_TAG;
+}
+static inline __u64 pfr_py_frame_code(__u64 v)
+{
+    return ((v >> 16) & ((1ull << 44) - 1)) << 3;
+}
+static inline __u32 pfr_py_frame_unit1(__u64 v)
+{
+    return (__u32)(v & PFR_PY_UNIT_MAX);
+}
+static inline int pfr_py_frame_entry(__u64 v)
+{
+    return (v & PFR_PY_ENTRY) != 0;
+}
 
 #endif

@@ -5,12 +5,14 @@
 
 #include "cpu_source.h"
 #include "goheap_source.h"
+#include "java_source.h"
 #include "scrape_source.h"
 
 static const pfr_source_desc *const sources[] = {
     &pfr_cpu_source_desc,
     &pfr_goheap_source_desc,
     &pfr_scrape_source_desc,
+    &pfr_java_source_desc,
 };
 
 const pfr_source_desc *const *pfr_recorder_sources(size_t *n)

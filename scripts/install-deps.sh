@@ -4,7 +4,8 @@
 #                                    compilers and libraries; no browser, Go or Node
 #   scripts/install-deps.sh --test   that and the test toolchain (scripts/test.sh): cmocka,
 #                                    sanitizer runtimes, Go toolchains, perf, bpftrace, Chromium,
-#                                    Node and npm, ClickHouse embedded, the packaging tools
+#                                    Node and npm, ClickHouse embedded, the packaging tools,
+#                                    OpenJDK 17
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 TEST=0
@@ -32,12 +33,18 @@ if [ "$TEST" = 1 ]; then
     libcmocka-dev libclang-rt-14-dev fuse3 libfuse3-dev
     golang-1.19-go linux-perf bpftrace xz-utils libc6-dbg
     chromium python3 procps util-linux libcap2-bin systemd iproute2 curl openssl
+    # tests/python: Debian's CPython 3.11 and its headers (the layout checked against them)
+    python3.11 libpython3.11-dev
     # the .deb (cmake/Packaging.cmake, tests/package): dpkg-shlibdeps, lintian
     dpkg-dev lintian
     # scripts/gen-vmlinux.py: an x86 kernel's zstd-compressed payload
     zstd
+    # tests/java: HotSpot JVMs to attach to (javac builds the workload; jcmd is the oracle)
+    openjdk-17-jdk-headless
     # tests/bench/busy/heap_owners.py: the recorder's heap by owner
     heaptrack
+    # tests/java: the Java workload's javac, the JVM's own Flight Recorder, the JDK's jfr tool
+    openjdk-17-jdk-headless
     # common_systemd_unit reads their timer-started units' files (apt-daily, e2scrub_all, fstrim)
     apt e2fsprogs
   )

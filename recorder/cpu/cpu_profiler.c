@@ -734,6 +734,24 @@ void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp)
         bpf_map_delete_elem(fd, &k);
 }
 
+int pfr_cpu_profiler_py_set(pfr_cpu_profiler *cp, uint32_t tgid, const struct pfr_py_proc *p)
+{
+    int rc = bpf_map_update_elem(bpf_map__fd(cp->skel->maps.py_procs), &tgid, p, BPF_ANY);
+    if (rc)
+        return -errno;
+    __atomic_store_n(&cp->skel->bss->py_enabled, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+void pfr_cpu_profiler_py_del(pfr_cpu_profiler *cp, uint32_t tgid)
+{
+    int fd = bpf_map__fd(cp->skel->maps.py_procs);
+    bpf_map_delete_elem(fd, &tgid);
+    uint32_t k;
+    if (bpf_map_get_next_key(fd, NULL, &k) != 0)
+        __atomic_store_n(&cp->skel->bss->py_enabled, 0, __ATOMIC_SEQ_CST);
+}
+
 int pfr_cpu_profiler_exiting(pfr_cpu_profiler *cp, uint32_t tgid, struct pfr_exiting *out)
 {
     return bpf_map_lookup_elem(bpf_map__fd(cp->skel->maps.exiting), &tgid, out) ? -ENOENT : 0;
@@ -776,6 +794,14 @@ void pfr_cpu_profiler_counters(pfr_cpu_profiler *cp, pfr_cpu_counters *out)
     out->uw_cut_map = sum[PFR_CNT_UW_CUT_MAP];
     out->uw_cut_depth = sum[PFR_CNT_UW_CUT_DEPTH];
     out->uw_ask_lost = sum[PFR_CNT_UW_ASK_LOST];
+    out->py_samples = sum[PFR_CNT_PY_SAMPLES];
+    out->py_stacks = sum[PFR_CNT_PY_STACKS];
+    out->py_frames = sum[PFR_CNT_PY_FRAMES];
+    out->py_no_thread = sum[PFR_CNT_PY_NO_THREAD];
+    out->py_cut_read = sum[PFR_CNT_PY_CUT_READ];
+    out->py_cut_depth = sum[PFR_CNT_PY_CUT_DEPTH];
+    out->py_native_ns = sum[PFR_CNT_PY_NATIVE_NS];
+    out->py_walk_ns = sum[PFR_CNT_PY_WALK_NS];
     out->drains = cp->drains;
     out->stack_reads = cp->stack_reads;
     out->stack_map_resets = cp->stack_map_resets;

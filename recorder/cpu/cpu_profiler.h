@@ -70,6 +70,9 @@ typedef struct pfr_cpu_counters {
     /* user stacks with unwind tables on (see enum pfr_counter's PFR_CNT_UW_*) */
     uint64_t uw_dwarf, uw_fp, uw_frames, uw_end, uw_pending, uw_no_row, uw_busy, uw_vma_miss;
     uint64_t uw_cut_read, uw_cut_map, uw_cut_depth, uw_ask_lost;
+    /* Python processes' samples (see enum pfr_counter's PFR_CNT_PY_*) */
+    uint64_t py_samples, py_stacks, py_frames, py_no_thread, py_cut_read, py_cut_depth;
+    uint64_t py_native_ns, py_walk_ns;
 } pfr_cpu_counters;
 
 /* One (process, kernel stack, user stack) count from a drain. */
@@ -128,6 +131,11 @@ const uint64_t *pfr_cpu_profiler_stack(const pfr_cpu_profiler *cp, uint64_t id, 
  * pfr_cpu_profiler_unname_files() undoes them all. */
 int pfr_cpu_profiler_name_file(pfr_cpu_profiler *cp, uint32_t dev, uint64_t ino);
 void pfr_cpu_profiler_unname_files(pfr_cpu_profiler *cp);
+
+/* Walk the interpreter frames of Python process tgid as p says (cpu_profile.h): 0 or -errno
+ * (-E2BIG once the map is full). pfr_cpu_profiler_py_del() stops it. */
+int pfr_cpu_profiler_py_set(pfr_cpu_profiler *cp, uint32_t tgid, const struct pfr_py_proc *p);
+void pfr_cpu_profiler_py_del(pfr_cpu_profiler *cp, uint32_t tgid);
 
 /* What the sampler kept of tgid, a process it first saw exiting (never announced): 0, or
  * -ENOENT. */

@@ -20,6 +20,7 @@
 #include "pfr_clock.h"
 #include "pfr_hash.h"
 #include "pfr_log.h"
+#include "py_frames.h"
 
 /* An idle process keeps its record and mappings snapshot; every this many intervals (5 minutes
  * at the default 10 s) the records not sampled since are checked for liveness, in case an exit
@@ -62,6 +63,7 @@ struct pfr_cpu_source {
     pfr_symbolizer *sym;    /* its symbolizer: used only holding lock */
     pfr_proc_table procs;
     pfr_frame_cache frames;   /* symbolized frames kept across intervals */
+    pfr_py *py;               /* Python processes' frames; NULL when python_frames is off */
     uint64_t perf_map_errors; /* the symbolizer's, as last logged */
     pfr_service_rules rules;
     pfr_cpu_config conf;      /* as started: what a reload cannot change */
@@ -111,8 +113,10 @@ static int timed_add_process(pfr_cpu_source *cs, uint32_t tgid)
 {
     int64_t t0 = pfr_clock_mono_ns();
     int rc = pfr_symbolizer_add_process(cs->sym, (pid_t)tgid);
-    if (rc == 0)
+    if (rc == 0) {
         name_files_of(cs, tgid);
+        pfr_py_frames_note(cs->py, cs->cp, cs->sym, tgid);
+    }
     uint64_t dt = (uint64_t)(pfr_clock_mono_ns() - t0);
     cs->st.snapshots++;
     cs->st.snapshot_ns += dt;
@@ -181,6 +185,9 @@ static void name_file(pfr_cpu_source *cs, uint32_t dev, uint64_t ino)
     sync_named(cs);
     uint64_t key = file_key(dev, ino);
     if (pfr_map_get(&cs->named, key) || cs->named.n >= PFR_NAMED_FILES_MAX)
+        return;
+    /* a new CPython process is walked from its notification on: it must not wait */
+    if (pfr_py_frames_is_python(cs->py, cs->sym, stat_dev(dev), ino))
         return;
     if (pfr_cpu_profiler_name_file(cs->cp, dev, ino) == 0)
         pfr_map_put(&cs->named, key, 1);
@@ -307,6 +314,8 @@ static void on_new(pfr_cpu_source *cs, const struct pfr_event *ev)
     bool deferred = defer_snapshot(cs, ev, exe, sizeof(exe));
     if (!deferred)
         snapshot_for(cs, ev, exe, sizeof(exe));
+    if (deferred)
+        pfr_py_frames_note_exe(cs->py, cs->cp, ev->tgid, exe);
     pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
     p = pfr_proc_table_learn_hinted(&cs->procs, ev->tgid, ev->start_time,
                                     ev->flags & PFR_EVF_KTHREAD, &hint, &cs->rules);
@@ -330,10 +339,13 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
         return;
     }
     pfr_frame_cache_forget(&cs->frames, p->tgid); /* a new image */
+    pfr_py_frames_drop(cs->py, cs->cp, p->tgid);
     char exe[PATH_MAX];
     bool deferred = defer_snapshot(cs, ev, exe, sizeof(exe));
     if (!deferred)
         snapshot_for(cs, ev, exe, sizeof(exe));
+    if (deferred)
+        pfr_py_frames_note_exe(cs->py, cs->cp, ev->tgid, exe);
     /* the notification was sent after exec had set the new comm */
     pfr_proc_hint hint = {.comm = ev->comm, .cgroup_id = ev->cgroup_id, .exe = exe};
     pfr_proc_refresh_hinted(&cs->procs, p, &hint, &cs->rules);
@@ -625,6 +637,7 @@ static void forget_exited(pfr_cpu_source *cs, uint64_t gen)
         if (!p->kthread)
             pfr_symbolizer_forget_process(cs->sym, (pid_t)drop[i]);
         pfr_frame_cache_forget(&cs->frames, drop[i]);
+        pfr_py_frames_drop(cs->py, cs->cp, drop[i]);
         pfr_proc_table_remove(&cs->procs, drop[i]);
         cs->st.processes_forgotten++;
     }
@@ -664,6 +677,8 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
     sum->unknown_processes += b->unknown_processes;
     sum->late_frames += b->late_frames;
     sum->opted_out_samples += b->opted_out_samples;
+    sum->py_stacks += b->py_stacks;
+    sum->py_unplaced += b->py_unplaced;
 }
 
 /* The caches follow the recorder's memory budget (pfr_shared_sym_fit): cold files go at once,
@@ -735,6 +750,8 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
         .start_ns = start_ns,
         .end_ns = end_ns,
         .gen = gen,
+        .py_name = cs->py ? pfr_py_frames_name : NULL,
+        .py_ctx = cs->py,
         .deadline_ns = t1 + cs->build_budget_ns,
     };
     pfr_profile_set set;
@@ -792,9 +809,9 @@ static int cpu_reload(void *self, const pfr_config *cfg)
         n->count_map_entries != o->count_map_entries ||
         cfg->sym_cache_bytes != cs->sym_cache_bytes || cfg->dwarf != cs->dwarf ||
         cfg->perf_maps != cs->perf_maps || n->unwind != o->unwind ||
-        n->unwind_table_bytes != o->unwind_table_bytes)
-        pfr_warn("SIGHUP: cpu_hz, map/cache sizes, dwarf, perf_maps and unwind take effect on "
-                 "restart");
+        n->unwind_table_bytes != o->unwind_table_bytes || n->python_frames != o->python_frames)
+        pfr_warn("SIGHUP: cpu_hz, map/cache sizes, dwarf, perf_maps, unwind and python_frames "
+                 "take effect on restart");
     pfr_service_rules rules;
     int rc = pfr_service_rules_copy(&rules, &cfg->rules);
     if (rc)
@@ -820,6 +837,8 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     pfr_fair_lock_acquire(cs->lock);
     *st = cs->st;
     pfr_symbolizer_stats(cs->sym, &st->sym);
+    if (cs->py)
+        pfr_py_stats_get(cs->py, &st->py);
     st->frame_cache_bytes = cs->frames.bytes;
     st->frame_cache_hits = cs->frames.hits;
     st->frame_cache_misses = cs->frames.misses;
@@ -914,6 +933,7 @@ static void cpu_log_stats(void *self)
         (unsigned long long)s.sym.dwarf_outgrown, (unsigned long long)s.sym.dwarf_bytes,
         (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
         (double)s.last_build_ns / 1e6);
+    pfr_py_frames_log(&s.bpf, &s.py, &s.build);
 }
 
 static void cpu_destroy(void *self)
@@ -935,6 +955,7 @@ static void cpu_destroy(void *self)
     pfr_cpu_profiler_close(cs->cp);
     if (cs->shared) /* no other source asks it about this one's processes any more */
         pfr_shared_sym_set_keeper(cs->shared, NULL, NULL);
+    pfr_py_free(cs->py);
     pfr_proc_table_free(&cs->procs);
     pfr_frame_cache_free(&cs->frames);
     pfr_service_rules_free(&cs->rules);
@@ -1005,6 +1026,13 @@ int pfr_cpu_source_new(const pfr_source_env *env, pfr_cpu_source **out, char *er
         cs->build_budget_ns =
             cfg->interval_ns / 2 < 5000000000ll ? cfg->interval_ns / 2 : 5000000000ll;
     pfr_frame_cache_init(&cs->frames, cfg->sym_cache_bytes / 4);
+    /* code objects: a quarter of the symbol cache's bound, as the frame cache */
+    if (cc->python_frames == PFR_PY_FRAMES_ENABLED &&
+        pfr_py_new("/proc", cfg->sym_cache_bytes / 4, &cs->py) != 0) {
+        snprintf(err, errlen, "out of memory");
+        cpu_destroy(cs);
+        return -ENOMEM;
+    }
     cs->resnaps = calloc(RESNAP_MAX, sizeof(*cs->resnaps));
     cs->deferred = calloc(DEFER_MAX, sizeof(*cs->deferred));
     int rc = cs->resnaps && cs->deferred ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;
@@ -1116,6 +1144,9 @@ static int check_map_entries(const char *value, void *field, char *err, size_t e
     return 0;
 }
 
+static const char *const python_modes[] = {
+    [PFR_PY_FRAMES_ENABLED] = "enabled", [PFR_PY_FRAMES_DISABLED] = "disabled", NULL};
+
 static const char *const unwind_modes[] = {
     [PFR_UNWIND_AUTO] = "auto", [PFR_UNWIND_FP] = "fp", [PFR_UNWIND_DWARF] = "dwarf", NULL};
 
@@ -1184,6 +1215,15 @@ static const pfr_setting cpu_rows[] = {
      .metavar = "SIZE",
      .help = "bound of unwind_cache_dir's files, least recently used removed first (libLLVM's "
              "0.95M rows take 1.2 MB); 0 = not kept"},
+    {.key = "python_frames",
+     .type = PFR_SET_ENUM,
+     F(python_frames),
+     .def = "enabled",
+     .choices = python_modes,
+     .metavar = "MODE",
+     .help = "CPython 3.11 processes: the Python functions each _PyEval_EvalFrameDefault runs, "
+             "named from the process's code objects (docs/python.md); disabled: the "
+             "interpreter's own C frames only"},
     {.key = "symbolize_budget",
      .type = PFR_SET_DURATION,
      F(symbolize_budget_ns),

@@ -9,6 +9,7 @@
 #define PFR_RECORDER_CPU_SOURCE_H
 
 #include "cpu_profiler.h"
+#include "pfr_python.h"
 #include "pfr_shared_sym.h"
 #include "profile_builder.h"
 #include "source.h"
@@ -26,7 +27,9 @@ typedef struct pfr_cpu_config {
     uint64_t unwind_table_bytes; /* cap of the sampler's unwind tables */
     char *unwind_cache_dir;      /* unwind tables kept on disk; NULL = auto, "off" = not kept */
     uint64_t unwind_cache_bytes; /* its bound; 0 = not kept */
+    int python_frames;           /* PFR_PY_FRAMES_* */
 } pfr_cpu_config;
+enum { PFR_PY_FRAMES_ENABLED = 0, PFR_PY_FRAMES_DISABLED };
 
 /* Counters kept for metrics; cumulative since start. */
 typedef struct pfr_cpu_source_stats {
@@ -34,6 +37,7 @@ typedef struct pfr_cpu_source_stats {
     bool unwind_tables;        /* user stacks walked with unwind tables */
     pfr_unwinder_stats unwind; /* their figures, when they are */
     pfr_build_stats build;     /* summed over intervals */
+    pfr_py_stats py;           /* Python processes' frames (all 0 when python_frames is off) */
     pfr_sym_stats sym;
     uint64_t intervals;
     uint64_t profiles; /* profiles emitted */

@@ -243,6 +243,92 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
     return loc;
 }
 
+/* ---- Python frames: the sampler appends them after the native ones (cpu_profile.h) ---- */
+
+#define PY_EVAL "_PyEval_EvalFrameDefault"
+
+/* Whether the native frame at ip (a return address unless leaf) runs the interpreter loop. */
+static bool runs_eval(build *b, uint32_t tgid, uint64_t ip, bool leaf)
+{
+    pfr_cached_frame tmp[MAX_INLINE];
+    const pfr_cached_frame *fr = NULL;
+    int n = 0;
+    if (!b->late) {
+        n = resolve(b, tgid, ip, false, leaf, &fr, tmp);
+    } else if (b->in->frames) {
+        n = (int)pfr_frame_cache_get(b->in->frames, tgid, leaf ? ip : ip - 1, &fr);
+    }
+    for (int i = 0; i < n; i++)
+        if (!strcmp(fr[i].function, PY_EVAL))
+            return true;
+    return false;
+}
+
+static int64_t py_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uint64_t v)
+{
+    uint64_t *c = pfr_map_get(m, v);
+    if (c)
+        return (int64_t)*c;
+    pfr_cached_frame fr = {.function = "[python: unreadable]", .file = "", .module = "python"};
+    if (b->in->py_name)
+        b->in->py_name(b->in->py_ctx, tgid, v, &fr);
+    fr.module = "python";
+    /* the frame's own value is its address: unique per code object and instruction */
+    int64_t loc = frames_loc(p, v, &fr, 1);
+    if (loc >= 0 && pfr_map_put(m, v, (uint64_t)loc))
+        return -ENOMEM;
+    return loc;
+}
+
+/* Python frames from ips[*k] on, up to the last of one _PyEval_EvalFrameDefault activation. */
+static int add_py_group(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, const uint64_t *ips,
+                        size_t nf, size_t *k, uint32_t *locs, size_t *n)
+{
+    while (*k < nf && *n < MAX_STACK_LOCS - 1) {
+        uint64_t v = ips[(*k)++];
+        int64_t loc = py_loc(b, p, m, tgid, v);
+        if (loc < 0)
+            return (int)loc;
+        locs[(*n)++] = (uint32_t)loc;
+        if (pfr_py_frame_entry(v))
+            break;
+    }
+    return 0;
+}
+
+/* A user stack with Python frames: the native frames leaf first, each activation of
+ * _PyEval_EvalFrameDefault preceded by the Python functions it was running, innermost first.
+ * Python frames no activation was found for (the native walk was cut) go at the outer end. */
+static int add_py_stack(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, const uint64_t *ips,
+                        size_t nf, uint32_t *locs, size_t *n)
+{
+    size_t native = 0;
+    while (native < nf && !pfr_py_frame_is(ips[native]))
+        native++;
+    size_t k = native;
+    b->st->py_stacks++;
+    for (size_t i = 0; i < native && *n < MAX_STACK_LOCS - 1; i++) {
+        if (k < nf && runs_eval(b, tgid, ips[i], i == 0)) {
+            int rc = add_py_group(b, p, m, tgid, ips, nf, &k, locs, n);
+            if (rc)
+                return rc;
+        }
+        int64_t loc = user_loc(b, p, m, tgid, ips[i], i == 0);
+        if (loc < 0)
+            return (int)loc;
+        if (*n < MAX_STACK_LOCS - 1)
+            locs[(*n)++] = (uint32_t)loc;
+    }
+    if (k < nf)
+        b->st->py_unplaced++;
+    while (k < nf && *n < MAX_STACK_LOCS - 1) {
+        int rc = add_py_group(b, p, m, tgid, ips, nf, &k, locs, n);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Append the locations of one stack (kernel or user) to locs. */
 static int add_stack(build *b, pfr_profile *p, group *g, uint32_t tgid, uint64_t id, bool kernel,
                      uint32_t *locs, size_t *n)
@@ -271,6 +357,8 @@ static int add_stack(build *b, pfr_profile *p, group *g, uint32_t tgid, uint64_t
     pfr_map *m = kernel ? NULL : user_locs(g, tgid);
     if (!kernel && !m)
         return -ENOMEM;
+    if (!kernel && nf > 0 && pfr_py_frame_is(ips[nf - 1]))
+        return add_py_stack(b, p, m, tgid, ips, nf, locs, n);
     for (size_t i = 0; i < nf && *n < MAX_STACK_LOCS - 1; i++) {
         loc =
             kernel ? kernel_loc(b, p, g, ips[i], i == 0) : user_loc(b, p, m, tgid, ips[i], i == 0);

@@ -13,7 +13,6 @@
 #include "cpu_profiler.h"
 #include "fair_lock.h"
 #include "frame_cache.h"
-#include "frame_cache.h"
 #include "pfr_profile.h"
 #include "process_info.h"
 #include "symbolizer.h"
@@ -35,6 +34,10 @@ typedef struct pfr_profile_set {
 /* Returns the frames (leaf first) of a stack id, or NULL. */
 typedef const uint64_t *(*pfr_stack_fn)(void *ctx, uint64_t id, size_t *n);
 
+/* Names a Python interpreter frame v (pfr_py_frame_is(v), cpu_profile.h) recorded in process
+ * tgid into out (strings valid until the next call). */
+typedef void (*pfr_py_name_fn)(void *ctx, uint32_t tgid, uint64_t v, pfr_cached_frame *out);
+
 typedef struct pfr_build_input {
     const pfr_cpu_sample *samples;
     size_t nsamples;
@@ -46,7 +49,9 @@ typedef struct pfr_build_input {
     pfr_frame_cache *frames; /* symbolized frames across intervals, used under lock; may be NULL */
     int64_t period_ns;
     int64_t start_ns, end_ns;
-    uint64_t gen;        /* drain generation, stamped on sampled processes */
+    uint64_t gen;           /* drain generation, stamped on sampled processes */
+    pfr_py_name_fn py_name; /* NULL: Python frames are dropped */
+    void *py_ctx;
     int64_t deadline_ns; /* CLOCK_MONOTONIC; past it, user frames are no longer symbolized
                             (shown as their address) so the interval is written on time;
                             0 = none */
@@ -59,6 +64,8 @@ typedef struct pfr_build_stats {
     uint64_t unknown_processes;
     uint64_t late_frames;       /* user frames left unsymbolized: deadline passed */
     uint64_t opted_out_samples; /* samples of processes refusing profiling, dropped */
+    uint64_t py_stacks;         /* user stacks with Python frames */
+    uint64_t py_unplaced;       /* ... some of which had no _PyEval_EvalFrameDefault to go to */
 } pfr_build_stats;
 
 int pfr_build_cpu_profiles(const pfr_build_input *in, pfr_profile_set *out, pfr_build_stats *st);

@@ -1,20 +1,22 @@
 /*
  * pfr_jfr: a JDK Flight Recorder recording (the bytes of a .jfr file: one or more chunks) turned
- * into pprof profiles with the five Java types Coroot takes (../docs/java.md):
+ * into pprof profiles with the five Java types Coroot takes (docs/java.md):
  *
- *   cpu    java:cpu:nanoseconds                                  jdk.ExecutionSample, one period each
- *   alloc  java:heap_alloc_objects:count, java:heap_alloc_space:bytes
- *                                   jdk.ObjectAllocationSample (weight),
- *                                   jdk.ObjectAllocationInNewTLAB (tlabSize),
- *                                   jdk.ObjectAllocationOutsideTLAB (allocationSize)
- *   lock   java:lock_contentions:count, java:lock_delay:nanoseconds
- *                                   jdk.JavaMonitorEnter and jdk.ThreadPark (duration)
+ *   cpu    java:cpu:nanoseconds                                  jdk.ExecutionSample, one period
+ * each alloc  java:heap_alloc_objects:count, java:heap_alloc_space:bytes jdk.ObjectAllocationSample
+ * (weight), jdk.ObjectAllocationInNewTLAB (tlabSize), jdk.ObjectAllocationOutsideTLAB
+ * (allocationSize) lock   java:lock_contentions:count, java:lock_delay:nanoseconds
+ *                                   jdk.JavaMonitorEnter (duration)
  *
- * Frames are named as Coroot's agent names them: "<class>.<method>", the file set to the class
- * name, the JFR line number; leaf first. The recording is outside input (the JVM's user writes
- * it): every size, count, index and depth is checked against the limits before it is used, and
- * a recording that breaks them is an error with a reason, never a crash or an unbounded
- * allocation.
+ * jdk.ThreadPark is not a lock sample: Coroot's agent maps jdk.JavaMonitorEnter alone, and with
+ * the JDK's recorder a park is as often an idle pool thread waiting for work as contention.
+ *
+ * Frames are named as Coroot's agent names them: "<class>.<method>" with the class name as the
+ * JVM stores it (java/util/HashMap), the file set to the class name, the JFR line number; leaf
+ * first; generated classes merged (Foo$$Lambda$14/0x... -> Foo$$Lambda_). No sample labels.
+ * The recording is outside input (the JVM's user writes it): every size, count, index and
+ * depth is checked against the limits before it is used, and a recording that breaks them is
+ * an error with a reason, never a crash or an unbounded allocation.
  */
 #ifndef PFR_RECORDER_JAVA_JFR_H
 #define PFR_RECORDER_JAVA_JFR_H
@@ -24,34 +26,37 @@
 
 #include "pfr_profile.h"
 
-#define PFR_JAVA_TYPE_CPU "java:cpu:nanoseconds"
-#define PFR_JAVA_TYPE_ALLOC_OBJECTS "java:heap_alloc_objects:count"
-#define PFR_JAVA_TYPE_ALLOC_SPACE "java:heap_alloc_space:bytes"
+#define PFR_JAVA_TYPE_CPU              "java:cpu:nanoseconds"
+#define PFR_JAVA_TYPE_ALLOC_OBJECTS    "java:heap_alloc_objects:count"
+#define PFR_JAVA_TYPE_ALLOC_SPACE      "java:heap_alloc_space:bytes"
 #define PFR_JAVA_TYPE_LOCK_CONTENTIONS "java:lock_contentions:count"
-#define PFR_JAVA_TYPE_LOCK_DELAY "java:lock_delay:nanoseconds"
+#define PFR_JAVA_TYPE_LOCK_DELAY       "java:lock_delay:nanoseconds"
 
 typedef struct pfr_jfr_opts {
-    int64_t cpu_period_ns; /* what one jdk.ExecutionSample stands for (the recording's period) */
-    /* Events outside [from_ns, to_ns) (unix ns, by their start time) are left out; 0,0 = all. */
+    /* What one jdk.ExecutionSample stands for (the recording's period); 0: 10 ms. */
+    int64_t cpu_period_ns;
+    /* Events outside [from_ns, to_ns) (unix ns, by their start time) are left out, and the
+     * profiles' time is [from_ns, to_ns); 0,0 = all, the profiles spanning the chunks. */
     int64_t from_ns, to_ns;
-    /* Bounds; 0 takes the default of each (pfr_jfr.c). */
-    size_t max_bytes;       /* of the recording */
-    size_t max_events;      /* of all kinds, per recording */
-    size_t max_pool_entries; /* per constant pool */
-    size_t max_depth;       /* frames kept per stack (deeper stacks are cut at the root side) */
+    /* Bounds; 0 takes the default of each. Breaking one is -E2BIG. */
+    size_t max_bytes;        /* of the recording (64 MiB) */
+    size_t max_events;       /* records of all kinds, per recording (4 Mi) */
+    size_t max_pool_entries; /* per constant pool type, per chunk (1 Mi) */
+    size_t max_depth;        /* frames kept per stack, deeper ones cut at the root side (1024) */
 } pfr_jfr_opts;
 
 /* What a conversion counted (cumulative across calls when the caller adds them up). */
 typedef struct pfr_jfr_counts {
-    uint64_t chunks;
-    uint64_t events;          /* event records read, of every type */
+    uint64_t chunks;     /* whole chunks converted */
+    uint64_t cut_chunks; /* a last chunk cut short (or still being written), left out */
+    uint64_t events;     /* event records read, of every type (not metadata, checkpoints) */
     uint64_t cpu_samples, alloc_samples, lock_samples; /* events turned into samples */
-    uint64_t skipped_events;  /* of a kind above but unusable (no stack, out of range, bad ref) */
-    uint64_t truncated_stacks;
+    uint64_t skipped_events;   /* of a kind above but unusable (no stack, out of range, bad ref) */
+    uint64_t truncated_stacks; /* samples whose stack was cut, by the JVM or by max_depth */
 } pfr_jfr_counts;
 
 typedef struct pfr_jfr_profiles {
-    pfr_profile *cpu;   /* NULL when the recording had no such event */
+    pfr_profile *cpu; /* NULL when the recording had no such event, or none usable */
     pfr_profile *alloc;
     pfr_profile *lock;
     pfr_jfr_counts counts;

@@ -896,6 +896,7 @@ static void ensure_dwarf(pfr_symbolizer *s, struct pfr_sym_file *f, pid_t pid,
                 load_gopcln(s, f, e, fd);
             elf_end(e);
             if (f->gopcln && fd != f->fd) { /* its lookups read through fd: kept */
+                make_fd_room(s);            /* f holds none yet: never its own victim */
                 f->fd = fd;
                 s->kept_fds++;
             }

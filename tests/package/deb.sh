@@ -99,6 +99,7 @@ if [ "$MODE" != install ]; then
         /usr/lib/systemd/system/pfr-shipper.service /usr/lib/sysusers.d/pfr.conf \
         /usr/lib/tmpfiles.d/pfr.conf /usr/share/doc/pfr/README.md /usr/share/doc/pfr/operations.md \
         /usr/share/doc/pfr/copyright /usr/share/doc/pfr/changelog.gz \
+        /usr/share/doc/pfr/examples/pfr-recorder-java.conf \
         /usr/share/man/man8/pfr-recorder.8.gz; do
         grep -qx "$f" "$T/files" || fail "$f is not in the package"
     done

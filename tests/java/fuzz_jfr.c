@@ -1,0 +1,54 @@
+/* libFuzzer target: the JFR parser and its conversion to pprof (recorder/java) over fuzzed
+ * recordings: the conversion with small limits, the encoding of what it made, and a walk that
+ * reads the first fields of every event of every type. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "jfr_parse.h"
+#include "pfr_jfr.h"
+
+static int read_every_event(void *ctx, const jfr_chunk *c, const jfr_record *rec)
+{
+    (void)ctx;
+    if (rec->kind != JFR_REC_EVENT)
+        return 0;
+    int pos[JFR_MAX_FIELDS_READ];
+    int64_t vals[JFR_MAX_FIELDS_READ];
+    uint32_t found;
+    for (int i = 0; i < JFR_MAX_FIELDS_READ; i++)
+        pos[i] = i;
+    jfr_event_read(c, rec, pos, JFR_MAX_FIELDS_READ, vals, &found);
+    /* the pools, through an event's keys */
+    jfr_stack st;
+    for (int i = 0; i < JFR_MAX_FIELDS_READ; i++) {
+        if (!(found & 1u << i) || jfr_stack_get(c, (uint64_t)vals[i], &st) < 0)
+            continue;
+        for (size_t f = 0; f < st.n; f++) {
+            const char *cls, *name;
+            jfr_method_get(c, st.frames[f].method, &cls, &name);
+        }
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char err[256];
+    pfr_jfr_opts o = {.max_events = 1 << 16, .max_pool_entries = 1 << 14, .max_depth = 64};
+    pfr_jfr_profiles out;
+    if (pfr_jfr_to_profiles(data, size, &o, &out, err, sizeof(err)) == 0) {
+        pfr_profile *ps[3] = {out.cpu, out.alloc, out.lock};
+        for (int i = 0; i < 3; i++) {
+            uint8_t *enc;
+            size_t n;
+            if (ps[i] && pfr_profile_encode(ps[i], false, &enc, &n) == 0)
+                free(enc);
+        }
+        pfr_jfr_profiles_free(&out);
+    }
+    jfr_limits lim = {1 << 24, 1 << 16, 1 << 14, 1 << 16};
+    jfr_visitor v = {.record = read_every_event};
+    jfr_parse_stats st;
+    jfr_parse(data, size, &lim, &v, &st, err, sizeof(err));
+    return 0;
+}

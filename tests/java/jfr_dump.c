@@ -1,0 +1,238 @@
+/*
+ * jfr_dump: prints what pfr reads from a JFR recording, for the oracle test (jfr_oracle.py)
+ * and by hand.
+ *
+ *   jfr_dump counts FILE         records per type, as `jfr summary` counts them
+ *   jfr_dump samples FILE        the converted samples: profile, values, frames leaf first
+ *                                ("function:line" joined by ';'), then the counts
+ *   jfr_dump pprof FILE DIR      DIR/{cpu,alloc,lock}.pb.gz (what `go tool pprof` reads)
+ *   jfr_dump bench FILE SECONDS  converts it again and again; prints MB/s
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jfr_parse.h"
+#include "pfr_jfr.h"
+#include "pfr_vec.h"
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0, n = 0, r;
+    do {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        r = fread(buf + n, 1, cap - n, f);
+        n += r;
+    } while (r > 0);
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+typedef struct type_count {
+    char *name;
+    unsigned long long n;
+} type_count;
+
+typedef struct counter {
+    type_count *t;
+    size_t n, cap;
+} counter;
+
+static int count_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
+{
+    counter *k = ctx;
+    char other[64];
+    const char *name = other;
+    if (rec->kind == JFR_REC_METADATA)
+        name = "jdk.Metadata";
+    else if (rec->kind == JFR_REC_CHECKPOINT)
+        name = "jdk.CheckPoint";
+    else if (rec->kind == JFR_REC_EVENT)
+        name = jfr_class_name(c, rec->cls);
+    else
+        snprintf(other, sizeof(other), "type:%llu", (unsigned long long)rec->type_id);
+    for (size_t i = 0; i < k->n; i++) {
+        if (strcmp(k->t[i].name, name) == 0) {
+            k->t[i].n++;
+            return 0;
+        }
+    }
+    if (PFR_VEC_RESERVE(k->t, k->cap, k->n + 1) < 0)
+        return -ENOMEM;
+    k->t[k->n].name = strdup(name);
+    if (!k->t[k->n].name)
+        return -ENOMEM;
+    k->t[k->n++].n = 1;
+    return 0;
+}
+
+static int cmd_counts(const uint8_t *buf, size_t len)
+{
+    counter k = {0};
+    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    jfr_visitor v = {.ctx = &k, .record = count_record};
+    jfr_parse_stats st;
+    char err[256];
+    int rc = jfr_parse(buf, len, &lim, &v, &st, err, sizeof(err));
+    if (rc < 0)
+        fprintf(stderr, "jfr_dump: %s\n", err);
+    for (size_t i = 0; i < k.n; i++) {
+        if (rc == 0)
+            printf("%s %llu\n", k.t[i].name, k.t[i].n);
+        free(k.t[i].name);
+    }
+    free(k.t);
+    if (rc == 0)
+        printf("# chunks %llu truncated %d\n", (unsigned long long)st.chunks, st.truncated);
+    return rc < 0;
+}
+
+static void print_profile(const char *name, const pfr_profile *p)
+{
+    if (!p)
+        return;
+    size_t ntypes = pfr_profile_num_sample_types(p);
+    pfr_frame fr[4096];
+    for (size_t i = 0; i < pfr_profile_num_samples(p); i++) {
+        const int64_t *v = pfr_profile_sample_values(p, i);
+        printf("%s\t", name);
+        for (size_t t = 0; t < ntypes; t++)
+            printf("%s%lld", t ? "," : "", (long long)v[t]);
+        putchar('\t');
+        size_t n = pfr_profile_sample_frames(p, i, fr, 4096);
+        for (size_t f = 0; f < n && f < 4096; f++)
+            printf("%s%s:%lld", f ? ";" : "", fr[f].function, (long long)fr[f].line);
+        putchar('\n');
+    }
+}
+
+static int convert(const uint8_t *buf, size_t len, pfr_jfr_profiles *out)
+{
+    char err[256];
+    int rc = pfr_jfr_to_profiles(buf, len, NULL, out, err, sizeof(err));
+    if (rc < 0)
+        fprintf(stderr, "jfr_dump: %s (%s)\n", err, strerror(-rc));
+    return rc;
+}
+
+static int cmd_samples(const uint8_t *buf, size_t len)
+{
+    pfr_jfr_profiles out;
+    if (convert(buf, len, &out) < 0)
+        return 1;
+    print_profile("cpu", out.cpu);
+    print_profile("alloc", out.alloc);
+    print_profile("lock", out.lock);
+    const pfr_jfr_counts *k = &out.counts;
+    printf("# chunks %llu cut %llu events %llu cpu %llu alloc %llu lock %llu skipped %llu "
+           "truncated %llu\n",
+           (unsigned long long)k->chunks, (unsigned long long)k->cut_chunks,
+           (unsigned long long)k->events, (unsigned long long)k->cpu_samples,
+           (unsigned long long)k->alloc_samples, (unsigned long long)k->lock_samples,
+           (unsigned long long)k->skipped_events, (unsigned long long)k->truncated_stacks);
+    pfr_jfr_profiles_free(&out);
+    return 0;
+}
+
+static int write_pprof(const char *dir, const char *name, const pfr_profile *p)
+{
+    if (!p)
+        return 0;
+    uint8_t *enc;
+    size_t n;
+    char path[4096];
+    if (pfr_profile_encode(p, true, &enc, &n) < 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%s.pb.gz", dir, name);
+    FILE *f = fopen(path, "wb");
+    int rc = f && fwrite(enc, 1, n, f) == n ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    free(enc);
+    if (rc == 0)
+        printf("%s\n", path);
+    return rc;
+}
+
+static int cmd_pprof(const uint8_t *buf, size_t len, const char *dir)
+{
+    pfr_jfr_profiles out;
+    if (convert(buf, len, &out) < 0)
+        return 1;
+    int rc = write_pprof(dir, "cpu", out.cpu) | write_pprof(dir, "alloc", out.alloc) |
+             write_pprof(dir, "lock", out.lock);
+    pfr_jfr_profiles_free(&out);
+    return rc != 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wall time, and this process's CPU time: on a shared host the second is the figure. */
+static int cmd_bench(const uint8_t *buf, size_t len, double seconds)
+{
+    clock_t c0 = clock();
+    double t0 = now(), t;
+    unsigned runs = 0;
+    do {
+        pfr_jfr_profiles out;
+        if (convert(buf, len, &out) < 0)
+            return 1;
+        pfr_jfr_profiles_free(&out);
+        runs++;
+        t = now() - t0;
+    } while (t < seconds);
+    double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    printf("%u conversions of %zu bytes in %.2f s (%.2f s of CPU): %.1f MB/s, %.1f MB per CPU "
+           "second, %.2f ms of CPU each\n",
+           runs, len, t, cpu, (double)len * runs / t / 1e6, (double)len * runs / cpu / 1e6,
+           cpu / runs * 1e3);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: jfr_dump counts|samples|pprof DIR|bench SECONDS FILE\n");
+        return 2;
+    }
+    size_t len = 0;
+    uint8_t *buf = slurp(argv[2], &len);
+    if (!buf) {
+        fprintf(stderr, "jfr_dump: cannot read %s\n", argv[2]);
+        return 1;
+    }
+    int rc = 2;
+    if (strcmp(argv[1], "counts") == 0)
+        rc = cmd_counts(buf, len);
+    else if (strcmp(argv[1], "samples") == 0)
+        rc = cmd_samples(buf, len);
+    else if (strcmp(argv[1], "pprof") == 0 && argc > 3)
+        rc = cmd_pprof(buf, len, argv[3]);
+    else if (strcmp(argv[1], "bench") == 0 && argc > 3)
+        rc = cmd_bench(buf, len, atof(argv[3]));
+    else
+        fprintf(stderr, "jfr_dump: unknown command %s\n", argv[1]);
+    free(buf);
+    return rc;
+}

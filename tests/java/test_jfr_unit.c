@@ -1,0 +1,513 @@
+/*
+ * Units of the JFR conversion (recorder/java) over chunks written by jfrgen: what a valid
+ * recording becomes, and hostile ones: cut short, bad offsets, keys missing from the pools,
+ * metadata nested too deep, counts the data cannot hold, values that contain themselves.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "jfr_parse.h"
+#include "jfrgen.h"
+#include "pfr_jfr.h"
+
+static char err[256];
+
+static int convert(const jg *g, const pfr_jfr_opts *o, pfr_jfr_profiles *out)
+{
+    return pfr_jfr_to_profiles(g->b, g->n, o, out, err, sizeof(err));
+}
+
+/* The function names of sample i, leaf first, joined by ';' with their lines. */
+static const char *stack_of(const pfr_profile *p, size_t i)
+{
+    static char buf[1024];
+    pfr_frame fr[16];
+    size_t n = pfr_profile_sample_frames(p, i, fr, 16), o = 0;
+    buf[0] = '\0';
+    for (size_t f = 0; f < n && f < 16; f++)
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s@%s:%lld", f ? ";" : "",
+                              fr[f].function, fr[f].file, (long long)fr[f].line);
+    return buf;
+}
+
+static int64_t value_of(const pfr_profile *p, const char *stack, size_t type)
+{
+    for (size_t i = 0; i < pfr_profile_num_samples(p); i++)
+        if (strcmp(stack_of(p, i), stack) == 0)
+            return pfr_profile_sample_values(p, i)[type];
+    return -1;
+}
+
+#define STACK1 "Main.work@Main:10;java/lang/Thread.run@java/lang/Thread:20"
+#define STACK2                                                                                     \
+    "Foo$$Lambda_.run@Foo$$Lambda_:0;Main.work@Main:11;"                                           \
+    "java/lang/Thread.run@java/lang/Thread:20"
+
+static void std_recording(void **state)
+{
+    (void)state;
+    jg g = {0};
+    jg_std_chunk(&g);
+    pfr_jfr_profiles out;
+    assert_int_equal(convert(&g, NULL, &out), 0);
+    assert_non_null(out.cpu);
+    assert_non_null(out.alloc);
+    assert_non_null(out.lock);
+    assert_int_equal(out.counts.chunks, 1);
+    assert_int_equal(out.counts.events, 8);
+    assert_int_equal(out.counts.cpu_samples, 4);
+    assert_int_equal(out.counts.alloc_samples, 1);
+    assert_int_equal(out.counts.lock_samples, 1);     /* the park is not one */
+    assert_int_equal(out.counts.truncated_stacks, 2); /* stack 2 says it was cut */
+    assert_int_equal(pfr_profile_num_samples(out.cpu), 2);
+    assert_int_equal(value_of(out.cpu, STACK1, 0), 30000000);
+    assert_int_equal(value_of(out.cpu, STACK2, 0), 10000000);
+    const char *unit;
+    assert_string_equal(pfr_profile_sample_type(out.cpu, 0, &unit), PFR_JAVA_TYPE_CPU);
+    assert_string_equal(unit, "nanoseconds");
+    assert_string_equal(pfr_profile_sample_type(out.alloc, 1, &unit), PFR_JAVA_TYPE_ALLOC_SPACE);
+    assert_int_equal(value_of(out.alloc, STACK1, 0), 1);
+    assert_int_equal(value_of(out.alloc, STACK1, 1), 4096);
+    assert_string_equal(pfr_profile_sample_type(out.lock, 1, &unit), PFR_JAVA_TYPE_LOCK_DELAY);
+    assert_int_equal(value_of(out.lock, STACK2, 0), 1);
+    assert_int_equal(value_of(out.lock, STACK2, 1), 5000000);
+    assert_int_equal(pfr_profile_time_nanos(out.cpu), 1000000000000000000);
+    assert_int_equal(pfr_profile_duration_nanos(out.cpu), 1000000000);
+    pfr_jfr_profiles_free(&out);
+    jg_free(&g);
+}
+
+static void limits_and_window(void **state)
+{
+    (void)state;
+    jg g = {0};
+    jg_std_chunk(&g);
+    pfr_jfr_profiles out;
+    /* leaf side kept */
+    pfr_jfr_opts o = {.max_depth = 1, .cpu_period_ns = 7};
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(value_of(out.cpu, "Main.work@Main:10", 0), 21);
+    assert_int_equal(out.counts.truncated_stacks, 6);
+    pfr_jfr_profiles_free(&out);
+    /* events 1000..1007 ns after the start: [start+1001, start+1003) holds two samples */
+    o = (pfr_jfr_opts){.from_ns = 1000000000000001001, .to_ns = 1000000000000001003};
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(out.counts.cpu_samples, 2);
+    assert_null(out.lock);
+    assert_int_equal(pfr_profile_time_nanos(out.cpu), o.from_ns);
+    assert_int_equal(pfr_profile_duration_nanos(out.cpu), 2);
+    pfr_jfr_profiles_free(&out);
+    /* the limits: bytes, records, pool entries */
+    o = (pfr_jfr_opts){.max_bytes = g.n - 1};
+    assert_int_equal(convert(&g, &o, &out), -E2BIG);
+    assert_null(out.cpu);
+    o = (pfr_jfr_opts){.max_events = 5};
+    assert_int_equal(convert(&g, &o, &out), -E2BIG);
+    assert_non_null(strstr(err, "records"));
+    o = (pfr_jfr_opts){.max_pool_entries = 5};
+    assert_int_equal(convert(&g, &o, &out), -E2BIG);
+    assert_non_null(strstr(err, "jdk.types.Symbol"));
+    jg_free(&g);
+}
+
+static void truncated(void **state)
+{
+    (void)state;
+    jg one = {0}, two = {0};
+    jg_std_chunk(&one);
+    jg_bytes(&two, one.b, one.n);
+    jg_bytes(&two, one.b, one.n);
+    pfr_jfr_profiles out;
+    /* every cut of the second chunk: the first converts */
+    for (size_t cut = one.n; cut < two.n; cut += 7) {
+        jg g = {two.b, cut, cut};
+        assert_int_equal(convert(&g, NULL, &out), 0);
+        assert_int_equal(out.counts.chunks, 1);
+        assert_int_equal(out.counts.cut_chunks, cut > one.n);
+        assert_int_equal(out.counts.cpu_samples, 4);
+        pfr_jfr_profiles_free(&out);
+    }
+    jg g = {two.b, two.n, two.n};
+    assert_int_equal(convert(&g, NULL, &out), 0);
+    assert_int_equal(out.counts.chunks, 2);
+    assert_int_equal(out.counts.cut_chunks, 0);
+    assert_int_equal(value_of(out.cpu, STACK1, 0), 60000000);
+    pfr_jfr_profiles_free(&out);
+    /* a single chunk cut anywhere: none was whole */
+    for (size_t cut = 1; cut < one.n; cut += 5) {
+        jg c = {one.b, cut, cut};
+        assert_int_equal(convert(&c, NULL, &out), -EINVAL);
+        assert_null(out.cpu);
+    }
+    /* a chunk still being written counts as cut short */
+    one.b[64] = 1;
+    assert_int_equal(convert(&one, NULL, &out), -EINVAL);
+    jg_free(&one);
+    jg_free(&two);
+}
+
+static void patch_be64(jg *g, size_t at, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        g->b[at + (size_t)i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static void bad_offsets(void **state)
+{
+    (void)state;
+    jg g = {0};
+    jg_std_chunk(&g);
+    pfr_jfr_profiles out;
+    uint64_t size = g.n;
+    const struct {
+        size_t at;
+        uint64_t v;
+        const char *why;
+    } cases[] = {
+        {16, 0, "checkpoint offset"},
+        {16, size, "checkpoint offset"},
+        {16, 68, "type"},
+        {16, UINT64_MAX, "checkpoint offset"},
+        {24, 0, "metadata offset"},
+        {24, size + 100, "metadata offset"},
+        {24, 68, "type"},
+        {8, 12, "size"},
+        {56, 0, "ticks per second"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        jg c = {0};
+        jg_bytes(&c, g.b, g.n);
+        patch_be64(&c, cases[i].at, cases[i].v);
+        assert_int_equal(convert(&c, NULL, &out), -EINVAL);
+        assert_non_null(strstr(err, cases[i].why));
+        jg_free(&c);
+    }
+    /* not JFR, another version */
+    jg c = {0};
+    jg_bytes(&c, g.b, g.n);
+    c.b[0] = 'X';
+    assert_int_equal(convert(&c, NULL, &out), -EINVAL);
+    c.b[0] = 'F';
+    c.b[5] = 1;
+    assert_int_equal(convert(&c, NULL, &out), -EINVAL);
+    assert_non_null(strstr(err, "version"));
+    jg_free(&c);
+    jg_free(&g);
+}
+
+/* A chunk of the standard events and metadata, with pools and checkpoints of the caller's. */
+static void chunk_with(jg *g, const jg *ev, const jg *md, const jg *cps, size_t last_cp_off)
+{
+    jg_header h = {
+        .size = 68 + ev->n + md->n + cps->n,
+        .md_off = 68 + ev->n,
+        .cp_off = 68 + ev->n + md->n + last_cp_off,
+        .start_ns = 1,
+        .tps = 1000000000,
+    };
+    jg_chunk_header(g, &h);
+    jg_bytes(g, ev->b, ev->n);
+    jg_bytes(g, md->b, md->n);
+    jg_bytes(g, cps->b, cps->n);
+}
+
+static void checkpoint_chain(void **state)
+{
+    (void)state;
+    jg ev = {0}, md = {0}, pools = {0}, cps = {0}, g = {0};
+    uint64_t npools;
+    pfr_jfr_profiles out;
+    jg_std_events(&ev);
+    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
+    jg_std_pools(&pools, &npools);
+    /* two checkpoints, the second pointing back at the first */
+    jg_checkpoint(&cps, 0, npools, &pools);
+    size_t second = cps.n;
+    jg_checkpoint(&cps, -(int64_t)second, 0, &(jg){0});
+    chunk_with(&g, &ev, &md, &cps, second);
+    assert_int_equal(convert(&g, NULL, &out), 0);
+    assert_int_equal(out.counts.cpu_samples, 4);
+    pfr_jfr_profiles_free(&out);
+    /* deltas that point forward, at themselves, or before the chunk */
+    int64_t deltas[] = {5, -(int64_t)second - 68 - (int64_t)(ev.n + md.n), 1, -1};
+    for (size_t i = 0; i < sizeof(deltas) / sizeof(deltas[0]); i++) {
+        jg c = {0}, ch = {0};
+        jg_checkpoint(&c, 0, npools, &pools);
+        jg_checkpoint(&c, deltas[i], 0, &(jg){0});
+        chunk_with(&ch, &ev, &md, &c, second);
+        assert_int_equal(convert(&ch, NULL, &out), -EINVAL);
+        jg_free(&c);
+        jg_free(&ch);
+    }
+    jg_free(&ev);
+    jg_free(&md);
+    jg_free(&pools);
+    jg_free(&cps);
+    jg_free(&g);
+}
+
+static void pool_keys_missing(void **state)
+{
+    (void)state;
+    jg ev = {0}, md = {0}, cps = {0}, g = {0}, pools = {0};
+    pfr_jfr_profiles out;
+    jg_std_events(&ev);
+    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
+    /* only a stack whose method is missing, and one whose key no event uses */
+    jg_var(&pools, JG_STACK);
+    jg_var(&pools, 1);
+    jg_var(&pools, 1);
+    jg_u8(&pools, 0);
+    jg_var(&pools, 1);
+    jg_var(&pools, 99), jg_var(&pools, 1), jg_var(&pools, 0);
+    jg_checkpoint(&cps, 0, 1, &pools);
+    chunk_with(&g, &ev, &md, &cps, 0);
+    assert_int_equal(convert(&g, NULL, &out), 0);
+    /* stack 1 has no method left, stack 2 is not in the pool: every event skipped */
+    assert_int_equal(out.counts.skipped_events, 6);
+    assert_null(out.cpu);
+    assert_null(out.alloc);
+    pfr_jfr_profiles_free(&out);
+    /* a pool of a type the metadata does not declare */
+    jg_free(&cps);
+    jg_free(&g);
+    jg bad = {0};
+    jg_var(&bad, 4242);
+    jg_var(&bad, 1);
+    jg_var(&bad, 1);
+    jg_checkpoint(&cps, 0, 1, &bad);
+    chunk_with(&g, &ev, &md, &cps, 0);
+    assert_int_equal(convert(&g, NULL, &out), -EINVAL);
+    assert_non_null(strstr(err, "undeclared"));
+    jg_free(&bad);
+    jg_free(&ev);
+    jg_free(&md);
+    jg_free(&cps);
+    jg_free(&g);
+    jg_free(&pools);
+}
+
+static void std_chunk_md(jg *g, const jg_class *classes, size_t n, int depth)
+{
+    jg ev = {0}, md = {0}, pools = {0}, cps = {0};
+    uint64_t npools;
+    jg_std_events(&ev);
+    jg_metadata(&md, classes, n, depth);
+    jg_std_pools(&pools, &npools);
+    jg_checkpoint(&cps, 0, npools, &pools);
+    chunk_with(g, &ev, &md, &cps, 0);
+    jg_free(&ev);
+    jg_free(&md);
+    jg_free(&pools);
+    jg_free(&cps);
+}
+
+static void metadata_depth(void **state)
+{
+    (void)state;
+    pfr_jfr_profiles out;
+    jg g = {0};
+    std_chunk_md(&g, jg_std_classes, jg_std_nclasses, 20); /* nested, still in bounds */
+    assert_int_equal(convert(&g, NULL, &out), -EINVAL);    /* classes outside "metadata" */
+    assert_non_null(strstr(err, "undeclared"));
+    jg_free(&g);
+    std_chunk_md(&g, jg_std_classes, jg_std_nclasses, 10000);
+    clock_t t0 = clock();
+    assert_int_equal(convert(&g, NULL, &out), -EINVAL);
+    assert_true(clock() - t0 < CLOCKS_PER_SEC);
+    assert_non_null(strstr(err, "nested deeper"));
+    jg_free(&g);
+}
+
+/* Overwrites the varint at g->b[at] (one byte in g) with a huge 9-byte one: the chunk grows,
+ * and its header follows. */
+static void huge_count_at(jg *out, const jg *g, size_t at)
+{
+    jg_bytes(out, g->b, at);
+    jg_var(out, UINT64_MAX >> 2);
+    jg_bytes(out, g->b + at + 1, g->n - at - 1);
+}
+
+static void huge_counts(void **state)
+{
+    (void)state;
+    pfr_jfr_profiles out;
+    jg g = {0};
+    jg_std_chunk(&g);
+    /* the metadata's string count: after size (4 bytes), type 0, three zero varints */
+    uint64_t md_off = 0, cp_off = 0;
+    for (int i = 0; i < 8; i++) {
+        md_off = md_off << 8 | g.b[24 + i];
+        cp_off = cp_off << 8 | g.b[16 + i];
+    }
+    size_t at = (size_t)md_off + 4 + 1 + 3;
+    jg h = {0};
+    huge_count_at(&h, &g, at);
+    clock_t t0 = clock();
+    assert_int_equal(convert(&h, NULL, &out), -EINVAL);
+    assert_true(clock() - t0 < CLOCKS_PER_SEC);
+    assert_non_null(strstr(err, "count"));
+    jg_free(&h);
+    /* the checkpoint's pool count: size, type 1, start, duration, delta, flags */
+    at = (size_t)cp_off + 4 + 1 + 3 + 1;
+    huge_count_at(&h, &g, at);
+    assert_int_equal(convert(&h, NULL, &out), -EINVAL);
+    assert_non_null(strstr(err, "count"));
+    jg_free(&h);
+    /* the symbol pool's entry count: its type id (one byte) follows the pool count */
+    at = (size_t)cp_off + 4 + 1 + 3 + 1 + 1 + 1;
+    huge_count_at(&h, &g, at);
+    assert_int_equal(convert(&h, NULL, &out), -EINVAL);
+    assert_non_null(strstr(err, "count"));
+    jg_free(&h);
+    jg_free(&g);
+}
+
+static void values_containing_themselves(void **state)
+{
+    (void)state;
+    pfr_jfr_profiles out;
+    jg g = {0};
+    jg_class cls[32];
+    memcpy(cls, jg_std_classes, jg_std_nclasses * sizeof(cls[0]));
+    size_t n = jg_std_nclasses;
+    /* a struct that holds a value of itself and an int: every value has another inside */
+    cls[n++] = (jg_class){900, "Loop", {{"x", JG_INT, false, false}, {"self", 900, false, false}}};
+    /* two structs that hold each other and nothing else: no bytes, nothing to walk */
+    cls[n++] = (jg_class){901, "A", {{"b", 902, false, false}}};
+    cls[n++] = (jg_class){902, "B", {{"a", 901, false, false}}};
+    /* the CPU load event carries them, so that its pool-free records stay readable */
+    jg ev = {0}, md = {0}, cps = {0}, pools = {0};
+    uint64_t npools;
+    jg_std_events(&ev);
+    jg_metadata(&md, cls, n, 0);
+    jg_std_pools(&pools, &npools);
+    jg_var(&pools, 900); /* a pool of Loop: one entry, values 1, 2, 3, ... */
+    jg_var(&pools, 1);
+    jg_var(&pools, 1);
+    for (int i = 0; i < 100; i++)
+        jg_var(&pools, 1);
+    jg_var(&pools, 901); /* a pool of A: entries with no bytes but their keys */
+    jg_var(&pools, 3);
+    jg_var(&pools, 1), jg_var(&pools, 2), jg_var(&pools, 3);
+    jg_checkpoint(&cps, 0, npools + 2, &pools);
+    chunk_with(&g, &ev, &md, &cps, 0);
+    assert_int_equal(convert(&g, NULL, &out), -EINVAL);
+    assert_non_null(strstr(err, "nested deeper"));
+    jg_free(&g);
+    jg_free(&ev);
+    jg_free(&md);
+    jg_free(&cps);
+    jg_free(&pools);
+}
+
+static void strings(void **state)
+{
+    (void)state;
+    /* UTF-16 with a surrogate pair, a lone surrogate and a NUL; Latin-1; invalid UTF-8 */
+    jg ev = {0}, md = {0}, cps = {0}, pools = {0}, g = {0};
+    pfr_jfr_profiles out;
+    jg_std_events(&ev);
+    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
+    jg_var(&pools, JG_SYMBOL);
+    jg_var(&pools, 3);
+    jg_var(&pools, 1); /* class name: "a😀b?\0" as UTF-16 */
+    jg_u8(&pools, 4);
+    jg_var(&pools, 6);
+    const uint16_t u[] = {'a', 0xd83d, 0xde00, 'b', 0xd800, 0};
+    for (int i = 0; i < 6; i++)
+        jg_var(&pools, u[i]);
+    jg_var(&pools, 2); /* method name: Latin-1 "caf\xe9" */
+    jg_u8(&pools, 5);
+    jg_var(&pools, 4);
+    jg_bytes(&pools, "caf\xe9", 4);
+    jg_var(&pools, 3); /* unused: bad UTF-8 */
+    jg_u8(&pools, 3);
+    jg_var(&pools, 2);
+    jg_bytes(&pools, "\xff\xfe", 2);
+    jg_var(&pools, JG_CLASS);
+    jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 0);
+    jg_var(&pools, JG_METHOD);
+    jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 2), jg_var(&pools, 0);
+    jg_var(&pools, JG_STACK);
+    jg_var(&pools, 1), jg_var(&pools, 1), jg_u8(&pools, 0), jg_var(&pools, 1);
+    jg_var(&pools, 1), jg_var(&pools, 5), jg_var(&pools, 0);
+    jg_checkpoint(&cps, 0, 4, &pools);
+    chunk_with(&g, &ev, &md, &cps, 0);
+    assert_int_equal(convert(&g, NULL, &out), 0);
+    assert_int_equal(value_of(out.cpu,
+                              "a\xf0\x9f\x98\x80"
+                              "b??.caf\xc3\xa9@a\xf0\x9f\x98\x80"
+                              "b??:5",
+                              0),
+                     30000000);
+    pfr_jfr_profiles_free(&out);
+    /* an unknown string encoding */
+    jg_free(&pools);
+    jg_free(&cps);
+    jg_free(&g);
+    jg_var(&pools, JG_SYMBOL);
+    jg_var(&pools, 1);
+    jg_var(&pools, 1);
+    jg_u8(&pools, 9);
+    jg_checkpoint(&cps, 0, 1, &pools);
+    chunk_with(&g, &ev, &md, &cps, 0);
+    assert_int_equal(convert(&g, NULL, &out), -EINVAL);
+    assert_non_null(strstr(err, "encoding"));
+    jg_free(&ev);
+    jg_free(&md);
+    jg_free(&cps);
+    jg_free(&pools);
+    jg_free(&g);
+}
+
+static int count_kinds(void *ctx, const jfr_chunk *c, const jfr_record *rec)
+{
+    (void)c;
+    ((int *)ctx)[rec->kind]++;
+    return 0;
+}
+
+static void record_kinds(void **state)
+{
+    (void)state;
+    jg g = {0};
+    jg_std_chunk(&g);
+    int kinds[4] = {0};
+    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    jfr_visitor v = {.ctx = kinds, .record = count_kinds};
+    jfr_parse_stats st;
+    assert_int_equal(jfr_parse(g.b, g.n, &lim, &v, &st, err, sizeof(err)), 0);
+    assert_int_equal(kinds[JFR_REC_METADATA], 1);
+    assert_int_equal(kinds[JFR_REC_CHECKPOINT], 1);
+    assert_int_equal(kinds[JFR_REC_EVENT], 8);
+    assert_int_equal(kinds[JFR_REC_UNKNOWN], 0);
+    assert_int_equal(st.records, 10);
+    jg_free(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(std_recording),
+        cmocka_unit_test(limits_and_window),
+        cmocka_unit_test(truncated),
+        cmocka_unit_test(bad_offsets),
+        cmocka_unit_test(checkpoint_chain),
+        cmocka_unit_test(pool_keys_missing),
+        cmocka_unit_test(metadata_depth),
+        cmocka_unit_test(huge_counts),
+        cmocka_unit_test(values_containing_themselves),
+        cmocka_unit_test(strings),
+        cmocka_unit_test(record_kinds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

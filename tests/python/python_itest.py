@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Python frames in the CPU profile (issue 34), against Debian's python3.11: the real recorder
+samples the host while py_truth.py runs each of its modes; its ring is read back with
+recorder_store_dump (frames leaf first, Python frames in module "python" with file and line).
+
+Usage: python_itest.py --recorder BIN --dump BIN --python /usr/bin/python3.11 --workload PY
+
+Checks (the issue's ground truth):
+  split    hot_a or hot_b on >= 95 % of the program's samples; hot_a's share of the two within
+           5 points of the share the program timed itself; every hot_a/hot_b frame on a line of
+           its body and its caller's frame on the line of the call
+  recurse  the samples in spin() have every rec() level up to the depth limit: the rec frames
+           are contiguous and either reach recurse() or fill the stack to its limit
+  sorted   keyfn() under native frames (the sort) under use_sorted(): Python -> C -> Python
+  thread   samples in SHA-256 (hashlib, the GIL released) name hash_worker and never
+           main_spin (the thread holding the GIL); main_spin's never name hash_worker
+Prints the sampler's cost per sample of the Python processes: native walk and interpreter frames.
+Exit 0 = pass, 1 = fail.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SECONDS = 8
+# The split's program runs for 15 s of CPU time: ~1500 samples, so that its share's standard
+# error (about 1.1 points) is a fifth of the 5 points allowed.
+SPLIT_SECONDS = 15
+HZ = 99
+PERIOD_NS = 1e9 / HZ
+MAX_STACK_DEPTH = 127  # PFR_MAX_STACK_DEPTH: user frames kept per stack
+
+FAILS = []
+
+
+def check(cond, msg):
+    print(("ok    " if cond else "FAIL  ") + msg, flush=True)
+    if not cond:
+        FAILS.append(msg)
+
+
+def marked_lines(path):
+    """Source lines by their "# L:name" marker."""
+    out = {}
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            m = re.search(r"# L:(\w+)", line)
+            if m:
+                out.setdefault(m.group(1), set()).add(i)
+    return out
+
+
+def body_lines(path, func):
+    """The lines of def func's body."""
+    lines = open(path).read().split("\n")
+    start = next(i for i, l in enumerate(lines, 1) if l.startswith("def %s(" % func))
+    end = start
+    while end < len(lines) and (lines[end].startswith(" ") or not lines[end].strip()):
+        end += 1
+    return set(range(start, end + 1))
+
+
+def samples_of(dump, store, pid):
+    r = subprocess.run([dump, store, "--samples"], capture_output=True, text=True, check=True)
+    out = []
+    for line in r.stdout.splitlines():
+        chunk = json.loads(line)
+        for s in chunk.get("samples", []):
+            if s.get("pid") == pid:
+                # value = samples x the period
+                out.extend([s["frames"]] * max(1, round(s["value"] / PERIOD_NS)))
+    return out
+
+
+def names(frames):
+    return [f["function"] for f in frames]
+
+
+def py_frames(frames):
+    return [f for f in frames if f["module"] == "python"]
+
+
+def check_split(samples, own, src):
+    n = len(samples)
+    a = sum(1 for s in samples if "hot_a" in names(s))
+    b = sum(1 for s in samples if "hot_b" in names(s))
+    check(n >= 1000, "split: %d samples (>= 1000)" % n)
+    if n == 0:
+        return
+    check((a + b) * 100.0 / n >= 95.0,
+          "split: hot_a or hot_b on %.1f %% of the samples (>= 95)" % ((a + b) * 100.0 / n))
+    share = a * 100.0 / max(1, a + b)
+    check(abs(share - own) <= 5.0,
+          "split: hot_a %.1f %% of hot_a+hot_b, the program timed %.1f %% (within 5 points)"
+          % (share, own))
+    marks = marked_lines(src)
+    body = {"hot_a": body_lines(src, "hot_a"), "hot_b": body_lines(src, "hot_b")}
+    call = {"hot_a": marks["call_a"], "hot_b": marks["call_b"]}
+    good = total = 0
+    bad_examples = []
+    for s in samples:
+        pf = py_frames(s)
+        for i, f in enumerate(pf[:-1]):
+            if f["function"] in body:
+                total += 1
+                caller = pf[i + 1]
+                ok = (f["line"] in body[f["function"]] and caller["function"] == "split"
+                      and caller["line"] in call[f["function"]] and f["file"] == src)
+                good += ok
+                if not ok and len(bad_examples) < 3:
+                    bad_examples.append((f, caller))
+    check(total > 0 and good == total,
+          "split: %d of %d hot_a/hot_b frames on a line of their body, called from the line of "
+          "the call%s" % (good, total, "" if good == total else " e.g. %s" % bad_examples))
+
+
+def check_recurse(samples, src):
+    marks = marked_lines(src)
+    in_spin = [s for s in samples if "spin" in names(py_frames(s))]
+    whole = 0
+    for s in in_spin:
+        pf = py_frames(s)
+        i = names(pf).index("spin")
+        recs = 0
+        while i + 1 + recs < len(pf) and pf[i + 1 + recs]["function"] == "rec":
+            recs += 1
+        rest = pf[i + 1 + recs:]
+        lines_ok = all(f["line"] in marks["rec"] for f in pf[i + 2:i + 1 + recs])
+        reached = bool(rest) and rest[0]["function"] == "recurse" and recs == 200
+        cut = not rest and len(s) >= MAX_STACK_DEPTH - 1
+        whole += lines_ok and (reached or cut)
+    n = len(in_spin)
+    check(n >= 100, "recurse: %d samples in spin() (>= 100)" % n)
+    check(n > 0 and whole * 100.0 / n >= 95.0,
+          "recurse: %d of %d samples keep every rec() level, on the line of the call, up to the "
+          "depth limit (>= 95 %%)" % (whole, n))
+
+
+def check_sorted(samples):
+    in_key = [s for s in samples if "keyfn" in names(s)]
+    good = 0
+    for s in in_key:
+        ns = names(s)
+        k = ns.index("keyfn")
+        if "use_sorted" not in ns[k:]:
+            continue
+        u = ns.index("use_sorted", k)
+        between = [f for f in s[k + 1:u] if f["module"] != "python"]
+        good += len(between) >= 2 and "_PyEval_EvalFrameDefault" in names(between)
+    n = len(in_key)
+    check(n >= 100, "sorted: %d samples in keyfn() (>= 100)" % n)
+    check(n > 0 and good * 100.0 / n >= 95.0,
+          "sorted: %d of %d keyfn() samples are Python -> C -> Python (use_sorted, the sort's "
+          "native frames, keyfn) (>= 95 %%)" % (good, n))
+
+
+def check_thread(samples):
+    sha = [s for s in samples if any("sha256" in n.lower() for n in names(s))]
+    good = sum(1 for s in sha if "hash_worker" in names(s) and "main_spin" not in names(s))
+    check(len(sha) >= 50, "thread: %d samples in SHA-256 (>= 50)" % len(sha))
+    check(sha and good * 100.0 / len(sha) >= 95.0,
+          "thread: %d of %d SHA-256 samples (GIL released) name hash_worker, not main_spin "
+          "(>= 95 %%)" % (good, len(sha)))
+    spin = [s for s in samples if "main_spin" in names(s)]
+    check(len(spin) >= 50 and not any("hash_worker" in names(s) for s in spin),
+          "thread: %d main_spin samples, none naming hash_worker" % len(spin))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--recorder", required=True)
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--workload", required=True)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("FAIL  needs root (the recorder loads BPF programs)")
+        return 1
+    tmp = tempfile.mkdtemp(prefix="pfr-python-")
+    store = os.path.join(tmp, "ring.db")
+    logpath = os.path.join(tmp, "recorder.log")
+    logf = open(logpath, "w")
+    rec = subprocess.Popen([args.recorder, "--store", store, "--interval", "2", "--cpu-hz", str(HZ),
+                            "--symbolize-budget", "600", "--metrics-listen", "off",
+                            "--go-heap-profiler", "disabled", "--scrape-local", "off",
+                            "--python-frames", "enabled", "--log-level", "debug"],
+                           stdout=logf, stderr=subprocess.STDOUT)
+    pids = {}
+    own = None
+    try:
+        end = time.time() + 60
+        while "sampling" not in open(logpath).read():
+            if rec.poll() is not None or time.time() > end:
+                print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
+                return 1
+            time.sleep(0.05)
+        for mode in ("split", "recurse", "sorted", "thread"):
+            secs = SPLIT_SECONDS if mode == "split" else SECONDS
+            p = subprocess.Popen([args.python, args.workload, mode, str(secs)],
+                                 stdout=subprocess.PIPE, text=True)
+            out, _ = p.communicate(timeout=240)
+            pids[mode] = p.pid
+            if mode == "split":
+                own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
+        time.sleep(2.5)  # the last interval
+    finally:
+        rec.send_signal(signal.SIGTERM)
+        rec.wait(timeout=60)
+        logf.close()
+    log = open(logpath).read()
+    costs = re.findall(r"python: samples=(\d+).*bpf_ns_per_sample\{native=(\d+) python=(\d+)\}",
+                       log)
+    if costs:
+        n, nat, py = costs[-1]
+        print("cost: %s samples of Python processes, sampler per sample: native walk %s ns, "
+              "interpreter frames %s ns" % (n, nat, py))
+    check(bool(costs), "the recorder logged its Python figures")
+    src = os.path.realpath(args.workload)
+    check_split(samples_of(args.dump, store, pids["split"]), own, src)
+    check_recurse(samples_of(args.dump, store, pids["recurse"]), src)
+    check_sorted(samples_of(args.dump, store, pids["sorted"]))
+    check_thread(samples_of(args.dump, store, pids["thread"]))
+    if FAILS:
+        print("recorder log tail:\n" + log[-2000:])
+        print("%d check(s) failed" % len(FAILS))
+        return 1
+    print("all checks passed")
+    shutil.rmtree(tmp, ignore_errors=True)  # kept on failure, to look at
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

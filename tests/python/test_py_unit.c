@@ -1,0 +1,111 @@
+/* Units of pfr_python: versions from file names, the 3.11 line-table decoder on hand-made
+ * tables (CPython's own tables are checked by py_lines_check), the layout table. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "pfr_python.h"
+#include "py_layout.h"
+#include "py_lines.h"
+
+static void versions_from_names(void **state)
+{
+    (void)state;
+    unsigned ma = 0, mi = 0;
+    assert_int_equal(pfr_py_version_from_name("/usr/bin/python3.11", &ma, &mi), 0);
+    assert_int_equal(ma, 3);
+    assert_int_equal(mi, 11);
+    assert_int_equal(pfr_py_version_from_name("/opt/lib/libpython3.8.so.1.0", &ma, &mi), 0);
+    assert_int_equal(mi, 8);
+    assert_int_equal(pfr_py_version_from_name("libpython3.13t.so", &ma, &mi), 0);
+    assert_int_equal(mi, 13);
+    assert_int_equal(pfr_py_version_from_name("/usr/bin/python3.11d", &ma, &mi), 0);
+    assert_int_equal(pfr_py_version_from_name("/usr/bin/python3", &ma, &mi), -ENOENT);
+    assert_int_equal(pfr_py_version_from_name("/usr/bin/python3.11-config", &ma, &mi), -ENOENT);
+    assert_int_equal(pfr_py_version_from_name("/usr/bin/python2.7", &ma, &mi), -ENOENT);
+    assert_int_equal(pfr_py_version_from_name("/x/libpython3.11.a", &ma, &mi), -ENOENT);
+    assert_int_equal(pfr_py_version_from_name("/usr/bin/python3.99999999", &ma, &mi), -ENOENT);
+    assert_int_equal(pfr_py_version_from_name("", &ma, &mi), -ENOENT);
+}
+
+/* Entry heads: 0x80 | form << 3 | (units - 1). */
+#define HEAD(form, units) (uint8_t)(0x80 | (form) << 3 | ((units)-1))
+
+static void lines_forms(void **state)
+{
+    (void)state;
+    const uint8_t tab[] = {
+        HEAD(13, 2), 0x02,                          /* no columns: +1 -> 11, units 0-1 */
+        HEAD(0, 3),  0x05,                          /* short form: same line, units 2-4 */
+        HEAD(12, 1), 4,           9,                /* one-line form: +2 -> 13, unit 5 */
+        HEAD(15, 2),                                /* no location, units 6-7 */
+        HEAD(14, 1), 0x03,        0x00, 0x01, 0x05, /* long form: -1 -> 12, unit 8 */
+        HEAD(13, 8), 0x40 | 0x08, 0x01,             /* two-byte varint: +(8 | 1 << 6) / 2 = +36 */
+    };
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 0), 11);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 1), 11);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 4), 11);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 5), 13);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 6), -1);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 7), -1);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 8), 12);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 9), 48);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 16), 48);
+    assert_int_equal(pfr_py_line_311(tab, sizeof(tab), 10, 17), -2); /* past the table */
+}
+
+static void lines_malformed(void **state)
+{
+    (void)state;
+    const uint8_t cut[] = {HEAD(13, 1)}; /* its varint missing */
+    const uint8_t not_head[] = {0x05};   /* an entry without bit 7 */
+    const uint8_t long_varint[] = {HEAD(13, 1), 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f};
+    const uint8_t into_next[] = {HEAD(12, 1), 4, HEAD(0, 1), 0}; /* a column byte is a head */
+    assert_int_equal(pfr_py_line_311(cut, sizeof(cut), 1, 0), -2);
+    assert_int_equal(pfr_py_line_311(not_head, sizeof(not_head), 1, 0), -2);
+    assert_int_equal(pfr_py_line_311(long_varint, sizeof(long_varint), 1, 0), -2);
+    assert_int_equal(pfr_py_line_311(into_next, sizeof(into_next), 1, 0), -2);
+    assert_int_equal(pfr_py_line_311(NULL, 0, 1, 0), -2);
+    /* a line driven out of range by its deltas */
+    const uint8_t far[] = {HEAD(14, 1), 0x7e, 0x7f, 0x7f, 0x7f, 0x3f, 0, 0, 0};
+    assert_int_equal(pfr_py_line_311(far, sizeof(far), INT32_MAX - 1, 0), -2);
+}
+
+static void layouts(void **state)
+{
+    (void)state;
+    const pfr_py_layout *l = pfr_py_layout_find(3, 11);
+    assert_non_null(l);
+    assert_int_equal(l->lines, PFR_PY_LINES_311);
+    assert_null(pfr_py_layout_find(3, 99));
+    assert_null(pfr_py_layout_find(2, 7));
+}
+
+static void frame_encoding(void **state)
+{
+    (void)state;
+    uint64_t v = pfr_py_frame_make(0x7f12345678f8ull, 77, 1);
+    assert_true(pfr_py_frame_is(v));
+    assert_int_equal(pfr_py_frame_code(v), 0x7f12345678f8ull);
+    assert_int_equal(pfr_py_frame_unit1(v), 77);
+    assert_true(pfr_py_frame_entry(v));
+    assert_false(pfr_py_frame_entry(pfr_py_frame_make(0x1000, 1, 0)));
+    assert_int_equal(pfr_py_frame_unit1(pfr_py_frame_make(0x1000, 1u << 20, 0)), 0xffff);
+    /* no user address (below 2^56) nor kernel address reads as a frame */
+    assert_false(pfr_py_frame_is(0x00ffffffffffffffull));
+    assert_false(pfr_py_frame_is(0xffffffff81000000ull));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(versions_from_names), cmocka_unit_test(lines_forms),
+        cmocka_unit_test(lines_malformed),     cmocka_unit_test(layouts),
+        cmocka_unit_test(frame_encoding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
