@@ -255,6 +255,38 @@ static const pfr_setting files_rows[] = {
              "the ring's folder while it is used)"},
 };
 
+/* the shared symbolizer's (recorder/shared_sym), every source's names of addresses */
+static const pfr_setting symbol_rows[] = {
+    {.key = "sym_cache_bytes",
+     .type = PFR_SET_SIZE,
+     F(sym_cache_bytes),
+     .def = "32M",
+     .min = 1 << 20,
+     .max = 1099511627776.0,
+     .metavar = "SIZE",
+     .help = "symbol cache bound"},
+    {.key = "dwarf",
+     .type = PFR_SET_BOOL,
+     F(dwarf),
+     .def = "true",
+     .metavar = "BOOL",
+     .help = "read file:line from DWARF"},
+    {.key = "no_dwarf",
+     .alias_of = "dwarf",
+     .alias_value = "false",
+     .flags = PFR_SETF_NO_ARG,
+     .env = "",
+     .help = "the same as --dwarf false"},
+    {.key = "perf_maps",
+     .type = PFR_SET_BOOL,
+     F(perf_maps),
+     .def = "true",
+     .metavar = "BOOL",
+     .help = "name JIT-compiled code from the /tmp/perf-PID.map its process writes (Node "
+             "--perf-basic-prof, Java with a perf map agent, Python 3.12+ -X perf, .NET "
+             "DOTNET_PerfMapEnabled=1)"},
+};
+
 static const pfr_setting identity_rows[] = {
     {.key = "docker_socket",
      .example = "/var/run/docker.sock",
@@ -340,6 +372,14 @@ static const pfr_settings_group identity_group = {
     .nrows = sizeof(identity_rows) / sizeof(identity_rows[0]),
 };
 
+static const pfr_settings_group symbol_group = {
+    .name = "symbols",
+    .section = "recorder",
+    .intro = "The symbolizer every source shares: its cache, DWARF lines, JIT perf maps.",
+    .rows = symbol_rows,
+    .nrows = sizeof(symbol_rows) / sizeof(symbol_rows[0]),
+};
+
 static const pfr_settings_group files_group = {
     .name = "files",
     .section = "recorder",
@@ -378,6 +418,7 @@ void pfr_config_free(pfr_config *c)
     pfr_settings_release(&core_group, c);
     pfr_settings_release(&identity_group, c);
     pfr_settings_release(&files_group, c);
+    pfr_settings_release(&symbol_group, c);
     pfr_settings_release(&service_group, c);
     pfr_settings_release(&pfr_triggers_settings_group, &c->triggers);
     pfr_settings_free(c->settings);
@@ -407,7 +448,8 @@ static int bind_all(pfr_config *c, char *err, size_t errlen)
     if (!c->settings)
         return -ENOMEM;
     pfr_settings_set_sample_header(c->settings, sample_header);
-    const pfr_settings_group *core[] = {&core_group, &files_group, &identity_group, &service_group};
+    const pfr_settings_group *core[] = {&core_group, &files_group, &symbol_group, &identity_group,
+                                        &service_group};
     for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
         int rc = pfr_settings_bind(c->settings, core[i], c, err, errlen);
         if (rc)

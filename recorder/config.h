@@ -55,6 +55,10 @@ typedef struct pfr_config {
     bool k8s_insecure;
     pfr_service_rules rules; /* [service] rule = KIND PATTERN SERVICE; --service-rule first */
     uint64_t memory_budget;  /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
+    /* The shared symbolizer (recorder/shared_sym): its cache bound, file:line from DWARF, JIT
+     * code named from perf maps */
+    uint64_t sym_cache_bytes;
+    bool dwarf, perf_maps;
     /* Files of other processes on remote file systems (FUSE, NFS, ...; recorder/fsguard) */
     int remote_files;               /* enum pfr_fsguard_remote */
     int64_t remote_file_timeout_ns; /* a copy worker's deadline */

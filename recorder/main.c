@@ -21,8 +21,8 @@
 #include "collector.h"
 #include "config.h"
 #include "daemon_metrics.h"
+#include "daemon_services.h"
 #include "daemon_triggers.h"
-#include "exe_scan.h"
 #include "host.h"
 #include "pfr_clock.h"
 #include "pfr_fsguard.h"
@@ -203,60 +203,6 @@ static int arm_timer(int tfd, int64_t at_ns)
         .it_value = {.tv_sec = at_ns / 1000000000, .tv_nsec = at_ns % 1000000000},
     };
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
-}
-
-/* The guard of other processes' files on remote file systems; copies go beside the ring (an
- * unlinked file: page cache, not the recorder's own memory). */
-static int fsguard_new(const pfr_config *cfg, pfr_fsguard **out)
-{
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", cfg->store_path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
-    pfr_fsguard_opts o = {.remote = (enum pfr_fsguard_remote)cfg->remote_files,
-                          .timeout_ns = cfg->remote_file_timeout_ns,
-                          .max_copy_bytes = cfg->remote_file_max_bytes,
-                          .copy_dir = dir};
-    return pfr_fsguard_new(&o, out);
-}
-
-/* The budget of the resident set; a sanitized build (whose shadow memory and quarantine are
- * most of its resident set) has none. */
-static uint64_t memory_budget(const pfr_config *cfg)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    (void)cfg;
-    return 0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    (void)cfg;
-    return 0;
-#else
-    return cfg->memory_budget;
-#endif
-#else
-    return cfg->memory_budget;
-#endif
-}
-
-/* The resolver of Coroot identities, with the metadata sources the configuration gives. */
-static int identity_new(const pfr_config *cfg, pfr_identity **out, char *err, size_t errlen)
-{
-    const char *sock = cfg->docker_socket;
-    pfr_identity_opts o = {
-        .docker_socket = sock && strcmp(sock, "off") == 0 ? "" : sock,
-        .docker_root = cfg->docker_root,
-        .kubelet_url = cfg->k8s_kubelet_url,
-        .apiserver_url = cfg->k8s_apiserver_url,
-        .node_name = cfg->k8s_node_name,
-        .token_file = cfg->k8s_token_file,
-        .ca_file = cfg->k8s_ca_file,
-        .insecure = cfg->k8s_insecure,
-    };
-    return pfr_identity_new(&o, out, err, errlen);
 }
 
 /* A metadata failure is a warning when it leaves containers unnamed (a socket refused while
@@ -667,49 +613,24 @@ int main(int argc, char **argv)
         pfr_info("metrics: http://%s/metrics (port %u)", cfg.metrics_listen,
                  pfr_daemon_metrics_port(metrics));
 
-    /* Without it (bad options, no memory) processes are named from their cgroup paths alone. */
-    pfr_identity *identity = NULL;
-    if (identity_new(&cfg, &identity, err, sizeof(err))) {
-        pfr_err("identities: %s; containers are named by their runtime ids", err);
-        pfr_daemon_metrics_error(metrics, "identity", err);
-    }
-
-    /* one /proc scan for the sources that look for programs; without it (out of memory) each
-     * scans on its own */
-    pfr_exe_scan *exes = NULL;
-    if (pfr_exe_scan_new("/proc", &exes))
-        exes = NULL;
-    pfr_fsguard *fsguard = NULL;
-    pfr_membudget *membudget = NULL;
-    rc = fsguard_new(&cfg, &fsguard);
-    if (rc == 0)
-        rc = pfr_membudget_new(memory_budget(&cfg), NULL, &membudget);
+    /* What every source shares (daemon_services.h), before the first source starts. */
+    pfr_daemon_services svc;
+    rc = pfr_daemon_services_start(&cfg, metrics, &svc, err, sizeof(err));
     if (rc) {
-        pfr_err("cannot set up the file system guard or the memory budget: %s", strerror(-rc));
-        pfr_fsguard_free(fsguard);
-        pfr_exe_scan_free(exes);
-        pfr_identity_free(identity);
+        pfr_err("%s", err);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
     }
     pfr_source sources[MAX_SOURCES];
     size_t nsrc = 0;
-    pfr_source_env env = {.cfg = &cfg,
-                          .exes = exes,
-                          .metrics = metrics,
-                          .identity = identity,
-                          .fsguard = fsguard,
-                          .membudget = membudget,
-                          .node_name = host.name};
+    pfr_source_env env = {.cfg = &cfg, .metrics = metrics, .node_name = host.name};
+    pfr_daemon_services_lend(&svc, &env);
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
         pfr_err("%s", err);
         stop_sources(sources, nsrc);
-        pfr_exe_scan_free(exes);
-        pfr_fsguard_free(fsguard);
-        pfr_membudget_free(membudget);
-        pfr_identity_free(identity);
+        pfr_daemon_services_stop(&svc);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
@@ -731,10 +652,7 @@ int main(int argc, char **argv)
     if (rc) {
         pfr_err("cannot open the ring %s: %s", cfg.store_path, err);
         stop_sources(sources, nsrc);
-        pfr_exe_scan_free(exes);
-        pfr_fsguard_free(fsguard);
-        pfr_membudget_free(membudget);
-        pfr_identity_free(identity);
+        pfr_daemon_services_stop(&svc);
         pfr_daemon_metrics_free(metrics);
         pfr_config_free(&cfg);
         return 1;
@@ -742,9 +660,9 @@ int main(int argc, char **argv)
     writer w = {.store = store,
                 .host = &host,
                 .metrics = metrics,
-                .identity = identity,
-                .fsguard = fsguard,
-                .membudget = membudget,
+                .identity = svc.identity,
+                .fsguard = svc.fsguard,
+                .membudget = svc.membudget,
                 .pins_released = UINT64_MAX};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     pfr_daemon_triggers *trig = NULL;
@@ -764,7 +682,7 @@ int main(int argc, char **argv)
 
     /* Triggers: events the recorder sees become pin requests; what becomes of a request is
      * daemon_triggers.c's on_pin_request. Without them the recorder records as before. */
-    pfr_daemon_triggers_start(&cfg, identity, metrics, sources, nsrc, &trig);
+    pfr_daemon_triggers_start(&cfg, svc.identity, metrics, sources, nsrc, &trig);
 
     /* "sampling": the line that says the recorder is up (tests and scripts wait for it) */
     pfr_info("pfr-recorder %s: sampling with %zu sources, %.3g s intervals, ring %s, host %s",
@@ -828,10 +746,7 @@ stop:
     pfr_store_close(store);
     start_stop_watchdog(exit_code);
     stop_sources(sources, nsrc);
-    pfr_exe_scan_free(exes);
-    pfr_identity_free(identity); /* after the sources: they look identities up */
-    pfr_fsguard_free(fsguard);
-    pfr_membudget_free(membudget);
+    pfr_daemon_services_stop(&svc); /* after the sources: they borrow them */
     pfr_daemon_metrics_free(metrics);
     if (efd >= 0)
         close(efd);

@@ -16,11 +16,12 @@
 #include "pfr_metric_rows.h"
 #include "pfr_store.h"
 
-struct pfr_cpu_source;
 struct pfr_exe_scan;
 struct pfr_fsguard;
 struct pfr_identity;
+struct pfr_k8s_pods;
 struct pfr_membudget;
+struct pfr_shared_sym;
 
 /* Called by a source with the profiles it produced (all of an interval at once, so they are
  * written in one transaction); chunks[i].labels are the source's own labels (e.g.
@@ -54,12 +55,14 @@ typedef struct pfr_source {
     const struct pfr_source_desc *desc; /* the row it was started from (set by the daemon) */
 } pfr_source;
 
-/* What the daemon lends the sources it starts; everything outlives them. */
+/* What the daemon lends the sources it starts: the services they share, which the daemon
+ * creates before the first source starts and frees after the last one is destroyed (main.c).
+ * A source names no other source. */
 typedef struct pfr_source_env {
     const pfr_config *cfg;
-    /* The CPU profiler, set by its start (the first row): it lends its symbolizer to the
-     * sources started after it, so every profile shares one symbol cache. */
-    struct pfr_cpu_source *cpu;
+    /* The symbolizer every source shares, behind its lock (pfr_shared_sym.h): one symbol cache
+     * for every profile; never NULL. */
+    struct pfr_shared_sym *sym;
     struct pfr_exe_scan *exes; /* the shared /proc scan; NULL: each source scans on its own */
     pfr_daemon_metrics *metrics;
     struct pfr_identity *identity; /* NULL: processes named from their cgroup paths alone */
@@ -69,6 +72,9 @@ typedef struct pfr_source_env {
     /* The recorder's memory budget, asked before a cost is paid (pfr_membudget.h); never
      * NULL (a budget of 0 allows everything). */
     struct pfr_membudget *membudget;
+    /* This node's Kubernetes pod list (pfr_k8s_pods.h): one client, which the identities'
+     * resolver also uses; NULL when none is configured (or it could not start). */
+    struct pfr_k8s_pods *k8s_pods;
     /* This host's name (host.name, as the node agent reports it: Coroot's node name); "" when
      * unknown. */
     const char *node_name;

@@ -1,5 +1,6 @@
-/* The recorder's sources, one row each, in start order: the CPU profiler first (the others
- * borrow its symbolizer); and every metric table, the daemon's and the sources'. */
+/* The recorder's sources, one row each, in start order: the CPU profiler first (the daemon
+ * cannot run without it, so it fails before the others start); and every metric table, the
+ * daemon's and the sources'. */
 #include "source.h"
 
 #include "cpu_source.h"

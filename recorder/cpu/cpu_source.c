@@ -1,6 +1,5 @@
 /* The eBPF CPU profiler source: sampler + process notifications + per-interval profiles. */
 #include "cpu_source.h"
-#include "pfr_membudget.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -43,6 +42,9 @@
 #define DEFER_MAX 4096
 /* executable files mapped while in the dynamic loader: the program and ld.so */
 #define LOADER_FILES 2
+/* How long a drain waits for the notification thread to handle what was sent before the flip;
+ * past it the interval goes on, and processes not handled yet are read from /proc. */
+#define EVENTS_WAIT_NS (200 * 1000000ll)
 
 struct resnap {
     uint32_t tgid;
@@ -56,20 +58,28 @@ struct deferred {
 };
 
 struct pfr_cpu_source {
-    struct pfr_membudget *membudget; /* the recorder's memory budget (borrowed), or NULL */
     pfr_cpu_profiler *cp;
-    pfr_symbolizer *sym;
+    pfr_shared_sym *shared; /* the daemon's symbolizer (borrowed), once this is its keeper */
+    pfr_symbolizer *sym;    /* its symbolizer: used only holding lock */
     pfr_proc_table procs;
     pfr_frame_cache frames;   /* symbolized frames kept across intervals */
     pfr_py *py;               /* Python processes' frames; NULL when python_frames is off */
     uint64_t perf_map_errors; /* the symbolizer's, as last logged */
     pfr_service_rules rules;
-    pfr_cpu_config conf; /* as started: what a reload cannot change */
-    pfr_fair_lock lock;  /* guards procs, rules, sym, gen and the counters below */
+    pfr_cpu_config conf;      /* as started: what a reload cannot change */
+    uint64_t sym_cache_bytes; /* the shared symbolizer's settings as started (for reload) */
+    bool dwarf, perf_maps;
+    /* the shared symbolizer's lock: guards procs, rules, sym, gen and the counters below (one
+     * lock, as the builder reads procs while it symbolizes) */
+    pfr_fair_lock *lock;
     pthread_t thread;
     bool thread_started;
     atomic_bool stop;
     int wake_fd; /* eventfd: wakes the notification thread (to stop, or to read exits) */
+    /* the notification thread broadcasts events_cv after each pass over the notifications,
+     * for a drain waiting until what was sent before its flip is handled (wait_events) */
+    pthread_mutex_t events_mu;
+    pthread_cond_t events_cv;
     int64_t period_ns;
     int64_t build_budget_ns; /* symbolization time per interval before frames go unnamed */
     uint64_t gen;            /* drain generation */
@@ -219,7 +229,7 @@ static bool defer_snapshot(pfr_cpu_source *cs, const struct pfr_event *ev, char 
  * had theirs from their exit). */
 static void take_deferred(pfr_cpu_source *cs)
 {
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     for (size_t i = 0; i < cs->ndeferred; i++) {
         pfr_proc *p = pfr_proc_table_get(&cs->procs, cs->deferred[i].tgid);
         if (p && !p->exited && !p->opted_out && p->start_time == cs->deferred[i].start_time &&
@@ -227,14 +237,14 @@ static void take_deferred(pfr_cpu_source *cs)
             snapshot_tgid(cs, p->tgid);
     }
     cs->ndeferred = 0;
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
 }
 
 /* The event thread's turn at the lock (the builder lets it in between samples). */
 static void lock_first(pfr_cpu_source *cs)
 {
     int64_t t0 = pfr_clock_mono_ns();
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     uint64_t dt = (uint64_t)(pfr_clock_mono_ns() - t0);
     if (dt > cs->st.event_wait_max_ns)
         cs->st.event_wait_max_ns = dt;
@@ -276,7 +286,7 @@ static int run_resnaps(pfr_cpu_source *cs)
             timed_add_process(cs, r.tgid);
     }
     cs->nresnaps = j;
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
     return next < 0 ? -1 : (int)((next - now) / 1000000 + 1);
 }
 
@@ -495,7 +505,7 @@ static void on_event(const struct pfr_event *ev, void *ctx)
         on_path(cs, (const struct pfr_path_event *)ev);
         break;
     }
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
 }
 
 /* Sleeps until a notification comes, a second look is due, or destroy wakes it: a thread that
@@ -531,6 +541,9 @@ static void *event_thread(void *arg)
         int rc = pfr_cpu_profiler_consume_events(cs->cp);
         if (rc < 0)
             pfr_warn("cpu: reading process notifications failed: %s", strerror(-rc));
+        pthread_mutex_lock(&cs->events_mu);
+        pthread_cond_broadcast(&cs->events_cv);
+        pthread_mutex_unlock(&cs->events_mu);
         timeout = run_resnaps(cs);
     }
     close(ep);
@@ -543,7 +556,7 @@ static void *event_thread(void *arg)
  * read them from /proc now. */
 static void learn_missing(pfr_cpu_source *cs, const pfr_cpu_drain *d)
 {
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     for (size_t i = 0; i < d->nsamples; i++) {
         uint32_t tgid = d->samples[i].tgid;
         if (pfr_proc_table_get(&cs->procs, tgid))
@@ -580,7 +593,7 @@ static void learn_missing(pfr_cpu_source *cs, const pfr_cpu_drain *d)
     }
     /* containers whose metadata came since they were first named */
     cs->st.renamed += pfr_proc_table_rename_pending(&cs->procs, &cs->rules);
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
 }
 
 /* By signal 0, not by /proc/PID: a path walk through /proc for each of hundreds of idle
@@ -595,7 +608,7 @@ static bool pid_alive(uint32_t tgid)
  * now and then, idle records of processes that are gone. */
 static void forget_exited(pfr_cpu_source *cs, uint64_t gen)
 {
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     bool sweep = gen % SWEEP_EVERY_GENS == 0;
     uint32_t *drop = NULL;
     size_t ndrop = 0, cap = 0;
@@ -630,7 +643,7 @@ static void forget_exited(pfr_cpu_source *cs, uint64_t gen)
     }
     free(drop);
     cs->st.processes_live = pfr_proc_table_size(&cs->procs);
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
 }
 
 static const uint64_t *stack_of(void *ctx, uint64_t id, size_t *n)
@@ -644,12 +657,12 @@ static void log_perf_map_errors(pfr_cpu_source *cs)
 {
     pfr_sym_stats st;
     char why[256];
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     pfr_symbolizer_stats(cs->sym, &st);
     snprintf(why, sizeof(why), "%s", pfr_symbolizer_perf_map_error(cs->sym));
     uint64_t n = st.perf_map_errors - cs->perf_map_errors;
     cs->perf_map_errors = st.perf_map_errors;
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
     if (n > 0)
         pfr_warn("cpu: %llu perf map%s of JIT code not read (frames stay [unknown]): %s",
                  (unsigned long long)n, n == 1 ? "" : "s", why);
@@ -668,19 +681,37 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
     sum->py_unplaced += b->py_unplaced;
 }
 
-/* The caches follow the recorder's memory budget (pfr_membudget_cache_bound): cold files go at
- * once, the rest for room. The frame cache is bounded to a quarter of the symbol cache's bound
+/* The caches follow the recorder's memory budget (pfr_shared_sym_fit): cold files go at once,
+ * the rest for room. The frame cache is bounded to a quarter of the symbol cache's bound
  * (emptied when past it). Without a budget: their settings. */
 static void fit_caches(pfr_cpu_source *cs)
 {
-    pfr_sym_stats ss;
-    pfr_symbolizer_stats(cs->sym, &ss);
-    size_t bound =
-        (size_t)pfr_membudget_cache_bound(cs->membudget, cs->conf.sym_cache_bytes, ss.cache_bytes);
-    pfr_symbolizer_set_bound(cs->sym, bound);
+    size_t bound = pfr_shared_sym_fit(cs->shared);
     cs->frames.max_bytes = bound / 4;
     if (cs->frames.bytes > cs->frames.max_bytes)
         pfr_frame_cache_clear(&cs->frames);
+}
+
+/* Let the notification thread handle what was sent before the flip (up to EVENTS_WAIT_NS), so
+ * processes that already exited are named from their notification. It broadcasts events_cv
+ * after each pass, having moved the consumed position first: checked under events_mu, no pass
+ * is missed. */
+static void wait_events(pfr_cpu_source *cs)
+{
+    uint64_t produced = pfr_cpu_profiler_events_produced(cs->cp);
+    if (pfr_cpu_profiler_events_consumed(cs->cp) >= produced)
+        return;
+    /* exits do not wake the thread (see the sampler): poke it */
+    uint64_t one = 1;
+    if (write(cs->wake_fd, &one, sizeof(one)) != sizeof(one))
+        pfr_debug("cpu: waking the notification thread: %s", strerror(errno));
+    int64_t deadline = pfr_clock_mono_ns() + EVENTS_WAIT_NS;
+    struct timespec ts = {.tv_sec = deadline / 1000000000, .tv_nsec = deadline % 1000000000};
+    pthread_mutex_lock(&cs->events_mu);
+    while (pfr_cpu_profiler_events_consumed(cs->cp) < produced &&
+           pthread_cond_timedwait(&cs->events_cv, &cs->events_mu, &ts) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&cs->events_mu);
 }
 
 static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn emit,
@@ -689,10 +720,10 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
     pfr_cpu_source *cs = self;
     /* The generation moves before the flip: an exit seen from now on may still have samples in
      * the buffer that becomes active, so it is kept until the next drain. */
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     uint64_t gen = ++cs->gen;
     fit_caches(cs);
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
 
     int64_t t0 = pfr_clock_mono_ns();
     pfr_cpu_drain d;
@@ -702,17 +733,7 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
         return rc;
     }
     int64_t t1 = pfr_clock_mono_ns();
-    /* let the notification thread handle what was sent before the flip (up to 200 ms), so
-     * processes that already exited are named from their notification */
-    uint64_t produced = pfr_cpu_profiler_events_produced(cs->cp);
-    if (pfr_cpu_profiler_events_consumed(cs->cp) < produced) {
-        /* exits do not wake the thread (see the sampler): poke it */
-        uint64_t one = 1;
-        if (write(cs->wake_fd, &one, sizeof(one)) != sizeof(one))
-            pfr_debug("cpu: waking the notification thread: %s", strerror(errno));
-    }
-    for (int i = 0; i < 200 && pfr_cpu_profiler_events_consumed(cs->cp) < produced; i++)
-        usleep(1000);
+    wait_events(cs);
     take_deferred(cs);
     learn_missing(cs, &d);
 
@@ -723,7 +744,7 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
         .stack_ctx = cs->cp,
         .procs = &cs->procs,
         .sym = cs->sym,
-        .lock = &cs->lock,
+        .lock = cs->lock,
         .frames = &cs->frames,
         .period_ns = cs->period_ns,
         .start_ns = start_ns,
@@ -760,23 +781,23 @@ static int cpu_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn
         }
         free(chunks);
         free(labels);
-        pfr_fair_lock_acquire(&cs->lock);
+        pfr_fair_lock_acquire(cs->lock);
         cs->st.profiles += written > 0 ? (uint64_t)written : 0;
         cs->st.emit_errors += set.n - (written > 0 ? (size_t)written : 0);
-        pfr_fair_lock_release(&cs->lock);
+        pfr_fair_lock_release(cs->lock);
         pfr_profile_set_free(&set);
     }
     int64_t t3 = pfr_clock_mono_ns();
     log_perf_map_errors(cs);
     forget_exited(cs, gen);
 
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     add_build_stats(&cs->st.build, &bs);
     cs->st.intervals++;
     cs->st.last_drain_ns = (uint64_t)(t1 - t0);
     cs->st.last_build_ns = (uint64_t)(t2 - t1);
     cs->st.last_emit_ns = (uint64_t)(t3 - t2);
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
     return rc;
 }
 
@@ -785,8 +806,9 @@ static int cpu_reload(void *self, const pfr_config *cfg)
     pfr_cpu_source *cs = self;
     const pfr_cpu_config *n = pfr_config_source(cfg, &pfr_cpu_source_desc), *o = &cs->conf;
     if (n->cpu_hz != o->cpu_hz || n->stack_map_entries != o->stack_map_entries ||
-        n->count_map_entries != o->count_map_entries || n->sym_cache_bytes != o->sym_cache_bytes ||
-        n->dwarf != o->dwarf || n->perf_maps != o->perf_maps || n->unwind != o->unwind ||
+        n->count_map_entries != o->count_map_entries ||
+        cfg->sym_cache_bytes != cs->sym_cache_bytes || cfg->dwarf != cs->dwarf ||
+        cfg->perf_maps != cs->perf_maps || n->unwind != o->unwind ||
         n->unwind_table_bytes != o->unwind_table_bytes || n->python_frames != o->python_frames)
         pfr_warn("SIGHUP: cpu_hz, map/cache sizes, dwarf, perf_maps, unwind and python_frames "
                  "take effect on restart");
@@ -794,7 +816,7 @@ static int cpu_reload(void *self, const pfr_config *cfg)
     int rc = pfr_service_rules_copy(&rules, &cfg->rules);
     if (rc)
         return rc;
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     pfr_service_rules_free(&cs->rules);
     cs->rules = rules;
     size_t pos = 0;
@@ -804,7 +826,7 @@ static int cpu_reload(void *self, const pfr_config *cfg)
         if (!p->exited)
             pfr_proc_refresh(&cs->procs, p, NULL, &cs->rules);
     }
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
     return 0;
 }
 
@@ -812,7 +834,7 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
 {
     pfr_cpu_counters c;
     pfr_cpu_profiler_counters(cs->cp, &c);
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     *st = cs->st;
     pfr_symbolizer_stats(cs->sym, &st->sym);
     if (cs->py)
@@ -827,7 +849,7 @@ void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st)
     st->exe_hits = cs->procs.exe_hits;
     st->exe_reads = cs->procs.exe_reads;
     st->opted_out = cs->procs.opted_out;
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
     st->bpf = c;
     st->unwind_tables = pfr_cpu_profiler_unwind_stats(cs->cp, &st->unwind);
 }
@@ -868,9 +890,9 @@ static void cpu_log_stats(void *self)
             (double)s.unwind.build_max_ns / 1e6, (unsigned long long)s.unwind.small_files,
             (double)s.unwind.small_wait_max_ns / 1e6, (unsigned long long)s.unwind.interleaved,
             (unsigned long long)s.unwind.deferred);
-    pfr_fair_lock_acquire(&cs->lock);
+    pfr_fair_lock_acquire(cs->lock);
     size_t symmem = pfr_symbolizer_memory(cs->sym);
-    pfr_fair_lock_release(&cs->lock);
+    pfr_fair_lock_release(cs->lock);
     struct mallinfo2 mi = mallinfo2();
     pfr_debug("cpu: snapshots=%llu snapshot_ms{total=%.1f max=%.1f} event_wait_max_ms=%.1f "
               "sym_memory=%zu frame_cache{bytes=%llu hits=%llu misses=%llu resets=%llu} "
@@ -928,13 +950,15 @@ static void cpu_destroy(void *self)
     }
     if (cs->wake_fd >= 0)
         close(cs->wake_fd);
+    pthread_cond_destroy(&cs->events_cv);
+    pthread_mutex_destroy(&cs->events_mu);
     pfr_cpu_profiler_close(cs->cp);
-    pfr_symbolizer_free(cs->sym);
+    if (cs->shared) /* no other source asks it about this one's processes any more */
+        pfr_shared_sym_set_keeper(cs->shared, NULL, NULL);
     pfr_py_free(cs->py);
     pfr_proc_table_free(&cs->procs);
     pfr_frame_cache_free(&cs->frames);
     pfr_service_rules_free(&cs->rules);
-    pfr_fair_lock_destroy(&cs->lock);
     free(cs->resnaps);
     free(cs->deferred);
     pfr_map_free(&cs->named);
@@ -950,21 +974,12 @@ static const pfr_source_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-pfr_symbolizer *pfr_cpu_source_symbolizer_acquire(pfr_cpu_source *cs)
+/* The shared symbolizer's keeper (pfr_shared_sym_set_keeper): a process this source tracks keeps
+ * its snapshot until this source's own last drain of it. Called holding the lock. */
+static bool cpu_keeps(void *ctx, pid_t pid)
 {
-    pfr_fair_lock_acquire(&cs->lock);
-    return cs->sym;
-}
-
-void pfr_cpu_source_symbolizer_release(pfr_cpu_source *cs)
-{
-    pfr_fair_lock_release(&cs->lock);
-}
-
-void pfr_cpu_source_symbolizer_forget(pfr_cpu_source *cs, pid_t pid)
-{
-    if (!pfr_proc_table_get(&cs->procs, (uint32_t)pid))
-        pfr_symbolizer_forget_process(cs->sym, pid);
+    pfr_cpu_source *cs = ctx;
+    return pfr_proc_table_get(&cs->procs, (uint32_t)pid) != NULL;
 }
 
 int pfr_cpu_source_ncpus(const pfr_cpu_source *cs)
@@ -977,16 +992,23 @@ pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs)
     return (pfr_source){.ops = &cpu_ops, .self = cs};
 }
 
-int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
-                       struct pfr_fsguard *fsguard, struct pfr_membudget *membudget,
-                       pfr_cpu_source **out, char *err, size_t errlen)
+int pfr_cpu_source_new(const pfr_source_env *env, pfr_cpu_source **out, char *err, size_t errlen)
 {
+    const pfr_config *cfg = env->cfg;
     pfr_cpu_source *cs = calloc(1, sizeof(*cs));
     if (!cs)
         return -ENOMEM;
-    cs->membudget = membudget;
     cs->wake_fd = -1;
-    pfr_fair_lock_init(&cs->lock);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&cs->events_mu, NULL);
+    pthread_cond_init(&cs->events_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    cs->lock = pfr_shared_sym_lock(env->sym);
+    cs->sym_cache_bytes = cfg->sym_cache_bytes;
+    cs->dwarf = cfg->dwarf;
+    cs->perf_maps = cfg->perf_maps;
     atomic_init(&cs->stop, false);
     cs->wake_fd = eventfd(0, EFD_CLOEXEC);
     if (cs->wake_fd < 0) {
@@ -1003,10 +1025,10 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
     if (cs->build_budget_ns == 0)
         cs->build_budget_ns =
             cfg->interval_ns / 2 < 5000000000ll ? cfg->interval_ns / 2 : 5000000000ll;
-    pfr_frame_cache_init(&cs->frames, cc->sym_cache_bytes / 4);
+    pfr_frame_cache_init(&cs->frames, cfg->sym_cache_bytes / 4);
     /* code objects: a quarter of the symbol cache's bound, as the frame cache */
     if (cc->python_frames == PFR_PY_FRAMES_ENABLED &&
-        pfr_py_new("/proc", cc->sym_cache_bytes / 4, &cs->py) != 0) {
+        pfr_py_new("/proc", cfg->sym_cache_bytes / 4, &cs->py) != 0) {
         snprintf(err, errlen, "out of memory");
         cpu_destroy(cs);
         return -ENOMEM;
@@ -1014,7 +1036,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
     cs->resnaps = calloc(RESNAP_MAX, sizeof(*cs->resnaps));
     cs->deferred = calloc(DEFER_MAX, sizeof(*cs->deferred));
     int rc = cs->resnaps && cs->deferred ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;
-    cs->procs.identity = identity;
+    cs->procs.identity = env->identity;
     if (rc == 0)
         rc = pfr_service_rules_copy(&cs->rules, &cfg->rules);
     if (rc) {
@@ -1022,34 +1044,29 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         cpu_destroy(cs);
         return rc;
     }
-    pfr_sym_opts so = {
-        .max_cache_bytes = cc->sym_cache_bytes,
-        .proc_root = "/proc",
-        .no_dwarf = !cc->dwarf,
-        .no_perf_maps = !cc->perf_maps,
-        .fsguard = fsguard,
-        .membudget = membudget,
-    };
-    rc = pfr_symbolizer_new(&so, &cs->sym);
+    rc = pfr_shared_sym_set_keeper(env->sym, cpu_keeps, cs);
     if (rc) {
-        snprintf(err, errlen, "cannot create the symbolizer: %s", strerror(-rc));
+        snprintf(err, errlen, "the shared symbolizer has another keeper of processes");
         cpu_destroy(cs);
         return rc;
     }
+    cs->shared = env->sym; /* from here on, destroy clears the keeper */
     /* Every host profile has kernel frames: read the kernel's symbols now, a one-off cost at
      * start-up rather than in whichever interval meets the first kernel frame, and a reason
      * in the log at once if they cannot be read. */
+    cs->sym = pfr_shared_sym_acquire(cs->shared);
     if (pfr_symbolizer_reload_kernel(cs->sym))
         pfr_warn("cpu: kernel symbols unreadable (%s): kernel frames will show as addresses",
                  pfr_symbolizer_last_error(cs->sym));
+    pfr_shared_sym_release(cs->shared);
     pfr_cpu_profiler_opts po = {
         .hz = cc->cpu_hz,
         .stack_map_entries = cc->stack_map_entries,
         .count_map_entries = cc->count_map_entries,
         .unwind = cc->unwind,
         .unwind_rows = (uint32_t)(cc->unwind_table_bytes / sizeof(struct pfr_unwind_row)),
-        .fsguard = fsguard,
-        .membudget = membudget,
+        .fsguard = env->fsguard,
+        .membudget = env->membudget,
         .unwind_refused = log_unwind_refused,
         .unwind_built = log_unwind_built,
         .unwind_cache_bytes = cc->unwind_cache_bytes,
@@ -1093,12 +1110,10 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
 static int cpu_start(pfr_source_env *env, pfr_source *out, char *err, size_t errlen)
 {
     pfr_cpu_source *cs = NULL;
-    int rc =
-        pfr_cpu_source_new(env->cfg, env->identity, env->fsguard, env->membudget, &cs, err, errlen);
+    int rc = pfr_cpu_source_new(env, &cs, err, errlen);
     if (rc)
         return rc;
     pfr_info("cpu: sampling %d CPUs at %u Hz", pfr_cpu_source_ncpus(cs), cs->conf.cpu_hz);
-    env->cpu = cs;
     *out = pfr_cpu_source_as_source(cs);
     return 0;
 }
@@ -1164,34 +1179,6 @@ static const pfr_setting cpu_rows[] = {
      .metavar = "N",
      .def_doc = "0: twice the stacks",
      .help = "(process, stack) pairs kept per interval"},
-    {.key = "sym_cache_bytes",
-     .type = PFR_SET_SIZE,
-     F(sym_cache_bytes),
-     .def = "32M",
-     .min = 1 << 20,
-     .max = 1099511627776.0,
-     .metavar = "SIZE",
-     .help = "symbol cache bound"},
-    {.key = "dwarf",
-     .type = PFR_SET_BOOL,
-     F(dwarf),
-     .def = "true",
-     .metavar = "BOOL",
-     .help = "read file:line from DWARF"},
-    {.key = "no_dwarf",
-     .alias_of = "dwarf",
-     .alias_value = "false",
-     .flags = PFR_SETF_NO_ARG,
-     .env = "",
-     .help = "the same as --dwarf false"},
-    {.key = "perf_maps",
-     .type = PFR_SET_BOOL,
-     F(perf_maps),
-     .def = "true",
-     .metavar = "BOOL",
-     .help = "name JIT-compiled code from the /tmp/perf-PID.map its process writes (Node "
-             "--perf-basic-prof, Java with a perf map agent, Python 3.12+ -X perf, .NET "
-             "DOTNET_PerfMapEnabled=1)"},
     {.key = "unwind",
      .type = PFR_SET_ENUM,
      F(unwind),

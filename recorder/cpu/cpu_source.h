@@ -1,17 +1,18 @@
 /*
  * cpu_source: the eBPF CPU profiler as a recorder source. Owns the BPF sampler, the process
- * table, the symbolizer and a thread that handles process notifications (snapshot of a new
- * process's mappings within milliseconds of its first sample, so short-lived processes are
- * named).
+ * table and a thread that handles process notifications (snapshot of a new process's mappings
+ * within milliseconds of its first sample, so short-lived processes are named); names frames
+ * with the daemon's shared symbolizer (pfr_shared_sym.h), whose lock also guards its process
+ * table, and is that symbolizer's keeper of processes.
  */
 #ifndef PFR_RECORDER_CPU_SOURCE_H
 #define PFR_RECORDER_CPU_SOURCE_H
 
 #include "cpu_profiler.h"
 #include "pfr_python.h"
+#include "pfr_shared_sym.h"
 #include "profile_builder.h"
 #include "source.h"
-#include "symbolizer.h"
 #include "unwinder.h"
 
 typedef struct pfr_cpu_source pfr_cpu_source;
@@ -21,10 +22,7 @@ typedef struct pfr_cpu_config {
     unsigned cpu_hz;             /* samples per second per CPU */
     unsigned stack_map_entries;  /* per buffer; 0 = sized at start */
     unsigned count_map_entries;  /* per buffer; 0 = sized at start */
-    uint64_t sym_cache_bytes;    /* symbol cache bound */
     int64_t symbolize_budget_ns; /* per interval; 0 = half the interval, at most 5 s */
-    bool dwarf;                  /* file:line from DWARF */
-    bool perf_maps;              /* JIT code named from /tmp/perf-PID.map */
     int unwind;                  /* enum pfr_unwind_mode (cpu_profiler.h) */
     uint64_t unwind_table_bytes; /* cap of the sampler's unwind tables */
     char *unwind_cache_dir;      /* unwind tables kept on disk; NULL = auto, "off" = not kept */
@@ -68,24 +66,14 @@ typedef struct pfr_cpu_source_stats {
     uint64_t last_drain_ns, last_build_ns, last_emit_ns; /* durations of the last interval's work */
 } pfr_cpu_source_stats;
 
-struct pfr_fsguard;
-struct pfr_membudget;
-/* identity (borrowed, may be NULL) gives processes their cgroup's Coroot identity; fsguard
- * (borrowed, may be NULL) keeps files on remote file systems away from the threads with
- * deadlines (pfr_fsguard.h); membudget (borrowed, may be NULL) is asked before symbol and
- * unwind tables are paid for (pfr_membudget.h). */
-int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
-                       struct pfr_fsguard *fsguard, struct pfr_membudget *membudget,
-                       pfr_cpu_source **out, char *err, size_t errlen);
+/* From env (borrowed, all outlive it): cfg, sym (never NULL; the source becomes its keeper of
+ * processes), identity (may be NULL) gives processes their cgroup's Coroot identity, fsguard
+ * (may be NULL) keeps files on remote file systems away from the threads with deadlines
+ * (pfr_fsguard.h), membudget (may be NULL) is asked before unwind tables are paid for
+ * (pfr_membudget.h). */
+int pfr_cpu_source_new(const pfr_source_env *env, pfr_cpu_source **out, char *err, size_t errlen);
 pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
 void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
-/* The CPU profiler's symbolizer, lent to the other sources so every profile shares one symbol
- * cache. Use it only between acquire and release: the notification thread uses it too. */
-pfr_symbolizer *pfr_cpu_source_symbolizer_acquire(pfr_cpu_source *cs);
-void pfr_cpu_source_symbolizer_release(pfr_cpu_source *cs);
-/* Drop pid's mappings snapshot that another source took (call while holding the symbolizer),
- * unless the CPU profiler tracks that process itself and will drop it after its last drain. */
-void pfr_cpu_source_symbolizer_forget(pfr_cpu_source *cs, pid_t pid);
 
 /* CPUs the sampler is attached to. */
 int pfr_cpu_source_ncpus(const pfr_cpu_source *cs);
@@ -103,8 +91,7 @@ void pfr_cpu_config_map_sizes(const pfr_cpu_config *cc, int64_t interval_ns, uns
 bool pfr_cpu_config_unwind_cache_dir(const pfr_cpu_config *cc, const char *store_path,
                                      const char *cache_directory, char *buf, size_t len);
 
-/* Its row of the source table: required; its start sets env->cpu. Its config struct is a
- * pfr_cpu_config. */
+/* Its row of the source table: required. Its config struct is a pfr_cpu_config. */
 extern const pfr_source_desc pfr_cpu_source_desc;
 
 #endif

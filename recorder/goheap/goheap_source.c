@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_source.h"
 #include "exe_scan.h"
 #include "naming.h"
 #include "pfr_goheap_sym.h"
 #include "pfr_log.h"
 #include "process_info.h"
 #include "pfr_map.h"
+#include "pfr_shared_sym.h"
 
 /* One process's profile, kept until the whole collection is written in one transaction. */
 struct pending {
@@ -33,7 +33,7 @@ typedef struct pfr_goheap_source pfr_goheap_source;
 
 struct pfr_goheap_source {
     pfr_goheap *collector;
-    pfr_cpu_source *cpu;
+    pfr_shared_sym *sym; /* the daemon's (borrowed) */
     pfr_daemon_metrics *metrics;
     pfr_metric_family *alloc_bytes, *alloc_objects;
     pfr_service_rules rules;
@@ -63,9 +63,9 @@ static int track_begin(void *ctx, pid_t pid)
     pfr_goheap_source *g = ctx;
     if (pfr_map_put(&g->resolved, (uint64_t)pid, 1))
         return -ENOMEM;
-    pfr_cpu_source_symbolizer_acquire(g->cpu);
+    pfr_shared_sym_acquire(g->sym);
     int rc = g->inner.begin(g->inner.ctx, pid);
-    pfr_cpu_source_symbolizer_release(g->cpu);
+    pfr_shared_sym_release(g->sym);
     return rc;
 }
 
@@ -87,14 +87,14 @@ static const char *keep(pfr_goheap_source *g, const char *s, size_t *used)
 static int track_resolve(void *ctx, pid_t pid, uint64_t addr, pfr_goheap_frame *out, size_t cap)
 {
     pfr_goheap_source *g = ctx;
-    pfr_cpu_source_symbolizer_acquire(g->cpu);
+    pfr_shared_sym_acquire(g->sym);
     int n = g->inner.resolve(g->inner.ctx, pid, addr, out, cap);
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         out[i].function = keep(g, out[i].function, &used);
         out[i].file = keep(g, out[i].file, &used);
     }
-    pfr_cpu_source_symbolizer_release(g->cpu);
+    pfr_shared_sym_release(g->sym);
     return n;
 }
 
@@ -205,7 +205,7 @@ static void forget_gone(pfr_goheap_source *g)
     pos = 0;
     while (pfr_map_next(&g->resolved, &pos, &pid, &v))
         if (!pfr_map_get(&g->seen, pid))
-            pfr_cpu_source_symbolizer_forget(g->cpu, (pid_t)pid);
+            pfr_shared_sym_forget(g->sym, (pid_t)pid);
     pfr_map_clear(&g->resolved);
     /* the snapshots of processes profiled now stay for the next collection */
     pos = 0;
@@ -278,9 +278,9 @@ static int goheap_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit
     /* an early collection visits only the pids asked for, and forgets nobody */
     int rc = pfr_goheap_collect(g->collector, end_ns, due ? NULL : soon, due ? 0 : nsoon, &sink);
     if (due) {
-        pfr_cpu_source_symbolizer_acquire(g->cpu);
+        pfr_shared_sym_acquire(g->sym);
         forget_gone(g);
-        pfr_cpu_source_symbolizer_release(g->cpu);
+        pfr_shared_sym_release(g->sym);
     }
     if (rc == 0)
         rc = g->emit_rc;
@@ -417,7 +417,6 @@ static int pfr_goheap_source_new(const pfr_source_env *env, pfr_goheap_source **
                                  size_t errlen)
 {
     const pfr_config *cfg = env->cfg;
-    pfr_cpu_source *cpu = env->cpu;
     pfr_exe_scan *exes = env->exes;
     pfr_daemon_metrics *metrics = env->metrics;
     struct pfr_identity *identity = env->identity;
@@ -426,14 +425,14 @@ static int pfr_goheap_source_new(const pfr_source_env *env, pfr_goheap_source **
         return -ENOMEM;
     pthread_mutex_init(&g->soon_lock, NULL);
     g->identity = identity;
-    g->cpu = cpu;
+    g->sym = env->sym;
     g->metrics = metrics;
     const pfr_goheap_config *gc = pfr_config_source(cfg, &pfr_goheap_source_desc);
     g->interval_ns = gc->interval_ns;
     /* the symbolizer is only borrowed: the resolver object itself owns nothing */
-    pfr_symbolizer *sym = pfr_cpu_source_symbolizer_acquire(cpu);
+    pfr_symbolizer *sym = pfr_shared_sym_acquire(g->sym);
     g->inner = pfr_goheap_sym_resolver(sym);
-    pfr_cpu_source_symbolizer_release(cpu);
+    pfr_shared_sym_release(g->sym);
     int rc = pfr_service_rules_copy(&g->rules, &cfg->rules);
     if (rc == 0)
         rc = pfr_metrics_go_alloc_families(pfr_daemon_metrics_registry(metrics), &g->alloc_bytes,

@@ -1,7 +1,7 @@
 /*
- * The resolver's thread: fetches the pod list (at start, periodically, and when a runtime id is
- * missing from it), and works the queue of cgroups whose metadata is missing, trying each
- * source in the order that gives the node agent's answer:
+ * The resolver's thread: works the queue of cgroups whose metadata is missing (asking the pod
+ * list's client for a fresher list when a runtime id is missing from it: pfr_k8s_pods.h fetches
+ * it), trying each source in the order that gives the node agent's answer:
  *   Kubernetes (kubepods paths): pod list, then Docker's labels (dockershim), then the OCI
  *     config of containerd or CRI-O;
  *   Docker (other paths): the socket, then config.v2.json, then Nomad's env from environ.
@@ -25,84 +25,8 @@ struct job {
 
 /* ---- the pod list ---- */
 
-static int read_token(const char *path, char **out)
-{
-    size_t len;
-    int rc = pfr_identity_read_file(path, ID_TOKEN_MAX, out, &len);
-    if (rc)
-        return rc;
-    while (len > 0 && (unsigned char)(*out)[len - 1] <= ' ')
-        (*out)[--len] = '\0';
-    if (strcspn(*out, "\r\n") != len) { /* a header line break */
-        free(*out);
-        *out = NULL;
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int fetch_pods(pfr_identity *id, char **body, size_t *len, char *err)
-{
-    if (id->pods_file) {
-        int rc = pfr_identity_read_file(id->pods_file, ID_PODS_MAX_BODY, body, len);
-        if (rc)
-            snprintf(err, ERRLEN, "%s: %s", id->pods_file, strerror(-rc));
-        return rc;
-    }
-    char *token = NULL;
-    if (id->token_file) {
-        int rc = read_token(id->token_file, &token);
-        if (rc) {
-            snprintf(err, ERRLEN, "token %s: %s", id->token_file, strerror(-rc));
-            return rc;
-        }
-    }
-    struct id_http_req rq = {
-        .url = id->pods_url,
-        .bearer = token,
-        .ca_file = id->ca_file,
-        .insecure = id->insecure,
-        .timeout_ms = id->k8s_timeout_ms,
-        .max_body = ID_PODS_MAX_BODY,
-        .stop = &id->stop,
-    };
-    char why[ERRLEN - 64];
-    int rc = pfr_identity_http_get(&rq, body, len, why, sizeof(why));
-    free(token);
-    if (rc)
-        snprintf(err, ERRLEN, "pod list %s: %s", id->pods_url, why);
-    return rc;
-}
-
-static void refresh_pods(pfr_identity *id)
-{
-    char err[ERRLEN] = "";
-    char *body = NULL;
-    size_t len = 0;
-    struct id_pod_index ix = {0};
-    int rc = fetch_pods(id, &body, &len, err);
-    if (!rc)
-        rc = pfr_identity_pods_parse(body, len, &ix, err, sizeof(err));
-    free(body);
-    int64_t now = pfr_clock_mono_ns();
-    id->k8s_fetched_ns = now;
-    id->k8s_next_ns = now + id->k8s_refresh_ns;
-    pthread_mutex_lock(&id->mu);
-    id->st.k8s_fetches++;
-    if (rc) {
-        id->st.k8s_failures++;
-        snprintf(id->st.last_error, sizeof(id->st.last_error), "%s", err);
-    } else {
-        struct id_pod_index old = id->pods;
-        id->pods = ix;
-        ix = old;
-    }
-    pthread_mutex_unlock(&id->mu);
-    pfr_identity_pods_free(&ix);
-}
-
-/* The id of a runtime container from the pod list, refreshing it once if the id is missing
- * and the last fetch is old enough. 1 = found (cid set, "" = none), 0 = not there. */
+/* The id of a runtime container from the pod list, asking for a fresher list once if the id is
+ * missing. 1 = found (cid set, "" = none), 0 = not there. */
 static int from_pods(pfr_identity *id, const char *rid, char *cid)
 {
     if (!pfr_identity_k8s_configured(id))
@@ -113,10 +37,15 @@ static int from_pods(pfr_identity *id, const char *rid, char *cid)
         pthread_mutex_unlock(&id->mu);
         if (found)
             return 1;
-        if (pass == 0 && pfr_clock_mono_ns() - id->k8s_fetched_ns >= id->k8s_min_refresh_ns)
-            refresh_pods(id);
-        else
+        if (pass == 1)
             break;
+        /* a fetch asked for unless one began within k8s_min_refresh_ns, and waited for */
+        char err[ERRLEN];
+        pfr_k8s_podlist *l =
+            pfr_k8s_pods_get(id->k8s, id->k8s_min_refresh_ns, &id->stop, NULL, NULL, 0);
+        if (l)
+            pfr_identity_take_pods(id, l, err, sizeof(err)); /* its error: counted when fetched */
+        pfr_k8s_podlist_unref(l);
     }
     return 0;
 }
@@ -397,12 +326,6 @@ void *pfr_identity_worker_main(void *arg)
     pthread_mutex_lock(&id->mu);
     while (!atomic_load(&id->stop)) {
         int64_t now = pfr_clock_mono_ns();
-        if (pfr_identity_k8s_configured(id) && now >= id->k8s_next_ns) {
-            pthread_mutex_unlock(&id->mu);
-            refresh_pods(id);
-            pthread_mutex_lock(&id->mu);
-            continue;
-        }
         int64_t next = promote_delayed(id, now);
         struct id_entry *e = id->qhead;
         if (e) {
@@ -413,8 +336,6 @@ void *pfr_identity_worker_main(void *arg)
             work_one(id, e);
             continue;
         }
-        if (pfr_identity_k8s_configured(id) && id->k8s_next_ns < next)
-            next = id->k8s_next_ns;
         wait_until(id, next);
     }
     pthread_mutex_unlock(&id->mu);

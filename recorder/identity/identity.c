@@ -15,7 +15,7 @@
 
 bool pfr_identity_k8s_configured(const pfr_identity *id)
 {
-    return id->pods_url || id->pods_file;
+    return id->k8s != NULL;
 }
 
 const char *pfr_identity_state_name(enum pfr_identity_state s)
@@ -43,48 +43,8 @@ static int64_t ms_or(int64_t v, int64_t def)
     return v > 0 ? v : def;
 }
 
-static int pods_url(pfr_identity *id, const pfr_identity_opts *o, char *err, size_t errlen)
-{
-    const char *base = o->kubelet_url ? o->kubelet_url : o->apiserver_url;
-    if (o->pods_json_file || !base)
-        return 0;
-    size_t bl = strlen(base);
-    while (bl > 0 && base[bl - 1] == '/')
-        bl--;
-    int n;
-    if (o->kubelet_url) {
-        n = asprintf(&id->pods_url, "%.*s/pods", (int)bl, base);
-    } else {
-        char *node = curl_easy_escape(NULL, o->node_name, 0);
-        if (!node)
-            return -ENOMEM;
-        n = asprintf(&id->pods_url, "%.*s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", (int)bl,
-                     base, node);
-        curl_free(node);
-    }
-    if (n < 0) {
-        id->pods_url = NULL;
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    return 0;
-}
-
 static int check_opts(const pfr_identity_opts *o, char *err, size_t errlen)
 {
-    if (o->kubelet_url && o->apiserver_url) {
-        snprintf(err, errlen, "kubelet_url and apiserver_url are exclusive");
-        return -EINVAL;
-    }
-    if (o->apiserver_url && (!o->node_name || !*o->node_name)) {
-        snprintf(err, errlen, "apiserver_url needs node_name");
-        return -EINVAL;
-    }
-    if ((o->kubelet_url && !*o->kubelet_url) || (o->apiserver_url && !*o->apiserver_url) ||
-        (o->pods_json_file && !*o->pods_json_file)) {
-        snprintf(err, errlen, "empty Kubernetes URL or pods file");
-        return -EINVAL;
-    }
     if (o->retry_max_ms > 0 && o->retry_min_ms > o->retry_max_ms) {
         snprintf(err, errlen, "retry_min_ms is above retry_max_ms");
         return -EINVAL;
@@ -99,28 +59,21 @@ static int copy_settings(pfr_identity *id, const pfr_identity_opts *o)
     id->docker_root = opt_dup(o->docker_root, PFR_IDENTITY_DEFAULT_DOCKER_ROOT, &ok);
     id->containerd_root = opt_dup(o->containerd_root, PFR_IDENTITY_DEFAULT_CONTAINERD_ROOT, &ok);
     id->crio_root = opt_dup(o->crio_root, PFR_IDENTITY_DEFAULT_CRIO_ROOT, &ok);
-    id->pods_file = opt_dup(o->pods_json_file, NULL, &ok);
-    id->token_file = opt_dup(o->token_file, NULL, &ok);
-    id->ca_file = opt_dup(o->ca_file, NULL, &ok);
     id->proc_root = opt_dup(o->proc_root, "/proc", &ok);
-    id->insecure = o->insecure;
     id->cache_max = o->cache_max ? o->cache_max : PFR_IDENTITY_DEFAULT_CACHE_MAX;
     id->retry_min_ns = ms_or(o->retry_min_ms, 1000) * MS;
     id->retry_max_ns = ms_or(o->retry_max_ms, 60000) * MS;
     if (id->retry_min_ns > id->retry_max_ns)
         id->retry_min_ns = id->retry_max_ns;
     id->docker_timeout_ms = ms_or(o->docker_timeout_ms, 2000);
-    id->k8s_timeout_ms = ms_or(o->k8s_timeout_ms, 10000);
-    id->k8s_refresh_ns = ms_or(o->k8s_refresh_ms, 60000) * MS;
-    id->k8s_min_refresh_ns = ms_or(o->k8s_min_refresh_ms, 5000) * MS;
+    id->k8s_min_refresh_ns = ms_or(o->k8s.min_refresh_ms, 5000) * MS;
     return ok ? 0 : -ENOMEM;
 }
 
 static void free_settings(pfr_identity *id)
 {
-    char **s[] = {&id->docker_socket, &id->docker_root, &id->containerd_root,
-                  &id->crio_root,     &id->pods_url,    &id->pods_file,
-                  &id->token_file,    &id->ca_file,     &id->proc_root};
+    char **s[] = {&id->docker_socket, &id->docker_root, &id->containerd_root, &id->crio_root,
+                  &id->proc_root};
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
         free(*s[i]);
         *s[i] = NULL;
@@ -152,6 +105,40 @@ static int start_thread(pfr_identity *id)
     return 0;
 }
 
+/* After every fetch of the pod list (the client's thread): index it, count it. */
+static void on_pods(void *ctx, const pfr_k8s_podlist *l, int rc, const char *err)
+{
+    pfr_identity *id = ctx;
+    char why[256];
+    if (l && (rc = pfr_identity_take_pods(id, l, why, sizeof(why))) != 0)
+        err = why;
+    pthread_mutex_lock(&id->mu);
+    id->st.k8s_fetches++;
+    if (rc) {
+        id->st.k8s_failures++;
+        snprintf(id->st.last_error, sizeof(id->st.last_error), "%s", err);
+    }
+    pthread_mutex_unlock(&id->mu);
+}
+
+/* The pod list's client: the one lent (o->pods, not started yet), or one of the resolver's own
+ * when o names a list; subscribed to. */
+static int k8s_client(pfr_identity *id, const pfr_identity_opts *o, char *err, size_t errlen)
+{
+    id->k8s = o->pods;
+    if (!id->k8s && pfr_k8s_pods_configured(&o->k8s)) {
+        int rc = pfr_k8s_pods_new(&o->k8s, &id->own_k8s, err, errlen);
+        if (rc)
+            return rc;
+        id->k8s = id->own_k8s;
+    }
+    if (id->k8s && pfr_k8s_pods_subscribe(id->k8s, on_pods, id) != 0) {
+        snprintf(err, errlen, "the pod list's client started before the resolver");
+        return -EBUSY;
+    }
+    return 0;
+}
+
 int pfr_identity_new(const pfr_identity_opts *o, pfr_identity **out, char *err, size_t errlen)
 {
     static const pfr_identity_opts defaults = {0};
@@ -172,14 +159,22 @@ int pfr_identity_new(const pfr_identity_opts *o, pfr_identity **out, char *err, 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = copy_settings(id, o);
     if (!rc)
-        rc = pods_url(id, o, err, errlen);
+        rc = k8s_client(id, o, err, errlen);
     if (!rc)
         rc = pfr_identity_cache_init(&id->cache, id->cache_max);
     if (!rc && (rc = start_thread(id)) != 0)
         snprintf(err, errlen, "cannot start the resolver's thread: %s", strerror(-rc));
+    if (!rc && id->own_k8s && (rc = pfr_k8s_pods_start(id->own_k8s)) != 0) {
+        snprintf(err, errlen, "cannot start the pod list's thread: %s", strerror(-rc));
+        pfr_identity_free(id);
+        return rc;
+    }
     if (rc) {
         if (rc == -ENOMEM && errlen && !err[0])
             snprintf(err, errlen, "out of memory");
+        if (id->k8s)
+            pfr_k8s_pods_unsubscribe(id->k8s, on_pods, id);
+        pfr_k8s_pods_free(id->own_k8s);
         pfr_identity_cache_free(&id->cache);
         free_settings(id);
         free(id);
@@ -194,11 +189,16 @@ void pfr_identity_free(pfr_identity *id)
 {
     if (!id)
         return;
+    if (id->k8s) /* its fetches no longer come here */
+        pfr_k8s_pods_unsubscribe(id->k8s, on_pods, id);
     pthread_mutex_lock(&id->mu);
     atomic_store(&id->stop, true);
     pthread_cond_signal(&id->wake);
     pthread_mutex_unlock(&id->mu);
+    if (id->k8s) /* the thread may wait for a fresher list */
+        pfr_k8s_pods_wake(id->k8s);
     pthread_join(id->thread, NULL);
+    pfr_k8s_pods_free(id->own_k8s);
     pthread_mutex_destroy(&id->mu);
     pthread_cond_destroy(&id->wake);
     pfr_identity_cache_free(&id->cache);
@@ -236,6 +236,29 @@ int pfr_identity_from_pods(pfr_identity *id, const char *rid, char *out, size_t 
     if (pfr_identity_k8s_id(pe->ns, pe->pod, pe->container, time(NULL), out, outlen) != 0)
         out[0] = '\0'; /* no id fits: none */
     return 1;
+}
+
+int pfr_identity_take_pods(pfr_identity *id, const pfr_k8s_podlist *list, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&id->mu);
+    bool newer = list->seq > id->pods_seq;
+    pthread_mutex_unlock(&id->mu);
+    if (!newer)
+        return 0;
+    struct id_pod_index ix;
+    int rc = pfr_identity_pods_parse(list->json, list->len, &ix, err, errlen);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&id->mu);
+    if (list->seq > id->pods_seq) { /* not taken by the other thread meanwhile */
+        struct id_pod_index old = id->pods;
+        id->pods = ix;
+        id->pods_seq = list->seq;
+        ix = old;
+    }
+    pthread_mutex_unlock(&id->mu);
+    pfr_identity_pods_free(&ix);
+    return 0;
 }
 
 void pfr_identity_note(pfr_identity *id, uint64_t *c, const char *err)

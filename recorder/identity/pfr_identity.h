@@ -32,8 +32,9 @@
  *     Name and Config (readable with CAP_DAC_READ_SEARCH).
  *   - Kubernetes: the pod list of the kubelet (GET <kubelet_url>/pods) or of the API server (GET
  *     <apiserver_url>/api/v1/pods?fieldSelector=spec.nodeName=<node>), or a file; it maps the
- *     runtime id of every container status to (namespace, pod, container). Fetched at start,
- *     every k8s_refresh_ms, and when a runtime id is missing (at most every k8s_min_refresh_ms).
+ *     runtime id of every container status to (namespace, pod, container). Fetched by the pod
+ *     list's client (pfr_k8s_pods.h, which pprof discovery may share) at start, every
+ *     k8s.refresh_ms, and when a runtime id is missing (at most every k8s.min_refresh_ms).
  *   - the OCI config a CRI runtime writes for every container (containerd:
  *     <containerd_root>/io.containerd.runtime.v2.task/k8s.io/<id>/config.json; CRI-O:
  *     <crio_root>/overlay-containers/<id>/userdata/config.json): their annotations name the pod,
@@ -58,6 +59,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "pfr_k8s_pods.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -207,24 +210,18 @@ typedef struct pfr_identity_opts {
     const char *docker_root;     /* NULL = /var/lib/docker; "" = no on-disk fallback */
     const char *containerd_root; /* NULL = /run/containerd; "" = no containerd OCI configs */
     const char *crio_root;       /* NULL = /var/lib/containers/storage; "" = no CRI-O configs */
-    /* Kubernetes pod list, as pfr_scrape_k8s_opts: kubelet_url (GET <url>/pods) or
-     * apiserver_url (needs node_name), or pods_json_file; all NULL = no pod list. */
-    const char *kubelet_url;
-    const char *apiserver_url;
-    const char *node_name;
-    const char *token_file; /* bearer token, re-read at every fetch; NULL = none */
-    const char *ca_file;    /* NULL = system store */
-    bool insecure;          /* skip TLS verification */
-    const char *pods_json_file;
+    /* Kubernetes pod list: a client lent (pfr_k8s_pods.h; not started yet: the resolver
+     * subscribes to its fetches), or, when NULL, a client of the resolver's own made from k8s
+     * when k8s names a list (pfr_k8s_pods_configured); neither = no pod list. */
+    struct pfr_k8s_pods *pods;
+    pfr_k8s_pods_opts k8s; /* k8s.min_refresh_ms also: a missing runtime id asks a list this
+                              fresh (0 = 5000), whichever client */
     const char *proc_root; /* NULL = /proc (Nomad's environ fallback) */
     size_t cache_max;      /* cgroup paths cached; 0 = 4096 (least recently used go first) */
     /* Timing; 0 = the default given. */
-    int64_t retry_min_ms;       /* first retry of a failed lookup: 1000; doubles up to ... */
-    int64_t retry_max_ms;       /* ... 60000 */
-    int64_t docker_timeout_ms;  /* a Docker inspect: 2000 (connect: half of it) */
-    int64_t k8s_timeout_ms;     /* a pod list fetch: 10000 */
-    int64_t k8s_refresh_ms;     /* periodic pod list refresh: 60000 */
-    int64_t k8s_min_refresh_ms; /* refresh for a missing runtime id at most this often: 5000 */
+    int64_t retry_min_ms;      /* first retry of a failed lookup: 1000; doubles up to ... */
+    int64_t retry_max_ms;      /* ... 60000 */
+    int64_t docker_timeout_ms; /* a Docker inspect: 2000 (connect: half of it) */
 } pfr_identity_opts;
 
 enum pfr_identity_state {

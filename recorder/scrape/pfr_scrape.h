@@ -38,6 +38,7 @@
 #include <sys/types.h>
 
 #include "pfr_profile.h"
+#include "pfr_k8s_pods.h"
 #include "pfr_store.h"
 
 #ifdef __cplusplus
@@ -107,19 +108,18 @@ typedef struct pfr_scrape_target {
  * to are one allocation owned by the caller: free(*out). -EINVAL with a reason on bad syntax. */
 int pfr_scrape_parse_target(const char *line, pfr_scrape_target **out, char *err, size_t errlen);
 
-/* Kubernetes discovery: the pod list of this node, from the kubelet or from the API server. */
+/* Kubernetes discovery: the pod list of this node, from the kubelet or from the API server,
+ * through a client lent (pods: the recorder's, shared with the identities' resolver) or one of
+ * the scraper's own (made from list: pfr_k8s_pods.h). */
 typedef struct pfr_scrape_k8s_opts {
-    /* Kubelet base URL, e.g. "https://127.0.0.1:10250" (GET <url>/pods). */
-    const char *kubelet_url;
-    /* API server base URL, e.g. "https://kubernetes.default.svc" (GET
-     * <url>/api/v1/pods?fieldSelector=spec.nodeName=<node_name>); needs node_name. Exclusive
-     * with kubelet_url. */
-    const char *apiserver_url;
-    const char *node_name;  /* only pods of this node; NULL = every pod listed */
-    const char *token_file; /* bearer token, re-read at every fetch (tokens rotate); NULL = none */
-    const char *ca_file;    /* CA bundle of the kubelet / API server; NULL = system store */
-    bool insecure;          /* skip TLS verification of the kubelet / API server */
-    const char *pods_json_file; /* read the pod list from this file instead (tests, debugging) */
+    /* The pod list's client (borrowed, started; outlives the scraper); NULL: the scraper makes
+     * its own from list when list names one (pfr_k8s_pods_configured). */
+    struct pfr_k8s_pods *pods;
+    /* Its own client's: kubelet_url or apiserver_url (with node_name, or this struct's), token,
+     * CA, insecure, pods_json_file; timeout_ms 0 = the scraper's, refresh_ms 0 = its interval,
+     * min_refresh_ms 0 = none (a round that asks gets a fetch). */
+    pfr_k8s_pods_opts list;
+    const char *node_name; /* only pods of this node; NULL = every pod listed */
 } pfr_scrape_k8s_opts;
 
 /* Something worth a log line, reported from the thread running the round. Strings are valid

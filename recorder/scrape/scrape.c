@@ -14,6 +14,7 @@
 #include "scrape_convert.h"
 #include "scrape_http.h"
 #include "scrape_internal.h"
+#include "pfr_k8s_pods.h"
 #include "scrape_k8s.h"
 #include "scrape_local.h"
 #include "scrape_netns.h"
@@ -21,7 +22,6 @@
 #define PROBE_CONNECT_MS 1000
 #define PROBE_TIMEOUT_MS 3000
 #define PROBE_MAX_BODY   (1u << 20)
-#define TOKEN_MAX        (64u << 10)
 
 struct sc_ep {
     pfr_scrape_endpoint_info info;
@@ -66,9 +66,9 @@ struct pfr_scrape {
     char *node_name; /* local targets' Coroot instances: NULL = none */
     bool (*allow_pid)(void *, pid_t);
     void *discovery_ctx;
-    char *k8s_url; /* the pod list URL, built from kubelet_url or apiserver_url */
-    char *k8s_node, *k8s_token, *k8s_ca, *k8s_file;
-    bool k8s_insecure;
+    char *k8s_node;                     /* only this node's pods; NULL = every pod listed */
+    struct pfr_k8s_pods *k8s, *own_k8s; /* the pod list's client: borrowed, or own_k8s */
+    atomic_bool k8s_stop;               /* a stop ends the round's wait for the pod list */
     void (*event)(void *, const pfr_scrape_event *);
     void *event_ctx;
 
@@ -86,7 +86,10 @@ struct pfr_scrape {
     struct sc_local *local;
     struct sc_netns netns; /* entering other network namespaces (scrape_netns.h) */
     bool netns_denied_told, netns_broken_told;
-    struct sc_wantlist k8s_last;
+    struct sc_wantlist k8s_last; /* the targets of the list k8s_seq */
+    uint64_t k8s_seq;            /* the pod list last parsed (0 = none) */
+    int k8s_parse_rc;            /* its parser's result, with the reason in k8s_parse_err */
+    char k8s_parse_err[256];
     struct sc_backoff k8s_bo, local_bo;
     int64_t round_start; /* CLOCK_MONOTONIC: backoffs count from the round, not the failure */
     atomic_bool in_round;
@@ -150,39 +153,32 @@ static void item_free(struct sc_item *it)
 
 /* ---- life cycle ---- */
 
-static int build_k8s_url(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err, size_t errlen)
+/* The pod list's client: the one lent, or the scraper's own when the options name a list (it
+ * fetches whenever a round asks: no rate limit but the round's own backoff). */
+static int k8s_client(pfr_scrape *s, const pfr_scrape_k8s_opts *k, char *err, size_t errlen)
 {
-    if (k->kubelet_url && k->apiserver_url) {
-        pfr_scrape_errf(err, errlen,
-                        "kubernetes: set the kubelet URL or the API server URL, not both");
-        return -EINVAL;
-    }
-    const char *base = k->kubelet_url ? k->kubelet_url : k->apiserver_url;
-    if (!base)
+    s->k8s = k->pods;
+    pfr_k8s_pods_opts ko = k->list;
+    if (!ko.node_name)
+        ko.node_name = k->node_name;
+    if (!ko.timeout_ms)
+        ko.timeout_ms = s->timeout_ms;
+    if (!ko.refresh_ms)
+        ko.refresh_ms = s->interval / SC_NS_PER_MSEC;
+    if (!ko.min_refresh_ms)
+        ko.min_refresh_ms = -1;
+    if (s->k8s || !pfr_k8s_pods_configured(&ko))
         return 0;
-    size_t bl = strlen(base);
-    while (bl > 0 && base[bl - 1] == '/')
-        bl--;
-    if (bl == 0 || bl > SC_MAX_URL) {
-        pfr_scrape_errf(err, errlen, "kubernetes: bad URL");
-        return -EINVAL;
+    char why[200];
+    int rc = pfr_k8s_pods_new(&ko, &s->own_k8s, why, sizeof(why));
+    if (rc == 0 && (rc = pfr_k8s_pods_start(s->own_k8s)) != 0)
+        snprintf(why, sizeof(why), "cannot start its thread: %s", strerror(-rc));
+    if (rc) {
+        pfr_scrape_errf(err, errlen, "kubernetes: %s", why);
+        return rc;
     }
-    if (k->kubelet_url) {
-        if (asprintf(&s->k8s_url, "%.*s/pods", (int)bl, base) < 0)
-            return -ENOMEM;
-        return 0;
-    }
-    if (!k->node_name || !*k->node_name) {
-        pfr_scrape_errf(err, errlen, "kubernetes: the API server needs the node name");
-        return -EINVAL;
-    }
-    char *node = curl_easy_escape(NULL, k->node_name, 0);
-    if (!node)
-        return -ENOMEM;
-    int rc = asprintf(&s->k8s_url, "%.*s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", (int)bl,
-                      base, node);
-    curl_free(node);
-    return rc < 0 ? -ENOMEM : 0;
+    s->k8s = s->own_k8s;
+    return 0;
 }
 
 int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, size_t errlen)
@@ -240,7 +236,6 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     s->service_for_pid = o->service_for_pid;
     s->allow_pid = o->allow_pid;
     s->discovery_ctx = o->discovery_ctx;
-    s->k8s_insecure = o->k8s.insecure;
     s->event = o->event;
     s->event_ctx = o->event_ctx;
     s->fsguard = o->fsguard;
@@ -249,11 +244,9 @@ int pfr_scrape_new(const pfr_scrape_opts *opts, pfr_scrape **out, char *err, siz
     s->proc_root = dup_opt(o->proc_root ? o->proc_root : "/proc", &ok);
     s->node_name = dup_opt(o->node_name, &ok);
     s->k8s_node = dup_opt(o->k8s.node_name, &ok);
-    s->k8s_token = dup_opt(o->k8s.token_file, &ok);
-    s->k8s_ca = dup_opt(o->k8s.ca_file, &ok);
-    s->k8s_file = dup_opt(o->k8s.pods_json_file, &ok);
     s->queue = calloc(s->max_queued, sizeof(*s->queue));
-    int rc = ok && s->queue ? build_k8s_url(s, &o->k8s, err, errlen) : -ENOMEM;
+    atomic_init(&s->k8s_stop, false);
+    int rc = ok && s->queue ? k8s_client(s, &o->k8s, err, errlen) : -ENOMEM;
     if (!rc)
         rc = pfr_scrape_http_new(&s->http);
     if (!rc)
@@ -278,6 +271,7 @@ void pfr_scrape_free(pfr_scrape *s)
     if (!s)
         return;
     pfr_scrape_stop(s);
+    pfr_k8s_pods_free(s->own_k8s);
     for (size_t i = 0; i < s->ntargets; i++)
         target_free(s->targets[i]);
     free(s->targets);
@@ -296,11 +290,7 @@ void pfr_scrape_free(pfr_scrape *s)
     free(s->ca_file);
     free(s->proc_root);
     free(s->node_name);
-    free(s->k8s_url);
     free(s->k8s_node);
-    free(s->k8s_token);
-    free(s->k8s_ca);
-    free(s->k8s_file);
     free(s);
 }
 
@@ -369,108 +359,61 @@ int pfr_scrape_set_targets(pfr_scrape *s, const pfr_scrape_target *t, size_t n, 
 
 static bool k8s_configured(const pfr_scrape *s)
 {
-    return s->k8s_url || s->k8s_file;
+    return s->k8s != NULL;
 }
 
-/* Read the bearer token file; trailing whitespace dropped. */
-static int read_token(const char *path, char **out)
+/* Parse the pod list l into k8s_last unless it was (its result kept for the rounds after). */
+static void take_pods(pfr_scrape *s, const pfr_k8s_podlist *l)
 {
-    size_t len;
-    int rc = pfr_scrape_read_file(path, TOKEN_MAX, out, &len);
-    if (rc)
-        return rc;
-    while (len > 0 && (unsigned char)(*out)[len - 1] <= ' ')
-        (*out)[--len] = '\0';
-    for (size_t i = 0; i < len; i++) {
-        if ((unsigned char)(*out)[i] < ' ') { /* would split the header */
-            free(*out);
-            *out = NULL;
-            return -EINVAL;
-        }
+    if (l->seq == s->k8s_seq)
+        return;
+    struct sc_wantlist fresh = {0};
+    struct sc_k8s_counts c = {0};
+    s->k8s_seq = l->seq;
+    s->k8s_parse_rc = pfr_scrape_k8s_parse_pods(l->json, l->len, s->k8s_node, &fresh, &c,
+                                                s->k8s_parse_err, sizeof(s->k8s_parse_err));
+    if (s->k8s_parse_rc) { /* the targets of the last good list stay */
+        pfr_scrape_wantlist_free(&fresh);
+        return;
     }
-    return 0;
+    pfr_scrape_wantlist_free(&s->k8s_last);
+    s->k8s_last = fresh;
+    pthread_mutex_lock(&s->mu);
+    s->stats.k8s_pods = c.pods;
+    s->stats.k8s_bad_annotations = c.bad;
+    pthread_mutex_unlock(&s->mu);
 }
 
-static int fetch_pods(pfr_scrape *s, char **body, size_t *len, char *err, size_t errlen)
-{
-    if (s->k8s_file) {
-        int rc = pfr_scrape_read_file(s->k8s_file, SC_K8S_MAX_BODY, body, len);
-        if (rc)
-            pfr_scrape_errf(err, errlen, "%s: %s", s->k8s_file, strerror(-rc));
-        return rc;
-    }
-    char *token = NULL;
-    if (s->k8s_token) {
-        int rc = read_token(s->k8s_token, &token);
-        if (rc) {
-            pfr_scrape_errf(err, errlen, "token %s: %s", s->k8s_token, strerror(-rc));
-            return rc;
-        }
-    }
-    struct sc_req r = {
-        .url = s->k8s_url,
-        .group = -1,
-        .connect_timeout_ms = s->connect_ms,
-        .timeout_ms = s->timeout_ms,
-        .max_body = SC_K8S_MAX_BODY,
-        .bearer = token,
-        .ca_file = s->k8s_ca,
-        .insecure = s->k8s_insecure,
-    };
-    int rc = pfr_scrape_http_run(s->http, &r, 1, 1, 1, NULL, NULL);
-    free(token);
-    if (!rc && r.fail != SC_OK) {
-        pfr_scrape_errf(err, errlen, "%s: %s", s->k8s_url, r.error);
-        rc = -EIO;
-    }
-    if (rc) {
-        pfr_scrape_req_clear(&r);
-        return rc;
-    }
-    /* NUL-terminate for the parser's error messages; there is room or we grow by one */
-    unsigned char *b = realloc(r.body, r.len + 1);
-    if (!b) {
-        pfr_scrape_req_clear(&r);
-        return -ENOMEM;
-    }
-    b[r.len] = '\0';
-    *body = (char *)b;
-    *len = r.len;
-    return 0;
-}
-
+/* The round's targets from the pod list: when the round is due (its backoff), a list as fresh as
+ * the client fetches (asked for and waited for), else the latest one. */
 static void discover_k8s(pfr_scrape *s, struct sc_wantlist *want)
 {
     char err[256] = "";
     int64_t now = s->round_start;
-    if (pfr_scrape_backoff_due(&s->k8s_bo, now, s->interval)) {
-        char *body = NULL;
-        size_t len = 0;
-        int rc = fetch_pods(s, &body, &len, err, sizeof(err));
-        struct sc_wantlist fresh = {0};
-        struct sc_k8s_counts c = {0};
-        if (!rc)
-            rc = pfr_scrape_k8s_parse_pods(body, len, s->k8s_node, &fresh, &c, err, sizeof(err));
-        free(body);
-        if (rc == -ECANCELED) {
-            pfr_scrape_wantlist_free(&fresh);
-        } else if (rc) {
-            pfr_scrape_wantlist_free(&fresh);
-            pthread_mutex_lock(&s->mu);
-            s->stats.discovery_errors++;
-            pthread_mutex_unlock(&s->mu);
-            if (pfr_scrape_backoff_fail(&s->k8s_bo, now, s->interval, s->backoff_max))
-                emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, rc, err, &s->k8s_bo);
-        } else {
-            pfr_scrape_wantlist_free(&s->k8s_last);
-            s->k8s_last = fresh;
-            pthread_mutex_lock(&s->mu);
-            s->stats.k8s_pods = c.pods;
-            s->stats.k8s_bad_annotations = c.bad;
-            pthread_mutex_unlock(&s->mu);
-            if (pfr_scrape_backoff_ok(&s->k8s_bo))
-                emit_event(s, PFR_SCRAPE_EV_RECOVERED, NULL, -1, 0, "kubernetes pod list", NULL);
-        }
+    bool due = pfr_scrape_backoff_due(&s->k8s_bo, now, s->interval);
+    int rc = 0;
+    pfr_k8s_podlist *l =
+        pfr_k8s_pods_get(s->k8s, due ? 0 : -1, &s->k8s_stop, &rc, err, sizeof(err));
+    if (l)
+        take_pods(s, l);
+    pfr_k8s_podlist_unref(l);
+    if (rc == 0 && l && s->k8s_parse_rc) {
+        rc = s->k8s_parse_rc;
+        snprintf(err, sizeof(err), "%s", s->k8s_parse_err);
+    }
+    /* a failure counts in the rounds that asked (their backoff paces the reports); a list had
+     * again ends it in any round, the one the client's own timer fetched too */
+    if (rc == -ECANCELED || atomic_load(&s->k8s_stop)) {
+        /* stopping: nothing to report */
+    } else if (rc == 0) {
+        if (pfr_scrape_backoff_ok(&s->k8s_bo))
+            emit_event(s, PFR_SCRAPE_EV_RECOVERED, NULL, -1, 0, "kubernetes pod list", NULL);
+    } else if (due) {
+        pthread_mutex_lock(&s->mu);
+        s->stats.discovery_errors++;
+        pthread_mutex_unlock(&s->mu);
+        if (pfr_scrape_backoff_fail(&s->k8s_bo, now, s->interval, s->backoff_max))
+            emit_event(s, PFR_SCRAPE_EV_DISCOVERY_ERROR, NULL, -1, rc, err, &s->k8s_bo);
     }
     /* a failed fetch keeps the last good list: a flaky API server does not drop targets */
     for (size_t i = 0; i < s->k8s_last.n; i++)
@@ -1026,11 +969,15 @@ void pfr_scrape_stop(pfr_scrape *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pfr_scrape_http_cancel(s->http);
+    atomic_store(&s->k8s_stop, true);
+    if (s->k8s)
+        pfr_k8s_pods_wake(s->k8s);
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&s->mu);
     s->running = false;
     pthread_mutex_unlock(&s->mu);
     pfr_scrape_http_uncancel(s->http);
+    atomic_store(&s->k8s_stop, false);
 }
 
 /* ---- output ---- */

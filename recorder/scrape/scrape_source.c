@@ -272,15 +272,8 @@ static int pfr_scraper_source_new(const pfr_source_env *env, pfr_scraper_source 
         .exes = exes,
         .exes_max_age_ns = PFR_EXES_MAX_AGE(sc->interval_ns),
         .fsguard = env->fsguard,
-        .k8s =
-            {
-                .kubelet_url = cfg->k8s_kubelet_url,
-                .apiserver_url = cfg->k8s_apiserver_url,
-                .node_name = cfg->k8s_node_name,
-                .token_file = cfg->k8s_token_file,
-                .ca_file = cfg->k8s_ca_file,
-                .insecure = cfg->k8s_insecure,
-            },
+        /* the daemon's pod list client, shared with the identities' resolver */
+        .k8s = {.pods = env->k8s_pods, .node_name = cfg->k8s_node_name},
         .event = on_event,
         .event_ctx = s,
     };
@@ -316,7 +309,7 @@ static int scrape_start(pfr_source_env *env, pfr_source *out, char *err, size_t 
         snprintf(err, errlen, "pprof scraping: %s", why);
         return rc;
     }
-    bool k8s = cfg->k8s_kubelet_url || cfg->k8s_apiserver_url;
+    bool k8s = env->k8s_pods != NULL;
     bool local = sc->local == PFR_SCRAPE_LOCAL_ON ||
                  (sc->local == PFR_SCRAPE_LOCAL_AUTO && !k8s && sc->targets.n == 0);
     pfr_info("pprof scraping: %zu static targets%s%s, every %.0f s", sc->targets.n,

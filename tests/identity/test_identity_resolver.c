@@ -299,10 +299,10 @@ static void test_k8s_file(void **state)
              "\\\"io.kubernetes.pod.name\\\":\\\"db-1\\\","
              "\\\"io.kubernetes.pod.namespace\\\":\\\"data\\\"}\"}}");
     pfr_identity_opts o = opts_off();
-    o.pods_json_file = tpath("pods.json");
+    o.k8s.pods_json_file = tpath("pods.json");
     o.containerd_root = tpath("containerd");
     o.crio_root = tpath("crio");
-    o.k8s_min_refresh_ms = 20;
+    o.k8s.min_refresh_ms = 20;
     pfr_identity *id = new_identity(&o);
     pfr_identity_stats st;
     double end = now_s() + 5;
@@ -364,8 +364,8 @@ static void test_kubelet_http(void **state)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
 
     pfr_identity_opts o = opts_off();
-    o.kubelet_url = url;
-    o.token_file = tpath("token");
+    o.k8s.kubelet_url = url;
+    o.k8s.token_file = tpath("token");
     pfr_identity *id = new_identity(&o);
     expect_resolved(id, CONTAINERD_CG(IDA), 0, "/k8s/prod/api-5d9c7b6f4-x2x7q/api",
                     "/k8s/prod/api");
@@ -375,8 +375,8 @@ static void test_kubelet_http(void **state)
     pfr_identity_free(id);
 
     o = opts_off();
-    o.apiserver_url = url;
-    o.node_name = "node-1";
+    o.k8s.apiserver_url = url;
+    o.k8s.node_name = "node-1";
     id = new_identity(&o);
     expect_resolved(id, CRIO_CG(IDB), 0, "/k8s/data/db-0/db", "/k8s/data/db");
     ts_last_auth(srv, auth, sizeof(auth));
@@ -386,7 +386,7 @@ static void test_kubelet_http(void **state)
     /* a kubelet that refuses: counted, reported, the container stays unresolved */
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/wrong", port);
     o = opts_off();
-    o.kubelet_url = url;
+    o.k8s.kubelet_url = url;
     id = new_identity(&o);
     pfr_identity_stats st;
     double end = now_s() + 5;
@@ -589,14 +589,14 @@ static void test_bad_opts(void **state)
     (void)state;
     pfr_identity *id = (pfr_identity *)1;
     char err[256];
-    pfr_identity_opts o = {.kubelet_url = "https://a:10250", .apiserver_url = "https://b"};
+    pfr_identity_opts o = {.k8s = {.kubelet_url = "https://a:10250", .apiserver_url = "https://b"}};
     assert_int_equal(pfr_identity_new(&o, &id, err, sizeof(err)), -EINVAL);
     assert_null(id);
     assert_non_null(strstr(err, "exclusive"));
-    o = (pfr_identity_opts){.apiserver_url = "https://b"};
+    o = (pfr_identity_opts){.k8s = {.apiserver_url = "https://b"}};
     assert_int_equal(pfr_identity_new(&o, &id, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "node_name"));
-    o = (pfr_identity_opts){.kubelet_url = ""};
+    o = (pfr_identity_opts){.k8s = {.kubelet_url = ""}};
     assert_int_equal(pfr_identity_new(&o, &id, err, sizeof(err)), -EINVAL);
     o = (pfr_identity_opts){.retry_min_ms = 100, .retry_max_ms = 10};
     assert_int_equal(pfr_identity_new(&o, &id, err, sizeof(err)), -EINVAL);

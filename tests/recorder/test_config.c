@@ -180,7 +180,7 @@ static void defaults(void **state)
     assert_int_equal(c.interval_ns, 10000000000ll);
     assert_int_equal(cpu_of(&c)->cpu_hz, 100);
     assert_int_equal(c.log_level, PFR_LOG_INFO);
-    assert_true(cpu_of(&c)->dwarf);
+    assert_true(c.dwarf);
     assert_int_equal(c.rules.n, 0);
     pfr_config_free(&c);
 }
@@ -204,7 +204,7 @@ static void layering(void **state)
     assert_int_equal(cpu_of(&c)->cpu_hz, 49);
     assert_int_equal(c.log_level, PFR_LOG_WARN);
     assert_int_equal(c.max_store_bytes, 64ull << 20);
-    assert_false(cpu_of(&c)->dwarf);
+    assert_false(c.dwarf);
     assert_int_equal(c.rules.n, 1);
     pfr_config_free(&c);
 
@@ -390,7 +390,7 @@ static void set_values(void **state)
     assert_int_equal(c.max_store_bytes, 2ull << 30);
     assert_int_equal(pfr_config_set(&c, "sym_cache_bytes", "1k", err, sizeof(err)), -EINVAL);
     assert_int_equal(pfr_config_set(&c, "sym_cache_bytes", "8m", err, sizeof(err)), 0);
-    assert_int_equal(cpu_of(&c)->sym_cache_bytes, 8ull << 20);
+    assert_int_equal(c.sym_cache_bytes, 8ull << 20);
     assert_int_equal(pfr_config_set(&c, "stack_map_entries", "100000000", err, sizeof(err)),
                      -EINVAL);
     assert_int_equal(pfr_config_set(&c, "count_map_entries", "4096", err, sizeof(err)), 0);
@@ -692,7 +692,7 @@ static void special_flags(void **state)
     char err[512] = "";
     char *a1[] = {"pfr-recorder", "--no-dwarf", NULL};
     assert_int_equal(load(&c, a1, err, sizeof(err)), 0);
-    assert_false(cpu_of(&c)->dwarf);
+    assert_false(c.dwarf);
     pfr_config_free(&c);
     char *path = write_file("[recorder]\nno_dwarf = 1\n"); /* a flag, not a key */
     char *a2[] = {"pfr-recorder", "--config", path, NULL};

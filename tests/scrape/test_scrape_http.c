@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pfr_identity.h"
+#include "pfr_k8s_pods.h"
 #include "pfr_scrape.h"
 #include "scrape_testutil.h"
 
@@ -601,20 +603,40 @@ static char *pods_json(unsigned port, bool with_cart)
     return j;
 }
 
+/* A kubelet-like server, and a folder with its token file "secret-token\n". */
+struct k8s_env {
+    tu_server *srv;
+    unsigned port;
+    char dir[32], token[256], kubelet[64];
+};
+
+static void k8s_env_start(struct k8s_env *e)
+{
+    assert_int_equal(pfr_tu_server_start(&e->srv, NULL, NULL), 0);
+    e->port = pfr_tu_server_port(e->srv);
+    snprintf(e->dir, sizeof(e->dir), "/tmp/pfr-scrape-k8s-XXXXXX");
+    assert_non_null(mkdtemp(e->dir));
+    snprintf(e->token, sizeof(e->token), "%s/token", e->dir);
+    assert_int_equal(pfr_tu_write_file(e->token, "secret-token\n", 13), 0);
+    snprintf(e->kubelet, sizeof(e->kubelet), "http://127.0.0.1:%u/", e->port);
+}
+
+static void k8s_env_stop(struct k8s_env *e)
+{
+    pfr_tu_server_stop(e->srv);
+    pfr_tu_store_remove(e->dir);
+}
+
 /* Kubernetes discovery over HTTP with a bearer token: labels, a failing kubelet (last list kept,
  * one event per step), recovery, a pod that goes away. */
 static void test_k8s_http(void **state)
 {
     (void)state;
-    tu_server *srv;
-    assert_int_equal(pfr_tu_server_start(&srv, NULL, NULL), 0);
-    unsigned port = pfr_tu_server_port(srv);
-    char dir[] = "/tmp/pfr-scrape-k8s-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char token[256], kubelet[64];
-    snprintf(token, sizeof(token), "%s/token", dir);
-    assert_int_equal(pfr_tu_write_file(token, "secret-token\n", 13), 0);
-    snprintf(kubelet, sizeof(kubelet), "http://127.0.0.1:%u/", port);
+    struct k8s_env ke;
+    k8s_env_start(&ke);
+    tu_server *srv = ke.srv;
+    unsigned port = ke.port;
+    const char *token = ke.token, *kubelet = ke.kubelet;
     char *json = pods_json(port, true);
     pfr_tu_server_set_pods(srv, json, "secret-token");
 
@@ -623,7 +645,7 @@ static void test_k8s_http(void **state)
     pfr_scrape_opts o = {
         .interval_ns = interval,
         .endpoints = (1u << PFR_SCRAPE_HEAP) | (1u << PFR_SCRAPE_GOROUTINE),
-        .k8s = {.kubelet_url = kubelet, .token_file = token, .node_name = "node-1"},
+        .k8s = {.list = {.kubelet_url = kubelet, .token_file = token}, .node_name = "node-1"},
         .event = on_event,
         .event_ctx = &ev};
     pfr_scrape *s;
@@ -686,8 +708,93 @@ static void test_k8s_http(void **state)
     free(cs);
     free(json);
     pfr_scrape_free(s);
-    pfr_tu_server_stop(srv);
-    pfr_tu_store_remove(dir);
+    k8s_env_stop(&ke);
+}
+
+/* One pod list client lent to the identities' resolver and the scraper, as the recorder does:
+ * both get what they need from one fetch; a token with a control character inside is refused
+ * before any request (the stricter of the two checks the consumers had). */
+#define SHARED_RID "a0000000000000000000000000000000000000000000000000000000000000aa"
+static void test_k8s_shared(void **state)
+{
+    (void)state;
+    struct k8s_env ke;
+    k8s_env_start(&ke);
+    char *json;
+    assert_true(asprintf(&json,
+                         "{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":"
+                         "\"api-5d4c-x1\",\"namespace\":\"shop\",\"annotations\":{"
+                         "\"coroot.com/profile-scrape\":\"true\",\"coroot.com/profile-port\":"
+                         "\"%u\"}},\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{"
+                         "\"name\":\"api\"}]},\"status\":{\"phase\":\"Running\",\"podIP\":"
+                         "\"127.0.0.1\",\"containerStatuses\":[{\"name\":\"api\","
+                         "\"containerID\":\"containerd://" SHARED_RID "\"}]}}]}",
+                         ke.port) > 0);
+    pfr_tu_server_set_pods(ke.srv, json, "secret-token");
+
+    pfr_k8s_pods_opts ko = {.kubelet_url = ke.kubelet, .token_file = ke.token};
+    pfr_k8s_pods *pods;
+    char err[256];
+    assert_int_equal(pfr_k8s_pods_new(&ko, &pods, err, sizeof(err)), 0);
+    pfr_identity_opts io = {.docker_socket = "",
+                            .docker_root = "",
+                            .containerd_root = "",
+                            .crio_root = "",
+                            .pods = pods};
+    pfr_identity *id;
+    assert_int_equal(pfr_identity_new(&io, &id, err, sizeof(err)), 0);
+    assert_int_equal(pfr_k8s_pods_start(pods), 0);
+    pfr_identity *late;
+    assert_int_equal(pfr_identity_new(&io, &late, err, sizeof(err)), -EBUSY); /* started */
+
+    pfr_scrape_opts so = {.interval_ns = S_NS,
+                          .endpoints = 1u << PFR_SCRAPE_HEAP,
+                          .k8s = {.pods = pods, .node_name = "node-1"}};
+    pfr_scrape *s;
+    assert_int_equal(pfr_scrape_new(&so, &s, err, sizeof(err)), 0);
+    assert_int_equal(pfr_scrape_run_once(s), 0);
+    pfr_scrape_stats st;
+    pfr_scrape_get_stats(s, &st);
+    assert_int_equal(st.targets, 1);
+    assert_int_equal(st.k8s_pods, 1);
+
+    const char *cg = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod2942c55e_"
+                     "c9cb_428a_93f4_eaf89c1f3ce0.slice/cri-containerd-" SHARED_RID ".scope";
+    pfr_identity_result r;
+    int64_t end = mono_ns() + 5 * S_NS;
+    do {
+        pfr_identity_lookup(id, cg, 0, &r);
+        if (r.state == PFR_IDENTITY_PENDING)
+            sleep_until(mono_ns() + S_NS / 100);
+    } while (r.state == PFR_IDENTITY_PENDING && mono_ns() < end);
+    assert_int_equal(r.state, PFR_IDENTITY_RESOLVED);
+    assert_string_equal(r.container_id, "/k8s/shop/api-5d4c-x1/api");
+    assert_int_equal(pfr_tu_server_requests(ke.srv, "pods"), 1); /* one fetch served both */
+    pfr_identity_stats is;
+    pfr_identity_get_stats(id, &is);
+    assert_int_equal(is.k8s_fetches, 1);
+    assert_int_equal(is.k8s_containers, 1);
+
+    /* a tab inside the token: refused, nothing sent */
+    assert_int_equal(pfr_tu_write_file(ke.token, "secret\ttoken\n", 13), 0);
+    pfr_k8s_pods_opts bad = {
+        .kubelet_url = ke.kubelet, .token_file = ke.token, .min_refresh_ms = -1};
+    pfr_k8s_pods *p2;
+    assert_int_equal(pfr_k8s_pods_new(&bad, &p2, err, sizeof(err)), 0);
+    assert_int_equal(pfr_k8s_pods_start(p2), 0);
+    int rc = 0;
+    pfr_k8s_podlist *l = pfr_k8s_pods_get(p2, 0, NULL, &rc, err, sizeof(err));
+    assert_null(l);
+    assert_int_equal(rc, -EINVAL);
+    assert_non_null(strstr(err, "token"));
+    assert_int_equal(pfr_tu_server_requests(ke.srv, "pods"), 1);
+    pfr_k8s_pods_free(p2);
+
+    pfr_scrape_free(s);
+    pfr_identity_free(id);
+    pfr_k8s_pods_free(pods);
+    free(json);
+    k8s_env_stop(&ke);
 }
 
 int main(void)
@@ -698,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_thread_store_reload),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_k8s_http),
+        cmocka_unit_test(test_k8s_shared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
