@@ -192,8 +192,8 @@ class Jvm:
         self.tag = "pfr-java-bench-%d-%s" % (os.getpid(), os.urandom(3).hex())
         self.outpath = os.path.join(tmp, self.tag + ".out")
         self.out = open(self.outpath, "w")
-        cmd = [os.path.join(args.jdk, "java")] + list(flags) + ["-cp", args.classes, "PfrJavaThroughput",
-               str(args.threads), self.tag]
+        cmd = [os.path.join(args.jdk, "java")] + list(flags) + [
+            "-cp", args.classes, "PfrJavaThroughput", str(args.threads), self.tag]
         self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT)
         LIVE.append(self.proc)
         self.pid = self.proc.pid
@@ -323,10 +323,11 @@ def measure(rec, jvms, control, seconds):
 
 
 def show(label, r):
-    log("%-8s %s ops/s %9.0f  /control %.3f  ops/cpu-s %9.0f  jvm %5.2f s/min (jfr+attach %5.3f)  recorder "
-        "%5.3f s/min (java worker %5.3f)  rss %5.1f MiB  jvms recorded %s  load %.1f"
-        % (label[0], label[1], r["ops_s"], r["rel"], r["ops_cpu_s"], r["jvm_cpu_min"], r["jfr_cpu_min"],
-           r["rec_cpu_min"], r["worker_cpu_min"], r["rec_rss_mib"],
+    log("%-8s %s ops/s %9.0f  /control %.3f  ops/cpu-s %9.0f  jvm %5.2f s/min (jfr+attach "
+        "%5.3f)  recorder %5.3f s/min (java worker %5.3f)  rss %5.1f MiB  jvms recorded %s  "
+        "load %.1f"
+        % (label[0], label[1], r["ops_s"], r["rel"], r["ops_cpu_s"], r["jvm_cpu_min"],
+           r["jfr_cpu_min"], r["rec_cpu_min"], r["worker_cpu_min"], r["rec_rss_mib"],
            int(r.get("recording_jvms", 0)), r["load"]))
 
 
@@ -391,9 +392,9 @@ def summary(mode, res, args):
     print("\n%s JVMs (%d x %d threads), %d rounds of %d s (measured %d s), interval %s s"
           % (mode, args.jvms, args.threads, args.rounds, args.period, args.period - args.warmup,
              args.interval))
-    print("| state | ops/s (all JVMs) | over the control's | ops per JVM CPU-s | JVM CPU s/min (per JVM) | its JFR + "
-          "attach threads s/min | recorder CPU s/min | its Java worker s/min | recorder RSS "
-          "MiB | load |")
+    print("| state | ops/s (all JVMs) | over the control's | ops per JVM CPU-s | JVM CPU s/min "
+          "(per JVM) | its JFR + attach threads s/min | recorder CPU s/min | its Java worker "
+          "s/min | recorder RSS MiB | load |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for s, m in med.items():
         print("| %s | %.0f | %.3f | %.0f | %.2f | %.3f | %.3f | %.3f | %.1f | %.1f |"
