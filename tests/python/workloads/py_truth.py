@@ -7,6 +7,8 @@ Usage: py_truth.py MODE SECONDS
   sorted   sorted(key=keyfn): Python -> C (the sort) -> Python (the key)
   thread   a thread hashing with the GIL released (hash_worker) beside a main thread
            spinning in Python (main_spin)
+  churn    code objects made and freed all the time: functions churn_N compiled, run for a
+           few milliseconds and dropped (their code objects freed, their memory reused)
 The lines the test checks are marked with "# L:" comments.
 """
 import hashlib
@@ -102,7 +104,18 @@ def threads(secs):
     t.join()
 
 
-MODES = {"split": split, "recurse": recurse, "sorted": use_sorted, "thread": threads}
+def churn(secs):
+    end = pc() + secs
+    n = 0
+    while pc() < end:
+        ns = {}
+        exec("def churn_%d(end):\n    x = 0\n    while time.perf_counter() < end:\n"
+             "        x += 1\n    return x\n" % n, {"time": time}, ns)
+        ns["churn_%d" % n](pc() + 0.003)
+        n += 1
+
+
+MODES = {"churn": churn, "split": split, "recurse": recurse, "sorted": use_sorted, "thread": threads}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]](float(sys.argv[2]))

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Python frames against hostile input (issue 34, "Bad input"), under the real recorder:
+
+  py_hostile      a C program mapping a fake libpython3.11.so whose _PyRuntime, thread list,
+                  frames and code objects lie (cycles, wild and kernel pointers, names of 2^40
+                  characters, line tables of random bytes, code objects unmapped between the
+                  sample and the drain, a thread rewriting its frames as they are read)
+  py_truth churn  a real python3.11 whose code objects are freed and their memory reused all
+                  the time
+  py_truth split  a real python3.11 beside them, still named right
+
+Checks: the recorder stays up and writes every interval on time while they run; the hostile
+process is sampled, its good frames named (hostile_ok called from hostile_caller: the walk did
+reach it), the rest "[python: unreadable]" or one of its own names, never a name over 1024
+characters; the churn's Python frames are its own functions or unreadable; the split program
+is named as always; SIGTERM stops the recorder with exit 0.
+
+Usage: python_hostile_itest.py --recorder BIN --dump BIN --python PY --workload PY
+       --hostile BIN [--sanitized]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recorder"))
+import recorder_itest as ri  # noqa: E402  (its Recorder, dump, lateness and checks)
+
+INTERVAL = 1
+SECONDS = 12
+UNREADABLE = "[python: unreadable]"
+HOSTILE_NAMES = {"hostile_ok", "hostile_caller", "hostile_freed", "hostile_reused",
+                 "hostile_badlines", UNREADABLE}
+
+
+def samples(chunks, pid):
+    return [s for c in chunks for s in c["samples"] if s["pid"] == pid]
+
+
+def py_frames(s):
+    return [f for f in s["frames"] if f["module"] == "python"]
+
+
+def run(args, tmp, procs):
+    env = {"ASAN_OPTIONS": "detect_leaks=0"} if args.sanitized else None
+    rec = ri.Recorder(args, tmp, ["--interval", str(INTERVAL), "--cpu-hz", "99",
+                                  "--log-level", "debug", "--python-frames", "enabled",
+                                  "--metrics-listen", "off", "--go-heap-profiler", "disabled",
+                                  "--scrape-local", "off"], env)
+    hostile = subprocess.Popen([args.hostile, str(SECONDS)], stdout=subprocess.PIPE, text=True)
+    churn = subprocess.Popen([args.python, args.workload, "churn", str(SECONDS)])
+    split = subprocess.Popen([args.python, args.workload, "split", str(SECONDS / 2)],
+                             stdout=subprocess.DEVNULL)
+    procs += [hostile, churn, split]
+    time.sleep(INTERVAL + 1.5)  # the first interval (a cold cache: it may run long)
+    slack = 2.0 if args.sanitized else 1.0
+    worst, looks = ri.lateness(args, rec.store, INTERVAL, SECONDS - 4)
+    ri.log("%d looks while they ran: the newest interval was at worst %.2f s late"
+           % (looks, worst))
+    ri.check(worst <= slack, "an interval was written %.2f s late" % worst)
+    out, _ = hostile.communicate(timeout=60)
+    ri.log(out.strip())
+    ri.check(hostile.returncode == 0, "py_hostile exited %d" % hostile.returncode)
+    churn.wait(timeout=60)
+    split.wait(timeout=60)
+    time.sleep(INTERVAL + 1.5)  # the last interval
+    ri.check(rec.proc.poll() is None, "the recorder died")
+    rc, secs, _ = rec.stop(timeout=30)
+    ri.log("SIGTERM: exit %d after %.2f s" % (rc, secs))
+    ri.check(rc == 0, "recorder exit code %d" % rc)
+    log = rec.log_text()
+    ri.check("walking process %d " % hostile.pid in log, "the hostile process was not walked")
+
+    chunks = ri.dump(args, rec.store)
+    hs = samples(chunks, hostile.pid)
+    pyf = [f for s in hs for f in py_frames(s)]
+    good = sum(1 for s in hs if [f["function"] for f in py_frames(s)][:2] ==
+               ["hostile_ok", "hostile_caller"])
+    unreadable = sum(1 for f in pyf if f["function"] == UNREADABLE)
+    strange = {f["function"][:80] for f in pyf if f["function"] not in HOSTILE_NAMES}
+    longest = max((len(f["function"]) + len(f["file"]) for f in pyf), default=0)
+    ri.log("hostile: %d samples, %d Python frames, %d samples hostile_ok <- hostile_caller, "
+           "%d frames unreadable, longest name+file %d" % (len(hs), len(pyf), good, unreadable,
+                                                           longest))
+    ri.check(len(hs) >= 100, "hostile: %d samples (>= 100)" % len(hs))
+    ri.check(good >= 10, "hostile: the good chain named in %d samples (>= 10)" % good)
+    ri.check(unreadable >= 10, "hostile: %d frames unreadable (>= 10)" % unreadable)
+    ri.check(not strange, "hostile: frames named %r" % sorted(strange)[:5])
+    ri.check(longest <= 2 * 1024 * 4, "hostile: a name and file of %d bytes" % longest)
+
+    # the churn's own frames (its file, or "<string>" for the functions it compiles) name its
+    # own functions; others (the interpreter's start: importlib) are not looked at
+    cs = samples(chunks, churn.pid)
+    cf = [f["function"] for s in cs for f in py_frames(s)
+          if f["file"] in (os.path.realpath(args.workload), "<string>")]
+    own = sum(1 for n in cf if n.startswith("churn") or n == "<module>")
+    churn_named = sum(1 for n in cf if n.startswith("churn_"))
+    ri.log("churn: %d samples, %d Python frames of its own code (%d in churn_N), %d named as "
+           "its own functions" % (len(cs), len(cf), churn_named, own))
+    ri.check(len(cs) >= 100 and churn_named >= len(cs) // 2,
+             "churn: %d samples, %d of them in churn_N" % (len(cs), churn_named))
+    ri.check(own == len(cf), "churn: %d frames named other than its own functions: %r"
+             % (len(cf) - own, sorted({n for n in cf if not n.startswith("churn")})[:5]))
+
+    ss = samples(chunks, split.pid)
+    hot = sum(1 for s in ss if {"hot_a", "hot_b"} & {f["function"] for f in py_frames(s)})
+    ri.check(len(ss) >= 100 and hot * 100 >= 95 * len(ss),
+             "split beside them: hot_a/hot_b on %d of %d samples (>= 95 %%)" % (hot, len(ss)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--recorder", required=True)
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--hostile", required=True)
+    ap.add_argument("--sanitized", action="store_true")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("FAIL  needs root (the recorder loads BPF programs)")
+        return 1
+    tmp = tempfile.mkdtemp(prefix="pfr-pyhostile-")
+    procs = []
+    try:
+        run(args, tmp, procs)
+    except Exception as e:  # a crash of the harness is a failure with its reason
+        ri.FAILURES.append(repr(e))
+        print("ERROR: %r" % e, flush=True)
+    finally:
+        ri.kill_all(procs + ri.LIVE)
+    return ri.verdict(tmp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
