@@ -6,14 +6,21 @@ recorder_store_dump (frames leaf first, Python frames in module "python" with fi
 Usage: python_itest.py --recorder BIN --dump BIN --python /usr/bin/python3.11 --workload PY
 
 Checks (the issue's ground truth):
-  split    hot_a or hot_b on >= 95 % of the program's samples; hot_a's share of the two within
-           5 points of the share the program timed itself; every hot_a/hot_b frame on a line of
-           its body and its caller's frame on the line of the call
+  split    hot_a or hot_b on >= 95 % of the main thread's samples; hot_a's share of the two
+           within 5 points of the share the program timed itself, and within 5 points of the
+           share its in-process oracle saw (a thread sampling the main thread with
+           sys._current_frames()); every hot_a/hot_b frame on a line of its body and its
+           caller's frame on the line of the call
   recurse  the samples in spin() have every rec() level up to the depth limit: the rec frames
            are contiguous and either reach recurse() or fill the stack to its limit
   sorted   keyfn() under native frames (the sort) under use_sorted(): Python -> C -> Python
   thread   samples in SHA-256 (hashlib, the GIL released) name hash_worker and never
            main_spin (the thread holding the GIL); main_spin's never name hash_worker
+  gen      the samples in gen_hot (a generator) have gen_consumer, on the line of its next(),
+           as their caller
+  asyncio  the samples in crunch have the task awaiting it (worker_a or worker_b, on the line
+           of its await) as their caller and the event loop (BaseEventLoop._run_once) further
+           out; both tasks show
 Prints the sampler's cost per sample of the Python processes: native walk and interpreter frames.
 Exit 0 = pass, 1 = fail.
 """
@@ -86,7 +93,9 @@ def py_frames(frames):
     return [f for f in frames if f["module"] == "python"]
 
 
-def check_split(samples, own, src):
+def check_split(samples, own, oracle, src):
+    # the main thread's samples: not the oracle's thread
+    samples = [s for s in samples if "oracle_sampler" not in names(s)]
     n = len(samples)
     a = sum(1 for s in samples if "hot_a" in names(s))
     b = sum(1 for s in samples if "hot_b" in names(s))
@@ -99,6 +108,9 @@ def check_split(samples, own, src):
     check(abs(share - own) <= 5.0,
           "split: hot_a %.1f %% of hot_a+hot_b, the program timed %.1f %% (within 5 points)"
           % (share, own))
+    check(abs(share - oracle) <= 5.0,
+          "split: hot_a %.1f %% of hot_a+hot_b, the in-process oracle saw %.1f %% (within 5 "
+          "points)" % (share, oracle))
     marks = marked_lines(src)
     body = {"hot_a": body_lines(src, "hot_a"), "hot_b": body_lines(src, "hot_b")}
     call = {"hot_a": marks["call_a"], "hot_b": marks["call_b"]}
@@ -172,6 +184,47 @@ def check_thread(samples):
           "thread: %d main_spin samples, none naming hash_worker" % len(spin))
 
 
+def caller_of(samples, callee, callers, lines):
+    """Of the samples whose Python frames have callee: how many have one of callers, on one of
+    lines, as the next Python frame; and how many there were."""
+    n = good = 0
+    for s in samples:
+        pf = py_frames(s)
+        ns = names(pf)
+        if callee not in ns:
+            continue
+        n += 1
+        i = ns.index(callee)
+        good += (i + 1 < len(pf) and pf[i + 1]["function"] in callers
+                 and pf[i + 1]["line"] in lines)
+    return good, n
+
+
+def check_gen(samples, src):
+    marks = marked_lines(src)
+    good, n = caller_of(samples, "gen_hot", ("gen_consumer",), marks["gen_next"])
+    check(n >= 100, "gen: %d samples in gen_hot() (>= 100)" % n)
+    check(n > 0 and good * 100.0 / n >= 95.0,
+          "gen: %d of %d gen_hot() samples called from gen_consumer's next() (>= 95 %%)"
+          % (good, n))
+
+
+def check_asyncio(samples, src):
+    marks = marked_lines(src)
+    good, n = caller_of(samples, "crunch", ("worker_a", "worker_b"),
+                        marks["await_a"] | marks["await_b"])
+    loop = sum(1 for s in samples if "crunch" in names(s) and
+               any(n.endswith("._run_once") for n in names(s)))
+    a = sum(1 for s in samples if "worker_a" in names(s))
+    b = sum(1 for s in samples if "worker_b" in names(s))
+    check(n >= 100, "asyncio: %d samples in crunch() (>= 100)" % n)
+    check(n > 0 and good * 100.0 / n >= 95.0 and loop * 100.0 / n >= 95.0,
+          "asyncio: %d of %d crunch() samples awaited from worker_a/worker_b's await, %d under "
+          "the event loop's _run_once (>= 95 %%)" % (good, n, loop))
+    check(min(a, b) * 100.0 / max(1, a + b) >= 25.0,
+          "asyncio: both tasks show (worker_a %d, worker_b %d samples)" % (a, b))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
@@ -192,7 +245,7 @@ def main():
                             "--python-frames", "enabled", "--log-level", "debug"],
                            stdout=logf, stderr=subprocess.STDOUT)
     pids = {}
-    own = None
+    own = oracle = None
     try:
         end = time.time() + 60
         while "sampling" not in open(logpath).read():
@@ -200,7 +253,7 @@ def main():
                 print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
                 return 1
             time.sleep(0.05)
-        for mode in ("split", "recurse", "sorted", "thread"):
+        for mode in ("split", "recurse", "sorted", "thread", "gen", "asyncio"):
             secs = SPLIT_SECONDS if mode == "split" else SECONDS
             p = subprocess.Popen([args.python, args.workload, mode, str(secs)],
                                  stdout=subprocess.PIPE, text=True)
@@ -208,6 +261,7 @@ def main():
             pids[mode] = p.pid
             if mode == "split":
                 own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
+                oracle = float(re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
         time.sleep(2.5)  # the last interval
     finally:
         rec.send_signal(signal.SIGTERM)
@@ -222,10 +276,12 @@ def main():
               "interpreter frames %s ns" % (n, nat, py))
     check(bool(costs), "the recorder logged its Python figures")
     src = os.path.realpath(args.workload)
-    check_split(samples_of(args.dump, store, pids["split"]), own, src)
+    check_split(samples_of(args.dump, store, pids["split"]), own, oracle, src)
     check_recurse(samples_of(args.dump, store, pids["recurse"]), src)
     check_sorted(samples_of(args.dump, store, pids["sorted"]))
     check_thread(samples_of(args.dump, store, pids["thread"]))
+    check_gen(samples_of(args.dump, store, pids["gen"]), src)
+    check_asyncio(samples_of(args.dump, store, pids["asyncio"]), src)
     if FAILS:
         print("recorder log tail:\n" + log[-2000:])
         print("%d check(s) failed" % len(FAILS))
