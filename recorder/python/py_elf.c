@@ -89,26 +89,39 @@ static int open_remote(pfr_py_elf *c, pid_t pid, const char *mpath, const struct
     return fd;
 }
 
+/* The file mapped at m, local: through the process's root, else its map_files link (a root
+ * the path does not lead to from here: the maps of a process in another mount namespace name
+ * its files as the reader's root would reach them). -ENXIO when neither opens. */
+static int open_local(pfr_py_elf *c, pid_t pid, const char *mpath, const struct pfr_sym_map *m)
+{
+    char path[PATH_MAX + 96];
+    const int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    int n = snprintf(path, sizeof(path), "%s/%d/root%s", c->proc_root, (int)pid, mpath);
+    int fd = -1;
+    struct stat st;
+    if (!m->deleted && mpath[0] == '/' && n > 0 && (size_t)n < sizeof(path))
+        fd = open(path, flags);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_ino != m->ino || st.st_dev != m->dev)) {
+        close(fd); /* another file at that path in its root: the mapped one by its link */
+        fd = -1;
+    }
+    if (fd < 0) {
+        snprintf(path, sizeof(path), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, c->proc_root, (int)pid,
+                 m->start, m->end);
+        fd = open(path, flags);
+    }
+    return fd >= 0 ? fd : errno == ENOENT ? -ENXIO : -errno;
+}
+
 /* A descriptor of the file mapped at m (or of its copy), within the size bound. */
 static int open_file(pfr_py_elf *c, pid_t pid, const char *mpath, const struct pfr_sym_map *m)
 {
     if (!c->guard_set)
         return -EAGAIN;
-    int fd;
     bool remote = c->guard && !pfr_fsguard_local(c->guard, pid, m->dev);
-    if (remote) {
-        fd = open_remote(c, pid, mpath, m);
-        if (fd < 0)
-            return fd;
-    } else {
-        char path[PATH_MAX + 96];
-        int n = snprintf(path, sizeof(path), "%s/%d/root%s", c->proc_root, (int)pid, mpath);
-        if (n < 0 || (size_t)n >= sizeof(path))
-            return -ENAMETOOLONG;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0)
-            return -errno;
-    }
+    int fd = remote ? open_remote(c, pid, mpath, m) : open_local(c, pid, mpath, m);
+    if (fd < 0)
+        return fd;
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) != 0)

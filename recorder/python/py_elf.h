@@ -2,7 +2,8 @@
  * py_elf: the symbols a stack walk needs (_PyRuntime, the code, str and bytes types,
  * Py_Version) from the ELF file of a process's interpreter, read the way the recorder reads any
  * other process's file (recorder/fsguard/pfr_fsguard.h, issue 30): a file on a local file
- * system is opened through the process's root (device and inode checked against the mapping),
+ * system is opened through the process's root, else by its /proc/PID/map_files link (device and
+ * inode checked against the mapping),
  * one on a remote file system (FUSE, NFS, ...) only as the copy the guard's worker makes with
  * its deadline, never opened here. Its cost is bounded before it is paid (the file's size, the
  * symbol table's size), and the result is cached per file (device and inode), so that 20
@@ -45,6 +46,7 @@ void pfr_py_elf_set_guard(pfr_py_elf *c, struct pfr_fsguard *guard);
 
 /* The symbols of the file mapped at m (one of pid's mappings in maps) and its load bias in pid.
  * 0; -ENOENT when the file has no _PyRuntime (a python3.X linked to a shared libpython);
+ * -ENXIO when the file opens neither through pid's root nor by its map_files link;
  * -EINPROGRESS when the guard's worker is copying it (ask again later); -EAGAIN (no guard yet,
  * its file system avoided), -EFBIG (over the bounds), -ESTALE (another file at its path), or a
  * negative errno. */

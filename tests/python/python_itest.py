@@ -93,7 +93,8 @@ def py_frames(frames):
     return [f for f in frames if f["module"] == "python"]
 
 
-def check_split(samples, own, oracle, src):
+def check_split(samples, own, oracle, src, file_as=None):
+    """src: the workload's source; file_as: its path as the program named it (default src)."""
     # the main thread's samples: not the oracle's thread
     samples = [s for s in samples if "oracle_sampler" not in names(s)]
     n = len(samples)
@@ -123,7 +124,7 @@ def check_split(samples, own, oracle, src):
                 total += 1
                 caller = pf[i + 1]
                 ok = (f["line"] in body[f["function"]] and caller["function"] == "split"
-                      and caller["line"] in call[f["function"]] and f["file"] == src)
+                      and caller["line"] in call[f["function"]] and f["file"] == (file_as or src))
                 good += ok
                 if not ok and len(bad_examples) < 3:
                     bad_examples.append((f, caller))
