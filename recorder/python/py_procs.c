@@ -32,7 +32,8 @@ typedef struct code_entry {
 
 typedef struct py_proc {
     pid_t pid;
-    const pfr_py_layout *lay;
+    const pfr_py_layout *lay;                 /* a row of the table, or own */
+    pfr_py_layout own;                        /* read from the process (3.13's _Py_DebugOffsets) */
     uint64_t code_type, str_type, bytes_type; /* the interpreter's type objects */
     pfr_goheap_procmem pm;
     pfr_goheap_mem mem;
@@ -254,6 +255,15 @@ static int find_interpreter(pfr_py *py, pid_t pid, const struct pfr_sym_maps *ma
     return rc < 0 && rc != -ENOENT ? rc : 0;
 }
 
+/* 3.13: the layout the interpreter publishes at the start of _PyRuntime, read and checked. */
+static int debug_layout(py_proc *p, uint64_t runtime)
+{
+    uint8_t buf[PFR_PY_DEBUG_OFFSETS_SIZE];
+    if (p->mem.read(p->mem.ctx, runtime, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+        return -EFAULT;
+    return pfr_py_layout_from_debug(buf, sizeof(buf), &p->own);
+}
+
 int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, size_t whylen)
 {
     snprintf(why, whylen, "no CPython mapped");
@@ -284,6 +294,8 @@ int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, si
         }
     }
     p->lay = pfr_py_layout_find(major, minor);
+    if (!p->lay && major == 3 && minor == 13 && debug_layout(p, s.runtime + bias) == 0)
+        p->lay = &p->own;
     if (!p->lay) {
         py->st.unknown_versions++;
         snprintf(why, whylen, "CPython %u.%u: no layout known", major, minor);

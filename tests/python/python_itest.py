@@ -4,6 +4,10 @@ samples the host while py_truth.py runs each of its modes; its ring is read back
 recorder_store_dump (frames leaf first, Python frames in module "python" with file and line).
 
 Usage: python_itest.py --recorder BIN --dump BIN --python /usr/bin/python3.11 --workload PY
+                      [--also OTHER_PYTHON]...
+
+--also: other interpreters (pyenv's 3.12 and 3.13 where the build found them) run every
+workload after --python, under the same recorder, with the same checks.
 
 Checks (the issue's ground truth):
   split    hot_a or hot_b on >= 95 % of the main thread's samples; hot_a's share of the two
@@ -232,10 +236,12 @@ def main():
     ap.add_argument("--dump", required=True)
     ap.add_argument("--python", required=True)
     ap.add_argument("--workload", required=True)
+    ap.add_argument("--also", action="append", default=[])
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("FAIL  needs root (the recorder loads BPF programs)")
         return 1
+    pythons = [args.python] + args.also
     tmp = tempfile.mkdtemp(prefix="pfr-python-")
     store = os.path.join(tmp, "ring.db")
     logpath = os.path.join(tmp, "recorder.log")
@@ -245,8 +251,7 @@ def main():
                             "--go-heap-profiler", "disabled", "--scrape-local", "off",
                             "--python-frames", "enabled", "--log-level", "debug"],
                            stdout=logf, stderr=subprocess.STDOUT)
-    pids = {}
-    own = oracle = None
+    pids, own, oracle = {}, {}, {}
     try:
         end = time.time() + 60
         while "sampling" not in open(logpath).read():
@@ -254,15 +259,17 @@ def main():
                 print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
                 return 1
             time.sleep(0.05)
-        for mode in ("split", "recurse", "sorted", "thread", "gen", "asyncio"):
-            secs = SPLIT_SECONDS if mode == "split" else SECONDS
-            p = subprocess.Popen([args.python, args.workload, mode, str(secs)],
-                                 stdout=subprocess.PIPE, text=True)
-            out, _ = p.communicate(timeout=240)
-            pids[mode] = p.pid
-            if mode == "split":
-                own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
-                oracle = float(re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
+        for py in pythons:
+            for mode in ("split", "recurse", "sorted", "thread", "gen", "asyncio"):
+                secs = SPLIT_SECONDS if mode == "split" else SECONDS
+                p = subprocess.Popen([py, args.workload, mode, str(secs)],
+                                     stdout=subprocess.PIPE, text=True)
+                out, _ = p.communicate(timeout=240)
+                pids[py, mode] = p.pid
+                if mode == "split":
+                    own[py] = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
+                    oracle[py] = float(
+                        re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
         time.sleep(2.5)  # the last interval
     finally:
         rec.send_signal(signal.SIGTERM)
@@ -277,12 +284,15 @@ def main():
               "interpreter frames %s ns" % (n, nat, py))
     check(bool(costs), "the recorder logged its Python figures")
     src = os.path.realpath(args.workload)
-    check_split(samples_of(args.dump, store, pids["split"]), own, oracle, src)
-    check_recurse(samples_of(args.dump, store, pids["recurse"]), src)
-    check_sorted(samples_of(args.dump, store, pids["sorted"]))
-    check_thread(samples_of(args.dump, store, pids["thread"]))
-    check_gen(samples_of(args.dump, store, pids["gen"]), src)
-    check_asyncio(samples_of(args.dump, store, pids["asyncio"]), src)
+    for py in pythons:
+        m = re.search(r"python: walking process %d \(([^)]*)\)" % pids[py, "split"], log)
+        print("== %s: %s" % (py, m.group(1) if m else "not walked"))
+        check_split(samples_of(args.dump, store, pids[py, "split"]), own[py], oracle[py], src)
+        check_recurse(samples_of(args.dump, store, pids[py, "recurse"]), src)
+        check_sorted(samples_of(args.dump, store, pids[py, "sorted"]))
+        check_thread(samples_of(args.dump, store, pids[py, "thread"]))
+        check_gen(samples_of(args.dump, store, pids[py, "gen"]), src)
+        check_asyncio(samples_of(args.dump, store, pids[py, "asyncio"]), src)
     if FAILS:
         print("recorder log tail:\n" + log[-2000:])
         print("%d check(s) failed" % len(FAILS))
