@@ -230,6 +230,41 @@ def check_asyncio(samples, src):
           "asyncio: both tasks show (worker_a %d, worker_b %d samples)" % (a, b))
 
 
+def start_recorder(recorder, tmp):
+    """The recorder these tests run, writing tmp/ring.db and its log tmp/recorder.log, once it
+    samples: (process, store, log path, log file); process None when it did not start (said)."""
+    store = os.path.join(tmp, "ring.db")
+    logpath = os.path.join(tmp, "recorder.log")
+    logf = open(logpath, "w")
+    rec = subprocess.Popen([recorder, "--store", store, "--interval", "2", "--cpu-hz", str(HZ),
+                            "--symbolize-budget", "600", "--metrics-listen", "off",
+                            "--go-heap-profiler", "disabled", "--scrape-local", "off",
+                            "--python-frames", "enabled", "--log-level", "debug"],
+                           stdout=logf, stderr=subprocess.STDOUT)
+    end = time.time() + 60
+    while "sampling" not in open(logpath).read():
+        if rec.poll() is not None or time.time() > end:
+            print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
+            stop_recorder(rec, logf)
+            return None, store, logpath, logf
+        time.sleep(0.05)
+    return rec, store, logpath, logf
+
+
+def stop_recorder(rec, logf):
+    if rec and rec.poll() is None:
+        rec.send_signal(signal.SIGTERM)
+        rec.wait(timeout=60)
+    logf.close()
+
+
+def splits_printed(out):
+    """The split program's own split and its oracle's, from what it printed."""
+    own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
+    oracle = float(re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
+    return own, oracle
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--recorder", required=True)
@@ -243,22 +278,11 @@ def main():
         return 1
     pythons = [args.python] + args.also
     tmp = tempfile.mkdtemp(prefix="pfr-python-")
-    store = os.path.join(tmp, "ring.db")
-    logpath = os.path.join(tmp, "recorder.log")
-    logf = open(logpath, "w")
-    rec = subprocess.Popen([args.recorder, "--store", store, "--interval", "2", "--cpu-hz", str(HZ),
-                            "--symbolize-budget", "600", "--metrics-listen", "off",
-                            "--go-heap-profiler", "disabled", "--scrape-local", "off",
-                            "--python-frames", "enabled", "--log-level", "debug"],
-                           stdout=logf, stderr=subprocess.STDOUT)
+    rec, store, logpath, logf = start_recorder(args.recorder, tmp)
     pids, own, oracle = {}, {}, {}
     try:
-        end = time.time() + 60
-        while "sampling" not in open(logpath).read():
-            if rec.poll() is not None or time.time() > end:
-                print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
-                return 1
-            time.sleep(0.05)
+        if not rec:
+            return 1
         for py in pythons:
             for mode in ("split", "recurse", "sorted", "thread", "gen", "asyncio"):
                 secs = SPLIT_SECONDS if mode == "split" else SECONDS
@@ -267,14 +291,10 @@ def main():
                 out, _ = p.communicate(timeout=240)
                 pids[py, mode] = p.pid
                 if mode == "split":
-                    own[py] = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
-                    oracle[py] = float(
-                        re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
+                    own[py], oracle[py] = splits_printed(out)
         time.sleep(2.5)  # the last interval
     finally:
-        rec.send_signal(signal.SIGTERM)
-        rec.wait(timeout=60)
-        logf.close()
+        stop_recorder(rec, logf)
     log = open(logpath).read()
     costs = re.findall(r"python: samples=(\d+).*bpf_ns_per_sample\{native=(\d+) python=(\d+)\}",
                        log)

@@ -19,7 +19,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -87,31 +86,17 @@ def main():
         print("FAIL  needs root (the recorder loads BPF programs, the test namespaces)")
         return 1
     tmp = tempfile.mkdtemp(prefix="pfr-pyns-")
-    store = os.path.join(tmp, "ring.db")
-    logpath = os.path.join(tmp, "recorder.log")
-    logf = open(logpath, "w")
-    rec = subprocess.Popen([args.recorder, "--store", store, "--interval", "2", "--cpu-hz",
-                            str(pi.HZ), "--symbolize-budget", "600", "--metrics-listen", "off",
-                            "--go-heap-profiler", "disabled", "--scrape-local", "off",
-                            "--python-frames", "enabled", "--log-level", "debug"],
-                           stdout=logf, stderr=subprocess.STDOUT)
+    rec, store, logpath, logf = pi.start_recorder(args.recorder, tmp)
     pids = {}
     try:
-        end = time.time() + 60
-        while "sampling" not in open(logpath).read():
-            if rec.poll() is not None or time.time() > end:
-                print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
-                return 1
-            time.sleep(0.05)
+        if not rec:
+            return 1
         pids["split"], out = run_in_ns(args, tmp, "split", pi.SPLIT_SECONDS)
-        own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
-        oracle = float(re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
+        own, oracle = pi.splits_printed(out)
         pids["thread"], _ = run_in_ns(args, tmp, "thread", pi.SECONDS)
         time.sleep(2.5)  # the last interval
     finally:
-        rec.send_signal(signal.SIGTERM)
-        rec.wait(timeout=60)
-        logf.close()
+        pi.stop_recorder(rec, logf)
     log = open(logpath).read()
     for mode, pid in pids.items():
         m = re.search(r"python: walking process %s \(([^)]*)\)" % pid, log)
