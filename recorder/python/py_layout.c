@@ -179,6 +179,7 @@ int pfr_py_layout_from_debug(const uint8_t *b, size_t len, pfr_py_layout *out)
         {DO_STR_STATE, 4, 3},
         {DO_STR_LENGTH, 8, 3},
         {DO_BYTES_SIZE, 8, 4},
+        {DO_BYTES_SIZE, 8, 2},
     };
     const uint64_t rooms[] = {wide, frame, code, ascii, bytes};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)

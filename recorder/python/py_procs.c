@@ -28,6 +28,7 @@ typedef struct code_entry {
     uint8_t *linetable;
     size_t linetable_len;
     int64_t firstlineno;
+    uint64_t units; /* code units (Py_SIZE of a 3.11+ code object) */
 } code_entry;
 
 typedef struct py_proc {
@@ -440,6 +441,7 @@ static int read_code(py_proc *p, uint64_t addr, code_entry *c)
     memcpy(&first, h + l->co_firstlineno, sizeof(first));
     memset(c, 0, sizeof(*c));
     c->firstlineno = first;
+    c->units = u64_at(h, l->bytes_size); /* PyVarObject's ob_size, as every var object's */
     int rc = read_str(p, u64_at(h, l->co_qualname), &c->qualname);
     if (rc == 0)
         rc = read_str(p, u64_at(h, l->co_filename), &c->filename);
@@ -500,6 +502,12 @@ int pfr_py_name(pfr_py *py, pid_t pid, uint64_t v, pfr_py_frame *out)
         return -ENOENT;
     }
     uint32_t unit1 = pfr_py_frame_unit1(v);
+    if (unit1 > c->units && unit1 < PFR_PY_UNIT_MAX) {
+        /* an instruction past the code's end: the frame ran another code object, freed since
+         * and its address reused by this one (the rest of such reuses go unseen) */
+        py->st.read_failures++;
+        return -ENOENT;
+    }
     int64_t line = c->firstlineno;
     if (unit1 > 0) {
         line = pfr_py_line_311(c->linetable, c->linetable_len, c->firstlineno, unit1 - 1);

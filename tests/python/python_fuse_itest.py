@@ -13,18 +13,18 @@ recorder is not held up by it; SIGTERM stops the recorder within a few seconds.
 Usage: python_fuse_itest.py --recorder BIN --dump BIN --fuse BIN --python PY --workload PY
        [--sanitized]
 """
-import argparse
 import os
 import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recorder"))
 import recorder_itest as ri  # noqa: E402  (its Recorder, dump, lateness and checks)
 import fuse_itest as fi  # noqa: E402  (wait_path, blocked)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import py_harness as ph  # noqa: E402
 
 INTERVAL = 1
 SECONDS = 14
@@ -103,31 +103,8 @@ def run(args, tmp, procs, mounts):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--recorder", required=True)
-    ap.add_argument("--dump", required=True)
-    ap.add_argument("--fuse", required=True)
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--sanitized", action="store_true")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("FAIL  needs root (the recorder loads BPF programs)")
-        return 1
-    tmp = tempfile.mkdtemp(prefix="pfr-pyfuse-")
-    os.chmod(tmp, 0o755)
-    procs, mounts = [], []
-    try:
-        run(args, tmp, procs, mounts)
-    except Exception as e:  # a crash of the harness is a failure with its reason
-        ri.FAILURES.append(repr(e))
-        print("ERROR: %r" % e, flush=True)
-    finally:
-        ri.kill_all(procs + ri.LIVE)
-        for m in mounts:
-            subprocess.run(["umount", "-l", m], capture_output=True)
-    return ri.verdict(tmp)
-
+    args = ph.parse_args("--fuse", "--sanitized")
+    return ph.harness("pfr-pyfuse-", run, args) if args else 1
 
 if __name__ == "__main__":
     sys.exit(main())

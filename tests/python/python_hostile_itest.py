@@ -18,15 +18,16 @@ is named as always; SIGTERM stops the recorder with exit 0.
 Usage: python_hostile_itest.py --recorder BIN --dump BIN --python PY --workload PY
        --hostile BIN [--sanitized]
 """
-import argparse
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recorder"))
 import recorder_itest as ri  # noqa: E402  (its Recorder, dump, lateness and checks)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import py_harness as ph  # noqa: E402
 
 INTERVAL = 1
 SECONDS = 12
@@ -43,14 +44,18 @@ def py_frames(s):
     return [f for f in s["frames"] if f["module"] == "python"]
 
 
-def run(args, tmp, procs):
+def run(args, tmp, procs, mounts):
     env = {"ASAN_OPTIONS": "detect_leaks=0"} if args.sanitized else None
     rec = ri.Recorder(args, tmp, ["--interval", str(INTERVAL), "--cpu-hz", "99",
                                   "--log-level", "debug", "--python-frames", "enabled",
                                   "--metrics-listen", "off", "--go-heap-profiler", "disabled",
                                   "--scrape-local", "off"], env)
     hostile = subprocess.Popen([args.hostile, str(SECONDS)], stdout=subprocess.PIPE, text=True)
-    churn = subprocess.Popen([args.python, args.workload, "churn", str(SECONDS)])
+    # the churn runs a copy of the workload under a name of its own: a frame of another
+    # process's file in its samples would be a name read from the wrong process
+    churn_src = os.path.join(tmp, "churn_truth.py")
+    shutil.copy(args.workload, churn_src)
+    churn = subprocess.Popen([args.python, churn_src, "churn", str(SECONDS)])
     split = subprocess.Popen([args.python, args.workload, "split", str(SECONDS / 2)],
                              stdout=subprocess.DEVNULL)
     procs += [hostile, churn, split]
@@ -90,19 +95,25 @@ def run(args, tmp, procs):
     ri.check(not strange, "hostile: frames named %r" % sorted(strange)[:5])
     ri.check(longest <= 2 * 1024 * 4, "hostile: a name and file of %d bytes" % longest)
 
-    # the churn's own frames (its file, or "<string>" for the functions it compiles) name its
-    # own functions; others (the interpreter's start: importlib) are not looked at
+    # the churn's frames of its own code (its file, or "<string>" for the functions it
+    # compiles) name its own functions, but for a code object freed between the sample and
+    # the drain whose address another took: named as that one (docs/python.md, known limits;
+    # the start-up's imports free theirs), at most 1 % of them; never a frame of another
+    # process's file
     cs = samples(chunks, churn.pid)
-    cf = [f["function"] for s in cs for f in py_frames(s)
-          if f["file"] in (os.path.realpath(args.workload), "<string>")]
-    own = sum(1 for n in cf if n.startswith("churn") or n == "<module>")
-    churn_named = sum(1 for n in cf if n.startswith("churn_"))
+    mine = [f["function"] for s in cs for f in py_frames(s) if f["file"] in (churn_src, "<string>")]
+    others = [f["function"] for s in cs for f in py_frames(s)
+              if f["file"] == os.path.realpath(args.workload)]
+    churn_named = sum(1 for n in mine if n.startswith("churn_"))
+    reused = [n for n in mine if not (n.startswith("churn") or n == "<module>")]
     ri.log("churn: %d samples, %d Python frames of its own code (%d in churn_N), %d named as "
-           "its own functions" % (len(cs), len(cf), churn_named, own))
+           "another of its functions %r" % (len(cs), len(mine), churn_named, len(reused),
+                                             sorted(set(reused))[:5]))
     ri.check(len(cs) >= 100 and churn_named >= len(cs) // 2,
              "churn: %d samples, %d of them in churn_N" % (len(cs), churn_named))
-    ri.check(own == len(cf), "churn: %d frames named other than its own functions: %r"
-             % (len(cf) - own, sorted({n for n in cf if not n.startswith("churn")})[:5]))
+    ri.check(len(reused) * 100 <= len(mine), "churn: %d of %d frames named as another of its "
+             "functions (freed code objects' addresses reused: <= 1 %%)" % (len(reused), len(mine)))
+    ri.check(not others, "churn: %d frames named from another process's file" % len(others))
 
     ss = samples(chunks, split.pid)
     hot = sum(1 for s in ss if {"hot_a", "hot_b"} & {f["function"] for f in py_frames(s)})
@@ -111,28 +122,8 @@ def run(args, tmp, procs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--recorder", required=True)
-    ap.add_argument("--dump", required=True)
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--hostile", required=True)
-    ap.add_argument("--sanitized", action="store_true")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("FAIL  needs root (the recorder loads BPF programs)")
-        return 1
-    tmp = tempfile.mkdtemp(prefix="pfr-pyhostile-")
-    procs = []
-    try:
-        run(args, tmp, procs)
-    except Exception as e:  # a crash of the harness is a failure with its reason
-        ri.FAILURES.append(repr(e))
-        print("ERROR: %r" % e, flush=True)
-    finally:
-        ri.kill_all(procs + ri.LIVE)
-    return ri.verdict(tmp)
-
+    args = ph.parse_args("--hostile", "--sanitized")
+    return ph.harness("pfr-pyhostile-", run, args) if args else 1
 
 if __name__ == "__main__":
     sys.exit(main())

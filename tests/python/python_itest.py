@@ -28,7 +28,6 @@ Checks (the issue's ground truth):
 Prints the sampler's cost per sample of the Python processes: native walk and interpreter frames.
 Exit 0 = pass, 1 = fail.
 """
-import argparse
 import json
 import os
 import re
@@ -38,6 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import py_harness as ph  # noqa: E402
 
 SECONDS = 8
 # The split's program runs for 15 s of CPU time: ~1500 samples, so that its share's standard
@@ -266,15 +268,8 @@ def splits_printed(out):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--recorder", required=True)
-    ap.add_argument("--dump", required=True)
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--also", action="append", default=[])
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("FAIL  needs root (the recorder loads BPF programs)")
+    args = ph.parse_args("--also")
+    if not args:
         return 1
     pythons = [args.python] + args.also
     tmp = tempfile.mkdtemp(prefix="pfr-python-")

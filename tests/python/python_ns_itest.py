@@ -15,7 +15,6 @@ of its own (NSpid) at the path only its root has.
 
 Usage: python_ns_itest.py --recorder BIN --dump BIN --python /usr/bin/python3.11 --workload PY
 """
-import argparse
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import py_harness as ph  # noqa: E402
 import python_itest as pi  # noqa: E402  (its checks)
 
 SETUP = r"""
@@ -76,14 +76,8 @@ def run_in_ns(args, tmp, mode, secs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--recorder", required=True)
-    ap.add_argument("--dump", required=True)
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--workload", required=True)
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("FAIL  needs root (the recorder loads BPF programs, the test namespaces)")
+    args = ph.parse_args()
+    if not args:
         return 1
     tmp = tempfile.mkdtemp(prefix="pfr-pyns-")
     rec, store, logpath, logf = pi.start_recorder(args.recorder, tmp)

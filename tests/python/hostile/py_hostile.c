@@ -101,6 +101,7 @@ static void code_at(uint8_t *o, const char *name, int32_t first)
     static const uint8_t table[] = {0x80 | 13 << 3 | 7, 4}; /* no columns, 8 units, +2 */
     memset(o, 0, 256);
     put(o, OB_TYPE, (uint64_t)(uintptr_t)fake_py_code_type());
+    put(o, 16, 1024); /* ob_size: its code units */
     memcpy(o + CO_FIRSTLINENO, &first, sizeof(first));
     put(o, CO_QUALNAME, (uint64_t)(uintptr_t)str_obj(name));
     put(o, CO_FILENAME, (uint64_t)(uintptr_t)str_obj("/hostile/hostile.py"));

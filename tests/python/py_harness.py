@@ -1,0 +1,48 @@
+"""What the Python integration tests (python_*_itest.py) share: their arguments and the harness
+around a test run on recorder_itest.py's checks (tests/recorder)."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recorder"))
+import recorder_itest as ri  # noqa: E402
+
+
+def parse_args(*flags):
+    """--recorder, --dump, --python and --workload, then flags: "--sanitized" and "--also" as
+    recorder_python takes them, any other flag with a value. None (said) when not root: the
+    recorder loads BPF programs."""
+    ap = argparse.ArgumentParser()
+    for f in ("--recorder", "--dump", "--python", "--workload") + flags:
+        if f == "--sanitized":
+            ap.add_argument(f, action="store_true")
+        elif f == "--also":
+            ap.add_argument(f, action="append", default=[])
+        else:
+            ap.add_argument(f, required=True)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("FAIL  needs root (the recorder loads BPF programs)")
+        return None
+    return args
+
+
+def harness(prefix, run, args):
+    """run(args, tmp, procs, mounts) in a new temporary folder; then what it started is killed
+    (procs, servers first, then the recorders) and its mounts lazily unmounted; an exception is
+    a failure with its reason. The exit code: recorder_itest's verdict."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o755)
+    procs, mounts = [], []
+    try:
+        run(args, tmp, procs, mounts)
+    except Exception as e:  # a crash of the harness is a failure with its reason
+        ri.FAILURES.append(repr(e))
+        print("ERROR: %r" % e, flush=True)
+    finally:
+        ri.kill_all(procs + ri.LIVE)
+        for m in mounts:
+            subprocess.run(["umount", "-l", m], capture_output=True)
+    return ri.verdict(tmp)
