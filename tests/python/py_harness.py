@@ -46,3 +46,11 @@ def harness(prefix, run, args):
         for m in mounts:
             subprocess.run(["umount", "-l", m], capture_output=True)
     return ri.verdict(tmp)
+
+
+def samples(chunks, pid, hz=99):
+    """pid's samples in the chunks recorder_itest.dump read, one entry per sample: a stack's
+    entry holds its samples' count as its value (the period times the count)."""
+    period = 1e9 / hz
+    return [s for c in chunks for s in c["samples"] if s["pid"] == pid
+            for _ in range(max(1, round(s["value"] / period)))]

@@ -91,8 +91,7 @@ def run(args, tmp, procs, mounts):
     ri.check("walking process %d " % good.pid in log, "the answering mount's python not walked")
     ri.check("walking process %d " % stuck.pid not in log, "the hung mount's python was walked")
     chunks = ri.dump(args, rec.store)
-    gs = [s for c in chunks for s in c["samples"] if s["pid"] == good.pid]
-    ss = [s for c in chunks for s in c["samples"] if s["pid"] == stuck.pid]
+    gs, ss = ph.samples(chunks, good.pid), ph.samples(chunks, stuck.pid)
     ri.log("samples: answering mount %d (%d in hot_a/hot_b), hung mount %d (%d)"
            % (len(gs), len(hot(gs)), len(ss), len(hot(ss))))
     ri.check(len(gs) >= 100 and len(hot(gs)) >= len(gs) // 2,
