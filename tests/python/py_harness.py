@@ -2,9 +2,7 @@
 around a test run on recorder_itest.py's checks (tests/recorder)."""
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recorder"))
 import recorder_itest as ri  # noqa: E402
@@ -30,22 +28,8 @@ def parse_args(*flags):
 
 
 def harness(prefix, run, args):
-    """run(args, tmp, procs, mounts) in a new temporary folder; then what it started is killed
-    (procs, servers first, then the recorders) and its mounts lazily unmounted; an exception is
-    a failure with its reason. The exit code: recorder_itest's verdict."""
-    tmp = tempfile.mkdtemp(prefix=prefix)
-    os.chmod(tmp, 0o755)
-    procs, mounts = [], []
-    try:
-        run(args, tmp, procs, mounts)
-    except Exception as e:  # a crash of the harness is a failure with its reason
-        ri.FAILURES.append(repr(e))
-        print("ERROR: %r" % e, flush=True)
-    finally:
-        ri.kill_all(procs + ri.LIVE)
-        for m in mounts:
-            subprocess.run(["umount", "-l", m], capture_output=True)
-    return ri.verdict(tmp)
+    """recorder_itest's harness (run in a temporary folder, what it started killed after)."""
+    return ri.harness(prefix, run, args)
 
 
 def samples(chunks, pid, hz=99):
