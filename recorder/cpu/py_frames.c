@@ -45,7 +45,18 @@ static void walk(pfr_py *py, pfr_cpu_profiler *cp, uint32_t tgid)
 
 void pfr_py_frames_note(pfr_py *py, pfr_cpu_profiler *cp, pfr_symbolizer *sym, uint32_t tgid)
 {
-    if (py && !pfr_py_known(py, (pid_t)tgid) && maps_python(sym, tgid))
+    if (!py)
+        return;
+    /* the interpreters' files are read as the symbolizer reads files: through its guard */
+    pfr_py_set_fsguard(py, pfr_symbolizer_fsguard(sym));
+    /* processes whose interpreter's file the guard was copying: taken at the next snapshot of
+     * any process (a copy is started at one look and taken at a later one) */
+    pid_t pending[8];
+    size_t n = pfr_py_take_pending(py, pending, 8);
+    for (size_t i = 0; i < n; i++)
+        if ((uint32_t)pending[i] != tgid && !pfr_py_known(py, pending[i]))
+            walk(py, cp, (uint32_t)pending[i]);
+    if (!pfr_py_known(py, (pid_t)tgid) && maps_python(sym, tgid))
         walk(py, cp, tgid);
 }
 
@@ -82,7 +93,8 @@ void pfr_py_frames_log(const pfr_cpu_counters *b, const pfr_py_stats *py,
     pfr_debug("python: samples=%llu walked=%llu no_thread=%llu frames=%llu cut{read=%llu "
               "depth=%llu} bpf_ns_per_sample{native=%.0f python=%.0f} processes=%llu "
               "unknown_versions=%llu code_reads=%llu read_failures=%llu cache{hits=%llu "
-              "bytes=%llu resets=%llu} stacks=%llu unplaced=%llu",
+              "bytes=%llu resets=%llu} files{read=%llu hits=%llu copies=%llu refused=%llu} "
+              "stacks=%llu unplaced=%llu",
               (unsigned long long)b->py_samples, (unsigned long long)b->py_stacks,
               (unsigned long long)b->py_no_thread, (unsigned long long)b->py_frames,
               (unsigned long long)b->py_cut_read, (unsigned long long)b->py_cut_depth,
@@ -90,7 +102,9 @@ void pfr_py_frames_log(const pfr_cpu_counters *b, const pfr_py_stats *py,
               (unsigned long long)py->processes, (unsigned long long)py->unknown_versions,
               (unsigned long long)py->frames_read, (unsigned long long)py->read_failures,
               (unsigned long long)py->cache_hits, (unsigned long long)py->cache_bytes,
-              (unsigned long long)py->cache_resets, (unsigned long long)build->py_stacks,
+              (unsigned long long)py->cache_resets, (unsigned long long)py->files_read,
+              (unsigned long long)py->file_cache_hits, (unsigned long long)py->file_copies,
+              (unsigned long long)py->files_refused, (unsigned long long)build->py_stacks,
               (unsigned long long)build->py_unplaced);
 }
 

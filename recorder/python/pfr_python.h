@@ -30,6 +30,10 @@ typedef struct pfr_py_stats {
     uint64_t cache_hits;       /* frames named from the cache */
     uint64_t cache_bytes;      /* what the cache holds now */
     uint64_t cache_resets;     /* a process's cache emptied at its bound */
+    uint64_t files_read;       /* interpreter files parsed (once per file, not per process) */
+    uint64_t file_cache_hits;  /* processes whose interpreter file was parsed before */
+    uint64_t file_copies;      /* of files_read, copies of remote files (pfr_fsguard) */
+    uint64_t files_refused;    /* interpreter files refused before reading: over the bounds */
 } pfr_py_stats;
 
 /* A named frame; the strings stay valid until the next call on the same pfr_py. */
@@ -42,9 +46,21 @@ typedef struct pfr_py_frame {
 int pfr_py_new(const char *proc_root, size_t max_bytes, pfr_py **out);
 void pfr_py_free(pfr_py *py);
 
+struct pfr_fsguard;
+/* The interpreters' files are read through guard (pfr_fsguard.h; borrowed; NULL: opened
+ * directly, for tests). Until this is called no interpreter file is read (pfr_py_inspect
+ * answers -EAGAIN). */
+void pfr_py_set_fsguard(pfr_py *py, struct pfr_fsguard *guard);
+
+/* Processes pfr_py_inspect answered -EINPROGRESS for (their interpreter's file, on a remote
+ * file system, is being copied by the guard's worker), to inspect again: up to max into out,
+ * taken off the list. */
+size_t pfr_py_take_pending(pfr_py *py, pid_t *out, size_t max);
+
 /* Look at process pid once: 1 when it runs a CPython pfr can walk (rec filled for the
  * sampler), 0 when it does not run CPython, -ENOTSUP for a CPython version with no layout
- * (counted), or a negative errno (gone, unreadable). why says what was found or refused. */
+ * (counted), -EINPROGRESS when its interpreter's file is being copied (pfr_py_take_pending), or
+ * a negative errno (gone, unreadable). why says what was found or refused. */
 int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, size_t whylen);
 
 /* Whether pid is a Python process being walked. */

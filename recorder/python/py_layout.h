@@ -9,6 +9,7 @@
 #ifndef PFR_PY_LAYOUT_H
 #define PFR_PY_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define PFR_PY_NONE 0xffffu /* an offset a version does not have */
@@ -53,5 +54,12 @@ typedef struct pfr_py_layout {
 
 /* The layout of CPython major.minor, or NULL when not known. */
 const pfr_py_layout *pfr_py_layout_find(unsigned major, unsigned minor);
+
+/* 3.13 publishes its layout: _Py_DebugOffsets at the start of _PyRuntime. The bytes read there
+ * (at least PFR_PY_DEBUG_OFFSETS_SIZE) into out: 0, -EINVAL (no "xdebugpy" cookie), -ENOTSUP
+ * (not 3.13, or a free-threaded build), -ERANGE (an offset past what the readers copy: refused,
+ * never trusted). */
+#define PFR_PY_DEBUG_OFFSETS_SIZE (73 * 8)
+int pfr_py_layout_from_debug(const uint8_t *buf, size_t len, pfr_py_layout *out);
 
 #endif

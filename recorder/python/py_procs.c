@@ -3,19 +3,15 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "goheap_mem.h"
 #include "pfr_map.h"
+#include "py_elf.h"
 #include "py_layout.h"
 #include "py_lines.h"
 #include "sym_maps.h"
@@ -23,7 +19,7 @@
 #define MAX_STR       1024       /* characters of a name or file kept */
 #define MAX_LINETABLE (64 << 10) /* bytes of a line table read */
 #define MAX_CODES     16384      /* code objects cached per process */
-#define MAX_SYMBOLS   (4u << 20) /* symbols looked at in one table */
+#define MAX_PENDING   64         /* processes whose interpreter file is being copied */
 #define UNREADABLE    "[python: unreadable]"
 
 /* A code object as read. */
@@ -32,11 +28,13 @@ typedef struct code_entry {
     uint8_t *linetable;
     size_t linetable_len;
     int64_t firstlineno;
+    uint64_t units; /* code units (Py_SIZE of a 3.11+ code object) */
 } code_entry;
 
 typedef struct py_proc {
     pid_t pid;
-    const pfr_py_layout *lay;
+    const pfr_py_layout *lay;                 /* a row of the table, or own */
+    pfr_py_layout own;                        /* read from the process (3.13's _Py_DebugOffsets) */
     uint64_t code_type, str_type, bytes_type; /* the interpreter's type objects */
     pfr_goheap_procmem pm;
     pfr_goheap_mem mem;
@@ -50,6 +48,9 @@ struct pfr_py {
     char proc_root[64];
     size_t max_bytes;
     pfr_map procs; /* pid -> py_proc * */
+    pfr_py_elf *elf;
+    pid_t pending[MAX_PENDING]; /* processes whose interpreter file the guard is copying */
+    size_t npending;
     pfr_py_stats st;
     char line_buf[32];
 };
@@ -87,97 +88,6 @@ int pfr_py_version_from_name(const char *path, unsigned *major, unsigned *minor)
     return *major == 3 ? 0 : -ENOENT;
 }
 
-/* ---- the interpreter's ELF ---- */
-
-typedef struct elf_syms {
-    uint64_t runtime, code_type, str_type, bytes_type, version;
-} elf_syms;
-
-static void find_syms(Elf *e, uint32_t type, elf_syms *s)
-{
-    Elf_Scn *scn = NULL;
-    while ((scn = elf_nextscn(e, scn))) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || sh.sh_entsize == 0)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        if (!d)
-            continue;
-        size_t n = sh.sh_size / sh.sh_entsize;
-        if (n > MAX_SYMBOLS)
-            n = MAX_SYMBOLS;
-        for (size_t i = 0; i < n; i++) {
-            GElf_Sym sym;
-            if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
-                continue;
-            const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
-            if (!name || (name[0] != '_' && name[0] != 'P'))
-                continue;
-            if (!strcmp(name, "_PyRuntime"))
-                s->runtime = sym.st_value;
-            else if (!strcmp(name, "PyCode_Type"))
-                s->code_type = sym.st_value;
-            else if (!strcmp(name, "PyUnicode_Type"))
-                s->str_type = sym.st_value;
-            else if (!strcmp(name, "PyBytes_Type"))
-                s->bytes_type = sym.st_value;
-            else if (!strcmp(name, "Py_Version"))
-                s->version = sym.st_value;
-        }
-    }
-}
-
-/* The symbols of the file mapped at m and its load bias in the process. 0, -ENOENT when the
- * file has no _PyRuntime (a python3.X linked to a shared libpython), or a negative errno. */
-static int read_elf(const char *proc_root, pid_t pid, const struct pfr_sym_maps *maps,
-                    const struct pfr_sym_map *m, elf_syms *s, uint64_t *bias)
-{
-    char path[PATH_MAX + 96];
-    int n = snprintf(path, sizeof(path), "%s/%d/root%s", proc_root, (int)pid,
-                     pfr_sym_map_path(maps, m));
-    if (n < 0 || (size_t)n >= sizeof(path))
-        return -ENAMETOOLONG;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    /* the file the process maps, not another one now at its path */
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != m->ino || st.st_dev != m->dev) {
-        close(fd);
-        return -ESTALE;
-    }
-    elf_version(EV_CURRENT);
-    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    int rc = -ENOEXEC;
-    size_t nph;
-    if (e && elf_kind(e) == ELF_K_ELF && gelf_getclass(e) == ELFCLASS64 &&
-        elf_getphdrnum(e, &nph) == 0) {
-        rc = -ENOENT;
-        for (size_t i = 0; i < nph && i < 64; i++) {
-            GElf_Phdr ph;
-            if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
-                continue;
-            if (m->pgoff >= (ph.p_offset & ~0xfffull) && m->pgoff < ph.p_offset + ph.p_filesz) {
-                *bias = m->start - m->pgoff - (ph.p_vaddr - ph.p_offset);
-                rc = 0;
-                break;
-            }
-        }
-        if (rc == 0) {
-            memset(s, 0, sizeof(*s));
-            find_syms(e, SHT_DYNSYM, s);
-            if (!s->runtime || !s->code_type)
-                find_syms(e, SHT_SYMTAB, s);
-            if (!s->runtime || !s->code_type || !s->str_type || !s->bytes_type)
-                rc = -ENOENT;
-        }
-    }
-    if (e)
-        elf_end(e);
-    close(fd);
-    return rc;
-}
-
 /* ---- processes ---- */
 
 static void entry_free(code_entry *c)
@@ -213,6 +123,10 @@ int pfr_py_new(const char *proc_root, size_t max_bytes, pfr_py **out)
         return -ENOMEM;
     snprintf(py->proc_root, sizeof(py->proc_root), "%s", proc_root ? proc_root : "/proc");
     py->max_bytes = max_bytes;
+    if (pfr_py_elf_new(py->proc_root, &py->elf)) {
+        free(py);
+        return -ENOMEM;
+    }
     *out = py;
     return 0;
 }
@@ -226,6 +140,7 @@ void pfr_py_free(pfr_py *py)
     while (pfr_map_next(&py->procs, &pos, &k, &v))
         proc_free(py, (py_proc *)(uintptr_t)v);
     pfr_map_free(&py->procs);
+    pfr_py_elf_free(py->elf);
     free(py);
 }
 
@@ -247,6 +162,35 @@ void pfr_py_forget(pfr_py *py, pid_t pid)
 void pfr_py_stats_get(const pfr_py *py, pfr_py_stats *out)
 {
     *out = py->st;
+    pfr_py_elf_stats es;
+    pfr_py_elf_stats_get(py->elf, &es);
+    out->files_read = es.files_read;
+    out->file_cache_hits = es.cache_hits;
+    out->file_copies = es.remote_copies;
+    out->files_refused = es.refused;
+}
+
+void pfr_py_set_fsguard(pfr_py *py, struct pfr_fsguard *guard)
+{
+    pfr_py_elf_set_guard(py->elf, guard);
+}
+
+static void pending_add(pfr_py *py, pid_t pid)
+{
+    for (size_t i = 0; i < py->npending; i++)
+        if (py->pending[i] == pid)
+            return;
+    if (py->npending < MAX_PENDING)
+        py->pending[py->npending++] = pid;
+}
+
+size_t pfr_py_take_pending(pfr_py *py, pid_t *out, size_t max)
+{
+    size_t n = py->npending < max ? py->npending : max;
+    memcpy(out, py->pending, n * sizeof(*out));
+    memmove(py->pending, py->pending + n, (py->npending - n) * sizeof(*out));
+    py->npending -= n;
+    return n;
 }
 
 static int read_maps(const char *proc_root, pid_t pid, struct pfr_sym_maps *maps)
@@ -280,9 +224,9 @@ static void fill_rec(const pfr_py_layout *l, uint64_t runtime, struct pfr_py_pro
 
 /* The interpreter among the process's executable mappings: a libpython3.X first (a python3.X
  * linked to it has no _PyRuntime of its own), then a python3.X. */
-static int find_interpreter(pfr_py *py, pid_t pid, const struct pfr_sym_maps *maps, elf_syms *s,
-                            uint64_t *bias, unsigned *major, unsigned *minor, char *why,
-                            size_t whylen)
+static int find_interpreter(pfr_py *py, pid_t pid, const struct pfr_sym_maps *maps,
+                            pfr_py_elf_syms *s, uint64_t *bias, unsigned *major, unsigned *minor,
+                            char *why, size_t whylen)
 {
     int rc = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -297,15 +241,28 @@ static int find_interpreter(pfr_py *py, pid_t pid, const struct pfr_sym_maps *ma
                 continue;
             if (pfr_py_version_from_name(path, major, minor) != 0)
                 continue;
-            rc = read_elf(py->proc_root, pid, maps, m, s, bias);
+            rc = pfr_py_elf_symbols(py->elf, pid, maps, m, s, bias);
             if (rc == 0) {
                 snprintf(why, whylen, "%s", path);
                 return 1;
             }
             snprintf(why, whylen, "%s: %s", path, strerror(-rc));
+            if (rc == -EINPROGRESS) {
+                pending_add(py, pid); /* looked at again once copied (pfr_py_take_pending) */
+                return rc;
+            }
         }
     }
     return rc < 0 && rc != -ENOENT ? rc : 0;
+}
+
+/* 3.13: the layout the interpreter publishes at the start of _PyRuntime, read and checked. */
+static int debug_layout(py_proc *p, uint64_t runtime)
+{
+    uint8_t buf[PFR_PY_DEBUG_OFFSETS_SIZE];
+    if (p->mem.read(p->mem.ctx, runtime, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+        return -EFAULT;
+    return pfr_py_layout_from_debug(buf, sizeof(buf), &p->own);
 }
 
 int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, size_t whylen)
@@ -316,7 +273,7 @@ int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, si
     int rc = read_maps(py->proc_root, pid, &maps);
     if (rc)
         return rc;
-    elf_syms s;
+    pfr_py_elf_syms s;
     uint64_t bias = 0;
     unsigned major = 0, minor = 0;
     rc = find_interpreter(py, pid, &maps, &s, &bias, &major, &minor, why, whylen);
@@ -338,6 +295,8 @@ int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, si
         }
     }
     p->lay = pfr_py_layout_find(major, minor);
+    if (!p->lay && major == 3 && minor == 13 && debug_layout(p, s.runtime + bias) == 0)
+        p->lay = &p->own;
     if (!p->lay) {
         py->st.unknown_versions++;
         snprintf(why, whylen, "CPython %u.%u: no layout known", major, minor);
@@ -482,6 +441,7 @@ static int read_code(py_proc *p, uint64_t addr, code_entry *c)
     memcpy(&first, h + l->co_firstlineno, sizeof(first));
     memset(c, 0, sizeof(*c));
     c->firstlineno = first;
+    c->units = u64_at(h, l->bytes_size); /* PyVarObject's ob_size, as every var object's */
     int rc = read_str(p, u64_at(h, l->co_qualname), &c->qualname);
     if (rc == 0)
         rc = read_str(p, u64_at(h, l->co_filename), &c->filename);
@@ -542,6 +502,12 @@ int pfr_py_name(pfr_py *py, pid_t pid, uint64_t v, pfr_py_frame *out)
         return -ENOENT;
     }
     uint32_t unit1 = pfr_py_frame_unit1(v);
+    if (unit1 > c->units && unit1 < PFR_PY_UNIT_MAX) {
+        /* an instruction past the code's end: the frame ran another code object, freed since
+         * and its address reused by this one (the rest of such reuses go unseen) */
+        py->st.read_failures++;
+        return -ENOENT;
+    }
     int64_t line = c->firstlineno;
     if (unit1 > 0) {
         line = pfr_py_line_311(c->linetable, c->linetable_len, c->firstlineno, unit1 - 1);

@@ -17,7 +17,8 @@ import re
 import sys
 
 # Include directories held in a variable: a system library's, or a module's own build folder.
-OWN_VARS = {"LIBIBERTY_INCLUDE_DIR", "PFR_PYTHON311_INCLUDE", "PFR_PROTO_GEN_DIR", "gen"}
+OWN_VARS = {"LIBIBERTY_INCLUDE_DIR", "PFR_PYTHON311_INCLUDE", "PFR_PYTHON_EXTRA_INCLUDE",
+            "PFR_PROTO_GEN_DIR", "gen"}
 KEYWORDS = {"PUBLIC", "PRIVATE", "INTERFACE", "SYSTEM", "BEFORE", "AFTER"}
 LAYER = {"common": 0, "proto": 1, "store": 2, "bpf": 2, "recorder": 3, "shipper": 3, "query": 3}
 CALL = re.compile(r"^\s*(target_include_directories|include_directories|target_link_libraries|"

@@ -4,20 +4,30 @@ samples the host while py_truth.py runs each of its modes; its ring is read back
 recorder_store_dump (frames leaf first, Python frames in module "python" with file and line).
 
 Usage: python_itest.py --recorder BIN --dump BIN --python /usr/bin/python3.11 --workload PY
+                      [--also OTHER_PYTHON]...
+
+--also: other interpreters (pyenv's 3.12 and 3.13 where the build found them) run every
+workload after --python, under the same recorder, with the same checks.
 
 Checks (the issue's ground truth):
-  split    hot_a or hot_b on >= 95 % of the program's samples; hot_a's share of the two within
-           5 points of the share the program timed itself; every hot_a/hot_b frame on a line of
-           its body and its caller's frame on the line of the call
+  split    hot_a or hot_b on >= 95 % of the main thread's samples; hot_a's share of the two
+           within 5 points of the share the program timed itself, and within 5 points of the
+           share its in-process oracle saw (a thread sampling the main thread with
+           sys._current_frames()); every hot_a/hot_b frame on a line of its body and its
+           caller's frame on the line of the call
   recurse  the samples in spin() have every rec() level up to the depth limit: the rec frames
            are contiguous and either reach recurse() or fill the stack to its limit
   sorted   keyfn() under native frames (the sort) under use_sorted(): Python -> C -> Python
   thread   samples in SHA-256 (hashlib, the GIL released) name hash_worker and never
            main_spin (the thread holding the GIL); main_spin's never name hash_worker
+  gen      the samples in gen_hot (a generator) have gen_consumer, on the line of its next(),
+           as their caller
+  asyncio  the samples in crunch have the task awaiting it (worker_a or worker_b, on the line
+           of its await) as their caller and the event loop (BaseEventLoop._run_once) further
+           out; both tasks show
 Prints the sampler's cost per sample of the Python processes: native walk and interpreter frames.
 Exit 0 = pass, 1 = fail.
 """
-import argparse
 import json
 import os
 import re
@@ -27,6 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import py_harness as ph  # noqa: E402
 
 SECONDS = 8
 # The split's program runs for 15 s of CPU time: ~1500 samples, so that its share's standard
@@ -86,7 +99,10 @@ def py_frames(frames):
     return [f for f in frames if f["module"] == "python"]
 
 
-def check_split(samples, own, src):
+def check_split(samples, own, oracle, src, file_as=None):
+    """src: the workload's source; file_as: its path as the program named it (default src)."""
+    # the main thread's samples: not the oracle's thread
+    samples = [s for s in samples if "oracle_sampler" not in names(s)]
     n = len(samples)
     a = sum(1 for s in samples if "hot_a" in names(s))
     b = sum(1 for s in samples if "hot_b" in names(s))
@@ -99,6 +115,9 @@ def check_split(samples, own, src):
     check(abs(share - own) <= 5.0,
           "split: hot_a %.1f %% of hot_a+hot_b, the program timed %.1f %% (within 5 points)"
           % (share, own))
+    check(abs(share - oracle) <= 5.0,
+          "split: hot_a %.1f %% of hot_a+hot_b, the in-process oracle saw %.1f %% (within 5 "
+          "points)" % (share, oracle))
     marks = marked_lines(src)
     body = {"hot_a": body_lines(src, "hot_a"), "hot_b": body_lines(src, "hot_b")}
     call = {"hot_a": marks["call_a"], "hot_b": marks["call_b"]}
@@ -111,7 +130,7 @@ def check_split(samples, own, src):
                 total += 1
                 caller = pf[i + 1]
                 ok = (f["line"] in body[f["function"]] and caller["function"] == "split"
-                      and caller["line"] in call[f["function"]] and f["file"] == src)
+                      and caller["line"] in call[f["function"]] and f["file"] == (file_as or src))
                 good += ok
                 if not ok and len(bad_examples) < 3:
                     bad_examples.append((f, caller))
@@ -172,47 +191,105 @@ def check_thread(samples):
           "thread: %d main_spin samples, none naming hash_worker" % len(spin))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--recorder", required=True)
-    ap.add_argument("--dump", required=True)
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--workload", required=True)
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("FAIL  needs root (the recorder loads BPF programs)")
-        return 1
-    tmp = tempfile.mkdtemp(prefix="pfr-python-")
+def caller_of(samples, callee, callers, lines):
+    """Of the samples whose Python frames have callee: how many have one of callers, on one of
+    lines, as the next Python frame; and how many there were."""
+    n = good = 0
+    for s in samples:
+        pf = py_frames(s)
+        ns = names(pf)
+        if callee not in ns:
+            continue
+        n += 1
+        i = ns.index(callee)
+        good += (i + 1 < len(pf) and pf[i + 1]["function"] in callers
+                 and pf[i + 1]["line"] in lines)
+    return good, n
+
+
+def check_gen(samples, src):
+    marks = marked_lines(src)
+    good, n = caller_of(samples, "gen_hot", ("gen_consumer",), marks["gen_next"])
+    check(n >= 100, "gen: %d samples in gen_hot() (>= 100)" % n)
+    check(n > 0 and good * 100.0 / n >= 95.0,
+          "gen: %d of %d gen_hot() samples called from gen_consumer's next() (>= 95 %%)"
+          % (good, n))
+
+
+def check_asyncio(samples, src):
+    marks = marked_lines(src)
+    good, n = caller_of(samples, "crunch", ("worker_a", "worker_b"),
+                        marks["await_a"] | marks["await_b"])
+    loop = sum(1 for s in samples if "crunch" in names(s) and
+               any(n.endswith("._run_once") for n in names(s)))
+    a = sum(1 for s in samples if "worker_a" in names(s))
+    b = sum(1 for s in samples if "worker_b" in names(s))
+    check(n >= 100, "asyncio: %d samples in crunch() (>= 100)" % n)
+    check(n > 0 and good * 100.0 / n >= 95.0 and loop * 100.0 / n >= 95.0,
+          "asyncio: %d of %d crunch() samples awaited from worker_a/worker_b's await, %d under "
+          "the event loop's _run_once (>= 95 %%)" % (good, n, loop))
+    check(min(a, b) * 100.0 / max(1, a + b) >= 25.0,
+          "asyncio: both tasks show (worker_a %d, worker_b %d samples)" % (a, b))
+
+
+def start_recorder(recorder, tmp):
+    """The recorder these tests run, writing tmp/ring.db and its log tmp/recorder.log, once it
+    samples: (process, store, log path, log file); process None when it did not start (said)."""
     store = os.path.join(tmp, "ring.db")
     logpath = os.path.join(tmp, "recorder.log")
     logf = open(logpath, "w")
-    rec = subprocess.Popen([args.recorder, "--store", store, "--interval", "2", "--cpu-hz", str(HZ),
+    rec = subprocess.Popen([recorder, "--store", store, "--interval", "2", "--cpu-hz", str(HZ),
                             "--symbolize-budget", "600", "--metrics-listen", "off",
                             "--go-heap-profiler", "disabled", "--scrape-local", "off",
                             "--python-frames", "enabled", "--log-level", "debug"],
                            stdout=logf, stderr=subprocess.STDOUT)
-    pids = {}
-    own = None
-    try:
-        end = time.time() + 60
-        while "sampling" not in open(logpath).read():
-            if rec.poll() is not None or time.time() > end:
-                print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
-                return 1
-            time.sleep(0.05)
-        for mode in ("split", "recurse", "sorted", "thread"):
-            secs = SPLIT_SECONDS if mode == "split" else SECONDS
-            p = subprocess.Popen([args.python, args.workload, mode, str(secs)],
-                                 stdout=subprocess.PIPE, text=True)
-            out, _ = p.communicate(timeout=240)
-            pids[mode] = p.pid
-            if mode == "split":
-                own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
-        time.sleep(2.5)  # the last interval
-    finally:
+    end = time.time() + 60
+    while "sampling" not in open(logpath).read():
+        if rec.poll() is not None or time.time() > end:
+            print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
+            stop_recorder(rec, logf)
+            return None, store, logpath, logf
+        time.sleep(0.05)
+    return rec, store, logpath, logf
+
+
+def stop_recorder(rec, logf):
+    if rec and rec.poll() is None:
         rec.send_signal(signal.SIGTERM)
         rec.wait(timeout=60)
-        logf.close()
+    logf.close()
+
+
+def splits_printed(out):
+    """The split program's own split and its oracle's, from what it printed."""
+    own = float(re.search(r"own split a/\(a\+b\) ([\d.]+)", out).group(1))
+    oracle = float(re.search(r"oracle split a/\(a\+b\) ([\d.]+)", out).group(1))
+    return own, oracle
+
+
+def main():
+    args = ph.parse_args("--also")
+    if not args:
+        return 1
+    pythons = [args.python] + args.also
+    tmp = tempfile.mkdtemp(prefix="pfr-python-")
+    rec, store, logpath, logf = start_recorder(args.recorder, tmp)
+    pids, own, oracle = {}, {}, {}
+    try:
+        if not rec:
+            return 1
+        for py in pythons:
+            for mode in ("split", "recurse", "sorted", "thread", "gen", "asyncio"):
+                secs = SPLIT_SECONDS if mode == "split" else SECONDS
+                p = subprocess.Popen([py, args.workload, mode, str(secs)],
+                                     stdout=subprocess.PIPE, text=True)
+                out, _ = p.communicate(timeout=240)
+                pids[py, mode] = p.pid
+                if mode == "split":
+                    own[py], oracle[py] = splits_printed(out)
+        time.sleep(2.5)  # the last interval
+    finally:
+        stop_recorder(rec, logf)
     log = open(logpath).read()
     costs = re.findall(r"python: samples=(\d+).*bpf_ns_per_sample\{native=(\d+) python=(\d+)\}",
                        log)
@@ -222,10 +299,15 @@ def main():
               "interpreter frames %s ns" % (n, nat, py))
     check(bool(costs), "the recorder logged its Python figures")
     src = os.path.realpath(args.workload)
-    check_split(samples_of(args.dump, store, pids["split"]), own, src)
-    check_recurse(samples_of(args.dump, store, pids["recurse"]), src)
-    check_sorted(samples_of(args.dump, store, pids["sorted"]))
-    check_thread(samples_of(args.dump, store, pids["thread"]))
+    for py in pythons:
+        m = re.search(r"python: walking process %d \(([^)]*)\)" % pids[py, "split"], log)
+        print("== %s: %s" % (py, m.group(1) if m else "not walked"))
+        check_split(samples_of(args.dump, store, pids[py, "split"]), own[py], oracle[py], src)
+        check_recurse(samples_of(args.dump, store, pids[py, "recurse"]), src)
+        check_sorted(samples_of(args.dump, store, pids[py, "sorted"]))
+        check_thread(samples_of(args.dump, store, pids[py, "thread"]))
+        check_gen(samples_of(args.dump, store, pids[py, "gen"]), src)
+        check_asyncio(samples_of(args.dump, store, pids[py, "asyncio"]), src)
     if FAILS:
         print("recorder log tail:\n" + log[-2000:])
         print("%d check(s) failed" % len(FAILS))

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -81,8 +82,79 @@ static void layouts(void **state)
     const pfr_py_layout *l = pfr_py_layout_find(3, 11);
     assert_non_null(l);
     assert_int_equal(l->lines, PFR_PY_LINES_311);
+    assert_non_null(pfr_py_layout_find(3, 12));
+    assert_int_equal(pfr_py_layout_find(3, 12)->owner_cstack, 3);
+    assert_null(pfr_py_layout_find(3, 13)); /* read from the process */
+    assert_null(pfr_py_layout_find(3, 10));
     assert_null(pfr_py_layout_find(3, 99));
     assert_null(pfr_py_layout_find(2, 7));
+}
+
+/* A 3.13 _Py_DebugOffsets as CPython 3.13.0 on x86-64 writes it (the fields pfr reads; the
+ * words by their place in the struct, Include/internal/pycore_runtime.h). */
+static void debug_offsets_313(uint64_t w[73])
+{
+    memset(w, 0, 73 * 8);
+    memcpy(&w[0], "xdebugpy", 8);
+    w[1] = 0x030d00f0;
+    w[5] = 632;  /* interpreters_head */
+    w[9] = 7344; /* threads_head */
+    w[21] = 8;   /* thread next */
+    w[23] = 72;  /* current_frame */
+    w[25] = 160; /* native_thread_id */
+    w[29] = 8;   /* previous */
+    w[30] = 0;   /* executable */
+    w[31] = 56;  /* instr_ptr */
+    w[33] = 70;  /* owner */
+    w[35] = 112, w[36] = 120, w[37] = 128, w[38] = 136, w[39] = 68, w[43] = 200;
+    w[45] = 8;                          /* ob_type */
+    w[65] = 16, w[66] = 32;             /* bytes */
+    w[68] = 32, w[69] = 16, w[70] = 40; /* str state, length, PyASCIIObject's size */
+}
+
+static void layout_from_debug(void **state)
+{
+    (void)state;
+    uint64_t w[73];
+    pfr_py_layout l;
+    debug_offsets_313(w);
+    assert_int_equal(pfr_py_layout_from_debug((uint8_t *)w, sizeof(w), &l), 0);
+    assert_int_equal(l.minor, 13);
+    assert_int_equal(l.is_threads_head, 7344);
+    assert_int_equal(l.ts_frame, 72);
+    assert_int_equal(l.cf_frame, PFR_PY_NONE);
+    assert_int_equal(l.f_instr, 56);
+    assert_int_equal(l.co_code, 200);
+    assert_int_equal(l.str_compact_data, 56);
+    /* refused, never trusted */
+    assert_int_equal(pfr_py_layout_from_debug((uint8_t *)w, sizeof(w) - 1, &l), -EINVAL);
+    w[0] ^= 1;
+    assert_int_equal(pfr_py_layout_from_debug((uint8_t *)w, sizeof(w), &l), -EINVAL);
+    debug_offsets_313(w);
+    w[1] = 0x030e00f0; /* 3.14 moved the fields */
+    assert_int_equal(pfr_py_layout_from_debug((uint8_t *)w, sizeof(w), &l), -ENOTSUP);
+    debug_offsets_313(w);
+    w[2] = 1; /* free-threaded */
+    assert_int_equal(pfr_py_layout_from_debug((uint8_t *)w, sizeof(w), &l), -ENOTSUP);
+    static const struct {
+        unsigned word;
+        uint64_t value;
+    } bad[] = {
+        {33, 80},       /* the owner past the sampler's frame read */
+        {31, 76},       /* instr_ptr across its end */
+        {43, 257},      /* the first instruction past the code header read */
+        {37, 196},      /* qualname past the first instruction */
+        {9, 1u << 16},  /* beyond 16 bits */
+        {5, ~0ull - 3}, /* wrapping */
+        {70, 120},      /* str header past 128 */
+        {66, 4},        /* bytes data before the header's end */
+        {45, 60},       /* ob_type past the bytes header */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        debug_offsets_313(w);
+        w[bad[i].word] = bad[i].value;
+        assert_int_equal(pfr_py_layout_from_debug((uint8_t *)w, sizeof(w), &l), -ERANGE);
+    }
 }
 
 static void frame_encoding(void **state)
@@ -105,7 +177,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(versions_from_names), cmocka_unit_test(lines_forms),
         cmocka_unit_test(lines_malformed),     cmocka_unit_test(layouts),
-        cmocka_unit_test(frame_encoding),
+        cmocka_unit_test(frame_encoding),      cmocka_unit_test(layout_from_debug),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -139,21 +138,7 @@ def main():
     ap.add_argument("--workload", required=True)
     ap.add_argument("--sanitized", action="store_true")
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="pfr-fuse-")
-    os.chmod(tmp, 0o755)
-    procs, mounts = [], []
-    try:
-        run(args, tmp, procs, mounts)
-    except Exception as e:  # a crash of the harness is a failure with its reason
-        ri.FAILURES.append(repr(e))
-        print("ERROR: %r" % e, flush=True)
-    finally:
-        # the servers first: killing one ends the requests it holds (nothing else can)
-        ri.kill_all(procs + ri.LIVE)
-        for m in mounts:
-            subprocess.run(["umount", "-l", m], capture_output=True)
-    return ri.verdict(tmp)
-
+    return ri.harness("pfr-fuse-", run, args)
 
 if __name__ == "__main__":
     sys.exit(main())

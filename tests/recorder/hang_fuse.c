@@ -3,6 +3,9 @@
  * for a hung NFS or FUSE server under a program a recorder profiles (fuse_itest.py).
  *
  *   hang_fuse SOURCE MOUNTPOINT [fuse options...]
+ *
+ * The file's name is $HANG_FUSE_NAME when set (a program pfr knows by its name, such as
+ * python3.11: tests/python/python_fuse_itest.py), else prog.
  */
 #define FUSE_USE_VERSION 31
 #include <errno.h>
@@ -18,6 +21,8 @@
 static char *content; /* the served file */
 static size_t content_len;
 static volatile sig_atomic_t hung;
+static char name[256] = "prog"; /* the served file's name; "/" name is its path */
+static char path_of_file[258] = "/prog";
 
 static void on_signal(int sig)
 {
@@ -41,7 +46,7 @@ static int do_getattr(const char *path, struct stat *st, struct fuse_file_info *
         st->st_nlink = 2;
         return 0;
     }
-    if (strcmp(path, "/prog"))
+    if (strcmp(path, path_of_file))
         return -ENOENT;
     st->st_mode = S_IFREG | 0755;
     st->st_nlink = 1;
@@ -58,14 +63,14 @@ static int do_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
         return -ENOENT;
     fill(buf, ".", NULL, 0, 0);
     fill(buf, "..", NULL, 0, 0);
-    fill(buf, "prog", NULL, 0, 0);
+    fill(buf, name, NULL, 0, 0);
     return 0;
 }
 
 static int do_open(const char *path, struct fuse_file_info *fi)
 {
     gate();
-    if (strcmp(path, "/prog"))
+    if (strcmp(path, path_of_file))
         return -ENOENT;
     if ((fi->flags & O_ACCMODE) != O_RDONLY)
         return -EACCES;
@@ -111,6 +116,11 @@ int main(int argc, char **argv)
     if (argc < 3 || load(argv[1])) {
         fprintf(stderr, "usage: hang_fuse SOURCE MOUNTPOINT [fuse options]\n");
         return 2;
+    }
+    const char *want = getenv("HANG_FUSE_NAME");
+    if (want && *want && !strchr(want, '/') && strlen(want) < sizeof(name)) {
+        snprintf(name, sizeof(name), "%s", want);
+        snprintf(path_of_file, sizeof(path_of_file), "/%s", want);
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGUSR1, &sa, NULL);

@@ -1218,6 +1218,26 @@ def test_metrics(args, tmp):
             go.wait()
 
 
+def harness(prefix, run, args):
+    """run(args, tmp, procs, mounts) in a new temporary folder (mode 755); then what it started
+    is killed (procs in their order: servers first, their requests end with them; then the
+    recorders) and its mounts lazily unmounted; an exception is a failure with its reason.
+    Returns verdict(tmp)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o755)
+    procs, mounts = [], []
+    try:
+        run(args, tmp, procs, mounts)
+    except Exception as e:  # a crash of the harness is a failure with its reason
+        FAILURES.append(repr(e))
+        print("ERROR: %r" % e, flush=True)
+    finally:
+        kill_all(procs + LIVE)
+        for m in mounts:
+            subprocess.run(["umount", "-l", m], capture_output=True)
+    return verdict(tmp)
+
+
 def verdict(tmp):
     """The exit code of a test run in tmp: on failures the recorder's log tail is printed and
     tmp kept, else tmp is removed."""
@@ -1236,15 +1256,7 @@ def verdict(tmp):
 def run_in_tmp(test_fn, args, prefix):
     """test_fn(args, tmp) in a new temp dir; a crash of the harness is a failure with its
     reason. Returns the exit code (verdict)."""
-    tmp = tempfile.mkdtemp(prefix=prefix)
-    try:
-        test_fn(args, tmp)
-    except Exception as e:
-        FAILURES.append(repr(e))
-        print("ERROR: %r" % e, flush=True)
-    finally:
-        kill_all(LIVE)
-    return verdict(tmp)
+    return harness(prefix, lambda a, tmp, procs, mounts: test_fn(a, tmp), args)
 
 
 def main():

@@ -2,13 +2,20 @@
 
 Usage: py_truth.py MODE SECONDS
   split    hot_a() three times for each hot_b(), for SECONDS of CPU time: prints the split the
-           program timed itself
+           program timed itself, and the split an oracle thread saw sampling the main thread
+           with sys._current_frames() (oracle_sampler, 200 Hz)
   recurse  rec() 200 levels deep, spinning at the bottom
   sorted   sorted(key=keyfn): Python -> C (the sort) -> Python (the key)
   thread   a thread hashing with the GIL released (hash_worker) beside a main thread
            spinning in Python (main_spin)
+  gen      the hot work in a generator (gen_hot) driven by gen_consumer
+  asyncio  two asyncio tasks (worker_a, worker_b) awaiting a coroutine (crunch) that does the
+           work
+  churn    code objects made and freed all the time: functions churn_N compiled, run for a
+           few milliseconds and dropped (their code objects freed, their memory reused)
 The lines the test checks are marked with "# L:" comments.
 """
+import asyncio
 import hashlib
 import sys
 import threading
@@ -31,7 +38,22 @@ def hot_b(n):
     return x
 
 
+def oracle_sampler(main_id, counts, stop):
+    """The in-process oracle: the main thread's innermost frame, 200 times a second."""
+    while not stop.is_set():
+        f = sys._current_frames().get(main_id)
+        name = f.f_code.co_name if f is not None else ""
+        if name in counts:
+            counts[name] += 1
+        time.sleep(0.005)
+
+
 def split(secs):
+    counts = {"hot_a": 0, "hot_b": 0}
+    stop = threading.Event()
+    oracle = threading.Thread(target=oracle_sampler,
+                              args=(threading.main_thread().ident, counts, stop))
+    oracle.start()
     # CPU time, not wall time: on a busy machine the program gets its samples all the same
     cpu = time.process_time
     ta = tb = 0.0
@@ -46,7 +68,11 @@ def split(secs):
         t2 = cpu()
         ta += t1 - t0
         tb += t2 - t1
+    stop.set()
+    oracle.join()
     print("own split a/(a+b) %.2f" % (100 * ta / (ta + tb)), flush=True)
+    n = counts["hot_a"] + counts["hot_b"]
+    print("oracle split a/(a+b) %.2f of %d" % (100 * counts["hot_a"] / max(1, n), n), flush=True)
 
 
 def spin(end):
@@ -102,7 +128,59 @@ def threads(secs):
     t.join()
 
 
-MODES = {"split": split, "recurse": recurse, "sorted": use_sorted, "thread": threads}
+def gen_hot(n):
+    while True:
+        x = 0
+        for i in range(n):
+            x += i * i  # L:gen_hot
+        yield x
+
+
+def gen_consumer(secs):
+    end = pc() + secs
+    g = gen_hot(20000)
+    while pc() < end:
+        next(g)  # L:gen_next
+
+
+async def crunch(n):
+    x = 0
+    for i in range(n):
+        x += i * i  # L:crunch
+    return x
+
+
+async def worker_a(end):
+    while pc() < end:
+        await crunch(30000)  # L:await_a
+        await asyncio.sleep(0)
+
+
+async def worker_b(end):
+    while pc() < end:
+        await crunch(30000)  # L:await_b
+        await asyncio.sleep(0)
+
+
+def use_asyncio(secs):
+    async def both():
+        end = pc() + secs
+        await asyncio.gather(worker_a(end), worker_b(end))
+    asyncio.run(both())
+
+
+def churn(secs):
+    end = pc() + secs
+    n = 0
+    while pc() < end:
+        ns = {}
+        exec("def churn_%d(end):\n    x = 0\n    while time.perf_counter() < end:\n"
+             "        x += 1\n    return x\n" % n, {"time": time}, ns)
+        ns["churn_%d" % n](pc() + 0.003)
+        n += 1
+
+
+MODES = {"gen": gen_consumer, "asyncio": use_asyncio, "churn": churn, "split": split, "recurse": recurse, "sorted": use_sorted, "thread": threads}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]](float(sys.argv[2]))
