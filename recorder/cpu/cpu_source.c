@@ -1033,6 +1033,9 @@ int pfr_cpu_source_new(const pfr_source_env *env, pfr_cpu_source **out, char *er
         cpu_destroy(cs);
         return -ENOMEM;
     }
+    /* the interpreters' files are read as the symbolizer reads files: through the guard */
+    if (cs->py)
+        pfr_py_set_fsguard(cs->py, env->fsguard);
     cs->resnaps = calloc(RESNAP_MAX, sizeof(*cs->resnaps));
     cs->deferred = calloc(DEFER_MAX, sizeof(*cs->deferred));
     int rc = cs->resnaps && cs->deferred ? pfr_proc_table_init(&cs->procs, "/proc") : -ENOMEM;

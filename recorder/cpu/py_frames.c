@@ -47,8 +47,6 @@ void pfr_py_frames_note(pfr_py *py, pfr_cpu_profiler *cp, pfr_symbolizer *sym, u
 {
     if (!py)
         return;
-    /* the interpreters' files are read as the symbolizer reads files: through its guard */
-    pfr_py_set_fsguard(py, pfr_symbolizer_fsguard(sym));
     /* processes whose interpreter's file the guard was copying: taken at the next snapshot of
      * any process (a copy is started at one look and taken at a later one) */
     pid_t pending[8];

@@ -1670,11 +1670,6 @@ const char *pfr_symbolizer_last_error(const pfr_symbolizer *s)
     return s ? s->err : "";
 }
 
-struct pfr_fsguard *pfr_symbolizer_fsguard(const pfr_symbolizer *s)
-{
-    return s->fsguard;
-}
-
 const char *pfr_symbolizer_perf_map_error(const pfr_symbolizer *s)
 {
     return s ? s->jit_err : "";

@@ -178,8 +178,5 @@ size_t pfr_symbolizer_memory(const pfr_symbolizer *s);
 const char *pfr_symbolizer_last_error(const pfr_symbolizer *s);
 /* Why the last perf map was refused or could not be read (perf_map_errors). */
 const char *pfr_symbolizer_perf_map_error(const pfr_symbolizer *s);
-/* The file guard the symbolizer reads other processes' files through (its options'; NULL: files
- * opened directly), for other readers of the same files (the Python frames' interpreter). */
-struct pfr_fsguard *pfr_symbolizer_fsguard(const pfr_symbolizer *s);
 
 #endif
