@@ -129,8 +129,8 @@ typedef struct rd {
 } rd;
 
 /* Sets the reason (printf-style) and returns rc. */
-__attribute__((format(printf, 3, 4))) int jfr_fail(jp *P, int rc, const char *fmt, ...);
-#define TRUNC(P) jfr_fail((P), -EINVAL, "%s: data ends inside a value", __func__)
+__attribute__((format(printf, 3, 4))) int pfr_jfr_fail(jp *P, int rc, const char *fmt, ...);
+#define TRUNC(P) pfr_jfr_fail((P), -EINVAL, "%s: data ends inside a value", __func__)
 
 static inline size_t jfr_rd_left(const rd *r)
 {
@@ -138,33 +138,33 @@ static inline size_t jfr_rd_left(const rd *r)
 }
 
 /* jfr_wire.c */
-int jfr_rd_varint(jp *P, rd *r, uint64_t *v);
-int jfr_rd_u8(jp *P, rd *r, uint8_t *v);
-int jfr_rd_skip(jp *P, rd *r, size_t n);
+int pfr_jfr_rd_varint(jp *P, rd *r, uint64_t *v);
+int pfr_jfr_rd_u8(jp *P, rd *r, uint8_t *v);
+int pfr_jfr_rd_skip(jp *P, rd *r, size_t n);
 /* A count of items that each take at least min_bytes: more than the data holds is -EINVAL,
  * found before anything is allocated or looped for it. */
-int jfr_rd_count(jp *P, rd *r, size_t min_bytes, const char *what, uint64_t *n);
-int jfr_arena_reserve(jp *P, jfr_chunk *c, size_t more);
-void jfr_arena_putc(jfr_chunk *c, char ch);
-int jfr_skip_string(jp *P, rd *r);
+int pfr_jfr_rd_count(jp *P, rd *r, size_t min_bytes, const char *what, uint64_t *n);
+int pfr_jfr_arena_reserve(jp *P, jfr_chunk *c, size_t more);
+void pfr_jfr_arena_putc(jfr_chunk *c, char ch);
+int pfr_jfr_skip_string(jp *P, rd *r);
 /* Reads a string and keeps it (in the arena, or as a pool key). */
-int jfr_read_string(jp *P, jfr_chunk *c, rd *r, sref *out);
+int pfr_jfr_read_string(jp *P, jfr_chunk *c, rd *r, sref *out);
 /* A field that holds an integer: an integral primitive or a pool key, not an array. */
-bool jfr_integral(const jfr_chunk *c, const field_def *f);
-int jfr_read_int(jp *P, const jfr_chunk *c, rd *r, const field_def *f, int64_t *out);
-int jfr_skip_field(jp *P, const jfr_chunk *c, rd *r, const field_def *f, int depth);
+bool pfr_jfr_integral(const jfr_chunk *c, const field_def *f);
+int pfr_jfr_read_int(jp *P, const jfr_chunk *c, rd *r, const field_def *f, int64_t *out);
+int pfr_jfr_skip_field(jp *P, const jfr_chunk *c, rd *r, const field_def *f, int depth);
 /* Skips one value of class cls (not an array, not a pool key). */
-int jfr_skip_value(jp *P, const jfr_chunk *c, rd *r, uint32_t cls, int depth);
+int pfr_jfr_skip_value(jp *P, const jfr_chunk *c, rd *r, uint32_t cls, int depth);
 /* Reads one struct value of class cls, its integer fields at live positions want[0..n) into
  * vals (bit i of *found set for each read); skips the others. */
-int jfr_read_struct(jp *P, const jfr_chunk *c, rd *r, uint32_t cls, const int *want, size_t n,
-                    int64_t *vals, uint32_t *found, int depth);
+int pfr_jfr_read_struct(jp *P, const jfr_chunk *c, rd *r, uint32_t cls, const int *want, size_t n,
+                        int64_t *vals, uint32_t *found, int depth);
 
 /* jfr_meta.c */
 /* The chunk's metadata record: classes, fields, their layout, the pools pfr keeps. */
-int jfr_parse_metadata(jp *P, jfr_chunk *c);
+int pfr_jfr_parse_metadata(jp *P, jfr_chunk *c);
 /* Position of field name among cls's live fields, or -1. */
-int jfr_live_pos(const jfr_chunk *c, int64_t cls, const char *name);
-const field_def *jfr_live_field(const jfr_chunk *c, int64_t cls, int pos);
+int pfr_jfr_live_pos(const jfr_chunk *c, int64_t cls, const char *name);
+const field_def *pfr_jfr_live_field(const jfr_chunk *c, int64_t cls, int pos);
 
 #endif

@@ -34,12 +34,12 @@ static uint8_t tag_of(const char *s)
 static int meta_str(jp *P, jfr_chunk *c, rd *r, const meta_strs *s, const char **out, uint8_t *tag)
 {
     uint64_t i;
-    int rc = jfr_rd_varint(P, r, &i);
+    int rc = pfr_jfr_rd_varint(P, r, &i);
     if (rc < 0)
         return rc;
     if (i >= s->n)
-        return jfr_fail(P, -EINVAL, "metadata: string index %llu past the table's %zu",
-                        (unsigned long long)i, s->n);
+        return pfr_jfr_fail(P, -EINVAL, "metadata: string index %llu past the table's %zu",
+                            (unsigned long long)i, s->n);
     *out = c->arena + s->off[i];
     *tag = s->tag[i];
     return 0;
@@ -49,10 +49,10 @@ static int parse_u64(jp *P, const char *s, uint64_t *v)
 {
     uint64_t x = 0;
     if (!*s)
-        return jfr_fail(P, -EINVAL, "metadata: empty number");
+        return pfr_jfr_fail(P, -EINVAL, "metadata: empty number");
     for (; *s; s++) {
         if (*s < '0' || *s > '9' || x > (UINT64_MAX - 9) / 10)
-            return jfr_fail(P, -EINVAL, "metadata: bad number");
+            return pfr_jfr_fail(P, -EINVAL, "metadata: bad number");
         x = x * 10 + (uint64_t)(*s - '0');
     }
     *v = x;
@@ -66,11 +66,11 @@ typedef struct elem_attrs {
 static int add_class(jp *P, jfr_chunk *c, const elem_attrs *a)
 {
     if (!a->id || !a->name)
-        return jfr_fail(P, -EINVAL, "metadata: a class without id or name");
+        return pfr_jfr_fail(P, -EINVAL, "metadata: a class without id or name");
     if (c->nclasses >= JFR_MAX_CLASSES)
-        return jfr_fail(P, -E2BIG, "metadata: more than %d classes", JFR_MAX_CLASSES);
+        return pfr_jfr_fail(P, -E2BIG, "metadata: more than %d classes", JFR_MAX_CLASSES);
     if (PFR_VEC_RESERVE(c->classes, c->ccap, c->nclasses + 1) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for classes");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for classes");
     class_def *cd = &c->classes[c->nclasses];
     memset(cd, 0, sizeof(*cd));
     int rc = parse_u64(P, a->id, &cd->id);
@@ -85,11 +85,11 @@ static int add_class(jp *P, jfr_chunk *c, const elem_attrs *a)
 static int add_field(jp *P, jfr_chunk *c, const elem_attrs *a)
 {
     if (!a->name || !a->cls)
-        return jfr_fail(P, -EINVAL, "metadata: a field without name or class");
+        return pfr_jfr_fail(P, -EINVAL, "metadata: a field without name or class");
     if (c->nfields >= JFR_MAX_FIELDS)
-        return jfr_fail(P, -E2BIG, "metadata: more than %u fields", JFR_MAX_FIELDS);
+        return pfr_jfr_fail(P, -E2BIG, "metadata: more than %u fields", JFR_MAX_FIELDS);
     if (PFR_VEC_RESERVE(c->fields, c->fcap, c->nfields + 1) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for fields");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for fields");
     field_def *f = &c->fields[c->nfields];
     memset(f, 0, sizeof(*f));
     int rc = parse_u64(P, a->cls, &f->type_id);
@@ -102,7 +102,8 @@ static int add_field(jp *P, jfr_chunk *c, const elem_attrs *a)
         if ((rc = parse_u64(P, a->dim, &d)) < 0)
             return rc;
         if (d > 1)
-            return jfr_fail(P, -EINVAL, "metadata: field of dimension %llu", (unsigned long long)d);
+            return pfr_jfr_fail(P, -EINVAL, "metadata: field of dimension %llu",
+                                (unsigned long long)d);
         f->array = d == 1;
     }
     c->nfields++;
@@ -127,12 +128,13 @@ static int parse_element(jp *P, jfr_chunk *c, rd *r, const meta_strs *s, enum ec
                          int depth)
 {
     if (depth > JFR_MAX_META_DEPTH)
-        return jfr_fail(P, -EINVAL, "metadata: elements nested deeper than %d", JFR_MAX_META_DEPTH);
+        return pfr_jfr_fail(P, -EINVAL, "metadata: elements nested deeper than %d",
+                            JFR_MAX_META_DEPTH);
     const char *name;
     uint8_t tag, vtag;
     uint64_t nattr, nchild;
     int rc = meta_str(P, c, r, s, &name, &tag);
-    if (rc < 0 || (rc = jfr_rd_count(P, r, 2, "metadata attributes", &nattr)) < 0)
+    if (rc < 0 || (rc = pfr_jfr_rd_count(P, r, 2, "metadata attributes", &nattr)) < 0)
         return rc;
     enum ectx me = elem_kind(parent, tag);
     elem_attrs a = {0};
@@ -155,7 +157,7 @@ static int parse_element(jp *P, jfr_chunk *c, rd *r, const meta_strs *s, enum ec
         rc = add_class(P, c, &a);
     else if (me == E_FIELD)
         rc = add_field(P, c, &a);
-    if (rc < 0 || (rc = jfr_rd_count(P, r, 3, "metadata children", &nchild)) < 0)
+    if (rc < 0 || (rc = pfr_jfr_rd_count(P, r, 3, "metadata children", &nchild)) < 0)
         return rc;
     for (uint64_t i = 0; i < nchild && rc == 0; i++)
         rc = parse_element(P, c, r, s, me, depth + 1);
@@ -182,23 +184,24 @@ static uint8_t prim_of(const char *name)
 static int resolve_types(jp *P, jfr_chunk *c)
 {
     if (pfr_map_reserve(&c->class_by_id, c->nclasses) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for classes");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for classes");
     for (size_t i = 0; i < c->nclasses; i++) {
         class_def *cd = &c->classes[i];
         uint64_t *slot;
         int rc = pfr_map_intern(&c->class_by_id, cd->id, i, &slot);
         if (rc < 0)
-            return jfr_fail(P, -ENOMEM, "out of memory for classes");
+            return pfr_jfr_fail(P, -ENOMEM, "out of memory for classes");
         if (rc == 1)
-            return jfr_fail(P, -EINVAL, "metadata: class id %llu declared twice",
-                            (unsigned long long)cd->id);
+            return pfr_jfr_fail(P, -EINVAL, "metadata: class id %llu declared twice",
+                                (unsigned long long)cd->id);
         cd->prim = prim_of(c->arena + cd->name);
     }
     for (size_t i = 0; i < c->nfields; i++) {
         uint64_t *v = pfr_map_get(&c->class_by_id, c->fields[i].type_id);
         if (!v)
-            return jfr_fail(P, -EINVAL, "metadata: field %s of undeclared type %llu",
-                            c->arena + c->fields[i].name, (unsigned long long)c->fields[i].type_id);
+            return pfr_jfr_fail(P, -EINVAL, "metadata: field %s of undeclared type %llu",
+                                c->arena + c->fields[i].name,
+                                (unsigned long long)c->fields[i].type_id);
         c->fields[i].cls = (uint32_t)*v;
     }
     return 0;
@@ -220,7 +223,7 @@ static int compute_layout(jp *P, jfr_chunk *c)
     uint32_t *queue = malloc((nc ? nc : 1) * sizeof(*queue));
     int rc = 0;
     if (!deg || !edges || !queue) {
-        rc = jfr_fail(P, -ENOMEM, "out of memory for the metadata");
+        rc = pfr_jfr_fail(P, -ENOMEM, "out of memory for the metadata");
         goto out;
     }
     /* CSR of "a field of class owner has struct type t": t -> owner */
@@ -266,7 +269,7 @@ static int compute_layout(jp *P, jfr_chunk *c)
             if (!field_has_data(c, &c->fields[cd->field0 + i]))
                 continue;
             if (PFR_VEC_RESERVE(c->live, c->lcap, c->nlive + 1) < 0) {
-                rc = jfr_fail(P, -ENOMEM, "out of memory for the metadata");
+                rc = pfr_jfr_fail(P, -ENOMEM, "out of memory for the metadata");
                 break;
             }
             c->live[c->nlive++] = cd->field0 + i;
@@ -280,7 +283,7 @@ out:
     return rc;
 }
 
-int jfr_live_pos(const jfr_chunk *c, int64_t cls, const char *name)
+int pfr_jfr_live_pos(const jfr_chunk *c, int64_t cls, const char *name)
 {
     if (cls < 0)
         return -1;
@@ -291,7 +294,7 @@ int jfr_live_pos(const jfr_chunk *c, int64_t cls, const char *name)
     return -1;
 }
 
-const field_def *jfr_live_field(const jfr_chunk *c, int64_t cls, int pos)
+const field_def *pfr_jfr_live_field(const jfr_chunk *c, int64_t cls, int pos)
 {
     return &c->fields[c->live[c->classes[cls].live0 + (uint32_t)pos]];
 }
@@ -299,27 +302,27 @@ const field_def *jfr_live_field(const jfr_chunk *c, int64_t cls, int pos)
 /* The pools pfr keeps, and the shape their fields must have to be read (else skipped). */
 static void find_known(jfr_chunk *c)
 {
-    c->k_stack = jfr_class_find(c, "jdk.types.StackTrace");
-    c->k_frame = jfr_class_find(c, "jdk.types.StackFrame");
-    c->k_method = jfr_class_find(c, "jdk.types.Method");
-    c->k_class = jfr_class_find(c, "java.lang.Class");
-    c->k_symbol = jfr_class_find(c, "jdk.types.Symbol");
-    c->k_string = jfr_class_find(c, "java.lang.String");
-    c->f_trunc = jfr_field_find(c, (uint32_t)c->k_stack, "truncated");
-    c->f_frames = jfr_live_pos(c, c->k_stack, "frames");
+    c->k_stack = pfr_jfr_class_find(c, "jdk.types.StackTrace");
+    c->k_frame = pfr_jfr_class_find(c, "jdk.types.StackFrame");
+    c->k_method = pfr_jfr_class_find(c, "jdk.types.Method");
+    c->k_class = pfr_jfr_class_find(c, "java.lang.Class");
+    c->k_symbol = pfr_jfr_class_find(c, "jdk.types.Symbol");
+    c->k_string = pfr_jfr_class_find(c, "java.lang.String");
+    c->f_trunc = pfr_jfr_field_find(c, (uint32_t)c->k_stack, "truncated");
+    c->f_frames = pfr_jfr_live_pos(c, c->k_stack, "frames");
     if (c->f_frames >= 0) {
-        const field_def *f = jfr_live_field(c, c->k_stack, c->f_frames);
+        const field_def *f = pfr_jfr_live_field(c, c->k_stack, c->f_frames);
         if (!f->array || f->cpool || (int64_t)f->cls != c->k_frame)
             c->f_frames = -1;
     }
-    c->f_fmethod = jfr_field_find(c, (uint32_t)c->k_frame, "method");
-    c->f_fline = jfr_field_find(c, (uint32_t)c->k_frame, "lineNumber");
-    c->f_mtype = jfr_field_find(c, (uint32_t)c->k_method, "type");
-    c->f_mname = jfr_field_find(c, (uint32_t)c->k_method, "name");
-    c->f_cname = jfr_field_find(c, (uint32_t)c->k_class, "name");
-    c->f_sstring = jfr_live_pos(c, c->k_symbol, "string");
+    c->f_fmethod = pfr_jfr_field_find(c, (uint32_t)c->k_frame, "method");
+    c->f_fline = pfr_jfr_field_find(c, (uint32_t)c->k_frame, "lineNumber");
+    c->f_mtype = pfr_jfr_field_find(c, (uint32_t)c->k_method, "type");
+    c->f_mname = pfr_jfr_field_find(c, (uint32_t)c->k_method, "name");
+    c->f_cname = pfr_jfr_field_find(c, (uint32_t)c->k_class, "name");
+    c->f_sstring = pfr_jfr_live_pos(c, c->k_symbol, "string");
     if (c->f_sstring >= 0) {
-        const field_def *f = jfr_live_field(c, c->k_symbol, c->f_sstring);
+        const field_def *f = pfr_jfr_live_field(c, c->k_symbol, c->f_sstring);
         bool inline_str = !f->cpool && c->classes[f->cls].prim == P_STRING;
         bool pooled = f->cpool && (int64_t)f->cls == c->k_string;
         if (f->array || !(inline_str || pooled))
@@ -327,34 +330,34 @@ static void find_known(jfr_chunk *c)
     }
 }
 
-int jfr_parse_metadata(jp *P, jfr_chunk *c)
+int pfr_jfr_parse_metadata(jp *P, jfr_chunk *c)
 {
     if (c->md_off < JFR_HEADER_SIZE || c->md_off >= c->size)
-        return jfr_fail(P, -EINVAL, "metadata offset %llu outside the chunk of %zu bytes",
-                        (unsigned long long)c->md_off, c->size);
+        return pfr_jfr_fail(P, -EINVAL, "metadata offset %llu outside the chunk of %zu bytes",
+                            (unsigned long long)c->md_off, c->size);
     rd r = {c->base + c->md_off, c->base + c->size};
     uint64_t size, type, v, nstr;
-    int rc = jfr_rd_varint(P, &r, &size);
-    if (rc < 0 || (rc = jfr_rd_varint(P, &r, &type)) < 0)
+    int rc = pfr_jfr_rd_varint(P, &r, &size);
+    if (rc < 0 || (rc = pfr_jfr_rd_varint(P, &r, &type)) < 0)
         return rc;
     if (type != 0)
-        return jfr_fail(P, -EINVAL, "metadata offset points at a record of type %llu",
-                        (unsigned long long)type);
+        return pfr_jfr_fail(P, -EINVAL, "metadata offset points at a record of type %llu",
+                            (unsigned long long)type);
     if (size < (uint64_t)(r.p - (c->base + c->md_off)) || size > c->size - c->md_off)
-        return jfr_fail(P, -EINVAL, "metadata record of size %llu outside the chunk",
-                        (unsigned long long)size);
+        return pfr_jfr_fail(P, -EINVAL, "metadata record of size %llu outside the chunk",
+                            (unsigned long long)size);
     r.end = c->base + c->md_off + size;
     for (int i = 0; i < 3 && rc == 0; i++) /* start, duration, metadata id */
-        rc = jfr_rd_varint(P, &r, &v);
-    if (rc < 0 || (rc = jfr_rd_count(P, &r, 1, "metadata strings", &nstr)) < 0)
+        rc = pfr_jfr_rd_varint(P, &r, &v);
+    if (rc < 0 || (rc = pfr_jfr_rd_count(P, &r, 1, "metadata strings", &nstr)) < 0)
         return rc;
     uint32_t *off = malloc((nstr ? nstr : 1) * sizeof(*off));
     uint8_t *tag = malloc(nstr ? nstr : 1);
     if (!off || !tag)
-        rc = jfr_fail(P, -ENOMEM, "out of memory for the metadata");
+        rc = pfr_jfr_fail(P, -ENOMEM, "out of memory for the metadata");
     for (uint64_t i = 0; i < nstr && rc == 0; i++) {
         sref s;
-        rc = jfr_read_string(P, c, &r, &s);
+        rc = pfr_jfr_read_string(P, c, &r, &s);
         /* a pool reference means nothing here (the pools need the metadata): "" */
         off[i] = s.kind == S_ARENA ? (uint32_t)s.v : 0;
     }
@@ -372,7 +375,7 @@ int jfr_parse_metadata(jp *P, jfr_chunk *c)
     if (rc == 0) {
         c->pool_n = calloc(c->nclasses ? c->nclasses : 1, sizeof(*c->pool_n));
         if (!c->pool_n)
-            rc = jfr_fail(P, -ENOMEM, "out of memory for the metadata");
+            rc = pfr_jfr_fail(P, -ENOMEM, "out of memory for the metadata");
     }
     if (rc == 0)
         find_known(c);

@@ -1,4 +1,4 @@
-/* jfr_parse: the chunks of a recording, their constant pools and records (jfr_parse.h; the
+/* pfr_jfr_parse: the chunks of a recording, their constant pools and records (jfr_parse.h; the
  * format is described in jfr_internal.h). */
 #include "jfr_parse.h"
 
@@ -24,7 +24,7 @@ static int store_key(jp *P, pfr_map *m, uint64_t key, size_t idx, bool *dup)
     uint64_t *slot;
     int rc = pfr_map_intern(m, key, idx, &slot);
     if (rc < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for a constant pool");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for a constant pool");
     *dup = rc == 1; /* the first of two entries with one key wins */
     return 0;
 }
@@ -39,23 +39,23 @@ static int read_stack(jp *P, jfr_chunk *c, rd *r, uint64_t key)
         int rc;
         if ((int)i == c->f_trunc) {
             int64_t t;
-            rc = jfr_read_int(P, c, r, f, &t);
+            rc = pfr_jfr_read_int(P, c, r, f, &t);
             trunc = t != 0;
         } else if ((int)i == c->f_frames && c->classes[f->cls].has_data) {
             uint64_t n;
-            rc = jfr_rd_count(P, r, 1, "stack frames", &n);
+            rc = pfr_jfr_rd_count(P, r, 1, "stack frames", &n);
             for (uint64_t k = 0; rc == 0 && k < n; k++) {
                 int want[2] = {c->f_fmethod, c->f_fline};
                 int64_t vals[2] = {0, 0};
                 uint32_t found = 0;
-                rc = jfr_read_struct(P, c, r, (uint32_t)c->k_frame, want, 2, vals, &found, 1);
+                rc = pfr_jfr_read_struct(P, c, r, (uint32_t)c->k_frame, want, 2, vals, &found, 1);
                 if (rc < 0)
                     break;
                 if (c->nframes >= P->lim->max_frames)
-                    return jfr_fail(P, -E2BIG, "more than %zu stack frames in a chunk",
-                                    P->lim->max_frames);
+                    return pfr_jfr_fail(P, -E2BIG, "more than %zu stack frames in a chunk",
+                                        P->lim->max_frames);
                 if (PFR_VEC_RESERVE(c->frames, c->framecap, c->nframes + 1) < 0)
-                    return jfr_fail(P, -ENOMEM, "out of memory for stack frames");
+                    return pfr_jfr_fail(P, -ENOMEM, "out of memory for stack frames");
                 c->frames[c->nframes++] = (jfr_frame){
                     .method = (uint64_t)vals[0],
                     .line = (int32_t)vals[1],
@@ -63,7 +63,7 @@ static int read_stack(jp *P, jfr_chunk *c, rd *r, uint64_t key)
                 };
             }
         } else {
-            rc = jfr_skip_field(P, c, r, f, 1);
+            rc = pfr_jfr_skip_field(P, c, r, f, 1);
         }
         if (rc < 0)
             return rc;
@@ -77,7 +77,7 @@ static int read_stack(jp *P, jfr_chunk *c, rd *r, uint64_t key)
         return 0;
     }
     if (PFR_VEC_RESERVE(c->sents, c->sentcap, c->nsents + 1) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for stack traces");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for stack traces");
     c->sents[c->nsents++] = (stack_ent){(uint32_t)frame0, (uint32_t)(c->nframes - frame0), trunc};
     return 0;
 }
@@ -88,11 +88,11 @@ static int read_method(jp *P, jfr_chunk *c, rd *r, uint64_t key)
     int64_t vals[2] = {0, 0};
     uint32_t found = 0;
     bool dup = false;
-    int rc = jfr_read_struct(P, c, r, (uint32_t)c->k_method, want, 2, vals, &found, 0);
+    int rc = pfr_jfr_read_struct(P, c, r, (uint32_t)c->k_method, want, 2, vals, &found, 0);
     if (rc < 0 || (rc = store_key(P, &c->m_meth, key, c->nments, &dup)) < 0 || dup)
         return rc;
     if (PFR_VEC_RESERVE(c->ments, c->mentcap, c->nments + 1) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for methods");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for methods");
     c->ments[c->nments++] =
         (method_ent){(uint64_t)vals[0], (uint64_t)vals[1], (found & 1) != 0, (found & 2) != 0};
     return 0;
@@ -104,11 +104,11 @@ static int read_class(jp *P, jfr_chunk *c, rd *r, uint64_t key)
     int64_t val = 0;
     uint32_t found = 0;
     bool dup = false;
-    int rc = jfr_read_struct(P, c, r, (uint32_t)c->k_class, want, 1, &val, &found, 0);
+    int rc = pfr_jfr_read_struct(P, c, r, (uint32_t)c->k_class, want, 1, &val, &found, 0);
     if (rc < 0 || (rc = store_key(P, &c->m_cls, key, c->ncents, &dup)) < 0 || dup)
         return rc;
     if (PFR_VEC_RESERVE(c->cents, c->centcap, c->ncents + 1) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for classes");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for classes");
     c->cents[c->ncents++] = (class_ent){(uint64_t)val, found != 0};
     return 0;
 }
@@ -120,7 +120,7 @@ static int keep_sref(jp *P, pfr_map *m, sref **arr, size_t *n, size_t *cap, uint
     if (rc < 0 || dup)
         return rc;
     if (PFR_VEC_RESERVE(*arr, *cap, *n + 1) < 0)
-        return jfr_fail(P, -ENOMEM, "out of memory for symbols");
+        return pfr_jfr_fail(P, -ENOMEM, "out of memory for symbols");
     (*arr)[(*n)++] = s;
     return 0;
 }
@@ -133,12 +133,12 @@ static int read_symbol(jp *P, jfr_chunk *c, rd *r, uint64_t key)
         const field_def *f = &c->fields[c->live[cd->live0 + i]];
         int rc;
         if ((int)i == c->f_sstring && f->cpool) {
-            rc = jfr_rd_varint(P, r, &s.v);
+            rc = pfr_jfr_rd_varint(P, r, &s.v);
             s.kind = S_POOLREF;
         } else if ((int)i == c->f_sstring) {
-            rc = jfr_read_string(P, c, r, &s);
+            rc = pfr_jfr_read_string(P, c, r, &s);
         } else {
-            rc = jfr_skip_field(P, c, r, f, 1);
+            rc = pfr_jfr_skip_field(P, c, r, f, 1);
         }
         if (rc < 0)
             return rc;
@@ -159,35 +159,35 @@ static int read_pool_value(jp *P, jfr_chunk *c, rd *r, uint32_t cls, uint64_t ke
         return read_symbol(P, c, r, key);
     if (k == c->k_string) {
         sref s;
-        int rc = jfr_read_string(P, c, r, &s);
+        int rc = pfr_jfr_read_string(P, c, r, &s);
         if (rc < 0)
             return rc;
         if (s.kind == S_POOLREF) /* a string pool entry that points into itself: none */
             s.kind = S_NONE;
         return keep_sref(P, &c->m_str, &c->strs, &c->nstrs, &c->strcap, key, s);
     }
-    return jfr_skip_value(P, c, r, cls, 0);
+    return pfr_jfr_skip_value(P, c, r, cls, 0);
 }
 
 static int parse_pool(jp *P, jfr_chunk *c, rd *r)
 {
     uint64_t type_id, count, key;
-    int rc = jfr_rd_varint(P, r, &type_id);
+    int rc = pfr_jfr_rd_varint(P, r, &type_id);
     if (rc < 0)
         return rc;
     uint64_t *ci = pfr_map_get(&c->class_by_id, type_id);
     if (!ci)
-        return jfr_fail(P, -EINVAL, "constant pool of undeclared type %llu",
-                        (unsigned long long)type_id);
+        return pfr_jfr_fail(P, -EINVAL, "constant pool of undeclared type %llu",
+                            (unsigned long long)type_id);
     uint32_t cls = (uint32_t)*ci;
-    if ((rc = jfr_rd_count(P, r, 1, "constant pool entries", &count)) < 0)
+    if ((rc = pfr_jfr_rd_count(P, r, 1, "constant pool entries", &count)) < 0)
         return rc;
     if (count > P->lim->max_pool_entries - c->pool_n[cls])
-        return jfr_fail(P, -E2BIG, "constant pool %s: more than %zu entries",
-                        c->arena + c->classes[cls].name, P->lim->max_pool_entries);
+        return pfr_jfr_fail(P, -E2BIG, "constant pool %s: more than %zu entries",
+                            c->arena + c->classes[cls].name, P->lim->max_pool_entries);
     c->pool_n[cls] += (size_t)count;
     for (uint64_t i = 0; i < count && rc == 0; i++) {
-        rc = jfr_rd_varint(P, r, &key);
+        rc = pfr_jfr_rd_varint(P, r, &key);
         if (rc == 0)
             rc = read_pool_value(P, c, r, cls, key);
     }
@@ -200,41 +200,43 @@ static int parse_pools(jp *P, jfr_chunk *c)
     uint64_t off = c->cp_off;
     for (;;) {
         if (off < JFR_HEADER_SIZE || off >= c->size)
-            return jfr_fail(P, -EINVAL, "checkpoint offset %llu outside the chunk of %zu bytes",
-                            (unsigned long long)off, c->size);
+            return pfr_jfr_fail(P, -EINVAL, "checkpoint offset %llu outside the chunk of %zu bytes",
+                                (unsigned long long)off, c->size);
         rd r = {c->base + off, c->base + c->size};
         uint64_t size, type, v, delta, npools;
         uint8_t flags = 0;
-        int rc = jfr_rd_varint(P, &r, &size);
-        if (rc < 0 || (rc = jfr_rd_varint(P, &r, &type)) < 0)
+        int rc = pfr_jfr_rd_varint(P, &r, &size);
+        if (rc < 0 || (rc = pfr_jfr_rd_varint(P, &r, &type)) < 0)
             return rc;
         if (type != 1)
-            return jfr_fail(P, -EINVAL, "checkpoint offset %llu points at a record of type %llu",
-                            (unsigned long long)off, (unsigned long long)type);
+            return pfr_jfr_fail(P, -EINVAL,
+                                "checkpoint offset %llu points at a record of type %llu",
+                                (unsigned long long)off, (unsigned long long)type);
         if (size < (uint64_t)(r.p - (c->base + off)) || size > c->size - off)
-            return jfr_fail(P, -EINVAL, "checkpoint record of size %llu outside the chunk",
-                            (unsigned long long)size);
+            return pfr_jfr_fail(P, -EINVAL, "checkpoint record of size %llu outside the chunk",
+                                (unsigned long long)size);
         r.end = c->base + off + size;
         for (int i = 0; i < 2 && rc == 0; i++) /* start, duration */
-            rc = jfr_rd_varint(P, &r, &v);
-        if (rc < 0 || (rc = jfr_rd_varint(P, &r, &delta)) < 0 ||
-            (rc = jfr_rd_u8(P, &r, &flags)) < 0 ||
-            (rc = jfr_rd_count(P, &r, 2, "constant pools", &npools)) < 0)
+            rc = pfr_jfr_rd_varint(P, &r, &v);
+        if (rc < 0 || (rc = pfr_jfr_rd_varint(P, &r, &delta)) < 0 ||
+            (rc = pfr_jfr_rd_u8(P, &r, &flags)) < 0 ||
+            (rc = pfr_jfr_rd_count(P, &r, 2, "constant pools", &npools)) < 0)
             return rc;
         for (uint64_t i = 0; i < npools && rc == 0; i++)
             rc = parse_pool(P, c, &r);
         if (rc < 0)
             return rc;
         if (r.p != r.end)
-            return jfr_fail(P, -EINVAL, "checkpoint at %llu: its size does not match its content",
-                            (unsigned long long)off);
+            return pfr_jfr_fail(P, -EINVAL,
+                                "checkpoint at %llu: its size does not match its content",
+                                (unsigned long long)off);
         int64_t d = (int64_t)delta;
         if (d == 0)
             return 0;
         /* each checkpoint points back at an earlier one: the chain ends */
         if (d > 0 || (uint64_t)(-(d + 1)) >= off)
-            return jfr_fail(P, -EINVAL, "checkpoint at %llu: delta %lld does not point back",
-                            (unsigned long long)off, (long long)d);
+            return pfr_jfr_fail(P, -EINVAL, "checkpoint at %llu: delta %lld does not point back",
+                                (unsigned long long)off, (long long)d);
         off = (uint64_t)((int64_t)off + d);
     }
 }
@@ -246,15 +248,15 @@ static int visit_records(jp *P, jfr_chunk *c, const jfr_visitor *v, jfr_parse_st
     while (pos < c->size) {
         rd r = {c->base + pos, c->base + c->size};
         uint64_t size, type;
-        int rc = jfr_rd_varint(P, &r, &size);
-        if (rc < 0 || (rc = jfr_rd_varint(P, &r, &type)) < 0)
+        int rc = pfr_jfr_rd_varint(P, &r, &size);
+        if (rc < 0 || (rc = pfr_jfr_rd_varint(P, &r, &type)) < 0)
             return rc;
         size_t head = (size_t)(r.p - (c->base + pos));
         if (size < head || size > c->size - pos)
-            return jfr_fail(P, -EINVAL, "record at %zu: size %llu outside the chunk", pos,
-                            (unsigned long long)size);
+            return pfr_jfr_fail(P, -EINVAL, "record at %zu: size %llu outside the chunk", pos,
+                                (unsigned long long)size);
         if (P->records >= P->lim->max_events)
-            return jfr_fail(P, -E2BIG, "more than %zu records", P->lim->max_events);
+            return pfr_jfr_fail(P, -E2BIG, "more than %zu records", P->lim->max_events);
         P->records++;
         jfr_record rec = {
             .type_id = type,
@@ -305,11 +307,11 @@ static void chunk_free(jfr_chunk *c)
 
 static int parse_chunk(jp *P, jfr_chunk *c, const jfr_visitor *v, jfr_parse_stats *st)
 {
-    int rc = jfr_arena_reserve(P, c, 1); /* offset 0: "" */
+    int rc = pfr_jfr_arena_reserve(P, c, 1); /* offset 0: "" */
     if (rc < 0)
         return rc;
-    jfr_arena_putc(c, '\0');
-    if ((rc = jfr_parse_metadata(P, c)) < 0 || (rc = parse_pools(P, c)) < 0)
+    pfr_jfr_arena_putc(c, '\0');
+    if ((rc = pfr_jfr_parse_metadata(P, c)) < 0 || (rc = parse_pools(P, c)) < 0)
         return rc;
     if (v->chunk_begin && (rc = v->chunk_begin(v->ctx, c)) < 0)
         return rc;
@@ -328,16 +330,16 @@ static int read_header(jp *P, const uint8_t *buf, size_t left, size_t at, jfr_ch
 {
     size_t m = left < 4 ? left : 4;
     if (memcmp(buf, MAGIC, m) != 0)
-        return jfr_fail(P, -EINVAL, "no JFR chunk at offset %zu", at);
+        return pfr_jfr_fail(P, -EINVAL, "no JFR chunk at offset %zu", at);
     if (left < JFR_HEADER_SIZE)
         return 0;
     unsigned major = (unsigned)buf[4] << 8 | buf[5];
     if (major != 2)
-        return jfr_fail(P, -EINVAL, "JFR version %u.%u (2.x is read)", major,
-                        (unsigned)buf[6] << 8 | buf[7]);
+        return pfr_jfr_fail(P, -EINVAL, "JFR version %u.%u (2.x is read)", major,
+                            (unsigned)buf[6] << 8 | buf[7]);
     uint64_t size = be64(buf + 8);
     if (size < JFR_HEADER_SIZE)
-        return jfr_fail(P, -EINVAL, "chunk at %zu: size %llu", at, (unsigned long long)size);
+        return pfr_jfr_fail(P, -EINVAL, "chunk at %zu: size %llu", at, (unsigned long long)size);
     if (buf[64] != 0 || size > left)
         return 0;
     c->base = buf;
@@ -349,21 +351,23 @@ static int read_header(jp *P, const uint8_t *buf, size_t left, size_t at, jfr_ch
     c->start_ticks = (int64_t)be64(buf + 48);
     c->tps = (int64_t)be64(buf + 56);
     if (c->tps <= 0)
-        return jfr_fail(P, -EINVAL, "chunk at %zu: %lld ticks per second", at, (long long)c->tps);
+        return pfr_jfr_fail(P, -EINVAL, "chunk at %zu: %lld ticks per second", at,
+                            (long long)c->tps);
     return 1;
 }
 
-int jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const jfr_visitor *v,
-              jfr_parse_stats *st, char *err, size_t errlen)
+int pfr_jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const jfr_visitor *v,
+                  jfr_parse_stats *st, char *err, size_t errlen)
 {
     jp P = {.lim = lim, .err = err, .errlen = errlen};
     memset(st, 0, sizeof(*st));
     if (errlen > 0)
         err[0] = '\0';
     if (len == 0)
-        return jfr_fail(&P, -EINVAL, "empty recording");
+        return pfr_jfr_fail(&P, -EINVAL, "empty recording");
     if (len > lim->max_bytes)
-        return jfr_fail(&P, -E2BIG, "recording of %zu bytes, more than %zu", len, lim->max_bytes);
+        return pfr_jfr_fail(&P, -E2BIG, "recording of %zu bytes, more than %zu", len,
+                            lim->max_bytes);
     size_t pos = 0;
     while (pos < len) {
         jfr_chunk c;
@@ -382,17 +386,17 @@ int jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const jfr_v
             return rc;
     }
     if (st->chunks == 0)
-        return jfr_fail(&P, -EINVAL, "no whole chunk: the recording was cut short");
+        return pfr_jfr_fail(&P, -EINVAL, "no whole chunk: the recording was cut short");
     return 0;
 }
 /* ---- accessors ---- */
 
-int64_t jfr_chunk_start_ns(const jfr_chunk *c)
+int64_t pfr_jfr_chunk_start_ns(const jfr_chunk *c)
 {
     return c->start_ns;
 }
 
-int64_t jfr_chunk_duration_ns(const jfr_chunk *c)
+int64_t pfr_jfr_chunk_duration_ns(const jfr_chunk *c)
 {
     return c->duration_ns;
 }
@@ -406,28 +410,28 @@ static int64_t sat64(__int128 v)
     return (int64_t)v;
 }
 
-int64_t jfr_ticks_to_ns(const jfr_chunk *c, int64_t ticks)
+int64_t pfr_jfr_ticks_to_ns(const jfr_chunk *c, int64_t ticks)
 {
     return sat64((__int128)ticks * 1000000000 / c->tps);
 }
 
-int64_t jfr_ticks_to_unix_ns(const jfr_chunk *c, int64_t ticks)
+int64_t pfr_jfr_ticks_to_unix_ns(const jfr_chunk *c, int64_t ticks)
 {
     __int128 d = ((__int128)ticks - c->start_ticks) * 1000000000 / c->tps;
     return sat64((__int128)c->start_ns + d);
 }
 
-size_t jfr_num_classes(const jfr_chunk *c)
+size_t pfr_jfr_num_classes(const jfr_chunk *c)
 {
     return c->nclasses;
 }
 
-const char *jfr_class_name(const jfr_chunk *c, uint32_t cls)
+const char *pfr_jfr_class_name(const jfr_chunk *c, uint32_t cls)
 {
     return cls < c->nclasses ? c->arena + c->classes[cls].name : "";
 }
 
-int64_t jfr_class_find(const jfr_chunk *c, const char *name)
+int64_t pfr_jfr_class_find(const jfr_chunk *c, const char *name)
 {
     for (size_t i = 0; i < c->nclasses; i++)
         if (strcmp(c->arena + c->classes[i].name, name) == 0)
@@ -435,16 +439,16 @@ int64_t jfr_class_find(const jfr_chunk *c, const char *name)
     return -1;
 }
 
-int jfr_field_find(const jfr_chunk *c, uint32_t cls, const char *name)
+int pfr_jfr_field_find(const jfr_chunk *c, uint32_t cls, const char *name)
 {
     if (cls >= c->nclasses)
         return -1;
-    int pos = jfr_live_pos(c, cls, name);
-    return pos >= 0 && jfr_integral(c, jfr_live_field(c, cls, pos)) ? pos : -1;
+    int pos = pfr_jfr_live_pos(c, cls, name);
+    return pos >= 0 && pfr_jfr_integral(c, pfr_jfr_live_field(c, cls, pos)) ? pos : -1;
 }
 
-int jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos, size_t n,
-                   int64_t *vals, uint32_t *found)
+int pfr_jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos, size_t n,
+                       int64_t *vals, uint32_t *found)
 {
     char err[8];
     jp P = {.err = err, .errlen = 0};
@@ -465,11 +469,11 @@ int jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos, si
         while (j < n && pos[j] != (int)i)
             j++;
         int rc;
-        if (j < n && jfr_integral(c, f)) {
-            rc = jfr_read_int(&P, c, &r, f, &vals[j]);
+        if (j < n && pfr_jfr_integral(c, f)) {
+            rc = pfr_jfr_read_int(&P, c, &r, f, &vals[j]);
             *found |= 1u << j;
         } else {
-            rc = jfr_skip_field(&P, c, &r, f, 1);
+            rc = pfr_jfr_skip_field(&P, c, &r, f, 1);
         }
         if (rc < 0)
             return rc;
@@ -477,12 +481,12 @@ int jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos, si
     return 0;
 }
 
-size_t jfr_num_stacks(const jfr_chunk *c)
+size_t pfr_jfr_num_stacks(const jfr_chunk *c)
 {
     return c->nsents;
 }
 
-int jfr_stack_get(const jfr_chunk *c, uint64_t key, jfr_stack *out)
+int pfr_jfr_stack_get(const jfr_chunk *c, uint64_t key, jfr_stack *out)
 {
     uint64_t *i = pfr_map_get(&c->m_stack, key);
     if (!i)
@@ -514,7 +518,7 @@ static const char *symbol_str(const jfr_chunk *c, uint64_t key)
     return i ? sref_str(c, c->syms[*i]) : "";
 }
 
-int jfr_method_get(const jfr_chunk *c, uint64_t key, const char **cls, const char **name)
+int pfr_jfr_method_get(const jfr_chunk *c, uint64_t key, const char **cls, const char **name)
 {
     uint64_t *i = pfr_map_get(&c->m_meth, key);
     if (!i)

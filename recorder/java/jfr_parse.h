@@ -1,13 +1,13 @@
 /*
- * jfr_parse: the JDK Flight Recorder file format (version 2.x, what JDK 11 and later write), read
- * from memory; the parser behind pfr_jfr.h, and the dump tool's (tests/java).
+ * pfr_jfr_parse: the JDK Flight Recorder file format (version 2.x, what JDK 11 and later write),
+ * read from memory; the parser behind pfr_jfr.h, and the dump tool's (tests/java).
  *
  * A recording is a sequence of chunks. Each chunk is whole in itself: a 68-byte header, event
  * records, one metadata record (the classes: ids, names, fields and their types) and constant
  * pool records (checkpoints, chained backwards from the header's offset) that the events refer
- * to by key. jfr_parse reads each whole chunk's metadata and the pools pfr needs (stack traces,
+ * to by key. pfr_jfr_parse reads each whole chunk's metadata and the pools pfr needs (stack traces,
  * methods, classes, symbols, strings; every other pool is walked and dropped), then hands every
- * record to a visitor in file order. Event fields are read on demand (jfr_event_read), by
+ * record to a visitor in file order. Event fields are read on demand (pfr_jfr_event_read), by
  * position in their class.
  *
  * Everything read is outside input: each size, count, offset, key and depth is checked against
@@ -26,7 +26,7 @@
 #define JFR_MAX_VALUE_DEPTH 32         /* of values nested in values (the JDK's are 3 deep) */
 #define JFR_MAX_CLASSES     65536      /* per metadata (JDK 17 declares ~200) */
 #define JFR_MAX_FIELDS      (1u << 20) /* per metadata, all classes */
-#define JFR_MAX_FIELDS_READ 8          /* per jfr_event_read call */
+#define JFR_MAX_FIELDS_READ 8          /* per pfr_jfr_event_read call */
 
 typedef struct jfr_limits {
     size_t max_bytes;        /* of the recording */
@@ -46,7 +46,7 @@ enum jfr_record_kind {
 
 typedef struct jfr_record {
     enum jfr_record_kind kind;
-    uint32_t cls; /* class index (jfr_class_name) for JFR_REC_EVENT */
+    uint32_t cls; /* class index (pfr_jfr_class_name) for JFR_REC_EVENT */
     uint64_t type_id;
     const uint8_t *body; /* the fields, after the size and the type id */
     size_t len;
@@ -70,28 +70,28 @@ typedef struct jfr_parse_stats {
 /* Parses buf[0..len). Returns 0, or a negative errno with a reason in err: -EINVAL (not JFR or
  * malformed), -E2BIG (a limit), -ENOMEM, or a visitor's error. A last chunk cut short is left
  * out (st->truncated); when it is the first chunk, that is -EINVAL. */
-int jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const jfr_visitor *v,
-              jfr_parse_stats *st, char *err, size_t errlen);
+int pfr_jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const jfr_visitor *v,
+                  jfr_parse_stats *st, char *err, size_t errlen);
 
 /* ---- a chunk, valid from chunk_begin to chunk_end ---- */
-int64_t jfr_chunk_start_ns(const jfr_chunk *c); /* unix ns */
-int64_t jfr_chunk_duration_ns(const jfr_chunk *c);
-int64_t jfr_ticks_to_unix_ns(const jfr_chunk *c, int64_t ticks); /* a timestamp */
-int64_t jfr_ticks_to_ns(const jfr_chunk *c, int64_t ticks);      /* a duration */
+int64_t pfr_jfr_chunk_start_ns(const jfr_chunk *c); /* unix ns */
+int64_t pfr_jfr_chunk_duration_ns(const jfr_chunk *c);
+int64_t pfr_jfr_ticks_to_unix_ns(const jfr_chunk *c, int64_t ticks); /* a timestamp */
+int64_t pfr_jfr_ticks_to_ns(const jfr_chunk *c, int64_t ticks);      /* a duration */
 
-size_t jfr_num_classes(const jfr_chunk *c);
-const char *jfr_class_name(const jfr_chunk *c, uint32_t cls);
+size_t pfr_jfr_num_classes(const jfr_chunk *c);
+const char *pfr_jfr_class_name(const jfr_chunk *c, uint32_t cls);
 /* Index of the class named name, or -1. */
-int64_t jfr_class_find(const jfr_chunk *c, const char *name);
+int64_t pfr_jfr_class_find(const jfr_chunk *c, const char *name);
 /* Position of field name among cls's fields that have bytes on the wire, or -1 (absent, or a
  * field that cannot hold an integer: arrays, strings, floats, structs). */
-int jfr_field_find(const jfr_chunk *c, uint32_t cls, const char *name);
+int pfr_jfr_field_find(const jfr_chunk *c, uint32_t cls, const char *name);
 
 /* Reads the integer fields at positions pos[0..n) (n <= JFR_MAX_FIELDS_READ, from
- * jfr_field_find; -1 is skipped) of an event: vals[i] receives field pos[i], bit i of *found is
+ * pfr_jfr_field_find; -1 is skipped) of an event: vals[i] receives field pos[i], bit i of *found is
  * set when it was read. A constant pool field gives its key. 0 or -EINVAL (malformed record). */
-int jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos, size_t n,
-                   int64_t *vals, uint32_t *found);
+int pfr_jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos, size_t n,
+                       int64_t *vals, uint32_t *found);
 
 /* ---- the constant pools pfr keeps ---- */
 typedef struct jfr_frame {
@@ -107,11 +107,11 @@ typedef struct jfr_stack {
     bool truncated; /* the JVM cut it (deeper than the recording's stackdepth) */
 } jfr_stack;
 
-size_t jfr_num_stacks(const jfr_chunk *c);
+size_t pfr_jfr_num_stacks(const jfr_chunk *c);
 /* The stack trace with constant pool key key. 0 or -ENOENT. */
-int jfr_stack_get(const jfr_chunk *c, uint64_t key, jfr_stack *out);
+int pfr_jfr_stack_get(const jfr_chunk *c, uint64_t key, jfr_stack *out);
 /* The method with key key: its class's name and its own name as the JVM stores them ("" when
  * a reference is missing). 0 or -ENOENT when the method itself is missing. */
-int jfr_method_get(const jfr_chunk *c, uint64_t key, const char **cls, const char **name);
+int pfr_jfr_method_get(const jfr_chunk *c, uint64_t key, const char **cls, const char **name);
 
 #endif

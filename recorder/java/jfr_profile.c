@@ -171,7 +171,7 @@ static int merge_generated(conv *cv, int which, const char *s, const char **out)
 static int64_t frame_location(conv *cv, const jfr_chunk *c, pfr_profile *p, const jfr_frame *f)
 {
     const char *cls, *meth;
-    if (!f->has_method || jfr_method_get(c, f->method, &cls, &meth) < 0)
+    if (!f->has_method || pfr_jfr_method_get(c, f->method, &cls, &meth) < 0)
         return -ENOENT;
     int rc = merge_generated(cv, 1, cls, &cls);
     if (rc < 0 || (rc = merge_generated(cv, 2, meth, &meth)) < 0)
@@ -250,7 +250,7 @@ static pfr_profile *profile_for(conv *cv, int prof)
 static int on_chunk_begin(void *ctx, const jfr_chunk *c)
 {
     conv *cv = ctx;
-    size_t nc = jfr_num_classes(c), ns = jfr_num_stacks(c);
+    size_t nc = pfr_jfr_num_classes(c), ns = pfr_jfr_num_stacks(c);
     free(cv->shape);
     cv->shape = calloc(nc ? nc : 1, sizeof(*cv->shape));
     if (!cv->shape)
@@ -259,15 +259,17 @@ static int on_chunk_begin(void *ctx, const jfr_chunk *c)
     for (size_t i = 0; i < nc; i++)
         cv->shape[i].prof = NPROF;
     for (size_t e = 0; e < sizeof(EVENTS) / sizeof(EVENTS[0]); e++) {
-        int64_t k = jfr_class_find(c, EVENTS[e].event);
+        int64_t k = pfr_jfr_class_find(c, EVENTS[e].event);
         if (k < 0)
             continue;
         ev_shape *s = &cv->shape[k];
         s->prof = EVENTS[e].prof;
-        s->pos[F_START] = jfr_field_find(c, (uint32_t)k, "startTime");
-        s->pos[F_STACK] = jfr_field_find(c, (uint32_t)k, "stackTrace");
-        s->pos[F_VALUE] = EVENTS[e].value ? jfr_field_find(c, (uint32_t)k, EVENTS[e].value) : -1;
-        s->pos[F_THREAD] = e == SAMPLED_ALLOC ? jfr_field_find(c, (uint32_t)k, "eventThread") : -1;
+        s->pos[F_START] = pfr_jfr_field_find(c, (uint32_t)k, "startTime");
+        s->pos[F_STACK] = pfr_jfr_field_find(c, (uint32_t)k, "stackTrace");
+        s->pos[F_VALUE] =
+            EVENTS[e].value ? pfr_jfr_field_find(c, (uint32_t)k, EVENTS[e].value) : -1;
+        s->pos[F_THREAD] =
+            e == SAMPLED_ALLOC ? pfr_jfr_field_find(c, (uint32_t)k, "eventThread") : -1;
     }
     for (int p = 0; p < NPROF; p++) {
         free(cv->slots[p]);
@@ -279,7 +281,7 @@ static int on_chunk_begin(void *ctx, const jfr_chunk *c)
         cv->nlocs[p] = 0;
     }
     cv->nslots = ns;
-    int64_t start = jfr_chunk_start_ns(c), end = start + jfr_chunk_duration_ns(c);
+    int64_t start = pfr_jfr_chunk_start_ns(c), end = start + pfr_jfr_chunk_duration_ns(c);
     if (cv->t_min == 0 || start < cv->t_min)
         cv->t_min = start;
     if (end > cv->t_max)
@@ -293,7 +295,7 @@ static bool in_window(const conv *cv, const jfr_chunk *c, const int64_t *vals, u
         return true;
     if (!(found & 1u << F_START))
         return false;
-    int64_t t = jfr_ticks_to_unix_ns(c, vals[F_START]);
+    int64_t t = pfr_jfr_ticks_to_unix_ns(c, vals[F_START]);
     return t >= cv->o.from_ns && t < cv->o.to_ns;
 }
 
@@ -342,12 +344,12 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
     pfr_jfr_counts *n = &cv->out->counts;
     int64_t vals[NF] = {0};
     uint32_t found;
-    if (jfr_event_read(c, rec, sh->pos, NF, vals, &found) < 0)
+    if (pfr_jfr_event_read(c, rec, sh->pos, NF, vals, &found) < 0)
         return conv_fail(cv, -EINVAL, "an event's fields run past its record");
     jfr_stack st;
     bool valued = sh->prof == PROF_CPU || (found & 1u << F_VALUE);
     if (!in_window(cv, c, vals, found) || !(found & 1u << F_STACK) || !valued ||
-        jfr_stack_get(c, (uint64_t)vals[F_STACK], &st) < 0) {
+        pfr_jfr_stack_get(c, (uint64_t)vals[F_STACK], &st) < 0) {
         n->skipped_events++;
         return 0;
     }
@@ -383,7 +385,7 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
         n->alloc_samples++;
     } else {
         values[0] = 1;
-        values[1] = jfr_ticks_to_ns(c, vals[F_VALUE]);
+        values[1] = pfr_jfr_ticks_to_ns(c, vals[F_VALUE]);
         p = cv->out->lock;
         n->lock_samples++;
     }
@@ -438,7 +440,7 @@ int pfr_jfr_to_profiles(const uint8_t *buf, size_t len, const pfr_jfr_opts *opts
     memset(out, 0, sizeof(*out));
     if (errlen > 0)
         err[0] = '\0';
-    int rc = jfr_parse(buf, len, &lim, &v, &st, err, errlen);
+    int rc = pfr_jfr_parse(buf, len, &lim, &v, &st, err, errlen);
     conv_free(&cv);
     pfr_profile *ps[NPROF] = {out->cpu, out->alloc, out->lock};
     bool windowed = cv.o.from_ns != 0 || cv.o.to_ns != 0;

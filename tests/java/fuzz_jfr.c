@@ -17,15 +17,15 @@ static int read_every_event(void *ctx, const jfr_chunk *c, const jfr_record *rec
     uint32_t found;
     for (int i = 0; i < JFR_MAX_FIELDS_READ; i++)
         pos[i] = i;
-    jfr_event_read(c, rec, pos, JFR_MAX_FIELDS_READ, vals, &found);
+    pfr_jfr_event_read(c, rec, pos, JFR_MAX_FIELDS_READ, vals, &found);
     /* the pools, through an event's keys */
     jfr_stack st;
     for (int i = 0; i < JFR_MAX_FIELDS_READ; i++) {
-        if (!(found & 1u << i) || jfr_stack_get(c, (uint64_t)vals[i], &st) < 0)
+        if (!(found & 1u << i) || pfr_jfr_stack_get(c, (uint64_t)vals[i], &st) < 0)
             continue;
         for (size_t f = 0; f < st.n; f++) {
             const char *cls, *name;
-            jfr_method_get(c, st.frames[f].method, &cls, &name);
+            pfr_jfr_method_get(c, st.frames[f].method, &cls, &name);
         }
     }
     return 0;
@@ -49,6 +49,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     jfr_limits lim = {1 << 24, 1 << 16, 1 << 14, 1 << 16};
     jfr_visitor v = {.record = read_every_event};
     jfr_parse_stats st;
-    jfr_parse(data, size, &lim, &v, &st, err, sizeof(err));
+    pfr_jfr_parse(data, size, &lim, &v, &st, err, sizeof(err));
     return 0;
 }

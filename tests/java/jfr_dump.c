@@ -70,7 +70,7 @@ static int count_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
     else if (rec->kind == JFR_REC_CHECKPOINT)
         name = "jdk.CheckPoint";
     else if (rec->kind == JFR_REC_EVENT)
-        name = jfr_class_name(c, rec->cls);
+        name = pfr_jfr_class_name(c, rec->cls);
     else
         snprintf(other, sizeof(other), "type:%llu", (unsigned long long)rec->type_id);
     for (size_t i = 0; i < k->n; i++) {
@@ -95,7 +95,7 @@ static int cmd_counts(const uint8_t *buf, size_t len)
     jfr_visitor v = {.ctx = &k, .record = count_record};
     jfr_parse_stats st;
     char err[256];
-    int rc = jfr_parse(buf, len, &lim, &v, &st, err, sizeof(err));
+    int rc = pfr_jfr_parse(buf, len, &lim, &v, &st, err, sizeof(err));
     if (rc < 0)
         fprintf(stderr, "jfr_dump: %s\n", err);
     for (size_t i = 0; i < k.n; i++) {
@@ -151,11 +151,11 @@ static int list_chunk(void *ctx, const jfr_chunk *c)
     static const char *const fields[3] = {"startTime", "duration", "stackTrace"};
     l->chunk++;
     for (size_t e = 0; e < NEVENT_TYPES; e++) {
-        l->cls[e] = jfr_class_find(c, EVENT_TYPES[e][0]);
+        l->cls[e] = pfr_jfr_class_find(c, EVENT_TYPES[e][0]);
         for (int f = 0; f < 4; f++) {
             const char *name = f < 3 ? fields[f] : EVENT_TYPES[e][1];
             l->pos[e][f] =
-                l->cls[e] >= 0 && name ? jfr_field_find(c, (uint32_t)l->cls[e], name) : -1;
+                l->cls[e] >= 0 && name ? pfr_jfr_field_find(c, (uint32_t)l->cls[e], name) : -1;
         }
     }
     return 0;
@@ -164,13 +164,13 @@ static int list_chunk(void *ctx, const jfr_chunk *c)
 static void print_frames(const jfr_chunk *c, uint64_t key)
 {
     jfr_stack st;
-    if (jfr_stack_get(c, key, &st) < 0) {
+    if (pfr_jfr_stack_get(c, key, &st) < 0) {
         printf("<no stack>");
         return;
     }
     for (size_t i = 0; i < st.n; i++) {
         const char *cls, *meth;
-        if (!st.frames[i].has_method || jfr_method_get(c, st.frames[i].method, &cls, &meth) < 0)
+        if (!st.frames[i].has_method || pfr_jfr_method_get(c, st.frames[i].method, &cls, &meth) < 0)
             printf("%s?", i ? ";" : "");
         else
             printf("%s%s.%s:%d", i ? ";" : "", cls, meth, (int)st.frames[i].line);
@@ -187,10 +187,10 @@ static int list_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
         return 0;
     int64_t v[4] = {0};
     uint32_t found;
-    if (jfr_event_read(c, rec, l->pos[e], 4, v, &found) < 0)
+    if (pfr_jfr_event_read(c, rec, l->pos[e], 4, v, &found) < 0)
         return -EINVAL;
     printf("%llu\t%s\t%lld\t%lld\t%lld\t%llu\t", l->chunk, EVENT_TYPES[e][0],
-           (long long)jfr_ticks_to_unix_ns(c, v[0]), (long long)jfr_ticks_to_ns(c, v[1]),
+           (long long)pfr_jfr_ticks_to_unix_ns(c, v[0]), (long long)pfr_jfr_ticks_to_ns(c, v[1]),
            (long long)v[3], (unsigned long long)v[2]);
     if (found & 4)
         print_frames(c, (uint64_t)v[2]);
@@ -207,7 +207,7 @@ static int cmd_events(const uint8_t *buf, size_t len)
     jfr_visitor v = {.ctx = &l, .chunk_begin = list_chunk, .record = list_record};
     jfr_parse_stats st;
     char err[256];
-    int rc = jfr_parse(buf, len, &lim, &v, &st, err, sizeof(err));
+    int rc = pfr_jfr_parse(buf, len, &lim, &v, &st, err, sizeof(err));
     if (rc < 0)
         fprintf(stderr, "jfr_dump: %s\n", err);
     return rc < 0;

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void jg_free(jg *g)
+void pfr_jg_free(jg *g)
 {
     free(g->b);
     memset(g, 0, sizeof(*g));
 }
 
-void jg_bytes(jg *g, const void *p, size_t n)
+void pfr_jg_bytes(jg *g, const void *p, size_t n)
 {
     if (g->n + n > g->cap) {
         size_t cap = g->cap ? g->cap : 256;
@@ -27,47 +27,47 @@ void jg_bytes(jg *g, const void *p, size_t n)
     g->n += n;
 }
 
-void jg_u8(jg *g, uint8_t v)
+void pfr_jg_u8(jg *g, uint8_t v)
 {
-    jg_bytes(g, &v, 1);
+    pfr_jg_bytes(g, &v, 1);
 }
 
-void jg_var(jg *g, uint64_t v)
+void pfr_jg_var(jg *g, uint64_t v)
 {
     for (int i = 0; i < 8 && v >= 0x80; i++) {
-        jg_u8(g, (uint8_t)(0x80 | (v & 0x7f)));
+        pfr_jg_u8(g, (uint8_t)(0x80 | (v & 0x7f)));
         v >>= 7;
     }
-    jg_u8(g, (uint8_t)v); /* the 9th byte, if it comes to that, holds the last 8 bits */
+    pfr_jg_u8(g, (uint8_t)v); /* the 9th byte, if it comes to that, holds the last 8 bits */
 }
 
-void jg_be64(jg *g, uint64_t v)
+void pfr_jg_be64(jg *g, uint64_t v)
 {
     for (int i = 7; i >= 0; i--)
-        jg_u8(g, (uint8_t)(v >> (8 * i)));
+        pfr_jg_u8(g, (uint8_t)(v >> (8 * i)));
 }
 
-void jg_str(jg *g, const char *s)
+void pfr_jg_str(jg *g, const char *s)
 {
-    jg_u8(g, 3);
-    jg_var(g, strlen(s));
-    jg_bytes(g, s, strlen(s));
+    pfr_jg_u8(g, 3);
+    pfr_jg_var(g, strlen(s));
+    pfr_jg_bytes(g, s, strlen(s));
 }
 
-void jg_record(jg *g, uint64_t type, const jg *body)
+void pfr_jg_record(jg *g, uint64_t type, const jg *body)
 {
     jg head = {0};
-    jg_var(&head, type);
+    pfr_jg_var(&head, type);
     uint64_t size = 4 + head.n + body->n;
     uint8_t sz[4] = {(uint8_t)(0x80 | (size & 0x7f)), (uint8_t)(0x80 | ((size >> 7) & 0x7f)),
                      (uint8_t)(0x80 | ((size >> 14) & 0x7f)), (uint8_t)((size >> 21) & 0x7f)};
-    jg_bytes(g, sz, 4);
-    jg_bytes(g, head.b, head.n);
-    jg_bytes(g, body->b, body->n);
-    jg_free(&head);
+    pfr_jg_bytes(g, sz, 4);
+    pfr_jg_bytes(g, head.b, head.n);
+    pfr_jg_bytes(g, body->b, body->n);
+    pfr_jg_free(&head);
 }
 
-const jg_class jg_std_classes[] = {
+const jg_class pfr_jg_std_classes[] = {
     {JG_BOOLEAN, "boolean", {{0}}},
     {JG_INT, "int", {{0}}},
     {JG_LONG, "long", {{0}}},
@@ -123,7 +123,7 @@ const jg_class jg_std_classes[] = {
       {"jvmUser", JG_DOUBLE, false, false},
       {"machineTotal", JG_DOUBLE, false, false}}},
 };
-const size_t jg_std_nclasses = sizeof(jg_std_classes) / sizeof(jg_std_classes[0]);
+const size_t pfr_jg_std_nclasses = sizeof(pfr_jg_std_classes) / sizeof(pfr_jg_std_classes[0]);
 
 /* ---- metadata ---- */
 
@@ -150,13 +150,13 @@ typedef struct attr {
 static void element_head(jg *g, strtab *t, const char *name, const attr *a, size_t na,
                          uint64_t nchild)
 {
-    jg_var(g, str_index(t, name));
-    jg_var(g, na);
+    pfr_jg_var(g, str_index(t, name));
+    pfr_jg_var(g, na);
     for (size_t i = 0; i < na; i++) {
-        jg_var(g, str_index(t, a[i].k));
-        jg_var(g, str_index(t, a[i].v));
+        pfr_jg_var(g, str_index(t, a[i].k));
+        pfr_jg_var(g, str_index(t, a[i].v));
     }
-    jg_var(g, nchild);
+    pfr_jg_var(g, nchild);
 }
 
 static size_t nfields(const jg_class *c)
@@ -167,7 +167,7 @@ static size_t nfields(const jg_class *c)
     return n;
 }
 
-void jg_metadata(jg *g, const jg_class *classes, size_t n, int extra_depth)
+void pfr_jg_metadata(jg *g, const jg_class *classes, size_t n, int extra_depth)
 {
     static char ids[512][24];
     size_t nid = 0;
@@ -197,89 +197,90 @@ void jg_metadata(jg *g, const jg_class *classes, size_t n, int extra_depth)
     attr ra[1] = {{"gmtOffset", "0"}};
     element_head(&tree, &t, "region", ra, 1, 0);
     jg body = {0};
-    jg_var(&body, 0); /* start */
-    jg_var(&body, 0); /* duration */
-    jg_var(&body, 1); /* metadata id */
-    jg_var(&body, t.n);
+    pfr_jg_var(&body, 0); /* start */
+    pfr_jg_var(&body, 0); /* duration */
+    pfr_jg_var(&body, 1); /* metadata id */
+    pfr_jg_var(&body, t.n);
     for (size_t i = 0; i < t.n; i++)
-        jg_str(&body, t.s[i]);
-    jg_bytes(&body, tree.b, tree.n);
-    jg_record(g, 0, &body);
-    jg_free(&tree);
-    jg_free(&body);
+        pfr_jg_str(&body, t.s[i]);
+    pfr_jg_bytes(&body, tree.b, tree.n);
+    pfr_jg_record(g, 0, &body);
+    pfr_jg_free(&tree);
+    pfr_jg_free(&body);
 }
 
-void jg_checkpoint(jg *g, int64_t delta, uint64_t npools, const jg *pools)
+void pfr_jg_checkpoint(jg *g, int64_t delta, uint64_t npools, const jg *pools)
 {
     jg body = {0};
-    jg_var(&body, 0);
-    jg_var(&body, 0);
-    jg_var(&body, (uint64_t)delta);
-    jg_u8(&body, 0);
-    jg_var(&body, npools);
-    jg_bytes(&body, pools->b, pools->n);
-    jg_record(g, 1, &body);
-    jg_free(&body);
+    pfr_jg_var(&body, 0);
+    pfr_jg_var(&body, 0);
+    pfr_jg_var(&body, (uint64_t)delta);
+    pfr_jg_u8(&body, 0);
+    pfr_jg_var(&body, npools);
+    pfr_jg_bytes(&body, pools->b, pools->n);
+    pfr_jg_record(g, 1, &body);
+    pfr_jg_free(&body);
 }
 
 /* Stack trace 2 of the standard pools: the lambda's run < Main.work:11 < Thread.run:20. */
 static void stack2_entry(jg *p)
 {
-    jg_var(p, 2);
-    jg_u8(p, 1);
-    jg_var(p, 3);
-    jg_var(p, 3), jg_var(p, (uint64_t)-1 & 0xffffffff), jg_var(p, 0);
-    jg_var(p, 1), jg_var(p, 11), jg_var(p, 3);
-    jg_var(p, 2), jg_var(p, 20), jg_var(p, 4);
+    pfr_jg_var(p, 2);
+    pfr_jg_u8(p, 1);
+    pfr_jg_var(p, 3);
+    pfr_jg_var(p, 3), pfr_jg_var(p, (uint64_t)-1 & 0xffffffff), pfr_jg_var(p, 0);
+    pfr_jg_var(p, 1), pfr_jg_var(p, 11), pfr_jg_var(p, 3);
+    pfr_jg_var(p, 2), pfr_jg_var(p, 20), pfr_jg_var(p, 4);
 }
 
-void jg_std_pools(jg *p, uint64_t *npools)
+void pfr_jg_std_pools(jg *p, uint64_t *npools)
 {
-    jg_std_pools_with(p, npools, true);
+    pfr_jg_std_pools_with(p, npools, true);
 }
 
-void jg_std_pools_with(jg *p, uint64_t *npools, bool stack2)
+void pfr_jg_std_pools_with(jg *p, uint64_t *npools, bool stack2)
 {
     static const char *syms[] = {"",     "Main",
                                  "run",  "java/lang/Thread",
                                  "work", "Foo$$Lambda$14+0x00007fd218009a00/1616974404",
                                  "()V"};
-    jg_var(p, JG_SYMBOL);
-    jg_var(p, 6);
+    pfr_jg_var(p, JG_SYMBOL);
+    pfr_jg_var(p, 6);
     for (uint64_t k = 1; k <= 6; k++) {
-        jg_var(p, k);
-        jg_str(p, syms[k]);
+        pfr_jg_var(p, k);
+        pfr_jg_str(p, syms[k]);
     }
-    jg_var(p, JG_CLASS); /* key, name, modifiers */
-    jg_var(p, 3);
+    pfr_jg_var(p, JG_CLASS); /* key, name, modifiers */
+    pfr_jg_var(p, 3);
     for (uint64_t k = 1; k <= 3; k++) {
         static const uint64_t names[] = {0, 1, 3, 5};
-        jg_var(p, k);
-        jg_var(p, names[k]);
-        jg_var(p, 1);
+        pfr_jg_var(p, k);
+        pfr_jg_var(p, names[k]);
+        pfr_jg_var(p, 1);
     }
-    jg_var(p, JG_METHOD); /* key, class, name, descriptor */
-    jg_var(p, 3);
+    pfr_jg_var(p, JG_METHOD); /* key, class, name, descriptor */
+    pfr_jg_var(p, 3);
     static const uint64_t meth[4][2] = {{0, 0}, {1, 4}, {2, 2}, {3, 2}};
     for (uint64_t k = 1; k <= 3; k++) {
-        jg_var(p, k);
-        jg_var(p, meth[k][0]);
-        jg_var(p, meth[k][1]);
-        jg_var(p, 6);
+        pfr_jg_var(p, k);
+        pfr_jg_var(p, meth[k][0]);
+        pfr_jg_var(p, meth[k][1]);
+        pfr_jg_var(p, 6);
     }
-    jg_var(p, JG_STACK); /* 1: Main.work:10 < Thread.run:20; 2: lambda run < Main.work:11 < ... */
-    jg_var(p, stack2 ? 2 : 1);
-    jg_var(p, 1);
-    jg_u8(p, 0);
-    jg_var(p, 2);
-    jg_var(p, 1), jg_var(p, 10), jg_var(p, 3);
-    jg_var(p, 2), jg_var(p, 20), jg_var(p, 4);
+    pfr_jg_var(p,
+               JG_STACK); /* 1: Main.work:10 < Thread.run:20; 2: lambda run < Main.work:11 < ... */
+    pfr_jg_var(p, stack2 ? 2 : 1);
+    pfr_jg_var(p, 1);
+    pfr_jg_u8(p, 0);
+    pfr_jg_var(p, 2);
+    pfr_jg_var(p, 1), pfr_jg_var(p, 10), pfr_jg_var(p, 3);
+    pfr_jg_var(p, 2), pfr_jg_var(p, 20), pfr_jg_var(p, 4);
     if (stack2)
         stack2_entry(p);
-    jg_var(p, JG_THREAD);
-    jg_var(p, 1);
-    jg_var(p, 1);
-    jg_str(p, "main");
+    pfr_jg_var(p, JG_THREAD);
+    pfr_jg_var(p, 1);
+    pfr_jg_var(p, 1);
+    pfr_jg_str(p, "main");
     *npools = 5;
 }
 
@@ -287,16 +288,16 @@ static void event(jg *g, uint64_t type, const uint64_t *f, size_t n, bool double
 {
     jg body = {0};
     for (size_t i = 0; i < n; i++)
-        jg_var(&body, f[i]);
+        pfr_jg_var(&body, f[i]);
     if (doubles) {
-        jg_be64(&body, 0x3fe0000000000000ull);
-        jg_be64(&body, 0x3fe0000000000000ull);
+        pfr_jg_be64(&body, 0x3fe0000000000000ull);
+        pfr_jg_be64(&body, 0x3fe0000000000000ull);
     }
-    jg_record(g, type, &body);
-    jg_free(&body);
+    pfr_jg_record(g, type, &body);
+    pfr_jg_free(&body);
 }
 
-void jg_std_events(jg *g)
+void pfr_jg_std_events(jg *g)
 {
     uint64_t t = 1000;
     for (int i = 0; i < 3; i++)
@@ -308,30 +309,30 @@ void jg_std_events(jg *g)
     event(g, JG_CPULOAD, (uint64_t[]){t++}, 1, true);
 }
 
-void jg_chunk_header(jg *g, const jg_header *h)
+void pfr_jg_chunk_header(jg *g, const jg_header *h)
 {
-    jg_bytes(g, "FLR\0", 4);
+    pfr_jg_bytes(g, "FLR\0", 4);
     uint8_t ver[4] = {0, 2, 0, 1};
-    jg_bytes(g, ver, 4);
-    jg_be64(g, h->size);
-    jg_be64(g, h->cp_off);
-    jg_be64(g, h->md_off);
-    jg_be64(g, (uint64_t)h->start_ns);
-    jg_be64(g, (uint64_t)h->duration_ns);
-    jg_be64(g, (uint64_t)h->start_ticks);
-    jg_be64(g, (uint64_t)h->tps);
+    pfr_jg_bytes(g, ver, 4);
+    pfr_jg_be64(g, h->size);
+    pfr_jg_be64(g, h->cp_off);
+    pfr_jg_be64(g, h->md_off);
+    pfr_jg_be64(g, (uint64_t)h->start_ns);
+    pfr_jg_be64(g, (uint64_t)h->duration_ns);
+    pfr_jg_be64(g, (uint64_t)h->start_ticks);
+    pfr_jg_be64(g, (uint64_t)h->tps);
     uint8_t tail[4] = {h->state, 0, 0, 1};
-    jg_bytes(g, tail, 4);
+    pfr_jg_bytes(g, tail, 4);
 }
 
-void jg_std_chunk(jg *g)
+void pfr_jg_std_chunk(jg *g)
 {
     jg ev = {0}, md = {0}, pools = {0}, cp = {0};
     uint64_t npools;
-    jg_std_events(&ev);
-    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
-    jg_std_pools(&pools, &npools);
-    jg_checkpoint(&cp, 0, npools, &pools);
+    pfr_jg_std_events(&ev);
+    pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
+    pfr_jg_std_pools(&pools, &npools);
+    pfr_jg_checkpoint(&cp, 0, npools, &pools);
     jg_header h = {
         .size = 68 + ev.n + md.n + cp.n,
         .md_off = 68 + ev.n,
@@ -341,12 +342,12 @@ void jg_std_chunk(jg *g)
         .start_ticks = 0,
         .tps = 1000000000,
     };
-    jg_chunk_header(g, &h);
-    jg_bytes(g, ev.b, ev.n);
-    jg_bytes(g, md.b, md.n);
-    jg_bytes(g, cp.b, cp.n);
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&pools);
-    jg_free(&cp);
+    pfr_jg_chunk_header(g, &h);
+    pfr_jg_bytes(g, ev.b, ev.n);
+    pfr_jg_bytes(g, md.b, md.n);
+    pfr_jg_bytes(g, cp.b, cp.n);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&cp);
 }

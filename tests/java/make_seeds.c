@@ -25,12 +25,12 @@ int main(int argc, char **argv)
         return 2;
     }
     jg one = {0}, two = {0};
-    jg_std_chunk(&one);
+    pfr_jg_std_chunk(&one);
     save(argv[1], "std.jfr", one.b, one.n);
-    jg_bytes(&two, one.b, one.n);
-    jg_bytes(&two, one.b, one.n - 40);
+    pfr_jg_bytes(&two, one.b, one.n);
+    pfr_jg_bytes(&two, one.b, one.n - 40);
     save(argv[1], "second-cut.jfr", two.b, two.n);
-    jg_free(&one);
-    jg_free(&two);
+    pfr_jg_free(&one);
+    pfr_jg_free(&two);
     return 0;
 }

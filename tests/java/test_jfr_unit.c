@@ -56,7 +56,7 @@ static void std_recording(void **state)
 {
     (void)state;
     jg g = {0};
-    jg_std_chunk(&g);
+    pfr_jg_std_chunk(&g);
     pfr_jfr_profiles out;
     assert_int_equal(convert(&g, NULL, &out), 0);
     assert_non_null(out.cpu);
@@ -83,14 +83,14 @@ static void std_recording(void **state)
     assert_int_equal(pfr_profile_time_nanos(out.cpu), 1000000000000000000);
     assert_int_equal(pfr_profile_duration_nanos(out.cpu), 1000000000);
     pfr_jfr_profiles_free(&out);
-    jg_free(&g);
+    pfr_jg_free(&g);
 }
 
 static void limits_and_window(void **state)
 {
     (void)state;
     jg g = {0};
-    jg_std_chunk(&g);
+    pfr_jg_std_chunk(&g);
     pfr_jfr_profiles out;
     /* leaf side kept */
     pfr_jfr_opts o = {.max_depth = 1, .cpu_period_ns = 7};
@@ -116,7 +116,7 @@ static void limits_and_window(void **state)
     o = (pfr_jfr_opts){.max_pool_entries = 5};
     assert_int_equal(convert(&g, &o, &out), -E2BIG);
     assert_non_null(strstr(err, "jdk.types.Symbol"));
-    jg_free(&g);
+    pfr_jg_free(&g);
 }
 
 /* A thread's first allocation sample of a recording weighs what it allocated before: with
@@ -125,7 +125,7 @@ static void first_alloc_sample(void **state)
 {
     (void)state;
     jg g = {0};
-    jg_std_chunk(&g);
+    pfr_jg_std_chunk(&g);
     pfr_jfr_threads seen = {0};
     pfr_jfr_profiles out;
     /* outside the window (the allocation is the 5th event, at start + 1004 ns): not marked */
@@ -159,16 +159,16 @@ static void first_alloc_sample(void **state)
     assert_int_equal(out.counts.alloc_samples, 1);
     pfr_jfr_profiles_free(&out);
     pfr_jfr_threads_free(&seen);
-    jg_free(&g);
+    pfr_jg_free(&g);
 }
 
 static void truncated(void **state)
 {
     (void)state;
     jg one = {0}, two = {0};
-    jg_std_chunk(&one);
-    jg_bytes(&two, one.b, one.n);
-    jg_bytes(&two, one.b, one.n);
+    pfr_jg_std_chunk(&one);
+    pfr_jg_bytes(&two, one.b, one.n);
+    pfr_jg_bytes(&two, one.b, one.n);
     pfr_jfr_profiles out;
     /* every cut of the second chunk: the first converts */
     for (size_t cut = one.n; cut < two.n; cut += 7) {
@@ -194,8 +194,8 @@ static void truncated(void **state)
     /* a chunk still being written counts as cut short */
     one.b[64] = 1;
     assert_int_equal(convert(&one, NULL, &out), -EINVAL);
-    jg_free(&one);
-    jg_free(&two);
+    pfr_jg_free(&one);
+    pfr_jg_free(&two);
 }
 
 static void patch_be64(jg *g, size_t at, uint64_t v)
@@ -208,7 +208,7 @@ static void bad_offsets(void **state)
 {
     (void)state;
     jg g = {0};
-    jg_std_chunk(&g);
+    pfr_jg_std_chunk(&g);
     pfr_jfr_profiles out;
     uint64_t size = g.n;
     const struct {
@@ -228,23 +228,23 @@ static void bad_offsets(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         jg c = {0};
-        jg_bytes(&c, g.b, g.n);
+        pfr_jg_bytes(&c, g.b, g.n);
         patch_be64(&c, cases[i].at, cases[i].v);
         assert_int_equal(convert(&c, NULL, &out), -EINVAL);
         assert_non_null(strstr(err, cases[i].why));
-        jg_free(&c);
+        pfr_jg_free(&c);
     }
     /* not JFR, another version */
     jg c = {0};
-    jg_bytes(&c, g.b, g.n);
+    pfr_jg_bytes(&c, g.b, g.n);
     c.b[0] = 'X';
     assert_int_equal(convert(&c, NULL, &out), -EINVAL);
     c.b[0] = 'F';
     c.b[5] = 1;
     assert_int_equal(convert(&c, NULL, &out), -EINVAL);
     assert_non_null(strstr(err, "version"));
-    jg_free(&c);
-    jg_free(&g);
+    pfr_jg_free(&c);
+    pfr_jg_free(&g);
 }
 
 /* A chunk of the standard events and metadata, with pools and checkpoints of the caller's. */
@@ -257,10 +257,10 @@ static void chunk_with(jg *g, const jg *ev, const jg *md, const jg *cps, size_t 
         .start_ns = 1,
         .tps = 1000000000,
     };
-    jg_chunk_header(g, &h);
-    jg_bytes(g, ev->b, ev->n);
-    jg_bytes(g, md->b, md->n);
-    jg_bytes(g, cps->b, cps->n);
+    pfr_jg_chunk_header(g, &h);
+    pfr_jg_bytes(g, ev->b, ev->n);
+    pfr_jg_bytes(g, md->b, md->n);
+    pfr_jg_bytes(g, cps->b, cps->n);
 }
 
 static void checkpoint_chain(void **state)
@@ -269,13 +269,13 @@ static void checkpoint_chain(void **state)
     jg ev = {0}, md = {0}, pools = {0}, cps = {0}, g = {0};
     uint64_t npools;
     pfr_jfr_profiles out;
-    jg_std_events(&ev);
-    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
-    jg_std_pools(&pools, &npools);
+    pfr_jg_std_events(&ev);
+    pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
+    pfr_jg_std_pools(&pools, &npools);
     /* two checkpoints, the second pointing back at the first */
-    jg_checkpoint(&cps, 0, npools, &pools);
+    pfr_jg_checkpoint(&cps, 0, npools, &pools);
     size_t second = cps.n;
-    jg_checkpoint(&cps, -(int64_t)second, 0, &(jg){0});
+    pfr_jg_checkpoint(&cps, -(int64_t)second, 0, &(jg){0});
     chunk_with(&g, &ev, &md, &cps, second);
     assert_int_equal(convert(&g, NULL, &out), 0);
     assert_int_equal(out.counts.cpu_samples, 4);
@@ -284,18 +284,18 @@ static void checkpoint_chain(void **state)
     int64_t deltas[] = {5, -(int64_t)second - 68 - (int64_t)(ev.n + md.n), 1, -1};
     for (size_t i = 0; i < sizeof(deltas) / sizeof(deltas[0]); i++) {
         jg c = {0}, ch = {0};
-        jg_checkpoint(&c, 0, npools, &pools);
-        jg_checkpoint(&c, deltas[i], 0, &(jg){0});
+        pfr_jg_checkpoint(&c, 0, npools, &pools);
+        pfr_jg_checkpoint(&c, deltas[i], 0, &(jg){0});
         chunk_with(&ch, &ev, &md, &c, second);
         assert_int_equal(convert(&ch, NULL, &out), -EINVAL);
-        jg_free(&c);
-        jg_free(&ch);
+        pfr_jg_free(&c);
+        pfr_jg_free(&ch);
     }
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&pools);
-    jg_free(&cps);
-    jg_free(&g);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&g);
 }
 
 static void pool_keys_missing(void **state)
@@ -303,16 +303,16 @@ static void pool_keys_missing(void **state)
     (void)state;
     jg ev = {0}, md = {0}, cps = {0}, g = {0}, pools = {0};
     pfr_jfr_profiles out;
-    jg_std_events(&ev);
-    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
+    pfr_jg_std_events(&ev);
+    pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
     /* only a stack whose method is missing, and one whose key no event uses */
-    jg_var(&pools, JG_STACK);
-    jg_var(&pools, 1);
-    jg_var(&pools, 1);
-    jg_u8(&pools, 0);
-    jg_var(&pools, 1);
-    jg_var(&pools, 99), jg_var(&pools, 1), jg_var(&pools, 0);
-    jg_checkpoint(&cps, 0, 1, &pools);
+    pfr_jg_var(&pools, JG_STACK);
+    pfr_jg_var(&pools, 1);
+    pfr_jg_var(&pools, 1);
+    pfr_jg_u8(&pools, 0);
+    pfr_jg_var(&pools, 1);
+    pfr_jg_var(&pools, 99), pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 0);
+    pfr_jg_checkpoint(&cps, 0, 1, &pools);
     chunk_with(&g, &ev, &md, &cps, 0);
     assert_int_equal(convert(&g, NULL, &out), 0);
     /* stack 1 has no method left, stack 2 is not in the pool: every event skipped */
@@ -321,22 +321,22 @@ static void pool_keys_missing(void **state)
     assert_null(out.alloc);
     pfr_jfr_profiles_free(&out);
     /* a pool of a type the metadata does not declare */
-    jg_free(&cps);
-    jg_free(&g);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&g);
     jg bad = {0};
-    jg_var(&bad, 4242);
-    jg_var(&bad, 1);
-    jg_var(&bad, 1);
-    jg_checkpoint(&cps, 0, 1, &bad);
+    pfr_jg_var(&bad, 4242);
+    pfr_jg_var(&bad, 1);
+    pfr_jg_var(&bad, 1);
+    pfr_jg_checkpoint(&cps, 0, 1, &bad);
     chunk_with(&g, &ev, &md, &cps, 0);
     assert_int_equal(convert(&g, NULL, &out), -EINVAL);
     assert_non_null(strstr(err, "undeclared"));
-    jg_free(&bad);
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&cps);
-    jg_free(&g);
-    jg_free(&pools);
+    pfr_jg_free(&bad);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&g);
+    pfr_jg_free(&pools);
 }
 
 /* The JVM captures a monitor enter's stack when the wait begins and writes the event when it
@@ -351,12 +351,12 @@ static void stack_of_an_earlier_chunk(void **state)
     jg first = {0}, ev = {0}, md = {0}, pools = {0}, cps = {0}, g = {0};
     uint64_t npools;
     pfr_jfr_profiles out;
-    jg_std_chunk(&first); /* its last monitor enter is on stack 2 */
-    jg_std_events(&ev);   /* and so is the second chunk's first one */
-    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
-    jg_std_pools_with(&pools, &npools, false);
-    jg_checkpoint(&cps, 0, npools, &pools);
-    jg_bytes(&g, first.b, first.n);
+    pfr_jg_std_chunk(&first); /* its last monitor enter is on stack 2 */
+    pfr_jg_std_events(&ev);   /* and so is the second chunk's first one */
+    pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
+    pfr_jg_std_pools_with(&pools, &npools, false);
+    pfr_jg_checkpoint(&cps, 0, npools, &pools);
+    pfr_jg_bytes(&g, first.b, first.n);
     chunk_with(&g, &ev, &md, &cps, 0);
     assert_int_equal(convert(&g, NULL, &out), 0);
     assert_int_equal(out.counts.chunks, 2);
@@ -370,27 +370,27 @@ static void stack_of_an_earlier_chunk(void **state)
     assert_int_equal(value_of(out.cpu, STACK2, 0), 10000000);
     assert_int_equal(value_of(out.cpu, STACK1, 0), 60000000);
     pfr_jfr_profiles_free(&out);
-    jg_free(&first);
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&pools);
-    jg_free(&cps);
-    jg_free(&g);
+    pfr_jg_free(&first);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&g);
 }
 
 static void std_chunk_md(jg *g, const jg_class *classes, size_t n, int depth)
 {
     jg ev = {0}, md = {0}, pools = {0}, cps = {0};
     uint64_t npools;
-    jg_std_events(&ev);
-    jg_metadata(&md, classes, n, depth);
-    jg_std_pools(&pools, &npools);
-    jg_checkpoint(&cps, 0, npools, &pools);
+    pfr_jg_std_events(&ev);
+    pfr_jg_metadata(&md, classes, n, depth);
+    pfr_jg_std_pools(&pools, &npools);
+    pfr_jg_checkpoint(&cps, 0, npools, &pools);
     chunk_with(g, &ev, &md, &cps, 0);
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&pools);
-    jg_free(&cps);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&cps);
 }
 
 static void metadata_depth(void **state)
@@ -398,25 +398,25 @@ static void metadata_depth(void **state)
     (void)state;
     pfr_jfr_profiles out;
     jg g = {0};
-    std_chunk_md(&g, jg_std_classes, jg_std_nclasses, 20); /* nested, still in bounds */
-    assert_int_equal(convert(&g, NULL, &out), -EINVAL);    /* classes outside "metadata" */
+    std_chunk_md(&g, pfr_jg_std_classes, pfr_jg_std_nclasses, 20); /* nested, still in bounds */
+    assert_int_equal(convert(&g, NULL, &out), -EINVAL);            /* classes outside "metadata" */
     assert_non_null(strstr(err, "undeclared"));
-    jg_free(&g);
-    std_chunk_md(&g, jg_std_classes, jg_std_nclasses, 10000);
+    pfr_jg_free(&g);
+    std_chunk_md(&g, pfr_jg_std_classes, pfr_jg_std_nclasses, 10000);
     clock_t t0 = clock();
     assert_int_equal(convert(&g, NULL, &out), -EINVAL);
     assert_true(clock() - t0 < CLOCKS_PER_SEC);
     assert_non_null(strstr(err, "nested deeper"));
-    jg_free(&g);
+    pfr_jg_free(&g);
 }
 
 /* Overwrites the varint at g->b[at] (one byte in g) with a huge 9-byte one: the chunk grows,
  * and its header follows. */
 static void huge_count_at(jg *out, const jg *g, size_t at)
 {
-    jg_bytes(out, g->b, at);
-    jg_var(out, UINT64_MAX >> 2);
-    jg_bytes(out, g->b + at + 1, g->n - at - 1);
+    pfr_jg_bytes(out, g->b, at);
+    pfr_jg_var(out, UINT64_MAX >> 2);
+    pfr_jg_bytes(out, g->b + at + 1, g->n - at - 1);
 }
 
 static void huge_counts(void **state)
@@ -424,7 +424,7 @@ static void huge_counts(void **state)
     (void)state;
     pfr_jfr_profiles out;
     jg g = {0};
-    jg_std_chunk(&g);
+    pfr_jg_std_chunk(&g);
     /* the metadata's string count: after size (4 bytes), type 0, three zero varints */
     uint64_t md_off = 0, cp_off = 0;
     for (int i = 0; i < 8; i++) {
@@ -438,20 +438,20 @@ static void huge_counts(void **state)
     assert_int_equal(convert(&h, NULL, &out), -EINVAL);
     assert_true(clock() - t0 < CLOCKS_PER_SEC);
     assert_non_null(strstr(err, "count"));
-    jg_free(&h);
+    pfr_jg_free(&h);
     /* the checkpoint's pool count: size, type 1, start, duration, delta, flags */
     at = (size_t)cp_off + 4 + 1 + 3 + 1;
     huge_count_at(&h, &g, at);
     assert_int_equal(convert(&h, NULL, &out), -EINVAL);
     assert_non_null(strstr(err, "count"));
-    jg_free(&h);
+    pfr_jg_free(&h);
     /* the symbol pool's entry count: its type id (one byte) follows the pool count */
     at = (size_t)cp_off + 4 + 1 + 3 + 1 + 1 + 1;
     huge_count_at(&h, &g, at);
     assert_int_equal(convert(&h, NULL, &out), -EINVAL);
     assert_non_null(strstr(err, "count"));
-    jg_free(&h);
-    jg_free(&g);
+    pfr_jg_free(&h);
+    pfr_jg_free(&g);
 }
 
 static void values_containing_themselves(void **state)
@@ -460,8 +460,8 @@ static void values_containing_themselves(void **state)
     pfr_jfr_profiles out;
     jg g = {0};
     jg_class cls[32];
-    memcpy(cls, jg_std_classes, jg_std_nclasses * sizeof(cls[0]));
-    size_t n = jg_std_nclasses;
+    memcpy(cls, pfr_jg_std_classes, pfr_jg_std_nclasses * sizeof(cls[0]));
+    size_t n = pfr_jg_std_nclasses;
     /* a struct that holds a value of itself and an int: every value has another inside */
     cls[n++] = (jg_class){900, "Loop", {{"x", JG_INT, false, false}, {"self", 900, false, false}}};
     /* two structs that hold each other and nothing else: no bytes, nothing to walk */
@@ -470,26 +470,26 @@ static void values_containing_themselves(void **state)
     /* the CPU load event carries them, so that its pool-free records stay readable */
     jg ev = {0}, md = {0}, cps = {0}, pools = {0};
     uint64_t npools;
-    jg_std_events(&ev);
-    jg_metadata(&md, cls, n, 0);
-    jg_std_pools(&pools, &npools);
-    jg_var(&pools, 900); /* a pool of Loop: one entry, values 1, 2, 3, ... */
-    jg_var(&pools, 1);
-    jg_var(&pools, 1);
+    pfr_jg_std_events(&ev);
+    pfr_jg_metadata(&md, cls, n, 0);
+    pfr_jg_std_pools(&pools, &npools);
+    pfr_jg_var(&pools, 900); /* a pool of Loop: one entry, values 1, 2, 3, ... */
+    pfr_jg_var(&pools, 1);
+    pfr_jg_var(&pools, 1);
     for (int i = 0; i < 100; i++)
-        jg_var(&pools, 1);
-    jg_var(&pools, 901); /* a pool of A: entries with no bytes but their keys */
-    jg_var(&pools, 3);
-    jg_var(&pools, 1), jg_var(&pools, 2), jg_var(&pools, 3);
-    jg_checkpoint(&cps, 0, npools + 2, &pools);
+        pfr_jg_var(&pools, 1);
+    pfr_jg_var(&pools, 901); /* a pool of A: entries with no bytes but their keys */
+    pfr_jg_var(&pools, 3);
+    pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 2), pfr_jg_var(&pools, 3);
+    pfr_jg_checkpoint(&cps, 0, npools + 2, &pools);
     chunk_with(&g, &ev, &md, &cps, 0);
     assert_int_equal(convert(&g, NULL, &out), -EINVAL);
     assert_non_null(strstr(err, "nested deeper"));
-    jg_free(&g);
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&cps);
-    jg_free(&pools);
+    pfr_jg_free(&g);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&pools);
 }
 
 static void strings(void **state)
@@ -498,32 +498,33 @@ static void strings(void **state)
     /* UTF-16 with a surrogate pair, a lone surrogate and a NUL; Latin-1; invalid UTF-8 */
     jg ev = {0}, md = {0}, cps = {0}, pools = {0}, g = {0};
     pfr_jfr_profiles out;
-    jg_std_events(&ev);
-    jg_metadata(&md, jg_std_classes, jg_std_nclasses, 0);
-    jg_var(&pools, JG_SYMBOL);
-    jg_var(&pools, 3);
-    jg_var(&pools, 1); /* class name: "a😀b?\0" as UTF-16 */
-    jg_u8(&pools, 4);
-    jg_var(&pools, 6);
+    pfr_jg_std_events(&ev);
+    pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
+    pfr_jg_var(&pools, JG_SYMBOL);
+    pfr_jg_var(&pools, 3);
+    pfr_jg_var(&pools, 1); /* class name: "a😀b?\0" as UTF-16 */
+    pfr_jg_u8(&pools, 4);
+    pfr_jg_var(&pools, 6);
     const uint16_t u[] = {'a', 0xd83d, 0xde00, 'b', 0xd800, 0};
     for (int i = 0; i < 6; i++)
-        jg_var(&pools, u[i]);
-    jg_var(&pools, 2); /* method name: Latin-1 "caf\xe9" */
-    jg_u8(&pools, 5);
-    jg_var(&pools, 4);
-    jg_bytes(&pools, "caf\xe9", 4);
-    jg_var(&pools, 3); /* unused: bad UTF-8 */
-    jg_u8(&pools, 3);
-    jg_var(&pools, 2);
-    jg_bytes(&pools, "\xff\xfe", 2);
-    jg_var(&pools, JG_CLASS);
-    jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 0);
-    jg_var(&pools, JG_METHOD);
-    jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 1), jg_var(&pools, 2), jg_var(&pools, 0);
-    jg_var(&pools, JG_STACK);
-    jg_var(&pools, 1), jg_var(&pools, 1), jg_u8(&pools, 0), jg_var(&pools, 1);
-    jg_var(&pools, 1), jg_var(&pools, 5), jg_var(&pools, 0);
-    jg_checkpoint(&cps, 0, 4, &pools);
+        pfr_jg_var(&pools, u[i]);
+    pfr_jg_var(&pools, 2); /* method name: Latin-1 "caf\xe9" */
+    pfr_jg_u8(&pools, 5);
+    pfr_jg_var(&pools, 4);
+    pfr_jg_bytes(&pools, "caf\xe9", 4);
+    pfr_jg_var(&pools, 3); /* unused: bad UTF-8 */
+    pfr_jg_u8(&pools, 3);
+    pfr_jg_var(&pools, 2);
+    pfr_jg_bytes(&pools, "\xff\xfe", 2);
+    pfr_jg_var(&pools, JG_CLASS);
+    pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 0);
+    pfr_jg_var(&pools, JG_METHOD);
+    pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 2),
+        pfr_jg_var(&pools, 0);
+    pfr_jg_var(&pools, JG_STACK);
+    pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 1), pfr_jg_u8(&pools, 0), pfr_jg_var(&pools, 1);
+    pfr_jg_var(&pools, 1), pfr_jg_var(&pools, 5), pfr_jg_var(&pools, 0);
+    pfr_jg_checkpoint(&cps, 0, 4, &pools);
     chunk_with(&g, &ev, &md, &cps, 0);
     assert_int_equal(convert(&g, NULL, &out), 0);
     assert_int_equal(value_of(out.cpu,
@@ -534,22 +535,22 @@ static void strings(void **state)
                      30000000);
     pfr_jfr_profiles_free(&out);
     /* an unknown string encoding */
-    jg_free(&pools);
-    jg_free(&cps);
-    jg_free(&g);
-    jg_var(&pools, JG_SYMBOL);
-    jg_var(&pools, 1);
-    jg_var(&pools, 1);
-    jg_u8(&pools, 9);
-    jg_checkpoint(&cps, 0, 1, &pools);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&g);
+    pfr_jg_var(&pools, JG_SYMBOL);
+    pfr_jg_var(&pools, 1);
+    pfr_jg_var(&pools, 1);
+    pfr_jg_u8(&pools, 9);
+    pfr_jg_checkpoint(&cps, 0, 1, &pools);
     chunk_with(&g, &ev, &md, &cps, 0);
     assert_int_equal(convert(&g, NULL, &out), -EINVAL);
     assert_non_null(strstr(err, "encoding"));
-    jg_free(&ev);
-    jg_free(&md);
-    jg_free(&cps);
-    jg_free(&pools);
-    jg_free(&g);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&g);
 }
 
 static int count_kinds(void *ctx, const jfr_chunk *c, const jfr_record *rec)
@@ -563,18 +564,18 @@ static void record_kinds(void **state)
 {
     (void)state;
     jg g = {0};
-    jg_std_chunk(&g);
+    pfr_jg_std_chunk(&g);
     int kinds[4] = {0};
     jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
     jfr_visitor v = {.ctx = kinds, .record = count_kinds};
     jfr_parse_stats st;
-    assert_int_equal(jfr_parse(g.b, g.n, &lim, &v, &st, err, sizeof(err)), 0);
+    assert_int_equal(pfr_jfr_parse(g.b, g.n, &lim, &v, &st, err, sizeof(err)), 0);
     assert_int_equal(kinds[JFR_REC_METADATA], 1);
     assert_int_equal(kinds[JFR_REC_CHECKPOINT], 1);
     assert_int_equal(kinds[JFR_REC_EVENT], 8);
     assert_int_equal(kinds[JFR_REC_UNKNOWN], 0);
     assert_int_equal(st.records, 10);
-    jg_free(&g);
+    pfr_jg_free(&g);
 }
 
 int main(void)
