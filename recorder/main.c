@@ -25,6 +25,7 @@
 #include "exe_scan.h"
 #include "host.h"
 #include "pfr_clock.h"
+#include "pfr_disk_keep.h"
 #include "pfr_fsguard.h"
 #include "pfr_identity.h"
 #include "pfr_membudget.h"
@@ -205,9 +206,29 @@ static int arm_timer(int tfd, int64_t at_ns)
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* The ring's reserve setting, as the store takes it. */
+static pfr_store_reserve store_reserve(const pfr_config *cfg)
+{
+    return (pfr_store_reserve){.mode = (enum pfr_store_reserve_mode)cfg->disk_reserve.mode,
+                               .bytes = cfg->disk_reserve.bytes,
+                               .percent = cfg->disk_reserve.percent};
+}
+
+/* The free space the recorder's own files beside the ring (the unwind cache, copies of remote
+ * files) leave to it: its reserve, resolved on its file system as the store resolves it, and
+ * its cap. Measured once at start: the file system under a ring does not change while it runs. */
+static void disk_keep_of(const pfr_config *cfg, pfr_disk_keep *keep)
+{
+    uint64_t fs_bytes = 0;
+    *keep = (pfr_disk_keep){.ring_cap = cfg->max_store_bytes};
+    pfr_disk_keep_find_ring(keep, cfg->store_path, &fs_bytes);
+    pfr_store_reserve r = store_reserve(cfg);
+    keep->ring_reserve = fs_bytes ? pfr_store_reserve_bytes(&r, fs_bytes) : 0;
+}
+
 /* The guard of other processes' files on remote file systems; copies go beside the ring (an
- * unlinked file: page cache, not the recorder's own memory). */
-static int fsguard_new(const pfr_config *cfg, pfr_fsguard **out)
+ * unlinked file: page cache, not the recorder's own memory), within what keep leaves free. */
+static int fsguard_new(const pfr_config *cfg, const pfr_disk_keep *keep, pfr_fsguard **out)
 {
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s", cfg->store_path);
@@ -219,7 +240,8 @@ static int fsguard_new(const pfr_config *cfg, pfr_fsguard **out)
     pfr_fsguard_opts o = {.remote = (enum pfr_fsguard_remote)cfg->remote_files,
                           .timeout_ns = cfg->remote_file_timeout_ns,
                           .max_copy_bytes = cfg->remote_file_max_bytes,
-                          .copy_dir = dir};
+                          .copy_dir = dir,
+                          .copy_keep = keep};
     return pfr_fsguard_new(&o, out);
 }
 
@@ -679,9 +701,11 @@ int main(int argc, char **argv)
     pfr_exe_scan *exes = NULL;
     if (pfr_exe_scan_new("/proc", &exes))
         exes = NULL;
+    pfr_disk_keep disk_keep;
+    disk_keep_of(&cfg, &disk_keep);
     pfr_fsguard *fsguard = NULL;
     pfr_membudget *membudget = NULL;
-    rc = fsguard_new(&cfg, &fsguard);
+    rc = fsguard_new(&cfg, &disk_keep, &fsguard);
     if (rc == 0)
         rc = pfr_membudget_new(memory_budget(&cfg), NULL, &membudget);
     if (rc) {
@@ -701,6 +725,7 @@ int main(int argc, char **argv)
                           .identity = identity,
                           .fsguard = fsguard,
                           .membudget = membudget,
+                          .disk_keep = &disk_keep,
                           .node_name = host.name};
     rc = start_sources(&env, sources, &nsrc, err, sizeof(err));
     if (rc) {
@@ -717,9 +742,7 @@ int main(int argc, char **argv)
 
     pfr_store *store = NULL;
     pfr_store_opts so = {.max_bytes = cfg.max_store_bytes,
-                         .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve.mode,
-                                     .bytes = cfg.disk_reserve.bytes,
-                                     .percent = cfg.disk_reserve.percent},
+                         .reserve = store_reserve(&cfg),
                          .pin_max_bytes = pin_budget_bytes(&cfg)};
     rc = pfr_store_tiers_parse(cfg.retention_tiers, &so.tiers, err, sizeof(err));
     if (rc == 0)

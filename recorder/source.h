@@ -17,6 +17,7 @@
 #include "pfr_store.h"
 
 struct pfr_cpu_source;
+struct pfr_disk_keep;
 struct pfr_exe_scan;
 struct pfr_fsguard;
 struct pfr_identity;
@@ -69,6 +70,9 @@ typedef struct pfr_source_env {
     /* The recorder's memory budget, asked before a cost is paid (pfr_membudget.h); never
      * NULL (a budget of 0 allows everything). */
     struct pfr_membudget *membudget;
+    /* The free space the recorder's own files (the unwind cache) leave to the ring
+     * (pfr_disk_keep.h), filled by the daemon from the ring's settings; NULL: the floor only. */
+    const struct pfr_disk_keep *disk_keep;
     /* This host's name (host.name, as the node agent reports it: Coroot's node name); "" when
      * unknown. */
     const char *node_name;

@@ -443,9 +443,12 @@ static void log_unwind_built(void *ctx, const pfr_unwind_built *b)
 {
     (void)ctx;
     pfr_debug("cpu: unwind table of %s (pid %u): %u rows, %s in %.1f ms, in place %.1f ms "
-              "after it was asked%s",
+              "after it was asked%s%s",
               b->path, b->pid, b->rows, b->cached ? "read from the cache" : "built", b->build_ms,
-              b->waited_ms, b->small ? " (small)" : "");
+              b->waited_ms, b->small ? " (small)" : "",
+              b->not_kept_no_room ? "; not kept on disk: its file system's free space is left "
+                                    "to the ring"
+                                  : "");
 }
 
 static void log_unwind_cache_error(void *ctx, const char *why)
@@ -979,7 +982,8 @@ pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs)
 
 int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
                        struct pfr_fsguard *fsguard, struct pfr_membudget *membudget,
-                       pfr_cpu_source **out, char *err, size_t errlen)
+                       const struct pfr_disk_keep *disk_keep, pfr_cpu_source **out, char *err,
+                       size_t errlen)
 {
     pfr_cpu_source *cs = calloc(1, sizeof(*cs));
     if (!cs)
@@ -1053,6 +1057,7 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
         .unwind_refused = log_unwind_refused,
         .unwind_built = log_unwind_built,
         .unwind_cache_bytes = cc->unwind_cache_bytes,
+        .unwind_cache_keep = disk_keep,
         .unwind_cache_error = log_unwind_cache_error,
     };
     char cache_dir[4096];
@@ -1093,8 +1098,8 @@ int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
 static int cpu_start(pfr_source_env *env, pfr_source *out, char *err, size_t errlen)
 {
     pfr_cpu_source *cs = NULL;
-    int rc =
-        pfr_cpu_source_new(env->cfg, env->identity, env->fsguard, env->membudget, &cs, err, errlen);
+    int rc = pfr_cpu_source_new(env->cfg, env->identity, env->fsguard, env->membudget,
+                                env->disk_keep, &cs, err, errlen);
     if (rc)
         return rc;
     pfr_info("cpu: sampling %d CPUs at %u Hz", pfr_cpu_source_ncpus(cs), cs->conf.cpu_hz);

@@ -69,14 +69,17 @@ typedef struct pfr_cpu_source_stats {
 } pfr_cpu_source_stats;
 
 struct pfr_fsguard;
+struct pfr_disk_keep;
 struct pfr_membudget;
 /* identity (borrowed, may be NULL) gives processes their cgroup's Coroot identity; fsguard
  * (borrowed, may be NULL) keeps files on remote file systems away from the threads with
  * deadlines (pfr_fsguard.h); membudget (borrowed, may be NULL) is asked before symbol and
- * unwind tables are paid for (pfr_membudget.h). */
+ * unwind tables are paid for (pfr_membudget.h); disk_keep (copied, may be NULL) is the free space
+ * the unwind cache's writes leave to the ring (pfr_disk_keep.h). */
 int pfr_cpu_source_new(const pfr_config *cfg, struct pfr_identity *identity,
                        struct pfr_fsguard *fsguard, struct pfr_membudget *membudget,
-                       pfr_cpu_source **out, char *err, size_t errlen);
+                       const struct pfr_disk_keep *disk_keep, pfr_cpu_source **out, char *err,
+                       size_t errlen);
 pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
 void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);
 /* The CPU profiler's symbolizer, lent to the other sources so every profile shares one symbol
