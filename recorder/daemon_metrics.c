@@ -216,7 +216,8 @@ static const pfr_metric_row fsguard_rows[] = {
      .series =
          PFR_METRIC_SERIES({{"copied"}, FG(copies)}, {{"skipped"}, FG(refused_skip)},
                            {{"avoided"}, FG(refused_avoided)}, {{"too_big"}, FG(refused_too_big)},
-                           {{"error"}, FG(copy_errors)}, {{"abandoned"}, FG(abandoned)})},
+                           {{"no_room"}, FG(refused_no_room)}, {{"error"}, FG(copy_errors)},
+                           {{"abandoned"}, FG(abandoned)})},
     {"pfr_remote_file_workers_stuck", G,
      "copy workers still blocked in the kernel past their deadline", FG(stuck_now)},
     {"pfr_remote_file_lookups_total", C,

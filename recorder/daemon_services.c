@@ -12,10 +12,31 @@
 #include "pfr_log.h"
 #include "pfr_membudget.h"
 #include "pfr_shared_sym.h"
+#include "pfr_store.h"
+
+/* The ring's reserve setting, as the store takes it. */
+static pfr_store_reserve store_reserve(const pfr_config *cfg)
+{
+    return (pfr_store_reserve){.mode = (enum pfr_store_reserve_mode)cfg->disk_reserve.mode,
+                               .bytes = cfg->disk_reserve.bytes,
+                               .percent = cfg->disk_reserve.percent};
+}
+
+/* The free space the recorder's own files beside the ring leave to it: its reserve, resolved on
+ * its file system as the store resolves it, and its cap. Measured once at start: the file
+ * system under a ring does not change while it runs. */
+static void disk_keep_of(const pfr_config *cfg, pfr_disk_keep *keep)
+{
+    uint64_t fs_bytes = 0;
+    *keep = (pfr_disk_keep){.ring_cap = cfg->max_store_bytes};
+    pfr_disk_keep_find_ring(keep, cfg->store_path, &fs_bytes);
+    pfr_store_reserve r = store_reserve(cfg);
+    keep->ring_reserve = fs_bytes ? pfr_store_reserve_bytes(&r, fs_bytes) : 0;
+}
 
 /* The guard of other processes' files on remote file systems; copies go beside the ring (an
- * unlinked file: page cache, not the recorder's own memory). */
-static int fsguard_new(const pfr_config *cfg, struct pfr_fsguard **out)
+ * unlinked file: page cache, not the recorder's own memory), within what keep leaves free. */
+static int fsguard_new(const pfr_config *cfg, const pfr_disk_keep *keep, struct pfr_fsguard **out)
 {
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s", cfg->store_path);
@@ -27,7 +48,8 @@ static int fsguard_new(const pfr_config *cfg, struct pfr_fsguard **out)
     pfr_fsguard_opts o = {.remote = (enum pfr_fsguard_remote)cfg->remote_files,
                           .timeout_ns = cfg->remote_file_timeout_ns,
                           .max_copy_bytes = cfg->remote_file_max_bytes,
-                          .copy_dir = dir};
+                          .copy_dir = dir,
+                          .copy_keep = keep};
     return pfr_fsguard_new(&o, out);
 }
 
@@ -101,7 +123,8 @@ int pfr_daemon_services_start(const pfr_config *cfg, pfr_daemon_metrics *metrics
                               pfr_daemon_services *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof(*s));
-    int rc = fsguard_new(cfg, &s->fsguard);
+    disk_keep_of(cfg, &s->disk_keep);
+    int rc = fsguard_new(cfg, &s->disk_keep, &s->fsguard);
     if (rc == 0)
         rc = pfr_membudget_new(memory_budget(cfg), NULL, &s->membudget);
     if (rc) {
@@ -150,6 +173,7 @@ void pfr_daemon_services_lend(const pfr_daemon_services *s, pfr_source_env *env)
     env->identity = s->identity;
     env->exes = s->exes;
     env->sym = s->sym;
+    env->disk_keep = &s->disk_keep;
 }
 
 void pfr_daemon_services_stop(pfr_daemon_services *s)

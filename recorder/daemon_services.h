@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "daemon_metrics.h"
+#include "pfr_disk_keep.h"
 #include "source.h"
 
 typedef struct pfr_daemon_services {
@@ -26,6 +27,9 @@ typedef struct pfr_daemon_services {
     struct pfr_identity *identity;   /* NULL: processes named from their cgroup paths alone */
     struct pfr_exe_scan *exes;       /* NULL (out of memory): each source scans on its own */
     struct pfr_shared_sym *sym;      /* never NULL once started */
+    /* The free space the recorder's own files beside the ring (the unwind cache, copies of
+     * remote files) leave to it; the fsguard points to it, so s must not move once started. */
+    pfr_disk_keep disk_keep;
 } pfr_daemon_services;
 
 /* Start them all into s (zeroed first). A service the recorder can do without (identities,

@@ -16,6 +16,7 @@
 #include "pfr_metric_rows.h"
 #include "pfr_store.h"
 
+struct pfr_disk_keep;
 struct pfr_exe_scan;
 struct pfr_fsguard;
 struct pfr_identity;
@@ -75,6 +76,9 @@ typedef struct pfr_source_env {
     /* This node's Kubernetes pod list (pfr_k8s_pods.h): one client, which the identities'
      * resolver also uses; NULL when none is configured (or it could not start). */
     struct pfr_k8s_pods *k8s_pods;
+    /* The free space the recorder's own files (the unwind cache) leave to the ring
+     * (pfr_disk_keep.h), filled by the daemon from the ring's settings; NULL: the floor only. */
+    const struct pfr_disk_keep *disk_keep;
     /* This host's name (host.name, as the node agent reports it: Coroot's node name); "" when
      * unknown. */
     const char *node_name;

@@ -157,6 +157,13 @@ static double unwind_table_bytes(const void *p)
     return (double)st->unwind.rows * sizeof(struct pfr_unwind_row);
 }
 
+/* (the cache counts every eviction; the disk's room is one reason of them) */
+static double unwind_cache_bound_evictions(const void *p)
+{
+    const pfr_cpu_source_stats *st = p;
+    return (double)(st->unwind.cache.evictions - st->unwind.cache.room_evictions);
+}
+
 static double unwind_table_bytes_max(const void *p)
 {
     const pfr_cpu_source_stats *st = p;
@@ -215,12 +222,18 @@ static const pfr_metric_row unwind_rows[] = {
          {{"bad_file"}, F(unwind.cache.bad_files)}, {{"no_memory"}, F(unwind.cache.no_memory)})},
     {"pfr_unwind_cache_writes_total", C,
      "built tables written to disk, by outcome: written, failed (a full disk, an unwritable "
-     "directory: logged the first time)",
+     "directory: logged the first time), no_room (not written: the file system's free space is "
+     "left to the ring, its reserve and cap, or under 5 % of it; debug log)",
      .labels = {"outcome"},
      .series = PFR_METRIC_SERIES({{"written"}, F(unwind.cache.writes)},
-                                 {{"failed"}, F(unwind.cache.write_errors)})},
-    {"pfr_unwind_cache_evictions_total", C, "table files removed to stay within unwind_cache_bytes",
-     F(unwind.cache.evictions)},
+                                 {{"failed"}, F(unwind.cache.write_errors)},
+                                 {{"no_room"}, F(unwind.cache.no_room)})},
+    {"pfr_unwind_cache_evictions_total", C,
+     "table files removed, by reason: bound (to stay within unwind_cache_bytes), disk_room (to "
+     "leave the file system's free space to the ring)",
+     .labels = {"reason"},
+     .series = PFR_METRIC_SERIES({{"bound"}, .get = unwind_cache_bound_evictions},
+                                 {{"disk_room"}, F(unwind.cache.room_evictions)})},
     {"pfr_unwind_cache_bytes", G, "bytes of the table files on disk", F(unwind.cache.bytes)},
     {"pfr_unwind_cache_bytes_max", G, "their bound (unwind_cache_bytes)",
      F(unwind.cache.max_bytes)},

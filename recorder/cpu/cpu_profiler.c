@@ -341,6 +341,7 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
             .on_built = opts->unwind_built,
             .cache_dir = opts->unwind_cache_dir,
             .cache_bytes = opts->unwind_cache_bytes,
+            .cache_keep = opts->unwind_cache_keep,
             .on_cache_error = opts->unwind_cache_error,
             .ctx = opts->unwind_refused_ctx,
         };

@@ -45,6 +45,7 @@ typedef struct pfr_cpu_profiler_opts {
     /* unwind tables kept on disk there (unwinder.h), within unwind_cache_bytes; NULL: not */
     const char *unwind_cache_dir;
     uint64_t unwind_cache_bytes;
+    const struct pfr_disk_keep *unwind_cache_keep; /* the free space it leaves to the ring */
     /* the cache on disk could not be opened, or its first write failed (unwinder.h) */
     void (*unwind_cache_error)(void *ctx, const char *why);
     void *unwind_refused_ctx;        /* the callbacks' */

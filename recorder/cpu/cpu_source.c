@@ -453,9 +453,12 @@ static void log_unwind_built(void *ctx, const pfr_unwind_built *b)
 {
     (void)ctx;
     pfr_debug("cpu: unwind table of %s (pid %u): %u rows, %s in %.1f ms, in place %.1f ms "
-              "after it was asked%s",
+              "after it was asked%s%s",
               b->path, b->pid, b->rows, b->cached ? "read from the cache" : "built", b->build_ms,
-              b->waited_ms, b->small ? " (small)" : "");
+              b->waited_ms, b->small ? " (small)" : "",
+              b->not_kept_no_room ? "; not kept on disk: its file system's free space is left "
+                                    "to the ring"
+                                  : "");
 }
 
 static void log_unwind_cache_error(void *ctx, const char *why)
@@ -1073,6 +1076,7 @@ int pfr_cpu_source_new(const pfr_source_env *env, pfr_cpu_source **out, char *er
         .unwind_refused = log_unwind_refused,
         .unwind_built = log_unwind_built,
         .unwind_cache_bytes = cc->unwind_cache_bytes,
+        .unwind_cache_keep = env->disk_keep,
         .unwind_cache_error = log_unwind_cache_error,
     };
     char cache_dir[4096];

@@ -70,7 +70,8 @@ typedef struct pfr_cpu_source_stats {
  * processes), identity (may be NULL) gives processes their cgroup's Coroot identity, fsguard
  * (may be NULL) keeps files on remote file systems away from the threads with deadlines
  * (pfr_fsguard.h), membudget (may be NULL) is asked before unwind tables are paid for
- * (pfr_membudget.h). */
+ * (pfr_membudget.h), disk_keep (copied, may be NULL) is the free space the unwind
+ * cache's writes leave to the ring (pfr_disk_keep.h). */
 int pfr_cpu_source_new(const pfr_source_env *env, pfr_cpu_source **out, char *err, size_t errlen);
 pfr_source pfr_cpu_source_as_source(pfr_cpu_source *cs);
 void pfr_cpu_source_stats_get(pfr_cpu_source *cs, pfr_cpu_source_stats *st);

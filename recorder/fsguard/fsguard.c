@@ -351,6 +351,8 @@ int pfr_fsguard_new(const pfr_fsguard_opts *opts, pfr_fsguard **out)
         return -ENOMEM;
     snprintf(g->proc_root, sizeof(g->proc_root), "%s", o.proc_root ? o.proc_root : "/proc");
     snprintf(g->copy_dir, sizeof(g->copy_dir), "%s", o.copy_dir ? o.copy_dir : "");
+    if (o.copy_keep)
+        g->keep = *o.copy_keep;
     g->remote = o.remote;
     g->timeout_ns = o.timeout_ns > 0 ? o.timeout_ns : DEFAULT_TIMEOUT;
     g->avoid_ns = o.avoid_ns > 0 ? o.avoid_ns : DEFAULT_AVOID;

@@ -96,11 +96,19 @@ static void child_main(int dst, const char *path, uint64_t dev, uint64_t ino, si
 
 typedef pfr_fsguard_job copy_job;
 
-static int make_copy_file(const char *dir)
+/* The file a copy is written to: in the copy directory when its file system has room for the
+ * largest copy past what keep leaves to the ring (-EDQUOT, counted, when not: a temporary copy
+ * gives up room before the ring does), else in memory. Call with g->lock held. */
+static int make_copy_file(pfr_fsguard *g)
 {
     int fd = -1;
-    if (dir[0])
-        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (g->copy_dir[0])
+        fd = open(g->copy_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 && pfr_disk_keep_fits(&g->keep, fd, g->max_copy, NULL) != 0) {
+        close(fd);
+        g->st.refused_no_room++;
+        return -EDQUOT;
+    }
     if (fd < 0)
         fd = memfd_create("pfr-remote-copy", MFD_CLOEXEC);
     return fd < 0 ? -errno : fd;
@@ -227,7 +235,7 @@ static int admit_locked(pfr_fsguard *g, uint64_t dev, int64_t now)
 
 static int start_locked(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino, int64_t now)
 {
-    int dst = make_copy_file(g->copy_dir);
+    int dst = make_copy_file(g);
     if (dst < 0)
         return dst;
     pid_t pid = fork();

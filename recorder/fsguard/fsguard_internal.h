@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "pfr_disk_keep.h"
 #include "pfr_fsguard.h"
 #include "pfr_map.h"
 
@@ -22,6 +23,7 @@ typedef struct pfr_fsguard_job {
 struct pfr_fsguard {
     char proc_root[256];
     char copy_dir[4096]; /* "" = memfd */
+    pfr_disk_keep keep;  /* the free space copies leave to the ring there */
     enum pfr_fsguard_remote remote;
     int64_t timeout_ns, avoid_ns;
     size_t max_copy;

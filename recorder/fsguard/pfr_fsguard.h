@@ -43,6 +43,8 @@ enum pfr_fsguard_remote {
     PFR_FSGUARD_REMOTE_SKIP,     /* never touched: their frames stay unnamed */
 };
 
+struct pfr_disk_keep;
+
 typedef struct pfr_fsguard_opts {
     const char *proc_root; /* NULL = "/proc" */
     enum pfr_fsguard_remote remote;
@@ -52,7 +54,10 @@ typedef struct pfr_fsguard_opts {
     size_t max_copy_bytes; /* a larger remote file is not copied; 0 = 32 MiB */
     const char *copy_dir;  /* where copies live (unlinked, O_TMPFILE); NULL or "" or a
                               directory that refuses: anonymous memory (memfd) */
-    unsigned max_stuck;    /* workers left blocked at once before copies stop; 0 = 4 */
+    /* The free space a copy in copy_dir leaves to the ring (pfr_disk_keep.h; copied; NULL:
+     * the floor only): a copy that could take it (up to max_copy_bytes) is not made (no_room). */
+    const struct pfr_disk_keep *copy_keep;
+    unsigned max_stuck; /* workers left blocked at once before copies stop; 0 = 4 */
 } pfr_fsguard_opts;
 
 typedef struct pfr_fsguard_stats {
@@ -63,6 +68,7 @@ typedef struct pfr_fsguard_stats {
     uint64_t refused_avoided; /* not touched: their file system is avoided, or too many
                                  workers are stuck */
     uint64_t refused_too_big; /* remote files over max_copy_bytes */
+    uint64_t refused_no_room; /* not copied: the copy could take the free space the ring keeps */
     uint64_t copies;          /* remote files copied */
     uint64_t copy_bytes;      /* bytes copied */
     uint64_t copy_errors;     /* copies that failed (gone, replaced, read errors) */

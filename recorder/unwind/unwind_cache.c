@@ -16,6 +16,7 @@
 #include <lz4.h>
 
 #include "pfr_clock.h"
+#include "pfr_disk_keep.h"
 #include "pfr_hash.h"
 #include "pfr_membudget.h"
 #include "pfr_vec.h"
@@ -67,7 +68,8 @@ struct pfr_unwind_cache {
     int dfd;
     uint64_t max_bytes;
     struct pfr_membudget *membudget;
-    struct entry *v; /* the directory's table files */
+    pfr_disk_keep keep; /* the free space left to the ring (pfr_disk_keep.h) */
+    struct entry *v;    /* the directory's table files */
     size_t n, cap;
     pfr_unwind_cache_stats st;
     char err[256];
@@ -415,17 +417,47 @@ static int remember(pfr_unwind_cache *c, uint64_t name, uint64_t bytes, int64_t 
     return 0;
 }
 
+static void remove_lru(pfr_unwind_cache *c)
+{
+    size_t lru = 0;
+    for (size_t i = 1; i < c->n; i++)
+        if (c->v[i].used_ns < c->v[lru].used_ns)
+            lru = i;
+    remove_file(c, c->v[lru].name);
+    c->st.evictions++;
+}
+
 /* Remove the least recently used files until room more bytes fit in the bound. */
 static void make_room(pfr_unwind_cache *c, uint64_t room)
 {
-    while (c->n > 0 && c->st.bytes + room > c->max_bytes) {
-        size_t lru = 0;
-        for (size_t i = 1; i < c->n; i++)
-            if (c->v[i].used_ns < c->v[lru].used_ns)
-                lru = i;
-        remove_file(c, c->v[lru].name);
-        c->st.evictions++;
+    while (c->n > 0 && c->st.bytes + room > c->max_bytes)
+        remove_lru(c);
+}
+
+/* The most a table of nrows rows takes on disk: its header and each chunk's LZ4 at its bound. */
+static uint64_t write_bound(size_t nrows)
+{
+    uint64_t b = sizeof(struct hdr);
+    for (size_t done = 0; done < nrows; done += PFR_UNWIND_CACHE_CHUNK_ROWS) {
+        size_t cnt =
+            nrows - done < PFR_UNWIND_CACHE_CHUNK_ROWS ? nrows - done : PFR_UNWIND_CACHE_CHUNK_ROWS;
+        b += 4 + (uint64_t)LZ4_compressBound((int)(cnt * sizeof(struct pfr_unwind_row)));
     }
+    return b;
+}
+
+/* Whether the file system has room for bytes more and still leaves the ring what keep says:
+ * the least recently used files removed first (the cache gives up room before the ring does).
+ * The bound, not the size, so that not even the temporary file takes the ring's room. */
+static bool disk_room(pfr_unwind_cache *c, uint64_t bytes)
+{
+    while (pfr_disk_keep_fits(&c->keep, c->dfd, bytes, NULL) != 0) {
+        if (c->n == 0)
+            return false;
+        remove_lru(c);
+        c->st.room_evictions++;
+    }
+    return true;
 }
 
 /* The directory's table files into the index; files of writes cut short removed. */
@@ -473,7 +505,8 @@ static int make_dirs(const char *dir)
 }
 
 int pfr_unwind_cache_open(const char *dir, uint64_t max_bytes, struct pfr_membudget *membudget,
-                          pfr_unwind_cache **out, char *err, size_t errlen)
+                          const pfr_disk_keep *keep, pfr_unwind_cache **out, char *err,
+                          size_t errlen)
 {
     *out = NULL;
     if (!dir || !dir[0]) {
@@ -488,6 +521,8 @@ int pfr_unwind_cache_open(const char *dir, uint64_t max_bytes, struct pfr_membud
     c->max_bytes = max_bytes < MIN_DIR ? MIN_DIR : max_bytes;
     c->st.max_bytes = c->max_bytes;
     c->membudget = membudget;
+    if (keep)
+        c->keep = *keep;
     int rc = make_dirs(dir);
     c->dfd = rc ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (rc == 0 && c->dfd < 0)
@@ -570,6 +605,14 @@ int pfr_unwind_cache_get(pfr_unwind_cache *c, const pfr_unwind_cache_key *key, s
 int pfr_unwind_cache_put(pfr_unwind_cache *c, const pfr_unwind_cache_key *key,
                          const pfr_unwind_table *t)
 {
+    if (!disk_room(c, write_bound(t->nrows))) {
+        c->st.no_room++;
+        snprintf(c->err, sizeof(c->err),
+                 "unwind cache: a table of %zu rows not written: its file system's free space is "
+                 "left to the ring",
+                 t->nrows);
+        return -EDQUOT;
+    }
     uint64_t name = key_name(key);
     char fn[32], tmp[64];
     file_name(name, fn, sizeof(fn));

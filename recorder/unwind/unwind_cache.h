@@ -18,6 +18,11 @@
  * Bound: the files' bytes stay within max_bytes; past it the least recently used go first (a
  * hit sets its file's mtime: the order survives restarts). A full disk, a read-only or
  * unwritable directory: the write fails and is counted (write_errors); lookups go on.
+ * Disk room: the cache is the first to do without it, never the ring. Before a table is written,
+ * the file system must keep what the daemon's keep says (pfr_disk_keep.h: on the ring's file
+ * system its reserve and cap, anywhere 5 %) past the file's largest size; if not, the least
+ * recently used files go first (room_evictions), and if still short the table is not written
+ * (no_room).
  *
  * Memory: a lookup holds the rows (8 bytes each) and one chunk's buffers (~1 MiB, less for a
  * table of fewer rows than a chunk), and asks the memory budget for them first, as a build does;
@@ -39,6 +44,7 @@
 #include "unwind_table.h"
 
 struct pfr_membudget;
+struct pfr_disk_keep;
 typedef struct pfr_unwind_cache pfr_unwind_cache;
 
 /* Rows per compressed chunk (512 KiB of rows). */
@@ -66,8 +72,10 @@ typedef struct pfr_unwind_cache_stats {
     uint64_t no_memory;    /* lookups the memory budget refused */
     uint64_t writes;       /* tables written */
     uint64_t write_errors; /* tables not written: a full disk, an unwritable directory */
-    uint64_t evictions;    /* files removed to stay within the bound */
-    uint64_t bytes;        /* of the files now */
+    uint64_t no_room;      /* tables not written: the free space is the ring's (keep) */
+    uint64_t evictions;    /* files removed to stay within the bound, or for the disk's room */
+    uint64_t room_evictions; /* of evictions, for the disk's room */
+    uint64_t bytes;          /* of the files now */
     uint64_t files;
     uint64_t max_bytes; /* the bound */
 } pfr_unwind_cache_stats;
@@ -75,10 +83,12 @@ typedef struct pfr_unwind_cache_stats {
 /* Open (and create, 0700, with its parent) the directory dir, its files within max_bytes (at
  * least 1 MiB). Files left by a write cut short are removed, and the directory is brought within
  * the bound. membudget (not owned, may be NULL) is asked before a lookup holds a table's rows.
+ * keep (copied; NULL: the floor only) is the free space writes leave to the ring.
  * @return 0; -EPERM a directory of another user or writable by others; -errno of mkdir or open;
  * -ENOMEM. err says why. */
 int pfr_unwind_cache_open(const char *dir, uint64_t max_bytes, struct pfr_membudget *membudget,
-                          pfr_unwind_cache **out, char *err, size_t errlen);
+                          const struct pfr_disk_keep *keep, pfr_unwind_cache **out, char *err,
+                          size_t errlen);
 void pfr_unwind_cache_close(pfr_unwind_cache *c);
 
 /* The key of the ELF file open at fd: its build-id (read within the symbolizer's limits), else its
@@ -93,8 +103,10 @@ int pfr_unwind_cache_get(pfr_unwind_cache *c, const pfr_unwind_cache_key *key, s
                          pfr_unwind_table *out);
 
 /* Keep t under key (replacing what was), evicting the least recently used files past the
- * bound. @return 0; -EFBIG larger than the whole bound (not kept); -errno of the write (counted
- * in write_errors; the sentence in pfr_unwind_cache_last_error()). */
+ * bound. @return 0; -EFBIG larger than the whole bound (not kept); -EDQUOT the file system's
+ * free space is the ring's (keep), even with every file of the cache removed (not kept, counted
+ * in no_room); -errno of the write (counted in write_errors; the sentence in
+ * pfr_unwind_cache_last_error()). */
 int pfr_unwind_cache_put(pfr_unwind_cache *c, const pfr_unwind_cache_key *key,
                          const pfr_unwind_table *t);
 

@@ -27,6 +27,7 @@
 #include "sym_maps.h"
 #include "unwind_table.h"
 #include "pfr_clock.h"
+#include "pfr_disk_keep.h"
 
 #ifndef ENOTSUPP
 #define ENOTSUPP 524 /* the kernel's own "operation not supported" */
@@ -120,11 +121,14 @@ struct pfr_unwinder {
         int64_t retry_ns;
     } failed[FAILED_MAX]; /* files that failed to open, asked again at retry_ns */
     size_t nfailed;
-    uint32_t gen;            /* of the last table loaded */
-    bool batch_unsupported;  /* the kernel refused batched array updates once */
-    char *cache_dir;         /* opts.cache_dir's copy */
-    pfr_unwind_cache *cache; /* NULL: tables are not kept on disk */
-    bool cache_error_told;   /* a failed write was told to opts.on_cache_error */
+    uint32_t gen;             /* of the last table loaded */
+    bool batch_unsupported;   /* the kernel refused batched array updates once */
+    char *cache_dir;          /* opts.cache_dir's copy */
+    pfr_unwind_cache *cache;  /* NULL: tables are not kept on disk */
+    bool cache_error_told;    /* a failed write was told to opts.on_cache_error */
+    bool cache_no_room;       /* the table being loaded was not kept: the disk's room is the
+                                 ring's (told with it to opts.on_built) */
+    pfr_disk_keep cache_keep; /* opts.cache_keep's copy (the cache opens on the thread) */
 };
 
 /* ---- row extents ---- */
@@ -547,7 +551,8 @@ static void built(pfr_unwinder *u, const struct queued *q, const char *name, uin
                           .build_ms = (double)(now - t0 - paused_ns) / 1e6,
                           .waited_ms = (double)(now - q->asked_ns) / 1e6,
                           .small = q->small,
-                          .cached = cached};
+                          .cached = cached,
+                          .not_kept_no_room = u->cache_no_room};
     u->opts.on_built(u->opts.ctx, &b);
 }
 
@@ -604,7 +609,8 @@ static void cache_put(pfr_unwinder *u, const pfr_unwind_cache_key *key, const pf
     if (t->nrows < PFR_UNWIND_CACHE_MIN_ROWS && t->stats.cpu_ns < PFR_UNWIND_CACHE_MIN_CPU_NS)
         return;
     int rc = pfr_unwind_cache_put(u->cache, key, t);
-    if (rc && rc != -EFBIG && !u->cache_error_told && u->opts.on_cache_error) {
+    u->cache_no_room = rc == -EDQUOT; /* not an error: counted, and said in the debug log */
+    if (rc && rc != -EFBIG && rc != -EDQUOT && !u->cache_error_told && u->opts.on_cache_error) {
         u->cache_error_told = true;
         u->opts.on_cache_error(u->opts.ctx, pfr_unwind_cache_last_error(u->cache));
     }
@@ -616,8 +622,8 @@ static void cache_open(pfr_unwinder *u)
     if (!u->cache_dir)
         return;
     char err[512];
-    if (pfr_unwind_cache_open(u->cache_dir, u->opts.cache_bytes, u->opts.membudget, &u->cache, err,
-                              sizeof(err)) != 0 &&
+    if (pfr_unwind_cache_open(u->cache_dir, u->opts.cache_bytes, u->opts.membudget, &u->cache_keep,
+                              &u->cache, err, sizeof(err)) != 0 &&
         u->opts.on_cache_error)
         u->opts.on_cache_error(u->opts.ctx, err);
 }
@@ -682,6 +688,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
     const char *name = "[vdso]";
     bool cached = false;
     int rc;
+    u->cache_no_room = false;
     if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
         rc = build_vdso(&t, err, sizeof(err));
     } else {
@@ -938,6 +945,9 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
     u->looked_at = UINT64_MAX;
     u->opts = *opts;
     u->opts.cache_dir = NULL; /* (the copy's) */
+    if (opts->cache_keep)
+        u->cache_keep = *opts->cache_keep;
+    u->opts.cache_keep = NULL;
     if (opts->cache_dir && opts->cache_dir[0] && !(u->cache_dir = strdup(opts->cache_dir))) {
         free(u);
         snprintf(err, errlen, "unwinder: out of memory");

@@ -66,15 +66,18 @@ typedef struct pfr_unwind_refused {
 
 /* A file whose table was built and loaded, for the caller's debug log: how long its build took
  * and how long its process's stacks waited for it (called on the unwinder's thread). */
+struct pfr_disk_keep;
+
 typedef struct pfr_unwind_built {
     uint32_t pid; /* the process that asked */
     uint64_t dev, ino;
     const char *path; /* as the recorder opened it ("[vdso]" for the vDSO) */
     uint32_t rows;
-    double build_ms;  /* its own build, pauses for other files not counted */
-    double waited_ms; /* from the ask to the table in place */
-    bool small;       /* built in the small files' lane */
-    bool cached;      /* read from the cache on disk, not built */
+    double build_ms;       /* its own build, pauses for other files not counted */
+    double waited_ms;      /* from the ask to the table in place */
+    bool small;            /* built in the small files' lane */
+    bool cached;           /* read from the cache on disk, not built */
+    bool not_kept_no_room; /* built, not kept on disk: its file system's room is the ring's */
 } pfr_unwind_built;
 
 typedef struct pfr_unwinder_opts {
@@ -96,6 +99,9 @@ typedef struct pfr_unwinder_opts {
                             * issue 30 (benchmarks and tests compare the two) */
     const char *cache_dir; /* tables kept on disk there (copied); NULL or "": not kept */
     uint64_t cache_bytes;  /* its bound (unwind_cache.h) */
+    /* the free space the cache's writes leave to the ring (pfr_disk_keep.h; copied); NULL:
+     * the floor only */
+    const struct pfr_disk_keep *cache_keep;
     /* The cache could not be opened (it is then off), or its first write failed: why, once
      * each, on the unwinder's thread. NULL: not told. */
     void (*on_cache_error)(void *ctx, const char *why);

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "pfr_disk_keep.h"
 #include "pfr_fsguard.h"
 
 static void parse_lines(void **state)
@@ -272,6 +273,27 @@ static void copies(void **state)
     assert_true(fd >= 0);
     assert_int_equal(pread(fd, back, 10, 99990), 10);
     assert_memory_equal(back, data + 99990, 10);
+    close(fd);
+    pfr_fsguard_free(g);
+    /* the copy directory on the ring's file system, whose reserve and cap take all of it: no
+     * copy there (not in memory either), counted */
+    struct stat ds;
+    assert_int_equal(stat("/var/tmp", &ds), 0);
+    pfr_disk_keep keep = {
+        .ring_known = true, .ring_dev = (uint64_t)ds.st_dev, .ring_cap = UINT64_MAX / 2};
+    assert_int_equal(
+        pfr_fsguard_new(&(pfr_fsguard_opts){.copy_dir = "/var/tmp", .copy_keep = &keep}, &g), 0);
+    assert_int_equal(copy_wait(g, path, st.st_dev, st.st_ino), -EDQUOT);
+    pfr_fsguard_stats_get(g, &s);
+    assert_int_equal(s.refused_no_room, 1);
+    assert_int_equal(s.copies, 0);
+    pfr_fsguard_free(g);
+    /* another file system's ring: copied */
+    keep.ring_dev++;
+    assert_int_equal(
+        pfr_fsguard_new(&(pfr_fsguard_opts){.copy_dir = "/var/tmp", .copy_keep = &keep}, &g), 0);
+    fd = copy_wait(g, path, st.st_dev, st.st_ino);
+    assert_true(fd >= 0);
     close(fd);
     pfr_fsguard_free(g);
     assert_int_equal(pfr_fsguard_new(&(pfr_fsguard_opts){.remote = 7}, &g), -EINVAL);

@@ -15,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "pfr_disk_keep.h"
 #include "pfr_membudget.h"
 #include "unwind_cache.h"
 
@@ -45,7 +47,7 @@ static pfr_unwind_cache *open_dir(const char *name, uint64_t bound, char *path, 
     snprintf(path, len, "%s/%s", work, name);
     pfr_unwind_cache *c = NULL;
     char err[256];
-    int rc = pfr_unwind_cache_open(path, bound, NULL, &c, err, sizeof(err));
+    int rc = pfr_unwind_cache_open(path, bound, NULL, NULL, &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
     return c;
@@ -316,7 +318,7 @@ static void unwritable_child(const char *dir)
 {
     pfr_unwind_cache *c = NULL;
     char err[256];
-    CHILD_CHECK(pfr_unwind_cache_open(dir, 1u << 20, NULL, &c, err, sizeof(err)) == 0, 10);
+    CHILD_CHECK(pfr_unwind_cache_open(dir, 1u << 20, NULL, NULL, &c, err, sizeof(err)) == 0, 10);
     pfr_unwind_table t = synth(1000, 3), back;
     pfr_unwind_cache_key k = key_n(3);
     CHILD_CHECK(pfr_unwind_cache_put(c, &k, &t) == -EACCES, 11);
@@ -342,15 +344,17 @@ static void test_unwritable(void **state)
     /* another user's directory, or one others may write: refused at open */
     pfr_unwind_cache *c = NULL;
     char err[256];
-    assert_int_equal(pfr_unwind_cache_open(dir, 1u << 20, NULL, &c, err, sizeof(err)), -EPERM);
+    assert_int_equal(pfr_unwind_cache_open(dir, 1u << 20, NULL, NULL, &c, err, sizeof(err)),
+                     -EPERM);
     assert_non_null(strstr(err, "not the recorder's own"));
     snprintf(dir, sizeof(dir), "%s/open", work);
     assert_int_equal(mkdir(dir, 0777), 0);
     assert_int_equal(chmod(dir, 0777), 0);
-    assert_int_equal(pfr_unwind_cache_open(dir, 1u << 20, NULL, &c, err, sizeof(err)), -EPERM);
+    assert_int_equal(pfr_unwind_cache_open(dir, 1u << 20, NULL, NULL, &c, err, sizeof(err)),
+                     -EPERM);
     /* a path through a file: cannot be made */
     snprintf(dir, sizeof(dir), "%s/noid/sub", work);
-    assert_int_not_equal(pfr_unwind_cache_open(dir, 1u << 20, NULL, &c, err, sizeof(err)), 0);
+    assert_int_not_equal(pfr_unwind_cache_open(dir, 1u << 20, NULL, NULL, &c, err, sizeof(err)), 0);
     assert_null(c);
     /* a full disk */
     int full = open("/dev/full", O_WRONLY);
@@ -385,7 +389,7 @@ static void test_memory_budget(void **state)
     snprintf(dir, sizeof(dir), "%s/mem", work);
     pfr_unwind_cache *c = NULL;
     char err[256];
-    assert_int_equal(pfr_unwind_cache_open(dir, 128u << 20, b, &c, err, sizeof(err)), 0);
+    assert_int_equal(pfr_unwind_cache_open(dir, 128u << 20, b, NULL, &c, err, sizeof(err)), 0);
     pfr_unwind_table t = synth(500000, 5), back;
     pfr_unwind_cache_key k = key_n(5);
     assert_int_equal(pfr_unwind_cache_put(c, &k, &t), 0);
@@ -401,12 +405,100 @@ static void test_memory_budget(void **state)
     pfr_membudget_free(b);
 }
 
+/* The disk's room is the ring's first: on the ring's file system (its device) a table is written
+ * only if the free space stays above the ring's reserve and cap; if not, the cache removes its own
+ * files first and then does not write (no_room), and lookups go on. Another file system's keeps
+ * only the floor. (The ring's cap here is the whole file system's size: its room is never the
+ * cache's, whatever else the host writes meanwhile.) */
+static void test_disk_room(void **state)
+{
+    (void)state;
+    char dir[256];
+    pfr_unwind_cache *c = open_dir("room", 128u << 20, dir, sizeof(dir));
+    pfr_unwind_table t1 = synth(40000, 1), t2 = synth(40000, 2), back;
+    pfr_unwind_cache_key k1 = key_n(1), k2 = key_n(2);
+    assert_int_equal(pfr_unwind_cache_put(c, &k1, &t1), 0); /* written without a ring's keep */
+    pfr_unwind_cache_close(c);
+
+    struct stat st;
+    struct statvfs v;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(statvfs(dir, &v), 0);
+    uint64_t fs = (uint64_t)v.f_blocks * v.f_frsize;
+    /* the ring's file, not made yet, in the same folder: found by its folder's device */
+    char ring[300];
+    snprintf(ring, sizeof(ring), "%s/no-such-folder/ring.db", dir);
+    pfr_disk_keep keep = {0};
+    uint64_t fs_found = 0;
+    assert_true(pfr_disk_keep_find_ring(&keep, ring, &fs_found));
+    assert_true(keep.ring_known);
+    assert_int_equal(keep.ring_dev, (uint64_t)st.st_dev);
+    assert_int_equal(fs_found, fs);
+    keep.ring_reserve = 8u << 20;
+    keep.ring_cap = fs;
+
+    char err[256];
+    assert_int_equal(pfr_unwind_cache_open(dir, 128u << 20, NULL, &keep, &c, err, sizeof(err)), 0);
+    assert_int_equal(pfr_unwind_cache_put(c, &k2, &t2), -EDQUOT);
+    pfr_unwind_cache_stats cs;
+    pfr_unwind_cache_stats_get(c, &cs);
+    assert_int_equal(cs.no_room, 1);
+    assert_int_equal(cs.write_errors, 0);
+    assert_int_equal(cs.writes, 0);
+    assert_int_equal(cs.room_evictions, 1); /* its own file went first */
+    assert_int_equal(cs.evictions, 1);
+    assert_int_equal(cs.files, 0);
+    assert_int_equal(cs.bytes, 0);
+    assert_non_null(strstr(pfr_unwind_cache_last_error(c), "left to the ring"));
+    assert_int_equal(pfr_unwind_cache_get(c, &k2, SIZE_MAX, &back), -ENOENT);
+    pfr_unwind_cache_close(c);
+    /* nothing on the disk: not even the temporary file */
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s)\"", dir);
+    assert_int_equal(system(cmd), 0);
+
+    /* the same cache on another file system than the ring's: the floor only */
+    keep.ring_dev = (uint64_t)st.st_dev + 1;
+    assert_int_equal(pfr_unwind_cache_open(dir, 128u << 20, NULL, &keep, &c, err, sizeof(err)), 0);
+    assert_int_equal(pfr_unwind_cache_put(c, &k2, &t2), 0);
+    assert_int_equal(pfr_unwind_cache_get(c, &k2, SIZE_MAX, &back), 0);
+    assert_same(&t2, &back);
+    pfr_unwind_table_free(&back);
+    pfr_unwind_cache_close(c);
+    pfr_unwind_table_free(&t1);
+    pfr_unwind_table_free(&t2);
+}
+
+/* The floor and the ring's keep, as numbers: bytes past the free space, by how much. */
+static void test_disk_keep_fits(void **state)
+{
+    (void)state;
+    int fd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    struct stat st;
+    struct statvfs v;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(fstatvfs(fd, &v), 0);
+    uint64_t fs = (uint64_t)v.f_blocks * v.f_frsize, short_by = 0;
+    /* nothing fits past the whole file system */
+    assert_int_equal(pfr_disk_keep_fits(NULL, fd, fs, &short_by), -EDQUOT);
+    assert_true(short_by > fs / 20); /* the floor, 5 %, and more */
+    pfr_disk_keep keep = {.ring_known = true, .ring_dev = (uint64_t)st.st_dev, .ring_cap = fs};
+    assert_int_equal(pfr_disk_keep_fits(&keep, fd, 1, &short_by), -EDQUOT);
+    assert_true(short_by > 0);
+    keep.ring_dev++; /* another file system's ring: 1 byte fits above the floor */
+    assert_int_equal(pfr_disk_keep_fits(&keep, fd, 1, &short_by), 0);
+    assert_int_equal(short_by, 0);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip), cmocka_unit_test(test_key_follows_file),
         cmocka_unit_test(test_bad_files),  cmocka_unit_test(test_bound),
         cmocka_unit_test(test_unwritable), cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_disk_room),  cmocka_unit_test(test_disk_keep_fits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
