@@ -121,7 +121,7 @@ def run(args, tmp, procs, mounts):
              "functions (freed code objects' addresses reused: <= 1 %%)" % (len(reused), len(mine)))
     ri.check(not others, "churn: %d frames named from another process's file" % len(others))
 
-    ss = [s for s in ph.samples(chunks, split.pid)  # its main thread's, not its oracle's
+    ss = [s for s in ph.samples(chunks, split.pid)  # not those of its oracle's handler
           if "oracle_sampler" not in {f["function"] for f in s["frames"]}]
     hot = sum(1 for s in ss if {"hot_a", "hot_b"} & {f["function"] for f in py_frames(s)})
     ri.check(len(ss) >= 100 and hot * 100 >= 95 * len(ss),

@@ -12,8 +12,8 @@ workload after --python, under the same recorder, with the same checks.
 Checks (the issue's ground truth):
   split    hot_a or hot_b on >= 95 % of the main thread's samples; hot_a's share of the two
            within 5 points of the share the program timed itself, and within 5 points of the
-           share its in-process oracle saw (a thread sampling the main thread with
-           sys._current_frames()); every hot_a/hot_b frame on a line of its body and its
+           share its in-process oracle saw (a profiling timer whose handler looks at
+           the main thread with sys._current_frames()); every hot_a/hot_b frame on a line of its body and its
            caller's frame on the line of the call
   recurse  the samples in spin() have every rec() level up to the depth limit: the rec frames
            are contiguous and either reach recurse() or fill the stack to its limit
@@ -101,7 +101,7 @@ def py_frames(frames):
 
 def check_split(samples, own, oracle, src, file_as=None):
     """src: the workload's source; file_as: its path as the program named it (default src)."""
-    # the main thread's samples: not the oracle's thread
+    # the program's samples, not those of its oracle's handler
     samples = [s for s in samples if "oracle_sampler" not in names(s)]
     n = len(samples)
     a = sum(1 for s in samples if "hot_a" in names(s))
