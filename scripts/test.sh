@@ -30,9 +30,10 @@ python3 scripts/check_skips.py "$BUILD/Testing/Temporary/LastTest.log" "$log" \
   tests/skips-allowed.txt
 # The resource bounds (the recorder's RSS under a process storm and intervals on time, the
 # shipper's backfill under a 96 MiB cgroup, the symbolizer's peak on hostile files) hold for the release build users run, which the
-# sanitized tree cannot measure: checked there, alone, after the rest.
+# sanitized tree cannot measure: checked there after the rest (those that time the recorder
+# still alone: RUN_SERIAL).
 if [ "$#" -eq 0 ]; then
-  ctest --test-dir "$GCC_BUILD" --output-on-failure --timeout 300 \
+  ctest --test-dir "$GCC_BUILD" --output-on-failure -j2 --timeout 300 \
     -R '^(recorder_daemon_stress|shipper_memory_cgroup|symbolizer_limits|recorder_hostile_files|recorder_fuse_hang)$' \
     2>&1 | tee "$release_log"
   exit "${PIPESTATUS[0]}"
