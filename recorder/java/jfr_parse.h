@@ -8,7 +8,9 @@
  * to by key. pfr_jfr_parse reads each whole chunk's metadata and the pools pfr needs (stack traces,
  * methods, classes, symbols, strings; every other pool is walked and dropped), then hands every
  * record to a visitor in file order. Event fields are read on demand (pfr_jfr_event_read), by
- * position in their class.
+ * position in their class. The last few chunks' pools stay readable while the next chunks are
+ * visited (pfr_jfr_chunk_prev, jfr_limits.max_carry_bytes): the JVM writes events that name a
+ * stack only an earlier chunk holds.
  *
  * Everything read is outside input: each size, count, offset, key and depth is checked against
  * the data and the limits before it is used. Loops consume at least a byte each, or are over

@@ -62,12 +62,13 @@ typedef struct pfr_jfr_opts {
     size_t max_events;       /* records of all kinds, per recording (4 Mi) */
     size_t max_pool_entries; /* per constant pool type, per chunk (1 Mi) */
     size_t max_depth;        /* frames kept per stack, deeper ones cut at the root side (1024) */
-    /* An event whose stack key its chunk's pools lack is looked up in the previous chunk's
+    /* An event whose stack key its chunk's pools lack is looked up in the earlier chunks'
      * (the JVM takes a monitor enter's stack when the wait begins and writes the event when it
-     * ends, in the next chunk when a rotation came between): that chunk's parsed pools are kept
-     * while the next is read when they hold at most this many bytes (16 MiB; past it the chunk
-     * is counted in counts.uncarried_chunks). chunks_alone: no lookup in the chunk before, each
-     * chunk read alone as the JDK's reader reads it (the oracle's comparison). */
+     * ends, in a later chunk when a rotation came between): the last JFR_CARRY_CHUNKS chunks'
+     * parsed pools are kept while the next are read, as many as hold at most this many bytes
+     * together (16 MiB; a chunk larger alone is counted in counts.uncarried_chunks).
+     * chunks_alone: no lookup in earlier chunks, each chunk read alone as the JDK's reader
+     * reads it (the oracle's comparison). */
     size_t max_carry_bytes;
     bool chunks_alone;
     /* NULL: every allocation sample counts (a whole recording, as `jfr print` reads it). */
@@ -83,9 +84,10 @@ typedef struct pfr_jfr_counts {
     uint64_t skipped_events;   /* of a kind above but unusable (no stack, out of range, bad ref) */
     uint64_t truncated_stacks; /* samples whose stack was cut, by the JVM or by max_depth */
     uint64_t first_alloc_samples; /* a thread's first allocation sample, left out (alloc_seen) */
-    uint64_t carried_stacks; /* samples whose stack only the chunk before held (max_carry_bytes) */
-    uint64_t
-        uncarried_chunks; /* chunks not kept for the next one's lookups: past max_carry_bytes */
+    /* samples whose stack only an earlier chunk held (max_carry_bytes) */
+    uint64_t carried_stacks;
+    /* chunks not kept for later lookups: alone past max_carry_bytes */
+    uint64_t uncarried_chunks;
 } pfr_jfr_counts;
 
 typedef struct pfr_jfr_profiles {
