@@ -1,5 +1,5 @@
 /* The recorder's health metrics: the ring, the identities, the collectors, remote files, the
- * memory budget, the sources' last errors; each a table of rows. */
+ * memory budget, the symbol cache, the sources' last errors; each a table of rows. */
 #include "daemon_metrics.h"
 
 #include <errno.h>
@@ -9,6 +9,8 @@
 #include "collector.h"
 #include "pfr_fsguard.h"
 #include "pfr_membudget.h"
+#include "pfr_refusal.h"
+#include "symbolizer.h"
 
 struct pfr_daemon_metrics {
     pfr_metrics *reg;
@@ -251,11 +253,69 @@ static const pfr_metric_row membudget_rows[] = {
 const pfr_metric_table pfr_daemon_membudget_metrics =
     PFR_METRIC_TABLE("The memory budget", membudget_rows);
 
+/* ---- the symbol cache (the daemon's shared symbolizer, whichever sources use it) ---- */
+
+#define SY(f) PFR_METRIC_FIELD(pfr_sym_stats, f)
+
+static const pfr_metric_row symbolizer_rows[] = {
+    {"pfr_symbol_files_parsed_total", C, "ELF files parsed for symbols", SY(files_parsed)},
+    {"pfr_symbol_cache_bytes", G, "bytes held by the symbol cache", SY(cache_bytes)},
+    {"pfr_symbol_cache_bound_bytes", G,
+     "what the symbol cache may hold now: sym_cache_bytes, or less (down to a quarter) while "
+     "the memory budget has no room for it",
+     SY(bound_bytes)},
+    {"pfr_symbol_cache_lookups_total", C, "files looked up in the symbol cache, by result",
+     .labels = {"result"},
+     .series = PFR_METRIC_SERIES({{"hit"}, SY(cache_hits)}, {{"miss"}, SY(cache_misses)})},
+    {"pfr_symbol_files_evicted_total", C, "files evicted from the symbol cache for room",
+     SY(evictions)},
+    {"pfr_symbol_files_reparsed_total", C, "files parsed again after their eviction", SY(reparses)},
+    {"pfr_symbol_files_cached", G, "files in the symbol cache", SY(files_cached)},
+    {"pfr_symbol_files_open", G,
+     "descriptors the symbol cache keeps open (names are read from the files)", SY(open_files)},
+    {"pfr_symbol_cache_protected_bytes", G,
+     "of the symbol cache, bytes of files used more than once", SY(protected_bytes)},
+    {"pfr_symbol_dwarf_loads_total", C, "DWARF line tables opened (again after a drop)",
+     SY(dwarf_loads)},
+    {"pfr_symbol_dwarf_evictions_total", C, "DWARF dropped for room while the symbols stayed",
+     SY(dwarf_evictions)},
+    {"pfr_symbol_dwarf_refused_total", C,
+     "DWARF not read: its debug sections leave no room to grow under the per-file cap",
+     SY(dwarf_too_big)},
+    {"pfr_symbol_dwarf_no_room_total", C,
+     "DWARF put off: it needs the room of DWARF in use (read later, each time later)",
+     SY(dwarf_no_room)},
+    {"pfr_symbol_dwarf_outgrown_total", C,
+     "DWARF dropped after its line tables outgrew the per-file cap (read again later, each "
+     "time later)",
+     SY(dwarf_outgrown)},
+    {"pfr_symbol_dwarf_bytes", G, "of the symbol cache, bytes of open DWARF", SY(dwarf_bytes)},
+    {"pfr_symbol_name_errors_total", C,
+     "symbol names unreadable: the file changed on disk after it was parsed", SY(name_errors)},
+    {"pfr_symbol_errors_total", C, "files or maps the symbolizer could not use", SY(errors)},
+    {"pfr_symbol_files_refused_total", C,
+     "mapped files (or a table, a unit's lines of one) refused before they were paid for, by "
+     "reason",
+     .labels = {"reason"}, SY(files_refused[0]), .name_of = pfr_refusal_name,
+     .first = PFR_REFUSED_NONE + 1, .end = PFR_NREFUSALS},
+    {"pfr_symbol_jit_frames_total", C, "frames of JIT code named from a perf map", SY(jit_frames)},
+    {"pfr_symbol_perf_maps_opened_total", C, "processes whose /tmp/perf-PID.map was opened",
+     SY(perf_maps_opened)},
+    {"pfr_symbol_perf_map_bad_lines_total", C, "perf map lines skipped as malformed",
+     SY(perf_map_bad_lines)},
+    {"pfr_symbol_perf_maps_full_total", C,
+     "perf maps no longer read: their share of the symbol cache is used up", SY(perf_maps_full)},
+    {"pfr_symbol_perf_map_errors_total", C,
+     "perf maps refused (not a regular file of the process's user) or unreadable",
+     SY(perf_map_errors)},
+    {"pfr_frames_unresolved_total", C, "frames that could not be named", SY(unresolved_frames)},
+};
+const pfr_metric_table pfr_daemon_symbolizer_metrics = PFR_METRIC_TABLE("Symbols", symbolizer_rows);
+
 const pfr_metric_table *const pfr_daemon_metric_tables[] = {
-    &pfr_daemon_store_metrics,     &pfr_daemon_collector_metrics,
-    &pfr_daemon_membudget_metrics, &pfr_daemon_fsguard_metrics,
-    &pfr_daemon_identity_metrics,  &pfr_daemon_triggers_metrics,
-    &pfr_metrics_registry_table,   NULL,
+    &pfr_daemon_store_metrics,    &pfr_daemon_collector_metrics,  &pfr_daemon_membudget_metrics,
+    &pfr_daemon_fsguard_metrics,  &pfr_daemon_symbolizer_metrics, &pfr_daemon_identity_metrics,
+    &pfr_daemon_triggers_metrics, &pfr_metrics_registry_table,    NULL,
 };
 
 void pfr_daemon_metrics_error(pfr_daemon_metrics *m, const char *source, const char *message)

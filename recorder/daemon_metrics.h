@@ -1,7 +1,8 @@
 /*
  * daemon_metrics: the recorder's own health as Prometheus metrics: ring bytes against the cap in
  * force, chunks evicted (for the cap or the disk's free space) and lost before shipping, the
- * identities' resolver, the collectors, the remote-file guard, the memory budget, the last error
+ * identities' resolver, the collectors, the remote-file guard, the memory budget, the symbol
+ * cache, the last error
  * of each source: each a table of rows (pfr_metric_rows.h). Each source brings its own tables in
  * its descriptor (source.h); this module knows none of them. The registry is served over HTTP
  * (pfr_metrics) when a listen address is configured.
@@ -50,6 +51,9 @@ extern const pfr_metric_table pfr_daemon_identity_metrics;
 extern const pfr_metric_table pfr_daemon_collector_metrics;
 extern const pfr_metric_table pfr_daemon_fsguard_metrics;
 extern const pfr_metric_table pfr_daemon_membudget_metrics;
+/* The symbol cache: the daemon's symbolizer (pfr_sym_stats, pfr_shared_sym_stats), published
+ * by its owner whichever sources use it (the CPU source may be off). */
+extern const pfr_metric_table pfr_daemon_symbolizer_metrics;
 /* (defined in daemon_triggers.c) */
 extern const pfr_metric_table pfr_daemon_triggers_metrics;
 /* All of them, NULL-terminated, in the docs' order. */

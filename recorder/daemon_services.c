@@ -186,3 +186,12 @@ void pfr_daemon_services_stop(pfr_daemon_services *s)
     pfr_membudget_free(s->membudget);
     memset(s, 0, sizeof(*s));
 }
+
+void pfr_daemon_services_publish(const pfr_daemon_services *s, pfr_daemon_metrics *metrics)
+{
+    if (!s->sym)
+        return;
+    pfr_sym_stats st;
+    pfr_shared_sym_stats(s->sym, &st);
+    pfr_daemon_metrics_publish(metrics, &pfr_daemon_symbolizer_metrics, &st, NULL);
+}

@@ -42,6 +42,11 @@ int pfr_daemon_services_start(const pfr_config *cfg, pfr_daemon_metrics *metrics
 /* Lend them to the sources: env's fields of the same names. */
 void pfr_daemon_services_lend(const pfr_daemon_services *s, pfr_source_env *env);
 
+/* Publish the figures of the services the daemon owns for every source: the symbol cache's
+ * (pfr_daemon_symbolizer_metrics), right whichever sources use the symbolizer. May wait for
+ * the symbolizer's lock. */
+void pfr_daemon_services_publish(const pfr_daemon_services *s, pfr_daemon_metrics *metrics);
+
 /* Stop and free them, after every source that borrowed them is destroyed. */
 void pfr_daemon_services_stop(pfr_daemon_services *s);
 

@@ -48,10 +48,11 @@ typedef struct writer {
     uint64_t chunks, errors;
     uint64_t intervals;
     pfr_daemon_metrics *metrics;
-    pfr_identity *identity;     /* NULL: none */
-    pfr_fsguard *fsguard;       /* files of remote file systems */
-    pfr_membudget *membudget;   /* the resident set's budget */
-    int mem_level;              /* the budget's level, as last logged */
+    pfr_identity *identity;              /* NULL: none */
+    pfr_fsguard *fsguard;                /* files of remote file systems */
+    pfr_membudget *membudget;            /* the resident set's budget */
+    const pfr_daemon_services *services; /* the symbolizer's figures */
+    int mem_level;                       /* the budget's level, as last logged */
     uint64_t mem_checks;        /* measures near or over the budget (every few trims memory) */
     uint64_t identity_errors;   /* metadata failures already logged */
     pfr_collector **collectors; /* one per source */
@@ -268,7 +269,7 @@ static void log_pins_released(writer *w, const pfr_store_stats *st)
 
 /* The collectors' own figures (how long each source's collection took, how many intervals a
  * collection still running made it fold into the next), what the guard did with remote files,
- * the memory budget. */
+ * the memory budget, the symbol cache. */
 static void own_metrics(writer *w)
 {
     for (size_t i = 0; i < w->ncollectors; i++) {
@@ -283,6 +284,7 @@ static void own_metrics(writer *w)
     pfr_membudget_stats ms;
     pfr_membudget_stats_get(w->membudget, &ms);
     pfr_daemon_metrics_publish(w->metrics, &pfr_daemon_membudget_metrics, &ms, NULL);
+    pfr_daemon_services_publish(w->services, w->metrics);
 }
 
 /* Measure the resident set against the budget; near or over it, give freed memory back. */
@@ -663,6 +665,7 @@ int main(int argc, char **argv)
                 .identity = svc.identity,
                 .fsguard = svc.fsguard,
                 .membudget = svc.membudget,
+                .services = &svc,
                 .pins_released = UINT64_MAX};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     pfr_daemon_triggers *trig = NULL;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "naming.h"
+#include "pfr_read_small.h"
 
 /* cgroups a host has in use at once are far fewer; past this the cache starts over */
 #define CGROUP_CACHE_MAX 4096
@@ -186,30 +187,6 @@ pfr_proc *pfr_proc_table_get(const pfr_proc_table *t, uint32_t tgid)
     return v ? (pfr_proc *)(uintptr_t)*v : NULL;
 }
 
-static ssize_t read_text(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t got = 0;
-    while (got + 1 < len) {
-        ssize_t n = read(fd, buf + got, len - 1 - got);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = '\0';
-    return (ssize_t)got;
-}
-
 bool pfr_stat_is_kthread(const char *stat_text)
 {
     /* "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold ')' */
@@ -271,7 +248,7 @@ static int read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t ex
 
     if (cgrouplen) {
         snprintf(path, sizeof(path), "%s/%u/cgroup", proc_root, tgid);
-        ssize_t n = read_text(path, buf, sizeof(buf));
+        ssize_t n = pfr_read_small(path, buf, sizeof(buf));
         if (n == -ENOENT || n == -ESRCH)
             return -ESRCH;
         if (n > 0) {
@@ -289,14 +266,14 @@ static int read_facts(const char *proc_root, uint32_t tgid, char *exe, size_t ex
     }
     if (commlen) {
         snprintf(path, sizeof(path), "%s/%u/comm", proc_root, tgid);
-        if (read_text(path, buf, sizeof(buf)) > 0) {
+        if (pfr_read_small(path, buf, sizeof(buf)) > 0) {
             buf[strcspn(buf, "\n")] = '\0';
             snprintf(comm, commlen, "%s", buf);
         }
     }
     if (kthread) {
         snprintf(path, sizeof(path), "%s/%u/stat", proc_root, tgid);
-        *kthread = read_text(path, buf, sizeof(buf)) > 0 && pfr_stat_is_kthread(buf);
+        *kthread = pfr_read_small(path, buf, sizeof(buf)) > 0 && pfr_stat_is_kthread(buf);
     }
     return 0;
 }

@@ -1,5 +1,6 @@
-/* The CPU profiler's metrics: samples taken and lost, processes, the symbol cache, the unwind
- * tables. Mirrors of the source's cumulative counters, set after each interval: one row each. */
+/* The CPU profiler's metrics: samples taken and lost, processes, the unwind tables. Mirrors of
+ * the source's cumulative counters, set after each interval: one row each. (The symbol cache's
+ * are the daemon's: daemon_metrics.c.) */
 #include "cpu_metrics.h"
 
 #define C    PFR_METRIC_COUNTER
@@ -86,62 +87,6 @@ static const pfr_metric_row cpu_rows[] = {
     {"pfr_frame_cache_bytes", G,
      "symbolized frames kept across intervals (at most a quarter of the symbol cache's bound)",
      F(frame_cache_bytes)},
-};
-
-static const pfr_metric_row symbolizer_rows[] = {
-    {"pfr_symbol_files_parsed_total", C, "ELF files parsed for symbols", F(sym.files_parsed)},
-    {"pfr_symbol_cache_bytes", G, "bytes held by the symbol cache", F(sym.cache_bytes)},
-    {"pfr_symbol_cache_bound_bytes", G,
-     "what the symbol cache may hold now: sym_cache_bytes, or less (down to a quarter) while "
-     "the memory budget has no room for it",
-     F(sym.bound_bytes)},
-    {"pfr_symbol_cache_lookups_total", C, "files looked up in the symbol cache, by result",
-     .labels = {"result"},
-     .series = PFR_METRIC_SERIES({{"hit"}, F(sym.cache_hits)}, {{"miss"}, F(sym.cache_misses)})},
-    {"pfr_symbol_files_evicted_total", C, "files evicted from the symbol cache for room",
-     F(sym.evictions)},
-    {"pfr_symbol_files_reparsed_total", C, "files parsed again after their eviction",
-     F(sym.reparses)},
-    {"pfr_symbol_files_cached", G, "files in the symbol cache", F(sym.files_cached)},
-    {"pfr_symbol_files_open", G,
-     "descriptors the symbol cache keeps open (names are read from the files)", F(sym.open_files)},
-    {"pfr_symbol_cache_protected_bytes", G,
-     "of the symbol cache, bytes of files used more than once", F(sym.protected_bytes)},
-    {"pfr_symbol_dwarf_loads_total", C, "DWARF line tables opened (again after a drop)",
-     F(sym.dwarf_loads)},
-    {"pfr_symbol_dwarf_evictions_total", C, "DWARF dropped for room while the symbols stayed",
-     F(sym.dwarf_evictions)},
-    {"pfr_symbol_dwarf_refused_total", C,
-     "DWARF not read: its debug sections leave no room to grow under the per-file cap",
-     F(sym.dwarf_too_big)},
-    {"pfr_symbol_dwarf_no_room_total", C,
-     "DWARF put off: it needs the room of DWARF in use (read later, each time later)",
-     F(sym.dwarf_no_room)},
-    {"pfr_symbol_dwarf_outgrown_total", C,
-     "DWARF dropped after its line tables outgrew the per-file cap (read again later, each "
-     "time later)",
-     F(sym.dwarf_outgrown)},
-    {"pfr_symbol_dwarf_bytes", G, "of the symbol cache, bytes of open DWARF", F(sym.dwarf_bytes)},
-    {"pfr_symbol_name_errors_total", C,
-     "symbol names unreadable: the file changed on disk after it was parsed", F(sym.name_errors)},
-    {"pfr_symbol_errors_total", C, "files or maps the symbolizer could not use", F(sym.errors)},
-    {"pfr_symbol_files_refused_total", C,
-     "mapped files (or a table, a unit's lines of one) refused before they were paid for, by "
-     "reason",
-     .labels = {"reason"}, F(sym.files_refused[0]), .name_of = pfr_refusal_name,
-     .first = PFR_REFUSED_NONE + 1, .end = PFR_NREFUSALS},
-    {"pfr_symbol_jit_frames_total", C, "frames of JIT code named from a perf map",
-     F(sym.jit_frames)},
-    {"pfr_symbol_perf_maps_opened_total", C, "processes whose /tmp/perf-PID.map was opened",
-     F(sym.perf_maps_opened)},
-    {"pfr_symbol_perf_map_bad_lines_total", C, "perf map lines skipped as malformed",
-     F(sym.perf_map_bad_lines)},
-    {"pfr_symbol_perf_maps_full_total", C,
-     "perf maps no longer read: their share of the symbol cache is used up", F(sym.perf_maps_full)},
-    {"pfr_symbol_perf_map_errors_total", C,
-     "perf maps refused (not a regular file of the process's user) or unreadable",
-     F(sym.perf_map_errors)},
-    {"pfr_frames_unresolved_total", C, "frames that could not be named", F(sym.unresolved_frames)},
 };
 
 /* requests lost in the sampler's ring and in the builder's queue: both are asked again */
@@ -260,11 +205,9 @@ static const pfr_metric_row unwind_rows[] = {
 
 static const pfr_metric_table cpu_table =
     PFR_METRIC_TABLE("CPU samples, processes and profiles", cpu_rows);
-static const pfr_metric_table symbolizer_table = PFR_METRIC_TABLE("Symbols", symbolizer_rows);
 static const pfr_metric_table unwind_table = PFR_METRIC_TABLE("Unwind tables", unwind_rows);
 
-const pfr_metric_table *const pfr_cpu_metric_tables[] = {&cpu_table, &symbolizer_table,
-                                                         &unwind_table, NULL};
+const pfr_metric_table *const pfr_cpu_metric_tables[] = {&cpu_table, &unwind_table, NULL};
 
 void pfr_cpu_source_stats_op(void *self, void *out)
 {

@@ -1,5 +1,5 @@
 /* cpu_metrics: the CPU source's counters as tables of metric rows (its descriptor's metrics):
- * samples, processes and profiles; the symbolizer; the unwind tables. All read from one
+ * samples, processes and profiles; the unwind tables. All read from one
  * pfr_cpu_source_stats. */
 #ifndef PFR_RECORDER_CPU_METRICS_H
 #define PFR_RECORDER_CPU_METRICS_H

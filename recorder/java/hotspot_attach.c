@@ -19,6 +19,7 @@
 
 #include "pfr_clock.h"
 #include "pfr_fsguard.h"
+#include "pfr_read_small.h"
 
 /* ---- /proc text ---- */
 
@@ -131,31 +132,6 @@ bool pfr_hotspot_cmdline_flag(const char *cmdline, size_t len, const char *flag)
     return on;
 }
 
-/* Up to cap-1 bytes of a /proc file into buf (NUL-terminated); returns the length or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t n = 0;
-    while (n + 1 < cap) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
-    return (ssize_t)n;
-}
-
 /* Whether /proc/PID/maps names libjvm.so, read in blocks (a JVM maps thousands of regions). A
  * line cut by a block's end is carried into the next. */
 static int maps_have_libjvm(const char *path, bool *found)
@@ -191,7 +167,7 @@ static int maps_have_libjvm(const char *path, bool *found)
 static int read_start_time(const char *path, uint64_t *start)
 {
     char buf[1024];
-    ssize_t n = read_small(path, buf, sizeof(buf));
+    ssize_t n = pfr_read_small(path, buf, sizeof(buf));
     if (n < 0)
         return (int)n;
     /* fields after the comm's last ')' (a comm may hold spaces and parentheses) */
@@ -216,7 +192,7 @@ static int read_status(const char *proc_root, pfr_jvm *jvm)
 {
     char path[PATH_MAX], buf[8192];
     snprintf(path, sizeof(path), "%s/%d/status", proc_root, (int)jvm->pid);
-    ssize_t n = read_small(path, buf, sizeof(buf));
+    ssize_t n = pfr_read_small(path, buf, sizeof(buf));
     if (n < 0)
         return n == -ENOENT ? -ESRCH : (int)n;
     int rc = pfr_hotspot_parse_status(buf, (size_t)n, jvm);
@@ -250,7 +226,7 @@ int pfr_hotspot_probe(const char *proc_root, pid_t pid, pfr_jvm *out)
     if (!cl)
         return -ENOMEM;
     snprintf(path, sizeof(path), "%s/%d/cmdline", proc_root, (int)pid);
-    ssize_t n = read_small(path, cl, 65536);
+    ssize_t n = pfr_read_small(path, cl, 65536);
     if (n > 0) {
         out->attach_disabled = pfr_hotspot_cmdline_flag(cl, (size_t)n, "DisableAttachMechanism");
         out->frame_pointers = pfr_hotspot_cmdline_flag(cl, (size_t)n, "PreserveFramePointer");

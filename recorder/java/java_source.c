@@ -48,6 +48,7 @@ typedef struct java_stats {
     uint64_t attaches, skips[NSKIPS];
     uint64_t dumps, dump_errors, dump_bytes, dump_ns;
     uint64_t conversion_errors, profiles, events, perfmaps, stops, stop_errors;
+    uint64_t carried_stacks, uncarried_chunks; /* pfr_jfr_counts' */
     uint64_t triggers, credential_switches;
 } java_stats;
 
@@ -341,6 +342,8 @@ static void convert(pfr_java_source *g, jvm_entry *e, const uint8_t *buf, size_t
         return;
     }
     g->st.events += out.counts.events;
+    g->st.carried_stacks += out.counts.carried_stacks;
+    g->st.uncarried_chunks += out.counts.uncarried_chunks;
     pfr_profile *ps[] = {out.cpu, out.alloc, out.lock};
     for (size_t i = 0; i < 3; i++) {
         if (!ps[i])
@@ -730,6 +733,13 @@ static const pfr_metric_row java_metric_rows[] = {
      F(conversion_errors)},
     {"pfr_java_profiles_total", C, "Java profiles made", F(profiles)},
     {"pfr_java_events_total", C, "Flight Recorder events read", F(events)},
+    {"pfr_java_earlier_stacks_total", C,
+     "samples whose stack only an earlier chunk of the dump held (a monitor wait across a "
+     "chunk rotation)",
+     F(carried_stacks)},
+    {"pfr_java_chunks_not_kept_total", C,
+     "recording chunks too large to keep for a later chunk's stacks (over 16 MiB parsed)",
+     F(uncarried_chunks)},
     {"pfr_java_perfmaps_total", C, "perf maps asked of JVMs with -XX:+PreserveFramePointer",
      F(perfmaps)},
     {"pfr_java_attach_triggers_total", C, "attach listeners started (trigger file and SIGQUIT)",

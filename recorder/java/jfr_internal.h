@@ -84,6 +84,7 @@ typedef struct stack_ent {
 } stack_ent;
 
 struct jfr_chunk {
+    jfr_chunk *prev; /* the newest earlier chunk kept for lookups (pfr_jfr_chunk_prev), or NULL */
     const uint8_t *base;
     size_t size;
     int64_t start_ns, duration_ns, start_ticks, tps;

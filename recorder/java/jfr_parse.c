@@ -356,6 +356,66 @@ static int read_header(jp *P, const uint8_t *buf, size_t left, size_t at, jfr_ch
     return 1;
 }
 
+/* Heap bytes a chunk's parsed state holds (what keeping it as the previous one costs). */
+static size_t chunk_bytes(const jfr_chunk *c)
+{
+    return c->acap + c->ccap * sizeof(*c->classes) + c->fcap * sizeof(*c->fields) +
+           c->lcap * sizeof(*c->live) + c->nclasses * sizeof(*c->pool_n) +
+           pfr_map_bytes(&c->class_by_id) + pfr_map_bytes(&c->m_sym) + pfr_map_bytes(&c->m_str) +
+           pfr_map_bytes(&c->m_cls) + pfr_map_bytes(&c->m_meth) + pfr_map_bytes(&c->m_stack) +
+           (c->symcap + c->strcap) * sizeof(sref) + c->centcap * sizeof(*c->cents) +
+           c->mentcap * sizeof(*c->ments) + c->sentcap * sizeof(*c->sents) +
+           c->framecap * sizeof(*c->frames);
+}
+
+/* The chunks kept for lookups (newest first through ->prev), in slots that do not move. */
+typedef struct carry {
+    jfr_chunk slot[JFR_CARRY_CHUNKS];
+    bool used[JFR_CARRY_CHUNKS];
+    jfr_chunk *newest;
+    size_t bytes[JFR_CARRY_CHUNKS], total;
+} carry;
+
+static void carry_drop_oldest(carry *k)
+{
+    jfr_chunk **pp = &k->newest;
+    while (*pp && (*pp)->prev)
+        pp = &(*pp)->prev;
+    if (!*pp)
+        return;
+    size_t i = (size_t)(*pp - k->slot);
+    k->total -= k->bytes[i];
+    chunk_free(*pp);
+    k->used[i] = false;
+    *pp = NULL;
+}
+
+/* Keep c (its state moved into the carry) if it fits max bytes with room made by dropping the
+ * oldest; false (c left to the caller) when c alone is larger. */
+static bool carry_keep(carry *k, jfr_chunk *c, size_t max)
+{
+    size_t b = chunk_bytes(c);
+    if (b > max)
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < JFR_CARRY_CHUNKS; i++)
+        n += k->used[i];
+    while (k->newest && (n == JFR_CARRY_CHUNKS || k->total + b > max)) {
+        carry_drop_oldest(k);
+        n--;
+    }
+    size_t i = 0;
+    while (k->used[i])
+        i++;
+    k->slot[i] = *c;
+    k->slot[i].prev = k->newest;
+    k->used[i] = true;
+    k->bytes[i] = b;
+    k->total += b;
+    k->newest = &k->slot[i];
+    return true;
+}
+
 int pfr_jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const jfr_visitor *v,
                   jfr_parse_stats *st, char *err, size_t errlen)
 {
@@ -368,27 +428,42 @@ int pfr_jfr_parse(const uint8_t *buf, size_t len, const jfr_limits *lim, const j
     if (len > lim->max_bytes)
         return pfr_jfr_fail(&P, -E2BIG, "recording of %zu bytes, more than %zu", len,
                             lim->max_bytes);
+    /* the chunks before, kept for the stacks their pools hold and a later chunk's events name */
+    carry *k = NULL;
+    if (lim->max_carry_bytes > 0 && !(k = calloc(1, sizeof(*k))))
+        return pfr_jfr_fail(&P, -ENOMEM, "out of memory");
+    int rc = 0;
     size_t pos = 0;
-    while (pos < len) {
+    while (pos < len && rc >= 0) {
         jfr_chunk c;
         memset(&c, 0, sizeof(c));
-        int rc = read_header(&P, buf + pos, len - pos, pos, &c);
+        rc = read_header(&P, buf + pos, len - pos, pos, &c);
         if (rc == 0) {
             st->truncated = true;
             break;
         }
-        if (rc > 0) {
-            rc = parse_chunk(&P, &c, v, st);
-            pos += c.size;
+        if (rc < 0)
+            break;
+        c.prev = k ? k->newest : NULL;
+        rc = parse_chunk(&P, &c, v, st);
+        pos += c.size;
+        if (rc >= 0 && k) {
+            if (carry_keep(k, &c, lim->max_carry_bytes))
+                continue;
+            st->uncarried++;
         }
         chunk_free(&c);
-        if (rc < 0)
-            return rc;
     }
+    while (k && k->newest)
+        carry_drop_oldest(k);
+    free(k);
+    if (rc < 0)
+        return rc;
     if (st->chunks == 0)
         return pfr_jfr_fail(&P, -EINVAL, "no whole chunk: the recording was cut short");
     return 0;
 }
+
 /* ---- accessors ---- */
 
 int64_t pfr_jfr_chunk_start_ns(const jfr_chunk *c)
@@ -484,6 +559,11 @@ int pfr_jfr_event_read(const jfr_chunk *c, const jfr_record *rec, const int *pos
 size_t pfr_jfr_num_stacks(const jfr_chunk *c)
 {
     return c->nsents;
+}
+
+const jfr_chunk *pfr_jfr_chunk_prev(const jfr_chunk *c)
+{
+    return c->prev;
 }
 
 int pfr_jfr_stack_get(const jfr_chunk *c, uint64_t key, jfr_stack *out)

@@ -8,7 +8,9 @@
  * to by key. pfr_jfr_parse reads each whole chunk's metadata and the pools pfr needs (stack traces,
  * methods, classes, symbols, strings; every other pool is walked and dropped), then hands every
  * record to a visitor in file order. Event fields are read on demand (pfr_jfr_event_read), by
- * position in their class.
+ * position in their class. The last few chunks' pools stay readable while the next chunks are
+ * visited (pfr_jfr_chunk_prev, jfr_limits.max_carry_bytes): the JVM writes events that name a
+ * stack only an earlier chunk holds.
  *
  * Everything read is outside input: each size, count, offset, key and depth is checked against
  * the data and the limits before it is used. Loops consume at least a byte each, or are over
@@ -27,12 +29,16 @@
 #define JFR_MAX_CLASSES     65536      /* per metadata (JDK 17 declares ~200) */
 #define JFR_MAX_FIELDS      (1u << 20) /* per metadata, all classes */
 #define JFR_MAX_FIELDS_READ 8          /* per pfr_jfr_event_read call */
+#define JFR_CARRY_CHUNKS    4          /* earlier chunks kept for lookups (max_carry_bytes) */
 
 typedef struct jfr_limits {
     size_t max_bytes;        /* of the recording */
     size_t max_events;       /* records of every kind, per recording */
     size_t max_pool_entries; /* per constant pool type, per chunk */
     size_t max_frames;       /* stack frames kept, all stack traces of a chunk */
+    /* The last JFR_CARRY_CHUNKS chunks, as many as hold at most this many bytes of parsed
+     * state together, are kept while the next ones are read (pfr_jfr_chunk_prev); 0: none. */
+    size_t max_carry_bytes;
 } jfr_limits;
 
 typedef struct jfr_chunk jfr_chunk;
@@ -61,10 +67,11 @@ typedef struct jfr_visitor {
 } jfr_visitor;
 
 typedef struct jfr_parse_stats {
-    uint64_t chunks;  /* whole chunks read */
-    uint64_t records; /* of every kind */
-    uint64_t events;  /* JFR_REC_EVENT records */
-    bool truncated;   /* a last chunk cut short (or still being written) was left out */
+    uint64_t chunks;    /* whole chunks read */
+    uint64_t records;   /* of every kind */
+    uint64_t events;    /* JFR_REC_EVENT records */
+    bool truncated;     /* a last chunk cut short (or still being written) was left out */
+    uint64_t uncarried; /* chunks not kept for the next ones: alone past max_carry_bytes */
 } jfr_parse_stats;
 
 /* Parses buf[0..len). Returns 0, or a negative errno with a reason in err: -EINVAL (not JFR or
@@ -108,6 +115,13 @@ typedef struct jfr_stack {
 } jfr_stack;
 
 size_t pfr_jfr_num_stacks(const jfr_chunk *c);
+/* The newest chunk read before c that is kept (jfr_limits.max_carry_bytes) while c's records
+ * are visited, or NULL; called on that one, the one kept before it. Only their pools are to be
+ * read (pfr_jfr_stack_get, pfr_jfr_method_get): the JVM writes events whose stack trace their
+ * chunk's pools do not hold, but an earlier chunk's do (a monitor enter takes its stack when
+ * the wait begins and is written when it ends, after a rotation or more). Stack keys are not
+ * reused within a recording, so the first chunk back that holds one holds the right stack. */
+const jfr_chunk *pfr_jfr_chunk_prev(const jfr_chunk *c);
 /* The stack trace with constant pool key key. 0 or -ENOENT. */
 int pfr_jfr_stack_get(const jfr_chunk *c, uint64_t key, jfr_stack *out);
 /* The method with key key: its class's name and its own name as the JVM stores them ("" when

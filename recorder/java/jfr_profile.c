@@ -31,6 +31,7 @@
 #define DEFAULT_MAX_DEPTH        1024
 #define MAX_DEPTH_CAP            (1u << 20)
 #define MAX_FRAMES               (4u << 20) /* stack frames kept per chunk, ~16 bytes each */
+#define DEFAULT_MAX_CARRY_BYTES  (16u << 20)
 
 enum { PROF_CPU, PROF_ALLOC, PROF_LOCK, NPROF };
 
@@ -45,7 +46,7 @@ static const struct {
     {"jdk.JavaMonitorEnter", "duration", PROF_LOCK},
 };
 
-enum { F_START, F_STACK, F_VALUE, F_THREAD, NF };
+enum { F_START, F_DURATION, F_STACK, F_VALUE, F_THREAD, NF };
 
 /* EVENTS' jdk.ObjectAllocationSample: its weight is what the thread allocated since its previous
  * sample (pfr_jfr_threads) */
@@ -55,6 +56,7 @@ enum { F_START, F_STACK, F_VALUE, F_THREAD, NF };
 typedef struct ev_shape {
     int prof;
     int pos[NF];
+    int value; /* F_VALUE, or F_DURATION for an event weighed by its duration */
 } ev_shape;
 
 /* A stack converted for one profile: locs[off..off+n) of that profile; n < 0: not yet (-1)
@@ -65,16 +67,22 @@ typedef struct stack_slot {
     bool cut;
 } stack_slot;
 
+/* Stacks converted, per profile: the chunk's, each once; or one of an earlier chunk. */
+typedef struct stack_cache {
+    stack_slot *slots[NPROF];
+    size_t nslots;
+    uint32_t *locs[NPROF];
+    size_t nlocs[NPROF], loccap[NPROF];
+} stack_cache;
+
 typedef struct conv {
     pfr_jfr_opts o;
     pfr_jfr_profiles *out;
     ev_shape *shape;
     size_t nshape;
-    stack_slot *slots[NPROF];
-    size_t nslots;
-    uint32_t *locs[NPROF];
-    size_t nlocs[NPROF], loccap[NPROF];
-    char *buf[3]; /* the function name and the merged class and method names */
+    stack_cache cur;     /* this chunk's stacks */
+    stack_cache carried; /* one slot: a stack of an earlier chunk, converted for each event */
+    char *buf[3];        /* the function name and the merged class and method names */
     size_t bufcap[3];
     int64_t t_min, t_max;
     char *err;
@@ -186,18 +194,19 @@ static int64_t frame_location(conv *cv, const jfr_chunk *c, pfr_profile *p, cons
     return loc < 0 ? conv_fail(cv, (int)loc, "out of memory for a profile") : loc;
 }
 
-/* The stack's locations in profile prof, converted once per chunk. */
-static int stack_locations(conv *cv, const jfr_chunk *c, int prof, const jfr_stack *st,
-                           stack_slot **slotp)
+/* The stack's locations in profile prof, converted once per chunk (c the chunk whose pools hold
+ * it, sc that chunk's cache). */
+static int stack_locations(conv *cv, stack_cache *sc, const jfr_chunk *c, int prof,
+                           const jfr_stack *st, stack_slot **slotp)
 {
-    stack_slot *s = &cv->slots[prof][st->index];
+    stack_slot *s = &sc->slots[prof][st->index];
     *slotp = s;
     if (s->n != -1)
         return 0;
     pfr_profile *p = prof == PROF_CPU     ? cv->out->cpu
                      : prof == PROF_ALLOC ? cv->out->alloc
                                           : cv->out->lock;
-    size_t start = cv->nlocs[prof], kept = 0;
+    size_t start = sc->nlocs[prof], kept = 0;
     s->cut = st->truncated;
     for (size_t i = 0; i < st->n; i++) {
         int64_t loc = frame_location(cv, c, p, &st->frames[i]);
@@ -209,11 +218,11 @@ static int stack_locations(conv *cv, const jfr_chunk *c, int prof, const jfr_sta
             s->cut = true;
             break;
         }
-        if (PFR_VEC_RESERVE(cv->locs[prof], cv->loccap[prof], start + kept + 1) < 0)
+        if (PFR_VEC_RESERVE(sc->locs[prof], sc->loccap[prof], start + kept + 1) < 0)
             return conv_fail(cv, -ENOMEM, "out of memory for stacks");
-        cv->locs[prof][start + kept++] = (uint32_t)loc;
+        sc->locs[prof][start + kept++] = (uint32_t)loc;
     }
-    cv->nlocs[prof] = start + kept;
+    sc->nlocs[prof] = start + kept;
     s->off = (uint32_t)start;
     s->n = kept ? (int32_t)kept : -2;
     return 0;
@@ -247,6 +256,54 @@ static pfr_profile *profile_for(conv *cv, int prof)
     return p;
 }
 
+static void cache_free(stack_cache *sc)
+{
+    for (int p = 0; p < NPROF; p++) {
+        free(sc->slots[p]);
+        free(sc->locs[p]);
+    }
+    memset(sc, 0, sizeof(*sc));
+}
+
+/* Room for ns stacks, none converted yet. */
+static int cache_reset(conv *cv, stack_cache *sc, size_t ns)
+{
+    for (int p = 0; p < NPROF; p++) {
+        if (ns > sc->nslots) {
+            free(sc->slots[p]);
+            if (!(sc->slots[p] = malloc((ns ? ns : 1) * sizeof(*sc->slots[p]))))
+                return conv_fail(cv, -ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < ns; i++)
+            sc->slots[p][i] = (stack_slot){0, -1, false};
+        sc->nlocs[p] = 0;
+    }
+    if (ns > sc->nslots)
+        sc->nslots = ns;
+    return 0;
+}
+
+/* The stack with key key: in chunk c's pools, or else in the earlier chunks' kept for lookups
+ * (newest first). *from is the chunk that holds it, *sc its cache (reset for an earlier
+ * chunk's: those stacks are few, converted again for each event). 0 or -ENOENT, -ENOMEM. */
+static int find_stack(conv *cv, const jfr_chunk *c, uint64_t key, jfr_stack *st,
+                      const jfr_chunk **from, stack_cache **sc)
+{
+    *from = c;
+    *sc = &cv->cur;
+    if (pfr_jfr_stack_get(c, key, st) == 0)
+        return st->index < cv->cur.nslots ? 0 : -ENOENT;
+    for (const jfr_chunk *p = pfr_jfr_chunk_prev(c); p; p = pfr_jfr_chunk_prev(p)) {
+        if (pfr_jfr_stack_get(p, key, st) < 0)
+            continue;
+        *from = p;
+        *sc = &cv->carried;
+        st->index = 0;
+        return cache_reset(cv, &cv->carried, 1);
+    }
+    return -ENOENT;
+}
+
 static int on_chunk_begin(void *ctx, const jfr_chunk *c)
 {
     conv *cv = ctx;
@@ -265,22 +322,20 @@ static int on_chunk_begin(void *ctx, const jfr_chunk *c)
         ev_shape *s = &cv->shape[k];
         s->prof = EVENTS[e].prof;
         s->pos[F_START] = pfr_jfr_field_find(c, (uint32_t)k, "startTime");
+        s->pos[F_DURATION] = pfr_jfr_field_find(c, (uint32_t)k, "duration");
         s->pos[F_STACK] = pfr_jfr_field_find(c, (uint32_t)k, "stackTrace");
-        s->pos[F_VALUE] =
-            EVENTS[e].value ? pfr_jfr_field_find(c, (uint32_t)k, EVENTS[e].value) : -1;
+        /* a field is read into one slot: an event weighed by its duration reads it once */
+        bool by_duration = EVENTS[e].value && strcmp(EVENTS[e].value, "duration") == 0;
+        s->value = by_duration ? F_DURATION : F_VALUE;
+        s->pos[F_VALUE] = EVENTS[e].value && !by_duration
+                              ? pfr_jfr_field_find(c, (uint32_t)k, EVENTS[e].value)
+                              : -1;
         s->pos[F_THREAD] =
             e == SAMPLED_ALLOC ? pfr_jfr_field_find(c, (uint32_t)k, "eventThread") : -1;
     }
-    for (int p = 0; p < NPROF; p++) {
-        free(cv->slots[p]);
-        cv->slots[p] = malloc((ns ? ns : 1) * sizeof(*cv->slots[p]));
-        if (!cv->slots[p])
-            return conv_fail(cv, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < ns; i++)
-            cv->slots[p][i] = (stack_slot){0, -1, false};
-        cv->nlocs[p] = 0;
-    }
-    cv->nslots = ns;
+    int rc = cache_reset(cv, &cv->cur, ns);
+    if (rc < 0)
+        return rc;
     int64_t start = pfr_jfr_chunk_start_ns(c), end = start + pfr_jfr_chunk_duration_ns(c);
     if (cv->t_min == 0 || start < cv->t_min)
         cv->t_min = start;
@@ -289,6 +344,9 @@ static int on_chunk_begin(void *ctx, const jfr_chunk *c)
     return 0;
 }
 
+/* By the event's end: the JVM writes an event when it ends (a monitor enter once the wait is
+ * over), into the chunk of that time, so a window of end times takes each event from the dump
+ * whose chunks hold it, a wait that began before the window's start included. */
 static bool in_window(const conv *cv, const jfr_chunk *c, const int64_t *vals, uint32_t found)
 {
     if (cv->o.from_ns == 0 && cv->o.to_ns == 0)
@@ -296,6 +354,11 @@ static bool in_window(const conv *cv, const jfr_chunk *c, const int64_t *vals, u
     if (!(found & 1u << F_START))
         return false;
     int64_t t = pfr_jfr_ticks_to_unix_ns(c, vals[F_START]);
+    if ((found & 1u << F_DURATION) && vals[F_DURATION] > 0) {
+        int64_t d = pfr_jfr_ticks_to_ns(c, vals[F_DURATION]);
+        if (__builtin_add_overflow(t, d, &t))
+            t = INT64_MAX;
+    }
     return t >= cv->o.from_ns && t < cv->o.to_ns;
 }
 
@@ -347,12 +410,21 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
     if (pfr_jfr_event_read(c, rec, sh->pos, NF, vals, &found) < 0)
         return conv_fail(cv, -EINVAL, "an event's fields run past its record");
     jfr_stack st;
-    bool valued = sh->prof == PROF_CPU || (found & 1u << F_VALUE);
-    if (!in_window(cv, c, vals, found) || !(found & 1u << F_STACK) || !valued ||
-        pfr_jfr_stack_get(c, (uint64_t)vals[F_STACK], &st) < 0) {
+    bool valued = sh->prof == PROF_CPU || (found & 1u << sh->value);
+    if (!in_window(cv, c, vals, found) || !(found & 1u << F_STACK) || !valued) {
         n->skipped_events++;
         return 0;
     }
+    /* a stack key this chunk's pools lack may be an earlier chunk's (pfr_jfr_chunk_prev) */
+    const jfr_chunk *sc_chunk;
+    stack_cache *sc;
+    int rc = find_stack(cv, c, (uint64_t)vals[F_STACK], &st, &sc_chunk, &sc);
+    if (rc == -ENOENT) {
+        n->skipped_events++;
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
     if (cv->o.alloc_seen && (found & 1u << F_THREAD)) {
         int first = first_sample(cv->o.alloc_seen, (uint64_t)vals[F_THREAD]);
         if (first < 0)
@@ -365,13 +437,14 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
     if (!profile_for(cv, sh->prof))
         return conv_fail(cv, -ENOMEM, "out of memory for a profile");
     stack_slot *slot;
-    int rc = stack_locations(cv, c, sh->prof, &st, &slot);
+    rc = stack_locations(cv, sc, sc_chunk, sh->prof, &st, &slot);
     if (rc < 0)
         return rc;
     if (slot->n < 0) {
         n->skipped_events++;
         return 0;
     }
+    n->carried_stacks += sc_chunk != c;
     int64_t values[2];
     pfr_profile *p;
     if (sh->prof == PROF_CPU) {
@@ -380,17 +453,17 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
         n->cpu_samples++;
     } else if (sh->prof == PROF_ALLOC) {
         values[0] = 1;
-        values[1] = vals[F_VALUE];
+        values[1] = vals[sh->value];
         p = cv->out->alloc;
         n->alloc_samples++;
     } else {
         values[0] = 1;
-        values[1] = pfr_jfr_ticks_to_ns(c, vals[F_VALUE]);
+        values[1] = pfr_jfr_ticks_to_ns(c, vals[sh->value]);
         p = cv->out->lock;
         n->lock_samples++;
     }
     n->truncated_stacks += slot->cut;
-    if (pfr_profile_add_sample(p, cv->locs[sh->prof] + slot->off, (size_t)slot->n, values, NULL,
+    if (pfr_profile_add_sample(p, sc->locs[sh->prof] + slot->off, (size_t)slot->n, values, NULL,
                                0) < 0)
         return conv_fail(cv, -ENOMEM, "out of memory for a profile");
     return 0;
@@ -399,10 +472,8 @@ static int on_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
 static void conv_free(conv *cv)
 {
     free(cv->shape);
-    for (int p = 0; p < NPROF; p++) {
-        free(cv->slots[p]);
-        free(cv->locs[p]);
-    }
+    cache_free(&cv->cur);
+    cache_free(&cv->carried);
     for (int i = 0; i < 3; i++)
         free(cv->buf[i]);
 }
@@ -422,6 +493,8 @@ static pfr_jfr_opts with_defaults(const pfr_jfr_opts *in)
         o.max_depth = DEFAULT_MAX_DEPTH;
     if (o.max_depth > MAX_DEPTH_CAP)
         o.max_depth = MAX_DEPTH_CAP;
+    if (!o.max_carry_bytes)
+        o.max_carry_bytes = DEFAULT_MAX_CARRY_BYTES;
     return o;
 }
 
@@ -434,6 +507,7 @@ int pfr_jfr_to_profiles(const uint8_t *buf, size_t len, const pfr_jfr_opts *opts
         .max_events = cv.o.max_events,
         .max_pool_entries = cv.o.max_pool_entries,
         .max_frames = MAX_FRAMES,
+        .max_carry_bytes = cv.o.chunks_alone ? 0 : cv.o.max_carry_bytes,
     };
     jfr_visitor v = {.ctx = &cv, .chunk_begin = on_chunk_begin, .record = on_record};
     jfr_parse_stats st;
@@ -467,6 +541,7 @@ int pfr_jfr_to_profiles(const uint8_t *buf, size_t len, const pfr_jfr_opts *opts
     out->counts.chunks = st.chunks;
     out->counts.cut_chunks = st.truncated;
     out->counts.events = st.events;
+    out->counts.uncarried_chunks = st.uncarried;
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #ifndef PFR_RECORDER_JAVA_JFR_H
 #define PFR_RECORDER_JAVA_JFR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,14 +52,25 @@ void pfr_jfr_threads_free(pfr_jfr_threads *t);
 typedef struct pfr_jfr_opts {
     /* What one jdk.ExecutionSample stands for (the recording's period); 0: 10 ms. */
     int64_t cpu_period_ns;
-    /* Events outside [from_ns, to_ns) (unix ns, by their start time) are left out, and the
-     * profiles' time is [from_ns, to_ns); 0,0 = all, the profiles spanning the chunks. */
+    /* Events outside [from_ns, to_ns) (unix ns, by their end time: start plus duration, when
+     * they have one) are left out, and the profiles' time is [from_ns, to_ns); 0,0 = all, the
+     * profiles spanning the chunks. The JVM writes an event when it ends, so a dump from
+     * from_ns on holds every event that ended in the window, a wait that began before it too. */
     int64_t from_ns, to_ns;
     /* Bounds; 0 takes the default of each. Breaking one is -E2BIG. */
     size_t max_bytes;        /* of the recording (64 MiB) */
     size_t max_events;       /* records of all kinds, per recording (4 Mi) */
     size_t max_pool_entries; /* per constant pool type, per chunk (1 Mi) */
     size_t max_depth;        /* frames kept per stack, deeper ones cut at the root side (1024) */
+    /* An event whose stack key its chunk's pools lack is looked up in the earlier chunks'
+     * (the JVM takes a monitor enter's stack when the wait begins and writes the event when it
+     * ends, in a later chunk when a rotation came between): the last JFR_CARRY_CHUNKS chunks'
+     * parsed pools are kept while the next are read, as many as hold at most this many bytes
+     * together (16 MiB; a chunk larger alone is counted in counts.uncarried_chunks).
+     * chunks_alone: no lookup in earlier chunks, each chunk read alone as the JDK's reader
+     * reads it (the oracle's comparison). */
+    size_t max_carry_bytes;
+    bool chunks_alone;
     /* NULL: every allocation sample counts (a whole recording, as `jfr print` reads it). */
     pfr_jfr_threads *alloc_seen;
 } pfr_jfr_opts;
@@ -72,6 +84,10 @@ typedef struct pfr_jfr_counts {
     uint64_t skipped_events;   /* of a kind above but unusable (no stack, out of range, bad ref) */
     uint64_t truncated_stacks; /* samples whose stack was cut, by the JVM or by max_depth */
     uint64_t first_alloc_samples; /* a thread's first allocation sample, left out (alloc_seen) */
+    /* samples whose stack only an earlier chunk held (max_carry_bytes) */
+    uint64_t carried_stacks;
+    /* chunks not kept for later lookups: alone past max_carry_bytes */
+    uint64_t uncarried_chunks;
 } pfr_jfr_counts;
 
 typedef struct pfr_jfr_profiles {

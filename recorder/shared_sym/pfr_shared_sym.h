@@ -51,6 +51,9 @@ int pfr_shared_sym_set_keeper(pfr_shared_sym *ss, pfr_shared_sym_keeps_fn keeps,
  * holding the lock. */
 void pfr_shared_sym_forget(pfr_shared_sym *ss, pid_t pid);
 
+/* The symbolizer's figures (its cache, files, perf maps), for its metrics: takes the lock. */
+void pfr_shared_sym_stats(pfr_shared_sym *ss, pfr_sym_stats *out);
+
 /* Bound the symbol cache by the recorder's memory budget (pfr_membudget_cache_bound: its bound
  * from the options, less near or over the budget) and return that bound. Call holding the
  * lock, once an interval (the CPU source does, and bounds its frame cache by it). */

@@ -75,6 +75,13 @@ void pfr_shared_sym_forget(pfr_shared_sym *ss, pid_t pid)
         pfr_symbolizer_forget_process(ss->sym, pid);
 }
 
+void pfr_shared_sym_stats(pfr_shared_sym *ss, pfr_sym_stats *out)
+{
+    pfr_fair_lock_acquire(&ss->lock);
+    pfr_symbolizer_stats(ss->sym, out);
+    pfr_fair_lock_release(&ss->lock);
+}
+
 size_t pfr_shared_sym_fit(pfr_shared_sym *ss)
 {
     pfr_sym_stats st;

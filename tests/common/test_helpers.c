@@ -1,13 +1,21 @@
 /* The shared helpers of common/: pfr_map against a reference, pfr_buf's encodings and sticky
- * error, pfr_gzip round trips and refusals, pfr_hash's fixed values, pfr_clock's clocks. */
+ * error, pfr_gzip round trips and refusals, pfr_hash's fixed values, pfr_clock's clocks,
+ * pfr_read_small's reads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "pfr_buf.h"
@@ -15,6 +23,7 @@
 #include "pfr_gzip.h"
 #include "pfr_hash.h"
 #include "pfr_map.h"
+#include "pfr_read_small.h"
 
 /* ---- pfr_map ---- */
 
@@ -315,6 +324,67 @@ static void test_clocks(void **state)
     assert_true(r > 1600000000ll * 1000000000ll); /* after 2020 */
 }
 
+/* ---- pfr_read_small ---- */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+/* A file whole, one cut at cap-1, errors, a /proc file; and a read interrupted by a signal
+ * (a handler without SA_RESTART) retried: a FIFO whose writer (a child) writes after the timer
+ * fired in the read. */
+static void test_read_small(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pfr-read-small-XXXXXX", path[64], buf[16];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/f", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("0123456789abcdefghij", f);
+    fclose(f);
+    assert_int_equal(pfr_read_small(path, buf, sizeof(buf)), 15);
+    assert_string_equal(buf, "0123456789abcde");
+    char big[64];
+    assert_int_equal(pfr_read_small(path, big, sizeof(big)), 20);
+    assert_string_equal(big, "0123456789abcdefghij");
+    assert_int_equal(pfr_read_small(path, buf, 1), 0);
+    assert_string_equal(buf, "");
+    assert_int_equal(pfr_read_small(path, buf, 0), -EINVAL);
+    assert_int_equal(pfr_read_small(dir, buf, sizeof(buf)), -EISDIR);
+    unlink(path);
+    assert_int_equal(pfr_read_small(path, buf, sizeof(buf)), -ENOENT);
+    char status[8192];
+    ssize_t n = pfr_read_small("/proc/self/status", status, sizeof(status));
+    assert_true(n > 0 && (size_t)n == strlen(status));
+    assert_non_null(strstr(status, "\nPid:"));
+
+    assert_int_equal(mkfifo(path, 0600), 0);
+    int keep = open(path, O_RDWR | O_CLOEXEC); /* the child's writer, so the open below returns */
+    assert_true(keep >= 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        usleep(300000);
+        _exit(write(keep, "late", 4) == 4 ? 0 : 1);
+    }
+    close(keep);
+    struct sigaction sa = {.sa_handler = on_alarm}, old; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval it = {.it_value = {.tv_usec = 50000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    n = pfr_read_small(path, big, sizeof(big));
+    sigaction(SIGALRM, &old, NULL);
+    int status_code;
+    assert_int_equal(waitpid(child, &status_code, 0), child);
+    assert_true(WIFEXITED(status_code) && WEXITSTATUS(status_code) == 0);
+    assert_int_equal(n, 4);
+    assert_string_equal(big, "late");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_gzip_stream),
         cmocka_unit_test(test_hash_fixed_values),
         cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_read_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* libFuzzer target: the JFR parser and its conversion to pprof (recorder/java) over fuzzed
  * recordings: the conversion with small limits, the encoding of what it made, and a walk that
- * reads the first fields of every event of every type. */
+ * reads the first fields of every event of every type and the stacks they name (in their chunk
+ * or the one before). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -18,14 +19,18 @@ static int read_every_event(void *ctx, const jfr_chunk *c, const jfr_record *rec
     for (int i = 0; i < JFR_MAX_FIELDS_READ; i++)
         pos[i] = i;
     pfr_jfr_event_read(c, rec, pos, JFR_MAX_FIELDS_READ, vals, &found);
-    /* the pools, through an event's keys */
+    /* the pools, through an event's keys: its chunk's, then the chunk before's */
     jfr_stack st;
     for (int i = 0; i < JFR_MAX_FIELDS_READ; i++) {
-        if (!(found & 1u << i) || pfr_jfr_stack_get(c, (uint64_t)vals[i], &st) < 0)
+        const jfr_chunk *in = c;
+        if (!(found & 1u << i))
+            continue;
+        if (pfr_jfr_stack_get(in, (uint64_t)vals[i], &st) < 0 &&
+            (!(in = pfr_jfr_chunk_prev(c)) || pfr_jfr_stack_get(in, (uint64_t)vals[i], &st) < 0))
             continue;
         for (size_t f = 0; f < st.n; f++) {
             const char *cls, *name;
-            pfr_jfr_method_get(c, st.frames[f].method, &cls, &name);
+            pfr_jfr_method_get(in, st.frames[f].method, &cls, &name);
         }
     }
     return 0;
@@ -34,7 +39,11 @@ static int read_every_event(void *ctx, const jfr_chunk *c, const jfr_record *rec
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
-    pfr_jfr_opts o = {.max_events = 1 << 16, .max_pool_entries = 1 << 14, .max_depth = 64};
+    /* a carry bound small enough that some chunks are kept for the next and some are not */
+    pfr_jfr_opts o = {.max_events = 1 << 16,
+                      .max_pool_entries = 1 << 14,
+                      .max_depth = 64,
+                      .max_carry_bytes = 1 << 18};
     pfr_jfr_profiles out;
     if (pfr_jfr_to_profiles(data, size, &o, &out, err, sizeof(err)) == 0) {
         pfr_profile *ps[3] = {out.cpu, out.alloc, out.lock};
@@ -46,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         pfr_jfr_profiles_free(&out);
     }
-    jfr_limits lim = {1 << 24, 1 << 16, 1 << 14, 1 << 16};
+    jfr_limits lim = {1 << 24, 1 << 16, 1 << 14, 1 << 16, 1 << 20};
     jfr_visitor v = {.record = read_every_event};
     jfr_parse_stats st;
     pfr_jfr_parse(data, size, &lim, &v, &st, err, sizeof(err));

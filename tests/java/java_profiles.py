@@ -14,7 +14,9 @@ here is judged by the workload's service and pid). Checks:
             5 points of the time the workload measured in each (3:1 by design)
   alloc     allocBig's share of the bytes of allocBig + allocSmall within 5 points of the
             bytes the workload counted at each site
-  lock      contendedMethod in both lock types; parkedMethod (jdk.ThreadPark) in neither
+  lock      contendedMethod in both lock types; parkedMethod (jdk.ThreadPark) in neither;
+            monitor waits across a chunk rotation or a dump keep their stacks (taken from an
+            earlier chunk: pfr_java_earlier_stacks_total > 0)
   identity  the Java profiles and the JVM's eBPF CPU samples are under the same service and
             the same profile labels (container.id = the unit, host.name, host.id)
 
@@ -148,6 +150,7 @@ def checks(args, tmp, unit, cgroup):
     if rec.jvm_lines(pid, "conversion"):
         fail("conversion errors: %r" % rec.jvm_lines(pid, "conversion"))
     time.sleep(2 * float(INTERVAL) + 1)  # the last dump's profiles go out at the next collect
+    earlier = rec.metric("pfr_java_earlier_stacks_total")
     rec.stop()
 
     ls = json.loads(query(args, "ls", "--format", "json", "--values", "1000"))
@@ -194,6 +197,10 @@ def checks(args, tmp, unit, cgroup):
           % (alloc, alloc_truth, big, small))
     objs, nbig, nsmall = share(got["java:heap_alloc_objects:count"][0], "allocBig", "allocSmall")
     check(nbig > 0 and nsmall > 0, "allocation samples at both sites (%d, %d)" % (nbig, nsmall))
+    # the workload's monitor waits span its chunk rotations and pfr's dumps: their events
+    # name stacks that only an earlier chunk's pools hold
+    check(earlier is not None and earlier > 0, "samples given an earlier chunk's stack "
+          "(pfr_java_earlier_stacks_total): %s" % earlier)
     for t in ("java:lock_contentions:count", "java:lock_delay:nanoseconds"):
         through = got[t][0]
         check(through.get("JfrWorkload.contendedMethod", 0) > 0,

@@ -3,18 +3,22 @@
  * and by hand.
  *
  *   jfr_dump counts FILE         records per type, as `jfr summary` counts them
- *   jfr_dump samples FILE        the converted samples: profile, values, frames leaf first
- *                                ("function:line" joined by ';'), then the counts
+ *   jfr_dump samples FILE [alone] the converted samples: profile, values, frames leaf first
+ *                                ("function:line" joined by ';'), then the counts; "alone":
+ *                                each chunk read alone (pfr_jfr_opts.chunks_alone), as the
+ *                                JDK's reader reads it: no stack from the chunk before
  *   jfr_dump events FILE         every event of the five converted types as the parser reads
  *                                it, in file order: chunk, type, start (unix ns), duration
  *                                (ns), value field (weight, size; 0: none), stack key, its
- *                                frames (class.method:line, "?" for a missing method) or
+ *                                frames (class.method:line, "?" for a missing method; after
+ *                                "<N chunks back>" when an earlier chunk's pools held them) or
  *                                "<no stack>"; for a diff against `jfr print --json` when the
  *                                oracle fails
  *   jfr_dump pprof FILE DIR      DIR/{cpu,alloc,lock}.pb.gz (what `go tool pprof` reads)
  *   jfr_dump bench FILE SECONDS  converts it again and again; prints MB/s
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +95,7 @@ static int count_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
 static int cmd_counts(const uint8_t *buf, size_t len)
 {
     counter k = {0};
-    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, 0};
     jfr_visitor v = {.ctx = &k, .record = count_record};
     jfr_parse_stats st;
     char err[256];
@@ -164,10 +168,17 @@ static int list_chunk(void *ctx, const jfr_chunk *c)
 static void print_frames(const jfr_chunk *c, uint64_t key)
 {
     jfr_stack st;
-    if (pfr_jfr_stack_get(c, key, &st) < 0) {
+    int back = 0;
+    while (c && pfr_jfr_stack_get(c, key, &st) < 0) {
+        c = pfr_jfr_chunk_prev(c);
+        back++;
+    }
+    if (!c) {
         printf("<no stack>");
         return;
     }
+    if (back)
+        printf("<%d chunk%s back> ", back, back == 1 ? "" : "s");
     for (size_t i = 0; i < st.n; i++) {
         const char *cls, *meth;
         if (!st.frames[i].has_method || pfr_jfr_method_get(c, st.frames[i].method, &cls, &meth) < 0)
@@ -203,7 +214,7 @@ static int list_record(void *ctx, const jfr_chunk *c, const jfr_record *rec)
 static int cmd_events(const uint8_t *buf, size_t len)
 {
     lister l = {0};
-    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
     jfr_visitor v = {.ctx = &l, .chunk_begin = list_chunk, .record = list_record};
     jfr_parse_stats st;
     char err[256];
@@ -213,30 +224,32 @@ static int cmd_events(const uint8_t *buf, size_t len)
     return rc < 0;
 }
 
-static int convert(const uint8_t *buf, size_t len, pfr_jfr_profiles *out)
+static int convert(const uint8_t *buf, size_t len, bool alone, pfr_jfr_profiles *out)
 {
     char err[256];
-    int rc = pfr_jfr_to_profiles(buf, len, NULL, out, err, sizeof(err));
+    pfr_jfr_opts o = {.chunks_alone = alone};
+    int rc = pfr_jfr_to_profiles(buf, len, &o, out, err, sizeof(err));
     if (rc < 0)
         fprintf(stderr, "jfr_dump: %s (%s)\n", err, strerror(-rc));
     return rc;
 }
 
-static int cmd_samples(const uint8_t *buf, size_t len)
+static int cmd_samples(const uint8_t *buf, size_t len, bool alone)
 {
     pfr_jfr_profiles out;
-    if (convert(buf, len, &out) < 0)
+    if (convert(buf, len, alone, &out) < 0)
         return 1;
     print_profile("cpu", out.cpu);
     print_profile("alloc", out.alloc);
     print_profile("lock", out.lock);
     const pfr_jfr_counts *k = &out.counts;
     printf("# chunks %llu cut %llu events %llu cpu %llu alloc %llu lock %llu skipped %llu "
-           "truncated %llu\n",
+           "truncated %llu carried %llu uncarried %llu\n",
            (unsigned long long)k->chunks, (unsigned long long)k->cut_chunks,
            (unsigned long long)k->events, (unsigned long long)k->cpu_samples,
            (unsigned long long)k->alloc_samples, (unsigned long long)k->lock_samples,
-           (unsigned long long)k->skipped_events, (unsigned long long)k->truncated_stacks);
+           (unsigned long long)k->skipped_events, (unsigned long long)k->truncated_stacks,
+           (unsigned long long)k->carried_stacks, (unsigned long long)k->uncarried_chunks);
     pfr_jfr_profiles_free(&out);
     return 0;
 }
@@ -264,7 +277,7 @@ static int write_pprof(const char *dir, const char *name, const pfr_profile *p)
 static int cmd_pprof(const uint8_t *buf, size_t len, const char *dir)
 {
     pfr_jfr_profiles out;
-    if (convert(buf, len, &out) < 0)
+    if (convert(buf, len, false, &out) < 0)
         return 1;
     int rc = write_pprof(dir, "cpu", out.cpu) | write_pprof(dir, "alloc", out.alloc) |
              write_pprof(dir, "lock", out.lock);
@@ -287,7 +300,7 @@ static int cmd_bench(const uint8_t *buf, size_t len, double seconds)
     unsigned runs = 0;
     do {
         pfr_jfr_profiles out;
-        if (convert(buf, len, &out) < 0)
+        if (convert(buf, len, false, &out) < 0)
             return 1;
         pfr_jfr_profiles_free(&out);
         runs++;
@@ -304,7 +317,8 @@ static int cmd_bench(const uint8_t *buf, size_t len, double seconds)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: jfr_dump counts|samples|events|pprof DIR|bench SECONDS FILE\n");
+        fprintf(stderr,
+                "usage: jfr_dump counts|samples [alone]|events|pprof DIR|bench SECONDS FILE\n");
         return 2;
     }
     size_t len = 0;
@@ -317,7 +331,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "counts") == 0)
         rc = cmd_counts(buf, len);
     else if (strcmp(argv[1], "samples") == 0)
-        rc = cmd_samples(buf, len);
+        rc = cmd_samples(buf, len, argc > 3 && strcmp(argv[3], "alone") == 0);
     else if (strcmp(argv[1], "events") == 0)
         rc = cmd_events(buf, len);
     else if (strcmp(argv[1], "pprof") == 0 && argc > 3)

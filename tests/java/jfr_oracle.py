@@ -7,7 +7,12 @@ Records tests/java/workload/JfrWorkload.java with the JVM's own Flight Recorder
   oracle        `jfr summary` counts every record type as pfr's parser does (jfr_dump counts),
                 and `jfr print --json` of each chunk gives, for each of the five Java types, the
                 same total per whole stack (function and line of every frame) as pfr's
-                conversion (jfr_dump samples), hence the same per-method totals: exactly.
+                conversion with each chunk read alone (jfr_dump samples FILE alone), hence the
+                same per-method totals: exactly.
+  carry         pfr's conversion as the recorder makes it (an event whose stack only an
+                earlier chunk's pools hold takes it from there) is the one above plus exactly
+                the events it says it took a stack for (the workload's monitor waits span its
+                rotations), no stack with less.
                 A failing run keeps the recording and both sides' outputs in a directory of
                 --work that it names (`jfr_dump events` lists pfr's events for a diff).
   ground truth  CPU hotMethod:coldMethod within 5 points of 75 %; allocated bytes of allocBig
@@ -56,7 +61,8 @@ def run(cmd, keep=None, **kw):
 
 
 # What a failing run leaves for a diff by hand: the recording and what each side read of it.
-KEPT = ["workload.jfr", "chunks", "jfr-summary.txt", "pfr-samples.txt", "pfr-counts.txt"]
+KEPT = ["workload.jfr", "chunks", "jfr-summary.txt", "pfr-samples.txt", "pfr-samples-carry.txt",
+        "pfr-counts.txt"]
 
 
 def keep_failure(work):
@@ -153,10 +159,13 @@ def oracle_samples(jfr, chunks):
     return totals, kinds
 
 
-def pfr_samples(dump, recording, keep):
+def pfr_samples(dump, recording, keep, alone=True):
+    """pfr's conversion: totals per (profile, stack), and its counts. alone: each chunk read
+    alone, as the JDK's reader reads it."""
     totals = collections.defaultdict(lambda: [0, 0])
     counts = None
-    for line in run([dump, "samples", recording], keep).splitlines():
+    for line in run([dump, "samples", recording] + (["alone"] if alone else []),
+                    keep).splitlines():
         if line.startswith("#"):
             f = line[1:].split()
             counts = dict(zip(f[::2], map(int, f[1::2])))
@@ -280,6 +289,25 @@ def main():
     check(pcounts["events"] == sum(want.get(k, 0) for k in want
                                    if k not in ("jdk.Metadata", "jdk.CheckPoint")),
           "pfr's event count is jfr summary's, less metadata and checkpoints")
+
+    # --- carry: the recorder's conversion adds exactly the events it found an earlier stack for
+    ctot, ccounts = pfr_samples(args.dump, rec, kept["pfr-samples-carry.txt"], alone=False)
+    print("pfr, stacks of earlier chunks taken: %s" % ccounts)
+    carried = ccounts["carried"]
+    check(ccounts["skipped"] == pcounts["skipped"] - carried and
+          sum(ccounts[k] - pcounts[k] for k in ("cpu", "alloc", "lock")) == carried,
+          "carry: %d events of %d skipped alone took an earlier chunk's stack (%d left without)"
+          % (carried, pcounts["skipped"], ccounts["skipped"]))
+    added, less = 0, []
+    for key in set(ctot) | set(ptot):
+        c, p = ctot.get(key, [0, 0]), ptot.get(key, [0, 0])
+        if c[0] < p[0] or c[1] < p[1]:
+            less.append(key)
+        added += (c[0] - p[0]) // (CPU_PERIOD_NS if key[0] == "cpu" else 1)
+    check(not less, "carry: no stack has less than alone (%d have%s)"
+          % (len(less), ": %s" % (less[0],) if less else ""))
+    check(added == carried, "carry: %d samples more than alone, as many as carried (%d)"
+          % (added, carried))
 
     # --- ground truth
     cpu, hot, cold = share(ptot, "cpu", 0, "hotMethod", "coldMethod")

@@ -106,6 +106,19 @@ static void limits_and_window(void **state)
     assert_int_equal(pfr_profile_time_nanos(out.cpu), o.from_ns);
     assert_int_equal(pfr_profile_duration_nanos(out.cpu), 2);
     pfr_jfr_profiles_free(&out);
+    /* an event is in the window of its end: the monitor enter (from 1005, 5 ms) ends at
+     * 5,001,005 */
+    o = (pfr_jfr_opts){.from_ns = 1000000000000001000, .to_ns = 1000000000000001006};
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_int_equal(out.counts.cpu_samples, 4);
+    assert_int_equal(out.counts.alloc_samples, 1);
+    assert_null(out.lock);
+    pfr_jfr_profiles_free(&out);
+    o = (pfr_jfr_opts){.from_ns = 1000000000000001006, .to_ns = 1000000000005001006};
+    assert_int_equal(convert(&g, &o, &out), 0);
+    assert_null(out.cpu);
+    assert_int_equal(out.counts.lock_samples, 1);
+    pfr_jfr_profiles_free(&out);
     /* the limits: bytes, records, pool entries */
     o = (pfr_jfr_opts){.max_bytes = g.n - 1};
     assert_int_equal(convert(&g, &o, &out), -E2BIG);
@@ -341,14 +354,16 @@ static void pool_keys_missing(void **state)
 
 /* The JVM captures a monitor enter's stack when the wait begins and writes the event when it
  * ends: a wait across a chunk rotation leaves an event whose stack key only the previous chunk's
- * pools hold (the oracle's recordings have such events; docs/java.md). Chunks stand alone: the
- * event is skipped, not resolved from the earlier chunk, and not given that chunk's last stack,
- * which is what the JDK's own reader prints when the previous chunk's last event of the type had
- * the same key (its per-field cache of the last key outlives the chunk). */
+ * pools hold (the oracle's recordings have such events; docs/java.md). Its stack is looked up
+ * in the earlier chunks, whose pools are kept while the next chunks are read (bounded: up to
+ * JFR_CARRY_CHUNKS, max_carry_bytes together; a chunk larger alone is not kept, and counted).
+ * With chunks_alone the event is skipped, as the JDK's reader leaves it without a stack (and
+ * not given that chunk's last stack, which is what the JDK's reader prints when the previous
+ * chunk's last event of the type had the same key: its per-field cache outlives the chunk). */
 static void stack_of_an_earlier_chunk(void **state)
 {
     (void)state;
-    jg first = {0}, ev = {0}, md = {0}, pools = {0}, cps = {0}, g = {0};
+    jg first = {0}, ev = {0}, md = {0}, pools = {0}, cps = {0}, second = {0}, g = {0};
     uint64_t npools;
     pfr_jfr_profiles out;
     pfr_jg_std_chunk(&first); /* its last monitor enter is on stack 2 */
@@ -356,21 +371,121 @@ static void stack_of_an_earlier_chunk(void **state)
     pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
     pfr_jg_std_pools_with(&pools, &npools, false);
     pfr_jg_checkpoint(&cps, 0, npools, &pools);
+    chunk_with(&second, &ev, &md, &cps, 0);
     pfr_jg_bytes(&g, first.b, first.n);
-    chunk_with(&g, &ev, &md, &cps, 0);
+    pfr_jg_bytes(&g, second.b, second.n);
+    /* the monitor enter and the lambda's sample of the second chunk take the first's stack 2 */
     assert_int_equal(convert(&g, NULL, &out), 0);
     assert_int_equal(out.counts.chunks, 2);
     assert_int_equal(out.counts.events, 16);
-    assert_int_equal(out.counts.lock_samples, 1);
-    assert_int_equal(out.counts.cpu_samples, 7);
-    assert_int_equal(out.counts.skipped_events, 2); /* the monitor enter, the lambda's sample */
+    assert_int_equal(out.counts.lock_samples, 2);
+    assert_int_equal(out.counts.cpu_samples, 8);
+    assert_int_equal(out.counts.skipped_events, 0);
+    assert_int_equal(out.counts.carried_stacks, 2);
+    assert_int_equal(out.counts.uncarried_chunks, 0);
     assert_int_equal(pfr_profile_num_samples(out.lock), 1);
-    assert_int_equal(value_of(out.lock, STACK2, 0), 1);
-    assert_int_equal(value_of(out.lock, STACK2, 1), 5000000);
-    assert_int_equal(value_of(out.cpu, STACK2, 0), 10000000);
+    assert_int_equal(value_of(out.lock, STACK2, 0), 2);
+    assert_int_equal(value_of(out.lock, STACK2, 1), 10000000);
+    assert_int_equal(value_of(out.cpu, STACK2, 0), 20000000);
     assert_int_equal(value_of(out.cpu, STACK1, 0), 60000000);
     pfr_jfr_profiles_free(&out);
+    /* chunks read alone, or a first chunk too large to keep: skipped */
+    pfr_jfr_opts alone = {.chunks_alone = true}, small = {.max_carry_bytes = 1024};
+    const pfr_jfr_opts *opts[] = {&alone, &small};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(convert(&g, opts[i], &out), 0);
+        assert_int_equal(out.counts.lock_samples, 1);
+        assert_int_equal(out.counts.cpu_samples, 7);
+        assert_int_equal(out.counts.skipped_events, 2); /* the monitor enter, the lambda's sample */
+        assert_int_equal(out.counts.carried_stacks, 0);
+        assert_int_equal(out.counts.uncarried_chunks, opts[i] == &small ? 2 : 0);
+        assert_int_equal(value_of(out.lock, STACK2, 0), 1);
+        assert_int_equal(value_of(out.lock, STACK2, 1), 5000000);
+        assert_int_equal(value_of(out.cpu, STACK2, 0), 10000000);
+        assert_int_equal(value_of(out.cpu, STACK1, 0), 60000000);
+        pfr_jfr_profiles_free(&out);
+    }
+    /* chunks 3 to 6 name stack 2 too: JFR_CARRY_CHUNKS back, the first chunk's is found */
+    for (int i = 3; i <= 6; i++)
+        pfr_jg_bytes(&g, second.b, second.n);
+    assert_int_equal(convert(&g, NULL, &out), 0);
+    assert_int_equal(out.counts.chunks, 6);
+    assert_int_equal(out.counts.carried_stacks, 2 * JFR_CARRY_CHUNKS);
+    assert_int_equal(out.counts.skipped_events, 2); /* the sixth chunk's */
+    assert_int_equal(value_of(out.lock, STACK2, 0), 1 + JFR_CARRY_CHUNKS);
+    pfr_jfr_profiles_free(&out);
     pfr_jg_free(&first);
+    pfr_jg_free(&second);
+    pfr_jg_free(&ev);
+    pfr_jg_free(&md);
+    pfr_jg_free(&pools);
+    pfr_jg_free(&cps);
+    pfr_jg_free(&g);
+}
+
+/* A monitor enter (stack 2) as the JVM writes it: startTime and duration in ticks. */
+static void monitor_enter(jg *g, uint64_t start, uint64_t duration)
+{
+    jg body = {0};
+    pfr_jg_var(&body, start);
+    pfr_jg_var(&body, duration);
+    pfr_jg_var(&body, 1); /* thread */
+    pfr_jg_var(&body, 2); /* stack */
+    pfr_jg_var(&body, 1); /* class */
+    pfr_jg_var(&body, 0x1234);
+    pfr_jg_record(g, JG_MONITOR, &body);
+    pfr_jg_free(&body);
+}
+
+/* A wait across a dump, as the source sees it (docs/java.md, "Recording"): dump 1 at T takes
+ * [T0, T), chunk A; the JFR.dump rotates the chunk, and a thread that waited since before T
+ * gets the monitor in chunk B, which writes the event then, with its start in A's time and its
+ * stack key in A's pools. Dump 2 (from T on) holds A again (it ends after T) and B; its window
+ * [T, T2) keeps the event by its end, with A's stack: each wait is in one dump's profile. */
+static void wait_across_a_dump(void **state)
+{
+    (void)state;
+    const int64_t T0 = 1000000000000000000, S = 1000000000;
+    jg a = {0}, ev = {0}, md = {0}, pools = {0}, cps = {0}, g = {0};
+    uint64_t npools;
+    pfr_jfr_profiles out;
+    pfr_jg_std_chunk(&a); /* [T0, T0 + 1 s), ticks = ns from 0; a monitor enter of 5 ms */
+    monitor_enter(&ev, (uint64_t)S / 2, 7 * (uint64_t)S / 10); /* 0.5 s to 1.2 s */
+    pfr_jg_metadata(&md, pfr_jg_std_classes, pfr_jg_std_nclasses, 0);
+    pfr_jg_std_pools_with(&pools, &npools, false); /* B's pools: stack 1 only */
+    pfr_jg_checkpoint(&cps, 0, npools, &pools);
+    jg_header h = {
+        .size = 68 + ev.n + md.n + cps.n,
+        .md_off = 68 + ev.n,
+        .cp_off = 68 + ev.n + md.n,
+        .start_ns = T0 + S,
+        .duration_ns = S,
+        .start_ticks = S,
+        .tps = 1000000000,
+    };
+    /* dump 1: chunk A, window [T0, T0 + 1 s): A's own monitor enter */
+    pfr_jfr_opts w1 = {.from_ns = T0, .to_ns = T0 + S};
+    assert_int_equal(convert(&a, &w1, &out), 0);
+    assert_int_equal(out.counts.lock_samples, 1);
+    assert_int_equal(value_of(out.lock, STACK2, 1), 5000000);
+    pfr_jfr_profiles_free(&out);
+    /* dump 2: chunks A and B, window [T0 + 1 s, T0 + 2 s): B's, 0.7 s on A's stack 2 */
+    pfr_jg_bytes(&g, a.b, a.n);
+    pfr_jg_chunk_header(&g, &h);
+    pfr_jg_bytes(&g, ev.b, ev.n);
+    pfr_jg_bytes(&g, md.b, md.n);
+    pfr_jg_bytes(&g, cps.b, cps.n);
+    pfr_jfr_opts w2 = {.from_ns = T0 + S, .to_ns = T0 + 2 * S};
+    assert_int_equal(convert(&g, &w2, &out), 0);
+    assert_int_equal(out.counts.chunks, 2);
+    assert_null(out.cpu);
+    assert_int_equal(out.counts.lock_samples, 1);
+    assert_int_equal(out.counts.carried_stacks, 1);
+    assert_int_equal(value_of(out.lock, STACK2, 0), 1);
+    assert_int_equal(value_of(out.lock, STACK2, 1), 7 * S / 10);
+    assert_int_equal(pfr_profile_time_nanos(out.lock), T0 + S);
+    pfr_jfr_profiles_free(&out);
+    pfr_jg_free(&a);
     pfr_jg_free(&ev);
     pfr_jg_free(&md);
     pfr_jg_free(&pools);
@@ -566,7 +681,7 @@ static void record_kinds(void **state)
     jg g = {0};
     pfr_jg_std_chunk(&g);
     int kinds[4] = {0};
-    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    jfr_limits lim = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, 0};
     jfr_visitor v = {.ctx = kinds, .record = count_kinds};
     jfr_parse_stats st;
     assert_int_equal(pfr_jfr_parse(g.b, g.n, &lim, &v, &st, err, sizeof(err)), 0);
@@ -589,6 +704,7 @@ int main(void)
         cmocka_unit_test(checkpoint_chain),
         cmocka_unit_test(pool_keys_missing),
         cmocka_unit_test(stack_of_an_earlier_chunk),
+        cmocka_unit_test(wait_across_a_dump),
         cmocka_unit_test(metadata_depth),
         cmocka_unit_test(huge_counts),
         cmocka_unit_test(values_containing_themselves),
