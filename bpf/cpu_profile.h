@@ -346,7 +346,7 @@ struct pfr_unwind_req {
 /* Files with a table (or known to have none) at once. */
 #define PFR_UNWIND_FILES_MAX 4096
 
-/* ---- Python interpreter frames (CPython 3.11+) ----
+/* ---- Python interpreter frames (CPython 3.8+) ----
  *
  * For a process user space found to run CPython (recorder/python/), py_procs holds where its
  * thread states are and the layout of its version. The sampler finds the thread state of the
@@ -355,14 +355,22 @@ struct pfr_unwind_req {
  * first, after the native frames: per frame the code object's address and the instruction's
  * index, tagged so that no native address can be taken for one. User space reads the code
  * objects and puts each group of frames in the place of the _PyEval_EvalFrameDefault
- * activation that ran them (PFR_PY_ENTRY ends a group). */
-#define PFR_PY_MAX_FRAMES  PFR_MAX_STACK_DEPTH /* interpreter frames walked per sample */
-#define PFR_PY_MAX_THREADS 64 /* thread states looked at to find the sampled thread's */
-#define PFR_PY_FRAME_READ  80 /* bytes of a frame read at once: covers every field used */
-#define PFR_PY_OFF_NONE    0xffff
+ * activation that ran them (PFR_PY_ENTRY ends a group). 3.11+ keep their frames in a data stack
+ * of _PyInterpreterFrames; 3.8-3.10's frames are PyFrameObjects on the heap, linked by f_back,
+ * each run by an activation of its own (PFR_PY_FRAMES_OBJECT). */
+#define PFR_PY_MAX_FRAMES    PFR_MAX_STACK_DEPTH /* interpreter frames walked per sample */
+#define PFR_PY_MAX_THREADS   64  /* thread states looked at to find the sampled thread's */
+#define PFR_PY_FRAME_READ    80  /* bytes of a frame read at once: covers every field used */
+#define PFR_PY_OBJ_READ      112 /* bytes of a PyFrameObject read (3.8-3.10): f_back .. f_lasti */
+#define PFR_PY_OFF_NONE      0xffff
+#define PFR_PY_FRAMES_INTERP 0 /* _PyInterpreterFrame (3.11+) */
+#define PFR_PY_FRAMES_OBJECT 1 /* PyFrameObject (3.8-3.10): f_previous is f_back */
 
 struct pfr_py_proc {
     __u64 interp_head; /* address of _PyRuntime.interpreters.head */
+    /* PFR_PY_FRAMES_OBJECT: _PyEval_EvalFrameDefault's code [eval_lo, eval_hi) (0, 0: unknown),
+     * to keep room for the Python frame of each activation among the native frames kept */
+    __u64 eval_lo, eval_hi;
     __u16 is_threads_head, ts_next, ts_tid, ts_frame;
     __u16 cf_frame; /* PFR_PY_OFF_NONE: ts_frame points at the frame itself */
     __u16 f_code, f_previous, f_instr, f_owner;
@@ -370,6 +378,9 @@ struct pfr_py_proc {
     __u16 co_code;     /* offset of the first instruction in a code object */
     __u8 tid_kind;     /* 0: native thread id (pid namespace's), 1: pthread_self (fs base) */
     __u8 owner_cstack; /* 0xff: none */
+    __u8 frame_kind;   /* PFR_PY_FRAMES_* */
+    __u8 lasti_shift;  /* PFR_PY_FRAMES_OBJECT: instruction index = f_lasti >> lasti_shift */
+    __u16 f_lasti;     /* PFR_PY_FRAMES_OBJECT: offset of the int f_lasti */
 };
 
 /* A frame in a stack: bits 61-63 = 0b101 (never those of a user address), bit 60 = the last

@@ -7,6 +7,9 @@
  * id field names the sampled thread: what CPython itself writes for every thread, whether it
  * holds the GIL or waits for it (_PyRuntime's current thread state names the GIL holder only).
  * The match is remembered per thread (py_threads) and checked again at each sample (one read).
+ * 3.11+ name the thread by its id in its pid namespace (native_thread_id); 3.8-3.10 have only
+ * thread_id, pthread_self(): on x86-64 (glibc and musl alike) the address of the thread's
+ * control block, which is the thread's fs base, read from the task (py_thread_id).
  * Every read is of user memory through bpf_probe_read_user and bounded in number: a process
  * that rewrites its frames, or a hostile _PyRuntime, costs at most PFR_PY_MAX_THREADS +
  * PFR_PY_MAX_FRAMES reads and yields frames user space will not name.
@@ -148,6 +151,88 @@ static __always_inline long py_frame_at(struct pfr_walk *w, __u64 f, __u64 *lo, 
     return (long)(f - page);
 }
 
+/* A field of the PyFrameObject copied at w->page (PFR_PY_FRAMES_OBJECT); foff is checked to be
+ * within PFR_PY_OBJ_READ by the caller. */
+static __always_inline __u64 py_obj_u64(struct pfr_walk *w, __u32 foff)
+{
+    return *(__u64 *)(w->page + foff);
+}
+
+/* 3.8-3.10: how many of the n native frames to keep, and (*limit) the frames in all, so that
+ * each activation of the interpreter loop kept has room for its Python frame after them: every
+ * Python call nests a few native frames and an activation, and a deep recursion's native frames
+ * alone would fill the stack. Kept: the innermost native frames up to the point where they and
+ * their activations' Python frames fill it. n <= PFR_MAX_STACK_DEPTH (< 256). */
+__noinline int pfr_py_keep(struct pfr_walk *w, __u32 n, __u64 lo, __u64 hi)
+{
+    /* Returns the frames to keep | the limit << 8. Global, so that its caller goes on with one
+     * unknown answer, not with each of the up to 127 it can give (each would have the verifier
+     * follow the frame walk after it again). */
+    __u32 acts = 0;
+    if (!w || !lo || hi <= lo || hi >> 63)
+        return (int)(n | PFR_MAX_STACK_DEPTH << 8);
+    __u64 size = hi - lo;
+    for (__u32 i = 0; i < PFR_MAX_STACK_DEPTH && i < n; i++) {
+        /* a return address after the leaf: the call is before it */
+        __u64 d = w->st.ips[py_ix(i)] - (i > 0) - lo, t = d - size;
+        /* a = lo <= ip < hi without a branch (user addresses are below 2^63, so d and t have
+         * bit 63 set exactly when ip < lo and ip < hi): a branch here would have the verifier
+         * follow every combination of the frames' answers */
+        asm volatile("" : "+r"(d), "+r"(t));
+        __u32 a = (__u32)((t >> 63) & (~d >> 63));
+        if (i + 1 + acts + a > PFR_MAX_STACK_DEPTH) {
+            w->py_flags |= PFR_PYF_CUT_DEPTH;
+            return (int)(i | (i + acts) << 8);
+        }
+        acts += a;
+    }
+    return (int)(n | PFR_MAX_STACK_DEPTH << 8);
+}
+
+/* 3.8-3.10 (PFR_PY_FRAMES_OBJECT): from the thread state's frame f along f_back, one read of
+ * PFR_PY_OBJ_READ bytes per frame (frame objects live on the heap, each its own allocation: no
+ * page of them to copy at once). Every frame is run by an activation of its own, so each is the
+ * last of its group. Appends to w->st after n frames; returns the new count. Global: verified
+ * once. */
+__noinline int pfr_py_walk_objects(struct pfr_walk *w, __u32 n, __u64 f,
+                                   const struct pfr_py_proc *pp)
+{
+    if (!w || !pp)
+        return 0;
+    __u32 o_code = pp->f_code, o_back = pp->f_previous, o_lasti = pp->f_lasti;
+    __u8 shift = pp->lasti_shift & 1;
+    if (o_code > PFR_PY_OBJ_READ - 8 || o_back > PFR_PY_OBJ_READ - 8 ||
+        o_lasti > PFR_PY_OBJ_READ - 4)
+        return (int)n;
+    /* checked: the compiler must not add them to w->page before (the sum would be unbounded) */
+    asm volatile("" : "+r"(o_code), "+r"(o_back), "+r"(o_lasti));
+    __u32 keep = (__u32)pfr_py_keep(w, n, pp->eval_lo, pp->eval_hi);
+    __u32 limit = keep >> 8;
+    n = keep & 0xff;
+    for (int i = 0; i < PFR_PY_MAX_FRAMES; i++) {
+        if (!f)
+            return (int)n;
+        if (n >= limit || n >= PFR_MAX_STACK_DEPTH) {
+            w->py_flags |= PFR_PYF_CUT_DEPTH;
+            return (int)n;
+        }
+        if (bpf_probe_read_user(w->page, PFR_PY_OBJ_READ, (void *)f)) {
+            w->st.ips[py_ix(n)] = pfr_py_frame_make(0, 0, 1);
+            w->py_flags |= PFR_PYF_CUT_READ;
+            return (int)n + 1;
+        }
+        __s32 lasti = *(__s32 *)(w->page + o_lasti); /* -1: no instruction run yet */
+        __u64 unit1 = lasti < 0 ? 0 : ((__u64)lasti >> shift) + 1;
+        w->st.ips[py_ix(n)] = pfr_py_frame_make(py_obj_u64(w, o_code), unit1, 1);
+        n++;
+        w->py_frames++;
+        f = py_obj_u64(w, o_back);
+    }
+    if (f)
+        w->py_flags |= PFR_PYF_CUT_DEPTH;
+    return (int)n;
+}
+
 /* Append the interpreter frames of the sampled thread (tgid, kernel tid) to w->st after its n
  * native frames; w->py_* say what happened. Returns the new frame count. Global: verified
  * once. */
@@ -172,6 +257,8 @@ __noinline int pfr_py_walk(struct pfr_walk *w, __u32 n, __u32 tgid, __u32 tid)
     if (pp->cf_frame != PFR_PY_OFF_NONE && py_read(f + pp->cf_frame, &f))
         return (int)n;
     w->py_flags |= PFR_PYF_WALKED;
+    if (pp->frame_kind == PFR_PY_FRAMES_OBJECT)
+        return pfr_py_walk_objects(w, n, f, pp);
     __u32 first = n;
     __u64 lo = 0, hi = 0;
     for (int i = 0; i < PFR_PY_MAX_FRAMES; i++) {

@@ -1228,7 +1228,7 @@ static const pfr_setting cpu_rows[] = {
      .def = "enabled",
      .choices = python_modes,
      .metavar = "MODE",
-     .help = "CPython 3.11 processes: the Python functions each _PyEval_EvalFrameDefault runs, "
+     .help = "CPython 3.8-3.13 processes: the Python functions each _PyEval_EvalFrameDefault runs, "
              "named from the process's code objects (docs/python.md); disabled: the "
              "interpreter's own C frames only"},
     {.key = "symbolize_budget",

@@ -141,7 +141,7 @@ static int open_file(pfr_py_elf *c, pid_t pid, const char *mpath, const struct p
 
 /* ---- reading ---- */
 
-static void take_sym(const char *name, uint64_t value, pfr_py_elf_syms *s)
+static void take_sym(const char *name, uint64_t value, uint64_t size, pfr_py_elf_syms *s)
 {
     if (!strcmp(name, "_PyRuntime"))
         s->runtime = value;
@@ -153,6 +153,10 @@ static void take_sym(const char *name, uint64_t value, pfr_py_elf_syms *s)
         s->bytes_type = value;
     else if (!strcmp(name, "Py_Version"))
         s->version = value;
+    else if (!strcmp(name, "_PyEval_EvalFrameDefault")) {
+        s->eval = value;
+        s->eval_size = size;
+    }
 }
 
 /* The symbols of the tables of the given type; -EFBIG for a table over the bound (not read). */
@@ -175,7 +179,7 @@ static int find_syms(Elf *e, uint32_t type, pfr_py_elf_syms *s)
                 continue;
             const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
             if (name && (name[0] == '_' || name[0] == 'P'))
-                take_sym(name, sym.st_value, s);
+                take_sym(name, sym.st_value, sym.st_size, s);
         }
     }
     return 0;

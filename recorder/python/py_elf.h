@@ -1,13 +1,12 @@
 /*
  * py_elf: the symbols a stack walk needs (_PyRuntime, the code, str and bytes types,
- * Py_Version) from the ELF file of a process's interpreter, read the way the recorder reads any
- * other process's file (recorder/fsguard/pfr_fsguard.h, issue 30): a file on a local file
- * system is opened through the process's root, else by its /proc/PID/map_files link (device and
- * inode checked against the mapping),
- * one on a remote file system (FUSE, NFS, ...) only as the copy the guard's worker makes with
- * its deadline, never opened here. Its cost is bounded before it is paid (the file's size, the
- * symbol table's size), and the result is cached per file (device and inode), so that 20
- * processes of one interpreter read its file once.
+ * Py_Version, the interpreter loop) from the ELF file of a process's interpreter, read the way the
+ * recorder reads any other process's file (recorder/fsguard/pfr_fsguard.h, issue 30): a file on a
+ * local file system is opened through the process's root, else by its /proc/PID/map_files link
+ * (device and inode checked against the mapping), one on a remote file system (FUSE, NFS, ...) only
+ * as the copy the guard's worker makes with its deadline, never opened here. Its cost is bounded
+ * before it is paid (the file's size, the symbol table's size), and the result is cached per file
+ * (device and inode), so that 20 processes of one interpreter read its file once.
  *
  * Not thread-safe: one owner (pfr_py).
  */
@@ -22,9 +21,11 @@
 
 struct pfr_fsguard;
 
-/* Addresses as the file links them (add the load bias); 0 when absent. */
+/* Addresses as the file links them (add the load bias); 0 when absent. eval: the interpreter
+ * loop, _PyEval_EvalFrameDefault, eval_size bytes long. */
 typedef struct pfr_py_elf_syms {
     uint64_t runtime, code_type, str_type, bytes_type, version;
+    uint64_t eval, eval_size;
 } pfr_py_elf_syms;
 
 typedef struct pfr_py_elf_stats {

@@ -3,12 +3,40 @@
  * from the process (_Py_DebugOffsets). */
 #include "py_layout.h"
 
+#include "cpu_profile.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
+/* 3.8-3.10: Include/internal/pycore_pystate.h (3.8: _PyRuntimeState's interpreters.head after
+ * the init flags and finalizing; PyInterpreterState: next, then tstate_head; 3.9 and 3.10 moved
+ * both into pycore_runtime.h and pycore_interp.h, same offsets), cpython/pystate.h (prev, next,
+ * interp, frame; thread_id, pthread_self(), there being no native_thread_id before 3.11),
+ * frameobject.h (3.10: cpython/frameobject.h; PyFrameObject: PyObject_VAR_HEAD, f_back, f_code,
+ * ..., f_lasti: 3.10 dropped f_stacktop for an int f_stackdepth, so f_lasti is 8 bytes earlier),
+ * cpython/code.h (PyCodeObject: no co_qualname, co_name instead; co_code a bytes object;
+ * co_lnotab, in 3.10 co_linetable, at the same place), unicodeobject.h (wstr: PyASCIIObject is
+ * 48 bytes, PyCompactUnicodeObject 72). Checked against pyenv's headers by python_layout where
+ * they are installed. */
+#define PFR_PY_OLD_ROW(mn, lasti, shift, linekind)                                                 \
+    {                                                                                              \
+        .major = 3, .minor = (mn), .rt_interp_head = 32, .is_threads_head = 8, .ts_next = 8,       \
+        .ts_tid = 176, .tid_kind = PFR_PY_TID_PTHREAD, .ts_frame = 24, .cf_frame = PFR_PY_NONE,    \
+        .frame_kind = PFR_PY_FRAMES_OBJECT, .f_code = 32, .f_previous = 24,                        \
+        .f_instr = PFR_PY_NONE, .f_owner = PFR_PY_NONE, .f_lasti = (lasti),                        \
+        .lasti_shift = (shift), .f_is_entry = PFR_PY_NONE, .owner_cstack = 0xff,                   \
+        .co_filename = 104, .co_name = 112, .co_qualname = 112, .co_firstlineno = 40,              \
+        .co_linetable = 120, .co_code = PFR_PY_NONE, .co_code_obj = 48, .co_header = 128,          \
+        .lines = (linekind), .bytes_size = 16, .bytes_data = 32, .str_length = 16,                 \
+        .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72, .ob_type = 8,               \
+    }
+
 static const pfr_py_layout layouts[] = {
+    PFR_PY_OLD_ROW(8, 104, 1, PFR_PY_LINES_LNOTAB),
+    PFR_PY_OLD_ROW(9, 104, 1, PFR_PY_LINES_LNOTAB),
+    PFR_PY_OLD_ROW(10, 96, 0, PFR_PY_LINES_310),
     /* 3.11: Include/internal/pycore_runtime.h (interpreters.head after _finalizing and the
      * main-thread fields), pycore_interp.h (threads.head after next and id), cpython/pystate.h
      * (next, interp, ..., cframe; thread_id, native_thread_id), pycore_frame.h
@@ -24,10 +52,12 @@ static const pfr_py_layout layouts[] = {
         .tid_kind = PFR_PY_TID_NATIVE,
         .ts_frame = 56,
         .cf_frame = 8,
+        .frame_kind = PFR_PY_FRAMES_INTERP,
         .f_code = 32,
         .f_previous = 48,
         .f_instr = 56,
         .f_owner = 69,
+        .f_lasti = PFR_PY_NONE,
         .f_is_entry = 68,
         .owner_cstack = 0xff,
         .co_filename = 112,
@@ -36,6 +66,8 @@ static const pfr_py_layout layouts[] = {
         .co_firstlineno = 72,
         .co_linetable = 136,
         .co_code = 184,
+        .co_code_obj = PFR_PY_NONE,
+        .co_header = 184,
         .lines = PFR_PY_LINES_311,
         .bytes_size = 16,
         .bytes_data = 32,
@@ -63,10 +95,12 @@ static const pfr_py_layout layouts[] = {
         .tid_kind = PFR_PY_TID_NATIVE,
         .ts_frame = 56,
         .cf_frame = 0,
+        .frame_kind = PFR_PY_FRAMES_INTERP,
         .f_code = 0,
         .f_previous = 8,
         .f_instr = 56,
         .f_owner = 70,
+        .f_lasti = PFR_PY_NONE,
         .f_is_entry = PFR_PY_NONE,
         .owner_cstack = 3,
         .co_filename = 112,
@@ -75,6 +109,8 @@ static const pfr_py_layout layouts[] = {
         .co_firstlineno = 68,
         .co_linetable = 136,
         .co_code = 192,
+        .co_code_obj = PFR_PY_NONE,
+        .co_header = 192,
         .lines = PFR_PY_LINES_311,
         .bytes_size = 16,
         .bytes_data = 32,
@@ -195,10 +231,12 @@ int pfr_py_layout_from_debug(const uint8_t *b, size_t len, pfr_py_layout *out)
         .tid_kind = PFR_PY_TID_NATIVE,
         .ts_frame = (uint16_t)word(b, DO_TS_CURRENT_FRAME),
         .cf_frame = PFR_PY_NONE,
+        .frame_kind = PFR_PY_FRAMES_INTERP,
         .f_code = (uint16_t)word(b, DO_F_EXECUTABLE),
         .f_previous = (uint16_t)word(b, DO_F_PREVIOUS),
         .f_instr = (uint16_t)word(b, DO_F_INSTR_PTR),
         .f_owner = (uint16_t)word(b, DO_F_OWNER),
+        .f_lasti = PFR_PY_NONE,
         .f_is_entry = PFR_PY_NONE,
         .owner_cstack = 3, /* FRAME_OWNED_BY_CSTACK (pycore_frame.h): not in the offsets */
         .co_filename = (uint16_t)word(b, DO_CO_FILENAME),
@@ -207,6 +245,8 @@ int pfr_py_layout_from_debug(const uint8_t *b, size_t len, pfr_py_layout *out)
         .co_firstlineno = (uint16_t)word(b, DO_CO_FIRSTLINENO),
         .co_linetable = (uint16_t)word(b, DO_CO_LINETABLE),
         .co_code = (uint16_t)word(b, DO_CO_CODE),
+        .co_code_obj = PFR_PY_NONE,
+        .co_header = (uint16_t)word(b, DO_CO_CODE),
         .lines = PFR_PY_LINES_311,
         .bytes_size = (uint16_t)word(b, DO_BYTES_SIZE),
         .bytes_data = (uint16_t)word(b, DO_BYTES_DATA),

@@ -3,6 +3,8 @@
 
 #include <stdbool.h>
 
+#include "py_layout.h"
+
 /* Varints longer than this are refused: 6 bytes hold 36 bits, more than any line or column. */
 #define VARINT_MAX_BYTES 6
 
@@ -91,4 +93,54 @@ int64_t pfr_py_line_311(const uint8_t *tab, size_t len, int64_t firstlineno, uin
         addr += units;
     }
     return -2;
+}
+
+int64_t pfr_py_line_310(const uint8_t *tab, size_t len, int64_t firstlineno, uint32_t unit)
+{
+    if (!tab)
+        return -2;
+    const uint64_t at = (uint64_t)unit * 2; /* the instruction's byte offset */
+    uint64_t end = 0;
+    int64_t line = firstlineno;
+    for (size_t i = 0; i + 1 < len; i += 2) {
+        end += tab[i];
+        int8_t delta = (int8_t)tab[i + 1];
+        bool none = delta == -128;
+        if (!none)
+            line += delta; /* at most 127 a pair: no overflow within 64 KiB of pairs */
+        if (at < end)
+            return none || line < 0 ? -1 : line;
+    }
+    return -2;
+}
+
+int64_t pfr_py_line_lnotab(const uint8_t *tab, size_t len, int64_t firstlineno, uint32_t unit)
+{
+    if (!tab)
+        return -2;
+    const uint64_t at = (uint64_t)unit * 2;
+    uint64_t addr = 0;
+    int64_t line = firstlineno;
+    for (size_t i = 0; i + 1 < len; i += 2) {
+        addr += tab[i];
+        if (addr > at)
+            break;
+        line += (int8_t)tab[i + 1];
+    }
+    return line < 0 ? -1 : line;
+}
+
+int64_t pfr_py_line(unsigned kind, const uint8_t *tab, size_t len, int64_t firstlineno,
+                    uint32_t unit)
+{
+    switch (kind) {
+    case PFR_PY_LINES_311:
+        return pfr_py_line_311(tab, len, firstlineno, unit);
+    case PFR_PY_LINES_310:
+        return pfr_py_line_310(tab, len, firstlineno, unit);
+    case PFR_PY_LINES_LNOTAB:
+        return pfr_py_line_lnotab(tab, len, firstlineno, unit);
+    default:
+        return -2;
+    }
 }

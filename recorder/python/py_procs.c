@@ -28,7 +28,7 @@ typedef struct code_entry {
     uint8_t *linetable;
     size_t linetable_len;
     int64_t firstlineno;
-    uint64_t units; /* code units (Py_SIZE of a 3.11+ code object) */
+    uint64_t units; /* code units (Py_SIZE of a 3.11+ code object; 3.8-3.10: co_code's / 2) */
 } code_entry;
 
 typedef struct py_proc {
@@ -203,10 +203,15 @@ static int read_maps(const char *proc_root, pid_t pid, struct pfr_sym_maps *maps
     return rc;
 }
 
-static void fill_rec(const pfr_py_layout *l, uint64_t runtime, struct pfr_py_proc *r)
+static void fill_rec(const pfr_py_layout *l, const pfr_py_elf_syms *s, uint64_t bias,
+                     struct pfr_py_proc *r)
 {
     memset(r, 0, sizeof(*r));
-    r->interp_head = runtime + l->rt_interp_head;
+    r->interp_head = s->runtime + bias + l->rt_interp_head;
+    if (l->frame_kind == PFR_PY_FRAMES_OBJECT && s->eval && s->eval_size) {
+        r->eval_lo = s->eval + bias;
+        r->eval_hi = s->eval + bias + s->eval_size;
+    }
     r->is_threads_head = l->is_threads_head;
     r->ts_next = l->ts_next;
     r->ts_tid = l->ts_tid;
@@ -220,6 +225,9 @@ static void fill_rec(const pfr_py_layout *l, uint64_t runtime, struct pfr_py_pro
     r->co_code = l->co_code;
     r->tid_kind = l->tid_kind;
     r->owner_cstack = l->owner_cstack;
+    r->frame_kind = l->frame_kind;
+    r->lasti_shift = l->lasti_shift;
+    r->f_lasti = l->f_lasti;
 }
 
 /* The interpreter among the process's executable mappings: a libpython3.X first (a python3.X
@@ -312,7 +320,7 @@ int pfr_py_inspect(pfr_py *py, pid_t pid, struct pfr_py_proc *rec, char *why, si
     }
     py->st.processes++;
     py->st.found++;
-    fill_rec(p->lay, s.runtime + bias, rec);
+    fill_rec(p->lay, &s, bias, rec);
     size_t used = strlen(why);
     snprintf(why + used, whylen - used, ": CPython %u.%u", major, minor);
     return 1;
@@ -429,11 +437,29 @@ static int read_bytes(py_proc *p, uint64_t addr, uint8_t **out, size_t *outlen)
     return 0;
 }
 
+/* The code units of a code object whose header h was read: 3.11+ hold them (Py_SIZE, the
+ * PyVarObject's ob_size as every var object's); 3.8-3.10 point at a bytes object co_code. */
+static int code_units(py_proc *p, const uint8_t *h, uint64_t *units)
+{
+    const pfr_py_layout *l = p->lay;
+    if (l->co_code_obj == PFR_PY_NONE) {
+        *units = u64_at(h, l->bytes_size);
+        return 0;
+    }
+    uint8_t b[64];
+    if (l->bytes_data > sizeof(b) || read_exact(p, u64_at(h, l->co_code_obj), b, l->bytes_data))
+        return -EFAULT;
+    if (u64_at(b, l->ob_type) != p->bytes_type)
+        return -EINVAL;
+    *units = u64_at(b, l->bytes_size) / 2;
+    return 0;
+}
+
 static int read_code(py_proc *p, uint64_t addr, code_entry *c)
 {
     const pfr_py_layout *l = p->lay;
     uint8_t h[256];
-    if (l->co_code > sizeof(h) || read_exact(p, addr, h, l->co_code))
+    if (l->co_header > sizeof(h) || read_exact(p, addr, h, l->co_header))
         return -EFAULT;
     if (u64_at(h, l->ob_type) != p->code_type)
         return -EINVAL; /* freed, reused, or never a code object */
@@ -441,8 +467,10 @@ static int read_code(py_proc *p, uint64_t addr, code_entry *c)
     memcpy(&first, h + l->co_firstlineno, sizeof(first));
     memset(c, 0, sizeof(*c));
     c->firstlineno = first;
-    c->units = u64_at(h, l->bytes_size); /* PyVarObject's ob_size, as every var object's */
-    int rc = read_str(p, u64_at(h, l->co_qualname), &c->qualname);
+    int rc = code_units(p, h, &c->units);
+    if (rc)
+        return rc;
+    rc = read_str(p, u64_at(h, l->co_qualname), &c->qualname);
     if (rc == 0)
         rc = read_str(p, u64_at(h, l->co_filename), &c->filename);
     if (rc == 0)
@@ -493,10 +521,11 @@ int pfr_py_name(pfr_py *py, pid_t pid, uint64_t v, pfr_py_frame *out)
 {
     *out = (pfr_py_frame){.function = UNREADABLE, .file = "", .line = 0};
     uint64_t *pp = pfr_map_get(&py->procs, (uint64_t)pid);
+    py_proc *proc = pp ? (py_proc *)(uintptr_t)*pp : NULL;
     uint64_t code = pfr_py_frame_code(v);
     const code_entry *c = NULL;
-    if (pp && code)
-        c = code_of(py, (py_proc *)(uintptr_t)*pp, code);
+    if (proc && code)
+        c = code_of(py, proc, code);
     if (!c) {
         py->st.read_failures++;
         return -ENOENT;
@@ -510,7 +539,8 @@ int pfr_py_name(pfr_py *py, pid_t pid, uint64_t v, pfr_py_frame *out)
     }
     int64_t line = c->firstlineno;
     if (unit1 > 0) {
-        line = pfr_py_line_311(c->linetable, c->linetable_len, c->firstlineno, unit1 - 1);
+        line = pfr_py_line(proc->lay->lines, c->linetable, c->linetable_len, c->firstlineno,
+                           unit1 - 1);
         if (line < 0)
             line = 0;
     }

@@ -6,8 +6,10 @@ recorder_store_dump (frames leaf first, Python frames in module "python" with fi
 Usage: python_itest.py --recorder BIN --dump BIN --python /usr/bin/python3.11 --workload PY
                       [--also OTHER_PYTHON]...
 
---also: other interpreters (pyenv's 3.12 and 3.13 where the build found them) run every
-workload after --python, under the same recorder, with the same checks.
+--also: other interpreters (pyenv's 3.8, 3.9, 3.10, 3.12 and 3.13 where the build found them)
+run every workload after --python, under the same recorder, with the same checks. (3.8-3.10
+code objects have no co_qualname: their frames are named by co_name, so the event loop's frame
+is "_run_once" there, "BaseEventLoop._run_once" from 3.11 on.)
 
 Checks (the issue's ground truth):
   split    hot_a or hot_b on >= 95 % of the main thread's samples; hot_a's share of the two
@@ -216,12 +218,14 @@ def check_gen(samples, src):
           % (good, n))
 
 
-def check_asyncio(samples, src):
+def check_asyncio(samples, src, qualnames):
     marks = marked_lines(src)
     good, n = caller_of(samples, "crunch", ("worker_a", "worker_b"),
                         marks["await_a"] | marks["await_b"])
-    loop = sum(1 for s in samples if "crunch" in names(s) and
-               any(n.endswith("._run_once") for n in names(s)))
+
+    def run_once(name):
+        return name.endswith("._run_once") if qualnames else name == "_run_once"
+    loop = sum(1 for s in samples if "crunch" in names(s) and any(map(run_once, names(s))))
     a = sum(1 for s in samples if "worker_a" in names(s))
     b = sum(1 for s in samples if "worker_b" in names(s))
     check(n >= 100, "asyncio: %d samples in crunch() (>= 100)" % n)
@@ -230,6 +234,13 @@ def check_asyncio(samples, src):
           "the event loop's _run_once (>= 95 %%)" % (good, n, loop))
     check(min(a, b) * 100.0 / max(1, a + b) >= 25.0,
           "asyncio: both tasks show (worker_a %d, worker_b %d samples)" % (a, b))
+
+
+def has_qualnames(python):
+    """Whether the interpreter's code objects have co_qualname (3.11+)."""
+    r = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                       capture_output=True, text=True, check=True)
+    return r.stdout.strip() == "True"
 
 
 def start_recorder(recorder, tmp):
@@ -307,7 +318,7 @@ def main():
         check_sorted(samples_of(args.dump, store, pids[py, "sorted"]))
         check_thread(samples_of(args.dump, store, pids[py, "thread"]))
         check_gen(samples_of(args.dump, store, pids[py, "gen"]), src)
-        check_asyncio(samples_of(args.dump, store, pids[py, "asyncio"]), src)
+        check_asyncio(samples_of(args.dump, store, pids[py, "asyncio"]), src, has_qualnames(py))
     if FAILS:
         print("recorder log tail:\n" + log[-2000:])
         print("%d check(s) failed" % len(FAILS))

@@ -1,5 +1,5 @@
-/* Units of pfr_python: versions from file names, the 3.11 line-table decoder on hand-made
- * tables (CPython's own tables are checked by py_lines_check), the layout table. */
+/* Units of pfr_python: versions from file names, the line-table decoders (3.11+, 3.10, 3.8/3.9)
+ * on hand-made tables (CPython's own tables are checked by py_lines_check), the layout table. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,6 +76,62 @@ static void lines_malformed(void **state)
     assert_int_equal(pfr_py_line_311(far, sizeof(far), INT32_MAX - 1, 0), -2);
 }
 
+/* 3.10's co_linetable: (bytecode bytes, line delta) pairs; -128: no line. */
+static void lines_310(void **state)
+{
+    (void)state;
+    const uint8_t tab[] = {
+        0,   2,    /* an empty range: the line moves to 12, no code */
+        6,   0,    /* bytes 0-5 (units 0-2): 12 */
+        4,   0x80, /* bytes 6-9 (units 3-4): no line (the line stays 12) */
+        2,   0xff, /* bytes 10-11 (unit 5): -1 -> 11 */
+        254, 0,    /* bytes 12-265 (units 6-132): 11, a range over two pairs */
+        4,   0,    /*   bytes 266-269 (units 133-134) */
+        0,   127,  /* a line jump over two pairs: +127 */
+        2,   3,    /*   bytes 270-271 (unit 135): +3 -> 141 */
+        1,         /* an odd last byte: ignored */
+    };
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 0), 12);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 2), 12);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 3), -1);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 4), -1);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 5), 11);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 6), 11);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 134), 11);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 135), 141);
+    assert_int_equal(pfr_py_line_310(tab, sizeof(tab), 10, 136), -2); /* past the table */
+    assert_int_equal(pfr_py_line_310(tab, 1, 10, 0), -2);             /* no whole pair */
+    assert_int_equal(pfr_py_line_310(NULL, 0, 10, 0), -2);
+    const uint8_t below[] = {2, 0xf6}; /* -10 from 5: a negative line is none */
+    assert_int_equal(pfr_py_line_310(below, sizeof(below), 5, 0), -1);
+    assert_int_equal(pfr_py_line(PFR_PY_LINES_310, tab, sizeof(tab), 10, 5), 11);
+}
+
+/* 3.8/3.9's co_lnotab: (bytecode increment, line increment) pairs, the increments applying to
+ * the instructions at and past the summed offset. */
+static void lines_lnotab(void **state)
+{
+    (void)state;
+    const uint8_t tab[] = {
+        0,   1,    /* from byte 0: 21 */
+        6,   2,    /* from byte 6 (unit 3): 23 */
+        4,   0xfd, /* from byte 10 (unit 5): -3 -> 20 */
+        255, 0,    /* an offset over two pairs: byte 265 + 5 ... */
+        5,   7,    /* ... from byte 270 (unit 135): 27 */
+    };
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 0), 21);
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 2), 21);
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 3), 23);
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 5), 20);
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 134), 20);
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 135), 27);
+    assert_int_equal(pfr_py_line_lnotab(tab, sizeof(tab), 20, 60000), 27); /* to the end */
+    assert_int_equal(pfr_py_line_lnotab(tab, 0, 20, 4), 20); /* no pairs: the first line */
+    assert_int_equal(pfr_py_line_lnotab(NULL, 0, 20, 0), -2);
+    assert_int_equal(pfr_py_line(PFR_PY_LINES_LNOTAB, tab, sizeof(tab), 20, 3), 23);
+    assert_int_equal(pfr_py_line(99, tab, sizeof(tab), 20, 3), -2);
+}
+
 static void layouts(void **state)
 {
     (void)state;
@@ -85,7 +141,18 @@ static void layouts(void **state)
     assert_non_null(pfr_py_layout_find(3, 12));
     assert_int_equal(pfr_py_layout_find(3, 12)->owner_cstack, 3);
     assert_null(pfr_py_layout_find(3, 13)); /* read from the process */
-    assert_null(pfr_py_layout_find(3, 10));
+    for (unsigned minor = 8; minor <= 10; minor++) {
+        const pfr_py_layout *o = pfr_py_layout_find(3, minor);
+        assert_non_null(o);
+        assert_int_equal(o->frame_kind, PFR_PY_FRAMES_OBJECT);
+        assert_int_equal(o->tid_kind, PFR_PY_TID_PTHREAD);
+        assert_int_equal(o->lines, minor == 10 ? PFR_PY_LINES_310 : PFR_PY_LINES_LNOTAB);
+        assert_int_equal(o->lasti_shift, minor == 10 ? 0 : 1);
+        assert_true(o->f_lasti + 4 <= PFR_PY_OBJ_READ && o->f_code + 8 <= PFR_PY_OBJ_READ);
+        assert_int_equal(o->co_qualname, o->co_name); /* no co_qualname before 3.11 */
+    }
+    assert_int_equal(l->frame_kind, PFR_PY_FRAMES_INTERP);
+    assert_null(pfr_py_layout_find(3, 7));
     assert_null(pfr_py_layout_find(3, 99));
     assert_null(pfr_py_layout_find(2, 7));
 }
@@ -176,7 +243,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(versions_from_names), cmocka_unit_test(lines_forms),
-        cmocka_unit_test(lines_malformed),     cmocka_unit_test(layouts),
+        cmocka_unit_test(lines_malformed),     cmocka_unit_test(lines_310),
+        cmocka_unit_test(lines_lnotab),        cmocka_unit_test(layouts),
         cmocka_unit_test(frame_encoding),      cmocka_unit_test(layout_from_debug),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
