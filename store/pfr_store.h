@@ -221,9 +221,10 @@ int pfr_store_scan(pfr_store *s, const pfr_store_filter *f, unsigned flags, pfr_
                    void *ctx, pfr_scan_stats *st);
 
 /* A lighter read path for readers that keep their own per-stream caches (the shipper): each
- * chunk as its samples against its stream's dictionary, without building a profile.
+ * chunk as its samples against its dictionary, without building a profile.
  *
- * A stream's dictionary is a chain of layers identified by pfr_samples_dict(); layers only
+ * A dictionary is a chain of layers identified by pfr_samples_dict(), shared by the streams of
+ * one service and sample types (schema 5: they differ only in profile labels); layers only
  * append. Stack (and location) indices below the stable counts it reports are dictionary
  * entries: the same index means the same stack in every chunk reporting the same dictionary id
  * (ids are never reused within a ring file), so a reader may cache what it derives from them,

@@ -271,7 +271,7 @@ static int chain_extend(struct store_dict *s, struct chain *c, int64_t layer_id)
         bool linked =
             c->nlayers ? parent == c->layer_id[c->nlayers - 1] : parent == 0 && id == c->base_id;
         int lr = -EBADMSG;
-        if (linked && stream == c->stream_id && sqlite3_column_type(st, 4) == SQLITE_BLOB &&
+        if (linked && sqlite3_column_type(st, 4) == SQLITE_BLOB &&
             pfr_st_row_crc(blob, len, fields, 3) == crc) {
             lr = pfr_st_blob_unpack(blob, len, &s->raw);
             if (!lr)
@@ -310,7 +310,7 @@ static int chain_extend(struct store_dict *s, struct chain *c, int64_t layer_id)
 }
 
 const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
-                                     int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err)
+                                     uint32_t n[T_N], bool *corrupt, int *err)
 {
     *corrupt = false;
     *err = 0;
@@ -324,11 +324,10 @@ const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int6
             return NULL;
         }
         c->base_id = base_id;
-        c->stream_id = stream_id;
         s->chains[s->nchains++] = c;
     }
     c->stamp = ++s->chain_clock;
-    if (c->stream_id != stream_id || (c->bad_from && layer_id >= c->bad_from)) {
+    if (c->bad_from && layer_id >= c->bad_from) {
         *corrupt = true;
         return NULL;
     }
@@ -414,8 +413,7 @@ int pfr_st_chunk_load(struct store_dict *s, const struct store_chunk_ref *c,
     bool corrupt;
     int err;
     uint32_t dict_n[T_N];
-    const struct chain *ch =
-        pfr_st_chain_get(s, c->base_id, c->dict_id, c->stream_id, dict_n, &corrupt, &err);
+    const struct chain *ch = pfr_st_chain_get(s, c->base_id, c->dict_id, dict_n, &corrupt, &err);
     if (!ch) {
         sqlite3_reset(st);
         return corrupt ? -EBADMSG : err;

@@ -30,7 +30,8 @@ struct rstream {
 /* A decoded dictionary chain in the cache: the base layer and the layers applied on top so far,
  * with the table sizes as of each layer. */
 struct chain {
-    int64_t base_id, stream_id;
+    int64_t base_id; /* its layers may be of several streams: those of one service and types
+                        share it (schema 5, store_write.c, wstream_get) */
     struct tabs t;
     int64_t *layer_id; /* increasing */
     uint32_t (*layer_n)[T_N];
@@ -68,9 +69,11 @@ bool pfr_st_stream_matches(const struct rstream *r, const pfr_store_filter *f);
 /* The dictionary chain base_id decoded at least up to layer layer_id, from the cache or the
  * database (within the caller's read transaction); n gets the table sizes as of that layer.
  * NULL with *corrupt set when a layer is missing, fails its checksum or does not decode; NULL
- * with *err < 0 on other errors. Valid until the next call. */
+ * with *err < 0 on other errors. Valid until the next call. The chain is not checked against
+ * the chunk's stream: streams of one service and sample types share chains (schema 5), and a
+ * chunk's checksum already covers the chain it names. */
 const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
-                                     int64_t stream_id, uint32_t n[T_N], bool *corrupt, int *err);
+                                     uint32_t n[T_N], bool *corrupt, int *err);
 void pfr_st_chain_cache_clear(struct store_dict *s);
 
 /* A chunk row's key fields, as its metadata row gives them. */

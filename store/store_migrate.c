@@ -17,8 +17,11 @@
     "  bytes INTEGER NOT NULL DEFAULT 0);"
 
 /* The current schema. Version 1 had no chunks.totals (timelines had to decode every chunk),
- * version 2 no pins, version 3 no chunks.tier (every chunk was as recorded: no roll-ups). */
-static const char schema_v4[] =
+ * version 2 no pins, version 3 no chunks.tier (every chunk was as recorded: no roll-ups);
+ * version 4 has these tables, but each dictionary chain was of one stream: since 5 the streams
+ * of one service and sample types share chains (a layer's stream_id is the stream that wrote
+ * it), which readers of 4 would count as corrupt. */
+static const char schema_v5[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "INSERT INTO meta VALUES ('evicted', 0), ('lost_unshipped', 0), ('corrupt', 0);"
     "CREATE TABLE streams(id INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL UNIQUE,"
@@ -110,12 +113,22 @@ static int migrate_3_4(struct store_db *s, struct store_dict *dict)
     return rc ? rc : pfr_st_exec(s, "PRAGMA user_version = 4");
 }
 
+/* 4 -> 5: chains shared by the streams of one service and sample types. The rows need nothing:
+ * a chain of one stream is a shared chain with one stream; the version tells pfr builds before
+ * this that they cannot read the file (they would count chunks of a shared chain corrupt). */
+static int migrate_4_5(struct store_db *s, struct store_dict *dict)
+{
+    (void)dict;
+    return pfr_st_exec(s, "PRAGMA user_version = 5");
+}
+
 static int migrate(struct store_db *s, struct store_dict *dict, int from, char *err, size_t errlen)
 {
     static int (*const steps[])(struct store_db *, struct store_dict *) = {
         [1] = migrate_1_2,
         [2] = migrate_2_3,
         [3] = migrate_3_4,
+        [4] = migrate_4_5,
     };
     for (int v = from; v < PFR_STORE_SCHEMA_VERSION; v++) {
         int rc = steps[v](s, dict);
@@ -148,7 +161,7 @@ int pfr_st_schema_write(struct store_db *s, struct store_dict *dict, char *err, 
         char sql[128];
         snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d;",
                  PFR_STORE_APP_ID, PFR_STORE_SCHEMA_VERSION);
-        if ((rc = pfr_st_exec(s, schema_v4)) || (rc = pfr_st_exec(s, sql))) {
+        if ((rc = pfr_st_exec(s, schema_v5)) || (rc = pfr_st_exec(s, sql))) {
             pfr_st_fail(s, rc, err, errlen, "cannot create the schema");
             goto fail;
         }
@@ -184,7 +197,7 @@ int pfr_st_schema_check(struct store_db *s, char *err, size_t errlen)
         return pfr_st_fail(NULL, -ENOENT, err, errlen, "the store is empty (no writer created it)");
     if (app != PFR_STORE_APP_ID)
         return pfr_st_fail(NULL, -EBADMSG, err, errlen, "not a pfr store (other SQLite database)");
-    if (ver != PFR_STORE_SCHEMA_VERSION) {
+    if (ver < PFR_STORE_SCHEMA_READ_MIN || ver > PFR_STORE_SCHEMA_VERSION) {
         char msg[160];
         snprintf(msg, sizeof(msg), "store schema version %lld, this pfr reads %d%s", (long long)ver,
                  PFR_STORE_SCHEMA_VERSION,

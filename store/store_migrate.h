@@ -11,12 +11,15 @@
 #include "store_db.h"
 #include "store_dict.h"
 
-#define PFR_STORE_SCHEMA_VERSION 4
-#define PFR_STORE_APP_ID         0x70667221 /* "pfr!" in the SQLite header: our files, not others' */
+#define PFR_STORE_SCHEMA_VERSION 5
+/* The oldest version a reader reads as it is: 4 has the tables of 5 and no chain of several
+ * streams, which a reader of 5 reads as well. */
+#define PFR_STORE_SCHEMA_READ_MIN 4
+#define PFR_STORE_APP_ID          0x70667221 /* "pfr!" in the SQLite header: our files, not others' */
 
 /* A writer: create the schema in an empty file or migrate an older one. */
 int pfr_st_schema_write(struct store_db *d, struct store_dict *dict, char *err, size_t errlen);
-/* A reader: the file must be a pfr store of this schema version. */
+/* A reader: the file must be a pfr store of a schema version it reads (READ_MIN to VERSION). */
 int pfr_st_schema_check(struct store_db *d, char *err, size_t errlen);
 
 #endif

@@ -419,7 +419,7 @@ int pfr_store_merge(pfr_store *s, const pfr_store_filter *f, unsigned merge_flag
             uint32_t n[T_N];
             bool corrupt;
             int err;
-            pfr_st_chain_get(&s->dict, c->base_id, tops[k], c->stream_id, n, &corrupt, &err);
+            pfr_st_chain_get(&s->dict, c->base_id, tops[k], n, &corrupt, &err);
             tops[k] = 0;
         }
         int lr = load_chunk(s, c, r, &dc, &d);

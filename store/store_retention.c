@@ -550,7 +550,7 @@ int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
     }
     uint32_t n[T_N];
     bool corrupt = false;
-    if (!rc && !pfr_st_chain_get(dict, base, top, g->stream_id, n, &corrupt, &rc))
+    if (!rc && !pfr_st_chain_get(dict, base, top, n, &corrupt, &rc))
         rc = rc ? rc : -EBADMSG;
     if (!rc) {
         out->base_id = base;

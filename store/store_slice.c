@@ -37,9 +37,9 @@ struct scand {
     int64_t id, stream_id, base_id, dict_id;
 };
 
-/* A dictionary chain the range's chunks reference. */
+/* A dictionary chain the range's chunks reference (its layers may be of several streams). */
 struct sbase {
-    int64_t base_id, stream_id;
+    int64_t base_id;
     int64_t need; /* highest layer a chunk references */
 };
 
@@ -56,7 +56,8 @@ struct slicer {
     struct sbase *b;
     size_t nb, capb;
     pfr_map base_ix;   /* base_id -> index in b */
-    pfr_map layer_ok;  /* ids of the layers copied (each with all layers below it) */
+    pfr_map layer_ok;  /* ids of the layers copied (each with all layers below it) -> their
+                          chain's index in b + 1 */
     pfr_map stream_ix; /* stream id -> index in streams */
     int64_t *streams;  /* stream ids with a chunk written, in order of first chunk */
     size_t ns, caps;
@@ -99,7 +100,7 @@ static int add_base(struct slicer *x, const struct scand *c)
     if (!found) {
         if (VEC_RESERVE(x->b, x->capb, x->nb + 1))
             return -ENOMEM;
-        x->b[x->nb++] = (struct sbase){c->base_id, c->stream_id, c->dict_id};
+        x->b[x->nb++] = (struct sbase){c->base_id, c->dict_id};
     } else if (x->b[i].need < c->dict_id) {
         x->b[i].need = c->dict_id;
     }
@@ -296,7 +297,7 @@ static void copier_close(struct copier *cp)
 /* ---- copying ---- */
 
 /* The layers of chain b up to the highest one its chunks need, checked as readers check them
- * (checksum, one linear chain of one stream). The first that fails ends the copy: the chunks
+ * (checksum, one linear chain). The first that fails ends the copy: the chunks
  * that need it or a later layer are left out (readers of the ring skip them too). */
 static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *b)
 {
@@ -318,13 +319,14 @@ static int copy_layers(struct slicer *x, struct copier *cp, const struct sbase *
         size_t len = (size_t)sqlite3_column_bytes(cp->sel, cd);
         int64_t fields[3] = {stream, b->base_id, parent};
         bool linked = prev ? parent == prev : parent == 0 && id == b->base_id;
-        if (!linked || stream != b->stream_id || sqlite3_column_type(cp->sel, cd) != SQLITE_BLOB ||
+        if (!linked || sqlite3_column_type(cp->sel, cd) != SQLITE_BLOB ||
             pfr_st_row_crc(blob, len, fields, 3) != (uint32_t)sqlite3_column_int64(cp->sel, cc))
             break;
         bool found;
         if ((rc = copy_row(x, cp->sel, cp->ins)) != 0)
             break;
-        if (store_map_put(&x->layer_ok, (uint64_t)id, 1, &found) == UINT32_MAX)
+        if (store_map_put(&x->layer_ok, (uint64_t)id, (uint32_t)(b - x->b) + 1, &found) ==
+            UINT32_MAX)
             rc = -ENOMEM;
         x->st.layers++;
         prev = id;
@@ -409,10 +411,10 @@ static int copy_chunks(struct slicer *x)
         rc = copier_open(x, &data, "chunk_data", "id = ?1");
     for (size_t i = 0; i < x->nc && !rc; i++) {
         const struct scand *c = &x->c[i];
-        const struct sbase *b = &x->b[store_map_get(&x->base_ix, (uint64_t)c->base_id)];
+        uint32_t b = store_map_get(&x->base_ix, (uint64_t)c->base_id);
         bool copied = false;
-        /* its dictionary, as of its layer, is in the slice */
-        if (c->stream_id == b->stream_id && store_map_get(&x->layer_ok, (uint64_t)c->dict_id) == 1)
+        /* its dictionary, as of its layer, is in the slice (a layer of the chain it names) */
+        if (store_map_get(&x->layer_ok, (uint64_t)c->dict_id) == b + 1)
             rc = copy_chunk(x, &chunk, &data, c, &copied);
         if (!rc && !copied)
             x->st.corrupt++;

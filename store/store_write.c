@@ -76,8 +76,12 @@ static const char *const wsql[W_N] = {
                       " (SELECT 1 FROM chunks WHERE stream_id = ?1)"),
     [W_TOP_TIER] = "SELECT coalesce(max(tier), 0) FROM chunks",
     [W_SET_TIER] = "UPDATE chunks SET tier = ?2 WHERE id = ?1",
-    [W_NEWEST_BASE] = ("SELECT base_id FROM chunks WHERE stream_id = ?1 AND tier = ?2"
-                       " ORDER BY end_ns DESC LIMIT 1"),
+    /* The newest chain of a tier among the streams of a service and types: each stream's newest
+     * chunk through its (stream_id, end_ns) index, then the newest of those. */
+    [W_NEWEST_BASE] = ("SELECT c.base_id FROM streams s JOIN chunks c ON c.id ="
+                       " (SELECT id FROM chunks WHERE stream_id = s.id AND tier = ?3"
+                       " ORDER BY end_ns DESC LIMIT 1)"
+                       " WHERE s.service = ?1 AND s.types = ?2 ORDER BY c.end_ns DESC LIMIT 1"),
     [W_CHAIN_TOP] = ("SELECT max(id), (SELECT count(*) FROM chunks WHERE base_id = ?1) FROM dicts"
                      " WHERE base_id = ?1"),
 };
@@ -91,8 +95,12 @@ struct fpmap_ent {
     uint32_t loc, used;
 };
 
+/* The writer's state of a dictionary chain: the chain of a service and sample types at a tier,
+ * shared by every stream of them (streams differing only in profile labels: the short-lived
+ * containers or pods of one program, each its own container.id), so a new stream of a known
+ * program appends a layer of what its chunk lacks instead of writing a base of its own (the
+ * churning host of bench_horizon: a ~17 KB base per 5 s program). */
 struct wstream {
-    int64_t id;           /* stream row, 0 = look up or insert at the next append */
     int64_t base_id;      /* the chain's base layer, 0 = the next chunk writes a base */
     int64_t dict_id;      /* the chain's last layer */
     uint32_t dict_n[T_N]; /* entries in the chain's rows */
@@ -122,7 +130,7 @@ struct lscache_ent {
  * transaction would have to take a larger one. */
 struct wundo {
     struct wstream *ws;
-    int64_t id, base_id, dict_id;
+    int64_t base_id, dict_id;
     uint32_t dict_n[T_N], base_seq;
     bool rotated; /* its tables were rebuilt: they no longer match its old chain */
 };
@@ -312,7 +320,7 @@ void pfr_st_writer_free(struct writer *w)
 static void writer_forget_rows(struct writer *w)
 {
     for (size_t i = 0; i < w->nws; i++)
-        w->ws[i]->id = w->ws[i]->base_id = w->ws[i]->dict_id = 0;
+        w->ws[i]->base_id = w->ws[i]->dict_id = 0;
 }
 
 /* Note ws's rows before the transaction changes them (once per transaction). The undo entry, or
@@ -327,7 +335,7 @@ static struct wundo *undo_note(struct writer *w, struct wstream *ws)
         return NULL;
     }
     struct wundo *u = &w->undo[w->nundo++];
-    *u = (struct wundo){ws, ws->id, ws->base_id, ws->dict_id, {0}, ws->base_seq, false};
+    *u = (struct wundo){ws, ws->base_id, ws->dict_id, {0}, ws->base_seq, false};
     memcpy(u->dict_n, ws->dict_n, sizeof(u->dict_n));
     return u;
 }
@@ -344,7 +352,6 @@ static void writer_undo(struct writer *w)
     for (size_t i = 0; i < w->nundo; i++) {
         const struct wundo *u = &w->undo[i];
         struct wstream *ws = u->ws;
-        ws->id = u->id;
         if (u->rotated || !ws->resident || !u->base_id) {
             ws->base_id = ws->dict_id = 0;
             continue;
@@ -1103,13 +1110,6 @@ static void forget_chain(struct writer *w, int64_t base_id)
             w->ws[i]->base_id = w->ws[i]->dict_id = 0;
 }
 
-static void forget_stream(struct writer *w, int64_t stream_id)
-{
-    for (size_t i = 0; i < w->nws; i++)
-        if (w->ws[i]->id == stream_id)
-            w->ws[i]->id = w->ws[i]->base_id = w->ws[i]->dict_id = 0;
-}
-
 static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt which,
                           int64_t protect)
 {
@@ -1128,12 +1128,8 @@ static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt
         int rc = pfr_st_step_done(st);
         if (rc)
             return rc;
-        if (sqlite3_changes(s->sql.db) > 0) {
-            if (which == W_DEL_DICT)
-                forget_chain(s->w, ids[i]);
-            else
-                forget_stream(s->w, ids[i]);
-        }
+        if (sqlite3_changes(s->sql.db) > 0 && which == W_DEL_DICT)
+            forget_chain(s->w, ids[i]);
     }
     return 0;
 }
@@ -1439,9 +1435,9 @@ static void shrink_step(pfr_store *s, bool keep_used, uint64_t at_least)
 }
 
 /* ---- streams ---- */
-/* The writer's state of a stream at a tier: roll-ups of a stream write a chain of their own per
- * tier (their stacks are the stream's over hours, not its last minutes), so they neither bloat
- * the live chain nor make it rebase. */
+/* The writer's state of the chain of in's service and sample types at a tier (w->key gets in's
+ * stream key): roll-ups write a chain of their own per tier (their stacks are the streams' over
+ * hours, not their last minutes), so they neither bloat the live chain nor make it rebase. */
 static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tier, int *err)
 {
     struct writer *w = s->w;
@@ -1449,8 +1445,12 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tie
                                 &w->types);
     if (*err)
         return NULL;
+    /* Length-prefixed parts, as stream keys: no service can be confused with another's types. */
     w->ikey.len = 0;
-    pfr_buf_put(&w->ikey, w->key.data, w->key.len);
+    pfr_buf_uvarint(&w->ikey, strlen(in->service));
+    pfr_buf_put(&w->ikey, in->service, strlen(in->service));
+    pfr_buf_uvarint(&w->ikey, w->types.len);
+    pfr_buf_put(&w->ikey, w->types.data, w->types.len);
     if (tier > 0) {
         uint8_t t[2] = {0xff, (uint8_t)tier};
         pfr_buf_put(&w->ikey, t, sizeof(t));
@@ -1515,33 +1515,28 @@ static int one_row(sqlite3_stmt *st, int64_t *a, int64_t *b)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
-/* A stream this writer holds no tables of (a writer process starting, or its tables given up
- * for memory: pfr_store_trim, table_max_bytes) takes its newest chain of its tier back from the
- * database instead of writing a new base. Without this, more streams than the tables' memory
+/* A chain this writer holds no tables of (a writer process starting, a service's first stream
+ * since, or its tables given up for memory: pfr_store_trim, table_max_bytes) is the newest chain
+ * of its tier among the streams of its service and types, taken back from the database instead
+ * of writing a new base. Without this, more streams than the tables' memory
  * bound holds (50 pfr_testgen services: ~1 MiB each) wrote a base with every chunk, ~100 KB
  * where a chunk takes ~2 KB, and the ring held minutes instead of hours; and a coarse tier's
  * chain, appended to once an hour per stream, started over at every roll-up. The chain is
  * decoded (the chunk decoder's cache) and its tables copied; a chain that does not decode, or
  * whose entries are not all distinct, is left: the next chunk writes a base, as before. */
-static int wstream_adopt(pfr_store *s, struct wstream *ws, int tier)
+static int wstream_adopt(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in, int tier)
 {
     struct writer *w = s->w;
     if (ws->base_id || ws->tabs.t[T_STR].n)
         return 0;
     sqlite3_stmt *st;
-    int64_t id = ws->id, base, top, nref;
+    int64_t base, top, nref;
     int rc = 0;
-    if (!id) {
-        if (!(st = wst(s, W_SEL_STREAM)))
-            return db_err(s);
-        sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
-        if ((rc = one_row(st, &id, NULL)) != 0 || !id)
-            return rc;
-    }
     if (!(st = wst(s, W_NEWEST_BASE)))
         return db_err(s);
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, tier);
+    sqlite3_bind_text(st, 1, in->service, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, w->types.data, (int)w->types.len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, tier);
     if ((rc = one_row(st, &base, NULL)) != 0 || !base)
         return rc;
     if (!(st = wst(s, W_CHAIN_TOP)))
@@ -1553,7 +1548,7 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, int tier)
         return rc;
     uint32_t n[T_N];
     bool corrupt;
-    const struct chain *ch = pfr_st_chain_get(&s->dict, base, top, id, n, &corrupt, &rc);
+    const struct chain *ch = pfr_st_chain_get(&s->dict, base, top, n, &corrupt, &rc);
     if (!ch)
         return corrupt ? 0 : rc;
     for (int k = 0; k < T_N; k++) {
@@ -1572,7 +1567,6 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, int tier)
         pfr_st_tabs_free(&ws->tabs);
         return rc;
     }
-    ws->id = id;
     ws->base_id = base;
     ws->dict_id = top;
     memcpy(ws->dict_n, n, sizeof(n));
@@ -1584,25 +1578,24 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, int tier)
     return 0;
 }
 
-static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
+/* The row of the stream w->key names into *id, 0 when there is none. Looked up at every append:
+ * the chain's streams take turns (an index lookup, nothing beside the commit). */
+static int stream_find(pfr_store *s, int64_t *id)
 {
-    struct writer *w = s->w;
-    if (ws->id)
-        return 0;
     sqlite3_stmt *st = wst(s, W_SEL_STREAM);
     if (!st)
         return db_err(s);
-    sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        ws->id = sqlite3_column_int64(st, 0);
-        sqlite3_reset(st);
+    sqlite3_bind_blob(st, 1, s->w->key.data, (int)s->w->key.len, SQLITE_STATIC);
+    return one_row(st, id, NULL);
+}
+
+/* The stream's row, inserted when stream_find found none (*id 0). */
+static int stream_row(pfr_store *s, const pfr_chunk_in *in, int64_t *id)
+{
+    struct writer *w = s->w;
+    if (*id)
         return 0;
-    }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return pfr_store_errno(rc);
-    st = wst(s, W_INS_STREAM);
+    sqlite3_stmt *st = wst(s, W_INS_STREAM);
     if (!st)
         return db_err(s);
     sqlite3_bind_blob(st, 1, w->key.data, (int)w->key.len, SQLITE_STATIC);
@@ -1610,10 +1603,10 @@ static int stream_row(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in)
     sqlite3_bind_blob(st, 3, w->lab.data ? (const void *)w->lab.data : "", (int)w->lab.len,
                       SQLITE_STATIC);
     sqlite3_bind_blob(st, 4, w->types.data, (int)w->types.len, SQLITE_STATIC);
-    if ((rc = pfr_st_step_done(st)) != 0)
+    int rc = pfr_st_step_done(st);
+    if (rc)
         return rc;
-    ws->id = sqlite3_last_insert_rowid(s->sql.db);
-    ws->base_id = ws->dict_id = 0;
+    *id = sqlite3_last_insert_rowid(s->sql.db);
     return 0;
 }
 
@@ -1639,8 +1632,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
 {
     struct writer *w = s->w;
     int rc;
+    int64_t sid;
     struct wstream *ws = wstream_get(s, in, tier, &rc);
-    if (!ws || (rc = wstream_adopt(s, ws, tier)) != 0)
+    if (!ws || (rc = wstream_adopt(s, ws, in, tier)) != 0 || (rc = stream_find(s, &sid)) != 0)
         return rc;
     struct wundo *undo = undo_note(w, ws);
     const pfr_profile *p = in->profile;
@@ -1714,19 +1708,18 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
     /* need: room to insert now (B-tree splits may take a few pages); est: what the rows may
      * take on average at worst (half-full pages). */
     uint64_t need_bytes = payload + 4ull * s->sql.page_size, est_bytes = 2 * payload + 256;
-    /* Not rotating means the stream's row and chain exist, and eviction spares them. */
-    if ((tier == 0 &&
-         (rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, ws->id)) != 0) ||
-        (rc = stream_row(s, ws, in)) != 0)
+    /* Not rotating means the chain exists, and eviction spares it, and the stream's row if any. */
+    if ((tier == 0 && (rc = evict(s, need_bytes, est_bytes, rotate ? 0 : ws->base_id, sid)) != 0) ||
+        (rc = stream_row(s, in, &sid)) != 0)
         return rc;
     sqlite3_stmt *st;
     if (layer) {
         int64_t parent = rotate ? 0 : ws->dict_id;
-        int64_t f[3] = {ws->id, rotate ? 0 : ws->base_id, parent};
+        int64_t f[3] = {sid, rotate ? 0 : ws->base_id, parent};
         st = wst(s, W_INS_DICT);
         if (!st)
             return db_err(s);
-        sqlite3_bind_int64(st, 1, ws->id);
+        sqlite3_bind_int64(st, 1, sid);
         sqlite3_bind_int64(st, 2, f[1]);
         sqlite3_bind_int64(st, 3, parent);
         sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
@@ -1749,11 +1742,11 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
             ws->base_seq = ws->seq;
         }
     }
-    int64_t f[5] = {ws->id, ws->base_id, ws->dict_id, in->start_ns, in->end_ns};
+    int64_t f[5] = {sid, ws->base_id, ws->dict_id, in->start_ns, in->end_ns};
     st = wst(s, W_INS_CHUNK);
     if (!st)
         return db_err(s);
-    sqlite3_bind_int64(st, 1, ws->id);
+    sqlite3_bind_int64(st, 1, sid);
     sqlite3_bind_int64(st, 2, ws->base_id);
     sqlite3_bind_int64(st, 3, ws->dict_id);
     sqlite3_bind_int64(st, 4, in->start_ns);

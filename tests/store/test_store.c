@@ -321,6 +321,97 @@ static void test_tables_bound_streams_in_turn(void **state)
         pfr_testgen_free(g[k]);
 }
 
+static int64_t sql_int(const char *db, const char *q);
+static void sql(const char *db, const char *q);
+
+/* Scans what a filter selects and compares each chunk with canon (in id order). */
+static void reads_back(pfr_store *s, const pfr_store_filter *f, char **canon, size_t n)
+{
+    pfr_scan_stats st;
+    struct seen *seen = scan_all(s, f, 0, &st);
+    assert_int_equal(seen->n, n);
+    assert_int_equal(st.corrupt, 0);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(seen->canon[i], canon[i]);
+    seen_free(seen);
+    free(seen);
+}
+
+/* Streams of one service and sample types that differ in profile labels (the short-lived
+ * containers of one program) share a dictionary chain: one base for the service however many
+ * streams, taken back by a new writer too; every chunk reads back as appended, through the
+ * ring, a reader and a slice of one stream (whose chain holds layers of the others). Another
+ * service, or other sample types, has a chain of its own. */
+static void test_shared_chain(void **state)
+{
+    struct fx *f = *state;
+    enum { RUNS = 4, EACH = 3 };
+    /* a short program of bench_horizon churn */
+    pfr_testgen_opts go = {.nstacks = 40, .nfunctions = 400};
+    pfr_testgen *other = pfr_testgen_new(31, 9, &go);
+    char *canon[RUNS * EACH], *canon_b[EACH];
+    pfr_kv lab[RUNS][1];
+    char cid[RUNS][16];
+    size_t nb = 0;
+    for (int r = 0; r < RUNS; r++) {
+        /* each run of the program starts its stacks anew, a stream of its own */
+        pfr_testgen *g = pfr_testgen_new(31, 3, &go);
+        snprintf(cid[r], sizeof(cid[r]), "/run/%d", r);
+        lab[r][0] = (pfr_kv){"container.id", cid[r]};
+        if (r == RUNS - 1) { /* the last run by a new writer: it takes the chain back */
+            pfr_store_close(f->s);
+            char err[256];
+            pfr_store_opts o = {.max_bytes = 64ull << 20};
+            assert_int_equal(pfr_store_open(f->db, &o, &f->s, err, sizeof(err)), 0);
+        }
+        for (int i = 0; i < EACH; i++) {
+            int64_t start = T0 + (r * EACH + i) * 10 * SEC;
+            pfr_profile *p = pfr_testgen_next(g, start, 10 * SEC);
+            canon[r * EACH + i] = pfr_tu_canon(p);
+            if (r == 1)
+                canon_b[nb++] = canon[r * EACH + i];
+            append_profile(f->s, pfr_testgen_service(g), lab[r], 1, start, p);
+            pfr_profile_free(p);
+        }
+        pfr_testgen_free(g);
+        assert_int_equal(count_bases(f->db), 1);
+    }
+    pfr_profile *p = pfr_testgen_next(other, T0, 10 * SEC);
+    append_profile(f->s, pfr_testgen_service(other), lab[0], 1, T0, p);
+    pfr_profile_free(p);
+    p = pfr_tu_small_profile(1, 5, "go:goroutine_goroutine:count");
+    append_profile(f->s, "svc-3", lab[0], 1, T0, p);
+    pfr_profile_free(p);
+    assert_int_equal(count_bases(f->db), 3);
+    /* the later runs' chunks name layers the first run wrote (they added nothing new) */
+    assert_int_equal(sql_int(f->db, "SELECT count(*) FROM chunks c JOIN dicts d ON d.id = c.dict_id"
+                                    " WHERE d.stream_id != c.stream_id"),
+                     (RUNS - 1) * EACH);
+
+    pfr_store_filter svc3 = {.service = "svc-3", .type = "ebpf:cpu:nanoseconds"};
+    reads_back(f->s, &svc3, canon, RUNS * EACH);
+    pfr_store *r = open_ro(f->db);
+    reads_back(r, &svc3, canon, RUNS * EACH);
+    char err[256];
+    assert_int_equal(pfr_store_check(r, NULL, err, sizeof(err)), 0);
+    /* one stream's slice: its chain's layers written by the other streams come along */
+    char *slice = pfr_tu_path(f->dir, "b.slice");
+    pfr_store_filter fb = {.service = "svc-3", .labels = lab[1], .nlabels = 1};
+    pfr_slice_stats sst;
+    assert_int_equal(pfr_store_slice_write(r, &fb, slice, 0, &sst, err, sizeof(err)), 0);
+    assert_int_equal(sst.chunks, EACH);
+    assert_int_equal(sst.corrupt, 0);
+    pfr_store_close(r);
+    r = open_ro(slice);
+    reads_back(r, NULL, canon_b, EACH);
+    assert_int_equal(pfr_store_check(r, NULL, err, sizeof(err)), 0);
+    pfr_store_close(r);
+    free(slice);
+    for (int i = 0; i < RUNS * EACH; i++)
+        free(canon[i]);
+    pfr_testgen_free(other);
+}
+
 /* Unsymbolized locations, numeric labels with units, several sample types, no period. */
 static void test_roundtrip_edge_profiles(void **state)
 {
@@ -957,6 +1048,46 @@ static void test_migrate_v2(void **state)
                            " DROP COLUMN tier; PRAGMA user_version = 2;");
 }
 
+/* A ring of schema 4 (chains of one stream each) is read as it is, and a writer migrates it to
+ * 5; it reads back the same, and its streams' chains are shared from then on. */
+static void test_migrate_v4(void **state)
+{
+    struct fx *f = *state;
+    fill_small(f->s);
+    struct seen *before = scan_all(f->s, NULL, 0, NULL);
+    pfr_store_close(f->s);
+    f->s = NULL;
+    sql(f->db, "PRAGMA user_version = 4");
+    pfr_store *r = open_ro(f->db);
+    struct seen *ro = scan_all(r, NULL, 0, NULL);
+    pfr_store_close(r);
+    char err[256];
+    pfr_store_opts o = {.max_bytes = 64ull << 20};
+    assert_int_equal(pfr_store_open(f->db, &o, &f->s, err, sizeof(err)), 0);
+    assert_int_equal(sql_int(f->db, "PRAGMA user_version"), 5);
+    struct seen *after = scan_all(f->s, NULL, 0, NULL);
+    assert_int_equal(ro->n, before->n);
+    assert_int_equal(after->n, before->n);
+    for (size_t i = 0; i < before->n; i++) {
+        assert_int_equal(after->ids[i], before->ids[i]);
+        assert_string_equal(ro->canon[i], before->canon[i]);
+        assert_string_equal(after->canon[i], before->canon[i]);
+    }
+    int bases = (int)sql_int(f->db, "SELECT count(*) FROM dicts WHERE id = base_id");
+    static pfr_kv h3 = {"host.name", "h3"};
+    pfr_profile *p = pfr_tu_small_profile(7, 12, "ebpf:cpu:nanoseconds");
+    append_profile(f->s, "svc-a", &h3, 1, T0 + 300 * SEC, p);
+    pfr_profile_free(p);
+    assert_int_equal(sql_int(f->db, "SELECT count(*) FROM dicts WHERE id = base_id"), bases);
+    assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
+    seen_free(before);
+    seen_free(ro);
+    seen_free(after);
+    free(before);
+    free(ro);
+    free(after);
+}
+
 /* ---- corrupt rows and truncated files ---- */
 static void copy_file(const char *from, const char *to, off_t len)
 {
@@ -1236,6 +1367,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roundtrip_realistic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_keeps_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tables_bound_streams_in_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_edge_profiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filters, setup, teardown),
@@ -1247,6 +1379,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eviction_and_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v4, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_file, setup, teardown),
     };

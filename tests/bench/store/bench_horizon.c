@@ -8,7 +8,12 @@
  *     LOAD: svc50   50 services, 10 s intervals, D days (default 30)
  *           svc200  200 services, likewise
  *           churn   a 6 MiB ring, 1 s intervals, 3 steady services and 2 short programs started
- *                   every second (each lives 5 s, a stream of its own), 3 minutes
+ *                   every second (each lives 5 s, a stream of its own: its own container.id), 3
+ *                   minutes; the programs are runs of 12 binaries (a build's cc1, as, sh, ...:
+ *                   docs/coroot.md counted 14 in a minute of build), each binary a service of
+ *                   its own functions, a run starting a few intervals into its binary's stacks
+ *           churn-unique  the same, but every program a binary never seen before (its own
+ *                   service and functions): what no dictionary shared by a binary's runs helps
  *     --scale K: K times fewer services and a K times smaller cap (the same bytes per stream:
  *                horizons are the same, the run K times shorter); 1 = as stated.
  *     --drift P: stacks of each profile replaced by new random ones per interval, per mille
@@ -39,8 +44,10 @@ struct load {
     int drift; /* per mille; -1: the generator's default */
     int64_t interval_ns, duration_ns;
     uint64_t cap;
-    bool churn;
+    bool churn, unique;
 };
+
+#define CHURN_BINARIES 12
 
 struct tiers_out {
     pfr_tier_info t[PFR_STORE_MAX_TIERS + 1];
@@ -94,8 +101,10 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
     unsigned cap_streams = steady + (l->churn ? 10 : 0);
     pfr_testgen **g = calloc(cap_streams, sizeof(*g));
     pfr_chunk_in *in = calloc(cap_streams, sizeof(*in));
+    pfr_kv *kv = calloc(cap_streams, sizeof(*kv));
     pfr_profile **ps = calloc(cap_streams, sizeof(*ps));
     int64_t *born = calloc(cap_streams, sizeof(*born));
+    char(*cid)[32] = calloc(cap_streams, sizeof(*cid)); /* a run's container.id */
     pfr_testgen_opts small = {.nstacks = 40, .nfunctions = 400};
     pfr_testgen_opts svc = {.drift_permille = l->drift > 0 ? (unsigned)l->drift : 0,
                             .no_drift = l->drift == 0};
@@ -116,7 +125,12 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
                 }
             for (unsigned n = 0, i = steady; n < 2 && i < cap_streams; i++)
                 if (!g[i]) {
-                    g[i] = pfr_testgen_new(1, next_prog++, &small);
+                    unsigned run = next_prog++;
+                    unsigned bin = l->unique ? run : 1000 + (run * 7) % CHURN_BINARIES;
+                    g[i] = pfr_testgen_new(1, bin, &small);
+                    for (unsigned skip = l->unique ? 0 : run % 5; g[i] && skip; skip--)
+                        pfr_profile_free(pfr_testgen_next(g[i], st, l->interval_ns));
+                    snprintf(cid[i], sizeof(cid[i]), "/run/%u", run);
                     born[i] = st;
                     n++;
                 }
@@ -126,7 +140,10 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
             if (!g[i])
                 continue;
             ps[n] = pfr_testgen_next(g[i], st, l->interval_ns);
+            kv[n] = (pfr_kv){"container.id", cid[i]};
             in[n] = (pfr_chunk_in){.service = pfr_testgen_service(g[i]),
+                                   .labels = kv + n,
+                                   .nlabels = i >= steady && !l->unique,
                                    .start_ns = st,
                                    .end_ns = st + l->interval_ns,
                                    .profile = ps[n]};
@@ -172,6 +189,8 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
     free(in);
     free(ps);
     free(born);
+    free(cid);
+    free(kv);
     pfr_store_close(s);
     return rc;
 }
@@ -179,8 +198,10 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_horizon WORKDIR svc50|svc200|churn [--days D] [--scale K] "
-                        "[--cap BYTES] [--drift PERMILLE] [--mode tiers|age|both]\n");
+        fprintf(
+            stderr,
+            "usage: bench_horizon WORKDIR svc50|svc200|churn|churn-unique [--days D] [--scale K] "
+            "[--cap BYTES] [--drift PERMILLE] [--mode tiers|age|both]\n");
         return 2;
     }
     double days = 30;
@@ -209,8 +230,9 @@ int main(int argc, char **argv)
         l.interval_ns = 10 * NS;
         l.duration_ns = (int64_t)(days * 86400) * NS;
         l.cap = cap ? cap : PFR_STORE_DEFAULT_MAX_BYTES / scale;
-    } else if (!strcmp(argv[2], "churn")) {
+    } else if (!strcmp(argv[2], "churn") || !strcmp(argv[2], "churn-unique")) {
         l.churn = true;
+        l.unique = argv[2][5] != 0;
         l.interval_ns = NS;
         l.duration_ns = 180 * NS;
         l.cap = cap ? cap : 6ull << 20;
