@@ -199,7 +199,8 @@ static const pfr_setting core_rows[] = {
      .metavar = "SIZE",
      .help = "the recorder's resident memory: the symbol and frame caches grow only into "
              "what is left of it; a large symbol or unwind table is built only if it fits; "
-             "near it only small ones, over it none (frames stay file+offset, stacks are "
+             "near it only small ones (and unwind tables, held only while built or read "
+             "back, while below 15/16 of it), over it none (frames stay file+offset, stacks are "
              "walked by frame pointers); near or over it the caches and the ring writer's "
              "tables shrink and freed memory goes back to the system; 0 = no budget (keep it "
              "below the unit's MemoryMax)"},

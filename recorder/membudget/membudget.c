@@ -98,19 +98,33 @@ enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b)
     return b ? (enum pfr_mem_level)atomic_load(&b->level) : PFR_MEM_OK;
 }
 
-bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes)
+/* pfr_membudget_allow and pfr_membudget_allow_brief (brief: held only while the asker runs). */
+static bool allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes, bool brief)
 {
     if (!b || b->budget == 0)
         return true;
     enum pfr_mem_level l = pfr_membudget_level(b);
+    uint64_t rss = atomic_load(&b->rss);
     /* a large cost is paid only if it leaves the resident set below TIGHT: builds of large files
      * paid at OK made the peaks (a 200 MB executable's unwind table holds ~25 MiB while built) */
     bool small = bytes <= b->budget / 64;
-    bool fits = atomic_load(&b->rss) + bytes <= b->budget / 8 * 7;
-    bool ok = l != PFR_MEM_OVER && (small || (l == PFR_MEM_OK && fits));
+    bool fits = rss + bytes <= b->budget / 8 * 7;
+    /* a brief one also near the budget, if its peak stays clear of the budget */
+    bool passes = brief && rss + bytes <= b->budget / 16 * 15;
+    bool ok = l != PFR_MEM_OVER && (small || (l == PFR_MEM_OK && fits) || passes);
     if (!ok && user >= 0 && user < PFR_MEM_NUSERS)
         atomic_fetch_add(&b->refused[user], 1);
     return ok;
+}
+
+bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes)
+{
+    return allow(b, user, bytes, false);
+}
+
+bool pfr_membudget_allow_brief(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes)
+{
+    return allow(b, user, bytes, true);
 }
 
 int64_t pfr_membudget_headroom(const pfr_membudget *b)

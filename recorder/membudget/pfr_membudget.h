@@ -1,8 +1,8 @@
 /*
  * pfr_membudget: one memory budget for the whole recorder (its resident set, as the kernel
  * counts it for the unit's MemoryMax), and the level that tells every cache and builder how to
- * behave: pay new costs freely (OK), only small ones (TIGHT), or none (OVER). The daemon's main
- * thread measures at each interval's end; the sources' threads ask before they pay for a file
+ * behave: pay new costs freely (OK), only small or brief ones (TIGHT), or none (OVER). The daemon's
+ * main thread measures at each interval's end; the sources' threads ask before they pay for a file
  * (a symbol table, an unwind table, a Go heap walk) and count what they refused. So the
  * recorder degrades (names fewer frames, walks stacks by frame pointers, drops cold caches)
  * instead of growing past the budget, and says so in its metrics.
@@ -61,6 +61,15 @@ enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b);
  * budget): unless OVER. Something larger: only at OK, and only if the resident set plus bytes
  * stays below TIGHT (7/8 of the budget). A refusal is counted. b NULL: yes. */
 bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
+
+/* As pfr_membudget_allow, for something held only briefly: freed before the asker's call
+ * returns, nothing of it kept in the resident set (an unwind table, built or read back from
+ * disk, is handed to the kernel's map and freed). Besides what pfr_membudget_allow allows, such a
+ * cost is paid near the budget (TIGHT) too, if the resident set plus bytes stays below 15/16 of the
+ * budget: its peak passes, and what it brings (a process's native stacks) would otherwise be
+ * refused for as long as the recorder stays near the budget, which on a busy host can be the rest
+ * of its run. Never over the budget. A refusal is counted. */
+bool pfr_membudget_allow_brief(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
 
 /* Bytes the resident set may still grow by, at the last measure, before it leaves OK (3/4 of
  * the budget); negative past it. A cache that grows by at most a share of it each time stays

@@ -25,8 +25,9 @@
  * (no_room).
  *
  * Memory: a lookup holds the rows (8 bytes each) and one chunk's buffers (~1 MiB, less for a
- * table of fewer rows than a chunk), and asks the memory budget for them first, as a build does;
- * a write holds one chunk's buffers.
+ * table of fewer rows than a chunk), and asks the memory budget for them first, as a brief cost
+ * (pfr_membudget_allow_brief: the caller hands the rows to the kernel and frees them); a write
+ * holds one chunk's buffers.
  *
  * Threads: none of its own; a handle is used by one thread at a time (the unwinder's).
  * Errors: functions return 0 or a negative errno; the sentence of the last error is kept

@@ -711,7 +711,12 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             close(fd); /* not both builds at once: after the large one */
             return false;
         }
-        if (!cached && !pfr_membudget_allow(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
+        /* a build holds its cost only until the rows are in the kernel's map: a brief cost,
+         * paid near the budget too while it stays below 15/16 of it (a recorder that stays near
+         * its budget on a busy host otherwise never builds a library's table again: every
+         * libpython of 13-16 MB, 1.7-2 MB to build, was walked by frame pointers, its stacks
+         * cut after their first frame) */
+        if (!cached && !pfr_membudget_allow_brief(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
             /* over the recorder's memory budget: frame pointers until it is asked again */
             close(fd);
             retry_later(u, &key);

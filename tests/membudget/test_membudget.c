@@ -132,12 +132,44 @@ static void measured(void **state)
     assert_true(pfr_membudget_headroom(NULL) == INT64_MAX);
 }
 
+/* A brief cost (held only while its asker runs) is paid near the budget too while the resident
+ * set plus it stays below 15/16 of the budget; never over the budget. */
+static void brief(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pfr-statm-XXXXXX";
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    pfr_membudget *b = budget_on_file(path);
+    write_statm(path, 57 * MiB / page); /* past 7/8 of 64 MiB: TIGHT */
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_TIGHT);
+    /* an unwind table's read-back of 1.4 MB: large for pfr_membudget_allow, not as brief */
+    assert_false(pfr_membudget_allow(b, PFR_MEM_UNWIND, 1400000));
+    assert_true(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, 1400000));
+    assert_true(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, 3 * MiB)); /* 60 MiB: the line */
+    assert_false(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, 3 * MiB + 1));
+    assert_true(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, MiB)); /* small: as ever */
+    write_statm(path, 61 * MiB / page); /* still TIGHT, no room for a brief large cost */
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_TIGHT);
+    assert_false(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, 1400000));
+    assert_true(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, MiB));
+    write_statm(path, 65 * MiB / page); /* over: nothing, brief or not */
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OVER);
+    assert_false(pfr_membudget_allow_brief(b, PFR_MEM_UNWIND, 1));
+    pfr_membudget_stats st;
+    pfr_membudget_stats_get(b, &st);
+    assert_int_equal(st.refused[PFR_MEM_UNWIND], 4);
+    unlink(path);
+    pfr_membudget_free(b);
+    assert_true(pfr_membudget_allow_brief(NULL, PFR_MEM_UNWIND, 1ull << 40));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(levels),
         cmocka_unit_test(measured),
         cmocka_unit_test(cache_bound),
+        cmocka_unit_test(brief),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,6 +58,7 @@ def check(cond, msg):
     print(("ok    " if cond else "FAIL  ") + msg, flush=True)
     if not cond:
         FAILS.append(msg)
+    return cond
 
 
 def marked_lines(path):
@@ -81,16 +82,23 @@ def body_lines(path, func):
     return set(range(start, end + 1))
 
 
-def samples_of(dump, store, pid):
+def samples_by_pid(dump, store, pids):
+    """The samples of each of pids in the store, one entry per sample (its frames), from one
+    read of the store: a read of a host's store takes tens of seconds, and reading it once per
+    check (36 with six interpreters) took most of recorder_python_versions' time."""
     r = subprocess.run([dump, store, "--samples"], capture_output=True, text=True, check=True)
-    out = []
+    out = {pid: [] for pid in pids}
     for line in r.stdout.splitlines():
         chunk = json.loads(line)
         for s in chunk.get("samples", []):
-            if s.get("pid") == pid:
+            if s.get("pid") in out:
                 # value = samples x the period
-                out.extend([s["frames"]] * max(1, round(s["value"] / PERIOD_NS)))
+                out[s["pid"]].extend([s["frames"]] * max(1, round(s["value"] / PERIOD_NS)))
     return out
+
+
+def samples_of(dump, store, pid):
+    return samples_by_pid(dump, store, [pid])[pid]
 
 
 def names(frames):
@@ -176,9 +184,16 @@ def check_sorted(samples):
         good += len(between) >= 2 and "_PyEval_EvalFrameDefault" in names(between)
     n = len(in_key)
     check(n >= 100, "sorted: %d samples in keyfn() (>= 100)" % n)
-    check(n > 0 and good * 100.0 / n >= 95.0,
-          "sorted: %d of %d keyfn() samples are Python -> C -> Python (use_sorted, the sort's "
-          "native frames, keyfn) (>= 95 %%)" % (good, n))
+    ok = check(n > 0 and good * 100.0 / n >= 95.0,
+               "sorted: %d of %d keyfn() samples are Python -> C -> Python (use_sorted, the "
+               "sort's native frames, keyfn) (>= 95 %%)" % (good, n))
+    if not ok and n:
+        # a native walk cut at the interpreter (its unwind table missing: frame pointers, which
+        # libpython does not keep) leaves 1-3 native frames and the Python frames unplaced
+        native = sorted(len([f for f in s if f["module"] not in ("python", "[kernel]")])
+                        for s in in_key)
+        print("      the keyfn() samples' native user frames: median %d, %d of %d with at most 3"
+              % (native[n // 2], sum(k <= 3 for k in native), n))
 
 
 def check_thread(samples):
@@ -310,15 +325,16 @@ def main():
               "interpreter frames %s ns" % (n, nat, py))
     check(bool(costs), "the recorder logged its Python figures")
     src = os.path.realpath(args.workload)
+    got = samples_by_pid(args.dump, store, pids.values())
     for py in pythons:
         m = re.search(r"python: walking process %d \(([^)]*)\)" % pids[py, "split"], log)
         print("== %s: %s" % (py, m.group(1) if m else "not walked"))
-        check_split(samples_of(args.dump, store, pids[py, "split"]), own[py], oracle[py], src)
-        check_recurse(samples_of(args.dump, store, pids[py, "recurse"]), src)
-        check_sorted(samples_of(args.dump, store, pids[py, "sorted"]))
-        check_thread(samples_of(args.dump, store, pids[py, "thread"]))
-        check_gen(samples_of(args.dump, store, pids[py, "gen"]), src)
-        check_asyncio(samples_of(args.dump, store, pids[py, "asyncio"]), src, has_qualnames(py))
+        check_split(got[pids[py, "split"]], own[py], oracle[py], src)
+        check_recurse(got[pids[py, "recurse"]], src)
+        check_sorted(got[pids[py, "sorted"]])
+        check_thread(got[pids[py, "thread"]])
+        check_gen(got[pids[py, "gen"]], src)
+        check_asyncio(got[pids[py, "asyncio"]], src, has_qualnames(py))
     if FAILS:
         print("recorder log tail:\n" + log[-2000:])
         print("%d check(s) failed" % len(FAILS))
