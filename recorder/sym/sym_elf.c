@@ -536,9 +536,12 @@ static bool find_plt(Elf *e, struct plt_layout *l)
 }
 
 #define PLT_NAME_MAX 508 /* perf's buffer: name + "@plt" + NUL in 512 bytes */
-/* The .dynsym entries the stubs name are read at once when they span at most this much (the
- * imports: a prefix of .dynsym, named in no particular order; cc1's span 667 KB). */
-#define PLT_SPAN_MAX (1u << 20)
+/* The .dynsym entries the stubs name (the imports: a prefix of .dynsym, named in no particular
+ * order) are read at once when they span at most this much and at most PLT_SPAN_SPARSE entries
+ * a stub: libisl's 3,429 stubs span 4,979 entries (117 KB), libstdc++'s 1,037 6,159; cc1's 490
+ * span 28,497 (667 KB), read one by one as before, with nothing held. */
+#define PLT_SPAN_MAX    (256u << 10)
+#define PLT_SPAN_SPARSE 8u
 
 /* Whether the name at off of a scanned table ends within PLT_NAME_MAX bytes (is not empty, and
  * fits perf's buffer with "@plt"): the first NUL after it, from the table's bits. */
@@ -631,7 +634,7 @@ static int read_plt(Elf *e, struct collect *c)
     uint64_t lo, hi, nspan = 0;
     plt_sym_span(s, &rw, n, nsyms, &lo, &hi);
     unsigned char *span = NULL;
-    if (lo <= hi && (hi - lo + 1) * entsz <= PLT_SPAN_MAX) {
+    if (lo <= hi && (hi - lo + 1) * entsz <= PLT_SPAN_MAX && hi - lo + 1 <= PLT_SPAN_SPARSE * n) {
         nspan = hi - lo + 1;
         span = malloc(nspan * entsz);
         if (span && !src_read(s, dsh.sh_offset + lo * entsz, span, nspan * entsz)) {
