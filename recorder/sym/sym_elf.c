@@ -430,7 +430,7 @@ static bool scan_names(struct names_tab *t, struct pfr_sym_budget *b)
         return false;
     }
     t->nonzero = bits;
-    /* the window is not needed any more (PLT names are read directly) */
+    /* the window is not needed any more (names are read later by reference) */
     win_free(&t->w);
     return true;
 }
@@ -536,7 +536,82 @@ static bool find_plt(Elf *e, struct plt_layout *l)
 }
 
 #define PLT_NAME_MAX 508 /* perf's buffer: name + "@plt" + NUL in 512 bytes */
+/* The .dynsym entries the stubs name (the imports: a prefix of .dynsym, named in no particular
+ * order) are read at once when they span at most this much and at most PLT_SPAN_SPARSE entries
+ * a stub: libisl's 3,429 stubs span 4,979 entries (117 KB), libstdc++'s 1,037 6,159; cc1's 490
+ * span 28,497 (667 KB), read one by one as before, with nothing held. */
+#define PLT_SPAN_MAX    (256u << 10)
+#define PLT_SPAN_SPARSE 8u
 
+/* Whether the name at off of a scanned table ends within PLT_NAME_MAX bytes (is not empty, and
+ * fits perf's buffer with "@plt"): the first NUL after it, from the table's bits. */
+static bool plt_name_fits(struct names_tab *t, uint32_t off, struct pfr_sym_budget *b)
+{
+    if (!name_usable(t, off, b))
+        return false;
+    /* off <= last_nul: a NUL follows within the table */
+    for (uint64_t k = (uint64_t)off + 1; k - off < PLT_NAME_MAX; k++) {
+        if ((k & 7) == 0 && k + 8 - off <= PLT_NAME_MAX && t->nonzero[k / 8] == 0xff) {
+            k += 7; /* eight bytes without a NUL */
+            continue;
+        }
+        if (!(t->nonzero[k / 8] >> (k & 7) & 1))
+            return true;
+    }
+    return false;
+}
+
+/* The scanned table whose bits tell nt's names: the symbols' table of the same section when it
+ * was scanned (libLLVM's 3 MB .dynstr is not scanned twice for its 477 stubs), else nt. */
+static struct names_tab *names_bits(struct collect *c, struct names_tab *nt)
+{
+    for (size_t i = 0; i < c->nnt; i++)
+        if (&c->nt[i] != nt && c->nt[i].link == nt->link && c->nt[i].scanned && c->nt[i].nonzero)
+            return &c->nt[i];
+    return nt;
+}
+
+/* The symbol indices the n relocations of rw name: [lo, hi] of those below nsyms (lo > hi: none).
+ * One sequential pass over the relocations. */
+static void plt_sym_span(const struct src *s, struct win *rw, size_t n, size_t nsyms, uint64_t *lo,
+                         uint64_t *hi)
+{
+    size_t relsz = s->is64 ? sizeof(Elf64_Rela) : sizeof(Elf32_Rela);
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *rp = win_get(rw, i * relsz, relsz);
+        if (!rp)
+            break;
+        uint64_t symi = s->is64 ? get64(s, rp + offsetof(Elf64_Rela, r_info)) >> 32
+                                : get32(s, rp + offsetof(Elf32_Rela, r_info)) >> 8;
+        if (symi >= nsyms || symi > INT32_MAX)
+            continue;
+        *lo = symi < *lo ? symi : *lo;
+        *hi = symi > *hi ? symi : *hi;
+    }
+}
+
+/* Symbol symi of the table at off: from span (entries [lo, ...] read at once) when it holds it,
+ * else read alone. */
+static bool plt_sym(const struct src *s, uint64_t off, const unsigned char *span, uint64_t lo,
+                    uint64_t nspan, uint64_t symi, struct raw_sym *out)
+{
+    size_t entsz = sym_entsize(s);
+    unsigned char raw[sizeof(Elf64_Sym)];
+    const unsigned char *p = raw;
+    if (span && symi >= lo && symi - lo < nspan)
+        p = span + (symi - lo) * entsz;
+    else if (!src_read(s, off + symi * entsz, raw, entsz))
+        return false;
+    decode_sym(s, p, out);
+    return true;
+}
+
+/* Two passes over .rela.plt (sequential, through a window): the span of .dynsym the stubs name,
+ * read at once, then the stubs; their names are checked with the string table's bits. Before,
+ * each stub took two preads (its symbol, its name): 6,900 system calls for libisl, at every
+ * parse of the file. */
 static int read_plt(Elf *e, struct collect *c)
 {
     struct plt_layout l;
@@ -556,10 +631,21 @@ static int read_plt(Elf *e, struct collect *c)
     size_t n = l.rela_sh.sh_size / relsz, nsyms = dsh.sh_size / entsz;
     if (n > PFR_ELF_MAX_ENTRIES(c->max_bytes))
         return pfr_sym_refuse(c->b, PFR_REFUSED_TOO_MANY_SYMBOLS, -EFBIG);
-    struct names_tab *nt = NULL;
+    uint64_t lo, hi, nspan = 0;
+    plt_sym_span(s, &rw, n, nsyms, &lo, &hi);
+    unsigned char *span = NULL;
+    if (lo <= hi && (hi - lo + 1) * entsz <= PLT_SPAN_MAX && hi - lo + 1 <= PLT_SPAN_SPARSE * n) {
+        nspan = hi - lo + 1;
+        span = malloc(nspan * entsz);
+        if (span && !src_read(s, dsh.sh_offset + lo * entsz, span, nspan * entsz)) {
+            free(span);
+            span = NULL;
+        }
+    }
+    struct names_tab *nt = NULL, *bits = NULL;
     bool nt_tried = false;
     int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < n && rc == 0 && lo <= hi; i++) {
         if (i % DEADLINE_EVERY == DEADLINE_EVERY - 1 && pfr_sym_budget_over(c->b)) {
             rc = -ETIME;
             break;
@@ -570,28 +656,21 @@ static int read_plt(Elf *e, struct collect *c)
             break;
         uint64_t symi = s->is64 ? get64(s, rp + offsetof(Elf64_Rela, r_info)) >> 32
                                 : get32(s, rp + offsetof(Elf32_Rela, r_info)) >> 8;
-        unsigned char raw[sizeof(Elf64_Sym)];
         struct raw_sym sym;
         if (symi >= nsyms || symi > INT32_MAX ||
-            !src_read(s, dsh.sh_offset + symi * entsz, raw, entsz))
+            !plt_sym(s, dsh.sh_offset, span, lo, nspan, symi, &sym))
             continue;
-        decode_sym(s, raw, &sym);
         if (!nt_tried) {
             nt = names_tab(c, e, dsh.sh_link, true);
+            bits = nt ? names_bits(c, nt) : NULL;
             nt_tried = true;
         }
-        if (!nt || sym.name >= nt->w.size)
-            continue;
-        /* not empty, terminated, and short enough for perf's "%s@plt" buffer */
-        char nm[PLT_NAME_MAX];
-        uint64_t rem = nt->w.size - sym.name;
-        size_t want = rem < sizeof(nm) ? (size_t)rem : sizeof(nm);
-        if (!src_read(s, nt->w.off + sym.name, nm, want) || want == 0 || nm[0] == '\0' ||
-            !memchr(nm, '\0', want))
+        if (!nt || !plt_name_fits(bits, sym.name, c->b))
             continue;
         /* ranked after every real symbol: a stub never hides a function */
         rc = push_cand(c, addr, addr + l.entsize, nt->base + sym.name, 16);
     }
+    free(span);
     win_free(&rw);
     return rc;
 }
@@ -602,6 +681,58 @@ static int by_addr_order(const void *a, const void *b)
     if (x->addr != y->addr)
         return x->addr < y->addr ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static inline bool cand_before(const struct cand *x, const struct cand *y)
+{
+    return x->addr != y->addr ? x->addr < y->addr : x->order < y->order;
+}
+
+#define SORT_RUN 32 /* candidates sorted by insertion before the merges */
+
+static void insertion_sort(struct cand *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        struct cand x = v[i];
+        size_t j = i;
+        for (; j > 0 && cand_before(&x, &v[j - 1]); j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Candidates by address, then order (unique: it holds their sequence). A merge sort with the
+ * comparison inlined: glibc's qsort, calling by_addr_order through a pointer for each of the
+ * n log n comparisons, took a third of a large file's parse (cc1, libLLVM). Sorts with qsort
+ * when the buffer of n candidates (which qsort would take too) cannot be had. */
+static void sort_cands(struct cand *v, size_t n)
+{
+    struct cand *tmp = n > SORT_RUN ? malloc(n * sizeof(*tmp)) : NULL;
+    if (n > SORT_RUN && !tmp) {
+        qsort(v, n, sizeof(*v), by_addr_order);
+        return;
+    }
+    for (size_t i = 0; i < n; i += SORT_RUN)
+        insertion_sort(v + i, n - i < SORT_RUN ? n - i : SORT_RUN);
+    struct cand *src = v, *dst = tmp;
+    for (size_t w = SORT_RUN; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                dst[k++] = cand_before(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid)
+                dst[k++] = src[i++];
+            while (j < hi)
+                dst[k++] = src[j++];
+        }
+        struct cand *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof(*v));
+    free(tmp);
 }
 
 /* Sorted candidates -> one symbol per address with an extent: its size, or up to the next
@@ -714,7 +845,7 @@ static int read_syms(Elf *e, const struct src *src, struct pfr_sym_elf_syms *out
     }
     if (rc == 0) {
         if (c.n)
-            qsort(c.v, c.n, sizeof(*c.v), by_addr_order);
+            sort_cands(c.v, c.n);
         out->n = build(c.v, c.n);
         if (out->n > max_bytes / sizeof(struct pfr_sym_elf_sym))
             rc = -EFBIG;
