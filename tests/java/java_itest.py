@@ -25,12 +25,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recorder"))
+from recorder_itest import free_port  # noqa: E402
 
 LIVE = []
 
@@ -41,14 +43,6 @@ def log(msg):
 
 def fail(msg):
     raise AssertionError(msg)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Recorder:

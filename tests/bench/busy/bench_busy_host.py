@@ -48,7 +48,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -77,12 +76,6 @@ METRICS = ("pfr_memory_", "pfr_symbol_cache_", "pfr_unwind_table_bytes",
            "pfr_store_page_cache_bytes", "pfr_frame_cache_bytes", "pfr_symbol_dwarf_")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Load:
     """The build and the browser, each a shell loop in a session of its own (stopped as a
     whole), at nice 10."""
@@ -96,7 +89,7 @@ class Load:
         subprocess.run(["tar", "-x", "-C", self.src], input=tar, check=True)
         site = os.path.join(tmp, "site")
         os.mkdir(site)
-        port = free_port()
+        port = ri.free_port()
         self.urls = ["http://127.0.0.1:%d/%s" % (port, p) for p in pages.write_pages(site)]
         self.server = subprocess.Popen(
             [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", site,
@@ -333,7 +326,7 @@ def perf_self_report(perf, data):
 
 
 def make_tools(args, tmp):
-    port = free_port()
+    port = ri.free_port()
     pfr = Tool("pfr-recorder", [args.recorder, "--store", os.path.join(tmp, "ring.db"),
                                 "--metrics-listen", "127.0.0.1:%d" % port], "sampling",
                signal.SIGTERM)

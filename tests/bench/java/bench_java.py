@@ -48,6 +48,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "recorder"))
+from recorder_itest import free_port  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
 LIVE = []
 
@@ -108,15 +111,6 @@ def rss_kib(pid, key="VmRSS:"):
             if line.startswith(key):
                 return int(line.split()[1])
     return 0
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Recorder:
