@@ -367,7 +367,9 @@ int64_t pfr_profile_add_function(pfr_profile *p, const char *name, const char *s
                                  const char *file, int64_t start_line)
 {
     int64_t n = pfr_profile_intern(p, name);
-    int64_t s = pfr_profile_intern(p, system_name);
+    /* Every caller in the tree passes the name as the system name too: the same string needs no
+     * second look-up (strlen, hash and probe; a third of this call's interning). */
+    int64_t s = system_name == name ? n : pfr_profile_intern(p, system_name);
     int64_t f = pfr_profile_intern(p, file);
     if (n < 0 || s < 0 || f < 0)
         return p->err;

@@ -43,27 +43,47 @@ bool pfr_st_lset_matches(const struct tabs *d, const struct tabs *delta, uint32_
 }
 
 /* ---- a chunk as a pfr_profile ---- */
+/* The profile's function for chunk-space function fn, added on its first use in this build: a
+ * function is on the lines of several locations, and each add interns its name and file again. */
+static int64_t add_func(pfr_profile *p, const struct tabs *d, const struct tabs *delta, uint32_t fn,
+                        struct build_scratch *b)
+{
+    if (b->funcmap[fn])
+        return b->funcmap[fn] - 1;
+    size_t len;
+    const struct nfunc *f = (const struct nfunc *)tabs2_key(d, delta, T_FUNC, fn, &len);
+    const char *name = pfr_st_str_at(d, delta, f->name);
+    int64_t fi = pfr_profile_add_function(p, name, name, pfr_st_str_at(d, delta, f->file), 0);
+    if (fi >= 0)
+        b->funcmap[fn] = (uint32_t)fi + 1;
+    return fi;
+}
+
+/* *last_module / *last_map: the module string of the previous location and its mapping (most
+ * locations of a chunk share a few modules: one look-up per change, not per location). */
 static int64_t add_loc(pfr_profile *p, const struct tabs *d, const struct tabs *delta, uint32_t loc,
-                       pfr_line **lines, size_t *cap)
+                       struct build_scratch *b, uint32_t *last_module, int64_t *last_map)
 {
     size_t len;
     const struct nloc *l = (const struct nloc *)tabs2_key(d, delta, T_LOC, loc, &len);
     const struct nline *ln = (const struct nline *)(l + 1);
-    if (VEC_RESERVE(*lines, *cap, l->nlines ? l->nlines : 1))
+    if (VEC_RESERVE(b->lines, b->cap_lines, l->nlines ? l->nlines : 1))
         return -ENOMEM;
     for (uint32_t i = 0; i < l->nlines; i++) {
-        const struct nfunc *f = (const struct nfunc *)tabs2_key(d, delta, T_FUNC, ln[i].func, &len);
-        const char *name = pfr_st_str_at(d, delta, f->name);
-        int64_t fi = pfr_profile_add_function(p, name, name, pfr_st_str_at(d, delta, f->file), 0);
+        int64_t fi = add_func(p, d, delta, ln[i].func, b);
         if (fi < 0)
             return fi;
-        (*lines)[i] = (pfr_line){(uint32_t)fi, ln[i].line};
+        b->lines[i] = (pfr_line){(uint32_t)fi, ln[i].line};
     }
-    const char *module = pfr_st_str_at(d, delta, l->module);
-    int64_t m = -1;
-    if (module[0] && (m = pfr_profile_add_mapping(p, 0, 0, 0, module, "")) < 0)
-        return m;
-    return pfr_profile_add_location(p, m, l->addr, *lines, l->nlines);
+    if (l->module != *last_module) {
+        const char *module = pfr_st_str_at(d, delta, l->module);
+        int64_t m = -1;
+        if (module[0] && (m = pfr_profile_add_mapping(p, 0, 0, 0, module, "")) < 0)
+            return m;
+        *last_module = l->module;
+        *last_map = m;
+    }
+    return pfr_profile_add_location(p, *last_map, l->addr, b->lines, l->nlines);
 }
 
 static void set_header(pfr_profile *p, const struct tabs *d, const struct dchunk *c)
@@ -79,6 +99,7 @@ static void set_header(pfr_profile *p, const struct tabs *d, const struct dchunk
 void pfr_st_build_scratch_free(struct build_scratch *b)
 {
     free(b->locmap);
+    free(b->funcmap);
     free(b->lsok);
     free(b->stack);
     free(b->lines);
@@ -122,13 +143,18 @@ int pfr_st_build_profile(const struct rstream *r, const struct tabs *d, const st
     set_header(p, d, c);
     size_t nloc = (size_t)c->base[T_LOC] + c->delta.t[T_LOC].n;
     size_t nls = (size_t)c->base[T_LSET] + c->delta.t[T_LSET].n;
+    size_t nfunc = (size_t)c->base[T_FUNC] + c->delta.t[T_FUNC].n;
     if (VEC_RESERVE(b->locmap, b->cap_loc, nloc ? nloc : 1) ||
+        VEC_RESERVE(b->funcmap, b->cap_func, nfunc ? nfunc : 1) ||
         VEC_RESERVE(b->lsok, b->cap_ls, nls ? nls : 1)) {
         pfr_profile_free(p);
         return -ENOMEM;
     }
     memset(b->locmap, 0, nloc * sizeof(*b->locmap));
+    memset(b->funcmap, 0, nfunc * sizeof(*b->funcmap));
     memset(b->lsok, 0, nls);
+    uint32_t last_module = UINT32_MAX;
+    int64_t last_map = -1;
     bool filter = f && f->nsample_labels;
     int rc = 0;
     for (size_t i = 0; i < c->nsamples && !rc; i++) {
@@ -149,7 +175,7 @@ int pfr_st_build_profile(const struct rstream *r, const struct tabs *d, const st
         }
         for (size_t j = 0; j < n && !rc; j++) {
             if (!b->locmap[locs[j]]) {
-                int64_t x = add_loc(p, d, &c->delta, locs[j], &b->lines, &b->cap_lines);
+                int64_t x = add_loc(p, d, &c->delta, locs[j], b, &last_module, &last_map);
                 if (x < 0)
                     rc = (int)x;
                 else

@@ -22,8 +22,10 @@ bool pfr_st_lset_matches(const struct tabs *d, const struct tabs *delta, uint32_
 
 /* Scratch kept across chunks by a reader. */
 struct build_scratch {
-    uint32_t *locmap; /* chunk-space location -> profile location + 1 */
-    uint8_t *lsok;    /* label set: 0 unknown, 1 keep, 2 drop */
+    uint32_t *locmap;  /* chunk-space location -> profile location + 1 */
+    uint32_t *funcmap; /* chunk-space function -> profile function + 1 */
+    size_t cap_func;
+    uint8_t *lsok; /* label set: 0 unknown, 1 keep, 2 drop */
     size_t cap_loc, cap_ls;
     uint32_t *stack;
     size_t cap_stack;

@@ -5,7 +5,7 @@
 # unshipped. The sink counts as lost what the ring gave up past its cursor, one per chunk evicted
 # (the ring's own count), not every id between its cursor and the ring's oldest chunk.
 source "$(dirname "$0")/lib.sh"
-CAP=2000000
+CAP=1000000
 ring_stat() { "$RINGTOOL" stats --store "$T/ring.db" | awk -v k="$1" '$1 == k {print $2}'; }
 tier_rows() { sqlite3 "$T/ring.db" "SELECT count(*) FROM chunks WHERE tier > 0"; }
 # Ten minutes a round, until the ring holds roll-ups (the coarsest may be evicted in turn).

@@ -2,13 +2,15 @@
  * ringtool: test helper for the shipper's integration tests.
  *   make    --store P --services N --intervals M [--interval-s S] [--end-ago-s A] [--seed X]
  *           [--max-bytes B] [--stacks K] [--first-service I] [--cids ID,ID,...]
- *           [--type T] [--service NAME] [--stop-file F]
+ *           [--type T] [--service NAME] [--stop-file F] [--pace-ms MS]
  *           appends M intervals of N services (interleaved, oldest first) made by pfr_testgen;
  *           service i's container.id is /k8s/default/pod-<i>/app, or the i-th of --cids
  *           ("-": no container.id label, as the recorder writes a process without a Coroot id);
  *           --type: the sample type (default ebpf:cpu:nanoseconds); --service: one service
  *           name for all of them (instances of one service); --stop-file: stops early,
- *           between two intervals, once F exists (a test done with a writer that appends)
+ *           between two intervals, once F exists (a test done with a writer that appends);
+ *           --pace-ms: waits MS between two transactions (a writer beside a test, as the
+ *           recorder appends: one that appends flat out takes a core from what it tests)
  *   totals  --store P [--from NS --to NS] [--service S]
  *           per (service, type, stack): the sum of the values of the chunks overlapping
  *           [from, to), the stack as Coroot writes it ("<function> <file>:<line>" leaf first,
@@ -83,6 +85,7 @@ static int cmd_make(int argc, char **argv)
     uint64_t maxb = (uint64_t)optll(argc, argv, "--max-bytes", 0);
     const char *cids = opt(argc, argv, "--cids", NULL);
     const char *stop = opt(argc, argv, "--stop-file", NULL);
+    long long pace_ms = optll(argc, argv, "--pace-ms", 0);
     if (!path)
         return 2;
     pfr_store *s = open_store(path, false, maxb);
@@ -130,6 +133,8 @@ static int cmd_make(int argc, char **argv)
             return 1;
         }
         n += nsvc;
+        if (pace_ms > 0)
+            nanosleep(&(struct timespec){pace_ms / 1000, pace_ms % 1000 * 1000000}, NULL);
     }
     free(in);
     free(ps);

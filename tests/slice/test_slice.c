@@ -90,10 +90,76 @@ struct seen {
     char labels[96];
 };
 
+/* The digest of each dictionary stack a read met, by (dictionary id, index): the same index
+ * means the same stack in every chunk reporting that dictionary (pfr_store.h; the shipper caches
+ * by it too), so each is hashed once a read, not once per chunk. A chunk's own stacks (at or past
+ * the stable count) are hashed every time. Each read (the ring's, the slice's) has its own. */
+struct stack_memo {
+    int64_t dict;
+    uint32_t stack;
+    bool used;
+    uint64_t h;
+};
+
 struct seen_list {
     struct seen *v;
     size_t n, cap;
+    struct stack_memo *memo; /* open addressing, memo_cap a power of two; freed by seen_done */
+    size_t memo_n, memo_cap;
 };
+
+static void seen_done(struct seen_list *l)
+{
+    free(l->memo);
+    l->memo = NULL;
+    l->memo_n = l->memo_cap = 0;
+}
+
+static struct stack_memo *memo_slot(struct stack_memo *m, size_t cap, int64_t dict, uint32_t stack)
+{
+    size_t i = (size_t)(((uint64_t)dict * 0x9e3779b97f4a7c15ull) ^ stack * 0xbf58476d1ce4e5b9ull);
+    for (i &= cap - 1; m[i].used && (m[i].dict != dict || m[i].stack != stack);
+         i = (i + 1) & (cap - 1))
+        ;
+    return &m[i];
+}
+
+/* FNV-1a of the stack's function names, leaf first. */
+static uint64_t stack_hash(const pfr_chunk_samples *v, uint32_t stack)
+{
+    uint64_t h = 1469598103934665603ull;
+    pfr_frame fr[256];
+    size_t nf = pfr_samples_stack_frames(v, stack, fr, 256);
+    for (size_t k = 0; k < nf && k < 256; k++)
+        for (const char *c = fr[k].function; *c; c++)
+            h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t stack_digest(struct seen_list *l, const pfr_chunk_samples *v, int64_t dict,
+                             uint32_t stable, uint32_t stack)
+{
+    if (stack >= stable)
+        return stack_hash(v, stack);
+    if (2 * (l->memo_n + 1) > l->memo_cap) {
+        size_t cap = l->memo_cap ? 2 * l->memo_cap : 1024;
+        struct stack_memo *m = calloc(cap, sizeof(*m));
+        assert_non_null(m);
+        for (size_t i = 0; i < l->memo_cap; i++)
+            if (l->memo[i].used)
+                *memo_slot(m, cap, l->memo[i].dict, l->memo[i].stack) = l->memo[i];
+        free(l->memo);
+        l->memo = m;
+        l->memo_cap = cap;
+    }
+    struct stack_memo *e = memo_slot(l->memo, l->memo_cap, dict, stack);
+    if (e->used)
+        return e->h;
+    uint64_t h = stack_hash(v, stack);
+    *e = (struct stack_memo){dict, stack, true, h};
+    l->memo_n++;
+    return h;
+}
 
 static int seen_cb(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
 {
@@ -108,7 +174,8 @@ static int seen_cb(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ct
     s->id = m->id;
     s->start = m->start_ns;
     s->end = m->end_ns;
-    s->dict = pfr_samples_dict(v, NULL, NULL);
+    uint32_t stable = 0;
+    s->dict = pfr_samples_dict(v, &stable, NULL);
     s->total = (uint64_t)m->totals[0];
     snprintf(s->service, sizeof(s->service), "%s", m->service);
     for (size_t i = 0; i < m->nlabels; i++)
@@ -117,11 +184,8 @@ static int seen_cb(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ct
     /* the samples as the shipper reads them: stacks by dictionary index, values */
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < pfr_samples_count(v); i++) {
-        pfr_frame fr[256];
-        size_t nf = pfr_samples_stack_frames(v, pfr_samples_stack(v, i), fr, 256);
-        for (size_t k = 0; k < nf && k < 256; k++)
-            for (const char *c = fr[k].function; *c; c++)
-                h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        h = (h ^ stack_digest(l, v, s->dict, stable, pfr_samples_stack(v, i))) *
+            0x9e3779b97f4a7c15ull;
         h = (h ^ (uint64_t)pfr_samples_values(v, i)[0]) * 1099511628211ull;
     }
     s->digest = h;
@@ -133,6 +197,7 @@ static struct seen_list read_chunks(pfr_store *s, const pfr_store_filter *f)
     struct seen_list l = {0};
     pfr_scan_stats st;
     assert_int_equal(pfr_store_scan_samples(s, f, 0, seen_cb, &l, &st), 0);
+    seen_done(&l);
     assert_int_equal(st.corrupt, 0);
     return l;
 }
@@ -452,6 +517,7 @@ static void test_slice_corrupt(void **state)
     struct seen_list want = {0};
     pfr_scan_stats ss;
     assert_int_equal(pfr_store_scan_samples(r, &f, 0, seen_cb, &want, &ss), 0);
+    seen_done(&want);
     assert_int_equal(ss.corrupt, st.corrupt);
     assert_slice_holds(e->slice, &want);
     pfr_store_close(r);

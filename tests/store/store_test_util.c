@@ -94,41 +94,113 @@ static int str_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A growing string: the canonical form is built with it rather than with fprintf to a memory
+ * stream (formatting every frame through stdio was a tenth of store_unit's time). */
+struct sbuf {
+    char *s;
+    size_t n, cap;
+};
+
+static void sb_put(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        if (!(b->s = realloc(b->s, b->cap)))
+            abort();
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_u64(struct sbuf *b, uint64_t v, unsigned base)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    sb_put(b, d + i, sizeof(d) - i);
+}
+
+static void sb_i64(struct sbuf *b, int64_t v)
+{
+    if (v < 0) {
+        sb_put(b, "-", 1);
+        sb_u64(b, (uint64_t)0 - (uint64_t)v, 10);
+    } else {
+        sb_u64(b, (uint64_t)v, 10);
+    }
+}
+
+/* One label as "key=s:value" or "key=n:num:unit" (malloc'ed). */
+static char *label_text(const pfr_label *l)
+{
+    struct sbuf b = {0};
+    sb_str(&b, l->key);
+    if (l->str) {
+        sb_str(&b, "=s:");
+        sb_str(&b, l->str);
+    } else {
+        sb_str(&b, "=n:");
+        sb_i64(&b, l->num);
+        sb_str(&b, ":");
+        sb_str(&b, l->unit ? l->unit : "");
+    }
+    return b.s;
+}
+
+/* The key of sample i: its frames ("function|file|line|address-hex|module;" each) and its
+ * labels, sorted ("{a,b,}"). */
+static char *sample_key(const pfr_profile *p, size_t i, pfr_frame *frames)
+{
+    struct sbuf b = {0};
+    sb_put(&b, "", 0);
+    size_t nf = pfr_profile_sample_frames(p, i, frames, 512);
+    for (size_t j = 0; j < nf && j < 512; j++) {
+        sb_str(&b, frames[j].function);
+        sb_put(&b, "|", 1);
+        sb_str(&b, frames[j].file);
+        sb_put(&b, "|", 1);
+        sb_i64(&b, frames[j].line);
+        sb_put(&b, "|", 1);
+        sb_u64(&b, frames[j].address, 16);
+        sb_put(&b, "|", 1);
+        sb_str(&b, frames[j].module);
+        sb_put(&b, ";", 1);
+    }
+    const pfr_label *labels;
+    size_t nl = pfr_profile_sample_labels(p, i, &labels);
+    char **ls = calloc(nl + 1, sizeof(*ls));
+    if (!ls)
+        abort();
+    for (size_t j = 0; j < nl; j++)
+        ls[j] = label_text(&labels[j]);
+    qsort(ls, nl, sizeof(*ls), str_cmp);
+    sb_str(&b, " {");
+    for (size_t j = 0; j < nl; j++) {
+        sb_str(&b, ls[j]);
+        sb_put(&b, ",", 1);
+        free(ls[j]);
+    }
+    free(ls);
+    sb_put(&b, "}", 1);
+    return b.s;
+}
+
 char *pfr_tu_canon(const pfr_profile *p)
 {
     size_t nt = pfr_profile_num_sample_types(p), ns = pfr_profile_num_samples(p);
     struct line *lines = calloc(ns + 1, sizeof(*lines));
     pfr_frame frames[512];
     for (size_t i = 0; i < ns; i++) {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        size_t nf = pfr_profile_sample_frames(p, i, frames, 512);
-        for (size_t j = 0; j < nf && j < 512; j++)
-            fprintf(f, "%s|%s|%" PRId64 "|%" PRIx64 "|%s;", frames[j].function, frames[j].file,
-                    frames[j].line, frames[j].address, frames[j].module);
-        const pfr_label *labels;
-        size_t nl = pfr_profile_sample_labels(p, i, &labels);
-        char **ls = calloc(nl + 1, sizeof(*ls));
-        for (size_t j = 0; j < nl; j++) {
-            if (labels[j].str) {
-                if (asprintf(&ls[j], "%s=s:%s", labels[j].key, labels[j].str) < 0)
-                    abort();
-            } else if (asprintf(&ls[j], "%s=n:%" PRId64 ":%s", labels[j].key, labels[j].num,
-                                labels[j].unit ? labels[j].unit : "") < 0) {
-                abort();
-            }
-        }
-        qsort(ls, nl, sizeof(*ls), str_cmp);
-        fprintf(f, " {");
-        for (size_t j = 0; j < nl; j++) {
-            fprintf(f, "%s,", ls[j]);
-            free(ls[j]);
-        }
-        free(ls);
-        fprintf(f, "}");
-        fclose(f);
-        lines[i].key = buf;
+        lines[i].key = sample_key(p, i, frames);
         lines[i].vals = calloc(nt + 1, sizeof(int64_t));
         memcpy(lines[i].vals, pfr_profile_sample_values(p, i), nt * sizeof(int64_t));
     }
@@ -146,6 +218,8 @@ char *pfr_tu_canon(const pfr_profile *p)
     fprintf(f, "period %s %s %" PRId64 "\n", pt ? pt : "", pu ? pu : "", period);
     fprintf(f, "time %" PRId64 " %" PRId64 "\n", pfr_profile_time_nanos(p),
             pfr_profile_duration_nanos(p));
+    struct sbuf body = {0};
+    sb_put(&body, "", 0);
     for (size_t i = 0; i < ns;) {
         size_t j = i + 1;
         while (j < ns && strcmp(lines[j].key, lines[i].key) == 0) {
@@ -157,13 +231,18 @@ char *pfr_tu_canon(const pfr_profile *p)
         for (size_t t = 0; t < nt; t++)
             zero = zero && lines[i].vals[t] == 0;
         if (!zero) {
-            fprintf(f, "%s =", lines[i].key);
-            for (size_t t = 0; t < nt; t++)
-                fprintf(f, " %" PRId64, lines[i].vals[t]);
-            fprintf(f, "\n");
+            sb_str(&body, lines[i].key);
+            sb_put(&body, " =", 2);
+            for (size_t t = 0; t < nt; t++) {
+                sb_put(&body, " ", 1);
+                sb_i64(&body, lines[i].vals[t]);
+            }
+            sb_put(&body, "\n", 1);
         }
         i = j;
     }
+    fwrite(body.s, 1, body.n, f);
+    free(body.s);
     fclose(f);
     for (size_t i = 0; i < ns; i++) {
         free(lines[i].key);
@@ -217,6 +296,59 @@ static int dsample_cmp(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
+/* An order-sensitive fold of 64-bit words (a multiply and a shift spread every bit). */
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
+}
+
+/* The words of one location's frames, one per frame (leaf-most line first, as
+ * pfr_profile_sample_frames gives them): function name, file, module, line and address. The
+ * strings enter by the hash the profile keeps of their bytes (pfr_profile_location_hashes), so
+ * each distinct string is hashed once, when interned, not once per frame of every sample; and
+ * each location's words are made once per profile, not once per sample that has it. A sample's
+ * key folds the words of its frames in order, whichever locations they came in. */
+struct dloc {
+    size_t off; /* into dwords.w */
+    uint32_t n; /* frames */
+    bool done;
+};
+
+struct dwords {
+    uint64_t *w;
+    size_t n, cap;
+};
+
+#define DLOC_MAX_LINES 256
+
+static const struct dloc *loc_words(const pfr_profile *p, struct dloc *memo, struct dwords *dw,
+                                    uint32_t loc)
+{
+    struct dloc *m = &memo[loc];
+    if (m->done)
+        return m;
+    pfr_frame fr[DLOC_MAX_LINES];
+    pfr_frame_hash fh[DLOC_MAX_LINES];
+    uint64_t module;
+    size_t n = pfr_profile_location_frames(p, loc, fr, DLOC_MAX_LINES);
+    size_t nh = pfr_profile_location_hashes(p, loc, fh, DLOC_MAX_LINES, &module);
+    if (n != nh || n > DLOC_MAX_LINES)
+        abort(); /* (the two accessors agree by contract; a location has a few inlined lines) */
+    if (dw->n + n > dw->cap) {
+        dw->cap = (dw->n + n) * 2;
+        if (!(dw->w = realloc(dw->w, dw->cap * sizeof(*dw->w))))
+            abort();
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = mix(mix(mix(0x10c, fh[i].function), fh[i].file), module);
+        dw->w[dw->n + i] = mix(mix(h, (uint64_t)fr[i].line), fr[i].address);
+    }
+    *m = (struct dloc){dw->n, (uint32_t)n, true};
+    dw->n += n;
+    return m;
+}
+
 uint64_t pfr_tu_digest(const pfr_profile *p)
 {
     size_t nt = pfr_profile_num_sample_types(p), ns = pfr_profile_num_samples(p);
@@ -234,13 +366,21 @@ uint64_t pfr_tu_digest(const pfr_profile *p)
     v = pfr_profile_duration_nanos(p);
     h = fnv(h, &v, 8);
     struct dsample *d = calloc(ns + 1, sizeof(*d));
-    pfr_frame frames[512];
+    size_t nlocs = pfr_profile_num_locations(p);
+    struct dloc *memo = calloc(nlocs + 1, sizeof(*memo));
+    struct dwords dw = {0};
+    if (!d || !memo)
+        abort();
     for (size_t i = 0; i < ns; i++) {
         uint64_t k = 1469598103934665603ull;
-        size_t nf = pfr_profile_sample_frames(p, i, frames, 512);
-        for (size_t j = 0; j < nf && j < 512; j++) {
-            k = fnv_str(fnv_str(fnv_str(k, frames[j].function), frames[j].file), frames[j].module);
-            k = fnv(fnv(k, &frames[j].line, 8), &frames[j].address, 8);
+        size_t nl_ = 0;
+        const uint32_t *locs = pfr_profile_sample_locations(p, i, &nl_);
+        for (size_t j = 0; j < nl_; j++) {
+            if (locs[j] >= nlocs)
+                continue; /* (no frames: pfr_profile_sample_frames skips it too) */
+            const struct dloc *m = loc_words(p, memo, &dw, locs[j]);
+            for (uint32_t f = 0; f < m->n; f++)
+                k = mix(k, dw.w[m->off + f]);
         }
         /* labels are a set: combine their hashes order-independently */
         const pfr_label *labels;
@@ -255,6 +395,8 @@ uint64_t pfr_tu_digest(const pfr_profile *p)
         d[i].key = fnv(k, &lsum, 8);
         memcpy(d[i].v, pfr_profile_sample_values(p, i), (nt < 4 ? nt : 4) * sizeof(int64_t));
     }
+    free(memo);
+    free(dw.w);
     qsort(d, ns, sizeof(*d), dsample_cmp);
     for (size_t i = 0; i < ns;) {
         size_t j = i + 1;

@@ -125,38 +125,79 @@ static int cmp_committed(const void *a, const void *b)
     return x->n < y->n ? -1 : x->n > y->n;
 }
 
-/* Check recs (all of one seed, sorted by n) against a regenerated sequence; a chunk older than
+/* The digests of the profiles the writers append, made once: the n-th profile of a writer
+ * depends only on its generator's seed and drift (store_writer_proc.h), and every round of the
+ * roll-up part makes the same ones. Each generator is kept to go on where it stopped. */
+struct want_seq {
+    uint64_t gseed;
+    bool no_drift;
+    pfr_testgen *g;
+    uint64_t *d; /* d[n]: the digest of the n-th profile */
+    size_t n, cap;
+};
+
+struct wants {
+    struct want_seq *v;
+    size_t n, cap;
+};
+
+static uint64_t want_digest(struct wants *ws, uint64_t seed, long n)
+{
+    uint64_t gseed = writer_proc_gen_seed(seed);
+    bool no_drift = writer_proc_no_drift();
+    struct want_seq *q = NULL;
+    for (size_t i = 0; i < ws->n && !q; i++)
+        if (ws->v[i].gseed == gseed && ws->v[i].no_drift == no_drift)
+            q = &ws->v[i];
+    if (!q) {
+        if (ws->n == ws->cap) {
+            ws->cap = ws->cap ? 2 * ws->cap : 64;
+            REQUIRE((ws->v = realloc(ws->v, ws->cap * sizeof(*ws->v))), "out of memory");
+        }
+        q = &ws->v[ws->n++];
+        *q = (struct want_seq){.gseed = gseed, .no_drift = no_drift, .g = writer_proc_gen(seed)};
+        REQUIRE(q->g, "generator");
+    }
+    while (q->n <= (size_t)n) {
+        if (q->n == q->cap) {
+            q->cap = q->cap ? 2 * q->cap : 256;
+            REQUIRE((q->d = realloc(q->d, q->cap * sizeof(*q->d))), "out of memory");
+        }
+        int64_t start = WRITER_PROC_T0 + (int64_t)q->n * WRITER_PROC_INTERVAL;
+        pfr_profile *p = pfr_testgen_next(q->g, start, WRITER_PROC_INTERVAL);
+        REQUIRE(p, "generate");
+        q->d[q->n++] = pfr_tu_digest(p);
+        pfr_profile_free(p);
+    }
+    return q->d[n];
+}
+
+static void wants_free(struct wants *ws)
+{
+    for (size_t i = 0; i < ws->n; i++) {
+        pfr_testgen_free(ws->v[i].g);
+        free(ws->v[i].d);
+    }
+    free(ws->v);
+}
+
+/* Check recs (sorted by seed and n) against the regenerated sequences; a chunk older than
  * evicted_below may be missing (given up for the disk), and with gone_ok any chunk may be (rolled
  * up or evicted). */
-static size_t verify(pfr_store *s, struct committed *recs, size_t n, int64_t evicted_below,
-                     bool gone_ok)
+static size_t verify(pfr_store *s, struct wants *ws, struct committed *recs, size_t n,
+                     int64_t evicted_below, bool gone_ok)
 {
     size_t checked = 0;
-    for (size_t i = 0; i < n;) {
-        uint64_t seed = recs[i].seed;
-        pfr_testgen *g = writer_proc_gen(seed);
-        long next = 0;
-        for (; i < n && recs[i].seed == seed; i++) {
-            pfr_profile *p = NULL;
-            while (next <= recs[i].n) {
-                pfr_profile_free(p);
-                int64_t start = WRITER_PROC_T0 + next * WRITER_PROC_INTERVAL;
-                p = pfr_testgen_next(g, start, WRITER_PROC_INTERVAL);
-                next++;
-            }
-            uint64_t want = pfr_tu_digest(p), got;
-            pfr_profile_free(p);
-            if (!read_chunk(s, recs[i].id, &got, gone_ok)) {
-                REQUIRE(gone_ok || recs[i].id < evicted_below,
-                        "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
-                        (unsigned long long)seed, recs[i].n);
-                continue;
-            }
-            REQUIRE(got == want, "chunk %lld differs from what was appended",
-                    (long long)recs[i].id);
-            checked++;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t want = want_digest(ws, recs[i].seed, recs[i].n), got;
+        if (!read_chunk(s, recs[i].id, &got, gone_ok)) {
+            REQUIRE(gone_ok || recs[i].id < evicted_below,
+                    "committed chunk %lld (seed %llu, n %ld) is missing", (long long)recs[i].id,
+                    (unsigned long long)recs[i].seed, recs[i].n);
+            continue;
         }
-        pfr_testgen_free(g);
+        REQUIRE(got == want, "chunk %lld differs from what was appended", (long long)recs[i].id);
+        checked++;
     }
     return checked;
 }
@@ -198,7 +239,7 @@ static size_t verify_pins(pfr_store *s, struct committed *recs, size_t *n)
 
 /* Kills amid roll-ups: a 768 KiB ring that is full after a few rounds and rolls up at every
  * transaction from then on. */
-static void rollup_rounds(const char *exe, const char *dir, int rounds)
+static void rollup_rounds(const char *exe, const char *dir, int rounds, struct wants *ws)
 {
     char *db = pfr_tu_path(dir, "rollup.db");
     unsetenv("PFR_WRITER_PINS"); /* pinned chunks are never rolled up: kills amid roll-ups here */
@@ -238,7 +279,7 @@ static void rollup_rounds(const char *exe, const char *dir, int rounds)
         nall = first + mine;
         if (nall > first) {
             qsort(all + first, nall - first, sizeof(*all), cmp_committed);
-            still += verify(s, all + first, nall - first, 0, true);
+            still += verify(s, ws, all + first, nall - first, 0, true);
         }
         if (r == rounds - 1) {
             REQUIRE(st.rolled_up > 0, "no roll-up in %d rounds", rounds);
@@ -278,6 +319,7 @@ int main(int argc, char **argv)
     struct committed *all = NULL;
     size_t nall = 0, cap = 0, verified = 0;
     int killed_before_any = 0;
+    struct wants ws = {0};
     for (int r = 0; r < rounds; r++) {
         struct writer_run w;
         uint64_t wseed = 1000 + (uint64_t)r;
@@ -333,7 +375,7 @@ int main(int argc, char **argv)
             evicted_below = oldest_id(s);
         if (nall > first) {
             qsort(all + first, nall - first, sizeof(*all), cmp_committed);
-            verified += verify(s, all + first, nall - first, evicted_below, false);
+            verified += verify(s, &ws, all + first, nall - first, evicted_below, false);
         }
         pfr_store_stats st;
         REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
@@ -357,7 +399,7 @@ int main(int argc, char **argv)
     REQUIRE(pfr_store_open(db, &ro, &s, err, sizeof(err)) == 0, "final open: %s", err);
     if (nall)
         qsort(all, nall, sizeof(*all), cmp_committed);
-    size_t final = verify(s, all, nall, full ? oldest_id(s) : 0, false);
+    size_t final = verify(s, &ws, all, nall, full ? oldest_id(s) : 0, false);
     pfr_store_stats st;
     REQUIRE(pfr_store_stats_get(s, &st) == 0, "stats");
     pfr_store_close(s);
@@ -365,7 +407,8 @@ int main(int argc, char **argv)
            "round, %zu again at the end; ring has %" PRIu64 " chunks\n",
            rounds, killed_before_any, verified, final, st.chunks);
     if (!full) /* (the full disk's rounds are about the disk: the filler leaves no room here) */
-        rollup_rounds(argv[1], dir, rounds);
+        rollup_rounds(argv[1], dir, rounds, &ws);
+    wants_free(&ws);
     free(all);
     if (full)
         umount2(dir, MNT_DETACH);
