@@ -22,7 +22,7 @@ struct pick_row {
 /* The finest tier's share of the pages in use (RET_FINEST_NUM / RET_FINEST_DEN), and while the
  * coarsest tier's history is cheap (RET_FINEST_CHEAP_NUM / RET_FINEST_DEN; share, below). */
 #define RET_FINEST_NUM       8
-#define RET_FINEST_CHEAP_NUM 7
+#define RET_FINEST_CHEAP_NUM 6
 #define RET_FINEST_DEN       16
 /* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the coarsest
  * tier's chains as they are deleted). */
@@ -166,12 +166,12 @@ static int measure(struct store_retention *r, struct store_db *d)
  *
  * While the coarsest tier's chunks outweigh its own chains (a service whose stacks repeat: its
  * chain is one base, and an hour costs ~1.2 KB against ~300 KB as recorded), its history is
- * cheap and the finest tier gets seven sixteenths instead of half: with half, the scaled
- * 200-service ring kept 5.4 days of hours, where 30 days need ~0.9 MB of its ~2.0 MB (the
- * finest's share also holds its chains and the pages' holes, ~0.4 MB); with three eighths the
- * finest would end below its hour. Where the coarsest tier's chains outweigh its chunks (stacks
- * new every interval: an exact hour keeps every stack it saw and costs about what it did as
- * recorded) the tiers buy little history, and the finest keeps half. */
+ * cheap and the finest tier gets three eighths instead of half. With half, the scaled
+ * 200-service ring kept 5.4 days of hours; with seven sixteenths 28.9 days (the finest's share
+ * also holds its chain and the pages' holes, ~0.4 of its ~2.0 MB; 30 days of hours take ~0.9 MB
+ * with their chain). Where the coarsest tier's chains outweigh its chunks (stacks new every
+ * interval: an exact hour keeps every stack it saw and costs about what it did as recorded) the
+ * tiers buy little history, and the finest keeps half. */
 static uint64_t share(const struct store_retention *r, int k, uint64_t used)
 {
     if (k == 0) {
