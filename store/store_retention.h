@@ -44,6 +44,9 @@ struct store_retention {
     unsigned steps; /* since the last measure */
     uint64_t bytes[PFR_STORE_MAX_TIERS +
                    1]; /* [0]: payloads only (what the finest holds is what the others leave) */
+    /* The coarsest tier's chunks (payloads and rows) and its own chains, as last measured:
+     * whether its history is cheap (store_retention.c, share). */
+    uint64_t coarse_rows, coarse_chains;
 };
 
 /* A group of chunks to roll up into one of tier `tier` (their tier + 1). */
