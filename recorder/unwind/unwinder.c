@@ -64,8 +64,8 @@
 #define RETRY_FAILED_NS (1000 * 1000000ll)
 #define FAILED_MAX      1024
 /* Files smaller than this have no table worth keeping on disk (PFR_UNWIND_CACHE_MIN_ROWS rows
- * take ~10k FDEs, 300 KB of .eh_frame): their key is not even read. */
-#define CACHE_MIN_FILE (1u << 20)
+ * take ~1k FDEs, 30 KB of .eh_frame): their key is not even read. */
+#define CACHE_MIN_FILE (64u << 10)
 /* Rows of a table past which its build's memory is handed back to the system at once. */
 #define TRIM_AFTER_ROWS (64 * 1024)
 
