@@ -4,25 +4,59 @@
 # fails the run, so a missing dependency cannot pass for green.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time and the CPU time (user + system) of the processes it waited for, printed
+# last with the slowest tests: a CI log's tail says where the run's time went.
+PHASES=()
+phase_t0=$SECONDS
+phase_cpu0=0
+# children_cpu: the CPU seconds of every process this shell has waited for (`times`, 2nd line)
+children_cpu() {
+  local f
+  f=$(mktemp)
+  times >"$f" # not in a subshell: a subshell's children are its own
+  awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] }
+       printf "%.0f", n }' "$f"
+  rm -f "$f"
+}
+# phase_done NAME: the phase since the last one ended
+phase_done() {
+  local cpu
+  cpu=$(children_cpu)
+  PHASES+=("$(printf '%-28s %5d s wall %6d s CPU' "$1" $((SECONDS - phase_t0)) $((cpu - phase_cpu0)))")
+  phase_t0=$SECONDS
+  phase_cpu0=$cpu
+}
+print_phases() {
+  local p
+  echo "scripts/test.sh phases:"
+  for p in "${PHASES[@]}"; do echo "  $p"; done
+}
 bash scripts/install-deps.sh --test
+phase_done install-deps
 BUILD=${PFR_TEST_BUILD:-build-test}
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
       -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5
+phase_done "configure $BUILD"
 cmake --build "$BUILD" -j"$(nproc)"
+phase_done "build $BUILD"
 # The release build users get from scripts/run.sh is gcc's: it must build with -Werror too
 # (gcc and clang warn about different things), tests and benchmarks included.
 GCC_BUILD=${PFR_GCC_BUILD:-build-gcc}
 cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+phase_done "configure $GCC_BUILD"
 cmake --build "$GCC_BUILD" -j"$(nproc)" >/dev/null
+phase_done "build $GCC_BUILD"
 log="$BUILD/ctest-last.log"
 release_log="$GCC_BUILD/ctest-release-bounds.log"
 rm -f "$log" "$release_log"
 # Last in the output, whatever failed: the slowest tests and the totals (a CI log shows only its
 # head and its tail).
 trap 'python3 scripts/test_times.py -n 40 "asan=$log" "release=$release_log" || true
+      print_phases
       echo "scripts/test.sh: ${SECONDS} s in all"' EXIT
 ctest --test-dir "$BUILD" --output-on-failure -j2 --timeout 900 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+phase_done "ctest $BUILD"
 [ "$rc" -eq 0 ] || exit "$rc"
 # A skip is a failure (cmocka's skip() exits 0, so ctest alone passes it), unless
 # tests/skips-allowed.txt names it with its reason.
@@ -36,5 +70,7 @@ if [ "$#" -eq 0 ]; then
   ctest --test-dir "$GCC_BUILD" --output-on-failure -j2 --timeout 300 \
     -R '^(recorder_daemon_stress|shipper_memory_cgroup|symbolizer_limits|recorder_hostile_files|recorder_fuse_hang)$' \
     2>&1 | tee "$release_log"
-  exit "${PIPESTATUS[0]}"
+  rc=${PIPESTATUS[0]}
+  phase_done "release bounds ($GCC_BUILD)"
+  exit "$rc"
 fi
