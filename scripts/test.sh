@@ -9,22 +9,22 @@ cd "$(dirname "$0")/.."
 PHASES=()
 phase_t0=$SECONDS
 phase_cpu0=0
-# children_cpu: the CPU seconds of every process this shell has waited for (`times`, 2nd line)
+# children_cpu: CPU_NOW = the CPU seconds of every process this shell has waited for (`times`,
+# 2nd line; called as a command, not in $(...): a subshell's children are its own)
 children_cpu() {
   local f
   f=$(mktemp)
-  times >"$f" # not in a subshell: a subshell's children are its own
-  awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] }
-       printf "%.0f", n }' "$f"
+  times >"$f"
+  CPU_NOW=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] }
+                printf "%.0f", n }' "$f")
   rm -f "$f"
 }
 # phase_done NAME: the phase since the last one ended
 phase_done() {
-  local cpu
-  cpu=$(children_cpu)
-  PHASES+=("$(printf '%-28s %5d s wall %6d s CPU' "$1" $((SECONDS - phase_t0)) $((cpu - phase_cpu0)))")
+  children_cpu
+  PHASES+=("$(printf '%-34s %5d s wall %6d s CPU' "$1" $((SECONDS - phase_t0)) $((CPU_NOW - phase_cpu0)))")
   phase_t0=$SECONDS
-  phase_cpu0=$cpu
+  phase_cpu0=$CPU_NOW
 }
 print_phases() {
   local p
@@ -34,18 +34,31 @@ print_phases() {
 bash scripts/install-deps.sh --test
 phase_done install-deps
 BUILD=${PFR_TEST_BUILD:-build-test}
-cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-      -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5
-phase_done "configure $BUILD"
-cmake --build "$BUILD" -j"$(nproc)"
-phase_done "build $BUILD"
 # The release build users get from scripts/run.sh is gcc's: it must build with -Werror too
-# (gcc and clang warn about different things), tests and benchmarks included.
+# (gcc and clang warn about different things), tests and benchmarks included. It is configured
+# and built beside the sanitized tree: neither build keeps both cores busy all the time (configure,
+# code generators, link steps waiting for their objects), and each fills the other's gaps.
 GCC_BUILD=${PFR_GCC_BUILD:-build-gcc}
-cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-phase_done "configure $GCC_BUILD"
-cmake --build "$GCC_BUILD" -j"$(nproc)" >/dev/null
-phase_done "build $GCC_BUILD"
+mkdir -p "$GCC_BUILD"
+gcc_log="$GCC_BUILD/build.log"
+(cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+  cmake --build "$GCC_BUILD" -j"$(nproc)") >"$gcc_log" 2>&1 &
+gcc_pid=$!
+# gcc_built: wait for the gcc tree's build; its log's tail when it failed
+gcc_built() {
+  wait "$gcc_pid" && return 0
+  tail -40 "$gcc_log"
+  echo "scripts/test.sh: the $GCC_BUILD build failed (all of it in $gcc_log)"
+  return 1
+}
+test_built=0
+cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+  -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5 &&
+  cmake --build "$BUILD" -j"$(nproc)" && test_built=1
+phase_done "build $BUILD, $GCC_BUILD beside"
+gcc_built || exit 1
+[ "$test_built" = 1 ] || exit 1
+phase_done "build $GCC_BUILD: the rest"
 log="$BUILD/ctest-last.log"
 release_log="$GCC_BUILD/ctest-release-bounds.log"
 rm -f "$log" "$release_log"
