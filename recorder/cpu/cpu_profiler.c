@@ -523,6 +523,14 @@ static int add_stack(struct stack_store *ss, uint64_t id, const uint64_t *frames
     return rc;
 }
 
+/* Whether errno e from a batch operation on a map means this kernel or map has none (a kernel
+ * before 5.6: EINVAL; a map type without it: the kernel's ENOTSUPP): the caller then goes key by
+ * key. */
+static bool no_batch(int e)
+{
+    return e == EINVAL || e == ENOTSUP || e == KERNEL_ENOTSUPP;
+}
+
 /* Read and delete every entry of a hash map, BATCH at a time; falls back to key iteration on
  * kernels without batch operations. each() gets entry i of the buffers. */
 static int drain_map(int fd, void *keys, void *vals, size_t ksz, size_t vsz,
@@ -543,7 +551,7 @@ static int drain_map(int fd, void *keys, void *vals, size_t ksz, size_t vsz,
         }
         if (rc && e == ENOENT)
             return 0;
-        if (rc && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP) && first)
+        if (rc && no_batch(e) && first)
             break; /* no batch support: iterate */
         if (rc)
             return -e;
@@ -685,7 +693,7 @@ static int walk_stacks(pfr_cpu_profiler *cp, int fd, struct stack_store *ks)
         if (rc && e == ENOENT)
             return 0;
         if (rc)
-            return e == EINVAL || e == ENOTSUP || e == KERNEL_ENOTSUPP ? -EOPNOTSUPP : -e;
+            return no_batch(e) ? -EOPNOTSUPP : -e;
         in = outb;
         first = false;
     }
@@ -759,8 +767,7 @@ static int delete_read_stacks(int fd, const struct stack_store *ks)
                 break;
             /* ENOENT: a stack gone already (count: those deleted before it): skip it */
             if (errno != ENOENT)
-                return errno == EINVAL || errno == ENOTSUP || errno == KERNEL_ENOTSUPP ? -EOPNOTSUPP
-                                                                                       : -errno;
+                return no_batch(errno) ? -EOPNOTSUPP : -errno;
             done += count + 1;
         }
     }
