@@ -7,11 +7,11 @@
  * Per frame: the mapping of the pc (consecutive frames in one mapping reuse it; a switch looks
  * in the process's cache, uw_procs, filled by bpf_find_vma at most once per sample), its
  * file's place in unwind_rows (unwind_files, by dev and ino), the row covering the pc (a
- * per-CPU memo, else a binary search), then the row's rule gives the caller's rsp, rbp and
- * return address. Code with no table (JIT code, Go, a file whose table is not built yet or
- * was evicted) is walked by its frame pointer, so mixed stacks (native -> Go, kernel -> user)
- * keep their frames. A file met without a table is asked for once through the ring buffer
- * (PFR_EV_UNWIND); user space builds it off the sampling path.
+ * per-CPU memo, else a binary search in the rows its table's index names), then the row's rule
+ * gives the caller's rsp, rbp and return address. Code with no table (JIT code, Go, a file whose
+ * table is not built yet or was evicted) is walked by its frame pointer, so mixed stacks (native ->
+ * Go, kernel -> user) keep their frames. A file met without a table is asked for once through the
+ * ring buffer (PFR_EV_UNWIND); user space builds it off the sampling path.
  *
  * Every read of stack memory goes through a window: where an address is known to be stack, its
  * page from the frame's sp on is copied once, and the reads that follow are served from it.
