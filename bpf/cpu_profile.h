@@ -104,16 +104,17 @@ static inline __u32 pfr_pending_index(const struct pfr_count_key *k)
 
 /* State of a walk with unwind tables (unwind.bpf.h), one frame to the next. */
 struct pfr_uw_state {
-    __u64 pc, sp, bp;                  /* the frame's registers */
-    __u64 lo, hi;                      /* user addresses [lo, hi) are copied in the page */
-    __u64 map_start, map_end, map_adj; /* the last mapping met; file vaddr - base = pc + adj */
-    __u32 map_first, map_nrows;        /* its file's rows (nrows 0: none, frame pointers) */
-    __u32 is_ra;                       /* pc is a return address (look up pc - 1) */
-    __u32 flags;                       /* PFR_UWF_* */
-    __u32 dwarf_frames;                /* frames found by tables */
-    __u32 vma_looked_up;               /* bpf_find_vma was called in this sample (once only) */
-    __u32 map_gen;                     /* its table's load (pfr_unwind_file.gen) */
-    __u32 pad;
+    __u64 pc, sp, bp;                   /* the frame's registers */
+    __u64 lo, hi;                       /* user addresses [lo, hi) are copied in the page */
+    __u64 map_start, map_end, map_adj;  /* the last mapping met; file vaddr - base = pc + adj */
+    __u32 map_first, map_nrows;         /* its file's rows (nrows 0: none, frame pointers) */
+    __u32 is_ra;                        /* pc is a return address (look up pc - 1) */
+    __u32 flags;                        /* PFR_UWF_* */
+    __u32 dwarf_frames;                 /* frames found by tables */
+    __u32 vma_looked_up;                /* bpf_find_vma was called in this sample (once only) */
+    __u32 map_gen;                      /* its table's load (pfr_unwind_file.gen) */
+    __u32 map_index_first, map_index_n; /* its table's index (pfr_unwind_file.index_*) */
+    __u32 map_index_shift;
     __u64 now; /* bpf_ktime_get_ns() at the walk's start */
 };
 
@@ -323,6 +324,14 @@ struct pfr_unwind_file {
     __u32 nrows;
     __u32 last_used; /* written by the sampler (bpf_ktime_get_ns() >> 30): for LRU eviction */
     __u32 gen;       /* this load of the table (never 0): keys the sampler's memo of rules */
+    /* The index in front of the rows (recorder/unwind/unwind_index.h), index_n entries from
+     * index_first in unwind_rows, one per 2^index_shift bytes of row pcs: entry g's pc is the
+     * first row (from first) to search for an address of granule g, its rule their count.
+     * index_n 0: the whole table is searched. */
+    __u32 index_first;
+    __u32 index_n;
+    __u32 index_shift;
+    __u32 pad;
 };
 
 /* Asked by the sampler the first time it meets a file mapped executable with no entry in

@@ -25,6 +25,7 @@
 #include "pfr_membudget.h"
 #include "pfr_vec.h"
 #include "sym_maps.h"
+#include "unwind_index.h"
 #include "unwind_table.h"
 #include "pfr_clock.h"
 #include "pfr_disk_keep.h"
@@ -83,7 +84,8 @@ struct queued {
 
 struct loaded {
     struct pfr_file_key key;
-    uint32_t first, nrows;
+    uint32_t first, nrows; /* its extent in unwind_rows: nindex index entries, then nrows rows */
+    uint32_t nindex;
     int64_t retry_ns;   /* a "no room" entry: dropped at this time (0: kept) */
     uint32_t last_used; /* the sampler's, as read_last_used() last saw it */
     bool on_disk;       /* the cache on disk holds its table (read from it, or written; a file
@@ -294,8 +296,8 @@ static void drop(pfr_unwinder *u, size_t i)
     struct loaded l = u->files[i];
     bpf_map_delete_elem(u->files_fd, &l.key);
     if (l.nrows) {
-        extent_free(u, l.first, l.nrows);
-        u->rows_used -= l.nrows;
+        extent_free(u, l.first, l.nindex + l.nrows);
+        u->rows_used -= l.nindex + l.nrows;
     }
     forget_asked(u, &l.key);
     u->files[i] = u->files[--u->nfiles];
@@ -362,6 +364,16 @@ static int make_room(pfr_unwinder *u, uint32_t n, uint32_t *first)
     return 0;
 }
 
+/* The index of t's rows (unwind_index.h), or none where the table and its index would not fit
+ * the map even alone (the table is then loaded without). 0 or -ENOMEM. */
+static int index_for(const pfr_unwinder *u, const pfr_unwind_table *t, pfr_unwind_index *ix)
+{
+    int rc = pfr_unwind_index_build(t->rows, t->nrows, ix);
+    if (rc == 0 && (uint64_t)ix->n + t->nrows > u->opts.max_rows)
+        pfr_unwind_index_free(ix);
+    return rc;
+}
+
 static int add_loaded(pfr_unwinder *u, const struct loaded *l)
 {
     if (PFR_VEC_RESERVE(u->files, u->capfiles, u->nfiles + 1))
@@ -384,22 +396,35 @@ static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwin
     struct loaded l = {.key = *key, .retry_ns = t ? 0 : retry_ns, .on_disk = t && on_disk};
     struct pfr_unwind_file f = {0};
     if (t && t->nrows) {
-        int rc = make_room(u, (uint32_t)t->nrows, &l.first);
+        pfr_unwind_index ix;
+        int rc = index_for(u, t, &ix);
         if (rc)
             return rc;
-        l.nrows = (uint32_t)t->nrows;
-        rc = write_rows(u, l.first, t->rows, t->nrows);
-        if (rc == 0)
-            rc = add_loaded(u, &l);
+        rc = make_room(u, ix.n + (uint32_t)t->nrows, &l.first);
         if (rc) {
-            extent_free(u, l.first, l.nrows);
+            pfr_unwind_index_free(&ix);
             return rc;
         }
-        u->rows_used += l.nrows;
+        l.nindex = ix.n;
+        l.nrows = (uint32_t)t->nrows;
+        f.index_shift = ix.shift;
+        rc = write_rows(u, l.first, ix.ent, ix.n);
+        if (rc == 0)
+            rc = write_rows(u, l.first + l.nindex, t->rows, t->nrows);
+        if (rc == 0)
+            rc = add_loaded(u, &l);
+        pfr_unwind_index_free(&ix);
+        if (rc) {
+            extent_free(u, l.first, l.nindex + l.nrows);
+            return rc;
+        }
+        u->rows_used += l.nindex + l.nrows;
         f.base = t->base;
         f.delta = t->delta;
-        f.first = l.first;
+        f.first = l.first + l.nindex;
         f.nrows = l.nrows;
+        f.index_first = l.first;
+        f.index_n = l.nindex;
         f.gen = ++u->gen ? u->gen : ++u->gen; /* never 0: 0 keeps the memo out */
     } else if (add_loaded(u, &l)) {
         return -ENOMEM;

@@ -139,7 +139,7 @@ typedef struct pfr_unwinder_stats {
     uint64_t evictions;                /* tables evicted to make room */
     uint64_t build_ns;                 /* time spent building and loading tables */
     uint64_t build_max_ns;             /* the longest */
-    uint64_t rows;                     /* rows in use */
+    uint64_t rows;                     /* rows in use (the tables' indexes included) */
     uint64_t max_rows;                 /* the cap */
     uint64_t files;                    /* files with an entry (a table or 0 rows) */
     uint64_t files_with_rows;

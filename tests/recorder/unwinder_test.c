@@ -25,6 +25,7 @@
 #include <bpf/bpf.h>
 
 #include "pfr_check.h"
+#include "unwind_index.h"
 #include "unwind_table.h"
 #include "unwinder.h"
 
@@ -117,8 +118,32 @@ static bool asked(int asked_fd, const struct pfr_unwind_req *r)
     return bpf_map_lookup_elem(asked_fd, &k, &v) == 0;
 }
 
-/* The loaded rows of r equal the table built directly. */
-static void check_rows(int rows_fd, int files_fd, const struct mapped *m)
+/* The entry's index (if it has one) equals the index of the table built directly, and lies in
+ * the rows map just before the rows. Returns its entries. */
+static uint32_t check_index(int rows_fd, const struct mapped *m, const struct pfr_unwind_file *f)
+{
+    if (f->index_n == 0)
+        return 0;
+    pfr_unwind_index ix;
+    REQUIRE(pfr_unwind_index_build(m->table.rows, m->table.nrows, &ix) == 0, "index");
+    CHECK(f->index_n == ix.n && f->index_shift == ix.shift && f->index_first + ix.n == f->first,
+          "%s: index of %u entries (shift %u) at %u, rows at %u; built: %u entries, shift %u",
+          m->path, f->index_n, f->index_shift, f->index_first, f->first, ix.n, ix.shift);
+    size_t bad = 0;
+    for (uint32_t i = 0; i < f->index_n && i < ix.n; i++) {
+        uint32_t k = f->index_first + i;
+        struct pfr_unwind_row row;
+        if (bpf_map_lookup_elem(rows_fd, &k, &row) || memcmp(&row, &ix.ent[i], sizeof(row)) != 0)
+            bad++;
+    }
+    CHECK(bad == 0, "%s: %zu index entries differ from the index built", m->path, bad);
+    pfr_unwind_index_free(&ix);
+    return f->index_n;
+}
+
+/* The loaded rows of r equal the table built directly. Returns the rows map's entries it takes
+ * (its rows and its index). */
+static size_t check_rows(int rows_fd, int files_fd, const struct mapped *m)
 {
     struct pfr_unwind_file f;
     REQUIRE(entry(files_fd, &m->req, &f), "%s has no entry", m->path);
@@ -134,6 +159,7 @@ static void check_rows(int rows_fd, int files_fd, const struct mapped *m)
             bad++;
     }
     CHECK(bad == 0, "%s: %zu rows differ from the table", m->path, bad);
+    return f.nrows + check_index(rows_fd, m, &f);
 }
 
 int main(void)
@@ -165,21 +191,22 @@ int main(void)
 
     /* loaded */
     ask(u, asked_fd, &small.req);
-    check_rows(rows_fd, files_fd, &small);
+    size_t taken = check_rows(rows_fd, files_fd, &small);
     pfr_unwinder_stats_get(u, &st);
-    CHECK(st.tables == 1 && st.rows == small.rows, "after the first: tables %llu rows %llu",
-          (unsigned long long)st.tables, (unsigned long long)st.rows);
+    CHECK(st.tables == 1 && st.rows == taken && taken > small.rows,
+          "after the first: tables %llu rows %llu (the table %zu, with its index %zu)",
+          (unsigned long long)st.tables, (unsigned long long)st.rows, small.rows, taken);
 
     /* eviction of an idle table */
     set_used(files_fd, &small.req, sampler_now() - 10);
     ask(u, asked_fd, &big.req);
-    check_rows(rows_fd, files_fd, &big);
+    taken = check_rows(rows_fd, files_fd, &big);
     struct pfr_unwind_file f;
     pfr_unwinder_stats_get(u, &st);
     CHECK(st.evictions == 1, "evictions %llu", (unsigned long long)st.evictions);
     CHECK(!entry(files_fd, &small.req, &f), "the evicted file keeps its entry");
     CHECK(!asked(asked_fd, &small.req), "the evicted file stays marked asked: never asked again");
-    CHECK(st.rows == big.rows && st.rows <= cap, "rows %llu", (unsigned long long)st.rows);
+    CHECK(st.rows == taken && st.rows <= cap, "rows %llu", (unsigned long long)st.rows);
 
     /* no room beside a table in use; retried later */
     set_used(files_fd, &big.req, sampler_now());

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Two or more pfr-recorders at once on the busy host's load (bench_busy_host.py's build at -j2
+and headless Chromium), so that a change to the sampler is measured
+against the tree before it in the same windows: the host's load of the moment (other jobs, the
+build's phase, new processes) weighs on both alike.
+
+Per window of --seconds after --warmup, for each recorder: the runs a second, µs a run and s/min
+of its BPF programs (run_time_ns and run_cnt from its descriptors, kernel.bpf_stats_enabled on)
+and its threads' CPU; at the end its unwinder's metrics, then the medians and, for each recorder
+after the first, the median of its windows' ratios of pfr_sample_uw's µs a run to the first's.
+Each recorder has its own ring and unwind cache (beside its ring) and an empty config file.
+
+The exit tracepoint's programs of the recorders run one after the other on the same exit, the
+later ones on caches the first warmed: list the recorders in the other order in a second run
+to see that effect (the sampling programs fire on timers of their own).
+
+Usage (as root): bench_busy_ab.py [--windows 4] [--seconds 60] [--warmup 40] [--source TREE]
+                     BASE=BIN OTHER=BIN [...]
+"""
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "recorder"), os.path.join(HERE, "..", "..", "recorder")]
+import recorder_itest as ri  # noqa: E402
+from bench_busy_host import Load, pfr_metrics, prog_figures, thread_cpu_s  # noqa: E402
+from bpfstats import bpf_stats, loadavg, prog_stats  # noqa: E402
+
+def start_recorder(label, path, tmp):
+    d = os.path.join(tmp, label)
+    os.mkdir(d)
+    port = ri.free_port()
+    env = dict(os.environ, PFR_CONFIG=ri.empty_config(d))
+    with open(os.path.join(d, "log"), "w") as log:
+        p = subprocess.Popen([path, "--store", os.path.join(d, "ring.db"), "--metrics-listen",
+                              "127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT,
+                             env=env)
+    return {"label": label, "proc": p, "port": port, "rows": []}
+
+
+def window(recs, seconds):
+    b0 = [prog_stats(r["proc"].pid) for r in recs]
+    t0 = [thread_cpu_s(r["proc"].pid) for r in recs]
+    s0 = time.time()
+    time.sleep(seconds)
+    dt = time.time() - s0
+    b1 = [prog_stats(r["proc"].pid) for r in recs]
+    t1 = [thread_cpu_s(r["proc"].pid) for r in recs]
+    for i, r in enumerate(recs):
+        progs = {name: (rate, ns / 1e3, spm) for name, rate, ns, spm in
+                 prog_figures(b0[i], b1[i], dt)}
+        proc = sum(t1[i].get(k, 0) - v for k, v in t0[i].items()) / dt * 60
+        r["rows"].append({"progs": progs, "bpf": sum(v[2] for v in progs.values()),
+                          "proc": proc})
+
+
+def us(row, prog):
+    return row["progs"].get(prog, (0, 0, 0))[1]
+
+
+def report(recs):
+    print()
+    for r in recs:
+        rows = r["rows"]
+        print("%s: pfr_sample_uw µs a run, median %.2f (windows %s); pfr_exit %.2f; BPF %.3f s/min;"
+              " process %.3f s/min"
+              % (r["label"], statistics.median(us(x, "pfr_sample_uw") for x in rows),
+                 " ".join("%.2f" % us(x, "pfr_sample_uw") for x in rows),
+                 statistics.median(us(x, "pfr_exit") for x in rows),
+                 statistics.median(x["bpf"] for x in rows),
+                 statistics.median(x["proc"] for x in rows)))
+    base = recs[0]
+    for r in recs[1:]:
+        rat = [us(x, "pfr_sample_uw") / us(y, "pfr_sample_uw")
+               for x, y in zip(r["rows"], base["rows"]) if us(y, "pfr_sample_uw")]
+        print("%s / %s, pfr_sample_uw µs a run: median ratio %.3f (windows %s)"
+              % (r["label"], base["label"], statistics.median(rat),
+                 " ".join("%.3f" % x for x in rat)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", default=os.path.join(HERE, "..", "..", ".."))
+    ap.add_argument("--windows", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--warmup", type=float, default=40)
+    ap.add_argument("recorder", nargs="+", help="LABEL=BIN, the first the base")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("SKIP: needs root")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="pfr-bench-busy-ab-")
+    load = Load(args, tmp)
+    recs = []
+    try:
+        with bpf_stats():
+            load.start()
+            for spec in args.recorder:
+                label, path = spec.split("=", 1)
+                recs.append(start_recorder(label, path, tmp))
+            time.sleep(args.warmup)
+            for w in range(args.windows):
+                la = loadavg()
+                window(recs, args.seconds)
+                print("window %d (load %.0f): %s" % (w + 1, la, " | ".join(
+                    "%s: sample_uw %.0f/s %.2f µs, exit %.0f/s %.2f µs, BPF %.3f, process %.3f"
+                    % (r["label"], r["rows"][-1]["progs"].get("pfr_sample_uw", (0,))[0],
+                       us(r["rows"][-1], "pfr_sample_uw"),
+                       r["rows"][-1]["progs"].get("pfr_exit", (0,))[0],
+                       us(r["rows"][-1], "pfr_exit"), r["rows"][-1]["bpf"],
+                       r["rows"][-1]["proc"]) for r in recs)), flush=True)
+            for r in recs:
+                print(r["label"], " ".join(ln for ln in pfr_metrics(r["port"])
+                                           if "unwind" in ln or "walked" in ln))
+    finally:
+        for r in recs:
+            r["proc"].send_signal(signal.SIGTERM)
+        for r in recs:
+            try:
+                r["proc"].wait(30)
+            except subprocess.TimeoutExpired:
+                r["proc"].kill()
+                r["proc"].wait()
+        load.stop()
+        load.close()
+        subprocess.run(["rm", "-rf", tmp])
+    report(recs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
