@@ -27,10 +27,16 @@
 /* Chunks per dictionary at most while the chain got no layer since its base: a new base would be
  * the same rows again (docs/store.md, "Compact rows"), so only the damage bound rotates it. */
 #define DICT_MAX_AGE_BARE (24 * DICT_MAX_AGE)
-#define ROTATE_MIN_NEW    32  /* new stacks below this never force a new base */
-#define MAX_RESIDENT      256 /* streams whose tables stay in memory */
-#define MAX_WSTREAMS      65536
-#define ROW_OVERHEAD      STORE_ROW_OVERHEAD /* a chunk's rows and index entries besides its payload */
+#define ROTATE_MIN_NEW    32 /* new stacks below this never force a new base */
+/* Chunks a chain takes at least before new stacks force a new base. A stream whose stacks are
+ * mostly new in every chunk (a build: each compiler process runs other code paths) rotated at every
+ * chunk, and each base holds the stacks of DICT_WINDOW chunks: such streams' bases were 95 % of a
+ * busy host's ring and LZ4 HC of them half of the writer's CPU. A chain of 12 layers holds at
+ * most a fifth more than its base (DICT_WINDOW's chunks), for one base in 12 chunks, not 12. */
+#define ROTATE_MIN_AGE 12
+#define MAX_RESIDENT   256 /* streams whose tables stay in memory */
+#define MAX_WSTREAMS   65536
+#define ROW_OVERHEAD   STORE_ROW_OVERHEAD /* a chunk's rows and index entries besides its payload */
 
 enum wstmt {
     W_SEL_STREAM,
@@ -1675,8 +1681,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
     if (pt < 0 || pu < 0)
         return -ENOMEM;
 
-    bool rotate = ws->base_id == 0 || ws->seq - ws->base_seq >= chain_max_age(ws) ||
-                  (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct);
+    uint32_t age = ws->seq - ws->base_seq;
+    bool rotate = ws->base_id == 0 || age >= chain_max_age(ws) ||
+                  (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct && age >= ROTATE_MIN_AGE);
     if (rotate && undo)
         undo->rotated = true;
     if (rotate) {

@@ -90,10 +90,10 @@ static const char *intern(pfr_frame_cache *c, const char *s)
     return n->s;
 }
 
-size_t pfr_frame_cache_get(pfr_frame_cache *c, uint32_t tgid, uint64_t addr,
+size_t pfr_frame_cache_get(pfr_frame_cache *c, uint64_t space, uint64_t addr,
                            const pfr_cached_frame **frames)
 {
-    uint64_t *pm = pfr_map_get(&c->by_pid, tgid);
+    uint64_t *pm = pfr_map_get(&c->by_pid, space);
     uint64_t *e = pm ? pfr_map_get((pfr_map *)(uintptr_t)*pm, addr) : NULL;
     if (!e) {
         c->misses++;
@@ -104,7 +104,7 @@ size_t pfr_frame_cache_get(pfr_frame_cache *c, uint32_t tgid, uint64_t addr,
     return (size_t)(*e & 0xff);
 }
 
-int pfr_frame_cache_put(pfr_frame_cache *c, uint32_t tgid, uint64_t addr,
+int pfr_frame_cache_put(pfr_frame_cache *c, uint64_t space, uint64_t addr,
                         const pfr_cached_frame *frames, size_t n)
 {
     if (n == 0 || n > MAX_RUN)
@@ -122,13 +122,13 @@ int pfr_frame_cache_put(pfr_frame_cache *c, uint32_t tgid, uint64_t addr,
         c->frames = f;
         c->cap = cap;
     }
-    uint64_t *pm = pfr_map_get(&c->by_pid, tgid);
+    uint64_t *pm = pfr_map_get(&c->by_pid, space);
     pfr_map *m;
     if (pm) {
         m = (pfr_map *)(uintptr_t)*pm;
     } else {
         m = calloc(1, sizeof(*m));
-        if (!m || pfr_map_put(&c->by_pid, tgid, (uint64_t)(uintptr_t)m)) {
+        if (!m || pfr_map_put(&c->by_pid, space, (uint64_t)(uintptr_t)m)) {
             free(m);
             return -ENOMEM;
         }

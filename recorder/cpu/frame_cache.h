@@ -1,8 +1,11 @@
 /*
- * frame_cache: symbolized frames kept across intervals, keyed by (process, address), so a
- * steady workload is symbolized once rather than every interval. Strings are interned once for
- * all processes. Bounded: past max_bytes everything is dropped and refilled from the symbolizer
- * (whose own file cache makes that cheap). A process's entries go when it is forgotten or execs.
+ * frame_cache: symbolized frames kept across intervals, keyed by (space, address), so a
+ * steady workload is symbolized once rather than every interval. A space is a process (its
+ * addresses), or a file the symbolizer holds (PFR_FRAME_CACHE_FILE | its frame key: file
+ * offsets), whose frames then serve every process that maps it, new ones included. Strings are
+ * interned once for all processes. Bounded: past max_bytes everything is dropped and refilled from
+ * the symbolizer (whose own file cache makes that cheap). A process's entries go when it is
+ * forgotten or execs.
  */
 #ifndef PFR_RECORDER_FRAME_CACHE_H
 #define PFR_RECORDER_FRAME_CACHE_H
@@ -12,7 +15,8 @@
 
 #include "pfr_map.h"
 
-#define PFR_FRAME_CACHE_KERNEL 0u /* the "process" of kernel addresses */
+#define PFR_FRAME_CACHE_KERNEL 0u           /* the "process" of kernel addresses */
+#define PFR_FRAME_CACHE_FILE   (1ull << 63) /* or'ed into a file's space (never a pid) */
 
 typedef struct pfr_cached_frame {
     const char *function, *file, *module; /* interned; never NULL */
@@ -20,7 +24,7 @@ typedef struct pfr_cached_frame {
 } pfr_cached_frame;
 
 typedef struct pfr_frame_cache {
-    pfr_map by_pid;  /* tgid -> pfr_map * (address -> entry index) */
+    pfr_map by_pid;  /* space (tgid, or a file's) -> pfr_map * (address -> entry index) */
     pfr_map strings; /* string hash -> interned string (chained on collision) */
     pfr_cached_frame *frames;
     size_t nframes, cap;
@@ -31,11 +35,11 @@ typedef struct pfr_frame_cache {
 void pfr_frame_cache_init(pfr_frame_cache *c, size_t max_bytes);
 void pfr_frame_cache_free(pfr_frame_cache *c);
 
-/* The frames of (tgid, addr), innermost first: returns their count, 0 on a miss. */
-size_t pfr_frame_cache_get(pfr_frame_cache *c, uint32_t tgid, uint64_t addr,
+/* The frames of (space, addr), innermost first: returns their count, 0 on a miss. */
+size_t pfr_frame_cache_get(pfr_frame_cache *c, uint64_t space, uint64_t addr,
                            const pfr_cached_frame **frames);
-/* Remember n frames (innermost first) for (tgid, addr). Strings are copied. 0 or -ENOMEM. */
-int pfr_frame_cache_put(pfr_frame_cache *c, uint32_t tgid, uint64_t addr,
+/* Remember n frames (innermost first) for (space, addr). Strings are copied. 0 or -ENOMEM. */
+int pfr_frame_cache_put(pfr_frame_cache *c, uint64_t space, uint64_t addr,
                         const pfr_cached_frame *frames, size_t n);
 void pfr_frame_cache_forget(pfr_frame_cache *c, uint32_t tgid);
 void pfr_frame_cache_clear(pfr_frame_cache *c);

@@ -127,19 +127,52 @@ static int64_t frames_loc(pfr_profile *p, uint64_t ip, const pfr_cached_frame *f
     return pfr_profile_add_location(p, map, ip, lines, n);
 }
 
+/* Where the frame cache keeps the frames of a user address (the call itself for a return
+ * address): under its file's space and offset when the symbolizer holds the file, so that a new
+ * process of a program met before is named from the cache; else under the process's. */
+typedef struct frame_key {
+    uint64_t space, addr;
+    const char *module; /* the file as this process maps it (a hit must name the same), or NULL */
+} frame_key;
+
+static frame_key user_key(const build *b, uint32_t tgid, uint64_t addr)
+{
+    frame_key k = {tgid, addr, NULL};
+    uint64_t space, off;
+    const char *module;
+    if (pfr_symbolizer_frame_key(b->in->sym, (pid_t)tgid, addr, &space, &off, &module) == 1)
+        k = (frame_key){PFR_FRAME_CACHE_FILE | space, off, module};
+    return k;
+}
+
+static size_t cache_get(pfr_frame_cache *fc, const frame_key *k, const pfr_cached_frame **out)
+{
+    size_t n = pfr_frame_cache_get(fc, k->space, k->addr, out);
+    /* the same file under another path (another mount namespace): named as this one maps it */
+    return n > 0 && k->module && strcmp((*out)[0].module, k->module) ? 0 : n;
+}
+
+/* Location address of a user frame: its file offset when keyed by file (the same in every
+ * process of a program, whatever its address space layout, so that the profiles' locations and
+ * stacks, and the store's dictionaries, are shared by them), else the address. */
+static uint64_t loc_address(const frame_key *k, uint64_t ip, bool leaf)
+{
+    return k->module ? k->addr + !leaf : ip;
+}
+
 /* Frames of (tgid, ip) from the cross-interval cache, or from the symbolizer (then cached,
  * unless the address was outside every known mapping or is JIT code: a later look may find
  * it, or other code there). Returns the
  * count (>= 1) or a negative errno; *out points to frames valid until the next call. */
-static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf,
+static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf, frame_key *uk,
                    const pfr_cached_frame **out, pfr_cached_frame *tmp)
 {
     /* return addresses point after the call: look up the call itself */
     uint64_t addr = leaf ? ip : ip - 1;
-    uint32_t key = kernel ? PFR_FRAME_CACHE_KERNEL : tgid;
+    frame_key k = kernel ? (frame_key){PFR_FRAME_CACHE_KERNEL, addr, NULL} : *uk;
     pfr_frame_cache *fc = b->in->frames;
     if (fc) {
-        size_t n = pfr_frame_cache_get(fc, key, addr, out);
+        size_t n = cache_get(fc, &k, out);
         if (n > 0)
             return (int)n;
     }
@@ -157,8 +190,11 @@ static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf,
                                     .module = fr[i].module ? fr[i].module : "",
                                     .line = fr[i].line};
     *out = tmp;
+    if (!kernel && !k.module) /* its file may have been read in by this look: keyed by it now */
+        k = *uk = user_key(b, tgid, addr);
     bool unmapped = !tmp[0].module[0] && !strcmp(tmp[0].function, "[unknown]");
-    if (fc && !unmapped && !fr[0].transient && pfr_frame_cache_put(fc, key, addr, tmp, (size_t)n))
+    if (fc && !unmapped && !fr[0].transient &&
+        pfr_frame_cache_put(fc, k.space, k.addr, tmp, (size_t)n))
         return -ENOMEM;
     if (kernel)
         b->st->kernel_frames++;
@@ -174,7 +210,7 @@ static int64_t kernel_loc(build *b, pfr_profile *p, group *g, uint64_t ip, int l
         return (int64_t)*c;
     pfr_cached_frame tmp[MAX_INLINE];
     const pfr_cached_frame *fr;
-    int n = resolve(b, 0, ip, true, leaf, &fr, tmp);
+    int n = resolve(b, 0, ip, true, leaf, NULL, &fr, tmp);
     if (n < 0)
         return n;
     int64_t loc = frames_loc(p, ip, fr, (size_t)n);
@@ -206,16 +242,12 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
     pfr_cached_frame tmp[MAX_INLINE];
     const pfr_cached_frame *fr = NULL;
     int n = 0;
+    frame_key key = user_key(b, tgid, leaf ? ip : ip - 1);
     if (b->late && b->in->frames) {
         /* past the deadline: only what is already known */
-        const pfr_cached_frame *cf;
-        size_t k = pfr_frame_cache_get(b->in->frames, tgid, leaf ? ip : ip - 1, &cf);
-        if (k > 0) {
-            fr = cf;
-            n = (int)k;
-        }
+        n = (int)cache_get(b->in->frames, &key, &fr);
     } else if (!b->late) {
-        n = resolve(b, tgid, ip, false, leaf, &fr, tmp);
+        n = resolve(b, tgid, ip, false, leaf, &key, &fr, tmp);
         if (n < 0)
             return n;
     }
@@ -236,7 +268,7 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
         snprintf(name, sizeof(name), "0x%llx", (unsigned long long)ip);
         loc = pfr_profile_add_frame(p, name, "", 0);
     } else {
-        loc = frames_loc(p, ip, fr, (size_t)n);
+        loc = frames_loc(p, loc_address(&key, ip, leaf), fr, (size_t)n);
     }
     if (loc >= 0 && pfr_map_put(m, ip, (uint64_t)loc))
         return -ENOMEM;
@@ -253,10 +285,11 @@ static bool runs_eval(build *b, uint32_t tgid, uint64_t ip, bool leaf)
     pfr_cached_frame tmp[MAX_INLINE];
     const pfr_cached_frame *fr = NULL;
     int n = 0;
+    frame_key key = user_key(b, tgid, leaf ? ip : ip - 1);
     if (!b->late) {
-        n = resolve(b, tgid, ip, false, leaf, &fr, tmp);
+        n = resolve(b, tgid, ip, false, leaf, &key, &fr, tmp);
     } else if (b->in->frames) {
-        n = (int)pfr_frame_cache_get(b->in->frames, tgid, leaf ? ip : ip - 1, &fr);
+        n = (int)cache_get(b->in->frames, &key, &fr);
     }
     for (int i = 0; i < n; i++)
         if (!strcmp(fr[i].function, PY_EVAL))

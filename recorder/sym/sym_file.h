@@ -55,6 +55,7 @@ struct pfr_sym_file {
     uint32_t name_errors;   /* names that could not be read */
     uint8_t seg;            /* cache segment: probation (seen once) or protected (used again) */
     bool pinned;            /* in no segment (the vDSO) */
+    uint64_t uid;           /* unique among the files ever cached (pfr_symbolizer_frame_key) */
 };
 
 /* The name of a symbol, read from the file (see sym_elf.h) and demangled on first use and kept

@@ -100,6 +100,7 @@ struct pfr_symbolizer {
     uint64_t paths_gen;          /* times file_paths was emptied */
     struct seg_list seg[2];      /* probation, protected */
     uint64_t tick;               /* one per add_process and per user address */
+    uint64_t next_uid;           /* of the next file cached */
     size_t cache_bytes, dwarf_bytes;
     size_t kept_fds, max_fds, nfiles;
     struct pfr_sym_file *vdso;
@@ -540,6 +541,7 @@ static int insert_file(pfr_symbolizer *s, struct pfr_sym_file *f)
     f->bytes = pfr_symfile_bytes(f);
     f->dwarf_bytes = pfr_sym_dwarf_bytes(f->dwarf);
     f->last_tick = s->tick;
+    f->uid = ++s->next_uid;
     s->cache_bytes += f->bytes;
     s->dwarf_bytes += f->dwarf_bytes;
     s->nfiles++;
@@ -1597,6 +1599,34 @@ int pfr_symbolize_user_mapping(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_
     const char *module = pfr_sym_map_path(&p->maps, m);
     uint64_t off = addr - m->start + m->pgoff;
     put(out, unnamed_name(s, module, off), "", 0, module, off);
+    return 1;
+}
+
+int pfr_symbolizer_frame_key(pfr_symbolizer *s, pid_t pid, uint64_t addr, uint64_t *space,
+                             uint64_t *off, const char **module)
+{
+    if (!s || !space || !off || !module)
+        return -EINVAL;
+    struct sym_proc *p = proc_get(s, pid);
+    const struct pfr_sym_map *m = p ? pfr_sym_maps_find(&p->maps, addr) : NULL;
+    if (!m)
+        return 0;
+    struct pfr_sym_file *f = NULL;
+    uint64_t v;
+    if (m->kind == PFR_MAP_FILE && pfr_sym_hmap_get(&s->devino, m->dev, m->ino, &v))
+        f = (struct pfr_sym_file *)(uintptr_t)v;
+    else if (m->kind == PFR_MAP_VDSO && s->vdso_state == 1)
+        f = s->vdso;
+    if (!f)
+        return 0;
+    /* used as a symbolization would use it, so that the cache keeps the files in use */
+    s->tick++;
+    touch(s, f);
+    /* a file's frames gain file:line once its DWARF (or Go table) is read: another space from
+     * each load on (frames worked out before stay in the memo when the DWARF is dropped) */
+    *space = f->uid << 16 | (uint64_t)(f->dwarf_loads & 0x7fff) << 1 | (f->gopcln != NULL);
+    *off = addr - m->start + m->pgoff;
+    *module = pfr_sym_map_path(&p->maps, m);
     return 1;
 }
 

@@ -161,6 +161,15 @@ int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_fram
  * frames past the symbolizing budget. Returns 1, or 0 if the snapshot has no file mapping
  * there (the mappings are not read again). */
 int pfr_symbolize_user_mapping(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out);
+/* Where a user address of pid lies, for a cache of frames shared by the processes that map one
+ * file: when its mapping is of a file the cache holds (or the vDSO), *space names that file
+ * (unique while it stays cached, and changed at each read of its DWARF or Go table), *off is the
+ * file offset and *module its path in pid's snapshot (valid until the snapshot changes), and
+ * pfr_symbolize_user(pid, addr) would give the frames it gives for any address of that space and
+ * offset (module aside). Returns 1; 0 when there is no such file (the mappings are not read again,
+ * nor any file), or -EINVAL. */
+int pfr_symbolizer_frame_key(pfr_symbolizer *s, pid_t pid, uint64_t addr, uint64_t *space,
+                             uint64_t *off, const char **module);
 /* Resolve one kernel address (one frame). */
 int pfr_symbolize_kernel(pfr_symbolizer *s, uint64_t addr, pfr_sym_frame *out);
 

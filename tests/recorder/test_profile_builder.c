@@ -1,6 +1,7 @@
 /* Profile building from drained samples, with a fake symbolizer whose names encode the address
  * it was asked about: stack order (kernel frames first, leaf first), return-address adjustment,
- * inlined frames, grouping by service, values, labels, lost and missing stacks. */
+ * inlined frames, grouping by service, values, labels, lost and missing stacks; frames of one
+ * file shared by the processes that map it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,10 +17,37 @@
 static char names[4][64];
 static int user_calls, kernel_calls;
 
+/* Processes from 300 on map the file /bin/y at 0x10000 + (pid - 300) * 0x100000 (the file offset
+ * is the address less that): one program, each process laid out elsewhere. */
+#define Y_PID         300
+#define Y_BASE(pid)   (0x10000ull + (uint64_t)((pid)-Y_PID) * 0x100000)
+#define Y_SPACE       7
+#define Y_LOCS_LEAF   0x100
+#define Y_LOCS_CALLER 0x200
+
+int pfr_symbolizer_frame_key(pfr_symbolizer *s, pid_t pid, uint64_t addr, uint64_t *space,
+                             uint64_t *off, const char **module)
+{
+    (void)s;
+    if (pid < Y_PID || addr < Y_BASE(pid) || addr >= Y_BASE(pid) + 0x1000)
+        return 0;
+    *space = Y_SPACE;
+    *off = addr - Y_BASE(pid);
+    *module = "/bin/y";
+    return 1;
+}
+
 int pfr_symbolize_user(pfr_symbolizer *s, pid_t pid, uint64_t addr, pfr_sym_frame *out, size_t cap)
 {
     (void)s;
     user_calls++;
+    uint64_t space, off;
+    const char *module;
+    if (pfr_symbolizer_frame_key(s, pid, addr, &space, &off, &module) == 1) {
+        snprintf(names[0], sizeof(names[0]), "y_%llx", (unsigned long long)off);
+        out[0] = (pfr_sym_frame){.function = names[0], .file = "", .module = module, .offset = off};
+        return 1;
+    }
     if (addr == 0x5000 && cap >= 2) { /* an inlined call: innermost first */
         snprintf(names[0], sizeof(names[0]), "inner");
         snprintf(names[1], sizeof(names[1]), "outer");
@@ -59,6 +87,10 @@ int pfr_symbolize_kernel(pfr_symbolizer *s, uint64_t addr, pfr_sym_frame *out)
 static const uint64_t K1[] = {0xffffffff81000010ull, 0xffffffff81000020ull};
 static const uint64_t U1[] = {0x1000, 0x2000, 0x3000};
 static const uint64_t U2[] = {0x5000};
+/* the same code in two processes of /bin/y: the leaf, and a call's return address */
+static const uint64_t Y0[] = {Y_BASE(Y_PID) + Y_LOCS_LEAF, Y_BASE(Y_PID) + Y_LOCS_CALLER + 1};
+static const uint64_t Y1[] = {Y_BASE(Y_PID + 1) + Y_LOCS_LEAF,
+                              Y_BASE(Y_PID + 1) + Y_LOCS_CALLER + 1};
 
 static const uint64_t *stack_of(void *ctx, uint64_t id, size_t *n)
 {
@@ -73,6 +105,12 @@ static const uint64_t *stack_of(void *ctx, uint64_t id, size_t *n)
     case 30:
         *n = 1;
         return U2;
+    case 40:
+        *n = 2;
+        return Y0;
+    case 41:
+        *n = 2;
+        return Y1;
     }
     *n = 0;
     return NULL;
@@ -257,6 +295,55 @@ static void cached_across_intervals(void **state)
     pfr_proc_table_free(&t);
 }
 
+/* A file's frames are symbolized once for all the processes that map it, wherever each maps it,
+ * and its locations are its file offsets: the same in every process, so shared by them. */
+static void shared_by_file(void **state)
+{
+    (void)state;
+    pfr_proc_table t;
+    assert_int_equal(pfr_proc_table_init(&t, "/nonexistent-proc"), 0);
+    assert_non_null(pfr_proc_table_learn(&t, Y_PID, 1, "y", false, NULL));
+    assert_non_null(pfr_proc_table_learn(&t, Y_PID + 1, 1, "y", false, NULL));
+    const pfr_cpu_sample first[] = {{.tgid = Y_PID, .ustack = 40, .count = 1}};
+    const pfr_cpu_sample both[] = {{.tgid = Y_PID, .ustack = 40, .count = 1},
+                                   {.tgid = Y_PID + 1, .ustack = 41, .count = 2}};
+    pfr_frame_cache fc;
+    pfr_frame_cache_init(&fc, 1 << 20);
+    pfr_build_input in = {.samples = first,
+                          .nsamples = 1,
+                          .stack = stack_of,
+                          .procs = &t,
+                          .frames = &fc,
+                          .period_ns = 1,
+                          .start_ns = 0,
+                          .end_ns = 1};
+    pfr_profile_set a, b;
+    pfr_build_stats st = {0};
+    user_calls = 0;
+    assert_int_equal(pfr_build_cpu_profiles(&in, &a, &st), 0);
+    assert_int_equal(user_calls, 2);
+    in.samples = both;
+    in.nsamples = 2;
+    assert_int_equal(pfr_build_cpu_profiles(&in, &b, &st), 0);
+    assert_int_equal(user_calls, 2); /* the second process: all from the cache */
+    const pfr_profile *p = b.v[0].profile;
+    static const char *const want[] = {"y_100", "y_200"};
+    for (int pid = Y_PID; pid <= Y_PID + 1; pid++) {
+        long i = find_sample(p, pid, "y_100");
+        expect_frames(p, i, want, 2);
+        pfr_frame f[2];
+        assert_int_equal(pfr_profile_sample_frames(p, (size_t)i, f, 2), 2);
+        assert_int_equal(f[0].address, Y_LOCS_LEAF);
+        assert_int_equal(f[1].address, Y_LOCS_CALLER + 1); /* the return address's offset */
+        assert_string_equal(f[0].module, "/bin/y");
+    }
+    assert_int_equal(pfr_profile_num_locations(p), 2);
+    pfr_profile_set_free(&a);
+    pfr_profile_set_free(&b);
+    pfr_frame_cache_free(&fc);
+    pfr_proc_table_free(&t);
+}
+
 /* Past the deadline, new user frames are named by their mapping alone (module+0xoffset), or
  * written as addresses outside every mapping; known ones keep their names. */
 static void deadline(void **state)
@@ -309,9 +396,8 @@ static void empty_drain(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(builds_profiles),
-        cmocka_unit_test(cached_across_intervals),
-        cmocka_unit_test(deadline),
+        cmocka_unit_test(builds_profiles), cmocka_unit_test(cached_across_intervals),
+        cmocka_unit_test(shared_by_file),  cmocka_unit_test(deadline),
         cmocka_unit_test(empty_drain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
