@@ -817,8 +817,10 @@ def test_scrape(args, tmp):
             if not os.path.isdir(os.path.join(v2, rel)):
                 os.mkdir(os.path.join(v2, rel))
                 made.insert(0, os.path.join(v2, rel))
+        # (its goroutine profile is all that is checked: it does no other work, so the test
+        # takes no CPU it does not look at)
         unit_srv = subprocess.Popen(["sh", "-c", "echo $$ > %s/system.slice/%s.service/cgroup.procs"
-                                     " && exec %s -addr 127.0.0.1:0" % (v2, unit, exe)],
+                                     " && exec %s -addr 127.0.0.1:0 -work none" % (v2, unit, exe)],
                                     stdout=subprocess.PIPE, text=True)
         uline = unit_srv.stdout.readline().strip()
         check(uline.startswith("pprof="), "pprofsrv in a unit said %r" % uline)
@@ -835,11 +837,13 @@ def test_scrape(args, tmp):
         # A "container": the same program on the same 127.0.0.1:PORT, but in a network namespace
         # of its own and a docker-<id>.scope cgroup. The daemon (root here, so it may setns)
         # scrapes it from inside its namespace and names it by its container, as its eBPF side.
+        # Its CPU and goroutine profiles are checked: it burns CPU and parks goroutines only.
         cid = os.urandom(32).hex()
         cgroup = "%s/docker-%s.scope" % (v2, cid)
         os.mkdir(cgroup)
         ctr = subprocess.Popen(["unshare", "--net", "sh", "-c",
                                 "ip link set lo up && echo $$ > %s/cgroup.procs && exec %s -addr %s"
+                                " -work cpu"
                                 % (cgroup, exe, line[len("pprof="):])],
                                stdout=subprocess.PIPE, text=True)
         cline = ctr.stdout.readline().strip()
