@@ -38,10 +38,13 @@ BUILD=${PFR_TEST_BUILD:-build-test}
 # (gcc and clang warn about different things), tests and benchmarks included. It is configured
 # and built beside the sanitized tree: neither build keeps both cores busy all the time (configure,
 # code generators, link steps waiting for their objects), and each fills the other's gaps.
+# It is laid out for /usr + /etc, as the Debian package is: package_deb_build packages it
+# (PFR_PACKAGE_TREE) instead of compiling the release again in a tree of its own.
 GCC_BUILD=${PFR_GCC_BUILD:-build-gcc}
 mkdir -p "$GCC_BUILD"
 gcc_log="$GCC_BUILD/build.log"
-(cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+(cmake -S . -B "$GCC_BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_SYSCONFDIR=/etc &&
   cmake --build "$GCC_BUILD" -j"$(nproc)") >"$gcc_log" 2>&1 &
 gcc_pid=$!
 # gcc_built: wait for the gcc tree's build; its log's tail when it failed
@@ -53,7 +56,7 @@ gcc_built() {
 }
 test_built=0
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-  -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5 &&
+  -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5 -DPFR_PACKAGE_TREE="$(cd "$GCC_BUILD" && pwd)" &&
   cmake --build "$BUILD" -j"$(nproc)" && test_built=1
 phase_done "build $BUILD, $GCC_BUILD beside"
 gcc_built || exit 1
