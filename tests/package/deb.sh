@@ -22,7 +22,7 @@
 set -euo pipefail
 : "${SRC:?}" "${TREE:?}" "${WORK:?}" "${VERSION:?}" "${RUN_TREE:?}" "${RUN_SYSCONFDIR:?}"
 # TREE_GIVEN=1: TREE is a release tree configured for /usr + /etc by whoever runs the test (cmake
-# -DPFR_PACKAGE_TREE=...; scripts/test.sh's gcc tree), packaged as it is: the package target's
+# -DPFR_RELEASE_TREE=...; scripts/test.sh's gcc tree), packaged as it is: the package target's
 # check (cmake/PfrDebCheck.cmake) refuses it if it is laid out otherwise.
 TREE_GIVEN=${TREE_GIVEN:-0}
 
