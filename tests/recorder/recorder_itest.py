@@ -108,8 +108,10 @@ class Recorder:
         return rc, time.time() - t, t
 
 
-def dump(args, store, mode="--samples"):
-    out = subprocess.run([args.dump, store, mode], check=True, capture_output=True, text=True)
+def dump(args, store, mode="--samples", narrow=()):
+    """The ring's chunks (store_dump); narrow: its --service/--type options."""
+    out = subprocess.run([args.dump, store, mode, *narrow], check=True, capture_output=True,
+                         text=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -705,8 +707,10 @@ def free_port():
 
 
 def chunks_of_type(args, store, service, typ):
-    return [c for c in dump(args, store, "--samples") if c["service"] == service
-            and typ in c["types"]]
+    # chosen by the store's scan: the tests poll this every second, and the rest of a busy
+    # host's ring, decoded and parsed each time, was most of their CPU
+    return [c for c in dump(args, store, "--samples", ("--service", service, "--type", typ))
+            if c["service"] == service and typ in c["types"]]
 
 
 def wait_chunks(args, store, service, typ, limit, pred=lambda cs: bool(cs)):
