@@ -32,12 +32,24 @@ GIB = 1 << 30
 
 
 def zlib_bomb(size):
-    """An ELF compression header declaring size bytes, then a zlib stream of size zeros."""
-    z = zlib.compressobj(9)
+    """An ELF compression header declaring size bytes, then a zlib stream of size zeros.
+
+    Deflating 1 GiB takes seconds of CPU (inside this test's serial window, in both trees), so
+    one MiB is deflated twice, each ended by a full flush: after a full flush the deflate state
+    holds nothing of what came before, so the second MiB's bytes are every later MiB's too. The
+    stream is the first MiB's, that block repeated, the final block and the Adler-32 of all the
+    zeros: a valid zlib stream of size zeros (zlib checks the Adler-32 when it inflates)."""
     chunk = bytes(1 << 20)
-    parts = [z.compress(chunk) for _ in range(size // len(chunk))]
-    parts.append(z.flush())
-    return struct.pack("<IIQQ", 1, 0, size, 1) + b"".join(parts)
+    z = zlib.compressobj(9)
+    first = z.compress(chunk) + z.flush(zlib.Z_FULL_FLUSH)
+    block = z.compress(chunk) + z.flush(zlib.Z_FULL_FLUSH)
+    final = z.flush()[:-4]  # the empty final block; its Adler-32 (of 2 MiB) replaced below
+    n = size // len(chunk)
+    adler = 1
+    for _ in range(n):
+        adler = zlib.adler32(chunk, adler)
+    return (struct.pack("<IIQQ", 1, 0, size, 1) + first + block * (n - 1) + final
+            + struct.pack(">I", adler))
 
 
 def sections(data):

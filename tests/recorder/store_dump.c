@@ -2,6 +2,11 @@
  * store_dump: reads a ring with pfr_store and prints one JSON object per chunk (one per line):
  * id, service, labels, start_ns, end_ns, types, period, and with --samples every sample's value,
  * pid, comm and frames (leaf first). The recorder's integration tests read the store this way.
+ * --service NAME and --type TYPE keep the chunks of that service with that sample type, chosen by
+ * the store's scan: a test polling for one service's chunks has the rest neither decoded nor
+ * printed (on a busy host the whole ring, dumped every second, was most of such a test's CPU).
+ *
+ *   store_dump STORE [--samples|--meta] [--service NAME] [--type TYPE]
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -88,12 +93,27 @@ static int on_chunk(const pfr_chunk_meta *m, const pfr_profile *p, void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: store_dump STORE [--samples|--meta]\n");
+    struct ctx c = {0};
+    bool meta = false;
+    pfr_store_filter f = {0};
+    int i = 2;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--samples"))
+            c.samples = true;
+        else if (!strcmp(argv[i], "--meta"))
+            meta = true;
+        else if (!strcmp(argv[i], "--service") && i + 1 < argc)
+            f.service = argv[++i];
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc)
+            f.type = argv[++i];
+        else
+            break;
+    }
+    if (argc < 2 || i < argc) {
+        fprintf(stderr,
+                "usage: store_dump STORE [--samples|--meta] [--service NAME] [--type TYPE]\n");
         return 2;
     }
-    struct ctx c = {.samples = argc > 2 && !strcmp(argv[2], "--samples")};
-    bool meta = argc > 2 && !strcmp(argv[2], "--meta");
     pfr_store *s;
     char err[256];
     pfr_store_opts o = {.read_only = true};
@@ -101,7 +121,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "store_dump: %s\n", err);
         return 1;
     }
-    pfr_store_filter f = {0};
     pfr_scan_stats st;
     int rc = pfr_store_scan(s, &f, meta ? PFR_SCAN_META_ONLY : 0, on_chunk, &c, &st);
     pfr_store_close(s);

@@ -157,10 +157,13 @@ metric() {
 }
 
 # A workload of short processes with varied stacks, so that every interval has samples (and new
-# services: each writes a dictionary base, as on a busy build host).
+# services: each writes a dictionary base, as on a busy build host). Paced: a find is about
+# half a second of CPU, so each 1 s interval still holds one at work, without a core spent
+# throughout (and fewer new processes a second, which the sanitized recorder's cost follows).
 (while :; do
     find /usr/lib /usr/share -name '*.py' >/dev/null 2>&1
     gzip -c /etc/services >/dev/null
+    sleep 0.5
 done) &
 LOAD=$!
 

@@ -9,7 +9,10 @@
 //	main.parkedGoroutine 8 goroutines parked forever (goroutine profile)
 //
 // Flags: -addr for the pprof server (DefaultServeMux), -app-addr for a second listener whose
-// mux has no pprof handlers. It prints "pprof=HOST:PORT" (and "app=HOST:PORT") on stdout.
+// mux has no pprof handlers, -work for the work it does besides the parked goroutines: all (the
+// default), cpu (burnCPU only) or none (for a test that looks at its goroutines only, so that
+// it takes no CPU beside other tests). It prints "pprof=HOST:PORT" (and "app=HOST:PORT") on
+// stdout.
 package main
 
 import (
@@ -99,7 +102,12 @@ func main() {
 	runtime.MemProfileRate = 64 << 10
 	addr := flag.String("addr", "127.0.0.1:0", "pprof listen address")
 	appAddr := flag.String("app-addr", "", "second listener without pprof")
+	work := flag.String("work", "all", "work besides the parked goroutines: all, cpu or none")
 	flag.Parse()
+	if *work != "all" && *work != "cpu" && *work != "none" {
+		fmt.Fprintf(os.Stderr, "-work %q: all, cpu or none\n", *work)
+		os.Exit(2)
+	}
 	runtime.SetBlockProfileRate(1)
 	runtime.SetMutexProfileFraction(1)
 
@@ -125,11 +133,15 @@ func main() {
 	for i := 0; i < 8; i++ {
 		go parkedGoroutine(never)
 	}
-	go burnCPU()
-	go allocLoop()
-	go blockLoop()
-	for i := 0; i < 4; i++ {
-		go mutexLoop()
+	if *work != "none" {
+		go burnCPU()
+	}
+	if *work == "all" {
+		go allocLoop()
+		go blockLoop()
+		for i := 0; i < 4; i++ {
+			go mutexLoop()
+		}
 	}
 	fmt.Printf("pprof=%s\n", l.Addr())
 	os.Stdout.Sync()
