@@ -17,6 +17,7 @@
 
 #include "pfr_clock.h"
 #include "store_cursor.h"
+#include "store_fold.h"
 #include "store_handle.h"
 #include "store_pins.h"
 #include "store_retention.h"
@@ -1857,6 +1858,24 @@ static int rolled_write(pfr_store *s, const struct store_rollup *g, const struct
     return pfr_st_meta_add(&s->sql, "rolled_up", (int64_t)g->n - 1);
 }
 
+/* A roll-up into the coarsest tier folded to the writer's bound (store_fold.h): *p replaced by
+ * the folded profile when it had more entries than the bound, left as it is otherwise. */
+static int rollup_fold(pfr_store *s, pfr_profile **p)
+{
+    pfr_profile *folded = NULL;
+    int rc = s->fold_stacks ? pfr_st_fold(*p, s->fold_stacks, &folded, NULL) : 0;
+    if (rc) {
+        pfr_profile_free(*p);
+        *p = NULL;
+        return rc;
+    }
+    if (folded) {
+        pfr_profile_free(*p);
+        *p = folded;
+    }
+    return 0;
+}
+
 /* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
  * merged profile appended through the writer's own path (a chain per stream and tier), the
  * chains left without chunks deleted. A group of one chunk only changes tier. An input that
@@ -1865,7 +1884,11 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
 {
     struct writer *w = s->w;
     int rc;
-    if (g->n == 1) {
+    /* A group of one only changes tier, except into a folding coarsest tier: there it goes
+     * through the merge, so that every chunk of that tier is in the tier's own chain (a moved
+     * chunk would keep its finer tier's chain, as large as its stacks, for the weeks it lives) and
+     * within the bound. */
+    if (g->n == 1 && !(s->fold_stacks && g->tier == (int)s->tiers.n)) {
         sqlite3_stmt *st = wst(s, W_SET_TIER);
         if (!st)
             return db_err(s);
@@ -1877,7 +1900,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
         pfr_st_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
         return 0;
     }
-    if (g->tier == 1 && g->tier < (int)s->tiers.n) {
+    if (g->tier < (int)s->tiers.n) {
         /* The first step: in the inputs' own chain, which their neighbours as recorded keep
          * anyway (no dictionary rows: a roll-up of a short-lived program costs less than its
          * chunks). Coarser steps write chains of their own, so that the recorded tier's chains
@@ -1894,6 +1917,8 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
     }
     pfr_profile *merged = NULL;
     rc = pfr_st_rollup_merge(&s->dict, g, &merged);
+    if (!rc && g->tier == (int)s->tiers.n)
+        rc = rollup_fold(s, &merged);
     if (rc && rc != -EBADMSG)
         return rc;
     for (size_t i = 0; i < g->n; i++) {
@@ -2320,6 +2345,7 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
         if (!(s->w = calloc(1, sizeof(*s->w))))
             return -ENOMEM;
         s->w->ret.tiers = s->tiers;
+        s->w->ret.fold = s->fold_stacks != 0;
         s->w->policy_evict_tier = -1;
     }
     pfr_st_space_plan(&s->space, &s->sql);

@@ -39,8 +39,10 @@ static uint64_t rng(uint64_t *s)
     return *s;
 }
 
-/* Interval i of stream svc: 40 stacks of 3 frames, two processes, values that vary. */
-static pfr_profile *make_profile(unsigned svc, unsigned i)
+/* Interval i of stream svc: 40 stacks of 3 frames, two processes, values that vary. drift: each
+ * stack's middle frame is replaced every 30 intervals (staggered), so a roll-up holds more
+ * distinct stacks than an interval. */
+static pfr_profile *make_profile_d(unsigned svc, unsigned i, bool drift)
 {
     pfr_profile *p = pfr_profile_new();
     for (size_t t = 0; t < NTYPES; t++)
@@ -56,7 +58,8 @@ static pfr_profile *make_profile(unsigned svc, unsigned i)
         char f[3][32];
         uint32_t locs[3];
         for (int j = 0; j < 3; j++) {
-            snprintf(f[j], sizeof(f[j]), "s%u_f%u_%d", svc, (k * 7 + (unsigned)j * 3) % 50, j);
+            snprintf(f[j], sizeof(f[j]), "s%u_f%u_%d_g%u", svc, (k * 7 + (unsigned)j * 3) % 50, j,
+                     drift && j == 1 ? (i + k * 13) / 30 : 0);
             locs[j] = (uint32_t)pfr_profile_add_frame(p, f[j], "x.go", 10 + j);
         }
         int64_t v[NTYPES] = {(int64_t)(rng(&s) % 50 + 1) * 10000000ll, (int64_t)(rng(&s) % 100000),
@@ -69,7 +72,7 @@ static pfr_profile *make_profile(unsigned svc, unsigned i)
 }
 
 /* Intervals [from, from + n) of nsvc streams, 30 intervals to a transaction (one sync each). */
-static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
+static void append_d(pfr_store *s, unsigned nsvc, unsigned n, unsigned from, bool drift)
 {
     enum { BATCH = 30 };
     static const char *const names[4] = {"svc0", "svc1", "svc2", "svc3"};
@@ -79,7 +82,7 @@ static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
         size_t k = 0;
         for (unsigned i = i0; i < i0 + BATCH && i < from + n; i++)
             for (unsigned v = 0; v < nsvc; v++, k++) {
-                p[k] = make_profile(v, i);
+                p[k] = make_profile_d(v, i, drift);
                 in[k] = (pfr_chunk_in){.service = names[v],
                                        .start_ns = T0 + (int64_t)i * STEP,
                                        .end_ns = T0 + (int64_t)(i + 1) * STEP,
@@ -89,6 +92,11 @@ static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
         for (size_t j = 0; j < k; j++)
             pfr_profile_free(p[j]);
     }
+}
+
+static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
+{
+    append_d(s, nsvc, n, from, false);
 }
 
 /* Per (stack, labels): values, from a profile. */
@@ -197,14 +205,20 @@ static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_li
     }
 }
 
-static pfr_store *open_ring(const char *path, uint64_t cap, const char *tiers)
+static pfr_store *open_ring_fold(const char *path, uint64_t cap, const char *tiers, uint32_t fold)
 {
-    pfr_store_opts o = {.max_bytes = cap, .reserve = {.mode = PFR_STORE_RESERVE_OFF}};
+    pfr_store_opts o = {
+        .max_bytes = cap, .reserve = {.mode = PFR_STORE_RESERVE_OFF}, .fold_stacks = fold};
     char err[256];
     assert_int_equal(pfr_store_tiers_parse(tiers, &o.tiers, err, sizeof(err)), 0);
     pfr_store *s = NULL;
     assert_int_equal(pfr_store_open(path, &o, &s, err, sizeof(err)), 0);
     return s;
+}
+
+static pfr_store *open_ring(const char *path, uint64_t cap, const char *tiers)
+{
+    return open_ring_fold(path, cap, tiers, 0);
 }
 
 static void test_rollup_exact(void **state)
@@ -386,13 +400,116 @@ static void test_aside_and_consumer_lost(void **state)
     free(dir);
 }
 
+/* Per type and per pid (100, 101): the sum of a profile's values; its "[folded]" leaves. */
+static void sums(const pfr_profile *p, int64_t out[2][NTYPES], size_t *folded)
+{
+    memset(out, 0, sizeof(int64_t) * 2 * NTYPES);
+    *folded = 0;
+    int tix[NTYPES];
+    for (size_t t = 0; t < NTYPES; t++)
+        tix[t] = pfr_profile_find_sample_type(p, types[t]);
+    for (size_t i = 0; i < pfr_profile_num_samples(p); i++) {
+        int64_t pid = 0;
+        pfr_frame f;
+        assert_true(pfr_profile_sample_label_num(p, i, "pid", &pid));
+        assert_true(pid == 100 || pid == 101);
+        if (pfr_profile_sample_frames(p, i, &f, 1) && !strcmp(f.function, "[folded]"))
+            (*folded)++;
+        for (size_t t = 0; t < NTYPES; t++)
+            out[pid - 100][t] += pfr_profile_sample_values(p, i)[tix[t]];
+    }
+}
+
+struct coarse {
+    int tier;
+    size_t max_samples, chunks;
+};
+static int coarse_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct coarse *c = ctx;
+    if (m->tier == c->tier) {
+        c->chunks++;
+        if (pfr_profile_num_samples(p) > c->max_samples)
+            c->max_samples = pfr_profile_num_samples(p);
+    }
+    return 0;
+}
+
+/* The coarsest tier's fold in the ring: a drifting stream rolled up into it with a small bound.
+ * Each coarsest chunk keeps at most the bound's entries, its range's totals per type and per
+ * process are the reference ring's (summed types exactly; averaged types their time average, to
+ * rounding), the finer tier's roll-ups are exact stack for stack, and the ring checks clean. */
+static void test_fold_coarsest(void **state)
+{
+    (void)state;
+    enum { BOUND = 24 };
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db"), *pr = pfr_tu_path(dir, "ref.db");
+    pfr_store *small = open_ring_fold(ps, 1536u << 10, "1m,10m", BOUND);
+    pfr_store *ref = open_ring(pr, 256u << 20, "off");
+    append_d(small, 2, 4320, 0, true);
+    append_d(ref, 2, 4320, 0, true);
+    struct coarse c = {.tier = 2};
+    assert_int_equal(pfr_store_scan(small, NULL, 0, coarse_cb, &c, NULL), 0);
+    assert_true(c.chunks > 10);
+    assert_true(c.max_samples <= BOUND);
+    struct rolled_list *l = calloc(1, sizeof(*l)), *fine = calloc(1, sizeof(*fine));
+    assert_int_equal(pfr_store_scan(small, NULL, PFR_SCAN_META_ONLY, rolled_cb, l, NULL), 0);
+    size_t nfolded = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct rolled *r = &l->v[i];
+        if (r->tier != 2) {
+            fine->v[fine->n++] = *r;
+            continue;
+        }
+        pfr_store_filter f = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
+        pfr_profile *a = NULL, *b = NULL;
+        pfr_scan_stats sa, sb;
+        assert_int_equal(pfr_store_merge(small, &f, 0, &a, &sa), 0);
+        assert_int_equal(pfr_store_merge(ref, &f, 0, &b, &sb), 0);
+        assert_int_equal(sa.chunks, 1);
+        int64_t nin = (int64_t)sb.chunks;
+        assert_int_equal(nin * STEP, r->end - r->start);
+        int64_t ta[2][NTYPES], tb[2][NTYPES];
+        size_t fa, fb;
+        sums(a, ta, &fa);
+        sums(b, tb, &fb);
+        assert_int_equal(fb, 0);
+        nfolded += fa;
+        /* the stacks rounded once per tier before the fold summed them */
+        double slack = 0.5 * 2 * (double)pfr_profile_num_samples(b) + 1e-9;
+        for (int pid = 0; pid < 2; pid++)
+            for (size_t t = 0; t < NTYPES; t++) {
+                if (!gauge[t])
+                    assert_int_equal(ta[pid][t], tb[pid][t]);
+                else
+                    assert_true(fabs((double)ta[pid][t] - (double)tb[pid][t] / (double)nin) <=
+                                slack);
+            }
+        pfr_profile_free(a);
+        pfr_profile_free(b);
+    }
+    assert_true(nfolded > 0);
+    assert_true(fine->n > 0);
+    check_exact(small, ref, fine); /* finer tiers: stack for stack */
+    char err[256];
+    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
+    free(l);
+    free(fine);
+    pfr_store_close(small);
+    pfr_store_close(ref);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(pr);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rollup_exact),
-        cmocka_unit_test(test_prorate),
-        cmocka_unit_test(test_cursor_rule),
-        cmocka_unit_test(test_aside_and_consumer_lost),
+        cmocka_unit_test(test_rollup_exact),  cmocka_unit_test(test_prorate),
+        cmocka_unit_test(test_cursor_rule),   cmocka_unit_test(test_aside_and_consumer_lost),
+        cmocka_unit_test(test_fold_coarsest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
