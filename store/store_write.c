@@ -1235,6 +1235,26 @@ static int top_tier(pfr_store *s, int *tier)
     return rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
 }
 
+/* A folding coarsest tier whose chunks all together take less than the room an append lacks (a
+ * new dictionary base of the finest tier: ~144 KB where drifting stacks rebase it every hour,
+ * against ~0.7 KB a folded hour) is not the one to give it: deleting it chunk by chunk would
+ * take every hour it holds and still fall short (the 50-service ring at drift 30 lost its 9 to
+ * 11 hours twice a day). The finest tier's oldest go instead (*tier 0). */
+static int evict_tier_pays(pfr_store *s, int *tier, uint64_t over)
+{
+    if (!s->fold_stacks || *tier <= 0 || *tier != (int)s->tiers.n || s->space.now.disk_bound)
+        return 0;
+    char sql[128];
+    int64_t bytes = 0;
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(sum(nbytes), 0) + count(*) * %d FROM chunks WHERE tier = %d",
+             ROW_OVERHEAD, *tier);
+    int rc = pfr_st_query_int(&s->sql, sql, &bytes);
+    if (!rc && (uint64_t)bytes < over)
+        *tier = 0;
+    return rc;
+}
+
 /* The chunks a batch deletes: runs of consecutive ids of its tier (pinned chunks between them
  * stay; chunks of other tiers between them stay too, the deletes say the tier). */
 struct evict_pick {
@@ -1395,6 +1415,8 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
             break;
         }
         uint64_t over = used + need_bytes - target + slack;
+        if ((rc = evict_tier_pays(s, &tier, over)) != 0)
+            break;
         rc = evict_batch(s, tier, over, 512, protect_base, protect_stream, &x, &n);
         if (!rc && n == 0) /* the coarsest tier is all pinned: any tier, then pins */
             rc = evict_batch(s, -1, over, 512, protect_base, protect_stream, &x, &n);
