@@ -24,12 +24,6 @@ struct pick_row {
 #define RET_FINEST_NUM       8
 #define RET_FINEST_CHEAP_NUM 6
 #define RET_FINEST_DEN       16
-/* While the coarsest tier's history is cheap and it spans at least RET_RATE_SPAN_NS, the finest
- * tier gets what the coarsest does not need for RET_COARSE_HORIZON_NS at its measured cost (at
- * least a quarter of the pages): share, below. */
-#define RET_COARSE_HORIZON_NS (30ll * 86400 * 1000000000ll)
-#define RET_RATE_SPAN_NS      (86400ll * 1000000000ll)
-#define RET_FINEST_FLOOR_NUM  4
 /* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the coarsest
  * tier's chains as they are deleted). */
 #define RET_MEASURE_STEPS 2000
@@ -158,16 +152,6 @@ static int measure(struct store_retention *r, struct store_db *d)
         r->coarse_rows = r->bytes[r->tiers.n];
         r->coarse_chains = (uint64_t)dict;
         r->bytes[r->tiers.n] += (uint64_t)dict;
-        int64_t first = 0, last = 0;
-        snprintf(sql, sizeof(sql), "SELECT coalesce(min(start_ns), 0) FROM chunks WHERE tier = %zu",
-                 r->tiers.n);
-        if ((rc = pfr_st_query_int(d, sql, &first)) != 0)
-            return rc;
-        snprintf(sql, sizeof(sql), "SELECT coalesce(max(end_ns), 0) FROM chunks WHERE tier = %zu",
-                 r->tiers.n);
-        if ((rc = pfr_st_query_int(d, sql, &last)) != 0)
-            return rc;
-        r->coarse_span_ns = last > first ? last - first : 0;
     }
     r->measured = true;
     r->steps = 0;
@@ -181,37 +165,20 @@ static int measure(struct store_retention *r, struct store_db *d)
  * measured against, so it is the pages in use less what the others hold.
  *
  * While the coarsest tier's chunks outweigh its own chains (a service whose stacks repeat: its
- * chain is one base, and an hour costs ~1.2 KB against ~300 KB as recorded; or hours folded to
- * a bound, store_fold.h), its history is cheap: the finest tier gets three eighths instead of
- * half, and once the coarsest spans a day, whatever the coarsest does not need for 30 days at
- * the cost it has shown (its rows and chains per time spanned; at least a quarter of the pages).
- * With half, the scaled 200-service ring kept 5.4 days of hours; with seven sixteenths 28.9
- * days (the finest's share also holds its chain and the pages' holes, ~0.4 of its ~2.0 MB; 30
- * days of hours take ~0.9 MB with their chain). A fixed share cannot serve both of issue 31's
- * drifting loads: 6 h as recorded of the 50-service load take ~0.75 of its pages, 1 h of the
- * 200-service load ~0.45 of its, and 30 days of folded hours what is left of the latter
- * (docs/benchmarks.md, "Retention, sixth round"). Where the coarsest tier's chains outweigh its
- * chunks (stacks new every interval, rolled up exactly: an hour keeps every stack it saw and
- * costs about what it did as recorded) the tiers buy little history, and the finest keeps
- * half. */
+ * chain is one base, and an hour costs ~1.2 KB against ~300 KB as recorded), its history is
+ * cheap and the finest tier gets three eighths instead of half. With half, the scaled
+ * 200-service ring kept 5.4 days of hours; with seven sixteenths 28.9 days (the finest's share
+ * also holds its chain and the pages' holes, ~0.4 of its ~2.0 MB; 30 days of hours take ~0.9 MB
+ * with their chain). Where the coarsest tier's chains outweigh its chunks (stacks new every
+ * interval: an exact hour keeps every stack it saw and costs about what it did as recorded) the
+ * tiers buy little history, and the finest keeps half. */
 static uint64_t share(const struct store_retention *r, int k, uint64_t used)
 {
-    if (k > 0)
-        return used / 32;
-    bool cheap = r->coarse_rows > r->coarse_chains;
-    if (!cheap)
-        return used / RET_FINEST_DEN * RET_FINEST_NUM;
-    if (r->coarse_span_ns < RET_RATE_SPAN_NS)
-        return used / RET_FINEST_DEN * RET_FINEST_CHEAP_NUM;
-    /* Cheap and measured: the coarsest tier is given what RET_COARSE_HORIZON_NS of it takes at
-     * the cost it has shown (its rows and chains per time spanned), the finest the rest. */
-    double need = (double)(r->coarse_rows + r->coarse_chains) / (double)r->coarse_span_ns *
-                  (double)RET_COARSE_HORIZON_NS;
-    uint64_t between = (r->tiers.n > 0 ? r->tiers.n - 1 : 0) * (used / 32);
-    uint64_t floor = used / RET_FINEST_FLOOR_NUM;
-    if (need + (double)between + (double)floor >= (double)used)
-        return floor;
-    return used - between - (uint64_t)need;
+    if (k == 0) {
+        bool cheap = r->coarse_rows > r->coarse_chains;
+        return used / RET_FINEST_DEN * (cheap ? RET_FINEST_CHEAP_NUM : RET_FINEST_NUM);
+    }
+    return used / 32;
 }
 
 static uint64_t held(const struct store_retention *r, int k, uint64_t used)
@@ -297,25 +264,6 @@ static int group_rows(struct store_db *d, const struct store_keep *keep, int k, 
     return rc ? rc : g->n > 0;
 }
 
-/* Whether stream's [b0, b1) still has chunks finer than tier k: 1, 0, or a negative errno. Into a
- * folding coarsest tier only whole buckets go: a piece of an hour folds to its own deep stacks
- * (few samples, each a heavy node), which the next piece does not repeat, and the tier's chain
- * grew by a layer per piece (svc200 at drift 30: 209 layers, 267 KB, for 21 pieces). */
-static int finer_left(struct store_db *d, int k, int64_t stream, int64_t b0, int64_t b1)
-{
-    sqlite3_stmt *st = pfr_st_prepare(d, "SELECT 1 FROM chunks WHERE stream_id = ?1 AND"
-                                         " end_ns > ?2 AND start_ns < ?3 AND tier < ?4 LIMIT 1");
-    if (!st)
-        return pfr_st_db_err(d);
-    sqlite3_bind_int64(st, 1, stream);
-    sqlite3_bind_int64(st, 2, b0);
-    sqlite3_bind_int64(st, 3, b1);
-    sqlite3_bind_int64(st, 4, k);
-    int step = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : pfr_store_errno(step);
-}
-
 /* One page of the oldest chunks of tier k after id after: *n rows. */
 static int pick_page(struct store_db *d, int k, int64_t after, struct pick_row *rows, size_t *n)
 {
@@ -360,12 +308,6 @@ static int pick(struct store_retention *r, struct store_db *d, const struct stor
                 return 0; /* later rows start later: no whole bucket in this tier yet */
             if (kept(keep, rows[i].stream, rows[i].id, rows[i].start, rows[i].end))
                 continue; /* its bucket's others are met through a row of their own */
-            if (r->fold && k + 1 == (int)r->tiers.n &&
-                (rc = finer_left(d, k, rows[i].stream, b0, b0 + step)) != 0) {
-                if (rc < 0)
-                    return rc;
-                continue;
-            }
             if ((rc = group_rows(d, keep, k, rows[i].stream, b0, b0 + step, g)) != 0)
                 return rc;
         }

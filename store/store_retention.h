@@ -40,7 +40,6 @@ struct store_keep {
  * kept up to date by the writer's notes; a rolled back transaction forgets them). */
 struct store_retention {
     pfr_store_tiers tiers; /* resolved */
-    bool fold; /* the coarsest tier's roll-ups are folded: only whole buckets go there */
     bool measured;
     unsigned steps; /* since the last measure */
     uint64_t bytes[PFR_STORE_MAX_TIERS +
@@ -48,7 +47,6 @@ struct store_retention {
     /* The coarsest tier's chunks (payloads and rows) and its own chains, as last measured:
      * whether its history is cheap (store_retention.c, share). */
     uint64_t coarse_rows, coarse_chains;
-    int64_t coarse_span_ns; /* from its oldest chunk's start to its newest's end */
 };
 
 /* A group of chunks to roll up into one of tier `tier` (their tier + 1). */

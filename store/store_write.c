@@ -1235,26 +1235,6 @@ static int top_tier(pfr_store *s, int *tier)
     return rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
 }
 
-/* A folding coarsest tier whose chunks all together take less than the room an append lacks (a
- * new dictionary base of the finest tier: ~144 KB where drifting stacks rebase it every hour,
- * against ~0.7 KB a folded hour) is not the one to give it: deleting it chunk by chunk would
- * take every hour it holds and still fall short (the 50-service ring at drift 30 lost its 9 to
- * 11 hours twice a day). The finest tier's oldest go instead (*tier 0). */
-static int evict_tier_pays(pfr_store *s, int *tier, uint64_t over)
-{
-    if (!s->fold_stacks || *tier <= 0 || *tier != (int)s->tiers.n || s->space.now.disk_bound)
-        return 0;
-    char sql[128];
-    int64_t bytes = 0;
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(sum(nbytes), 0) + count(*) * %d FROM chunks WHERE tier = %d",
-             ROW_OVERHEAD, *tier);
-    int rc = pfr_st_query_int(&s->sql, sql, &bytes);
-    if (!rc && (uint64_t)bytes < over)
-        *tier = 0;
-    return rc;
-}
-
 /* The chunks a batch deletes: runs of consecutive ids of its tier (pinned chunks between them
  * stay; chunks of other tiers between them stay too, the deletes say the tier). */
 struct evict_pick {
@@ -1415,8 +1395,6 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
             break;
         }
         uint64_t over = used + need_bytes - target + slack;
-        if ((rc = evict_tier_pays(s, &tier, over)) != 0)
-            break;
         rc = evict_batch(s, tier, over, 512, protect_base, protect_stream, &x, &n);
         if (!rc && n == 0) /* the coarsest tier is all pinned: any tier, then pins */
             rc = evict_batch(s, -1, over, 512, protect_base, protect_stream, &x, &n);
@@ -1922,7 +1900,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
         pfr_st_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
         return 0;
     }
-    if (g->tier < (int)s->tiers.n) {
+    if (g->tier == 1 && g->tier < (int)s->tiers.n) {
         /* The first step: in the inputs' own chain, which their neighbours as recorded keep
          * anyway (no dictionary rows: a roll-up of a short-lived program costs less than its
          * chunks). Coarser steps write chains of their own, so that the recorded tier's chains
@@ -2367,7 +2345,6 @@ int pfr_store_append_batch(pfr_store *s, const pfr_chunk_in *in, size_t n, int64
         if (!(s->w = calloc(1, sizeof(*s->w))))
             return -ENOMEM;
         s->w->ret.tiers = s->tiers;
-        s->w->ret.fold = s->fold_stacks != 0;
         s->w->policy_evict_tier = -1;
     }
     pfr_st_space_plan(&s->space, &s->sql);
