@@ -1884,11 +1884,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
 {
     struct writer *w = s->w;
     int rc;
-    /* A group of one only changes tier, except into a folding coarsest tier: there it goes
-     * through the merge, so that every chunk of that tier is in the tier's own chain (a moved
-     * chunk would keep its finer tier's chain, as large as its stacks, for the weeks it lives) and
-     * within the bound. */
-    if (g->n == 1 && !(s->fold_stacks && g->tier == (int)s->tiers.n)) {
+    if (g->n == 1) {
         sqlite3_stmt *st = wst(s, W_SET_TIER);
         if (!st)
             return db_err(s);
