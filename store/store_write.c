@@ -1876,6 +1876,22 @@ static int rollup_fold(pfr_store *s, pfr_profile **p)
     return 0;
 }
 
+/* Whether a group of one going into a folding coarsest tier holds more entries than the bound:
+ * it then goes through the merge and the fold like any group. Other groups of one only change
+ * tier (sending every one through the merge cost the 200-service ring at drift 0 every roll-up
+ * within a simulated day; docs/benchmarks.md, "Retention, sixth round"). A chunk that does not
+ * decode only changes tier, as before. */
+static bool single_over_bound(pfr_store *s, const struct store_rollup *g)
+{
+    if (!s->fold_stacks || g->tier != (int)s->tiers.n)
+        return false;
+    pfr_profile *p = NULL;
+    bool over =
+        pfr_st_rollup_merge(&s->dict, g, &p) == 0 && pfr_profile_num_samples(p) > s->fold_stacks;
+    pfr_profile_free(p);
+    return over;
+}
+
 /* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
  * merged profile appended through the writer's own path (a chain per stream and tier), the
  * chains left without chunks deleted. A group of one chunk only changes tier. An input that
@@ -1884,7 +1900,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
 {
     struct writer *w = s->w;
     int rc;
-    if (g->n == 1) {
+    if (g->n == 1 && !single_over_bound(s, g)) {
         sqlite3_stmt *st = wst(s, W_SET_TIER);
         if (!st)
             return db_err(s);
