@@ -306,13 +306,15 @@ static void check_memory(writer *w)
                      level == PFR_MEM_TIGHT ? "near it: only small new costs" : "within it");
         w->mem_level = level;
     }
-    /* near or over the budget, the ring's writer gives back its coldest streams' tables (a half
-     * of them near it, three quarters over it) and its page cache, and what was freed goes back;
-     * not every second (a trim costs a TLB shootdown on every CPU) */
+    /* near or over the budget, the ring's writer gives back the tables of streams not expected
+     * to append again (down to a half of them near it, a quarter over it) and its page cache,
+     * and what was freed goes back; not every second (a trim costs a TLB shootdown on every
+     * CPU). The tables of streams appending every interval stay: given back, each was read
+     * back from the ring within the interval (a third of this thread's CPU over the budget). */
     if (level != PFR_MEM_OK && ++w->mem_checks % TRIM_EVERY == 1) {
         pfr_store_mem_stats sm;
         pfr_store_mem_stats_get(w->store, &sm);
-        pfr_store_trim(w->store, sm.table_bytes / (level == PFR_MEM_OVER ? 4 : 2));
+        pfr_store_trim_idle(w->store, sm.table_bytes / (level == PFR_MEM_OVER ? 4 : 2));
         malloc_trim(0);
     }
 }

@@ -351,6 +351,11 @@ void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out);
  * Nothing is lost: a stream without tables writes a new base with its next chunk (more disk and
  * CPU for that chunk). Between appends, from the writer's thread. */
 void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes);
+/* As pfr_store_trim, but the tables of streams expected to append again (one period after their
+ * last append, as the writer's bound judges) are kept: given back, they would be read back from
+ * the ring at the stream's next chunk, so the memory returns before the next interval's peak
+ * and each read back costs a chain's decode. Only the others go, coldest first. */
+void pfr_store_trim_idle(pfr_store *s, uint64_t keep_table_bytes);
 
 /* Added by the store: append n chunks in one transaction (one fsync), all or none. ids_out (may
  * be NULL) gets n ids. For writers that produce several chunks at once (the recorder's streams

@@ -272,13 +272,14 @@ static struct wstream *coldest_resident(const struct writer *w, const struct wst
 }
 
 /* Drop the coldest streams' tables (not keep's) until at most max_bytes stay
- * and fewer than max_n streams have them. Their next chunk writes a new base: nothing is lost. */
+ * and fewer than max_n streams have them, stopping at the first stream expected to append again
+ * unless expected_too. Their next chunk writes a new base: nothing is lost. */
 static void drop_cold_tables(struct writer *w, const struct wstream *keep, size_t max_bytes,
-                             size_t max_n)
+                             size_t max_n, bool expected_too)
 {
     while (w->table_bytes > max_bytes || w->resident > max_n) {
         struct wstream *victim = coldest_resident(w, keep);
-        if (!victim)
+        if (!victim || (!expected_too && next_use(victim, w->clock) != UINT64_MAX))
             return;
         wstream_drop_tables(w, victim);
         w->tables_dropped++;
@@ -1499,7 +1500,8 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tie
     ws->lru = ++w->clock;
     w->cur = ws;
     /* Past the tables' bound, the tables of the streams expected to append last go. */
-    drop_cold_tables(w, ws, s->table_max_bytes, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1);
+    drop_cold_tables(w, ws, s->table_max_bytes, ws->resident ? MAX_RESIDENT : MAX_RESIDENT - 1,
+                     true);
     if (!ws->resident) {
         ws->resident = true;
         w->resident++;
@@ -2419,14 +2421,24 @@ static void writer_free_scratch(struct writer *w)
     w->cap_cs = 0;
 }
 
-void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes)
+static void trim(pfr_store *s, uint64_t keep_table_bytes, bool expected_too)
 {
     if (!s)
         return;
     if (s->w && sqlite3_get_autocommit(s->sql.db)) {
-        drop_cold_tables(s->w, NULL, keep_table_bytes, MAX_RESIDENT);
+        drop_cold_tables(s->w, NULL, keep_table_bytes, MAX_RESIDENT, expected_too);
         writer_free_scratch(s->w);
     }
     if (s->sql.db)
         sqlite3_db_release_memory(s->sql.db);
+}
+
+void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes)
+{
+    trim(s, keep_table_bytes, true);
+}
+
+void pfr_store_trim_idle(pfr_store *s, uint64_t keep_table_bytes)
+{
+    trim(s, keep_table_bytes, false);
 }

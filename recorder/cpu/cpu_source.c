@@ -1210,7 +1210,7 @@ static const pfr_setting cpu_rows[] = {
      F(unwind_cache_dir),
      .metavar = "DIR",
      .def_doc = "auto: $CACHE_DIRECTORY/unwind under the unit, else unwind-cache beside the ring",
-     .help = "where unwind tables worth it (32k rows, or 20 ms to build) are kept on disk, so "
+     .help = "where unwind tables worth it (2k rows, or 2 ms to build) are kept on disk, so "
              "that a table evicted from kernel memory, or built before a restart, is read back "
              "instead of built again; created 0700, and not used if another user owns it or "
              "others may write to it; off = not kept"},

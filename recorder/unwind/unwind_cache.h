@@ -51,9 +51,11 @@ typedef struct pfr_unwind_cache pfr_unwind_cache;
 /* Rows per compressed chunk (512 KiB of rows). */
 #define PFR_UNWIND_CACHE_CHUNK_ROWS (64u << 10)
 /* Tables worth a file: this many rows, or a build of this much CPU time. Smaller ones are built
- * again in less time than a file takes to read. */
-#define PFR_UNWIND_CACHE_MIN_ROWS   (32u << 10)
-#define PFR_UNWIND_CACHE_MIN_CPU_NS (20 * 1000000ull)
+ * again in about the time a file takes to read (a program of a few hundred functions). A small
+ * library's table (libz, libbpf, bash: 2k-20k rows, milliseconds to build) is kept too: on a busy
+ * host it is evicted and built again many times an hour. */
+#define PFR_UNWIND_CACHE_MIN_ROWS   (2u << 10)
+#define PFR_UNWIND_CACHE_MIN_CPU_NS (2 * 1000000ull)
 #define PFR_UNWIND_CACHE_MAX_ID     64
 
 /* What a table is kept under. */

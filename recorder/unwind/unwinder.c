@@ -49,6 +49,12 @@
 /* Only tables the sampler has not used for this long (in its last_used units, 2^30 ns) are
  * evicted: tables in use are never traded for one another, which would rebuild them in turn. */
 #define IDLE_UNITS 2
+/* A table the cache on disk holds comes back in a read (a millisecond for 50k rows); one it does
+ * not must be built again (libbpf's, libz's: built again after each eviction on a busy host).
+ * So an idle table kept on disk counts as idle for this much longer when a victim is chosen
+ * (about a minute): it goes before the tables only a build brings back, unless they have been
+ * idle a minute longer (a one-off program's, likely never used again). */
+#define ON_DISK_UNITS 64
 /* A file refused for want of room (every table in use) gets 0 rows for this long by default,
  * then it is dropped and asked for again. */
 #define NO_ROOM_RETRY_MS 30000
@@ -58,8 +64,8 @@
 #define RETRY_FAILED_NS (1000 * 1000000ll)
 #define FAILED_MAX      1024
 /* Files smaller than this have no table worth keeping on disk (PFR_UNWIND_CACHE_MIN_ROWS rows
- * take ~10k FDEs, 300 KB of .eh_frame): their key is not even read. */
-#define CACHE_MIN_FILE (1u << 20)
+ * take ~1k FDEs, 30 KB of .eh_frame): their key is not even read. */
+#define CACHE_MIN_FILE (64u << 10)
 /* Rows of a table past which its build's memory is handed back to the system at once. */
 #define TRIM_AFTER_ROWS (64 * 1024)
 
@@ -80,6 +86,8 @@ struct loaded {
     uint32_t first, nrows;
     int64_t retry_ns;   /* a "no room" entry: dropped at this time (0: kept) */
     uint32_t last_used; /* the sampler's, as read_last_used() last saw it */
+    bool on_disk;       /* the cache on disk holds its table (read from it, or written; a file
+                         * its bound dropped since is built again, as before) */
 };
 
 struct pfr_unwinder {
@@ -257,20 +265,23 @@ static void read_last_used(pfr_unwinder *u)
 }
 
 /* The loaded file the sampler used least recently (rows only: with_rows), among those idle for
- * IDLE_UNITS at least, by the last read_last_used(); -1 if none is. */
+ * IDLE_UNITS at least, by the last read_last_used(), a table kept on disk taken for ON_DISK_UNITS
+ * idler than it is; -1 if none is idle. */
 static ssize_t lru_victim(pfr_unwinder *u, bool with_rows)
 {
     ssize_t best = -1;
-    uint32_t best_used = 0, now = sampler_now();
+    uint64_t best_idle = 0;
+    uint32_t now = sampler_now();
     for (size_t i = 0; i < u->nfiles; i++) {
         if (with_rows && u->files[i].nrows == 0)
             continue;
-        uint32_t used = u->files[i].last_used;
-        if (now - used < IDLE_UNITS)
+        uint32_t idle = now - u->files[i].last_used;
+        if (idle < IDLE_UNITS)
             continue;
-        if (best < 0 || used < best_used) {
+        uint64_t rank = (uint64_t)idle + (u->files[i].on_disk ? ON_DISK_UNITS : 0);
+        if (best < 0 || rank > best_idle) {
             best = (ssize_t)i;
-            best_used = used;
+            best_idle = rank;
         }
     }
     return best;
@@ -359,9 +370,10 @@ static int add_loaded(pfr_unwinder *u, const struct loaded *l)
     return 0;
 }
 
-/* Give a file its entry: the rows of t, or 0 rows when t is NULL (until retry_ns, if not 0). */
+/* Give a file its entry: the rows of t (on_disk: the cache on disk holds them too), or 0 rows
+ * when t is NULL (until retry_ns, if not 0). */
 static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwind_table *t,
-                int64_t retry_ns)
+                bool on_disk, int64_t retry_ns)
 {
     if (u->nfiles >= PFR_UNWIND_FILES_MAX) {
         read_last_used(u);
@@ -369,7 +381,7 @@ static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwin
         if (v >= 0)
             evict(u, (size_t)v);
     }
-    struct loaded l = {.key = *key, .retry_ns = t ? 0 : retry_ns};
+    struct loaded l = {.key = *key, .retry_ns = t ? 0 : retry_ns, .on_disk = t && on_disk};
     struct pfr_unwind_file f = {0};
     if (t && t->nrows) {
         int rc = make_room(u, (uint32_t)t->nrows, &l.first);
@@ -603,17 +615,19 @@ static bool cache_key(pfr_unwinder *u, int fd, const struct pfr_unwind_req *r,
     return pfr_unwind_cache_key_fd(fd, u->opts.build_flags, key) == 0;
 }
 
-/* A table just built, kept on disk if worth it (reading it back must beat building it). */
-static void cache_put(pfr_unwinder *u, const pfr_unwind_cache_key *key, const pfr_unwind_table *t)
+/* A table just built, kept on disk if worth it (reading it back must beat building it): true
+ * if it is. */
+static bool cache_put(pfr_unwinder *u, const pfr_unwind_cache_key *key, const pfr_unwind_table *t)
 {
     if (t->nrows < PFR_UNWIND_CACHE_MIN_ROWS && t->stats.cpu_ns < PFR_UNWIND_CACHE_MIN_CPU_NS)
-        return;
+        return false;
     int rc = pfr_unwind_cache_put(u->cache, key, t);
     u->cache_no_room = rc == -EDQUOT; /* not an error: counted, and said in the debug log */
     if (rc && rc != -EFBIG && rc != -EDQUOT && !u->cache_error_told && u->opts.on_cache_error) {
         u->cache_error_told = true;
         u->opts.on_cache_error(u->opts.ctx, pfr_unwind_cache_last_error(u->cache));
     }
+    return rc == 0;
 }
 
 /* Open the cache (on the thread: the directory is listed, old files removed). */
@@ -686,7 +700,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
     pfr_unwind_table t = {0};
     char err[256], path[4096 + 128], name_buf[4096];
     const char *name = "[vdso]";
-    bool cached = false;
+    bool cached = false, on_disk = false;
     int rc;
     u->cache_no_room = false;
     if (r->ino == PFR_UNWIND_VDSO_INO && r->dev == 0) {
@@ -731,7 +745,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             }
             refused(u, r, fd, path, rc, err);
             if (rc == 0 && keep)
-                cache_put(u, &ck, &t);
+                on_disk = cache_put(u, &ck, &t);
         }
         if (rc == 0 && u->opts.on_built)
             name = fd_name(fd, path, name_buf, sizeof(name_buf));
@@ -752,10 +766,10 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
     /* (a file refused past a limit may have held up to it) */
     bool large = (rc != -ENOEXEC && pfr_unwind_refusal(rc) >= 0) || t.nrows >= TRIM_AFTER_ROWS;
     bool with_rows = outcome == &u->st.tables;
-    rc = load(u, &key, with_rows ? &t : NULL, 0);
+    rc = load(u, &key, with_rows ? &t : NULL, cached || on_disk, 0);
     if (rc && with_rows) { /* frame pointers for this file: for a while if only for want of room */
         outcome = rc == -ENOSPC ? &u->st.no_room : &u->st.no_table;
-        rc = load(u, &key, NULL, rc == -ENOSPC ? pfr_clock_mono_ns() + u->retry_ns : 0);
+        rc = load(u, &key, NULL, false, rc == -ENOSPC ? pfr_clock_mono_ns() + u->retry_ns : 0);
     }
     uint32_t rows = (uint32_t)t.nrows;
     pfr_unwind_table_free(&t);

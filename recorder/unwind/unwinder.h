@@ -7,7 +7,9 @@
  *
  * Bounds: unwind_rows has a fixed number of rows (the configured cap); when a new table does
  * not fit, the tables the sampler has not used for a couple of seconds are evicted, least
- * recently used first (their next use asks again). Tables in use are not traded for one
+ * recently used first, those the cache on disk holds (a read brings them back) before those
+ * only a build does unless these have been idle a minute longer (their next use asks again).
+ * Tables in use are not traded for one
  * another: when they fill the cap, the new file gets 0 rows for a while (30 s), then is asked
  * again.
  * A file with no usable table (none in the file, a Go program, a corrupt file, a table larger

@@ -256,6 +256,43 @@ static void test_trim_keeps_data(void **state)
     pfr_testgen_free(g[1]);
 }
 
+/* The recorder's trim near its memory budget (pfr_store_trim_idle): a stream appended once (a
+ * program gone) gives its tables back; the streams appending in turn keep theirs, since they
+ * would read them back from the ring at their next chunk. */
+static void test_trim_idle_keeps_expected(void **state)
+{
+    struct fx *f = *state;
+    pfr_testgen *g[3] = {pfr_testgen_new(12, 0, NULL), pfr_testgen_new(12, 1, NULL),
+                         pfr_testgen_new(12, 2, NULL)};
+    pfr_store_mem_stats m;
+    for (int i = 0; i < 6; i++) {
+        for (int k = 0; k < 3; k++) {
+            if (k == 2 && i > 0)
+                continue; /* the third program ran once */
+            int64_t start = T0 + i * 10 * SEC;
+            pfr_profile *p = pfr_testgen_next(g[k], start, 10 * SEC);
+            append_profile(f->s, pfr_testgen_service(g[k]), NULL, 0, start, p);
+            pfr_profile_free(p);
+        }
+    }
+    pfr_store_mem_stats_get(f->s, &m);
+    assert_int_equal(m.table_streams, 3);
+    uint64_t dropped = m.tables_dropped;
+    pfr_store_trim_idle(f->s, 0);
+    pfr_store_mem_stats_get(f->s, &m);
+    assert_int_equal(m.table_streams, 2);
+    assert_int_equal(m.tables_dropped, dropped + 1);
+    assert_true(m.table_bytes > 0);
+    pfr_store_trim_idle(f->s, 0); /* nothing more to give back */
+    pfr_store_mem_stats_get(f->s, &m);
+    assert_int_equal(m.table_streams, 2);
+    pfr_store_trim(f->s, 0); /* everything */
+    pfr_store_mem_stats_get(f->s, &m);
+    assert_int_equal(m.table_streams, 0);
+    for (int k = 0; k < 3; k++)
+        pfr_testgen_free(g[k]);
+}
+
 /* Streams that append in turn every interval, whose tables together outgrow the writer's bound
  * (table_max_bytes): the writer keeps as many of them as fit and gives up the ones needed last,
  * not the least recently appended (which are needed next: every chunk would write a base). */
@@ -1403,6 +1440,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_realistic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_keeps_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trim_idle_keeps_expected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tables_bound_streams_in_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_edge_profiles, setup, teardown),

@@ -373,16 +373,23 @@ static void test_unwritable(void **state)
     pfr_unwind_cache_close(c);
 }
 
+/* A statm for a budget to measure: `resident` bytes resident. */
+static void write_statm(const char *path, long resident)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "100000 %ld 0 0 0 0 0\n", resident / sysconf(_SC_PAGESIZE));
+    fclose(f);
+}
+
 /* A budget near its end refuses the rows of a large table before they are read. */
 static void test_memory_budget(void **state)
 {
     (void)state;
     char statm[300], dir[256];
     snprintf(statm, sizeof(statm), "%s/statm", work);
-    FILE *f = fopen(statm, "w");
     /* 60 MiB resident of a 64 MiB budget: past 7/8, only small costs */
-    fprintf(f, "100000 %ld 0 0 0 0 0\n", (60l << 20) / sysconf(_SC_PAGESIZE));
-    fclose(f);
+    write_statm(statm, 60l << 20);
     pfr_membudget *b;
     assert_int_equal(pfr_membudget_new(64u << 20, statm, &b), 0);
     pfr_membudget_update(b);
@@ -415,9 +422,7 @@ static void test_memory_budget_brief(void **state)
     (void)state;
     char statm[300], dir[256];
     snprintf(statm, sizeof(statm), "%s/statm-brief", work);
-    FILE *f = fopen(statm, "w");
-    fprintf(f, "100000 %ld 0 0 0 0 0\n", (562l << 20) / 10 / sysconf(_SC_PAGESIZE));
-    fclose(f);
+    write_statm(statm, (562l << 20) / 10);
     pfr_membudget *b;
     assert_int_equal(pfr_membudget_new(64u << 20, statm, &b), 0);
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_TIGHT);
@@ -431,9 +436,7 @@ static void test_memory_budget_brief(void **state)
     assert_int_equal(pfr_unwind_cache_get(c, &k, SIZE_MAX, &back), 0);
     assert_int_equal(back.nrows, 58717);
     pfr_unwind_table_free(&back);
-    f = fopen(statm, "w"); /* 59 MiB: 1.4 MB more would pass 15/16 of the budget */
-    fprintf(f, "100000 %ld 0 0 0 0 0\n", (59l << 20) / sysconf(_SC_PAGESIZE));
-    fclose(f);
+    write_statm(statm, 59l << 20); /* 59 MiB: 1.4 MB more would pass 15/16 of the budget */
     assert_int_equal(pfr_membudget_update(b), PFR_MEM_TIGHT);
     assert_int_equal(pfr_unwind_cache_get(c, &k, SIZE_MAX, &back), -ENOBUFS);
     pfr_unwind_table_free(&t);

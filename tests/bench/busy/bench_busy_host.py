@@ -32,6 +32,11 @@ next interval); an interval is counted late when even the lower bound is over a 
 of its process shows (bench_recorder.py measures them with spinners; a build leaves no such
 clean workload), so its CPU figure here is a lower bound.
 
+For pfr also the CPU of each of its threads (/proc/PID/task) and the run time of each of its BPF
+programs (runs a second, ns a run, s/min) in the window, and its sampler's and unwinder's
+metrics at the window's end (--pfr-arg passes it more arguments, --keep-logs keeps each round's
+log: with --log-level debug, every unwind table built or read back).
+
 Prints every round, then (when bpftrace ran beside pfr; perf is optional) one table of medians
 (peak RSS also at its worst round), the CPU ratio to bpftrace's in the window and with the CPU
 of bpftrace's stop (where it names its stacks) added, each round's ratios, and the verdict
@@ -41,9 +46,10 @@ verdict, 1 when a run broke, 77 when the host cannot run it.
 
 Usage (as root): bench_busy_host.py --recorder BIN --dump BIN [--source DIR] [--rounds 2]
                      [--seconds 75] [--warmup 30] [--poll 0.25] [--tools pfr,perf,bpftrace]
-                     [--perf-pfr]
+                     [--perf-pfr] [--pfr-arg=ARG ...] [--keep-logs DIR]
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -62,18 +68,18 @@ import pages  # noqa: E402
 import recorder_itest as ri  # noqa: E402
 from bench_recorder import (TICK, Tool, forks, reap_cpu_s, tool_cpu_s,  # noqa: E402
                             unready_for, wait_for)
-from bpfstats import CpuGroup, bpf_stats, loadavg, prog_run_ns  # noqa: E402
+from bpfstats import CpuGroup, bpf_stats, loadavg, prog_run_ns, prog_stats  # noqa: E402
 BT = "profile:hz:99 { @[kstack, ustack, comm] = count(); }"
 RSS_MIB, CPU_RATIO, LATE_S = 64, 1.5, 1.0  # the targets
 CPU = ["ebpf:cpu:nanoseconds"]  # the type of the recorder's CPU chunks
 INTERVAL_S = 10  # the recorder's default interval: its intervals end on multiples of it
 UNNAMED_PFR = re.compile(r"\[unknown\]|.*\+0x[0-9a-f]+")
 # pfr's metrics kept with each round: where its memory and CPU went
-METRICS = ("pfr_memory_", "pfr_symbol_cache_", "pfr_unwind_table_bytes",
-           "pfr_unwind_table_", "pfr_unwind_files_total", "pfr_frames_unresolved_total",
+METRICS = ("pfr_memory_", "pfr_symbol_cache_", "pfr_unwind_", "pfr_frames_unresolved_total",
            "pfr_frames_late_total", "pfr_source_intervals_folded_total",
-           "pfr_symbol_files_", "pfr_unwind_files_refused_total", "pfr_store_writer_",
-           "pfr_store_page_cache_bytes", "pfr_frame_cache_bytes", "pfr_symbol_dwarf_")
+           "pfr_symbol_files_", "pfr_store_writer_", "pfr_cpu_samples_total",
+           "pfr_cpu_stacks_walked_total", "pfr_store_page_cache_bytes", "pfr_frame_cache_bytes",
+           "pfr_symbol_dwarf_")
 
 
 class Load:
@@ -310,6 +316,22 @@ def rss_by_mapping(pid, top=8):
     return sorted(by.items(), key=lambda kv: -kv[1])[:top]
 
 
+def prog_figures(before, after, dt):
+    """Each BPF program's runs a second, ns a run and s/min over the window (named by bpftool,
+    asked after the window: a new process inside it is work for the profiler measured)."""
+    names = {}
+    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+    for p in json.loads(out.stdout or "[]"):
+        names[p["id"]] = p.get("name", "?")
+    figs = []
+    for pid, (_, ns1, cnt1) in after.items():
+        _, ns0, cnt0 = before.get(pid, (0, 0, 0))
+        runs, ns = cnt1 - cnt0, ns1 - ns0
+        if runs:
+            figs.append((names.get(pid, str(pid)), runs / dt, ns / runs, ns / 1e9 / dt * 60))
+    return sorted(figs, key=lambda f: -f[3])
+
+
 def perf_self(pid, data):
     """`perf record -g` of process pid into data, for --perf-pfr."""
     return subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(pid), "-o",
@@ -348,7 +370,7 @@ def run_round(tool, args, tmp, load):
     proc, late, m = None, None, {}
     try:
         with open(log, "w") as lf:
-            proc = subprocess.Popen(tool.argv, stdout=lf, stderr=subprocess.STDOUT, env=env,
+            proc = subprocess.Popen(tool.argv + (args.pfr_arg if tool.name == "pfr-recorder" else []), stdout=lf, stderr=subprocess.STDOUT, env=env,
                                     preexec_fn=group.join)
         if tool.ready and not wait_for(log, tool.ready, 120, proc):
             raise RuntimeError("%s did not start: %s" % (tool.name, open(log).read()[-2000:]))
@@ -357,13 +379,14 @@ def run_round(tool, args, tmp, load):
             late = Lateness(args, store)
         time.sleep(args.warmup)
         t0, f0, cpu0, bpf0 = time.time(), forks(), tool_cpu_s(group, proc), prog_run_ns(proc.pid)
-        load0, th0 = load.cpu_s(), thread_cpu_s(proc.pid)
+        load0, th0, progs0 = load.cpu_s(), thread_cpu_s(proc.pid), prog_stats(proc.pid)
         selfp = perf_self(proc.pid, os.path.join(tmp, "perf.data.self")) if late and \
             args.perf_pfr else None
         time.sleep(args.seconds)
         t1, f1, cpu1, bpf1 = time.time(), forks(), tool_cpu_s(group, proc), prog_run_ns(proc.pid)
-        load1, th1 = load.cpu_s(), thread_cpu_s(proc.pid)
+        load1, th1, progs1 = load.cpu_s(), thread_cpu_s(proc.pid), prog_stats(proc.pid)
         m["threads"] = {k: (v - th0.get(k, 0)) / (t1 - t0) * 60 for k, v in th1.items()}
+        m["progs"] = prog_figures(progs0, progs1, t1 - t0)
         if selfp:
             m["perf_self"] = perf_self_report(selfp, os.path.join(tmp, "perf.data.self"))
         m["rss_mib"] = group_vm_hwm_kib(group, proc.pid) / 1024
@@ -391,6 +414,10 @@ def run_round(tool, args, tmp, load):
             proc.kill()
             proc.wait()
         group.close()
+        if args.keep_logs and os.path.exists(log):
+            os.makedirs(args.keep_logs, exist_ok=True)
+            shutil.copy(log, os.path.join(args.keep_logs, "%s-%d.log" % (
+                tool.name.replace(" ", "-"), int(time.time()))))
         m["load"] = load.stop()
     dt = t1 - t0
     m["cpu_per_min"] = (cpu1 - cpu0) / dt * 60
@@ -434,6 +461,9 @@ def print_round(r, name, m):
                                                          key=lambda kv: -kv[1]) if kv[1])
     if threads:
         print("    threads, CPU s/min: " + threads)
+    if m.get("progs"):
+        print("    BPF programs (runs/s, ns/run, s/min): " + ", ".join(
+            "%s %.1f/s %.0f ns %.3f" % f for f in m["progs"]))
     if "rss_maps" in m:
         print("    resident KiB by mapping: " + ", ".join("%s %d" % (os.path.basename(k), v)
                                                         for k, v in m["rss_maps"]))
@@ -522,6 +552,10 @@ def main():
     ap.add_argument("--perf-pfr", action="store_true",
                     help="in pfr's rounds, `perf record -g -p` of the recorder in the measured"
                     " window, its top symbols printed (adds perf's cost to pfr's figures)")
+    ap.add_argument("--pfr-arg", action="append", default=[],
+                    help="one more argument for pfr-recorder (repeat: --pfr-arg=--log-level"
+                    " --pfr-arg=debug)")
+    ap.add_argument("--keep-logs", help="copy each round's profiler log into this directory")
     args = ap.parse_args()
     why = unready_for(("perf", "bpftrace", "chromium", "cmake", "make", "git"))
     if why:

@@ -119,6 +119,27 @@ def tool_cpu_s(group, proc):
     return v if v is not None else proc_cpu_s(proc.pid)
 
 
+THREADS = ("main", "pfr-cpu", "pfr-unwind", "pfr-notify")
+
+
+def thread_cpu_ns(pid):
+    """CPU ns of each of a recorder's threads so far (/proc/PID/task/*/schedstat), by name: the
+    main thread (the ring's writes), pfr-cpu (drains, profiles), pfr-unwind, pfr-notify; the
+    rest as "other". Threads gone since are not counted."""
+    out = dict.fromkeys(THREADS + ("other",), 0)
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                comm = f.read().strip()
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                ns = int(f.read().split()[0])
+        except OSError:
+            continue
+        name = "main" if tid == str(pid) else comm if comm in THREADS else "other"
+        out[name] += ns
+    return out
+
+
 def workload_cpu_s(pids):
     return sum(task_cpu_ns(p) for p in pids) / 1e9
 
@@ -141,11 +162,13 @@ def run_phase(tool, args, tmp, work):
         t0, f0, w0 = time.time(), forks(), workload_cpu_s(work.pids)
         cpu0 = tool_cpu_s(group, proc) if proc else 0
         bpf0 = prog_run_ns(proc.pid) if proc else {}
+        thr0 = thread_cpu_ns(proc.pid) if tool.name.startswith("pfr") else {}
         time.sleep(args.seconds)
         s1 = [spinner_gaps.read(f) for f in work.files]
         t1, f1, w1 = time.time(), forks(), workload_cpu_s(work.pids)
         cpu1 = tool_cpu_s(group, proc) if proc else 0
         bpf1 = prog_run_ns(proc.pid) if proc else {}
+        thr1 = thread_cpu_ns(proc.pid) if tool.name.startswith("pfr") else {}
         hwm = vm_hwm_kib(proc.pid) if proc else 0
         life_cpu = 0.0
         if proc:
@@ -165,7 +188,8 @@ def run_phase(tool, args, tmp, work):
     # the kernel's cpu-clock period for a frequency f is 1e9 / f ns (integer division)
     irq_n, irq_ns = spinner_gaps.sampler_excess(s0, s1, 10**9 // tool.hz) if tool.hz else (0, 0)
     per_sample_ns = irq_ns / irq_n if irq_n > 0 else 0
-    return {
+    threads = {"thread " + k: (thr1[k] - v) / 1e9 / dt * 60 for k, v in thr0.items()}
+    return dict(threads, **{
         "user_sys_per_min": (cpu1 - cpu0) / dt * 60,
         "bpf_per_min": bpf_s / dt * 60,
         "rss_mib": hwm / 1024,
@@ -183,7 +207,7 @@ def run_phase(tool, args, tmp, work):
         "load": loadavg(),
         # BPF run time is cumulative since load: its value at the stop is the whole life's
         "life_per_min": (life_cpu + sum(bpf1.values()) / 1e9) / life * 60,
-    }
+    })
 
 
 def workload_args(ap):
@@ -253,6 +277,10 @@ def main():
                              m["irq_per_min"], m["irq_us"], m["irq_seen_hz"],
                              m["life_per_min"], m["rss_mib"], m["work_per_s"],
                              m["work_per_cpu_s"], m["forks_per_s"], m["load"]), flush=True)
+                    if "thread main" in m:
+                        print("        threads, s/min: " + "  ".join(
+                            "%s %.3f" % (k[7:], m[k]) for k in sorted(m) if
+                            k.startswith("thread ")), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -295,6 +323,11 @@ def main():
           " perf's stack walks, which no CPU figure of perf's process shows: process + interrupts"
           " is the like-for-like cost. The work-rate slowdowns move by a few % from run to run"
           " on a shared VM, more than any of these profilers costs)")
+    for name in names:
+        if "thread main" in med[name]:
+            print("%s threads, s/min (medians): %s" % (name, "  ".join(
+                "%s %.3f" % (k[7:], med[name][k]) for k in sorted(med[name])
+                if k.startswith("thread "))))
     p = med["pfr-recorder"]
     for peer in names[1:]:
         q = med[peer]
