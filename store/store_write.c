@@ -113,6 +113,7 @@ struct wstream {
     uint32_t *used[T_N]; /* stacks and label sets: seq of the last chunk that used them */
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
+    int64_t base_bucket; /* the coarsest tier's step its base was written in (tier 0) */
     uint64_t lru, prev_lru; /* writer clock at its last and the append before (0: none) */
     size_t bytes;           /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
@@ -1236,6 +1237,22 @@ static int top_tier(pfr_store *s, int *tier)
     return rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
 }
 
+/* The coarsest tier below the coarsest that has chunks, into *tier (left as it is when none has):
+ * an append that still finds too little room after make_room's tries deletes there, since the
+ * coarsest tier's policy is make_room's (an hour of ~1 KB deleted chunk by chunk for a ~144 KB
+ * base wiped a drifting ring's hours; docs/benchmarks.md, "Retention, sixth round"). */
+static int below_coarsest(pfr_store *s, int *tier)
+{
+    int64_t t = -1;
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SELECT coalesce(max(tier), -1) FROM chunks WHERE tier < %d",
+             *tier);
+    int rc = pfr_st_query_int(&s->sql, sql, &t);
+    if (!rc && t >= 0)
+        *tier = (int)t;
+    return rc;
+}
+
 /* The chunks a batch deletes: runs of consecutive ids of its tier (pinned chunks between them
  * stay; chunks of other tiers between them stay too, the deletes say the tier). */
 struct evict_pick {
@@ -1384,6 +1401,9 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
             break;
         if (w->policy_evict_tier >= 0 && w->policy_evict_tier < tier)
             tier = w->policy_evict_tier;
+        else if (w->policy_evict_tier < 0 && !s->tiers.off && !s->space.now.disk_bound &&
+                 tier == (int)s->tiers.n && (rc = below_coarsest(s, &tier)) != 0)
+            break;
         if (!w->may_delete && !s->tiers.off && !s->space.now.disk_bound &&
             w->policy_evict_tier < 0) {
             /* The tiers' policy decides what goes (a roll-up, or the coarsest tier's oldest when
@@ -1522,6 +1542,16 @@ static int one_row(sqlite3_stmt *st, int64_t *a, int64_t *b)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
+/* The step of the coarsest tier t falls in (0 when tiers are off): a recorded chain with layers
+ * is rotated when its chunks reach the next (append_one). */
+static int64_t coarse_bucket(const pfr_store *s, int64_t t)
+{
+    if (s->tiers.off || !s->tiers.n)
+        return 0;
+    int64_t step = s->tiers.step_ns[s->tiers.n - 1];
+    return t / step - (t % step < 0);
+}
+
 /* Chunks the chain may serve before it is rotated by age. Rotation rewrites the chain's tables as
  * one base, dropping the entries the last DICT_WINDOW chunks did not use and the layers a reader
  * applies. A chain that got no layer since its base (a service whose stacks repeat) would write
@@ -1594,6 +1624,7 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, const pfr_chunk_in *i
     if (ws->seq < (uint32_t)nref)
         ws->seq = (uint32_t)nref;
     ws->base_seq = ws->seq - (uint32_t)nref;
+    ws->base_bucket = coarse_bucket(s, in->start_ns);
     return 0;
 }
 
@@ -1676,7 +1707,13 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
     if (pt < 0 || pu < 0)
         return -ENOMEM;
 
+    int64_t bucket = coarse_bucket(s, in->start_ns);
+    /* A recorded chain with layers (stacks that drift) is rotated at the coarsest tier's steps
+     * too: then an hour's chunks are one chain, which goes as a whole when the hour is rolled
+     * into the coarsest tier (a chain across two hours stayed until the later hour was whole,
+     * ~444 KB of a drifting service's ~2 MB, and the finest tier was rolled up for its room). */
     bool rotate = ws->base_id == 0 || ws->seq - ws->base_seq >= chain_max_age(ws) ||
+                  (tier == 0 && ws->dict_id != ws->base_id && bucket != ws->base_bucket) ||
                   (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct);
     if (rotate && undo)
         undo->rotated = true;
@@ -1759,6 +1796,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
                 return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
+            ws->base_bucket = bucket;
         }
     }
     int64_t f[5] = {sid, ws->base_id, ws->dict_id, in->start_ns, in->end_ns};
@@ -1878,22 +1916,6 @@ static int rollup_fold(pfr_store *s, pfr_profile **p)
     return 0;
 }
 
-/* Whether a group of one going into a folding coarsest tier holds more entries than the bound:
- * it then goes through the merge and the fold like any group. Other groups of one only change
- * tier (sending every one through the merge cost the 200-service ring at drift 0 every roll-up
- * within a simulated day; docs/benchmarks.md, "Retention, sixth round"). A chunk that does not
- * decode only changes tier, as before. */
-static bool single_over_bound(pfr_store *s, const struct store_rollup *g)
-{
-    if (!s->fold_stacks || g->tier != (int)s->tiers.n)
-        return false;
-    pfr_profile *p = NULL;
-    bool over =
-        pfr_st_rollup_merge(&s->dict, g, &p) == 0 && pfr_profile_num_samples(p) > s->fold_stacks;
-    pfr_profile_free(p);
-    return over;
-}
-
 /* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
  * merged profile appended through the writer's own path (a chain per stream and tier), the
  * chains left without chunks deleted. A group of one chunk only changes tier. An input that
@@ -1902,7 +1924,10 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
 {
     struct writer *w = s->w;
     int rc;
-    if (g->n == 1 && !single_over_bound(s, g)) {
+    /* A group of one into the coarsest tier goes through the merge too: it would keep the chain
+     * of its tier (its recorded tier's, roll-ups below the coarsest being within it) for as long
+     * as the coarsest keeps it, ~144 KB a drifting hour (and the fold's bound applies). */
+    if (g->n == 1 && g->tier < (int)s->tiers.n) {
         sqlite3_stmt *st = wst(s, W_SET_TIER);
         if (!st)
             return db_err(s);
@@ -1914,11 +1939,13 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
         pfr_st_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
         return 0;
     }
-    if (g->tier == 1 && g->tier < (int)s->tiers.n) {
-        /* The first step: in the inputs' own chain, which their neighbours as recorded keep
-         * anyway (no dictionary rows: a roll-up of a short-lived program costs less than its
-         * chunks). Coarser steps write chains of their own, so that the recorded tier's chains
-         * (a base an hour) go when their hour has been rolled past the first step. */
+    if (g->tier < (int)s->tiers.n) {
+        /* Every step below the coarsest: in the inputs' own chain, which their neighbours as
+         * recorded keep anyway (no dictionary rows: a roll-up of a short-lived program costs
+         * less than its chunks; a group is of one chain, store_retention.c). The chains such
+         * roll-ups keep alive are charged to their tier, and go when it rolls into the coarsest,
+         * which writes a chain of its own (folded). A 10-minute tier with a chain of its own
+         * wrote a base per roll-up where stacks drift (most of its ~1,100 stacks new to it). */
         struct store_rolled ro = {0};
         rc = pfr_st_rollup_inchain(&s->dict, g, &ro);
         if (rc != -ENOTSUP) {
@@ -2010,6 +2037,16 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
             if ((rc = rollup_apply(s, &g, &x)) != 0)
                 break;
             continue;
+        }
+        if (rc == STORE_RET_TRIM) {
+            /* the coarsest tier past its horizon or its share: a few of its oldest, then the
+             * policy again (what they free may be all the room needed) */
+            size_t nd = 0;
+            uint64_t over = used + est + slack - target;
+            if ((rc = evict_batch(s, tier, over, 8, 0, 0, &x, &nd)) != 0)
+                break;
+            if (nd)
+                continue;
         }
         /* Roll-ups (which keep their data) made what room they could; deleting is the appends'
          * own, chunk by chunk, so that the ring gives up only what the newest intervals take

@@ -3,7 +3,8 @@
  * large enough never to make room (tiers off) and into a small one that rolls up; every rolled
  * up chunk of the small ring, read as a flame graph of its own range, has per stack the sums of
  * the chunks it replaced for the summed types, and their time average for the averaged types
- * (in-use heap, goroutines). Also: the cursor rule, prorating, the schema migration 2 -> 3.
+ * (in-use heap, goroutines). Also: the cursor rule, prorating, the schema migration 2 -> 3,
+ * and the tiers' policy as a pure function of measurements (test_plan_*).
  */
 #include <errno.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pfr_store.h"
+#include "store_retention.h"
 #include "store_test_util.h"
 
 #define NS     1000000000ll
@@ -504,12 +506,93 @@ static void test_fold_coarsest(void **state)
     free(dir);
 }
 
+/* ---- the policy: figures in, plan out (pfr_st_retention_plan) ---- */
+
+#define DAY_NS (86400 * NS)
+
+/* A full 2 MB ring of the default steps (1m, 10m, 1h): the finest's payloads, the tiers
+ * between, the hours (chunks and the chains only they keep). */
+static struct store_ret_plan plan_of(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3,
+                                     int64_t coarse_age)
+{
+    struct store_ret_in in = {.n = 3,
+                              .bytes = {t0, t1, t2, t3},
+                              .used = 2000000,
+                              .top = t3 ? 3 : t2 ? 2 : t1 ? 1 : 0,
+                              .coarse_age = coarse_age};
+    struct store_ret_plan p;
+    pfr_st_retention_plan(&in, &p);
+    return p;
+}
+
+/* Hours within 30 days and their share are never what makes room: the finest tier rolls up,
+ * whatever its chains take (the drifting ring whose ~1 KB hours were deleted for ~144 KB bases),
+ * and the tiers between after it (a young ring). */
+static void test_plan_hours_kept(void **state)
+{
+    (void)state;
+    struct store_ret_plan p = plan_of(500000, 20000, 40000, 700000, 29 * DAY_NS);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.order[0], 0);
+    assert_int_equal(p.order[1], 2);
+    assert_int_equal(p.order[2], 1);
+    assert_int_equal(p.evict_last, 3); /* nothing may move (consumers, pins): the oldest go */
+}
+
+/* A tier between past its thirty-second (its chunks and the recorded chains only they keep
+ * alive) rolls up first, coarser first, then the finest. */
+static void test_plan_between_first(void **state)
+{
+    (void)state;
+    struct store_ret_plan p = plan_of(500000, 70000, 300000, 100000, DAY_NS);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.order[0], 2);
+    assert_int_equal(p.order[1], 1);
+    assert_int_equal(p.order[2], 0);
+}
+
+/* The coarsest tier is trimmed past 30 days, or past half of the pages in use. */
+static void test_plan_coarse_trimmed(void **state)
+{
+    (void)state;
+    assert_int_equal(plan_of(500000, 0, 0, 100000, 31 * DAY_NS).trim, 3);
+    assert_int_equal(plan_of(500000, 0, 0, 1000001, 2 * DAY_NS).trim, 3);
+    assert_int_equal(plan_of(500000, 0, 0, 1000000, 30 * DAY_NS).trim, -1);
+    /* no coarsest chunk yet: nothing to trim, roll up */
+    struct store_ret_plan p = plan_of(500000, 30000, 0, 0, 0);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.order[0], 0);
+}
+
+/* Dictionaries are the ring (chunks under an eighth of the pages: a churning host's programs)
+ * or tiers are off: no roll-up, the oldest of the coarsest tier present go as the appends need. */
+static void test_plan_evict_only(void **state)
+{
+    (void)state;
+    struct store_ret_plan p = plan_of(200000, 10000, 10000, 10000, DAY_NS);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 0);
+    assert_int_equal(p.evict_last, 3);
+    struct store_ret_in off = {.n = 0, .bytes = {1000000}, .used = 2000000, .top = 0};
+    pfr_st_retention_plan(&off, &p);
+    assert_int_equal(p.norder, 0);
+    assert_int_equal(p.evict_last, 0);
+    struct store_ret_in empty = {.n = 3, .used = 8192, .top = -1};
+    pfr_st_retention_plan(&empty, &p);
+    assert_int_equal(p.norder, 0);
+    assert_int_equal(p.trim, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rollup_exact),  cmocka_unit_test(test_prorate),
         cmocka_unit_test(test_cursor_rule),   cmocka_unit_test(test_aside_and_consumer_lost),
-        cmocka_unit_test(test_fold_coarsest),
+        cmocka_unit_test(test_fold_coarsest), cmocka_unit_test(test_plan_hours_kept),
+        cmocka_unit_test(test_plan_between_first), cmocka_unit_test(test_plan_coarse_trimmed),
+        cmocka_unit_test(test_plan_evict_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
