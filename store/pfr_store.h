@@ -91,7 +91,7 @@ uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint6
 /* The coarsest tier's fold (pfr_store_opts.fold_stacks; docs/store.md, "Tiers"): a roll-up into
  * it keeps at most this many distinct (stack, label set) entries, its rarer stacks folded into
  * their callers under a "[folded]" frame; every sample type's total stays exact. */
-#define PFR_STORE_DEFAULT_FOLD_STACKS 1000
+#define PFR_STORE_DEFAULT_FOLD_STACKS 250
 #define PFR_STORE_FOLD_OFF            UINT32_MAX
 
 typedef struct pfr_store_tiers {

@@ -21,7 +21,7 @@ struct pick_row {
 
 /* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the chains
  * a roll-up or an eviction moves from one tier's charge to another's, or frees). */
-#define RET_MEASURE_STEPS 256
+#define RET_MEASURE_STEPS 32
 /* Roll-ups run only while the chunks (payloads, and the coarser tiers' own chains) are at least
  * 1/RET_PAYLOAD_MIN of the pages in use. */
 #define RET_PAYLOAD_MIN 8
@@ -127,7 +127,8 @@ static int measure(struct store_retention *r, struct store_db *d)
     memset(r->bytes, 0, sizeof(r->bytes));
     r->coarse_start = 0;
     char rows[96];
-    snprintf(rows, sizeof(rows), "SELECT tier, sum(nbytes) + count(*) * %d FROM chunks GROUP BY tier",
+    snprintf(rows, sizeof(rows),
+             "SELECT tier, sum(nbytes) + count(*) * %d FROM chunks GROUP BY tier",
              STORE_ROW_OVERHEAD);
     const char *const sql[] = {
         rows,
@@ -223,8 +224,7 @@ static bool kept(const struct store_keep *keep, int64_t stream, int64_t id, int6
  * in a piece per chain). Into the coarsest tier, the bucket's chunks of every finer tier: an hour
  * is one chunk, not a piece per tier its parts had reached (each a row, and each folded apart). */
 static int group_rows(struct store_db *d, const struct store_keep *keep, int k, bool all_finer,
-                      int64_t stream, int64_t b0, int64_t b1, int64_t base,
-                      struct store_rollup *g)
+                      int64_t stream, int64_t b0, int64_t b1, int64_t base, struct store_rollup *g)
 {
     sqlite3_stmt *st =
         pfr_st_prepare(d, "SELECT id, base_id, dict_id, start_ns, end_ns, crc, nbytes"

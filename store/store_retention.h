@@ -52,14 +52,14 @@ struct store_retention {
 /* The tiers' policy as a pure function of measurements (unit-tested, test_store_retention):
  * what to roll up or delete next when the database is short of room. */
 struct store_ret_in {
-    unsigned n;                               /* steps (tiers above the finest); 0: off */
+    unsigned n;                              /* steps (tiers above the finest); 0: off */
     uint64_t bytes[PFR_STORE_MAX_TIERS + 1]; /* as struct store_retention's */
-    uint64_t used;                            /* pages in use, bytes */
-    int top;                                  /* the coarsest tier that has chunks (-1: none) */
-    int64_t coarse_age;                       /* newest end - the coarsest tier's oldest start */
+    uint64_t used;                           /* pages in use, bytes */
+    int top;                                 /* the coarsest tier that has chunks (-1: none) */
+    int64_t coarse_age;                      /* newest end - the coarsest tier's oldest start */
 };
 struct store_ret_plan {
-    int trim;                            /* the coarsest, deleted before any roll-up (-1: no) */
+    int trim;                           /* the coarsest, deleted before any roll-up (-1: no) */
     int order[PFR_STORE_MAX_TIERS + 1]; /* tiers whose oldest whole bucket is rolled up, in turn */
     unsigned norder;
     int evict_last; /* when none of them has a bucket to roll up: this tier's oldest go */

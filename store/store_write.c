@@ -23,8 +23,11 @@
 #include "store_retention.h"
 #include "store_write.h"
 
-#define DICT_WINDOW  60  /* chunks: 10 minutes of 10 s chunks */
-#define DICT_MAX_AGE 360 /* chunks per dictionary at most: bounds what one bad row can spoil */
+#define DICT_WINDOW 60 /* chunks: 10 minutes of 10 s chunks */
+/* ... and no older than this: a drifting service's stacks live ~5 minutes, so a base that kept
+ * 10 minutes of one stream's (~1,100 stacks, ~144 KB) carried ~700 dead ones into every hour */
+#define DICT_WINDOW_NS (60 * 1000000000ll)
+#define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
 /* Chunks per dictionary at most while the chain got no layer since its base: a new base would be
  * the same rows again (docs/store.md, "Compact rows"), so only the damage bound rotates it. */
 #define DICT_MAX_AGE_BARE (24 * DICT_MAX_AGE)
@@ -113,9 +116,10 @@ struct wstream {
     uint32_t *used[T_N]; /* stacks and label sets: seq of the last chunk that used them */
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
-    int64_t base_bucket; /* the coarsest tier's step its base was written in (tier 0) */
-    uint64_t lru, prev_lru; /* writer clock at its last and the append before (0: none) */
-    size_t bytes;           /* its tables' memory, as last accounted (writer.table_bytes) */
+    int64_t starts[DICT_WINDOW]; /* the start of the chunk of seq s at s % DICT_WINDOW */
+    int64_t base_bucket;         /* the coarsest tier's step its base was written in (tier 0) */
+    uint64_t lru, prev_lru;      /* writer clock at its last and the append before (0: none) */
+    size_t bytes;                /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
     /* Fast path to a location: its 128-bit content fingerprint -> location index. */
     struct fpmap_ent *fpm;
@@ -779,10 +783,24 @@ static uint32_t remap(const struct compact_maps *cm, int k, uint32_t old)
     return cm->m[k][old] - 1;
 }
 
+/* The chunks whose entries a new base keeps: the last DICT_WINDOW of the chain, those that started
+ * within DICT_WINDOW_NS of the newest (a chain of many streams keeps its DICT_WINDOW chunks, a
+ * few seconds of them; one stream's 10 s chunks keep a minute). */
+static uint32_t dict_window(const struct wstream *s)
+{
+    int64_t now = s->starts[s->seq % DICT_WINDOW];
+    uint32_t k = 1;
+    while (k < DICT_WINDOW && k < s->seq &&
+           s->starts[(s->seq - k) % DICT_WINDOW] > now - DICT_WINDOW_NS)
+        k++;
+    return k;
+}
+
 static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
                    struct compact_maps *cm)
 {
     struct tabs *t = &s->tabs;
+    uint32_t window = dict_window(s);
     memset(cm, 0, sizeof(*cm));
     for (int k = 0; k < T_N; k++) {
         cm->m[k] = calloc(t->t[k].n + 1, sizeof(uint32_t));
@@ -792,7 +810,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     /* Mark: roots are recently used stacks and label sets. */
     for (uint32_t i = 0; i < t->t[T_STACK].n; i++) {
         uint32_t u = last_used(s, T_STACK, i);
-        if (!u || s->seq - u >= DICT_WINDOW)
+        if (!u || s->seq - u >= window)
             continue;
         cm->m[T_STACK][i] = 1;
         size_t len;
@@ -820,7 +838,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     }
     for (uint32_t i = 0; i < t->t[T_LSET].n; i++) {
         uint32_t u = last_used(s, T_LSET, i);
-        if (!u || s->seq - u >= DICT_WINDOW)
+        if (!u || s->seq - u >= window)
             continue;
         cm->m[T_LSET][i] = 1;
         size_t len;
@@ -1245,8 +1263,7 @@ static int below_coarsest(pfr_store *s, int *tier)
 {
     int64_t t = -1;
     char sql[96];
-    snprintf(sql, sizeof(sql), "SELECT coalesce(max(tier), -1) FROM chunks WHERE tier < %d",
-             *tier);
+    snprintf(sql, sizeof(sql), "SELECT coalesce(max(tier), -1) FROM chunks WHERE tier < %d", *tier);
     int rc = pfr_st_query_int(&s->sql, sql, &t);
     if (!rc && t >= 0)
         *tier = (int)t;
@@ -1695,6 +1712,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         w->resident++;
         ws->seq = 1;
     }
+    ws->starts[ws->seq % DICT_WINDOW] = in->start_ns;
     int64_t s0;
     if (ws->tabs.t[T_STR].n == 0 && (s0 = pfr_st_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
         return s0 < 0 ? (int)s0 : -EIO;

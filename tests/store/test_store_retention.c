@@ -518,7 +518,10 @@ static struct store_ret_plan plan_of(uint64_t t0, uint64_t t1, uint64_t t2, uint
     struct store_ret_in in = {.n = 3,
                               .bytes = {t0, t1, t2, t3},
                               .used = 2000000,
-                              .top = t3 ? 3 : t2 ? 2 : t1 ? 1 : 0,
+                              .top = t3   ? 3
+                                     : t2 ? 2
+                                     : t1 ? 1
+                                          : 0,
                               .coarse_age = coarse_age};
     struct store_ret_plan p;
     pfr_st_retention_plan(&in, &p);
@@ -588,9 +591,9 @@ static void test_plan_evict_only(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rollup_exact),  cmocka_unit_test(test_prorate),
-        cmocka_unit_test(test_cursor_rule),   cmocka_unit_test(test_aside_and_consumer_lost),
-        cmocka_unit_test(test_fold_coarsest), cmocka_unit_test(test_plan_hours_kept),
+        cmocka_unit_test(test_rollup_exact),       cmocka_unit_test(test_prorate),
+        cmocka_unit_test(test_cursor_rule),        cmocka_unit_test(test_aside_and_consumer_lost),
+        cmocka_unit_test(test_fold_coarsest),      cmocka_unit_test(test_plan_hours_kept),
         cmocka_unit_test(test_plan_between_first), cmocka_unit_test(test_plan_coarse_trimmed),
         cmocka_unit_test(test_plan_evict_only),
     };
