@@ -1256,9 +1256,11 @@ static int top_tier(pfr_store *s, int *tier)
 }
 
 /* The coarsest tier below the coarsest that has chunks, into *tier (left as it is when none has):
- * an append that still finds too little room after make_room's tries deletes there, since the
- * coarsest tier's policy is make_room's (an hour of ~1 KB deleted chunk by chunk for a ~144 KB
- * base wiped a drifting ring's hours; docs/benchmarks.md, "Retention, sixth round"). */
+ * an append that still finds too little room after make_room's tries, or on a disk that bounds
+ * the ring, deletes there (and then finer), since the coarsest tier's budget is make_room's (an
+ * hour of ~1 KB deleted chunk by chunk for a ~144 KB base wiped a drifting ring's hours;
+ * docs/benchmarks.md, "Retention, sixth round"; and a /dev/shm another program filled wiped
+ * them again in the seventh). */
 static int below_coarsest(pfr_store *s, int *tier)
 {
     int64_t t = -1;
@@ -1416,10 +1418,11 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         int tier;
         if ((rc = top_tier(s, &tier)) != 0)
             break;
+        int top = tier;
         if (w->policy_evict_tier >= 0 && w->policy_evict_tier < tier)
             tier = w->policy_evict_tier;
-        else if (w->policy_evict_tier < 0 && !s->tiers.off && !s->space.now.disk_bound &&
-                 tier == (int)s->tiers.n && (rc = below_coarsest(s, &tier)) != 0)
+        else if (w->policy_evict_tier < 0 && !s->tiers.off && tier == (int)s->tiers.n &&
+                 (rc = below_coarsest(s, &tier)) != 0)
             break;
         if (!w->may_delete && !s->tiers.off && !s->space.now.disk_bound &&
             w->policy_evict_tier < 0) {
@@ -1434,6 +1437,9 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         }
         uint64_t over = used + need_bytes - target + slack;
         rc = evict_batch(s, tier, over, 512, protect_base, protect_stream, &x, &n);
+        /* a tier below the coarsest that had only pinned chunks: the finer ones first */
+        while (!rc && n == 0 && tier > 0 && tier < top && w->policy_evict_tier < 0)
+            rc = evict_batch(s, --tier, over, 512, protect_base, protect_stream, &x, &n);
         if (!rc && n == 0) /* the coarsest tier is all pinned: any tier, then pins */
             rc = evict_batch(s, -1, over, 512, protect_base, protect_stream, &x, &n);
         if (rc)
