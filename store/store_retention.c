@@ -337,8 +337,20 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
 {
     int rc;
     int64_t top, newest_end;
-    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS) && (rc = measure(r, d)) != 0)
+    /* Measured again every so many steps, and as soon as the finest tier's oldest chunk is of
+     * another chain: the chain it left is then charged to the tiers its roll-ups reached, which
+     * move on into the coarsest and free it, instead of the finest rolling up on for its room
+     * (each of its roll-ups frees ~a page, a drifting hour's chain ~410 KB). */
+    int64_t base0 = 0;
+    if ((rc = pfr_st_query_int(d,
+                               "SELECT coalesce((SELECT base_id FROM chunks WHERE tier = 0"
+                               " ORDER BY id LIMIT 1), 0)",
+                               &base0)) != 0)
         return rc;
+    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS || base0 != r->finest_base) &&
+        (rc = measure(r, d)) != 0)
+        return rc;
+    r->finest_base = base0;
     if ((rc = pfr_st_query_int(d, "SELECT coalesce(max(tier), -1) FROM chunks", &top)) != 0 ||
         (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
                                &newest_end)) != 0)
