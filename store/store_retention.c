@@ -331,26 +331,39 @@ static int pick(struct store_retention *r, struct store_db *d, const struct stor
     return 0;
 }
 
+/* Whether no chunk of the finest tier references chain base any more. */
+static int chain_left(struct store_db *d, int64_t base, bool *left)
+{
+    sqlite3_stmt *st = pfr_st_prepare(
+        d, "SELECT NOT EXISTS (SELECT 1 FROM chunks WHERE base_id = ?1 AND tier = 0)");
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, base);
+    int step = sqlite3_step(st);
+    *left = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return step == SQLITE_ROW ? 0 : pfr_store_errno(step);
+}
+
 int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
                           const struct store_keep *keep, uint64_t used, struct store_rollup *g,
                           int *evict_tier)
 {
     int rc;
     int64_t top, newest_end;
-    /* Measured again every so many steps, and as soon as the finest tier's oldest chunk is of
-     * another chain: the chain it left is then charged to the tiers its roll-ups reached, which
-     * move on into the coarsest and free it, instead of the finest rolling up on for its room
-     * (each of its roll-ups frees ~a page, a drifting hour's chain ~410 KB). */
-    int64_t base0 = 0;
-    if ((rc = pfr_st_query_int(d,
-                               "SELECT coalesce((SELECT base_id FROM chunks WHERE tier = 0"
-                               " ORDER BY id LIMIT 1), 0)",
-                               &base0)) != 0)
+    /* Measured again every so many steps, and as soon as the finest tier's last roll-up left its
+     * chain without a chunk of the finest tier: the chain is then charged to the tiers its
+     * roll-ups reached, which move on into the coarsest and free it, instead of the finest
+     * rolling up on for its room (each of its roll-ups frees ~a page, a drifting hour's chain
+     * ~410 KB). Asked of the one chain, not of the oldest chunk's: with many streams the oldest
+     * chunk's chain changes at nearly every roll-up. */
+    bool left = false;
+    if (r->watch_base && (rc = chain_left(d, r->watch_base, &left)) != 0)
         return rc;
-    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS || base0 != r->finest_base) &&
-        (rc = measure(r, d)) != 0)
+    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS || left) && (rc = measure(r, d)) != 0)
         return rc;
-    r->finest_base = base0;
+    if (left)
+        r->watch_base = 0;
     if ((rc = pfr_st_query_int(d, "SELECT coalesce(max(tier), -1) FROM chunks", &top)) != 0 ||
         (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
                                &newest_end)) != 0)
@@ -376,8 +389,11 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
     if (plan.trim >= 0)
         return STORE_RET_TRIM;
     for (unsigned i = 0; i < plan.norder; i++)
-        if ((rc = pick(r, d, keep, plan.order[i], newest_end, g)) != 0)
+        if ((rc = pick(r, d, keep, plan.order[i], newest_end, g)) != 0) {
+            if (rc > 0 && plan.order[i] == 0)
+                r->watch_base = g->in[0].base_id;
             return rc < 0 ? rc : STORE_RET_ROLLUP;
+        }
     /* Nothing may be merged (chunks not yet taken by a consumer, or protected): the oldest of
      * the coarsest tier present go. */
     *evict_tier = plan.evict_last;

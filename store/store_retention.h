@@ -47,7 +47,9 @@ struct store_retention {
      * the others leave). */
     uint64_t bytes[PFR_STORE_MAX_TIERS + 1];
     int64_t coarse_start; /* the coarsest tier's oldest start, as last measured (0: none) */
-    int64_t finest_base;  /* the chain of the finest tier's oldest chunk, as last measured */
+    /* The chain of the finest tier's last roll-up: measured again once no chunk of the finest
+     * tier references it (0: none to watch) */
+    int64_t watch_base;
 };
 
 /* The tiers' policy as a pure function of measurements (unit-tested, test_store_retention):
