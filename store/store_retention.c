@@ -392,6 +392,11 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
         if ((rc = pick(r, d, keep, plan.order[i], newest_end, g)) != 0) {
             if (rc > 0 && plan.order[i] == 0)
                 r->watch_base = g->in[0].base_id;
+            /* a roll-up into the coarsest frees the chains its inputs alone kept: measured again
+             * at the next call (with the freed chain still charged, its tier stayed over its
+             * share and rolled the next hour up whole, its last recorded minutes with it) */
+            if (rc > 0 && g->tier == (int)r->tiers.n)
+                r->measured = false;
             return rc < 0 ? rc : STORE_RET_ROLLUP;
         }
     /* Nothing may be merged (chunks not yet taken by a consumer, or protected): the oldest of
