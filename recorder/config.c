@@ -129,6 +129,11 @@ static void free_rules(void *field)
 
 /* ---- the core rows ---- */
 
+/* The store's default fold bound as the row's default text. */
+#define FOLD_TEXT_(n)     #n
+#define FOLD_TEXT(n)      FOLD_TEXT_(n)
+#define FOLD_DEFAULT_TEXT FOLD_TEXT(PFR_STORE_DEFAULT_FOLD_STACKS)
+
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 
 #define F(field) PFR_SETTING_FIELD(pfr_config, field)
@@ -192,6 +197,17 @@ static const pfr_setting core_rows[] = {
              "and goroutines keep their time average); only the coarsest tier is deleted, "
              "oldest first. Increasing steps, each a multiple of the one before, or off "
              "(age-only eviction). docs/store.md, Tiers"},
+    {.key = "retention_fold_stacks",
+     .type = PFR_SET_COUNT,
+     F(retention_fold_stacks),
+     .def = FOLD_DEFAULT_TEXT,
+     .max = 100000000,
+     .metavar = "N",
+     .help = "a roll-up into the coarsest tier with more than N distinct stacks (a stack seen "
+             "in two processes counts twice) has its rarest folded into their callers under a "
+             "\"[folded]\" frame, every total kept (CPU, allocations; in-use heap and goroutines "
+             "their time average), so weeks of a service whose stacks keep changing fit the "
+             "ring. 0 = never (exact stack for stack). docs/store.md, Tiers"},
     {.key = "memory_budget",
      .type = PFR_SET_SIZE,
      F(memory_budget),

@@ -45,9 +45,10 @@ typedef struct pfr_config {
     pfr_disk_reserve disk_reserve;
     pfr_pin_budget pin_max; /* pin_max_bytes (docs/store.md, "Pins") */
     char *retention_tiers;  /* the ring's roll-up steps, as pfr_store_tiers_parse reads them */
-    int log_level;          /* enum pfr_log_level */
-    char *metrics_listen;   /* Prometheus metrics; "" = not served */
-    char *config_path;      /* the file read; NULL = none */
+    uint32_t retention_fold_stacks; /* the coarsest tier's fold bound; 0 = never fold */
+    int log_level;                  /* enum pfr_log_level */
+    char *metrics_listen;           /* Prometheus metrics; "" = not served */
+    char *config_path;              /* the file read; NULL = none */
     /* Identities (recorder/identity): Docker's API socket (NULL = its default, "" = none) and
      * data root (NULL = its default); Kubernetes, also where the scraper finds pods */
     char *docker_socket, *docker_root;

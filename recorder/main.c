@@ -645,7 +645,9 @@ int main(int argc, char **argv)
                          .reserve = {.mode = (enum pfr_store_reserve_mode)cfg.disk_reserve.mode,
                                      .bytes = cfg.disk_reserve.bytes,
                                      .percent = cfg.disk_reserve.percent},
-                         .pin_max_bytes = pin_budget_bytes(&cfg)};
+                         .pin_max_bytes = pin_budget_bytes(&cfg),
+                         .fold_stacks = cfg.retention_fold_stacks ? cfg.retention_fold_stacks
+                                                                  : PFR_STORE_FOLD_OFF};
     rc = pfr_store_tiers_parse(cfg.retention_tiers, &so.tiers, err, sizeof(err));
     if (rc == 0)
         rc = ensure_parent_dir(cfg.store_path);

@@ -69,6 +69,9 @@ int pfr_store_open(const char *path, const pfr_store_opts *opts, pfr_store **out
     s->max_bytes = o.max_bytes;
     s->pin_max_bytes = o.pin_max_bytes ? o.pin_max_bytes : o.max_bytes / 4;
     pfr_st_tiers_resolve(&o.tiers, &s->tiers);
+    s->fold_stacks = o.fold_stacks == PFR_STORE_FOLD_OFF ? 0
+                     : o.fold_stacks                     ? o.fold_stacks
+                                                         : PFR_STORE_DEFAULT_FOLD_STACKS;
     s->table_max_bytes = o.table_max_bytes ? o.table_max_bytes : PFR_STORE_TABLE_MAX_BYTES;
     s->sql.busy_ms = o.busy_timeout_ms;
     s->dict.sql = &s->sql;

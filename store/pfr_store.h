@@ -88,6 +88,11 @@ uint64_t pfr_store_effective_cap(uint64_t max_bytes, uint64_t files_bytes, uint6
  * is deleted, oldest first. */
 #define PFR_STORE_MAX_TIERS     8
 #define PFR_STORE_DEFAULT_TIERS "1m,10m,1h"
+/* The coarsest tier's fold (pfr_store_opts.fold_stacks; docs/store.md, "Tiers"): a roll-up into
+ * it keeps at most this many distinct (stack, label set) entries, its rarer stacks folded into
+ * their callers under a "[folded]" frame; every sample type's total stays exact. */
+#define PFR_STORE_DEFAULT_FOLD_STACKS 250
+#define PFR_STORE_FOLD_OFF            UINT32_MAX
 
 typedef struct pfr_store_tiers {
     bool off; /* age-only eviction: no roll-ups, the oldest chunks go (as before tiers) */
@@ -113,6 +118,10 @@ typedef struct pfr_store_opts {
     uint64_t table_max_bytes;  /* writers: streams' dictionary tables kept in memory between
                                   appends (0 = 8 MiB); past it a stream's next chunk writes a new
                                   base */
+    uint32_t fold_stacks;      /* writers: roll-ups into the coarsest tier with more distinct
+                                  (stack, label set) entries than this fold their rare stacks into
+                                  their callers, totals kept (0 = PFR_STORE_DEFAULT_FOLD_STACKS,
+                                  PFR_STORE_FOLD_OFF = never: exact stack for stack) */
 } pfr_store_opts;
 
 /* A label: profile labels (host.name, container.id, ...) on chunks, or filters. */

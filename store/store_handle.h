@@ -27,6 +27,7 @@ struct pfr_store {
     uint64_t
         table_max_bytes;   /* a writer's tables kept in memory (pfr_store_opts.table_max_bytes) */
     pfr_store_tiers tiers; /* roll-up steps in force (resolved: pfr_st_tiers_resolve) */
+    size_t fold_stacks;    /* the coarsest tier's roll-ups folded to this many entries; 0: never */
     uint64_t corrupt;      /* corrupt chunks seen by this handle's scans */
     struct writer *w;      /* store_write.c: NULL until the first append */
     struct store_space space; /* disk space: the policy's decision, the spare file */

@@ -16,20 +16,18 @@
 #define PICK_PAGES 64 /* pages of them looked at, at most: pins and set-aside chunks passed */
 
 struct pick_row {
-    int64_t id, stream, start, end;
+    int64_t id, stream, start, end, base;
 };
 
-/* The finest tier's share of the pages in use (RET_FINEST_NUM / RET_FINEST_DEN), and while the
- * coarsest tier's history is cheap (RET_FINEST_CHEAP_NUM / RET_FINEST_DEN; share, below). */
-#define RET_FINEST_NUM       8
-#define RET_FINEST_CHEAP_NUM 6
-#define RET_FINEST_DEN       16
-/* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the coarsest
- * tier's chains as they are deleted). */
-#define RET_MEASURE_STEPS 2000
-/* Roll-ups run only while the chunks (payloads, and the coarsest tier's own chains) are at least
+/* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the chains
+ * a roll-up or an eviction moves from one tier's charge to another's, or frees). */
+#define RET_MEASURE_STEPS 32
+/* Roll-ups run only while the chunks (payloads, and the coarser tiers' own chains) are at least
  * 1/RET_PAYLOAD_MIN of the pages in use. */
-#define RET_PAYLOAD_MIN 4
+#define RET_PAYLOAD_MIN 8
+/* Each tier between the finest and the coarsest may hold 1/RET_BETWEEN_DEN of the pages in use
+ * (its chunks and the chains only it keeps alive). */
+#define RET_BETWEEN_DEN 32
 
 static const int64_t default_steps[] = {60000000000ll, 600000000000ll, 3600000000000ll};
 
@@ -118,77 +116,86 @@ void pfr_st_rollup_free(struct store_rollup *g)
     *g = (struct store_rollup){0};
 }
 
-/* The bytes each tier above the finest holds: its chunks' payloads and rows and, for the coarsest,
- * the dictionary chains of its own (roll-ups of tiers between reference their inputs' chains,
- * which count with the finest tier). Measured from the rows once per writer and every so many
- * steps, kept up to date by the writer's notes between. */
+/* The bytes each tier above the finest holds: its chunks' payloads and rows, and the dictionary
+ * chains whose chunks are all of that tier or coarser ones, charged to the finest of them (only
+ * its chunks moving on can free them: a 10-minute roll-up within its inputs' recorded chain keeps
+ * that chain alive once the recorded chunks are gone). Chains the finest tier references count
+ * with it (what the pages hold besides the other tiers). Measured from the rows once per writer
+ * and every so many steps, kept up to date by the writer's notes between. */
 static int measure(struct store_retention *r, struct store_db *d)
 {
     memset(r->bytes, 0, sizeof(r->bytes));
-    sqlite3_stmt *st = pfr_st_prepare(d, "SELECT tier, sum(nbytes), count(*) FROM chunks"
-                                         " GROUP BY tier");
-    if (!st)
-        return pfr_st_db_err(d);
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t t = sqlite3_column_int64(st, 0);
-        if (t >= 0 && t <= PFR_STORE_MAX_TIERS)
-            r->bytes[t] = (uint64_t)sqlite3_column_int64(st, 1) +
-                          (uint64_t)sqlite3_column_int64(st, 2) * STORE_ROW_OVERHEAD;
+    r->coarse_start = 0;
+    char rows[96];
+    snprintf(rows, sizeof(rows),
+             "SELECT tier, sum(nbytes) + count(*) * %d FROM chunks GROUP BY tier",
+             STORE_ROW_OVERHEAD);
+    const char *const sql[] = {
+        rows,
+        "SELECT c.t, sum(d.nbytes) FROM dicts d JOIN (SELECT base_id, min(tier) AS t FROM"
+        " chunks GROUP BY base_id) c ON d.base_id = c.base_id WHERE c.t > 0 GROUP BY c.t",
+    };
+    for (size_t q = 0; q < 2 && !r->tiers.off; q++) {
+        sqlite3_stmt *st = pfr_st_prepare(d, sql[q]);
+        if (!st)
+            return pfr_st_db_err(d);
+        int step;
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t t = sqlite3_column_int64(st, 0);
+            if (t >= 0 && t <= PFR_STORE_MAX_TIERS)
+                r->bytes[t] += (uint64_t)sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
+        if (step != SQLITE_DONE)
+            return pfr_store_errno(step);
     }
-    sqlite3_finalize(st);
-    if (step != SQLITE_DONE)
-        return pfr_store_errno(step);
     if (!r->tiers.off && r->tiers.n) {
-        int64_t dict = 0;
-        char sql[160];
-        snprintf(sql, sizeof(sql),
-                 "SELECT coalesce(sum(nbytes), 0) FROM dicts WHERE base_id IN"
-                 " (SELECT base_id FROM chunks WHERE tier = %zu)",
+        char q[96];
+        snprintf(q, sizeof(q), "SELECT coalesce(min(start_ns), 0) FROM chunks WHERE tier = %zu",
                  r->tiers.n);
-        int rc = pfr_st_query_int(d, sql, &dict);
+        int rc = pfr_st_query_int(d, q, &r->coarse_start);
         if (rc)
             return rc;
-        r->coarse_rows = r->bytes[r->tiers.n];
-        r->coarse_chains = (uint64_t)dict;
-        r->bytes[r->tiers.n] += (uint64_t)dict;
     }
     r->measured = true;
     r->steps = 0;
     return 0;
 }
 
-/* What a tier below the coarsest may hold before its oldest whole bucket is rolled up, as a share
- * of the database's pages in use (used): the finest (as recorded) half, with its dictionary
- * chains (which the tiers between share) and whatever the pages hold besides rows; each tier
- * between a thirty-second; the coarsest the rest. The finest tier is what everything else is
- * measured against, so it is the pages in use less what the others hold.
- *
- * While the coarsest tier's chunks outweigh its own chains (a service whose stacks repeat: its
- * chain is one base, and an hour costs ~1.2 KB against ~300 KB as recorded), its history is
- * cheap and the finest tier gets three eighths instead of half. With half, the scaled
- * 200-service ring kept 5.4 days of hours; with seven sixteenths 28.9 days (the finest's share
- * also holds its chain and the pages' holes, ~0.4 of its ~2.0 MB; 30 days of hours take ~0.9 MB
- * with their chain). Where the coarsest tier's chains outweigh its chunks (stacks new every
- * interval: an exact hour keeps every stack it saw and costs about what it did as recorded) the
- * tiers buy little history, and the finest keeps half. */
-static uint64_t share(const struct store_retention *r, int k, uint64_t used)
+/* The policy (docs/store.md, "Tiers": "Which chunks"). The coarsest tier keeps 30 days whatever
+ * its bytes, up to half of the pages in use; it is deleted only past either (or when nothing
+ * else may move). Each tier between keeps a thirty-second, its chunks and the chains only they
+ * keep alive; past it, its oldest whole bucket goes up a tier (coarser tiers first: only the
+ * coarsest's roll-up frees the chains the ones between hold). Otherwise the room comes from the
+ * finest tier: its oldest whole bucket is rolled up. So the finest tier gets what the others
+ * leave, and an hour worth ~1 KB is never deleted to make room for a ~144 KB base. */
+void pfr_st_retention_plan(const struct store_ret_in *in, struct store_ret_plan *o)
 {
-    if (k == 0) {
-        bool cheap = r->coarse_rows > r->coarse_chains;
-        return used / RET_FINEST_DEN * (cheap ? RET_FINEST_CHEAP_NUM : RET_FINEST_NUM);
-    }
-    return used / 32;
-}
-
-static uint64_t held(const struct store_retention *r, int k, uint64_t used)
-{
-    if (k > 0)
-        return r->bytes[k];
-    uint64_t others = 0;
-    for (size_t i = 1; i <= r->tiers.n && i <= PFR_STORE_MAX_TIERS; i++)
-        others += r->bytes[i];
-    return used > others ? used - others : 0;
+    *o = (struct store_ret_plan){.trim = -1, .evict_last = in->top};
+    unsigned n = in->n > PFR_STORE_MAX_TIERS ? PFR_STORE_MAX_TIERS : in->n;
+    if (!n || in->top < 0)
+        return;
+    /* Dictionaries take nearly all the pages (short-lived programs, each a chain of its own, on
+     * a churning host): merging chunks cannot make room, giving the oldest up does (their chains
+     * with them), as age-only eviction would. */
+    uint64_t payloads = 0;
+    for (unsigned k = 0; k <= n; k++)
+        payloads += in->bytes[k];
+    if (payloads < in->used / RET_PAYLOAD_MIN)
+        return;
+    if (in->top == (int)n &&
+        (in->coarse_age > STORE_RET_COARSE_HORIZON_NS ||
+         in->bytes[n] > in->used / STORE_RET_COARSE_MAX_DEN * STORE_RET_COARSE_MAX_NUM))
+        o->trim = (int)n;
+    for (int k = (int)n - 1; k >= 1; k--)
+        if (in->bytes[k] > in->used / RET_BETWEEN_DEN)
+            o->order[o->norder++] = k;
+    o->order[o->norder++] = 0;
+    /* A young ring, or one whose finest chunks may not move (not taken by a consumer, pinned):
+     * the tiers between roll up, coarser first, rather than delete. */
+    for (int k = (int)n - 1; k >= 1; k--)
+        if (in->bytes[k] <= in->used / RET_BETWEEN_DEN)
+            o->order[o->norder++] = k;
 }
 
 static int64_t floor_to(int64_t t, int64_t step)
@@ -212,21 +219,26 @@ static bool kept(const struct store_keep *keep, int64_t stream, int64_t id, int6
                                 end_ns);
 }
 
-/* The chunks of stream c's bucket [b0, b1) in tier k that may be merged. */
-static int group_rows(struct store_db *d, const struct store_keep *keep, int k, int64_t stream,
-                      int64_t b0, int64_t b1, struct store_rollup *g)
+/* The chunks of stream c's bucket [b0, b1) in tier k that may be merged; of chain base only
+ * when it is not 0 (a roll-up within its inputs' chain: a bucket across two chains is rolled up
+ * in a piece per chain). Into the coarsest tier, the bucket's chunks of every finer tier: an hour
+ * is one chunk, not a piece per tier its parts had reached (each a row, and each folded apart). */
+static int group_rows(struct store_db *d, const struct store_keep *keep, int k, bool all_finer,
+                      int64_t stream, int64_t b0, int64_t b1, int64_t base, struct store_rollup *g)
 {
     sqlite3_stmt *st =
         pfr_st_prepare(d, "SELECT id, base_id, dict_id, start_ns, end_ns, crc, nbytes"
                           " FROM chunks WHERE stream_id = ?1 AND end_ns > ?2 AND"
-                          " start_ns >= ?2 AND start_ns < ?3 AND tier = ?4"
-                          " ORDER BY start_ns");
+                          " start_ns >= ?2 AND start_ns < ?3 AND (tier = ?4 OR (?6 AND tier < ?4))"
+                          " AND (?5 = 0 OR base_id = ?5) ORDER BY start_ns");
     if (!st)
         return pfr_st_db_err(d);
     sqlite3_bind_int64(st, 1, stream);
     sqlite3_bind_int64(st, 2, b0);
     sqlite3_bind_int64(st, 3, b1);
     sqlite3_bind_int64(st, 4, k);
+    sqlite3_bind_int64(st, 5, base);
+    sqlite3_bind_int(st, 6, all_finer);
     g->n = 0;
     g->in_bytes = 0;
     g->min_id = INT64_MAX;
@@ -268,7 +280,8 @@ static int group_rows(struct store_db *d, const struct store_keep *keep, int k, 
 static int pick_page(struct store_db *d, int k, int64_t after, struct pick_row *rows, size_t *n)
 {
     sqlite3_stmt *st =
-        pfr_st_prepare(d, "SELECT id, stream_id, start_ns, end_ns FROM chunks WHERE tier = ?1"
+        pfr_st_prepare(d, "SELECT id, stream_id, start_ns, end_ns, base_id FROM chunks"
+                          " WHERE tier = ?1"
                           " AND id > ?2 ORDER BY id LIMIT 64");
     if (!st)
         return pfr_st_db_err(d);
@@ -278,7 +291,8 @@ static int pick_page(struct store_db *d, int k, int64_t after, struct pick_row *
     int step_rc = SQLITE_DONE;
     while (*n < PICK_ROWS && (step_rc = sqlite3_step(st)) == SQLITE_ROW)
         rows[(*n)++] = (struct pick_row){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                                         sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
+                                         sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                                         sqlite3_column_int64(st, 4)};
     sqlite3_finalize(st);
     return step_rc == SQLITE_ROW || step_rc == SQLITE_DONE ? 0 : pfr_store_errno(step_rc);
 }
@@ -308,11 +322,27 @@ static int pick(struct store_retention *r, struct store_db *d, const struct stor
                 return 0; /* later rows start later: no whole bucket in this tier yet */
             if (kept(keep, rows[i].stream, rows[i].id, rows[i].start, rows[i].end))
                 continue; /* its bucket's others are met through a row of their own */
-            if ((rc = group_rows(d, keep, k, rows[i].stream, b0, b0 + step, g)) != 0)
+            bool coarsest = k + 1 == (int)r->tiers.n;
+            if ((rc = group_rows(d, keep, k, coarsest, rows[i].stream, b0, b0 + step,
+                                 coarsest ? 0 : rows[i].base, g)) != 0)
                 return rc;
         }
     } while (n == PICK_ROWS && ++pages < PICK_PAGES);
     return 0;
+}
+
+/* Whether no chunk of the finest tier references chain base any more. */
+static int chain_left(struct store_db *d, int64_t base, bool *left)
+{
+    sqlite3_stmt *st = pfr_st_prepare(
+        d, "SELECT NOT EXISTS (SELECT 1 FROM chunks WHERE base_id = ?1 AND tier = 0)");
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, base);
+    int step = sqlite3_step(st);
+    *left = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return step == SQLITE_ROW ? 0 : pfr_store_errno(step);
 }
 
 int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
@@ -321,41 +351,57 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
 {
     int rc;
     int64_t top, newest_end;
-    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS) && (rc = measure(r, d)) != 0)
+    /* Measured again every so many steps, and as soon as the finest tier's last roll-up left its
+     * chain without a chunk of the finest tier: the chain is then charged to the tiers its
+     * roll-ups reached, which move on into the coarsest and free it, instead of the finest
+     * rolling up on for its room (each of its roll-ups frees ~a page, a drifting hour's chain
+     * ~410 KB). Asked of the one chain, not of the oldest chunk's: with many streams the oldest
+     * chunk's chain changes at nearly every roll-up. */
+    bool left = false;
+    if (r->watch_base && (rc = chain_left(d, r->watch_base, &left)) != 0)
         return rc;
+    if ((!r->measured || ++r->steps > RET_MEASURE_STEPS || left) && (rc = measure(r, d)) != 0)
+        return rc;
+    if (left)
+        r->watch_base = 0;
     if ((rc = pfr_st_query_int(d, "SELECT coalesce(max(tier), -1) FROM chunks", &top)) != 0 ||
         (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
                                &newest_end)) != 0)
         return rc;
+    struct store_ret_in in = {.n = r->tiers.off ? 0 : (unsigned)r->tiers.n,
+                              .used = used,
+                              .top = (int)top,
+                              .coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0};
+    memcpy(in.bytes, r->bytes, sizeof(in.bytes));
+    struct store_ret_plan plan;
+    pfr_st_retention_plan(&in, &plan);
+    if (plan.trim >= 0 && r->steps) {
+        /* the hours go only on fresh figures: the notes miss the chains that moved */
+        if ((rc = measure(r, d)) != 0)
+            return rc;
+        in.coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0;
+        memcpy(in.bytes, r->bytes, sizeof(in.bytes));
+        pfr_st_retention_plan(&in, &plan);
+    }
     if (top < 0)
         return STORE_RET_NONE;
-    *evict_tier = (int)top;
-    if (r->tiers.off)
-        return STORE_RET_EVICT;
-    int n = (int)r->tiers.n;
-    /* Dictionaries take nearly all the pages (short-lived programs, each a chain of its own, on
-     * a churning host): merging chunks cannot make room, giving the oldest up does (their chains
-     * with them), as age-only eviction would. */
-    uint64_t payloads = 0;
-    for (int k = 0; k <= n && k <= PFR_STORE_MAX_TIERS; k++)
-        payloads += r->bytes[k];
-    if (payloads < used / RET_PAYLOAD_MIN)
-        return STORE_RET_EVICT;
-    /* A tier past its share: its oldest whole bucket goes up a tier, coarser tiers first (what
-     * a first-step roll-up keeps of the recorded tier's chains counts with the finest tier, and
-     * only moving it on frees them). */
-    for (int k = n - 1; k >= 0; k--)
-        if (held(r, k, used) > share(r, k, used) && (rc = pick(r, d, keep, k, newest_end, g)) != 0)
+    *evict_tier = plan.trim;
+    if (plan.trim >= 0)
+        return STORE_RET_TRIM;
+    for (unsigned i = 0; i < plan.norder; i++)
+        if ((rc = pick(r, d, keep, plan.order[i], newest_end, g)) != 0) {
+            if (rc > 0 && plan.order[i] == 0)
+                r->watch_base = g->in[0].base_id;
+            /* a roll-up into the coarsest frees the chains its inputs alone kept: measured again
+             * at the next call (with the freed chain still charged, its tier stayed over its
+             * share and rolled the next hour up whole, its last recorded minutes with it) */
+            if (rc > 0 && g->tier == (int)r->tiers.n)
+                r->measured = false;
             return rc < 0 ? rc : STORE_RET_ROLLUP;
-    if (top == n)
-        return STORE_RET_EVICT;
-    /* No coarsest chunk to delete yet (a young ring): roll up, coarser tiers first, rather than
-     * delete. */
-    for (int k = n - 1; k >= 0; k--)
-        if ((rc = pick(r, d, keep, k, newest_end, g)) != 0)
-            return rc < 0 ? rc : STORE_RET_ROLLUP;
+        }
     /* Nothing may be merged (chunks not yet taken by a consumer, or protected): the oldest of
      * the coarsest tier present go. */
+    *evict_tier = plan.evict_last;
     return STORE_RET_EVICT;
 }
 

@@ -42,12 +42,37 @@ struct store_retention {
     pfr_store_tiers tiers; /* resolved */
     bool measured;
     unsigned steps; /* since the last measure */
-    uint64_t bytes[PFR_STORE_MAX_TIERS +
-                   1]; /* [0]: payloads only (what the finest holds is what the others leave) */
-    /* The coarsest tier's chunks (payloads and rows) and its own chains, as last measured:
-     * whether its history is cheap (store_retention.c, share). */
-    uint64_t coarse_rows, coarse_chains;
+    /* Each tier's chunks (payloads and rows) and the dictionary chains no finer tier's chunks
+     * reference (what only it keeps alive). [0]: payloads only (what the finest holds is what
+     * the others leave). */
+    uint64_t bytes[PFR_STORE_MAX_TIERS + 1];
+    int64_t coarse_start; /* the coarsest tier's oldest start, as last measured (0: none) */
+    /* The chain of the finest tier's last roll-up: measured again once no chunk of the finest
+     * tier references it (0: none to watch) */
+    int64_t watch_base;
 };
+
+/* The tiers' policy as a pure function of measurements (unit-tested, test_store_retention):
+ * what to roll up or delete next when the database is short of room. */
+struct store_ret_in {
+    unsigned n;                              /* steps (tiers above the finest); 0: off */
+    uint64_t bytes[PFR_STORE_MAX_TIERS + 1]; /* as struct store_retention's */
+    uint64_t used;                           /* pages in use, bytes */
+    int top;                                 /* the coarsest tier that has chunks (-1: none) */
+    int64_t coarse_age;                      /* newest end - the coarsest tier's oldest start */
+};
+struct store_ret_plan {
+    int trim;                           /* the coarsest, deleted before any roll-up (-1: no) */
+    int order[PFR_STORE_MAX_TIERS + 1]; /* tiers whose oldest whole bucket is rolled up, in turn */
+    unsigned norder;
+    int evict_last; /* when none of them has a bucket to roll up: this tier's oldest go */
+};
+/* How far back the coarsest tier is kept whatever its bytes (issue 31: 30 days of hours), and
+ * the share of the pages in use it may hold at most. */
+#define STORE_RET_COARSE_HORIZON_NS (30ll * 86400 * 1000000000ll)
+#define STORE_RET_COARSE_MAX_NUM    1
+#define STORE_RET_COARSE_MAX_DEN    2
+void pfr_st_retention_plan(const struct store_ret_in *in, struct store_ret_plan *out);
 
 /* A group of chunks to roll up into one of tier `tier` (their tier + 1). */
 struct store_rollup {
@@ -64,7 +89,9 @@ void pfr_st_rollup_free(struct store_rollup *g);
 enum store_retention_step {
     STORE_RET_NONE = 0, /* nothing left to give up */
     STORE_RET_ROLLUP,   /* g holds a group to merge */
-    STORE_RET_EVICT,    /* delete the oldest chunks of tier *evict_tier */
+    STORE_RET_EVICT,    /* delete the oldest chunks of tier *evict_tier as the appends need */
+    STORE_RET_TRIM,     /* the coarsest tier is past its horizon or share: delete a few of its
+                         * oldest (tier *evict_tier) now, then ask again */
 };
 
 /* What makes room next (the caller measured the database short of room). Consumers' cursors: with

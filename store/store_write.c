@@ -17,13 +17,17 @@
 
 #include "pfr_clock.h"
 #include "store_cursor.h"
+#include "store_fold.h"
 #include "store_handle.h"
 #include "store_pins.h"
 #include "store_retention.h"
 #include "store_write.h"
 
-#define DICT_WINDOW  60  /* chunks: 10 minutes of 10 s chunks */
-#define DICT_MAX_AGE 360 /* chunks per dictionary at most: bounds what one bad row can spoil */
+#define DICT_WINDOW 60 /* chunks: 10 minutes of 10 s chunks */
+/* ... and no older than this: a drifting service's stacks live ~5 minutes, so a base that kept
+ * 10 minutes of one stream's (~1,100 stacks, ~144 KB) carried ~700 dead ones into every hour */
+#define DICT_WINDOW_NS (60 * 1000000000ll)
+#define DICT_MAX_AGE   360 /* chunks per dictionary at most: bounds what one bad row can spoil */
 /* Chunks per dictionary at most while the chain got no layer since its base: a new base would be
  * the same rows again (docs/store.md, "Compact rows"), so only the damage bound rotates it. */
 #define DICT_MAX_AGE_BARE (24 * DICT_MAX_AGE)
@@ -118,8 +122,10 @@ struct wstream {
     uint32_t *used[T_N]; /* stacks and label sets: seq of the last chunk that used them */
     size_t cap_used[T_N];
     uint32_t seq, base_seq;
-    uint64_t lru, prev_lru; /* writer clock at its last and the append before (0: none) */
-    size_t bytes;           /* its tables' memory, as last accounted (writer.table_bytes) */
+    int64_t starts[DICT_WINDOW]; /* the start of the chunk of seq s at s % DICT_WINDOW */
+    int64_t base_bucket;         /* the coarsest tier's step its base was written in (tier 0) */
+    uint64_t lru, prev_lru;      /* writer clock at its last and the append before (0: none) */
+    size_t bytes;                /* its tables' memory, as last accounted (writer.table_bytes) */
     bool resident;
     /* Fast path to a location: its 128-bit content fingerprint -> location index. */
     struct fpmap_ent *fpm;
@@ -783,10 +789,24 @@ static uint32_t remap(const struct compact_maps *cm, int k, uint32_t old)
     return cm->m[k][old] - 1;
 }
 
+/* The chunks whose entries a new base keeps: the last DICT_WINDOW of the chain, those that started
+ * within DICT_WINDOW_NS of the newest (a chain of many streams keeps its DICT_WINDOW chunks, a
+ * few seconds of them; one stream's 10 s chunks keep a minute). */
+static uint32_t dict_window(const struct wstream *s)
+{
+    int64_t now = s->starts[s->seq % DICT_WINDOW];
+    uint32_t k = 1;
+    while (k < DICT_WINDOW && k < s->seq &&
+           s->starts[(s->seq - k) % DICT_WINDOW] > now - DICT_WINDOW_NS)
+        k++;
+    return k;
+}
+
 static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
                    struct compact_maps *cm)
 {
     struct tabs *t = &s->tabs;
+    uint32_t window = dict_window(s);
     memset(cm, 0, sizeof(*cm));
     for (int k = 0; k < T_N; k++) {
         cm->m[k] = calloc(t->t[k].n + 1, sizeof(uint32_t));
@@ -796,7 +816,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     /* Mark: roots are recently used stacks and label sets. */
     for (uint32_t i = 0; i < t->t[T_STACK].n; i++) {
         uint32_t u = last_used(s, T_STACK, i);
-        if (!u || s->seq - u >= DICT_WINDOW)
+        if (!u || s->seq - u >= window)
             continue;
         cm->m[T_STACK][i] = 1;
         size_t len;
@@ -824,7 +844,7 @@ static int compact(struct wstream *s, const uint32_t *extra_strs, size_t nextra,
     }
     for (uint32_t i = 0; i < t->t[T_LSET].n; i++) {
         uint32_t u = last_used(s, T_LSET, i);
-        if (!u || s->seq - u >= DICT_WINDOW)
+        if (!u || s->seq - u >= window)
             continue;
         cm->m[T_LSET][i] = 1;
         size_t len;
@@ -1241,6 +1261,23 @@ static int top_tier(pfr_store *s, int *tier)
     return rc == SQLITE_ROW ? 0 : pfr_store_errno(rc);
 }
 
+/* The coarsest tier below the coarsest that has chunks, into *tier (left as it is when none has):
+ * an append that still finds too little room after make_room's tries, or on a disk that bounds
+ * the ring, deletes there (and then finer), since the coarsest tier's budget is make_room's (an
+ * hour of ~1 KB deleted chunk by chunk for a ~144 KB base wiped a drifting ring's hours;
+ * docs/benchmarks.md, "Retention, sixth round"; and a /dev/shm another program filled wiped
+ * them again in the seventh). */
+static int below_coarsest(pfr_store *s, int *tier)
+{
+    int64_t t = -1;
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SELECT coalesce(max(tier), -1) FROM chunks WHERE tier < %d", *tier);
+    int rc = pfr_st_query_int(&s->sql, sql, &t);
+    if (!rc && t >= 0)
+        *tier = (int)t;
+    return rc;
+}
+
 /* The chunks a batch deletes: runs of consecutive ids of its tier (pinned chunks between them
  * stay; chunks of other tiers between them stay too, the deletes say the tier). */
 struct evict_pick {
@@ -1387,8 +1424,12 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         int tier;
         if ((rc = top_tier(s, &tier)) != 0)
             break;
+        int top = tier;
         if (w->policy_evict_tier >= 0 && w->policy_evict_tier < tier)
             tier = w->policy_evict_tier;
+        else if (w->policy_evict_tier < 0 && !s->tiers.off && tier == (int)s->tiers.n &&
+                 (rc = below_coarsest(s, &tier)) != 0)
+            break;
         if (!w->may_delete && !s->tiers.off && !s->space.now.disk_bound &&
             w->policy_evict_tier < 0) {
             /* The tiers' policy decides what goes (a roll-up, or the coarsest tier's oldest when
@@ -1402,6 +1443,9 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
         }
         uint64_t over = used + need_bytes - target + slack;
         rc = evict_batch(s, tier, over, 512, protect_base, protect_stream, &x, &n);
+        /* a tier below the coarsest that had only pinned chunks: the finer ones first */
+        while (!rc && n == 0 && tier > 0 && tier < top && w->policy_evict_tier < 0)
+            rc = evict_batch(s, --tier, over, 512, protect_base, protect_stream, &x, &n);
         if (!rc && n == 0) /* the coarsest tier is all pinned: any tier, then pins */
             rc = evict_batch(s, -1, over, 512, protect_base, protect_stream, &x, &n);
         if (rc)
@@ -1527,6 +1571,16 @@ static int one_row(sqlite3_stmt *st, int64_t *a, int64_t *b)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : pfr_store_errno(rc);
 }
 
+/* The step of the coarsest tier t falls in (0 when tiers are off): a recorded chain with layers
+ * is rotated when its chunks reach the next (append_one). */
+static int64_t coarse_bucket(const pfr_store *s, int64_t t)
+{
+    if (s->tiers.off || !s->tiers.n)
+        return 0;
+    int64_t step = s->tiers.step_ns[s->tiers.n - 1];
+    return t / step - (t % step < 0);
+}
+
 /* Chunks the chain may serve before it is rotated by age. Rotation rewrites the chain's tables as
  * one base, dropping the entries the last DICT_WINDOW chunks did not use and the layers a reader
  * applies. A chain that got no layer since its base (a service whose stacks repeat) would write
@@ -1599,6 +1653,7 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, const pfr_chunk_in *i
     if (ws->seq < (uint32_t)nref)
         ws->seq = (uint32_t)nref;
     ws->base_seq = ws->seq - (uint32_t)nref;
+    ws->base_bucket = coarse_bucket(s, in->start_ns);
     return 0;
 }
 
@@ -1669,6 +1724,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         w->resident++;
         ws->seq = 1;
     }
+    ws->starts[ws->seq % DICT_WINDOW] = in->start_ns;
     int64_t s0;
     if (ws->tabs.t[T_STR].n == 0 && (s0 = pfr_st_ktab_intern(&ws->tabs.t[T_STR], "", 0, NULL)) != 0)
         return s0 < 0 ? (int)s0 : -EIO;
@@ -1682,7 +1738,13 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         return -ENOMEM;
 
     uint32_t age = ws->seq - ws->base_seq;
+    int64_t bucket = coarse_bucket(s, in->start_ns);
+    /* A recorded chain with layers (stacks that drift) is rotated at the coarsest tier's steps
+     * too: then an hour's chunks are one chain, which goes as a whole when the hour is rolled
+     * into the coarsest tier (a chain across two hours stayed until the later hour was whole,
+     * ~444 KB of a drifting service's ~2 MB, and the finest tier was rolled up for its room). */
     bool rotate = ws->base_id == 0 || age >= chain_max_age(ws) ||
+                  (tier == 0 && ws->dict_id != ws->base_id && bucket != ws->base_bucket) ||
                   (nnew >= ROTATE_MIN_NEW && nnew * 2 > ndistinct && age >= ROTATE_MIN_AGE);
     if (rotate && undo)
         undo->rotated = true;
@@ -1765,6 +1827,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
                 return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
+            ws->base_bucket = bucket;
         }
     }
     int64_t f[5] = {sid, ws->base_id, ws->dict_id, in->start_ns, in->end_ns};
@@ -1866,6 +1929,24 @@ static int rolled_write(pfr_store *s, const struct store_rollup *g, const struct
     return pfr_st_meta_add(&s->sql, "rolled_up", (int64_t)g->n - 1);
 }
 
+/* A roll-up into the coarsest tier folded to the writer's bound (store_fold.h): *p replaced by
+ * the folded profile when it had more entries than the bound, left as it is otherwise. */
+static int rollup_fold(pfr_store *s, pfr_profile **p)
+{
+    pfr_profile *folded = NULL;
+    int rc = s->fold_stacks ? pfr_st_fold(*p, s->fold_stacks, &folded, NULL) : 0;
+    if (rc) {
+        pfr_profile_free(*p);
+        *p = NULL;
+        return rc;
+    }
+    if (folded) {
+        pfr_profile_free(*p);
+        *p = folded;
+    }
+    return 0;
+}
+
 /* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
  * merged profile appended through the writer's own path (a chain per stream and tier), the
  * chains left without chunks deleted. A group of one chunk only changes tier. An input that
@@ -1874,7 +1955,10 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
 {
     struct writer *w = s->w;
     int rc;
-    if (g->n == 1) {
+    /* A group of one into the coarsest tier goes through the merge too: it would keep the chain
+     * of its tier (its recorded tier's, roll-ups below the coarsest being within it) for as long
+     * as the coarsest keeps it, ~144 KB a drifting hour (and the fold's bound applies). */
+    if (g->n == 1 && g->tier < (int)s->tiers.n) {
         sqlite3_stmt *st = wst(s, W_SET_TIER);
         if (!st)
             return db_err(s);
@@ -1886,11 +1970,13 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
         pfr_st_retention_note(&w->ret, g->tier, (int64_t)g->in_bytes);
         return 0;
     }
-    if (g->tier == 1 && g->tier < (int)s->tiers.n) {
-        /* The first step: in the inputs' own chain, which their neighbours as recorded keep
-         * anyway (no dictionary rows: a roll-up of a short-lived program costs less than its
-         * chunks). Coarser steps write chains of their own, so that the recorded tier's chains
-         * (a base an hour) go when their hour has been rolled past the first step. */
+    if (g->tier < (int)s->tiers.n) {
+        /* Every step below the coarsest: in the inputs' own chain, which their neighbours as
+         * recorded keep anyway (no dictionary rows: a roll-up of a short-lived program costs
+         * less than its chunks; a group is of one chain, store_retention.c). The chains such
+         * roll-ups keep alive are charged to their tier, and go when it rolls into the coarsest,
+         * which writes a chain of its own (folded). A 10-minute tier with a chain of its own
+         * wrote a base per roll-up where stacks drift (most of its ~1,100 stacks new to it). */
         struct store_rolled ro = {0};
         rc = pfr_st_rollup_inchain(&s->dict, g, &ro);
         if (rc != -ENOTSUP) {
@@ -1903,6 +1989,8 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
     }
     pfr_profile *merged = NULL;
     rc = pfr_st_rollup_merge(&s->dict, g, &merged);
+    if (!rc && g->tier == (int)s->tiers.n)
+        rc = rollup_fold(s, &merged);
     if (rc && rc != -EBADMSG)
         return rc;
     for (size_t i = 0; i < g->n; i++) {
@@ -1980,6 +2068,16 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
             if ((rc = rollup_apply(s, &g, &x)) != 0)
                 break;
             continue;
+        }
+        if (rc == STORE_RET_TRIM) {
+            /* the coarsest tier past its horizon or its share: a few of its oldest, then the
+             * policy again (what they free may be all the room needed) */
+            size_t nd = 0;
+            uint64_t over = used + est + slack - target;
+            if ((rc = evict_batch(s, tier, over, 8, 0, 0, &x, &nd)) != 0)
+                break;
+            if (nd)
+                continue;
         }
         /* Roll-ups (which keep their data) made what room they could; deleting is the appends'
          * own, chunk by chunk, so that the ring gives up only what the newest intervals take

@@ -21,6 +21,7 @@ LAYER = {
     "store_util": 0, "store_policy": 0,  # building blocks and the pure space policy
     "store_codec": 1,  # the row formats (no SQLite)
     "store_db": 1,  # the floor: connection, statements, meta
+    "store_fold": 1,  # the coarsest tier's fold: a pure function over a profile (no SQLite)
     "store_dict": 2, "store_space": 2,  # dictionaries and the chunk decoder; disk measures
     "store_build": 3, "store_migrate": 3, "store_handle": 3,
     "store_cursor": 4, "store_pins": 4,  # cursors; pins (on the floor and the stream rows)

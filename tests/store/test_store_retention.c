@@ -3,7 +3,8 @@
  * large enough never to make room (tiers off) and into a small one that rolls up; every rolled
  * up chunk of the small ring, read as a flame graph of its own range, has per stack the sums of
  * the chunks it replaced for the summed types, and their time average for the averaged types
- * (in-use heap, goroutines). Also: the cursor rule, prorating, the schema migration 2 -> 3.
+ * (in-use heap, goroutines). Also: the cursor rule, prorating, the schema migration 2 -> 3,
+ * and the tiers' policy as a pure function of measurements (test_plan_*).
  */
 #include <errno.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pfr_store.h"
+#include "store_retention.h"
 #include "store_test_util.h"
 
 #define NS     1000000000ll
@@ -39,8 +41,10 @@ static uint64_t rng(uint64_t *s)
     return *s;
 }
 
-/* Interval i of stream svc: 40 stacks of 3 frames, two processes, values that vary. */
-static pfr_profile *make_profile(unsigned svc, unsigned i)
+/* Interval i of stream svc: 40 stacks of 3 frames, two processes, values that vary. drift: each
+ * stack's middle frame is replaced every 30 intervals (staggered), so a roll-up holds more
+ * distinct stacks than an interval. */
+static pfr_profile *make_profile_d(unsigned svc, unsigned i, bool drift)
 {
     pfr_profile *p = pfr_profile_new();
     for (size_t t = 0; t < NTYPES; t++)
@@ -56,7 +60,8 @@ static pfr_profile *make_profile(unsigned svc, unsigned i)
         char f[3][32];
         uint32_t locs[3];
         for (int j = 0; j < 3; j++) {
-            snprintf(f[j], sizeof(f[j]), "s%u_f%u_%d", svc, (k * 7 + (unsigned)j * 3) % 50, j);
+            snprintf(f[j], sizeof(f[j]), "s%u_f%u_%d_g%u", svc, (k * 7 + (unsigned)j * 3) % 50, j,
+                     drift && j == 1 ? (i + k * 13) / 30 : 0);
             locs[j] = (uint32_t)pfr_profile_add_frame(p, f[j], "x.go", 10 + j);
         }
         int64_t v[NTYPES] = {(int64_t)(rng(&s) % 50 + 1) * 10000000ll, (int64_t)(rng(&s) % 100000),
@@ -69,7 +74,7 @@ static pfr_profile *make_profile(unsigned svc, unsigned i)
 }
 
 /* Intervals [from, from + n) of nsvc streams, 30 intervals to a transaction (one sync each). */
-static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
+static void append_d(pfr_store *s, unsigned nsvc, unsigned n, unsigned from, bool drift)
 {
     enum { BATCH = 30 };
     static const char *const names[4] = {"svc0", "svc1", "svc2", "svc3"};
@@ -79,7 +84,7 @@ static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
         size_t k = 0;
         for (unsigned i = i0; i < i0 + BATCH && i < from + n; i++)
             for (unsigned v = 0; v < nsvc; v++, k++) {
-                p[k] = make_profile(v, i);
+                p[k] = make_profile_d(v, i, drift);
                 in[k] = (pfr_chunk_in){.service = names[v],
                                        .start_ns = T0 + (int64_t)i * STEP,
                                        .end_ns = T0 + (int64_t)(i + 1) * STEP,
@@ -89,6 +94,11 @@ static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
         for (size_t j = 0; j < k; j++)
             pfr_profile_free(p[j]);
     }
+}
+
+static void append_all(pfr_store *s, unsigned nsvc, unsigned n, unsigned from)
+{
+    append_d(s, nsvc, n, from, false);
 }
 
 /* Per (stack, labels): values, from a profile. */
@@ -197,14 +207,20 @@ static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_li
     }
 }
 
-static pfr_store *open_ring(const char *path, uint64_t cap, const char *tiers)
+static pfr_store *open_ring_fold(const char *path, uint64_t cap, const char *tiers, uint32_t fold)
 {
-    pfr_store_opts o = {.max_bytes = cap, .reserve = {.mode = PFR_STORE_RESERVE_OFF}};
+    pfr_store_opts o = {
+        .max_bytes = cap, .reserve = {.mode = PFR_STORE_RESERVE_OFF}, .fold_stacks = fold};
     char err[256];
     assert_int_equal(pfr_store_tiers_parse(tiers, &o.tiers, err, sizeof(err)), 0);
     pfr_store *s = NULL;
     assert_int_equal(pfr_store_open(path, &o, &s, err, sizeof(err)), 0);
     return s;
+}
+
+static pfr_store *open_ring(const char *path, uint64_t cap, const char *tiers)
+{
+    return open_ring_fold(path, cap, tiers, 0);
 }
 
 static void test_rollup_exact(void **state)
@@ -386,13 +402,200 @@ static void test_aside_and_consumer_lost(void **state)
     free(dir);
 }
 
+/* Per type and per pid (100, 101): the sum of a profile's values; its "[folded]" leaves. */
+static void sums(const pfr_profile *p, int64_t out[2][NTYPES], size_t *folded)
+{
+    memset(out, 0, sizeof(int64_t) * 2 * NTYPES);
+    *folded = 0;
+    int tix[NTYPES];
+    for (size_t t = 0; t < NTYPES; t++)
+        tix[t] = pfr_profile_find_sample_type(p, types[t]);
+    for (size_t i = 0; i < pfr_profile_num_samples(p); i++) {
+        int64_t pid = 0;
+        pfr_frame f;
+        assert_true(pfr_profile_sample_label_num(p, i, "pid", &pid));
+        assert_true(pid == 100 || pid == 101);
+        if (pfr_profile_sample_frames(p, i, &f, 1) && !strcmp(f.function, "[folded]"))
+            (*folded)++;
+        for (size_t t = 0; t < NTYPES; t++)
+            out[pid - 100][t] += pfr_profile_sample_values(p, i)[tix[t]];
+    }
+}
+
+struct coarse {
+    int tier;
+    size_t max_samples, chunks;
+};
+static int coarse_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct coarse *c = ctx;
+    if (m->tier == c->tier) {
+        c->chunks++;
+        if (pfr_profile_num_samples(p) > c->max_samples)
+            c->max_samples = pfr_profile_num_samples(p);
+    }
+    return 0;
+}
+
+/* The coarsest tier's fold in the ring: a drifting stream rolled up into it with a small bound.
+ * Each coarsest chunk keeps at most the bound's entries, its range's totals per type and per
+ * process are the reference ring's (summed types exactly; averaged types their time average, to
+ * rounding), the finer tier's roll-ups are exact stack for stack, and the ring checks clean. */
+static void test_fold_coarsest(void **state)
+{
+    (void)state;
+    enum { BOUND = 24 };
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db"), *pr = pfr_tu_path(dir, "ref.db");
+    pfr_store *small = open_ring_fold(ps, 1536u << 10, "1m,10m", BOUND);
+    pfr_store *ref = open_ring(pr, 256u << 20, "off");
+    append_d(small, 2, 4320, 0, true);
+    append_d(ref, 2, 4320, 0, true);
+    struct coarse c = {.tier = 2};
+    assert_int_equal(pfr_store_scan(small, NULL, 0, coarse_cb, &c, NULL), 0);
+    assert_true(c.chunks > 10);
+    assert_true(c.max_samples <= BOUND);
+    struct rolled_list *l = calloc(1, sizeof(*l)), *fine = calloc(1, sizeof(*fine));
+    assert_int_equal(pfr_store_scan(small, NULL, PFR_SCAN_META_ONLY, rolled_cb, l, NULL), 0);
+    size_t nfolded = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct rolled *r = &l->v[i];
+        if (r->tier != 2) {
+            fine->v[fine->n++] = *r;
+            continue;
+        }
+        pfr_store_filter f = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
+        pfr_profile *a = NULL, *b = NULL;
+        pfr_scan_stats sa, sb;
+        assert_int_equal(pfr_store_merge(small, &f, 0, &a, &sa), 0);
+        assert_int_equal(pfr_store_merge(ref, &f, 0, &b, &sb), 0);
+        assert_int_equal(sa.chunks, 1);
+        int64_t nin = (int64_t)sb.chunks;
+        assert_int_equal(nin * STEP, r->end - r->start);
+        int64_t ta[2][NTYPES], tb[2][NTYPES];
+        size_t fa, fb;
+        sums(a, ta, &fa);
+        sums(b, tb, &fb);
+        assert_int_equal(fb, 0);
+        nfolded += fa;
+        /* the stacks rounded once per tier before the fold summed them */
+        double slack = 0.5 * 2 * (double)pfr_profile_num_samples(b) + 1e-9;
+        for (int pid = 0; pid < 2; pid++)
+            for (size_t t = 0; t < NTYPES; t++) {
+                if (!gauge[t])
+                    assert_int_equal(ta[pid][t], tb[pid][t]);
+                else
+                    assert_true(fabs((double)ta[pid][t] - (double)tb[pid][t] / (double)nin) <=
+                                slack);
+            }
+        pfr_profile_free(a);
+        pfr_profile_free(b);
+    }
+    assert_true(nfolded > 0);
+    assert_true(fine->n > 0);
+    check_exact(small, ref, fine); /* finer tiers: stack for stack */
+    char err[256];
+    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
+    free(l);
+    free(fine);
+    pfr_store_close(small);
+    pfr_store_close(ref);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(pr);
+    free(dir);
+}
+
+/* ---- the policy: figures in, plan out (pfr_st_retention_plan) ---- */
+
+#define DAY_NS (86400 * NS)
+
+/* A full 2 MB ring of the default steps (1m, 10m, 1h): the finest's payloads, the tiers
+ * between, the hours (chunks and the chains only they keep). */
+static struct store_ret_plan plan_of(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3,
+                                     int64_t coarse_age)
+{
+    struct store_ret_in in = {.n = 3,
+                              .bytes = {t0, t1, t2, t3},
+                              .used = 2000000,
+                              .top = t3   ? 3
+                                     : t2 ? 2
+                                     : t1 ? 1
+                                          : 0,
+                              .coarse_age = coarse_age};
+    struct store_ret_plan p;
+    pfr_st_retention_plan(&in, &p);
+    return p;
+}
+
+/* Hours within 30 days and their share are never what makes room: the finest tier rolls up,
+ * whatever its chains take (the drifting ring whose ~1 KB hours were deleted for ~144 KB bases),
+ * and the tiers between after it (a young ring). */
+static void test_plan_hours_kept(void **state)
+{
+    (void)state;
+    struct store_ret_plan p = plan_of(500000, 20000, 40000, 700000, 29 * DAY_NS);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.order[0], 0);
+    assert_int_equal(p.order[1], 2);
+    assert_int_equal(p.order[2], 1);
+    assert_int_equal(p.evict_last, 3); /* nothing may move (consumers, pins): the oldest go */
+}
+
+/* A tier between past its thirty-second (its chunks and the recorded chains only they keep
+ * alive) rolls up first, coarser first, then the finest. */
+static void test_plan_between_first(void **state)
+{
+    (void)state;
+    struct store_ret_plan p = plan_of(500000, 70000, 300000, 100000, DAY_NS);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.order[0], 2);
+    assert_int_equal(p.order[1], 1);
+    assert_int_equal(p.order[2], 0);
+}
+
+/* The coarsest tier is trimmed past 30 days, or past half of the pages in use. */
+static void test_plan_coarse_trimmed(void **state)
+{
+    (void)state;
+    assert_int_equal(plan_of(500000, 0, 0, 100000, 31 * DAY_NS).trim, 3);
+    assert_int_equal(plan_of(500000, 0, 0, 1000001, 2 * DAY_NS).trim, 3);
+    assert_int_equal(plan_of(500000, 0, 0, 1000000, 30 * DAY_NS).trim, -1);
+    /* no coarsest chunk yet: nothing to trim, roll up */
+    struct store_ret_plan p = plan_of(500000, 30000, 0, 0, 0);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.order[0], 0);
+}
+
+/* Dictionaries are the ring (chunks under an eighth of the pages: a churning host's programs)
+ * or tiers are off: no roll-up, the oldest of the coarsest tier present go as the appends need. */
+static void test_plan_evict_only(void **state)
+{
+    (void)state;
+    struct store_ret_plan p = plan_of(200000, 10000, 10000, 10000, DAY_NS);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 0);
+    assert_int_equal(p.evict_last, 3);
+    struct store_ret_in off = {.n = 0, .bytes = {1000000}, .used = 2000000, .top = 0};
+    pfr_st_retention_plan(&off, &p);
+    assert_int_equal(p.norder, 0);
+    assert_int_equal(p.evict_last, 0);
+    struct store_ret_in empty = {.n = 3, .used = 8192, .top = -1};
+    pfr_st_retention_plan(&empty, &p);
+    assert_int_equal(p.norder, 0);
+    assert_int_equal(p.trim, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rollup_exact),
-        cmocka_unit_test(test_prorate),
-        cmocka_unit_test(test_cursor_rule),
-        cmocka_unit_test(test_aside_and_consumer_lost),
+        cmocka_unit_test(test_rollup_exact),       cmocka_unit_test(test_prorate),
+        cmocka_unit_test(test_cursor_rule),        cmocka_unit_test(test_aside_and_consumer_lost),
+        cmocka_unit_test(test_fold_coarsest),      cmocka_unit_test(test_plan_hours_kept),
+        cmocka_unit_test(test_plan_between_first), cmocka_unit_test(test_plan_coarse_trimmed),
+        cmocka_unit_test(test_plan_evict_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

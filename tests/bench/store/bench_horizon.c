@@ -4,7 +4,7 @@
  * interval, pfr_testgen profiles), timestamps simulated (no waiting).
  *
  *   bench_horizon WORKDIR LOAD [--days D] [--scale K] [--cap BYTES] [--drift PERMILLE]
- *                 [--mode tiers|age|both]
+ *                 [--fold N] [--tiers STEPS] [--every D] [--mode tiers|age|both]
  *     LOAD: svc50   50 services, 10 s intervals, D days (default 30)
  *           svc200  200 services, likewise
  *           churn   a 6 MiB ring, 1 s intervals, 3 steady services and 2 short programs started
@@ -18,6 +18,11 @@
  *                horizons are the same, the run K times shorter); 1 = as stated.
  *     --drift P: stacks of each profile replaced by new random ones per interval, per mille
  *                (pfr_testgen's default 30; 0 = the same stacks every interval).
+ *     --fold N: the coarsest tier's fold bound (pfr_store_opts.fold_stacks; 0 = never fold,
+ *                default the store's).
+ *     --tiers STEPS: the tiers ring's steps (pfr_store_tiers_parse; default the store's).
+ *     --every D: print the tiers every D simulated days while it runs (default 1; 0 = never),
+ *                into the mode's WORKDIR/horizon-LOAD-MODE.out (tail it).
  *
  * Both modes run at once, each in a process of its own (two cores: the run takes as long as the
  * slower), and print in order when both are done.
@@ -45,6 +50,9 @@ struct load {
     int64_t interval_ns, duration_ns;
     uint64_t cap;
     bool churn, unique;
+    uint32_t fold;     /* pfr_store_opts.fold_stacks */
+    const char *tiers; /* the tiers ring's steps (NULL: the default) */
+    double every_days; /* progress every so many simulated days (0: none) */
 };
 
 #define CHURN_BINARIES 12
@@ -75,6 +83,59 @@ static void human(int64_t ns, char *buf, size_t len)
         snprintf(buf, len, "%.0f s", s);
 }
 
+static void print_tiers(pfr_store *s, const struct load *l, int64_t newest)
+{
+    struct tiers_out to = {0};
+    if (pfr_store_tiers_list(s, tier_cb, &to) != 0)
+        return;
+    for (size_t i = 0; i < to.n; i++) {
+        char step[32], reach[32];
+        if (to.t[i].tier == 0)
+            human(l->interval_ns, step, sizeof(step));
+        else
+            human(to.t[i].step_ns, step, sizeof(step));
+        human(newest - to.t[i].first_ns, reach, sizeof(reach));
+        printf("        tier %d  %-7s %8llu chunks %8.1f MiB  reaches back %s\n", to.t[i].tier,
+               step, (unsigned long long)to.t[i].chunks, (double)to.t[i].bytes / 1048576.0, reach);
+    }
+}
+
+/* What the coarsest tier's fold moved: the value under "[folded]" leaves of its chunks. */
+struct folded_share {
+    int tier;
+    double folded, total;
+    uint64_t chunks, samples;
+};
+
+static int folded_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
+{
+    struct folded_share *f = ctx;
+    if (m->tier != f->tier || !p)
+        return 0;
+    f->chunks++;
+    for (size_t i = 0; i < pfr_profile_num_samples(p); i++) {
+        pfr_frame fr;
+        size_t nf = pfr_profile_sample_frames(p, i, &fr, 1);
+        double v = (double)pfr_profile_sample_values(p, i)[0];
+        f->samples++;
+        f->total += v;
+        if (nf && !strcmp(fr.function, "[folded]"))
+            f->folded += v;
+    }
+    return 0;
+}
+
+static void print_folded(pfr_store *s, int tier)
+{
+    struct folded_share f = {.tier = tier};
+    if (tier <= 0 || pfr_store_scan(s, NULL, 0, folded_cb, &f, NULL) != 0 || !f.chunks)
+        return;
+    printf("        tier %d: %llu chunks, %.0f samples a chunk, %.1f %% of the value under "
+           "[folded] frames\n",
+           tier, (unsigned long long)f.chunks, (double)f.samples / (double)f.chunks,
+           f.total > 0 ? 100.0 * f.folded / f.total : 0.0);
+}
+
 static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0)
 {
     char path[4096];
@@ -89,9 +150,14 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
     unlink(side);
     pfr_store_opts o = {.max_bytes = l->cap,
                         .reserve = {.mode = PFR_STORE_RESERVE_OFF},
-                        .tiers = {.off = tiers_off}};
-    pfr_store *s = NULL;
+                        .tiers = {.off = tiers_off},
+                        .fold_stacks = l->fold};
     char err[256];
+    if (!tiers_off && l->tiers && pfr_store_tiers_parse(l->tiers, &o.tiers, err, sizeof(err))) {
+        fprintf(stderr, "bench_horizon: --tiers %s: %s\n", l->tiers, err);
+        return -EINVAL;
+    }
+    pfr_store *s = NULL;
     int rc = pfr_store_open(path, &o, &s, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "bench_horizon: %s: %s\n", path, err);
@@ -154,6 +220,14 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
             pfr_profile_free(ps[i]);
         if (rc)
             fprintf(stderr, "bench_horizon: append: %s\n", strerror(-rc));
+        int64_t every = (int64_t)(l->every_days * 86400) * NS / l->interval_ns;
+        if (!rc && every > 0 && (k + 1) % every == 0 && k + 1 < nint) {
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            printf("  after %.1f d (%.0f s):\n", (double)(k + 1) * (double)l->interval_ns / 864e11,
+                   (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+            print_tiers(s, l, st + l->interval_ns);
+            fflush(stdout);
+        }
     }
     clock_gettime(CLOCK_MONOTONIC, &b);
     int64_t newest = t0 + nint * l->interval_ns;
@@ -171,17 +245,9 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
                (unsigned long long)stt.appended, (unsigned long long)stt.rolled_up,
                (unsigned long long)stt.evicted,
                (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
-        for (size_t i = 0; i < to.n; i++) {
-            char step[32], reach[32];
-            if (to.t[i].tier == 0)
-                human(l->interval_ns, step, sizeof(step));
-            else
-                human(to.t[i].step_ns, step, sizeof(step));
-            human(newest - to.t[i].first_ns, reach, sizeof(reach));
-            printf("        tier %d  %-7s %8llu chunks %8.1f MiB  reaches back %s\n", to.t[i].tier,
-                   step, (unsigned long long)to.t[i].chunks, (double)to.t[i].bytes / 1048576.0,
-                   reach);
-        }
+        print_tiers(s, l, newest);
+        if (!tiers_off)
+            print_folded(s, to.n ? to.t[to.n - 1].tier : 0);
     }
     for (unsigned i = 0; i < cap_streams; i++)
         pfr_testgen_free(g[i]);
@@ -201,7 +267,8 @@ int main(int argc, char **argv)
         fprintf(
             stderr,
             "usage: bench_horizon WORKDIR svc50|svc200|churn|churn-unique [--days D] [--scale K] "
-            "[--cap BYTES] [--drift PERMILLE] [--mode tiers|age|both]\n");
+            "[--cap BYTES] [--drift PERMILLE] [--fold N] [--tiers STEPS] [--every D] [--mode "
+            "tiers|age|both]\n");
         return 2;
     }
     double days = 30;
@@ -209,6 +276,9 @@ int main(int argc, char **argv)
     uint64_t cap = 0;
     const char *mode = "both";
     int drift = -1;
+    uint32_t fold = 0;
+    double every = 1;
+    const char *tiers = NULL;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--days"))
             days = atof(argv[i + 1]);
@@ -220,10 +290,17 @@ int main(int argc, char **argv)
             mode = argv[i + 1];
         else if (!strcmp(argv[i], "--drift"))
             drift = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--fold"))
+            fold = atoi(argv[i + 1]) > 0 ? (uint32_t)atoi(argv[i + 1]) : PFR_STORE_FOLD_OFF;
+        else if (!strcmp(argv[i], "--tiers"))
+            tiers = argv[i + 1];
+        else if (!strcmp(argv[i], "--every"))
+            every = atof(argv[i + 1]);
     }
     if (scale < 1)
         scale = 1;
-    struct load l = {.name = argv[2], .drift = drift};
+    struct load l = {
+        .name = argv[2], .drift = drift, .fold = fold, .every_days = every, .tiers = tiers};
     if (!strcmp(argv[2], "svc50") || !strcmp(argv[2], "svc200")) {
         unsigned n = argv[2][3] == '5' ? 50 : 200;
         l.services = n / scale ? n / scale : 1;
