@@ -21,6 +21,9 @@ bad1=$(status_field coroot set_aside_chunks)
 last_bad=$(max_id_of svc-1)
 
 say "the daemon runs while the ring evicts the $bad1 set-aside chunks (up to id $last_bad)"
+# a round of the recorder may also evict one of its own chunks before the daemon ships it (a
+# 300 kB ring holds about a round): lost too, counted by the ring as lost_unshipped
+unshipped0=$(ring_stat lost_unshipped)
 co_fault "reject_service="
 ship_co_bg >"$T/daemon.log" 2>&1 &
 SP=$!
@@ -34,8 +37,9 @@ done
 [ "$(ring_stat min_id)" -gt "$last_bad" ] || fail "the ring never evicted the set-aside chunks"
 reaped() { [ "$(status_field coroot set_aside_chunks)" = 0 ]; }
 wait_until 30 reaped || fail "the daemon still lists evicted chunks as set aside"
-[ "$(status_field coroot lost_chunks)" = "$bad1" ] ||
-    fail "the daemon counted $(status_field coroot lost_chunks) lost, want $bad1"
+unshipped=$(($(ring_stat lost_unshipped) - unshipped0))
+[ "$(status_field coroot lost_chunks)" = $((bad1 + unshipped)) ] ||
+    fail "the daemon counted $(status_field coroot lost_chunks) lost, want $bad1 set aside + $unshipped unshipped"
 grep -q "sink coroot: $bad1 set-aside chunks (ids [0-9]*\.\.$last_bad) were evicted from the ring before they were shipped: counted as lost" \
     "$T/daemon.log" || fail "the daemon did not log the loss: $(grep -m2 evicted "$T/daemon.log")"
 kill -TERM "$SP"
@@ -49,6 +53,7 @@ bad2=$(status_field coroot set_aside_chunks)
 [ "$bad2" -gt 0 ] || fail "nothing was set aside the second time"
 last_bad=$(max_id_of svc-0)
 unshipped0=$(ring_stat lost_unshipped)
+lost1=$(status_field coroot lost_chunks)
 for i in $(seq 1 40); do
     record
     [ "$(ring_stat min_id)" -gt "$last_bad" ] && break
@@ -60,8 +65,8 @@ ship_co --once >"$T/ship3.log" 2>&1 || fail "shipper failed: $(tail -3 "$T/ship3
 grep -q "sink coroot: $bad2 set-aside chunks (ids [0-9]*\.\.$last_bad) were evicted from the ring before they were shipped: counted as lost" \
     "$T/ship3.log" || fail "no startup count of the evicted set-aside chunks: $(grep -m2 evicted "$T/ship3.log")"
 [ "$(status_field coroot set_aside_chunks)" = 0 ] || fail "evicted chunks are still listed as set aside"
-want=$((bad1 + bad2 + unshipped))
+want=$((lost1 + bad2 + unshipped))
 [ "$(status_field coroot lost_chunks)" = "$want" ] ||
-    fail "lost_chunks is $(status_field coroot lost_chunks), want $bad1 + $bad2 set aside + $unshipped unshipped"
-say "lost: $bad1 + $bad2 set aside, $unshipped never shipped"
+    fail "lost_chunks is $(status_field coroot lost_chunks), want $lost1 before + $bad2 set aside + $unshipped unshipped"
+say "lost: $lost1 before, $bad2 set aside, $unshipped never shipped"
 echo PASS
