@@ -133,6 +133,16 @@ struct {
     __uint(max_entries, EVENTS_BYTES);
 } events SEC(".maps");
 
+/* The requests for unwind tables (struct pfr_unwind_req), apart from the notifications: a thread
+ * that does nothing else hands them to the unwinder, so that they never wait behind the
+ * notifications' handling (recorder/cpu/unwind_asks.h). 64 KiB: ~600 requests, more than the
+ * unwinder's queue (a request that finds the ring full is asked again at a later sample). */
+#define UNWIND_ASKS_BYTES (64 * 1024)
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, UNWIND_ASKS_BYTES);
+} unwind_asks SEC(".maps");
+
 #include "unwind.bpf.h"
 #include "python.bpf.h"
 

@@ -344,6 +344,7 @@ struct pfr_unwind_req {
     __u64 ino;
     __u32 dev; /* kernel dev_t, as in pfr_event */
     __u32 pad;
+    __u64 asked_ns; /* when the sampler asked (bpf_ktime_get_ns: CLOCK_MONOTONIC); 0: unknown */
 };
 
 /* The vDSO has no file: the sampler asks for its table under this key (dev 0). It is the same

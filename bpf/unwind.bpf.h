@@ -127,7 +127,7 @@ static __always_inline void uw_ask(struct pfr_walk *w, const struct pfr_uw_vma *
     __u8 one = 1;
     if (bpf_map_update_elem(&unwind_asked, &k, &one, BPF_NOEXIST))
         return; /* asked already (or another CPU is asking now) */
-    struct pfr_unwind_req *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+    struct pfr_unwind_req *r = bpf_ringbuf_reserve(&unwind_asks, sizeof(*r), 0);
     if (!r) {
         bpf_map_delete_elem(&unwind_asked, &k); /* ask again at a later sample */
         w->uw.flags |= PFR_UWF_LOST;
@@ -143,6 +143,7 @@ static __always_inline void uw_ask(struct pfr_walk *w, const struct pfr_uw_vma *
     r->ino = v->ino;
     r->dev = v->dev;
     r->pad = 0;
+    r->asked_ns = bpf_ktime_get_ns(); /* the wait counted from here, the ring's included */
     bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 

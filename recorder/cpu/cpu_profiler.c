@@ -20,6 +20,7 @@
 #include "pfr_map.h"
 #include "unwind_table.h"
 #include "unwinder.h"
+#include "unwind_asks.h"
 
 #define MAX_CPUS       4096
 #define BATCH          256
@@ -62,6 +63,7 @@ struct pfr_cpu_profiler {
     void *cb_ctx;
     struct bpf_program *sampler; /* the sampler program loaded: pfr_sample or pfr_sample_uw */
     pfr_unwinder *unwinder;      /* NULL: user stacks by frame pointers only */
+    pfr_unwind_asks *asks;       /* the sampler's requests into unwinder (with it only) */
     union {                      /* the notification being delivered, copied out of the ring */
         struct pfr_event ev;
         struct pfr_exit_maps exit;
@@ -156,14 +158,8 @@ static int handle_event(void *ctx, void *data, size_t size)
         return 0;
     memcpy(ev, data, sizeof(*ev));
     ev->comm[PFR_TASK_COMM_LEN - 1] = '\0';
-    if (ev->type == PFR_EV_UNWIND) { /* the unwinder's, not the caller's */
-        struct pfr_unwind_req req;
-        if (size >= sizeof(req) && cp->unwinder) {
-            memcpy(&req, data, sizeof(req));
-            pfr_unwinder_request(cp->unwinder, &req);
-        }
+    if (ev->type == PFR_EV_UNWIND) /* the unwinder's, from a ring of their own (unwind_asks.h) */
         return 0;
-    }
     if (ev->type == PFR_EV_PATH) {
         struct pfr_path_event *pe = &cp->evbuf.path;
         if (size < sizeof(*pe))
@@ -364,6 +360,10 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
                               bpf_map__fd(cp->skel->maps.unwind_asked), &cp->unwinder, err, errlen);
         if (rc)
             goto fail;
+        rc = pfr_unwind_asks_start(bpf_map__fd(cp->skel->maps.unwind_asks), cp->unwinder,
+                                   &cp->asks, err, errlen);
+        if (rc)
+            goto fail;
     }
     rc = attach_cpus(cp, opts->hz, &env, err, errlen);
     if (rc)
@@ -402,6 +402,7 @@ void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
     ring_buffer__free(cp->rb);
     for (int i = 0; i < cp->nlinks; i++)
         bpf_link__destroy(cp->links[i]);
+    pfr_unwind_asks_stop(cp->asks); /* before the unwinder it feeds */
     pfr_unwinder_free(cp->unwinder); /* before the maps it writes go */
     free(cp->links);
     cpu_profile_bpf__destroy(cp->skel);
@@ -969,6 +970,7 @@ bool pfr_cpu_profiler_unwind_stats(pfr_cpu_profiler *cp, struct pfr_unwinder_sta
 
 void pfr_cpu_profiler_unwind_sync(pfr_cpu_profiler *cp)
 {
+    pfr_unwind_asks_flush(cp->asks, 1000); /* the requests asked so far in the queue first */
     if (cp->unwinder)
         pfr_unwinder_sync(cp->unwinder);
 }
