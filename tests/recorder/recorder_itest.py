@@ -933,8 +933,25 @@ def share_under(chunks, fn, lo, hi, match=None):
     return (hit / tot if tot else None), tot
 
 
+# The scrape test's shape check: Go's CPU profile samples at 100 Hz, the recorder at 499 Hz.
+GO_CPU_PERIOD_NS = 10_000_000
+SCRAPE_EBPF_PERIOD_NS = 1e9 / 499
+# The fewest samples of each a compared window needs: a host whose CPU hogs leave the server a
+# few percent of a core gives 15 Go samples in 5 s, where one sample is 7 points of share.
+SHAPE_MIN_GO, SHAPE_MIN_EBPF = 50, 250
+
+
+def shape_counts(ebpf, c):
+    """Samples of the scraped chunk c and of the eBPF profile over its seconds."""
+    lo, hi = c["start_ns"], c["end_ns"]
+    _, go_tot = share_under([c], "main.burnCPU", lo, hi)
+    _, bpf_tot = share_under(ebpf, "main.burnCPU", lo, hi)
+    return go_tot / GO_CPU_PERIOD_NS, bpf_tot / SCRAPE_EBPF_PERIOD_NS
+
+
 def comparable_cpu(args, store, scraped):
-    """The newest scraped CPU chunk whose seconds the eBPF profile covers with named frames."""
+    """The newest scraped CPU chunk whose seconds the eBPF profile covers with named frames, with
+    samples enough on both sides to compare."""
     ebpf = chunks_of_type(args, store, "pfr-pprofsrv", "ebpf:cpu:nanoseconds")
     for c in reversed(scraped):
         lo, hi = c["start_ns"], c["end_ns"]
@@ -942,7 +959,8 @@ def comparable_cpu(args, store, scraped):
             continue  # its eBPF intervals are not all written yet
         # frames past the symbolizing budget: module+0xoffset, or an address
         late, tot = share_under(ebpf, "", lo, hi, lambda f: re.match(r"(\S+\+)?0x[0-9a-f]+$", f))
-        if tot and late < 0.1:
+        n_go, n_bpf = shape_counts(ebpf, c)
+        if tot and late < 0.1 and n_go >= SHAPE_MIN_GO and n_bpf >= SHAPE_MIN_EBPF:
             return c
     return None
 
@@ -954,11 +972,23 @@ def check_cpu_shape(args, store, c):
     ebpf = chunks_of_type(args, store, "pfr-pprofsrv", "ebpf:cpu:nanoseconds")
     go_share, _ = share_under([c], "main.burnCPU", lo, hi)
     bpf_share, n = share_under(ebpf, "main.burnCPU", lo, hi)
-    log("CPU shape over %.1f s: main.burnCPU has %s of the scraped profile, %s of eBPF's (%d ns)"
-        % ((hi - lo) / 1e9, go_share, bpf_share, n))
-    if check(go_share is not None and bpf_share is not None, "no CPU samples to compare"):
-        check(abs(go_share - bpf_share) <= 0.15, "main.burnCPU: %.0f%% scraped vs %.0f%% eBPF"
-              % (100 * go_share, 100 * bpf_share))
+    n_go, n_bpf = shape_counts(ebpf, c)
+    log("CPU shape over %.1f s: main.burnCPU has %s of the scraped profile (%.0f samples), %s of "
+        "eBPF's (%.0f samples, %d ns)" % ((hi - lo) / 1e9, go_share, n_go, bpf_share, n_bpf, n))
+    if not check(go_share is not None and bpf_share is not None, "no CPU samples to compare"):
+        return
+    # a window with too few samples is a failure, not a pass on noise (comparable_cpu waits for
+    # one with enough; this is the last one when none came)
+    if not check(n_go >= SHAPE_MIN_GO and n_bpf >= SHAPE_MIN_EBPF,
+                 "CPU shape: %.0f Go and %.0f eBPF samples, need %d and %d"
+                 % (n_go, n_bpf, SHAPE_MIN_GO, SHAPE_MIN_EBPF)):
+        return
+    # 15 points, or 4 standard errors of the difference of two shares at the counts the window
+    # got, whichever is wider (15 at a quiet host's ~500 Go samples; ~28 at the least allowed)
+    p = (go_share * n_go + bpf_share * n_bpf) / (n_go + n_bpf)
+    tol = max(0.15, 4 * math.sqrt(max(p * (1 - p), 0.01) * (1 / n_go + 1 / n_bpf)))
+    check(abs(go_share - bpf_share) <= tol, "main.burnCPU: %.0f%% scraped vs %.0f%% eBPF (+-%.0f)"
+          % (100 * go_share, 100 * bpf_share, 100 * tol))
 
 
 def thread_nices(pid):
