@@ -360,8 +360,8 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
                               bpf_map__fd(cp->skel->maps.unwind_asked), &cp->unwinder, err, errlen);
         if (rc)
             goto fail;
-        rc = pfr_unwind_asks_start(bpf_map__fd(cp->skel->maps.unwind_asks), cp->unwinder,
-                                   &cp->asks, err, errlen);
+        rc = pfr_unwind_asks_start(bpf_map__fd(cp->skel->maps.unwind_asks), cp->unwinder, &cp->asks,
+                                   err, errlen);
         if (rc)
             goto fail;
     }
@@ -402,7 +402,7 @@ void pfr_cpu_profiler_close(pfr_cpu_profiler *cp)
     ring_buffer__free(cp->rb);
     for (int i = 0; i < cp->nlinks; i++)
         bpf_link__destroy(cp->links[i]);
-    pfr_unwind_asks_stop(cp->asks); /* before the unwinder it feeds */
+    pfr_unwind_asks_stop(cp->asks);  /* before the unwinder it feeds */
     pfr_unwinder_free(cp->unwinder); /* before the maps it writes go */
     free(cp->links);
     cpu_profile_bpf__destroy(cp->skel);

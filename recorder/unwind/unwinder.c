@@ -1037,9 +1037,8 @@ void pfr_unwinder_request(pfr_unwinder *u, const struct pfr_unwind_req *req)
     int64_t now = pfr_clock_mono_ns();
     /* the sampler's own time of asking, when it says (its wait in the ring counts too) */
     int64_t asked = req->asked_ns && (int64_t)req->asked_ns <= now ? (int64_t)req->asked_ns : now;
-    struct queued q = {.r = *req,
-                       .asked_ns = asked,
-                       .small = req->end - req->start <= PFR_UNWINDER_SMALL_MAP};
+    struct queued q = {
+        .r = *req, .asked_ns = asked, .small = req->end - req->start <= PFR_UNWINDER_SMALL_MAP};
     if (!push(u, &q)) {
         u->st.queue_full++;
         pthread_mutex_unlock(&u->mu);
