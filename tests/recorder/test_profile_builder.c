@@ -253,6 +253,20 @@ static void builds_profiles(void **state)
     pfr_service_rules_free(&rules);
 }
 
+/* The input of one interval of samples with a frame cache, period 1 ns over [0, 1). */
+static pfr_build_input cached_input(const pfr_cpu_sample *samples, size_t n, pfr_proc_table *t,
+                                    pfr_frame_cache *fc)
+{
+    return (pfr_build_input){.samples = samples,
+                             .nsamples = n,
+                             .stack = stack_of,
+                             .procs = t,
+                             .frames = fc,
+                             .period_ns = 1,
+                             .start_ns = 0,
+                             .end_ns = 1};
+}
+
 /* With the cross-interval cache, a second interval of the same stacks asks the symbolizer
  * nothing and yields the same frames. */
 static void cached_across_intervals(void **state)
@@ -267,14 +281,7 @@ static void cached_across_intervals(void **state)
     };
     pfr_frame_cache fc;
     pfr_frame_cache_init(&fc, 1 << 20);
-    pfr_build_input in = {.samples = samples,
-                          .nsamples = 2,
-                          .stack = stack_of,
-                          .procs = &t,
-                          .frames = &fc,
-                          .period_ns = 1,
-                          .start_ns = 0,
-                          .end_ns = 1};
+    pfr_build_input in = cached_input(samples, 2, &t, &fc);
     pfr_profile_set a, b;
     pfr_build_stats st = {0};
     user_calls = kernel_calls = 0;
@@ -309,14 +316,7 @@ static void shared_by_file(void **state)
                                    {.tgid = Y_PID + 1, .ustack = 41, .count = 2}};
     pfr_frame_cache fc;
     pfr_frame_cache_init(&fc, 1 << 20);
-    pfr_build_input in = {.samples = first,
-                          .nsamples = 1,
-                          .stack = stack_of,
-                          .procs = &t,
-                          .frames = &fc,
-                          .period_ns = 1,
-                          .start_ns = 0,
-                          .end_ns = 1};
+    pfr_build_input in = cached_input(first, 1, &t, &fc);
     pfr_profile_set a, b;
     pfr_build_stats st = {0};
     user_calls = 0;
@@ -355,15 +355,8 @@ static void deadline(void **state)
     const pfr_cpu_sample samples[] = {{.tgid = 100, .ustack = 20, .count = 1}};
     pfr_frame_cache fc;
     pfr_frame_cache_init(&fc, 1 << 20);
-    pfr_build_input in = {.samples = samples,
-                          .nsamples = 1,
-                          .stack = stack_of,
-                          .procs = &t,
-                          .frames = &fc,
-                          .period_ns = 1,
-                          .start_ns = 0,
-                          .end_ns = 1,
-                          .deadline_ns = 1 /* long past */};
+    pfr_build_input in = cached_input(samples, 1, &t, &fc);
+    in.deadline_ns = 1; /* long past */
     pfr_profile_set a;
     pfr_build_stats st = {0};
     user_calls = 0;
