@@ -163,6 +163,21 @@ static int rolled_cb(const pfr_chunk_meta *m, const pfr_profile *p, void *ctx)
     return 0;
 }
 
+/* The rolled-up chunk r of the small ring (*a, one chunk) and the same range of the reference
+ * ring (*b, the chunks it was made of, all of them): returns their count. */
+static int64_t merge_both(pfr_store *small, pfr_store *ref, const struct rolled *r, pfr_profile **a,
+                          pfr_profile **b)
+{
+    pfr_store_filter f = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
+    pfr_scan_stats sa, sb;
+    assert_int_equal(pfr_store_merge(small, &f, 0, a, &sa), 0);
+    assert_int_equal(pfr_store_merge(ref, &f, 0, b, &sb), 0);
+    assert_int_equal(sa.chunks, 1);
+    int64_t nin = (int64_t)sb.chunks;
+    assert_int_equal(nin * STEP, r->end - r->start);
+    return nin;
+}
+
 /* The flame graph of every rolled-up chunk's range in the small ring against the same range in
  * the reference ring: summed types equal per stack, averaged types their mean per stack (the
  * chunks are contiguous 10 s intervals, so the time average is the mean), to rounding. */
@@ -170,14 +185,8 @@ static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_li
 {
     for (size_t i = 0; i < l->n; i++) {
         const struct rolled *r = &l->v[i];
-        pfr_store_filter f = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
         pfr_profile *a = NULL, *b = NULL;
-        pfr_scan_stats sa, sb;
-        assert_int_equal(pfr_store_merge(small, &f, 0, &a, &sa), 0);
-        assert_int_equal(pfr_store_merge(ref, &f, 0, &b, &sb), 0);
-        assert_int_equal(sa.chunks, 1);
-        int64_t nin = (int64_t)sb.chunks;
-        assert_int_equal(nin * STEP, r->end - r->start);
+        int64_t nin = merge_both(small, ref, r, &a, &b);
         size_t na, nb;
         struct entry *ea = entries(a, &na), *eb = entries(b, &nb);
         assert_int_equal(na, nb);
@@ -464,14 +473,8 @@ static void test_fold_coarsest(void **state)
             fine->v[fine->n++] = *r;
             continue;
         }
-        pfr_store_filter f = {.from_ns = r->start, .to_ns = r->end, .service = r->service};
         pfr_profile *a = NULL, *b = NULL;
-        pfr_scan_stats sa, sb;
-        assert_int_equal(pfr_store_merge(small, &f, 0, &a, &sa), 0);
-        assert_int_equal(pfr_store_merge(ref, &f, 0, &b, &sb), 0);
-        assert_int_equal(sa.chunks, 1);
-        int64_t nin = (int64_t)sb.chunks;
-        assert_int_equal(nin * STEP, r->end - r->start);
+        int64_t nin = merge_both(small, ref, r, &a, &b);
         int64_t ta[2][NTYPES], tb[2][NTYPES];
         size_t fa, fb;
         sums(a, ta, &fa);
