@@ -345,6 +345,18 @@ static int chain_left(struct store_db *d, int64_t base, bool *left)
     return step == SQLITE_ROW ? 0 : pfr_store_errno(step);
 }
 
+/* The policy's plan on the tiers' bytes as last measured or noted. */
+static void plan_now(const struct store_retention *r, uint64_t used, int64_t top,
+                     int64_t newest_end, struct store_ret_plan *plan)
+{
+    struct store_ret_in in = {.n = r->tiers.off ? 0 : (unsigned)r->tiers.n,
+                              .used = used,
+                              .top = (int)top,
+                              .coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0};
+    memcpy(in.bytes, r->bytes, sizeof(in.bytes));
+    pfr_st_retention_plan(&in, plan);
+}
+
 int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
                           const struct store_keep *keep, uint64_t used, struct store_rollup *g,
                           int *evict_tier)
@@ -368,23 +380,16 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
         (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
                                &newest_end)) != 0)
         return rc;
-    struct store_ret_in in = {.n = r->tiers.off ? 0 : (unsigned)r->tiers.n,
-                              .used = used,
-                              .top = (int)top,
-                              .coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0};
-    memcpy(in.bytes, r->bytes, sizeof(in.bytes));
+    if (top < 0)
+        return STORE_RET_NONE;
     struct store_ret_plan plan;
-    pfr_st_retention_plan(&in, &plan);
+    plan_now(r, used, top, newest_end, &plan);
     if (plan.trim >= 0 && r->steps) {
         /* the hours go only on fresh figures: the notes miss the chains that moved */
         if ((rc = measure(r, d)) != 0)
             return rc;
-        in.coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0;
-        memcpy(in.bytes, r->bytes, sizeof(in.bytes));
-        pfr_st_retention_plan(&in, &plan);
+        plan_now(r, used, top, newest_end, &plan);
     }
-    if (top < 0)
-        return STORE_RET_NONE;
     *evict_tier = plan.trim;
     if (plan.trim >= 0)
         return STORE_RET_TRIM;
