@@ -7,6 +7,11 @@
 source "$(dirname "$0")/lib.sh"
 need_chdb
 CAP=$((3 * 1024 * 1024))
+# Chains rotate and tiers roll up at the clock's hours, so where the data falls in the hour
+# decides when the ring fills: with the data on whole hours the first half hour of the outage
+# fits without a roll-up. The writer's clock is fixed at a quarter past (an hour back, so that
+# nothing is in the future).
+export RINGTOOL_NOW_S=${RINGTOOL_NOW_S:-$(($(date +%s) / 3600 * 3600 - 2700))}
 make_part() { # $1: intervals of 10 s, $2: end, seconds ago
     mkring --services 3 --intervals "$1" --stacks 60 --seed 71 --end-ago-s "$2" --max-bytes "$CAP"
 }
@@ -30,17 +35,24 @@ say "rolled up: $r0 before the outage, $r1 after its first half hour, $r2 after 
 "$PFR_QUERY" --store "$T/ring.db" ls | sed -n '1,3p' >&2
 start_front
 ship_ch --once --batch-chunks 200 >"$T/ship2.log" 2>&1 || fail "shipment after the outage failed"
-# Per service, over the range the ring still holds (it may have evicted the coarsest of what was
-# taken: ClickHouse keeps those): ClickHouse's sum equals the ring's.
-"$RINGTOOL" chunks --store "$T/ring.db" |
-    awk '{s[$2] += $5; if (!($2 in f) || $3 < f[$2]) f[$2] = $3} END {for (k in s) printf "%s %s %.0f\n", k, f[k], s[k]}' \
-    >"$T/per_service"
-[ -s "$T/per_service" ] || fail "the ring is empty"
-while read -r svc first want; do
-    got=$(chq "SELECT sum(Value) FROM profiling_samples WHERE ServiceName = '$svc' AND toUnixTimestamp64Nano(Start) >= $first")
-    [ "$got" = "$want" ] || fail "$svc from $first: ClickHouse holds $got, the ring $want"
-    say "$svc: ClickHouse and the ring hold $got"
-done <"$T/per_service"
+# Per service, over each stretch of time the ring still holds: ClickHouse's sum equals the
+# ring's. The ring may have given up the coarsest of what was taken (ClickHouse keeps those), and
+# an append that outran the roll-ups deletes the oldest of the tier below the coarsest, leaving a
+# gap between the hours and what is finer: a stretch is a run of chunks each starting where the
+# one before ended, or earlier.
+"$RINGTOOL" chunks --store "$T/ring.db" | sort -t "$(printf '\t')" -k2,2 -k3,3n |
+    awk -F '\t' '$2 != svc || $3 > end { if (svc != "") printf "%s %s %s %.0f\n", svc, first, end, sum
+                                        svc = $2; first = $3; end = $4; sum = 0 }
+                 { sum += $5; if ($4 > end) end = $4 }
+                 END { if (svc != "") printf "%s %s %s %.0f\n", svc, first, end, sum }' \
+    >"$T/stretches"
+[ -s "$T/stretches" ] || fail "the ring is empty"
+while read -r svc from to want; do
+    got=$(chq "SELECT sum(Value) FROM profiling_samples WHERE ServiceName = '$svc' AND
+               toUnixTimestamp64Nano(Start) >= $from AND toUnixTimestamp64Nano(Start) < $to")
+    [ "$got" = "$want" ] || fail "$svc over [$from, $to): ClickHouse holds $got, the ring $want"
+    say "$svc over [$from, $to): ClickHouse and the ring hold $got"
+done <"$T/stretches"
 dup=$(chq "SELECT count() FROM (SELECT ServiceName, Type, Start, StackHash, count() AS c
            FROM profiling_samples GROUP BY ServiceName, Type, Start, StackHash HAVING c > 1)")
 [ "$dup" = 0 ] || fail "$dup sample rows doubled in ClickHouse"
