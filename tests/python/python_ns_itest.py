@@ -9,7 +9,7 @@ their ids in the new pid namespace (the program is pid 1 there, its thread pid 2
 sampler must match to walk the right thread.
 
 Checks (python_itest.py's): split (hot_a/hot_b on >= 95 % of the samples, within 5 points of the
-program's own split and its in-process oracle's, lines) and thread (the thread hashing with the
+share of the work and its in-process oracle's, lines) and thread (the thread hashing with the
 GIL released shows its own function, never the GIL holder's); the program ran in a pid namespace
 of its own (NSpid) at the path only its root has.
 
@@ -86,7 +86,7 @@ def main():
         if not rec:
             return 1
         pids["split"], out = run_in_ns(args, tmp, "split", pi.SPLIT_SECONDS)
-        own, oracle = pi.splits_printed(out)
+        splits = pi.splits_printed(out)
         pids["thread"], _ = run_in_ns(args, tmp, "thread", pi.SECONDS)
         time.sleep(2.5)  # the last interval
     finally:
@@ -96,7 +96,7 @@ def main():
         m = re.search(r"python: walking process %s \(([^)]*)\)" % pid, log)
         pi.check(bool(m), "%s: walked (%s)" % (mode, m.group(1) if m else "not in the log"))
     src = "/w/" + os.path.basename(args.workload)  # the file as the program named it
-    pi.check_split(pi.samples_of(args.dump, store, pids["split"]), own, oracle,
+    pi.check_split(pi.samples_of(args.dump, store, pids["split"]), splits,
                    os.path.realpath(args.workload), file_as=src)
     pi.check_thread(pi.samples_of(args.dump, store, pids["thread"]))
     if pi.FAILS:
