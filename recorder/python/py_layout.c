@@ -188,7 +188,8 @@ int pfr_py_layout_from_debug(const uint8_t *b, size_t len, pfr_py_layout *out)
      * and 64), the runtime's and thread state's within 16 bits */
     const uint64_t frame = 80, wide = 0xfff0, code = word(b, DO_CO_CODE);
     const uint64_t ascii = word(b, DO_STR_ASCII_SIZE), bytes = word(b, DO_BYTES_DATA);
-    if (code > 256 || ascii < 8 || ascii + 16 > 128 || bytes > 64 || bytes < 8)
+    /* (no sums of read values: an ascii size of 2^64 - 8 plus 16 wrapped past the bound) */
+    if (code > 256 || ascii < 8 || ascii > 128 - 16 || bytes > 64 || bytes < 8)
         return -ERANGE;
     static const struct {
         unsigned word;
