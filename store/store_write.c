@@ -209,6 +209,8 @@ struct writer {
     uint64_t page_cost;
     uint64_t txn_freed; /* bytes the appends' own eviction freed in this transaction */
     uint64_t short_by;  /* an append found this much less room than make_room made (-EAGAIN) */
+    size_t txn_left;    /* appends of the transaction still to come, the current one included */
+    uint64_t room_end;  /* the pages make_room left in use plus the room it made (est + extra) */
     bool may_delete;    /* appends may delete chunks of a tier below the coarsest */
     /* The tiers' policy said deleting comes next (make_room): the appends delete what they
      * need, chunk by chunk, of this tier (-1: none said), not make_room ahead of them by an
@@ -1437,7 +1439,18 @@ static int evict(pfr_store *s, uint64_t need_bytes, uint64_t est_bytes, int64_t 
              * lacked made first (roll-ups cannot run inside an append). Deleting the coarsest
              * tier here whenever a transaction took more than make_room's mean (a new base) cost
              * the scaled 50-service ring its 1 h tier in 4 days. */
-            w->short_by = used + need_bytes - target + slack;
+            /* short by what this append takes past the room make_room was asked for (the
+             * appends before it took more than the estimate too: a retry asked for only the
+             * shortfall at the target found that room already free, and fell short again) */
+            uint64_t want = used + need_bytes + slack;
+            w->short_by =
+                want > w->room_end ? want - w->room_end : used + need_bytes - target + slack;
+            /* A chunk that starts a chain (its base the room it lacked): the streams rotate at
+             * the clock's hour together, so the appends after it in this transaction are taken
+             * to need as much (one more try each, and after three the appends delete: a gap of
+             * the tier below the coarsest, shipper_ch_rollup) */
+            if (!protect_base && w->txn_left > 1)
+                w->short_by += (uint64_t)(w->txn_left - 1) * need_bytes;
             rc = -EAGAIN;
             break;
         }
@@ -2040,7 +2053,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
  * coarsest tier, deleting) as pfr_st_retention_next says. The appends' own eviction (evict) then
  * finds the room there, and only deletes when the estimate fell short. Roll-ups run here, not
  * inside an append, because they use the writer's append path themselves. */
-static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
+static int make_room(pfr_store *s, uint64_t est, bool retry, uint64_t *used_out)
 {
     struct writer *w = s->w;
     uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
@@ -2048,7 +2061,10 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
     struct store_rollup g = {0};
     uint64_t used = 0, pages, freep;
     int rc;
-    bool making = false; /* once started, make the slack too: roll-ups run now and then */
+    /* once started, make the slack too: roll-ups run now and then; on a retry from the start (the
+     * appends measure their room with it: without, a retry found the room its extra asked for
+     * and the append fell short by the same bytes again, three times, then deleted) */
+    bool making = retry;
     for (;;) {
         if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
             break;
@@ -2242,9 +2258,12 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     s->w->txn_freed = 0;
     s->w->policy_evict_tier = -1;
     uint64_t used0 = 0;
-    rc = make_room(s, room_estimate(s, n) + extra, &used0);
+    uint64_t est = room_estimate(s, n) + extra;
+    rc = make_room(s, est, extra > 0, &used0);
+    s->w->room_end = used0 + est;
     for (size_t i = 0; i < n && !rc; i++) {
         s->w->cur = NULL;
+        s->w->txn_left = n - i;
         rc = append_one(s, &in[i], 0, 0, ids_out ? &ids_out[i] : NULL);
         if (s->w->cur)
             wstream_account(s->w, s->w->cur);
