@@ -36,10 +36,10 @@ say "rolled up: $r0 before the outage, $r1 after its first half hour, $r2 after 
 start_front
 ship_ch --once --batch-chunks 200 >"$T/ship2.log" 2>&1 || fail "shipment after the outage failed"
 # Per service, over each stretch of time the ring still holds: ClickHouse's sum equals the
-# ring's. The ring may have given up the coarsest of what was taken (ClickHouse keeps those), and
-# an append that outran the roll-ups deletes the oldest of the tier below the coarsest, leaving a
-# gap between the hours and what is finer: a stretch is a run of chunks each starting where the
-# one before ended, or earlier.
+# ring's. The ring may have given up the coarsest of what was taken (ClickHouse keeps those), or,
+# when roll-ups cannot make the room, the oldest of the tier below the coarsest: a gap between the
+# hours and what is finer (until 2026-11-30 a retried append did that at 2 of 12 alignments in the
+# hour). A stretch is a run of chunks each starting where the one before ended, or earlier.
 "$RINGTOOL" chunks --store "$T/ring.db" | sort -t "$(printf '\t')" -k2,2 -k3,3n |
     awk -F '\t' '$2 != svc || $3 > end { if (svc != "") printf "%s %s %s %.0f\n", svc, first, end, sum
                                         svc = $2; first = $3; end = $4; sum = 0 }
