@@ -250,14 +250,18 @@ static void test_static(void **state)
     if (n != (size_t)rounds) { /* (failed once in a full run, 1 of 3: say why when it does) */
         pfr_scrape_stats st;
         pfr_scrape_get_stats(s, &st);
-        fprintf(stderr,
-                "scrape: %llu rounds, %llu requests, %llu failed (connect %llu, timeout %llu, "
-                "http %llu, invalid %llu, other %llu), %llu skipped for a backoff\n",
-                (unsigned long long)st.rounds, (unsigned long long)st.requests,
-                (unsigned long long)st.failures, (unsigned long long)st.connect_errors,
-                (unsigned long long)st.timeouts, (unsigned long long)st.http_errors,
-                (unsigned long long)st.invalid, (unsigned long long)st.other_errors,
-                (unsigned long long)st.skipped_backoff);
+        const struct {
+            const char *name;
+            uint64_t v;
+        } said[] = {{"rounds", st.rounds},          {"requests", st.requests},
+                    {"failed", st.failures},        {"connect", st.connect_errors},
+                    {"timeout", st.timeouts},       {"http", st.http_errors},
+                    {"invalid", st.invalid},        {"other", st.other_errors},
+                    {"backoff", st.skipped_backoff}};
+        fprintf(stderr, "scrape:");
+        for (size_t i = 0; i < sizeof(said) / sizeof(said[0]); i++)
+            fprintf(stderr, " %s=%llu", said[i].name, (unsigned long long)said[i].v);
+        fprintf(stderr, "\n");
     }
     assert_int_equal(n, rounds);
     assert_true(hits >= 1 && v > 0);
