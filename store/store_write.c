@@ -2053,7 +2053,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
  * coarsest tier, deleting) as pfr_st_retention_next says. The appends' own eviction (evict) then
  * finds the room there, and only deletes when the estimate fell short. Roll-ups run here, not
  * inside an append, because they use the writer's append path themselves. */
-static int make_room(pfr_store *s, uint64_t est, bool retry, uint64_t *used_out)
+static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
 {
     struct writer *w = s->w;
     uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
@@ -2061,10 +2061,7 @@ static int make_room(pfr_store *s, uint64_t est, bool retry, uint64_t *used_out)
     struct store_rollup g = {0};
     uint64_t used = 0, pages, freep;
     int rc;
-    /* once started, make the slack too: roll-ups run now and then; on a retry from the start (the
-     * appends measure their room with it: without, a retry found the room its extra asked for
-     * and the append fell short by the same bytes again, three times, then deleted) */
-    bool making = retry;
+    bool making = false; /* once started, make the slack too: roll-ups run now and then */
     for (;;) {
         if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
             break;
@@ -2259,7 +2256,7 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     s->w->policy_evict_tier = -1;
     uint64_t used0 = 0;
     uint64_t est = room_estimate(s, n) + extra;
-    rc = make_room(s, est, extra > 0, &used0);
+    rc = make_room(s, est, &used0);
     s->w->room_end = used0 + est;
     for (size_t i = 0; i < n && !rc; i++) {
         s->w->cur = NULL;
