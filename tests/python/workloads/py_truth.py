@@ -80,8 +80,7 @@ def split(secs):
     # The work split is the truth the test holds pfr to.
     rng = random.Random(34)
     lengths = [rng.randint(20000, 40000) for _ in range(4096)]
-    # CPU time, not wall time: on a busy machine the program gets its samples all the same
-    cpu = time.process_time
+    cpu = cpu_now
     ta = tb = 0.0
     j = wa = wb = 0
     end = cpu() + secs
