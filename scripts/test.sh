@@ -57,7 +57,7 @@ gcc_built() {
 }
 test_built=0
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-  -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=5 -DPFR_RELEASE_TREE="$(cd "$GCC_BUILD" && pwd)" &&
+  -DPFR_SANITIZE=ON -DPFR_FUZZ=ON -DPFR_FUZZ_SECONDS=3 -DPFR_RELEASE_TREE="$(cd "$GCC_BUILD" && pwd)" &&
   cmake --build "$BUILD" -j"$(nproc)" && test_built=1
 phase_done "build $BUILD, $GCC_BUILD beside"
 gcc_built || exit 1

@@ -87,7 +87,7 @@ def main():
             return 1
         pids["split"], out = run_in_ns(args, tmp, "split", pi.SPLIT_SECONDS)
         splits = pi.splits_printed(out)
-        pids["thread"], _ = run_in_ns(args, tmp, "thread", pi.SECONDS)
+        pids["thread"], _ = run_in_ns(args, tmp, "thread", pi.THREAD_SECONDS)
         time.sleep(2.5)  # the last interval
     finally:
         pi.stop_recorder(rec, logf)
