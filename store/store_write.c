@@ -46,7 +46,7 @@ enum wstmt {
     W_SEL_STREAM,
     W_INS_STREAM,
     W_INS_DICT,
-    W_SET_BASE,
+    W_NEXT_DICT,
     W_INS_CHUNK,
     W_INS_DATA,
     W_PAGE_COUNT,
@@ -67,9 +67,11 @@ enum wstmt {
 static const char *const wsql[W_N] = {
     [W_SEL_STREAM] = "SELECT id FROM streams WHERE key = ?1",
     [W_INS_STREAM] = "INSERT INTO streams(key, service, labels, types) VALUES (?1, ?2, ?3, ?4)",
-    [W_INS_DICT] = ("INSERT INTO dicts(stream_id, base_id, parent_id, nbytes, crc, data)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-    [W_SET_BASE] = "UPDATE dicts SET base_id = ?1, crc = ?2 WHERE id = ?1",
+    [W_INS_DICT] = ("INSERT INTO dicts(id, stream_id, base_id, parent_id, nbytes, crc, data)"
+                    " VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6)"),
+    /* The id the next dictionary row takes (AUTOINCREMENT: past every id ever used). */
+    [W_NEXT_DICT] = ("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'dicts'),"
+                     " 0), coalesce((SELECT max(id) FROM dicts), 0)) + 1"),
     [W_INS_CHUNK] =
         ("INSERT INTO chunks(id, stream_id, base_id, dict_id, start_ns, end_ns, nbytes, crc,"
          " totals, tier) VALUES (?10, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
@@ -1814,8 +1816,23 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         return rc;
     sqlite3_stmt *st;
     if (layer) {
-        int64_t parent = rotate ? 0 : ws->dict_id;
-        int64_t f[3] = {sid, rotate ? 0 : ws->base_id, parent};
+        int64_t parent = rotate ? 0 : ws->dict_id, base_id = ws->base_id;
+        if (rotate) {
+            /* A base is its own chain (base_id = its id): the id is taken ahead, so that the row
+             * is written once. Set by an UPDATE after the insert, the ~108 KB base of a drifting
+             * hour was written twice (a record that changes size is rewritten whole, overflow
+             * pages too), and the largest transaction's WAL sizes the WAL's share and the spare
+             * file, each taken from the database's room. */
+            st = wst(s, W_NEXT_DICT);
+            if (!st)
+                return db_err(s);
+            int step = sqlite3_step(st);
+            base_id = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+            sqlite3_reset(st);
+            if (step != SQLITE_ROW)
+                return pfr_store_errno(step);
+        }
+        int64_t f[3] = {sid, base_id, parent};
         st = wst(s, W_INS_DICT);
         if (!st)
             return db_err(s);
@@ -1825,19 +1842,12 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
         sqlite3_bind_int64(st, 5, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
         sqlite3_bind_blob(st, 6, w->dict_blob.data, (int)w->dict_blob.len, SQLITE_STATIC);
+        if (rotate) /* else NULL: the next id */
+            sqlite3_bind_int64(st, 7, base_id);
         if ((rc = pfr_st_step_done(st)) != 0)
             return rc;
         ws->dict_id = sqlite3_last_insert_rowid(s->sql.db);
         if (rotate) {
-            /* A base is its own chain: base_id = its id, known only now. */
-            f[1] = ws->dict_id;
-            st = wst(s, W_SET_BASE);
-            if (!st)
-                return db_err(s);
-            sqlite3_bind_int64(st, 1, ws->dict_id);
-            sqlite3_bind_int64(st, 2, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
-            if ((rc = pfr_st_step_done(st)) != 0)
-                return rc;
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
             ws->base_bucket = bucket;
