@@ -331,14 +331,15 @@ static int pick(struct store_retention *r, struct store_db *d, const struct stor
     return 0;
 }
 
-/* Whether no chunk of the finest tier references chain base any more. */
-static int chain_left(struct store_db *d, int64_t base, bool *left)
+/* Whether no chunk of tier k or finer references chain base any more. */
+static int chain_left(struct store_db *d, int64_t base, int k, bool *left)
 {
     sqlite3_stmt *st = pfr_st_prepare(
-        d, "SELECT NOT EXISTS (SELECT 1 FROM chunks WHERE base_id = ?1 AND tier = 0)");
+        d, "SELECT NOT EXISTS (SELECT 1 FROM chunks WHERE base_id = ?1 AND tier <= ?2)");
     if (!st)
         return pfr_st_db_err(d);
     sqlite3_bind_int64(st, 1, base);
+    sqlite3_bind_int(st, 2, k);
     int step = sqlite3_step(st);
     *left = step == SQLITE_ROW && sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -363,19 +364,27 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
 {
     int rc;
     int64_t top, newest_end;
-    /* Measured again every so many steps, and as soon as the finest tier's last roll-up left its
-     * chain without a chunk of the finest tier: the chain is then charged to the tiers its
+    /* Measured again every so many steps, and as soon as a tier's last roll-up left its chain
+     * without a chunk of that tier or finer: the chain is then charged to the tiers its
      * roll-ups reached, which move on into the coarsest and free it, instead of the finest
      * rolling up on for its room (each of its roll-ups frees ~a page, a drifting hour's chain
-     * ~410 KB). Asked of the one chain, not of the oldest chunk's: with many streams the oldest
-     * chunk's chain changes at nearly every roll-up. */
+     * ~410 KB). The tiers between too: when the last minutes of an hour went up to the
+     * 10-minute tier, the chain stayed charged to the minutes until the next measure, which
+     * rolled the next hour's minutes up while the hour before held its ~410 KB chain at 10
+     * minutes, and the finest tier rolled up for the room (svc200 at 12 days: three hours'
+     * chains, 54 minutes as recorded). Asked of the one chain, not of the oldest chunk's: with
+     * many streams the oldest chunk's chain changes at nearly every roll-up. */
     bool left = false;
-    if (r->watch_base && (rc = chain_left(d, r->watch_base, &left)) != 0)
-        return rc;
+    for (int k = 0; k < PFR_STORE_MAX_TIERS; k++) {
+        bool gone = false;
+        if (r->watch_base[k] && (rc = chain_left(d, r->watch_base[k], k, &gone)) != 0)
+            return rc;
+        if (gone)
+            r->watch_base[k] = 0;
+        left = left || gone;
+    }
     if ((!r->measured || ++r->steps > RET_MEASURE_STEPS || left) && (rc = measure(r, d)) != 0)
         return rc;
-    if (left)
-        r->watch_base = 0;
     if ((rc = pfr_st_query_int(d, "SELECT coalesce(max(tier), -1) FROM chunks", &top)) != 0 ||
         (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
                                &newest_end)) != 0)
@@ -395,8 +404,8 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
         return STORE_RET_TRIM;
     for (unsigned i = 0; i < plan.norder; i++)
         if ((rc = pick(r, d, keep, plan.order[i], newest_end, g)) != 0) {
-            if (rc > 0 && plan.order[i] == 0)
-                r->watch_base = g->in[0].base_id;
+            if (rc > 0 && g->tier < (int)r->tiers.n && g->tier > 0)
+                r->watch_base[g->tier - 1] = g->in[0].base_id;
             /* a roll-up into the coarsest frees the chains its inputs alone kept: measured again
              * at the next call (with the freed chain still charged, its tier stayed over its
              * share and rolled the next hour up whole, its last recorded minutes with it) */

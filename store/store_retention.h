@@ -47,9 +47,10 @@ struct store_retention {
      * the others leave). */
     uint64_t bytes[PFR_STORE_MAX_TIERS + 1];
     int64_t coarse_start; /* the coarsest tier's oldest start, as last measured (0: none) */
-    /* The chain of the finest tier's last roll-up: measured again once no chunk of the finest
-     * tier references it (0: none to watch) */
-    int64_t watch_base;
+    /* Per tier k below the coarsest, the chain of its last roll-up: measured again once no
+     * chunk of tier k or finer references it (0: none to watch), its charge having moved to a
+     * coarser tier */
+    int64_t watch_base[PFR_STORE_MAX_TIERS];
 };
 
 /* The tiers' policy as a pure function of measurements (unit-tested, test_store_retention):
