@@ -61,6 +61,9 @@ enum wstmt {
     W_SET_TIER,
     W_NEWEST_BASE,
     W_CHAIN_TOP,
+    W_CHAIN_UNUSED,
+    W_DEL_DICT_SOME,
+    W_ORPHANS,
     W_N
 };
 
@@ -100,6 +103,14 @@ static const char *const wsql[W_N] = {
                        " WHERE s.service = ?1 AND s.types = ?2 ORDER BY c.end_ns DESC LIMIT 1"),
     [W_CHAIN_TOP] = ("SELECT max(id), (SELECT count(*) FROM chunks WHERE base_id = ?1) FROM dicts"
                      " WHERE base_id = ?1"),
+    [W_CHAIN_UNUSED] = "SELECT NOT EXISTS (SELECT 1 FROM chunks WHERE base_id = ?1)",
+    /* a chain no chunk references, a few rows at a time: its newest layers (?2 = 0), or its base
+     * (?2 = 1: one row, whose overflow pages are freed without being written to the WAL) */
+    [W_DEL_DICT_SOME] = ("DELETE FROM dicts WHERE id IN (SELECT id FROM dicts WHERE base_id = ?1"
+                         " AND (id = base_id) = ?2 ORDER BY id DESC LIMIT 8) AND NOT EXISTS"
+                         " (SELECT 1 FROM chunks WHERE base_id = ?1)"),
+    [W_ORPHANS] = ("SELECT DISTINCT base_id FROM dicts WHERE NOT EXISTS"
+                   " (SELECT 1 FROM chunks WHERE chunks.base_id = dicts.base_id)"),
 };
 
 struct fp {
@@ -219,6 +230,12 @@ struct writer {
      * estimate (a mean that counted a new stream's base made room for a base at every
      * transaction: a 300 KB ring held 2 chunks where it had room for 12). */
     int policy_evict_tier;
+    /* Chains a roll-up left without chunks, their rows not yet deleted: make_room deletes them
+     * as the ring needs room, a few rows at a time (orphans_known: the list is the database's;
+     * else it is read again, after a writer's start or a rolled back transaction). */
+    int64_t *orphans;
+    size_t norphans, cap_orphans;
+    bool orphans_known;
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -325,6 +342,7 @@ void pfr_st_writer_free(struct writer *w)
     free(w->vals);
     free(w->totals);
     free(w->undo);
+    free(w->orphans);
     pfr_st_tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
@@ -1970,6 +1988,87 @@ static int rollup_fold(pfr_store *s, pfr_profile **p)
     return 0;
 }
 
+/* Room lacking from which a chain without chunks gives its base first (orphan_step). */
+#define ORPHAN_BASE_LACK (64u << 10)
+
+/* Chain base, if no chunk references it any more, is left for make_room to delete (orphan_step).
+ * Deleted at once, a drifting hour's chain (~410 KB: a base and 359 layer rows) wrote each of its
+ * ~90 leaf pages to the WAL in the roll-up's transaction (~400 KB), and the largest transaction's
+ * WAL sizes the WAL's share and the spare file, both taken from the database's room (the scaled
+ * 200-service ring: each an eighth of the cap, 0.67 of its 2.6 MB). */
+static int orphan_note(pfr_store *s, int64_t base)
+{
+    struct writer *w = s->w;
+    sqlite3_stmt *st = wst(s, W_CHAIN_UNUSED);
+    if (!st)
+        return db_err(s);
+    sqlite3_bind_int64(st, 1, base);
+    int step = sqlite3_step(st);
+    bool unused = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+    if (step != SQLITE_ROW)
+        return pfr_store_errno(step);
+    if (!unused)
+        return 0;
+    forget_chain(w, base); /* no stream appends to it again */
+    if (VEC_RESERVE(w->orphans, w->cap_orphans, w->norphans + 1))
+        return -ENOMEM;
+    w->orphans[w->norphans++] = base;
+    return 0;
+}
+
+/* The chains no chunk references, read from the database (a writer's start, a rolled back
+ * transaction: the list in memory may miss some). */
+static int orphans_read(pfr_store *s)
+{
+    struct writer *w = s->w;
+    sqlite3_stmt *st = wst(s, W_ORPHANS);
+    if (!st)
+        return db_err(s);
+    w->norphans = 0;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (VEC_RESERVE(w->orphans, w->cap_orphans, w->norphans + 1)) {
+            sqlite3_reset(st);
+            return -ENOMEM;
+        }
+        w->orphans[w->norphans++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_reset(st);
+    if (step != SQLITE_DONE)
+        return pfr_store_errno(step);
+    w->orphans_known = true;
+    return 0;
+}
+
+/* A few rows of a chain no chunk references deleted, for lack bytes of room: 1 when some were,
+ * 0 when none is left. Its layers first, a few at a time, unless a base's worth is lacking: a
+ * layer row's page is written to the WAL, a base's overflow pages are not, so the base is kept
+ * for the room of the next base (the hour's rotation: ~108 KB, made of ~120 layer rows it took
+ * ~150 KB of WAL). */
+static int orphan_step(pfr_store *s, uint64_t lack)
+{
+    struct writer *w = s->w;
+    int rc;
+    if (!w->orphans_known && (rc = orphans_read(s)) != 0)
+        return rc;
+    while (w->norphans) {
+        for (int pass = 0; pass < 2; pass++) {
+            sqlite3_stmt *st = wst(s, W_DEL_DICT_SOME);
+            if (!st)
+                return db_err(s);
+            sqlite3_bind_int64(st, 1, w->orphans[w->norphans - 1]);
+            sqlite3_bind_int(st, 2, (lack >= ORPHAN_BASE_LACK) != pass);
+            if ((rc = pfr_st_step_done(st)) != 0)
+                return rc;
+            if (sqlite3_changes(s->sql.db) > 0)
+                return 1;
+        }
+        w->norphans--; /* all gone (or referenced again: a rolled back roll-up) */
+    }
+    return 0;
+}
+
 /* Group g becomes one chunk of tier g->tier with g's smallest id: its inputs' rows deleted, the
  * merged profile appended through the writer's own path (a chain per stream and tier), the
  * chains left without chunks deleted. A group of one chunk only changes tier. An input that
@@ -2048,15 +2147,14 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
     }
     if (rc)
         return rc;
-    int64_t dicts[64];
-    for (size_t i = 0; i < g->n; i += 64) {
-        size_t k = g->n - i < 64 ? g->n - i : 64;
-        for (size_t j = 0; j < k; j++)
-            dicts[j] = g->in[i + j].base_id;
-        if ((rc = delete_orphans(s, dicts, k, W_DEL_DICT, 0)) != 0)
-            return rc;
+    for (size_t i = 0; i < g->n && !rc; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = g->in[j].base_id == g->in[i].base_id;
+        if (!dup)
+            rc = orphan_note(s, g->in[i].base_id);
     }
-    return 0;
+    return rc;
 }
 
 /* Before a transaction's chunks: room for about est bytes more, made by rolling up (and, for the
@@ -2078,6 +2176,12 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
         if (used + est + (making ? slack : 0) <= target)
             break;
         making = true;
+        /* the rows of chains no chunk references first: they cost no history */
+        if ((rc = orphan_step(s, used + est + slack - target)) != 0) {
+            if (rc < 0)
+                break;
+            continue;
+        }
         if ((rc = cursors(s, &x)) != 0)
             break;
         if (!x.pins_read && (rc = pins_read(s, &x)) != 0)
@@ -2297,7 +2401,8 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
                 pfr_st_step_done(rb);
         }
         writer_undo(s->w);
-        s->w->ret.measured = false; /* the tiers' bytes are the database's again */
+        s->w->ret.measured = false;  /* the tiers' bytes are the database's again */
+        s->w->orphans_known = false; /* and its chains without chunks */
         return rc;
     }
     s->space.dropped_pending = 0;
@@ -2305,9 +2410,54 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     return 0;
 }
 
+/* A transaction of make_room alone, for est bytes: the room an append lacked (a new dictionary
+ * base) made before the appends' own transaction, not in it. Made in the appends' transaction,
+ * the room for a drifting hour's ~108 KB base (~15 roll-ups or ~120 rows of a chain without
+ * chunks) and the base took ~250 KB of WAL, past the WAL's budget; the largest transaction's WAL
+ * sizes the WAL's share and the spare file, both taken from the database's room. */
+static int room_txn(pfr_store *s, uint64_t est)
+{
+    struct writer *w = s->w;
+    sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
+    if (!begin)
+        return db_err(s);
+    int rc = pfr_st_step_done(begin);
+    if (rc)
+        return rc;
+    uint64_t frames = wal_frames_written(s), used0;
+    w->room = 0;
+    w->nundo = 0;
+    w->undo_lost = false;
+    w->txn_freed = 0;
+    w->policy_evict_tier = -1;
+    rc = make_room(s, est, &used0);
+    w->policy_evict_tier = -1; /* deleting is the appends' own (their transaction's make_room) */
+    if (!rc)
+        rc = commit_fits(s);
+    if (!rc) {
+        sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
+        rc = commit ? pfr_st_step_done(commit) : db_err(s);
+    }
+    uint64_t wrote = wal_frames_written(s) - frames;
+    if (rc == 0 || rc == -ENOSPC)
+        pfr_st_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
+    if (rc) {
+        if (!sqlite3_get_autocommit(s->sql.db)) {
+            sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
+            if (rb)
+                pfr_st_step_done(rb);
+        }
+        writer_undo(w);
+        w->ret.measured = false;
+        w->orphans_known = false;
+    }
+    return rc;
+}
+
 /* A transaction whose appends found too little room (a new dictionary base is larger than
- * make_room's estimate) starts again with that room made by roll-ups first; after three tries
- * (chunks nobody may merge) the appends delete what they need. */
+ * make_room's estimate) starts again with that room made by roll-ups first, in a transaction of
+ * its own (room_txn); after three tries (chunks nobody may merge) the appends delete what they
+ * need. */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
     uint64_t extra = 0;
@@ -2318,6 +2468,8 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
         if (rc != -EAGAIN)
             return rc;
         extra += s->w->short_by;
+        if ((rc = room_txn(s, room_estimate(s, n) + extra)) != 0)
+            return rc;
     }
 }
 
