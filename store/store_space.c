@@ -187,6 +187,11 @@ void pfr_st_space_spare_make(struct store_space *sp)
         unlink(sp->spare_path); /* no half spare: it would be counted as held */
 }
 
+bool pfr_st_space_spare_held(const struct store_space *sp)
+{
+    return sp->spare_path && size_of(sp->spare_path) > 0;
+}
+
 void pfr_st_space_spare_drop(struct store_space *sp)
 {
     if (sp->spare_path)

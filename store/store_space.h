@@ -80,6 +80,8 @@ void pfr_st_space_note_wal(struct store_space *sp, uint64_t wal_bytes);
  * the cap in force, reserve or not); drop it (its room goes to the WAL). Both best effort. */
 void pfr_st_space_spare_make(struct store_space *sp);
 void pfr_st_space_spare_drop(struct store_space *sp);
+/* Whether the spare file is there: the ring's room on a disk someone else fills. */
+bool pfr_st_space_spare_held(const struct store_space *sp);
 
 /* The database file's bytes (its pages past the file's end, in the WAL, not counted). */
 uint64_t pfr_st_space_db_file(const struct store_space *sp);

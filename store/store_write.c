@@ -2227,6 +2227,12 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
  * when a reader's snapshot still holds it. */
 static int wal_checkpoint_wait(pfr_store *s, bool give_back, int wait_ms)
 {
+    /* A truncated WAL gives its blocks to the file system, and on a disk someone else fills they
+     * are gone: without the spare file they were the ring's only room, and a ring with neither
+     * could not commit even the eviction that would make room (store_crash_full: "append: -28"
+     * after the WAL was truncated and the writer killed). Then it only restarts: the
+     * journal_size_limit in force trims it at the next write, or keeps it while starved. */
+    give_back = give_back && pfr_st_space_spare_held(&s->space);
     sqlite3_busy_timeout(s->sql.db, wait_ms);
     int rc = sqlite3_wal_checkpoint_v2(
         s->sql.db, NULL, give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART, NULL,
