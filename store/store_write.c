@@ -2357,6 +2357,34 @@ static void page_cost_note(pfr_store *s, uint64_t used0, size_t n)
     w->page_cost = w->page_cost ? (w->page_cost * (32 - wgt) + per * wgt) / 32 : per;
 }
 
+/* The end of a write transaction begun with frames WAL frames written so far: committed if rc is
+ * 0 and the disk can take it (commit_fits), else rolled back with the writer's state undone. The
+ * transaction's WAL, committed or not (a commit that found the disk full counts the frames it
+ * tried to write), is noted: its frames, a page and a 24-byte header each, and the header. */
+static int txn_end(pfr_store *s, int rc, uint64_t frames)
+{
+    if (!rc)
+        rc = commit_fits(s);
+    if (!rc) {
+        sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
+        rc = commit ? pfr_st_step_done(commit) : db_err(s);
+    }
+    uint64_t wrote = wal_frames_written(s) - frames;
+    if (rc == 0 || rc == -ENOSPC)
+        pfr_st_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
+    if (rc) {
+        if (!sqlite3_get_autocommit(s->sql.db)) {
+            sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
+            if (rb)
+                pfr_st_step_done(rb);
+        }
+        writer_undo(s->w);
+        s->w->ret.measured = false;  /* the tiers' bytes are the database's again */
+        s->w->orphans_known = false; /* and its chains without chunks */
+    }
+    return rc;
+}
+
 /* One write transaction: the chunks (evicting as pfr_st_space_plan said), committed; or rolled
  * back, and the streams it appended to put back as they were (writer_undo). */
 static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out,
@@ -2389,28 +2417,8 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
         page_cost_note(s, used0, n);
     if (!rc)
         rc = txn_meta(s);
-    if (!rc)
-        rc = commit_fits(s);
-    if (!rc) {
-        sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
-        rc = commit ? pfr_st_step_done(commit) : db_err(s);
-    }
-    /* The transaction's WAL, committed or not (a commit that found the disk full counts the
-     * frames it tried to write): its frames, a page and a 24-byte header each, and the header. */
-    uint64_t wrote = wal_frames_written(s) - frames;
-    if (rc == 0 || rc == -ENOSPC)
-        pfr_st_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
-    if (rc) {
-        if (!sqlite3_get_autocommit(s->sql.db)) {
-            sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
-            if (rb)
-                pfr_st_step_done(rb);
-        }
-        writer_undo(s->w);
-        s->w->ret.measured = false;  /* the tiers' bytes are the database's again */
-        s->w->orphans_known = false; /* and its chains without chunks */
+    if ((rc = txn_end(s, rc, frames)) != 0)
         return rc;
-    }
     s->space.dropped_pending = 0;
     s->space.meta_reserve = s->space.reserve_bytes + 1;
     return 0;
@@ -2438,26 +2446,7 @@ static int room_txn(pfr_store *s, uint64_t est)
     w->policy_evict_tier = -1;
     rc = make_room(s, est, &used0);
     w->policy_evict_tier = -1; /* deleting is the appends' own (their transaction's make_room) */
-    if (!rc)
-        rc = commit_fits(s);
-    if (!rc) {
-        sqlite3_stmt *commit = pfr_st_stmt(&s->sql, ST_COMMIT);
-        rc = commit ? pfr_st_step_done(commit) : db_err(s);
-    }
-    uint64_t wrote = wal_frames_written(s) - frames;
-    if (rc == 0 || rc == -ENOSPC)
-        pfr_st_space_note_wal(&s->space, wrote * (s->sql.page_size + 24) + 32);
-    if (rc) {
-        if (!sqlite3_get_autocommit(s->sql.db)) {
-            sqlite3_stmt *rb = pfr_st_stmt(&s->sql, ST_ROLLBACK);
-            if (rb)
-                pfr_st_step_done(rb);
-        }
-        writer_undo(w);
-        w->ret.measured = false;
-        w->orphans_known = false;
-    }
-    return rc;
+    return txn_end(s, rc, frames);
 }
 
 /* A transaction whose appends found too little room (a new dictionary base is larger than
