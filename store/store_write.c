@@ -2357,6 +2357,25 @@ static void page_cost_note(pfr_store *s, uint64_t used0, size_t n)
     w->page_cost = w->page_cost ? (w->page_cost * (32 - wgt) + per * wgt) / 32 : per;
 }
 
+/* A write transaction begun (BEGIN IMMEDIATE), the writer's per-transaction state reset; *frames:
+ * the WAL frames written so far, for txn_end. */
+static int txn_begin(pfr_store *s, uint64_t *frames)
+{
+    sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
+    if (!begin)
+        return db_err(s);
+    int rc = pfr_st_step_done(begin);
+    if (rc)
+        return rc;
+    *frames = wal_frames_written(s);
+    s->w->room = 0; /* another writer may have added pages since our last transaction */
+    s->w->nundo = 0;
+    s->w->undo_lost = false;
+    s->w->txn_freed = 0;
+    s->w->policy_evict_tier = -1;
+    return 0;
+}
+
 /* The end of a write transaction begun with frames WAL frames written so far: committed if rc is
  * 0 and the disk can take it (commit_fits), else rolled back with the writer's state undone. The
  * transaction's WAL, committed or not (a commit that found the disk full counts the frames it
@@ -2390,18 +2409,10 @@ static int txn_end(pfr_store *s, int rc, uint64_t frames)
 static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out,
                     uint64_t extra)
 {
-    sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
-    if (!begin)
-        return db_err(s);
-    int rc = pfr_st_step_done(begin);
+    uint64_t frames;
+    int rc = txn_begin(s, &frames);
     if (rc)
         return rc;
-    uint64_t frames = wal_frames_written(s);
-    s->w->room = 0; /* another writer may have added pages since our last transaction */
-    s->w->nundo = 0;
-    s->w->undo_lost = false;
-    s->w->txn_freed = 0;
-    s->w->policy_evict_tier = -1;
     uint64_t used0 = 0;
     uint64_t est = room_estimate(s, n) + extra;
     rc = make_room(s, est, &used0);
@@ -2432,18 +2443,10 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
 static int room_txn(pfr_store *s, uint64_t est)
 {
     struct writer *w = s->w;
-    sqlite3_stmt *begin = pfr_st_stmt(&s->sql, ST_BEGIN_IMM);
-    if (!begin)
-        return db_err(s);
-    int rc = pfr_st_step_done(begin);
+    uint64_t frames, used0;
+    int rc = txn_begin(s, &frames);
     if (rc)
         return rc;
-    uint64_t frames = wal_frames_written(s), used0;
-    w->room = 0;
-    w->nundo = 0;
-    w->undo_lost = false;
-    w->txn_freed = 0;
-    w->policy_evict_tier = -1;
     rc = make_room(s, est, &used0);
     w->policy_evict_tier = -1; /* deleting is the appends' own (their transaction's make_room) */
     return txn_end(s, rc, frames);
