@@ -1,6 +1,7 @@
 #include "store_test_util.h"
 
 #include <ftw.h>
+#include <sqlite3.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,4 +413,19 @@ uint64_t pfr_tu_digest(const pfr_profile *p)
     }
     free(d);
     return h;
+}
+
+int64_t pfr_tu_sql_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+        fprintf(stderr, "%s: %s: %s\n", path, sql, db ? sqlite3_errmsg(db) : "cannot open");
+        abort();
+    }
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
 }

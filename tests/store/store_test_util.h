@@ -33,4 +33,8 @@ uint64_t pfr_tu_digest(const pfr_profile *p);
 
 uint64_t pfr_tu_file_size(const char *path);
 
+/* The first column of the first row sql gives on the SQLite file at path (aborts, saying why,
+ * when it gives none). */
+int64_t pfr_tu_sql_int(const char *path, const char *sql);
+
 #endif

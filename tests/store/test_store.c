@@ -191,17 +191,7 @@ static void test_roundtrip_realistic(void **state)
 /* Bases in the ring (dictionaries written whole). */
 static int count_bases(const char *path)
 {
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE id = base_id", -1, &q, NULL),
-        SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int n = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return n;
+    return (int)pfr_tu_sql_int(path, "SELECT count(*) FROM dicts WHERE id = base_id");
 }
 
 /* The writer gives its streams' tables back (a daemon near its memory budget): every chunk
@@ -358,7 +348,6 @@ static void test_tables_bound_streams_in_turn(void **state)
         pfr_testgen_free(g[k]);
 }
 
-static int64_t sql_int(const char *db, const char *q);
 static void sql(const char *db, const char *q);
 
 /* Scans what a filter selects and compares each chunk with canon (in id order). */
@@ -421,7 +410,8 @@ static void test_shared_chain(void **state)
     pfr_profile_free(p);
     assert_int_equal(count_bases(f->db), 3);
     /* the later runs' chunks name layers the first run wrote (they added nothing new) */
-    assert_int_equal(sql_int(f->db, "SELECT count(*) FROM chunks c JOIN dicts d ON d.id = c.dict_id"
+    assert_int_equal(pfr_tu_sql_int(f->db,
+                                    "SELECT count(*) FROM chunks c JOIN dicts d ON d.id = c.dict_id"
                                     " WHERE d.stream_id != c.stream_id"),
                      (RUNS - 1) * EACH);
 
@@ -1101,7 +1091,7 @@ static void test_migrate_v4(void **state)
     char err[256];
     pfr_store_opts o = {.max_bytes = 64ull << 20};
     assert_int_equal(pfr_store_open(f->db, &o, &f->s, err, sizeof(err)), 0);
-    assert_int_equal(sql_int(f->db, "PRAGMA user_version"), 5);
+    assert_int_equal(pfr_tu_sql_int(f->db, "PRAGMA user_version"), 5);
     struct seen *after = scan_all(f->s, NULL, 0, NULL);
     assert_int_equal(ro->n, before->n);
     assert_int_equal(after->n, before->n);
@@ -1110,12 +1100,12 @@ static void test_migrate_v4(void **state)
         assert_string_equal(ro->canon[i], before->canon[i]);
         assert_string_equal(after->canon[i], before->canon[i]);
     }
-    int bases = (int)sql_int(f->db, "SELECT count(*) FROM dicts WHERE id = base_id");
+    int bases = count_bases(f->db);
     static pfr_kv h3 = {"host.name", "h3"};
     pfr_profile *p = pfr_tu_small_profile(7, 12, "ebpf:cpu:nanoseconds");
     append_profile(f->s, "svc-a", &h3, 1, T0 + 300 * SEC, p);
     pfr_profile_free(p);
-    assert_int_equal(sql_int(f->db, "SELECT count(*) FROM dicts WHERE id = base_id"), bases);
+    assert_int_equal(count_bases(f->db), bases);
     assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
     seen_free(before);
     seen_free(ro);
@@ -1164,19 +1154,6 @@ static void sql(const char *db, const char *q)
         fail();
     }
     sqlite3_close(h);
-}
-
-static int64_t sql_int(const char *db, const char *q)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(h, q, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
 }
 
 /* Flip one byte in the middle of a blob column of a row. */
@@ -1263,16 +1240,16 @@ static void test_corrupt_rows(void **state)
 
     /* A layer in the middle of svc-0's chain: the chunks that need it go, the earlier stay. */
     reset_db(pristine, f->db, -1);
-    int64_t base = sql_int(f->db, "SELECT base_id FROM chunks WHERE id = 1");
+    int64_t base = pfr_tu_sql_int(f->db, "SELECT base_id FROM chunks WHERE id = 1");
     char q[256];
     snprintf(q, sizeof(q),
              "SELECT min(id) FROM dicts WHERE base_id = %lld AND id > %lld AND id >"
              " (SELECT dict_id FROM chunks WHERE id = 10)",
              (long long)base, (long long)base);
-    int64_t layer = sql_int(f->db, q);
+    int64_t layer = pfr_tu_sql_int(f->db, q);
     snprintf(q, sizeof(q), "SELECT count(*) FROM chunks WHERE base_id = %lld AND dict_id >= %lld",
              (long long)base, (long long)layer);
-    int64_t hit = sql_int(f->db, q);
+    int64_t hit = pfr_tu_sql_int(f->db, q);
     assert_true(hit > 0 && hit < 30);
     flip(f->db, "dicts", "data", layer);
     r = read_all(f->db);
@@ -1284,7 +1261,7 @@ static void test_corrupt_rows(void **state)
     reset_db(pristine, f->db, -1);
     flip(f->db, "dicts", "data", base);
     snprintf(q, sizeof(q), "SELECT count(*) FROM chunks WHERE base_id = %lld", (long long)base);
-    hit = sql_int(f->db, q);
+    hit = pfr_tu_sql_int(f->db, q);
     r = read_all(f->db);
     assert_int_equal(r.corrupt, hit);
     assert_int_equal(r.chunks, total - (size_t)hit);
@@ -1330,7 +1307,7 @@ static void test_corrupt_rows(void **state)
     assert_int_equal(st.corrupt, 1);
     seen_free(x);
     free(x);
-    assert_int_equal(sql_int(f->db, "SELECT value FROM meta WHERE key = 'corrupt'"), 1);
+    assert_int_equal(pfr_tu_sql_int(f->db, "SELECT value FROM meta WHERE key = 'corrupt'"), 1);
     /* and keeps appending to a stream whose old rows are damaged */
     pfr_profile *p = pfr_tu_small_profile(1, 5, "ebpf:cpu:nanoseconds");
     append_profile(f->s, "svc-0", NULL, 0, T0 + 1000 * SEC, p);

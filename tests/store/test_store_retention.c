@@ -509,26 +509,8 @@ static void test_fold_coarsest(void **state)
     free(dir);
 }
 
-/* Rows of chains no chunk references in the ring file, and their bytes. */
-static int64_t orphan_rows(const char *path, const char *sql_more, int64_t *bytes)
-{
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    if (sql_more)
-        assert_int_equal(sqlite3_exec(db, sql_more, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT count(*), coalesce(sum(nbytes), 0) FROM dicts"
-                                        " WHERE base_id NOT IN (SELECT base_id FROM chunks)",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(st, 0);
-    *bytes = sqlite3_column_int64(st, 1);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return n;
-}
+/* Rows of chains no chunk references in the ring file. */
+#define ORPHANS_WHERE " FROM dicts WHERE base_id NOT IN (SELECT base_id FROM chunks)"
 
 /* The chains a roll-up into the coarsest leaves without chunks are deleted as the ring needs
  * room, before any roll-up, a few rows at a time (in the roll-up's transaction a drifting hour's
@@ -542,13 +524,18 @@ static void test_chains_without_chunks(void **state)
     pfr_store *s = open_ring_fold(ps, 1536u << 10, "1m,10m", 24);
     append_d(s, 2, 1440, 0, true);
     pfr_store_close(s);
-    int64_t bytes;
-    const char *chain =
-        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 39)"
-        " INSERT INTO dicts(id, stream_id, base_id, parent_id, nbytes, crc, data)"
-        " SELECT 1000000 + i, 1, 1000000, CASE i WHEN 0 THEN 0 ELSE 999999 + i END, 4000, 0,"
-        " zeroblob(4000) FROM k";
-    assert_int_equal(orphan_rows(ps, chain, &bytes) >= 40, 1);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(ps, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 39)"
+                     " INSERT INTO dicts(id, stream_id, base_id, parent_id, nbytes, crc, data)"
+                     " SELECT 1000000 + i, 1, 1000000, CASE i WHEN 0 THEN 0 ELSE 999999 + i END,"
+                     " 4000, 0, zeroblob(4000) FROM k",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    assert_true(pfr_tu_sql_int(ps, "SELECT count(*)" ORPHANS_WHERE) >= 40);
     s = open_ring_fold(ps, 1536u << 10, "1m,10m", 24);
     append_d(s, 2, 720, 1440, true);
     pfr_store_stats st;
@@ -558,18 +545,9 @@ static void test_chains_without_chunks(void **state)
     assert_int_equal(pfr_store_check(s, NULL, err, sizeof(err)), 0);
     pfr_store_close(s);
     /* the chain left in the file went, and what roll-ups leave stays a small part of the ring */
-    assert_int_equal(orphan_rows(ps, "SELECT 1", &bytes) >= 0, 1);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    assert_int_equal(sqlite3_open_v2(ps, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_prepare_v2(db, "SELECT count(*) FROM dicts WHERE base_id = 1000000", -1, &q, NULL),
-        SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int64(q, 0), 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    assert_true(bytes < (int64_t)(1536u << 10) / 4);
+    assert_int_equal(pfr_tu_sql_int(ps, "SELECT count(*) FROM dicts WHERE base_id = 1000000"), 0);
+    assert_true(pfr_tu_sql_int(ps, "SELECT coalesce(sum(nbytes), 0)" ORPHANS_WHERE) <
+                (int64_t)(1536u << 10) / 4);
     pfr_tu_rmdir(dir);
     free(ps);
     free(dir);

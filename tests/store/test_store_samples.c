@@ -385,19 +385,6 @@ static void flip(const char *db, const char *table, int64_t id)
     sqlite3_close(h);
 }
 
-static int64_t sql_int(const char *db, const char *q)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(h, q, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
-}
-
 static int count_cb(const pfr_chunk_meta *m, const pfr_chunk_samples *v, void *ctx)
 {
     (void)m;
@@ -413,16 +400,16 @@ static void test_corrupt(void **state)
     f->s = NULL;
     flip(f->db, "chunk_data", 12);
     /* A layer of the first stream's chain that later chunks need. */
-    int64_t base = sql_int(f->db, "SELECT base_id FROM chunks WHERE id = 1");
+    int64_t base = pfr_tu_sql_int(f->db, "SELECT base_id FROM chunks WHERE id = 1");
     char q[256];
     snprintf(q, sizeof(q),
              "SELECT min(id) FROM dicts WHERE base_id = %lld AND id > %lld AND id >"
              " (SELECT dict_id FROM chunks WHERE id = 40)",
              (long long)base, (long long)base);
-    int64_t layer = sql_int(f->db, q);
+    int64_t layer = pfr_tu_sql_int(f->db, q);
     snprintf(q, sizeof(q), "SELECT count(*) FROM chunks WHERE base_id = %lld AND dict_id >= %lld",
              (long long)base, (long long)layer);
-    int64_t hit = sql_int(f->db, q);
+    int64_t hit = pfr_tu_sql_int(f->db, q);
     assert_true(hit > 0);
     flip(f->db, "dicts", layer);
 
