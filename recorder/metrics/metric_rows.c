@@ -69,11 +69,6 @@ static double value_of(const pfr_metric_row *r, const void *stats, size_t off,
     return r->divisor != 0 ? v / r->divisor : v;
 }
 
-int pfr_metrics_row_family(pfr_metrics *m, const pfr_metric_row *r, pfr_metric_family **out)
-{
-    return pfr_metrics_family(m, r->name, r->help, r->type, r->labels, nlabels_of(r), out);
-}
-
 static void publish_row(pfr_metric_family *f, const pfr_metric_row *r, const void *stats,
                         const char *instance)
 {

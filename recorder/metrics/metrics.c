@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pfr_hash.h"
+#include "pfr_map.h"
 #include "pfr_metric_rows.h"
 
 #define NBUCKETS 256u /* hash chains per family */
@@ -41,6 +42,9 @@ struct pfr_metrics {
     pfr_metric_family *first, *last;
     pfr_metric_family *dropped; /* pfr_metrics_series_dropped_total{family} */
     pfr_metric_family *err_info, *err_time, *err_count;
+    /* a row's family by the row's address (rows are static tables): each interval publishes
+     * hundreds of rows, and finding each by name walked the list of families with strcmp */
+    pfr_map by_row;
 };
 
 static bool valid_name(const char *s, bool colon)
@@ -172,10 +176,27 @@ const pfr_metric_table pfr_metrics_go_alloc_table =
 
 static int row_family_locked(pfr_metrics *m, const pfr_metric_row *r, pfr_metric_family **out)
 {
+    uint64_t *known = pfr_map_get(&m->by_row, (uint64_t)(uintptr_t)r);
+    if (known) {
+        *out = (pfr_metric_family *)(uintptr_t)*known;
+        return 0;
+    }
     size_t n = 0;
     while (n < PFR_METRIC_MAX_LABELS && r->labels[n])
         n++;
-    return family_locked(m, r->name, r->help, r->type, r->labels, n, out);
+    int rc = family_locked(m, r->name, r->help, r->type, r->labels, n, out);
+    /* (not remembered for want of memory: found by name again next time) */
+    if (rc == 0)
+        pfr_map_put(&m->by_row, (uint64_t)(uintptr_t)r, (uint64_t)(uintptr_t)*out);
+    return rc;
+}
+
+int pfr_metrics_row_family(pfr_metrics *m, const pfr_metric_row *r, pfr_metric_family **out)
+{
+    pthread_mutex_lock(&m->lock);
+    int rc = row_family_locked(m, r, out);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 int pfr_metrics_new(size_t max_series, pfr_metrics **out)
@@ -205,6 +226,7 @@ void pfr_metrics_free(pfr_metrics *m)
         n = f->next;
         family_free(f);
     }
+    pfr_map_free(&m->by_row);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
