@@ -545,12 +545,16 @@ static void map_sizes(void **state)
     unsigned st, ct;
     pfr_cpu_config_map_sizes(&cc, interval, 2, &st, &ct); /* 2000 samples: the floor */
     assert_int_equal(st, 8192);
-    assert_int_equal(ct, 16384);
+    assert_int_equal(ct, 4096); /* a drain's samples twice over, not the stacks' room */
     pfr_cpu_config_map_sizes(&cc, interval, 64, &st, &ct); /* 64000 samples */
     assert_int_equal(st, 32768);
-    assert_int_equal(ct, 65536);
+    assert_int_equal(ct, 131072);
+    pfr_cpu_config_map_sizes(&cc, 1000000000ll, 1, &st, &ct); /* 100 samples: the floors */
+    assert_int_equal(st, 8192);
+    assert_int_equal(ct, 1024);
     pfr_cpu_config_map_sizes(&cc, interval, 1024, &st, &ct); /* capped */
     assert_int_equal(st, 65536);
+    assert_int_equal(ct, 131072);
     cc.stack_map_entries = 1000;
     cc.count_map_entries = 3000;
     pfr_cpu_config_map_sizes(&cc, interval, 64, &st, &ct); /* configured wins */
