@@ -40,7 +40,7 @@
 #define STOP_COLLECT_NS  (4 * 1000000000LL)
 #define STOP_THREADS_SEC 3
 #define RELOAD_WAIT_NS   (2 * 1000000000LL)
-#define MEMORY_CHECK_NS  1000000000LL /* how often the resident set is measured */
+#define MEMORY_CHECK_NS  1000000000LL /* how often the resident set is measured near the budget */
 
 typedef struct writer {
     pfr_store *store;
@@ -696,19 +696,24 @@ int main(int argc, char **argv)
              PFR_VERSION, nsrc, (double)cfg.interval_ns / 1e9, cfg.store_path, host.name);
 
     arm_timer(tfd, next_boundary(start, cfg.interval_ns));
-    int64_t next_mem_check = 0;
+    check_memory(&w);
+    int64_t next_mem_check = pfr_clock_mono_ns() + MEMORY_CHECK_NS;
     for (;;) {
         struct pollfd pfd[3] = {{.fd = sfd, .events = POLLIN},
                                 {.fd = tfd, .events = POLLIN},
                                 {.fd = efd, .events = POLLIN}};
-        /* the memory budget is measured every second: a host that starts many programs can
-         * make the sources pay for many files within one interval */
+        /* Within the budget, the resident set is measured at each interval's end, and by the
+         * sources before they pay for a file (pfr_membudget_allow measures again when its last
+         * measure is a second old): an idle recorder does not wake every second for it. Near or
+         * over the budget, every second, so that what was freed is given back. */
         int64_t now_mono = pfr_clock_mono_ns();
-        if (now_mono >= next_mem_check) {
+        bool watch = w.mem_level != PFR_MEM_OK ||
+                     pfr_membudget_level(w.membudget) != PFR_MEM_OK; /* (a source's measure) */
+        if (watch && now_mono >= next_mem_check) {
             check_memory(&w);
             next_mem_check = now_mono + MEMORY_CHECK_NS;
         }
-        int n = poll(pfd, 3, (int)((next_mem_check - now_mono) / 1000000) + 1);
+        int n = poll(pfd, 3, watch ? (int)((next_mem_check - now_mono) / 1000000) + 1 : -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -726,6 +731,10 @@ int main(int argc, char **argv)
                 pfr_warn("timer: %s", strerror(errno));
             post_interval(&w, pfr_clock_real_ns());
             arm_timer(tfd, next_boundary(pfr_clock_real_ns(), cfg.interval_ns));
+            if (!watch) {
+                check_memory(&w);
+                next_mem_check = pfr_clock_mono_ns() + MEMORY_CHECK_NS;
+            }
         }
         if (pfd[0].revents & POLLIN) {
             struct signalfd_siginfo si;

@@ -102,6 +102,7 @@ static int start_thread(pfr_identity *id)
         pthread_cond_destroy(&id->wake);
         return -rc;
     }
+    pthread_setname_np(id->thread, "pfr-identity"); /* its CPU in /proc/PID/task */
     return 0;
 }
 

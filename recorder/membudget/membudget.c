@@ -3,19 +3,27 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+/* How old a measure a decision accepts before it measures again itself. */
+#define FRESH_NS 1000000000LL
+
 struct pfr_membudget {
-    uint64_t budget;  /* bytes; 0 = off */
-    char statm[256];  /* where the resident set is read */
-    int statm_fd;     /* ... kept open (-1 until the first read): read again from its start, so
-                       * a measure every second costs one syscall, not three */
-    uint64_t page;    /* bytes a page */
-    atomic_int level; /* enum pfr_mem_level */
+    uint64_t budget;    /* bytes; 0 = off */
+    char statm[256];    /* where the resident set is read */
+    int statm_fd;       /* ... kept open (-1 until the first read): read again from its start, so
+                         * a measure every second costs one syscall, not three */
+    uint64_t page;      /* bytes a page */
+    pthread_mutex_t mu; /* one measure at a time: statm_fd and the measure's stores */
+    int64_t fresh_ns;   /* see FRESH_NS */
+    atomic_int_fast64_t last_ns; /* monotonic time of the last measure (0: none) */
+    atomic_int level;            /* enum pfr_mem_level */
     atomic_uint_fast64_t rss, peak, over;
     atomic_uint_fast64_t refused[PFR_MEM_NUSERS];
 };
@@ -40,6 +48,8 @@ int pfr_membudget_new(uint64_t budget_bytes, const char *statm_path, pfr_membudg
         return -ENOMEM;
     b->budget = budget_bytes;
     b->statm_fd = -1;
+    b->fresh_ns = FRESH_NS;
+    pthread_mutex_init(&b->mu, NULL);
     snprintf(b->statm, sizeof(b->statm), "%s", statm_path ? statm_path : "/proc/self/statm");
     long page = sysconf(_SC_PAGESIZE);
     b->page = page > 0 ? (uint64_t)page : 4096;
@@ -53,6 +63,7 @@ void pfr_membudget_free(pfr_membudget *b)
         return;
     if (b->statm_fd >= 0)
         close(b->statm_fd);
+    pthread_mutex_destroy(&b->mu);
     free(b);
 }
 
@@ -77,11 +88,20 @@ static int64_t read_rss(pfr_membudget *b)
     return (int64_t)(resident * b->page);
 }
 
-int pfr_membudget_update(pfr_membudget *b)
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A measure, b->mu held. */
+static int measure(pfr_membudget *b)
 {
     int64_t rss = read_rss(b);
     if (rss < 0)
         return (int)rss;
+    atomic_store(&b->last_ns, mono_ns());
     atomic_store(&b->rss, (uint64_t)rss);
     if ((uint64_t)rss > atomic_load(&b->peak))
         atomic_store(&b->peak, (uint64_t)rss);
@@ -91,6 +111,33 @@ int pfr_membudget_update(pfr_membudget *b)
         atomic_fetch_add(&b->over, 1);
     atomic_store(&b->level, (int)l);
     return (int)l;
+}
+
+int pfr_membudget_update(pfr_membudget *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int rc = measure(b);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* Before a decision: measure again when the last measure is older than fresh_ns, so that the
+ * daemon need not wake every second to measure a recorder nothing asks of. A measure under way
+ * on another thread is not waited for (its result lands within microseconds). */
+static void refresh(pfr_membudget *b)
+{
+    if (mono_ns() - atomic_load(&b->last_ns) < b->fresh_ns)
+        return;
+    if (pthread_mutex_trylock(&b->mu) != 0)
+        return;
+    if (mono_ns() - atomic_load(&b->last_ns) >= b->fresh_ns)
+        measure(b);
+    pthread_mutex_unlock(&b->mu);
+}
+
+void pfr_membudget_set_fresh(pfr_membudget *b, int64_t max_age_ns)
+{
+    b->fresh_ns = max_age_ns;
 }
 
 enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b)
@@ -103,6 +150,7 @@ static bool allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes, bool
 {
     if (!b || b->budget == 0)
         return true;
+    refresh(b);
     enum pfr_mem_level l = pfr_membudget_level(b);
     uint64_t rss = atomic_load(&b->rss);
     /* a large cost is paid only if it leaves the resident set below TIGHT: builds of large files
@@ -127,10 +175,11 @@ bool pfr_membudget_allow_brief(pfr_membudget *b, enum pfr_mem_user user, uint64_
     return allow(b, user, bytes, true);
 }
 
-int64_t pfr_membudget_headroom(const pfr_membudget *b)
+int64_t pfr_membudget_headroom(pfr_membudget *b)
 {
     if (!b || b->budget == 0)
         return INT64_MAX;
+    refresh(b);
     return (int64_t)(b->budget / 4 * 3) - (int64_t)atomic_load(&b->rss);
 }
 
@@ -148,7 +197,7 @@ void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st)
         st->refused[i] = atomic_load(&b->refused[i]);
 }
 
-uint64_t pfr_membudget_cache_bound(const pfr_membudget *b, uint64_t max, uint64_t used)
+uint64_t pfr_membudget_cache_bound(pfr_membudget *b, uint64_t max, uint64_t used)
 {
     int64_t room = pfr_membudget_headroom(b);
     if (room == INT64_MAX)

@@ -2,8 +2,9 @@
  * pfr_membudget: one memory budget for the whole recorder (its resident set, as the kernel
  * counts it for the unit's MemoryMax), and the level that tells every cache and builder how to
  * behave: pay new costs freely (OK), only small or brief ones (TIGHT), or none (OVER). The daemon's
- * main thread measures at each interval's end; the sources' threads ask before they pay for a file
- * (a symbol table, an unwind table, a Go heap walk) and count what they refused. So the
+ * main thread measures at each interval's end (every second while not OK); the sources' threads
+ * ask before they pay for a file (a symbol table, an unwind table, a Go heap walk), measuring
+ * again first when the last measure is more than a second old, and count what they refused. So the
  * recorder degrades (names fewer frames, walks stacks by frame pointers, drops cold caches)
  * instead of growing past the budget, and says so in its metrics.
  *
@@ -12,7 +13,7 @@
  *   TIGHT  above 7/8 of it (or OVER until it falls below that);
  *   OK     below 3/4 of it (or TIGHT until it falls below that).
  *
- * Thread-safe: pfr_membudget_update from one thread (the daemon's), the rest from any.
+ * Thread-safe: every function from any thread.
  * Constructor pfr_membudget_new, destructor pfr_membudget_free. A NULL budget (tests, offline
  * tools) or a budget of 0 bytes (off) allows everything.
  */
@@ -54,6 +55,10 @@ void pfr_membudget_free(pfr_membudget *b);
  * it cannot be read (the level stays). */
 int pfr_membudget_update(pfr_membudget *b);
 
+/* The age past which a decision (allow, headroom, cache bound) measures again first: a second
+ * unless set (tests: 0, every decision measures). */
+void pfr_membudget_set_fresh(pfr_membudget *b, int64_t max_age_ns);
+
 /* The level at the last measure (OK when b is NULL or off). */
 enum pfr_mem_level pfr_membudget_level(const pfr_membudget *b);
 
@@ -71,10 +76,10 @@ bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t byte
  * of its run. Never over the budget. A refusal is counted. */
 bool pfr_membudget_allow_brief(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
 
-/* Bytes the resident set may still grow by, at the last measure, before it leaves OK (3/4 of
- * the budget); negative past it. A cache that grows by at most a share of it each time stays
- * within the budget with the others. INT64_MAX when b is NULL or off. */
-int64_t pfr_membudget_headroom(const pfr_membudget *b);
+/* Bytes the resident set may still grow by, at a measure at most a second old, before it leaves OK
+ * (3/4 of the budget); negative past it. A cache that grows by at most a share of it each time
+ * stays within the budget with the others. INT64_MAX when b is NULL or off. */
+int64_t pfr_membudget_headroom(pfr_membudget *b);
 
 void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st);
 
@@ -83,7 +88,7 @@ void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st);
  * the resident set is over, down to a floor of a quarter of max but never above an eighth of
  * the budget (a cache set far above the budget must not hold the recorder over it). max when b
  * is NULL or off. */
-uint64_t pfr_membudget_cache_bound(const pfr_membudget *b, uint64_t max, uint64_t used);
+uint64_t pfr_membudget_cache_bound(pfr_membudget *b, uint64_t max, uint64_t used);
 
 /* The level a resident set gives, from the level before (exposed for tests). */
 enum pfr_mem_level pfr_membudget_next_level(enum pfr_mem_level prev, uint64_t rss, uint64_t budget);

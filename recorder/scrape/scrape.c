@@ -952,8 +952,10 @@ int pfr_scrape_start(pfr_scrape *s)
     s->stop = false;
     pfr_scrape_http_uncancel(s->http);
     int rc = pthread_create(&s->thread, NULL, thread_main, s);
-    if (rc == 0)
+    if (rc == 0) {
         s->running = true;
+        pthread_setname_np(s->thread, "pfr-scrape-loop"); /* its CPU in /proc/PID/task */
+    }
     pthread_mutex_unlock(&s->mu);
     return -rc;
 }

@@ -326,6 +326,20 @@ static void expire(pfr_unwinder *u)
         }
 }
 
+/* When expire() next has something to do (INT64_MAX: nothing waits), so that an idle thread
+ * sleeps until then rather than waking every second (each wake-up costs the host's CPU). */
+static int64_t next_expiry(const pfr_unwinder *u)
+{
+    int64_t due = INT64_MAX;
+    for (size_t i = 0; i < u->nfiles; i++)
+        if (u->files[i].retry_ns && u->files[i].retry_ns < due)
+            due = u->files[i].retry_ns;
+    for (size_t i = 0; i < u->nfailed; i++)
+        if (u->failed[i].retry_ns < due)
+            due = u->failed[i].retry_ns;
+    return due;
+}
+
 /* A file that could not be opened now: asked for again in a while (at once if too many wait). */
 static void retry_later(pfr_unwinder *u, const struct pfr_file_key *k)
 {
@@ -954,10 +968,19 @@ static void *thread_main(void *arg)
     publish(u);
     for (;;) {
         while (!u->stop && u->qlen == 0) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
-            until.tv_sec += 1;
-            pthread_cond_timedwait(&u->cv, &u->mu, &until);
+            /* (files and failed are this thread's own: read without the lock's need) */
+            int64_t due = next_expiry(u);
+            if (due == INT64_MAX) {
+                pthread_cond_wait(&u->cv, &u->mu); /* requests and the stop signal it */
+            } else {
+                int64_t wait = due - pfr_clock_mono_ns();
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+                wait = wait < 0 ? 0 : wait + until.tv_nsec;
+                until.tv_sec += wait / 1000000000;
+                until.tv_nsec = wait % 1000000000;
+                pthread_cond_timedwait(&u->cv, &u->mu, &until);
+            }
             pthread_mutex_unlock(&u->mu);
             expire(u);
             pthread_mutex_lock(&u->mu);

@@ -76,6 +76,37 @@ static void cache_bound(void **state)
     assert_int_equal(pfr_membudget_cache_bound(NULL, 512 * MiB, 600 * MiB), 512 * MiB);
 }
 
+/* Decisions measure again once the last measure is older than their age (the daemon no longer
+ * wakes every second to measure an idle recorder), and take a recent one as it is. */
+static void decisions_measure(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pfr-statm-XXXXXX";
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    pfr_membudget *b = budget_on_file(path);
+    pfr_membudget_set_fresh(b, 0); /* every decision measures */
+    write_statm(path, 10 * MiB / page);
+    assert_true(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 30 * MiB)); /* no update called */
+    assert_int_equal(pfr_membudget_level(b), PFR_MEM_OK);
+    write_statm(path, 70 * MiB / page);
+    assert_false(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 1));
+    assert_int_equal(pfr_membudget_level(b), PFR_MEM_OVER);
+    write_statm(path, 20 * MiB / page);
+    assert_int_equal(pfr_membudget_headroom(b), 48 * MiB - 20 * MiB / page * page);
+    assert_int_equal(pfr_membudget_level(b), PFR_MEM_OK);
+    write_statm(path, 70 * MiB / page);
+    assert_true(pfr_membudget_cache_bound(b, 512 * MiB, 60 * MiB) < 60 * MiB); /* over: back */
+    pfr_membudget_set_fresh(b, 3600 * 1000000000LL); /* a measure an hour old still stands */
+    write_statm(path, 10 * MiB / page);
+    assert_false(pfr_membudget_allow(b, PFR_MEM_SYMBOLS, 1));
+    pfr_membudget_stats st;
+    pfr_membudget_stats_get(b, &st);
+    assert_int_equal(st.rss_bytes, 70 * MiB / page * page);
+    assert_int_equal(st.refused[PFR_MEM_SYMBOLS], 2);
+    pfr_membudget_free(b);
+    unlink(path);
+}
+
 static void measured(void **state)
 {
     (void)state;
@@ -168,6 +199,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(levels),
         cmocka_unit_test(measured),
+        cmocka_unit_test(decisions_measure),
         cmocka_unit_test(cache_bound),
         cmocka_unit_test(brief),
     };
