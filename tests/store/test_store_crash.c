@@ -293,6 +293,16 @@ static void rollup_rounds(const char *exe, const char *dir, int rounds, struct w
     free(db);
 }
 
+/* The full disk's tmpfs, unmounted however the test ends (a REQUIRE exits at once): a failed
+ * run left an 8 MiB tmpfs mounted under TMPDIR for every run after it. */
+static char *full_disk_mount;
+
+static void unmount_full_disk(void)
+{
+    if (full_disk_mount)
+        umount2(full_disk_mount, MNT_DETACH);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -317,6 +327,10 @@ int main(int argc, char **argv)
     char *dir = pfr_tu_tmpdir("crash");
     REQUIRE(!full || mount("tmpfs", dir, "tmpfs", 0, "size=8m,mode=0700") == 0,
             "mount a tmpfs on %s: %s (--full-disk needs root)", dir, strerror(errno));
+    if (full) {
+        full_disk_mount = dir;
+        atexit(unmount_full_disk);
+    }
     char *db = pfr_tu_path(dir, "ring.db"), *filler = pfr_tu_path(dir, "filler");
     uint64_t max_bytes = full ? 0 : 256ull << 20; /* 0: the store's default */
     int64_t evicted_below = 0;                    /* chunks below it may be given up */
@@ -414,8 +428,8 @@ int main(int argc, char **argv)
         rollup_rounds(argv[1], dir, rounds, &ws);
     wants_free(&ws);
     free(all);
-    if (full)
-        umount2(dir, MNT_DETACH);
+    unmount_full_disk();
+    full_disk_mount = NULL;
     pfr_tu_rmdir(dir);
     free(dir);
     free(db);
