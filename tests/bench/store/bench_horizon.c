@@ -389,7 +389,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_horizon: unknown load %s\n", argv[2]);
         return 2;
     }
-    int64_t t0 = 1700000000ll * NS; /* on an hour's boundary */
+    /* 13:20 past an hour (1,700,000,000 s is not a multiple of 3,600): the first hour is partial,
+     * and a run of whole days ends 13:20 into an hour (tier 0's reach at the end is its hour and
+     * 13.3 minutes where it holds the hour before whole) */
+    int64_t t0 = 1700000000ll * NS;
     bool modes[2] = {strcmp(mode, "age") != 0, strcmp(mode, "tiers") != 0}; /* tiers, age-only */
     char out[2][4200];
     pid_t pid[2] = {0, 0};
