@@ -2475,8 +2475,8 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
  * chunks) and the base took ~250 KB of WAL, past the WAL's budget; the largest transaction's WAL
  * sizes the WAL's share and the spare file, both taken from the database's room. Made in one
  * transaction of its own, the room still took up to 55 pages of WAL (~20 roll-ups), so it is
- * made in as many transactions as keep each within three quarters of the budget
- * (room_steps_note). */
+ * made in as many transactions as keep each within the budget (room_steps_note: the steps are
+ * halved after one that wrote more than three quarters of it; 36 pages at most on that ring). */
 static int room_txn(pfr_store *s, uint64_t est)
 {
     struct writer *w = s->w;
@@ -2488,8 +2488,8 @@ static int room_txn(pfr_store *s, uint64_t est)
         if (!w->room_steps_cap)
             w->room_steps_cap = ROOM_STEPS_FIRST;
         rc = make_room(s, est, w->room_steps_cap, &used0, &more);
-        w->policy_evict_tier =
-            -1; /* deleting is the appends' own (their transaction's make_room) */
+        /* deleting is the appends' own (their transaction's make_room) */
+        w->policy_evict_tier = -1;
         size_t steps = w->room_steps;
         if ((rc = txn_end(s, rc, frames)) != 0)
             return rc;
