@@ -176,3 +176,13 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
     if (!in->reader && (o->starved || (in->room_held && o->tight)))
         decide_full(in, held, budget, peak, o);
 }
+
+size_t pfr_st_policy_room_steps(size_t cap, size_t steps, uint64_t frames, uint64_t budget,
+                                bool more)
+{
+    if (frames * 4 > budget * 3)
+        return steps > 1 ? steps / 2 : 1;
+    if (more && frames * 2 < budget && steps >= cap)
+        return steps + steps / 4 + 1;
+    return cap ? cap : 1;
+}

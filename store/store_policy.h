@@ -9,6 +9,7 @@
 #define PFR_STORE_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pfr_store.h"
@@ -49,5 +50,12 @@ struct store_policy_out {
 uint64_t pfr_st_policy_wal_budget(uint64_t cap);
 
 void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_out *out);
+
+/* The steps (roll-ups, rows of chains without chunks) the next transaction of room alone may
+ * take, after one that took steps of at most cap and wrote frames WAL frames, the WAL's budget
+ * being budget frames; more: room was still lacking after it. Halved past three quarters of the
+ * budget, grown by a quarter while under half of it and capped; else as it was (at least 1). */
+size_t pfr_st_policy_room_steps(size_t cap, size_t steps, uint64_t frames, uint64_t budget,
+                                bool more);
 
 #endif

@@ -236,6 +236,14 @@ struct writer {
     int64_t *orphans;
     size_t norphans, cap_orphans;
     bool orphans_known;
+    /* The steps (a roll-up, a few rows of a chain without chunks, a trim) a transaction of
+     * make_room alone takes at most (room_txn; 0: not set yet): halved when one wrote more than
+     * three quarters of the WAL's budget, grown while they write less than half of it. SQLite
+     * writes a transaction's pages to the WAL only at its commit, so they cannot be counted as
+     * they are dirtied; and a transaction's WAL is not its steps' sum (~12 pages of any
+     * transaction, then ~2.5 a roll-up of the finest tier's minute). */
+    size_t room_steps_cap;
+    size_t room_steps; /* steps make_room took in the current transaction */
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -2160,8 +2168,10 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
 /* Before a transaction's chunks: room for about est bytes more, made by rolling up (and, for the
  * coarsest tier, deleting) as pfr_st_retention_next says. The appends' own eviction (evict) then
  * finds the room there, and only deletes when the estimate fell short. Roll-ups run here, not
- * inside an append, because they use the writer's append path themselves. */
-static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
+ * inside an append, because they use the writer's append path themselves. At most max_steps
+ * steps (room_txn's: what keeps its WAL within the budget); *more when the room is still
+ * lacking after them. */
+static int make_room(pfr_store *s, uint64_t est, size_t max_steps, uint64_t *used_out, bool *more)
 {
     struct writer *w = s->w;
     uint64_t target = s->space.now.db_target, slack = evict_slack(s, target);
@@ -2170,11 +2180,18 @@ static int make_room(pfr_store *s, uint64_t est, uint64_t *used_out)
     uint64_t used = 0, pages, freep;
     int rc;
     bool making = false; /* once started, make the slack too: roll-ups run now and then */
+    *more = false;
+    w->room_steps = 0;
     for (;;) {
         if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
             break;
         if (used + est + (making ? slack : 0) <= target)
             break;
+        if (w->room_steps >= max_steps) {
+            *more = true; /* the rest in another transaction (room_txn) */
+            break;
+        }
+        w->room_steps++;
         making = true;
         /* the rows of chains no chunk references first: they cost no history */
         if ((rc = orphan_step(s, used + est + slack - target)) != 0) {
@@ -2321,6 +2338,22 @@ static int commit_fits(pfr_store *s)
     return fits ? 0 : -ENOSPC;
 }
 
+/* Steps of make_room in a transaction of its own before the first measure (room_steps_cap). */
+#define ROOM_STEPS_FIRST 8
+
+/* A transaction of make_room alone (room_txn) wrote frames WAL frames in steps steps, and more
+ * room was lacking after them (more): the steps the next one may take. The largest transaction's
+ * WAL sizes both the WAL's share and the spare file, each taken from the database's room, for as
+ * long as the writer runs: the room for a drifting hour's ~108 KB base, made by ~20 roll-ups of
+ * the finest tier's minutes in one transaction, wrote up to 55 pages of WAL against a 41-page
+ * budget (bench_horizon svc200 --scale 200, 30 days: 112 KB of the database's 2.35 MB target). */
+static void room_steps_note(pfr_store *s, uint64_t frames, size_t steps, bool more)
+{
+    struct writer *w = s->w;
+    uint64_t budget = s->space.now.wal_budget / (s->sql.page_size + 24);
+    w->room_steps_cap = pfr_st_policy_room_steps(w->room_steps_cap, steps, frames, budget, more);
+}
+
 /* The room a transaction of n chunks is made before its appends: what n chunks took of the pages
  * on average (measured, page_cost), plus the eviction slack, so roll-ups run every so many
  * appends. Tight on purpose: what make_room frees past what the appends take is history the ring
@@ -2415,7 +2448,8 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
         return rc;
     uint64_t used0 = 0;
     uint64_t est = room_estimate(s, n) + extra;
-    rc = make_room(s, est, &used0);
+    bool more; /* never set: the appends' room is made whole (a few steps, but for a base) */
+    rc = make_room(s, est, SIZE_MAX, &used0, &more);
     s->w->room_end = used0 + est;
     for (size_t i = 0; i < n && !rc; i++) {
         s->w->cur = NULL;
@@ -2435,21 +2469,33 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     return 0;
 }
 
-/* A transaction of make_room alone, for est bytes: the room an append lacked (a new dictionary
+/* Transactions of make_room alone, for est bytes: the room an append lacked (a new dictionary
  * base) made before the appends' own transaction, not in it. Made in the appends' transaction,
  * the room for a drifting hour's ~108 KB base (~15 roll-ups or ~120 rows of a chain without
  * chunks) and the base took ~250 KB of WAL, past the WAL's budget; the largest transaction's WAL
- * sizes the WAL's share and the spare file, both taken from the database's room. */
+ * sizes the WAL's share and the spare file, both taken from the database's room. Made in one
+ * transaction of its own, the room still took up to 55 pages of WAL (~20 roll-ups), so it is
+ * made in as many transactions as keep each within the budget (room_steps_note: the steps are
+ * halved after one that wrote more than three quarters of it; 36 pages at most on that ring). */
 static int room_txn(pfr_store *s, uint64_t est)
 {
     struct writer *w = s->w;
-    uint64_t frames, used0;
-    int rc = txn_begin(s, &frames);
-    if (rc)
-        return rc;
-    rc = make_room(s, est, &used0);
-    w->policy_evict_tier = -1; /* deleting is the appends' own (their transaction's make_room) */
-    return txn_end(s, rc, frames);
+    for (bool more = true; more;) {
+        uint64_t frames, used0;
+        int rc = txn_begin(s, &frames);
+        if (rc)
+            return rc;
+        if (!w->room_steps_cap)
+            w->room_steps_cap = ROOM_STEPS_FIRST;
+        rc = make_room(s, est, w->room_steps_cap, &used0, &more);
+        /* deleting is the appends' own (their transaction's make_room) */
+        w->policy_evict_tier = -1;
+        size_t steps = w->room_steps;
+        if ((rc = txn_end(s, rc, frames)) != 0)
+            return rc;
+        room_steps_note(s, wal_frames_written(s) - frames, steps, more);
+    }
+    return 0;
 }
 
 /* A transaction whose appends found too little room (a new dictionary base is larger than

@@ -148,12 +148,32 @@ static void test_young_ring(void **state)
     assert_int_equal(o.wal_keep, 400 * KiB);
 }
 
+/* Room made in transactions of its own (room_txn): the steps each may take follow the WAL they
+ * wrote against the budget (41 frames: the scaled 200-service ring's 2.56 MiB cap). */
+static void test_room_steps(void **state)
+{
+    (void)state;
+    /* past three quarters of the budget: halved (the room for a drifting hour's base, 20 steps
+     * in one transaction, wrote 55 frames) */
+    assert_int_equal(pfr_st_policy_room_steps(20, 20, 55, 41, true), 10);
+    assert_int_equal(pfr_st_policy_room_steps(8, 8, 31, 41, false), 4);
+    assert_int_equal(pfr_st_policy_room_steps(1, 1, 80, 41, true), 1);
+    /* under half with room still lacking after every step allowed: grown */
+    assert_int_equal(pfr_st_policy_room_steps(8, 8, 20, 41, true), 11);
+    /* between half and three quarters, or the room made, or fewer steps than allowed: kept */
+    assert_int_equal(pfr_st_policy_room_steps(8, 8, 25, 41, true), 8);
+    assert_int_equal(pfr_st_policy_room_steps(8, 8, 12, 41, false), 8);
+    assert_int_equal(pfr_st_policy_room_steps(8, 3, 12, 41, true), 8);
+    assert_int_equal(pfr_st_policy_room_steps(0, 0, 0, 41, false), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_configured),
         cmocka_unit_test(test_small_and_full_disk),
         cmocka_unit_test(test_young_ring),
+        cmocka_unit_test(test_room_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

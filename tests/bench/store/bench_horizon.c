@@ -23,6 +23,9 @@
  *     --tiers STEPS: the tiers ring's steps (pfr_store_tiers_parse; default the store's).
  *     --every D: print the tiers every D simulated days while it runs (default 1; 0 = never),
  *                into the mode's WORKDIR/horizon-LOAD-MODE.out (tail it).
+ *     --probe N: read tier 0's reach every N intervals (default 1: after every append), for
+ *                its least per 10 simulated days (printed at the end and with --every); a read
+ *                counts once the ring has given something of tier 0 up (rolled up or evicted).
  *
  * Both modes run at once, each in a process of its own (two cores: the run takes as long as the
  * slower), and print in order when both are done.
@@ -53,6 +56,7 @@ struct load {
     uint32_t fold;     /* pfr_store_opts.fold_stacks */
     const char *tiers; /* the tiers ring's steps (NULL: the default) */
     double every_days; /* progress every so many simulated days (0: none) */
+    int64_t probe;     /* read tier 0's reach every so many intervals (0: never) */
 };
 
 #define CHURN_BINARIES 12
@@ -136,6 +140,62 @@ static void print_folded(pfr_store *s, int tier)
            f.total > 0 ? 100.0 * f.folded / f.total : 0.0);
 }
 
+/* Tier 0's reach (newest end less its oldest start), its least per band of 10 simulated days,
+ * read after the appends by the bench itself: the floor of the saw-tooth as the probe's step
+ * sees it, not a sample of it taken by a poller. */
+#define BAND_NS (10 * 86400 * NS)
+#define BANDS   64
+struct bands {
+    int64_t least[BANDS];    /* ns; -1: no read counted in the band */
+    int64_t least_at[BANDS]; /* simulated time since t0 of the least */
+    int64_t under_ns[BANDS]; /* simulated time read under an hour */
+    int n;
+    int64_t last; /* the last read's reach (-1: none) */
+};
+
+static void probe_tier0(pfr_store *s, struct bands *bd, int64_t t0, int64_t newest, int64_t step)
+{
+    struct tiers_out to = {0};
+    if (pfr_store_tiers_list(s, tier_cb, &to) != 0 || !to.n)
+        return;
+    pfr_tier_info *z = to.t[0].tier == 0 ? &to.t[0] : NULL;
+    /* counted once the ring gave up some of tier 0: a coarser tier, or tier 0 not from t0 */
+    if (to.n < 2 && (!z || z->first_ns <= t0))
+        return;
+    int64_t reach = z ? newest - z->first_ns : 0;
+    int b = (int)((newest - t0 - 1) / BAND_NS);
+    if (b < 0 || b >= BANDS)
+        return;
+    for (; bd->n <= b; bd->n++)
+        bd->least[bd->n] = -1;
+    if (bd->least[b] < 0 || reach < bd->least[b]) {
+        bd->least[b] = reach;
+        bd->least_at[b] = newest - t0;
+    }
+    if (reach < 3600 * NS)
+        bd->under_ns[b] += step;
+    bd->last = reach;
+}
+
+static void print_bands(const struct bands *bd)
+{
+    if (!bd->n)
+        return;
+    printf("        tier 0 at least, per 10 days:");
+    for (int i = 0; i < bd->n; i++)
+        if (bd->least[i] < 0)
+            printf("%s -", i ? " /" : "");
+        else
+            printf("%s %.1f min", i ? " /" : "", (double)bd->least[i] / 60e9);
+    printf(" (at");
+    for (int i = 0; i < bd->n; i++)
+        printf("%s %.2f d", i ? "," : "", (double)bd->least_at[i] / 864e11);
+    printf("; under 60 min for");
+    for (int i = 0; i < bd->n; i++)
+        printf("%s %.1f h", i ? "," : "", (double)bd->under_ns[i] / 36e11);
+    printf(" of simulated time); last %.1f min\n", (double)bd->last / 60e9);
+}
+
 static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0)
 {
     char path[4096];
@@ -177,6 +237,7 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
     for (unsigned i = 0; i < steady; i++)
         g[i] = pfr_testgen_new(1, i, &svc);
     unsigned next_prog = 1000;
+    struct bands bd = {.last = -1};
     int64_t nint = l->duration_ns / l->interval_ns;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -220,12 +281,15 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
             pfr_profile_free(ps[i]);
         if (rc)
             fprintf(stderr, "bench_horizon: append: %s\n", strerror(-rc));
+        if (!rc && !tiers_off && l->probe > 0 && (k + 1) % l->probe == 0)
+            probe_tier0(s, &bd, t0, st + l->interval_ns, l->probe * l->interval_ns);
         int64_t every = (int64_t)(l->every_days * 86400) * NS / l->interval_ns;
         if (!rc && every > 0 && (k + 1) % every == 0 && k + 1 < nint) {
             clock_gettime(CLOCK_MONOTONIC, &b);
             printf("  after %.1f d (%.0f s):\n", (double)(k + 1) * (double)l->interval_ns / 864e11,
                    (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
             print_tiers(s, l, st + l->interval_ns);
+            print_bands(&bd);
             fflush(stdout);
         }
     }
@@ -246,6 +310,7 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
                (unsigned long long)stt.evicted,
                (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
         print_tiers(s, l, newest);
+        print_bands(&bd);
         if (!tiers_off)
             print_folded(s, to.n ? to.t[to.n - 1].tier : 0);
     }
@@ -267,8 +332,8 @@ int main(int argc, char **argv)
         fprintf(
             stderr,
             "usage: bench_horizon WORKDIR svc50|svc200|churn|churn-unique [--days D] [--scale K] "
-            "[--cap BYTES] [--drift PERMILLE] [--fold N] [--tiers STEPS] [--every D] [--mode "
-            "tiers|age|both]\n");
+            "[--cap BYTES] [--drift PERMILLE] [--fold N] [--tiers STEPS] [--every D] [--probe N] "
+            "[--mode tiers|age|both]\n");
         return 2;
     }
     double days = 30;
@@ -278,6 +343,7 @@ int main(int argc, char **argv)
     int drift = -1;
     uint32_t fold = 0;
     double every = 1;
+    int64_t probe = 1;
     const char *tiers = NULL;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--days"))
@@ -296,11 +362,17 @@ int main(int argc, char **argv)
             tiers = argv[i + 1];
         else if (!strcmp(argv[i], "--every"))
             every = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--probe"))
+            probe = atoll(argv[i + 1]);
     }
     if (scale < 1)
         scale = 1;
-    struct load l = {
-        .name = argv[2], .drift = drift, .fold = fold, .every_days = every, .tiers = tiers};
+    struct load l = {.name = argv[2],
+                     .drift = drift,
+                     .fold = fold,
+                     .every_days = every,
+                     .tiers = tiers,
+                     .probe = probe};
     if (!strcmp(argv[2], "svc50") || !strcmp(argv[2], "svc200")) {
         unsigned n = argv[2][3] == '5' ? 50 : 200;
         l.services = n / scale ? n / scale : 1;
@@ -317,7 +389,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_horizon: unknown load %s\n", argv[2]);
         return 2;
     }
-    int64_t t0 = 1700000000ll * NS; /* on an hour's boundary */
+    /* 13:20 past an hour (1,700,000,000 s is not a multiple of 3,600): the first hour is partial,
+     * and a run of whole days ends 13:20 into an hour (tier 0's reach at the end is its hour and
+     * 13.3 minutes where it holds the hour before whole) */
+    int64_t t0 = 1700000000ll * NS;
     bool modes[2] = {strcmp(mode, "age") != 0, strcmp(mode, "tiers") != 0}; /* tiers, age-only */
     char out[2][4200];
     pid_t pid[2] = {0, 0};
