@@ -746,6 +746,9 @@ int main(int argc, char **argv)
             }
             pfr_info("%s: writing the current interval and exiting",
                      si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+            for (size_t i = 0; i < nsrc; i++)
+                if (sources[i].ops->stopping)
+                    sources[i].ops->stopping(sources[i].self);
             finish_intervals(&w, efd);
             break;
         }

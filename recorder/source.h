@@ -46,6 +46,10 @@ typedef struct pfr_source_ops {
     /* A trigger wants these processes' profiles at the next collection rather than when they
      * are next due (memory pressure brings the Go heap). Any thread; may be NULL. */
     void (*collect_soon)(void *self, const int32_t *pids, size_t npids);
+    /* The daemon stops (SIGTERM): wind down what is left to undo in other processes (a JVM's
+     * recording), beside the last collection, rather than in destroy, whose threads the daemon
+     * waits for only a few seconds. collect is still called once more. May be NULL. */
+    void (*stopping)(void *self);
 } pfr_source_ops;
 
 struct pfr_source_desc;

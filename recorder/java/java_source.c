@@ -591,6 +591,19 @@ static void java_log_stats(void *self)
               s.profiles, (double)s.dump_ns / 1e6);
 }
 
+/* pfr's recordings are stopped now, beside the last collection (which takes what the worker
+ * had dumped): in destroy, a round still converting a dump under load and then the JFR.stop
+ * took longer than the daemon waits for the sources' threads, and the recording stayed in the
+ * JVM. */
+static void java_stopping(void *self)
+{
+    pfr_java_source *g = self;
+    pthread_mutex_lock(&g->lock);
+    g->stop = true;
+    pthread_cond_signal(&g->wake);
+    pthread_mutex_unlock(&g->lock);
+}
+
 static void java_destroy(void *self)
 {
     pfr_java_source *g = self;
@@ -622,6 +635,7 @@ static const pfr_source_ops java_ops = {
     .log_stats = java_log_stats,
     .stats = java_stats_fill,
     .destroy = java_destroy,
+    .stopping = java_stopping,
 };
 
 static int java_start(pfr_source_env *env, pfr_source *out, char *err, size_t errlen)
