@@ -56,8 +56,11 @@ class Recorder:
         self.conf = os.path.join(tmp, "recorder.ini")
         with open(self.conf, "w") as f:
             f.write(conf_text or "")
+        # no local pprof discovery: these tests do not scrape, and a CPU profile of another
+        # test's Go pprof server beside them made that test's own fail (one at a time in Go)
         cmd = [args.recorder, "--store", self.store, "--interval", interval,
-               "--log-level", "debug", "--metrics-listen", "127.0.0.1:%d" % self.port]
+               "--log-level", "debug", "--metrics-listen", "127.0.0.1:%d" % self.port,
+               "--scrape-local", "off"]
         if conf_text is None:
             cmd += ["--java-profiler", "enabled"]
         conf = self.conf
