@@ -19,6 +19,15 @@ full() { # full PREFIX DIR: DIR under PREFIX unless absolute
     *) echo "$1/$2" ;;
     esac
 }
+# An absolute directory is not moved by --prefix: in a tree configured for packaging (the
+# release tree's /etc) the scratch install would write the host's /etc/pfr, which later runs
+# (package_deb) refuse to find there. Checked before anything is installed.
+for d in "$SYSCONFDIR" "$BINDIR" "$SBINDIR" "$UNIT_DIR" "$SYSUSERS_DIR" "$TMPFILES_DIR" "$DOCDIR"; do
+    case $d in
+    /*) fail "install directory $d is absolute: a scratch install here would write the host's" \
+        "(run these tests in a tree configured with relative install directories)" ;;
+    esac
+done
 rm -rf "$WORK"
 mkdir -p "$WORK"
 

@@ -408,8 +408,11 @@ int main(int argc, char **argv)
             return 1;
         }
         if (pid[m] == 0) {
-            if (!freopen(out[m], "w", stdout))
+            if (!freopen(out[m], "w", stdout)) {
+                fprintf(stderr, "bench_horizon: %s: %s (WORKDIR must exist)\n", out[m],
+                        strerror(errno));
                 _exit(1);
+            }
             int crc = run(argv[1], &l, m == 1, t0);
             fflush(stdout);
             _exit(crc ? 1 : 0);
