@@ -1039,19 +1039,33 @@ static void migrated_reads_back(struct fx *f, const char *sql)
         assert_int_equal(after->totals[i], before->totals[i]);
     }
     assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
+    /* the writer made the indexes the tiers' measure reads alone, and dropped the narrower */
+    assert_int_equal(pfr_tu_sql_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                           " ('chunks_tier_nbytes', 'chunks_base_tier',"
+                                           " 'dicts_base_nbytes')"),
+                     3);
+    assert_int_equal(pfr_tu_sql_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                           " ('chunks_tier', 'chunks_base', 'dicts_base')"),
+                     0);
     free(before);
     free(after);
 }
+
+/* A file's indexes as builds before the covering ones made them (the tier column free to drop). */
+#define OLD_INDEXES                                                                                \
+    "DROP INDEX chunks_tier_nbytes; DROP INDEX chunks_base_tier; DROP INDEX dicts_base_nbytes;"    \
+    " CREATE INDEX chunks_base ON chunks(base_id); CREATE INDEX dicts_base ON dicts(base_id, "     \
+    "id); "
 
 static void test_migrate_v1(void **state)
 {
     struct fx *f = *state;
     /* Turn the file into a schema 1 store: no totals column (and no pins table). */
     migrated_reads_back(f,
-                        "DROP TABLE pins; DROP INDEX chunks_stream; DROP INDEX chunks_tier; ALTER "
-                        "TABLE chunks DROP COLUMN tier; ALTER TABLE chunks DROP COLUMN "
-                        "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
-                        "end_ns, start_ns); PRAGMA user_version = 1;");
+                        OLD_INDEXES "DROP TABLE pins; DROP INDEX chunks_stream; ALTER "
+                                    "TABLE chunks DROP COLUMN tier; ALTER TABLE chunks DROP COLUMN "
+                                    "totals; CREATE INDEX chunks_stream ON chunks(stream_id, "
+                                    "end_ns, start_ns); PRAGMA user_version = 1;");
     /* A newer schema than ours is refused. */
     pfr_store_close(f->s);
     f->s = NULL;
@@ -1071,8 +1085,8 @@ static void test_migrate_v1(void **state)
 static void test_migrate_v2(void **state)
 {
     struct fx *f = *state;
-    migrated_reads_back(f, "DROP TABLE pins; DROP INDEX chunks_tier; ALTER TABLE chunks"
-                           " DROP COLUMN tier; PRAGMA user_version = 2;");
+    migrated_reads_back(f, OLD_INDEXES "DROP TABLE pins; ALTER TABLE chunks"
+                                       " DROP COLUMN tier; PRAGMA user_version = 2;");
 }
 
 /* A ring of schema 4 (chains of one stream each) is read as it is, and a writer migrates it to

@@ -375,12 +375,12 @@ static void test_migrate_v2(void **state)
     f->s = NULL;
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_exec(db,
-                     "DROP TABLE pins; DROP INDEX chunks_tier; ALTER TABLE chunks DROP COLUMN tier;"
-                     " PRAGMA user_version = 2;",
-                     NULL, NULL, NULL),
-        SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP INDEX chunks_tier_nbytes; DROP INDEX chunks_base_tier;"
+                                  " DROP TABLE pins; ALTER TABLE chunks DROP COLUMN tier;"
+                                  " PRAGMA user_version = 2;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(db);
     char err[256];
     pfr_store *r = NULL;
