@@ -1041,7 +1041,7 @@ static void migrated_reads_back(struct fx *f, const char *sql)
     assert_int_equal(pfr_store_check(f->s, NULL, err, sizeof(err)), 0);
     /* the writer made the indexes the tiers' measure reads alone, and dropped the narrower */
     assert_int_equal(pfr_tu_sql_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN"
-                                           " ('chunks_tier_nbytes', 'chunks_base_tier',"
+                                           " ('chunks_tier_id', 'chunks_base_tier',"
                                            " 'dicts_base_nbytes')"),
                      3);
     assert_int_equal(pfr_tu_sql_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN"
@@ -1053,7 +1053,7 @@ static void migrated_reads_back(struct fx *f, const char *sql)
 
 /* A file's indexes as builds before the covering ones made them (the tier column free to drop). */
 #define OLD_INDEXES                                                                                \
-    "DROP INDEX chunks_tier_nbytes; DROP INDEX chunks_base_tier; DROP INDEX dicts_base_nbytes;"    \
+    "DROP INDEX chunks_tier_id; DROP INDEX chunks_base_tier; DROP INDEX dicts_base_nbytes;"        \
     " CREATE INDEX chunks_base ON chunks(base_id); CREATE INDEX dicts_base ON dicts(base_id, "     \
     "id); "
 

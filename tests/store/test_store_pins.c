@@ -376,7 +376,7 @@ static void test_migrate_v2(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP INDEX chunks_tier_nbytes; DROP INDEX chunks_base_tier;"
+                                  "DROP INDEX chunks_tier_id; DROP INDEX chunks_base_tier;"
                                   " DROP TABLE pins; ALTER TABLE chunks DROP COLUMN tier;"
                                   " PRAGMA user_version = 2;",
                                   NULL, NULL, NULL),

@@ -12,7 +12,7 @@ if [ "${OLD_INDEXES:-0}" = 1 ]; then
     CHUNK_INDEXES="CREATE INDEX chunks_base ON chunks(base_id); CREATE INDEX chunks_tier ON chunks(tier);"
 else
     DICT_INDEX="CREATE INDEX dicts_base_nbytes ON dicts(base_id, id, nbytes);"
-    CHUNK_INDEXES="CREATE INDEX chunks_base_tier ON chunks(base_id, tier); CREATE INDEX chunks_tier_nbytes ON chunks(tier, nbytes);"
+    CHUNK_INDEXES="CREATE INDEX chunks_base_tier ON chunks(base_id, tier); CREATE INDEX chunks_tier_id ON chunks(tier, id, nbytes);"
 fi
 rm -f $DST
 sqlite3 $DST <<SQL
