@@ -20,7 +20,8 @@
  * version 2 no pins, version 3 no chunks.tier (every chunk was as recorded: no roll-ups);
  * version 4 has these tables, but each dictionary chain was of one stream: since 5 the streams
  * of one service and sample types share chains (a layer's stream_id is the stream that wrote
- * it), which readers of 4 would count as corrupt. */
+ * it), which readers of 4 would count as corrupt. The indexes the tiers' measure reads are
+ * covering_indexes (below), made after it. */
 static const char schema_v5[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "INSERT INTO meta VALUES ('evicted', 0), ('lost_unshipped', 0), ('corrupt', 0);"
@@ -29,20 +30,18 @@ static const char schema_v5[] =
     "CREATE TABLE dicts(id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL,"
     "  base_id INTEGER NOT NULL, parent_id INTEGER NOT NULL, nbytes INTEGER NOT NULL,"
     "  crc INTEGER NOT NULL, data BLOB NOT NULL);"
-    "CREATE INDEX dicts_base_nbytes ON dicts(base_id, id, nbytes);"
     "CREATE TABLE chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL,"
     "  base_id INTEGER NOT NULL, dict_id INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
     "  end_ns INTEGER NOT NULL, nbytes INTEGER NOT NULL, crc INTEGER NOT NULL,"
     "  totals BLOB NOT NULL, tier INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX chunks_stream ON chunks(stream_id, end_ns, start_ns);"
-    "CREATE INDEX chunks_base_tier ON chunks(base_id, tier);"
-    "CREATE INDEX chunks_tier_id ON chunks(tier, id, nbytes);"
     "CREATE TABLE chunk_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);" PINS_TABLE;
 /* Indexes that hold what the tiers' measure reads (store_retention.c, measure(): the bytes of
  * every chunk and dictionary row by tier and chain), so that it reads no row (200 streams in a
  * full ring measure some 750 times an hour); (tier, id) still gives the roll-ups' picks a tier's
  * chunks in id order. Made at every writer's open (no schema version: builds before them read
- * and write such a file, and SQLite keeps every index up to date); the narrower ones go. */
+ * and write such a file, and SQLite keeps every index up to date); the narrower ones go. A new
+ * file gets them the same way, after schema_v5. */
 static const char covering_indexes[] =
     "CREATE INDEX IF NOT EXISTS dicts_base_nbytes ON dicts(base_id, id, nbytes);"
     "CREATE INDEX IF NOT EXISTS chunks_base_tier ON chunks(base_id, tier);"

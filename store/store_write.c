@@ -2448,7 +2448,7 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
         return rc;
     uint64_t used0 = 0;
     uint64_t est = room_estimate(s, n) + extra;
-    bool more; /* never set: the appends' room is made whole (a few steps, but for a base) */
+    bool more; /* stays false: no step limit, the appends' room is made whole (a few steps) */
     rc = make_room(s, est, SIZE_MAX, &used0, &more);
     s->w->room_end = used0 + est;
     for (size_t i = 0; i < n && !rc; i++) {

@@ -610,10 +610,7 @@ static void java_destroy(void *self)
     if (!g)
         return;
     if (g->worker_started) {
-        pthread_mutex_lock(&g->lock);
-        g->stop = true;
-        pthread_cond_signal(&g->wake);
-        pthread_mutex_unlock(&g->lock);
+        java_stopping(g);              /* (again, if the daemon said so at SIGTERM) */
         pthread_join(g->worker, NULL); /* it stops pfr's recordings first */
     }
     for (size_t i = 0; i < g->ndone; i++)

@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "pfr_clock.h"
 
 /* How old a measure a decision accepts before it measures again itself. */
 #define FRESH_NS 1000000000LL
@@ -88,20 +89,13 @@ static int64_t read_rss(pfr_membudget *b)
     return (int64_t)(resident * b->page);
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* A measure, b->mu held. */
 static int measure(pfr_membudget *b)
 {
     int64_t rss = read_rss(b);
     if (rss < 0)
         return (int)rss;
-    atomic_store(&b->last_ns, mono_ns());
+    atomic_store(&b->last_ns, pfr_clock_mono_ns());
     atomic_store(&b->rss, (uint64_t)rss);
     if ((uint64_t)rss > atomic_load(&b->peak))
         atomic_store(&b->peak, (uint64_t)rss);
@@ -126,11 +120,11 @@ int pfr_membudget_update(pfr_membudget *b)
  * on another thread is not waited for (its result lands within microseconds). */
 static void refresh(pfr_membudget *b)
 {
-    if (mono_ns() - atomic_load(&b->last_ns) < b->fresh_ns)
+    if (pfr_clock_mono_ns() - atomic_load(&b->last_ns) < b->fresh_ns)
         return;
     if (pthread_mutex_trylock(&b->mu) != 0)
         return;
-    if (mono_ns() - atomic_load(&b->last_ns) >= b->fresh_ns)
+    if (pfr_clock_mono_ns() - atomic_load(&b->last_ns) >= b->fresh_ns)
         measure(b);
     pthread_mutex_unlock(&b->mu);
 }

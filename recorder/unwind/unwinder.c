@@ -972,13 +972,8 @@ static void *thread_main(void *arg)
             int64_t due = next_expiry(u);
             if (due == INT64_MAX) {
                 pthread_cond_wait(&u->cv, &u->mu); /* requests and the stop signal it */
-            } else {
-                int64_t wait = due - pfr_clock_mono_ns();
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
-                wait = wait < 0 ? 0 : wait + until.tv_nsec;
-                until.tv_sec += wait / 1000000000;
-                until.tv_nsec = wait % 1000000000;
+            } else { /* (cv waits on the monotonic clock, as retry_ns counts) */
+                struct timespec until = {.tv_sec = due / 1000000000, .tv_nsec = due % 1000000000};
                 pthread_cond_timedwait(&u->cv, &u->mu, &until);
             }
             pthread_mutex_unlock(&u->mu);
@@ -1034,7 +1029,11 @@ int pfr_unwinder_new(const pfr_unwinder_opts *opts, int rows_fd, int files_fd, i
     u->retry_ns =
         (int64_t)(opts->no_room_retry_ms ? opts->no_room_retry_ms : NO_ROOM_RETRY_MS) * 1000000;
     pthread_mutex_init(&u->mu, NULL);
-    pthread_cond_init(&u->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&u->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&u->done, NULL);
     if (opts->max_rows && extent_free(u, 0, opts->max_rows)) {
         pfr_unwinder_free(u);
