@@ -116,6 +116,52 @@ int64_t pfr_st_ktab_find(struct ktab *t, const void *key, size_t len)
     return ktab_lookup(t, key, len, pfr_hash_bytes(key, len), &slot);
 }
 
+/* The index for a table copied whole (pfr_st_ktab_copy): the size interning would have grown to,
+ * each key placed once; -EEXIST when two keys are equal (a corrupt source). */
+static int ktab_index_unique(struct ktab *t)
+{
+    size_t ns = 64;
+    while (((size_t)t->n + 1) * 2 > ns)
+        ns *= 2;
+    uint64_t *slots = calloc(ns, sizeof(*slots));
+    if (!slots)
+        return -ENOMEM;
+    free(t->slots);
+    t->slots = slots;
+    t->mask = ns - 1;
+    for (uint32_t i = 0; i < t->n; i++) {
+        size_t len, slot;
+        const uint8_t *k = ktab_key(t, i, &len);
+        uint64_t h = pfr_hash_bytes(k, len);
+        if (ktab_lookup(t, k, len, h, &slot) >= 0)
+            return -EEXIST;
+        t->slots[slot] = (h & 0xffffffff00000000ull) | (i + 1u);
+    }
+    return 0;
+}
+
+int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n)
+{
+    if (n > src->n)
+        return -EINVAL;
+    pfr_st_ktab_reset(dst);
+    size_t cap = dst->cap, bytes = n ? src->off[n] : 0;
+    if (VEC_RESERVE(dst->off, cap, (size_t)n + 2))
+        return -ENOMEM;
+    dst->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
+    if (VEC_RESERVE(dst->arena, dst->acap, bytes + 1))
+        return -ENOMEM;
+    if (bytes)
+        memcpy(dst->arena, src->arena, bytes);
+    if (n)
+        memcpy(dst->off, src->off, ((size_t)n + 1) * sizeof(*dst->off));
+    else
+        dst->off[0] = 0;
+    dst->n = n;
+    dst->alen = bytes;
+    return ktab_index_unique(dst);
+}
+
 int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added)
 {
     if (!t->slots || ((size_t)t->n + 1) * 2 > t->mask + 1) {

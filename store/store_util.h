@@ -103,6 +103,11 @@ void pfr_st_ktab_truncate(struct ktab *t, uint32_t n);
 int64_t pfr_st_ktab_add(struct ktab *t, const void *key, size_t len);
 /* Index of key, adding it if absent (*added set accordingly); builds the index if needed. */
 int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added);
+/* dst becomes a copy of src's first n keys, at the same indexes, indexed for interning: one copy
+ * of the bytes and one hash a key, where interning them one by one grew the arena and the index
+ * step by step. -EEXIST when two of the keys are equal (dst then holds them, unusable for
+ * interning: the caller frees it), -EINVAL when src has fewer than n, -ENOMEM. */
+int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n);
 /* Index of key or -1. */
 int64_t pfr_st_ktab_find(struct ktab *t, const void *key, size_t len);
 static inline const uint8_t *ktab_key(const struct ktab *t, uint32_t i, size_t *len)

@@ -506,16 +506,23 @@ static struct fp line_fp(struct fp h, struct fp name, struct fp file, int64_t li
     return fp_add(fp_add(fp_add(h, name), file), fp_int((uint64_t)line));
 }
 
-static struct fp own_loc_fp(const struct wstream *s, uint32_t loc)
+/* String i's fingerprint from strs (each string's, computed once); an index past the strings
+ * (no chain the decoder accepts has one) gets one no string has. */
+static struct fp str_fp_of(const struct wstream *s, const struct fp *strs, uint32_t i)
+{
+    return i < s->tabs.t[T_STR].n ? strs[i] : fp_int(UINT64_MAX);
+}
+
+static struct fp own_loc_fp(const struct wstream *s, const struct fp *strs, uint32_t loc)
 {
     size_t len;
     const struct nloc *l = (const struct nloc *)ktab_key(&s->tabs.t[T_LOC], loc, &len);
     const struct nline *ln = (const struct nline *)(l + 1);
-    struct fp h = loc_fp(own_str_fp(s, l->module), l->addr, l->nlines);
+    struct fp h = loc_fp(str_fp_of(s, strs, l->module), l->addr, l->nlines);
     for (uint32_t i = 0; i < l->nlines; i++) {
         const struct nfunc *f =
             (const struct nfunc *)ktab_key(&s->tabs.t[T_FUNC], ln[i].func, &len);
-        h = line_fp(h, own_str_fp(s, f->name), own_str_fp(s, f->file), ln[i].line);
+        h = line_fp(h, str_fp_of(s, strs, f->name), str_fp_of(s, strs, f->file), ln[i].line);
     }
     return fp_done(h);
 }
@@ -533,25 +540,36 @@ static uint32_t fpmap_get(const struct wstream *s, struct fp h)
     return UINT32_MAX;
 }
 
+/* Room for n entries in the fingerprint map (at most half full), rehashed once. */
+static int fpmap_reserve(struct wstream *s, size_t n)
+{
+    size_t cap = s->fpm ? s->fpm_mask + 1 : 0;
+    if (n * 2 <= cap)
+        return 0;
+    size_t ncap = cap ? cap : 1024;
+    while (n * 2 > ncap)
+        ncap *= 2;
+    struct fpmap_ent *ne = calloc(ncap, sizeof(*ne));
+    if (!ne)
+        return -ENOMEM;
+    for (size_t i = 0; s->fpm && i <= s->fpm_mask; i++) {
+        if (!s->fpm[i].used)
+            continue;
+        size_t j = s->fpm[i].a & (ncap - 1);
+        while (ne[j].used)
+            j = (j + 1) & (ncap - 1);
+        ne[j] = s->fpm[i];
+    }
+    free(s->fpm);
+    s->fpm = ne;
+    s->fpm_mask = ncap - 1;
+    return 0;
+}
+
 static int fpmap_put(struct wstream *s, struct fp h, uint32_t loc)
 {
-    if ((s->fpm_n + 1) * 2 > (s->fpm ? s->fpm_mask + 1 : 0)) {
-        size_t ncap = s->fpm ? (s->fpm_mask + 1) * 2 : 1024;
-        struct fpmap_ent *ne = calloc(ncap, sizeof(*ne));
-        if (!ne)
-            return -ENOMEM;
-        for (size_t i = 0; s->fpm && i <= s->fpm_mask; i++) {
-            if (!s->fpm[i].used)
-                continue;
-            size_t j = s->fpm[i].a & (ncap - 1);
-            while (ne[j].used)
-                j = (j + 1) & (ncap - 1);
-            ne[j] = s->fpm[i];
-        }
-        free(s->fpm);
-        s->fpm = ne;
-        s->fpm_mask = ncap - 1;
-    }
+    if (fpmap_reserve(s, s->fpm_n + 1))
+        return -ENOMEM;
     size_t j = h.a & s->fpm_mask;
     while (s->fpm[j].used) {
         if (s->fpm[j].a == h.a && s->fpm[j].b == h.b)
@@ -563,15 +581,26 @@ static int fpmap_put(struct wstream *s, struct fp h, uint32_t loc)
     return 0;
 }
 
+/* The fingerprint map from the stream's locations: each string hashed once (a location's names
+ * are mostly shared with others), the map sized once. */
 static int locfp_rebuild(struct wstream *s)
 {
     if (s->fpm)
         memset(s->fpm, 0, (s->fpm_mask + 1) * sizeof(*s->fpm));
     s->fpm_n = 0;
-    for (uint32_t i = 0; i < s->tabs.t[T_LOC].n; i++)
-        if (fpmap_put(s, own_loc_fp(s, i), i))
-            return -ENOMEM;
-    return 0;
+    uint32_t nloc = s->tabs.t[T_LOC].n, nstr = s->tabs.t[T_STR].n;
+    if (fpmap_reserve(s, nloc))
+        return -ENOMEM;
+    struct fp *strs = nloc ? malloc((nstr ? nstr : 1) * sizeof(*strs)) : NULL;
+    if (nloc && !strs)
+        return -ENOMEM;
+    for (uint32_t i = 0; strs && i < nstr; i++)
+        strs[i] = own_str_fp(s, i);
+    int rc = 0;
+    for (uint32_t i = 0; i < nloc && rc == 0; i++)
+        rc = fpmap_put(s, own_loc_fp(s, strs, i), i);
+    free(strs);
+    return rc;
 }
 
 /* The frames of profile location l into w->frames; their count, or a negative errno. */
@@ -1669,16 +1698,13 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, const pfr_chunk_in *i
     const struct chain *ch = pfr_st_chain_get(&s->dict, base, top, n, &corrupt, &rc);
     if (!ch)
         return corrupt ? 0 : rc;
+    /* copied whole: a stream given up for memory is adopted again at its next append, and
+     * interning the chain's keys one by one was most of the writer's time on a busy host */
     for (int k = 0; k < T_N; k++) {
-        for (uint32_t i = 0; i < n[k]; i++) {
-            size_t len;
-            const uint8_t *key = ktab_key(&ch->t.t[k], i, &len);
-            bool added;
-            int64_t x = pfr_st_ktab_intern(&ws->tabs.t[k], key, len, &added);
-            if (x < 0 || x != (int64_t)i) {
-                pfr_st_tabs_free(&ws->tabs);
-                return x < 0 ? (int)x : 0;
-            }
+        rc = pfr_st_ktab_copy(&ws->tabs.t[k], &ch->t.t[k], n[k]);
+        if (rc) {
+            pfr_st_tabs_free(&ws->tabs);
+            return rc == -EEXIST ? 0 : rc; /* equal keys: a corrupt chain, not adopted */
         }
     }
     if ((rc = locfp_rebuild(ws)) != 0) {
