@@ -8,23 +8,6 @@
 
 /* ---- vectors and hashing ---- */
 
-uint64_t pfr_hash_bytes(const void *data, size_t len)
-{
-    const unsigned char *b = data;
-    uint64_t h = 0x243f6a8885a308d3ull ^ len;
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, b, 8);
-        h = pfr_hash_step(h, w);
-        b += 8;
-        len -= 8;
-    }
-    uint64_t t = 0;
-    for (size_t i = 0; i < len; i++)
-        t |= (uint64_t)b[i] << (8 * i);
-    return pfr_hash_mix(pfr_hash_step(h, t));
-}
-
 /* A probe sequence over the slots whose tag matches a hash. */
 struct ht_iter {
     size_t i;
@@ -248,6 +231,11 @@ int64_t pfr_profile_intern(pfr_profile *p, const char *s)
     return pfr_intern_hashed(p, s, len, pfr_hash_bytes(s, len));
 }
 
+int64_t pfr_profile_intern_hstr(pfr_profile *p, const pfr_hstr *s)
+{
+    return pfr_intern_hashed(p, s->len ? s->s : "", s->len, s->hash);
+}
+
 /* ---- sample types, period, time ---- */
 
 int pfr_profile_add_sample_type(pfr_profile *p, const char *type, const char *unit)
@@ -317,6 +305,19 @@ int64_t pfr_mapping_put(pfr_profile *p, const struct pfr_mapping_rec *m)
     return (int64_t)p->nmaps++;
 }
 
+int64_t pfr_profile_add_mapping_ids(pfr_profile *p, uint64_t start, uint64_t limit, uint64_t offset,
+                                    uint32_t file, uint32_t build_id)
+{
+    if (p->err)
+        return p->err;
+    if (file >= p->nstrs || build_id >= p->nstrs)
+        return pfr_fail(p, -EINVAL);
+    struct pfr_mapping_rec m = {
+        .start = start, .limit = limit, .offset = offset, .file = file, .build_id = build_id};
+    m.hash = pfr_mapping_hash(p, &m);
+    return pfr_mapping_put(p, &m);
+}
+
 int64_t pfr_profile_add_mapping(pfr_profile *p, uint64_t start, uint64_t limit, uint64_t offset,
                                 const char *file, const char *build_id)
 {
@@ -324,13 +325,7 @@ int64_t pfr_profile_add_mapping(pfr_profile *p, uint64_t start, uint64_t limit, 
     int64_t b = pfr_profile_intern(p, build_id);
     if (f < 0 || b < 0)
         return p->err;
-    struct pfr_mapping_rec m = {.start = start,
-                                .limit = limit,
-                                .offset = offset,
-                                .file = (uint32_t)f,
-                                .build_id = (uint32_t)b};
-    m.hash = pfr_mapping_hash(p, &m);
-    return pfr_mapping_put(p, &m);
+    return pfr_profile_add_mapping_ids(p, start, limit, offset, (uint32_t)f, (uint32_t)b);
 }
 
 uint64_t pfr_function_hash(const pfr_profile *p, const struct pfr_function_rec *f)
@@ -373,10 +368,18 @@ int64_t pfr_profile_add_function(pfr_profile *p, const char *name, const char *s
     int64_t f = pfr_profile_intern(p, file);
     if (n < 0 || s < 0 || f < 0)
         return p->err;
-    struct pfr_function_rec r = {.start_line = start_line,
-                                 .name = (uint32_t)n,
-                                 .system_name = (uint32_t)s,
-                                 .file = (uint32_t)f};
+    return pfr_profile_add_function_ids(p, (uint32_t)n, (uint32_t)s, (uint32_t)f, start_line);
+}
+
+int64_t pfr_profile_add_function_ids(pfr_profile *p, uint32_t name, uint32_t system_name,
+                                     uint32_t file, int64_t start_line)
+{
+    if (p->err)
+        return p->err;
+    if (name >= p->nstrs || system_name >= p->nstrs || file >= p->nstrs)
+        return pfr_fail(p, -EINVAL);
+    struct pfr_function_rec r = {
+        .start_line = start_line, .name = name, .system_name = system_name, .file = file};
     r.hash = pfr_function_hash(p, &r);
     return pfr_function_put(p, &r);
 }

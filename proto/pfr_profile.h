@@ -60,6 +60,23 @@ int pfr_profile_error(const pfr_profile *p);
 /* ---- building ---- */
 /* Intern a string; returns its index (0 is always ""), or a negative errno. */
 int64_t pfr_profile_intern(pfr_profile *p, const char *s);
+/* A string with its length and hash (pfr_hash_bytes of its bytes): a caller that keeps its
+ * strings interned across profiles (the CPU profiler's frame cache) hands them in without their
+ * being measured and hashed again in every profile. */
+typedef struct pfr_hstr {
+    const char *s;
+    size_t len;
+    uint64_t hash;
+} pfr_hstr;
+/* Intern a string of known length and hash (which must be pfr_hash_bytes(s, len)); as
+ * pfr_profile_intern. */
+int64_t pfr_profile_intern_hstr(pfr_profile *p, const pfr_hstr *s);
+/* As pfr_profile_add_function and pfr_profile_add_mapping, with the strings given as indexes of
+ * strings interned in p already; -EINVAL for an index past them. */
+int64_t pfr_profile_add_function_ids(pfr_profile *p, uint32_t name, uint32_t system_name,
+                                     uint32_t file, int64_t start_line);
+int64_t pfr_profile_add_mapping_ids(pfr_profile *p, uint64_t start, uint64_t limit, uint64_t offset,
+                                    uint32_t file, uint32_t build_id);
 /* Append a sample type ("ebpf:cpu:nanoseconds" style type name and a unit); returns its index. */
 int pfr_profile_add_sample_type(pfr_profile *p, const char *type, const char *unit);
 void pfr_profile_set_period(pfr_profile *p, const char *type, const char *unit, int64_t period);

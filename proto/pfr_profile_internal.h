@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pfr_hash.h" /* pfr_hash_bytes: the strings' hashes (pfr_string_hash) */
 #include "pfr_profile.h"
 #include "pfr_vec.h"
 
@@ -135,8 +136,6 @@ static inline uint64_t pfr_hash_step(uint64_t h, uint64_t v)
     h = (h << 5 | h >> 59) ^ v;
     return h * PFR_HASH_K;
 }
-
-uint64_t pfr_hash_bytes(const void *data, size_t len);
 
 /* Hash of a label from the hashes of its strings (order-independent sums of these make the hash
  * of a label set). */

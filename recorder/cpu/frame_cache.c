@@ -2,14 +2,18 @@
 #include "frame_cache.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pfr_hash.h"
 
-/* An interned string: a chain of them per hash value. */
+/* An interned string: a chain of them per hash value, with its length and hash for the
+ * profiles (pfr_frame_cache_hstr). */
 typedef struct istr {
     struct istr *next;
+    uint64_t hash;
+    size_t len;
     char s[];
 } istr;
 
@@ -69,18 +73,20 @@ void pfr_frame_cache_free(pfr_frame_cache *c)
 static const char *intern(pfr_frame_cache *c, const char *s)
 {
     if (!s || !s[0])
-        return "";
-    uint64_t h = pfr_hash_fnv1a_str(PFR_HASH_FNV_OFFSET, s);
+        return ""; /* not interned: never empty */
+    size_t len = strlen(s);
+    uint64_t h = pfr_hash_bytes(s, len);
     uint64_t *v = pfr_map_get(&c->strings, h);
     istr *head = v ? (istr *)(uintptr_t)*v : NULL;
     for (istr *i = head; i; i = i->next)
-        if (!strcmp(i->s, s))
+        if (i->len == len && !memcmp(i->s, s, len))
             return i->s;
-    size_t len = strlen(s);
     istr *n = malloc(sizeof(*n) + len + 1);
     if (!n)
         return NULL;
     memcpy(n->s, s, len + 1);
+    n->hash = h;
+    n->len = len;
     n->next = head;
     if (pfr_map_put(&c->strings, h, (uint64_t)(uintptr_t)n)) {
         free(n);
@@ -151,6 +157,18 @@ int pfr_frame_cache_put(pfr_frame_cache *c, uint64_t space, uint64_t addr,
     c->nframes += n;
     c->bytes += (m->cap - before) * 17;
     return 0;
+}
+
+void pfr_frame_cache_str(const char *s, size_t *len, uint64_t *hash)
+{
+    if (!s[0]) {
+        *len = 0;
+        *hash = pfr_hash_bytes("", 0);
+        return;
+    }
+    const istr *i = (const istr *)(const void *)(s - offsetof(istr, s));
+    *len = i->len;
+    *hash = i->hash;
 }
 
 void pfr_frame_cache_forget(pfr_frame_cache *c, uint32_t tgid)

@@ -41,6 +41,10 @@ size_t pfr_frame_cache_get(pfr_frame_cache *c, uint64_t space, uint64_t addr,
 /* Remember n frames (innermost first) for (space, addr). Strings are copied. 0 or -ENOMEM. */
 int pfr_frame_cache_put(pfr_frame_cache *c, uint64_t space, uint64_t addr,
                         const pfr_cached_frame *frames, size_t n);
+/* The length and hash (pfr_hash_bytes) of a string of a frame the cache returned, kept beside it
+ * when it was interned: the profiles it goes into need not measure or hash it again. s must be
+ * one of those strings (valid until the next clear). */
+void pfr_frame_cache_str(const char *s, size_t *len, uint64_t *hash);
 void pfr_frame_cache_forget(pfr_frame_cache *c, uint32_t tgid);
 void pfr_frame_cache_clear(pfr_frame_cache *c);
 

@@ -109,19 +109,49 @@ static int64_t marker_loc(pfr_profile *p, group *g, int which)
     return g->special[which];
 }
 
-/* A location from frames (innermost first) with one line per frame. */
-static int64_t frames_loc(pfr_profile *p, uint64_t ip, const pfr_cached_frame *fr, size_t n)
+/* A string of a frame from the frame cache, interned in p with the length and hash the cache
+ * keeps: no string is measured or hashed again in each interval's profile. */
+static int64_t intern_cached(pfr_profile *p, const char *str)
+{
+    pfr_hstr h = {.s = str};
+    pfr_frame_cache_str(str, &h.len, &h.hash);
+    return pfr_profile_intern_hstr(p, &h);
+}
+
+static int64_t cached_function(pfr_profile *p, const pfr_cached_frame *f)
+{
+    int64_t name = intern_cached(p, f->function), file = intern_cached(p, f->file);
+    if (name < 0 || file < 0)
+        return -ENOMEM;
+    return pfr_profile_add_function_ids(p, (uint32_t)name, (uint32_t)name, (uint32_t)file, 0);
+}
+
+static int64_t cached_mapping(pfr_profile *p, const pfr_cached_frame *f)
+{
+    int64_t file = intern_cached(p, f->module);
+    if (file < 0)
+        return -ENOMEM;
+    return pfr_profile_add_mapping_ids(p, 0, 0, 0, (uint32_t)file, 0); /* 0: "" */
+}
+
+/* A location from frames (innermost first) with one line per frame; cached: the frames are the
+ * frame cache's (their strings interned there). */
+static int64_t frames_loc(pfr_profile *p, uint64_t ip, const pfr_cached_frame *fr, size_t n,
+                          bool cached)
 {
     pfr_line lines[MAX_INLINE];
     if (n > MAX_INLINE)
         n = MAX_INLINE;
     for (size_t i = 0; i < n; i++) {
-        int64_t fn = pfr_profile_add_function(p, fr[i].function, fr[i].function, fr[i].file, 0);
+        int64_t fn =
+            cached ? cached_function(p, &fr[i])
+                   : pfr_profile_add_function(p, fr[i].function, fr[i].function, fr[i].file, 0);
         if (fn < 0)
             return -ENOMEM;
         lines[i] = (pfr_line){.function = (uint32_t)fn, .line = fr[i].line};
     }
-    int64_t map = pfr_profile_add_mapping(p, 0, 0, 0, fr[0].module, "");
+    int64_t map =
+        cached ? cached_mapping(p, &fr[0]) : pfr_profile_add_mapping(p, 0, 0, 0, fr[0].module, "");
     if (map < 0)
         return -ENOMEM;
     return pfr_profile_add_location(p, map, ip, lines, n);
@@ -163,16 +193,19 @@ static uint64_t loc_address(const frame_key *k, uint64_t ip, bool leaf)
 /* Frames of (tgid, ip) from the cross-interval cache, or from the symbolizer (then cached,
  * unless the address was outside every known mapping or is JIT code: a later look may find
  * it, or other code there). Returns the
- * count (>= 1) or a negative errno; *out points to frames valid until the next call. */
+ * count (>= 1) or a negative errno; *out points to frames valid until the next call, the
+ * cache's when *cached. */
 static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf, frame_key *uk,
-                   const pfr_cached_frame **out, pfr_cached_frame *tmp)
+                   const pfr_cached_frame **out, pfr_cached_frame *tmp, bool *cached)
 {
+    *cached = false;
     /* return addresses point after the call: look up the call itself */
     uint64_t addr = leaf ? ip : ip - 1;
     frame_key k = kernel ? (frame_key){PFR_FRAME_CACHE_KERNEL, addr, NULL} : *uk;
     pfr_frame_cache *fc = b->in->frames;
     if (fc) {
         size_t n = cache_get(fc, &k, out);
+        *cached = n > 0;
         if (n > 0)
             return (int)n;
     }
@@ -193,9 +226,15 @@ static int resolve(build *b, uint32_t tgid, uint64_t ip, bool kernel, bool leaf,
     if (!kernel && !k.module) /* its file may have been read in by this look: keyed by it now */
         k = *uk = user_key(b, tgid, addr);
     bool unmapped = !tmp[0].module[0] && !strcmp(tmp[0].function, "[unknown]");
-    if (fc && !unmapped && !fr[0].transient &&
-        pfr_frame_cache_put(fc, k.space, k.addr, tmp, (size_t)n))
-        return -ENOMEM;
+    if (fc && !unmapped && !fr[0].transient) {
+        if (pfr_frame_cache_put(fc, k.space, k.addr, tmp, (size_t)n))
+            return -ENOMEM;
+        /* the cache's copy: its strings interned, with their hashes */
+        size_t m = pfr_frame_cache_get(fc, k.space, k.addr, out);
+        *cached = m == (size_t)n;
+        if (!*cached)
+            *out = tmp;
+    }
     if (kernel)
         b->st->kernel_frames++;
     else
@@ -210,10 +249,11 @@ static int64_t kernel_loc(build *b, pfr_profile *p, group *g, uint64_t ip, int l
         return (int64_t)*c;
     pfr_cached_frame tmp[MAX_INLINE];
     const pfr_cached_frame *fr;
-    int n = resolve(b, 0, ip, true, leaf, NULL, &fr, tmp);
+    bool cached;
+    int n = resolve(b, 0, ip, true, leaf, NULL, &fr, tmp, &cached);
     if (n < 0)
         return n;
-    int64_t loc = frames_loc(p, ip, fr, (size_t)n);
+    int64_t loc = frames_loc(p, ip, fr, (size_t)n, cached);
     if (loc >= 0 && pfr_map_put(&g->kernel_locs, ip, (uint64_t)loc))
         return -ENOMEM;
     return loc;
@@ -242,12 +282,14 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
     pfr_cached_frame tmp[MAX_INLINE];
     const pfr_cached_frame *fr = NULL;
     int n = 0;
+    bool cached = false;
     frame_key key = user_key(b, tgid, leaf ? ip : ip - 1);
     if (b->late && b->in->frames) {
         /* past the deadline: only what is already known */
         n = (int)cache_get(b->in->frames, &key, &fr);
+        cached = n > 0;
     } else if (!b->late) {
-        n = resolve(b, tgid, ip, false, leaf, &key, &fr, tmp);
+        n = resolve(b, tgid, ip, false, leaf, &key, &fr, tmp, &cached);
         if (n < 0)
             return n;
     }
@@ -268,7 +310,7 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
         snprintf(name, sizeof(name), "0x%llx", (unsigned long long)ip);
         loc = pfr_profile_add_frame(p, name, "", 0);
     } else {
-        loc = frames_loc(p, loc_address(&key, ip, leaf), fr, (size_t)n);
+        loc = frames_loc(p, loc_address(&key, ip, leaf), fr, (size_t)n, cached);
     }
     if (loc >= 0 && pfr_map_put(m, ip, (uint64_t)loc))
         return -ENOMEM;
@@ -286,8 +328,9 @@ static bool runs_eval(build *b, uint32_t tgid, uint64_t ip, bool leaf)
     const pfr_cached_frame *fr = NULL;
     int n = 0;
     frame_key key = user_key(b, tgid, leaf ? ip : ip - 1);
+    bool cached;
     if (!b->late) {
-        n = resolve(b, tgid, ip, false, leaf, &key, &fr, tmp);
+        n = resolve(b, tgid, ip, false, leaf, &key, &fr, tmp, &cached);
     } else if (b->in->frames) {
         n = (int)cache_get(b->in->frames, &key, &fr);
     }
@@ -307,7 +350,7 @@ static int64_t py_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uint6
         b->in->py_name(b->in->py_ctx, tgid, v, &fr);
     fr.module = "python";
     /* the frame's own value is its address: unique per code object and instruction */
-    int64_t loc = frames_loc(p, v, &fr, 1);
+    int64_t loc = frames_loc(p, v, &fr, 1, false);
     if (loc >= 0 && pfr_map_put(m, v, (uint64_t)loc))
         return -ENOMEM;
     return loc;

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "pfr_hash.h"
 #include "pfr_profile.h"
 #include "profile.pb-c.h"
 
@@ -224,6 +225,32 @@ static void test_function_location_dedup(void **state)
                          pfr_profile_add_frame(p, "g", "g.c", 4));
     assert_int_equal(pfr_profile_num_locations(p), 5);
     assert_int_equal(pfr_profile_error(p), 0);
+    pfr_profile_free(p);
+}
+
+/* Strings handed in with their length and hash, functions and mappings by string index: the
+ * same entries as by text; an index past the strings is refused (and sticks). */
+static void test_hashed_and_ids(void **state)
+{
+    (void)state;
+    pfr_profile *p = pfr_profile_new();
+    int64_t f1 = pfr_profile_add_function(p, "f", "f", "a.c", 1);
+    int64_t m1 = pfr_profile_add_mapping(p, 0, 0, 0, "/bin/x", "");
+    pfr_hstr f = {"f", 1, pfr_hash_bytes("f", 1)}, a = {"a.c", 3, pfr_hash_bytes("a.c", 3)};
+    pfr_hstr x = {"/bin/x", 6, pfr_hash_bytes("/bin/x", 6)}, e = {NULL, 0, pfr_hash_bytes("", 0)};
+    int64_t fs = pfr_profile_intern_hstr(p, &f), as = pfr_profile_intern_hstr(p, &a);
+    assert_int_equal(fs, pfr_profile_intern(p, "f"));
+    assert_int_equal(as, pfr_profile_intern(p, "a.c"));
+    assert_int_equal(pfr_profile_intern_hstr(p, &e), 0);
+    size_t nstrs = pfr_profile_num_strings(p);
+    assert_int_equal(pfr_profile_add_function_ids(p, (uint32_t)fs, (uint32_t)fs, (uint32_t)as, 1),
+                     f1);
+    int64_t xs = pfr_profile_intern_hstr(p, &x);
+    assert_int_equal(pfr_profile_add_mapping_ids(p, 0, 0, 0, (uint32_t)xs, 0), m1);
+    assert_int_equal(pfr_profile_num_strings(p), nstrs);
+    assert_int_equal(pfr_profile_num_functions(p), 1);
+    assert_int_equal(pfr_profile_add_function_ids(p, 0, 0, (uint32_t)nstrs, 1), -EINVAL);
+    assert_int_equal(pfr_profile_error(p), -EINVAL);
     pfr_profile_free(p);
 }
 
@@ -866,6 +893,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intern_dedup),
         cmocka_unit_test(test_function_location_dedup),
+        cmocka_unit_test(test_hashed_and_ids),
         cmocka_unit_test(test_add_sample_sums),
         cmocka_unit_test(test_labels),
         cmocka_unit_test(test_frames_inline),

@@ -17,6 +17,7 @@
 #include "bpf_diag.h"
 #include "fair_lock.h"
 #include "frame_cache.h"
+#include "pfr_hash.h"
 #include "cpu_profiler.h"
 #include "host.h"
 #include "process_info.h"
@@ -590,12 +591,24 @@ static void frame_cache(void **state)
     assert_int_equal(f[1].line, 9);
     /* interned: the same text is the same pointer */
     assert_ptr_equal(f[0].file, f[1].file);
+    /* with its length and the profiles' hash kept beside it, "" included */
+    size_t len;
+    uint64_t h;
+    pfr_frame_cache_str(f[1].function, &len, &h);
+    assert_int_equal(len, 5);
+    assert_true(h == pfr_hash_bytes("outer", 5));
+    pfr_frame_cache_str(f[0].module, &len, &h);
+    assert_int_equal(len, 6);
+    assert_true(h == pfr_hash_bytes("/bin/a", 6));
     assert_int_equal(pfr_frame_cache_get(&c, 8, 0x1000, &f), 0); /* another process */
     pfr_cached_frame k = {.function = "schedule", .file = NULL, .module = "[kernel]"};
     assert_int_equal(pfr_frame_cache_put(&c, PFR_FRAME_CACHE_KERNEL, 0xffffffff81000000ull, &k, 1),
                      0);
     assert_int_equal(pfr_frame_cache_get(&c, PFR_FRAME_CACHE_KERNEL, 0xffffffff81000000ull, &f), 1);
     assert_string_equal(f[0].file, "");
+    pfr_frame_cache_str(f[0].file, &len, &h);
+    assert_int_equal(len, 0);
+    assert_true(h == pfr_hash_bytes("", 0));
     pfr_frame_cache_forget(&c, 7);
     assert_int_equal(pfr_frame_cache_get(&c, 7, 0x1000, &f), 0);
     assert_int_equal(pfr_frame_cache_get(&c, PFR_FRAME_CACHE_KERNEL, 0xffffffff81000000ull, &f), 1);

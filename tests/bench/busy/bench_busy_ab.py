@@ -41,7 +41,8 @@ def start_recorder(label, path, tmp):
         p = subprocess.Popen([path, "--store", os.path.join(d, "ring.db"), "--metrics-listen",
                               "127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT,
                              env=env)
-    return {"label": label, "proc": p, "port": port, "rows": []}
+    return {"label": label, "proc": p, "port": port, "rows": [],
+            "comm": os.path.basename(path)[:15]}
 
 
 def window(recs, seconds):
@@ -56,8 +57,14 @@ def window(recs, seconds):
         progs = {name: (rate, ns / 1e3, spm) for name, rate, ns, spm in
                  prog_figures(b0[i], b1[i], dt)}
         proc = sum(t1[i].get(k, 0) - v for k, v in t0[i].items()) / dt * 60
+        threads = {thread_label(r, k): (t1[i].get(k, 0) - v) / dt * 60 for k, v in t0[i].items()}
         r["rows"].append({"progs": progs, "bpf": sum(v[2] for v in progs.values()),
-                          "proc": proc})
+                          "proc": proc, "threads": threads})
+
+
+def thread_label(rec, name):
+    """The main thread is named after the binary (each recorder's differs): "main" for all."""
+    return "main" if name == rec["comm"] else name
 
 
 def us(row, prog):
@@ -75,6 +82,14 @@ def report(recs):
                  statistics.median(us(x, "pfr_exit") for x in rows),
                  statistics.median(x["bpf"] for x in rows),
                  statistics.median(x["proc"] for x in rows)))
+    # the threads that take most, each recorder's median s/min of each (the process's share of a
+    # change shows in the thread that does the work, apart from the others' noise)
+    names = sorted({k for r in recs for x in r["rows"] for k in x["threads"]},
+                   key=lambda k: -statistics.median(x["threads"].get(k, 0) for x in recs[0]["rows"]))
+    for r in recs:
+        print("%s threads, s/min: %s" % (r["label"], " ".join(
+            "%s %.3f" % (k, statistics.median(x["threads"].get(k, 0) for x in r["rows"]))
+            for k in names[:6])))
     base = recs[0]
     for r in recs[1:]:
         rat = [us(x, "pfr_sample_uw") / us(y, "pfr_sample_uw")
@@ -117,7 +132,8 @@ def main():
                        r["rows"][-1]["proc"]) for r in recs)), flush=True)
             for r in recs:
                 print(r["label"], " ".join(ln for ln in pfr_metrics(r["port"])
-                                           if "unwind" in ln or "walked" in ln))
+                                           if "unwind" in ln or "walked" in ln or "tables_dropped" in ln
+                                           or "resident_peak" in ln))
     finally:
         for r in recs:
             r["proc"].send_signal(signal.SIGTERM)
