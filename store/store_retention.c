@@ -22,6 +22,9 @@ struct pick_row {
 /* Roll-ups and evictions between two measures of the tiers' bytes (the notes miss the chains
  * a roll-up or an eviction moves from one tier's charge to another's, or frees). */
 #define RET_MEASURE_STEPS 32
+/* Measures between reads of the coarsest tier's oldest start while the writer's notes keep it
+ * (another writer handle's deletions are not noted) */
+#define RET_COARSE_MEASURES 16
 /* Roll-ups run only while the chunks (payloads, and the coarser tiers' own chains) are at least
  * 1/RET_PAYLOAD_MIN of the pages in use. */
 #define RET_PAYLOAD_MIN 8
@@ -110,6 +113,21 @@ void pfr_st_retention_note(struct store_retention *r, int tier, int64_t delta)
     *b = delta < 0 && (uint64_t)-delta > *b ? 0 : *b + (uint64_t)delta;
 }
 
+void pfr_st_retention_coarse_note(struct store_retention *r, int tier, int64_t start_ns, bool added)
+{
+    bool coarsest = !r->tiers.off && r->tiers.n && (size_t)tier == r->tiers.n;
+    if (!added && (tier < 0 || coarsest))
+        r->coarse_known = false;
+    else if (added && coarsest && r->coarse_known &&
+             (!r->coarse_start || start_ns < r->coarse_start))
+        r->coarse_start = start_ns;
+}
+
+void pfr_st_retention_coarse_forget(struct store_retention *r)
+{
+    r->coarse_known = false;
+}
+
 void pfr_st_rollup_free(struct store_rollup *g)
 {
     free(g->in);
@@ -125,7 +143,6 @@ void pfr_st_rollup_free(struct store_rollup *g)
 static int measure(struct store_retention *r, struct store_db *d)
 {
     memset(r->bytes, 0, sizeof(r->bytes));
-    r->coarse_start = 0;
     char rows[96];
     snprintf(rows, sizeof(rows),
              "SELECT tier, sum(nbytes) + count(*) * %d FROM chunks GROUP BY tier",
@@ -149,13 +166,17 @@ static int measure(struct store_retention *r, struct store_db *d)
         if (step != SQLITE_DONE)
             return pfr_store_errno(step);
     }
-    if (!r->tiers.off && r->tiers.n) {
+    if (r->coarse_known && ++r->coarse_measures >= RET_COARSE_MEASURES)
+        r->coarse_known = false;
+    if (!r->coarse_known && !r->tiers.off && r->tiers.n) {
         char q[96];
         snprintf(q, sizeof(q), "SELECT coalesce(min(start_ns), 0) FROM chunks WHERE tier = %zu",
                  r->tiers.n);
         int rc = pfr_st_query_int(d, q, &r->coarse_start);
         if (rc)
             return rc;
+        r->coarse_known = true;
+        r->coarse_measures = 0;
     }
     r->measured = true;
     r->steps = 0;
@@ -187,14 +208,28 @@ void pfr_st_retention_plan(const struct store_ret_in *in, struct store_ret_plan 
         (in->coarse_age > STORE_RET_COARSE_HORIZON_NS ||
          in->bytes[n] > in->used / STORE_RET_COARSE_MAX_DEN * STORE_RET_COARSE_MAX_NUM))
         o->trim = (int)n;
+    bool early[PFR_STORE_MAX_TIERS + 1] = {false};
     for (int k = (int)n - 1; k >= 1; k--)
         if (in->bytes[k] > in->used / RET_BETWEEN_DEN)
             o->order[o->norder++] = k;
+    /* The finest tier short of the coarsest's step (issue 31: the last hour as recorded): the
+     * tiers between whose roll-ups stay below the coarsest go first, within their share too, as
+     * far as their buckets are settled. What they hold then is the hour before's rolled
+     * minutes, which go into the coarsest with it within the hour; each minute kept cost the
+     * finest tier about as much (the scaled 200-service ring at its low point: 49 minutes,
+     * 59 KB, beside 52.5 minutes as recorded). Not the one below the coarsest: its roll-up takes
+     * the hour's recorded chunks with it. */
+    for (int k = (int)n - 2; k >= 1 && in->fine_short; k--)
+        if (in->bytes[k] <= in->used / RET_BETWEEN_DEN) {
+            early[k] = true;
+            o->settled[o->norder] = true;
+            o->order[o->norder++] = k;
+        }
     o->order[o->norder++] = 0;
     /* A young ring, or one whose finest chunks may not move (not taken by a consumer, pinned):
      * the tiers between roll up, coarser first, rather than delete. */
     for (int k = (int)n - 1; k >= 1; k--)
-        if (in->bytes[k] <= in->used / RET_BETWEEN_DEN)
+        if (in->bytes[k] <= in->used / RET_BETWEEN_DEN && !early[k])
             o->order[o->norder++] = k;
 }
 
@@ -301,8 +336,27 @@ static int pick_page(struct store_db *d, int k, int64_t after, struct pick_row *
  * there is none. A bucket is whole once the ring holds a chunk that ends past it. Pages on past
  * the chunks that must stay (set aside, pinned: a sink that rejected a service for days must not
  * hold every roll-up back), up to the first chunk no consumer has taken. */
+/* Whether stream's bucket [b0, b1) holds a chunk of a tier finer than k. */
+static int bucket_unsettled(struct store_db *d, int64_t stream, int64_t b0, int64_t b1, int k,
+                            bool *finer)
+{
+    sqlite3_stmt *st = pfr_st_prepare(d, "SELECT EXISTS (SELECT 1 FROM chunks WHERE stream_id = ?1"
+                                         " AND end_ns > ?2 AND start_ns >= ?2 AND start_ns < ?3"
+                                         " AND tier < ?4)");
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, stream);
+    sqlite3_bind_int64(st, 2, b0);
+    sqlite3_bind_int64(st, 3, b1);
+    sqlite3_bind_int(st, 4, k);
+    int step = sqlite3_step(st);
+    *finer = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return step == SQLITE_ROW ? 0 : pfr_store_errno(step);
+}
+
 static int pick(struct store_retention *r, struct store_db *d, const struct store_keep *keep, int k,
-                int64_t newest_end, struct store_rollup *g)
+                bool settled, int64_t newest_end, struct store_rollup *g)
 {
     int64_t step = r->tiers.step_ns[k];
     struct pick_row rows[PICK_ROWS];
@@ -322,7 +376,12 @@ static int pick(struct store_retention *r, struct store_db *d, const struct stor
                 return 0; /* later rows start later: no whole bucket in this tier yet */
             if (kept(keep, rows[i].stream, rows[i].id, rows[i].start, rows[i].end))
                 continue; /* its bucket's others are met through a row of their own */
-            bool coarsest = k + 1 == (int)r->tiers.n;
+            bool coarsest = k + 1 == (int)r->tiers.n, finer = false;
+            if (settled &&
+                (rc = bucket_unsettled(d, rows[i].stream, b0, b0 + step, k, &finer)) != 0)
+                return rc;
+            if (finer)
+                continue;
             if ((rc = group_rows(d, keep, k, coarsest, rows[i].stream, b0, b0 + step,
                                  coarsest ? 0 : rows[i].base, g)) != 0)
                 return rc;
@@ -348,12 +407,14 @@ static int chain_left(struct store_db *d, int64_t base, int k, bool *left)
 
 /* The policy's plan on the tiers' bytes as last measured or noted. */
 static void plan_now(const struct store_retention *r, uint64_t used, int64_t top,
-                     int64_t newest_end, struct store_ret_plan *plan)
+                     int64_t newest_end, int64_t fine_start, struct store_ret_plan *plan)
 {
+    int64_t coarse_step = r->tiers.n ? r->tiers.step_ns[r->tiers.n - 1] : 0;
     struct store_ret_in in = {.n = r->tiers.off ? 0 : (unsigned)r->tiers.n,
                               .used = used,
                               .top = (int)top,
-                              .coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0};
+                              .coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0,
+                              .fine_short = fine_start && newest_end - fine_start < coarse_step};
     memcpy(in.bytes, r->bytes, sizeof(in.bytes));
     pfr_st_retention_plan(&in, plan);
 }
@@ -363,7 +424,7 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
                           int *evict_tier)
 {
     int rc;
-    int64_t top, newest_end;
+    int64_t top, newest_end, fine_start;
     /* Measured again every so many steps, and as soon as a tier's last roll-up left its chain
      * without a chunk of that tier or finer: the chain is then charged to the tiers its
      * roll-ups reached, which move on into the coarsest and free it, instead of the finest
@@ -387,23 +448,27 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
         return rc;
     if ((rc = pfr_st_query_int(d, "SELECT coalesce(max(tier), -1) FROM chunks", &top)) != 0 ||
         (rc = pfr_st_query_int(d, "SELECT end_ns FROM chunks ORDER BY id DESC LIMIT 1",
-                               &newest_end)) != 0)
+                               &newest_end)) != 0 ||
+        (rc = pfr_st_query_int(d,
+                               "SELECT coalesce((SELECT start_ns FROM chunks WHERE tier = 0"
+                               " ORDER BY id LIMIT 1), 0)",
+                               &fine_start)) != 0)
         return rc;
     if (top < 0)
         return STORE_RET_NONE;
     struct store_ret_plan plan;
-    plan_now(r, used, top, newest_end, &plan);
+    plan_now(r, used, top, newest_end, fine_start, &plan);
     if (plan.trim >= 0 && r->steps) {
         /* the hours go only on fresh figures: the notes miss the chains that moved */
         if ((rc = measure(r, d)) != 0)
             return rc;
-        plan_now(r, used, top, newest_end, &plan);
+        plan_now(r, used, top, newest_end, fine_start, &plan);
     }
     *evict_tier = plan.trim;
     if (plan.trim >= 0)
         return STORE_RET_TRIM;
     for (unsigned i = 0; i < plan.norder; i++)
-        if ((rc = pick(r, d, keep, plan.order[i], newest_end, g)) != 0) {
+        if ((rc = pick(r, d, keep, plan.order[i], plan.settled[i], newest_end, g)) != 0) {
             if (rc > 0 && g->tier < (int)r->tiers.n && g->tier > 0)
                 r->watch_base[g->tier - 1] = g->in[0].base_id;
             /* a roll-up into the coarsest frees the chains its inputs alone kept: measured again

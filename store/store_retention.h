@@ -47,6 +47,12 @@ struct store_retention {
      * the others leave). */
     uint64_t bytes[PFR_STORE_MAX_TIERS + 1];
     int64_t coarse_start; /* the coarsest tier's oldest start, as last measured (0: none) */
+    /* coarse_start is known (kept by the writer's notes, pfr_st_retention_coarse_note) and read
+     * again only after a deletion from that tier, a rolled back transaction, or every
+     * RET_COARSE_MEASURES measures (another writer's deletions): its query read every row of
+     * the tier (at full scale ~40 of a measure's ~90 ms, some 750 measures an hour) */
+    bool coarse_known;
+    unsigned coarse_measures; /* measures since coarse_start was read */
     /* Per tier k below the coarsest, the chain of its last roll-up: measured again once no
      * chunk of tier k or finer references it (0: none to watch), its charge having moved to a
      * coarser tier */
@@ -61,10 +67,14 @@ struct store_ret_in {
     uint64_t used;                           /* pages in use, bytes */
     int top;                                 /* the coarsest tier that has chunks (-1: none) */
     int64_t coarse_age;                      /* newest end - the coarsest tier's oldest start */
+    bool fine_short; /* the finest tier reaches back less than the coarsest tier's step */
 };
 struct store_ret_plan {
     int trim;                           /* the coarsest, deleted before any roll-up (-1: no) */
     int order[PFR_STORE_MAX_TIERS + 1]; /* tiers whose oldest whole bucket is rolled up, in turn */
+    /* order[i]'s buckets only where no chunk of a finer tier is left in them (settled): the
+     * finest tier's roll-ups are not each rolled on alone */
+    bool settled[PFR_STORE_MAX_TIERS + 1];
     unsigned norder;
     int evict_last; /* when none of them has a bucket to roll up: this tier's oldest go */
 };
@@ -126,5 +136,12 @@ int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
 
 /* The writer's notes: bytes added to or taken from a tier. */
 void pfr_st_retention_note(struct store_retention *r, int tier, int64_t delta);
+
+/* The writer's notes on the coarsest tier's oldest start: a chunk of tier starting at start_ns
+ * was written (added), or chunks of tier were deleted (tier < 0: of any tier; start_ns unused),
+ * or the transaction rolled back (pfr_st_retention_coarse_forget). */
+void pfr_st_retention_coarse_note(struct store_retention *r, int tier, int64_t start_ns,
+                                  bool added);
+void pfr_st_retention_coarse_forget(struct store_retention *r);
 
 #endif

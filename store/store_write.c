@@ -161,7 +161,23 @@ struct wundo {
     struct wstream *ws;
     int64_t base_id, dict_id;
     uint32_t dict_n[T_N], base_seq;
+    /* its chunks' count: a retried chunk counted twice aged the chain by one, and the hour's
+     * last chunk rotated it by age (a base for one chunk), the next hour's first again */
+    uint32_t seq;
     bool rotated; /* its tables were rebuilt: they no longer match its old chain */
+};
+
+/* A base of the finest tier put apart: its row is written before its chunk's transaction, which
+ * then appends to it as to a chain of its own (the stream's tables are those it encodes). */
+struct wbase {
+    struct wstream *ws;
+    uint64_t epoch;         /* writer.ws_epoch when noted */
+    uint32_t n[T_N];        /* ws's table sizes the base holds */
+    const pfr_chunk_in *in; /* its chunk (the caller's: the stream's row when it has none) */
+    int64_t sid;            /* the stream's row (0: none yet, bases_txn inserts it) */
+    int64_t id;             /* the base's row, once written (bases_txn) */
+    int64_t bucket;         /* the coarsest tier's step of its chunk (ws->base_bucket) */
+    pfr_buf blob;           /* the row's data, packed */
 };
 
 /* One sample of the chunk being written. */
@@ -244,6 +260,13 @@ struct writer {
      * transaction, then ~2.5 a roll-up of the finest tier's minute). */
     size_t room_steps_cap;
     size_t room_steps; /* steps make_room took in the current transaction */
+    /* Bases of the finest tier put apart (base_apart): written in transactions of their own
+     * before their chunks' (bases_write), the appends' transaction then starting again. */
+    struct wbase *bases;
+    size_t nbases, cap_bases;
+    uint64_t txn_base_bytes; /* bases written in the current transaction */
+    bool bases_inline; /* the retry after bases_write: every base in its chunk's transaction */
+    uint64_t ws_epoch; /* bumped when wstreams are freed (a pending base's ws is then gone) */
 };
 
 static void wstream_drop_tables(struct writer *w, struct wstream *s)
@@ -351,6 +374,9 @@ void pfr_st_writer_free(struct writer *w)
     free(w->totals);
     free(w->undo);
     free(w->orphans);
+    for (size_t i = 0; i < w->cap_bases; i++)
+        pfr_buf_free(&w->bases[i].blob);
+    free(w->bases);
     pfr_st_tabs_free(&w->local);
     for (int k = 0; k < T_N; k++) {
         free(w->pend[k]);
@@ -382,7 +408,7 @@ static struct wundo *undo_note(struct writer *w, struct wstream *ws)
         return NULL;
     }
     struct wundo *u = &w->undo[w->nundo++];
-    *u = (struct wundo){ws, ws->base_id, ws->dict_id, {0}, ws->base_seq, false};
+    *u = (struct wundo){ws, ws->base_id, ws->dict_id, {0}, ws->base_seq, ws->seq, false};
     memcpy(u->dict_n, ws->dict_n, sizeof(u->dict_n));
     return u;
 }
@@ -399,6 +425,7 @@ static void writer_undo(struct writer *w)
     for (size_t i = 0; i < w->nundo; i++) {
         const struct wundo *u = &w->undo[i];
         struct wstream *ws = u->ws;
+        ws->seq = u->seq;
         if (u->rotated || !ws->resident || !u->base_id) {
             ws->base_id = ws->dict_id = 0;
             continue;
@@ -1437,6 +1464,8 @@ static int evict_batch(pfr_store *s, int tier, uint64_t over, size_t max_n, int6
         pfr_st_retention_note(&s->w->ret, tier, -(int64_t)k->freed);
     else if (s->w)
         s->w->ret.measured = false; /* which tiers it took from: measured again */
+    if (s->w && (rc || k->n))
+        pfr_st_retention_coarse_note(&s->w->ret, tier, 0, false);
     size_t n = k->n;
     if (!rc && n > 0 &&
         ((rc = delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
@@ -1590,6 +1619,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tie
         }
         w->nws = w->nundo = 0;
         w->undo_lost = true;
+        w->ws_epoch++;
         pfr_st_ktab_reset(&w->keys);
     }
     bool added;
@@ -1609,6 +1639,7 @@ static struct wstream *wstream_get(pfr_store *s, const pfr_chunk_in *in, int tie
             }
             w->nws = w->nundo = 0;
             w->undo_lost = true;
+            w->ws_epoch++;
             *err = -ENOMEM;
             return NULL;
         }
@@ -1771,6 +1802,61 @@ static int validate(const pfr_chunk_in *in)
     return 0;
 }
 
+/* A chain this writer appends to (a stream's base): not a chain without chunks, whatever the rows
+ * say (a base written apart has no chunk until its chunk's transaction commits). */
+static bool chain_held(const struct writer *w, int64_t base)
+{
+    for (size_t i = 0; i < w->nws; i++)
+        if (w->ws[i]->resident && w->ws[i]->base_id == base)
+            return true;
+    return false;
+}
+
+/* The new base in w->dict_blob of ws (its chunk in, the stream's row sid or 0, the chunk in the
+ * coarsest tier's step bucket) is put apart when the transaction's bases would pass a quarter of
+ * the WAL's budget: -EINPROGRESS, the transaction is rolled back, and bases_write writes it in a
+ * transaction of its own before the appends' start again. Written in its chunk's transaction, a
+ * drifting hour's ~108 KB base made that transaction the largest (46 pages of WAL against a
+ * budget of 41 on the scaled 200-service ring), and the largest transaction's WAL sizes the WAL's
+ * share and the spare file, both taken from the database's room for as long as the writer runs
+ * (and its successors: the spare file stays). So are a batch's new services' first bases (a
+ * recorder's first interval: one per service). */
+static int base_apart(pfr_store *s, struct wstream *ws, const pfr_chunk_in *in, int64_t sid,
+                      int64_t bucket)
+{
+    struct writer *w = s->w;
+    uint64_t bytes = w->dict_blob.len;
+    /* Not where the ring deletes for its room (no roll-up may make it: chunks a consumer has not
+     * taken): the appends delete what they need, chunk by chunk, and a base written ahead of them
+     * took room their chunks then lacked (shipper_evict: "File too large"). */
+    if (w->bases_inline || w->policy_evict_tier >= 0 ||
+        w->txn_base_bytes + bytes <= s->space.now.wal_budget / 4) {
+        w->txn_base_bytes += bytes;
+        return 0;
+    }
+    size_t i = 0;
+    while (i < w->nbases && w->bases[i].ws != ws) /* a chain's second rotation: the newest */
+        i++;
+    if (i == w->nbases) {
+        size_t cap = w->cap_bases;
+        if (VEC_RESERVE(w->bases, w->cap_bases, w->nbases + 1))
+            return -ENOMEM;
+        memset(w->bases + cap, 0, (w->cap_bases - cap) * sizeof(*w->bases));
+        w->nbases++;
+    }
+    struct wbase *b = &w->bases[i];
+    b->ws = ws;
+    b->epoch = w->ws_epoch;
+    b->in = in;
+    b->sid = sid;
+    b->bucket = bucket;
+    for (int k = 0; k < T_N; k++)
+        b->n[k] = ws->tabs.t[k].n;
+    b->blob.len = 0;
+    pfr_buf_put(&b->blob, w->dict_blob.data, w->dict_blob.len);
+    return pfr_buf_err(&b->blob) ? pfr_buf_err(&b->blob) : -EINPROGRESS;
+}
+
 /* One chunk: tier 0 as recorded (id_force 0: the next id), or a roll-up of tier > 0 with the
  * smallest id of the chunks it replaces (their rows are gone: no eviction for it). */
 static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id_force,
@@ -1858,6 +1944,8 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
     if (pfr_buf_err(&w->tot))
         return pfr_buf_err(&w->tot);
 
+    if (tier == 0 && rotate && (rc = base_apart(s, ws, in, sid, bucket)) != 0)
+        return rc; /* -EINPROGRESS: written before this transaction (bases_write) */
     uint64_t payload = w->blob.len + (layer ? w->dict_blob.len : 0) + 2 * ROW_OVERHEAD;
     /* need: room to insert now (B-tree splits may take a few pages); est: what the rows may
      * take on average at worst (half-full pages). */
@@ -1932,6 +2020,7 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
      * once (svc200, scaled: 22 h of history in a day's run, against 5 h when every measure
      * counts the chains and 15 h when no note does). */
     bool own_chain = layer && tier > 0;
+    pfr_st_retention_coarse_note(&w->ret, tier, in->start_ns, true);
     pfr_st_retention_note(
         &w->ret, tier, (int64_t)(w->blob.len + ROW_OVERHEAD + (own_chain ? w->dict_blob.len : 0)));
     if (tier == 0)
@@ -2062,11 +2151,14 @@ static int orphans_read(pfr_store *s)
     w->norphans = 0;
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t base = sqlite3_column_int64(st, 0);
+        if (chain_held(w, base)) /* a base written apart, its chunk not yet (bases_write) */
+            continue;
         if (VEC_RESERVE(w->orphans, w->cap_orphans, w->norphans + 1)) {
             sqlite3_reset(st);
             return -ENOMEM;
         }
-        w->orphans[w->norphans++] = sqlite3_column_int64(st, 0);
+        w->orphans[w->norphans++] = base;
     }
     sqlite3_reset(st);
     if (step != SQLITE_DONE)
@@ -2087,7 +2179,7 @@ static int orphan_step(pfr_store *s, uint64_t lack)
     if (!w->orphans_known && (rc = orphans_read(s)) != 0)
         return rc;
     while (w->norphans) {
-        for (int pass = 0; pass < 2; pass++) {
+        for (int pass = 0; pass < 2 && !chain_held(w, w->orphans[w->norphans - 1]); pass++) {
             sqlite3_stmt *st = wst(s, W_DEL_DICT_SOME);
             if (!st)
                 return db_err(s);
@@ -2205,20 +2297,21 @@ static int make_room(pfr_store *s, uint64_t est, size_t max_steps, uint64_t *use
     struct store_rollup g = {0};
     uint64_t used = 0, pages, freep;
     int rc;
-    bool making = false; /* once started, make the slack too: roll-ups run now and then */
     *more = false;
     w->room_steps = 0;
     for (;;) {
         if ((rc = used_bytes(s, &used, &pages, &freep)) != 0)
             break;
-        if (used + est + (making ? slack : 0) <= target)
+        /* est holds the slack once (room_estimate): made again here once started, up to the
+         * estimate and two slacks were held ahead of the appends (~37 KB of the scaled
+         * 200-service ring's 2.3 MB, ~3 minutes of its finest tier) */
+        if (used + est <= target)
             break;
         if (w->room_steps >= max_steps) {
             *more = true; /* the rest in another transaction (room_txn) */
             break;
         }
         w->room_steps++;
-        making = true;
         /* the rows of chains no chunk references first: they cost no history */
         if ((rc = orphan_step(s, used + est + slack - target)) != 0) {
             if (rc < 0)
@@ -2457,7 +2550,8 @@ static int txn_end(pfr_store *s, int rc, uint64_t frames)
                 pfr_st_step_done(rb);
         }
         writer_undo(s->w);
-        s->w->ret.measured = false;  /* the tiers' bytes are the database's again */
+        s->w->ret.measured = false; /* the tiers' bytes are the database's again */
+        pfr_st_retention_coarse_forget(&s->w->ret);
         s->w->orphans_known = false; /* and its chains without chunks */
     }
     return rc;
@@ -2477,13 +2571,22 @@ static int txn_once(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids
     bool more; /* stays false: no step limit, the appends' room is made whole (a few steps) */
     rc = make_room(s, est, SIZE_MAX, &used0, &more);
     s->w->room_end = used0 + est;
+    s->w->nbases = 0;
+    s->w->txn_base_bytes = 0;
+    bool apart = false; /* bases put apart: the appends go on to find all of them */
     for (size_t i = 0; i < n && !rc; i++) {
         s->w->cur = NULL;
         s->w->txn_left = n - i;
         rc = append_one(s, &in[i], 0, 0, ids_out ? &ids_out[i] : NULL);
+        if (rc == -EINPROGRESS) {
+            apart = true;
+            rc = 0;
+        }
         if (s->w->cur)
             wstream_account(s->w, s->w->cur);
     }
+    if (!rc && apart)
+        rc = -EINPROGRESS;
     if (!rc)
         page_cost_note(s, used0, n);
     if (!rc)
@@ -2524,19 +2627,125 @@ static int room_txn(pfr_store *s, uint64_t est)
     return 0;
 }
 
+/* The row of in's stream into *sid, inserted if there is none (a new stream's base put apart). */
+static int base_stream_row(pfr_store *s, const pfr_chunk_in *in, int64_t *sid)
+{
+    struct writer *w = s->w;
+    int rc = pfr_st_stream_encode(in->service, in->labels, in->nlabels, in->profile, &w->key,
+                                  &w->lab, &w->types);
+    if (rc || (rc = stream_find(s, sid)) != 0)
+        return rc;
+    return stream_row(s, in, sid);
+}
+
+/* Bases b[0..n) (base_apart), bytes in all, written in one transaction when the pages have room
+ * for them (room_txn made it), else left to their chunks' transaction. Their streams then append
+ * to them as to their chains; until their chunks commit they are chains no chunk references,
+ * which make_room leaves alone (chain_held), and which a writer that starts after a crash deletes
+ * as such. */
+static int bases_txn(pfr_store *s, struct wbase *b, size_t n, uint64_t bytes)
+{
+    struct writer *w = s->w;
+    uint64_t frames, used, pages, freep;
+    int rc = txn_begin(s, &frames);
+    if (rc)
+        return rc;
+    rc = used_bytes(s, &used, &pages, &freep);
+    bool fits = used + bytes <= s->space.now.db_target;
+    for (size_t i = 0; i < n && !rc && fits; i++) {
+        struct wstream *ws = b[i].ws;
+        bool same = b[i].epoch == w->ws_epoch && ws->resident && !ws->base_id;
+        for (int k = 0; k < T_N && same; k++)
+            same = ws->tabs.t[k].n == b[i].n[k];
+        if (!same) { /* its tables moved on: its chunk writes a base of its own */
+            b[i].ws = NULL;
+            continue;
+        }
+        if (!b[i].sid && (rc = base_stream_row(s, b[i].in, &b[i].sid)) != 0)
+            break;
+        sqlite3_stmt *st = wst(s, W_NEXT_DICT);
+        if (!st) {
+            rc = db_err(s);
+            break;
+        }
+        int step = sqlite3_step(st);
+        int64_t id = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+        sqlite3_reset(st);
+        if (step != SQLITE_ROW || !(st = wst(s, W_INS_DICT))) {
+            rc = step != SQLITE_ROW ? pfr_store_errno(step) : db_err(s);
+            break;
+        }
+        int64_t f[3] = {b[i].sid, id, 0};
+        sqlite3_bind_int64(st, 1, b[i].sid);
+        sqlite3_bind_int64(st, 2, id);
+        sqlite3_bind_int64(st, 3, 0);
+        sqlite3_bind_int64(st, 4, (int64_t)b[i].blob.len);
+        sqlite3_bind_int64(st, 5, pfr_st_row_crc(b[i].blob.data, b[i].blob.len, f, 3));
+        sqlite3_bind_blob(st, 6, b[i].blob.data, (int)b[i].blob.len, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 7, id);
+        rc = pfr_st_step_done(st);
+        b[i].id = id;
+    }
+    if ((rc = txn_end(s, rc ? rc : fits ? 0 : -EAGAIN, frames)) != 0)
+        return rc == -EAGAIN ? 0 : rc;
+    for (size_t i = 0; i < n; i++) {
+        struct wstream *ws = b[i].ws;
+        if (!ws)
+            continue;
+        ws->base_id = ws->dict_id = b[i].id;
+        ws->base_seq = ws->seq + 1; /* its chunk's (writer_undo gave the count back) */
+        ws->base_bucket = b[i].bucket;
+        memcpy(ws->dict_n, b[i].n, sizeof(ws->dict_n));
+    }
+    return 0;
+}
+
+/* The bases the appends put apart (base_apart), in transactions of at most half the WAL's budget
+ * of them (one base at least), each after the room for it (room_txn). */
+static int bases_write(pfr_store *s)
+{
+    struct writer *w = s->w;
+    uint64_t half = s->space.now.wal_budget / 2, psz = s->sql.page_size;
+    int rc = 0;
+    for (size_t i = 0, j; i < w->nbases && !rc; i = j) {
+        uint64_t bytes = 0;
+        for (j = i; j < w->nbases; j++) {
+            uint64_t one = w->bases[j].blob.len + psz; /* its overflow pages' last, its leaf */
+            if (j > i && bytes + one > half)
+                break;
+            bytes += one;
+        }
+        if (!(rc = room_txn(s, bytes)))
+            rc = bases_txn(s, w->bases + i, j - i, bytes);
+    }
+    w->nbases = 0;
+    return rc;
+}
+
 /* A transaction whose appends found too little room (a new dictionary base is larger than
  * make_room's estimate) starts again with that room made by roll-ups first, in a transaction of
  * its own (room_txn); after three tries (chunks nobody may merge) the appends delete what they
- * need. */
+ * need. One that put bases apart (base_apart) starts again after they are written (bases_write),
+ * once: any base its retry writes is written in it. */
 static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *ids_out)
 {
     uint64_t extra = 0;
-    for (int k = 0;; k++) {
+    s->w->bases_inline = false;
+    for (int k = 0;;) {
         s->w->short_by = 0;
         s->w->may_delete = k >= 3;
         int rc = txn_once(s, in, n, ids_out, extra);
+        if (rc == -EINPROGRESS || (rc == -EAGAIN && s->w->nbases)) {
+            int e = bases_write(s);
+            if (e)
+                return e;
+            s->w->bases_inline = true;
+            if (rc == -EINPROGRESS)
+                continue;
+        }
         if (rc != -EAGAIN)
             return rc;
+        k++;
         extra += s->w->short_by;
         if ((rc = room_txn(s, room_estimate(s, n) + extra)) != 0)
             return rc;

@@ -635,6 +635,76 @@ static void test_plan_evict_only(void **state)
     assert_int_equal(p.trim, -1);
 }
 
+/* The finest tier short of an hour (the coarsest's step): the minutes go up to 10 minutes first,
+ * their settled buckets only, within their share too; not the 10 minutes (their roll-up into
+ * the hours would take the hour's recorded chunks). Over its share, a tier goes first anyway. */
+static void test_plan_fine_short(void **state)
+{
+    (void)state;
+    struct store_ret_in in = {.n = 3,
+                              .bytes = {500000, 20000, 40000, 700000},
+                              .used = 2000000,
+                              .top = 3,
+                              .coarse_age = DAY_NS,
+                              .fine_short = true};
+    struct store_ret_plan p;
+    pfr_st_retention_plan(&in, &p);
+    assert_int_equal(p.trim, -1);
+    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.order[0], 1);
+    assert_true(p.settled[0]);
+    assert_int_equal(p.order[1], 0);
+    assert_false(p.settled[1]);
+    assert_int_equal(p.order[2], 2);
+    assert_false(p.settled[2]);
+    in.bytes[1] = 70000; /* past its thirty-second: first as before, not only where settled */
+    pfr_st_retention_plan(&in, &p);
+    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.order[0], 1);
+    assert_false(p.settled[0]);
+    assert_int_equal(p.order[1], 0);
+    assert_int_equal(p.order[2], 2);
+    in.fine_short = false; /* an hour or more as recorded: as before */
+    in.bytes[1] = 20000;
+    pfr_st_retention_plan(&in, &p);
+    assert_int_equal(p.order[0], 0);
+    assert_int_equal(p.order[1], 2);
+    assert_int_equal(p.order[2], 1);
+    assert_false(p.settled[2]);
+}
+
+/* The coarsest tier's oldest start as the writer's notes keep it between reads: an older chunk
+ * of that tier lowers it, a newer one or a finer tier's leaves it, a deletion from that tier (or
+ * from any: tier < 0) or a rollback has it read again; unknown, the notes leave it alone. */
+static void test_coarse_notes(void **state)
+{
+    (void)state;
+    struct store_retention r = {.coarse_start = 5000, .coarse_known = true};
+    char err[128];
+    assert_int_equal(pfr_store_tiers_parse("1m,10m,1h", &r.tiers, err, sizeof(err)), 0);
+    pfr_st_retention_coarse_note(&r, 3, 7000, true);
+    assert_int_equal(r.coarse_start, 5000);
+    pfr_st_retention_coarse_note(&r, 2, 1000, true);
+    assert_int_equal(r.coarse_start, 5000);
+    pfr_st_retention_coarse_note(&r, 3, 4000, true);
+    assert_int_equal(r.coarse_start, 4000);
+    assert_true(r.coarse_known);
+    pfr_st_retention_coarse_note(&r, 1, 0, false); /* a finer tier's deletion */
+    assert_true(r.coarse_known);
+    pfr_st_retention_coarse_note(&r, 3, 0, false);
+    assert_false(r.coarse_known);
+    pfr_st_retention_coarse_note(&r, 3, 100, true); /* unknown: read at the next measure */
+    assert_int_equal(r.coarse_start, 4000);
+    r.coarse_known = true;
+    pfr_st_retention_coarse_note(&r, -1, 0, false);
+    assert_false(r.coarse_known);
+    r = (struct store_retention){.tiers = r.tiers, .coarse_known = true}; /* no coarsest chunk */
+    pfr_st_retention_coarse_note(&r, 3, 9000, true);
+    assert_int_equal(r.coarse_start, 9000);
+    pfr_st_retention_coarse_forget(&r);
+    assert_false(r.coarse_known);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_fold_coarsest),      cmocka_unit_test(test_plan_hours_kept),
         cmocka_unit_test(test_plan_between_first), cmocka_unit_test(test_plan_coarse_trimmed),
         cmocka_unit_test(test_plan_evict_only),    cmocka_unit_test(test_chains_without_chunks),
+        cmocka_unit_test(test_coarse_notes),       cmocka_unit_test(test_plan_fine_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,9 @@
  *     --probe N: read tier 0's reach every N intervals (default 1: after every append), for
  *                its least per 10 simulated days (printed at the end and with --every); a read
  *                counts once the ring has given something of tier 0 up (rolled up or evicted).
+ *     --copy-low PREFIX: when a band's least falls under an hour, copy the ring's database and
+ *                WAL to PREFIX-<band>.db(-wal) (what the ring held at its low point, for sqlite3
+ *                and dbstat; the writer is between transactions, so the copy opens clean).
  *
  * Both modes run at once, each in a process of its own (two cores: the run takes as long as the
  * slower), and print in order when both are done.
@@ -53,10 +56,11 @@ struct load {
     int64_t interval_ns, duration_ns;
     uint64_t cap;
     bool churn, unique;
-    uint32_t fold;     /* pfr_store_opts.fold_stacks */
-    const char *tiers; /* the tiers ring's steps (NULL: the default) */
-    double every_days; /* progress every so many simulated days (0: none) */
-    int64_t probe;     /* read tier 0's reach every so many intervals (0: never) */
+    uint32_t fold;        /* pfr_store_opts.fold_stacks */
+    const char *tiers;    /* the tiers ring's steps (NULL: the default) */
+    double every_days;    /* progress every so many simulated days (0: none) */
+    int64_t probe;        /* read tier 0's reach every so many intervals (0: never) */
+    const char *copy_low; /* copy the ring here when a band's least falls (NULL: never) */
 };
 
 #define CHURN_BINARIES 12
@@ -153,7 +157,38 @@ struct bands {
     int64_t last; /* the last read's reach (-1: none) */
 };
 
-static void probe_tier0(pfr_store *s, struct bands *bd, int64_t t0, int64_t newest, int64_t step)
+static int copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = a && b ? 0 : -1;
+    while (!rc && (n = fread(buf, 1, sizeof(buf), a)) > 0)
+        rc = fwrite(buf, 1, n, b) == n ? 0 : -1;
+    if (a)
+        fclose(a);
+    if (b && fclose(b) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* The ring's database and WAL copied to prefix-<band>.db: the ring at its band's low point. */
+static void copy_low(const char *path, const char *prefix, int band)
+{
+    char from[4200], to[4200];
+    snprintf(to, sizeof(to), "%s-%d.db-wal", prefix, band);
+    unlink(to);
+    snprintf(to, sizeof(to), "%s-%d.db", prefix, band);
+    if (copy_file(path, to) != 0)
+        fprintf(stderr, "bench_horizon: copy to %s failed\n", to);
+    snprintf(from, sizeof(from), "%s-wal", path);
+    snprintf(to, sizeof(to), "%s-%d.db-wal", prefix, band);
+    if (access(from, F_OK) == 0 && copy_file(from, to) != 0)
+        fprintf(stderr, "bench_horizon: copy to %s failed\n", to);
+}
+
+static void probe_tier0(pfr_store *s, struct bands *bd, int64_t t0, int64_t newest, int64_t step,
+                        const char *path, const char *copy_prefix)
 {
     struct tiers_out to = {0};
     if (pfr_store_tiers_list(s, tier_cb, &to) != 0 || !to.n)
@@ -171,6 +206,8 @@ static void probe_tier0(pfr_store *s, struct bands *bd, int64_t t0, int64_t newe
     if (bd->least[b] < 0 || reach < bd->least[b]) {
         bd->least[b] = reach;
         bd->least_at[b] = newest - t0;
+        if (copy_prefix && reach < 3600 * NS)
+            copy_low(path, copy_prefix, b);
     }
     if (reach < 3600 * NS)
         bd->under_ns[b] += step;
@@ -282,7 +319,8 @@ static int run(const char *dir, const struct load *l, bool tiers_off, int64_t t0
         if (rc)
             fprintf(stderr, "bench_horizon: append: %s\n", strerror(-rc));
         if (!rc && !tiers_off && l->probe > 0 && (k + 1) % l->probe == 0)
-            probe_tier0(s, &bd, t0, st + l->interval_ns, l->probe * l->interval_ns);
+            probe_tier0(s, &bd, t0, st + l->interval_ns, l->probe * l->interval_ns, path,
+                        l->copy_low);
         int64_t every = (int64_t)(l->every_days * 86400) * NS / l->interval_ns;
         if (!rc && every > 0 && (k + 1) % every == 0 && k + 1 < nint) {
             clock_gettime(CLOCK_MONOTONIC, &b);
@@ -333,7 +371,7 @@ int main(int argc, char **argv)
             stderr,
             "usage: bench_horizon WORKDIR svc50|svc200|churn|churn-unique [--days D] [--scale K] "
             "[--cap BYTES] [--drift PERMILLE] [--fold N] [--tiers STEPS] [--every D] [--probe N] "
-            "[--mode tiers|age|both]\n");
+            "[--copy-low PREFIX] [--mode tiers|age|both]\n");
         return 2;
     }
     double days = 30;
@@ -344,7 +382,7 @@ int main(int argc, char **argv)
     uint32_t fold = 0;
     double every = 1;
     int64_t probe = 1;
-    const char *tiers = NULL;
+    const char *tiers = NULL, *copy_low_to = NULL;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--days"))
             days = atof(argv[i + 1]);
@@ -364,6 +402,8 @@ int main(int argc, char **argv)
             every = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--probe"))
             probe = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--copy-low"))
+            copy_low_to = argv[i + 1];
     }
     if (scale < 1)
         scale = 1;
@@ -372,7 +412,8 @@ int main(int argc, char **argv)
                      .fold = fold,
                      .every_days = every,
                      .tiers = tiers,
-                     .probe = probe};
+                     .probe = probe,
+                     .copy_low = copy_low_to};
     if (!strcmp(argv[2], "svc50") || !strcmp(argv[2], "svc200")) {
         unsigned n = argv[2][3] == '5' ? 50 : 200;
         l.services = n / scale ? n / scale : 1;
