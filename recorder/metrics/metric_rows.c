@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static size_t nlabels_of(const pfr_metric_row *r)
+size_t pfr_metric_row_nlabels(const pfr_metric_row *r)
 {
     size_t n = 0;
     while (n < PFR_METRIC_MAX_LABELS && r->labels[n])
@@ -178,7 +178,7 @@ static void check_row(errs *e, const pfr_metric_row *r)
         mistake(e, "%s: not a counter, but its name ends in _total", r->name);
     if (!r->help || !r->help[0])
         mistake(e, "%s: no help", r->name);
-    size_t nl = nlabels_of(r);
+    size_t nl = pfr_metric_row_nlabels(r);
     for (size_t i = 0; i < nl; i++)
         if (!valid_name(r->labels[i], false) || strncmp(r->labels[i], "__", 2) == 0)
             mistake(e, "%s: '%s' is not a label name", r->name, r->labels[i]);
@@ -260,7 +260,7 @@ static void put_values(FILE *out, const pfr_metric_row *r, size_t label, bool co
 
 static void put_labels(FILE *out, const pfr_metric_row *r)
 {
-    size_t nl = nlabels_of(r);
+    size_t nl = pfr_metric_row_nlabels(r);
     for (size_t i = 0; i < nl; i++) {
         fprintf(out, "%s`%s`", i ? "; " : "", r->labels[i]);
         if (r->series || r->name_of) {
@@ -301,7 +301,7 @@ void pfr_metric_tables_write_list(const pfr_metric_table *const *tables, size_t 
         for (size_t i = 0; i < tables[t]->nrows; i++) {
             const pfr_metric_row *r = &tables[t]->rows[i];
             fprintf(out, "%s %s", r->name, r->type == PFR_METRIC_COUNTER ? "counter" : "gauge");
-            size_t nl = nlabels_of(r);
+            size_t nl = pfr_metric_row_nlabels(r);
             for (size_t l = 0; l < nl; l++) {
                 fprintf(out, " %s=", r->labels[l]);
                 if (r->series || r->name_of)

@@ -181,10 +181,7 @@ static int row_family_locked(pfr_metrics *m, const pfr_metric_row *r, pfr_metric
         *out = (pfr_metric_family *)(uintptr_t)*known;
         return 0;
     }
-    size_t n = 0;
-    while (n < PFR_METRIC_MAX_LABELS && r->labels[n])
-        n++;
-    int rc = family_locked(m, r->name, r->help, r->type, r->labels, n, out);
+    int rc = family_locked(m, r->name, r->help, r->type, r->labels, pfr_metric_row_nlabels(r), out);
     /* (not remembered for want of memory: found by name again next time) */
     if (rc == 0)
         pfr_map_put(&m->by_row, (uint64_t)(uintptr_t)r, (uint64_t)(uintptr_t)*out);

@@ -127,6 +127,9 @@ int pfr_metrics_publish(pfr_metrics *m, const pfr_metric_table *t, const void *s
 /* Register the family of row r (its labels), as pfr_metrics_family. */
 int pfr_metrics_row_family(pfr_metrics *m, const pfr_metric_row *r, pfr_metric_family **out);
 
+/* The count of r's labels (its first PFR_METRIC_MAX_LABELS names up to a NULL). */
+size_t pfr_metric_row_nlabels(const pfr_metric_row *r);
+
 /* The value of a field read as PFR_METRIC_FIELD found it. */
 double pfr_metric_read_field(const void *stats, size_t off, enum pfr_metric_read read);
 
