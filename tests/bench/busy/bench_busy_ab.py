@@ -10,14 +10,20 @@ and its threads' CPU; at the end its unwinder's metrics, then the medians and, f
 after the first, the median of its windows' ratios of pfr_sample_uw's µs a run to the first's.
 Each recorder has its own ring and unwind cache (beside its ring) and an empty config file.
 
+With --steady SPINNER IDLER the load is the steady-state bench's instead (bench_recorder.py: a
+spinner per CPU and --idlers mostly idle processes, roll-called once the recorders run): its
+process side, measured in turn, swings with the host more than the recorders differ, and side by
+side both meet the same host.
+
 The exit tracepoint's programs of the recorders run one after the other on the same exit, the
 later ones on caches the first warmed: list the recorders in the other order in a second run
 to see that effect (the sampling programs fire on timers of their own).
 
 Usage (as root): bench_busy_ab.py [--windows 4] [--seconds 60] [--warmup 40] [--source TREE]
-                     BASE=BIN OTHER=BIN [...]
+                     [--steady SPINNER IDLER [--idlers 300]] BASE=BIN OTHER=BIN [...]
 """
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -30,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "recorder"), os.path.join(HERE, "..", "..", "recorder")]
 import recorder_itest as ri  # noqa: E402
 from bench_busy_host import Load, pfr_metrics, prog_figures, thread_cpu_s  # noqa: E402
-from bpfstats import bpf_stats, loadavg, prog_stats  # noqa: E402
+from bpfstats import bpf_stats, host_workload, loadavg, prog_stats  # noqa: E402
 
 def start_recorder(label, path, tmp):
     d = os.path.join(tmp, label)
@@ -92,11 +98,30 @@ def report(recs):
             for k in names[:6])))
     base = recs[0]
     for r in recs[1:]:
-        rat = [us(x, "pfr_sample_uw") / us(y, "pfr_sample_uw")
-               for x, y in zip(r["rows"], base["rows"]) if us(y, "pfr_sample_uw")]
-        print("%s / %s, pfr_sample_uw µs a run: median ratio %.3f (windows %s)"
-              % (r["label"], base["label"], statistics.median(rat),
+        ratio(r, base, "process s/min", lambda x: x["proc"])
+        ratio(r, base, "pfr_sample_uw µs a run", lambda x: us(x, "pfr_sample_uw"))
+
+
+def ratio(rec, base, what, value):
+    """The median of rec's windows' ratios to base's of value(window), where base's is not 0."""
+    rat = [value(x) / value(y) for x, y in zip(rec["rows"], base["rows"]) if value(y)]
+    if rat:
+        print("%s / %s, %s: median ratio %.3f (windows %s)"
+              % (rec["label"], base["label"], what, statistics.median(rat),
                  " ".join("%.3f" % x for x in rat)))
+
+
+def stop_recorders(recs):
+    """SIGTERM, then SIGKILL after 30 s; each once (a second call finds them gone)."""
+    for r in recs:
+        if r["proc"].poll() is None:
+            r["proc"].send_signal(signal.SIGTERM)
+    for r in recs:
+        try:
+            r["proc"].wait(30)
+        except subprocess.TimeoutExpired:
+            r["proc"].kill()
+            r["proc"].wait()
 
 
 def main():
@@ -105,20 +130,30 @@ def main():
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--warmup", type=float, default=40)
+    ap.add_argument("--steady", nargs=2, metavar=("SPINNER", "IDLER"),
+                    help="the steady-state bench's load instead of the build and Chromium")
+    ap.add_argument("--idlers", type=int, default=300, help="idle processes, with --steady")
     ap.add_argument("recorder", nargs="+", help="LABEL=BIN, the first the base")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: needs root")
         return 77
     tmp = tempfile.mkdtemp(prefix="pfr-bench-busy-ab-")
-    load = Load(args, tmp)
+    load = None if args.steady else Load(args, tmp)
     recs = []
     try:
-        with bpf_stats():
-            load.start()
+        with contextlib.ExitStack() as stack:
+            if args.steady:
+                work = stack.enter_context(host_workload(args.steady[1], args.steady[0],
+                                                         args.idlers, tmp))
+            else:
+                stack.enter_context(bpf_stats())
+                load.start()
             for spec in args.recorder:
                 label, path = spec.split("=", 1)
                 recs.append(start_recorder(label, path, tmp))
+            if args.steady:
+                work.roll_call()
             time.sleep(args.warmup)
             for w in range(args.windows):
                 la = loadavg()
@@ -134,17 +169,12 @@ def main():
                 print(r["label"], " ".join(ln for ln in pfr_metrics(r["port"])
                                            if "unwind" in ln or "walked" in ln or "tables_dropped" in ln
                                            or "resident_peak" in ln))
+            stop_recorders(recs)
     finally:
-        for r in recs:
-            r["proc"].send_signal(signal.SIGTERM)
-        for r in recs:
-            try:
-                r["proc"].wait(30)
-            except subprocess.TimeoutExpired:
-                r["proc"].kill()
-                r["proc"].wait()
-        load.stop()
-        load.close()
+        stop_recorders(recs)
+        if load:
+            load.stop()
+            load.close()
         subprocess.run(["rm", "-rf", tmp])
     report(recs)
     return 0
