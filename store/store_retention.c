@@ -625,7 +625,7 @@ static int inchain_encode(struct inchain *a, const struct dchunk *first, const u
     pfr_st_chunk_encode(&raw, n, &none, &body);
     rc = pfr_buf_err(&raw);
     if (!rc)
-        rc = pfr_st_blob_pack(raw.data, raw.len, false, &out->blob);
+        rc = pfr_st_blob_pack(raw.data, raw.len, PFR_ST_CHUNK_HC, &out->blob);
     if (!rc) {
         pfr_st_sum_totals(vals, a->n, (uint32_t)nt, tot);
         out->tot.len = 0;

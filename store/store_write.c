@@ -1938,8 +1938,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
     }
+    /* LZ4 HC: a chunk is written once and kept for hours (PFR_ST_CHUNK_HC) */
     if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
-        (rc = pfr_st_blob_pack(w->raw.data, w->raw.len, false, &w->blob)) != 0)
+        (rc = pfr_st_blob_pack(w->raw.data, w->raw.len, PFR_ST_CHUNK_HC, &w->blob)) != 0)
         return rc;
     size_t nt = pfr_profile_num_sample_types(p);
     pfr_st_totals_encode(&w->tot, w->totals, nt);
