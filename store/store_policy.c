@@ -80,6 +80,23 @@ uint64_t pfr_st_policy_wal_budget(uint64_t cap)
     return min_u64(max_u64(cap / 16, 64u << 10), 4u << 20);
 }
 
+/* The spare file's size for a writer: the largest transaction's WAL seen, from the budget up to
+ * an eighth of the cap (or the budget). */
+static uint64_t spare_peak(uint64_t wal_seen, uint64_t budget, const struct store_policy_in *in)
+{
+    return min_u64(max_u64(wal_seen, budget), max_u64(in->max_bytes / 8, budget));
+}
+
+uint64_t pfr_st_policy_wal_peak(uint64_t wal_seen, uint64_t budget, uint64_t max_bytes)
+{
+    /* Not below three quarters of the budget: the writer keeps its transactions of room near
+     * that (pfr_st_policy_room_steps) and a young ring has seen few. Not the budget itself: with
+     * the hour's base written apart the largest transaction is often smaller, and a WAL counted
+     * at the budget took the database's room (issue 31). */
+    uint64_t floor = budget - budget / 4;
+    return min_u64(max_u64(wal_seen, floor), max_u64(max_bytes / 8, budget));
+}
+
 /* The disk is full (issue 31): the room the ring holds is shared out anew. A young ring holds
  * most of it in the WAL and the spare file when the disk fills (both sized for the largest
  * transaction seen, or the WAL grown while a reader held it), the database only its own pages:
@@ -126,20 +143,26 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
         pfr_store_effective_cap(in->max_bytes, held, in->fs_avail, in->reserve, NULL);
     uint64_t budget = pfr_st_policy_wal_budget(room_cap);
     /* The WAL's peak: between a commit and the checkpoint after it the WAL holds the whole
-     * transaction, the largest seen (up to an eighth of the configured cap). A full disk gives
-     * the WAL no more than the blocks it holds and the spare file's. */
-    uint64_t peak = min_u64(max_u64(in->wal_seen, budget), max_u64(in->max_bytes / 8, budget));
-    /* The spare file is as large as that peak, up to an eighth of the room (made while the disk
-     * has room, it is what the WAL may grow into once the disk is full). A reader counts it as
-     * it finds it, at least at the WAL's budget. */
+     * transaction, the largest seen (at least three quarters of the budget, up to an eighth of
+     * the configured cap). A full disk gives the WAL no more than the blocks it holds and the
+     * spare file's. */
+    uint64_t peak = pfr_st_policy_wal_peak(in->wal_seen, budget, in->max_bytes);
+    /* The spare file is as large as the largest seen, at least the budget (a disk filled at
+     * once may leave the WAL no blocks of its own), up to an eighth of the room (made while the
+     * disk has room, it is what the WAL may grow into once the disk is full). A reader counts
+     * it as it finds it, at least at the WAL's budget. */
     uint64_t top = max_u64(room_cap / 8, budget);
-    uint64_t spare = in->reader ? budget : min_u64(peak, top);
+    uint64_t largest = spare_peak(in->wal_seen, budget, in);
+    uint64_t spare = in->reader ? budget : min_u64(largest, top);
+    /* The WAL's share: its peak, but never more than the spare file (a disk-bound ring's) */
+    uint64_t share = in->reader ? budget : min_u64(peak, spare);
     o->wal_budget = budget;
     o->spare_bytes = spare;
+    o->wal_share = share;
     /* The WAL and the spare file are counted at their shares, or more when they hold more: the
      * room they may still take is not free for the database, nor what they hold (on a full
      * disk the WAL keeps its blocks). */
-    uint64_t w_b = max_u64(in->wal_file, peak), spare_b = max_u64(in->spare_file, spare);
+    uint64_t w_b = max_u64(in->wal_file, share), spare_b = max_u64(in->spare_file, spare);
     uint64_t owed = (w_b - in->wal_file) + (spare_b - in->spare_file);
     uint64_t avail = sat_sub(in->fs_avail, owed);
     o->shares = w_b + spare_b;
@@ -147,10 +170,11 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
                                      in->reserve, &o->reason);
     /* Under the configured cap the WAL is counted at its peak: between a commit and the
      * checkpoint that follows it, the WAL holds the whole transaction, which may be more than
-     * the budget. The largest seen is the spare file's size (never below the budget), so the
-     * WAL and the spare file take two of it. A reader that stats the files at that moment
-     * then still finds them within the cap. */
-    o->db_target = sat_sub(in->max_bytes, 2 * spare);
+     * the budget. The largest seen sizes the WAL's share (never below three quarters of the
+     * budget) and the spare file (never below the budget: on a disk filled at once it is most
+     * of the WAL's room). A reader that stats the files at that moment then still finds them
+     * within the cap. */
+    o->db_target = sat_sub(in->max_bytes, share + spare);
     /* Bound by the disk, the database keeps at least the pages its file holds: its free pages
      * are the room the next chunks take, once the oldest are given up for them. */
     uint64_t disk = sat_sub(o->cap, o->shares);
@@ -174,7 +198,7 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
     /* Once the disk has filled, the room stays shared out so until the free space is above the
      * reserve again (the WAL's blocks given back must not make the spare file again). */
     if (!in->reader && (o->starved || (in->room_held && o->tight)))
-        decide_full(in, held, budget, peak, o);
+        decide_full(in, held, budget, largest, o);
 }
 
 size_t pfr_st_policy_room_steps(size_t cap, size_t steps, uint64_t frames, uint64_t budget,

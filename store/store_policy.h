@@ -30,6 +30,7 @@ struct store_policy_out {
     enum pfr_store_cap_reason reason;
     uint64_t wal_budget;  /* the WAL's share: checkpointed every half, truncated to it */
     uint64_t spare_bytes; /* the spare file's size: room for a WAL of the largest transaction */
+    uint64_t wal_share;   /* the WAL's peak counted in the database's target (<= spare_bytes) */
     uint64_t shares;      /* the WAL's and the spare file's shares: held or owed */
     uint64_t db_target;   /* bytes of pages the database may hold */
     bool disk_bound;      /* db_target is the disk's, below the configured cap's */
@@ -48,6 +49,10 @@ struct store_policy_out {
 
 /* The WAL's share of a cap (cap/16, 64 KiB to 4 MiB). */
 uint64_t pfr_st_policy_wal_budget(uint64_t cap);
+
+/* The WAL's peak for a writer: the largest transaction's WAL seen, at least three quarters of
+ * the budget, at most an eighth of the cap max_bytes (or the budget); the WAL's share. */
+uint64_t pfr_st_policy_wal_peak(uint64_t wal_seen, uint64_t budget, uint64_t max_bytes);
 
 void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_out *out);
 

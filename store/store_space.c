@@ -123,17 +123,24 @@ uint64_t pfr_st_space_wal_deficit(struct store_space *sp)
     return lack < has / 2 ? lack : has / 2;
 }
 
-/* journal_size_limit: the WAL's budget in force, or off while the disk is starved (blocks given
- * back then go to whichever program fills the disk); the automatic checkpoint every half budget
- * in force (a small disk's budget is a fraction of the cap's). */
+uint64_t pfr_st_space_wal_limit(const struct store_space *sp)
+{
+    uint64_t budget = sp->now.wal_budget, share = sp->now.wal_share;
+    return share && share < budget ? share : budget;
+}
+
+/* journal_size_limit: the WAL's share in force (its budget, or the peak the database's target
+ * counts it at when that is less), or off while the disk is starved (blocks given back then go to
+ * whichever program fills the disk); the automatic checkpoint every half budget in force (a small
+ * disk's budget is a fraction of the cap's). */
 static void wal_limit(struct store_space *sp, struct store_db *sql, bool keep, uint64_t budget)
 {
-    uint64_t want = keep ? UINT64_MAX : budget;
+    uint64_t want = keep ? UINT64_MAX : pfr_st_space_wal_limit(sp);
     if (want == sp->wal_limit && budget == sp->wal_budget_set)
         return;
     char q[128];
     snprintf(q, sizeof(q), "PRAGMA journal_size_limit = %lld; PRAGMA wal_autocheckpoint = %llu",
-             keep ? -1ll : (long long)budget,
+             keep ? -1ll : (long long)want,
              (unsigned long long)(budget / 2 / (sql->page_size ? sql->page_size : 4096) + 1));
     if (pfr_st_exec(sql, q) == 0) {
         sp->wal_limit = want;

@@ -58,6 +58,10 @@ int pfr_st_space_measure(struct store_space *sp, uint64_t max_bytes, uint64_t re
  * its blocks (journal_size_limit off) until there is room again. */
 void pfr_st_space_plan(struct store_space *sp, struct store_db *sql);
 
+/* The WAL's size after a checkpoint (journal_size_limit): the budget in force, or its share of
+ * the cap (the peak the database's target counts it at) when less. */
+uint64_t pfr_st_space_wal_limit(const struct store_space *sp);
+
 /* Whether a database of db_bytes (its page count at commit) can be checkpointed: the pages past
  * the file's end are written to it only by the checkpoint, which a full disk then fails for
  * good (the WAL can never be reset, so no later transaction fits either). The growth must fit

@@ -2386,12 +2386,13 @@ static int wal_checkpoint(pfr_store *s, bool give_back)
 }
 
 /* A transaction that freed or wrote many pages (a new base, an eviction batch) leaves the WAL
- * larger than its budget until the next transaction resets it. Checkpoint and truncate it now so
- * the ring's files stay within the cap; on a disk with hardly any room left it keeps its blocks,
- * which the disk may not give again (whoever fills it would take them). */
+ * larger than its share (pfr_st_space_wal_limit) until the next transaction resets it. Checkpoint
+ * and truncate it now so the ring's files stay within the cap; on a disk with hardly any room
+ * left it keeps its blocks, which the disk may not give again (whoever fills it would take
+ * them). */
 static void wal_trim(pfr_store *s)
 {
-    if (pfr_st_space_wal_file(&s->space) <= s->space.now.wal_budget)
+    if (pfr_st_space_wal_file(&s->space) <= pfr_st_space_wal_limit(&s->space))
         return;
     wal_checkpoint(s, !s->space.now.starved);
 }

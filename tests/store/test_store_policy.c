@@ -23,11 +23,15 @@ static struct store_policy_out decide(struct store_policy_in in)
     assert_true(o.db_target + o.shares <= o.cap || o.db_target == 0);
     assert_true(o.wal_budget >= 64 * KiB && o.wal_budget <= 4 * MiB);
     assert_true(o.spare_bytes >= o.wal_budget);
+    /* the WAL is counted at the largest transaction seen, at least three quarters of the
+     * budget, never more than the spare file */
+    assert_true(o.wal_share >= o.wal_budget - o.wal_budget / 4 && o.wal_share <= o.spare_bytes);
     return o;
 }
 
 /* A large disk: the configured cap, the WAL's budget cap/16 (at most 4 MiB), the target the cap
- * less the WAL's peak and the spare file. */
+ * less the WAL's peak (three quarters of the budget while no larger transaction has been seen)
+ * and the spare file (the budget). */
 static void test_configured(void **state)
 {
     (void)state;
@@ -37,15 +41,18 @@ static void test_configured(void **state)
     assert_int_equal(o.reason, PFR_STORE_CAP_CONFIGURED);
     assert_int_equal(o.wal_budget, 4 * MiB);
     assert_int_equal(o.spare_bytes, 4 * MiB);
-    assert_int_equal(o.db_target, 512 * MiB - 8 * MiB);
+    assert_int_equal(o.wal_share, 3 * MiB);
+    assert_int_equal(o.db_target, 512 * MiB - 7 * MiB);
     assert_false(o.disk_bound);
     assert_false(o.tight);
     assert_false(o.starved);
-    /* a 2 MiB cap: budget and spare 128 KiB */
+    /* a 2 MiB cap: budget and spare 128 KiB, the WAL's share 96 KiB */
     o = decide((struct store_policy_in){
         .max_bytes = 2 * MiB, .fs_bytes = 100 * GiB, .fs_avail = 50 * GiB, .reserve = 5 * GiB});
     assert_int_equal(o.wal_budget, 128 * KiB);
-    assert_int_equal(o.db_target, 2 * MiB - 256 * KiB);
+    assert_int_equal(o.spare_bytes, 128 * KiB);
+    assert_int_equal(o.wal_share, 96 * KiB);
+    assert_int_equal(o.db_target, 2 * MiB - 224 * KiB);
     /* the largest WAL seen sizes the spare file, up to an eighth of the cap */
     o = decide((struct store_policy_in){.max_bytes = 2 * MiB,
                                         .fs_bytes = 100 * GiB,
@@ -53,6 +60,42 @@ static void test_configured(void **state)
                                         .reserve = 5 * GiB,
                                         .wal_seen = 10 * MiB});
     assert_int_equal(o.spare_bytes, 256 * KiB);
+}
+
+/* Issue 31, eleventh round: the WAL is counted at the largest transaction seen, not the
+ * budget: the scaled 200-service ring (2.56 MiB cap, a 167,772-byte budget) whose largest is
+ * 36 frames (148,352 bytes) gives the database 19,420 bytes more. Never below three quarters of
+ * the budget; the spare file stays at the budget at least (a disk filled at once: the WAL's
+ * room); a reader counts both at the budget. */
+static void test_wal_peak(void **state)
+{
+    (void)state;
+    uint64_t cap = 2684354, budget = cap / 16; /* 167,772 */
+    struct store_policy_in in = {
+        .max_bytes = cap, .fs_bytes = 100 * GiB, .fs_avail = 50 * GiB, .wal_seen = 148352};
+    struct store_policy_out o = decide(in);
+    assert_int_equal(o.wal_budget, budget);
+    assert_int_equal(o.wal_share, 148352);
+    assert_int_equal(o.spare_bytes, budget);
+    assert_int_equal(o.db_target, cap - 148352 - budget);
+    /* a small largest (a young ring): three quarters of the budget */
+    in.wal_seen = 40 * KiB;
+    o = decide(in);
+    assert_int_equal(o.wal_share, budget - budget / 4);
+    assert_int_equal(pfr_st_policy_wal_peak(0, budget, cap), budget - budget / 4);
+    /* larger than the budget: the largest for both, up to an eighth of the cap */
+    in.wal_seen = 200000;
+    o = decide(in);
+    assert_int_equal(o.wal_share, 200000);
+    assert_int_equal(o.spare_bytes, 200000);
+    assert_int_equal(o.db_target, cap - 400000);
+    assert_int_equal(pfr_st_policy_wal_peak(UINT64_MAX, budget, cap), cap / 8);
+    /* a reader counts the WAL and the spare file at the budget */
+    in.wal_seen = 0;
+    in.reader = true;
+    o = decide(in);
+    assert_int_equal(o.wal_share, budget);
+    assert_int_equal(o.spare_bytes, budget);
 }
 
 /* Issue 31, default cap (512 MiB): the shares scale to the room the disk gives, and a full disk
@@ -170,9 +213,8 @@ static void test_room_steps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_configured),
-        cmocka_unit_test(test_small_and_full_disk),
-        cmocka_unit_test(test_young_ring),
+        cmocka_unit_test(test_configured),          cmocka_unit_test(test_wal_peak),
+        cmocka_unit_test(test_small_and_full_disk), cmocka_unit_test(test_young_ring),
         cmocka_unit_test(test_room_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
