@@ -1,6 +1,8 @@
 /* Encoding and defensive decoding of dictionary and chunk rows (formats in store_codec.h). */
 #include <errno.h>
 #include <lz4.h>
+/* LZ4_resetStreamHC_fast: among the "static linking only" functions, exported by liblz4 1.9 */
+#define LZ4_HC_STATIC_LINKING_ONLY
 #include <lz4hc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,7 +382,26 @@ int pfr_st_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_
 }
 
 /* ---- blobs ---- */
-int pfr_st_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out)
+pfr_st_hc *pfr_st_hc_new(void)
+{
+    return (pfr_st_hc *)LZ4_createStreamHC();
+}
+
+void pfr_st_hc_free(pfr_st_hc *hc)
+{
+    LZ4_freeStreamHC((LZ4_streamHC_t *)hc);
+}
+
+/* One block that refers to no earlier one: the fast reset keeps the state's tables but moves
+ * their window past what they hold (LZ4_compress_HC_extStateHC_fastReset's way). */
+static int hc_compress(pfr_st_hc *hc, const uint8_t *raw, size_t len, char *dst, int cap)
+{
+    LZ4_streamHC_t *s = (LZ4_streamHC_t *)hc;
+    LZ4_resetStreamHC_fast(s, LZ4HC_CLEVEL_DEFAULT);
+    return LZ4_compress_HC_continue(s, (const char *)raw, dst, (int)len, cap);
+}
+
+int pfr_st_blob_pack(const uint8_t *raw, size_t len, pfr_st_hc *hc, pfr_buf *out)
 {
     out->len = 0;
     if (len > PFR_STORE_MAX_RAW)
@@ -391,10 +412,9 @@ int pfr_st_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out)
     out->data[0] = BLOB_LZ4;
     out->len = 1;
     pfr_buf_uvarint(out, len);
-    int n =
-        hc ? LZ4_compress_HC((const char *)raw, (char *)out->data + out->len, (int)len, bound,
-                             LZ4HC_CLEVEL_DEFAULT)
-           : LZ4_compress_default((const char *)raw, (char *)out->data + out->len, (int)len, bound);
+    char *dst = (char *)out->data + out->len;
+    int n = hc ? hc_compress(hc, raw, len, dst, bound)
+               : LZ4_compress_default((const char *)raw, dst, (int)len, bound);
     if (n <= 0 || (size_t)n >= len) {
         /* Incompressible (or tiny): store as is. */
         out->data[0] = BLOB_RAW;

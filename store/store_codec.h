@@ -107,15 +107,16 @@ int pfr_st_chunk_decode(const uint8_t *raw, size_t len, const uint32_t dict_n[T_
 /* Sum values into totals the way the writer does (wrapping). */
 void pfr_st_sum_totals(const int64_t *values, size_t nsamples, uint32_t ntypes, int64_t *totals);
 
-/* Stored blobs. hc selects LZ4 HC (bases: written rarely, read often; chunks). */
+/* LZ4 HC's state, kept by a writer from blob to blob: LZ4_compress_HC allocates and clears its
+ * ~256 KB for every call, which cost more than compressing a ~1 KB chunk (and, under ASan, made
+ * a test of 5,000 small chunks time out). NULL when out of memory. */
+typedef struct pfr_st_hc pfr_st_hc;
+pfr_st_hc *pfr_st_hc_new(void);
+void pfr_st_hc_free(pfr_st_hc *hc);
 
-/* Chunks are packed with LZ4 HC: ~5 % fewer bytes than LZ4's fast mode for ~12 µs more of the
- * writer's CPU a chunk (~1.2 KB raw), and the same LZ4 block a reader decodes. Rows that stay
- * for hours to weeks are worth it; a layer (a few new entries, ~600 B) gains under 1 %. The
- * scaled 200-service ring at its low point: 849 -> 808 KB of chunks (docs/benchmarks.md,
- * "Retention, twelfth round"). */
-#define PFR_ST_CHUNK_HC true
-int pfr_st_blob_pack(const uint8_t *raw, size_t len, bool hc, pfr_buf *out);
+/* Stored blobs: LZ4 HC with state hc (base layers and chunks: docs/store.md, "Compact rows"), or
+ * LZ4's fast mode when hc is NULL. The same LZ4 block either way to a reader. */
+int pfr_st_blob_pack(const uint8_t *raw, size_t len, pfr_st_hc *hc, pfr_buf *out);
 /* Decompress into raw (reset first). -EBADMSG on any inconsistency. */
 int pfr_st_blob_unpack(const uint8_t *blob, size_t len, pfr_buf *raw);
 

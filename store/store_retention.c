@@ -588,7 +588,7 @@ static int key_cmp(const void *x, const void *y)
 /* The accumulated rows as a chunk body (sorted by stack, then label set), packed into out. */
 static int inchain_encode(struct inchain *a, const struct dchunk *first, const uint32_t n[T_N],
                           const bool *gauge, size_t nt, double dur_total, int64_t t0, int64_t t1,
-                          struct store_rolled *out)
+                          pfr_st_hc *hc, struct store_rolled *out)
 {
     uint64_t *order = malloc((a->n ? a->n : 1) * sizeof(*order));
     uint32_t *stack = malloc((a->n ? a->n : 1) * sizeof(*stack));
@@ -625,7 +625,7 @@ static int inchain_encode(struct inchain *a, const struct dchunk *first, const u
     pfr_st_chunk_encode(&raw, n, &none, &body);
     rc = pfr_buf_err(&raw);
     if (!rc)
-        rc = pfr_st_blob_pack(raw.data, raw.len, PFR_ST_CHUNK_HC, &out->blob);
+        rc = pfr_st_blob_pack(raw.data, raw.len, hc, &out->blob);
     if (!rc) {
         pfr_st_sum_totals(vals, a->n, (uint32_t)nt, tot);
         out->tot.len = 0;
@@ -642,7 +642,7 @@ out:
     return rc;
 }
 
-int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
+int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g, pfr_st_hc *hc,
                           struct store_rolled *out)
 {
     int rc = pfr_st_streams_refresh(dict);
@@ -695,7 +695,7 @@ int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
     if (!rc) {
         out->base_id = base;
         out->dict_id = top;
-        rc = inchain_encode(&a, &first, n, gauge, nt, dur_total, g->start_ns, g->end_ns, out);
+        rc = inchain_encode(&a, &first, n, gauge, nt, dur_total, g->start_ns, g->end_ns, hc, out);
     }
     inchain_free(&a);
     pfr_st_dchunk_free(&dc);

@@ -131,7 +131,7 @@ void pfr_st_rolled_free(struct store_rolled *o);
  * them (sums exact, averaged types duration-weighted), encoded against the chain as of the
  * newest input's layer: no profile is built and no dictionary entry written. -ENOTSUP when the
  * inputs span chains or carry entries of their own (the profile path then). */
-int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g,
+int pfr_st_rollup_inchain(struct store_dict *dict, const struct store_rollup *g, pfr_st_hc *hc,
                           struct store_rolled *out);
 
 /* The writer's notes: bytes added to or taken from a tier. */

@@ -229,6 +229,7 @@ struct writer {
     uint32_t stamp;
 
     pfr_buf key, lab, types, tmp, tmp2, raw, blob, dict_blob, tot;
+    pfr_st_hc *hc;              /* LZ4 HC's state (writer_hc) */
     pfr_buf ikey;               /* the stream's key in keys: a roll-up tier's has the tier too */
     struct store_retention ret; /* tiers: what makes room next */
     uint64_t avg_payload;       /* bytes per chunk appended, a running mean: room to make */
@@ -382,11 +383,25 @@ void pfr_st_writer_free(struct writer *w)
         free(w->pend[k]);
         free(w->pend_stamp[k]);
     }
+    pfr_st_hc_free(w->hc);
     pfr_buf *bufs[] = {&w->key, &w->lab,  &w->types,     &w->tmp, &w->tmp2,
                        &w->raw, &w->blob, &w->dict_blob, &w->tot, &w->ikey};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         pfr_buf_free(bufs[i]);
     free(w);
+}
+
+/* The state for LZ4 HC, made at first use; NULL (LZ4's fast mode) while it cannot be had.
+ * Chunks are packed with LZ4 HC as base layers are: a chunk is written once and kept for hours
+ * to weeks, and HC takes ~5 % off it for ~7 µs more of the writer's CPU (a ~1.2 KB chunk, with
+ * the state kept). The scaled 200-service ring at its low point: 849 -> 808 KB of chunks
+ * (docs/benchmarks.md, "Retention: chunks in LZ4 HC"). Other layers (a few new entries, ~600 B)
+ * gain under 1 %: LZ4's fast mode. */
+static pfr_st_hc *writer_hc(struct writer *w)
+{
+    if (!w->hc)
+        w->hc = pfr_st_hc_new();
+    return w->hc;
 }
 
 /* After a failed transaction nothing in memory can be trusted to match the database. */
@@ -1933,14 +1948,14 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         pfr_st_layer_encode(&w->raw, &ws->tabs, from);
         if (pfr_buf_err(&w->raw))
             return pfr_buf_err(&w->raw);
-        if ((rc = pfr_st_blob_pack(w->raw.data, w->raw.len, rotate, &w->dict_blob)) != 0)
+        if ((rc = pfr_st_blob_pack(w->raw.data, w->raw.len, rotate ? writer_hc(w) : NULL,
+                                   &w->dict_blob)) != 0)
             return rc;
         for (int k = 0; k < T_N; k++)
             ws->dict_n[k] = ws->tabs.t[k].n;
     }
-    /* LZ4 HC: a chunk is written once and kept for hours (PFR_ST_CHUNK_HC) */
     if ((rc = encode_chunk(w, ws, p, ns, (uint32_t)pt, (uint32_t)pu)) != 0 ||
-        (rc = pfr_st_blob_pack(w->raw.data, w->raw.len, PFR_ST_CHUNK_HC, &w->blob)) != 0)
+        (rc = pfr_st_blob_pack(w->raw.data, w->raw.len, writer_hc(w), &w->blob)) != 0)
         return rc;
     size_t nt = pfr_profile_num_sample_types(p);
     pfr_st_totals_encode(&w->tot, w->totals, nt);
@@ -2229,7 +2244,7 @@ static int rollup_apply(pfr_store *s, const struct store_rollup *g, struct evict
          * which writes a chain of its own (folded). A 10-minute tier with a chain of its own
          * wrote a base per roll-up where stacks drift (most of its ~1,100 stacks new to it). */
         struct store_rolled ro = {0};
-        rc = pfr_st_rollup_inchain(&s->dict, g, &ro);
+        rc = pfr_st_rollup_inchain(&s->dict, g, writer_hc(w), &ro);
         if (rc != -ENOTSUP) {
             if (!rc)
                 rc = rolled_write(s, g, &ro);

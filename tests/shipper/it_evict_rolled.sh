@@ -8,14 +8,18 @@ source "$(dirname "$0")/lib.sh"
 CAP=1000000
 ring_stat() { "$RINGTOOL" stats --store "$T/ring.db" | awk -v k="$1" '$1 == k {print $2}'; }
 tier_rows() { sqlite3 "$T/ring.db" "SELECT count(*) FROM chunks WHERE tier > 0"; }
-# Ten minutes a round, until the ring holds roll-ups (the coarsest may be evicted in turn).
+# ids between the oldest and the newest chunk that no chunk has: those a roll-up merged away
+merged_ids() { sqlite3 "$T/ring.db" "SELECT max(id) - min(id) + 1 - count(*) FROM chunks"; }
+# Ten minutes a round, until the ring holds roll-ups that merged ids away (a roll-up of a lone
+# chunk merges none; the coarsest may be evicted in turn).
 for r in $(seq 1 20); do
     mkring --services 2 --intervals 60 --stacks 400 --seed 7 --max-bytes $CAP \
         --end-ago-s $((30000 - 600 * r))
-    [ "$(ring_stat evicted)" -gt 0 ] && [ "$(tier_rows)" -gt 0 ] && break
+    [ "$(ring_stat evicted)" -gt 0 ] && [ "$(tier_rows)" -gt 0 ] && [ "$(merged_ids)" -gt 0 ] && break
 done
 rolled=$(tier_rows)
 [ "$rolled" -gt 0 ] || fail "the ring holds no roll-up"
+[ "$(merged_ids)" -gt 0 ] || fail "no roll-up merged an id away"
 first=$(ring_stat min_id)
 say "before the sink: $(ring_stat chunks) chunks ($rolled roll-ups), oldest id $first"
 start_coroot && stop_coroot
