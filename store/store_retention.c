@@ -332,10 +332,6 @@ static int pick_page(struct store_db *d, int k, int64_t after, struct pick_row *
     return step_rc == SQLITE_ROW || step_rc == SQLITE_DONE ? 0 : pfr_store_errno(step_rc);
 }
 
-/* The oldest whole bucket of tier k that may be rolled up into tier k + 1: 1 with g set, 0 when
- * there is none. A bucket is whole once the ring holds a chunk that ends past it. Pages on past
- * the chunks that must stay (set aside, pinned: a sink that rejected a service for days must not
- * hold every roll-up back), up to the first chunk no consumer has taken. */
 /* Whether stream's bucket [b0, b1) holds a chunk of a tier finer than k. */
 static int bucket_unsettled(struct store_db *d, int64_t stream, int64_t b0, int64_t b1, int k,
                             bool *finer)
@@ -355,6 +351,10 @@ static int bucket_unsettled(struct store_db *d, int64_t stream, int64_t b0, int6
     return step == SQLITE_ROW ? 0 : pfr_store_errno(step);
 }
 
+/* The oldest whole bucket of tier k that may be rolled up into tier k + 1: 1 with g set, 0 when
+ * there is none. A bucket is whole once the ring holds a chunk that ends past it. Pages on past
+ * the chunks that must stay (set aside, pinned: a sink that rejected a service for days must not
+ * hold every roll-up back), up to the first chunk no consumer has taken. */
 static int pick(struct store_retention *r, struct store_db *d, const struct store_keep *keep, int k,
                 bool settled, int64_t newest_end, struct store_rollup *g)
 {

@@ -62,7 +62,9 @@ static bool key_eq(const struct ktab *t, uint32_t i, const void *key, size_t len
     return klen == len && (len == 0 || memcmp(k, key, len) == 0); /* an empty key may be NULL */
 }
 
-static int ktab_rehash(struct ktab *t, size_t nslots)
+/* Index t's keys into nslots slots. unique: -EEXIST when two keys are equal (a table copied
+ * whole from a corrupt source), where interning would have folded them into one index. */
+static int ktab_rehash(struct ktab *t, size_t nslots, bool unique)
 {
     uint64_t *ns = calloc(nslots, sizeof(*ns));
     if (!ns)
@@ -73,14 +75,26 @@ static int ktab_rehash(struct ktab *t, size_t nslots)
         const uint8_t *k = ktab_key(t, i, &len);
         uint64_t h = pfr_hash_bytes(k, len);
         size_t j = h & mask;
-        while (ns[j])
-            j = (j + 1) & mask;
+        for (; ns[j]; j = (j + 1) & mask) {
+            if (unique && (ns[j] >> 32) == (h >> 32) && key_eq(t, (uint32_t)ns[j] - 1, k, len)) {
+                free(ns);
+                return -EEXIST;
+            }
+        }
         ns[j] = (h & 0xffffffff00000000ull) | (i + 1u);
     }
     free(t->slots);
     t->slots = ns;
     t->mask = mask;
     return 0;
+}
+
+/* Slots for n keys and one more, at most half full: from, doubled as often as needed. */
+static size_t ktab_slots_for(size_t n, size_t from)
+{
+    while ((n + 1) * 2 > from)
+        from *= 2;
+    return from;
 }
 
 static int64_t ktab_lookup(struct ktab *t, const void *key, size_t len, uint64_t h, size_t *slot)
@@ -106,38 +120,14 @@ int64_t pfr_st_ktab_find(struct ktab *t, const void *key, size_t len)
     if (!t->slots) {
         if (!t->n)
             return -1;
-        if (ktab_rehash(t, 64))
+        if (ktab_rehash(t, 64, false))
             return -1;
         while ((size_t)t->n * 2 > t->mask + 1)
-            if (ktab_rehash(t, (t->mask + 1) * 2))
+            if (ktab_rehash(t, (t->mask + 1) * 2, false))
                 return -1;
     }
     size_t slot;
     return ktab_lookup(t, key, len, pfr_hash_bytes(key, len), &slot);
-}
-
-/* The index for a table copied whole (pfr_st_ktab_copy): the size interning would have grown to,
- * each key placed once; -EEXIST when two keys are equal (a corrupt source). */
-static int ktab_index_unique(struct ktab *t)
-{
-    size_t ns = 64;
-    while (((size_t)t->n + 1) * 2 > ns)
-        ns *= 2;
-    uint64_t *slots = calloc(ns, sizeof(*slots));
-    if (!slots)
-        return -ENOMEM;
-    free(t->slots);
-    t->slots = slots;
-    t->mask = ns - 1;
-    for (uint32_t i = 0; i < t->n; i++) {
-        size_t len, slot;
-        const uint8_t *k = ktab_key(t, i, &len);
-        uint64_t h = pfr_hash_bytes(k, len);
-        if (ktab_lookup(t, k, len, h, &slot) >= 0)
-            return -EEXIST;
-        t->slots[slot] = (h & 0xffffffff00000000ull) | (i + 1u);
-    }
-    return 0;
 }
 
 int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n)
@@ -159,16 +149,13 @@ int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n)
         dst->off[0] = 0;
     dst->n = n;
     dst->alen = bytes;
-    return ktab_index_unique(dst);
+    return ktab_rehash(dst, ktab_slots_for(n, 64), true);
 }
 
 int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added)
 {
     if (!t->slots || ((size_t)t->n + 1) * 2 > t->mask + 1) {
-        size_t ns = t->slots ? (t->mask + 1) * 2 : 64;
-        while (((size_t)t->n + 1) * 2 > ns)
-            ns *= 2;
-        if (ktab_rehash(t, ns))
+        if (ktab_rehash(t, ktab_slots_for(t->n, t->slots ? (t->mask + 1) * 2 : 64), false))
             return -ENOMEM;
     }
     uint64_t h = pfr_hash_bytes(key, len);

@@ -618,10 +618,12 @@ static int locfp_rebuild(struct wstream *s)
     uint32_t nloc = s->tabs.t[T_LOC].n, nstr = s->tabs.t[T_STR].n;
     if (fpmap_reserve(s, nloc))
         return -ENOMEM;
-    struct fp *strs = nloc ? malloc((nstr ? nstr : 1) * sizeof(*strs)) : NULL;
-    if (nloc && !strs)
+    if (nloc == 0)
+        return 0;
+    struct fp *strs = malloc(((size_t)nstr + 1) * sizeof(*strs)); /* + 1: never malloc(0) */
+    if (!strs)
         return -ENOMEM;
-    for (uint32_t i = 0; strs && i < nstr; i++)
+    for (uint32_t i = 0; i < nstr; i++)
         strs[i] = own_str_fp(s, i);
     int rc = 0;
     for (uint32_t i = 0; i < nloc && rc == 0; i++)

@@ -9,7 +9,7 @@
 #include "pfr_hash.h"
 
 /* An interned string: a chain of them per hash value, with its length and hash for the
- * profiles (pfr_frame_cache_hstr). */
+ * profiles (pfr_frame_cache_str). */
 typedef struct istr {
     struct istr *next;
     uint64_t hash;

@@ -38,6 +38,9 @@ HOSTILE_NAMES = {"hostile_ok", "hostile_caller", "hostile_freed", "hostile_reuse
                  "hostile_badlines", UNREADABLE}
 
 
+WORK = {"hot_a", "hot_b", "split"}  # the split program's functions
+
+
 def py_frames(s):
     return [f for f in s["frames"] if f["module"] == "python"]
 
@@ -121,11 +124,20 @@ def run(args, tmp, procs, mounts):
              "functions (freed code objects' addresses reused: <= 1 %%)" % (len(reused), len(mine)))
     ri.check(not others, "churn: %d frames named from another process's file" % len(others))
 
-    ss = [s for s in ph.samples(chunks, split.pid)  # not those of its oracle's handler
-          if "oracle_sampler" not in {f["function"] for f in s["frames"]}]
-    hot = sum(1 for s in ss if {"hot_a", "hot_b"} & {f["function"] for f in py_frames(s)})
+    # not the samples of its oracle's handler, nor those of its start-up, which name other
+    # Python code (imports, the regular expressions they compile: ~20 samples, 7-12 % of its
+    # ~300 when two CPU hogs share the machine and its work gets less of it). Its work is named
+    # right when the innermost Python frame is hot_a, hot_b or split itself (its loop between
+    # them: timing calls, additions, ~3 % of the samples); a sample whose Python frames are
+    # missing, unreadable or named otherwise counts against it
+    def named(s):
+        return [f["function"] for f in py_frames(s) if f["function"] != UNREADABLE]
+    ss = [s for s in ph.samples(chunks, split.pid)
+          if "oracle_sampler" not in named(s) and ("split" in named(s) or not named(s))]
+    hot = sum(1 for s in ss if py_frames(s) and py_frames(s)[0]["function"] in WORK)
     ri.check(len(ss) >= 100 and hot * 100 >= 95 * len(ss),
-             "split beside them: hot_a/hot_b on %d of %d samples (>= 95 %%)" % (hot, len(ss)))
+             "split beside them: %d of %d samples of its work in hot_a, hot_b or split (>= 95 %%)"
+             % (hot, len(ss)))
 
 
 def main():
