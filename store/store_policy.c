@@ -210,3 +210,10 @@ size_t pfr_st_policy_room_steps(size_t cap, size_t steps, uint64_t frames, uint6
         return steps + steps / 4 + 1;
     return cap ? cap : 1;
 }
+
+enum store_piece_when pfr_st_policy_piece_when(bool appends, bool apart_done, size_t steps)
+{
+    if (appends)
+        return apart_done ? PIECE_NOW : PIECE_APART; /* once: the retry's room is made there */
+    return steps > 1 ? PIECE_NEXT : PIECE_NOW;
+}

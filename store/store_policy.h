@@ -63,4 +63,13 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
 size_t pfr_st_policy_room_steps(size_t cap, size_t steps, uint64_t frames, uint64_t budget,
                                 bool more);
 
+/* Where a piece of the coarsest tier (docs/store.md, "Which chunks") the policy picked is made:
+ * now, by the step that picked it; or in a transaction of room alone (room_txn) of its own: the
+ * appends' transaction starts again after it (PIECE_APART: once per append, apart_done after),
+ * a transaction of room that took other steps already ends and the next one starts with it
+ * (PIECE_NEXT). A piece with an append or other roll-ups made transactions past the WAL's
+ * budget, and the largest sizes the WAL's share and the spare file. */
+enum store_piece_when { PIECE_NOW, PIECE_APART, PIECE_NEXT };
+enum store_piece_when pfr_st_policy_piece_when(bool appends, bool apart_done, size_t steps);
+
 #endif

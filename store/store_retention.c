@@ -32,6 +32,21 @@ struct pick_row {
  * (its chunks and the chains only it keeps alive). */
 #define RET_BETWEEN_DEN 32
 
+/* A piece of the coarsest (the finest tier short of its step) is made once the rolled part it
+ * takes holds RET_PIECE_PAGES pages and RET_PIECE_GROW times the piece before it (~8 KB on the
+ * scaled 200-service ring, whose folded pieces take ~1 KB: about six of its minutes): pieces
+ * come every few minutes, not at each minute rolled up, and a piece that holds more than the
+ * finer chunks it would take is left as it is. Not a share of the pages: a stream's part of a
+ * ring of many streams is what matters. */
+#define RET_PIECE_PAGES 2
+#define RET_PIECE_GROW  8
+/* Pieces are made while the finest tier reaches back less than the coarsest's step and
+ * 1/RET_PIECE_NEAR_DEN of it (61.9 minutes of an hour). Only once it was short, the first piece of
+ * an hour (up to ~70 KB of minutes) came a step after the least reach (59.2 minutes); from an
+ * eighth (67.5 minutes) pieces were made in most hours past 10 days, each a layer of new folded
+ * stacks in the coarsest's chain: its chains took 171 KB instead of 98 (56.2 minutes). */
+#define RET_PIECE_NEAR_DEN 32
+
 static const int64_t default_steps[] = {60000000000ll, 600000000000ll, 3600000000000ll};
 
 void pfr_st_tiers_resolve(const pfr_store_tiers *t, pfr_store_tiers *out)
@@ -219,6 +234,18 @@ void pfr_st_retention_plan(const struct store_ret_in *in, struct store_ret_plan 
      * finest tier about as much (the scaled 200-service ring at its low point: 49 minutes,
      * 59 KB, beside 52.5 minutes as recorded). Not the one below the coarsest: its roll-up takes
      * the hour's recorded chunks with it. */
+    /* And before them the hour before's rolled part (its minutes and 10 minutes, ~25 KB there
+     * at the low point beside its finest chunks) into the coarsest as a piece (~1 KB, folded as
+     * the coarsest's chunks are), merged with the hour's rest when that goes (the group into
+     * the coarsest takes the bucket's pieces). The hour's recorded chain stays with its finest
+     * chunks either way. The tier below the coarsest still rolls its whole hours up after the
+     * finest, as below. A little before the finest tier falls short (fine_near,
+     * RET_PIECE_NEAR_DEN). */
+    if ((in->fine_short || in->fine_near) && n >= 2 &&
+        in->bytes[n - 1] <= in->used / RET_BETWEEN_DEN) {
+        o->piece[o->norder] = true;
+        o->order[o->norder++] = (int)n - 1;
+    }
     for (int k = (int)n - 2; k >= 1 && in->fine_short; k--)
         if (in->bytes[k] <= in->used / RET_BETWEEN_DEN) {
             early[k] = true;
@@ -256,16 +283,23 @@ static bool kept(const struct store_keep *keep, int64_t stream, int64_t id, int6
 
 /* The chunks of stream c's bucket [b0, b1) in tier k that may be merged; of chain base only
  * when it is not 0 (a roll-up within its inputs' chain: a bucket across two chains is rolled up
- * in a piece per chain). Into the coarsest tier, the bucket's chunks of every finer tier: an hour
- * is one chunk, not a piece per tier its parts had reached (each a row, and each folded apart). */
+ * in a piece per chain). Into the coarsest tier, the bucket's chunks of every finer tier from
+ * tier lo on, and the bucket's pieces of the coarsest made before: an hour is one chunk, not a
+ * piece per tier its parts had reached (each a row, and each folded apart). A piece (lo > 0)
+ * ends where the bucket's first chunk of a tier below lo starts: a roll-up covers
+ * [first start, last end) and the averaged types are weighted by that span, so a piece must
+ * hold no gap, nor overlap the chunks left. */
 static int group_rows(struct store_db *d, const struct store_keep *keep, int k, bool all_finer,
-                      int64_t stream, int64_t b0, int64_t b1, int64_t base, struct store_rollup *g)
+                      int lo, int64_t stream, int64_t b0, int64_t b1, int64_t base,
+                      struct store_rollup *g)
 {
-    sqlite3_stmt *st =
-        pfr_st_prepare(d, "SELECT id, base_id, dict_id, start_ns, end_ns, crc, nbytes"
-                          " FROM chunks WHERE stream_id = ?1 AND end_ns > ?2 AND"
-                          " start_ns >= ?2 AND start_ns < ?3 AND (tier = ?4 OR (?6 AND tier < ?4))"
-                          " AND (?5 = 0 OR base_id = ?5) ORDER BY start_ns");
+    sqlite3_stmt *st = pfr_st_prepare(
+        d, "SELECT id, base_id, dict_id, start_ns, end_ns, crc, nbytes, tier"
+           " FROM chunks WHERE stream_id = ?1 AND end_ns > ?2 AND"
+           " start_ns >= ?2 AND start_ns < ?3 AND (tier = ?4 OR (?6 AND tier <= ?4 + 1))"
+           " AND tier >= ?7 AND (?5 = 0 OR base_id = ?5) AND end_ns <= (SELECT"
+           " coalesce(min(start_ns), 9223372036854775807) FROM chunks WHERE stream_id = ?1 AND"
+           " start_ns >= ?2 AND start_ns < ?3 AND tier < ?7) ORDER BY start_ns");
     if (!st)
         return pfr_st_db_err(d);
     sqlite3_bind_int64(st, 1, stream);
@@ -274,8 +308,10 @@ static int group_rows(struct store_db *d, const struct store_keep *keep, int k, 
     sqlite3_bind_int64(st, 4, k);
     sqlite3_bind_int64(st, 5, base);
     sqlite3_bind_int(st, 6, all_finer);
+    sqlite3_bind_int(st, 7, lo);
     g->n = 0;
-    g->in_bytes = 0;
+    g->in_bytes = g->finer_bytes = 0;
+    g->piece = lo > 0;
     g->min_id = INT64_MAX;
     int step, rc = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -295,7 +331,10 @@ static int group_rows(struct store_db *d, const struct store_keep *keep, int k, 
             break;
         }
         g->in[g->n++] = c;
-        g->in_bytes += (uint64_t)sqlite3_column_int64(st, 6) + STORE_ROW_OVERHEAD;
+        uint64_t bytes = (uint64_t)sqlite3_column_int64(st, 6) + STORE_ROW_OVERHEAD;
+        g->in_bytes += bytes;
+        if (sqlite3_column_int(st, 7) <= k)
+            g->finer_bytes += bytes;
         if (c.id < g->min_id)
             g->min_id = c.id;
         if (g->n == 1 || c.start_ns < g->start_ns)
@@ -382,12 +421,58 @@ static int pick(struct store_retention *r, struct store_db *d, const struct stor
                 return rc;
             if (finer)
                 continue;
-            if ((rc = group_rows(d, keep, k, coarsest, rows[i].stream, b0, b0 + step,
+            if ((rc = group_rows(d, keep, k, coarsest, 0, rows[i].stream, b0, b0 + step,
                                  coarsest ? 0 : rows[i].base, g)) != 0)
                 return rc;
         }
     } while (n == PICK_ROWS && ++pages < PICK_PAGES);
     return 0;
+}
+
+/* Candidate buckets for a piece read at a time (the oldest first) */
+#define PIECE_CANDIDATES 8
+
+/* The oldest whole coarsest bucket whose rolled part (its chunks of the tiers between, past the
+ * piece made before) is worth a piece (RET_PIECE_*), into the coarsest as a piece with that
+ * piece, not with the bucket's finest chunks: 1 with g set, 0 when there is none. Without the
+ * floor a piece was made again at each minute the finest tier rolled up (a merge, a fold and a
+ * layer of the coarsest's chain each, and each a rounding of the averaged types). */
+static int pick_piece(struct store_retention *r, struct store_db *d, const struct store_keep *keep,
+                      int64_t newest_end, struct store_rollup *g)
+{
+    uint64_t min = (uint64_t)RET_PIECE_PAGES * d->page_size;
+    int top = (int)r->tiers.n - 1;
+    int64_t step = r->tiers.step_ns[top];
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT stream_id, b, first FROM (SELECT stream_id, start_ns - start_ns %% ?1 -"
+             " (start_ns < 0 AND start_ns %% ?1 != 0) * ?1 AS b, min(id) AS first,"
+             " sum(nbytes) + count(*) * %d AS bytes FROM chunks WHERE tier >= 1 AND tier <= ?2"
+             " AND (?3 = 0 OR id <= ?4) GROUP BY stream_id, b) WHERE b <= ?5 - ?1 AND bytes >= ?6"
+             " ORDER BY first LIMIT %d",
+             STORE_ROW_OVERHEAD, PIECE_CANDIDATES);
+    sqlite3_stmt *st = pfr_st_prepare(d, sql);
+    if (!st)
+        return pfr_st_db_err(d);
+    sqlite3_bind_int64(st, 1, step);
+    sqlite3_bind_int(st, 2, top);
+    sqlite3_bind_int(st, 3, keep->any_cursor);
+    sqlite3_bind_int64(st, 4, keep->min_cursor);
+    sqlite3_bind_int64(st, 5, newest_end);
+    sqlite3_bind_int64(st, 6, (int64_t)min);
+    int step_rc, rc = 0;
+    while (!rc && (step_rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t stream = sqlite3_column_int64(st, 0), b0 = sqlite3_column_int64(st, 1);
+        /* what pins and set-aside chunks leave of it */
+        rc = group_rows(d, keep, top, true, 1, stream, b0, b0 + step, 0, g);
+        if (rc > 0 && (g->finer_bytes < min ||
+                       g->finer_bytes < RET_PIECE_GROW * (g->in_bytes - g->finer_bytes)))
+            rc = 0;
+    }
+    sqlite3_finalize(st);
+    if (!rc && step_rc != SQLITE_ROW && step_rc != SQLITE_DONE)
+        rc = pfr_store_errno(step_rc);
+    return rc;
 }
 
 /* Whether no chunk of tier k or finer references chain base any more. */
@@ -414,7 +499,10 @@ static void plan_now(const struct store_retention *r, uint64_t used, int64_t top
                               .used = used,
                               .top = (int)top,
                               .coarse_age = r->coarse_start ? newest_end - r->coarse_start : 0,
-                              .fine_short = fine_start && newest_end - fine_start < coarse_step};
+                              .fine_short = fine_start && newest_end - fine_start < coarse_step,
+                              .fine_near =
+                                  fine_start && newest_end - fine_start <
+                                                    coarse_step + coarse_step / RET_PIECE_NEAR_DEN};
     memcpy(in.bytes, r->bytes, sizeof(in.bytes));
     pfr_st_retention_plan(&in, plan);
 }
@@ -468,7 +556,9 @@ int pfr_st_retention_next(struct store_retention *r, struct store_db *d,
     if (plan.trim >= 0)
         return STORE_RET_TRIM;
     for (unsigned i = 0; i < plan.norder; i++)
-        if ((rc = pick(r, d, keep, plan.order[i], plan.settled[i], newest_end, g)) != 0) {
+        if ((rc = plan.piece[i]
+                      ? pick_piece(r, d, keep, newest_end, g)
+                      : pick(r, d, keep, plan.order[i], plan.settled[i], newest_end, g)) != 0) {
             if (rc > 0 && g->tier < (int)r->tiers.n && g->tier > 0)
                 r->watch_base[g->tier - 1] = g->in[0].base_id;
             /* a roll-up into the coarsest frees the chains its inputs alone kept: measured again

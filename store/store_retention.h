@@ -68,6 +68,7 @@ struct store_ret_in {
     int top;                                 /* the coarsest tier that has chunks (-1: none) */
     int64_t coarse_age;                      /* newest end - the coarsest tier's oldest start */
     bool fine_short; /* the finest tier reaches back less than the coarsest tier's step */
+    bool fine_near;  /* ... less than that step and a little (pieces of the coarsest) */
 };
 struct store_ret_plan {
     int trim;                           /* the coarsest, deleted before any roll-up (-1: no) */
@@ -75,6 +76,10 @@ struct store_ret_plan {
     /* order[i]'s buckets only where no chunk of a finer tier is left in them (settled): the
      * finest tier's roll-ups are not each rolled on alone */
     bool settled[PFR_STORE_MAX_TIERS + 1];
+    /* order[i] (the tier below the coarsest) rolls the rolled part of a whole coarsest bucket
+     * (its chunks of every tier between, and the piece made before) into the coarsest as a
+     * piece, leaving the bucket's finest chunks as they are */
+    bool piece[PFR_STORE_MAX_TIERS + 1];
     unsigned norder;
     int evict_last; /* when none of them has a bucket to roll up: this tier's oldest go */
 };
@@ -92,8 +97,10 @@ struct store_rollup {
     struct store_chunk_ref *in; /* increasing start; in[0].id is the smallest id */
     size_t n, cap;
     int64_t min_id;
-    uint64_t in_bytes; /* payloads + row overhead */
+    uint64_t in_bytes;    /* payloads + row overhead */
+    uint64_t finer_bytes; /* of it, the inputs of tiers finer than the group's own */
     int64_t start_ns, end_ns;
+    bool piece; /* a piece of the coarsest: the rolled part of an hour (pick_piece) */
 };
 void pfr_st_rollup_free(struct store_rollup *g);
 

@@ -210,12 +210,26 @@ static void test_room_steps(void **state)
     assert_int_equal(pfr_st_policy_room_steps(0, 0, 0, 41, false), 1);
 }
 
+/* A piece of the coarsest is made in a transaction of room alone, first in it: the appends'
+ * transaction starts again after one (once: then made there), a transaction of room that took
+ * other steps ends before it; the first step of one makes it. */
+static void test_piece_when(void **state)
+{
+    (void)state;
+    assert_int_equal(pfr_st_policy_piece_when(true, false, 1), PIECE_APART);
+    assert_int_equal(pfr_st_policy_piece_when(true, false, 5), PIECE_APART);
+    assert_int_equal(pfr_st_policy_piece_when(true, true, 3), PIECE_NOW);
+    assert_int_equal(pfr_st_policy_piece_when(false, false, 1), PIECE_NOW);
+    assert_int_equal(pfr_st_policy_piece_when(false, false, 2), PIECE_NEXT);
+    assert_int_equal(pfr_st_policy_piece_when(false, true, 4), PIECE_NEXT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_configured),          cmocka_unit_test(test_wal_peak),
         cmocka_unit_test(test_small_and_full_disk), cmocka_unit_test(test_young_ring),
-        cmocka_unit_test(test_room_steps),
+        cmocka_unit_test(test_room_steps),          cmocka_unit_test(test_piece_when),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

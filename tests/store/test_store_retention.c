@@ -180,8 +180,10 @@ static int64_t merge_both(pfr_store *small, pfr_store *ref, const struct rolled 
 
 /* The flame graph of every rolled-up chunk's range in the small ring against the same range in
  * the reference ring: summed types equal per stack, averaged types their mean per stack (the
- * chunks are contiguous 10 s intervals, so the time average is the mean), to rounding. */
-static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_list *l)
+ * chunks are contiguous 10 s intervals, so the time average is the mean), to rounding: once per
+ * tier, and extra times more (a coarsest chunk made of a piece: the piece rounded, then the
+ * hour). */
+static void check_exact_r(pfr_store *small, pfr_store *ref, const struct rolled_list *l, int extra)
 {
     for (size_t i = 0; i < l->n; i++) {
         const struct rolled *r = &l->v[i];
@@ -202,7 +204,7 @@ static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_li
                 } else {
                     double mean = (double)eb[k].v[t] / (double)nin;
                     /* rounded once per tier it went through */
-                    assert_true(fabs((double)x->v[t] - mean) <= 0.5 * r->tier + 1e-9);
+                    assert_true(fabs((double)x->v[t] - mean) <= 0.5 * (r->tier + extra) + 1e-9);
                 }
             }
         }
@@ -214,6 +216,11 @@ static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_li
         pfr_profile_free(a);
         pfr_profile_free(b);
     }
+}
+
+static void check_exact(pfr_store *small, pfr_store *ref, const struct rolled_list *l)
+{
+    check_exact_r(small, ref, l, 0);
 }
 
 static pfr_store *open_ring_fold(const char *path, uint64_t cap, const char *tiers, uint32_t fold)
@@ -509,6 +516,57 @@ static void test_fold_coarsest(void **state)
     free(dir);
 }
 
+/* Coarsest chunks (tier 3 of 1m,10m,1h) shorter than an hour beside chunks as recorded of their
+ * hour: pieces, the rolled part of an hour whose finest chunks are still there. */
+#define PIECES_SQL                                                                                 \
+    "SELECT count(*) FROM chunks c WHERE tier = 3 AND end_ns - start_ns < 3600000000000 AND"       \
+    " EXISTS (SELECT 1 FROM chunks f WHERE f.stream_id = c.stream_id AND f.tier = 0 AND"           \
+    " f.start_ns >= c.start_ns - c.start_ns % 3600000000000 AND"                                   \
+    " f.start_ns < c.start_ns - c.start_ns % 3600000000000 + 3600000000000)"
+
+/* Pieces an hour of test_piece's ring makes at most (5 to 8 in its run): each rounds the averaged
+ * types of the part it holds once more. */
+#define PIECES_AN_HOUR 12
+
+/* The finest tier short of an hour: the hour before's minutes and 10 minutes go into the
+ * coarsest as a piece while its chunks as recorded stay, and the piece goes into that hour's
+ * chunk with the rest. Every rolled-up chunk, pieces and the hours made of them, has per stack
+ * the sums of the chunks it replaced (the fold off; the coarsest tier past half of the pages
+ * deletes its oldest hours: counted), and the ring checks clean (a piece read back in the
+ * transaction that wrote it, rolled back, left its layer in the writer's chain cache: "corrupt"
+ * chunks, evicted). */
+static void test_piece(void **state)
+{
+    (void)state;
+    char *dir = pfr_tu_tmpdir("retention");
+    char *ps = pfr_tu_path(dir, "small.db"), *pr = pfr_tu_path(dir, "ref.db");
+    pfr_store *small = open_ring_fold(ps, 768u << 10, "1m,10m,1h", PFR_STORE_FOLD_OFF);
+    pfr_store *ref = open_ring(pr, 256u << 20, "off");
+    int64_t pieces = 0;
+    for (unsigned i = 0; i < 4320; i += 30) {
+        append_d(small, 2, 30, i, true);
+        append_d(ref, 2, 30, i, true);
+        pieces += pfr_tu_sql_int(ps, PIECES_SQL);
+    }
+    assert_true(pieces > 0);
+    struct rolled_list *l = calloc(1, sizeof(*l));
+    assert_int_equal(pfr_store_scan(small, NULL, PFR_SCAN_META_ONLY, rolled_cb, l, NULL), 0);
+    assert_int_equal(l->max_tier, 3);
+    check_exact_r(small, ref, l, PIECES_AN_HOUR);
+    pfr_store_stats st;
+    assert_int_equal(pfr_store_stats_get(small, &st), 0);
+    assert_int_equal(st.appended, st.chunks + st.evicted + st.rolled_up);
+    char err[256];
+    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
+    free(l);
+    pfr_store_close(small);
+    pfr_store_close(ref);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(pr);
+    free(dir);
+}
+
 /* Rows of chains no chunk references in the ring file. */
 #define ORPHANS_WHERE " FROM dicts WHERE base_id NOT IN (SELECT base_id FROM chunks)"
 
@@ -635,9 +693,11 @@ static void test_plan_evict_only(void **state)
     assert_int_equal(p.trim, -1);
 }
 
-/* The finest tier short of an hour (the coarsest's step): the minutes go up to 10 minutes first,
- * their settled buckets only, within their share too; not the 10 minutes (their roll-up into
- * the hours would take the hour's recorded chunks). Over its share, a tier goes first anyway. */
+/* The finest tier short of an hour (the coarsest's step): the hour before's rolled part goes
+ * into the coarsest first as a piece (its recorded chunks left), then the minutes up to 10
+ * minutes, their settled buckets only, within their share too; not the 10 minutes whole (their
+ * roll-up into the hours would take the hour's recorded chunks). Over its share, a tier goes
+ * first anyway. */
 static void test_plan_fine_short(void **state)
 {
     (void)state;
@@ -646,31 +706,61 @@ static void test_plan_fine_short(void **state)
                               .used = 2000000,
                               .top = 3,
                               .coarse_age = DAY_NS,
-                              .fine_short = true};
+                              .fine_short = true,
+                              .fine_near = true};
     struct store_ret_plan p;
     pfr_st_retention_plan(&in, &p);
     assert_int_equal(p.trim, -1);
-    assert_int_equal(p.norder, 3);
-    assert_int_equal(p.order[0], 1);
-    assert_true(p.settled[0]);
-    assert_int_equal(p.order[1], 0);
-    assert_false(p.settled[1]);
-    assert_int_equal(p.order[2], 2);
+    assert_int_equal(p.norder, 4);
+    assert_int_equal(p.order[0], 2);
+    assert_true(p.piece[0]);
+    assert_false(p.settled[0]);
+    assert_int_equal(p.order[1], 1);
+    assert_true(p.settled[1]);
+    assert_false(p.piece[1]);
+    assert_int_equal(p.order[2], 0);
     assert_false(p.settled[2]);
+    assert_false(p.piece[2]);
+    assert_int_equal(p.order[3], 2); /* whole hours, when the finest may not move */
+    assert_false(p.piece[3]);
     in.bytes[1] = 70000; /* past its thirty-second: first as before, not only where settled */
     pfr_st_retention_plan(&in, &p);
-    assert_int_equal(p.norder, 3);
+    assert_int_equal(p.norder, 4);
     assert_int_equal(p.order[0], 1);
     assert_false(p.settled[0]);
+    assert_false(p.piece[0]);
+    assert_int_equal(p.order[1], 2);
+    assert_true(p.piece[1]);
+    assert_int_equal(p.order[2], 0);
+    assert_int_equal(p.order[3], 2);
+    assert_false(p.piece[3]);
+    in.bytes[1] = 20000;
+    in.bytes[2] = 70000; /* the 10 minutes past theirs: the whole hour, no piece */
+    pfr_st_retention_plan(&in, &p);
+    assert_int_equal(p.order[0], 2);
+    assert_false(p.piece[0]);
+    assert_int_equal(p.order[1], 1);
+    assert_true(p.settled[1]);
+    assert_int_equal(p.order[2], 0);
+    in.fine_short = false; /* within an eighth of an hour of short: the piece only */
+    in.bytes[2] = 40000;
+    pfr_st_retention_plan(&in, &p);
+    assert_int_equal(p.norder, 4);
+    assert_int_equal(p.order[0], 2);
+    assert_true(p.piece[0]);
     assert_int_equal(p.order[1], 0);
     assert_int_equal(p.order[2], 2);
-    in.fine_short = false; /* an hour or more as recorded: as before */
-    in.bytes[1] = 20000;
+    assert_false(p.piece[2]);
+    assert_int_equal(p.order[3], 1);
+    assert_false(p.settled[3]);
+    in.fine_near = false; /* farther: as before */
     pfr_st_retention_plan(&in, &p);
     assert_int_equal(p.order[0], 0);
     assert_int_equal(p.order[1], 2);
     assert_int_equal(p.order[2], 1);
     assert_false(p.settled[2]);
+    for (unsigned i = 0; i < p.norder; i++)
+        assert_false(p.piece[i]);
 }
 
 /* The coarsest tier's oldest start as the writer's notes keep it between reads: an older chunk
@@ -708,12 +798,19 @@ static void test_coarse_notes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rollup_exact),       cmocka_unit_test(test_prorate),
-        cmocka_unit_test(test_cursor_rule),        cmocka_unit_test(test_aside_and_consumer_lost),
-        cmocka_unit_test(test_fold_coarsest),      cmocka_unit_test(test_plan_hours_kept),
-        cmocka_unit_test(test_plan_between_first), cmocka_unit_test(test_plan_coarse_trimmed),
-        cmocka_unit_test(test_plan_evict_only),    cmocka_unit_test(test_chains_without_chunks),
-        cmocka_unit_test(test_coarse_notes),       cmocka_unit_test(test_plan_fine_short),
+        cmocka_unit_test(test_rollup_exact),
+        cmocka_unit_test(test_prorate),
+        cmocka_unit_test(test_cursor_rule),
+        cmocka_unit_test(test_aside_and_consumer_lost),
+        cmocka_unit_test(test_fold_coarsest),
+        cmocka_unit_test(test_plan_hours_kept),
+        cmocka_unit_test(test_plan_between_first),
+        cmocka_unit_test(test_plan_coarse_trimmed),
+        cmocka_unit_test(test_plan_evict_only),
+        cmocka_unit_test(test_chains_without_chunks),
+        cmocka_unit_test(test_coarse_notes),
+        cmocka_unit_test(test_plan_fine_short),
+        cmocka_unit_test(test_piece),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
