@@ -239,6 +239,19 @@ static pfr_store *open_ring(const char *path, uint64_t cap, const char *tiers)
     return open_ring_fold(path, cap, tiers, 0);
 }
 
+/* The small ring checks clean; both rings and their folder go. */
+static void close_pair(pfr_store *small, pfr_store *ref, char *dir, char *ps, char *pr)
+{
+    char err[256];
+    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
+    pfr_store_close(small);
+    pfr_store_close(ref);
+    pfr_tu_rmdir(dir);
+    free(ps);
+    free(pr);
+    free(dir);
+}
+
 static void test_rollup_exact(void **state)
 {
     (void)state;
@@ -266,16 +279,9 @@ static void test_rollup_exact(void **state)
     struct rolled_list *last = calloc(1, sizeof(*last));
     assert_int_equal(pfr_store_scan(small, &f, PFR_SCAN_META_ONLY, rolled_cb, last, NULL), 0);
     assert_int_equal(last->max_tier, 0);
-    char err[256];
-    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
     free(last);
     free(l);
-    pfr_store_close(small);
-    pfr_store_close(ref);
-    pfr_tu_rmdir(dir);
-    free(ps);
-    free(pr);
-    free(dir);
+    close_pair(small, ref, dir, ps, pr);
 }
 
 static int64_t cpu_total(const pfr_profile *p)
@@ -504,16 +510,9 @@ static void test_fold_coarsest(void **state)
     assert_true(nfolded > 0);
     assert_true(fine->n > 0);
     check_exact(small, ref, fine); /* finer tiers: stack for stack */
-    char err[256];
-    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
     free(l);
     free(fine);
-    pfr_store_close(small);
-    pfr_store_close(ref);
-    pfr_tu_rmdir(dir);
-    free(ps);
-    free(pr);
-    free(dir);
+    close_pair(small, ref, dir, ps, pr);
 }
 
 /* Coarsest chunks (tier 3 of 1m,10m,1h) shorter than an hour beside chunks as recorded of their
@@ -556,15 +555,8 @@ static void test_piece(void **state)
     pfr_store_stats st;
     assert_int_equal(pfr_store_stats_get(small, &st), 0);
     assert_int_equal(st.appended, st.chunks + st.evicted + st.rolled_up);
-    char err[256];
-    assert_int_equal(pfr_store_check(small, NULL, err, sizeof(err)), 0);
     free(l);
-    pfr_store_close(small);
-    pfr_store_close(ref);
-    pfr_tu_rmdir(dir);
-    free(ps);
-    free(pr);
-    free(dir);
+    close_pair(small, ref, dir, ps, pr);
 }
 
 /* Rows of chains no chunk references in the ring file. */
