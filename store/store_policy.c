@@ -80,11 +80,11 @@ uint64_t pfr_st_policy_wal_budget(uint64_t cap)
     return min_u64(max_u64(cap / 16, 64u << 10), 4u << 20);
 }
 
-/* The spare file's size for a writer: the largest transaction's WAL seen, from the budget up to
- * an eighth of the cap (or the budget). */
-static uint64_t spare_peak(uint64_t wal_seen, uint64_t budget, const struct store_policy_in *in)
+/* The largest transaction's WAL seen, at least floor, at most an eighth of the configured cap
+ * max_bytes (or the budget). */
+static uint64_t seen_within(uint64_t wal_seen, uint64_t floor, uint64_t budget, uint64_t max_bytes)
 {
-    return min_u64(max_u64(wal_seen, budget), max_u64(in->max_bytes / 8, budget));
+    return min_u64(max_u64(wal_seen, floor), max_u64(max_bytes / 8, budget));
 }
 
 uint64_t pfr_st_policy_wal_peak(uint64_t wal_seen, uint64_t budget, uint64_t max_bytes)
@@ -93,8 +93,7 @@ uint64_t pfr_st_policy_wal_peak(uint64_t wal_seen, uint64_t budget, uint64_t max
      * that (pfr_st_policy_room_steps) and a young ring has seen few. Not the budget itself: with
      * the hour's base written apart the largest transaction is often smaller, and a WAL counted
      * at the budget took the database's room (issue 31). */
-    uint64_t floor = budget - budget / 4;
-    return min_u64(max_u64(wal_seen, floor), max_u64(max_bytes / 8, budget));
+    return seen_within(wal_seen, budget - budget / 4, budget, max_bytes);
 }
 
 /* The disk is full (issue 31): the room the ring holds is shared out anew. A young ring holds
@@ -152,7 +151,7 @@ void pfr_st_policy_decide(const struct store_policy_in *in, struct store_policy_
      * disk has room, it is what the WAL may grow into once the disk is full). A reader counts
      * it as it finds it, at least at the WAL's budget. */
     uint64_t top = max_u64(room_cap / 8, budget);
-    uint64_t largest = spare_peak(in->wal_seen, budget, in);
+    uint64_t largest = seen_within(in->wal_seen, budget, budget, in->max_bytes);
     uint64_t spare = in->reader ? budget : min_u64(largest, top);
     /* The WAL's share: its peak, but never more than the spare file (a disk-bound ring's) */
     uint64_t share = in->reader ? budget : min_u64(peak, spare);

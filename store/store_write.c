@@ -1829,6 +1829,43 @@ static int validate(const pfr_chunk_in *in)
     return 0;
 }
 
+/* A dictionary row of stream sid holding blob, its id into *id: a layer of chain base on parent,
+ * or, base 0, a new base. A base is its own chain (base_id = its id): the id is taken ahead, so
+ * that the row is written once. Set by an UPDATE after the insert, the ~108 KB base of a drifting
+ * hour was written twice (a record that changes size is rewritten whole, overflow pages too), and
+ * the largest transaction's WAL sizes the WAL's share and the spare file, each taken from the
+ * database's room. */
+static int dict_insert(pfr_store *s, int64_t sid, int64_t base, int64_t parent, const pfr_buf *blob,
+                       int64_t *id)
+{
+    sqlite3_stmt *st;
+    bool new_base = base == 0;
+    if (new_base) {
+        if (!(st = wst(s, W_NEXT_DICT)))
+            return db_err(s);
+        int step = sqlite3_step(st);
+        base = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+        sqlite3_reset(st);
+        if (step != SQLITE_ROW)
+            return pfr_store_errno(step);
+    }
+    if (!(st = wst(s, W_INS_DICT)))
+        return db_err(s);
+    int64_t f[3] = {sid, base, parent};
+    sqlite3_bind_int64(st, 1, sid);
+    sqlite3_bind_int64(st, 2, base);
+    sqlite3_bind_int64(st, 3, parent);
+    sqlite3_bind_int64(st, 4, (int64_t)blob->len);
+    sqlite3_bind_int64(st, 5, pfr_st_row_crc(blob->data, blob->len, f, 3));
+    sqlite3_bind_blob(st, 6, blob->data, (int)blob->len, SQLITE_STATIC);
+    if (new_base) /* else NULL: the next id */
+        sqlite3_bind_int64(st, 7, base);
+    int rc = pfr_st_step_done(st);
+    if (rc == 0)
+        *id = sqlite3_last_insert_rowid(s->sql.db);
+    return rc;
+}
+
 /* A chain this writer appends to (a stream's base): not a chain without chunks, whatever the rows
  * say (a base written apart has no chunk until its chunk's transaction commits). */
 static bool chain_held(const struct writer *w, int64_t base)
@@ -1984,37 +2021,9 @@ static int append_one(pfr_store *s, const pfr_chunk_in *in, int tier, int64_t id
         return rc;
     sqlite3_stmt *st;
     if (layer) {
-        int64_t parent = rotate ? 0 : ws->dict_id, base_id = ws->base_id;
-        if (rotate) {
-            /* A base is its own chain (base_id = its id): the id is taken ahead, so that the row
-             * is written once. Set by an UPDATE after the insert, the ~108 KB base of a drifting
-             * hour was written twice (a record that changes size is rewritten whole, overflow
-             * pages too), and the largest transaction's WAL sizes the WAL's share and the spare
-             * file, each taken from the database's room. */
-            st = wst(s, W_NEXT_DICT);
-            if (!st)
-                return db_err(s);
-            int step = sqlite3_step(st);
-            base_id = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-            sqlite3_reset(st);
-            if (step != SQLITE_ROW)
-                return pfr_store_errno(step);
-        }
-        int64_t f[3] = {sid, base_id, parent};
-        st = wst(s, W_INS_DICT);
-        if (!st)
-            return db_err(s);
-        sqlite3_bind_int64(st, 1, sid);
-        sqlite3_bind_int64(st, 2, f[1]);
-        sqlite3_bind_int64(st, 3, parent);
-        sqlite3_bind_int64(st, 4, (int64_t)w->dict_blob.len);
-        sqlite3_bind_int64(st, 5, pfr_st_row_crc(w->dict_blob.data, w->dict_blob.len, f, 3));
-        sqlite3_bind_blob(st, 6, w->dict_blob.data, (int)w->dict_blob.len, SQLITE_STATIC);
-        if (rotate) /* else NULL: the next id */
-            sqlite3_bind_int64(st, 7, base_id);
-        if ((rc = pfr_st_step_done(st)) != 0)
+        if ((rc = dict_insert(s, sid, rotate ? 0 : ws->base_id, rotate ? 0 : ws->dict_id,
+                              &w->dict_blob, &ws->dict_id)) != 0)
             return rc;
-        ws->dict_id = sqlite3_last_insert_rowid(s->sql.db);
         if (rotate) {
             ws->base_id = ws->dict_id;
             ws->base_seq = ws->seq;
@@ -2723,28 +2732,7 @@ static int bases_txn(pfr_store *s, struct wbase *b, size_t n, uint64_t bytes)
         }
         if (!b[i].sid && (rc = base_stream_row(s, b[i].in, &b[i].sid)) != 0)
             break;
-        sqlite3_stmt *st = wst(s, W_NEXT_DICT);
-        if (!st) {
-            rc = db_err(s);
-            break;
-        }
-        int step = sqlite3_step(st);
-        int64_t id = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-        sqlite3_reset(st);
-        if (step != SQLITE_ROW || !(st = wst(s, W_INS_DICT))) {
-            rc = step != SQLITE_ROW ? pfr_store_errno(step) : db_err(s);
-            break;
-        }
-        int64_t f[3] = {b[i].sid, id, 0};
-        sqlite3_bind_int64(st, 1, b[i].sid);
-        sqlite3_bind_int64(st, 2, id);
-        sqlite3_bind_int64(st, 3, 0);
-        sqlite3_bind_int64(st, 4, (int64_t)b[i].blob.len);
-        sqlite3_bind_int64(st, 5, pfr_st_row_crc(b[i].blob.data, b[i].blob.len, f, 3));
-        sqlite3_bind_blob(st, 6, b[i].blob.data, (int)b[i].blob.len, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 7, id);
-        rc = pfr_st_step_done(st);
-        b[i].id = id;
+        rc = dict_insert(s, b[i].sid, 0, 0, &b[i].blob, &b[i].id);
     }
     if ((rc = txn_end(s, rc ? rc : fits ? 0 : -EAGAIN, frames)) != 0)
         return rc == -EAGAIN ? 0 : rc;
