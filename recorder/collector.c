@@ -166,13 +166,19 @@ int pfr_collector_start(const pfr_source *src, int64_t start_ns, int wake_fd,
     return 0;
 }
 
-int pfr_collector_post(pfr_collector *c, int64_t end_ns)
+int pfr_collector_post(pfr_collector *c, int64_t end_ns, bool always)
 {
     pthread_mutex_lock(&c->lock);
     if (c->running || c->job) {
         c->st.folded++;
         pthread_mutex_unlock(&c->lock);
         return -EBUSY;
+    }
+    if (!always && c->src.ops->due && end_ns - c->next_start < PFR_COLLECT_AT_LEAST_NS &&
+        !c->src.ops->due(c->src.self, end_ns)) {
+        c->st.not_due++;
+        pthread_mutex_unlock(&c->lock);
+        return 0;
     }
     c->job = true;
     c->job_start = c->next_start;

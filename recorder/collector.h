@@ -27,9 +27,13 @@
 
 typedef struct pfr_collector pfr_collector;
 
+/* A source not due is still collected this often: its counters are published after each. */
+#define PFR_COLLECT_AT_LEAST_NS (60 * 1000000000LL)
+
 typedef struct pfr_collector_stats {
     uint64_t collections;   /* collections finished */
     uint64_t folded;        /* intervals folded into a later collection: it was still running */
+    uint64_t not_due;       /* intervals the source had no work for (its due): left to the next */
     uint64_t last_ns;       /* how long the last finished collection took */
     int64_t running_for_ns; /* how long the one running now has run, 0 when idle */
 } pfr_collector_stats;
@@ -43,17 +47,21 @@ typedef struct pfr_collector_stats {
 int pfr_collector_start(const pfr_source *src, int64_t start_ns, int wake_fd,
                         pfr_daemon_metrics *metrics, pfr_collector **out);
 
-/* Ask for the collection of [pfr_collector_next_start(c), end_ns). @return 0, or -EBUSY when
- * the previous collection is still running: the interval is then folded into the next one,
- * which starts where the last posted one ended (counted in stats.folded). */
-int pfr_collector_post(pfr_collector *c, int64_t end_ns);
+/* Ask for the collection of [pfr_collector_next_start(c), end_ns); unless always, only if the
+ * source has work for it (its due) or its last collection ended PFR_COLLECT_AT_LEAST_NS before
+ * end_ns: else nothing is posted (counted in stats.not_due) and the next collection covers the
+ * time. @return 0, or -EBUSY when the previous collection is still running: the interval is
+ * then folded into the next one, which starts where the last posted one ended (counted in
+ * stats.folded). */
+int pfr_collector_post(pfr_collector *c, int64_t end_ns, bool always);
 
 /* Hand a pending emit (if any) to write and wake the collector with its result. Also takes
  * note of a finished collection. @return true if the collector has no collection running. */
 bool pfr_collector_serve(pfr_collector *c, pfr_emit_fn write, void *write_ctx);
 
 bool pfr_collector_busy(pfr_collector *c);
-/* Where the next collection starts: the end of the last one posted and not folded. */
+/* Where the next collection starts: the end of the last one posted (not folded, not left for
+ * want of work). */
 int64_t pfr_collector_next_start(const pfr_collector *c);
 void pfr_collector_stats_get(pfr_collector *c, pfr_collector_stats *st);
 const char *pfr_collector_name(const pfr_collector *c);

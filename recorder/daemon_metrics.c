@@ -196,6 +196,10 @@ static const pfr_metric_row collector_rows[] = {
      "intervals a source's collection was still running at the end of, folded into its next "
      "collection",
      CS(folded), .labels = {"source"}, .doc_values = "each source"},
+    {"pfr_source_intervals_not_due_total", C,
+     "intervals a source had no work for (its own period not due, nothing queued), left asleep "
+     "and covered by its next collection",
+     CS(not_due), .labels = {"source"}, .doc_values = "each source"},
     {"pfr_source_collect_seconds", G, "how long the source's last collection took", CS(last_ns),
      .divisor = 1e9, .labels = {"source"}, .doc_values = "each source"},
     {"pfr_source_collect_running_seconds", G,

@@ -348,7 +348,7 @@ static void post_interval(writer *w, int64_t end)
         update_metrics(w); /* a collection is late: the metrics still move */
     for (size_t i = 0; i < w->ncollectors; i++) {
         uint32_t bit = 1u << i;
-        if (pfr_collector_post(w->collectors[i], end) == 0) {
+        if (pfr_collector_post(w->collectors[i], end, false) == 0) {
             w->late &= ~bit;
             continue;
         }
@@ -422,7 +422,7 @@ static void finish_intervals(writer *w, int efd)
                 continue;
             if (pfr_collector_busy(c))
                 waiting = true;
-            else if (pfr_collector_post(c, end) == 0)
+            else if (pfr_collector_post(c, end, true) == 0)
                 w->interval_open = true;
         }
         int64_t left = deadline - pfr_clock_mono_ns();

@@ -50,6 +50,13 @@ typedef struct pfr_source_ops {
      * recording), beside the last collection, rather than in destroy, whose threads the daemon
      * waits for only a few seconds. collect is still called once more. May be NULL. */
     void (*stopping)(void *self);
+    /* Whether collect has work for an interval ending at end_ns: its own period is due,
+     * something was asked for soon, profiles are queued, its counters moved. Otherwise the
+     * daemon leaves the collector's thread asleep (a thread's wake-up after seconds asleep costs
+     * ~1 ms of CPU on a VM) and the next collection covers the time; it still collects at least
+     * once a minute. Called on the main thread while no collection runs (what the last one set
+     * is visible). May be NULL: every interval. */
+    bool (*due)(void *self, int64_t end_ns);
 } pfr_source_ops;
 
 struct pfr_source_desc;

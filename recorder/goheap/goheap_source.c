@@ -40,6 +40,7 @@ struct pfr_goheap_source {
     pfr_identity *identity;    /* borrowed */
     pfr_goheap_resolver inner; /* the shared symbolizer's resolver */
     int64_t interval_ns, next_ns;
+    int64_t tick_ns; /* the recorder's interval */
     struct pending *pending;
     size_t npending, cap_pending;
     pfr_map seen, seen_before; /* pids profiled this collection and the one before */
@@ -258,15 +259,30 @@ static size_t take_soon(pfr_goheap_source *g, pid_t *pids)
     return n;
 }
 
+/* Collections ride on the recorder's intervals, whose ends jitter by a little: due within half
+ * an interval counts as due, or a 3 s heap interval would last 4 s half the time. */
+static bool heap_due(const pfr_goheap_source *g, int64_t end_ns)
+{
+    return end_ns + g->tick_ns / 2 >= g->next_ns;
+}
+
+static bool goheap_due(void *self, int64_t end_ns)
+{
+    pfr_goheap_source *g = self;
+    pthread_mutex_lock(&g->soon_lock);
+    bool soon = g->nsoon > 0;
+    pthread_mutex_unlock(&g->soon_lock);
+    return soon || heap_due(g, end_ns);
+}
+
 static int goheap_collect(void *self, int64_t start_ns, int64_t end_ns, pfr_emit_fn emit,
                           void *emit_ctx)
 {
+    (void)start_ns;
     pfr_goheap_source *g = self;
     pid_t soon[SOON_MAX];
     size_t nsoon = take_soon(g, soon);
-    /* Collections ride on the recorder's intervals, whose ends jitter by a little: due within
-     * half an interval counts as due, or a 3 s heap interval would last 4 s half the time. */
-    bool due = end_ns + (end_ns - start_ns) / 2 >= g->next_ns;
+    bool due = heap_due(g, end_ns);
     if (!due && nsoon == 0)
         return 0;
     if (due)
@@ -406,6 +422,7 @@ static const pfr_source_ops goheap_ops = {
     .stats = goheap_stats,
     .destroy = goheap_destroy,
     .collect_soon = goheap_collect_soon,
+    .due = goheap_due,
 };
 
 static pfr_source pfr_goheap_source_as_source(pfr_goheap_source *g)
@@ -429,6 +446,7 @@ static int pfr_goheap_source_new(const pfr_source_env *env, pfr_goheap_source **
     g->metrics = metrics;
     const pfr_goheap_config *gc = pfr_config_source(cfg, &pfr_goheap_source_desc);
     g->interval_ns = gc->interval_ns;
+    g->tick_ns = cfg->interval_ns;
     /* the symbolizer is only borrowed: the resolver object itself owns nothing */
     pfr_symbolizer *sym = pfr_shared_sym_acquire(g->sym);
     g->inner = pfr_goheap_sym_resolver(sym);

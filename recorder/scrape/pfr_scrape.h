@@ -221,6 +221,8 @@ int pfr_scrape_run_once(pfr_scrape *s);
  * return stops the drain: that profile and the rest stay queued and the value is returned. */
 typedef int (*pfr_scrape_emit_fn)(const pfr_chunk_in *chunk, void *ctx);
 int pfr_scrape_collect(pfr_scrape *s, pfr_scrape_emit_fn emit, void *ctx);
+/* How many profiles are queued for pfr_scrape_collect. */
+size_t pfr_scrape_queued(pfr_scrape *s);
 /* Drain the queue into st with one pfr_store_append_batch (all or none). *written may be NULL. */
 int pfr_scrape_store(pfr_scrape *s, pfr_store *st, size_t *written);
 

@@ -984,6 +984,14 @@ void pfr_scrape_stop(pfr_scrape *s)
 
 /* ---- output ---- */
 
+size_t pfr_scrape_queued(pfr_scrape *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->qlen;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 int pfr_scrape_collect(pfr_scrape *s, pfr_scrape_emit_fn emit, void *ctx)
 {
     int rc = 0;

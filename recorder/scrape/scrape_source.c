@@ -21,7 +21,8 @@ struct pfr_scraper_source {
     pfr_daemon_metrics *metrics;
     pthread_mutex_t rules_lock; /* the scrape thread names processes while SIGHUP may swap */
     pfr_service_rules rules;
-    pfr_identity *identity; /* borrowed */
+    pfr_identity *identity;     /* borrowed */
+    pfr_scrape_stats published; /* the counters as last published (collector's thread) */
 };
 
 struct emit_ctx {
@@ -212,6 +213,17 @@ static void scrape_stats(void *self, void *out)
 {
     pfr_scraper_source *s = self;
     pfr_scrape_get_stats(s->scraper, out);
+    s->published = *(const pfr_scrape_stats *)out;
+}
+
+/* Profiles queued, or counters moved (a round ended) since they were last published. */
+static bool scrape_due(void *self, int64_t end_ns)
+{
+    (void)end_ns;
+    pfr_scraper_source *s = self;
+    pfr_scrape_stats now;
+    pfr_scrape_get_stats(s->scraper, &now);
+    return pfr_scrape_queued(s->scraper) > 0 || memcmp(&now, &s->published, sizeof(now)) != 0;
 }
 
 static void scrape_destroy(void *self)
@@ -232,6 +244,7 @@ static const pfr_source_ops scrape_ops = {
     .log_stats = scrape_log_stats,
     .stats = scrape_stats,
     .destroy = scrape_destroy,
+    .due = scrape_due,
 };
 
 static pfr_source pfr_scraper_source_as_source(pfr_scraper_source *s)

@@ -3,6 +3,7 @@
 #include "trig_internal.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -171,41 +172,58 @@ static int add(pfr_trig_cgroups *c, uint64_t ino, const char *path)
     return 0;
 }
 
-static bool holds_processes(const char *root, const char *path)
+/* Whether the cgroup dir/name lists a process: its cgroup.procs read no further than its first
+ * line. */
+static bool holds_processes(int dir, const char *name)
 {
-    int32_t pid;
-    return pfr_trig_cgroup_pids(root, path, &pid, 1) == 1;
+    char p[NAME_MAX + 16], buf[32];
+    snprintf(p, sizeof(p), "%s/cgroup.procs", name);
+    int fd = openat(dir, p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    close(fd);
+    return n > 0 && buf[0] >= '0' && buf[0] <= '9';
 }
 
-static int walk(pfr_trig_cgroups *c, const char *path, int depth, size_t max, size_t *count)
+/* The subdirectories of the cgroup at path (open as dir) that hold processes, and theirs below.
+ * getdents64 into a buffer on the stack, relative to the parent's descriptor: the walk runs every
+ * few seconds, and opendir's 32 KiB buffer and the absolute paths' lookups were most of it. */
+static int walk(pfr_trig_cgroups *c, int dir, const char *path, int depth, size_t max,
+                size_t *count)
 {
-    char dir[8192];
-    snprintf(dir, sizeof(dir), "%s%s", c->root, path);
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0; /* removed meanwhile */
+    char buf[4096] __attribute__((aligned(8)));
     int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && *count < max && (e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
-            continue;
-        char sub[4096];
-        int n = snprintf(sub, sizeof(sub), "%s/%s", strcmp(path, "/") ? path : "", e->d_name);
-        if (n < 0 || (size_t)n >= sizeof(sub))
-            continue;
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (holds_processes(c->root, sub)) {
-            rc = add(c, (uint64_t)st.st_ino, sub);
-            (*count)++;
+    ssize_t len;
+    while (rc == 0 && *count < max && (len = getdents64(dir, buf, sizeof(buf))) > 0) {
+        for (ssize_t off = 0; rc == 0 && *count < max && off < len;) {
+            const struct dirent64 *e = (const struct dirent64 *)(buf + off);
+            off += e->d_reclen;
+            if (e->d_type != DT_DIR || e->d_name[0] == '.')
+                continue;
+            char sub[4096];
+            int n = snprintf(sub, sizeof(sub), "%s/%s", strcmp(path, "/") ? path : "", e->d_name);
+            if (n < 0 || (size_t)n >= sizeof(sub))
+                continue;
+            struct stat st;
+            if (fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+                continue;
+            if (holds_processes(dir, e->d_name)) {
+                rc = add(c, (uint64_t)st.st_ino, sub);
+                (*count)++;
+            }
+            /* a directory's link count is 2 + its subdirectories (cgroupfs, like ext4 and
+             * tmpfs): a leaf cgroup, most of them, is not opened and listed (btrfs says 1:
+             * walked) */
+            if (rc || depth >= MAX_DEPTH || st.st_nlink == 2)
+                continue;
+            int fd = openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                continue; /* removed meanwhile */
+            rc = walk(c, fd, sub, depth + 1, max, count);
+            close(fd);
         }
-        /* a directory's link count is 2 + its subdirectories (cgroupfs, like ext4 and tmpfs):
-         * a leaf cgroup, most of them, is not opened and listed (btrfs says 1: walked) */
-        if (rc == 0 && depth < MAX_DEPTH && st.st_nlink != 2)
-            rc = walk(c, sub, depth + 1, max, count);
     }
-    closedir(d);
     return rc;
 }
 
@@ -214,7 +232,11 @@ int pfr_trig_cgroups_scan(pfr_trig_cgroups *c, size_t max_cgroups)
     for (size_t i = 0; i < c->n; i++)
         c->v[i].found = false;
     size_t count = 0;
-    int rc = walk(c, "/", 0, max_cgroups, &count);
+    int rc = 0, fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        rc = walk(c, fd, "/", 0, max_cgroups, &count);
+        close(fd);
+    }
     /* those gone (or empty now) are forgotten */
     size_t k = 0;
     for (size_t i = 0; i < c->n; i++) {

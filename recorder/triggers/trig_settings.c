@@ -113,12 +113,13 @@ static const pfr_setting rows[] = {
     {.key = "pressure_poll",
      .type = PFR_SET_DURATION,
      F(pressure_poll_ns),
-     .def = "5s",
+     .def = "10s",
      .min = 0.1,
      .max = 60,
      .metavar = "DURATION",
-     .help = "how often the pressure files are read (on the triggers' own thread; avg10 is "
-             "a 10-second average, so a shorter period only costs CPU)"},
+     .help = "how often the pressure files are read and the cgroups holding processes found "
+             "(on the triggers' own thread; avg10 is a 10-second average, so a shorter period "
+             "only costs CPU)"},
     {.key = "heap_on_memory_pressure",
      .type = PFR_SET_BOOL,
      F(heap_on_memory_pressure),

@@ -140,6 +140,20 @@ def thread_cpu_ns(pid):
     return out
 
 
+def wakes(pid):
+    """Context switches of a process's threads so far (voluntary + involuntary): each is a
+    wake-up, which on a shared VM costs far more than the work of an idle daemon's thread
+    (bench_wake). Threads gone since are not counted."""
+    n = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                n += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except OSError:
+            continue
+    return n
+
+
 def workload_cpu_s(pids):
     return sum(task_cpu_ns(p) for p in pids) / 1e9
 
@@ -163,12 +177,14 @@ def run_phase(tool, args, tmp, work):
         cpu0 = tool_cpu_s(group, proc) if proc else 0
         bpf0 = prog_run_ns(proc.pid) if proc else {}
         thr0 = thread_cpu_ns(proc.pid) if tool.name.startswith("pfr") else {}
+        wk0 = wakes(proc.pid) if proc else 0
         time.sleep(args.seconds)
         s1 = [spinner_gaps.read(f) for f in work.files]
         t1, f1, w1 = time.time(), forks(), workload_cpu_s(work.pids)
         cpu1 = tool_cpu_s(group, proc) if proc else 0
         bpf1 = prog_run_ns(proc.pid) if proc else {}
         thr1 = thread_cpu_ns(proc.pid) if tool.name.startswith("pfr") else {}
+        wk1 = wakes(proc.pid) if proc else 0
         hwm = vm_hwm_kib(proc.pid) if proc else 0
         life_cpu = 0.0
         if proc:
@@ -198,6 +214,7 @@ def run_phase(tool, args, tmp, work):
         # the sampling interrupts that run on the spinners' time
         "work_per_cpu_s": units / (w1 - w0) if w1 > w0 else 0,
         "nprogs": len(bpf0),
+        "wakes_per_s": (wk1 - wk0) / dt,
         # the workload's time lost in the tool's sampling interrupts, per sample and per minute
         # (at the tool's rate on every CPU), and the samples seen per CPU-second
         "irq_us": per_sample_ns / 1e3,
@@ -252,6 +269,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--old-recorder", help="an earlier pfr-recorder, in turn with the others")
+    ap.add_argument("--wake", help="bench_wake: the host's cost of a wake-up after 10 s asleep,"
+                    " measured throughout")
     args = ap.parse_args()
     why = host_unready(ap, args)
     if why:
@@ -261,6 +280,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="pfr-bench-recorder-")
     tools = make_tools(args, tmp)
     res = {t.name: [] for t in tools}
+    calib = subprocess.Popen([args.wake, "10000"], stdout=subprocess.PIPE, text=True) \
+        if args.wake else None
     try:
         with host_workload(args.idler, args.spinner, args.idlers, tmp, args.churn,
                            args.churn_rate) as work:
@@ -271,10 +292,11 @@ def main():
                     m = run_phase(t, args, tmp, work)
                     res[t.name].append(m)
                     print("round %d %-13s cpu %.3f+%.3f s/min  interrupts %.3f s/min (%.1f us x "
-                          "%.0f/s per CPU seen)  whole life %.3f s/min  rss %.1f MiB  work "
-                          "%.0f/s, %.0f per CPU-s  (host: %.0f new processes/s, load %.1f)"
+                          "%.0f/s per CPU seen)  wakes %.1f/s  whole life %.3f s/min  rss %.1f "
+                          "MiB  work %.0f/s, %.0f per CPU-s  (host: %.0f new processes/s, load "
+                          "%.1f)"
                           % (r + 1, t.name, m["user_sys_per_min"], m["bpf_per_min"],
-                             m["irq_per_min"], m["irq_us"], m["irq_seen_hz"],
+                             m["irq_per_min"], m["irq_us"], m["irq_seen_hz"], m["wakes_per_s"],
                              m["life_per_min"], m["rss_mib"], m["work_per_s"],
                              m["work_per_cpu_s"], m["forks_per_s"], m["load"]), flush=True)
                     if "thread main" in m:
@@ -283,6 +305,9 @@ def main():
                             k.startswith("thread ")), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if calib:
+            calib.send_signal(signal.SIGINT)
+    host_wake = calib.communicate()[0].strip() if calib else ""
 
     med = {}
     for name, ms in res.items():
@@ -302,18 +327,18 @@ def main():
     print("| profiler | CPU s/min (process) | CPU s/min (BPF) | process + BPF | % of machine |"
           " in sampling interrupts, s/min (us/sample) | process + interrupts | % of machine |"
           " whole life, CPU s/min | peak RSS MiB | workload slowdown (wall) |"
-          " workload slowdown per CPU-s | host new processes/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " workload slowdown per CPU-s | host new processes/s | wake-ups/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         m = med[name]
         slow = (1 - m["work_per_s"] / base) * 100 if base else 0
         slow_cpu = (1 - m["work_per_cpu_s"] / base_cpu) if base_cpu else 0
         print("| %s | %.3f | %.3f | %.3f | %.3f %% | %.3f (%.1f) | %.3f | %.3f %% | %.3f | %.1f |"
-              " %.2f %% | %.2f %% | %.0f |"
+              " %.2f %% | %.2f %% | %.0f | %.1f |"
               % (name, m["user_sys_per_min"], m["bpf_per_min"], m["total"],
                  100 * m["total"] / machine, m["irq_per_min"], m["irq_us"], m["full"],
                  100 * m["full"] / machine, m["life_per_min"], m["rss_mib"], slow,
-                 100 * slow_cpu, m["forks_per_s"]))
+                 100 * slow_cpu, m["forks_per_s"], m["wakes_per_s"]))
     print("(process CPU from a cgroup of the profiler's own when cgroup v2 is there, to the"
           " microsecond; whole life: from its start to its exit, start-up, symbolization at exit"
           " and writing out included, plus its BPF programs', per minute of its life)")
@@ -323,6 +348,8 @@ def main():
           " perf's stack walks, which no CPU figure of perf's process shows: process + interrupts"
           " is the like-for-like cost. The work-rate slowdowns move by a few % from run to run"
           " on a shared VM, more than any of these profilers costs)")
+    if host_wake:
+        print("(host: %s)" % host_wake)
     for name in names:
         if "thread main" in med[name]:
             print("%s threads, s/min (medians): %s" % (name, "  ".join(
