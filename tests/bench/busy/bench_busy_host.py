@@ -66,9 +66,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "recorder"), os.path.join(HERE, "..", "..", "recorder")]
 import pages  # noqa: E402
 import recorder_itest as ri  # noqa: E402
-from bench_recorder import (TICK, Tool, forks, reap_cpu_s, tool_cpu_s,  # noqa: E402
+from bench_recorder import (Tool, forks, reap_cpu_s, tool_cpu_s,  # noqa: E402
                             unready_for, wait_for)
-from bpfstats import CpuGroup, bpf_stats, loadavg, prog_run_ns, prog_stats  # noqa: E402
+from bpfstats import CpuGroup, bpf_stats, loadavg, prog_run_ns, prog_stats, threads  # noqa: E402
 BT = "profile:hz:99 { @[kstack, ustack, comm] = count(); }"
 RSS_MIB, CPU_RATIO, LATE_S = 64, 1.5, 1.0  # the targets
 CPU = ["ebpf:cpu:nanoseconds"]  # the type of the recorder's CPU chunks
@@ -289,26 +289,10 @@ def pfr_metrics(port):
 
 
 def thread_cpu_s(pid):
-    """CPU seconds of each thread of process pid by thread name: the scheduler's run time
-    (/proc/PID/task/TID/schedstat, nanoseconds; stat's 10 ms ticks where it is missing). Ticks
-    put a thread that runs a few ms every 10 s at 0 or 0.01 s a window: the steady state's
-    threads were unreadable in them."""
+    """CPU seconds of each thread of process pid by thread name (bpfstats.threads)."""
     out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        task = "/proc/%d/task/%s/" % (pid, tid)
-        try:
-            with open(task + "stat") as f:
-                head, _, tail = f.read().rpartition(")")
-            try:
-                with open(task + "schedstat") as f:
-                    cpu = int(f.read().split()[0]) / 1e9
-            except (OSError, ValueError, IndexError):
-                fields = tail.split()
-                cpu = (int(fields[11]) + int(fields[12])) / TICK
-        except OSError:
-            continue
-        name = head.split("(", 1)[1]
-        out[name] = out.get(name, 0) + cpu
+    for _, name, ns, _ in threads(pid):
+        out[name] = out.get(name, 0) + ns / 1e9
     return out
 
 

@@ -15,7 +15,6 @@ e.g.   bench_jit.py --dump build-rel/tests/recorder/recorder_store_dump \\
            maps=build-rel/recorder/pfr-recorder nomaps=build-rel/recorder/pfr-recorder,--perf-maps,false
 """
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from bpfstats import CpuGroup
+from bpfstats import CpuGroup, threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "recorder", "workloads", "jit_calltree.js")
@@ -32,18 +31,11 @@ SCRIPT = os.path.join(HERE, "..", "..", "recorder", "workloads", "jit_calltree.j
 
 def cpu_s(group, pid):
     """The recorder's CPU seconds: from its cgroup (exited threads too), else the sum of its
-    threads' (/proc/PID/task/*/schedstat)."""
+    threads' (bpfstats.threads)."""
     used = group.usage_s()
     if used is not None:
         return used
-    total = 0
-    for f in glob.glob("/proc/%d/task/*/schedstat" % pid):
-        try:
-            with open(f) as fh:
-                total += int(fh.read().split()[0])
-        except (OSError, ValueError):
-            pass
-    return total / 1e9
+    return sum(t[2] for t in threads(pid)) / 1e9
 
 
 def shares(stacks):

@@ -31,7 +31,7 @@ import tempfile
 import time
 
 import spinner_gaps
-from bpfstats import CpuGroup, host_workload, loadavg, prog_run_ns, task_cpu_ns
+from bpfstats import CpuGroup, host_workload, loadavg, prog_run_ns, task_cpu_ns, threads
 
 TICK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count()
@@ -123,19 +123,12 @@ THREADS = ("main", "pfr-cpu", "pfr-unwind", "pfr-notify")
 
 
 def thread_cpu_ns(pid):
-    """CPU ns of each of a recorder's threads so far (/proc/PID/task/*/schedstat), by name: the
-    main thread (the ring's writes), pfr-cpu (drains, profiles), pfr-unwind, pfr-notify; the
-    rest as "other". Threads gone since are not counted."""
+    """CPU ns of each of a recorder's threads so far (bpfstats.threads), by name: the main
+    thread (the ring's writes), pfr-cpu (drains, profiles), pfr-unwind, pfr-notify; the rest as
+    "other". Threads gone since are not counted."""
     out = dict.fromkeys(THREADS + ("other",), 0)
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                comm = f.read().strip()
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                ns = int(f.read().split()[0])
-        except OSError:
-            continue
-        name = "main" if tid == str(pid) else comm if comm in THREADS else "other"
+    for tid, comm, ns, _ in threads(pid):
+        name = "main" if tid == pid else comm if comm in THREADS else "other"
         out[name] += ns
     return out
 
@@ -144,14 +137,7 @@ def wakes(pid):
     """Context switches of a process's threads so far (voluntary + involuntary): each is a
     wake-up, which on a shared VM costs far more than the work of an idle daemon's thread
     (bench_wake). Threads gone since are not counted."""
-    n = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                n += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
-        except OSError:
-            continue
-    return n
+    return sum(t[3] for t in threads(pid))
 
 
 def workload_cpu_s(pids):
