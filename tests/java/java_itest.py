@@ -68,7 +68,7 @@ class Recorder:
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=env)
         LIVE.append(self.proc)
-        self.wait(lambda: "sampling" in self.text(), 60, "the recorder to start")
+        self.wait(lambda: ": sampling with" in self.text(), 60, "the recorder to start")
 
     def text(self):
         with open(self.logpath) as f:

@@ -233,11 +233,11 @@ caps=$(sed -n 's/^AmbientCapabilities=//p' "$UNIT" | tr 'A-Z ' 'a-z\n' | sed 's/
 rec=$!
 PIDS+=("$rec")
 for _ in $(seq 1 100); do
-    grep -q sampling "$WORK/recorder.log" && break
+    grep -q ": sampling with" "$WORK/recorder.log" && break
     kill -0 "$rec" 2>/dev/null || break
     sleep 0.1
 done
-grep -q sampling "$WORK/recorder.log" || fail "the recorder did not start: $(cat "$WORK/recorder.log")"
+grep -q ": sampling with" "$WORK/recorder.log" || fail "the recorder did not start: $(cat "$WORK/recorder.log")"
 timeout 2 bash -c 'while :; do :; done' || true
 sleep 1.5
 kill -TERM "$rec"

@@ -10,7 +10,7 @@ $B/recorder/pfr-recorder --store $D/ring.db --interval 2 --cpu-hz 99 --metrics-l
   --go-heap-profiler disabled --scrape-local off --log-level debug "$@" > $D/log 2>&1 &
 R=$!
 i=0
-while ! grep -q sampling $D/log; do
+while ! grep -q ": sampling with" $D/log; do
   i=$((i + 1)); [ $i -lt 300 ] || { cat $D/log; exit 1; }
   sleep 0.2
 done

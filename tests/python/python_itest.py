@@ -275,7 +275,7 @@ def start_recorder(recorder, tmp):
                             "--python-frames", "enabled", "--log-level", "debug"],
                            stdout=logf, stderr=subprocess.STDOUT)
     end = time.time() + 60
-    while "sampling" not in open(logpath).read():
+    while ": sampling with" not in open(logpath).read():
         if rec.poll() is not None or time.time() > end:
             print("FAIL  the recorder did not start:\n" + open(logpath).read()[-3000:])
             stop_recorder(rec, logf)

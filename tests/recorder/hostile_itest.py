@@ -187,7 +187,7 @@ def run(args, tmp, procs, cg, kind):
                                stdout=logf, stderr=subprocess.STDOUT, env=env)
     ri.LIVE.append(rec)
     end = time.time() + 30
-    while time.time() < end and "sampling" not in open(logp).read():
+    while time.time() < end and ": sampling with" not in open(logp).read():
         if rec.poll() is not None:
             break
         time.sleep(0.1)
@@ -250,7 +250,7 @@ def run_budget(args, tmp, procs):
                                env=dict(os.environ, PFR_CONFIG=ri.empty_config(tmp)))
     ri.LIVE.append(rec)
     end = time.time() + 30
-    while time.time() < end and "sampling" not in open(logp).read() and rec.poll() is None:
+    while time.time() < end and ": sampling with" not in open(logp).read() and rec.poll() is None:
         time.sleep(0.1)
     time.sleep(1.5)  # measured (every second) and found over: then the program starts
     procs.append(subprocess.Popen([args.spin, "12"]))

@@ -81,7 +81,8 @@ class Recorder:
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e)
         LIVE.append(self.proc)
-        self.wait_log("sampling", 30)
+        # main.c's line once the ring is open; not "cpu: sampling N CPUs", logged before it
+        self.wait_log(": sampling with", 30)
 
     def log_text(self):
         with open(self.logpath) as f:
@@ -590,7 +591,7 @@ def test_pins(args, tmp):
     write_config(cfg, "[recorder]\nlog_level = info\n[service]\nrule = comm pfr-calltree* pinned\n")
     rec = Recorder(args, tmp, ["--config", cfg, "--interval", "0.25"])
     work = subprocess.Popen([os.path.join(args.workloads, "pfr-calltree-pie"), "120"])
-    # the recorder logs "sampling" before its ring has a schema: wait until a reader opens it
+    # the ring has a schema now; its first CPU interval ends a quarter second later
     end = time.time() + 30
     while newest_cpu_end(args, rec.store) is None and time.time() < end:
         time.sleep(0.25)
@@ -719,8 +720,8 @@ def wait_chunks(args, store, service, typ, limit, pred=lambda cs: bool(cs)):
         try:
             cs = chunks_of_type(args, store, service, typ)
         except subprocess.CalledProcessError as e:
-            # the recorder logs "sampling" before its ring has a schema (a loaded host left the
-            # scrape test's first look there): not yet; the look after the limit must read it
+            # a reader beside the writer may find the ring busy: not yet; the look after the
+            # limit must read it
             log("the ring could not be read: %s" % (e.stderr or "").strip()[:200])
             cs = []
         if pred(cs):

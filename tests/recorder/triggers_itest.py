@@ -42,8 +42,8 @@ def start(args, tmp, extra, port=None):
 
 
 def up(rec):
-    """rec once its triggers are running (Recorder waits for "sampling", which the CPU source
-    also logs, before the triggers start)."""
+    """rec once its triggers are running (they log their settings before the recorder's
+    "sampling with" line: this says so where a test depends on them)."""
     rec.wait_log("triggers: oom=", 30)
     return rec
 

@@ -156,7 +156,7 @@ class Recorder:
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
         end = time.time() + 60
-        while "sampling" not in self.text():
+        while ": sampling with" not in self.text():
             if self.proc.poll() is not None or time.time() > end:
                 self.proc.kill()
                 raise RuntimeError("recorder did not start sampling; log:\n" + self.text())

@@ -395,7 +395,7 @@ class Recorder:
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
         LIVE.append(self.proc)
         end = time.time() + 60
-        while "sampling" not in self.log_text():
+        while ": sampling with" not in self.log_text():
             if self.proc.poll() is not None or time.time() > end:
                 raise RuntimeError("recorder did not start sampling; log:\n" + self.log_text())
             time.sleep(0.05)

@@ -5,13 +5,18 @@
 # stops.
 source "$(dirname "$0")/lib.sh"
 need_chdb
-mkring --services 3 --intervals 6 --stacks 60 --seed 77
+# The data spans an hour's start, where every stream starts a new chain (the case a layer of
+# chunk 2's chain must be looked up in that chain, not in its stream).
+now=$(date +%s)
+RINGTOOL_NOW_S=$((now - now % 3600 - 3600 + 30)) mkring --services 3 --intervals 6 --stacks 60 --seed 77
 total=$(ring_chunks)
 # A chunk payload zeroed (checksum mismatch), and a later layer of svc-1's chain flipped.
 sqlite3 "$T/ring.db" "UPDATE chunk_data SET data = zeroblob(length(data)) WHERE id = 4" ||
     fail "cannot damage chunk 4"
-layer=$(sqlite3 "$T/ring.db" "SELECT max(dict_id) FROM chunks WHERE stream_id =
-    (SELECT stream_id FROM chunks WHERE id = 2)")
+# The layer is taken from chunk 2's own chain (its base): the stream may have started a new
+# chain since, whose chunks a layer of the old one does not touch.
+layer=$(sqlite3 "$T/ring.db" "SELECT max(dict_id) FROM chunks WHERE
+    base_id = (SELECT base_id FROM chunks WHERE id = 2)")
 lost=$(sqlite3 "$T/ring.db" "SELECT count(*) FROM chunks WHERE dict_id >= $layer AND
     base_id = (SELECT base_id FROM chunks WHERE id = 2)")
 sqlite3 "$T/ring.db" "UPDATE dicts SET data = zeroblob(length(data)) WHERE id = $layer" ||

@@ -129,7 +129,7 @@ rec_cmd $unit_caps
 rec=$!
 PIDS+=("$rec")
 for _ in $(seq 1 100); do
-    grep -q "sampling" "$T/rec.log" && break
+    grep -q ": sampling with" "$T/rec.log" && break
     kill -0 "$rec" 2>/dev/null || break
     sleep 0.1
 done

@@ -344,7 +344,7 @@ def perf_self_report(perf, data):
 def make_tools(args, tmp):
     port = ri.free_port()
     pfr = Tool("pfr-recorder", [args.recorder, "--store", os.path.join(tmp, "ring.db"),
-                                "--metrics-listen", "127.0.0.1:%d" % port], "sampling",
+                                "--metrics-listen", "127.0.0.1:%d" % port], ": sampling with",
                signal.SIGTERM)
     pfr.port = port
     return [pfr,

@@ -144,7 +144,7 @@ class Recorder:
                                      env=dict(os.environ, PFR_CONFIG=self.conf))
         LIVE.append(self.proc)
         end = time.time() + 90
-        while "sampling" not in self.text():
+        while ": sampling with" not in self.text():
             if time.time() > end or self.proc.poll() is not None:
                 sys.exit("the recorder did not start:\n" + self.text()[-3000:])
             time.sleep(0.2)

@@ -48,7 +48,7 @@ def one_run(args, tmp, mode):
                                 "--log-level", "debug"], stdout=logf, stderr=subprocess.STDOUT)
     try:
         end = time.time() + 60
-        while "sampling" not in open(logpath).read():
+        while ": sampling with" not in open(logpath).read():
             if rec.poll() is not None or time.time() > end:
                 raise RuntimeError("the recorder did not start: " + open(logpath).read()[-2000:])
             time.sleep(0.1)

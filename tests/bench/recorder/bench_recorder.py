@@ -84,7 +84,7 @@ class Tool:
 def recorder_tool(name, binary, store, hz):
     """A pfr-recorder writing to store, sampling at hz."""
     return Tool(name, [binary, "--store", store, "--cpu-hz", str(hz), "--interval", "10"],
-                "sampling", signal.SIGTERM, hz)
+                ": sampling with", signal.SIGTERM, hz)
 
 
 def make_tools(args, tmp):
