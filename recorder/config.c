@@ -220,6 +220,16 @@ static const pfr_setting core_rows[] = {
              "walked by frame pointers); near or over it the caches and the ring writer's "
              "tables shrink and freed memory goes back to the system; 0 = no budget (keep it "
              "below the unit's MemoryMax)"},
+    {.key = "huge_pages",
+     .type = PFR_SET_BOOL,
+     F(huge_pages),
+     .def = "true",
+     .metavar = "BOOL",
+     .help = "the recorder's heap on transparent huge pages where the kernel offers them "
+             "(its mode not \"never\"): it runs itself again at start with glibc's tunable "
+             "glibc.malloc.hugetlb=1 (unless GLIBC_TUNABLES sets it already). Its tables, "
+             "walked every interval after seconds asleep, then cost a fraction of the page "
+             "walks; its resident memory grows by about 2 MiB. docs/operations.md"},
     {.key = "log_level",
      .type = PFR_SET_ENUM,
      F(log_level),

@@ -56,6 +56,7 @@ typedef struct pfr_config {
     bool k8s_insecure;
     pfr_service_rules rules; /* [service] rule = KIND PATTERN SERVICE; --service-rule first */
     uint64_t memory_budget;  /* the recorder's resident set budget (pfr_membudget.h); 0 = off */
+    bool huge_pages;         /* the heap on transparent huge pages (heap_pages.h) */
     /* The shared symbolizer (recorder/shared_sym): its cache bound, file:line from DWARF, JIT
      * code named from perf maps */
     uint64_t sym_cache_bytes;

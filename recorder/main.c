@@ -23,6 +23,7 @@
 #include "daemon_metrics.h"
 #include "daemon_services.h"
 #include "daemon_triggers.h"
+#include "heap_pages.h"
 #include "host.h"
 #include "pfr_clock.h"
 #include "pfr_fsguard.h"
@@ -562,6 +563,11 @@ int main(int argc, char **argv)
         return 2;
     }
     pfr_log_set_level((enum pfr_log_level)cfg.log_level);
+    /* First of all (no thread, no descriptor yet): the heap on huge pages means running again */
+    if (cfg.huge_pages && pfr_heap_pages_exec(argv, err, sizeof(err)))
+        pfr_warn("memory: the heap stays on small pages: %s", err);
+    if (pfr_heap_pages_huge())
+        pfr_info("memory: the heap on transparent huge pages (glibc.malloc.hugetlb=1)");
     libbpf_set_print(libbpf_print);
     /* libcurl's global state (the scraper) must be set up before any thread starts */
     curl_global_init(CURL_GLOBAL_DEFAULT);

@@ -533,10 +533,38 @@ def wait_for_service(args, store, service, after_ns, limit):
     return False
 
 
+def thp_offered():
+    """Whether the kernel gives transparent huge pages to a heap that asks (mode not never)."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+def check_heap_pages(args, rec, want):
+    """The recorder ran itself again for a heap on huge pages (want) or did not: its environment
+    and log say which, and its name is its file's either way."""
+    with open("/proc/%d/comm" % rec.proc.pid) as f:
+        comm = f.read().strip()
+    check(comm == os.path.basename(args.recorder)[:15], "the recorder is named %r" % comm)
+    with open("/proc/%d/environ" % rec.proc.pid, "rb") as f:
+        env = f.read().decode(errors="replace").split("\0")
+    huge = any(e.startswith("GLIBC_TUNABLES=") and "glibc.malloc.hugetlb=1" in e for e in env)
+    said = "memory: the heap on transparent huge pages" in rec.log_text()
+    want = want and thp_offered()
+    check(huge == want and said == want, "heap on huge pages: environment %s, log %s, wanted %s"
+          % (huge, said, want))
+    # (/proc/PID/environ is the exec's block: the mark, unset in the second start, is still there)
+    check(any(e.startswith("PFR_HEAP_PAGES_EXEC=") for e in env) == want,
+          "the second start's mark: %r" % [e for e in env if e.startswith("PFR_HEAP")])
+
+
 def test_signals(args, tmp):
     cfg = os.path.join(tmp, "recorder.ini")
     write_config(cfg, "[recorder]\nlog_level = info\n[service]\nrule = comm pfr-calltree* before-hup\n")
     rec = Recorder(args, tmp, ["--config", cfg, "--interval", "1"])
+    check_heap_pages(args, rec, True)  # the default; a SIGHUP below reloads in the second start
     work = subprocess.Popen([os.path.join(args.workloads, "pfr-calltree-pie"), "120"])
     check(wait_for_service(args, rec.store, "before-hup", 0, 30), "no before-hup profile")
     # a broken file: the daemon keeps running with what it had
@@ -572,7 +600,8 @@ def test_signals(args, tmp):
     # SIGINT also writes and exits 0
     tmp2 = os.path.join(tmp, "int")
     os.mkdir(tmp2)
-    rec = Recorder(args, tmp2, ["--interval", "30"])
+    rec = Recorder(args, tmp2, ["--interval", "30", "--huge-pages", "false"])
+    check_heap_pages(args, rec, False)
     work = subprocess.Popen([os.path.join(args.workloads, "pfr-calltree-pie"), "1.5"])
     work.wait()
     rc, _, _ = rec.stop(signal.SIGINT)

@@ -1,5 +1,5 @@
 /* Small recorder modules: the common map as the recorder uses it, host identity, BPF diagnosis, CPU
- * lists, /proc parsing. */
+ * lists, /proc parsing, the heap's pages. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +17,7 @@
 #include "bpf_diag.h"
 #include "fair_lock.h"
 #include "frame_cache.h"
+#include "heap_pages.h"
 #include "pfr_hash.h"
 #include "cpu_profiler.h"
 #include "host.h"
@@ -626,6 +627,44 @@ static void frame_cache(void **state)
     pfr_frame_cache_free(&c);
 }
 
+/* When the recorder runs itself again for a heap on huge pages, and with which tunables. */
+static void heap_pages_plan(void **state)
+{
+    (void)state;
+    static const char *const madvise = "always [madvise] never\n", *const never =
+                                                                       "always madvise [never]\n";
+    static const struct {
+        const char *tunables, *thp;
+        bool secure, run;
+        const char *want;
+    } cases[] = {
+        {NULL, madvise, false, true, "glibc.malloc.hugetlb=1"},
+        {"", "[always] madvise never", false, true, "glibc.malloc.hugetlb=1"},
+        {"glibc.malloc.arena_max=1", madvise, false, true,
+         "glibc.malloc.arena_max=1:glibc.malloc.hugetlb=1"},
+        /* an administrator's value stands, 0 as much as 1 */
+        {"glibc.malloc.hugetlb=0", madvise, false, false, NULL},
+        {"glibc.malloc.arena_max=1:glibc.malloc.hugetlb=1", madvise, false, false, NULL},
+        /* a longer name that starts the same is another tunable */
+        {"glibc.malloc.hugetlbx=1", madvise, false, true,
+         "glibc.malloc.hugetlbx=1:glibc.malloc.hugetlb=1"},
+        {NULL, never, false, false, NULL},
+        {NULL, NULL, false, false, NULL}, /* no THP in the kernel */
+        {NULL, "", false, false, NULL},
+        {NULL, madvise, true, false, NULL}, /* glibc would erase it: no loop */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[256] = "";
+        bool run =
+            pfr_heap_pages_plan(cases[i].tunables, cases[i].thp, cases[i].secure, out, sizeof(out));
+        assert_int_equal(run, cases[i].run);
+        if (run)
+            assert_string_equal(out, cases[i].want);
+    }
+    char tiny[8];
+    assert_false(pfr_heap_pages_plan(NULL, madvise, false, tiny, sizeof(tiny)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,6 +679,7 @@ int main(void)
         cmocka_unit_test(cgroup_cache_by_host_kind),
         cmocka_unit_test(fair_lock_fifo),
         cmocka_unit_test(frame_cache),
+        cmocka_unit_test(heap_pages_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
