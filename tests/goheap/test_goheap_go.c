@@ -585,7 +585,10 @@ static void act_exec(void)
     char exe[64], target[256] = "", line[256];
     snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)proc.pid);
     pfr_gohelp_send(&proc, "exec /bin/sleep 30");
-    for (int i = 0; i < 400; i++) { /* wait for the new image */
+    /* wait for the new image: a Go program execs from any of its threads, and until the old
+     * leader is gone its /proc/PID/exe reads nothing; on a loaded machine (a CPU hog on each
+     * core beside the suite) that took over the 2 s this loop first allowed */
+    for (int i = 0; i < 2000; i++) {
         ssize_t n = readlink(exe, target, sizeof(target) - 1);
         target[n > 0 ? n : 0] = '\0';
         if (strstr(target, "sleep"))
