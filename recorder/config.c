@@ -218,7 +218,8 @@ static const pfr_setting core_rows[] = {
              "near it only small ones (and unwind tables, held only while built or read "
              "back, while below 15/16 of it), over it none (frames stay file+offset, stacks are "
              "walked by frame pointers); near or over it the caches and the ring writer's "
-             "tables shrink and freed memory goes back to the system; 0 = no budget (keep it "
+             "tables shrink, the heap goes back to small pages and freed memory goes back to "
+             "the system; 0 = no budget (keep it "
              "below the unit's MemoryMax)"},
     {.key = "huge_pages",
      .type = PFR_SET_BOOL,
@@ -229,7 +230,8 @@ static const pfr_setting core_rows[] = {
              "(its mode not \"never\"): it runs itself again at start with glibc's tunable "
              "glibc.malloc.hugetlb=1 (unless GLIBC_TUNABLES sets it already). Its tables, "
              "walked every interval after seconds asleep, then cost a fraction of the page "
-             "walks; its resident memory grows by about 2 MiB. docs/operations.md"},
+             "walks; its resident memory grows by a few MiB, and near the memory budget the heap "
+             "goes back to small pages. docs/operations.md"},
     {.key = "log_level",
      .type = PFR_SET_ENUM,
      F(log_level),

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -116,4 +117,23 @@ int pfr_heap_pages_exec(char **argv, char *err, size_t errlen)
     unsetenv(PFR_HEAP_PAGES_MARK);
     free(saved);
     return -e;
+}
+
+size_t pfr_heap_pages_small(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return 0;
+    char line[512];
+    size_t bytes = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        /* glibc's heap grows by sbrk: one or more VMAs named [heap], its own process's */
+        if (!strstr(line, "[heap]") || sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi <= lo)
+            continue;
+        if (madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE) == 0)
+            bytes += hi - lo;
+    }
+    fclose(f);
+    return bytes;
 }

@@ -40,4 +40,10 @@ bool pfr_heap_pages_huge(void);
  * start must not inherit. */
 int pfr_heap_pages_exec(char **argv, char *err, size_t errlen);
 
+/* Near or over the memory budget: the heap as it is now back on small pages (MADV_NOHUGEPAGE),
+ * so that a trim (malloc_trim) gives back the free 4 KiB pages inside its huge ones and
+ * khugepaged makes no more of them; what the heap grows by later is on huge pages again. Returns
+ * the bytes of heap marked (0 if none or the maps could not be read). */
+size_t pfr_heap_pages_small(void);
+
 #endif

@@ -54,8 +54,9 @@ typedef struct writer {
     pfr_membudget *membudget;            /* the resident set's budget */
     const pfr_daemon_services *services; /* the symbolizer's figures */
     int mem_level;                       /* the budget's level, as last logged */
-    uint64_t mem_checks;        /* measures near or over the budget (every few trims memory) */
-    uint64_t identity_errors;   /* metadata failures already logged */
+    bool huge_pages;          /* the heap on huge pages (heap_pages.h): given up near the budget */
+    uint64_t mem_checks;      /* measures near or over the budget (every few trims memory) */
+    uint64_t identity_errors; /* metadata failures already logged */
     pfr_collector **collectors; /* one per source */
     size_t ncollectors;
     bool interval_open;      /* an interval was posted and not all collections ended */
@@ -316,6 +317,9 @@ static void check_memory(writer *w)
         pfr_store_mem_stats sm;
         pfr_store_mem_stats_get(w->store, &sm);
         pfr_store_trim_idle(w->store, sm.table_bytes / (level == PFR_MEM_OVER ? 4 : 2));
+        /* a huge page with one live byte is 2 MiB resident: the heap on small pages first */
+        if (w->huge_pages)
+            pfr_heap_pages_small();
         malloc_trim(0);
     }
 }
@@ -676,7 +680,8 @@ int main(int argc, char **argv)
                 .fsguard = svc.fsguard,
                 .membudget = svc.membudget,
                 .services = &svc,
-                .pins_released = UINT64_MAX};
+                .pins_released = UINT64_MAX,
+                .huge_pages = pfr_heap_pages_huge()};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     pfr_daemon_triggers *trig = NULL;
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -665,6 +665,33 @@ static void heap_pages_plan(void **state)
     assert_false(pfr_heap_pages_plan(NULL, madvise, false, tiny, sizeof(tiny)));
 }
 
+/* The heap given back to small pages: every [heap] mapping marked "nh" (no huge pages). */
+static void heap_pages_small(void **state)
+{
+    (void)state;
+    /* the brk heap exists (sanitizers' allocators make none of their own): left in place,
+     * since malloc may have moved the break since */
+    assert_true(sbrk(64 * 1024) != (void *)-1);
+    assert_true(pfr_heap_pages_small() > 0);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    int heaps = 0, marked = 0;
+    bool in_heap = false;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
+            in_heap = strstr(line, "[heap]") != NULL;
+        } else if (in_heap && !strncmp(line, "VmFlags:", 8)) {
+            heaps++;
+            marked += strstr(line, " nh") != NULL;
+        }
+    }
+    fclose(f);
+    assert_true(heaps > 0);
+    assert_int_equal(marked, heaps);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -680,6 +707,7 @@ int main(void)
         cmocka_unit_test(fair_lock_fifo),
         cmocka_unit_test(frame_cache),
         cmocka_unit_test(heap_pages_plan),
+        cmocka_unit_test(heap_pages_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
