@@ -82,6 +82,16 @@ static void second_start(const char *name)
     unsetenv(PFR_HEAP_PAGES_MARK);
 }
 
+/* The environment as it was before a second start that did not happen. */
+static void restore_env(const char *saved)
+{
+    if (saved)
+        setenv(TUNABLES, saved, 1);
+    else
+        unsetenv(TUNABLES);
+    unsetenv(PFR_HEAP_PAGES_MARK);
+}
+
 int pfr_heap_pages_exec(char **argv, char *err, size_t errlen)
 {
     char mode[128], value[4096], comm[16] = "";
@@ -99,22 +109,18 @@ int pfr_heap_pages_exec(char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    int e;
     /* the mark holds the name (a name of "" still marks the second start) */
     if (setenv(TUNABLES, value, 1) || setenv(PFR_HEAP_PAGES_MARK, comm, 1)) {
-        int e = errno;
+        e = errno;
         snprintf(err, errlen, "setenv: %s", strerror(e));
-        free(saved);
-        return -e;
+    } else {
+        execv(SELF_EXE, argv);
+        e = errno;
+        snprintf(err, errlen, "cannot run %s again: %s", SELF_EXE, strerror(e));
     }
-    execv(SELF_EXE, argv);
-    int e = errno;
-    snprintf(err, errlen, "cannot run %s again: %s", SELF_EXE, strerror(e));
-    /* the environment as it was: this start goes on with small pages */
-    if (saved)
-        setenv(TUNABLES, saved, 1);
-    else
-        unsetenv(TUNABLES);
-    unsetenv(PFR_HEAP_PAGES_MARK);
+    /* this start goes on with small pages */
+    restore_env(saved);
     free(saved);
     return -e;
 }
