@@ -2,7 +2,6 @@
 #include "heap_pages.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+#include "pfr_read_small.h"
 
 #define TUNABLE  "glibc.malloc.hugetlb"
 #define THP_MODE "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -48,19 +49,10 @@ bool pfr_heap_pages_plan(const char *tunables, const char *thp, bool secure, cha
     return n > 0 && (size_t)n < outlen;
 }
 
-/* The kernel's THP mode, read into buf ("" when unreadable). */
+/* The kernel's THP mode, read into buf; NULL when unreadable. */
 static const char *read_thp_mode(char *buf, size_t len)
 {
-    buf[0] = '\0';
-    int fd = open(THP_MODE, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n <= 0)
-        return NULL;
-    buf[n] = '\0';
-    return buf;
+    return pfr_read_small(THP_MODE, buf, len) > 0 ? buf : NULL;
 }
 
 bool pfr_heap_pages_huge(void)

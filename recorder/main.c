@@ -570,7 +570,8 @@ int main(int argc, char **argv)
     /* First of all (no thread, no descriptor yet): the heap on huge pages means running again */
     if (cfg.huge_pages && pfr_heap_pages_exec(argv, err, sizeof(err)))
         pfr_warn("memory: the heap stays on small pages: %s", err);
-    if (pfr_heap_pages_huge())
+    bool huge_pages = pfr_heap_pages_huge();
+    if (huge_pages)
         pfr_info("memory: the heap on transparent huge pages (glibc.malloc.hugetlb=1)");
     libbpf_set_print(libbpf_print);
     /* libcurl's global state (the scraper) must be set up before any thread starts */
@@ -681,7 +682,7 @@ int main(int argc, char **argv)
                 .membudget = svc.membudget,
                 .services = &svc,
                 .pins_released = UINT64_MAX,
-                .huge_pages = pfr_heap_pages_huge()};
+                .huge_pages = huge_pages};
     pfr_collector *collectors[MAX_SOURCES] = {0};
     pfr_daemon_triggers *trig = NULL;
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
