@@ -20,6 +20,8 @@
 #define DEFAULT_AVOID    (600 * 1000000000LL)
 #define DEFAULT_MAX_COPY (32u << 20)
 #define DEFAULT_STUCK    4
+#define DEFAULT_KEEP     (600 * 1000000000LL) /* longer than any caller's round */
+#define DEFAULT_SHARED   (10 * 1000000000LL)  /* the callers after the first: one interval */
 
 /* Types whose operations wait for a server (a daemon, a network peer or a hypervisor). */
 static const char *const remote_types[] = {
@@ -356,6 +358,8 @@ int pfr_fsguard_new(const pfr_fsguard_opts *opts, pfr_fsguard **out)
     g->remote = o.remote;
     g->timeout_ns = o.timeout_ns > 0 ? o.timeout_ns : DEFAULT_TIMEOUT;
     g->avoid_ns = o.avoid_ns > 0 ? o.avoid_ns : DEFAULT_AVOID;
+    g->keep_ns = o.keep_ns > 0 ? o.keep_ns : DEFAULT_KEEP;
+    g->shared_ns = g->keep_ns < DEFAULT_SHARED ? g->keep_ns : DEFAULT_SHARED;
     g->max_copy = o.max_copy_bytes ? o.max_copy_bytes : DEFAULT_MAX_COPY;
     g->max_stuck = o.max_stuck ? o.max_stuck : DEFAULT_STUCK;
     pthread_mutex_init(&g->lock, NULL);

@@ -25,9 +25,8 @@
 #include "fsguard_internal.h"
 #include "pfr_clock.h"
 
-#define COPY_CHUNK  (64u << 10)
-#define DST_FD      3                   /* the copy's descriptor in the child */
-#define DONE_TTL_NS (10 * 1000000000LL) /* a finished copy (or its error) is kept this long */
+#define COPY_CHUNK (64u << 10)
+#define DST_FD     3 /* the copy's descriptor in the child */
 
 /* ---- the child: only system calls from here (it forked a threaded process) ---- */
 
@@ -136,6 +135,12 @@ static void count_result_locked(pfr_fsguard *g, const copy_job *j)
     }
 }
 
+static void job_remove_locked(pfr_fsguard *g, size_t i)
+{
+    close(g->jobs[i].dst);
+    g->jobs[i] = g->jobs[--g->njobs];
+}
+
 /* Whether the worker has ended (reaping it, setting j->result and counting it once). */
 static bool job_ended_locked(pfr_fsguard *g, copy_job *j, int64_t now)
 {
@@ -152,15 +157,38 @@ static bool job_ended_locked(pfr_fsguard *g, copy_job *j, int64_t now)
     else
         j->result = -EINTR;
     j->pid = 0;
-    j->deadline = now + DONE_TTL_NS;
+    /* until its first taker: a caller that asks once a minute got -EINPROGRESS at its last
+     * round and comes back at its next, long after the statistics reaped the worker */
+    j->deadline = now + g->keep_ns;
     count_result_locked(g, j);
     return true;
 }
 
-static void job_remove_locked(pfr_fsguard *g, size_t i)
+/* A caller has the finished copy (or its error): the others may have it for a while yet. */
+static void job_taken_locked(pfr_fsguard *g, copy_job *j, int64_t now)
 {
-    close(g->jobs[i].dst);
-    g->jobs[i] = g->jobs[--g->njobs];
+    if (j->taken)
+        return;
+    j->taken = true;
+    if (j->deadline > now + g->shared_ns)
+        j->deadline = now + g->shared_ns;
+}
+
+/* Room for one more job when every slot is taken: the finished copy nearest its end goes (a
+ * worker still running is never dropped here). Whether there is room now. Call with g->lock
+ * held. */
+static bool make_job_room_locked(pfr_fsguard *g)
+{
+    if (g->njobs < PFR_FSGUARD_MAX_JOBS)
+        return true;
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < g->njobs; i++)
+        if (!g->jobs[i].pid && (best == SIZE_MAX || g->jobs[i].deadline < g->jobs[best].deadline))
+            best = i;
+    if (best == SIZE_MAX)
+        return false;
+    job_remove_locked(g, best);
+    return true;
 }
 
 /* Reap the abandoned workers that ended at last. Call with g->lock held. */
@@ -226,7 +254,7 @@ static int admit_locked(pfr_fsguard *g, uint64_t dev, int64_t now)
         return -EREMOTE;
     }
     if (pfr_fsguard_avoided_locked(g, dev, now) || g->nstuck >= g->max_stuck ||
-        g->njobs == PFR_FSGUARD_MAX_JOBS) {
+        !make_job_room_locked(g)) {
         g->st.refused_avoided++;
         return -EAGAIN;
     }
@@ -263,8 +291,10 @@ int pfr_fsguard_copy(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t in
     if (i < g->njobs) {
         /* every caller gets a descriptor of its own of the one copy */
         copy_job *j = &g->jobs[i];
-        if (job_ended_locked(g, j, now))
+        if (job_ended_locked(g, j, now)) {
             rc = j->result ? j->result : reopen_ro(j->dst);
+            job_taken_locked(g, j, now);
+        }
     } else {
         rc = admit_locked(g, dev, now);
         if (rc == 0)

@@ -15,8 +15,10 @@ typedef struct pfr_fsguard_job {
     uint64_t dev, ino;
     pid_t pid;        /* the worker; 0 once reaped */
     int dst;          /* the copy, read-write: the worker writes it */
-    int64_t deadline; /* monotonic: the worker's, then the finished copy's (it is kept a while
-                         for every caller that asks: the symbolizer and the unwinder both) */
+    int64_t deadline; /* monotonic: the worker's, then the finished copy's (kept until its first
+                         taker comes, then a while for the other callers: the symbolizer and
+                         the unwinder both) */
+    bool taken;       /* a caller has had the finished copy */
     int result;       /* once the worker ended: 0 (dst is the copy) or -errno */
 } pfr_fsguard_job;
 
@@ -26,6 +28,8 @@ struct pfr_fsguard {
     pfr_disk_keep keep;  /* the free space copies leave to the ring there */
     enum pfr_fsguard_remote remote;
     int64_t timeout_ns, avoid_ns;
+    int64_t keep_ns;   /* a finished copy waits this long for its first taker */
+    int64_t shared_ns; /* then this long for the others */
     size_t max_copy;
     unsigned max_stuck;
     pthread_mutex_t lock; /* guards what follows */

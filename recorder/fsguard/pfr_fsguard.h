@@ -58,6 +58,9 @@ typedef struct pfr_fsguard_opts {
      * the floor only): a copy that could take it (up to max_copy_bytes) is not made (no_room). */
     const struct pfr_disk_keep *copy_keep;
     unsigned max_stuck; /* workers left blocked at once before copies stop; 0 = 4 */
+    int64_t keep_ns;    /* a finished copy nobody has taken is kept this long, so that a caller
+                           asking once a minute (pprof discovery, the Go heap profiler) finds it
+                           at its next round; 0 = 10 min */
 } pfr_fsguard_opts;
 
 typedef struct pfr_fsguard_stats {
@@ -103,11 +106,13 @@ int pfr_fsguard_open_local(pfr_fsguard *g, pid_t pid, int root_fd, const char *p
 /* A copy of the remote file at path (a /proc/PID/map_files link or a path under
  * /proc/PID/root), made by a worker with the guard's deadline. Nobody waits: the first call
  * starts the worker and returns -EINPROGRESS; a later call for the same dev:ino takes the
- * result. The file must be a regular file with device dev and inode ino (0: any) and at most
- * max_copy_bytes. A worker still blocked at its deadline is abandoned at the next call (or
- * statistics) and its file system avoided. @return a read-only descriptor of the copy (the
- * caller's), or -EINPROGRESS (ask again later), -EREMOTE (policy skip), -EAGAIN (avoided, too
- * many workers stuck or in flight), -EFBIG, -ESTALE (not that file), -errno of open/read. */
+ * result (a finished copy waits for its first taker up to keep_ns, then stays a few seconds
+ * for the other callers). The file must be a regular file with device dev and inode ino (0:
+ * any) and at most max_copy_bytes. A worker still blocked at its deadline is abandoned at the
+ * next call (or statistics) and its file system avoided. @return a read-only descriptor of the
+ * copy (the caller's), or -EINPROGRESS (ask again later), -EREMOTE (policy skip), -EAGAIN
+ * (avoided, too many workers stuck or in flight), -EFBIG, -ESTALE (not that file), -errno of
+ * open/read. */
 int pfr_fsguard_copy(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino);
 
 /* Mark dev's file system as avoided for the guard's avoid time (e.g. a read past a deadline). */

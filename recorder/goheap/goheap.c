@@ -249,7 +249,32 @@ static void bin_evict(pfr_goheap *c)
     c->bins[victim] = c->bins[--c->nbins];
 }
 
-/* The cached executable pid runs, parsed on first sight; NULL if it cannot be read. */
+/* A new cache entry for the executable fst describes (evicting one first if the cache is full);
+ * NULL when out of memory. */
+static gbin *bin_add(pfr_goheap *c, const struct stat *fst)
+{
+    bin_evict(c);
+    if (c->nbins == c->cap_bins) {
+        size_t ncap = c->cap_bins ? c->cap_bins * 2 : 16;
+        gbin **nb = realloc(c->bins, ncap * sizeof(*nb));
+        if (!nb)
+            return NULL;
+        c->bins = nb;
+        c->cap_bins = ncap;
+    }
+    gbin *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->dev = fst->st_dev;
+    b->ino = fst->st_ino;
+    b->size = fst->st_size;
+    b->mtime_ns = mtime_ns(fst);
+    b->last_used = c->tick;
+    c->bins[c->nbins++] = b;
+    return b;
+}
+
+/* The cached executable pid runs, parsed on first sight; NULL if it cannot be read now. */
 static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
 {
     for (size_t i = 0; i < c->nbins; i++) {
@@ -265,8 +290,16 @@ static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
     bool remote = c->o.fsguard && !pfr_fsguard_local(c->o.fsguard, pid, st->st_dev);
     int fd = remote ? pfr_fsguard_copy(c->o.fsguard, path, st->st_dev, st->st_ino)
                     : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -EFBIG || fd == -EREMOTE) { /* never copied (too big, or the policy) */
+        gbin *b = bin_add(c, st);
+        if (b) { /* remembered, so that no worker copies it again at every scan */
+            b->kind = BIN_NOT_GO;
+            b->err = fd;
+        }
+        return b;
+    }
     if (fd < 0)
-        return NULL; /* counted by the guard when remote */
+        return NULL; /* counted by the guard when remote; a copy under way is taken next scan */
     struct stat fst;
     gbin *b = NULL;
     if (fstat(fd, &fst) < 0)
@@ -279,25 +312,12 @@ static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
                              .mtime_ns = mtime_ns(st)},
                      &fst))
         goto out; /* replaced between stat and open: next time */
-    bin_evict(c);
-    if (c->nbins == c->cap_bins) {
-        size_t ncap = c->cap_bins ? c->cap_bins * 2 : 16;
-        gbin **nb = realloc(c->bins, ncap * sizeof(*nb));
-        if (!nb)
-            goto out;
-        c->bins = nb;
-        c->cap_bins = ncap;
-    }
-    b = calloc(1, sizeof(*b));
+    b = bin_add(c, &fst);
     if (!b)
         goto out;
-    b->dev = fst.st_dev;
-    b->ino = fst.st_ino;
-    b->size = fst.st_size;
-    b->mtime_ns = mtime_ns(&fst);
-    b->last_used = c->tick;
     bin_classify(b, fd);
     if (b->err == -ENOMEM) {
+        c->bins[--c->nbins] = NULL; /* the entry just added: tried again next scan */
         free(b);
         b = NULL;
         goto out;
@@ -305,7 +325,6 @@ static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
     c->st.binaries_parsed++;
     if (b->info.refused > 0 && b->info.refused < PFR_NREFUSALS)
         c->st.files_refused[b->info.refused]++;
-    c->bins[c->nbins++] = b;
 out:
     close(fd);
     return b;

@@ -162,6 +162,27 @@ static void exe_base(const char *root, pid_t pid, char *buf, size_t len)
         snprintf(buf, len, "pid-%d", (int)pid);
 }
 
+/* Remember the verdict on the executable sb describes; returns it. */
+static int remember(struct sc_local *l, const struct stat *sb, bool pprof)
+{
+    if (l->nexes == MAX_EXES)
+        l->nexes = 0; /* forget them all rather than grow */
+    if (l->nexes == l->cap_exes) {
+        size_t ncap = l->cap_exes ? l->cap_exes * 2 : 64;
+        struct exe_verdict *nv = realloc(l->exes, ncap * sizeof(*nv));
+        if (!nv)
+            return pprof;
+        l->exes = nv;
+        l->cap_exes = ncap;
+    }
+    l->exes[l->nexes++] = (struct exe_verdict){.dev = sb->st_dev,
+                                               .ino = sb->st_ino,
+                                               .size = sb->st_size,
+                                               .mtime = sb->st_mtim,
+                                               .pprof = pprof};
+    return pprof;
+}
+
 /* Cached verdict for an executable, inspecting it when new. -1: cannot tell now. */
 static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_stats *st)
 {
@@ -180,8 +201,10 @@ static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_
     bool remote = l->fsguard && !pfr_fsguard_local(l->fsguard, x->pid, sb->st_dev);
     int fd = remote ? pfr_fsguard_copy(l->fsguard, path, sb->st_dev, sb->st_ino)
                     : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -EFBIG || fd == -EREMOTE)
+        return remember(l, sb, false); /* never copied (too big, or the policy): not asked again */
     if (fd < 0)
-        return -1;
+        return -1; /* a copy under way (-EINPROGRESS): taken at the next scan */
     struct stat now;
     if (!remote && (fstat(fd, &now) < 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)) {
         close(fd); /* exec'ed since the scan: the next scan tells */
@@ -195,23 +218,7 @@ static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_
         st->bad_binaries++;
     else if (rc && rc != -ENOEXEC)
         return -1; /* a read error: try again next scan */
-    bool pprof = rc == 0 && info.is_go && info.pprof;
-    if (l->nexes == MAX_EXES)
-        l->nexes = 0; /* forget them all rather than grow */
-    if (l->nexes == l->cap_exes) {
-        size_t ncap = l->cap_exes ? l->cap_exes * 2 : 64;
-        struct exe_verdict *nv = realloc(l->exes, ncap * sizeof(*nv));
-        if (!nv)
-            return pprof;
-        l->exes = nv;
-        l->cap_exes = ncap;
-    }
-    l->exes[l->nexes++] = (struct exe_verdict){.dev = sb->st_dev,
-                                               .ino = sb->st_ino,
-                                               .size = sb->st_size,
-                                               .mtime = sb->st_mtim,
-                                               .pprof = pprof};
-    return pprof;
+    return remember(l, sb, rc == 0 && info.is_go && info.pprof);
 }
 
 static uint64_t netns_of(const char *root, const char *who)

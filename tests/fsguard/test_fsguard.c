@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "pfr_disk_keep.h"
+#include "fsguard_internal.h" /* the copy shared TTL, shortened below */
 #include "pfr_fsguard.h"
 
 static void parse_lines(void **state)
@@ -300,6 +301,73 @@ static void copies(void **state)
     unlink(path);
 }
 
+/* Ask for stats until the copies (and failures) made reach n: every worker reaped. */
+static void reaped(pfr_fsguard *g, uint64_t n)
+{
+    pfr_fsguard_stats s = {0};
+    for (int i = 0; i < 500; i++) {
+        pfr_fsguard_stats_get(g, &s);
+        if (s.copies + s.copy_errors >= n)
+            return;
+        usleep(10000);
+    }
+    fail_msg("workers not done: %llu of %llu", (unsigned long long)(s.copies + s.copy_errors),
+             (unsigned long long)n);
+}
+
+/* A finished copy waits for its first taker, however often the statistics reap workers (a
+ * caller that asks once a minute comes back long after), then stays a short while for the
+ * others; the finished copies make room for a new job when every slot is taken. */
+static void copies_wait_for_their_taker(void **state)
+{
+    (void)state;
+    char path[] = "/var/tmp/pfr-fsguard-keep-XXXXXX";
+    int w = mkstemp(path);
+    assert_true(w >= 0);
+    assert_int_equal(write(w, "0123456789", 10), 10);
+    close(w);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    pfr_fsguard *g;
+    assert_int_equal(pfr_fsguard_new(&(pfr_fsguard_opts){.keep_ns = 1500000000LL}, &g), 0);
+    g->shared_ns = 100000000LL; /* 100 ms for the callers after the first */
+
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
+    reaped(g, 1);
+    usleep(400000); /* past the shared time: nobody has taken it yet */
+    pfr_fsguard_stats_get(g, &(pfr_fsguard_stats){0});
+    int fd = pfr_fsguard_copy(g, path, st.st_dev, st.st_ino);
+    assert_true(fd >= 0);
+    close(fd);
+    fd = pfr_fsguard_copy(g, path, st.st_dev, st.st_ino); /* another caller, right after */
+    assert_true(fd >= 0);
+    close(fd);
+    usleep(400000); /* taken: gone after the shared time, a new worker copies it again */
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
+    reaped(g, 2);
+    usleep(1800000); /* never taken: gone after keep_ns */
+    pfr_fsguard_stats_get(g, &(pfr_fsguard_stats){0});
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
+    reaped(g, 3);
+
+    /* every slot holds a finished copy nobody took (failed ones: another inode): a new file
+     * still gets a worker, in the slot of the one nearest its end */
+    for (uint64_t i = 1; i < PFR_FSGUARD_MAX_JOBS; i++)
+        assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino + i), -EINPROGRESS);
+    reaped(g, 3 + PFR_FSGUARD_MAX_JOBS - 1);
+    assert_int_equal(g->njobs, PFR_FSGUARD_MAX_JOBS);
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino + PFR_FSGUARD_MAX_JOBS),
+                     -EINPROGRESS);
+    assert_int_equal(g->njobs, PFR_FSGUARD_MAX_JOBS);
+    pfr_fsguard_stats s;
+    pfr_fsguard_stats_get(g, &s);
+    assert_int_equal(s.refused_avoided, 0);
+    /* the copy of the real file was the oldest: it made the room */
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
+    pfr_fsguard_free(g);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +377,7 @@ int main(void)
         cmocka_unit_test(open_local_stays_on_its_mount),
         cmocka_unit_test(stat_cached_matches_stat),
         cmocka_unit_test(copies),
+        cmocka_unit_test(copies_wait_for_their_taker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
