@@ -675,6 +675,7 @@ static void add_build_stats(pfr_build_stats *sum, const pfr_build_stats *b)
 {
     sum->samples += b->samples;
     sum->user_frames += b->user_frames;
+    sum->shared_frames += b->shared_frames;
     sum->kernel_frames += b->kernel_frames;
     sum->lost_stacks += b->lost_stacks;
     sum->unknown_processes += b->unknown_processes;
@@ -905,37 +906,37 @@ static void cpu_log_stats(void *self)
               (unsigned long long)s.frame_cache_bytes, (unsigned long long)s.frame_cache_hits,
               (unsigned long long)s.frame_cache_misses, (unsigned long long)s.frame_cache_resets,
               mi.uordblks, mi.fordblks, mi.hblkhd);
-    pfr_debug(
-        "cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
-        "exiting_named=%llu "
-        "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
-        "exit_maps{taken=%llu unneeded=%llu} exit_paths{learned=%llu refused=%llu} "
-        "deferred=%llu} "
-        "profiles=%llu emit_errors=%llu frames{user=%llu kernel=%llu lost_stacks=%llu late=%llu} "
-        "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
-        "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
-        "dwarf_too_big=%llu dwarf_no_room=%llu dwarf_outgrown=%llu dwarf_bytes=%llu "
-        "protected_bytes=%llu} "
-        "drain_ms=%.1f build_ms=%.1f",
-        (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
-        (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
-        (unsigned long long)s.exiting_named, (unsigned long long)s.cgroup_hits,
-        (unsigned long long)s.cgroup_reads, (unsigned long long)s.exe_hits,
-        (unsigned long long)s.exe_reads, (unsigned long long)s.exit_maps_taken,
-        (unsigned long long)s.exit_maps_unneeded, (unsigned long long)s.exit_paths_learned,
-        (unsigned long long)s.exit_paths_refused, (unsigned long long)s.snapshots_deferred,
-        (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
-        (unsigned long long)s.build.user_frames, (unsigned long long)s.build.kernel_frames,
-        (unsigned long long)s.build.lost_stacks, (unsigned long long)s.build.late_frames,
-        (unsigned long long)s.sym.files_parsed, (unsigned long long)s.sym.cache_hits,
-        (unsigned long long)s.sym.cache_misses, (unsigned long long)s.sym.evictions,
-        (unsigned long long)s.sym.cache_bytes, (unsigned long long)s.sym.unresolved_frames,
-        (unsigned long long)s.sym.errors, (unsigned long long)s.sym.reparses,
-        (unsigned long long)s.sym.dwarf_loads, (unsigned long long)s.sym.dwarf_evictions,
-        (unsigned long long)s.sym.dwarf_too_big, (unsigned long long)s.sym.dwarf_no_room,
-        (unsigned long long)s.sym.dwarf_outgrown, (unsigned long long)s.sym.dwarf_bytes,
-        (unsigned long long)s.sym.protected_bytes, (double)s.last_drain_ns / 1e6,
-        (double)s.last_build_ns / 1e6);
+    pfr_debug("cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
+              "exiting_named=%llu "
+              "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
+              "exit_maps{taken=%llu unneeded=%llu} exit_paths{learned=%llu refused=%llu} "
+              "deferred=%llu} "
+              "profiles=%llu emit_errors=%llu frames{user=%llu shared=%llu kernel=%llu "
+              "lost_stacks=%llu late=%llu} "
+              "sym{files=%llu hits=%llu misses=%llu evictions=%llu cache_bytes=%llu "
+              "unresolved=%llu errors=%llu reparses=%llu dwarf_loads=%llu dwarf_evictions=%llu "
+              "dwarf_too_big=%llu dwarf_no_room=%llu dwarf_outgrown=%llu dwarf_bytes=%llu "
+              "protected_bytes=%llu} "
+              "drain_ms=%.1f build_ms=%.1f",
+              (unsigned long long)s.processes_seen, (unsigned long long)s.processes_live,
+              (unsigned long long)s.processes_forgotten, (unsigned long long)s.snapshot_failures,
+              (unsigned long long)s.exiting_named, (unsigned long long)s.cgroup_hits,
+              (unsigned long long)s.cgroup_reads, (unsigned long long)s.exe_hits,
+              (unsigned long long)s.exe_reads, (unsigned long long)s.exit_maps_taken,
+              (unsigned long long)s.exit_maps_unneeded, (unsigned long long)s.exit_paths_learned,
+              (unsigned long long)s.exit_paths_refused, (unsigned long long)s.snapshots_deferred,
+              (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
+              (unsigned long long)s.build.user_frames, (unsigned long long)s.build.shared_frames,
+              (unsigned long long)s.build.kernel_frames, (unsigned long long)s.build.lost_stacks,
+              (unsigned long long)s.build.late_frames, (unsigned long long)s.sym.files_parsed,
+              (unsigned long long)s.sym.cache_hits, (unsigned long long)s.sym.cache_misses,
+              (unsigned long long)s.sym.evictions, (unsigned long long)s.sym.cache_bytes,
+              (unsigned long long)s.sym.unresolved_frames, (unsigned long long)s.sym.errors,
+              (unsigned long long)s.sym.reparses, (unsigned long long)s.sym.dwarf_loads,
+              (unsigned long long)s.sym.dwarf_evictions, (unsigned long long)s.sym.dwarf_too_big,
+              (unsigned long long)s.sym.dwarf_no_room, (unsigned long long)s.sym.dwarf_outgrown,
+              (unsigned long long)s.sym.dwarf_bytes, (unsigned long long)s.sym.protected_bytes,
+              (double)s.last_drain_ns / 1e6, (double)s.last_build_ns / 1e6);
     pfr_py_frames_log(&s.bpf, &s.py, &s.build);
 }
 

@@ -8,15 +8,30 @@
 #include <time.h>
 
 #include "pfr_clock.h"
+#include "pfr_hash.h"
+#include "pfr_vec.h"
 
 #define MAX_INLINE     16
 #define MAX_STACK_LOCS (2 * PFR_MAX_STACK_DEPTH + 2)
+
+/* A user location of one build under its file's frame key (see frame_key): the processes of
+ * one program (a worker pool, a program run many times) share it, and each after the first
+ * finds it here instead of naming its frames again. */
+typedef struct file_loc {
+    uint64_t space, addr; /* the frame key */
+    uint64_t module_hash; /* of the path the file is mapped by (named as each process maps it) */
+    bool leaf;
+    int64_t loc;
+} file_loc;
 
 /* Per-profile caches for one build: address -> location index. */
 typedef struct group {
     pfr_map kernel_locs; /* kernel ip -> location */
     pfr_map user_by_pid; /* tgid -> pfr_map * (ip -> location) */
-    int64_t special[4];  /* locations of marker frames, -1 until made */
+    pfr_map file_locs;   /* hash of a file_loc's key -> its index + 1 in files */
+    file_loc *files;
+    size_t nfiles, cap_files;
+    int64_t special[4]; /* locations of marker frames, -1 until made */
 } group;
 
 typedef struct build {
@@ -52,6 +67,8 @@ static void group_free(group *g)
     }
     pfr_map_free(&g->user_by_pid);
     pfr_map_free(&g->kernel_locs);
+    pfr_map_free(&g->file_locs);
+    free(g->files);
 }
 
 static pfr_profile *new_profile(const pfr_build_input *in)
@@ -274,7 +291,37 @@ static pfr_map *user_locs(group *g, uint32_t tgid)
     return m;
 }
 
-static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uint64_t ip, int leaf)
+static uint64_t file_loc_hash(const file_loc *f)
+{
+    uint64_t h = pfr_hash_combine(pfr_hash_combine(f->space, f->addr), f->module_hash);
+    return pfr_hash_combine(h, f->leaf);
+}
+
+/* The location this build made for the frame key of *f (its loc unset), or -1. */
+static int64_t file_loc_get(const group *g, const file_loc *f)
+{
+    const uint64_t *i = pfr_map_get(&g->file_locs, file_loc_hash(f));
+    if (!i)
+        return -1;
+    const file_loc *e = &g->files[*i - 1];
+    bool same = e->space == f->space && e->addr == f->addr && e->module_hash == f->module_hash &&
+                e->leaf == f->leaf;
+    return same ? e->loc : -1; /* another key of the same hash: named the long way */
+}
+
+static int file_loc_put(group *g, const file_loc *f)
+{
+    uint64_t h = file_loc_hash(f);
+    if (pfr_map_get(&g->file_locs, h))
+        return 0; /* the slot is another key's */
+    if (PFR_VEC_RESERVE(g->files, g->cap_files, g->nfiles + 1))
+        return -ENOMEM;
+    g->files[g->nfiles++] = *f;
+    return pfr_map_put(&g->file_locs, h, g->nfiles);
+}
+
+static int64_t user_loc(build *b, pfr_profile *p, group *g, pfr_map *m, uint32_t tgid, uint64_t ip,
+                        int leaf)
 {
     uint64_t *c = pfr_map_get(m, ip);
     if (c)
@@ -284,6 +331,19 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
     int n = 0;
     bool cached = false;
     frame_key key = user_key(b, tgid, leaf ? ip : ip - 1);
+    file_loc fk = {.loc = -1};
+    if (key.module) { /* another process of this program may have met it in this build */
+        fk = (file_loc){.space = key.space,
+                        .addr = key.addr,
+                        .module_hash = pfr_hash_bytes(key.module, strlen(key.module)),
+                        .leaf = leaf != 0};
+        int64_t loc = file_loc_get(g, &fk);
+        if (loc >= 0) {
+            b->st->shared_frames++;
+            return pfr_map_put(m, ip, (uint64_t)loc) ? -ENOMEM : loc;
+        }
+        fk.loc = 0; /* put once made */
+    }
     if (b->late && b->in->frames) {
         /* past the deadline: only what is already known */
         n = (int)cache_get(b->in->frames, &key, &fr);
@@ -312,8 +372,16 @@ static int64_t user_loc(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, uin
     } else {
         loc = frames_loc(p, loc_address(&key, ip, leaf), fr, (size_t)n, cached);
     }
-    if (loc >= 0 && pfr_map_put(m, ip, (uint64_t)loc))
+    if (loc < 0)
+        return loc;
+    if (pfr_map_put(m, ip, (uint64_t)loc))
         return -ENOMEM;
+    /* named frames only: one left as an address may be named by a later look */
+    if (fk.loc == 0 && cached) {
+        fk.loc = loc;
+        if (file_loc_put(g, &fk))
+            return -ENOMEM;
+    }
     return loc;
 }
 
@@ -375,8 +443,8 @@ static int add_py_group(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, con
 /* A user stack with Python frames: the native frames leaf first, each activation of
  * _PyEval_EvalFrameDefault preceded by the Python functions it was running, innermost first.
  * Python frames no activation was found for (the native walk was cut) go at the outer end. */
-static int add_py_stack(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, const uint64_t *ips,
-                        size_t nf, uint32_t *locs, size_t *n)
+static int add_py_stack(build *b, pfr_profile *p, group *g, pfr_map *m, uint32_t tgid,
+                        const uint64_t *ips, size_t nf, uint32_t *locs, size_t *n)
 {
     size_t native = 0;
     while (native < nf && !pfr_py_frame_is(ips[native]))
@@ -389,7 +457,7 @@ static int add_py_stack(build *b, pfr_profile *p, pfr_map *m, uint32_t tgid, con
             if (rc)
                 return rc;
         }
-        int64_t loc = user_loc(b, p, m, tgid, ips[i], i == 0);
+        int64_t loc = user_loc(b, p, g, m, tgid, ips[i], i == 0);
         if (loc < 0)
             return (int)loc;
         if (*n < MAX_STACK_LOCS - 1)
@@ -434,10 +502,10 @@ static int add_stack(build *b, pfr_profile *p, group *g, uint32_t tgid, uint64_t
     if (!kernel && !m)
         return -ENOMEM;
     if (!kernel && nf > 0 && pfr_py_frame_is(ips[nf - 1]))
-        return add_py_stack(b, p, m, tgid, ips, nf, locs, n);
+        return add_py_stack(b, p, g, m, tgid, ips, nf, locs, n);
     for (size_t i = 0; i < nf && *n < MAX_STACK_LOCS - 1; i++) {
-        loc =
-            kernel ? kernel_loc(b, p, g, ips[i], i == 0) : user_loc(b, p, m, tgid, ips[i], i == 0);
+        loc = kernel ? kernel_loc(b, p, g, ips[i], i == 0)
+                     : user_loc(b, p, g, m, tgid, ips[i], i == 0);
         if (loc < 0)
             return (int)loc;
         locs[(*n)++] = (uint32_t)loc;

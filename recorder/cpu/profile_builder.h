@@ -60,7 +60,9 @@ typedef struct pfr_build_input {
 typedef struct pfr_build_stats {
     uint64_t samples; /* sample records */
     uint64_t user_frames, kernel_frames;
-    uint64_t lost_stacks; /* stacks the kernel could not store or read */
+    uint64_t shared_frames; /* user frames another process of the same program had located in
+                               this build (not named again) */
+    uint64_t lost_stacks;   /* stacks the kernel could not store or read */
     uint64_t unknown_processes;
     uint64_t late_frames;       /* user frames left unsymbolized: deadline passed */
     uint64_t opted_out_samples; /* samples of processes refusing profiling, dropped */

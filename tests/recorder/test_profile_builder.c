@@ -324,8 +324,11 @@ static void shared_by_file(void **state)
     assert_int_equal(user_calls, 2);
     in.samples = both;
     in.nsamples = 2;
+    st = (pfr_build_stats){0};
     assert_int_equal(pfr_build_cpu_profiles(&in, &b, &st), 0);
     assert_int_equal(user_calls, 2); /* the second process: all from the cache */
+    /* and its locations are the first's of this build, not looked up in the cache again */
+    assert_int_equal(st.shared_frames, 2);
     const pfr_profile *p = b.v[0].profile;
     static const char *const want[] = {"y_100", "y_200"};
     for (int pid = Y_PID; pid <= Y_PID + 1; pid++) {
