@@ -97,10 +97,11 @@ typedef pfr_fsguard_job copy_job;
 
 /* The file a copy is written to: in the copy directory when its file system has room for the
  * largest copy past what keep leaves to the ring (-EDQUOT, counted, when not: a temporary copy
- * gives up room before the ring does), else in memory. Call with g->lock held. */
-static int make_copy_file(pfr_fsguard *g)
+ * gives up room before the ring does), else in memory (*in_memory). Call with g->lock held. */
+static int make_copy_file(pfr_fsguard *g, bool *in_memory)
 {
     int fd = -1;
+    *in_memory = false;
     if (g->copy_dir[0])
         fd = open(g->copy_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0 && pfr_disk_keep_fits(&g->keep, fd, g->max_copy, NULL) != 0) {
@@ -108,8 +109,10 @@ static int make_copy_file(pfr_fsguard *g)
         g->st.refused_no_room++;
         return -EDQUOT;
     }
-    if (fd < 0)
+    if (fd < 0) {
         fd = memfd_create("pfr-remote-copy", MFD_CLOEXEC);
+        *in_memory = fd >= 0;
+    }
     return fd < 0 ? -errno : fd;
 }
 
@@ -158,8 +161,9 @@ static bool job_ended_locked(pfr_fsguard *g, copy_job *j, int64_t now)
         j->result = -EINTR;
     j->pid = 0;
     /* until its first taker: a caller that asks once a minute got -EINPROGRESS at its last
-     * round and comes back at its next, long after the statistics reaped the worker */
-    j->deadline = now + g->keep_ns;
+     * round and comes back at its next, long after the statistics reaped the worker. A copy in
+     * memory is the recorder's memory (64 of them could hold 2 GiB): only the short while. */
+    j->deadline = now + (j->in_memory ? g->shared_ns : g->keep_ns);
     count_result_locked(g, j);
     return true;
 }
@@ -263,7 +267,8 @@ static int admit_locked(pfr_fsguard *g, uint64_t dev, int64_t now)
 
 static int start_locked(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino, int64_t now)
 {
-    int dst = make_copy_file(g);
+    bool in_memory;
+    int dst = make_copy_file(g, &in_memory);
     if (dst < 0)
         return dst;
     pid_t pid = fork();
@@ -274,8 +279,12 @@ static int start_locked(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t
     }
     if (pid == 0)
         child_main(dst, path, dev, ino, g->max_copy);
-    g->jobs[g->njobs++] =
-        (copy_job){.dev = dev, .ino = ino, .pid = pid, .dst = dst, .deadline = now + g->timeout_ns};
+    g->jobs[g->njobs++] = (copy_job){.dev = dev,
+                                     .ino = ino,
+                                     .pid = pid,
+                                     .dst = dst,
+                                     .deadline = now + g->timeout_ns,
+                                     .in_memory = in_memory};
     return -EINPROGRESS;
 }
 

@@ -19,6 +19,7 @@ typedef struct pfr_fsguard_job {
                          taker comes, then a while for the other callers: the symbolizer and
                          the unwinder both) */
     bool taken;       /* a caller has had the finished copy */
+    bool in_memory;   /* a memfd (no usable copy directory): kept only the short while */
     int result;       /* once the worker ended: 0 (dst is the copy) or -errno */
 } pfr_fsguard_job;
 

@@ -58,9 +58,10 @@ typedef struct pfr_fsguard_opts {
      * the floor only): a copy that could take it (up to max_copy_bytes) is not made (no_room). */
     const struct pfr_disk_keep *copy_keep;
     unsigned max_stuck; /* workers left blocked at once before copies stop; 0 = 4 */
-    int64_t keep_ns;    /* a finished copy nobody has taken is kept this long, so that a caller
-                           asking once a minute (pprof discovery, the Go heap profiler) finds it
-                           at its next round; 0 = 10 min */
+    int64_t keep_ns;    /* a finished copy nobody has taken is kept this long in copy_dir, so
+                           that a caller asking once a minute (pprof discovery, the Go heap
+                           profiler) finds it at its next round; 0 = 10 min (one in memory: 10 s
+                           or keep_ns, the shorter) */
 } pfr_fsguard_opts;
 
 typedef struct pfr_fsguard_stats {

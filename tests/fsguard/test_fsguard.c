@@ -329,7 +329,9 @@ static void copies_wait_for_their_taker(void **state)
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     pfr_fsguard *g;
-    assert_int_equal(pfr_fsguard_new(&(pfr_fsguard_opts){.keep_ns = 1500000000LL}, &g), 0);
+    assert_int_equal(
+        pfr_fsguard_new(&(pfr_fsguard_opts){.keep_ns = 1500000000LL, .copy_dir = "/var/tmp"}, &g),
+        0);
     g->shared_ns = 100000000LL; /* 100 ms for the callers after the first */
 
     assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
@@ -363,6 +365,17 @@ static void copies_wait_for_their_taker(void **state)
     pfr_fsguard_stats_get(g, &s);
     assert_int_equal(s.refused_avoided, 0);
     /* the copy of the real file was the oldest: it made the room */
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
+    pfr_fsguard_free(g);
+
+    /* a copy in memory (no copy directory) is the recorder's memory: not kept past the short
+     * while, taken or not */
+    assert_int_equal(pfr_fsguard_new(&(pfr_fsguard_opts){.keep_ns = 1500000000LL}, &g), 0);
+    g->shared_ns = 100000000LL;
+    assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
+    reaped(g, 1);
+    usleep(400000);
+    pfr_fsguard_stats_get(g, &(pfr_fsguard_stats){0});
     assert_int_equal(pfr_fsguard_copy(g, path, st.st_dev, st.st_ino), -EINPROGRESS);
     pfr_fsguard_free(g);
     unlink(path);
