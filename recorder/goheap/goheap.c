@@ -21,6 +21,7 @@
 #include "goheap_delta.h"
 #include "goheap_elf.h"
 #include "pfr_map.h"
+#include "pfr_vec.h"
 #include "goheap_memo.h"
 #include "goheap_proc.h"
 #include "goheap_walk.h"
@@ -254,14 +255,8 @@ static void bin_evict(pfr_goheap *c)
 static gbin *bin_add(pfr_goheap *c, const struct stat *fst)
 {
     bin_evict(c);
-    if (c->nbins == c->cap_bins) {
-        size_t ncap = c->cap_bins ? c->cap_bins * 2 : 16;
-        gbin **nb = realloc(c->bins, ncap * sizeof(*nb));
-        if (!nb)
-            return NULL;
-        c->bins = nb;
-        c->cap_bins = ncap;
-    }
+    if (PFR_VEC_RESERVE(c->bins, c->cap_bins, c->nbins + 1))
+        return NULL;
     gbin *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
@@ -353,14 +348,8 @@ static gproc *proc_find(const pfr_goheap *c, pid_t pid)
 
 static gproc *proc_add(pfr_goheap *c, pid_t pid)
 {
-    if (c->nprocs == c->cap_procs) {
-        size_t ncap = c->cap_procs ? c->cap_procs * 2 : 64;
-        gproc **np = realloc(c->procs, ncap * sizeof(*np));
-        if (!np)
-            return NULL;
-        c->procs = np;
-        c->cap_procs = ncap;
-    }
+    if (PFR_VEC_RESERVE(c->procs, c->cap_procs, c->nprocs + 1))
+        return NULL;
     gproc *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "pfr_identity.h"
+#include "pfr_vec.h"
 #include "scrape_elf.h"
 #include "scrape_local.h"
 #include "pfr_fsguard.h"
@@ -167,14 +168,8 @@ static int remember(struct sc_local *l, const struct stat *sb, bool pprof)
 {
     if (l->nexes == MAX_EXES)
         l->nexes = 0; /* forget them all rather than grow */
-    if (l->nexes == l->cap_exes) {
-        size_t ncap = l->cap_exes ? l->cap_exes * 2 : 64;
-        struct exe_verdict *nv = realloc(l->exes, ncap * sizeof(*nv));
-        if (!nv)
-            return pprof;
-        l->exes = nv;
-        l->cap_exes = ncap;
-    }
+    if (PFR_VEC_RESERVE(l->exes, l->cap_exes, l->nexes + 1))
+        return pprof;
     l->exes[l->nexes++] = (struct exe_verdict){.dev = sb->st_dev,
                                                .ino = sb->st_ino,
                                                .size = sb->st_size,
@@ -256,14 +251,8 @@ static struct lproc *proc_entry(struct sc_local *l, pid_t pid, uint64_t start)
             proc_reset(p, pid, start);
         return p;
     }
-    if (l->nprocs == l->cap_procs) {
-        size_t ncap = l->cap_procs ? l->cap_procs * 2 : 16;
-        struct lproc *nv = realloc(l->procs, ncap * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        l->procs = nv;
-        l->cap_procs = ncap;
-    }
+    if (PFR_VEC_RESERVE(l->procs, l->cap_procs, l->nprocs + 1))
+        return NULL;
     struct lproc *p = &l->procs[l->nprocs++];
     p->netns_fd = -1;
     proc_reset(p, pid, start);
