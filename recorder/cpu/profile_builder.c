@@ -297,7 +297,7 @@ static uint64_t file_loc_hash(const file_loc *f)
     return pfr_hash_combine(h, f->leaf);
 }
 
-/* The location this build made for the frame key of *f (its loc unset), or -1. */
+/* The location this build made for the key of *f (its loc not read), or -1. */
 static int64_t file_loc_get(const group *g, const file_loc *f)
 {
     const uint64_t *i = pfr_map_get(&g->file_locs, file_loc_hash(f));
@@ -331,8 +331,11 @@ static int64_t user_loc(build *b, pfr_profile *p, group *g, pfr_map *m, uint32_t
     int n = 0;
     bool cached = false;
     frame_key key = user_key(b, tgid, leaf ? ip : ip - 1);
-    file_loc fk = {.loc = -1};
-    if (key.module) { /* another process of this program may have met it in this build */
+    /* keyed by file: another process of this program may have met it in this build (the key
+     * as it is now: resolve may find the file only in this look) */
+    bool memo = key.module != NULL;
+    file_loc fk = {0};
+    if (memo) {
         fk = (file_loc){.space = key.space,
                         .addr = key.addr,
                         .module_hash = pfr_hash_bytes(key.module, strlen(key.module)),
@@ -342,7 +345,6 @@ static int64_t user_loc(build *b, pfr_profile *p, group *g, pfr_map *m, uint32_t
             b->st->shared_frames++;
             return pfr_map_put(m, ip, (uint64_t)loc) ? -ENOMEM : loc;
         }
-        fk.loc = 0; /* put once made */
     }
     if (b->late && b->in->frames) {
         /* past the deadline: only what is already known */
@@ -377,7 +379,7 @@ static int64_t user_loc(build *b, pfr_profile *p, group *g, pfr_map *m, uint32_t
     if (pfr_map_put(m, ip, (uint64_t)loc))
         return -ENOMEM;
     /* named frames only: one left as an address may be named by a later look */
-    if (fk.loc == 0 && cached) {
+    if (memo && cached) {
         fk.loc = loc;
         if (file_loc_put(g, &fk))
             return -ENOMEM;

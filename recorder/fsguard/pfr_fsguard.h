@@ -24,6 +24,7 @@
 #ifndef PFR_FSGUARD_H
 #define PFR_FSGUARD_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -115,6 +116,14 @@ int pfr_fsguard_open_local(pfr_fsguard *g, pid_t pid, int root_fd, const char *p
  * (avoided, too many workers stuck or in flight), -EFBIG, -ESTALE (not that file), -errno of
  * open/read. */
 int pfr_fsguard_copy(pfr_fsguard *g, const char *path, uint64_t dev, uint64_t ino);
+
+/* Whether a result of pfr_fsguard_copy stands for that file for good (over max_copy_bytes, or a
+ * policy that skips remote files): a caller that remembers verdicts by file remembers this one
+ * rather than asking again (a worker each time, for -EFBIG). */
+static inline bool pfr_fsguard_copy_final(int rc)
+{
+    return rc == -EFBIG || rc == -EREMOTE;
+}
 
 /* Mark dev's file system as avoided for the guard's avoid time (e.g. a read past a deadline). */
 void pfr_fsguard_avoid(pfr_fsguard *g, uint64_t dev);

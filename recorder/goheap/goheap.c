@@ -285,7 +285,7 @@ static gbin *bin_get(pfr_goheap *c, pid_t pid, const struct stat *st)
     bool remote = c->o.fsguard && !pfr_fsguard_local(c->o.fsguard, pid, st->st_dev);
     int fd = remote ? pfr_fsguard_copy(c->o.fsguard, path, st->st_dev, st->st_ino)
                     : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -EFBIG || fd == -EREMOTE) { /* never copied (too big, or the policy) */
+    if (remote && pfr_fsguard_copy_final(fd)) { /* never copied */
         gbin *b = bin_add(c, st);
         if (b) { /* remembered, so that no worker copies it again at every scan */
             b->kind = BIN_NOT_GO;

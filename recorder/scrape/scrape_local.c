@@ -196,8 +196,8 @@ static int exe_pprof(struct sc_local *l, const pfr_exe *x, struct sc_local_scan_
     bool remote = l->fsguard && !pfr_fsguard_local(l->fsguard, x->pid, sb->st_dev);
     int fd = remote ? pfr_fsguard_copy(l->fsguard, path, sb->st_dev, sb->st_ino)
                     : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -EFBIG || fd == -EREMOTE)
-        return remember(l, sb, false); /* never copied (too big, or the policy): not asked again */
+    if (remote && pfr_fsguard_copy_final(fd))
+        return remember(l, sb, false); /* never copied: not asked again */
     if (fd < 0)
         return -1; /* a copy under way (-EINPROGRESS): taken at the next scan */
     struct stat now;
