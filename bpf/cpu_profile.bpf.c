@@ -108,7 +108,9 @@ struct {
     __type(value, struct pfr_cpu_state);
 } cpu_state SEC(".maps");
 
-/* tgid -> group leader start time, for processes user space has been told about. */
+/* tgid -> group leader start time, for processes user space has been told about; with
+ * KNOWN_UW set once the unwinder made the process's entry in uw_procs (unwind.bpf.h). */
+#define KNOWN_UW (1ull << 63)
 struct {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);
     __uint(max_entries, 65536);
@@ -234,8 +236,10 @@ static __always_inline long user_stack(struct pfr_cpu_state *cs, struct bpf_perf
 #if defined(__TARGET_ARCH_x86)
     if (tables) {
         __u64 ip, fp, sp;
-        if (user_regs(ctx, task, umode, &ip, &fp, &sp))
+        if (user_regs(ctx, task, umode, &ip, &fp, &sp)) {
+            uw_note_lost(); /* the kernel's walk: its frames are not in the cache */
             return -1;
+        }
         long n = pfr_unwind_user(w, ip, sp, fp);
         count_unwind(cs, &w->uw);
         return n;
@@ -409,7 +413,7 @@ static __always_inline void note_process(struct pfr_cpu_state *cs, struct task_s
     if (cs->last_tgid == tgid && cs->last_start == start && cs->last_gen == gen)
         return;
     __u64 *seen = bpf_map_lookup_elem(&known, &tgid);
-    if (!(seen && *seen == start)) {
+    if (!(seen && (*seen & ~KNOWN_UW) == start)) {
         if (bpf_map_update_elem(&known, &tgid, &start, seen ? BPF_ANY : BPF_NOEXIST))
             return; /* another CPU got there first */
         if (emit(PFR_EV_NEW, task, tgid, start)) {
@@ -436,7 +440,7 @@ static __always_inline void note_exiting(struct task_struct *task, __u32 tgid)
 {
     __u64 start = task->group_leader->start_time;
     __u64 *seen = bpf_map_lookup_elem(&known, &tgid);
-    if (seen && *seen == start)
+    if (seen && (*seen & ~KNOWN_UW) == start)
         return;
     struct pfr_exiting *e = bpf_map_lookup_elem(&exiting, &tgid);
     if (e && e->start_time == start)
@@ -679,6 +683,99 @@ static __always_inline int emit_exit_maps(struct task_struct *task, __u32 tgid, 
     return 0;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* Is page (an address >> 12) in one of the first n mappings of m? */
+static __always_inline bool page_listed(const struct pfr_exit_maps *m, __u32 n, __u64 page)
+{
+    for (int j = 0; j < PFR_UW_PROC_VMAS + PFR_UW_PROC_MISSES; j++) {
+        if (j >= n)
+            break;
+        const struct pfr_map_rec *r = &m->maps[j & (PFR_EXIT_MAPS_MAX - 1)];
+        if (page >= r->start >> 12 && page < r->end >> 12)
+            return true;
+    }
+    return false;
+}
+#endif
+
+/* Mapping v as m->maps[n], if it is code and user space can name its file: 1 when added, 0
+ * when it is no code (a pc there was a walk's garbage), -1 when its file cannot be named. */
+static __always_inline int add_listed(struct pfr_exit_maps *m, __u32 n, const struct pfr_uw_vma *v)
+{
+    if (!v->exec)
+        return 0;
+    bool vdso = v->file && v->ino == PFR_UNWIND_VDSO_INO;
+    if (v->file && !vdso) {
+        struct pfr_file_key k = {.ino = v->ino, .dev = v->dev};
+        if (!bpf_map_lookup_elem(&named_files, &k))
+            return -1; /* the walk sends its path */
+    }
+    struct pfr_map_rec *r = &m->maps[n & (PFR_EXIT_MAPS_MAX - 1)];
+    r->start = v->start;
+    r->end = v->end;
+    r->pgoff = v->pgoff;
+    r->ino = vdso ? 0 : v->ino;
+    r->dev = vdso ? 0 : v->dev;
+    r->kind = vdso ? PFR_MAPREC_VDSO : v->file ? PFR_MAPREC_FILE : PFR_MAPREC_ANON;
+    return 1;
+}
+
+/* An exit with the mappings the process's samples met, from the walk's cache (see struct
+ * pfr_uw_proc), where they are all there and user space can name every file among them: the
+ * walk of all its mappings costs ~250 ns a mapping (13 µs for a compiler's 55), and most
+ * processes a busy host samples are short-lived. Returns 0 once sent, -1 where the walk must
+ * do. */
+static __always_inline int emit_sampled_maps(struct task_struct *task, __u32 tgid, __u64 start)
+{
+    __u32 zero = 0;
+    struct pfr_uw_proc *p = bpf_map_lookup_elem(&uw_procs, &tgid);
+    if (!p || p->mm != (__u64)task->mm || (p->flags & PFR_UWP_LOST))
+        return -1;
+    struct exit_walk *w = bpf_map_lookup_elem(&exit_scratch, &zero);
+    if (!w)
+        return -1;
+    struct pfr_exit_maps *m = &w->m;
+    __u32 n = 0;
+    for (int j = 0; j < PFR_UW_PROC_VMAS; j++) {
+        /* (an entry that is no code held a walk's garbage pc: the full walk lists none either) */
+        int added = p->vma[j].end ? add_listed(m, n, &p->vma[j]) : 0;
+        if (added < 0)
+            return -1;
+        n += added;
+    }
+#if defined(__TARGET_ARCH_x86)
+    /* The pcs walked without their mapping, where no entry holds it: looked up now (here, with
+     * interrupts on, bpf_find_vma may be called more than once). One in no mapping was a walk's
+     * garbage. */
+    __u32 nmiss = p->nmiss;
+    for (int i = 0; i < PFR_UW_PROC_MISSES; i++) {
+        if (i >= nmiss)
+            break;
+        __u64 page = p->miss[i & (PFR_UW_PROC_MISSES - 1)];
+        if (page_listed(m, n, page))
+            continue;
+        struct pfr_uw_vma v = {};
+        long rc = bpf_find_vma(task, page << 12, pfr_uw_vma_cb, &v, 0);
+        if (rc == -ENOENT)
+            continue;
+        int added = rc == 0 ? add_listed(m, n, &v) : -1;
+        if (added < 0)
+            return -1;
+        n += added;
+    }
+#endif
+    fill_event(&m->ev, PFR_EV_EXIT, task, tgid, start);
+    m->ev.flags |= PFR_EVF_MAPS | PFR_EVF_MAPS_SAMPLED;
+    m->nmaps = n;
+    m->pad = 0;
+    __u64 max = PFR_UW_PROC_VMAS + PFR_UW_PROC_MISSES,
+          size = __builtin_offsetof(struct pfr_exit_maps, maps) +
+                 (__u64)(n > max ? max : n) * sizeof(struct pfr_map_rec);
+    if (bpf_ringbuf_output(&events, m, size, lazy_wakeup()) != 0)
+        count_lost_event();
+    return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pfr_exit, struct task_struct *p)
 {
@@ -691,7 +788,10 @@ int BPF_PROG(pfr_exit, struct task_struct *p)
         return 0;
     bpf_map_delete_elem(&known, &tgid);
     __u64 start = BPF_CORE_READ(task, group_leader, start_time);
-    if (emit_exit_maps(task, tgid, start) != 0)
+    /* only where exits carry mappings anyway (user space relies on them there) */
+    int sent = bpf_iter_task_vma_new ? emit_sampled_maps(task, tgid, start) : -1;
+    bpf_map_delete_elem(&uw_procs, &tgid);
+    if (sent != 0 && emit_exit_maps(task, tgid, start) != 0)
         emit(PFR_EV_EXIT, task, tgid, start);
     return 0;
 }

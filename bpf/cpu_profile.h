@@ -147,11 +147,22 @@ struct pfr_uw_vma {
     __u32 dev;
     __u32 file; /* 1 if file-backed */
     __u64 seen; /* bpf_ktime_get_ns() of the lookup */
-};
-struct pfr_uw_proc {
-    __u64 mm;   /* the mm the entries belong to */
-    __u32 next; /* the slot to fill next (round robin) */
+    __u32 exec; /* 1 if executable */
     __u32 pad;
+};
+/* The entries also tell the exit which mappings the process's samples met (see the exit in
+ * cpu_profile.bpf.c): complete unless PFR_UWP_LOST says an entry a sample used was replaced by
+ * another mapping, or a walk went without them; the pages of pcs walked without their mapping
+ * (PFR_UWF_VMA_MISS, PFR_UWF_BUSY) are kept, for the exit to look up. */
+#define PFR_UW_PROC_MISSES 8
+#define PFR_UWP_LOST       1u
+struct pfr_uw_proc {
+    __u64 mm;    /* the mm the entries belong to */
+    __u32 next;  /* the slot to fill next (round robin) */
+    __u32 flags; /* PFR_UWP_* */
+    __u32 nmiss; /* pages in miss[] */
+    __u32 pad;
+    __u64 miss[PFR_UW_PROC_MISSES]; /* pc >> 12 */
     struct pfr_uw_vma vma[PFR_UW_PROC_VMAS];
 };
 
@@ -219,6 +230,9 @@ struct pfr_exiting {
 #define PFR_EVF_MAPS 2u
 /* More executable mappings than an exit carries (or than the walk visits): the list is cut. */
 #define PFR_EVF_MAPS_CUT 4u
+/* The mappings are those the process's samples met (the walk's cache, in no order), not every
+ * executable one: all its samples need, for the cost of no walk of its mappings. */
+#define PFR_EVF_MAPS_SAMPLED 16u
 
 /* Executable mappings per exit, and mappings visited to find them (a bound on the time the walk
  * takes in the exiting task: a few µs for a typical process). */

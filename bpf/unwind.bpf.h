@@ -81,6 +81,7 @@ static long pfr_uw_vma_cb(struct task_struct *task, struct vm_area_struct *vma, 
     v->end = vma->vm_end;
     v->pgoff = vma->vm_pgoff << 12;
     v->file = 0;
+    v->exec = (vma->vm_flags & VM_EXEC) ? 1 : 0;
     if (f) {
         v->ino = BPF_CORE_READ(f, f_inode, i_ino);
         v->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
@@ -147,6 +148,68 @@ static __always_inline void uw_ask(struct pfr_walk *w, const struct pfr_uw_vma *
     bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
+/* The process's entry for mm, emptied if it held another mm's (a new process reusing the tgid,
+ * or an exec); created if missing. NULL if the map has no room. An entry made again (the LRU
+ * map evicted the first, with the mappings of earlier samples: KNOWN_UW in the process's known
+ * entry says one was made) cannot say they are all there (PFR_UWP_LOST). */
+static __always_inline struct pfr_uw_proc *uw_proc(__u32 tgid, __u64 mm)
+{
+    struct pfr_uw_proc *p = bpf_map_lookup_elem(&uw_procs, &tgid);
+    bool created = false;
+    if (!p) {
+        bpf_map_update_elem(&uw_procs, &tgid, &uw_proc_zero, BPF_NOEXIST);
+        p = bpf_map_lookup_elem(&uw_procs, &tgid);
+        if (!p)
+            return NULL;
+        created = true;
+    }
+    if (p->mm != mm) {
+        for (int i = 0; i < PFR_UW_PROC_VMAS; i++)
+            p->vma[i].end = 0;
+        p->mm = mm;
+        p->next = 0;
+        p->flags = 0;
+        p->nmiss = 0;
+    }
+    if (created) {
+        __u64 *k = bpf_map_lookup_elem(&known, &tgid);
+        if (!k || (__sync_fetch_and_or(k, KNOWN_UW) & KNOWN_UW))
+            p->flags |= PFR_UWP_LOST;
+    }
+    return p;
+}
+
+/* A sample's user stack read without the walk (and so without its cache): the exit cannot say
+ * which mappings it needs. */
+static __always_inline void uw_note_lost(void)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct pfr_uw_proc *p = uw_proc(bpf_get_current_pid_tgid() >> 32, (__u64)task->mm);
+    if (p)
+        p->flags |= PFR_UWP_LOST;
+}
+
+/* A pc walked without its mapping: its page kept for the exit (PFR_UWP_LOST once they do not
+ * fit). */
+static __always_inline void uw_note_miss(__u64 pc)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct pfr_uw_proc *p = uw_proc(bpf_get_current_pid_tgid() >> 32, (__u64)task->mm);
+    if (!p)
+        return;
+    __u64 page = pc >> 12;
+    __u32 n = p->nmiss;
+    for (int i = 0; i < PFR_UW_PROC_MISSES; i++)
+        if (i < n && p->miss[i] == page)
+            return;
+    if (n >= PFR_UW_PROC_MISSES) {
+        p->flags |= PFR_UWP_LOST;
+        return;
+    }
+    p->miss[n & (PFR_UW_PROC_MISSES - 1)] = page;
+    p->nmiss = n + 1;
+}
+
 /* The mapping of pc into *v: from the process's cache, else by bpf_find_vma (once per sample)
  * into the cache. 0; 1 when it is not known yet (the frame is walked by frame pointer); -1 when
  * pc is in no mapping. */
@@ -172,6 +235,7 @@ static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_
     }
     if (u->vma_looked_up) {
         u->flags |= PFR_UWF_VMA_MISS;
+        uw_note_miss(pc);
         return 1;
     }
     u->vma_looked_up = 1;
@@ -180,24 +244,21 @@ static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_
         return -1;
     if (rc) { /* the mappings are being changed (-EBUSY) */
         u->flags |= PFR_UWF_BUSY;
+        uw_note_miss(pc);
         return 1;
     }
     v->seen = now;
-    if (!p) {
-        bpf_map_update_elem(&uw_procs, &tgid, &uw_proc_zero, BPF_NOEXIST);
-        p = bpf_map_lookup_elem(&uw_procs, &tgid);
-        if (!p)
-            return 0;
-    }
-    if (p->mm != mm) { /* a new process reusing the tgid, or an exec */
-        for (int i = 0; i < PFR_UW_PROC_VMAS; i++)
-            p->vma[i].end = 0;
-        p->mm = mm;
-        p->next = 0;
-    }
+    p = uw_proc(tgid, mm);
+    if (!p)
+        return 0;
     if (slot < 0)
         slot = p->next++ & (PFR_UW_PROC_VMAS - 1);
-    p->vma[slot & (PFR_UW_PROC_VMAS - 1)] = *v;
+    struct pfr_uw_vma *e = &p->vma[slot & (PFR_UW_PROC_VMAS - 1)];
+    /* a mapping some sample met, replaced by another: the exit cannot list it any more */
+    if (e->end && (e->start != v->start || e->end != v->end || e->pgoff != v->pgoff ||
+                   e->ino != v->ino || e->dev != v->dev || e->file != v->file))
+        p->flags |= PFR_UWP_LOST;
+    *e = *v;
     return 0;
 }
 
@@ -434,6 +495,8 @@ __noinline int pfr_unwind_user(struct pfr_walk *w, __u64 ip, __u64 sp, __u64 bp)
         if (n == PFR_MAX_STACK_DEPTH)
             u->flags |= PFR_UWF_CUT_DEPTH;
     }
+    if (u->flags & PFR_UWF_CUT_DEPTH) /* the last frame's mapping was not looked up */
+        uw_note_miss(u->pc - 1);
     return (int)n;
 }
 

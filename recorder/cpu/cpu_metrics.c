@@ -50,6 +50,12 @@ static const pfr_metric_row cpu_rows[] = {
      .labels = {"use"},
      .series =
          PFR_METRIC_SERIES({{"taken"}, F(exit_maps_taken)}, {{"unneeded"}, F(exit_maps_unneeded)})},
+    {"pfr_process_exit_mapping_lists_total", C,
+     "exits that carried mappings, by where the sampler found them: a walk of all the process's "
+     "mappings, or the list its samples met",
+     .labels = {"from"},
+     .series =
+         PFR_METRIC_SERIES({{"walk"}, F(exit_maps_walked)}, {{"samples"}, F(exit_maps_sampled)})},
     {"pfr_process_exit_paths_total", C,
      "paths of files exits mapped code from that no snapshot saw, by whether they were learned",
      .labels = {"result"},

@@ -357,6 +357,12 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
 
 /* The mappings the kernel listed at the exit, for a process whose snapshot failed (it exited
  * first), was taken in its loader, or came before a dlopen: taken if they name more files. */
+static int by_start(const void *a, const void *b)
+{
+    uint64_t x = ((const pfr_sym_exit_map *)a)->start, y = ((const pfr_sym_exit_map *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
 static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct pfr_exit_maps *em)
 {
     pfr_sym_exit_map v[PFR_EXIT_MAPS_MAX];
@@ -372,7 +378,15 @@ static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct p
                                           : r->kind == PFR_MAPREC_FILE ? PFR_SYM_EXIT_FILE
                                                                        : PFR_SYM_EXIT_ANON};
     }
-    int rc = pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n);
+    if (em->ev.flags & PFR_EVF_MAPS_SAMPLED) { /* the sampler's cache: in no order */
+        cs->st.exit_maps_sampled++;
+        qsort(v, n, sizeof(v[0]), by_start);
+    } else {
+        cs->st.exit_maps_walked++;
+    }
+    int rc = (em->ev.flags & PFR_EVF_MAPS_SAMPLED)
+                 ? pfr_symbolizer_merge_exit_maps(cs->sym, (pid_t)p->tgid, v, n)
+                 : pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n);
     if (rc > 0)
         cs->st.exit_maps_taken++;
     else
@@ -909,7 +923,8 @@ static void cpu_log_stats(void *self)
     pfr_debug("cpu: processes{seen=%llu live=%llu forgotten=%llu snapshot_failures=%llu "
               "exiting_named=%llu "
               "cgroups_cached=%llu cgroups_read=%llu exes_mapped=%llu exes_read=%llu "
-              "exit_maps{taken=%llu unneeded=%llu} exit_paths{learned=%llu refused=%llu} "
+              "exit_maps{taken=%llu unneeded=%llu walked=%llu sampled=%llu} "
+              "exit_paths{learned=%llu refused=%llu} "
               "deferred=%llu} "
               "profiles=%llu emit_errors=%llu frames{user=%llu shared=%llu kernel=%llu "
               "lost_stacks=%llu late=%llu} "
@@ -923,7 +938,8 @@ static void cpu_log_stats(void *self)
               (unsigned long long)s.exiting_named, (unsigned long long)s.cgroup_hits,
               (unsigned long long)s.cgroup_reads, (unsigned long long)s.exe_hits,
               (unsigned long long)s.exe_reads, (unsigned long long)s.exit_maps_taken,
-              (unsigned long long)s.exit_maps_unneeded, (unsigned long long)s.exit_paths_learned,
+              (unsigned long long)s.exit_maps_unneeded, (unsigned long long)s.exit_maps_walked,
+              (unsigned long long)s.exit_maps_sampled, (unsigned long long)s.exit_paths_learned,
               (unsigned long long)s.exit_paths_refused, (unsigned long long)s.snapshots_deferred,
               (unsigned long long)s.profiles, (unsigned long long)s.emit_errors,
               (unsigned long long)s.build.user_frames, (unsigned long long)s.build.shared_frames,

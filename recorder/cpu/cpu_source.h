@@ -51,6 +51,7 @@ typedef struct pfr_cpu_source_stats {
     /* exits that carried the process's mappings (kernels with the task_vma iterator): taken as
      * its snapshot (they name more files than the one it had, if any), or not needed */
     uint64_t exit_maps_taken, exit_maps_unneeded;
+    uint64_t exit_maps_walked, exit_maps_sampled; /* where the exits' mappings came from */
     /* paths of files exits mapped code from that no snapshot saw: learned, or refused (cut by
      * the sampler, or not a clean absolute path) */
     uint64_t exit_paths_learned, exit_paths_refused;

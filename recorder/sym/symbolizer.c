@@ -1455,6 +1455,93 @@ int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exi
     return set_maps(s, pid, &maps, true) ? (int)files : -ENOMEM;
 }
 
+static bool same_map(const struct pfr_sym_map *a, const struct pfr_sym_map *b)
+{
+    return a->start == b->start && a->end == b->end && a->pgoff == b->pgoff && a->kind == b->kind &&
+           a->dev == b->dev && a->ino == b->ino;
+}
+
+/* Does a mapping of add overlap [start, end)? */
+static bool overlaps_any(const struct pfr_sym_maps *add, uint64_t start, uint64_t end)
+{
+    for (size_t i = 0; i < add->n; i++)
+        if (add->v[i].start < end && start < add->v[i].end)
+            return true;
+    return false;
+}
+
+/* Mapping e of m as a line of maps, its path without " (deleted)". */
+static struct pfr_sym_maps_line map_line(const struct pfr_sym_maps *m, const struct pfr_sym_map *e)
+{
+    struct pfr_sym_maps_line l = {.start = e->start,
+                                  .end = e->end,
+                                  .pgoff = e->pgoff,
+                                  .dev = e->dev,
+                                  .ino = e->ino,
+                                  .perms = {'r', '-', 'x', 'p'},
+                                  .path = pfr_sym_map_path(m, e)};
+    l.path_len = strlen(l.path);
+    return l;
+}
+
+/* The snapshot old with the mappings of add (both by address), add's replacing the old ones
+ * they overlap, into *out. */
+static int merge_maps(const struct pfr_sym_maps *old, const struct pfr_sym_maps *add,
+                      struct pfr_sym_maps *out, char *err, size_t errlen)
+{
+    size_t n = 0, a = 0;
+    struct pfr_sym_maps_line *lines = calloc(old->n + add->n + 1, sizeof(*lines));
+    bool *deleted = calloc(old->n + add->n + 1, sizeof(*deleted));
+    int rc = lines && deleted ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i <= old->n; i++) {
+        const struct pfr_sym_map *o = i < old->n ? &old->v[i] : NULL;
+        for (; a < add->n && (!o || add->v[a].start < o->start); a++, n++) {
+            lines[n] = map_line(add, &add->v[a]);
+            deleted[n] = add->v[a].deleted;
+        }
+        if (!o || overlaps_any(add, o->start, o->end))
+            continue;
+        lines[n] = map_line(old, o);
+        deleted[n++] = o->deleted;
+    }
+    if (rc == 0)
+        rc = pfr_sym_maps_from_lines(lines, n, out, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++) /* (the paths went without " (deleted)") */
+        out->v[i].deleted = deleted[i];
+    free(lines);
+    free(deleted);
+    return rc;
+}
+
+int pfr_symbolizer_merge_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v,
+                                   size_t n)
+{
+    if (!s || pid <= 0 || (n && !v))
+        return -EINVAL;
+    const struct sym_proc *p = proc_get(s, pid);
+    if (!p || p->maps.n == 0)
+        return pfr_symbolizer_set_exit_maps(s, pid, v, n);
+    struct pfr_sym_maps add = {0};
+    int rc = exit_lines(s, v, n, &add);
+    if (rc)
+        return rc;
+    bool news = false;
+    for (size_t i = 0; i < add.n && !news; i++) {
+        const struct pfr_sym_map *o = pfr_sym_maps_find(&p->maps, add.v[i].start);
+        news = !o || !same_map(o, &add.v[i]);
+    }
+    struct pfr_sym_maps maps = {0};
+    if (news)
+        rc = merge_maps(&p->maps, &add, &maps, s->err, sizeof(s->err));
+    pfr_sym_maps_free(&add);
+    if (!news || rc) {
+        pfr_sym_maps_free(&maps);
+        return rc;
+    }
+    size_t files = count_files(&maps);
+    return set_maps(s, pid, &maps, true) ? (int)(files ? files : 1) : -ENOMEM;
+}
+
 size_t pfr_symbolizer_process_files(const pfr_symbolizer *s, pid_t pid)
 {
     const struct sym_proc *p = s ? proc_get(s, pid) : NULL;

@@ -133,6 +133,14 @@ typedef struct pfr_sym_exit_map {
  * the old one was kept, or a negative errno. */
 int pfr_symbolizer_set_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v, size_t n);
 
+/* The same for a list of only the mappings pid's samples met (by address): it cannot say the
+ * snapshot lacks nothing else, so it is added to the snapshot (its mappings replacing those of
+ * the snapshot they overlap) where it has a mapping the snapshot does not (a library loaded
+ * after the snapshot), and taken alone where pid has none. Returns the files of the new
+ * snapshot, 0 if the old one was kept, or a negative errno. */
+int pfr_symbolizer_merge_exit_maps(pfr_symbolizer *s, pid_t pid, const pfr_sym_exit_map *v,
+                                   size_t n);
+
 /* Bumped each time the paths below are forgotten (they are kept for a bounded number of files):
  * what was decided from a known path may need deciding again. */
 uint64_t pfr_symbolizer_paths_generation(const pfr_symbolizer *s);

@@ -10,6 +10,8 @@
  *    pointers and recorded, nothing crashes;
  *  - a cap that holds the program's table or libc's but not both, both in use: the second file
  *    gets 0 rows for a while (no room, counted), stacks still recorded.
+ *  - an exit of the workload with its files named lists the mappings its samples met, and
+ *    every pc of its samples in its code lies in one of them;
  * Eviction itself is held to its rules by unwinder_test, where the test plays the sampler.
  * Usage: unwind_sampler_test WORKLOAD (the nofp_chain binary).
  */
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,6 +206,169 @@ static pfr_cpu_profiler *run(const char *prog, int mode, uint32_t rows, struct c
     return cp;
 }
 
+/* What the sampled-exit phase keeps: the child's exit, and the pcs of its user stacks. */
+struct exit_seen {
+    pid_t pid;
+    bool exited;
+    struct pfr_exit_maps em;
+    uint64_t pcs[4096];
+    size_t npcs;
+    bool pcs_cut;
+    uint64_t code[64][2]; /* its executable mappings, as /proc showed them while it ran */
+    size_t ncode;
+};
+
+static void on_exit_event(const struct pfr_event *ev, void *ctx)
+{
+    struct exit_seen *x = ctx;
+    if (ev->type != PFR_EV_EXIT || (pid_t)ev->tgid != x->pid)
+        return;
+    x->exited = true;
+    if (ev->flags & PFR_EVF_MAPS)
+        memcpy(&x->em, ev, sizeof(x->em)); /* (the profiler hands the whole struct over) */
+    else
+        x->em.ev = *ev;
+}
+
+/* The child's user-stack pcs of a drain into x (callers' as pc - 1, the address of the call). */
+static void keep_pcs(pfr_cpu_profiler *cp, struct exit_seen *x)
+{
+    pfr_cpu_drain d;
+    REQUIRE(pfr_cpu_profiler_drain(cp, &d) == 0, "drain");
+    for (size_t i = 0; i < d.nsamples; i++) {
+        const pfr_cpu_sample *s = &d.samples[i];
+        if ((pid_t)s->tgid != x->pid || s->ustack == 0 || s->ustack == PFR_STACK_ERROR)
+            continue;
+        size_t n = 0;
+        const uint64_t *ips = pfr_cpu_profiler_stack(cp, s->ustack, &n);
+        for (size_t j = 0; ips && j < n; j++) {
+            uint64_t pc = j == 0 ? ips[j] : ips[j] - 1;
+            bool have = false;
+            for (size_t k = 0; k < x->npcs && !have; k++)
+                have = x->pcs[k] == pc;
+            if (have)
+                continue;
+            if (x->npcs == sizeof(x->pcs) / sizeof(x->pcs[0]))
+                x->pcs_cut = true;
+            else
+                x->pcs[x->npcs++] = pc;
+        }
+    }
+}
+
+/* Every file the child maps, named to the sampler (as a snapshot of it would): its exit may
+ * then list the mappings its samples met instead of walking them all. Its executable mappings
+ * into x. */
+static int name_mapped_files(pfr_cpu_profiler *cp, struct exit_seen *x)
+{
+    char path[64], line[512], perms[5];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)x->pid);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f, "open %s: %s", path, strerror(errno));
+    int named = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned maj, min;
+        unsigned long long start, end, ino;
+        if (sscanf(line, "%llx-%llx %4s %*x %x:%x %llu", &start, &end, perms, &maj, &min, &ino) !=
+            6)
+            continue;
+        if (perms[2] == 'x' && x->ncode < sizeof(x->code) / sizeof(x->code[0])) {
+            x->code[x->ncode][0] = start;
+            x->code[x->ncode++][1] = end;
+        }
+        if (ino != 0 && pfr_cpu_profiler_name_file(cp, maj << 20 | min, ino) == 0)
+            named++;
+    }
+    fclose(f);
+    return named;
+}
+
+/* Is pc in one of the child's executable mappings (else a frame-pointer walk's garbage, which
+ * no list of mappings holds)? */
+static bool in_code(const struct exit_seen *x, uint64_t pc)
+{
+    for (size_t i = 0; i < x->ncode; i++)
+        if (pc >= x->code[i][0] && pc < x->code[i][1])
+            return true;
+    return false;
+}
+
+/* The exit of a process whose files are all named and whose samples were all walked with the
+ * cache of mappings: it lists the mappings its samples met (PFR_EVF_MAPS_SAMPLED), and every pc
+ * of its samples that lies in its code lies in one of them. A first run of the workload brings
+ * its files' tables in: walked by frame pointer before, the second's early samples would end in
+ * garbage pcs whose mappings no lookup found, and its exit would walk them all (correct, but not
+ * what is tested here). */
+static void sampled_exit_phase(const char *prog)
+{
+    static struct exit_seen x;
+    memset(&x, 0, sizeof(x));
+    pfr_cpu_profiler_opts o = {.hz = 499, .unwind = PFR_UNWIND_AUTO};
+    char err[512] = "";
+    pfr_cpu_profiler *cp = NULL;
+    REQUIRE(pfr_cpu_profiler_open(&o, on_exit_event, &x, &cp, err, sizeof(err)) == 0,
+            "open the sampler: %s", err);
+    struct child c;
+    start(prog, 30.0, false, &c);
+    for (int i = 0; i < 40; i++) { /* (up to 20 s on a loaded host) */
+        sleep_ms(500);
+        pfr_cpu_profiler_poll_events(cp, 0);
+        struct tally warm = {0};
+        tally_drain(cp, &c, &warm);
+        pfr_cpu_counters now;
+        pfr_cpu_profiler_counters(cp, &now);
+        if (warm.samples >= 20 && warm.whole * 100 >= warm.samples * 95 && now.uw_end > 0)
+            break;
+    }
+    kill(c.pid, SIGTERM);
+    reap(&c);
+    start(prog, 30.0, false, &c);
+    x.pid = c.pid;
+    int named = name_mapped_files(cp, &x);
+    /* the samples of the child before its exec (this program's code, under ASan long enough to
+     * be sampled) are another image's, whose cache the exec emptied: left out */
+    pfr_cpu_drain before;
+    REQUIRE(pfr_cpu_profiler_drain(cp, &before) == 0, "drain");
+    for (int i = 0; i < 10; i++) { /* samples, tables asked for and built */
+        sleep_ms(200);
+        pfr_cpu_profiler_poll_events(cp, 0);
+        keep_pcs(cp, &x);
+    }
+    kill(c.pid, SIGTERM);
+    reap(&c);
+    for (int i = 0; i < 40 && !x.exited; i++)
+        pfr_cpu_profiler_poll_events(cp, 50);
+    keep_pcs(cp, &x); /* the samples of its last moments */
+    const struct pfr_exit_maps *em = &x.em;
+    printf("sampled exit: %d files named, %zu pcs; exit %s, flags %#x, %u mappings\n", named,
+           x.npcs, x.exited ? "seen" : "not seen", em->ev.flags, em->nmaps);
+    CHECK(x.exited, "no exit notification for the workload");
+    CHECK(x.npcs >= 4 && !x.pcs_cut, "%zu distinct pcs of the workload", x.npcs);
+    CHECK((em->ev.flags & PFR_EVF_MAPS) && (em->ev.flags & PFR_EVF_MAPS_SAMPLED),
+          "the exit did not list the mappings its samples met (flags %#x)", em->ev.flags);
+    struct stat st;
+    REQUIRE(stat(prog, &st) == 0, "stat %s", prog);
+    bool exe = false;
+    for (uint32_t i = 0; i < em->nmaps && i < PFR_EXIT_MAPS_MAX; i++)
+        exe |= em->maps[i].kind == PFR_MAPREC_FILE && em->maps[i].ino == st.st_ino;
+    CHECK(exe, "the workload's executable is not among the exit's mappings");
+    size_t outside = 0;
+    for (size_t k = 0; k < x.npcs; k++) {
+        bool in = !in_code(&x, x.pcs[k]);
+        for (uint32_t i = 0; i < em->nmaps && i < PFR_EXIT_MAPS_MAX && !in; i++)
+            in = x.pcs[k] >= em->maps[i].start && x.pcs[k] < em->maps[i].end;
+        if (!in && outside++ < 5)
+            fprintf(stderr, "pc %#llx in none of the exit's mappings\n",
+                    (unsigned long long)x.pcs[k]);
+    }
+    for (uint32_t i = 0; outside && i < em->nmaps && i < PFR_EXIT_MAPS_MAX; i++)
+        fprintf(stderr, "  listed: %#llx-%#llx ino %llu\n", (unsigned long long)em->maps[i].start,
+                (unsigned long long)em->maps[i].end, (unsigned long long)em->maps[i].ino);
+    CHECK(outside == 0, "%zu of %zu pcs in the workload's code in none of the exit's mappings",
+          outside, x.npcs);
+    pfr_cpu_profiler_close(cp);
+}
+
 static size_t table_rows(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -319,6 +485,8 @@ int main(int argc, char **argv)
     CHECK(us.no_room >= 1, "no file was refused for want of room");
     CHECK(us.rows <= cap, "rows in use %llu above the cap %u", (unsigned long long)us.rows, cap);
     pfr_cpu_profiler_close(cp);
+
+    sampled_exit_phase(prog);
 
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);

@@ -390,6 +390,61 @@ static void test_exit_learned_path(void **state)
     assert_int_equal(pfr_tu_stop(&a), 0);
 }
 
+/* The list of only the mappings a process's samples met (the sampler's, at its exit): added to
+ * the snapshot where it has a mapping the snapshot lacks (its own replacing what they overlap),
+ * ignored where the snapshot has them all, taken alone for a process never snapshotted. */
+static void test_exit_sampled_merge(void **state)
+{
+    (void)state;
+    struct tu_child a;
+    pfr_symbolizer *s = run_snapped(&a, "t_lib", false);
+    pfr_sym_exit_map all[64];
+    size_t n = exit_maps_of(a.pid, all, 64);
+    size_t had = pfr_symbolizer_process_files(s, a.pid);
+    assert_true(had >= 4 && n >= 4);
+    uint64_t lib = pfr_tu_addr(&a, "lib_function");
+    /* what the samples met, all in the snapshot: nothing taken */
+    assert_int_equal(pfr_symbolizer_merge_exit_maps(s, a.pid, all, 2), 0);
+    /* a library loaded after the snapshot, below the rest */
+    struct stat late;
+    assert_int_equal(stat(bin("t_pie"), &late), 0);
+    assert_int_equal(pfr_symbolizer_learn_path(s, late.st_dev, late.st_ino, bin("t_pie")), 0);
+    pfr_sym_exit_map v[2] = {{.start = 0x10000,
+                              .end = 0x11000,
+                              .dev = late.st_dev,
+                              .ino = late.st_ino,
+                              .kind = PFR_SYM_EXIT_FILE},
+                             all[0]};
+    assert_int_equal(pfr_symbolizer_merge_exit_maps(s, a.pid, v, 2), (int)had + 1);
+    assert_int_equal(pfr_symbolizer_process_files(s, a.pid), had + 1);
+    pfr_sym_frame fr[2];
+    assert_int_equal(pfr_symbolize_user(s, a.pid, 0x10010, fr, 2), 1);
+    assert_true(pfr_tu_ends_with(fr[0].module, "/t_pie"));
+    expect_frame(s, a.pid, lib + 1, "lib_function", "libtarget.c",
+                 marker("libtarget.c", "LIB_LINE"));
+    assert_int_equal(pfr_symbolizer_merge_exit_maps(s, a.pid, v, 2), 0); /* had already */
+    /* a mapping over one of the snapshot's: the list's, more recent, replaces it */
+    const struct pfr_sym_exit_map *at_lib = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (lib >= all[i].start && lib < all[i].end)
+            at_lib = &all[i];
+    assert_non_null(at_lib);
+    pfr_sym_exit_map over = {.start = at_lib->start,
+                             .end = at_lib->end,
+                             .dev = late.st_dev,
+                             .ino = late.st_ino,
+                             .kind = PFR_SYM_EXIT_FILE};
+    assert_true(pfr_symbolizer_merge_exit_maps(s, a.pid, &over, 1) > 0);
+    assert_int_equal(pfr_symbolize_user(s, a.pid, lib + 1, fr, 2), 1);
+    assert_true(pfr_tu_ends_with(fr[0].module, "/t_pie"));
+    /* a process never snapshotted: the list is its snapshot */
+    assert_int_equal(pfr_symbolizer_merge_exit_maps(s, 424243, v, 2), 2);
+    assert_int_equal(pfr_symbolize_user(s, 424243, 0x10010, fr, 2), 1);
+    assert_true(pfr_tu_ends_with(fr[0].module, "/t_pie"));
+    pfr_symbolizer_free(s);
+    assert_int_equal(pfr_tu_stop(&a), 0);
+}
+
 /* A program on overlayfs (a container's root): snapshots see the overlay's file, while the
  * kernel's walk at exit names the layer's file (another device, the same inode number) at its
  * path inside the layer. A process of it never snapshotted is still named from its exit once
@@ -834,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_file_path),
         cmocka_unit_test(test_exit_maps),
         cmocka_unit_test(test_exit_learned_path),
+        cmocka_unit_test(test_exit_sampled_merge),
         cmocka_unit_test(test_exit_overlay),
         cmocka_unit_test(test_refresh_after_snapshot),
         cmocka_unit_test(test_c_stripped),
