@@ -179,22 +179,26 @@ static __always_inline struct pfr_uw_proc *uw_proc(__u32 tgid, __u64 mm)
     return p;
 }
 
+/* The entry of the sampled process (uw_proc). */
+static __always_inline struct pfr_uw_proc *uw_proc_current(void)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    return uw_proc(bpf_get_current_pid_tgid() >> 32, (__u64)task->mm);
+}
+
 /* A sample's user stack read without the walk (and so without its cache): the exit cannot say
  * which mappings it needs. */
 static __always_inline void uw_note_lost(void)
 {
-    struct task_struct *task = bpf_get_current_task_btf();
-    struct pfr_uw_proc *p = uw_proc(bpf_get_current_pid_tgid() >> 32, (__u64)task->mm);
+    struct pfr_uw_proc *p = uw_proc_current();
     if (p)
         p->flags |= PFR_UWP_LOST;
 }
 
-/* A pc walked without its mapping: its page kept for the exit (PFR_UWP_LOST once they do not
- * fit). */
-static __always_inline void uw_note_miss(__u64 pc)
+/* A pc walked without its mapping: its page kept in the process's entry p for the exit
+ * (PFR_UWP_LOST once they do not fit). */
+static __always_inline void uw_note_miss(struct pfr_uw_proc *p, __u64 pc)
 {
-    struct task_struct *task = bpf_get_current_task_btf();
-    struct pfr_uw_proc *p = uw_proc(bpf_get_current_pid_tgid() >> 32, (__u64)task->mm);
     if (!p)
         return;
     __u64 page = pc >> 12;
@@ -235,7 +239,7 @@ static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_
     }
     if (u->vma_looked_up) {
         u->flags |= PFR_UWF_VMA_MISS;
-        uw_note_miss(pc);
+        uw_note_miss(p && p->mm == mm ? p : uw_proc(tgid, mm), pc);
         return 1;
     }
     u->vma_looked_up = 1;
@@ -244,7 +248,7 @@ static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_
         return -1;
     if (rc) { /* the mappings are being changed (-EBUSY) */
         u->flags |= PFR_UWF_BUSY;
-        uw_note_miss(pc);
+        uw_note_miss(p && p->mm == mm ? p : uw_proc(tgid, mm), pc);
         return 1;
     }
     v->seen = now;
@@ -496,7 +500,7 @@ __noinline int pfr_unwind_user(struct pfr_walk *w, __u64 ip, __u64 sp, __u64 bp)
             u->flags |= PFR_UWF_CUT_DEPTH;
     }
     if (u->flags & PFR_UWF_CUT_DEPTH) /* the last frame's mapping was not looked up */
-        uw_note_miss(u->pc - 1);
+        uw_note_miss(uw_proc_current(), u->pc - 1);
     return (int)n;
 }
 
