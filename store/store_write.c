@@ -1276,6 +1276,7 @@ struct evict_ctx {
     bool cursors_read;
     struct store_cursors cur; /* the consumers' cursors and set-aside chunks */
     bool for_disk;            /* count the chunks as given up for disk space */
+    bool chains_apart; /* chains left without chunks: noted for orphan_step, not deleted at once */
     bool pins_read;
     struct store_pins pins; /* the pins in force (store_pins.c) */
     int64_t after;          /* chunks up to this id were looked at: pinned ones are passed */
@@ -1445,6 +1446,8 @@ static int evict_pick(pfr_store *s, uint64_t over, size_t max_n, struct evict_ct
     return 0;
 }
 
+static int orphans_note(pfr_store *s, const int64_t *bases, size_t n, int64_t protect);
+
 /* Delete the oldest chunks of a tier (-1: any) no pin keeps, at least over bytes of them in one
  * batch of at most max_n (<= 512), then the dictionary chains and streams left without chunks,
  * and count them: evicted, lost-unshipped when past a consumer's cursor, evicted_disk when for
@@ -1495,7 +1498,8 @@ static int evict_batch(pfr_store *s, int tier, uint64_t over, size_t max_n, int6
         pfr_st_retention_coarse_note(&s->w->ret, tier, 0, false);
     size_t n = k->n;
     if (!rc && n > 0 &&
-        ((rc = delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
+        ((rc = x->chains_apart ? orphans_note(s, k->dicts, n, protect_base)
+                               : delete_orphans(s, k->dicts, n, W_DEL_DICT, protect_base)) != 0 ||
          (rc = delete_orphans(s, k->streams, n, W_DEL_STREAM, protect_stream)) != 0 ||
          (rc = pfr_st_meta_add(&s->sql, "evicted", (int64_t)n)) != 0 ||
          (k->lost && (rc = pfr_st_meta_add(&s->sql, "lost_unshipped", k->lost)) != 0) ||
@@ -2177,6 +2181,21 @@ static int orphan_note(pfr_store *s, int64_t base)
     return 0;
 }
 
+/* The chains of bases (n of them, repeats allowed) that no chunk references any more, but
+ * protect, noted for orphan_step. */
+static int orphans_note(pfr_store *s, const int64_t *bases, size_t n, int64_t protect)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool dup = bases[i] == protect;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = bases[j] == bases[i];
+        int rc = dup ? 0 : orphan_note(s, bases[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* The chains no chunk references, read from the database (a writer's start, a rolled back
  * transaction: the list in memory may miss some). */
 static int orphans_read(pfr_store *s)
@@ -2807,16 +2826,31 @@ static int append_txn(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *i
     }
 }
 
+/* The end of a transaction of the full-disk path begun with BEGIN IMMEDIATE: committed if rc is 0
+ * and the disk can take it (commit_fits), else rolled back. */
+static int full_txn_end(pfr_store *s, int rc)
+{
+    if (!rc)
+        rc = commit_fits(s);
+    if (!rc)
+        rc = pfr_st_exec(&s->sql, "COMMIT");
+    if (rc && !sqlite3_get_autocommit(s->sql.db))
+        pfr_st_exec(&s->sql, "ROLLBACK");
+    return rc;
+}
+
 /* The disk was full: give up the oldest chunks, at least bytes of them but at most max_n (a
- * transaction the WAL can take), in a transaction of their own. *n_out: chunks given up (0:
- * none is left). */
+ * transaction the WAL can take), in a transaction of their own. The chains they leave without
+ * chunks are noted (orphans_give deletes them): deleted with them, a chain's layer rows wrote
+ * 35-54 pages of WAL for a few chunks, more than the WAL of a full disk held (30), and the ring
+ * could give nothing up (store_crash_full). *n_out: chunks given up (0: none is left). */
 static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n_out)
 {
     *n_out = 0;
     int rc = pfr_st_exec(&s->sql, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
-    struct evict_ctx x = {.for_disk = true};
+    struct evict_ctx x = {.for_disk = true, .chains_apart = true};
     int tier;
     rc = top_tier(s, &tier);
     if (!rc)
@@ -2824,16 +2858,37 @@ static int evict_for_space(pfr_store *s, uint64_t bytes, size_t max_n, size_t *n
     if (!rc && *n_out == 0)
         rc = evict_batch(s, -1, bytes, max_n, 0, 0, &x, n_out);
     evict_ctx_free(&x);
-    if (!rc)
-        rc = commit_fits(s);
-    if (!rc)
-        rc = pfr_st_exec(&s->sql, "COMMIT");
-    if (rc) {
+    if ((rc = full_txn_end(s, rc)) != 0)
         *n_out = 0;
-        if (!sqlite3_get_autocommit(s->sql.db))
-            pfr_st_exec(&s->sql, "ROLLBACK");
-    }
     return rc;
+}
+
+/* On a full disk: the chains without chunks deleted, a few rows at a time (orphan_step: bases
+ * first, their overflow pages freed without being written to the WAL, the most room for the
+ * fewest frames), in transactions of at most steps steps, halved when one does not fit the WAL.
+ * Best effort: what it cannot delete stays for make_room. */
+static void orphans_give(pfr_store *s)
+{
+    size_t steps = 8;
+    for (;;) {
+        if (pfr_st_exec(&s->sql, "BEGIN IMMEDIATE") != 0)
+            return;
+        size_t done = 0;
+        int r = 1;
+        while (done < steps && (r = orphan_step(s, UINT64_MAX)) == 1)
+            done++;
+        int rc = full_txn_end(s, r < 0 ? r : 0);
+        if (rc) {
+            s->w->orphans_known = false; /* rows it deleted are back */
+            if (rc == -ENOSPC && steps > 1) {
+                steps /= 2;
+                continue;
+            }
+            return;
+        }
+        if (done < steps)
+            return; /* none left */
+    }
 }
 
 /* How long a write on a full disk waits, in all, for readers whose snapshots hold the WAL: while
@@ -2885,6 +2940,7 @@ static int append_full(pfr_store *s, const pfr_chunk_in *in, size_t n, int64_t *
         }
         if (e != 0 || given == 0)
             break;
+        orphans_give(s);
         /* The WAL needs room on the disk too, as much as the largest recent transaction's (the
          * one that failed is counted): the pages freed go back to the file system for it, as
          * far as the WAL can take the move (about a frame per page). */

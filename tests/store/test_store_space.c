@@ -369,6 +369,52 @@ static void test_nothing_older_left(void **state)
     assert_int_equal(rs.reserve_bytes, 0);
 }
 
+/* A writer restarted on a disk that filled while its WAL was small (checkpointed and truncated,
+ * its spare file's room taken): a new hour's bases need several times the WAL it has, and only
+ * giving chunks up makes room. Giving up the chunks with the chains they leave in one
+ * transaction wrote more WAL than the disk had (35-54 pages for a few chunks, against 30), and
+ * the ring could neither append nor give anything up (store_crash_full, 2026-12-01): the chains
+ * go after the chunks, a few rows at a time, their bases first. */
+static void test_full_disk_small_wal(void **state)
+{
+    struct fx *f = *state;
+    open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
+    int64_t ids[2];
+    while (ring_files(f) < 2 * MiB)
+        assert_int_equal(append_interval(f, ids), 0);
+    pfr_store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), 0);
+    sqlite3_close(db);
+    char spare[512];
+    snprintf(spare, sizeof(spare), "%s-spare", f->db);
+    unlink(spare);
+    assert_int_equal(wal_file(f), 0);
+    fill(f, fs_avail(f) - 128 * 1024);
+    open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
+    pfr_store_stats before = stats(f);
+    f->next = (f->next / (3600 * SEC) + 1) * 3600 * SEC; /* the next hour: new bases */
+    for (int i = 0; i < 40; i++) {
+        if (i == 4)
+            fill(f, UINT64_MAX); /* the WAL took what was left: nothing more */
+        int rc = append_interval(f, ids);
+        if (rc)
+            fprintf(stderr, "interval %d (WAL %llu B, free %llu B): %s\n", i,
+                    (unsigned long long)wal_file(f), (unsigned long long)fs_avail(f),
+                    strerror(-rc));
+        assert_int_equal(rc, 0);
+        if (i == 20)
+            f->next = (f->next / (3600 * SEC) + 1) * 3600 * SEC; /* and again */
+    }
+    pfr_store_stats full = stats(f);
+    assert_int_equal(full.dropped_disk, 0);
+    assert_int_equal(full.appended, before.appended + 80);
+    assert_true(full.evicted_disk > before.evicted_disk);
+    check_ring(f);
+}
+
 /* Free space short of the reserve: the ring stops growing and keeps what it holds, its new
  * chunks in the pages its oldest leave, with no write lost; readers see the cap in force and
  * why. With room again it grows up to its cap. */
@@ -456,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_effective_cap),
         cmocka_unit_test_setup_teardown(test_full_disk_gives_up_oldest, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_nothing_older_left, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_small_wal, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_reserve, setup_large, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
