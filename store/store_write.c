@@ -1247,16 +1247,20 @@ static void forget_chain(struct writer *w, int64_t base_id)
             w->ws[i]->base_id = w->ws[i]->dict_id = 0;
 }
 
+/* Is ids[i] protect, or an id ids lists before it (eviction's lists repeat ids)? */
+static bool passed_over(const int64_t *ids, size_t i, int64_t protect)
+{
+    bool dup = ids[i] == protect;
+    for (size_t j = 0; j < i && !dup; j++)
+        dup = ids[j] == ids[i];
+    return dup;
+}
+
 static int delete_orphans(pfr_store *s, const int64_t *ids, size_t n, enum wstmt which,
                           int64_t protect)
 {
     for (size_t i = 0; i < n; i++) {
-        if (ids[i] == protect)
-            continue;
-        bool dup = false;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = ids[j] == ids[i];
-        if (dup)
+        if (passed_over(ids, i, protect))
             continue;
         sqlite3_stmt *st = wst(s, which);
         if (!st)
@@ -2186,10 +2190,7 @@ static int orphan_note(pfr_store *s, int64_t base)
 static int orphans_note(pfr_store *s, const int64_t *bases, size_t n, int64_t protect)
 {
     for (size_t i = 0; i < n; i++) {
-        bool dup = bases[i] == protect;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = bases[j] == bases[i];
-        int rc = dup ? 0 : orphan_note(s, bases[i]);
+        int rc = passed_over(bases, i, protect) ? 0 : orphan_note(s, bases[i]);
         if (rc)
             return rc;
     }

@@ -355,14 +355,15 @@ static void on_exec(pfr_cpu_source *cs, const struct pfr_event *ev)
         schedule_resnap(cs, p, true);
 }
 
-/* The mappings the kernel listed at the exit, for a process whose snapshot failed (it exited
- * first), was taken in its loader, or came before a dlopen: taken if they name more files. */
 static int by_start(const void *a, const void *b)
 {
     uint64_t x = ((const pfr_sym_exit_map *)a)->start, y = ((const pfr_sym_exit_map *)b)->start;
     return x < y ? -1 : x > y;
 }
 
+/* The mappings the kernel listed at the exit, for a process whose snapshot failed (it exited
+ * first), was taken in its loader, or came before a dlopen: taken if they name more files. Those
+ * its samples met (the sampler's cache) are added to the snapshot instead. */
 static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct pfr_exit_maps *em)
 {
     pfr_sym_exit_map v[PFR_EXIT_MAPS_MAX];
@@ -378,15 +379,15 @@ static void take_exit_maps(pfr_cpu_source *cs, const pfr_proc *p, const struct p
                                           : r->kind == PFR_MAPREC_FILE ? PFR_SYM_EXIT_FILE
                                                                        : PFR_SYM_EXIT_ANON};
     }
+    int rc;
     if (em->ev.flags & PFR_EVF_MAPS_SAMPLED) { /* the sampler's cache: in no order */
         cs->st.exit_maps_sampled++;
         qsort(v, n, sizeof(v[0]), by_start);
+        rc = pfr_symbolizer_merge_exit_maps(cs->sym, (pid_t)p->tgid, v, n);
     } else {
         cs->st.exit_maps_walked++;
+        rc = pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n);
     }
-    int rc = (em->ev.flags & PFR_EVF_MAPS_SAMPLED)
-                 ? pfr_symbolizer_merge_exit_maps(cs->sym, (pid_t)p->tgid, v, n)
-                 : pfr_symbolizer_set_exit_maps(cs->sym, (pid_t)p->tgid, v, n);
     if (rc > 0)
         cs->st.exit_maps_taken++;
     else

@@ -346,6 +346,17 @@ static void test_exit_maps(void **state)
     assert_int_equal(pfr_tu_stop(&a), 0);
 }
 
+/* A page of file late mapped below everything else a test program maps (a library loaded after
+ * its snapshot): the exit's lists stay by address with it first. */
+static pfr_sym_exit_map late_map(const struct stat *late)
+{
+    return (pfr_sym_exit_map){.start = 0x10000,
+                              .end = 0x11000,
+                              .dev = late->st_dev,
+                              .ino = late->st_ino,
+                              .kind = PFR_SYM_EXIT_FILE};
+}
+
 /* Code a process mapped after its snapshot (a dlopen) from a file no snapshot saw: its exit's
  * mappings name it once its path is learned (from the exit's notification), and then replace
  * the snapshot, which had fewer files. */
@@ -362,11 +373,7 @@ static void test_exit_learned_path(void **state)
     assert_int_equal(stat(bin("t_pie"), &late), 0);
     /* below everything else mapped, so the list stays by address */
     memmove(v + 1, v, n * sizeof(v[0]));
-    v[0] = (pfr_sym_exit_map){.start = 0x10000,
-                              .end = 0x11000,
-                              .dev = late.st_dev,
-                              .ino = late.st_ino,
-                              .kind = PFR_SYM_EXIT_FILE};
+    v[0] = late_map(&late);
     n++;
     assert_int_equal(pfr_symbolizer_set_exit_maps(s, a.pid, v, n), 0); /* nothing more named */
     assert_int_equal(pfr_symbolizer_learn_path(s, late.st_dev, late.st_ino, "t_pie"), -EINVAL);
@@ -409,12 +416,7 @@ static void test_exit_sampled_merge(void **state)
     struct stat late;
     assert_int_equal(stat(bin("t_pie"), &late), 0);
     assert_int_equal(pfr_symbolizer_learn_path(s, late.st_dev, late.st_ino, bin("t_pie")), 0);
-    pfr_sym_exit_map v[2] = {{.start = 0x10000,
-                              .end = 0x11000,
-                              .dev = late.st_dev,
-                              .ino = late.st_ino,
-                              .kind = PFR_SYM_EXIT_FILE},
-                             all[0]};
+    pfr_sym_exit_map v[2] = {late_map(&late), all[0]};
     assert_int_equal(pfr_symbolizer_merge_exit_maps(s, a.pid, v, 2), (int)had + 1);
     assert_int_equal(pfr_symbolizer_process_files(s, a.pid), had + 1);
     pfr_sym_frame fr[2];
