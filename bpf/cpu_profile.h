@@ -365,8 +365,9 @@ struct pfr_unwind_req {
  * image in every 64-bit process of a kernel, so user space builds it from its own. */
 #define PFR_UNWIND_VDSO_INO (~0ull)
 
-/* Default cap of unwind_rows (rows of 8 bytes): 2 Mi rows, 16 MiB. */
-#define PFR_UNWIND_ROWS_DEFAULT (2u << 20)
+/* Default cap of unwind_rows (rows of 8 bytes): 4 Mi rows, 32 MiB (a build host's compilers
+ * alone, cc1 and clang's libLLVM and libclang-cpp, take 23 MiB). */
+#define PFR_UNWIND_ROWS_DEFAULT (4u << 20)
 /* Files with a table (or known to have none) at once. */
 #define PFR_UNWIND_FILES_MAX 4096
 

@@ -1223,13 +1223,13 @@ static const pfr_setting cpu_rows[] = {
     {.key = "unwind_table_bytes",
      .type = PFR_SET_SIZE,
      F(unwind_table_bytes),
-     .def = "16M",
+     .def = "32M",
      .min = 1 << 20,
      .max = 2147483648.0,
      .metavar = "SIZE",
      .help = "kernel memory for unwind tables (8 bytes a row); past it the tables of the "
              "files sampled least recently are evicted and rebuilt when needed. A typical "
-             "program with its libraries needs 0.3-2 MiB"},
+             "program with its libraries needs 0.3-2 MiB, a compiler 4-16 MiB"},
     {.key = "unwind_cache_dir",
      .type = PFR_SET_STRING,
      F(unwind_cache_dir),

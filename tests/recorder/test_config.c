@@ -502,7 +502,7 @@ static void unwind_settings(void **state)
     char *a0[] = {"pfr-recorder", NULL};
     assert_int_equal(load(&c, a0, err, sizeof(err)), 0);
     assert_int_equal(cpu_of(&c)->unwind, PFR_UNWIND_AUTO);
-    assert_int_equal(cpu_of(&c)->unwind_table_bytes, 16ull << 20);
+    assert_int_equal(cpu_of(&c)->unwind_table_bytes, 32ull << 20);
     pfr_config_free(&c);
 
     char *path = write_file("[recorder]\nunwind = dwarf\nunwind_table_bytes = 64M\n");
