@@ -178,19 +178,31 @@ static int append_interval(struct fx *f, int64_t ids[2])
     return rc;
 }
 
+/* The path of the ring's file beside its database ("-wal", "-spare"), in out[512]. */
+static const char *side_file(const struct fx *f, const char *suffix, char out[512])
+{
+    snprintf(out, 512, "%s%s", f->db, suffix);
+    return out;
+}
+
 static uint64_t ring_files(const struct fx *f)
 {
     char wal[512], spare[512];
-    snprintf(wal, sizeof(wal), "%s-wal", f->db);
-    snprintf(spare, sizeof(spare), "%s-spare", f->db);
-    return pfr_tu_file_size(f->db) + pfr_tu_file_size(wal) + pfr_tu_file_size(spare);
+    return pfr_tu_file_size(f->db) + pfr_tu_file_size(side_file(f, "-wal", wal)) +
+           pfr_tu_file_size(side_file(f, "-spare", spare));
 }
 
 static uint64_t wal_file(const struct fx *f)
 {
     char wal[512];
-    snprintf(wal, sizeof(wal), "%s-wal", f->db);
-    return pfr_tu_file_size(wal);
+    return pfr_tu_file_size(side_file(f, "-wal", wal));
+}
+
+/* Intervals appended until the ring's files hold bytes. */
+static void grow_ring(struct fx *f, int64_t ids[2], uint64_t bytes)
+{
+    while (ring_files(f) < bytes)
+        assert_int_equal(append_interval(f, ids), 0);
 }
 
 static uint64_t fs_avail(const struct fx *f)
@@ -281,11 +293,9 @@ static void test_full_disk_gives_up_oldest(void **state)
     struct fx *f = *state;
     open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
     int64_t ids[2];
-    while (ring_files(f) < 2 * MiB)
-        assert_int_equal(append_interval(f, ids), 0);
-    char spare[512];
-    snprintf(spare, sizeof(spare), "%s-spare", f->db);
-    assert_true(pfr_tu_file_size(spare) > 0); /* made while the disk had room */
+    grow_ring(f, ids, 2 * MiB);
+    char spare[512]; /* made while the disk had room */
+    assert_true(pfr_tu_file_size(side_file(f, "-spare", spare)) > 0);
     fill(f, UINT64_MAX);
     assert_true(fs_avail(f) < 64 * 1024);
     pfr_store_stats before = stats(f);
@@ -380,8 +390,7 @@ static void test_full_disk_small_wal(void **state)
     struct fx *f = *state;
     open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
     int64_t ids[2];
-    while (ring_files(f) < 2 * MiB)
-        assert_int_equal(append_interval(f, ids), 0);
+    grow_ring(f, ids, 2 * MiB);
     pfr_store_close(f->s);
     f->s = NULL;
     sqlite3 *db = NULL;
@@ -389,8 +398,7 @@ static void test_full_disk_small_wal(void **state)
     assert_int_equal(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), 0);
     sqlite3_close(db);
     char spare[512];
-    snprintf(spare, sizeof(spare), "%s-spare", f->db);
-    unlink(spare);
+    unlink(side_file(f, "-spare", spare));
     assert_int_equal(wal_file(f), 0);
     fill(f, fs_avail(f) - 128 * 1024);
     open_writer(f, 6 * MiB, (pfr_store_reserve){.mode = PFR_STORE_RESERVE_OFF});
@@ -424,8 +432,7 @@ static void test_reserve(void **state)
     pfr_store_reserve r = {.mode = PFR_STORE_RESERVE_BYTES, .bytes = 12 * MiB};
     open_writer(f, 16 * MiB, r);
     int64_t ids[2];
-    while (ring_files(f) < 8 * MiB)
-        assert_int_equal(append_interval(f, ids), 0);
+    grow_ring(f, ids, 8 * MiB);
     pfr_store_stats st = stats(f);
     assert_int_equal(st.reserve_bytes, 12 * MiB);
     assert_int_equal(st.cap_reason, PFR_STORE_CAP_CONFIGURED);
