@@ -177,6 +177,21 @@ int64_t pfr_membudget_headroom(pfr_membudget *b)
     return (int64_t)(b->budget / 4 * 3) - (int64_t)atomic_load(&b->rss);
 }
 
+int64_t pfr_membudget_brief_room(pfr_membudget *b)
+{
+    if (!b || b->budget == 0)
+        return INT64_MAX;
+    pfr_membudget_update(b); /* now: what a build grew to a moment ago counts */
+    int64_t room = (int64_t)(b->budget / 16 * 15) - (int64_t)atomic_load(&b->rss);
+    return pfr_membudget_level(b) == PFR_MEM_OVER || room < 0 ? 0 : room;
+}
+
+void pfr_membudget_count_refused(pfr_membudget *b, enum pfr_mem_user user)
+{
+    if (b && user >= 0 && user < PFR_MEM_NUSERS)
+        atomic_fetch_add(&b->refused[user], 1);
+}
+
 void pfr_membudget_stats_get(const pfr_membudget *b, pfr_membudget_stats *st)
 {
     memset(st, 0, sizeof(*st));

@@ -76,6 +76,15 @@ bool pfr_membudget_allow(pfr_membudget *b, enum pfr_mem_user user, uint64_t byte
  * of its run. Never over the budget. A refusal is counted. */
 bool pfr_membudget_allow_brief(pfr_membudget *b, enum pfr_mem_user user, uint64_t bytes);
 
+/* Bytes a brief cost may still take (pfr_membudget_allow_brief's ceiling, 15/16 of the budget,
+ * less the resident set measured now): the bound a builder allowed to start keeps to as it
+ * grows, whatever its estimate said. 0 when OVER or past the ceiling; INT64_MAX
+ * when b is NULL or off. */
+int64_t pfr_membudget_brief_room(pfr_membudget *b);
+
+/* Count a refusal `user` decided later, past a bound the budget set (pfr_membudget_brief_room). */
+void pfr_membudget_count_refused(pfr_membudget *b, enum pfr_mem_user user);
+
 /* Bytes the resident set may still grow by, at a measure at most a second old, before it leaves OK
  * (3/4 of the budget); negative past it. A cache that grows by at most a share of it each time
  * stays within the budget with the others. INT64_MAX when b is NULL or off. */

@@ -175,6 +175,30 @@ static bool cancelled(const pfr_unwind_limits *l)
     return l->cancel && atomic_load_explicit(l->cancel, memory_order_relaxed);
 }
 
+/* The build's own memory that grows with the file: its CIEs, its FDE list and `rows` rows. */
+static uint64_t grown_bytes(const builder *b, size_t rows)
+{
+    return (uint64_t)b->ncies * sizeof(struct cie_info) +
+           (uint64_t)b->nfdes * sizeof(struct fde_span) +
+           (uint64_t)rows * sizeof(struct pfr_unwind_row);
+}
+
+/* Whether that memory, with `rows` rows, stays within lim->max_bytes. */
+static bool fits(const builder *b, size_t rows)
+{
+    return b->lim->max_bytes == 0 || grown_bytes(b, rows) <= b->lim->max_bytes;
+}
+
+/* -ENOBUFS if it would not: checked before it grows. */
+static int check_room(builder *b, size_t rows)
+{
+    if (fits(b, rows))
+        return 0;
+    return fail(b, -ENOBUFS,
+                "%zu FDEs and %zu rows pass the %llu bytes the memory budget leaves the build",
+                b->nfdes, rows, (unsigned long long)b->lim->max_bytes);
+}
+
 /* Every TICK_EVERY calls: the caller's other work (lim->yield), the build cancelled, or refused
  * past its CPU time budget, and a nap when it has used more than its share of a core since the
  * last one. */
@@ -607,6 +631,9 @@ static int add_cie(builder *b, Dwarf_Off off, const Dwarf_CIE *cie)
 {
     if (b->ncies >= b->lim->max_fdes / CIES_PER_FDES + CIES_PER_FDES)
         return fail(b, -EOVERFLOW, "more than %zu CIEs", b->ncies);
+    int rc = check_room(b, 0);
+    if (rc < 0)
+        return rc;
     if (PFR_VEC_RESERVE(b->cies, b->cies_cap, b->ncies + 1))
         return fail(b, -ENOMEM, "out of memory");
     b->cies[b->ncies++] = read_cie(b, off, cie);
@@ -652,6 +679,9 @@ static int add_fde(builder *b, uint64_t off, uint64_t start, uint64_t range)
         if (start < b->segs[i].lo || start >= b->segs[i].hi)
             continue;
         uint64_t end = start + range < b->segs[i].hi ? start + range : b->segs[i].hi;
+        int rc = check_room(b, 0);
+        if (rc < 0)
+            return rc;
         if (PFR_VEC_RESERVE(b->fdes, b->fdes_cap, b->nfdes + 1))
             return fail(b, -ENOMEM, "out of memory");
         /* a longer one makes the code span 4 GiB or more: refused by build_rows(), from top */
@@ -995,8 +1025,13 @@ static int push_row(builder *b, uint64_t vaddr, uint32_t rule)
     if (b->max_rows && t->nrows == b->max_rows)
         return fail(b, -E2BIG, "more than %zu rows (the cap), at %#llx", b->max_rows,
                     (unsigned long long)vaddr);
-    if (!b->counting && PFR_VEC_RESERVE(t->rows, b->rows_cap, t->nrows + 1))
-        return fail(b, -ENOMEM, "out of memory");
+    if (!b->counting) {
+        int rc = check_room(b, t->nrows + 1);
+        if (rc < 0)
+            return rc;
+        if (PFR_VEC_RESERVE(t->rows, b->rows_cap, t->nrows + 1))
+            return fail(b, -ENOMEM, "out of memory");
+    }
     *row(b, t->nrows++) = (struct pfr_unwind_row){pc, rule};
     return 0;
 }
@@ -1196,13 +1231,17 @@ static int prepare_fde(builder *b, const struct fde_span *fd, uint64_t *replay)
     return 0;
 }
 
-/* Room for the rows, reserved once: about 7 rows an FDE in real files (libc 7.6, python3.11
- * 6.3, ClickHouse 7.0), never more than the cap. Pages not written are never backed. */
-static void reserve_rows(builder *b)
+/* The rows a table will likely have: about 7 an FDE in real files (libc 7.6, python3.11 6.3,
+ * ClickHouse 7.0), never more than the cap. */
+static size_t likely_rows(const builder *b)
 {
     size_t want = b->nfdes < SIZE_MAX / 8 - 2 ? b->nfdes * 8 + 2 : SIZE_MAX / 8;
-    if (b->max_rows && want > b->max_rows)
-        want = b->max_rows;
+    return b->max_rows && want > b->max_rows ? b->max_rows : want;
+}
+
+/* Room for `want` rows, reserved once. Pages not written are never backed. */
+static void reserve_rows(builder *b, size_t want)
+{
     (void)PFR_VEC_RESERVE(b->out->rows, b->rows_cap, want); /* else it grows as it goes */
 }
 
@@ -1248,20 +1287,24 @@ static int build_rows(builder *b, bool eh_frame)
         return rc;
     if (!b->syn && pfr_uw_image_need_all(b->im) < 0) /* libdw reads .eh_frame on its own */
         return fail(b, -EIO, "cannot read .eh_frame");
-    /* A table likely past the cap (real files have 6 to 8 rows an FDE) is counted first,
-     * without keeping its rows: refused, it never costs them; fitting after all, it is walked
-     * again. */
-    if (b->max_rows && b->nfdes > b->max_rows / COUNT_FIRST_FDE_ROWS) {
+    /* A table likely past the cap (real files have 6 to 8 rows an FDE), or whose rows would
+     * likely pass the memory the build may take, is counted first, without keeping its rows:
+     * refused, it never costs them; fitting after all, it is walked again. */
+    size_t want = likely_rows(b);
+    if ((b->max_rows && b->nfdes > b->max_rows / COUNT_FIRST_FDE_ROWS) || !fits(b, want)) {
         b->counting = true;
         rc = walk_all(b);
         b->counting = false;
         if (rc < 0)
             return rc;
+        want = b->out->nrows;
+        if ((rc = check_room(b, want)) < 0)
+            return rc;
         b->out->nrows = 0;
         b->out->stats.rows_in = b->out->stats.unsupported = 0;
         b->replayed = 0;
     }
-    reserve_rows(b);
+    reserve_rows(b, want);
     rc = walk_all(b);
     if (rc == 0 && b->out->nrows < 2)
         rc = fail(b, -ENOENT, "no call-frame rule the sampler can follow");

@@ -70,6 +70,11 @@ typedef struct pfr_unwind_limits {
                                   * before any is). -EFBIG past it */
     uint64_t max_eh_frame_bytes; /* .eh_frame's size: -EFBIG past it */
     uint64_t max_cpu_ns;         /* CPU time of the thread building: -ETIME past it (0: none) */
+    uint64_t max_bytes;          /* the build's own memory that grows with the file (its FDE list
+                                  * and its rows): -ENOBUFS before it passes it (0: no limit).
+                                  * Not the file's fault: the room a caller's memory budget gives
+                                  * the build now. A table that would pass it is counted first, its
+                                  * rows never paid */
     unsigned cpu_share;          /* percent of a core a build takes on average: past it, it sleeps
                                   * in proportion to the CPU it used (0 or 100: never sleeps) */
     const atomic_bool *cancel;   /* set (by another thread): the build stops, -ECANCELED, within
@@ -117,7 +122,7 @@ const char *pfr_unwind_refusal_name(int refusal);
  * PFR_UNWIND_BUILD_GO) or executable segments whose p_vaddr - p_offset differ; -EFBIG code
  * spans 4 GiB or more, or a size past lim; -E2BIG more rows than lim->max_rows (no table);
  * -EOVERFLOW more FDEs than lim->max_fdes; -ETIME past lim->max_cpu_ns; -ECANCELED
- * lim->cancel was set; -EBADF, -EIO the
+ * lim->cancel was set; -ENOBUFS past lim->max_bytes; -EBADF, -EIO the
  * descriptor cannot be read; -ENOMEM. */
 int pfr_unwind_table_build_limited(int fd, unsigned flags, const pfr_unwind_limits *lim,
                                    pfr_unwind_table *out, char *err, size_t errlen);

@@ -715,6 +715,12 @@ static int build(pfr_unwinder *u, const struct queued *q, bool nested, int fd, u
 {
     pfr_unwind_limits lim;
     build_limits(u, q, nested, &lim);
+    /* the estimate (cost) was allowed, but a file's real cost is known only as it is read: the
+     * build keeps to the room the budget has now (or to the estimate, a small cost being allowed
+     * near the budget too). A 560 MB library reached the map's cap of rows, 32 MiB of them,
+     * past the budget, on an estimate of 32 MiB in all. */
+    int64_t room = pfr_membudget_brief_room(u->opts.membudget);
+    lim.max_bytes = room == INT64_MAX ? 0 : (uint64_t)room > cost ? (uint64_t)room : cost;
     uint64_t outer_map = u->build_map;
     u->held_cost += cost;
     u->build_map = q->small && !q->deferred ? q->r.end - q->r.start : UINT64_MAX;
@@ -778,9 +784,18 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
         }
         if (!cached) {
             rc = build(u, q, nested, fd, cost, &t, err, sizeof(err));
-            if (nested && (rc == -EFBIG || rc == -EOVERFLOW)) {
-                close(fd); /* past the small limits (checked before they were paid) */
+            if (nested && (rc == -EFBIG || rc == -EOVERFLOW || rc == -ENOBUFS)) {
+                close(fd); /* past the small limits or the room (checked before they were
+                            * paid): after the large build */
                 return false;
+            }
+            if (rc == -ENOBUFS) { /* past the room the budget gave it: as refused by it */
+                close(fd);
+                pfr_membudget_count_refused(u->opts.membudget, PFR_MEM_UNWIND);
+                retry_later(u, &key);
+                malloc_trim(0); /* it held up to the room */
+                count(u, q, &u->st.no_room, t0, u->paused_ns - paused0);
+                return true;
             }
             refused(u, r, fd, path, rc, err);
             if (rc == 0 && keep)

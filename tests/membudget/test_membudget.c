@@ -194,6 +194,37 @@ static void brief(void **state)
     assert_true(pfr_membudget_allow_brief(NULL, PFR_MEM_UNWIND, 1ull << 40));
 }
 
+/* The room a build allowed to start keeps to: 15/16 of the budget less the resident set measured
+ * at that moment (not a second before), none when over; a refusal past it is counted. */
+static void brief_room(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pfr-statm-XXXXXX";
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    pfr_membudget *b = budget_on_file(path);
+    pfr_membudget_set_fresh(b, 3600ll * 1000000000); /* decisions would not measure again */
+    write_statm(path, 20 * MiB / page);
+    assert_int_equal(pfr_membudget_update(b), PFR_MEM_OK);
+    assert_int_equal(pfr_membudget_brief_room(b), 40 * MiB);
+    write_statm(path, 50 * MiB / page); /* grown since: the room is measured, not remembered */
+    assert_int_equal(pfr_membudget_brief_room(b), 10 * MiB);
+    write_statm(path, 61 * MiB / page); /* past the ceiling, not yet over */
+    assert_int_equal(pfr_membudget_brief_room(b), 0);
+    write_statm(path, 65 * MiB / page);
+    assert_int_equal(pfr_membudget_brief_room(b), 0);
+    assert_int_equal(pfr_membudget_level(b), PFR_MEM_OVER);
+    pfr_membudget_count_refused(b, PFR_MEM_UNWIND);
+    pfr_membudget_count_refused(b, PFR_MEM_NUSERS); /* out of range: not counted */
+    pfr_membudget_stats st;
+    pfr_membudget_stats_get(b, &st);
+    assert_int_equal(st.refused[PFR_MEM_UNWIND], 1);
+    assert_int_equal(st.refused[PFR_MEM_SYMBOLS] + st.refused[PFR_MEM_GOHEAP], 0);
+    unlink(path);
+    pfr_membudget_free(b);
+    assert_int_equal(pfr_membudget_brief_room(NULL), INT64_MAX);
+    pfr_membudget_count_refused(NULL, PFR_MEM_UNWIND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +233,7 @@ int main(void)
         cmocka_unit_test(decisions_measure),
         cmocka_unit_test(cache_bound),
         cmocka_unit_test(brief),
+        cmocka_unit_test(brief_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

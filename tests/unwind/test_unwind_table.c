@@ -1085,6 +1085,47 @@ static void test_build_memory(void **state)
     }
 }
 
+/* max_bytes (the room a memory budget gives a build): a table whose FDE list and rows fit it is
+ * the same as without it; one byte short of them it is refused (-ENOBUFS, not a refusal of the
+ * file), and a table whose rows would pass it is counted first: its rows are never paid. */
+static void test_limit_bytes(void **state)
+{
+    (void)state;
+    pfr_unwind_table all, t;
+    char err[256];
+    build_ok(many, &all);
+    uint64_t fdes = 16ull * MANY, rows = 8ull * all.nrows;
+    pfr_unwind_limits lim;
+    pfr_unwind_limits_default(&lim);
+    lim.max_bytes = fdes + rows + 4096; /* (and a few CIEs) */
+    int fd = open(many, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pfr_unwind_table_build_limited(fd, 0, &lim, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.nrows, all.nrows);
+    assert_memory_equal(t.rows, all.rows, rows);
+    pfr_unwind_table_free(&t);
+    lim.max_bytes = fdes + rows - 1;
+    assert_int_equal(pfr_unwind_table_build_limited(fd, 0, &lim, &t, err, sizeof(err)), -ENOBUFS);
+    assert_null(t.rows);
+    assert_non_null(strstr(err, "the memory budget leaves the build"));
+    assert_int_equal(pfr_unwind_refusal(-ENOBUFS), -1);
+    /* short of the FDE list itself: refused while they are read */
+    lim.max_bytes = fdes / 2;
+    assert_int_equal(pfr_unwind_table_build_limited(fd, 0, &lim, &t, err, sizeof(err)), -ENOBUFS);
+    assert_non_null(strstr(err, " 0 rows pass"));
+    close(fd);
+    pfr_unwind_table_free(&all);
+    /* room for half the rows: counted, refused, the rows never held */
+    lim.max_bytes = fdes + rows / 2;
+    int rc;
+    long kib = build_rss_kib_lim(many, &lim, &rc);
+    assert_int_equal(rc, -ENOBUFS);
+    print_message("peak RSS growth refused for room: %ld KiB (FDEs %llu KiB, rows %llu KiB)\n", kib,
+                  (unsigned long long)fdes / 1024, (unsigned long long)rows / 1024);
+    if (!UNDER_ASAN)
+        assert_true(kib < (long)(fdes / 1024) + 2 * 1024);
+}
+
 /* The .eh_frame window: copied only when needed, given back when dropped, and a page that
  * reads differently the second time (the file changed) is an error, never bytes unchecked. */
 static void test_image_window(void **state)
@@ -1479,6 +1520,7 @@ int main(void)
         cmocka_unit_test(test_many_fdes),
         cmocka_unit_test(test_table_cap),
         cmocka_unit_test(test_build_memory),
+        cmocka_unit_test(test_limit_bytes),
         cmocka_unit_test(test_image_window),
         cmocka_unit_test(test_refusal_names),
         cmocka_unit_test(test_limit_fdes),

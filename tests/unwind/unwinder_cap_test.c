@@ -5,7 +5,9 @@
  * refused build's peak RSS growth stays under its FDEs plus 3 MiB (builds without ASan). The
  * same file under a map it fits is loaded, row for row the table built directly. Refusals are
  * counted by reason and told to on_refused once per file: past the cap (too_many_rows), and a
- * 1 MB .debug_frame that inflates to 1 GiB (too_big, before anything is inflated).
+ * 1 MB .debug_frame that inflates to 1 GiB (too_big, before anything is inflated). Under a memory
+ * budget that leaves the build less room than the table takes, the file is refused for room
+ * (no_room, counted by the budget), not as too large: with the room it is loaded.
  *
  * unwinder_cap_test: generates its file of many FDEs with make_many_fdes.sh (UNWIND_MAKE_MANY),
  * the other with make_hostile (UNWIND_MAKE_HOSTILE).
@@ -24,6 +26,7 @@
 #include <bpf/bpf.h>
 
 #include "pfr_check.h"
+#include "pfr_membudget.h"
 #include "under_asan.h"
 #include "unwind_table.h"
 #include "unwinder.h"
@@ -51,6 +54,41 @@ static void on_refused(void *ctx, const pfr_unwind_refused *r)
     t->reason = r->reason;
     snprintf(t->path, sizeof(t->path), "%s", r->path);
     snprintf(t->why, sizeof(t->why), "%s", r->why);
+}
+
+static unsigned long long budget_refused; /* by the budget of the last budget_ask() */
+
+/* Ask for req's table of an unwinder of a map of `rows` rows and a 64 MiB memory budget that
+ * reads a resident set of rss_mib; its stats into *s. */
+static bool budget_ask(const struct pfr_unwind_req *req, uint32_t rows, unsigned rss_mib,
+                       pfr_unwinder_stats *s)
+{
+    char statm[] = "/tmp/pfr-uwcap-statm-XXXXXX", line[64], err[256];
+    int fd = mkstemp(statm);
+    long page = sysconf(_SC_PAGESIZE);
+    int n = snprintf(line, sizeof(line), "%ld %ld\n", 2 * (rss_mib << 20) / page,
+                     (long)(rss_mib << 20) / page);
+    bool ok = fd >= 0 && write(fd, line, (size_t)n) == n;
+    if (fd >= 0)
+        close(fd);
+    pfr_membudget *b = NULL;
+    ok = ok && pfr_membudget_new(64u << 20, statm, &b) == 0;
+    struct maps m = maps_new(rows);
+    pfr_unwinder_opts o = {.max_rows = rows, .membudget = b};
+    pfr_unwinder *u = NULL;
+    ok = ok && pfr_unwinder_new(&o, m.rows, m.files, m.asked, &u, err, sizeof(err)) == 0;
+    if (ok) {
+        ask(u, &m, req);
+        pfr_unwinder_stats_get(u, s);
+        pfr_membudget_stats st;
+        pfr_membudget_stats_get(b, &st);
+        budget_refused = st.refused[PFR_MEM_UNWIND];
+    }
+    pfr_unwinder_free(u);
+    maps_close(&m);
+    pfr_membudget_free(b);
+    unlink(statm);
+    return ok;
 }
 
 static long maxrss_kib(void)
@@ -143,6 +181,22 @@ int main(void)
     close(bfd);
     pfr_unwinder_free(u);
     maps_close(&small);
+
+    /* a map it fits, but a memory budget that leaves its build less room than its FDEs and rows
+     * (4.6 MiB) though more than the estimate asked of it (an eighth of the file): refused for
+     * room as it is read, counted by the budget, never loaded; with the room, loaded */
+    uint32_t fit = 2 * MANY + 2;
+    REQUIRE(budget_ask(&req, fit, 57, &s), "a budget");
+    CHECK(s.no_room == 1 && s.tables == 0 && s.no_table == 0 && s.rows == 0 &&
+              s.refused[PFR_UW_REFUSED_TOO_MANY_ROWS] == 0,
+          "no room: no_room %llu tables %llu no_table %llu rows %llu",
+          (unsigned long long)s.no_room, (unsigned long long)s.tables,
+          (unsigned long long)s.no_table, (unsigned long long)s.rows);
+    CHECK(budget_refused == 1, "the budget counted %llu refusals", budget_refused);
+    REQUIRE(budget_ask(&req, fit, 40, &s), "a budget");
+    CHECK(s.tables == 1 && s.no_room == 0 && s.rows == fit && budget_refused == 0,
+          "room: tables %llu no_room %llu rows %llu, refused %llu", (unsigned long long)s.tables,
+          (unsigned long long)s.no_room, (unsigned long long)s.rows, budget_refused);
 
     /* a map it fits: loaded whole */
     pfr_unwind_table want;
