@@ -134,6 +134,10 @@ static const pfr_metric_row store_rows[] = {
      SM(tables_dropped)},
     {"pfr_store_page_cache_bytes", G, "the writer's SQLite page cache (up to 4 MiB)",
      SM(page_cache_bytes)},
+    {"pfr_store_chain_cache_bytes", G,
+     "dictionary chains the writer decoded to read the ring (roll-ups), kept until memory is "
+     "trimmed",
+     SM(chain_cache_bytes)},
 };
 const pfr_metric_table pfr_daemon_store_metrics = PFR_METRIC_TABLE("The ring", store_rows);
 

@@ -338,16 +338,18 @@ int pfr_store_errno(int sqlite_rc);
 /* A writer's memory: what it keeps between appends. Each stream's dictionary tables (so a chunk
  * needs only what is new since the last) and SQLite's cache of the ring's pages. */
 typedef struct pfr_store_mem_stats {
-    uint64_t table_bytes;      /* streams' dictionary tables kept in memory (at most 8 MiB) */
-    uint64_t table_streams;    /* streams whose tables are kept (at most 256) */
-    uint64_t tables_dropped;   /* streams' tables given up for either bound or pfr_store_trim */
-    uint64_t page_cache_bytes; /* SQLite's page cache (up to 4 MiB) */
+    uint64_t table_bytes;       /* streams' dictionary tables kept in memory (at most 8 MiB) */
+    uint64_t table_streams;     /* streams whose tables are kept (at most 256) */
+    uint64_t tables_dropped;    /* streams' tables given up for either bound or pfr_store_trim */
+    uint64_t page_cache_bytes;  /* SQLite's page cache (up to 4 MiB) */
+    uint64_t chain_cache_bytes; /* dictionary chains decoded for reads (a writer's: roll-ups) */
 } pfr_store_mem_stats;
 
 void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out);
 
 /* Give memory back (a daemon near its memory budget): the least recently appended streams'
- * tables until at most keep_table_bytes stay, the append scratch, SQLite's unused cached pages.
+ * tables until at most keep_table_bytes stay, the append scratch, the decoded chains, SQLite's
+ * unused cached pages.
  * Nothing is lost: a stream without tables writes a new base with its next chunk (more disk and
  * CPU for that chunk). Between appends, from the writer's thread. */
 void pfr_store_trim(pfr_store *s, uint64_t keep_table_bytes);

@@ -197,7 +197,7 @@ bool pfr_st_stream_matches(const struct rstream *r, const pfr_store_filter *f)
 }
 
 /* ---- dictionary chain cache ---- */
-static void chain_free(struct chain *c)
+void pfr_st_chain_free(struct chain *c)
 {
     if (!c)
         return;
@@ -210,7 +210,7 @@ static void chain_free(struct chain *c)
 void pfr_st_chain_cache_clear(struct store_dict *s)
 {
     for (size_t i = 0; i < s->nchains; i++)
-        chain_free(s->chains[i]);
+        pfr_st_chain_free(s->chains[i]);
     s->nchains = 0;
     s->chain_bytes = 0;
 }
@@ -226,7 +226,7 @@ static void chain_cache_trim(struct store_dict *s, const struct chain *keep)
         if (victim == SIZE_MAX)
             return;
         s->chain_bytes -= s->chains[victim]->bytes;
-        chain_free(s->chains[victim]);
+        pfr_st_chain_free(s->chains[victim]);
         s->chains[victim] = s->chains[--s->nchains];
     }
 }
@@ -349,6 +349,21 @@ const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int6
     memcpy(n, c->layer_n[pos], sizeof(c->layer_n[pos]));
     chain_cache_trim(s, c);
     return c;
+}
+
+struct chain *pfr_st_chain_take(struct store_dict *s, int64_t base_id, int64_t layer_id,
+                                uint32_t n[T_N], bool *corrupt, int *err)
+{
+    const struct chain *c = pfr_st_chain_get(s, base_id, layer_id, n, corrupt, err);
+    for (size_t i = 0; c && i < s->nchains; i++) {
+        if (s->chains[i] != c)
+            continue;
+        struct chain *own = s->chains[i];
+        s->chain_bytes -= own->bytes;
+        s->chains[i] = s->chains[--s->nchains];
+        return own;
+    }
+    return NULL;
 }
 
 /* ---- totals and rows ---- */

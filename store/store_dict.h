@@ -74,6 +74,11 @@ bool pfr_st_stream_matches(const struct rstream *r, const pfr_store_filter *f);
  * chunk's checksum already covers the chain it names. */
 const struct chain *pfr_st_chain_get(struct store_dict *s, int64_t base_id, int64_t layer_id,
                                      uint32_t n[T_N], bool *corrupt, int *err);
+/* As pfr_st_chain_get, but the chain is the caller's (out of the cache, or never in it), for
+ * pfr_st_chain_free: a writer taking a chain's tables over keeps no second copy in the cache. */
+struct chain *pfr_st_chain_take(struct store_dict *s, int64_t base_id, int64_t layer_id,
+                                uint32_t n[T_N], bool *corrupt, int *err);
+void pfr_st_chain_free(struct chain *c);
 void pfr_st_chain_cache_clear(struct store_dict *s);
 
 /* A chunk row's key fields, as its metadata row gives them. */

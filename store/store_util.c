@@ -152,6 +152,23 @@ int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n)
     return ktab_rehash(dst, ktab_slots_for(n, 64), true);
 }
 
+int pfr_st_ktab_move(struct ktab *dst, struct ktab *src, uint32_t n)
+{
+    if (n != src->n)
+        return pfr_st_ktab_copy(dst, src, n);
+    pfr_st_ktab_free(dst);
+    *dst = *src;
+    *src = (struct ktab){0};
+    if (!dst->off) { /* an empty table: as pfr_st_ktab_copy leaves one */
+        size_t cap = 0;
+        if (VEC_RESERVE(dst->off, cap, 2))
+            return -ENOMEM;
+        dst->cap = (uint32_t)cap;
+        dst->off[0] = 0;
+    }
+    return ktab_rehash(dst, ktab_slots_for(n, 64), true);
+}
+
 int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *added)
 {
     if (!t->slots || ((size_t)t->n + 1) * 2 > t->mask + 1) {

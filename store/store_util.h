@@ -108,6 +108,9 @@ int64_t pfr_st_ktab_intern(struct ktab *t, const void *key, size_t len, bool *ad
  * step by step. -EEXIST when two of the keys are equal (dst then holds them, unusable for
  * interning: the caller frees it), -EINVAL when src has fewer than n, -ENOMEM. */
 int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n);
+/* As pfr_st_ktab_copy, but src's memory becomes dst's when n is all of it (src is left empty),
+ * instead of copied: a table taken over whole costs its index only. */
+int pfr_st_ktab_move(struct ktab *dst, struct ktab *src, uint32_t n);
 /* Index of key or -1. */
 int64_t pfr_st_ktab_find(struct ktab *t, const void *key, size_t len);
 static inline const uint8_t *ktab_key(const struct ktab *t, uint32_t i, size_t *len)

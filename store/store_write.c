@@ -1761,17 +1761,20 @@ static int wstream_adopt(pfr_store *s, struct wstream *ws, const pfr_chunk_in *i
         return rc;
     uint32_t n[T_N];
     bool corrupt;
-    const struct chain *ch = pfr_st_chain_get(&s->dict, base, top, n, &corrupt, &rc);
+    /* the decoded chain taken out of the chunk decoder's cache and its tables taken over whole:
+     * one copy of them, not one in the cache and one in the stream (on a busy host, where streams
+     * are given up for memory and adopted again at their next append, the cache kept a decoded
+     * chain of each, and each adoption held both: 5-11 MB more at an interval's end). Taken
+     * whole, not interned key by key: that was most of the writer's time on a busy host. */
+    struct chain *ch = pfr_st_chain_take(&s->dict, base, top, n, &corrupt, &rc);
     if (!ch)
         return corrupt ? 0 : rc;
-    /* copied whole: a stream given up for memory is adopted again at its next append, and
-     * interning the chain's keys one by one was most of the writer's time on a busy host */
-    for (int k = 0; k < T_N; k++) {
-        rc = pfr_st_ktab_copy(&ws->tabs.t[k], &ch->t.t[k], n[k]);
-        if (rc) {
-            pfr_st_tabs_free(&ws->tabs);
-            return rc == -EEXIST ? 0 : rc; /* equal keys: a corrupt chain, not adopted */
-        }
+    for (int k = 0; k < T_N && !rc; k++)
+        rc = pfr_st_ktab_move(&ws->tabs.t[k], &ch->t.t[k], n[k]);
+    pfr_st_chain_free(ch);
+    if (rc) {
+        pfr_st_tabs_free(&ws->tabs);
+        return rc == -EEXIST ? 0 : rc; /* equal keys: a corrupt chain, not adopted */
     }
     if ((rc = locfp_rebuild(ws)) != 0) {
         pfr_st_tabs_free(&ws->tabs);
@@ -3032,6 +3035,7 @@ void pfr_store_mem_stats_get(pfr_store *s, pfr_store_mem_stats *out)
         out->table_streams = s->w->resident;
         out->tables_dropped = s->w->tables_dropped;
     }
+    out->chain_cache_bytes = s->dict.chain_bytes;
     int cur = 0, hi = 0;
     if (s->sql.db && sqlite3_db_status(s->sql.db, SQLITE_DBSTATUS_CACHE_USED, &cur, &hi, 0) == 0)
         out->page_cache_bytes = (uint64_t)(cur > 0 ? cur : 0);
@@ -3065,6 +3069,8 @@ static void trim(pfr_store *s, uint64_t keep_table_bytes, bool expected_too)
     if (s->w && sqlite3_get_autocommit(s->sql.db)) {
         drop_cold_tables(s->w, NULL, keep_table_bytes, MAX_RESIDENT, expected_too);
         writer_free_scratch(s->w);
+        /* decoded chains the roll-ups read: decoded again when next needed */
+        pfr_st_chain_cache_clear(&s->dict);
     }
     if (s->sql.db)
         sqlite3_db_release_memory(s->sql.db);

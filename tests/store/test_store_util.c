@@ -1,7 +1,8 @@
 /*
  * The store's key tables (store/store_util.h): a table copied whole (pfr_st_ktab_copy, how a
  * writer adopts a chain's dictionary) holds the same keys at the same indexes as one interned
- * key by key, and interns on from there.
+ * key by key, and interns on from there; a table taken over whole (pfr_st_ktab_move) the same,
+ * without the copy.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -90,12 +91,55 @@ static void copy_refuses_equal_keys(void **state)
     pfr_st_ktab_free(&dst);
 }
 
+/* A table taken over whole: the same keys at the same indexes, interning on from there, and
+ * nothing left in the source; a prefix is copied instead (the source keeps its keys). */
+static void move_takes_over(void **state)
+{
+    (void)state;
+    struct ktab src = {0}, dst = {0}, want = {0};
+    fill(&src, 1000);
+    fill(&want, 1000);
+    fill(&dst, 5); /* a table in use: its keys go */
+    const uint8_t *arena = src.arena;
+    assert_int_equal(pfr_st_ktab_move(&dst, &src, 1000), 0);
+    assert_ptr_equal(dst.arena, arena); /* taken, not copied */
+    assert_int_equal(src.n, 0);
+    assert_null(src.arena);
+    assert_int_equal(dst.n, 1000);
+    for (uint32_t i = 0; i < 1000; i++) {
+        size_t a;
+        const uint8_t *k = ktab_key(&want, i, &a);
+        assert_int_equal(pfr_st_ktab_find(&dst, k, a), i);
+    }
+    bool added;
+    assert_int_equal(pfr_st_ktab_intern(&dst, "new", 3, &added), 1000);
+    assert_true(added);
+    /* a prefix: copied, the source unchanged */
+    assert_int_equal(pfr_st_ktab_move(&src, &want, 10), 0);
+    assert_int_equal(src.n, 10);
+    assert_int_equal(want.n, 1000);
+    assert_int_equal(pfr_st_ktab_find(&src, "key-8", 5), 8);
+    /* an empty table, and one whose keys repeat (a corrupt chain) */
+    struct ktab empty = {0}, twice = {0};
+    assert_int_equal(pfr_st_ktab_move(&dst, &empty, 0), 0);
+    assert_int_equal(dst.n, 0);
+    assert_int_equal(pfr_st_ktab_intern(&dst, "", 0, &added), 0);
+    assert_int_equal(pfr_st_ktab_add(&twice, "a", 1), 0);
+    assert_int_equal(pfr_st_ktab_add(&twice, "a", 1), 1);
+    assert_int_equal(pfr_st_ktab_move(&dst, &twice, 2), -EEXIST);
+    pfr_st_ktab_free(&src);
+    pfr_st_ktab_free(&dst);
+    pfr_st_ktab_free(&want);
+    pfr_st_ktab_free(&twice);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(copy_keeps_indexes),
         cmocka_unit_test(copy_empty_and_too_many),
         cmocka_unit_test(copy_refuses_equal_keys),
+        cmocka_unit_test(move_takes_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,7 +78,8 @@ UNNAMED_PFR = re.compile(r"\[unknown\]|.*\+0x[0-9a-f]+")
 METRICS = ("pfr_memory_", "pfr_symbol_cache_", "pfr_unwind_", "pfr_frames_unresolved_total",
            "pfr_frames_late_total", "pfr_source_intervals_folded_total",
            "pfr_symbol_files_", "pfr_store_writer_", "pfr_cpu_samples_total",
-           "pfr_cpu_stacks_walked_total", "pfr_store_page_cache_bytes", "pfr_frame_cache_bytes",
+           "pfr_cpu_stacks_walked_total", "pfr_store_page_cache_bytes", "pfr_store_chain_cache_bytes",
+           "pfr_frame_cache_bytes",
            "pfr_symbol_dwarf_")
 
 
