@@ -64,6 +64,9 @@
  * request per new process would cost a wake-up and a failed open each. */
 #define RETRY_FAILED_NS (1000 * 1000000ll)
 #define FAILED_MAX      1024
+/* Files remembered as needing more room than the memory budget gave their last build: built
+ * again only once the room is there, not every time they are asked for (a second later). */
+#define SHORT_MAX 64
 /* Files smaller than this have no table worth keeping on disk (PFR_UNWIND_CACHE_MIN_ROWS rows
  * take ~1k FDEs, 30 KB of .eh_frame): their key is not even read. */
 #define CACHE_MIN_FILE (64u << 10)
@@ -131,6 +134,11 @@ struct pfr_unwinder {
         int64_t retry_ns;
     } failed[FAILED_MAX]; /* files that failed to open, asked again at retry_ns */
     size_t nfailed;
+    struct short_of {
+        struct pfr_file_key key;
+        uint64_t need;     /* bytes its build took past the room it had, at least */
+    } short_of[SHORT_MAX]; /* files whose builds passed the room the memory budget gave them */
+    size_t nshort, next_short;
     uint32_t gen;             /* of the last table loaded */
     bool batch_unsupported;   /* the kernel refused batched array updates once */
     char *cache_dir;          /* opts.cache_dir's copy */
@@ -709,18 +717,45 @@ static void build_limits(pfr_unwinder *u, const struct queued *q, bool nested,
     }
 }
 
-/* Build the table of the file open at fd, its build's cost held meanwhile. */
+/* ---- files short of room ---- */
+
+static struct short_of *short_find(pfr_unwinder *u, const struct pfr_file_key *k)
+{
+    for (size_t i = 0; i < u->nshort; i++)
+        if (u->short_of[i].key.ino == k->ino && u->short_of[i].key.dev == k->dev)
+            return &u->short_of[i];
+    return NULL;
+}
+
+/* k's build needed more than need bytes: remembered (the oldest entry replaced when full). */
+static void short_note(pfr_unwinder *u, const struct pfr_file_key *k, uint64_t need)
+{
+    struct short_of *e = short_find(u, k);
+    if (!e) {
+        if (u->nshort < SHORT_MAX)
+            e = &u->short_of[u->nshort++];
+        else
+            e = &u->short_of[u->next_short++ % SHORT_MAX];
+        e->key = *k;
+    }
+    e->need = need;
+}
+
+static void short_forget(pfr_unwinder *u, const struct pfr_file_key *k)
+{
+    struct short_of *e = short_find(u, k);
+    if (e)
+        *e = u->short_of[--u->nshort];
+}
+
+/* Build the table of the file open at fd, its build's cost held meanwhile, within max_bytes of
+ * its own memory (0: no bound). */
 static int build(pfr_unwinder *u, const struct queued *q, bool nested, int fd, uint64_t cost,
-                 pfr_unwind_table *t, char *err, size_t errlen)
+                 uint64_t max_bytes, pfr_unwind_table *t, char *err, size_t errlen)
 {
     pfr_unwind_limits lim;
     build_limits(u, q, nested, &lim);
-    /* the estimate (cost) was allowed, but a file's real cost is known only as it is read: the
-     * build keeps to the room the budget has now (or to the estimate, a small cost being allowed
-     * near the budget too). A 560 MB library reached the map's cap of rows, 32 MiB of them,
-     * past the budget, on an estimate of 32 MiB in all. */
-    int64_t room = pfr_membudget_brief_room(u->opts.membudget);
-    lim.max_bytes = room == INT64_MAX ? 0 : (uint64_t)room > cost ? (uint64_t)room : cost;
+    lim.max_bytes = max_bytes;
     uint64_t outer_map = u->build_map;
     u->held_cost += cost;
     u->build_map = q->small && !q->deferred ? q->r.end - q->r.start : UINT64_MAX;
@@ -775,7 +810,20 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
          * its budget on a busy host otherwise never builds a library's table again: every
          * libpython of 13-16 MB, 1.7-2 MB to build, was walked by frame pointers, its stacks
          * cut after their first frame) */
-        if (!cached && !pfr_membudget_allow_brief(u->opts.membudget, PFR_MEM_UNWIND, cost)) {
+        /* the estimate (cost) is asked of the budget, but a file's real cost is known only as
+         * it is read: the build keeps to the room the budget has now (or to the estimate, a
+         * small cost being allowed near the budget too). A 560 MB library reached the map's cap
+         * of rows, 32 MiB of them, past the budget, on an estimate of 32 MiB in all. A file
+         * that passed its room before is built again only once there is more. */
+        const struct short_of *sh = cached ? NULL : short_find(u, &key);
+        int64_t room = cached ? 0 : pfr_membudget_brief_room(u->opts.membudget);
+        uint64_t max_bytes = room == INT64_MAX ? 0 : (uint64_t)room > cost ? (uint64_t)room : cost;
+        bool refuse = sh && room != INT64_MAX && (uint64_t)room < sh->need;
+        if (refuse)
+            pfr_membudget_count_refused(u->opts.membudget, PFR_MEM_UNWIND);
+        else if (!cached)
+            refuse = !pfr_membudget_allow_brief(u->opts.membudget, PFR_MEM_UNWIND, cost);
+        if (refuse) {
             /* over the recorder's memory budget: frame pointers until it is asked again */
             close(fd);
             retry_later(u, &key);
@@ -783,7 +831,7 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             return true;
         }
         if (!cached) {
-            rc = build(u, q, nested, fd, cost, &t, err, sizeof(err));
+            rc = build(u, q, nested, fd, cost, max_bytes, &t, err, sizeof(err));
             if (nested && (rc == -EFBIG || rc == -EOVERFLOW || rc == -ENOBUFS)) {
                 close(fd); /* past the small limits or the room (checked before they were
                             * paid): after the large build */
@@ -791,12 +839,14 @@ static bool handle(pfr_unwinder *u, const struct queued *q, bool nested)
             }
             if (rc == -ENOBUFS) { /* past the room the budget gave it: as refused by it */
                 close(fd);
+                short_note(u, &key, max_bytes + 1);
                 pfr_membudget_count_refused(u->opts.membudget, PFR_MEM_UNWIND);
                 retry_later(u, &key);
                 malloc_trim(0); /* it held up to the room */
                 count(u, q, &u->st.no_room, t0, u->paused_ns - paused0);
                 return true;
             }
+            short_forget(u, &key);
             refused(u, r, fd, path, rc, err);
             if (rc == 0 && keep)
                 on_disk = cache_put(u, &ck, &t);
