@@ -131,16 +131,19 @@ def newest_cpu_end(args, store):
 def lateness(args, store, interval, seconds, watch=None):
     """Look at the ring every 0.25 s for seconds: how late the newest CPU interval was at worst
     (its age at a look, less an interval), and how many looks could tell. watch() runs at each
-    look."""
+    look. The intervals before the looks began count as if one had ended then: an interval
+    without a CPU sample writes no chunk, and an idle host before the test's workload started
+    is not a late recorder (one that writes nothing from then on is)."""
     worst, looks, told = 0.0, 0, 0
-    end = time.time() + seconds
+    t0 = time.time()
+    end = t0 + seconds
     while time.time() < end:
         t = time.time()
         newest = newest_cpu_end(args, store)
         looks += 1
         if newest is not None:
             told += 1
-            worst = max(worst, t - newest - interval)
+            worst = max(worst, t - max(newest, t0 - interval) - interval)
         if watch:
             watch()
         time.sleep(0.25)
