@@ -215,6 +215,15 @@ void pfr_st_chain_cache_clear(struct store_dict *s)
     s->chain_bytes = 0;
 }
 
+/* The cache's i-th chain, out of the cache: the caller's now. */
+static struct chain *chain_unlink(struct store_dict *s, size_t i)
+{
+    struct chain *c = s->chains[i];
+    s->chain_bytes -= c->bytes;
+    s->chains[i] = s->chains[--s->nchains];
+    return c;
+}
+
 static void chain_cache_trim(struct store_dict *s, const struct chain *keep)
 {
     while (s->chain_bytes > s->chain_max && s->nchains > 1) {
@@ -225,9 +234,7 @@ static void chain_cache_trim(struct store_dict *s, const struct chain *keep)
                 victim = i;
         if (victim == SIZE_MAX)
             return;
-        s->chain_bytes -= s->chains[victim]->bytes;
-        pfr_st_chain_free(s->chains[victim]);
-        s->chains[victim] = s->chains[--s->nchains];
+        pfr_st_chain_free(chain_unlink(s, victim));
     }
 }
 
@@ -355,14 +362,9 @@ struct chain *pfr_st_chain_take(struct store_dict *s, int64_t base_id, int64_t l
                                 uint32_t n[T_N], bool *corrupt, int *err)
 {
     const struct chain *c = pfr_st_chain_get(s, base_id, layer_id, n, corrupt, err);
-    for (size_t i = 0; c && i < s->nchains; i++) {
-        if (s->chains[i] != c)
-            continue;
-        struct chain *own = s->chains[i];
-        s->chain_bytes -= own->bytes;
-        s->chains[i] = s->chains[--s->nchains];
-        return own;
-    }
+    for (size_t i = 0; c && i < s->nchains; i++)
+        if (s->chains[i] == c)
+            return chain_unlink(s, i);
     return NULL;
 }
 

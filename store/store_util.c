@@ -154,18 +154,11 @@ int pfr_st_ktab_copy(struct ktab *dst, const struct ktab *src, uint32_t n)
 
 int pfr_st_ktab_move(struct ktab *dst, struct ktab *src, uint32_t n)
 {
-    if (n != src->n)
+    if (n != src->n || n == 0) /* a prefix, or nothing to take (a copy of no key costs none) */
         return pfr_st_ktab_copy(dst, src, n);
     pfr_st_ktab_free(dst);
     *dst = *src;
     *src = (struct ktab){0};
-    if (!dst->off) { /* an empty table: as pfr_st_ktab_copy leaves one */
-        size_t cap = 0;
-        if (VEC_RESERVE(dst->off, cap, 2))
-            return -ENOMEM;
-        dst->cap = (uint32_t)cap;
-        dst->off[0] = 0;
-    }
     return ktab_rehash(dst, ktab_slots_for(n, 64), true);
 }
 
