@@ -5,12 +5,13 @@
  * process for the first time (so its mappings are snapshotted while it is alive), when a known
  * process calls exec and when it exits.
  *
- * Double buffering: user space flips active_buf, waits until no CPU is inside the sampler
- * (cpu_state.inflight), then reads and empties the other buffer's count and stack maps at
- * leisure.
+ * Double buffering: user space flips active_buf (counting it up: its low bit names the buffer),
+ * waits until no CPU is inside the sampler (cpu_state.inflight), then reads and empties the
+ * other buffer's count and stack maps at leisure.
  *
  * Per sample, in the common case: one per-CPU lookup (state, counters), the process memo, the
- * user stack walked and looked up by its hash in the stack map (and the kernel stack, copied by
+ * user stack walked and found by its hash in the per-CPU memo of stored stacks, else in the
+ * stack map (and the kernel stack, copied by
  * bpf_get_stack, for a sample taken in the kernel) and an increment in a per-CPU slot (the count
  * map is touched when the slot held another key). The idle task costs one lookup.
  */
@@ -36,7 +37,12 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksy
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Which buffer samples go to (0 or 1); written by user space through the mmap'ed .bss. */
+/* Bumped by user space after every change of unwind_files: the per-CPU memo of mappings
+ * (struct pfr_uw_mapc, unwind.bpf.h) trusts only entries made since. First: the x86-64 walk
+ * uses it first, and the skeleton's .bss must have one layout on every architecture. */
+volatile __u32 uw_files_gen;
+/* Which buffer samples go to: its low bit; counted up by user space through the mmap'ed .bss
+ * at each flip. */
 volatile __u32 active_buf;
 /* Bumped by user space after it deleted a process from known: drops the per-CPU memo of the
  * last process noted (pfr_cpu_state.last_*), so that process is announced again. */
@@ -176,21 +182,32 @@ __noinline __u64 pfr_stack_id(const struct pfr_stack *st, __u32 kernel)
     return h | PFR_STACK_HASHED;
 }
 
-/* Store st (nframes > 0) in a buffer's stack map unless it is there. Returns its id, or
+/* Store w's stack (nframes > 0) in the stack map of the buffer tag names unless it is there
+ * (the per-CPU memo of struct pfr_walk.stored says so without a lookup). Returns its id, or
  * PFR_STACK_ERROR when the map is full. */
-static __always_inline __u64 store_stack(struct pfr_cpu_state *cs, void *stacks,
-                                         struct pfr_stack *st, __u32 kernel)
+static __always_inline __u64 store_stack(struct pfr_cpu_state *cs, struct pfr_walk *w, void *stacks,
+                                         __u32 kernel, __u32 tag)
 {
-    __u64 id = pfr_stack_id(st, kernel);
-    if (bpf_map_lookup_elem(stacks, &id))
+    __u64 id = pfr_stack_id(&w->st, kernel);
+    if (w->stored_tag != tag) { /* a flip since: nothing known of this buffer's map */
+        for (int i = 0; i < PFR_STORED_SLOTS; i++)
+            w->stored[i] = 0;
+        w->stored_tag = tag;
+    }
+    __u64 *known = &w->stored[(id ^ (id >> 32)) & (PFR_STORED_SLOTS - 1)];
+    if (*known == id)
         return id;
-    long err = bpf_map_update_elem(stacks, &id, st, BPF_NOEXIST);
-    if (err == 0) {
-        COUNT(cs, PFR_CNT_STACK_NEW);
+    if (bpf_map_lookup_elem(stacks, &id)) {
+        *known = id;
         return id;
     }
-    if (err == -EEXIST) /* another CPU stored it first */
+    long err = bpf_map_update_elem(stacks, &id, &w->st, BPF_NOEXIST);
+    if (err == 0)
+        COUNT(cs, PFR_CNT_STACK_NEW);
+    if (err == 0 || err == -EEXIST) { /* EEXIST: another CPU stored it first */
+        *known = id;
         return id;
+    }
     COUNT(cs, PFR_CNT_STACK_FULL);
     return PFR_STACK_ERROR;
 }
@@ -276,7 +293,7 @@ static __always_inline long py_stack(struct pfr_cpu_state *cs, struct pfr_walk *
 /* Store the stack of this sample (kernel or user): its id, or PFR_STACK_ERROR. */
 static __always_inline __u64 sample_stack(struct pfr_cpu_state *cs, struct bpf_perf_event_data *ctx,
                                           struct task_struct *task, int umode, void *stacks,
-                                          __u32 kernel, bool tables)
+                                          __u32 tag, __u32 kernel, bool tables)
 {
     __u32 zero = 0;
     struct pfr_walk *w = bpf_map_lookup_elem(&scratch, &zero);
@@ -299,7 +316,7 @@ static __always_inline __u64 sample_stack(struct pfr_cpu_state *cs, struct bpf_p
         return PFR_STACK_ERROR;
     }
     w->st.nframes = (__u32)n;
-    return store_stack(cs, stacks, &w->st, kernel);
+    return store_stack(cs, w, stacks, kernel, tag);
 }
 
 static __always_inline void add_count(struct pfr_cpu_state *cs, void *counts,
@@ -470,7 +487,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, bool tables)
     /* Read the buffer index before counting the sample: a sample counted before user space
      * flips is then always in the buffer it drains (tests check the drained totals against the
      * counter read just before and just after each flip). */
-    __u32 buf = active_buf & 1;
+    __u32 tag = active_buf, buf = tag & 1;
     struct task_struct *task = bpf_get_current_task_btf();
     /* no user stack for kernel threads nor for a task whose mm is already gone */
     int no_user = (task->flags & PF_KTHREAD) || !task->mm;
@@ -485,7 +502,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, bool tables)
         note_exiting(task, tgid);
     void *stacks = buf ? (void *)&stacks1 : (void *)&stacks0;
     if (umode != 1) {
-        key.kstack = sample_stack(cs, ctx, task, umode, stacks, 1, false);
+        key.kstack = sample_stack(cs, ctx, task, umode, stacks, tag, 1, false);
         if (umode < 0 && key.kstack == PFR_STACK_ERROR)
             key.kstack = 0; /* most likely an empty kernel stack */
         /* Inside execve the saved user registers are the old image's until the new one starts,
@@ -498,7 +515,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, bool tables)
         }
     }
     if (!no_user)
-        key.ustack = sample_stack(cs, ctx, task, umode, stacks, 0, tables);
+        key.ustack = sample_stack(cs, ctx, task, umode, stacks, tag, 0, tables);
     if (buf)
         add_sample(cs, &pending1, &counts1, &key);
     else

@@ -116,6 +116,9 @@ struct pfr_uw_state {
     __u32 map_index_first, map_index_n; /* its table's index (pfr_unwind_file.index_*) */
     __u32 map_index_shift;
     __u64 now; /* bpf_ktime_get_ns() at the walk's start */
+    __u64 mm;  /* the sampled process's (struct pfr_uw_mapc's key, with tgid) */
+    __u32 tgid;
+    __u32 files_gen; /* uw_files_gen at the walk's start */
 };
 
 /* Per-CPU memo of the rules found, direct-mapped by (table load, address in the file): a frame
@@ -166,11 +169,41 @@ struct pfr_uw_proc {
     struct pfr_uw_vma vma[PFR_UW_PROC_VMAS];
 };
 
+/* Per-CPU memo of the mappings the last walks placed (uw_map's answer: the range and its file's
+ * rows), so that a walk coming back to a mapping (a program's frames around libc's), or the next
+ * sample of the same process, skips the process's entry and its file's: two hash lookups, ~0.8
+ * µs a switch here, most of a walk's cost after the frames themselves. An entry holds while
+ * unwind_files is unchanged (user space bumps uw_files_gen at every change, so no entry outlives
+ * a table's eviction and the reuse of its rows) and for PFR_UW_MAPC_TTL_NS after its lookup,
+ * well within the process's own entry's PFR_UW_VMA_TTL_NS and often enough that the file's
+ * last_used (what eviction goes by) stays current. */
+#define PFR_UW_MAPC_SLOTS  8
+#define PFR_UW_MAPC_TTL_NS (500ull * 1000000)
+struct pfr_uw_mapc {
+    __u64 mm, start, end, adj;
+    __u64 checked; /* bpf_ktime_get_ns() of the lookup */
+    __u32 tgid, files_gen;
+    __u32 first, nrows, gen, index_first, index_n, index_shift;
+    __u32 pending; /* a file whose table is not in place yet (PFR_UWF_PENDING) */
+    __u32 pad;
+};
+
+/* Per-CPU memo of the stacks this CPU stored in the active buffer's stack map (their ids,
+ * direct-mapped), so a stack met again skips the map's lookup (~1 µs here: a random bucket of a
+ * large map, a TLB miss in a guest). Tagged with active_buf's whole value: user space counts
+ * its flips up and empties a map only after flipping away from it, so a memo made before any
+ * later flip is never trusted again. */
+#define PFR_STORED_SLOTS 64
+
 struct pfr_walk {
     struct pfr_stack st;
     struct pfr_uw_state uw;
     __u8 page[PFR_WALK_PAGE];
     struct pfr_uw_memo memo[PFR_UW_MEMO_SLOTS];
+    struct pfr_uw_mapc mapc[PFR_UW_MAPC_SLOTS];
+    __u32 mapc_next;  /* the slot to fill next (round robin) */
+    __u32 stored_tag; /* active_buf when stored[] was begun */
+    __u64 stored[PFR_STORED_SLOTS];
     __u32 py_frames; /* interpreter frames appended by the last Python walk */
     __u32 py_flags;  /* PFR_PYF_* of that walk */
 };

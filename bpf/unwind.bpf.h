@@ -266,10 +266,58 @@ static __always_inline int uw_find_vma(struct pfr_walk *w, __u64 pc, struct pfr_
     return 0;
 }
 
+/* The mapping of pc from the per-CPU memo (struct pfr_uw_mapc) into the state: true if there. */
+static __always_inline bool uw_mapc_get(struct pfr_walk *w, __u64 pc)
+{
+    struct pfr_uw_state *u = &w->uw;
+    for (int i = 0; i < PFR_UW_MAPC_SLOTS; i++) {
+        const struct pfr_uw_mapc *c = &w->mapc[i];
+        if (!(pc >= c->start && pc < c->end) || c->mm != u->mm || c->tgid != u->tgid ||
+            c->files_gen != u->files_gen || u->now - c->checked >= PFR_UW_MAPC_TTL_NS)
+            continue;
+        u->map_start = c->start;
+        u->map_end = c->end;
+        u->map_adj = c->adj;
+        u->map_first = c->first;
+        u->map_nrows = c->nrows;
+        u->map_gen = c->gen;
+        u->map_index_first = c->index_first;
+        u->map_index_n = c->index_n;
+        u->map_index_shift = c->index_shift;
+        if (c->pending)
+            u->flags |= PFR_UWF_PENDING;
+        return true;
+    }
+    return false;
+}
+
+/* The state's mapping, just looked up, into the memo. */
+static __always_inline void uw_mapc_put(struct pfr_walk *w, __u32 pending)
+{
+    struct pfr_uw_state *u = &w->uw;
+    struct pfr_uw_mapc *c = &w->mapc[w->mapc_next++ & (PFR_UW_MAPC_SLOTS - 1)];
+    c->mm = u->mm;
+    c->tgid = u->tgid;
+    c->files_gen = u->files_gen;
+    c->checked = u->now;
+    c->start = u->map_start;
+    c->end = u->map_end;
+    c->adj = u->map_adj;
+    c->first = u->map_first;
+    c->nrows = u->map_nrows;
+    c->gen = u->map_gen;
+    c->index_first = u->map_index_first;
+    c->index_n = u->map_index_n;
+    c->index_shift = u->map_index_shift;
+    c->pending = pending;
+}
+
 /* The mapping of pc into the state's cache: its range, and its file's rows (map_nrows 0: walk
  * by frame pointer). 0, or -1 when pc is in no mapping. */
 static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
 {
+    if (uw_mapc_get(w, pc))
+        return 0;
     struct pfr_uw_state *u = &w->uw;
     struct pfr_uw_vma v = {};
     u->map_nrows = 0;
@@ -282,13 +330,19 @@ static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
     }
     u->map_start = v.start;
     u->map_end = v.end;
-    if (!v.file)
+    u->map_adj = 0;
+    u->map_first = u->map_gen = 0;
+    u->map_index_first = u->map_index_n = u->map_index_shift = 0;
+    if (!v.file) {
+        uw_mapc_put(w, 0);
         return 0;
+    }
     struct pfr_file_key k = {.ino = v.ino, .dev = v.dev};
     struct pfr_unwind_file *f = bpf_map_lookup_elem(&unwind_files, &k);
     if (!f) {
         u->flags |= PFR_UWF_PENDING;
         uw_ask(w, &v);
+        uw_mapc_put(w, 1);
         return 0;
     }
     __u32 now = (__u32)(u->now >> 30);
@@ -302,6 +356,7 @@ static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
     u->map_index_shift = f->index_shift;
     /* file vaddr - base = pc - start + pgoff + delta - base */
     u->map_adj = v.pgoff + f->delta - f->base - v.start;
+    uw_mapc_put(w, 0);
     return 0;
 }
 
@@ -487,6 +542,9 @@ __noinline int pfr_unwind_user(struct pfr_walk *w, __u64 ip, __u64 sp, __u64 bp)
     u->sp = sp;
     u->bp = bp;
     u->now = bpf_ktime_get_ns();
+    u->mm = (__u64)bpf_get_current_task_btf()->mm;
+    u->tgid = bpf_get_current_pid_tgid() >> 32;
+    u->files_gen = uw_files_gen;
     w->st.ips[0] = ip;
     __u32 n = 1;
     for (__u32 i = 1; i < PFR_MAX_STACK_DEPTH; i++) {

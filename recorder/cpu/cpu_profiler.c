@@ -354,6 +354,7 @@ int pfr_cpu_profiler_open(const pfr_cpu_profiler_opts *opts, pfr_cpu_event_cb cb
             .cache_keep = opts->unwind_cache_keep,
             .on_cache_error = opts->unwind_cache_error,
             .ctx = opts->unwind_refused_ctx,
+            .files_gen = &cp->skel->bss->uw_files_gen,
         };
         rc = pfr_unwinder_new(&uo, bpf_map__fd(cp->skel->maps.unwind_rows),
                               bpf_map__fd(cp->skel->maps.unwind_files),
@@ -804,8 +805,11 @@ static int empty_stack_map(int fd, const struct stack_store *ks)
 int pfr_cpu_profiler_drain(pfr_cpu_profiler *cp, pfr_cpu_drain *out)
 {
     struct cpu_profile_bpf *s = cp->skel;
-    uint32_t old = __atomic_load_n(&s->bss->active_buf, __ATOMIC_SEQ_CST) & 1;
-    __atomic_store_n(&s->bss->active_buf, old ^ 1, __ATOMIC_SEQ_CST);
+    /* counted up, not toggled: the sampler's memo of stored stacks is tagged with the whole
+     * value, so one made before a map was emptied is never trusted (struct pfr_walk) */
+    uint32_t flips = __atomic_load_n(&s->bss->active_buf, __ATOMIC_SEQ_CST);
+    uint32_t old = flips & 1;
+    __atomic_store_n(&s->bss->active_buf, flips + 1, __ATOMIC_SEQ_CST);
     int rc = quiesce(cp);
     if (rc == -ETIMEDOUT)
         sleep_ms(10); /* a CPU stayed busy for a second: give it a last chance, then go on */

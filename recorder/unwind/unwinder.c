@@ -299,10 +299,18 @@ static ssize_t lru_victim(pfr_unwinder *u, bool with_rows)
 
 /* Drop file i: out of unwind_files first (no new walk finds it), its rows free after the
  * caller's grace, and out of unwind_asked so its next use asks again. */
+/* After a change of unwind_files, never before it (see pfr_unwinder_opts.files_gen). */
+static void files_changed(pfr_unwinder *u)
+{
+    if (u->opts.files_gen)
+        __atomic_fetch_add(u->opts.files_gen, 1, __ATOMIC_SEQ_CST);
+}
+
 static void drop(pfr_unwinder *u, size_t i)
 {
     struct loaded l = u->files[i];
     bpf_map_delete_elem(u->files_fd, &l.key);
+    files_changed(u);
     if (l.nrows) {
         extent_free(u, l.first, l.nindex + l.nrows);
         u->rows_used -= l.nindex + l.nrows;
@@ -456,6 +464,7 @@ static int load(pfr_unwinder *u, const struct pfr_file_key *key, const pfr_unwin
         drop(u, u->nfiles - 1);
         return rc;
     }
+    files_changed(u);
     return 0;
 }
 

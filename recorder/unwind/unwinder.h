@@ -107,6 +107,9 @@ typedef struct pfr_unwinder_opts {
     /* The cache could not be opened (it is then off), or its first write failed: why, once
      * each, on the unwinder's thread. NULL: not told. */
     void (*on_cache_error)(void *ctx, const char *why);
+    /* Counted up after every change of unwind_files (the sampler's uw_files_gen: its memo of
+     * mappings trusts no entry made before); NULL: none. Not owned. */
+    volatile uint32_t *files_gen;
 } pfr_unwinder_opts;
 
 /* A build takes half a core at most on average (it sleeps as long as it ran, in 10 ms slices):

@@ -10,7 +10,9 @@
  *  - the vDSO's table, built from this process's own;
  *  - a request for a mapping that is not there: counted, its asked mark kept for a while (not
  *    asked again by every new process mapping the file), then dropped;
- *  - rows in use never above the cap.
+ *  - rows in use never above the cap;
+ *  - every change of unwind_files (a table in, an entry of 0 rows, an eviction, a retry's drop)
+ *    counts files_gen up: the sampler's memo of mappings trusts nothing older.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -182,7 +184,8 @@ int main(void)
                                   sizeof(struct pfr_file_key), 1, PFR_UNWIND_FILES_MAX, NULL);
     REQUIRE(rows_fd >= 0 && files_fd >= 0 && asked_fd >= 0, "bpf_map_create: %s (root?)",
             strerror(errno));
-    pfr_unwinder_opts o = {.max_rows = cap, .no_room_retry_ms = 500};
+    volatile uint32_t gen = 0, seen = 0;
+    pfr_unwinder_opts o = {.max_rows = cap, .no_room_retry_ms = 500, .files_gen = &gen};
     pfr_unwinder *u = NULL;
     char err[256];
     REQUIRE(pfr_unwinder_new(&o, rows_fd, files_fd, asked_fd, &u, err, sizeof(err)) == 0, "%s",
@@ -196,6 +199,8 @@ int main(void)
     CHECK(st.tables == 1 && st.rows == taken && taken > small.rows,
           "after the first: tables %llu rows %llu (the table %zu, with its index %zu)",
           (unsigned long long)st.tables, (unsigned long long)st.rows, small.rows, taken);
+    CHECK(gen >= 1, "a table went in and files_gen stayed at %u", gen);
+    seen = gen;
 
     /* eviction of an idle table */
     set_used(files_fd, &small.req, sampler_now() - 10);
@@ -207,6 +212,8 @@ int main(void)
     CHECK(!entry(files_fd, &small.req, &f), "the evicted file keeps its entry");
     CHECK(!asked(asked_fd, &small.req), "the evicted file stays marked asked: never asked again");
     CHECK(st.rows == taken && st.rows <= cap, "rows %llu", (unsigned long long)st.rows);
+    CHECK(gen >= seen + 2, "an eviction and a table in: files_gen %u -> %u", seen, gen);
+    seen = gen;
 
     /* no room beside a table in use; retried later */
     set_used(files_fd, &big.req, sampler_now());
@@ -216,6 +223,8 @@ int main(void)
           (unsigned long long)st.no_room, (unsigned long long)st.evictions);
     CHECK(entry(files_fd, &small.req, &f) && f.nrows == 0,
           "a file refused for want of room must get 0 rows (walked by frame pointers)");
+    CHECK(gen > seen, "an entry of 0 rows went in: files_gen stayed at %u", gen);
+    seen = gen;
     check_rows(rows_fd, files_fd, &big);
     for (int i = 0; i < 40 && entry(files_fd, &small.req, &f); i++) {
         struct timespec ts = {0, 100 * 1000000};
@@ -223,6 +232,12 @@ int main(void)
     }
     CHECK(!entry(files_fd, &small.req, &f) && !asked(asked_fd, &small.req),
           "the refused file's entry outlived its retry time");
+    /* (the unwinder's thread counts up just after the delete the loop saw) */
+    for (int i = 0; i < 100 && gen == seen; i++) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(gen > seen, "the refused file's entry went: files_gen stayed at %u", gen);
 
     /* the vDSO, by its key */
     struct pfr_unwind_req vdso = {.ev.type = PFR_EV_UNWIND,

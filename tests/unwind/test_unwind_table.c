@@ -1379,8 +1379,10 @@ static void test_cpu_share(void **state)
     double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
     print_message("cpu %.3f s, wall %.3f s at a share of 25 %%\n", cpu, wall);
     assert_true(cpu > 0.05); /* several slices */
-    /* it sleeps 3 times what it ran, but for the last slice (10 ms) */
-    assert_true(wall >= 4 * cpu - 4 * 0.010 - 0.001);
+    /* It sleeps 3 times what it ran, but for the last slice (10 ms) and the work after the
+     * last tick (the rows sorted and merged: ~3 % of the CPU in a sanitized build, on a busy
+     * host more), so at least 0.9 of the 4x; a build that ignored its share would take 1x. */
+    assert_true(wall >= 0.9 * 4 * cpu - 4 * 0.010);
 }
 
 /* What the yield hook of test_yield did. */

@@ -79,8 +79,9 @@ out:
 
 static void drain(struct bpf_object *obj, volatile unsigned *active)
 {
-    unsigned old = __atomic_load_n(active, __ATOMIC_SEQ_CST) & 1;
-    __atomic_store_n(active, old ^ 1, __ATOMIC_SEQ_CST);
+    /* counted up, as the recorder does (the sampler tags its memo of stored stacks with it) */
+    unsigned flips = __atomic_load_n(active, __ATOMIC_SEQ_CST), old = flips & 1;
+    __atomic_store_n(active, flips + 1, __ATOMIC_SEQ_CST);
     usleep(20000); /* a sample in flight ends well within this */
     struct bpf_map *m;
     bpf_object__for_each_map(m, obj)
