@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct kctx {
     struct pfr_sym_kallsyms *out;
@@ -146,6 +147,42 @@ static int sort_dedup(struct kctx *c)
     return 0;
 }
 
+_Static_assert(PFR_KSYM_BLOCK * sizeof(struct pfr_sym_ksym) == 4096, "a block is a page");
+
+#define HUGE_PAGE_BYTES (2u << 20)
+
+/* The table moved to page-aligned memory (a block is then one page, not two halves), and the
+ * index of its blocks. A table of more than half a huge page (a distribution kernel's: 1.9 MiB)
+ * takes a whole one, aligned and asked of the kernel as one (it gives it in its default
+ * "madvise" mode): one TLB entry for every lookup, where 4 KiB pages left cold cost a walk
+ * each. The heap's huge pages (heap_pages.h) miss it: glibc maps a block this size apart. */
+static int build_index(struct pfr_sym_kallsyms *k)
+{
+    k->ntop = (k->n + PFR_KSYM_BLOCK - 1) / PFR_KSYM_BLOCK;
+    if (k->ntop == 0)
+        return 0;
+    size_t bytes = k->n * sizeof(*k->v), align = PFR_KSYM_BLOCK * sizeof(*k->v);
+    if (bytes > HUGE_PAGE_BYTES / 2) {
+        bytes = (bytes + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+        align = HUGE_PAGE_BYTES;
+    }
+    void *aligned = NULL;
+    if (posix_memalign(&aligned, align, bytes))
+        return -ENOMEM;
+    if (align == HUGE_PAGE_BYTES)
+        (void)madvise(aligned, bytes, MADV_HUGEPAGE); /* where refused: 4 KiB pages, indexed */
+    memcpy(aligned, k->v, k->n * sizeof(*k->v));
+    free(k->v);
+    k->v = aligned;
+    k->cap = bytes / sizeof(*k->v);
+    k->top = malloc(k->ntop * sizeof(*k->top));
+    if (!k->top)
+        return -ENOMEM;
+    for (size_t b = 0; b < k->ntop; b++)
+        k->top[b] = k->v[b * PFR_KSYM_BLOCK].addr;
+    return 0;
+}
+
 static int finish(struct kctx *c, int rc)
 {
     struct pfr_sym_kallsyms *k = c->out;
@@ -153,6 +190,8 @@ static int finish(struct kctx *c, int rc)
         k->restricted = true; /* kptr_restrict: every address printed as zero */
     if (!rc)
         rc = sort_dedup(c);
+    if (!rc)
+        rc = build_index(k);
     free(c->rank);
     if (rc) {
         pfr_sym_kallsyms_free(k);
@@ -180,7 +219,20 @@ int pfr_sym_kallsyms_parse_mem(const char *data, size_t len, struct pfr_sym_kall
 
 const struct pfr_sym_ksym *pfr_sym_kallsyms_find(const struct pfr_sym_kallsyms *k, uint64_t addr)
 {
-    size_t lo = 0, hi = k->n;
+    /* the last block whose first address is <= addr, then the last symbol there that is */
+    size_t lo = 0, hi = k->ntop;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (k->top[mid] <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    size_t first = (lo - 1) * PFR_KSYM_BLOCK;
+    lo = first + 1;
+    hi = first + PFR_KSYM_BLOCK < k->n ? first + PFR_KSYM_BLOCK : k->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (k->v[mid].addr <= addr)
@@ -188,8 +240,6 @@ const struct pfr_sym_ksym *pfr_sym_kallsyms_find(const struct pfr_sym_kallsyms *
         else
             hi = mid;
     }
-    if (lo == 0)
-        return NULL;
     const struct pfr_sym_ksym *s = &k->v[lo - 1];
     if (addr - s->addr >= PFR_KSYM_MAX_SPAN)
         return NULL; /* past the end of the last function of a region */
@@ -198,12 +248,14 @@ const struct pfr_sym_ksym *pfr_sym_kallsyms_find(const struct pfr_sym_kallsyms *
 
 size_t pfr_sym_kallsyms_bytes(const struct pfr_sym_kallsyms *k)
 {
-    return k->cap * sizeof(struct pfr_sym_ksym) + pfr_sym_strpool_bytes(&k->names);
+    return k->cap * sizeof(struct pfr_sym_ksym) + k->ntop * sizeof(*k->top) +
+           pfr_sym_strpool_bytes(&k->names);
 }
 
 void pfr_sym_kallsyms_free(struct pfr_sym_kallsyms *k)
 {
     free(k->v);
+    free(k->top);
     pfr_sym_strpool_free(&k->names);
     memset(k, 0, sizeof(*k));
 }

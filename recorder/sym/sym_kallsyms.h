@@ -23,9 +23,18 @@ struct pfr_sym_ksym {
     uint32_t module; /* offset of "[module]" in names, 0 for the core kernel */
 };
 
+/* Symbols per block of the index: a block is a page of them (16 bytes each). */
+#define PFR_KSYM_BLOCK 256
+
 struct pfr_sym_kallsyms {
     struct pfr_sym_ksym *v; /* owned */
     size_t n, cap;
+    /* The first address of each block of v (owned): a lookup searches this (a page or two) and
+     * then one block, touching 3-4 pages where a search of v touched 10. Between the intervals
+     * that look kernel frames up, the table goes cold, and in a guest a cold page can cost tens
+     * of µs to touch again (docs/benchmarks.md, "Cold pages"). */
+    uint64_t *top;
+    size_t ntop;
     struct pfr_sym_strpool names;
     bool restricted;
 };

@@ -332,6 +332,46 @@ static void test_kallsyms(void **state)
     }
 }
 
+/* The index (a block's first address, then the block) finds what a search of every symbol
+ * finds, for tables of a block and a symbol either side of a block's size, at every symbol's
+ * address, between two symbols, and below the first. */
+static void test_kallsyms_index(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {
+        1,    PFR_KSYM_BLOCK - 1, PFR_KSYM_BLOCK, PFR_KSYM_BLOCK + 1, 3 * PFR_KSYM_BLOCK + 7,
+        70000 /* over half a huge page */};
+    for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+        size_t n = sizes[t];
+        char *text = malloc(n * 40);
+        assert_non_null(text);
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++) /* gaps of 16 to 79 bytes, out of order */
+            len += (size_t)sprintf(text + len, "%016llx T f%zu\n",
+                                   0xffffffff81000000ULL + (n - 1 - i) * 80 + ((n - 1 - i) % 64),
+                                   n - 1 - i);
+        struct pfr_sym_kallsyms k = {0};
+        char err[128];
+        assert_int_equal(pfr_sym_kallsyms_parse_mem(text, len, &k, err, sizeof(err)), 0);
+        assert_int_equal(k.n, n);
+        assert_int_equal(k.ntop, (n + PFR_KSYM_BLOCK - 1) / PFR_KSYM_BLOCK);
+        assert_null(pfr_sym_kallsyms_find(&k, 0xffffffff81000000ULL - 1));
+        for (size_t i = 0; i < n; i++) {
+            char want[32];
+            snprintf(want, sizeof(want), "f%zu", i);
+            uint64_t at = 0xffffffff81000000ULL + i * 80 + (i % 64);
+            const uint64_t probes[] = {at, at + 15};
+            for (size_t j = 0; j < 2; j++) {
+                const struct pfr_sym_ksym *s = pfr_sym_kallsyms_find(&k, probes[j]);
+                assert_non_null(s);
+                assert_string_equal(pfr_sym_strpool_get(&k.names, s->name), want);
+            }
+        }
+        pfr_sym_kallsyms_free(&k);
+        free(text);
+    }
+}
+
 /* ---- demangler ---- */
 
 static void test_demangle(void **state)
@@ -765,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_maps_hostile),
         cmocka_unit_test(test_maps_query_matches_text),
         cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_kallsyms_index),
         cmocka_unit_test(test_demangle),
         cmocka_unit_test(test_elf_generated),
         cmocka_unit_test(test_elf_truncated),
