@@ -138,12 +138,7 @@ static int sort_dedup(struct kctx *c)
         if (w == 0 || k->v[w - 1].addr != r[i].s.addr)
             k->v[w++] = r[i].s;
     free(r);
-    k->n = w;
-    struct pfr_sym_ksym *nv = realloc(k->v, w * sizeof(*nv));
-    if (nv) {
-        k->v = nv;
-        k->cap = w;
-    }
+    k->n = w; /* (build_index moves the table to memory of its size) */
     return 0;
 }
 
@@ -217,29 +212,29 @@ int pfr_sym_kallsyms_parse_mem(const char *data, size_t len, struct pfr_sym_kall
     return finish(&c, pfr_sym_lines_from_mem(data, len, &ksym_limits, on_line, &c, err, errlen));
 }
 
+/* How many of the n keys at base (a uint64_t every stride bytes, ascending) are <= addr. */
+static size_t count_le(const void *base, size_t stride, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (*(const uint64_t *)((const char *)base + mid * stride) <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 const struct pfr_sym_ksym *pfr_sym_kallsyms_find(const struct pfr_sym_kallsyms *k, uint64_t addr)
 {
     /* the last block whose first address is <= addr, then the last symbol there that is */
-    size_t lo = 0, hi = k->ntop;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (k->top[mid] <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
+    size_t b = count_le(k->top, sizeof(*k->top), k->ntop, addr);
+    if (b == 0)
         return NULL;
-    size_t first = (lo - 1) * PFR_KSYM_BLOCK;
-    lo = first + 1;
-    hi = first + PFR_KSYM_BLOCK < k->n ? first + PFR_KSYM_BLOCK : k->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (k->v[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t first = (b - 1) * PFR_KSYM_BLOCK;
+    size_t len = k->n - first < PFR_KSYM_BLOCK ? k->n - first : PFR_KSYM_BLOCK;
+    size_t lo = first + count_le(&k->v[first].addr, sizeof(*k->v), len, addr);
     const struct pfr_sym_ksym *s = &k->v[lo - 1];
     if (addr - s->addr >= PFR_KSYM_MAX_SPAN)
         return NULL; /* past the end of the last function of a region */

@@ -297,8 +297,6 @@ static ssize_t lru_victim(pfr_unwinder *u, bool with_rows)
     return best;
 }
 
-/* Drop file i: out of unwind_files first (no new walk finds it), its rows free after the
- * caller's grace, and out of unwind_asked so its next use asks again. */
 /* After a change of unwind_files, never before it (see pfr_unwinder_opts.files_gen). */
 static void files_changed(pfr_unwinder *u)
 {
@@ -306,6 +304,8 @@ static void files_changed(pfr_unwinder *u)
         __atomic_fetch_add(u->opts.files_gen, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Drop file i: out of unwind_files first (no new walk finds it), its rows free after the
+ * caller's grace, and out of unwind_asked so its next use asks again. */
 static void drop(pfr_unwinder *u, size_t i)
 {
     struct loaded l = u->files[i];
