@@ -79,3 +79,7 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 # ClickHouse 26 embedded (libchdb, npm) for the shipper's ClickHouse tests and benchmark.
 bash "$(dirname "$0")/../tests/shipper/setup-chdb.sh" >/dev/null
+# playwright-core for the browser tests (pinned by each folder's package-lock.json).
+for d in tests/serve tests/query; do
+  bash "$(dirname "$0")/../tests/npm-ready.sh" "$(dirname "$0")/../$d" >/dev/null
+done

@@ -12,10 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"
 mkdir -p "$W" "$ART"
 export TZ=UTC
-if [ ! -d "$HERE/node_modules/playwright-core" ]; then
-    echo "installing playwright-core (npm ci in tests/query)"
-    (cd "$HERE" && npm ci --no-audit --no-fund >/dev/null)
-fi
+bash "$HERE/../npm-ready.sh" "$HERE"
 T0=1714564800
 "$MK" "$W/ring.db" testgen --chunks 60 --start $T0
 "$MK" "$W/shift.db" shift --chunks 60 --start $T0

@@ -15,10 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"
 mkdir -p "$W" "$ART"
 export TZ=UTC
-if [ ! -d "$HERE/node_modules/playwright-core" ]; then
-    echo "installing playwright-core (npm ci in tests/serve)"
-    (cd "$HERE" && timeout 300 npm ci --no-audit --no-fund >/dev/null)
-fi
+bash "$HERE/../npm-ready.sh" "$HERE"
 T0=1714564800
 case $SCENARIO in
 shift) SCRIPT=serve_e2e.mjs CHUNKS=60 ;;

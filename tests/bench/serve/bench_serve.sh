@@ -15,10 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SERVE_TESTS=$(cd "$HERE/../../serve" && pwd)
 mkdir -p "$W"
 export TZ=UTC
-if [ ! -d "$SERVE_TESTS/node_modules/playwright-core" ]; then
-    echo "installing playwright-core (npm ci in tests/serve)"
-    (cd "$SERVE_TESTS" && timeout 300 npm ci --no-audit --no-fund >/dev/null)
-fi
+bash "$SERVE_TESTS/../npm-ready.sh" "$SERVE_TESTS"
 T0=1714564800
 T1=$((T0 + CHUNKS * 10))
 RING="$W/day.db"
