@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -195,8 +197,29 @@ static int cached_kind(pfr_fsguard *g, uint64_t dev, int64_t now)
     return k;
 }
 
+/* The device of the kernel's internal memory file system, which every memfd (and SysV shared
+ * memory) lives on: no mount table names it, yet no server answers for it. Programs run from a
+ * memfd (runc's copy of itself, sandboxes' sealed binaries) would otherwise each cost a copy
+ * worker, a fork of the whole recorder. 0 when it cannot be told. */
+static uint64_t memfd_dev(void)
+{
+    int fd = memfd_create("pfr-fsguard-probe", MFD_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    uint64_t dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : 0;
+    close(fd);
+    return dev;
+}
+
 enum pfr_fs_kind pfr_fsguard_kind(pfr_fsguard *g, pid_t pid, uint64_t dev)
 {
+    if (dev != 0 && dev == g->memfd_dev) {
+        pthread_mutex_lock(&g->lock);
+        g->st.lookups++;
+        pthread_mutex_unlock(&g->lock);
+        return PFR_FS_LOCAL;
+    }
     int64_t now = pfr_clock_mono_ns();
     int k = cached_kind(g, dev, now);
     if (k >= 0)
@@ -362,6 +385,7 @@ int pfr_fsguard_new(const pfr_fsguard_opts *opts, pfr_fsguard **out)
     g->shared_ns = g->keep_ns < DEFAULT_SHARED ? g->keep_ns : DEFAULT_SHARED;
     g->max_copy = o.max_copy_bytes ? o.max_copy_bytes : DEFAULT_MAX_COPY;
     g->max_stuck = o.max_stuck ? o.max_stuck : DEFAULT_STUCK;
+    g->memfd_dev = memfd_dev();
     pthread_mutex_init(&g->lock, NULL);
     *out = g;
     return 0;

@@ -33,6 +33,7 @@ struct pfr_fsguard {
     int64_t shared_ns; /* then this long for the others */
     size_t max_copy;
     unsigned max_stuck;
+    uint64_t memfd_dev;   /* the kernel's own memory file system (memfds); 0: unknown */
     pthread_mutex_t lock; /* guards what follows */
     pfr_map cache;        /* dev -> (expiry in ms << 2 | kind) */
     pfr_map avoided;      /* dev -> until (monotonic ns) */

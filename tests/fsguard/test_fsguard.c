@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -133,6 +134,17 @@ static void kinds(void **state)
     uint64_t dev = 0;
     assert_int_equal(pfr_fsguard_path_kind(g, 42, "/usr/bin/x", &dev), PFR_FS_LOCAL);
     assert_int_equal(dev, makedev(0, 40));
+
+    /* a memfd's device, which no table names: the kernel's memory, opened directly */
+    int mfd = memfd_create("test-fsguard", MFD_CLOEXEC);
+    assert_true(mfd >= 0);
+    struct stat mst;
+    assert_int_equal(fstat(mfd, &mst), 0);
+    close(mfd);
+    assert_int_equal(pfr_fsguard_kind(g, 42, mst.st_dev), PFR_FS_LOCAL);
+    assert_true(pfr_fsguard_local(g, 0, mst.st_dev));
+    pfr_fsguard_stats_get(g, &st);
+    assert_int_equal(st.remote_lookups, 5);
     assert_int_equal(pfr_fsguard_path_kind(g, 42, "/data/x", &dev), PFR_FS_REMOTE);
     /* a local mount under a remote one: walking down to it asks the remote server */
     assert_int_equal(pfr_fsguard_path_kind(g, 42, "/data/cache/x", &dev), PFR_FS_REMOTE);
