@@ -102,21 +102,26 @@ static inline __u32 pfr_pending_index(const struct pfr_count_key *k)
  * mapped page is readable as a whole or not at all, as each frame is for the kernel's walk). */
 #define PFR_WALK_PAGE 4096
 
+/* The mapping a walk met last: its range and its file's rows (what uw_map looks up, and the
+ * per-CPU memo of struct pfr_uw_mapc keeps). */
+struct pfr_uw_placed {
+    __u64 start, end, adj;                   /* file vaddr - base = pc + adj */
+    __u32 first, nrows;                      /* its file's rows (nrows 0: none, frame pointers) */
+    __u32 gen;                               /* its table's load (pfr_unwind_file.gen) */
+    __u32 index_first, index_n, index_shift; /* its table's index (pfr_unwind_file.index_*) */
+};
+
 /* State of a walk with unwind tables (unwind.bpf.h), one frame to the next. */
 struct pfr_uw_state {
-    __u64 pc, sp, bp;                   /* the frame's registers */
-    __u64 lo, hi;                       /* user addresses [lo, hi) are copied in the page */
-    __u64 map_start, map_end, map_adj;  /* the last mapping met; file vaddr - base = pc + adj */
-    __u32 map_first, map_nrows;         /* its file's rows (nrows 0: none, frame pointers) */
-    __u32 is_ra;                        /* pc is a return address (look up pc - 1) */
-    __u32 flags;                        /* PFR_UWF_* */
-    __u32 dwarf_frames;                 /* frames found by tables */
-    __u32 vma_looked_up;                /* bpf_find_vma was called in this sample (once only) */
-    __u32 map_gen;                      /* its table's load (pfr_unwind_file.gen) */
-    __u32 map_index_first, map_index_n; /* its table's index (pfr_unwind_file.index_*) */
-    __u32 map_index_shift;
-    __u64 now; /* bpf_ktime_get_ns() at the walk's start */
-    __u64 mm;  /* the sampled process's (struct pfr_uw_mapc's key, with tgid) */
+    __u64 pc, sp, bp;         /* the frame's registers */
+    __u64 lo, hi;             /* user addresses [lo, hi) are copied in the page */
+    struct pfr_uw_placed map; /* the last mapping met */
+    __u32 is_ra;              /* pc is a return address (look up pc - 1) */
+    __u32 flags;              /* PFR_UWF_* */
+    __u32 dwarf_frames;       /* frames found by tables */
+    __u32 vma_looked_up;      /* bpf_find_vma was called in this sample (once only) */
+    __u64 now;                /* bpf_ktime_get_ns() at the walk's start */
+    __u64 mm;                 /* the sampled process's (struct pfr_uw_mapc's key, with tgid) */
     __u32 tgid;
     __u32 files_gen; /* uw_files_gen at the walk's start */
 };
@@ -180,10 +185,10 @@ struct pfr_uw_proc {
 #define PFR_UW_MAPC_SLOTS  8
 #define PFR_UW_MAPC_TTL_NS (500ull * 1000000)
 struct pfr_uw_mapc {
-    __u64 mm, start, end, adj;
+    __u64 mm;
     __u64 checked; /* bpf_ktime_get_ns() of the lookup */
     __u32 tgid, files_gen;
-    __u32 first, nrows, gen, index_first, index_n, index_shift;
+    struct pfr_uw_placed map;
     __u32 pending; /* a file whose table is not in place yet (PFR_UWF_PENDING) */
     __u32 pad;
 };

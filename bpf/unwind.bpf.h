@@ -272,18 +272,10 @@ static __always_inline bool uw_mapc_get(struct pfr_walk *w, __u64 pc)
     struct pfr_uw_state *u = &w->uw;
     for (int i = 0; i < PFR_UW_MAPC_SLOTS; i++) {
         const struct pfr_uw_mapc *c = &w->mapc[i];
-        if (!(pc >= c->start && pc < c->end) || c->mm != u->mm || c->tgid != u->tgid ||
+        if (!(pc >= c->map.start && pc < c->map.end) || c->mm != u->mm || c->tgid != u->tgid ||
             c->files_gen != u->files_gen || u->now - c->checked >= PFR_UW_MAPC_TTL_NS)
             continue;
-        u->map_start = c->start;
-        u->map_end = c->end;
-        u->map_adj = c->adj;
-        u->map_first = c->first;
-        u->map_nrows = c->nrows;
-        u->map_gen = c->gen;
-        u->map_index_first = c->index_first;
-        u->map_index_n = c->index_n;
-        u->map_index_shift = c->index_shift;
+        u->map = c->map;
         if (c->pending)
             u->flags |= PFR_UWF_PENDING;
         return true;
@@ -300,19 +292,11 @@ static __always_inline void uw_mapc_put(struct pfr_walk *w, __u32 pending)
     c->tgid = u->tgid;
     c->files_gen = u->files_gen;
     c->checked = u->now;
-    c->start = u->map_start;
-    c->end = u->map_end;
-    c->adj = u->map_adj;
-    c->first = u->map_first;
-    c->nrows = u->map_nrows;
-    c->gen = u->map_gen;
-    c->index_first = u->map_index_first;
-    c->index_n = u->map_index_n;
-    c->index_shift = u->map_index_shift;
+    c->map = u->map;
     c->pending = pending;
 }
 
-/* The mapping of pc into the state's cache: its range, and its file's rows (map_nrows 0: walk
+/* The mapping of pc into the state's cache: its range, and its file's rows (map.nrows 0: walk
  * by frame pointer). 0, or -1 when pc is in no mapping. */
 static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
 {
@@ -320,19 +304,15 @@ static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
         return 0;
     struct pfr_uw_state *u = &w->uw;
     struct pfr_uw_vma v = {};
-    u->map_nrows = 0;
+    u->map.nrows = 0;
     int rc = uw_find_vma(w, pc, &v);
     if (rc < 0)
         return -1;
     if (rc > 0) { /* not known in this sample: this frame by frame pointer */
-        u->map_start = u->map_end = 0;
+        u->map.start = u->map.end = 0;
         return 0;
     }
-    u->map_start = v.start;
-    u->map_end = v.end;
-    u->map_adj = 0;
-    u->map_first = u->map_gen = 0;
-    u->map_index_first = u->map_index_n = u->map_index_shift = 0;
+    u->map = (struct pfr_uw_placed){.start = v.start, .end = v.end};
     if (!v.file) {
         uw_mapc_put(w, 0);
         return 0;
@@ -348,14 +328,14 @@ static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
     __u32 now = (__u32)(u->now >> 30);
     if (f->last_used != now)
         f->last_used = now;
-    u->map_first = f->first;
-    u->map_nrows = f->nrows;
-    u->map_gen = f->gen;
-    u->map_index_first = f->index_first;
-    u->map_index_n = f->index_n;
-    u->map_index_shift = f->index_shift;
+    u->map.first = f->first;
+    u->map.nrows = f->nrows;
+    u->map.gen = f->gen;
+    u->map.index_first = f->index_first;
+    u->map.index_n = f->index_n;
+    u->map.index_shift = f->index_shift;
     /* file vaddr - base = pc - start + pgoff + delta - base */
-    u->map_adj = v.pgoff + f->delta - f->base - v.start;
+    u->map.adj = v.pgoff + f->delta - f->base - v.start;
     uw_mapc_put(w, 0);
     return 0;
 }
@@ -366,14 +346,14 @@ static __always_inline int uw_map(struct pfr_walk *w, __u64 pc)
 static __always_inline __u32 uw_rule(struct pfr_walk *w, __u64 x)
 {
     struct pfr_uw_state *u = &w->uw;
-    __u32 lo = 0, n = u->map_nrows, first = u->map_first;
+    __u32 lo = 0, n = u->map.nrows, first = u->map.first;
     if (x >= (1ull << 32))
         return PFR_UW_NONE;
-    if (u->map_index_n) {
-        __u32 g = (__u32)x >> (u->map_index_shift & 31);
-        if (g >= u->map_index_n)
-            g = u->map_index_n - 1; /* past the last granule's start: the last rows */
-        __u32 k = u->map_index_first + g;
+    if (u->map.index_n) {
+        __u32 g = (__u32)x >> (u->map.index_shift & 31);
+        if (g >= u->map.index_n)
+            g = u->map.index_n - 1; /* past the last granule's start: the last rows */
+        __u32 k = u->map.index_first + g;
         struct pfr_unwind_row *e = bpf_map_lookup_elem(&unwind_rows, &k);
         if (!e)
             return PFR_UW_NONE;
@@ -404,9 +384,9 @@ static __always_inline __u32 uw_rule(struct pfr_walk *w, __u64 x)
 static __always_inline __u32 uw_rule_memo(struct pfr_walk *w, __u64 x)
 {
     struct pfr_uw_state *u = &w->uw;
-    if (x >= (1ull << 32) || !u->map_gen)
+    if (x >= (1ull << 32) || !u->map.gen)
         return uw_rule(w, x);
-    __u64 key = (__u64)u->map_gen << 32 | x;
+    __u64 key = (__u64)u->map.gen << 32 | x;
     struct pfr_uw_memo *m =
         &w->memo[(__u32)((key * 0x9e3779b97f4a7c15ull) >> 55) & (PFR_UW_MEMO_SLOTS - 1)];
     if (m->key == key)
@@ -501,16 +481,16 @@ __noinline int pfr_uw_step(struct pfr_walk *w)
         return -1;
     struct pfr_uw_state *u = &w->uw;
     __u64 pc = u->is_ra ? u->pc - 1 : u->pc;
-    if (!(pc >= u->map_start && pc < u->map_end)) {
+    if (!(pc >= u->map.start && pc < u->map.end)) {
         if (uw_map(w, pc)) {
             u->flags |= PFR_UWF_CUT_MAP;
             return -1;
         }
     }
-    __u32 rule = u->map_nrows ? uw_rule_memo(w, pc + u->map_adj) : PFR_UW_NONE;
+    __u32 rule = u->map.nrows ? uw_rule_memo(w, pc + u->map.adj) : PFR_UW_NONE;
     int rc;
     if (PFR_UW_RULE_KIND(rule) == PFR_UW_NONE) {
-        if (u->map_nrows)
+        if (u->map.nrows)
             u->flags |= PFR_UWF_NO_ROW;
         rc = uw_fp_step(w);
         if (rc)
