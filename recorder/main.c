@@ -460,22 +460,35 @@ static int stop_collectors(writer *w)
 
 /* The sources' own threads (the unwinder's, the notification thread) are joined when they are
  * destroyed; one stuck in the kernel would hold SIGTERM up forever. The ring is closed by then,
- * so past STOP_THREADS_SEC the process exits without them. */
+ * so past STOP_THREADS_SEC, plus what the sources said their wind-down may take (a JVM's
+ * JFR.stop), the process exits without them. */
+typedef struct stop_watch {
+    int exit_code;
+    unsigned secs;
+} stop_watch;
+
 static void *stop_watchdog(void *arg)
 {
-    int code = (int)(intptr_t)arg;
-    sleep(STOP_THREADS_SEC);
-    pfr_err("the sources' threads did not stop within %d s: exiting without them",
-            STOP_THREADS_SEC);
-    _exit(code);
+    stop_watch sw = *(stop_watch *)arg;
+    free(arg);
+    sleep(sw.secs);
+    pfr_err("the sources' threads did not stop within %u s: exiting without them", sw.secs);
+    _exit(sw.exit_code);
     return NULL;
 }
 
-static void start_stop_watchdog(int exit_code)
+static void start_stop_watchdog(int exit_code, int64_t wind_down_ns)
 {
+    stop_watch *sw = malloc(sizeof(*sw));
+    if (!sw)
+        return;
+    *sw = (stop_watch){exit_code,
+                       STOP_THREADS_SEC + (unsigned)((wind_down_ns + 999999999) / 1000000000)};
     pthread_t t;
-    if (pthread_create(&t, NULL, stop_watchdog, (void *)(intptr_t)exit_code) == 0)
+    if (pthread_create(&t, NULL, stop_watchdog, sw) == 0)
         pthread_detach(t);
+    else
+        free(sw);
 }
 
 /* SIGHUP. A source's settings change only while it is not collecting: the collectors are given
@@ -556,6 +569,7 @@ int main(int argc, char **argv)
     pfr_config cfg;
     char err[1024] = "";
     int exit_code = 0;
+    int64_t wind_down_ns = 0; /* what the sources said their stop may take (SIGTERM) */
     int rc = pfr_config_load(&cfg, argc, argv, stdout, err, sizeof(err));
     if (rc == PFR_CONFIG_EXIT) {
         pfr_config_free(&cfg);
@@ -758,9 +772,11 @@ int main(int argc, char **argv)
             }
             pfr_info("%s: writing the current interval and exiting",
                      si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-            for (size_t i = 0; i < nsrc; i++)
-                if (sources[i].ops->stopping)
-                    sources[i].ops->stopping(sources[i].self);
+            for (size_t i = 0; i < nsrc; i++) {
+                int64_t need =
+                    sources[i].ops->stopping ? sources[i].ops->stopping(sources[i].self) : 0;
+                wind_down_ns = need > wind_down_ns ? need : wind_down_ns;
+            }
             finish_intervals(&w, efd);
             break;
         }
@@ -775,7 +791,7 @@ stop:
         _exit(exit_code);
     }
     pfr_store_close(store);
-    start_stop_watchdog(exit_code);
+    start_stop_watchdog(exit_code, wind_down_ns);
     stop_sources(sources, nsrc);
     pfr_daemon_services_stop(&svc); /* after the sources: they borrow them */
     pfr_daemon_metrics_free(metrics);

@@ -47,9 +47,10 @@ typedef struct pfr_source_ops {
      * are next due (memory pressure brings the Go heap). Any thread; may be NULL. */
     void (*collect_soon)(void *self, const int32_t *pids, size_t npids);
     /* The daemon stops (SIGTERM): wind down what is left to undo in other processes (a JVM's
-     * recording), beside the last collection, rather than in destroy, whose threads the daemon
-     * waits for only a few seconds. collect is still called once more. May be NULL. */
-    void (*stopping)(void *self);
+     * recording), beside the last collection, rather than in destroy. Returns how long that may
+     * still take (ns; 0: nothing to undo): the daemon waits for the sources' threads a few
+     * seconds more than that, not forever. collect is still called once more. May be NULL. */
+    int64_t (*stopping)(void *self);
     /* Whether collect has work for an interval ending at end_ns: its own period is due,
      * something was asked for soon, profiles are queued, its counters moved. Otherwise the
      * daemon leaves the collector's thread asleep (a thread's wake-up after seconds asleep costs

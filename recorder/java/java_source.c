@@ -595,13 +595,17 @@ static void java_log_stats(void *self)
  * had dumped): in destroy, a round still converting a dump under load and then the JFR.stop
  * took longer than the daemon waits for the sources' threads, and the recording stayed in the
  * JVM. */
-static void java_stopping(void *self)
+static int64_t java_stopping(void *self)
 {
     pfr_java_source *g = self;
     pthread_mutex_lock(&g->lock);
     g->stop = true;
     pthread_cond_signal(&g->wake);
+    /* a JVM known may hold pfr's recording: the round under way, then its JFR.stop (a loaded
+     * JVM answers an attach in seconds), within the stop's budget */
+    int64_t need = g->shown.jvms ? STOP_BUDGET_NS : 0;
     pthread_mutex_unlock(&g->lock);
+    return need;
 }
 
 static void java_destroy(void *self)
@@ -610,7 +614,7 @@ static void java_destroy(void *self)
     if (!g)
         return;
     if (g->worker_started) {
-        java_stopping(g);              /* (again, if the daemon said so at SIGTERM) */
+        (void)java_stopping(g);        /* (again, if the daemon said so at SIGTERM) */
         pthread_join(g->worker, NULL); /* it stops pfr's recordings first */
     }
     for (size_t i = 0; i < g->ndone; i++)
