@@ -190,8 +190,11 @@ static int cached_kind(pfr_fsguard *g, uint64_t dev, int64_t now)
 {
     pthread_mutex_lock(&g->lock);
     g->st.lookups++;
-    uint64_t *v = pfr_map_get(&g->cache, dev);
-    int k = v && (int64_t)(*v >> 2) * 1000000 > now ? (int)(*v & 3) : -1;
+    int k = PFR_FS_LOCAL; /* the memory file system (memfd_dev): an entry that never expires */
+    if (dev == 0 || dev != g->memfd_dev) {
+        uint64_t *v = pfr_map_get(&g->cache, dev);
+        k = v && (int64_t)(*v >> 2) * 1000000 > now ? (int)(*v & 3) : -1;
+    }
     g->st.remote_lookups += k > 0;
     pthread_mutex_unlock(&g->lock);
     return k;
@@ -214,12 +217,6 @@ static uint64_t memfd_dev(void)
 
 enum pfr_fs_kind pfr_fsguard_kind(pfr_fsguard *g, pid_t pid, uint64_t dev)
 {
-    if (dev != 0 && dev == g->memfd_dev) {
-        pthread_mutex_lock(&g->lock);
-        g->st.lookups++;
-        pthread_mutex_unlock(&g->lock);
-        return PFR_FS_LOCAL;
-    }
     int64_t now = pfr_clock_mono_ns();
     int k = cached_kind(g, dev, now);
     if (k >= 0)
