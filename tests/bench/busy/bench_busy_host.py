@@ -10,7 +10,8 @@ The load, started afresh for every round so that each round sees the same part o
     table, a script-heavy page) served by `python3 -m http.server`, one `chromium --headless
     --screenshot` per page, in a loop: a new browser (and its renderer, GPU and utility
     processes) every 2-3 s, a 200 MB stripped executable for every profiler to name.
-Both run at nice 10 (the host is shared). The profilers, one per round, rounds rotated (pfr,
+Both run at nice 10 (the host is shared); --loads runs one of them alone, to tell which of them a
+difference between profilers comes from (the targets are for both). The profilers, one per round, rounds rotated (pfr,
 perf, bpftrace, then perf, bpftrace, pfr, ...):
   - pfr-recorder, default settings (an empty config file: not the host's), its own ring;
   - `perf record -F 99 -a -g` to a file;
@@ -89,6 +90,7 @@ class Load:
 
     def __init__(self, args, tmp):
         self.tmp = tmp
+        self.loads = args.loads
         self.src = os.path.join(tmp, "src")
         os.mkdir(self.src)
         tar = subprocess.run(["git", "-C", args.source, "archive", "--format=tar", "HEAD"],
@@ -117,10 +119,20 @@ class Load:
         return self.group.usage_s() or 0.0
 
     def start(self):
+        for name in ("build", "browser"):  # a load left out still has its (empty) log
+            open(os.path.join(self.tmp, name + ".log"), "w").close()
+        if "build" in self.loads:
+            self._start_build()
+        if "browser" in self.loads:
+            self._start_browser()
+
+    def _start_build(self):
         b = os.path.join(self.tmp, "build")
         self._loop("build", 'while :; do rm -rf "%s"; cmake -S "%s" -B "%s" -DCMAKE_C_COMPILER=gcc'
                    ' -DCMAKE_BUILD_TYPE=RelWithDebInfo && make -C "%s" -j2; echo "BUILD ENDED $?";'
                    ' done' % (b, self.src, b, b))
+
+    def _start_browser(self):
         ud = os.path.join(self.tmp, "chromium")
         self._loop("browser", 'while :; do for u in %s; do timeout 60 chromium --headless'
                    ' --no-sandbox --disable-gpu --user-data-dir="%s" --window-size=1280,2000'
@@ -485,9 +497,10 @@ def report(res, args):
     n_late = sum(x[0] > LATE_S for x in lates)
     worst_rss = max(m["rss_mib"] for m in res["pfr-recorder"])
     print()
-    print("Busy host: pfr's build at -j2 + headless Chromium, %d CPUs, %d rounds x %.0f s "
-          "(after %.0f s of warm-up) per profiler, medians" % (os.cpu_count(), args.rounds,
-                                                              args.seconds, args.warmup))
+    loads = {"build": "pfr's build at -j2", "browser": "headless Chromium"}
+    print("Busy host: %s, %d CPUs, %d rounds x %.0f s (after %.0f s of warm-up) per profiler,"
+          " medians" % (" + ".join(loads[x] for x in args.loads), os.cpu_count(), args.rounds,
+                        args.seconds, args.warmup))
     print("| profiler | peak RSS MiB (worst round) | CPU s/min: process + BPF = total |"
           " ÷ bpftrace | with its stop, s/min (÷ bpftrace) |"
           " intervals late > 1 s (worst, s) | frames named (user frames) |"
@@ -550,8 +563,13 @@ def main():
     ap.add_argument("--pfr-arg", action="append", default=[],
                     help="one more argument for pfr-recorder (repeat: --pfr-arg=--log-level"
                     " --pfr-arg=debug)")
+    ap.add_argument("--loads", default="build,browser", type=lambda v: v.split(","),
+                    help="the loads to run: build, browser or both (the default; the targets are"
+                    " for both): one alone says which of them a difference comes from")
     ap.add_argument("--keep-logs", help="copy each round's profiler log into this directory")
     args = ap.parse_args()
+    if not args.loads or set(args.loads) - {"build", "browser"}:
+        ap.error("--loads: build, browser or build,browser")
     why = unready_for(("perf", "bpftrace", "chromium", "cmake", "make", "git"))
     if why:
         print("SKIP: " + why)
