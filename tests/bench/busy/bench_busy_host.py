@@ -11,8 +11,8 @@ The load, started afresh for every round so that each round sees the same part o
     --screenshot` per page, in a loop: a new browser (and its renderer, GPU and utility
     processes) every 2-3 s, a 200 MB stripped executable for every profiler to name.
 Both run at nice 10 (the host is shared); --loads runs one of them alone, to tell which of them a
-difference between profilers comes from (the targets are for both). The profilers, one per round, rounds rotated (pfr,
-perf, bpftrace, then perf, bpftrace, pfr, ...):
+difference between profilers comes from (the targets are for both). The profilers, one per round,
+rounds rotated (pfr, perf, bpftrace, then perf, bpftrace, pfr, ...):
   - pfr-recorder, default settings (an empty config file: not the host's), its own ring;
   - `perf record -F 99 -a -g` to a file;
   - `bpftrace -e 'profile:hz:99 { @[kstack, ustack, comm] = count(); }'` (as the other recorder
