@@ -66,6 +66,7 @@ def test(args, tmp):
         rc, _, _ = rec.stop()
         ri.check(rc == 0, "recorder exit code %d" % rc)
         by_service = {}
+        test_comm = own_comm()
         for c in chunks:
             by_service.setdefault(c["service"], []).append(c)
         for name in ("coroot", "pfr"):
@@ -76,10 +77,10 @@ def test(args, tmp):
             # until its exec the child is this test's Python (its comm, its environment: not
             # opted out), joining the unit's cgroup; a loaded host samples it there at times
             mine = [s for c in chunks for s in c.get("samples", []) if s["pid"] == pid]
-            before = sum(1 for s in mine if s["comm"] == own_comm())
+            before = sum(1 for s in mine if s["comm"] == test_comm)
             if before:
                 ri.log("%s: %d sample(s) of pid %d from before its exec (comm %s), kept"
-                       % (name, before, pid, own_comm()))
+                       % (name, before, pid, test_comm))
             n = len(mine) - before
             ri.check(n == 0, "%s: %d sample(s) of pid %d in the ring" % (name, n, pid))
         on = by_service.get(units["on"], [])
